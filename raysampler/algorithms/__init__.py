@@ -1,0 +1,25 @@
+"""Registry of sampling algorithms by name."""
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+from .base import Algorithm, Plan, RoundInfo, ShardPool
+from .dglmc import DGLMC
+
+ALGORITHMS: dict[str, type[Algorithm]] = {"dglmc": DGLMC}
+
+
+def get_algorithm(name: str, **params: Any) -> Algorithm:
+    """Build algorithm `name` with `params`; unknown names or parameters raise ValueError naming them."""
+    if not isinstance(name, str) or name not in ALGORITHMS:
+        raise ValueError(f"algorithm must be one of {sorted(ALGORITHMS)}, got {name!r}")
+    cls = ALGORITHMS[name]
+    valid = {f.name for f in fields(cls) if f.init}
+    unknown = sorted(set(params) - valid)
+    if unknown:
+        raise ValueError(f"unknown parameter(s) {unknown} for algorithm {name!r}; valid: {sorted(valid)}")
+    return cls(**params)
+
+
+__all__ = ["Algorithm", "Plan", "RoundInfo", "ShardPool", "DGLMC", "ALGORITHMS", "get_algorithm"]

@@ -1,0 +1,82 @@
+"""The contract between an algorithm and the runtime.
+
+An algorithm is a set of pure functions over small immutable states (BlackJAX's shape):
+`worker_init`/`worker_step` run where a shard lives, `coordinator_init`/`coordinator_step` run on the
+coordinator. The runtime only moves states and messages between them and calls these functions, so the
+same algorithm runs in-process and on Ray and draws the same numbers for the same seed.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, Sequence
+
+import numpy as np
+
+from ..models.base import Model
+from ..streams import ChainNoise
+
+
+class ShardPool(Protocol):
+    """What an algorithm's `prepare` may ask of the workers: run a pure function on every shard."""
+
+    num_shards: int
+
+    def map(self, fn: Callable[..., Any], args: Sequence[tuple]) -> list[Any]:
+        """Return [fn(model, X_i, y_i, *args[i]) for each shard i], computed where shard i lives."""
+
+
+@dataclass(frozen=True)
+class RoundInfo:
+    """Where the run is: the global round index t (burn-in included) and whether it is still burn-in."""
+
+    t: int
+    warmup: bool
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What `prepare` decided: the coordinator's initial state, one init payload per worker, reportable settings.
+
+    `local_steps` is the per-worker local step count N_i; `balance` says whether the runtime may
+    re-balance N_i from measured step times (it keeps their mean at `n_avg`).
+    """
+
+    coordinator_state: Any
+    worker_payloads: list[Any]
+    local_steps: np.ndarray
+    n_avg: float
+    balance: bool
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class Algorithm(ABC):
+    """A distributed sampler: pure init/step functions for workers and coordinator."""
+
+    name: str = "algorithm"
+
+    @abstractmethod
+    def prepare(self, model: Model, pool: ShardPool, *, chains: int, seed: int, noise: ChainNoise) -> Plan:
+        """Tune the run (may query the workers through `pool.map`) and build the initial states."""
+
+    @abstractmethod
+    def worker_init(self, payload: Any, model: Model, X: np.ndarray, y: np.ndarray) -> Any:
+        """The worker's initial state from its payload."""
+
+    @abstractmethod
+    def worker_step(self, state: Any, message: Any, model: Model, X: np.ndarray, y: np.ndarray,
+                    noise: ChainNoise) -> tuple[Any, Any]:
+        """Local work on one shard: (new state, reply to the coordinator)."""
+
+    @abstractmethod
+    def messages(self, state: Any, local_steps: np.ndarray, info: RoundInfo) -> list[Any]:
+        """The messages that start round `info.t`, one per worker (N_i = local_steps[i] local steps)."""
+
+    @abstractmethod
+    def coordinator_step(self, state: Any, replies: list[Any], noise: ChainNoise,
+                         info: RoundInfo) -> tuple[Any, np.ndarray]:
+        """Global step closing round `info.t`: (new state, the round's draws θ, shape (K, d))."""
+
+    def reply_stats(self, replies: list[Any]) -> dict[str, np.ndarray]:
+        """Per-chain statistics of one round to keep with the draws (e.g. local acceptance rates)."""
+        return {}

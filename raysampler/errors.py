@@ -1,0 +1,14 @@
+"""Exceptions that carry what the run produced before it stopped."""
+from __future__ import annotations
+
+from typing import Any
+
+
+class SamplingError(RuntimeError):
+    """A run stopped on a numerical failure. `.worker` and `.round` say where; `.result` keeps the draws so far."""
+
+    def __init__(self, message: str, *, worker: int | None, round: int, result: Any) -> None:
+        super().__init__(message)
+        self.worker = worker
+        self.round = round
+        self.result = result

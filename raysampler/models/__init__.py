@@ -1,0 +1,57 @@
+"""Model library: per-shard potentials U_i with gradients, Hessian-vector products and curvature for K chains.
+
+`get_model("logistic_regression", prior_scale=2.0)` builds a model by family name (see `FAMILIES`);
+bind it to the data with `model.bind(DataSpec(...))` before use.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from .base import DataSpec, GaussianPrior, Model
+from .gaussian import Gaussian, gaussian_posterior
+from .linear import LinearRegression, linear_posterior
+from .logistic import LogisticRegression
+from .mlp import MLPClassifier
+from .poisson import PoissonRegression
+from .softmax import SoftmaxRegression
+
+FAMILIES: dict[str, type[Model]] = {
+    "gaussian": Gaussian,
+    "linear_regression": LinearRegression,
+    "logistic_regression": LogisticRegression,
+    "poisson_regression": PoissonRegression,
+    "softmax_regression": SoftmaxRegression,
+    "mlp_classifier": MLPClassifier,
+}
+
+
+def get_model(family: str, **kwargs) -> Model:
+    """Instantiate the model registered under `family` with keyword arguments (an unbound model)."""
+    try:
+        cls = FAMILIES[family]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown model family {family!r}; valid families: {', '.join(FAMILIES)}") from None
+    valid = [f.name for f in dataclasses.fields(cls) if f.init]
+    unknown = sorted(set(kwargs) - set(valid))
+    if unknown:
+        raise ValueError(
+            f"model family {family!r} has no parameter(s) {', '.join(unknown)}; valid parameters: {', '.join(valid)}"
+        )
+    return cls(**kwargs)
+
+
+__all__ = [
+    "DataSpec",
+    "FAMILIES",
+    "Gaussian",
+    "GaussianPrior",
+    "LinearRegression",
+    "LogisticRegression",
+    "MLPClassifier",
+    "Model",
+    "PoissonRegression",
+    "SoftmaxRegression",
+    "gaussian_posterior",
+    "get_model",
+    "linear_posterior",
+]

@@ -1,0 +1,104 @@
+"""The model contract: per-shard potential U_i, its gradient, Hessian-vector products and curvature, for K chains at once.
+
+Every method takes one shard's data (X, y) and a (K, d) array of parameter vectors and returns
+per-chain values, so K chains cost one matrix-matrix product instead of K matrix-vector products.
+The Gaussian prior is *not* part of U_i: the coordinator holds it (ALGORITHMS.md, notation).
+"""
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """What a model must know about the whole data set before it can fix its dimension."""
+
+    n_features: int
+    n_classes: int | None = None  # for classifiers: number of labels over all shards (max label + 1)
+    n_rows: int | None = None
+
+
+@dataclass(frozen=True)
+class GaussianPrior:
+    """N(mean, diag(1/precision)) prior held by the coordinator (diagonal precision, shape (d,))."""
+
+    mean: np.ndarray
+    precision: np.ndarray
+
+    def potential(self, x: np.ndarray) -> np.ndarray:
+        diff = x - self.mean
+        return 0.5 * np.sum(diff * diff * self.precision, axis=-1)
+
+    def grad(self, x: np.ndarray) -> np.ndarray:
+        return (x - self.mean) * self.precision
+
+
+@dataclass(frozen=True)
+class Model(ABC):
+    """A Bayesian model split into per-shard potentials U_i(x) = -log p(y_i | X_i, x).
+
+    Subclasses are frozen dataclasses; `bind(spec)` returns a copy whose dimension is fixed by the data.
+    Arrays: X (n_i, p) float64, y (n_i,), x (K, d). Returns: (K,) or (K, d).
+    """
+
+    name = "model"
+    #: "binary" | "multiclass" | "real" | "count" — what y must hold (checked by `validate`).
+    target_kind = "real"
+
+    def bind(self, spec: DataSpec) -> "Model":
+        """Return a copy of the model fitted to the data's shape (n_features, n_classes)."""
+        return dataclasses.replace(self, **self._bind_fields(spec))
+
+    def _bind_fields(self, spec: DataSpec) -> dict:
+        return {"n_features": spec.n_features}
+
+    @property
+    @abstractmethod
+    def dim(self) -> int:
+        """Number of parameters d (requires a bound model)."""
+
+    def param_names(self) -> list[str]:
+        """One readable name per coordinate of θ (used by summaries and ArviZ coords)."""
+        return [f"theta[{j}]" for j in range(self.dim)]
+
+    @abstractmethod
+    def prior(self) -> GaussianPrior:
+        """The Gaussian prior held by the coordinator."""
+
+    def validate(self, X: np.ndarray, y: np.ndarray, argname: str = "data") -> None:
+        """Raise ValueError naming `argname` if (X, y) cannot be data for this model."""
+
+    @abstractmethod
+    def potential(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """U_i(x) for each of the K rows of x: shape (K,)."""
+
+    @abstractmethod
+    def grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """∇U_i(x): shape (K, d)."""
+
+    def potential_and_grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(U_i(x), ∇U_i(x)) in one data pass where the model can share work."""
+        return self.potential(X, y, x), self.grad(X, y, x)
+
+    @abstractmethod
+    def hvp(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """Hessian-vector products ∇²U_i(x_k) v_k for each chain k: shape (K, d)."""
+
+    def hessian(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Dense Hessian ∇²U_i(x) at one point x (d,): shape (d, d). Default: d Hessian-vector products."""
+        d = x.shape[-1]
+        eye = np.eye(d)
+        H = self.hvp(X, y, np.broadcast_to(x, (d, d)).copy(), eye)
+        return 0.5 * (H + H.T)
+
+    def hessian_diag(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """A positive semi-definite diagonal curvature estimate at x (d,): shape (d,). Default: diag of `hessian`."""
+        return np.clip(np.diag(self.hessian(X, y, x)), 0.0, None)
+
+    @abstractmethod
+    def smoothness(self, X: np.ndarray, y: np.ndarray) -> float:
+        """M_i: an upper bound of ‖∇²U_i‖ over the whole space (the paper's worst case)."""

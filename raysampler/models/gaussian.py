@@ -1,0 +1,188 @@
+"""The conjugate Gaussian toy (seed 000, sec. 5.1): observations y_j ~ N(θ, Σ1), prior θ ~ N(m0, prior_scale² I).
+
+Data convention: the observations are the *rows of y*, a 2-D array (n, p); X is ignored (it may be None,
+an (n, 0) placeholder or any (n, ·) array, and must then have the same number of rows as y). The model's
+dimension is d = p = y.shape[1], so bind it with DataSpec(n_features=y.shape[1]).
+"""
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+from scipy import linalg
+
+from .base import GaussianPrior
+from .linear import _GLM, _check_positive, _check_Xy, _gaussian_from_natural, _rows_of, _unbound
+
+__all__ = ["Gaussian", "gaussian_posterior"]
+
+
+@dataclass(frozen=True)
+class Gaussian(_GLM):
+    """U_i(θ) = ½ Σ_j (y_j − θ)ᵀ Σ1⁻¹ (y_j − θ), Σ1 = noise_cov if given else noise_scale² I.
+
+    Quadratic with constant Hessian n_i Σ1⁻¹: the posterior is Gaussian in closed form (`posterior`).
+    `prior_mean` is a scalar (the same for every coordinate) or a length-d sequence; `noise_cov` is a
+    symmetric positive-definite (p, p) matrix (give it *or* noise_scale, not both). Array arguments are
+    stored as tuples so that the model stays hashable.
+    """
+
+    name = "gaussian"
+    #: y holds vector observations (n, p): the coordinator then takes n_features from y's width.
+    target_kind = "vector"
+
+    noise_scale: float = 1.0
+    prior_mean: float | tuple = 0.0
+    noise_cov: tuple | None = None
+
+    def __post_init__(self):
+        super().__post_init__()
+        object.__setattr__(self, "noise_scale", _check_positive("noise_scale", self.noise_scale))
+        d = self.n_features
+
+        if self.noise_cov is not None:
+            if self.noise_scale != 1.0:
+                raise ValueError("noise_cov: give either noise_scale or noise_cov, not both")
+            try:
+                S = np.array(self.noise_cov, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise ValueError(f"noise_cov must be a (p, p) array of numbers, got {self.noise_cov!r}") from None
+            if S.ndim != 2 or S.shape[0] != S.shape[1] or S.shape[0] == 0:
+                raise ValueError(f"noise_cov must be a square (p, p) matrix, got shape {S.shape}")
+            if not np.isfinite(S).all():
+                raise ValueError("noise_cov contains NaN or infinite values")
+            if not np.allclose(S, S.T, rtol=1e-10, atol=1e-12 * np.abs(S).max()):
+                raise ValueError("noise_cov must be symmetric")
+            S = 0.5 * (S + S.T)
+            try:
+                L = linalg.cholesky(S, lower=True)
+            except linalg.LinAlgError:
+                raise ValueError("noise_cov must be positive definite") from None
+            if d is None:
+                d = S.shape[0]
+            elif S.shape[0] != d:
+                raise ValueError(f"noise_cov is {S.shape[0]}×{S.shape[0]} but n_features={d}")
+            object.__setattr__(self, "noise_cov", tuple(tuple(float(v) for v in row) for row in S))
+            P = linalg.cho_solve((L, True), np.eye(d))
+            P = 0.5 * (P + P.T)
+        else:
+            P = None
+
+        if isinstance(self.prior_mean, numbers.Real) and not isinstance(self.prior_mean, bool):
+            if not np.isfinite(self.prior_mean):
+                raise ValueError(f"prior_mean must be finite, got {self.prior_mean!r}")
+            object.__setattr__(self, "prior_mean", float(self.prior_mean))
+        else:
+            try:
+                m0 = np.array(self.prior_mean, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise ValueError(f"prior_mean must be a number or a 1-D sequence, got {self.prior_mean!r}") from None
+            if m0.ndim != 1 or m0.size == 0 or not np.isfinite(m0).all():
+                raise ValueError(f"prior_mean must be a number or a finite 1-D sequence, got shape {m0.shape}")
+            if d is None:
+                d = m0.size
+            elif m0.size != d:
+                raise ValueError(f"prior_mean has length {m0.size} but the model has d={d}")
+            object.__setattr__(self, "prior_mean", tuple(float(v) for v in m0))
+
+        object.__setattr__(self, "n_features", d)
+        if d is not None and P is None:
+            P = np.eye(d) / self.noise_scale**2
+        # Cached noise precision Σ1⁻¹ and its largest eigenvalue (not dataclass fields: recomputed on replace).
+        object.__setattr__(self, "_noise_prec", P)
+        object.__setattr__(self, "_noise_prec_max", None if P is None else float(linalg.eigvalsh(P)[-1]))
+
+    # ------------------------------------------------------------------ contract
+
+    @property
+    def noise_precision(self) -> np.ndarray:
+        """Σ1⁻¹, shape (d, d)."""
+        if self._noise_prec is None:
+            raise _unbound(self, "n_features")
+        return self._noise_prec
+
+    def prior(self) -> GaussianPrior:
+        d = self.dim
+        return GaussianPrior(
+            mean=np.broadcast_to(np.asarray(self.prior_mean, dtype=np.float64), (d,)).copy(),
+            precision=np.full(d, 1.0 / self.prior_scale**2),
+        )
+
+    def validate(self, X, y, argname: str = "data") -> None:
+        y_arr = np.asarray(y)
+        if X is None or (isinstance(X, np.ndarray) and X.dtype == object and X.ndim == 0 and X.item() is None):
+            X = np.empty((y_arr.shape[0] if y_arr.ndim else 0, 0))
+        X, y_arr = _check_Xy(X, y, argname, None, y_ndim=2)
+        if self.n_features is not None and y_arr.shape[1] != self.n_features:
+            raise ValueError(
+                f"{argname}: y has {y_arr.shape[1]} columns but the model is bound to n_features={self.n_features}"
+            )
+
+    def _stats(self, y):
+        """n, ȳ and the θ-free part ½ Σ_j (y_j − ȳ)ᵀ P (y_j − ȳ) of U_i."""
+        n = y.shape[0]
+        if n == 0:
+            return 0, np.zeros(self.dim), 0.0
+        ybar = y.mean(axis=0)
+        Yc = y - ybar
+        const = 0.5 * float(np.einsum("ij,ij->", Yc @ self.noise_precision, Yc))
+        return n, ybar, const
+
+    # U_i(θ) = ½ n (θ − ȳ)ᵀ P (θ − ȳ) + const: centred form, stable and O(np + Kp²).
+    def potential(self, X, y, x):
+        n, ybar, const = self._stats(y)
+        D = x - ybar
+        return (0.5 * n) * np.einsum("kp,kp->k", D @ self.noise_precision, D) + const
+
+    def grad(self, X, y, x):
+        n = y.shape[0]
+        if n == 0:
+            return np.zeros_like(x, dtype=np.float64)
+        return (n * (x - y.mean(axis=0))) @ self.noise_precision
+
+    def potential_and_grad(self, X, y, x):
+        n, ybar, const = self._stats(y)
+        D = x - ybar
+        DP = D @ self.noise_precision
+        return (0.5 * n) * np.einsum("kp,kp->k", DP, D) + const, n * DP
+
+    def hvp(self, X, y, x, v):
+        return y.shape[0] * (v @ self.noise_precision)
+
+    def hessian(self, X, y, x):
+        return y.shape[0] * self.noise_precision
+
+    def hessian_diag(self, X, y, x):
+        x, single = _rows_of(x)
+        diag = y.shape[0] * np.diag(self.noise_precision)
+        return diag if single else np.broadcast_to(diag, x.shape).copy()
+
+    def smoothness(self, X, y) -> float:
+        """Exact ‖∇²U_i‖ = n_i·λ_max(Σ1⁻¹) (the Hessian is constant)."""
+        if self._noise_prec_max is None:
+            raise _unbound(self, "n_features")
+        return np.asarray(y).shape[0] * self._noise_prec_max
+
+    def posterior(self, shards: Iterable[tuple[np.ndarray | None, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+        """Exact posterior (mean, covariance) given all shards [(X_1, y_1), …] (X ignored) and the prior."""
+        return gaussian_posterior(self, [y for _, y in shards])
+
+
+def gaussian_posterior(model: Gaussian, ys: Iterable[np.ndarray] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Exact posterior (mean, covariance) of a bound `Gaussian` given the observations: one (n, p) array or a list of them.
+
+    Precision Q = diag(1/prior_scale²) + N Σ1⁻¹, mean Q⁻¹(m0/prior_scale² + Σ1⁻¹ Σ_j y_j).
+    """
+    if isinstance(ys, np.ndarray):
+        ys = [ys]
+    d = model.dim
+    N = 0
+    total = np.zeros(d)
+    for y in ys:
+        y = np.asarray(y, dtype=np.float64).reshape(-1, d)
+        N += y.shape[0]
+        total += y.sum(axis=0)
+    P = model.noise_precision
+    return _gaussian_from_natural(model.prior(), N * P, P @ total)

@@ -1,0 +1,129 @@
+"""Bayesian multinomial (softmax) regression: P(y = c | x, W) ∝ exp((xᵀW)_c), y ∈ {0, …, C−1}.
+
+Parameter packing: θ = W.ravel() with W of shape (p, C), row-major, so θ[j·C + c] = W[j, c] ("w[j,c]").
+Full parametrisation (one weight column per class): the likelihood is invariant to adding the same vector
+to every column of W; the Gaussian prior makes the posterior proper.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .base import DataSpec
+from .linear import _GLM, _check_labels, _check_optional_count, _check_Xy, _gram_lambda_max, _rows_of, _unbound
+
+__all__ = ["SoftmaxRegression"]
+
+
+def _log_softmax_parts(Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(logsumexp over the last axis, softmax probabilities), overflow-free."""
+    m = Z.max(axis=-1, keepdims=True)
+    E = np.exp(Z - m)
+    s = E.sum(axis=-1, keepdims=True)
+    E /= s
+    return (m + np.log(s))[..., 0], E
+
+
+@dataclass(frozen=True)
+class SoftmaxRegression(_GLM):
+    """U_i(W) = Σ_j [logsumexp(x_jᵀW) − (x_jᵀW)_{y_j}] for K chains with one (n, p)×(p, K·C) product.
+
+    Gradient Xᵀ(P − Y) (Y one-hot); Hessian Σ_j (x_j x_jᵀ) ⊗ (diag(p_j) − p_j p_jᵀ) ≼ ½ XᵀX ⊗ I,
+    hence `smoothness` = λ_max(XᵀX)/2, a global bound.
+    """
+
+    name = "softmax_regression"
+    target_kind = "multiclass"
+
+    n_classes: int | None = field(default=None, kw_only=True)
+
+    def __post_init__(self):
+        super().__post_init__()
+        object.__setattr__(self, "n_classes", _check_optional_count("n_classes", self.n_classes, 2))
+
+    def _bind_fields(self, spec: DataSpec) -> dict:
+        if spec.n_classes is None:
+            raise ValueError(f"{type(self).__name__} needs DataSpec.n_classes (the number of labels)")
+        return {"n_features": spec.n_features, "n_classes": spec.n_classes}
+
+    @property
+    def dim(self) -> int:
+        if self.n_features is None or self.n_classes is None:
+            raise _unbound(self, "n_features" if self.n_features is None else "n_classes")
+        return self.n_features * self.n_classes
+
+    def param_names(self) -> list[str]:
+        p, C = self.n_features, self.n_classes
+        _ = self.dim  # raises if unbound
+        return [f"w[{j},{c}]" for j in range(p) for c in range(C)]
+
+    def validate(self, X, y, argname: str = "data") -> None:
+        X, y = _check_Xy(X, y, argname, self.n_features)
+        _check_labels(y, self.n_classes, argname)
+
+    # -------------------------------------------------------------- K-chain layout helpers
+
+    def _logits(self, X, x):
+        """Z[j, k, c] = (x_jᵀ W_k)_c: one product X (n, p) @ (p, K·C); returns (n, K, C)."""
+        K = x.shape[0]
+        p, C = self.n_features, self.n_classes
+        W = x.reshape(K, p, C).transpose(1, 0, 2).reshape(p, K * C)
+        return (X @ W).reshape(X.shape[0], K, C)
+
+    def _pullback(self, X, R):
+        """Xᵀ R per chain for R (n, K, C), packed as (K, p·C)."""
+        n, K, C = R.shape
+        G = X.T @ R.reshape(n, K * C)
+        return G.reshape(-1, K, C).transpose(1, 0, 2).reshape(K, -1)
+
+    # -------------------------------------------------------------- contract
+
+    def potential(self, X, y, x):
+        y = np.asarray(y, dtype=np.intp)
+        Z = self._logits(X, x)
+        lse, _ = _log_softmax_parts(Z)
+        return lse.sum(axis=0) - Z[np.arange(Z.shape[0]), :, y].sum(axis=0)
+
+    def potential_and_grad(self, X, y, x):
+        y = np.asarray(y, dtype=np.intp)
+        Z = self._logits(X, x)
+        rows = np.arange(Z.shape[0])
+        lse, P = _log_softmax_parts(Z)
+        U = lse.sum(axis=0) - Z[rows, :, y].sum(axis=0)
+        P[rows, :, y] -= 1.0
+        return U, self._pullback(X, P)
+
+    def grad(self, X, y, x):
+        return self.potential_and_grad(X, y, x)[1]
+
+    def hvp(self, X, y, x, v):
+        _, P = _log_softmax_parts(self._logits(X, x))
+        D = self._logits(X, v)  # directional change of the logits
+        D -= np.einsum("nkc,nkc->nk", P, D)[..., None]
+        D *= P
+        return self._pullback(X, D)
+
+    def hessian(self, X, y, x):
+        """Explicit Σ_j (x_j x_jᵀ) ⊗ (diag(p_j) − p_j p_jᵀ), O(n p² C²), without d Hessian-vector products."""
+        p, C = self.n_features, self.n_classes
+        n = X.shape[0]
+        _, P = _log_softmax_parts(self._logits(X, x[None, :]))
+        P = P[:, 0, :]  # (n, C)
+        M = (X[:, :, None] * P[:, None, :]).reshape(n, p * C)
+        H = -(M.T @ M)
+        B = (X.T[None, :, :] * P.T[:, None, :]) @ X  # (C, p, p): Xᵀ diag(P[:, c]) X
+        idx = np.arange(C)
+        H.reshape(p, C, p, C)[:, idx, :, idx] += B
+        return 0.5 * (H + H.T)
+
+    def hessian_diag(self, X, y, x):
+        x, single = _rows_of(x)
+        _, P = _log_softmax_parts(self._logits(X, x))
+        P *= 1.0 - P
+        diag = self._pullback(X * X, P)
+        return diag[0] if single else diag
+
+    def smoothness(self, X, y) -> float:
+        """M_i = λ_max(XᵀX)/2, a global bound since ‖diag(p) − ppᵀ‖ ≤ 1/2."""
+        return 0.5 * _gram_lambda_max(X)

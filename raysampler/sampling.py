@@ -1,0 +1,162 @@
+"""`rs.sample`: validate the request, start a coordinator (in-process or on Ray), collect draws as they come."""
+from __future__ import annotations
+
+import numbers
+import time
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from .algorithms import get_algorithm
+from .errors import SamplingError
+from .result import Result
+from .runtime.coordinator import Chunk, RunConfig
+from .runtime import executors
+from .shards import ShardSet, shard as make_shards
+
+_MODEL_METHODS = ("bind", "prior", "potential", "grad", "potential_and_grad", "hvp", "smoothness", "param_names")
+
+
+class Run:
+    """A started run: iterate `chunks()` for draws as they are produced, then `result()`; `close()` frees workers."""
+
+    def __init__(self, model: Any, shards: Any, algorithm: str = "dglmc", *, chains: int = 4,
+                 num_rounds: int = 1000, burn_in: int | None = None, thin: int = 1, seed: int = 0,
+                 executor: str = "ray", time_budget_s: float | None = None, balance: str | bool = "auto",
+                 max_actors: int | None = None, _slowdown: dict[int, float] | None = None, **params: Any) -> None:
+        _check_model(model)
+        shard_set = _as_shards(shards)
+        chains = _positive_int(chains, "chains")
+        num_rounds = _positive_int(num_rounds, "num_rounds")
+        burn_in = max(100, num_rounds // 10) if burn_in is None else _nonnegative_int(burn_in, "burn_in")
+        thin = _positive_int(thin, "thin")
+        seed = _nonnegative_int(seed, "seed")
+        if executor not in executors.EXECUTORS:
+            raise ValueError(f"executor must be one of {executors.EXECUTORS}, got {executor!r}")
+        if time_budget_s is not None and not (isinstance(time_budget_s, numbers.Real) and time_budget_s > 0):
+            raise ValueError(f"time_budget_s must be a positive number of seconds or None, got {time_budget_s!r}")
+        if balance not in ("auto", True, False):
+            raise ValueError(f"balance must be 'auto', True or False, got {balance!r}")
+        if max_actors is not None:
+            max_actors = _positive_int(max_actors, "max_actors")
+        alg = get_algorithm(algorithm, **params)
+        do_balance = (executor == "ray") if balance == "auto" else bool(balance)
+        self.config = RunConfig(chains, num_rounds, burn_in, thin, seed, do_balance)
+        self.executor, self.algorithm_name = executor, algorithm
+        self.time_budget_s = time_budget_s
+        self._start = time.perf_counter()
+        self._handle = executors.start(executor, list(shard_set), model, alg, self.config, max_actors)
+        try:
+            self.setup = self._handle.call("setup", _slowdown)
+        except BaseException:
+            self._handle.close()
+            raise
+        self.rounds_done = 0
+        self.error: dict | None = None
+        self._draws: list[np.ndarray] = []
+        self._stats: dict[str, list[np.ndarray]] = {}
+
+    @property
+    def total_rounds(self) -> int:
+        return self.config.burn_in + self.config.num_rounds
+
+    def chunks(self, target_chunk_s: float = 0.5) -> Iterator[Chunk]:
+        """Run to the end (or the time budget, or an error), yielding each chunk of draws as it arrives."""
+        n = 20
+        while self.rounds_done < self.total_rounds and self.error is None:
+            left = None
+            if self.time_budget_s is not None:
+                left = self.time_budget_s - (time.perf_counter() - self._start)
+                if left <= 0:
+                    break
+            t0 = time.perf_counter()
+            chunk: Chunk = self._handle.call("run", n, left)
+            ran = chunk.rounds_done - self.rounds_done
+            self.rounds_done = chunk.rounds_done
+            self._draws.append(chunk.theta)
+            for k, v in chunk.stats.items():
+                self._stats.setdefault(k, []).append(v)
+            self.error = chunk.error
+            yield chunk
+            if chunk.done or (left is not None and ran < n):
+                break
+            per_round = (time.perf_counter() - t0) / max(ran, 1)
+            n = int(np.clip(target_chunk_s / max(per_round, 1e-7), 10, 100_000))
+
+    def result(self) -> Result:
+        """The draws collected so far as a Result (chains, draws, d), with the run's statistics."""
+        d = self.setup["dim"]
+        theta = np.concatenate(self._draws) if self._draws else np.empty((0, self.config.chains, d))
+        sample_stats = {k: np.concatenate(v).T for k, v in self._stats.items()}
+        stats = self._handle.call("stats")
+        stats["setup_time_s"] = self.setup["setup_time_s"]
+        stats["wall_time_s"] = time.perf_counter() - self._start
+        info = {"algorithm": self.algorithm_name, "executor": self.executor, "config": self.config,
+                "setup": self.setup, "error": self.error}
+        return Result(np.ascontiguousarray(theta.transpose(1, 0, 2)), list(self.setup["param_names"]), stats,
+                      sample_stats, info)
+
+    def close(self) -> None:
+        self._handle.close()
+
+
+def sample(model: Any, shards: Any, algorithm: str = "dglmc", *, chains: int = 4, num_rounds: int = 1000,
+           burn_in: int | None = None, thin: int = 1, seed: int = 0, executor: str = "ray",
+           time_budget_s: float | None = None, progress: bool | None = None, balance: str | bool = "auto",
+           max_actors: int | None = None, callback: Callable[[Chunk], None] | None = None,
+           **params: Any) -> Result:
+    """Sample the posterior of `model` given data split into `shards`.
+
+    `burn_in` rounds come first and are discarded (default: max(100, num_rounds // 10)); `num_rounds` counts the
+    rounds after burn-in; each chain keeps num_rounds // thin draws. `executor="local"` runs the same steps
+    in-process and, for the same seed and fixed N_i, gives the same draws as `executor="ray"`.
+    `balance` re-balances local step counts N_i from measured worker speeds ("auto": on Ray only).
+    `time_budget_s` stops cleanly, returning what was drawn. Algorithm parameters go in `**params`.
+    A numerical failure raises SamplingError naming the worker and round, with `.result` holding the draws so far.
+    """
+    run = Run(model, shards, algorithm, chains=chains, num_rounds=num_rounds, burn_in=burn_in, thin=thin, seed=seed,
+              executor=executor, time_budget_s=time_budget_s, balance=balance, max_actors=max_actors,
+              **params)
+    show = progress if progress is not None else run.total_rounds >= 2000
+    try:
+        from tqdm.auto import tqdm
+
+        with tqdm(total=run.total_rounds, disable=not show, unit="round", desc=f"{algorithm} ({executor})") as bar:
+            for chunk in run.chunks():
+                bar.update(chunk.rounds_done - bar.n)
+                if callback is not None:
+                    callback(chunk)
+        result = run.result()
+    finally:
+        run.close()
+    if run.error is not None:
+        raise SamplingError(run.error["message"], worker=run.error["worker"], round=run.error["round"], result=result)
+    return result
+
+
+def _check_model(model: Any) -> None:
+    missing = [m for m in _MODEL_METHODS if not callable(getattr(model, m, None))]
+    if isinstance(model, type) or missing:
+        raise TypeError(f"model must be a model instance (e.g. rs.models.LogisticRegression()) with methods "
+                        f"{list(_MODEL_METHODS)}; missing {missing or 'an instance'}")
+
+
+def _as_shards(shards: Any) -> ShardSet:
+    if isinstance(shards, ShardSet):
+        return shards
+    if isinstance(shards, (list, tuple)) and len(shards) > 0:
+        return make_shards(list(shards))
+    raise TypeError("shards must come from rs.shard(X, y, num_shards=...) or be a list of (X_i, y_i) pairs or "
+                    f"file paths, got {type(shards).__name__}")
+
+
+def _positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def _nonnegative_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+    return int(value)

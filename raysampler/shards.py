@@ -1,0 +1,421 @@
+"""Splitting data into shards, one per worker, and describing shards a worker reads itself.
+
+A `Shard` is either in memory (arrays `X`, `y`) or a `path` to a file the worker loads on its own
+node, so big data never passes through the driver. `shard(...)` builds a `ShardSet` from whole
+arrays (split "contiguous", "random" or "label_skew") or from data that is already split (a list
+of `(X_i, y_i)` pairs, file paths or `Shard`s, one per shard).
+
+File formats for path shards:
+
+* ``.npz``: arrays named ``"X"`` (2-D) and ``"y"`` (1-D, or 2-D with one row per observation);
+  pickled (object) arrays are refused.
+* ``.csv``: comma-separated, one header row; the column named ``y`` is the target, every other
+  column (in file order) is a feature. Numbers only, no missing values.
+* ``.parquet`` / ``.pq``: same column convention as CSV; needs pyarrow (ImportError otherwise).
+
+Shards hold X as float64; y keeps an integer dtype (class labels) and is float64 otherwise.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+import zipfile
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence, overload
+
+import numpy as np
+
+__all__ = ["STRATEGIES", "SUFFIXES", "Shard", "ShardSet", "shard"]
+
+#: Split strategies accepted by `shard`.
+STRATEGIES: tuple[str, ...] = ("contiguous", "random", "label_skew")
+#: File suffixes a path shard may have (case-insensitive).
+SUFFIXES: tuple[str, ...] = (".npz", ".csv", ".parquet", ".pq")
+#: `ShardSet.strategy` for data the caller split already.
+PRESPLIT = "presplit"
+_DEFAULT_NUM_SHARDS = 4
+
+
+# ------------------------------------------------------------------------------------ validation
+def _as_features(X: Any, name: str) -> np.ndarray:
+    """X as a 2-D float64 array (no copy if it already is one); ValueError naming `name` otherwise."""
+    try:
+        arr = np.asarray(X, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be a numeric 2-D array: {exc}") from None
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (rows x features), got shape {arr.shape}")
+    return arr
+
+
+def _as_target(y: Any, name: str) -> np.ndarray:
+    """y as int64 (integer labels) or float64 array, 1-D or 2-D; ValueError naming `name` otherwise."""
+    arr = np.asarray(y)
+    if arr.dtype.kind in "iu":
+        arr = arr.astype(np.int64, copy=False)
+    else:
+        try:
+            arr = arr.astype(np.float64, copy=False)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{name} must be numeric: {exc}") from None
+    if arr.ndim not in (1, 2):
+        raise ValueError(f"{name} must be 1-D (or 2-D with one row per observation), got shape {arr.shape}")
+    return arr
+
+
+def _check_finite(arr: np.ndarray, name: str) -> None:
+    """ValueError naming `name` and the first bad row if arr has NaN or inf."""
+    if arr.dtype.kind == "f" and arr.size:
+        ok = np.isfinite(arr)
+        if not ok.all():
+            bad = ok.reshape(len(arr), -1).all(axis=1)
+            row = int(np.flatnonzero(~bad)[0])
+            raise ValueError(f"{name} contains NaN or inf (first at row {row})")
+
+
+def _validate(X: Any, y: Any, xname: str = "X", yname: str = "y") -> tuple[np.ndarray, np.ndarray]:
+    """Check and convert one (X, y) pair: 2-D float64 X, matching rows, finite values, at least one row."""
+    Xa = _as_features(X, xname)
+    if y is None:
+        raise ValueError(f"{yname} is required with array data (y=None only for already-split data)")
+    ya = _as_target(y, yname)
+    if ya.shape[0] != Xa.shape[0]:
+        raise ValueError(f"{yname} has {ya.shape[0]} rows but {xname} has {Xa.shape[0]}")
+    if Xa.shape[0] == 0:
+        raise ValueError(f"{xname} has no rows")
+    _check_finite(Xa, xname)
+    _check_finite(ya, yname)
+    return Xa, ya
+
+
+def _check_path(path: str) -> str:
+    """ValueError naming the path if its suffix is not a supported format."""
+    if not path.lower().endswith(SUFFIXES):
+        raise ValueError(f"shard file {path!r} has an unsupported extension; expected one of {', '.join(SUFFIXES)}")
+    return path
+
+
+# ----------------------------------------------------------------------------------- file readers
+def _read_npz(path: str) -> tuple[np.ndarray, np.ndarray]:
+    try:
+        obj = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"shard file {path!r} is not a readable .npz: {exc}") from None
+    if not isinstance(obj, np.lib.npyio.NpzFile):
+        raise ValueError(f"shard file {path!r} is not an .npz archive (save it with np.savez(path, X=X, y=y))")
+    with obj as f:
+        missing = [k for k in ("X", "y") if k not in f.files]
+        if missing:
+            raise ValueError(f"shard file {path!r} lacks array(s) {missing}; it has {f.files}")
+        try:
+            return f["X"], f["y"]
+        except ValueError as exc:  # e.g. object arrays refused without pickle
+            raise ValueError(f"shard file {path!r}: {exc}") from None
+
+
+def _split_columns(path: str, names: list[str], data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Separate the column named 'y' from the feature columns."""
+    hits = [i for i, c in enumerate(names) if c == "y"]
+    if len(hits) != 1:
+        raise ValueError(f"shard file {path!r} needs exactly one column named 'y', has columns {names}")
+    j = hits[0]
+    return np.delete(data, j, axis=1), data[:, j]
+
+
+def _read_csv(path: str) -> tuple[np.ndarray, np.ndarray]:
+    with open(path, encoding="utf-8") as fh:
+        header = fh.readline()
+    names = [c.strip().strip('"').strip("'") for c in header.strip().split(",")]
+    if not header.strip():
+        raise ValueError(f"shard file {path!r} has no header row")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "no data": reported below as "has no rows"
+            data = np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2, dtype=np.float64)
+    except ValueError as exc:
+        raise ValueError(f"shard file {path!r} has a non-numeric or missing value: {exc}") from None
+    if data.size == 0:
+        data = data.reshape(0, len(names))
+    if data.shape[1] != len(names):
+        raise ValueError(f"shard file {path!r}: header has {len(names)} columns, rows have {data.shape[1]}")
+    return _split_columns(path, names, data)
+
+
+def _read_parquet(path: str) -> tuple[np.ndarray, np.ndarray]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ImportError(f"reading parquet shard {path!r} needs pyarrow (pip install pyarrow)") from None
+    table = pq.read_table(path)
+    names = list(table.column_names)
+    cols = [np.asarray(table.column(c).to_numpy(), dtype=np.float64) for c in names]
+    data = np.column_stack(cols) if cols else np.empty((table.num_rows, 0))
+    return _split_columns(path, names, data)
+
+
+def _npz_rows(path: str) -> int | None:
+    """Row count from the .npy header of 'X' inside an .npz, without reading the data."""
+    try:
+        with zipfile.ZipFile(path) as z, z.open("X.npy") as f:
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                shape = np.lib.format.read_array_header_1_0(f)[0]
+            elif version == (2, 0):
+                shape = np.lib.format.read_array_header_2_0(f)[0]
+            else:
+                return None
+        return int(shape[0]) if shape else None
+    except Exception:  # a cheap hint only: load() reports real problems
+        return None
+
+
+# ------------------------------------------------------------------------------------------ Shard
+@dataclass(frozen=True, eq=False)
+class Shard:
+    """One worker's data: in-memory arrays (X, y) or a `path` the worker reads with `load()`.
+
+    `index` optionally records which rows of the original data the shard holds (set by `shard`).
+    In-memory arrays are validated on construction; a path is checked for a supported suffix only,
+    since the file may be meant for another node.
+    """
+
+    X: np.ndarray | None = None
+    y: np.ndarray | None = None
+    path: str | None = None
+    index: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        has_arrays = self.X is not None or self.y is not None
+        if has_arrays == (self.path is not None):
+            raise ValueError("a Shard holds either arrays (X, y) or a path, not both or neither")
+        if self.path is not None:
+            if not isinstance(self.path, (str, os.PathLike)):
+                raise ValueError(f"path must be a str or os.PathLike, got {type(self.path).__name__}")
+            object.__setattr__(self, "path", _check_path(os.fspath(self.path)))
+        else:
+            X, y = _validate(self.X, self.y)
+            object.__setattr__(self, "X", X)
+            object.__setattr__(self, "y", y)
+        if self.index is not None:
+            idx = np.asarray(self.index, dtype=np.int64)
+            if idx.ndim != 1 or (self.X is not None and len(idx) != len(self.X)):
+                raise ValueError("index must be 1-D with one entry per row")
+            object.__setattr__(self, "index", idx)
+
+    @property
+    def in_memory(self) -> bool:
+        """True if the arrays are held here, False if the worker reads `path`."""
+        return self.path is None
+
+    @property
+    def n_rows(self) -> int | None:
+        """Rows in the shard; for a path shard only when the file header tells cheaply (.npz, .parquet)."""
+        if self.X is not None:
+            return int(self.X.shape[0])
+        assert self.path is not None
+        lower = self.path.lower()
+        if lower.endswith(".npz"):
+            return _npz_rows(self.path)
+        if lower.endswith((".parquet", ".pq")):
+            try:
+                import pyarrow.parquet as pq
+
+                return int(pq.ParquetFile(self.path).metadata.num_rows)
+            except Exception:
+                return None
+        return None
+
+    def load(self) -> tuple[np.ndarray, np.ndarray]:
+        """Return (X, y): the held arrays, or the file's contents checked like in-memory data."""
+        if self.path is None:
+            assert self.X is not None and self.y is not None
+            return self.X, self.y
+        path = self.path
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"shard file {path!r} does not exist")
+        lower = path.lower()
+        if lower.endswith(".npz"):
+            X, y = _read_npz(path)
+        elif lower.endswith(".csv"):
+            X, y = _read_csv(path)
+        else:
+            X, y = _read_parquet(path)
+        return _validate(X, y, f"X in {path!r}", f"y in {path!r}")
+
+    def __repr__(self) -> str:
+        if self.path is not None:
+            return f"Shard(path={self.path!r})"
+        assert self.X is not None and self.y is not None
+        return f"Shard(X: {self.X.shape}, y: {self.y.shape} {self.y.dtype})"
+
+
+# --------------------------------------------------------------------------------------- ShardSet
+@dataclass(frozen=True)
+class ShardSet:
+    """An immutable, list-like sequence of `Shard`s plus how they were made (`strategy`)."""
+
+    shards: tuple[Shard, ...]
+    strategy: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shards", tuple(self.shards))
+        if not self.shards or not all(isinstance(s, Shard) for s in self.shards):
+            raise ValueError("shards must be a non-empty sequence of Shard")
+
+    @property
+    def num_shards(self) -> int:
+        return len(self.shards)
+
+    @property
+    def n_rows(self) -> int | None:
+        """Total rows, or None if some path shard's size is unknown without loading it."""
+        total = 0
+        for s in self.shards:
+            n = s.n_rows
+            if n is None:
+                return None
+            total += n
+        return total
+
+    def __len__(self) -> int:
+        return len(self.shards)
+
+    def __iter__(self) -> Iterator[Shard]:
+        return iter(self.shards)
+
+    @overload
+    def __getitem__(self, i: int) -> Shard: ...
+    @overload
+    def __getitem__(self, i: slice) -> "ShardSet": ...
+    def __getitem__(self, i: int | slice) -> "Shard | ShardSet":
+        if isinstance(i, slice):
+            return ShardSet(self.shards[i], self.strategy)
+        return self.shards[i]
+
+    def __repr__(self) -> str:
+        return f"ShardSet(num_shards={self.num_shards}, n_rows={self.n_rows}, strategy={self.strategy!r})"
+
+
+# ------------------------------------------------------------------------------------ splitting
+def _check_num_shards(num_shards: Any, n_rows: int) -> int:
+    if isinstance(num_shards, bool) or not isinstance(num_shards, (int, np.integer)):
+        raise ValueError(f"num_shards must be an int, got {num_shards!r}")
+    if num_shards < 1:
+        raise ValueError(f"num_shards must be >= 1, got {num_shards}")
+    if num_shards > n_rows:
+        raise ValueError(f"num_shards={num_shards} means more shards than rows ({n_rows})")
+    return int(num_shards)
+
+
+def _class_labels(y: np.ndarray) -> np.ndarray:
+    """Integer class codes 0..C-1 for label_skew; ValueError naming y if labels are not discrete."""
+    if y.ndim != 1:
+        raise ValueError(f"y must be 1-D class labels for strategy='label_skew', got shape {y.shape}")
+    if y.dtype.kind == "f" and not np.array_equal(y, np.round(y)):
+        raise ValueError("y must hold discrete class labels (integers) for strategy='label_skew', got continuous values")
+    return np.unique(y, return_inverse=True)[1].reshape(-1)
+
+
+def _label_skew_parts(codes: np.ndarray, num_shards: int, alpha: float, rng: np.random.Generator) -> list[np.ndarray]:
+    """Row indices per shard: each class's rows are dealt to shards in Dirichlet(alpha) proportions.
+
+    The usual federated-learning non-IID split (small alpha: each shard sees few classes). Shards
+    left empty then get one row from the largest shard, so every shard has at least one row.
+    """
+    parts: list[list[np.ndarray]] = [[] for _ in range(num_shards)]
+    for c in range(int(codes.max()) + 1):
+        rows = rng.permutation(np.flatnonzero(codes == c))
+        p = np.nan_to_num(rng.dirichlet(np.full(num_shards, alpha)))
+        p = p / p.sum() if p.sum() > 0 else np.full(num_shards, 1.0 / num_shards)
+        cuts = (np.cumsum(p)[:-1] * len(rows)).astype(np.int64)
+        for i, piece in enumerate(np.split(rows, cuts)):
+            parts[i].append(piece)
+    out = [np.sort(np.concatenate(p)) for p in parts]
+    for i in range(num_shards):
+        if len(out[i]) == 0:
+            big = int(np.argmax([len(o) for o in out]))  # has >= 2 rows since num_shards <= n
+            k = int(rng.integers(len(out[big])))
+            out[i] = out[big][k : k + 1].copy()
+            out[big] = np.delete(out[big], k)
+    return out
+
+
+def _presplit(items: Sequence[Any], num_shards: Any, strategy: str) -> ShardSet:
+    """ShardSet from already-split data: (X_i, y_i) pairs, paths or Shards, one per shard."""
+    if len(items) == 0:
+        raise ValueError("X is an empty list: give at least one (X_i, y_i) pair or path")
+    if num_shards is not None and num_shards != len(items):
+        raise ValueError(f"num_shards={num_shards!r} does not match the {len(items)} shards given in X")
+    if strategy not in ("contiguous", PRESPLIT):
+        raise ValueError(f"strategy={strategy!r} cannot re-split data given as a list of shards; omit strategy")
+    shards: list[Shard] = []
+    for i, item in enumerate(items):
+        if isinstance(item, Shard):
+            shards.append(item)
+        elif isinstance(item, (str, os.PathLike)):
+            path = _check_path(os.fspath(item))
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f"shard file {path!r} (X[{i}]) does not exist")
+            shards.append(Shard(path=path))
+        elif isinstance(item, (tuple, list)) and len(item) == 2:
+            try:
+                shards.append(Shard(X=item[0], y=item[1]))
+            except ValueError as exc:
+                raise ValueError(f"X[{i}] (shard {i}): {exc}") from None
+        else:
+            raise ValueError(f"X[{i}] must be an (X_i, y_i) pair, a file path or a Shard, got {type(item).__name__}")
+    return ShardSet(tuple(shards), PRESPLIT)
+
+
+def shard(
+    X: Any,
+    y: Any = None,
+    num_shards: int | None = None,
+    strategy: str = "contiguous",
+    *,
+    alpha: float = 1.0,
+    seed: int = 0,
+) -> ShardSet:
+    """Split (X, y) into `num_shards` shards (default 4), or wrap data that is already split.
+
+    Array data: X 2-D (n, p), y (n,) or (n, k). Strategies: "contiguous" (np.array_split order,
+    shards are views of X), "random" (seeded permutation, then split), "label_skew" (each class's
+    rows go to shards in Dirichlet(alpha) proportions; needs discrete labels; every shard gets a row).
+
+    Already-split data: X a list/tuple of (X_i, y_i) pairs, file paths or Shards, one per shard,
+    with y=None. Then num_shards may be omitted, or must equal the list's length; strategy must stay
+    "contiguous" (the data are not re-split) and the result's strategy is "presplit". Paths must
+    exist where this is called. A ShardSet passed as X is returned unchanged.
+
+    Invalid arguments raise ValueError naming the argument.
+    """
+    if isinstance(X, ShardSet) and y is None:
+        if num_shards is not None and num_shards != X.num_shards:
+            raise ValueError(f"num_shards={num_shards!r} does not match the {X.num_shards} shards given in X")
+        return X
+    if isinstance(X, (list, tuple)) and y is None:
+        return _presplit(X, num_shards, strategy)
+
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating, np.integer)) or not (
+        np.isfinite(alpha) and alpha > 0
+    ):
+        raise ValueError(f"alpha must be a positive finite number, got {alpha!r}")
+    Xa, ya = _validate(X, y)
+    n = Xa.shape[0]
+    k = _check_num_shards(_DEFAULT_NUM_SHARDS if num_shards is None else num_shards, n)
+
+    if strategy == "contiguous":
+        parts = np.array_split(np.arange(n), k)
+        return ShardSet(
+            tuple(Shard(X=Xa[p[0] : p[-1] + 1], y=ya[p[0] : p[-1] + 1], index=p) for p in parts), strategy
+        )
+    rng = np.random.default_rng(seed)
+    if strategy == "random":
+        parts = [np.sort(p) for p in np.array_split(rng.permutation(n), k)]
+    else:
+        parts = _label_skew_parts(_class_labels(ya), k, float(alpha), rng)
+    return ShardSet(tuple(Shard(X=Xa[p], y=ya[p], index=p) for p in parts), strategy)

@@ -1,0 +1,104 @@
+"""DG-LMC against exact answers on Gaussian potentials (ALGORITHMS.md, "Exact test targets").
+
+With LMC local steps the chain is an affine Gaussian recursion: its θ-draws must follow the exact stationary
+law from the discrete Lyapunov equation, for N_i = 1, N_i = 5 and unequal N_i. With exact (MALA) local steps
+the θ-marginal is π_ρ in closed form. Tolerances are z = 4 Monte-Carlo standard errors from the ESS.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import raysampler as rs
+from raysampler import exact
+from stats_helpers import assert_moments, tolerance_scale
+
+SIGMA1 = np.array([[1.0, 0.5], [0.5, 2.0]])
+SIZES = (6, 10, 14)
+
+
+@pytest.fixture(scope="module")
+def problem():
+    """Three shards of 2-D Gaussian observations, prior N(0, I): local precisions P_i = n_i Σ1⁻¹."""
+    rng = np.random.default_rng(7)
+    theta_true = np.array([0.8, -0.5])
+    ys = [theta_true + rng.multivariate_normal(np.zeros(2), SIGMA1, size=n) for n in SIZES]
+    shards = rs.shard([(np.zeros((len(y), 0)), y) for y in ys])
+    model = rs.models.Gaussian(prior_scale=1.0, noise_cov=SIGMA1.tolist())
+    prec = np.linalg.inv(SIGMA1)
+    P = [n * prec for n in SIZES]
+    m = [y.mean(axis=0) for y in ys]
+    return shards, model, P, m
+
+
+def _run_lmc(problem, n_local, rho=0.1, gamma_frac=0.4, rounds=20_000, chains=16, seed=0):
+    shards, model, P, m = problem
+    M = np.array([np.linalg.eigvalsh(Pi).max() for Pi in P])
+    rho_v = np.full(3, rho)
+    gamma = gamma_frac * rho_v / (rho_v * M + 1)
+    res = rs.sample(model, shards, chains=chains, num_rounds=rounds, burn_in=500, seed=seed, executor="local",
+                    progress=False, preconditioner=None, local_kernel="lmc", rho=rho_v, gamma=gamma,
+                    n_local=n_local, init="zeros")
+    law = exact.dglmc_lmc_law(P, m, np.eye(2), np.zeros(2), rho_v, gamma, np.broadcast_to(n_local, (3,)))
+    return res, law
+
+
+@pytest.mark.parametrize("n_local", [1, 5, [1, 3, 7]], ids=["N=1", "N=5", "N=unequal"])
+def test_lmc_matches_lyapunov_law(problem, n_local):
+    res, (mean, cov) = _run_lmc(problem, n_local)
+    assert res.draws.shape == (16, 20_000, 2)
+    assert_moments(res.draws, mean, cov)
+    # The check can fail: π_ρ (the same chain without LMC's γ-bias) differs by more than the tolerance.
+    _, model, P, m = problem
+    other_mean, other_cov = exact.pi_rho(P, m, np.eye(2), np.zeros(2), [0.1] * 3)
+    tol = tolerance_scale(res.draws, cov)
+    assert np.max(np.abs(np.sqrt(np.diag(other_cov)) - np.sqrt(np.diag(cov)))) > 1.5 * tol or \
+        np.max(np.abs(other_mean - mean)) > 1.5 * tol
+
+
+def test_lmc_law_tends_to_pi_rho_as_gamma_vanishes(problem):
+    """Consistency of the two exact targets: γ → 0 with Nγ fixed removes the LMC bias, leaving π_ρ."""
+    _, _, P, m = problem
+    rho = [0.1] * 3
+    target = exact.pi_rho(P, m, np.eye(2), np.zeros(2), rho)
+    errs = []
+    for gamma, n in [(1e-3, 20), (1e-4, 200)]:
+        law = exact.dglmc_lmc_law(P, m, np.eye(2), np.zeros(2), rho, [gamma] * 3, [n] * 3)
+        errs.append(exact.gaussian_w2(*law, *target))
+    assert errs[1] < errs[0] / 5 and errs[1] < 1e-3
+
+
+def test_mala_within_gibbs_targets_pi_rho(problem):
+    """Exact local steps: the θ-marginal is π_ρ (no γ-bias), here without preconditioning."""
+    shards, model, P, m = problem
+    res = rs.sample(model, shards, chains=16, num_rounds=20_000, burn_in=1000, seed=1, executor="local",
+                    progress=False, preconditioner=None, local_kernel="mala", rho=0.1, n_local=3, init="zeros")
+    mean, cov = exact.pi_rho(P, m, np.eye(2), np.zeros(2), [0.1] * 3)
+    assert_moments(res.draws, mean, cov)
+    assert 0.3 < res.sample_stats["local_accept"].mean() < 0.95
+
+
+def test_default_run_targets_whitened_pi_rho_within_bias_budget(problem):
+    """The turn-key default (Laplace-whitened coupling, MALA steps, ρ from the bias budget) samples π_ρ with
+    coupling metric ρLLᵀ exactly, and π_ρ's sd inflation over the true posterior stays within the budget."""
+    shards, model, P, m = problem
+    res = rs.sample(model, shards, chains=16, num_rounds=20_000, burn_in=1000, seed=2, executor="local",
+                    progress=False)
+    rho = res.stats["rho"]
+    post_mean, post_cov = exact.gaussian_posterior(P, m, np.eye(2), np.zeros(2))
+    mean, cov = exact.pi_rho(P, m, np.eye(2), np.zeros(2), rho, metric=post_cov)  # LLᵀ = Laplace covariance
+    assert_moments(res.draws, mean, cov)
+    inflation = np.sqrt(np.diag(cov) / np.diag(post_cov)) - 1
+    budget = res.info["setup"]["plan"]["sd_inflation_bound"]
+    assert np.all(inflation <= budget + 1e-12) and budget <= 0.05 + 1e-12
+    mean_bias = np.abs(mean - post_mean) / np.sqrt(np.diag(post_cov))
+    assert np.all(mean_bias <= budget), mean_bias  # π_ρ's mean moves far less than its sd inflates
+
+
+def test_pi_rho_bias_is_order_rho(problem):
+    """W2(π_ρ, π) → 0 linearly in ρ (seed 000, Prop. 3): halving ρ roughly halves the distance."""
+    _, _, P, m = problem
+    post = exact.gaussian_posterior(P, m, np.eye(2), np.zeros(2))
+    w = [exact.gaussian_w2(*exact.pi_rho(P, m, np.eye(2), np.zeros(2), [r] * 3), *post) for r in (0.04, 0.02, 0.01)]
+    assert w[0] > w[1] > w[2] > 0
+    assert 1.7 < w[0] / w[1] < 2.3 and 1.7 < w[1] / w[2] < 2.3
