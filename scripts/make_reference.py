@@ -53,8 +53,8 @@ def main() -> None:
     t0 = time.time()
     for it in range(args.draws + 2000):
         p0 = rng.standard_normal((K, d))
-        q, p, gq = phi, p0 - 0.5 * eps * g, g
-        jitter = eps * rng.uniform(0.8, 1.2)
+        jitter = eps * rng.uniform(0.8, 1.2)  # one step size for the whole trajectory keeps leapfrog reversible
+        q, p, gq = phi, p0 - 0.5 * jitter * g, g
         for k in range(n_leap):
             q = q + jitter * p
             uq, gq = u_and_grad(q)

@@ -62,8 +62,8 @@ class Model(ABC):
         """Number of parameters d (requires a bound model)."""
 
     def param_names(self) -> list[str]:
-        """One readable name per coordinate of θ (used by summaries and ArviZ coords)."""
-        return [f"theta[{j}]" for j in range(self.dim)]
+        """One readable label per coordinate of θ (the ArviZ `param` coordinate; summaries show theta[label])."""
+        return [str(j) for j in range(self.dim)]
 
     @abstractmethod
     def prior(self) -> GaussianPrior:

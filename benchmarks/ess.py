@@ -1,0 +1,352 @@
+"""ESS per second of the default (turn-key) DG-LMC against the paper's rules, in-process and on Ray, with accuracy.
+
+What is measured, side by side in one process (one private 2-CPU Ray; every repeat runs all variants with the
+same seed, alternating which executor goes first):
+
+* variants: "default" = rs.sample(model, shards, algorithm="dglmc") with no tuning arguments (Laplace
+  preconditioning, ρ from the bias budget, the default local kernel, speed balancing on Ray);
+  "paper" = the same with preconditioner=None (ρ_i = 1/M_i, γ_i, N from sec. 3.2 of the paper, LMC steps);
+  each with executor="local" and executor="ray". Default burn-in (max(100, rounds/10)).
+* problems: breast_cancer (b = 4 contiguous shards, LogisticRegression(prior_scale=1), K = 4 and 32 chains);
+  covtype_like (n = 581,012, d = 54, b = 4 shards split with strategy="random" and "contiguous",
+  LogisticRegression(), K = 8).
+* ESS/s = min over coordinates of the bulk ESS (Result.ess("bulk")) / stats["sampling_time_s"] (rounds only,
+  burn-in included); "ESS/s wall" divides by stats["wall_time_s"] instead (setup included: MAP, tuning,
+  Ray actors). Ratios default/paper and ray/local are medians of per-repeat ratios.
+* accuracy, in units of the reference posterior sd: max_j |mean_j − ref_j| / sd_ref_j, the range of
+  sd_j / sd_ref_j, and max_j |mean_j − ref_j| / √(mcse_j² + mcse_ref_j²) (mcse_j = sd_j / √ESS_j), which is
+  ≈ N(0, 1)-sized when the error is Monte-Carlo noise only.
+  - breast_cancer: reference = tests/data/breast_cancer_reference.npz (pooled-data HMC; mean, sd, mcse_mean).
+  - covtype_like: no cheap exact reference; reference = two independent long runs of the default sampler
+    (seeds 101, 102, K = 8, random shards), pooled. Reported: their seed-to-seed max |Δmean|/sd (how well the
+    reference itself is known), and max |mean − MAP|/sd as the scale of a "just the MAP" answer. The default
+    sampler's own ρ-bias (sd inflation ≤ bias_budget = 5 %) is in this reference, so this checks agreement
+    with the default, not exactness.
+* per run also: ρ (mean over shards), N_i, mean local acceptance (kernels that report it), rounds/s.
+
+Run (the full run takes roughly 30–40 minutes on 2 cores: breast_cancer ≈ 8 min, covtype ≈ 25 min;
+`--only` runs one problem; `--quick` is a smoke test under a minute):
+
+    python benchmarks/ess.py
+    python benchmarks/ess.py --only breast_cancer
+    python benchmarks/ess.py --only covtype --strategies random
+    python benchmarks/ess.py --quick
+
+Prints the tables and writes benchmarks/results/ess.json (ess_quick.json with --quick).
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import raysampler as rs
+
+from common import load_model_data, median, print_table, run_metrics, start_ray, stop_ray, write_json
+
+NUM_SHARDS = 4
+REFERENCE_NPZ = Path(__file__).resolve().parents[1] / "tests" / "data" / "breast_cancer_reference.npz"
+VARIANTS: dict[str, dict[str, Any]] = {"default": {}, "paper": {"preconditioner": None}}
+EXECUTORS = ("local", "ray")
+COVTYPE_REF_SEEDS = (101, 102)
+
+
+@dataclass(frozen=True)
+class Spec:
+    problem: str
+    strategy: str
+    chains: int
+    variant: str
+    executor: str
+
+    @property
+    def group(self) -> str:
+        return f"{self.problem}/{self.strategy} K={self.chains}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.group} {self.variant} {self.executor}"
+
+
+@dataclass
+class Reference:
+    """A posterior to compare against: mean, sd, mcse of the mean (per coordinate), MAP, and how it was made."""
+
+    mean: np.ndarray
+    sd: np.ndarray
+    mcse: np.ndarray
+    theta_map: np.ndarray | None
+    source: str
+    info: dict[str, Any]
+
+
+# ------------------------------------------------------------------------------------------- runs
+
+def sample_once(spec: Spec, shards: Any, model: Any, rounds: int, burn_in: int | None, seed: int
+                ) -> tuple[Any | None, str | None]:
+    """rs.sample with the spec's settings: (result or partial result, error message or None)."""
+    try:
+        res = rs.sample(model, shards, algorithm="dglmc", chains=spec.chains, num_rounds=rounds, burn_in=burn_in,
+                        executor=spec.executor, seed=seed, progress=False, **VARIANTS[spec.variant])
+        return res, None
+    except rs.SamplingError as exc:
+        return exc.result, f"SamplingError: {exc}"
+    except Exception as exc:  # a failed variant is a result too; keep benchmarking the others
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def describe_draws(result: Any) -> dict[str, Any]:
+    """Per-coordinate mean, sd, bulk ESS, mcse of the mean; min ESS; the MAP the run tuned around."""
+    draws = result.draws
+    if draws.shape[1] < 4:
+        return {"min_ess": float("nan")}
+    flat = draws.reshape(-1, draws.shape[2])
+    ess = np.asarray(result.ess("bulk"), dtype=float)
+    sd = flat.std(axis=0, ddof=1)
+    theta_map = result.info.get("setup", {}).get("plan", {}).get("theta_map")
+    return {"mean": flat.mean(axis=0), "sd": sd, "ess": ess, "mcse": sd / np.sqrt(np.maximum(ess, 1.0)),
+            "min_ess": float(np.min(ess)), "median_ess": float(np.median(ess)), "draws": int(flat.shape[0]),
+            "theta_map": None if theta_map is None else np.asarray(theta_map, dtype=float)}
+
+
+def run_spec(spec: Spec, shards: Any, model: Any, rounds: int, burn_in: int | None, seed: int) -> dict[str, Any]:
+    result, error = sample_once(spec, shards, model, rounds, burn_in, seed)
+    out: dict[str, Any] = {"spec": asdict(spec), "seed": seed, "error": error}
+    if result is None:
+        return out
+    out.update(run_metrics(result))
+    out.update(describe_draws(result))
+    out["ess_per_s"] = out["min_ess"] / out["sampling_time_s"] if out["sampling_time_s"] > 0 else float("nan")
+    out["ess_per_s_wall"] = out["min_ess"] / out["wall_time_s"] if out["wall_time_s"] > 0 else float("nan")
+    return out
+
+
+def accuracy(run: dict[str, Any], ref: Reference) -> dict[str, float]:
+    """Errors of one run against a reference, in reference sds."""
+    if "mean" not in run:
+        return {}
+    mean, sd, mcse = (np.asarray(run[k]) for k in ("mean", "sd", "mcse"))
+    err = np.abs(mean - ref.mean)
+    out = {"max_err_sd": float(np.max(err / ref.sd)), "sd_ratio_min": float(np.min(sd / ref.sd)),
+           "sd_ratio_max": float(np.max(sd / ref.sd)),
+           "max_z": float(np.max(err / np.sqrt(mcse**2 + ref.mcse**2)))}
+    if ref.theta_map is not None:
+        out["max_from_map_sd"] = float(np.max(np.abs(mean - ref.theta_map) / ref.sd))
+    return out
+
+
+# ------------------------------------------------------------------------------------- references
+
+def breast_cancer_reference(theta_map: np.ndarray | None) -> Reference:
+    ref = np.load(REFERENCE_NPZ)
+    info = {k: ref[k].tolist() for k in ("chains", "draws", "accept_rate") if k in ref}
+    return Reference(ref["mean"], ref["sd"], ref["mcse_mean"], theta_map, str(REFERENCE_NPZ.name), info)
+
+
+def covtype_reference(shards: Any, model: Any, chains: int, rounds: int, executor: str) -> Reference:
+    """Two independent long runs of the default sampler, pooled; records their seed-to-seed disagreement."""
+    runs = []
+    for seed in COVTYPE_REF_SEEDS:
+        spec = Spec("covtype_like", "random", chains, "default", executor)
+        t0 = time.perf_counter()
+        run = run_spec(spec, shards, model, rounds, None, seed)
+        if run.get("error") or "mean" not in run:
+            raise RuntimeError(f"covtype reference run (seed {seed}) failed: {run.get('error')}")
+        print(f"  covtype reference seed {seed}: {run['rounds']} rounds, min ESS {run['min_ess']:.0f}, "
+              f"{time.perf_counter() - t0:.0f} s", flush=True)
+        runs.append(run)
+    a, b = runs
+    mean = 0.5 * (a["mean"] + b["mean"])
+    # pooled variance of the two halves (equal sizes): within-run variances plus the spread of the means
+    sd = np.sqrt(0.5 * (a["sd"] ** 2 + b["sd"] ** 2) + 0.25 * (a["mean"] - b["mean"]) ** 2)
+    mcse = sd / np.sqrt(a["ess"] + b["ess"])
+    theta_map = a["theta_map"]
+    info = {"seeds": COVTYPE_REF_SEEDS, "chains": chains, "rounds": rounds, "executor": executor,
+            "min_ess": [a["min_ess"], b["min_ess"]],
+            "seed_to_seed_max_err_sd": float(np.max(np.abs(a["mean"] - b["mean"]) / sd)),
+            "seed_to_seed_max_z": float(np.max(np.abs(a["mean"] - b["mean"]) / np.sqrt(a["mcse"] ** 2 + b["mcse"] ** 2))),
+            "ref_from_map_max_sd": float(np.max(np.abs(mean - theta_map) / sd)) if theta_map is not None else None,
+            "runs": [{k: v for k, v in r.items() if k not in ("draws",)} for r in runs]}
+    return Reference(mean, sd, mcse, theta_map, "two default runs, seeds " + ", ".join(map(str, COVTYPE_REF_SEEDS)),
+                     info)
+
+
+# ------------------------------------------------------------------------------------------- main
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="smoke test: few rounds, small covtype, random shards only")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="rounds after burn-in for every run (default: breast_cancer 20000, covtype 600; "
+                         "quick: 400, 100)")
+    ap.add_argument("--only", choices=("breast_cancer", "covtype", "covtype_like"), default=None)
+    ap.add_argument("--repeats", type=int, default=1, help="repeats with seeds seed, seed+1, ... (default 1)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--chains", default="4,32", help="breast_cancer chain counts (default 4,32)")
+    ap.add_argument("--covtype-chains", type=int, default=8)
+    ap.add_argument("--strategies", default=None,
+                    help="covtype sharding strategies (default random,contiguous; quick: random)")
+    ap.add_argument("--covtype-n", type=int, default=None, help="covtype_like rows (default 581012; quick 20000)")
+    ap.add_argument("--ref-rounds", type=int, default=None,
+                    help="rounds of each covtype reference run (default 2000; quick 300)")
+    ap.add_argument("--ref-executor", choices=EXECUTORS, default=None,
+                    help="executor of the covtype reference runs (default ray; quick local)")
+    args = ap.parse_args()
+
+    quick = args.quick
+    problems = ["breast_cancer", "covtype_like"]
+    if args.only:
+        problems = ["covtype_like" if args.only.startswith("covtype") else "breast_cancer"]
+    rounds_for = {"breast_cancer": args.rounds or (400 if quick else 20000),
+                  "covtype_like": args.rounds or (100 if quick else 600)}
+    strategies = (args.strategies or ("random" if quick else "random,contiguous")).split(",")
+    covtype_n = args.covtype_n or (20_000 if quick else rs.datasets.COVTYPE_N_ROWS)
+    ref_rounds = args.ref_rounds or (300 if quick else 2000)
+    ref_executor = args.ref_executor or ("local" if quick else "ray")
+    bc_chains = [int(k) for k in args.chains.split(",")]
+
+    data: dict[tuple[str, str], tuple[Any, Any]] = {}
+    groups: list[tuple[str, str, int]] = []
+    if "breast_cancer" in problems:
+        X, y, model = load_model_data("breast_cancer")
+        data["breast_cancer", "contiguous"] = (rs.shard(X, y, num_shards=NUM_SHARDS), model)
+        groups += [("breast_cancer", "contiguous", k) for k in bc_chains]
+    if "covtype_like" in problems:
+        X, y, model = load_model_data("covtype_like", covtype_n=covtype_n)
+        for s in strategies:
+            data["covtype_like", s] = (rs.shard(X, y, num_shards=NUM_SHARDS, strategy=s, seed=0), model)
+        if "random" not in strategies:
+            data["covtype_like", "random"] = (rs.shard(X, y, num_shards=NUM_SHARDS, strategy="random", seed=0), model)
+        groups += [("covtype_like", s, args.covtype_chains) for s in strategies]
+    covtype_mb = covtype_n * 55 * 8 / 2**20 if "covtype_like" in problems else 0
+    start_ray(object_store_mb=int(200 + 2.5 * covtype_mb))
+    print(f"ESS benchmark: b={NUM_SHARDS}, repeats={args.repeats}, rounds={rounds_for}, covtype n={covtype_n}, "
+          f"strategies={strategies}, covtype reference: 2 x {ref_rounds} rounds on {ref_executor}", flush=True)
+
+    t_start = time.perf_counter()
+    refs: dict[str, Reference] = {}
+    raw: list[dict[str, Any]] = []
+    try:
+        if "covtype_like" in problems:
+            shards, model = data["covtype_like", "random"]
+            refs["covtype_like"] = covtype_reference(shards, model, args.covtype_chains, ref_rounds, ref_executor)
+        for rep in range(args.repeats):
+            seed = args.seed + rep
+            for problem, strategy, chains in groups:
+                shards, model = data[problem, strategy]
+                for variant in VARIANTS:
+                    order = EXECUTORS if rep % 2 == 0 else EXECUTORS[::-1]
+                    for executor in order:
+                        spec = Spec(problem, strategy, chains, variant, executor)
+                        run = run_spec(spec, shards, model, rounds_for[problem], None, seed)
+                        run["repeat"] = rep
+                        if problem == "breast_cancer" and "breast_cancer" not in refs and run.get("theta_map") is not None:
+                            refs["breast_cancer"] = breast_cancer_reference(run["theta_map"])
+                        raw.append(run)
+                        print(f"  repeat {rep + 1}/{args.repeats} {spec.label}: "
+                              + (f"{run['rounds_per_s']:.1f} rounds/s, min ESS {run['min_ess']:.1f}, "
+                                 f"ESS/s {run['ess_per_s']:.2f}" if "min_ess" in run else "no result")
+                              + (f"  ERROR {run['error']}" if run["error"] else "")
+                              + f"  [{time.perf_counter() - t_start:.0f} s]", flush=True)
+    finally:
+        stop_ray()
+
+    if "breast_cancer" in problems and "breast_cancer" not in refs:
+        refs["breast_cancer"] = breast_cancer_reference(None)
+    for run in raw:
+        ref = refs.get(run["spec"]["problem"])
+        run["accuracy"] = accuracy(run, ref) if ref is not None else {}
+    rows, ratios = summarise(raw)
+    report(rows, ratios, refs)
+    write_json("ess_quick" if quick else "ess", {
+        "settings": {"quick": quick, "repeats": args.repeats, "seed": args.seed, "rounds": rounds_for,
+                     "num_shards": NUM_SHARDS, "breast_cancer_chains": bc_chains,
+                     "covtype_chains": args.covtype_chains, "covtype_n": covtype_n, "strategies": strategies,
+                     "covtype_ref_rounds": ref_rounds, "covtype_ref_executor": ref_executor,
+                     "total_time_s": time.perf_counter() - t_start},
+        "summary": rows, "ratios": ratios,
+        "references": {k: {"source": r.source, "info": r.info, "mean": r.mean, "sd": r.sd, "mcse": r.mcse,
+                           "theta_map": r.theta_map} for k, r in refs.items()},
+        "runs": raw})
+
+
+# --------------------------------------------------------------------------------------- summary
+
+_NUMERIC = ("rounds_per_s", "min_ess", "ess_per_s", "ess_per_s_wall", "sampling_time_s", "setup_time_s",
+            "local_accept")
+_ACCURACY = ("max_err_sd", "sd_ratio_min", "sd_ratio_max", "max_z", "max_from_map_sd")
+
+
+def summarise(raw: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """One row per spec (medians over repeats) and the side-by-side ratios (medians of per-repeat ratios)."""
+    by_spec: dict[str, list[dict[str, Any]]] = {}
+    for run in raw:
+        by_spec.setdefault(Spec(**run["spec"]).label, []).append(run)
+    rows = []
+    for label, runs in by_spec.items():
+        first = runs[0]
+        row = {"label": label, **first["spec"], "kernel": first.get("local_kernel"),
+               "rho": float(np.mean(first["rho"])) if first.get("rho") else None, "N": first.get("N"),
+               "errors": [r["error"] for r in runs if r["error"]]}
+        row.update({k: median(r.get(k) for r in runs) for k in _NUMERIC})
+        row.update({k: median(r["accuracy"].get(k) for r in runs) for k in _ACCURACY})
+        rows.append(row)
+
+    def ratio(num: dict[str, Any], den: dict[str, Any]) -> float:
+        a, b = num.get("ess_per_s"), den.get("ess_per_s")
+        return a / b if a is not None and b and np.isfinite(a) and np.isfinite(b) else float("nan")
+
+    index = {(Spec(**r["spec"]).label, r["repeat"]): r for r in raw}
+    repeats = sorted({r["repeat"] for r in raw})
+    ratios = []
+    for group in dict.fromkeys(Spec(**r["spec"]).group for r in raw):
+        for executor in EXECUTORS:
+            vals = [ratio(index[f"{group} default {executor}", k], index[f"{group} paper {executor}", k])
+                    for k in repeats if (f"{group} default {executor}", k) in index and (f"{group} paper {executor}", k) in index]
+            ratios.append({"group": group, "ratio": "default / paper ESS/s", "fixed": executor, "value": median(vals)})
+        for variant in VARIANTS:
+            vals = [ratio(index[f"{group} {variant} ray", k], index[f"{group} {variant} local", k])
+                    for k in repeats if (f"{group} {variant} ray", k) in index and (f"{group} {variant} local", k) in index]
+            ratios.append({"group": group, "ratio": "ray / local ESS/s", "fixed": variant, "value": median(vals)})
+    return rows, ratios
+
+
+def report(rows: list[dict[str, Any]], ratios: list[dict[str, Any]], refs: dict[str, Reference]) -> None:
+    print()
+    print_table(
+        "ESS per second (medians over repeats); errors in reference sds",
+        ["problem/shards", "K", "variant", "exec", "kernel", "rho", "N", "accept", "rounds/s", "min ESS", "ESS/s",
+         "ESS/s wall", "max|dmean|/sd", "sd ratio", "max z", "|mean-MAP|/sd", "error"],
+        [[f"{r['problem']}/{r['strategy']}", r["chains"], r["variant"], r["executor"], r["kernel"], r["rho"],
+          "-" if r["N"] is None else "/".join(map(str, r["N"])), r["local_accept"], r["rounds_per_s"],
+          r["min_ess"], r["ess_per_s"], r["ess_per_s_wall"], r["max_err_sd"],
+          f"{r['sd_ratio_min']:.2f}-{r['sd_ratio_max']:.2f}" if np.isfinite(r["sd_ratio_min"]) else "-",
+          r["max_z"], r["max_from_map_sd"], "; ".join(r["errors"])[:60] or "-"] for r in rows],
+        ["ESS = min over coordinates of bulk ESS; ESS/s over sampling time (rounds incl. burn-in), "
+         "ESS/s wall over the whole call (setup included).",
+         "default = turn-key DG-LMC; paper = preconditioner=None (the paper's rho, gamma, N, LMC steps). "
+         "rho = mean over shards (sampler coordinates); N = final N_i.",
+         "max z = max |mean - ref| / sqrt(mcse^2 + mcse_ref^2): about 2-3.5 over d coordinates if the error is "
+         "Monte-Carlo noise only."])
+    print_table("Side-by-side ratios (medians of per-repeat ratios)", ["problem/shards K", "ratio", "at", "value"],
+                [[r["group"], r["ratio"], r["fixed"], r["value"]] for r in ratios])
+    ref_rows = []
+    for name, ref in refs.items():
+        if name == "covtype_like":
+            i = ref.info
+            ref_rows.append([name, ref.source, f"{i['chains']} chains x {i['rounds']} rounds on {i['executor']}",
+                             i["seed_to_seed_max_err_sd"], i["seed_to_seed_max_z"], i["ref_from_map_max_sd"]])
+        else:
+            ref_rows.append([name, ref.source, f"{ref.info.get('chains')} chains x {ref.info.get('draws')} draws",
+                             None, None, float(np.max(np.abs(ref.mean - ref.theta_map) / ref.sd))
+                             if ref.theta_map is not None else None])
+    print_table("References", ["problem", "source", "size", "seed-to-seed max|dmean|/sd", "seed-to-seed max z",
+                               "max|ref-MAP|/sd"], ref_rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,318 @@
+"""Rounds per second of DG-LMC in-process, on Ray, and the Ray floor, measured side by side.
+
+What is measured (all in one process, one private 2-CPU Ray, interleaved repeat by repeat so that the
+machine's noise hits every variant alike; every figure is a median over `--repeats`):
+
+* rounds/s = stats["rounds"] / stats["sampling_time_s"] of `rs.sample(..., algorithm="dglmc", balance=False,
+  n_local=N, burn_in=<small>, progress=False)` for executor="local" and executor="ray" (setup excluded;
+  burn-in rounds are timed too, they cost the same), b = 4 shards, K = 1 and K = 8 chains, on
+  (a) gaussian_toy (rs.models.Gaussian with the toy's noise covariance): almost no compute, pure overhead;
+  (b) covtype_like (n = 581,012, d = 54, rs.models.LogisticRegression): compute-bound; with the model's
+      default local kernel and with local_kernel="lmc" (the paper's gradient steps).
+  N = `--n-local` local steps per round on every shard (default 10, the setting of shared/RAY_NOTES.md);
+  fixing N turns speed balancing off, so both executors run exactly the same steps.
+* The Ray floor: RayPool's actor layout (min(b, CPUs) actors with num_cpus=1) running a no-op method that
+  takes a (K, d) float64 array by value and returns it; one round = call every actor, gather the replies.
+  Timed from a coordinator actor (num_cpus=0, like ours) and from the driver; reported in ms/round.
+* Local-step GFLOP/s on covtype: one LMC step on a shard of n_i rows is X @ Θᵀ (n_i, 54)·(54, K) then
+  Rᵀ @ X, i.e. 2·(2·n_i·54·K) flops (the element-wise work is not counted); the workers' rate is those flops
+  over the measured compute time per local step, stats["worker_compute_s"][i] / (rounds · N_i). numpy's own
+  rate on exactly those two products (same shapes, one BLAS thread via threadpoolctl) is measured in the same
+  repeat. The default kernel's step (a potential evaluation) is counted as the first product only.
+
+Targets (PASS/FAIL, medians of per-repeat ratios):
+  (b) ray rounds/s ≥ 1.5 × local rounds/s;
+  (a) per-round Ray overhead, ray ms/round − local ms/round, ≤ 1.5 × the coordinator-actor floor ms/round;
+  (b) K = 8, LMC: the Ray workers' local-step GFLOP/s ≥ 60 % of numpy's on the same shapes.
+
+Run (the full run takes roughly 12–20 minutes on 2 cores; `--quick` well under a minute):
+
+    python benchmarks/rounds.py                 # full: 3 repeats, 2000 toy rounds, 30 covtype rounds
+    python benchmarks/rounds.py --quick         # smoke test: 1 repeat, few rounds, covtype n = 40,000
+
+Prints the tables and writes benchmarks/results/rounds.json (rounds_quick.json with --quick).
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import raysampler as rs
+from raysampler.runtime.executors import WORKER_ENV
+
+from common import load_model_data, median, print_table, run_metrics, start_ray, stop_ray, write_json
+
+NUM_SHARDS = 4
+COVTYPE_D = 54
+TARGET_SPEEDUP = 1.5
+TARGET_OVERHEAD_RATIO = 1.5
+TARGET_GEMM_EFFICIENCY = 0.6
+
+
+@dataclass(frozen=True)
+class Case:
+    problem: str           # "gaussian_toy" | "covtype_like"
+    chains: int
+    kernel: str | None     # None: the model's default local kernel
+
+    @property
+    def label(self) -> str:
+        return f"{self.problem} K={self.chains} {self.kernel or 'default'}"
+
+
+# ------------------------------------------------------------------------------------ the Ray floor
+
+class EchoWorker:
+    """Stands in for a ShardHost: receives a (K, d) array by value and returns it, doing no work."""
+
+    def ready(self) -> bool:
+        return True
+
+    def step(self, x: np.ndarray) -> np.ndarray:
+        return x
+
+
+def floor_rounds(actors: list[Any], chains: int, dim: int, rounds: int, warmup: int) -> list[float]:
+    """Seconds of each of `rounds` rounds 'send a (K, d) array to every actor, gather all replies'."""
+    import ray
+
+    x = np.random.default_rng(0).standard_normal((chains, dim))
+    times = []
+    for t in range(warmup + rounds):
+        t0 = time.perf_counter()
+        replies = ray.get([a.step.remote(x) for a in actors])
+        if t >= warmup:
+            times.append(time.perf_counter() - t0)
+        x = replies[0]
+    return times
+
+
+class FloorCoordinator:
+    """A coordinator actor (num_cpus=0, like raysampler's) that times floor rounds over given worker actors."""
+
+    def __init__(self, actors: list[Any]) -> None:
+        self.actors = actors
+
+    def run(self, chains: int, dim: int, rounds: int, warmup: int) -> list[float]:
+        return floor_rounds(self.actors, chains, dim, rounds, warmup)
+
+
+def measure_floor(ray: Any, num_shards: int, chains: int, dim: int, rounds: int) -> dict[str, float]:
+    """ms/round of the floor from a coordinator actor and from the driver, on RayPool's actor layout."""
+    n_actors = max(1, min(num_shards, int(ray.cluster_resources().get("CPU", 1))))
+    env = {"env_vars": WORKER_ENV}
+    worker_cls = ray.remote(num_cpus=1, max_concurrency=1, runtime_env=env)(EchoWorker)
+    actors = [worker_cls.remote() for _ in range(n_actors)]
+    coord = ray.remote(num_cpus=0, runtime_env=env)(FloorCoordinator).remote(actors)
+    try:
+        ray.get([a.ready.remote() for a in actors])
+        warmup = max(10, rounds // 10)
+        from_coord = ray.get(coord.run.remote(chains, dim, rounds, warmup))
+        from_driver = floor_rounds(actors, chains, dim, rounds, warmup)
+    finally:
+        for a in [coord, *actors]:
+            ray.kill(a)
+    return {"actors": n_actors,
+            "coordinator_ms": 1e3 * float(np.mean(from_coord)), "driver_ms": 1e3 * float(np.mean(from_driver)),
+            "coordinator_median_ms": 1e3 * float(np.median(from_coord)),
+            "driver_median_ms": 1e3 * float(np.median(from_driver))}
+
+
+# ------------------------------------------------------------------------------------ numpy's GEMM rate
+
+def numpy_step_rate(X: np.ndarray, chains: int, min_time_s: float) -> dict[str, float]:
+    """Seconds of numpy's X @ Θᵀ and Rᵀ @ X on one shard's shapes (one BLAS thread), best of plain and out=."""
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(1)
+    n, d = X.shape
+    theta = 0.01 * rng.standard_normal((chains, d))
+    R = rng.random((n, chains))
+    out1, out2 = np.empty((n, chains)), np.empty((chains, d))
+
+    def timed(fn: Any) -> float:
+        fn()
+        reps, t_start = [], time.perf_counter()
+        while len(reps) < 5 or time.perf_counter() - t_start < min_time_s:
+            t0 = time.perf_counter()
+            fn()
+            reps.append(time.perf_counter() - t0)
+        return float(np.median(reps))
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        eta_s = min(timed(lambda: X @ theta.T), timed(lambda: np.matmul(X, theta.T, out=out1)))
+        grad_s = min(timed(lambda: R.T @ X), timed(lambda: np.matmul(R.T, X, out=out2)))
+    flops_eta = 2.0 * n * d * chains
+    return {"rows": n, "eta_s": eta_s, "grad_s": grad_s,
+            "gflops_lmc": 2 * flops_eta / (eta_s + grad_s) / 1e9, "gflops_potential": flops_eta / eta_s / 1e9}
+
+
+def worker_gflops(metrics: dict[str, Any], shard_rows: list[int], chains: int, kernel: str) -> float:
+    """Achieved local-step GFLOP/s over all shards: counted flops / measured compute time per local step."""
+    per_step_flops = (4.0 if kernel == "lmc" else 2.0) * np.asarray(shard_rows) * COVTYPE_D * chains
+    steps = metrics["rounds"] * np.asarray(metrics["N"], dtype=float)
+    step_s = np.asarray(metrics["worker_compute_s"]) / steps
+    return float(per_step_flops.sum() / step_s.sum() / 1e9)
+
+
+# ------------------------------------------------------------------------------------------- runs
+
+def run_case(case: Case, shards: Any, model: Any, executor: str, rounds: int, burn_in: int,
+             n_local: int) -> dict[str, Any]:
+    params = {"local_kernel": case.kernel} if case.kernel else {}
+    result = rs.sample(model, shards, algorithm="dglmc", chains=case.chains, num_rounds=rounds, burn_in=burn_in,
+                       executor=executor, balance=False, n_local=n_local, progress=False, seed=0, **params)
+    m = run_metrics(result)
+    m["shard_rows"] = list(result.info["setup"]["shard_rows"])
+    return m
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="smoke test: 1 repeat, few rounds, small covtype")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="rounds after burn-in for every case (default: toy 2000, covtype 30; quick: 200, 6)")
+    ap.add_argument("--repeats", type=int, default=None, help="repeats (default 3; quick 1)")
+    ap.add_argument("--n-local", type=int, default=10, help="local steps per round on every shard (default 10)")
+    ap.add_argument("--burn-in", type=int, default=None, help="burn-in rounds (default 5; quick 2)")
+    ap.add_argument("--covtype-n", type=int, default=None, help="covtype_like rows (default 581012; quick 40000)")
+    ap.add_argument("--floor-rounds", type=int, default=None, help="timed floor rounds (default 1000; quick 100)")
+    ap.add_argument("--only", choices=("gaussian_toy", "covtype_like"), default=None)
+    args = ap.parse_args()
+
+    quick = args.quick
+    repeats = args.repeats or (1 if quick else 3)
+    burn_in = args.burn_in if args.burn_in is not None else (2 if quick else 5)
+    covtype_n = args.covtype_n or (40_000 if quick else rs.datasets.COVTYPE_N_ROWS)
+    floor_n = args.floor_rounds or (100 if quick else 1000)
+    rounds_for = {"gaussian_toy": args.rounds or (200 if quick else 2000),
+                  "covtype_like": args.rounds or (6 if quick else 30)}
+    problems = [args.only] if args.only else ["gaussian_toy", "covtype_like"]
+    cases = [Case(p, k, kern) for p in problems for k in (1, 8)
+             for kern in ((None,) if p == "gaussian_toy" else (None, "lmc"))]
+
+    data = {}
+    for p in problems:
+        X, y, model = load_model_data(p, covtype_n=covtype_n)
+        data[p] = (rs.shard(X, y, num_shards=NUM_SHARDS), model, X.shape)
+    covtype_mb = covtype_n * (COVTYPE_D + 1) * 8 / 2**20 if "covtype_like" in problems else 0
+    ray = start_ray(object_store_mb=int(200 + 2.5 * covtype_mb))
+    print(f"rounds benchmark: b={NUM_SHARDS}, N={args.n_local}, repeats={repeats}, burn-in={burn_in}, "
+          f"rounds={rounds_for}, covtype n={covtype_n}, floor rounds={floor_n}", flush=True)
+
+    raw: dict[str, list[dict[str, Any]]] = {c.label: [] for c in cases}
+    floors: dict[tuple[int, int], list[dict[str, float]]] = {}
+    gemm: dict[int, list[dict[str, float]]] = {}
+    t_start = time.perf_counter()
+    try:
+        for rep in range(repeats):
+            for case in cases:
+                shards, model, shape = data[case.problem]
+                order = ("local", "ray") if rep % 2 == 0 else ("ray", "local")
+                entry: dict[str, Any] = {}
+                for ex in order:
+                    entry[ex] = run_case(case, shards, model, ex, rounds_for[case.problem], burn_in, args.n_local)
+                dim = shape[1] if case.problem == "covtype_like" else 2
+                key = (case.chains, dim)
+                if len(floors.get(key, [])) <= rep:
+                    floors.setdefault(key, []).append(measure_floor(ray, NUM_SHARDS, case.chains, dim, floor_n))
+                entry["floor"] = floors[key][rep]
+                if case.problem == "covtype_like":
+                    if len(gemm.get(case.chains, [])) <= rep:
+                        X0, _ = shards[0].load()
+                        gemm.setdefault(case.chains, []).append(
+                            numpy_step_rate(np.ascontiguousarray(X0), case.chains, 0.1 if quick else 0.5))
+                    entry["numpy"] = gemm[case.chains][rep]
+                raw[case.label].append(entry)
+                print(f"  repeat {rep + 1}/{repeats} {case.label}: local {entry['local']['rounds_per_s']:.1f} "
+                      f"rounds/s, ray {entry['ray']['rounds_per_s']:.1f} rounds/s, floor "
+                      f"{entry['floor']['coordinator_ms']:.2f} ms  [{time.perf_counter() - t_start:.0f} s]",
+                      flush=True)
+    finally:
+        stop_ray()
+
+    summary, targets = summarise(cases, raw)
+    report(summary, targets, args.n_local)
+    write_json("rounds_quick" if quick else "rounds", {
+        "settings": {"quick": quick, "repeats": repeats, "burn_in": burn_in, "rounds": rounds_for,
+                     "n_local": args.n_local, "num_shards": NUM_SHARDS, "covtype_n": covtype_n,
+                     "floor_rounds": floor_n, "total_time_s": time.perf_counter() - t_start},
+        "summary": summary, "targets": targets, "raw": raw})
+
+
+def summarise(cases: list[Case], raw: dict[str, list[dict[str, Any]]]) -> tuple[list[dict], list[dict]]:
+    """Medians over repeats of every figure and of every per-repeat ratio; the PASS/FAIL targets."""
+    summary, targets = [], []
+    for case in cases:
+        reps = raw[case.label]
+        row: dict[str, Any] = {"case": case.label, "problem": case.problem, "chains": case.chains,
+                               "kernel": reps[0]["local"]["local_kernel"]}
+        for ex in ("local", "ray"):
+            row[f"{ex}_rounds_per_s"] = median(r[ex]["rounds_per_s"] for r in reps)
+            row[f"{ex}_ms_per_round"] = median(r[ex]["ms_per_round"] for r in reps)
+            row[f"{ex}_median_round_ms"] = median(r[ex]["median_round_ms"] for r in reps)
+        row["speedup"] = median(r["ray"]["rounds_per_s"] / r["local"]["rounds_per_s"] for r in reps)
+        row["floor_coordinator_ms"] = median(r["floor"]["coordinator_ms"] for r in reps)
+        row["floor_driver_ms"] = median(r["floor"]["driver_ms"] for r in reps)
+        row["overhead_ms"] = median(r["ray"]["ms_per_round"] - r["local"]["ms_per_round"] for r in reps)
+        row["overhead_over_floor"] = median((r["ray"]["ms_per_round"] - r["local"]["ms_per_round"])
+                                            / r["floor"]["coordinator_ms"] for r in reps)
+        if case.problem == "covtype_like":
+            kern = row["kernel"]
+            ref_key = "gflops_lmc" if kern == "lmc" else "gflops_potential"
+            row["shard_rows"] = reps[0]["local"]["shard_rows"]
+            row["numpy_gflops"] = median(r["numpy"][ref_key] for r in reps)
+            for ex in ("local", "ray"):
+                rates = [worker_gflops(r[ex], r[ex]["shard_rows"], case.chains, kern) for r in reps]
+                row[f"{ex}_worker_gflops"] = median(rates)
+                row[f"{ex}_gemm_efficiency"] = median(g / r["numpy"][ref_key] for g, r in zip(rates, reps))
+        summary.append(row)
+
+        if case.problem == "covtype_like":
+            targets.append({"target": f"(b) {case.label}: ray ≥ {TARGET_SPEEDUP}× local rounds/s",
+                            "value": row["speedup"], "pass": row["speedup"] >= TARGET_SPEEDUP})
+            if case.chains == 8 and row["kernel"] == "lmc":
+                eff = row["ray_gemm_efficiency"]
+                targets.append({"target": f"(b) {case.label}: Ray workers' GFLOP/s ≥ "
+                                          f"{TARGET_GEMM_EFFICIENCY:.0%} of numpy's", "value": eff,
+                                "pass": eff >= TARGET_GEMM_EFFICIENCY})
+        else:
+            ratio = row["overhead_over_floor"]
+            targets.append({"target": f"(a) {case.label}: (ray − local) ms/round ≤ {TARGET_OVERHEAD_RATIO}× "
+                                      f"floor ms/round", "value": ratio, "pass": ratio <= TARGET_OVERHEAD_RATIO})
+    return summary, targets
+
+
+def report(summary: list[dict], targets: list[dict], n_local: int) -> None:
+    print()
+    print_table(
+        "Rounds per second (medians over repeats; setup excluded)",
+        ["case", "kernel", "local r/s", "ray r/s", "ray/local", "local ms", "ray ms", "floor coord ms",
+         "floor driver ms", "ray-local ms", "(ray-local)/floor"],
+        [[r["case"].rsplit(" ", 1)[0], r["kernel"], r["local_rounds_per_s"], r["ray_rounds_per_s"], r["speedup"],
+          r["local_ms_per_round"], r["ray_ms_per_round"], r["floor_coordinator_ms"], r["floor_driver_ms"],
+          r["overhead_ms"], r["overhead_over_floor"]] for r in summary],
+        [f"b={NUM_SHARDS} shards, N={n_local} local steps per shard per round, balance off; ms = ms/round.",
+         "floor = no-op actor round trip on RayPool's layout (min(b, CPUs) actors, (K, d) array by value), "
+         "from a coordinator actor / from the driver.",
+         "ray/local and (ray-local)/floor are medians of per-repeat ratios."])
+    cov = [r for r in summary if r["problem"] == "covtype_like"]
+    if cov:
+        print_table(
+            "Local-step GFLOP/s on covtype_like (workers' compute time vs numpy on the same shapes, 1 thread)",
+            ["case", "kernel", "rows/shard", "numpy GFLOP/s", "local GFLOP/s", "local eff", "ray GFLOP/s",
+             "ray eff"],
+            [[r["case"].rsplit(" ", 1)[0], r["kernel"], r["shard_rows"][0], r["numpy_gflops"],
+              r["local_worker_gflops"], r["local_gemm_efficiency"], r["ray_worker_gflops"],
+              r["ray_gemm_efficiency"]] for r in cov],
+            ["lmc step: X@Θᵀ and Rᵀ@X, 4·n_i·54·K flops; default-kernel step (potential): X@Θᵀ only, 2·n_i·54·K.",
+             "eff = workers' GFLOP/s / numpy's GFLOP/s measured in the same repeat (median of per-repeat ratios)."])
+    print_table("Targets", ["target", "value", "result"], [[t["target"], t["value"], t["pass"]] for t in targets])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""The runtime on real Ray actors: identical draws to the in-process executor, speed balancing, failures."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import raysampler as rs
+from raysampler.models.logistic import LogisticRegression
+
+
+@pytest.fixture(scope="module")
+def breast_cancer():
+    X, y = rs.datasets.load("breast_cancer")
+    return X, y
+
+
+def test_local_and_ray_draw_identical_numbers(ray_session, breast_cancer):
+    X, y = breast_cancer
+    shards = rs.shard(X, y, num_shards=4)
+    kw = dict(chains=3, num_rounds=60, burn_in=40, seed=11, progress=False, balance=False)
+    model = rs.models.LogisticRegression(prior_scale=1.0)
+    local = rs.sample(model, shards, executor="local", **kw)
+    on_ray = rs.sample(model, shards, executor="ray", **kw)
+    assert local.draws.shape == (3, 60, 31)
+    np.testing.assert_array_equal(local.draws, on_ray.draws)
+    # Another seed gives other numbers; chain 0 does not depend on how many chains run.
+    other = rs.sample(model, shards, executor="local", **{**kw, "seed": 12})
+    assert not np.array_equal(other.draws, local.draws)
+    two = rs.sample(model, shards, executor="local", **{**kw, "chains": 2, "init": "zeros"})
+    three = rs.sample(model, shards, executor="local", **{**kw, "chains": 3, "init": "zeros"})
+    np.testing.assert_array_equal(two.draws[:2], three.draws[:2])
+
+
+@pytest.mark.parametrize("kernel", ["lmc", "mala"])
+def test_local_and_ray_identical_for_every_local_kernel(ray_session, breast_cancer, kernel):
+    X, y = breast_cancer
+    shards = rs.shard(X, y, num_shards=2)
+    kw = dict(chains=2, num_rounds=30, burn_in=30, seed=3, progress=False, balance=False, local_kernel=kernel)
+    model = rs.models.LogisticRegression()
+    np.testing.assert_array_equal(rs.sample(model, shards, executor="local", **kw).draws,
+                                  rs.sample(model, shards, executor="ray", **kw).draws)
+
+
+def test_file_shards_are_read_by_the_workers(ray_session, breast_cancer, tmp_path):
+    X, y = breast_cancer
+    paths = []
+    for i, (Xi, yi) in enumerate(zip(np.array_split(X, 2), np.array_split(y, 2))):
+        paths.append(str(tmp_path / f"shard{i}.npz"))
+        np.savez(paths[-1], X=Xi, y=yi)
+    kw = dict(chains=2, num_rounds=20, burn_in=20, seed=0, progress=False, balance=False)
+    from_files = rs.sample(rs.models.LogisticRegression(), rs.shard(paths), executor="ray", **kw)
+    in_memory = rs.sample(rs.models.LogisticRegression(), rs.shard(X, y, num_shards=2), executor="local", **kw)
+    np.testing.assert_array_equal(from_files.draws, in_memory.draws)
+
+
+def test_slow_worker_gets_fewer_local_steps_and_fast_workers_idle_less(ray_session, breast_cancer):
+    """One worker made 4x slower (test-only delay hook): N_i follows 1/τ_i and the fast worker's idle time drops."""
+    X, y = breast_cancer
+    X = np.repeat(X, 60, axis=0)  # enough work per step (ms) that call overhead does not hide the imbalance
+    y = np.repeat(y, 60)
+    shards = rs.shard(X, y, num_shards=2, strategy="random")
+    kw = dict(chains=4, num_rounds=150, burn_in=50, seed=0, progress=False, local_kernel="lmc",
+              executor="ray", _slowdown={1: 4.0})
+    model = rs.models.LogisticRegression()
+    balanced = rs.sample(model, shards, balance=True, **kw)
+    fixed = rs.sample(model, shards, n_local=int(balanced.info["setup"]["n_avg"]), **kw)  # same N_avg, equal N_i
+    n_fast, n_slow = balanced.stats["N"]
+    tau = balanced.stats["tau"]
+    assert n_slow < n_fast and tau[1] / tau[0] > 2.5  # the slow worker is measured slow and does fewer steps
+    q = (1 / tau) / np.sum(1 / tau)  # seed 000 sec. 3.2.2, from the τ_i the run reports
+    expected = np.maximum(1, np.round(q * balanced.info["setup"]["n_avg"] * 2))
+    assert np.all(np.abs(balanced.stats["N"] - expected) <= 1)  # τ keeps moving after the last re-estimate
+    assert balanced.stats["idle_fraction"][0] < 0.6 * fixed.stats["idle_fraction"][0]
+    assert fixed.stats["idle_fraction"][0] > 0.5  # with equal N the fast worker waits most of each round
+
+
+@dataclasses.dataclass(frozen=True)
+class ExplodingLogistic(LogisticRegression):
+    """A user model (same methods as the built-ins) whose shard marked by X[0, 1] == 99 diverges for |θ| large."""
+
+    def grad(self, X, y, x):
+        g = super().grad(X, y, x)
+        if X[0, 1] == 99.0:
+            g = g - 1e3 * x  # a wrong sign: LMC runs away exponentially on this shard
+        return g
+
+
+def test_non_finite_chain_stops_with_worker_and_round_and_keeps_draws(breast_cancer):
+    X, y = breast_cancer
+    X = X.copy()
+    shards = rs.shard(X, y, num_shards=3)
+    marked = shards[2].X.copy()
+    marked[0, 1] = 99.0
+    shards = rs.shard([(shards[0].X, shards[0].y), (shards[1].X, shards[1].y), (marked, shards[2].y)])
+    with pytest.raises(rs.SamplingError, match=r"worker 2 .*round \d+") as err:
+        rs.sample(ExplodingLogistic(), shards, chains=2, num_rounds=400, burn_in=0, executor="local", progress=False,
+                  local_kernel="lmc", preconditioner=None, rho=0.5, gamma=1e-3, n_local=5, init="zeros")
+    e = err.value
+    assert e.worker == 2 and e.round > 0
+    assert e.result.draws.shape[1] == e.round  # every draw before the failing round is kept
+    assert np.all(np.isfinite(e.result.draws))
+
+
+def test_time_budget_stops_cleanly_with_draws(breast_cancer):
+    X, y = breast_cancer
+    res = rs.sample(rs.models.LogisticRegression(), rs.shard(X, y, num_shards=2), chains=2, num_rounds=10**7,
+                    burn_in=10, executor="local", progress=False, time_budget_s=1.5)
+    assert 0 < res.num_draws < 10**7
+    assert res.stats["wall_time_s"] < 5
+    assert np.all(np.isfinite(res.draws))
+
+
+def test_result_summary_and_arviz(breast_cancer):
+    X, y = breast_cancer
+    res = rs.sample(rs.models.LogisticRegression(), rs.shard(X, y, num_shards=2), chains=4, num_rounds=200,
+                    burn_in=50, executor="local", progress=False, thin=2)
+    assert res.draws.shape == (4, 100, 31)
+    table = res.summary()
+    for col in ("mean", "sd", "ess_bulk", "ess_tail", "r_hat", "mcse_mean"):
+        assert col in table.columns
+    assert any(c.startswith("hdi") for c in table.columns)
+    np.testing.assert_allclose(table["mean"].to_numpy(dtype=float), res.draws.mean(axis=(0, 1)), rtol=1e-10)
+    tree = res.to_arviz()
+    assert tree["posterior"]["theta"].shape == (4, 100, 31)
+    assert tree["sample_stats"]["local_accept"].shape == (4, 100)
+    for key in ("round_time", "worker_compute_s", "worker_idle_s", "idle_fraction", "N", "tau", "rho", "gamma"):
+        assert key in res.stats
