@@ -12,6 +12,7 @@ from .errors import SamplingError
 from .result import Result
 from .runtime.coordinator import Chunk, RunConfig
 from .runtime import executors
+from .runtime.pools import TRANSPORTS
 from .shards import ShardSet, shard as make_shards
 
 _MODEL_METHODS = ("bind", "prior", "potential", "grad", "potential_and_grad", "hvp", "smoothness", "param_names")
@@ -23,7 +24,8 @@ class Run:
     def __init__(self, model: Any, shards: Any, algorithm: str = "dglmc", *, chains: int = 4,
                  num_rounds: int = 1000, burn_in: int | None = None, thin: int = 1, seed: int = 0,
                  executor: str = "ray", time_budget_s: float | None = None, balance: str | bool = "auto",
-                 max_actors: int | None = None, _slowdown: dict[int, float] | None = None, **params: Any) -> None:
+                 max_actors: int | None = None, transport: str = "socket",
+                 _slowdown: dict[int, float] | None = None, **params: Any) -> None:
         _check_model(model)
         shard_set = _as_shards(shards)
         chains = _positive_int(chains, "chains")
@@ -39,13 +41,15 @@ class Run:
             raise ValueError(f"balance must be 'auto', True or False, got {balance!r}")
         if max_actors is not None:
             max_actors = _positive_int(max_actors, "max_actors")
+        if transport not in TRANSPORTS:
+            raise ValueError(f"transport must be one of {TRANSPORTS}, got {transport!r}")
         alg = get_algorithm(algorithm, **params)
         do_balance = (executor == "ray") if balance == "auto" else bool(balance)
         self.config = RunConfig(chains, num_rounds, burn_in, thin, seed, do_balance)
         self.executor, self.algorithm_name = executor, algorithm
         self.time_budget_s = time_budget_s
         self._start = time.perf_counter()
-        self._handle = executors.start(executor, list(shard_set), model, alg, self.config, max_actors)
+        self._handle = executors.start(executor, list(shard_set), model, alg, self.config, max_actors, transport)
         try:
             self.setup = self._handle.call("setup", _slowdown)
         except BaseException:
@@ -103,20 +107,22 @@ class Run:
 def sample(model: Any, shards: Any, algorithm: str = "dglmc", *, chains: int = 4, num_rounds: int = 1000,
            burn_in: int | None = None, thin: int = 1, seed: int = 0, executor: str = "ray",
            time_budget_s: float | None = None, progress: bool | None = None, balance: str | bool = "auto",
-           max_actors: int | None = None, callback: Callable[[Chunk], None] | None = None,
-           **params: Any) -> Result:
+           max_actors: int | None = None, transport: str = "socket",
+           callback: Callable[[Chunk], None] | None = None, **params: Any) -> Result:
     """Sample the posterior of `model` given data split into `shards`.
 
     `burn_in` rounds come first and are discarded (default: max(100, num_rounds // 10)); `num_rounds` counts the
     rounds after burn-in; each chain keeps num_rounds // thin draws. `executor="local"` runs the same steps
     in-process and, for the same seed and fixed N_i, gives the same draws as `executor="ray"`.
     `balance` re-balances local step counts N_i from measured worker speeds ("auto": on Ray only).
-    `time_budget_s` stops cleanly, returning what was drawn. Algorithm parameters go in `**params`.
+    `time_budget_s` stops cleanly, returning what was drawn. On Ray, `max_actors` caps the worker actors (default:
+    one per CPU) and `transport` picks how round messages travel: "socket" (direct TCP channels, the fast
+    path) or "actor" (plain Ray actor calls). Algorithm parameters go in `**params`.
     A numerical failure raises SamplingError naming the worker and round, with `.result` holding the draws so far.
     """
     run = Run(model, shards, algorithm, chains=chains, num_rounds=num_rounds, burn_in=burn_in, thin=thin, seed=seed,
               executor=executor, time_budget_s=time_budget_s, balance=balance, max_actors=max_actors,
-              **params)
+              transport=transport, **params)
     show = progress if progress is not None else run.total_rounds >= 2000
     try:
         from tqdm.auto import tqdm

@@ -94,7 +94,7 @@ class Coordinator:
             "dim": d, "param_names": self.model.param_names(), "num_shards": b,
             "shard_rows": [f["n_rows"] for f in facts], "groups": self.pool.groups,
             "setup_time_s": time.perf_counter() - t0, "plan": plan.info, "n_avg": plan.n_avg,
-            "balance": bool(self.balancer.enabled),
+            "balance": bool(self.balancer.enabled), "transport": getattr(self.pool, "transport", "in-process"),
         }
         return self.setup_info
 

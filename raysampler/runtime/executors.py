@@ -21,9 +21,10 @@ class CoordinatorHost:
     """The coordinator with its pool; in Ray mode this object lives inside the coordinator actor."""
 
     def __init__(self, executor: str, sources: Sequence[Any], model: Model, algorithm: Algorithm,
-                 config: RunConfig, max_actors: int | None = None) -> None:
+                 config: RunConfig, max_actors: int | None = None, transport: str = "socket") -> None:
         if executor == "ray":
-            pool = RayPool(sources, model, algorithm, config.seed, config.chains, max_actors=max_actors)
+            pool = RayPool(sources, model, algorithm, config.seed, config.chains, max_actors=max_actors,
+                           transport=transport)
         else:
             pool = LocalPool(sources, model, algorithm, config.seed, config.chains)
         self.coordinator = Coordinator(pool, model, algorithm, config)
@@ -84,7 +85,7 @@ def ensure_ray(address: str | None = None) -> None:
 
 
 def start(executor: str, shards: Sequence[Any], model: Model, algorithm: Algorithm, config: RunConfig,
-          max_actors: int | None = None) -> LocalHandle | RayHandle:
+          max_actors: int | None = None, transport: str = "socket") -> LocalHandle | RayHandle:
     """A handle on a new coordinator for this run."""
     if executor == "local":
         return LocalHandle(CoordinatorHost("local", list(shards), model, algorithm, config))
@@ -94,5 +95,5 @@ def start(executor: str, shards: Sequence[Any], model: Model, algorithm: Algorit
     # In-memory shards go to the object store once; a worker reads a path shard itself.
     sources = [s if getattr(s, "path", None) is not None else ray.put(s.load()) for s in shards]
     actor = ray.remote(num_cpus=0, runtime_env={"env_vars": WORKER_ENV})(CoordinatorHost).remote(
-        "ray", sources, model, algorithm, config, max_actors)
+        "ray", sources, model, algorithm, config, max_actors, transport)
     return RayHandle(actor)

@@ -72,6 +72,15 @@ class ShardHost:
         """Test hook: shard i's local work takes `factors[i]` times as long (the host sleeps the difference)."""
         self.slowdown.update({int(k): float(v) for k, v in factors.items() if int(k) in self.slowdown})
 
+    def open_channel(self) -> tuple[str, int]:
+        """Serve `step` over a direct TCP channel (the round loop's fast path); returns the address to connect to."""
+        import ray
+
+        from .channel import ChannelServer
+
+        self._channel = ChannelServer(self.step, ray.util.get_node_ip_address())
+        return self._channel.address
+
     def step(self, messages: Sequence[Any]) -> tuple[list[Any], list[float]]:
         """One local step on every shard: (replies, seconds of work per shard)."""
         replies, times = [], []

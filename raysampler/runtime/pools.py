@@ -46,17 +46,22 @@ class LocalPool:
         pass
 
 
+TRANSPORTS = ("socket", "actor")
+
+
 class RayPool:
     """Shards spread over Ray actors (no more actors than CPUs; an actor may own several shards).
 
     Each actor loads its shards itself: from a file path, or from an object-store reference, so the data
-    never passes through the coordinator. Messages go by value, one call per actor per round.
+    never passes through the coordinator. Round messages go by value, one request per actor per round, over
+    a direct TCP channel (`transport="socket"`, the fast path) or as plain actor calls (`"actor"`, also the
+    fallback when a channel cannot be opened).
     """
 
     parallel = True
 
     def __init__(self, sources: Sequence[Any], model: Model, algorithm: Algorithm, seed: int, chains: int,
-                 max_actors: int | None = None) -> None:
+                 max_actors: int | None = None, transport: str = "socket") -> None:
         import ray
 
         self.num_shards = len(sources)
@@ -67,6 +72,25 @@ class RayPool:
         actor_cls = ray.remote(num_cpus=1, max_concurrency=1, runtime_env={"env_vars": WORKER_ENV})(ShardHost)
         self.actors = [actor_cls.remote(g, [sources[i] for i in g], model, algorithm, seed, chains) for g in self.groups]
         self._ray = ray
+        self.channels: list[Any] = []
+        self.transport = "actor"
+        if transport == "socket":
+            self._open_channels()
+
+    def _open_channels(self) -> None:
+        from .channel import ChannelClient
+
+        try:
+            addresses = self._ray.get([a.open_channel.remote() for a in self.actors])
+            self.channels = [ChannelClient(tuple(addr)) for addr in addresses]
+            self.transport = "socket"
+        except (OSError, ConnectionError) as exc:  # e.g. a firewall between nodes: plain actor calls still work
+            import warnings
+
+            warnings.warn(f"raysampler: direct worker channels unavailable ({exc}); using plain actor calls")
+            for c in self.channels:
+                c.close()
+            self.channels = []
 
     def _all(self, method: str, per_group: Sequence[tuple]) -> list[Any]:
         return self._ray.get([getattr(a, method).remote(*args) for a, args in zip(self.actors, per_group)])
@@ -90,7 +114,12 @@ class RayPool:
         self._all("set_slowdown", [(factors,)] * len(self.actors))
 
     def step(self, messages: Sequence[Any]) -> tuple[list[Any], np.ndarray, np.ndarray]:
-        parts = self._ray.get([a.step.remote(m) for a, m in zip(self.actors, self._split(messages))])
+        if self.channels:
+            for c, m in zip(self.channels, self._split(messages)):
+                c.send(m)  # every worker starts before any reply is awaited
+            parts = [c.receive() for c in self.channels]
+        else:
+            parts = self._ray.get([a.step.remote(m) for a, m in zip(self.actors, self._split(messages))])
         replies = [None] * self.num_shards
         times = np.empty(self.num_shards)
         busy = np.empty(self.num_shards)
@@ -101,6 +130,9 @@ class RayPool:
         return replies, times, busy
 
     def close(self) -> None:
+        for c in self.channels:
+            c.close()
+        self.channels = []
         for a in self.actors:
             self._ray.kill(a)
         self.actors = []
