@@ -24,7 +24,7 @@ same seed, alternating which executor goes first):
     with the default, not exactness.
 * per run also: ρ (mean over shards), N_i, mean local acceptance (kernels that report it), rounds/s.
 
-Run (the full run takes roughly 30–40 minutes on 2 cores: breast_cancer ≈ 8 min, covtype ≈ 25 min;
+Run (the full run takes roughly 25–40 minutes on 2 cores: breast_cancer ≈ 5 min, covtype ≈ 20–30 min;
 `--only` runs one problem; `--quick` is a smoke test under a minute):
 
     python benchmarks/ess.py

@@ -6,7 +6,8 @@ machine's noise hits every variant alike; every figure is a median over `--repea
 * rounds/s = stats["rounds"] / stats["sampling_time_s"] of `rs.sample(..., algorithm="dglmc", balance=False,
   n_local=N, burn_in=<small>, progress=False)` for executor="local" and executor="ray" (setup excluded;
   burn-in rounds are timed too, they cost the same), b = 4 shards, K = 1 and K = 8 chains, on
-  (a) gaussian_toy (rs.models.Gaussian with the toy's noise covariance): almost no compute, pure overhead;
+  (a) gaussian_toy (n = 20,000, d = 2, rs.models.Gaussian with the toy's noise covariance): light compute
+      (each potential is one O(n_i) pass over 5,000 rows), so the Ray overhead shows;
   (b) covtype_like (n = 581,012, d = 54, rs.models.LogisticRegression): compute-bound; with the model's
       default local kernel and with local_kernel="lmc" (the paper's gradient steps).
   N = `--n-local` local steps per round on every shard (default 10, the setting of shared/RAY_NOTES.md);
@@ -25,7 +26,8 @@ Targets (PASS/FAIL, medians of per-repeat ratios):
   (a) per-round Ray overhead, ray ms/round − local ms/round, ≤ 1.5 × the coordinator-actor floor ms/round;
   (b) K = 8, LMC: the Ray workers' local-step GFLOP/s ≥ 60 % of numpy's on the same shapes.
 
-Run (the full run takes roughly 12–20 minutes on 2 cores; `--quick` well under a minute):
+Run (the full run takes roughly 15–25 minutes on 2 cores, about a third of it covtype set-up — the MAP and
+Laplace tuning on 581,012 rows take ≈ 10 s per run and are excluded from rounds/s; `--quick` under a minute):
 
     python benchmarks/rounds.py                 # full: 3 repeats, 2000 toy rounds, 30 covtype rounds
     python benchmarks/rounds.py --quick         # smoke test: 1 repeat, few rounds, covtype n = 40,000

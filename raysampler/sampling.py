@@ -9,13 +9,13 @@ import numpy as np
 
 from .algorithms import get_algorithm
 from .errors import SamplingError
+from .models.base import MODEL_METHODS
 from .result import Result
 from .runtime.coordinator import Chunk, RunConfig
 from .runtime import executors
 from .runtime.pools import TRANSPORTS
 from .shards import ShardSet, shard as make_shards
 
-_MODEL_METHODS = ("bind", "prior", "potential", "grad", "potential_and_grad", "hvp", "smoothness", "param_names")
 
 
 class Run:
@@ -141,10 +141,10 @@ def sample(model: Any, shards: Any, algorithm: str = "dglmc", *, chains: int = 4
 
 
 def _check_model(model: Any) -> None:
-    missing = [m for m in _MODEL_METHODS if not callable(getattr(model, m, None))]
+    missing = [m for m in MODEL_METHODS if not callable(getattr(model, m, None))]
     if isinstance(model, type) or missing:
         raise TypeError(f"model must be a model instance (e.g. rs.models.LogisticRegression()) with methods "
-                        f"{list(_MODEL_METHODS)}; missing {missing or 'an instance'}")
+                        f"{list(MODEL_METHODS)}; missing {missing or 'an instance'}")
 
 
 def _as_shards(shards: Any) -> ShardSet:

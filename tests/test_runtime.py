@@ -43,6 +43,18 @@ def test_local_and_ray_identical_for_every_local_kernel(ray_session, breast_canc
                                   rs.sample(model, shards, executor="ray", **kw).draws)
 
 
+def test_plain_actor_transport_draws_the_same(ray_session, breast_cancer):
+    """The fallback path (plain Ray actor calls instead of direct channels) moves the same messages."""
+    X, y = breast_cancer
+    shards = rs.shard(X, y, num_shards=3)
+    kw = dict(chains=2, num_rounds=30, burn_in=20, seed=9, progress=False, balance=False, executor="ray")
+    model = rs.models.LogisticRegression()
+    via_socket = rs.sample(model, shards, **kw)
+    via_actor = rs.sample(model, shards, transport="actor", **kw)
+    assert via_socket.info["setup"]["transport"] == "socket" and via_actor.info["setup"]["transport"] == "actor"
+    np.testing.assert_array_equal(via_socket.draws, via_actor.draws)
+
+
 def test_file_shards_are_read_by_the_workers(ray_session, breast_cancer, tmp_path):
     X, y = breast_cancer
     paths = []

@@ -13,6 +13,12 @@ from dataclasses import dataclass
 import numpy as np
 
 
+#: What the sampler calls on a model; a model of your own must provide these (subclassing `Model` gives defaults
+#: for `hessian`, `hessian_diag` and `validate`).
+MODEL_METHODS = ("bind", "prior", "potential", "grad", "potential_and_grad", "hvp", "hessian", "hessian_diag",
+                 "smoothness", "param_names", "validate")
+
+
 @dataclass(frozen=True)
 class DataSpec:
     """What a model must know about the whole data set before it can fix its dimension."""

@@ -84,6 +84,18 @@ def ensure_ray(address: str | None = None) -> None:
                  object_store_memory=int(os.environ.get("RAYSAMPLER_OBJECT_STORE_BYTES", 1 << 30)))
 
 
+def _ship_by_value(model: Model) -> None:
+    """Let workers unpickle a user's model class whose module they cannot import (a script's sibling file, a test)."""
+    import sys
+
+    import ray.cloudpickle
+
+    name = type(model).__module__
+    module = sys.modules.get(name)
+    if module is not None and name != "__main__" and not name.startswith("raysampler"):
+        ray.cloudpickle.register_pickle_by_value(module)
+
+
 def start(executor: str, shards: Sequence[Any], model: Model, algorithm: Algorithm, config: RunConfig,
           max_actors: int | None = None, transport: str = "socket") -> LocalHandle | RayHandle:
     """A handle on a new coordinator for this run."""
@@ -92,6 +104,7 @@ def start(executor: str, shards: Sequence[Any], model: Model, algorithm: Algorit
     import ray
 
     ensure_ray()
+    _ship_by_value(model)
     # In-memory shards go to the object store once; a worker reads a path shard itself.
     sources = [s if getattr(s, "path", None) is not None else ray.put(s.load()) for s in shards]
     actor = ray.remote(num_cpus=0, runtime_env={"env_vars": WORKER_ENV})(CoordinatorHost).remote(
