@@ -14,7 +14,8 @@ import numpy as np
 from scipy import linalg
 
 from .base import GaussianPrior
-from .linear import _GLM, _check_positive, _check_Xy, _gaussian_from_natural, _rows_of, _unbound
+from .common import _GLM, _check_Xy, _check_positive, _rows_of, _unbound
+from .linear import _gaussian_from_natural
 
 __all__ = ["Gaussian", "gaussian_posterior"]
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit
 
-from .linear import _GLM, _check_Xy, _gram_lambda_max, _rows_of
+from .common import _GLM, _check_Xy, _gram_lambda_max, _rows_of
 
 __all__ = ["LogisticRegression"]
 

@@ -14,7 +14,7 @@ import numpy as np
 from scipy.special import expit
 
 from .base import DataSpec, GaussianPrior, Model
-from .linear import _check_labels, _check_optional_count, _check_positive, _check_Xy, _rows_of, _unbound
+from .common import _check_Xy, _check_labels, _check_optional_count, _check_positive, _classifier_bind_fields, _rows_of, _unbound
 from .softmax import _log_softmax_parts
 
 __all__ = ["MLPClassifier"]
@@ -62,9 +62,7 @@ class MLPClassifier(Model):
         object.__setattr__(self, "n_classes", _check_optional_count("n_classes", self.n_classes, 2))
 
     def _bind_fields(self, spec: DataSpec) -> dict:
-        if spec.n_classes is None:
-            raise ValueError(f"{type(self).__name__} needs DataSpec.n_classes (the number of labels)")
-        return {"n_features": spec.n_features, "n_classes": spec.n_classes}
+        return _classifier_bind_fields(self, spec)
 
     @property
     def dim(self) -> int:

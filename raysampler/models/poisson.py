@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .linear import _GLM, _check_positive, _check_Xy, _gram_lambda_max, _rows_of
+from .common import _GLM, _check_Xy, _check_positive, _gram_lambda_max, _rows_of
 
 __all__ = ["PoissonRegression"]
 

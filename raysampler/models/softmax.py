@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .base import DataSpec
-from .linear import _GLM, _check_labels, _check_optional_count, _check_Xy, _gram_lambda_max, _rows_of, _unbound
+from .common import _GLM, _check_Xy, _check_labels, _check_optional_count, _classifier_bind_fields, _gram_lambda_max, _rows_of, _unbound
 
 __all__ = ["SoftmaxRegression"]
 
@@ -43,9 +43,7 @@ class SoftmaxRegression(_GLM):
         object.__setattr__(self, "n_classes", _check_optional_count("n_classes", self.n_classes, 2))
 
     def _bind_fields(self, spec: DataSpec) -> dict:
-        if spec.n_classes is None:
-            raise ValueError(f"{type(self).__name__} needs DataSpec.n_classes (the number of labels)")
-        return {"n_features": spec.n_features, "n_classes": spec.n_classes}
+        return _classifier_bind_fields(self, spec)
 
     @property
     def dim(self) -> int:

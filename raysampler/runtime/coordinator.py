@@ -7,7 +7,7 @@ progress, stream draws and stop on a time budget without the coordinator holding
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
