@@ -13,7 +13,6 @@ import platform
 import subprocess
 import sys
 import tempfile
-import time
 import warnings
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -75,6 +74,7 @@ def run_metrics(result: Any) -> dict[str, Any]:
         "idle_fraction": _floats(st.get("idle_fraction")),
         "local_accept": float(np.mean(accept)) if accept is not None and np.size(accept) else None,
         "local_kernel": result.info.get("setup", {}).get("plan", {}).get("local_kernel"),
+        "transport": result.info.get("setup", {}).get("transport"),
     }
 
 
@@ -86,18 +86,6 @@ def median(values: Iterable[float | None]) -> float:
     """Median of the finite values (NaN if there are none)."""
     vals = [float(v) for v in values if v is not None and math.isfinite(float(v))]
     return float(np.median(vals)) if vals else float("nan")
-
-
-class Stopwatch:
-    """`with Stopwatch() as sw: ...; sw.s` — elapsed seconds of the block."""
-
-    def __enter__(self) -> "Stopwatch":
-        self._t0 = time.perf_counter()
-        self.s = float("nan")
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.s = time.perf_counter() - self._t0
 
 
 # ---------------------------------------------------------------------------------------- output

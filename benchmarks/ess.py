@@ -24,7 +24,8 @@ same seed, alternating which executor goes first):
     with the default, not exactness.
 * per run also: ρ (mean over shards), N_i, mean local acceptance (kernels that report it), rounds/s.
 
-Run (the full run takes roughly 25–40 minutes on 2 cores: breast_cancer ≈ 5 min, covtype ≈ 20–30 min;
+Run (the full run takes roughly 20–35 minutes on 2 cores: breast_cancer ≈ 3 min, covtype ≈ 20–30 min, of
+which the two reference runs ≈ 5 min and the paper-rule local runs ≈ 7 min;
 `--only` runs one problem; `--quick` is a smoke test under a minute):
 
     python benchmarks/ess.py
@@ -168,7 +169,8 @@ def covtype_reference(shards: Any, model: Any, chains: int, rounds: int, executo
     info = {"seeds": COVTYPE_REF_SEEDS, "chains": chains, "rounds": rounds, "executor": executor,
             "min_ess": [a["min_ess"], b["min_ess"]],
             "seed_to_seed_max_err_sd": float(np.max(np.abs(a["mean"] - b["mean"]) / sd)),
-            "seed_to_seed_max_z": float(np.max(np.abs(a["mean"] - b["mean"]) / np.sqrt(a["mcse"] ** 2 + b["mcse"] ** 2))),
+            "seed_to_seed_max_z": float(np.max(np.abs(a["mean"] - b["mean"])
+                                               / np.sqrt(a["mcse"] ** 2 + b["mcse"] ** 2))),
             "ref_from_map_max_sd": float(np.max(np.abs(mean - theta_map) / sd)) if theta_map is not None else None,
             "runs": [{k: v for k, v in r.items() if k not in ("draws",)} for r in runs]}
     return Reference(mean, sd, mcse, theta_map, "two default runs, seeds " + ", ".join(map(str, COVTYPE_REF_SEEDS)),
@@ -244,7 +246,8 @@ def main() -> None:
                         spec = Spec(problem, strategy, chains, variant, executor)
                         run = run_spec(spec, shards, model, rounds_for[problem], None, seed)
                         run["repeat"] = rep
-                        if problem == "breast_cancer" and "breast_cancer" not in refs and run.get("theta_map") is not None:
+                        if problem == "breast_cancer" and "breast_cancer" not in refs \
+                                and run.get("theta_map") is not None:
                             refs["breast_cancer"] = breast_cancer_reference(run["theta_map"])
                         raw.append(run)
                         print(f"  repeat {rep + 1}/{args.repeats} {spec.label}: "
@@ -290,6 +293,7 @@ def summarise(raw: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dic
     for label, runs in by_spec.items():
         first = runs[0]
         row = {"label": label, **first["spec"], "kernel": first.get("local_kernel"),
+               "transport": first.get("transport"),
                "rho": float(np.mean(first["rho"])) if first.get("rho") else None, "N": first.get("N"),
                "errors": [r["error"] for r in runs if r["error"]]}
         row.update({k: median(r.get(k) for r in runs) for k in _NUMERIC})
@@ -303,15 +307,17 @@ def summarise(raw: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dic
     index = {(Spec(**r["spec"]).label, r["repeat"]): r for r in raw}
     repeats = sorted({r["repeat"] for r in raw})
     ratios = []
+    def per_repeat(num_label: str, den_label: str) -> float:
+        return median(ratio(index[num_label, k], index[den_label, k])
+                      for k in repeats if (num_label, k) in index and (den_label, k) in index)
+
     for group in dict.fromkeys(Spec(**r["spec"]).group for r in raw):
         for executor in EXECUTORS:
-            vals = [ratio(index[f"{group} default {executor}", k], index[f"{group} paper {executor}", k])
-                    for k in repeats if (f"{group} default {executor}", k) in index and (f"{group} paper {executor}", k) in index]
-            ratios.append({"group": group, "ratio": "default / paper ESS/s", "fixed": executor, "value": median(vals)})
+            ratios.append({"group": group, "ratio": "default / paper ESS/s", "fixed": executor,
+                           "value": per_repeat(f"{group} default {executor}", f"{group} paper {executor}")})
         for variant in VARIANTS:
-            vals = [ratio(index[f"{group} {variant} ray", k], index[f"{group} {variant} local", k])
-                    for k in repeats if (f"{group} {variant} ray", k) in index and (f"{group} {variant} local", k) in index]
-            ratios.append({"group": group, "ratio": "ray / local ESS/s", "fixed": variant, "value": median(vals)})
+            ratios.append({"group": group, "ratio": "ray / local ESS/s", "fixed": variant,
+                           "value": per_repeat(f"{group} {variant} ray", f"{group} {variant} local")})
     return rows, ratios
 
 
@@ -331,7 +337,8 @@ def report(rows: list[dict[str, Any]], ratios: list[dict[str, Any]], refs: dict[
          "default = turn-key DG-LMC; paper = preconditioner=None (the paper's rho, gamma, N, LMC steps). "
          "rho = mean over shards (sampler coordinates); N = final N_i.",
          "max z = max |mean - ref| / sqrt(mcse^2 + mcse_ref^2): about 2-3.5 over d coordinates if the error is "
-         "Monte-Carlo noise only."])
+         "Monte-Carlo noise only.",
+         "ray transport: " + ", ".join(sorted({str(r["transport"]) for r in rows if r["executor"] == "ray"}))])
     print_table("Side-by-side ratios (medians of per-repeat ratios)", ["problem/shards K", "ratio", "at", "value"],
                 [[r["group"], r["ratio"], r["fixed"], r["value"]] for r in ratios])
     ref_rows = []

@@ -10,11 +10,14 @@ machine's noise hits every variant alike; every figure is a median over `--repea
       (each potential is one O(n_i) pass over 5,000 rows), so the Ray overhead shows;
   (b) covtype_like (n = 581,012, d = 54, rs.models.LogisticRegression): compute-bound; with the model's
       default local kernel and with local_kernel="lmc" (the paper's gradient steps).
-  N = `--n-local` local steps per round on every shard (default 10, the setting of shared/RAY_NOTES.md);
-  fixing N turns speed balancing off, so both executors run exactly the same steps.
+  N local steps per round on every shard: covtype `--n-local-covtype` (default 10, the setting of
+  shared/RAY_NOTES.md), toy `--n-local-toy` (default 1: one local step is one O(n_i) pass, so the toy's round
+  stays overhead-dominated); fixing N turns speed balancing off, so both executors run exactly the same steps.
 * The Ray floor: RayPool's actor layout (min(b, CPUs) actors with num_cpus=1) running a no-op method that
   takes a (K, d) float64 array by value and returns it; one round = call every actor, gather the replies.
-  Timed from a coordinator actor (num_cpus=0, like ours) and from the driver; reported in ms/round.
+  Timed as plain actor calls from a coordinator actor (num_cpus=0, like ours) and from the driver, and over
+  raysampler's direct TCP channels (RayPool's default transport, raysampler.runtime.channel) from the
+  coordinator actor; reported in ms/round.
 * Local-step GFLOP/s on covtype: one LMC step on a shard of n_i rows is X @ Θᵀ (n_i, 54)·(54, K) then
   Rᵀ @ X, i.e. 2·(2·n_i·54·K) flops (the element-wise work is not counted); the workers' rate is those flops
   over the measured compute time per local step, stats["worker_compute_s"][i] / (rounds · N_i). numpy's own
@@ -23,13 +26,16 @@ machine's noise hits every variant alike; every figure is a median over `--repea
 
 Targets (PASS/FAIL, medians of per-repeat ratios):
   (b) ray rounds/s ≥ 1.5 × local rounds/s;
-  (a) per-round Ray overhead, ray ms/round − local ms/round, ≤ 1.5 × the coordinator-actor floor ms/round;
+  (a) per-round Ray overhead, ray ms/round − local ms/round, ≤ 1.5 × the floor ms/round (reported against
+      the actor-call floor from the coordinator actor, and against the socket floor);
   (b) K = 8, LMC: the Ray workers' local-step GFLOP/s ≥ 60 % of numpy's on the same shapes.
+Also reported: ray ms − local ms / P (P worker actors), Ray's cost beyond a perfect P-way split of the local
+work — ray − local alone goes negative as soon as the workers' parallelism outweighs the overhead.
 
-Run (the full run takes roughly 15–25 minutes on 2 cores, about a third of it covtype set-up — the MAP and
+Run (the full run takes roughly 12–20 minutes on 2 cores, about half of it covtype set-up — the MAP and
 Laplace tuning on 581,012 rows take ≈ 10 s per run and are excluded from rounds/s; `--quick` under a minute):
 
-    python benchmarks/rounds.py                 # full: 3 repeats, 2000 toy rounds, 30 covtype rounds
+    python benchmarks/rounds.py                 # full: 3 repeats, 5000 toy rounds, 30 covtype rounds
     python benchmarks/rounds.py --quick         # smoke test: 1 repeat, few rounds, covtype n = 40,000
 
 Prints the tables and writes benchmarks/results/rounds.json (rounds_quick.json with --quick).
@@ -69,13 +75,23 @@ class Case:
 # ------------------------------------------------------------------------------------ the Ray floor
 
 class EchoWorker:
-    """Stands in for a ShardHost: receives a (K, d) array by value and returns it, doing no work."""
+    """Stands in for a ShardHost: receives a (K, d) array by value and returns it, doing no work.
+
+    `open_channel` serves the same no-op over raysampler's direct TCP channel (RayPool's default transport).
+    """
 
     def ready(self) -> bool:
         return True
 
     def step(self, x: np.ndarray) -> np.ndarray:
         return x
+
+    def open_channel(self) -> tuple[str, int]:
+        import ray
+        from raysampler.runtime.channel import ChannelServer
+
+        self._channel = ChannelServer(self.step, ray.util.get_node_ip_address())
+        return self._channel.address
 
 
 def floor_rounds(actors: list[Any], chains: int, dim: int, rounds: int, warmup: int) -> list[float]:
@@ -102,6 +118,28 @@ class FloorCoordinator:
     def run(self, chains: int, dim: int, rounds: int, warmup: int) -> list[float]:
         return floor_rounds(self.actors, chains, dim, rounds, warmup)
 
+    def run_socket(self, addresses: list[tuple[str, int]], chains: int, dim: int, rounds: int,
+                   warmup: int) -> list[float]:
+        """The same rounds over direct TCP channels to the workers (raysampler's socket transport)."""
+        from raysampler.runtime.channel import ChannelClient
+
+        clients = [ChannelClient(tuple(a)) for a in addresses]
+        x = np.random.default_rng(0).standard_normal((chains, dim))
+        times = []
+        try:
+            for t in range(warmup + rounds):
+                t0 = time.perf_counter()
+                for c in clients:
+                    c.send(x)
+                replies = [c.receive() for c in clients]
+                if t >= warmup:
+                    times.append(time.perf_counter() - t0)
+                x = replies[0]
+        finally:
+            for c in clients:
+                c.close()
+        return times
+
 
 def measure_floor(ray: Any, num_shards: int, chains: int, dim: int, rounds: int) -> dict[str, float]:
     """ms/round of the floor from a coordinator actor and from the driver, on RayPool's actor layout."""
@@ -115,13 +153,17 @@ def measure_floor(ray: Any, num_shards: int, chains: int, dim: int, rounds: int)
         warmup = max(10, rounds // 10)
         from_coord = ray.get(coord.run.remote(chains, dim, rounds, warmup))
         from_driver = floor_rounds(actors, chains, dim, rounds, warmup)
+        addresses = ray.get([a.open_channel.remote() for a in actors])
+        over_socket = ray.get(coord.run_socket.remote(addresses, chains, dim, rounds, warmup))
     finally:
         for a in [coord, *actors]:
             ray.kill(a)
     return {"actors": n_actors,
             "coordinator_ms": 1e3 * float(np.mean(from_coord)), "driver_ms": 1e3 * float(np.mean(from_driver)),
+            "socket_ms": 1e3 * float(np.mean(over_socket)),
             "coordinator_median_ms": 1e3 * float(np.median(from_coord)),
-            "driver_median_ms": 1e3 * float(np.median(from_driver))}
+            "driver_median_ms": 1e3 * float(np.median(from_driver)),
+            "socket_median_ms": 1e3 * float(np.median(over_socket))}
 
 
 # ------------------------------------------------------------------------------------ numpy's GEMM rate
@@ -164,8 +206,10 @@ def worker_gflops(metrics: dict[str, Any], shard_rows: list[int], chains: int, k
 # ------------------------------------------------------------------------------------------- runs
 
 def run_case(case: Case, shards: Any, model: Any, executor: str, rounds: int, burn_in: int,
-             n_local: int) -> dict[str, Any]:
-    params = {"local_kernel": case.kernel} if case.kernel else {}
+             n_local: int, transport: str | None) -> dict[str, Any]:
+    params: dict[str, Any] = {"local_kernel": case.kernel} if case.kernel else {}
+    if executor == "ray" and transport:
+        params["transport"] = transport
     result = rs.sample(model, shards, algorithm="dglmc", chains=case.chains, num_rounds=rounds, burn_in=burn_in,
                        executor=executor, balance=False, n_local=n_local, progress=False, seed=0, **params)
     m = run_metrics(result)
@@ -177,13 +221,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="smoke test: 1 repeat, few rounds, small covtype")
     ap.add_argument("--rounds", type=int, default=None,
-                    help="rounds after burn-in for every case (default: toy 2000, covtype 30; quick: 200, 6)")
+                    help="rounds after burn-in for every case (default: toy 5000, covtype 30; quick: 300, 6)")
     ap.add_argument("--repeats", type=int, default=None, help="repeats (default 3; quick 1)")
-    ap.add_argument("--n-local", type=int, default=10, help="local steps per round on every shard (default 10)")
+    ap.add_argument("--n-local-toy", type=int, default=1, help="gaussian_toy local steps per round (default 1)")
+    ap.add_argument("--n-local-covtype", type=int, default=10, help="covtype local steps per round (default 10)")
     ap.add_argument("--burn-in", type=int, default=None, help="burn-in rounds (default 5; quick 2)")
     ap.add_argument("--covtype-n", type=int, default=None, help="covtype_like rows (default 581012; quick 40000)")
     ap.add_argument("--floor-rounds", type=int, default=None, help="timed floor rounds (default 1000; quick 100)")
     ap.add_argument("--only", choices=("gaussian_toy", "covtype_like"), default=None)
+    ap.add_argument("--transport", choices=("socket", "actor"), default=None,
+                    help="round transport of the ray runs (default: raysampler's default)")
     args = ap.parse_args()
 
     quick = args.quick
@@ -191,7 +238,7 @@ def main() -> None:
     burn_in = args.burn_in if args.burn_in is not None else (2 if quick else 5)
     covtype_n = args.covtype_n or (40_000 if quick else rs.datasets.COVTYPE_N_ROWS)
     floor_n = args.floor_rounds or (100 if quick else 1000)
-    rounds_for = {"gaussian_toy": args.rounds or (200 if quick else 2000),
+    rounds_for = {"gaussian_toy": args.rounds or (300 if quick else 5000),
                   "covtype_like": args.rounds or (6 if quick else 30)}
     problems = [args.only] if args.only else ["gaussian_toy", "covtype_like"]
     cases = [Case(p, k, kern) for p in problems for k in (1, 8)
@@ -203,7 +250,8 @@ def main() -> None:
         data[p] = (rs.shard(X, y, num_shards=NUM_SHARDS), model, X.shape)
     covtype_mb = covtype_n * (COVTYPE_D + 1) * 8 / 2**20 if "covtype_like" in problems else 0
     ray = start_ray(object_store_mb=int(200 + 2.5 * covtype_mb))
-    print(f"rounds benchmark: b={NUM_SHARDS}, N={args.n_local}, repeats={repeats}, burn-in={burn_in}, "
+    n_local = {"gaussian_toy": args.n_local_toy, "covtype_like": args.n_local_covtype}
+    print(f"rounds benchmark: b={NUM_SHARDS}, N={n_local}, repeats={repeats}, burn-in={burn_in}, "
           f"rounds={rounds_for}, covtype n={covtype_n}, floor rounds={floor_n}", flush=True)
 
     raw: dict[str, list[dict[str, Any]]] = {c.label: [] for c in cases}
@@ -217,7 +265,8 @@ def main() -> None:
                 order = ("local", "ray") if rep % 2 == 0 else ("ray", "local")
                 entry: dict[str, Any] = {}
                 for ex in order:
-                    entry[ex] = run_case(case, shards, model, ex, rounds_for[case.problem], burn_in, args.n_local)
+                    entry[ex] = run_case(case, shards, model, ex, rounds_for[case.problem], burn_in,
+                                         n_local[case.problem], args.transport)
                 dim = shape[1] if case.problem == "covtype_like" else 2
                 key = (case.chains, dim)
                 if len(floors.get(key, [])) <= rep:
@@ -232,16 +281,17 @@ def main() -> None:
                 raw[case.label].append(entry)
                 print(f"  repeat {rep + 1}/{repeats} {case.label}: local {entry['local']['rounds_per_s']:.1f} "
                       f"rounds/s, ray {entry['ray']['rounds_per_s']:.1f} rounds/s, floor "
-                      f"{entry['floor']['coordinator_ms']:.2f} ms  [{time.perf_counter() - t_start:.0f} s]",
+                      f"{entry['floor']['coordinator_ms']:.2f} ms (socket {entry['floor']['socket_ms']:.2f} ms)  "
+                      f"[{time.perf_counter() - t_start:.0f} s]",
                       flush=True)
     finally:
         stop_ray()
 
     summary, targets = summarise(cases, raw)
-    report(summary, targets, args.n_local)
+    report(summary, targets, n_local)
     write_json("rounds_quick" if quick else "rounds", {
         "settings": {"quick": quick, "repeats": repeats, "burn_in": burn_in, "rounds": rounds_for,
-                     "n_local": args.n_local, "num_shards": NUM_SHARDS, "covtype_n": covtype_n,
+                     "n_local": n_local, "num_shards": NUM_SHARDS, "covtype_n": covtype_n,
                      "floor_rounds": floor_n, "total_time_s": time.perf_counter() - t_start},
         "summary": summary, "targets": targets, "raw": raw})
 
@@ -260,9 +310,20 @@ def summarise(cases: list[Case], raw: dict[str, list[dict[str, Any]]]) -> tuple[
         row["speedup"] = median(r["ray"]["rounds_per_s"] / r["local"]["rounds_per_s"] for r in reps)
         row["floor_coordinator_ms"] = median(r["floor"]["coordinator_ms"] for r in reps)
         row["floor_driver_ms"] = median(r["floor"]["driver_ms"] for r in reps)
+        row["floor_socket_ms"] = median(r["floor"]["socket_ms"] for r in reps)
+        row["transport"] = reps[0]["ray"]["transport"]
         row["overhead_ms"] = median(r["ray"]["ms_per_round"] - r["local"]["ms_per_round"] for r in reps)
         row["overhead_over_floor"] = median((r["ray"]["ms_per_round"] - r["local"]["ms_per_round"])
                                             / r["floor"]["coordinator_ms"] for r in reps)
+        row["overhead_over_socket_floor"] = median((r["ray"]["ms_per_round"] - r["local"]["ms_per_round"])
+                                                   / r["floor"]["socket_ms"] for r in reps)
+        # ray − local/P: what Ray adds beyond a perfect split of the local work over its P worker actors
+        row["parallel_overhead_ms"] = median(r["ray"]["ms_per_round"] - r["local"]["ms_per_round"]
+                                             / r["floor"]["actors"] for r in reps)
+        row["parallel_overhead_over_socket_floor"] = median(
+            (r["ray"]["ms_per_round"] - r["local"]["ms_per_round"] / r["floor"]["actors"]) / r["floor"]["socket_ms"]
+            for r in reps)
+        row["actors"] = reps[0]["floor"]["actors"]
         if case.problem == "covtype_like":
             kern = row["kernel"]
             ref_key = "gflops_lmc" if kern == "lmc" else "gflops_potential"
@@ -283,25 +344,36 @@ def summarise(cases: list[Case], raw: dict[str, list[dict[str, Any]]]) -> tuple[
                                           f"{TARGET_GEMM_EFFICIENCY:.0%} of numpy's", "value": eff,
                                 "pass": eff >= TARGET_GEMM_EFFICIENCY})
         else:
-            ratio = row["overhead_over_floor"]
-            targets.append({"target": f"(a) {case.label}: (ray − local) ms/round ≤ {TARGET_OVERHEAD_RATIO}× "
-                                      f"floor ms/round", "value": ratio, "pass": ratio <= TARGET_OVERHEAD_RATIO})
+            for key, floor in (("overhead_over_floor", "actor-call floor"),
+                               ("overhead_over_socket_floor", "socket floor")):
+                ratio = row[key]
+                targets.append({"target": f"(a) {case.label}: (ray − local) ms/round ≤ {TARGET_OVERHEAD_RATIO}× "
+                                          f"{floor} ms/round", "value": ratio,
+                                "pass": ratio <= TARGET_OVERHEAD_RATIO})
     return summary, targets
 
 
-def report(summary: list[dict], targets: list[dict], n_local: int) -> None:
+def report(summary: list[dict], targets: list[dict], n_local: dict[str, int]) -> None:
     print()
     print_table(
         "Rounds per second (medians over repeats; setup excluded)",
-        ["case", "kernel", "local r/s", "ray r/s", "ray/local", "local ms", "ray ms", "floor coord ms",
-         "floor driver ms", "ray-local ms", "(ray-local)/floor"],
-        [[r["case"].rsplit(" ", 1)[0], r["kernel"], r["local_rounds_per_s"], r["ray_rounds_per_s"], r["speedup"],
-          r["local_ms_per_round"], r["ray_ms_per_round"], r["floor_coordinator_ms"], r["floor_driver_ms"],
-          r["overhead_ms"], r["overhead_over_floor"]] for r in summary],
-        [f"b={NUM_SHARDS} shards, N={n_local} local steps per shard per round, balance off; ms = ms/round.",
-         "floor = no-op actor round trip on RayPool's layout (min(b, CPUs) actors, (K, d) array by value), "
-         "from a coordinator actor / from the driver.",
-         "ray/local and (ray-local)/floor are medians of per-repeat ratios."])
+        ["case", "kernel", "N", "local r/s", "ray r/s", "ray/local", "local ms/round", "ray ms/round"],
+        [[r["case"].rsplit(" ", 1)[0], r["kernel"], n_local[r["problem"]], r["local_rounds_per_s"],
+          r["ray_rounds_per_s"], r["speedup"], r["local_ms_per_round"], r["ray_ms_per_round"]] for r in summary],
+        [f"b={NUM_SHARDS} shards, N local steps per shard per round, balance off; ray transport: "
+         f"{', '.join(sorted({str(r['transport']) for r in summary}))}; ray/local = median of per-repeat ratios."])
+    print_table(
+        "Per-round Ray overhead against the floor (ms/round; ratios are medians of per-repeat ratios)",
+        ["case", "kernel", "floor actor coord", "floor actor driver", "floor socket", "ray-local",
+         "/actor floor", "/socket floor", "ray-local/P", "/socket floor"],
+        [[r["case"].rsplit(" ", 1)[0], r["kernel"], r["floor_coordinator_ms"], r["floor_driver_ms"],
+          r["floor_socket_ms"], r["overhead_ms"], r["overhead_over_floor"], r["overhead_over_socket_floor"],
+          r["parallel_overhead_ms"], r["parallel_overhead_over_socket_floor"]] for r in summary],
+        ["floor = no-op round trip on RayPool's layout (P = min(b, CPUs) actors, num_cpus=1, (K, d) array by "
+         "value): plain actor calls from a coordinator actor (num_cpus=0) / from the driver, and raysampler's "
+         "TCP channels (socket) from a coordinator actor.",
+         "ray-local = the overhead as specified (negative when the P workers' parallelism outweighs it); "
+         "ray-local/P = ray ms minus a perfect P-way split of the local work."])
     cov = [r for r in summary if r["problem"] == "covtype_like"]
     if cov:
         print_table(
@@ -311,7 +383,8 @@ def report(summary: list[dict], targets: list[dict], n_local: int) -> None:
             [[r["case"].rsplit(" ", 1)[0], r["kernel"], r["shard_rows"][0], r["numpy_gflops"],
               r["local_worker_gflops"], r["local_gemm_efficiency"], r["ray_worker_gflops"],
               r["ray_gemm_efficiency"]] for r in cov],
-            ["lmc step: X@Θᵀ and Rᵀ@X, 4·n_i·54·K flops; default-kernel step (potential): X@Θᵀ only, 2·n_i·54·K.",
+            ["lmc step: X@Θᵀ and Rᵀ@X, 4·n_i·54·K flops; default-kernel step (potential): X@Θᵀ only, "
+             "2·n_i·54·K.",
              "eff = workers' GFLOP/s / numpy's GFLOP/s measured in the same repeat (median of per-repeat ratios)."])
     print_table("Targets", ["target", "value", "result"], [[t["target"], t["value"], t["pass"]] for t in targets])
 
