@@ -12,3 +12,10 @@ class SamplingError(RuntimeError):
         self.worker = worker
         self.round = round
         self.result = result
+
+    def __reduce__(self):
+        return (_rebuild, (str(self), self.worker, self.round, self.result))
+
+
+def _rebuild(message: str, worker: int | None, round: int, result: Any) -> SamplingError:
+    return SamplingError(message, worker=worker, round=round, result=result)

@@ -38,7 +38,7 @@ def pi_rho(P: Sequence[np.ndarray], m: Sequence[np.ndarray], prior_prec: np.ndar
     """
     d = prior_prec.shape[0]
     G = np.eye(d) if metric is None else metric
-    precs = [np.linalg.inv(np.linalg.inv(Pi) + r * G) for Pi, r in zip(P, rho)]
+    precs = [np.linalg.solve(np.eye(d) + r * Pi @ G, Pi) for Pi, r in zip(P, rho)]  # (P⁻¹ + ρG)⁻¹, P may be singular
     return gaussian_posterior(precs, m, prior_prec, prior_mean)
 
 
@@ -59,7 +59,7 @@ def dglmc_lmc_law(P: Sequence[np.ndarray], m: Sequence[np.ndarray], prior_prec: 
     Fz_rows, cz, V = [], [], []
     for i in range(b):
         B = (1.0 - gamma[i] / rho[i]) * eye - gamma[i] * P[i]
-        A, G, Vi, Bk = eye.copy(), np.zeros((d, d)), np.zeros((d, d)), eye.copy()
+        G, Vi, Bk = np.zeros((d, d)), np.zeros((d, d)), eye.copy()
         for _ in range(int(n_steps[i])):
             G += Bk
             Vi += 2.0 * gamma[i] * Bk @ Bk.T

@@ -36,9 +36,9 @@ class Result:
         groups: dict[str, dict[str, np.ndarray]] = {"posterior": {"theta": self.draws}}
         if self.sample_stats:
             groups["sample_stats"] = dict(self.sample_stats)
+        attrs = {"algorithm": str(self.info.get("algorithm", "")), "executor": str(self.info.get("executor", ""))}
         return azb.from_dict(groups, dims={"theta": ["param"]}, coords={"param": list(self.param_names)},
-                             attrs={"algorithm": str(self.info.get("algorithm", "")),
-                                    "executor": str(self.info.get("executor", ""))})
+                             attrs={"posterior": attrs})
 
     def summary(self, ci_prob: float = 0.94, round_to: int | str | None = "none"):
         """Table per coordinate: mean, sd, HDI, ess_bulk, ess_tail, r_hat, mcse (arviz-stats `summary`)."""

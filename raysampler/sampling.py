@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numbers
 import time
+import warnings
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -35,9 +36,10 @@ class Run:
         seed = _nonnegative_int(seed, "seed")
         if executor not in executors.EXECUTORS:
             raise ValueError(f"executor must be one of {executors.EXECUTORS}, got {executor!r}")
-        if time_budget_s is not None and not (isinstance(time_budget_s, numbers.Real) and time_budget_s > 0):
+        if time_budget_s is not None and (isinstance(time_budget_s, bool) or
+                                          not (isinstance(time_budget_s, numbers.Real) and time_budget_s > 0)):
             raise ValueError(f"time_budget_s must be a positive number of seconds or None, got {time_budget_s!r}")
-        if balance not in ("auto", True, False):
+        if not (balance == "auto" or isinstance(balance, bool)):
             raise ValueError(f"balance must be 'auto', True or False, got {balance!r}")
         if max_actors is not None:
             max_actors = _positive_int(max_actors, "max_actors")
@@ -57,6 +59,7 @@ class Run:
             raise
         self.rounds_done = 0
         self.error: dict | None = None
+        self.stopped_by_time_budget = False
         self._draws: list[np.ndarray] = []
         self._stats: dict[str, list[np.ndarray]] = {}
 
@@ -72,6 +75,7 @@ class Run:
             if self.time_budget_s is not None:
                 left = self.time_budget_s - (time.perf_counter() - self._start)
                 if left <= 0:
+                    self.stopped_by_time_budget = True
                     break
             t0 = time.perf_counter()
             chunk: Chunk = self._handle.call("run", n, left)
@@ -82,7 +86,10 @@ class Run:
                 self._stats.setdefault(k, []).append(v)
             self.error = chunk.error
             yield chunk
-            if chunk.done or (left is not None and ran < n):
+            if chunk.done:
+                break
+            if left is not None and ran < n:
+                self.stopped_by_time_budget = True
                 break
             per_round = (time.perf_counter() - t0) / max(ran, 1)
             n = int(np.clip(target_chunk_s / max(per_round, 1e-7), 10, 100_000))
@@ -96,12 +103,19 @@ class Run:
         stats["setup_time_s"] = self.setup["setup_time_s"]
         stats["wall_time_s"] = time.perf_counter() - self._start
         info = {"algorithm": self.algorithm_name, "executor": self.executor, "config": self.config,
-                "setup": self.setup, "error": self.error}
+                "setup": self.setup, "error": self.error, "stopped_by_time_budget": self.stopped_by_time_budget,
+                "rounds_done": self.rounds_done}
         return Result(np.ascontiguousarray(theta.transpose(1, 0, 2)), list(self.setup["param_names"]), stats,
                       sample_stats, info)
 
     def close(self) -> None:
         self._handle.close()
+
+    def __enter__(self) -> "Run":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
 
 def sample(model: Any, shards: Any, algorithm: str = "dglmc", *, chains: int = 4, num_rounds: int = 1000,
@@ -112,7 +126,7 @@ def sample(model: Any, shards: Any, algorithm: str = "dglmc", *, chains: int = 4
     """Sample the posterior of `model` given data split into `shards`.
 
     `burn_in` rounds come first and are discarded (default: max(100, num_rounds // 10)); `num_rounds` counts the
-    rounds after burn-in; each chain keeps num_rounds // thin draws. `executor="local"` runs the same steps
+    rounds after burn-in; each chain keeps num_rounds // thin draws (the last round of every block of `thin`). `executor="local"` runs the same steps
     in-process and, for the same seed and fixed N_i, gives the same draws as `executor="ray"`.
     `balance` re-balances local step counts N_i from measured worker speeds ("auto": on Ray only).
     `time_budget_s` stops cleanly, returning what was drawn. On Ray, `max_actors` caps the worker actors (default:
@@ -120,21 +134,23 @@ def sample(model: Any, shards: Any, algorithm: str = "dglmc", *, chains: int = 4
     path) or "actor" (plain Ray actor calls). Algorithm parameters go in `**params`.
     A numerical failure raises SamplingError naming the worker and round, with `.result` holding the draws so far.
     """
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be callable (it receives each chunk of draws), got {callback!r}")
     run = Run(model, shards, algorithm, chains=chains, num_rounds=num_rounds, burn_in=burn_in, thin=thin, seed=seed,
               executor=executor, time_budget_s=time_budget_s, balance=balance, max_actors=max_actors,
               transport=transport, **params)
     show = progress if progress is not None else run.total_rounds >= 2000
-    try:
-        from tqdm.auto import tqdm
+    from tqdm.auto import tqdm
 
-        with tqdm(total=run.total_rounds, disable=not show, unit="round", desc=f"{algorithm} ({executor})") as bar:
-            for chunk in run.chunks():
-                bar.update(chunk.rounds_done - bar.n)
-                if callback is not None:
-                    callback(chunk)
+    with run, tqdm(total=run.total_rounds, disable=not show, unit="round", desc=f"{algorithm} ({executor})") as bar:
+        for chunk in run.chunks():
+            bar.update(chunk.rounds_done - bar.n)
+            if callback is not None:
+                callback(chunk)
         result = run.result()
-    finally:
-        run.close()
+    if run.stopped_by_time_budget:
+        warnings.warn(f"time_budget_s={time_budget_s} reached after {run.rounds_done} of {run.total_rounds} rounds "
+                      f"({result.num_draws} draws per chain kept)", stacklevel=2)
     if run.error is not None:
         raise SamplingError(run.error["message"], worker=run.error["worker"], round=run.error["round"], result=result)
     return result

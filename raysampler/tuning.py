@@ -56,6 +56,24 @@ def shard_whitened_curvature(model: Model, X: np.ndarray, y: np.ndarray, theta: 
     return lam
 
 
+def shard_local_quadratic(model: Model, X: np.ndarray, y: np.ndarray, theta: np.ndarray,
+                          scale: np.ndarray | None, dense: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Worker i's quadratic model of U_i at θ in φ coordinates: (Lᵀ∇U_i(θ), LᵀH_iL), the Hessian dense (d, d) or
+    its diagonal (d,) (a PSD curvature estimate)."""
+    _, g = model.potential_and_grad(X, y, theta[None, :])
+    g = _apply_scale_t(scale, g[0])
+    if dense:
+        H = model.hessian(X, y, theta)
+        if scale is not None:
+            S = np.diag(scale) if scale.ndim == 1 else scale
+            H = S.T @ H @ S
+        return g, 0.5 * (H + H.T)
+    hd = np.asarray(model.hessian_diag(X, y, theta))
+    if scale is not None:
+        hd = hd * (scale * scale if scale.ndim == 1 else np.sum(scale * scale, axis=0))
+    return g, hd
+
+
 def _apply_scale(scale: np.ndarray | None, v: np.ndarray) -> np.ndarray:
     if scale is None:
         return v
@@ -181,6 +199,62 @@ def laplace_preconditioner(model: Model, pool: ShardPool, theta_map: np.ndarray,
 def local_curvatures(model: Model, pool: ShardPool, theta: np.ndarray, precond: Preconditioner) -> np.ndarray:
     """Per-shard M_i = λ_max(Lᵀ∇²U_i(θ)L): the curvature met near the posterior mass, in φ coordinates."""
     return np.array(pool.map(shard_whitened_curvature, [(theta, precond.scale)] * pool.num_shards), dtype=float)
+
+
+def local_quadratics(model: Model, pool: ShardPool, theta: np.ndarray, precond: Preconditioner,
+                     dense: bool) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Every worker's (gradient, Hessian) of U_i at θ in φ coordinates (`shard_local_quadratic`)."""
+    return pool.map(shard_local_quadratic, [(theta, precond.scale, dense)] * pool.num_shards)
+
+
+def rho_for_bias_budget(quads: list[tuple[np.ndarray, np.ndarray]], prior_P: np.ndarray, prior_b: np.ndarray,
+                        precond: Preconditioner, delta: float, rho_start: float) -> tuple[float, dict]:
+    """The largest common ρ ≤ `rho_start` whose π_ρ, under the workers' quadratic (Laplace) models of U_i, keeps
+    every θ coordinate's mean within δ posterior sd of the posterior's and its sd within a factor 1 + δ.
+
+    `rho_start` = ((1 + δ)² − 1)/max_i M_i already bounds the sd inflation in every direction (not only along
+    the coordinates); the search only lowers it where the means would move too far (shards that disagree).
+
+    With U_i(z) ≈ g_iᵀz + ½zᵀP_iz in φ, π_ρ is Gaussian with precision Λ_ρ = P0 + Σ_i P_i(I + ρP_i)⁻¹ and mean
+    Λ_ρ⁻¹(b0 − Σ_i (I + ρP_i)⁻¹g_i) (each local factor convolved with N(0, ρI)); ρ = 0 gives the posterior's.
+    Found by bisection in log ρ. Returns ρ and the predicted mean shift and sd inflation.
+    """
+    dense = quads[0][1].ndim == 2
+    L = None if precond.scale is None else (np.diag(precond.scale) if precond.scale.ndim == 1 else precond.scale)
+    if dense:
+        eig = [np.linalg.eigh(P) for _, P in quads]
+        eig = [(np.clip(w, 0.0, None), V, V.T @ g) for (w, V), (g, _) in zip(eig, quads)]
+
+    def moments(rho: float) -> tuple[np.ndarray, np.ndarray]:
+        if dense:
+            Lam = prior_P + sum((V * (w / (1 + rho * w))) @ V.T for w, V, _ in eig)
+            lin = prior_b - sum(V @ (Vg / (1 + rho * w)) for w, V, Vg in eig)
+            cov = np.linalg.inv(Lam)
+            mean = cov @ lin
+        else:
+            lam = np.diag(prior_P) + sum(P / (1 + rho * P) for _, P in quads)
+            cov = np.diag(1.0 / lam)
+            mean = (prior_b - sum(g / (1 + rho * P) for g, P in quads)) / lam
+        if L is not None:
+            cov, mean = L @ cov @ L.T, L @ mean
+        return mean, np.sqrt(np.clip(np.diag(cov), 1e-300, None))
+
+    mean0, sd0 = moments(0.0)
+
+    def bias(rho: float) -> tuple[float, float]:
+        mean, sd = moments(rho)
+        return float(np.max(np.abs(mean - mean0) / sd0)), float(np.max(sd / sd0) - 1.0)
+
+    if max(bias(rho_start)) <= delta:
+        shift, infl = bias(rho_start)
+        return rho_start, {"predicted_mean_shift_sd": shift, "predicted_sd_inflation": infl}
+    lo, hi = rho_start * 1e-6, rho_start
+    for _ in range(40):
+        mid = np.sqrt(lo * hi)
+        shift, infl = bias(mid)
+        lo, hi = (mid, hi) if max(shift, infl) <= delta else (lo, mid)
+    shift, infl = bias(lo)
+    return lo, {"predicted_mean_shift_sd": shift, "predicted_sd_inflation": infl}
 
 
 def smoothness_bounds(model: Model, pool: ShardPool) -> np.ndarray:

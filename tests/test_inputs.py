@@ -39,11 +39,22 @@ def _sample(shards, **kw):
     ({"preconditioner": "full"}, "preconditioner"),
     ({"step_size": 0.1}, "step_size"),
     ({"balance": "sometimes"}, "balance"),
+    ({"balance": 1}, "balance"),
+    ({"time_budget_s": True}, "time_budget_s"),
+    ({"bias_budget": "0.1"}, "bias_budget"),
+    ({"target_accept": None}, "target_accept"),
+    ({"rho": "abc"}, "rho"),
+    ({"n_local": True}, "n_local"),
     ({"init": np.zeros(5)}, "init"),
 ])
 def test_bad_arguments_name_themselves(data, kw, match):
     with pytest.raises(ValueError, match=match):
         _sample(data[2], **kw)
+
+
+def test_callback_must_be_callable(data):
+    with pytest.raises(TypeError, match="callback"):
+        _sample(data[2], callback=5)
 
 
 def test_model_must_be_an_instance(data):

@@ -28,7 +28,7 @@ def test_default_means_and_sds_match_exact_reference(default_run):
     1 − z·se and 1 + δ + z·se of the reference, δ bounding π_ρ's sd inflation (Laplace approximation)."""
     ref = np.load(REF)
     res = default_run
-    budget = res.info["setup"]["plan"]["sd_inflation_bound"]
+    budget = res.info["setup"]["plan"]["bias_budget"]
     assert budget <= 0.05 + 1e-12
     ess = res.ess("bulk")
     mean, sd = res.draws.mean(axis=(0, 1)), res.draws.std(axis=(0, 1))

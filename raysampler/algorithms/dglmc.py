@@ -10,6 +10,7 @@ paper's plain rules), so the coupling ‖z_i − φ‖²/(2ρ_i) is measured in 
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -34,6 +35,7 @@ class WorkerPayload:
     kernel: str
     precond: tuning.Preconditioner
     target_accept: float
+    quadratic: tuple | None = None    # (c, g, P): U_i(z) ≈ gᵀ(z − c) + ½(z − c)ᵀP(z − c) in φ, for "laplace_mh"
 
 
 class WorkerState(NamedTuple):
@@ -48,9 +50,10 @@ class WorkerState(NamedTuple):
 
 
 class LocalGaussian(NamedTuple):
-    """Worker i's Laplace approximation of Π_ρ(z_i | θ) in φ: U_i(z) ≈ gᵀz + ½zᵀPz, so z | θ ≈ N((θ/ρ − g)A⁻¹, A⁻¹)
-    with A = P + I/ρ; `chol` is a Cholesky factor of A⁻¹. Built by the worker from its own shard at the MAP."""
+    """Worker i's Laplace approximation of Π_ρ(z_i | θ) in φ: with U_i(z) ≈ gᵀ(z − c) + ½(z − c)ᵀP(z − c) (its own
+    shard's gradient and Hessian at the MAP c), z | θ ≈ N(A⁻¹(θ/ρ − g + Pc), A⁻¹), A = P + I/ρ; C Cᵀ = A⁻¹."""
 
+    c: np.ndarray
     g: np.ndarray
     P: np.ndarray
     a_inv: np.ndarray
@@ -91,10 +94,12 @@ class DGLMC(Algorithm):
     Parameters (all optional; the defaults are turn-key):
       preconditioner: "auto" (dense Laplace for d ≤ 300, diagonal above), "laplace", "diag", or None for the
         paper's plain rules (ρ_i = 1/M_i, γ_i = 0.25ρ_i/(ρ_iM_i + 1), N_avg from sec. 3.2.2, LMC steps, bound M_i).
-      local_kernel: "mala" (MALA within Gibbs on Π_ρ(z_i | θ): no γ-bias; the default) or "lmc" (eq. 4; the
-        default under the paper's rules).
-      bias_budget: δ in the rule ρ = ((1 + δ)² − 1)/max_i M_i, which keeps π_ρ's sd inflation ≤ δ under the
-        Laplace approximation (π_ρ's precision ⪰ Σ_i P_i/(1 + ρM_i)).
+      local_kernel: "laplace_mh" (independence MH on Π_ρ(z_i | θ) proposing from the worker's Laplace approximation
+        of it: exact, no γ-bias; the default), "mala" (MALA within Gibbs, step size adapted during burn-in) or
+        "lmc" (eq. 4; the default under the paper's rules).
+      bias_budget: δ: ρ is the largest value for which π_ρ, under the workers' Laplace (quadratic) models of U_i,
+        keeps every coordinate's mean within δ posterior sd and its sd within a factor 1 + δ of the posterior's
+        (`tuning.rho_for_bias_budget`).
       rho, gamma: override ρ_i, γ_i (scalar or one per shard, in the sampler's coordinates).
       n_local: fix N_i (scalar or one per shard); fixing it turns speed balancing off.
       gamma_fraction: γ_i = gamma_fraction·ρ_i/(ρ_iM_i + 1) for LMC (paper: 0.1–0.5).
@@ -120,18 +125,20 @@ class DGLMC(Algorithm):
             raise ValueError(f"preconditioner must be one of {PRECONDITIONERS}, got {self.preconditioner!r}")
         if self.local_kernel is not None and self.local_kernel not in LOCAL_KERNELS:
             raise ValueError(f"local_kernel must be one of {LOCAL_KERNELS}, got {self.local_kernel!r}")
-        if not (0 < self.bias_budget < 1):
-            raise ValueError(f"bias_budget must be in (0, 1), got {self.bias_budget!r}")
-        if not (0 < self.gamma_fraction <= 1):
-            raise ValueError(f"gamma_fraction must be in (0, 1], got {self.gamma_fraction!r}")
-        if not (0 < self.target_accept < 1):
-            raise ValueError(f"target_accept must be in (0, 1), got {self.target_accept!r}")
+        _check_unit("bias_budget", self.bias_budget)
+        _check_unit("gamma_fraction", self.gamma_fraction, closed=True)
+        _check_unit("target_accept", self.target_accept)
         if self.curvature not in (None, "map", "bound"):
             raise ValueError(f"curvature must be 'map' or 'bound', got {self.curvature!r}")
         for name in ("rho", "gamma", "n_local"):
             value = getattr(self, name)
             if value is not None:
-                arr = np.asarray(value, dtype=float)
+                try:
+                    arr = np.asarray(value, dtype=float)
+                except (TypeError, ValueError):
+                    raise ValueError(f"{name} must be a positive number or one per shard, got {value!r}") from None
+                if isinstance(value, bool) or np.asarray(value).dtype == bool:
+                    raise ValueError(f"{name} must be a positive number or one per shard, got {value!r}")
                 if arr.ndim > 1 or arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
                     raise ValueError(f"{name} must be a positive number or one positive number per shard, got {value!r}")
                 if name == "n_local" and np.any(arr != np.round(arr)):
@@ -145,31 +152,41 @@ class DGLMC(Algorithm):
         kind = self.preconditioner
         if kind == "auto":
             kind = "laplace" if d <= tuning.DENSE_PRECONDITIONER_MAX_DIM else "diag"
-        need_map = kind is not None or (isinstance(self.init, str) and self.init == "map")
+        paper_rules = kind is None
+        kernel = self.local_kernel or ("lmc" if paper_rules else "laplace_mh")
+        curvature = self.curvature or ("bound" if paper_rules else "map")
+        if curvature == "bound" and not paper_rules:
+            raise ValueError("curvature='bound' is the paper's rule and needs preconditioner=None")
+        need_map = (not paper_rules or curvature == "map" or kernel == "laplace_mh"
+                    or (isinstance(self.init, str) and self.init == "map"))
         x0 = 0.01 * np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(2**31,))).standard_normal(d)
         theta_map = tuning.find_map(model, pool, x0=x0, dense_hessian=(kind == "laplace")) if need_map else None
-        if kind is None:
+        if paper_rules:
             precond = tuning.Preconditioner(np.zeros(d), None, "none")
         else:
             precond = tuning.laplace_preconditioner(model, pool, theta_map, kind)
+        prior_P, prior_b = precond.prior_in_phi(prior.mean, prior.precision)
 
-        curvature = self.curvature or ("bound" if kind is None else "map")
+        # Each worker's quadratic model of U_i at the MAP, in φ: for the bias rule and the local-Laplace kernel.
+        dense = d <= tuning.DENSE_PRECONDITIONER_MAX_DIM and kind != "diag"
+        quads = tuning.local_quadratics(model, pool, theta_map, precond, dense) if theta_map is not None else None
         if curvature == "bound":
-            if kind is not None:
-                raise ValueError("curvature='bound' is the paper's rule and needs preconditioner=None")
             M = tuning.smoothness_bounds(model, pool)
+        elif dense:
+            M = np.array([np.linalg.eigvalsh(P)[-1] for _, P in quads])
         else:
             M = tuning.local_curvatures(model, pool, theta_map, precond)
         M = np.maximum(M, 1e-12)
 
-        paper_rules = kind is None
+        bias_info: dict[str, Any] = {}
         if self.rho is not None:
             rho = _per_shard(self.rho, b, "rho")
         elif paper_rules:
             rho = 1.0 / M                                                 # sec. 3.2.1
         else:
-            rho = np.full(b, ((1.0 + self.bias_budget) ** 2 - 1.0) / M.max())
-        kernel = self.local_kernel or ("lmc" if paper_rules else "laplace_mh")
+            start = ((1.0 + self.bias_budget) ** 2 - 1.0) / M.max()      # bounds the sd inflation in every direction
+            r, bias_info = tuning.rho_for_bias_budget(quads, prior_P, prior_b, precond, self.bias_budget, start)
+            rho = np.full(b, r)
         if self.gamma is not None:
             gamma = _per_shard(self.gamma, b, "gamma")
         else:
@@ -178,24 +195,21 @@ class DGLMC(Algorithm):
             n_steps = _per_shard(self.n_local, b, "n_local").astype(int)
             balance = False
         else:
-            if kernel == "lmc":
-                n_avg = math.ceil(np.mean(rho / (gamma * (rho * M + 1.0))))  # sec. 3.2.2
-            else:
-                n_avg = 1
+            n_avg = math.ceil(np.mean(rho / (gamma * (rho * M + 1.0)))) if kernel == "lmc" else 1  # sec. 3.2.2
             n_steps = np.full(b, n_avg, dtype=int)
             balance = True
 
         phi0 = self._initial_phi(precond, theta_map, chains, d, noise)
-        prior_P, prior_b = precond.prior_in_phi(prior.mean, prior.precision)
         Q = prior_P + np.eye(d) * np.sum(1.0 / rho)
         q_inv = np.linalg.inv(Q)
         q_inv = 0.5 * (q_inv + q_inv.T)
         consts = CoordinatorConsts(q_inv, np.linalg.cholesky(q_inv), prior_b, 1.0 / rho, precond)
-        payloads = [WorkerPayload(phi0, float(rho[i]), float(gamma[i]), kernel, precond, self.target_accept)
-                    for i in range(b)]
+        centre = precond.to_phi(theta_map[None, :])[0] if theta_map is not None else None
+        payloads = [WorkerPayload(phi0, float(rho[i]), float(gamma[i]), kernel, precond, self.target_accept,
+                                  (centre, *quads[i]) if kernel == "laplace_mh" else None) for i in range(b)]
         info = {"rho": rho, "gamma": gamma, "M": M, "local_kernel": kernel, "preconditioner": precond.kind,
-                "theta_map": theta_map, "curvature": curvature,
-                "sd_inflation_bound": float(np.sqrt(1.0 + rho.max() * M.max())) - 1.0 if not paper_rules else None}
+                "theta_map": theta_map, "curvature": curvature, "bias_budget": None if paper_rules else self.bias_budget,
+                **bias_info}
         return Plan(CoordinatorState(phi0, consts), payloads, n_steps, float(np.mean(n_steps)), balance, info)
 
     def _initial_phi(self, precond: tuning.Preconditioner, theta_map: np.ndarray | None, chains: int, d: int,
@@ -222,7 +236,9 @@ class DGLMC(Algorithm):
         z = np.array(payload.z0, dtype=float)
         pot, grad = _local_potential(model, X, y, payload.precond, z)
         log_h = math.log(payload.gamma)
-        local = _local_gaussian(payload, model, X, y) if payload.kernel == "laplace_mh" else None
+        if not np.all(np.isfinite(pot)):
+            raise FloatingPointError("the initial point gives a non-finite potential U_i: choose another init")
+        local = _local_gaussian(payload) if payload.kernel == "laplace_mh" else None
         return payload, local, WorkerState(z, pot, grad, log_h, (0, 0.0, log_h), np.ones(z.shape[0]))
 
     def worker_step(self, state: tuple, message: Message, model: Model, X: np.ndarray, y: np.ndarray,
@@ -254,6 +270,13 @@ class DGLMC(Algorithm):
         if replies[0].accept is None:
             return {}
         return {"local_accept": np.mean([r.accept for r in replies], axis=0)}
+
+
+def _check_unit(name: str, value: Any, closed: bool = False) -> None:
+    """A real number in (0, 1) (or (0, 1] if `closed`), else ValueError naming the parameter."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and 0 < value < 1 + (closed and value == 1)
+    if not ok:
+        raise ValueError(f"{name} must be a number in (0, {'1]' if closed else '1)'}, got {value!r}")
 
 
 def _per_shard(value: Any, b: int, name: str) -> np.ndarray:
@@ -319,22 +342,18 @@ def _mala_steps(ws: WorkerState, msg: Message, p: WorkerPayload, model: Model, X
     return WorkerState(u, pot, gU, log_h, da, acc_sum / max(msg.n_steps, 1))
 
 
-def _local_gaussian(p: WorkerPayload, model: Model, X: np.ndarray, y: np.ndarray) -> LocalGaussian:
-    """The worker's quadratic model of U_i at the MAP (φ = 0), in φ: gradient Lᵀ∇U_i(θ*), Hessian LᵀH_iL."""
-    theta = p.precond.shift
-    _, g = model.potential_and_grad(X, y, theta[None, :])
-    scale = p.precond.scale
-    if scale is not None and scale.ndim == 2:
-        H = model.hessian(X, y, theta)
-        P = scale.T @ H @ scale
-    else:
-        hd = model.hessian_diag(X, y, theta)
-        P = np.diag(hd if scale is None else hd * scale * scale)
-    P = 0.5 * (P + P.T)
-    A = P + np.eye(P.shape[0]) / p.rho
-    a_inv = np.linalg.inv(A)
+def _local_gaussian(p: WorkerPayload) -> LocalGaussian:
+    """Factor the worker's Gaussian proposal once: A = P + I/ρ (P dense or its diagonal)."""
+    c, g, P = p.quadratic
+    P = np.diag(P) if P.ndim == 1 else P
+    a_inv = np.linalg.inv(P + np.eye(P.shape[0]) / p.rho)
     a_inv = 0.5 * (a_inv + a_inv.T)
-    return LocalGaussian(p.precond.pull_grad(g)[0], P, a_inv, np.linalg.cholesky(a_inv))
+    try:
+        chol = np.linalg.cholesky(a_inv)
+    except np.linalg.LinAlgError:
+        raise ValueError(f"local_kernel='laplace_mh' needs P + I/rho positive definite; rho={p.rho:g} is too large "
+                         "for this shard's curvature (use a smaller rho or local_kernel='mala')") from None
+    return LocalGaussian(c, g, P, a_inv, chol)
 
 
 def _laplace_mh_steps(ws: WorkerState, msg: Message, p: WorkerPayload, loc: LocalGaussian, model: Model,
@@ -346,15 +365,15 @@ def _laplace_mh_steps(ws: WorkerState, msg: Message, p: WorkerPayload, loc: Loca
     accepted where U_i is close to quadratic on the scale √ρ.
     """
     u, pot = ws.z, ws.pot
-    mean = (msg.phi / p.rho - loc.g) @ loc.a_inv
+    mean = (msg.phi / p.rho - loc.g + loc.P @ loc.c) @ loc.a_inv
     xi, logu = noise.normal(msg.n_steps), np.log(noise.uniform(msg.n_steps))
-    rem = pot - u @ loc.g - 0.5 * np.sum((u @ loc.P) * u, axis=1)
+    rem = pot - _quadratic(loc, u)
     acc_sum = np.zeros(u.shape[0])
     for k in range(msg.n_steps):
         prop = mean + xi[k] @ loc.chol.T
         with np.errstate(all="ignore"):
             pot_p = model.potential(X, y, p.precond.to_theta(prop))
-            rem_p = pot_p - prop @ loc.g - 0.5 * np.sum((prop @ loc.P) * prop, axis=1)
+            rem_p = pot_p - _quadratic(loc, prop)
             log_alpha = np.where(np.isfinite(rem_p), rem - rem_p, -np.inf)
         accept = logu[k] < log_alpha
         u = np.where(accept[:, None], prop, u)
@@ -362,6 +381,12 @@ def _laplace_mh_steps(ws: WorkerState, msg: Message, p: WorkerPayload, loc: Loca
         rem = np.where(accept, rem_p, rem)
         acc_sum += np.exp(np.minimum(log_alpha, 0.0))
     return ws._replace(z=u, pot=pot, accept=acc_sum / max(msg.n_steps, 1))
+
+
+def _quadratic(loc: LocalGaussian, z: np.ndarray) -> np.ndarray:
+    """gᵀ(z − c) + ½(z − c)ᵀP(z − c) for each row of z."""
+    w = z - loc.c
+    return w @ loc.g + 0.5 * np.sum((w @ loc.P) * w, axis=1)
 
 
 def _dual_averaging(da: tuple, accept: float, target: float, log_h0: float,

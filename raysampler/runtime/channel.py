@@ -8,10 +8,13 @@ made the pool falls back to plain actor calls.
 """
 from __future__ import annotations
 
+import hmac
 import pickle
+import secrets
 import socket
 import struct
 import threading
+import traceback
 from typing import Any, Callable
 
 _HEADER = struct.Struct("!Q")
@@ -39,22 +42,40 @@ def _recv_exact(sock: socket.socket, n: int) -> bytearray:
     return buf
 
 
-class ChannelServer:
-    """Worker side: listen on (host, free port), accept one coordinator, answer each request with `handler`.
+class WorkerFailure(RuntimeError):
+    """A worker's step raised: carries the worker-side exception type, message and traceback."""
 
-    Exceptions in the handler are sent back and re-raised on the coordinator side.
+
+class ChannelServer:
+    """Worker side: listen on (host, free port), accept the coordinator, answer each request with `handler`.
+
+    Only a client that first sends the secret token (handed to the coordinator through Ray) is served.
+    A handler exception is sent back as (type name, message, traceback) and raised on the coordinator side.
     """
 
     def __init__(self, handler: Callable[[Any], Any], host: str) -> None:
         self.handler = handler
+        self.token = secrets.token_bytes(16)
         self.listener = socket.create_server((host, 0))
         self.address = (host, self.listener.getsockname()[1])
         self.thread = threading.Thread(target=self._serve, name="raysampler-channel", daemon=True)
         self.thread.start()
 
+    def _accept(self) -> socket.socket:
+        while True:
+            conn, _ = self.listener.accept()
+            conn.settimeout(10.0)
+            try:
+                if hmac.compare_digest(bytes(_recv_exact(conn, len(self.token))), self.token):
+                    conn.settimeout(None)
+                    self.listener.close()
+                    return conn
+            except (OSError, ConnectionError):
+                pass
+            conn.close()
+
     def _serve(self) -> None:
-        conn, _ = self.listener.accept()
-        self.listener.close()
+        conn = self._accept()
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with conn:
             while True:
@@ -66,16 +87,17 @@ class ChannelServer:
                     return
                 try:
                     reply = (True, self.handler(request))
-                except BaseException as exc:  # sent back to the coordinator, which raises it
-                    reply = (False, exc)
+                except BaseException as exc:  # sent back as plain strings: any exception, picklable or not
+                    reply = (False, (type(exc).__name__, str(exc), traceback.format_exc()))
                 send_obj(conn, reply)
 
 
 class ChannelClient:
     """Coordinator side of one worker's channel."""
 
-    def __init__(self, address: tuple[str, int], timeout_s: float = 10.0) -> None:
+    def __init__(self, address: tuple[str, int], token: bytes, timeout_s: float = 10.0) -> None:
         self.sock = socket.create_connection(address, timeout=timeout_s)
+        self.sock.sendall(token)
         self.sock.settimeout(None)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
@@ -85,7 +107,8 @@ class ChannelClient:
     def receive(self) -> Any:
         ok, value = recv_obj(self.sock)
         if not ok:
-            raise value
+            name, message, trace = value
+            raise WorkerFailure(f"{name}: {message}\n--- worker traceback ---\n{trace}")
         return value
 
     def close(self) -> None:

@@ -6,6 +6,7 @@ progress, stream draws and stop on a time budget without the coordinator holding
 """
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -42,12 +43,15 @@ class Chunk:
 class StepBalancer:
     """N_i = max(1, round(q_i · N_avg · b)), q_i = τ_i⁻¹ / Σ_k τ_k⁻¹ (seed 000, sec. 3.2.2).
 
-    τ_i is worker i's measured seconds per local step, an exponential moving average re-estimated as the run goes.
+    τ_i is worker i's measured seconds per local step, an exponential moving average re-estimated as the run goes
+    (first after 5 rounds, then every `every` rounds).
     """
 
-    def __init__(self, n_init: np.ndarray, n_avg: float, enabled: bool, every: int, alpha: float = 0.3) -> None:
+    def __init__(self, n_init: np.ndarray, n_avg: float, enabled: bool, every: int, group_size: np.ndarray,
+                 alpha: float = 0.3) -> None:
         self.n = np.asarray(n_init, dtype=int).copy()
         self.n_avg, self.enabled, self.every, self.alpha = n_avg, enabled, every, alpha
+        self.group_size = np.asarray(group_size, dtype=float)
         self.tau = np.full(len(self.n), np.nan)
         self._count = 0
 
@@ -56,7 +60,10 @@ class StepBalancer:
         self.tau = np.where(np.isnan(self.tau), per_step, (1 - self.alpha) * self.tau + self.alpha * per_step)
         self._count += 1
         if self.enabled and (self._count == 5 or self._count % self.every == 0):
-            q = (1.0 / self.tau) / np.sum(1.0 / self.tau)
+            # Shards sharing a worker process run one after another: weighting by 1/(group size) equalises
+            # the processes' wall times, Σ_{i∈g} N_i τ_i, which is what the paper's rule aims at.
+            speed = 1.0 / (self.tau * self.group_size)
+            q = speed / np.sum(speed)
             self.n = np.maximum(1, np.round(q * self.n_avg * len(self.n))).astype(int)
 
 
@@ -85,7 +92,11 @@ class Coordinator:
             self.pool.set_slowdown(slowdown)
         self.state = plan.coordinator_state
         b = self.pool.num_shards
-        self.balancer = StepBalancer(plan.local_steps, plan.n_avg, cfg.balance and plan.balance, cfg.rebalance_every)
+        group_size = np.empty(b)
+        for g in self.pool.groups:
+            group_size[g] = len(g)
+        self.balancer = StepBalancer(plan.local_steps, plan.n_avg, cfg.balance and plan.balance, cfg.rebalance_every,
+                                     group_size)
         self.round_time: list[float] = []
         self.compute = np.zeros(b)
         self.idle = np.zeros(b)
@@ -120,7 +131,13 @@ class Coordinator:
             info = RoundInfo(self.t, self.t < cfg.burn_in)
             steps = self.balancer.n
             t0 = time.perf_counter()
-            replies, times, busy = pool.step(alg.messages(self.state, steps, info))
+            try:
+                replies, times, busy = pool.step(alg.messages(self.state, steps, info))
+            except Exception as exc:  # a worker raised or died: stop, keep the draws, say where
+                shard = _failing_shard(exc)
+                who = f"worker {shard}" if shard is not None else "a worker"
+                error = {"message": f"{who} failed in round {self.t}: {exc}", "worker": shard, "round": self.t}
+                break
             bad = next((i for i, r in enumerate(replies) if not _finite(r)), None)
             if bad is not None:
                 error = {"message": f"worker {bad} produced a non-finite state (NaN or inf) in round {self.t}",
@@ -139,7 +156,7 @@ class Coordinator:
             self.balancer.observe(times, steps)
             if self.balancer.n is not before and not np.array_equal(self.balancer.n, before):
                 self.n_history.append(self.balancer.n.copy())
-            if not info.warmup and (self.t - cfg.burn_in) % cfg.thin == 0:
+            if not info.warmup and (self.t - cfg.burn_in + 1) % cfg.thin == 0:  # num_rounds // thin draws
                 kept.append(theta)
                 for k, v in alg.reply_stats(replies).items():
                     kept_stats.setdefault(k, []).append(v)
@@ -172,6 +189,15 @@ class Coordinator:
 
     def close(self) -> None:
         self.pool.close()
+
+
+def _failing_shard(exc: BaseException) -> int | None:
+    """The shard named by a worker failure (`shards[i]` in its message, or the first shard of its process)."""
+    found = re.search(r"shards\[(\d+)\]", str(exc))
+    if found:
+        return int(found.group(1))
+    shards = getattr(exc, "shards", None)
+    return shards[0] if shards else None
 
 
 def _finite(obj: Any) -> bool:

@@ -20,8 +20,9 @@ WORKER_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THRE
 class CoordinatorHost:
     """The coordinator with its pool; in Ray mode this object lives inside the coordinator actor."""
 
-    def __init__(self, executor: str, sources: Sequence[Any], model: Model, algorithm: Algorithm,
-                 config: RunConfig, max_actors: int | None = None, transport: str = "socket") -> None:
+    def start(self, executor: str, sources: Sequence[Any], model: Model, algorithm: Algorithm,
+              config: RunConfig, max_actors: int | None = None, transport: str = "socket") -> None:
+        """Create the worker pool and the coordinator (a method, not the constructor, so errors keep their type)."""
         if executor == "ray":
             pool = RayPool(sources, model, algorithm, config.seed, config.chains, max_actors=max_actors,
                            transport=transport)
@@ -30,6 +31,8 @@ class CoordinatorHost:
         self.coordinator = Coordinator(pool, model, algorithm, config)
 
     def call(self, method: str, *args: Any) -> Any:
+        if method == "start":
+            return self.start(*args)
         return getattr(self.coordinator, method)(*args)
 
 
@@ -61,11 +64,16 @@ class RayHandle:
         self.actor, self._ray = actor, ray
 
     def call(self, method: str, *args: Any) -> Any:
-        return self._ray.get(self.actor.call.remote(method, *args))
+        try:
+            return self._ray.get(self.actor.call.remote(method, *args))
+        except self._ray.exceptions.RayTaskError as exc:
+            raise exc.as_instanceof_cause() from None  # the coordinator's own exception type and message
 
     def close(self) -> None:
         try:
             self._ray.get(self.actor.call.remote("close"))
+        except Exception:
+            pass  # closing must not mask the error that ended the run
         finally:
             self._ray.kill(self.actor)
 
@@ -100,13 +108,19 @@ def start(executor: str, shards: Sequence[Any], model: Model, algorithm: Algorit
           max_actors: int | None = None, transport: str = "socket") -> LocalHandle | RayHandle:
     """A handle on a new coordinator for this run."""
     if executor == "local":
-        return LocalHandle(CoordinatorHost("local", list(shards), model, algorithm, config))
+        handle = LocalHandle(CoordinatorHost())
+        handle.call("start", "local", list(shards), model, algorithm, config)
+        return handle
     import ray
 
     ensure_ray()
     _ship_by_value(model)
     # In-memory shards go to the object store once; a worker reads a path shard itself.
     sources = [s if getattr(s, "path", None) is not None else ray.put(s.load()) for s in shards]
-    actor = ray.remote(num_cpus=0, runtime_env={"env_vars": WORKER_ENV})(CoordinatorHost).remote(
-        "ray", sources, model, algorithm, config, max_actors, transport)
-    return RayHandle(actor)
+    handle = RayHandle(ray.remote(num_cpus=0, runtime_env={"env_vars": WORKER_ENV})(CoordinatorHost).remote())
+    try:
+        handle.call("start", "ray", sources, model, algorithm, config, max_actors, transport)
+    except BaseException:
+        handle.close()
+        raise
+    return handle

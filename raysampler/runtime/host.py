@@ -27,6 +27,17 @@ def load_source(source: Any) -> tuple[np.ndarray, np.ndarray]:
     return X, y
 
 
+class ShardFailure(RuntimeError):
+    """Shard `shard`'s local step raised; the message names the shard and the original error."""
+
+    def __init__(self, shard: int, cause: BaseException) -> None:
+        super().__init__(f"shards[{shard}]: {type(cause).__name__}: {cause}")
+        self.shard = shard
+
+    def __reduce__(self):
+        return (RuntimeError, (str(self),))
+
+
 class ShardHost:
     """Shards `shard_ids` with their data; worker states and noise streams are created by `init_states`."""
 
@@ -66,27 +77,35 @@ class ShardHost:
     def init_states(self, payloads: Sequence[Any]) -> None:
         d = self.model.dim
         self.noises = [ChainNoise(self.seed, self.chains, role=i + 1, dim=d) for i in self.shard_ids]
-        self.states = [self.algorithm.worker_init(p, self.model, X, y) for p, (X, y) in zip(payloads, self.data)]
+        self.states = []
+        for i, p, (X, y) in zip(self.shard_ids, payloads, self.data):
+            try:
+                self.states.append(self.algorithm.worker_init(p, self.model, X, y))
+            except (ValueError, FloatingPointError) as exc:
+                raise type(exc)(f"shards[{i}]: {exc}") from None
 
     def set_slowdown(self, factors: dict[int, float]) -> None:
         """Test hook: shard i's local work takes `factors[i]` times as long (the host sleeps the difference)."""
         self.slowdown.update({int(k): float(v) for k, v in factors.items() if int(k) in self.slowdown})
 
-    def open_channel(self) -> tuple[str, int]:
-        """Serve `step` over a direct TCP channel (the round loop's fast path); returns the address to connect to."""
+    def open_channel(self) -> tuple[tuple[str, int], bytes]:
+        """Serve `step` over a direct TCP channel (the round loop's fast path): (address, token) to connect with."""
         import ray
 
         from .channel import ChannelServer
 
         self._channel = ChannelServer(self.step, ray.util.get_node_ip_address())
-        return self._channel.address
+        return self._channel.address, self._channel.token
 
     def step(self, messages: Sequence[Any]) -> tuple[list[Any], list[float]]:
         """One local step on every shard: (replies, seconds of work per shard)."""
         replies, times = [], []
         for j, (msg, (X, y)) in enumerate(zip(messages, self.data)):
             t0 = time.perf_counter()
-            self.states[j], reply = self.algorithm.worker_step(self.states[j], msg, self.model, X, y, self.noises[j])
+            try:
+                self.states[j], reply = self.algorithm.worker_step(self.states[j], msg, self.model, X, y, self.noises[j])
+            except Exception as exc:
+                raise ShardFailure(self.shard_ids[j], exc) from exc
             factor = self.slowdown[self.shard_ids[j]]
             if factor != 1.0:
                 time.sleep((factor - 1.0) * (time.perf_counter() - t0))

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..algorithms.base import Algorithm
 from ..models.base import Model
+from .channel import WorkerFailure
 from .host import ShardHost
 
 
@@ -47,6 +48,17 @@ class LocalPool:
 
 
 TRANSPORTS = ("socket", "actor")
+#: Seconds the worker actors may take to start and load their shards before setup gives up.
+STARTUP_TIMEOUT_S = float(os.environ.get("RAYSAMPLER_STARTUP_TIMEOUT_S", 300))
+
+
+class WorkerError(RuntimeError):
+    """A worker raised or died during a round; `shards` lists the shards it owned (None if unknown)."""
+
+    def __init__(self, shards: list[int] | None, cause: BaseException) -> None:
+        where = f"worker owning shards {shards}" if shards is not None else "a worker"
+        super().__init__(f"{where} failed: {cause}")
+        self.shards = shards
 
 
 class RayPool:
@@ -65,7 +77,11 @@ class RayPool:
         import ray
 
         self.num_shards = len(sources)
-        n_actors = max(1, min(self.num_shards, max_actors or _available_cpus()))
+        free = _available_cpus()
+        if max_actors is not None and max_actors > free:
+            raise ValueError(f"max_actors={max_actors} but the Ray cluster has {free} free CPU(s): each worker actor "
+                             "needs one (lower max_actors, or free CPUs)")
+        n_actors = max(1, min(self.num_shards, max_actors or free))
         self.groups = [list(map(int, g)) for g in np.array_split(np.arange(self.num_shards), n_actors)]
         from .executors import WORKER_ENV
 
@@ -81,8 +97,8 @@ class RayPool:
         from .channel import ChannelClient
 
         try:
-            addresses = self._ray.get([a.open_channel.remote() for a in self.actors])
-            self.channels = [ChannelClient(tuple(addr)) for addr in addresses]
+            opened = self._ray.get([a.open_channel.remote() for a in self.actors], timeout=STARTUP_TIMEOUT_S)
+            self.channels = [ChannelClient(tuple(addr), token) for addr, token in opened]
             self.transport = "socket"
         except (OSError, ConnectionError) as exc:  # e.g. a firewall between nodes: plain actor calls still work
             import warnings
@@ -99,7 +115,14 @@ class RayPool:
         return [[items[i] for i in g] for g in self.groups]
 
     def describe(self) -> list[dict]:
-        return [d for part in self._all("describe", [()] * len(self.actors)) for d in part]
+        """First contact: the actors must start (and load their shards) within STARTUP_TIMEOUT_S."""
+        refs = [a.describe.remote() for a in self.actors]
+        try:
+            parts = self._ray.get(refs, timeout=STARTUP_TIMEOUT_S)
+        except self._ray.exceptions.GetTimeoutError:
+            raise TimeoutError(f"worker actors did not start within {STARTUP_TIMEOUT_S:.0f} s: the Ray cluster may "
+                               "lack free CPUs (each worker actor needs one) or the shards may be slow to load") from None
+        return [d for part in parts for d in part]
 
     def bind(self, model: Model) -> None:
         self._all("bind", [(model,)] * len(self.actors))
@@ -114,12 +137,31 @@ class RayPool:
         self._all("set_slowdown", [(factors,)] * len(self.actors))
 
     def step(self, messages: Sequence[Any]) -> tuple[list[Any], np.ndarray, np.ndarray]:
+        """One round on every actor. A worker that raises or dies makes this raise WorkerError naming its shards;
+        the pool is then closed (a half-finished round cannot be resumed)."""
         if self.channels:
-            for c, m in zip(self.channels, self._split(messages)):
-                c.send(m)  # every worker starts before any reply is awaited
-            parts = [c.receive() for c in self.channels]
+            failures = []
+            for g, c, m in zip(self.groups, self.channels, self._split(messages)):
+                try:
+                    c.send(m)  # every worker starts before any reply is awaited
+                except OSError as exc:
+                    failures.append((g, exc))
+            parts = []
+            for g, c in zip(self.groups, self.channels):
+                try:
+                    parts.append(c.receive())  # drain every channel, even after a failure
+                except (OSError, ConnectionError, WorkerFailure) as exc:
+                    failures.append((g, exc))
+            if failures:
+                self.close()
+                g, exc = failures[0]
+                raise WorkerError(g, exc)
         else:
-            parts = self._ray.get([a.step.remote(m) for a, m in zip(self.actors, self._split(messages))])
+            try:
+                parts = self._ray.get([a.step.remote(m) for a, m in zip(self.actors, self._split(messages))])
+            except self._ray.exceptions.RayError as exc:
+                self.close()
+                raise WorkerError(None, exc) from None
         replies = [None] * self.num_shards
         times = np.empty(self.num_shards)
         busy = np.empty(self.num_shards)
@@ -141,5 +183,4 @@ class RayPool:
 def _available_cpus() -> int:
     import ray
 
-    cpus = int(ray.cluster_resources().get("CPU", 0)) or (os.cpu_count() or 1)
-    return max(1, cpus)
+    return max(1, int(ray.available_resources().get("CPU", 0)))
