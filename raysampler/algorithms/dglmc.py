@@ -58,6 +58,7 @@ class LocalGaussian(NamedTuple):
     P: np.ndarray
     a_inv: np.ndarray
     chol: np.ndarray
+    shift: np.ndarray     # Pc − g: the θ-free part of the proposal mean
 
 
 class Message(NamedTuple):
@@ -353,7 +354,7 @@ def _local_gaussian(p: WorkerPayload) -> LocalGaussian:
     except np.linalg.LinAlgError:
         raise ValueError(f"local_kernel='laplace_mh' needs P + I/rho positive definite; rho={p.rho:g} is too large "
                          "for this shard's curvature (use a smaller rho or local_kernel='mala')") from None
-    return LocalGaussian(c, g, P, a_inv, chol)
+    return LocalGaussian(c, g, P, a_inv, chol, P @ c - g)
 
 
 def _laplace_mh_steps(ws: WorkerState, msg: Message, p: WorkerPayload, loc: LocalGaussian, model: Model,
@@ -365,7 +366,7 @@ def _laplace_mh_steps(ws: WorkerState, msg: Message, p: WorkerPayload, loc: Loca
     accepted where U_i is close to quadratic on the scale √ρ.
     """
     u, pot = ws.z, ws.pot
-    mean = (msg.phi / p.rho - loc.g + loc.P @ loc.c) @ loc.a_inv
+    mean = (msg.phi / p.rho + loc.shift) @ loc.a_inv
     xi, logu = noise.normal(msg.n_steps), np.log(noise.uniform(msg.n_steps))
     rem = pot - _quadratic(loc, u)
     acc_sum = np.zeros(u.shape[0])

@@ -43,8 +43,8 @@ class Chunk:
 class StepBalancer:
     """N_i = max(1, round(q_i · N_avg · b)), q_i = τ_i⁻¹ / Σ_k τ_k⁻¹ (seed 000, sec. 3.2.2).
 
-    τ_i is worker i's measured seconds per local step, an exponential moving average re-estimated as the run goes
-    (first after 5 rounds, then every `every` rounds).
+    τ_i is worker i's seconds per local step: timed before sampling (`calibrate`), then an exponential moving
+    average of the measured rounds, re-estimated after 5 rounds and every `every` rounds.
     """
 
     def __init__(self, n_init: np.ndarray, n_avg: float, enabled: bool, every: int, group_size: np.ndarray,
@@ -55,11 +55,21 @@ class StepBalancer:
         self.tau = np.full(len(self.n), np.nan)
         self._count = 0
 
+    def calibrate(self, tau: np.ndarray) -> None:
+        """Start from step times measured before sampling, and set N_i from them at once."""
+        self.tau = np.asarray(tau, dtype=float).copy()
+        if self.enabled:
+            self._rebalance()
+
     def observe(self, times: np.ndarray, steps: np.ndarray) -> None:
         per_step = times / np.maximum(steps, 1)
         self.tau = np.where(np.isnan(self.tau), per_step, (1 - self.alpha) * self.tau + self.alpha * per_step)
         self._count += 1
         if self.enabled and (self._count == 5 or self._count % self.every == 0):
+            self._rebalance()
+
+    def _rebalance(self) -> None:
+        if np.all(np.isfinite(self.tau)) and np.all(self.tau > 0):
             # Shards sharing a worker process run one after another: weighting by 1/(group size) equalises
             # the processes' wall times, Σ_{i∈g} N_i τ_i, which is what the paper's rule aims at.
             speed = 1.0 / (self.tau * self.group_size)
@@ -97,6 +107,8 @@ class Coordinator:
             group_size[g] = len(g)
         self.balancer = StepBalancer(plan.local_steps, plan.n_avg, cfg.balance and plan.balance, cfg.rebalance_every,
                                      group_size)
+        if self.balancer.enabled:
+            self.balancer.calibrate(self.pool.calibrate())
         self.round_time: list[float] = []
         self.compute = np.zeros(b)
         self.idle = np.zeros(b)

@@ -84,6 +84,20 @@ class ShardHost:
             except (ValueError, FloatingPointError) as exc:
                 raise type(exc)(f"shards[{i}]: {exc}") from None
 
+    def calibrate(self, repeats: int = 3) -> list[float]:
+        """Seconds per model evaluation (U_i and ∇U_i for the K chains) on each shard, slowdown included: the
+        τ_i estimate taken before sampling. Touches no chain state or random stream."""
+        x = np.zeros((self.chains, self.model.dim))
+        out = []
+        for i, (X, y) in zip(self.shard_ids, self.data):
+            best = float("inf")
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                self.model.potential_and_grad(X, y, x)
+                best = min(best, time.perf_counter() - t0)
+            out.append(best * self.slowdown[i])
+        return out
+
     def set_slowdown(self, factors: dict[int, float]) -> None:
         """Test hook: shard i's local work takes `factors[i]` times as long (the host sleeps the difference)."""
         self.slowdown.update({int(k): float(v) for k, v in factors.items() if int(k) in self.slowdown})

@@ -37,6 +37,9 @@ class LocalPool:
     def set_slowdown(self, factors: dict[int, float]) -> None:
         self.host.set_slowdown(factors)
 
+    def calibrate(self) -> np.ndarray:
+        return np.asarray(self.host.calibrate())
+
     def step(self, messages: Sequence[Any]) -> tuple[list[Any], np.ndarray, np.ndarray]:
         """Replies, per-shard work seconds, and per-shard busy seconds of the process that ran it."""
         replies, times = self.host.step(messages)
@@ -135,6 +138,9 @@ class RayPool:
 
     def set_slowdown(self, factors: dict[int, float]) -> None:
         self._all("set_slowdown", [(factors,)] * len(self.actors))
+
+    def calibrate(self) -> np.ndarray:
+        return np.asarray([t for part in self._all("calibrate", [()] * len(self.actors)) for t in part])
 
     def step(self, messages: Sequence[Any]) -> tuple[list[Any], np.ndarray, np.ndarray]:
         """One round on every actor. A worker that raises or dies makes this raise WorkerError naming its shards;
