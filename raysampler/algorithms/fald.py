@@ -1,0 +1,307 @@
+"""FALD: Federated Averaging Langevin Dynamics (seed 001, "FALD" slides; ALGORITHMS.md sec. 2), with FALD* and
+VR-FALD* control variates and the Bernoulli communication schedule run as geometric blocks of local steps.
+
+Client i keeps X^i (K, d) and runs Langevin steps on its share of the potential,
+
+    X^i ← X^i − γ Ĝ^i(X^i) + √(2γ) (√(τ/b) ξ_common + √(1−τ) ξ_i),     Ĝ^i ≈ ∇U_i + ∇U_prior / b,
+
+(the prior is split evenly so that it is counted once in total; ξ_common is shared by all clients at each step).
+After every step the server communicates with probability p_comm: it averages X̄ = (1/b) Σ_i X^i and every
+client restarts from X̄. The average then follows LMC on U = Σ_i U_i + U_prior with step γ/b:
+X̄ ← X̄ − (γ/b) ∇U(X̄) + √(2γ/b) ξ when every step communicates, whatever τ (the noise of the average has
+variance 2γ(τ/b + (1−τ)/b) = 2γ/b). This is the correct temperature; the authors' deep-learning code scaled
+gradients by the total N *and* shared one noise draw, which samples at temperature 1/b — not done here.
+
+Bernoulli scheduling done right: the number of steps until the next communication is Geometric(p_comm) ≥ 1,
+so the coordinator draws it (one draw per round, from chain 0's uniform stream of the coordinator, shared by
+all chains so that one message asks every worker for the same number of steps) and sends one message per
+communication. It also draws the common noise ξ_common of those steps (n_steps, K, d) from its own per-chain
+normal streams and ships it in the message (the workers' streams are independent). The runtime's
+`local_steps` argument of `messages` is ignored (Plan.balance = False). One round = one communication; its
+draw is the server average X̄ at that communication.
+
+Gradients: G_i = ∇U_i + ∇U_prior/b in full, or with `batch_size` = B the unbiased minibatch estimate
+Ĝ^i(x) = (n_i/B) Σ_{j∈S} ∇U_{i,j}(x) + ∇U_prior(x)/b, S drawn uniformly *with replacement* (B indices), fresh at
+every step and independently for every chain from the worker's own uniform stream (the prior term is exact).
+A shard with n_i ≤ B uses its full gradient. Variants:
+  "plain":   Ĝ^i(X^i).
+  "star":    FALD*, Ĝ^i(X^i) − c_i + mean_j c_j with c_i = G_i (full) at the last server average whose gradients the
+             server has collected. Workers evaluate G_i at each round's starting average X̄_t anyway (first local
+             step) and return it; the server averages them and sends the mean in the next message. So in round t
+             the control variate sits at X̄_{t−1} (one communication behind: getting mean_j G_j(X̄_t) before the
+             round would cost an extra round trip). Σ_i (−c_i + mean c) = 0 for any anchor, so the dynamics of the
+             average are those of plain FALD's average; only the client drift is reduced.
+  "vr_star": VR-FALD*, Ĝ^i(X^i) − Ĝ^i(ref) + mean_j G_j(ref), the same minibatch for both Ĝ^i terms; with
+             probability q per round (per chain, the coordinator's uniform draw) ref moves to the latest collected
+             average. With full gradients and q = 1 it is "star".
+The star variants cost one full local gradient per communication (G_i at the round's starting average).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .. import tuning
+from ..models.base import Model
+from ..streams import ChainNoise
+from .base import Algorithm, Plan, RoundInfo, ShardPool
+
+VARIANTS = ("plain", "star", "vr_star")
+MAX_LOCAL_STEPS = 1_000_000   # cap of a geometric block (reached with probability (1 − p)^1e6)
+
+
+@dataclass(frozen=True)
+class WorkerPayload:
+    x0: np.ndarray          # (K, d) initial server average
+    num_shards: int         # b: the prior's share is ∇U_prior / b
+    gamma: float
+    tau: float
+    variant: str
+    batch_size: int | None = None
+
+
+class WorkerState(NamedTuple):
+    payload: WorkerPayload
+    c: np.ndarray | None        # (K, d) control variate G_i(anchor) (star / vr_star)
+    g_last: np.ndarray          # (K, d) G_i at the last round's starting average
+    prior: Any                  # the model's GaussianPrior (cached)
+    x_last: np.ndarray          # (K, d) the last round's starting average
+    anchor: np.ndarray          # (K, d) the control-variate anchor (ref of vr_star)
+
+
+class Message(NamedTuple):
+    xbar: np.ndarray                 # (K, d) server average every client restarts from
+    n_steps: int                     # local steps until the next communication (Geometric(p_comm))
+    common: np.ndarray | None        # (n_steps, K, d) common noise ξ_common (None if τ = 0)
+    cbar: np.ndarray | None          # (K, d) mean_j G_j(anchor) (star / vr_star)
+    refresh: np.ndarray | None       # (K,) bool: move the anchor to the last collected average (star / vr_star)
+    warmup: bool
+
+
+class Reply(NamedTuple):
+    x: np.ndarray                    # (K, d) X^i at the communication
+    g: np.ndarray | None             # (K, d) G_i(X̄_t) at the round's starting average (star / vr_star)
+    n_steps: int
+
+
+class CoordinatorState(NamedTuple):
+    xbar: np.ndarray
+    cbar: np.ndarray | None
+    refresh: np.ndarray | None
+    n_steps: int
+    common: np.ndarray | None
+
+
+@dataclass(frozen=True)
+class FALD(Algorithm):
+    """Federated Averaging Langevin Dynamics (plain, FALD*, VR-FALD*) with a geometric communication schedule.
+
+    Parameters:
+      variant: "plain" (default), "star" (FALD*) or "vr_star" (VR-FALD*).
+      step_size: γ, the clients' Langevin step. Default: γ = 0.1 / max_i (M_i + λ_prior/b), M_i the model's
+        smoothness bound of U_i and λ_prior the largest prior precision: every client's local step is stable
+        (γ·curvature ≤ 0.1) and the server average, LMC with step γ/b on U, has (γ/b)·L ≤ 0.1 with
+        L = Σ_i M_i + λ_prior.
+      p_comm: probability of communicating after each local step, in (0, 1] (default 0.2: 5 local steps per
+        communication on average). p_comm = 1 is LMC on U with step γ/b.
+      tau: correlation of the clients' noise, in [0, 1]. Default 1.0 (fully shared noise): the slides give no
+        default, and their bound's last term γ(1 − τ)(1 − 1/b)d/p_c vanishes at τ = 1.
+      q: probability (per round, per chain) of refreshing the VR reference point (vr_star only), in (0, 1].
+      init: "map" (every chain starts at the MAP), "zeros", or an array (d,) or (K, d).
+      batch_size: None (full local gradients, the default) or B ≥ 1: minibatch gradients (see the module doc).
+    """
+
+    variant: str = "plain"
+    step_size: Any = None
+    p_comm: float = 0.2
+    tau: float = 1.0
+    q: float = 0.1
+    batch_size: Any = None
+    init: Any = "map"
+    name: str = field(default="fald", init=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.variant, str) or self.variant not in VARIANTS:
+            raise ValueError(f"variant must be one of {VARIANTS}, got {self.variant!r}")
+        if self.step_size is not None and not (_real(self.step_size) and 0 < self.step_size < math.inf):
+            raise ValueError(f"step_size must be a positive number, got {self.step_size!r}")
+        if not (_real(self.p_comm) and 0 < self.p_comm <= 1):
+            raise ValueError(f"p_comm must be a number in (0, 1], got {self.p_comm!r}")
+        if not (_real(self.tau) and 0 <= self.tau <= 1):
+            raise ValueError(f"tau must be a number in [0, 1], got {self.tau!r}")
+        if not (_real(self.q) and 0 < self.q <= 1):
+            raise ValueError(f"q must be a number in (0, 1], got {self.q!r}")
+        if self.batch_size is not None and not (isinstance(self.batch_size, numbers.Integral)
+                                                and not isinstance(self.batch_size, bool) and self.batch_size >= 1):
+            raise ValueError(f"batch_size must be None or a positive integer, got {self.batch_size!r}")
+        if isinstance(self.init, str) and self.init not in ("map", "zeros"):
+            raise ValueError(f"init must be 'map', 'zeros' or an array, got {self.init!r}")
+
+    # --- tuning ---------------------------------------------------------------------------------
+
+    def prepare(self, model: Model, pool: ShardPool, *, chains: int, seed: int, noise: ChainNoise) -> Plan:
+        b, d = pool.num_shards, model.dim
+        prior = model.prior()
+        M = tuning.smoothness_bounds(model, pool)
+        prior_max = float(np.max(prior.precision))
+        if self.step_size is None:
+            gamma = 0.1 / float(np.max(M + prior_max / b))
+        else:
+            gamma = float(self.step_size)
+        theta_map = None
+        if isinstance(self.init, str) and self.init == "map":
+            x0 = 0.01 * np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(2**31,))).standard_normal(d)
+            theta_map = tuning.find_map(model, pool, x0=x0, dense_hessian=d <= tuning.DENSE_PRECONDITIONER_MAX_DIM)
+        xbar = self._initial(theta_map, chains, d)
+        cbar = refresh = None
+        if self.variant != "plain":
+            grads = pool.map(_shard_grad, [(xbar,)] * b)
+            cbar = (np.sum(grads, axis=0) + prior.grad(xbar)) / b
+            refresh = np.ones(chains, dtype=bool)
+        n_steps, common = self._schedule(noise)
+        state = CoordinatorState(xbar, cbar, refresh, n_steps, common)
+        payloads = [WorkerPayload(xbar, b, gamma, float(self.tau), self.variant,
+                                  None if self.batch_size is None else int(self.batch_size)) for _ in range(b)]
+        info = {"gamma": np.full(b, gamma), "M": M, "step_size": gamma, "lmc_step_of_average": gamma / b,
+                "p_comm": float(self.p_comm), "tau": float(self.tau), "variant": self.variant,
+                "q": float(self.q) if self.variant == "vr_star" else None, "batch_size": self.batch_size,
+                "theta_map": theta_map}
+        return Plan(state, payloads, np.ones(b, dtype=int), 1.0 / self.p_comm, False, info)
+
+    def _initial(self, theta_map: np.ndarray | None, chains: int, d: int) -> np.ndarray:
+        if isinstance(self.init, str):
+            base = theta_map if self.init == "map" else np.zeros(d)
+            return np.repeat(np.asarray(base, dtype=float)[None, :], chains, axis=0)
+        arr = np.asarray(self.init, dtype=float)
+        if arr.shape == (d,):
+            arr = np.repeat(arr[None, :], chains, axis=0)
+        if arr.shape != (chains, d) or not np.all(np.isfinite(arr)):
+            raise ValueError(f"init must have shape ({d},) or ({chains}, {d}) with finite values, got shape {arr.shape}")
+        return arr.copy()
+
+    def _schedule(self, noise: ChainNoise) -> tuple[int, np.ndarray | None]:
+        """The next block: N ~ Geometric(p_comm) on {1, 2, …} by inversion of chain 0's uniform,
+        N = ⌈log U / log(1 − p)⌉ (P(N > k) = (1 − p)^k), and its common noise (N, K, d)."""
+        u = float(noise.uniform(1)[0, 0])
+        n = geometric_steps(u, self.p_comm)
+        common = noise.normal(n) if self.tau > 0 else None
+        return n, common
+
+    # --- worker ---------------------------------------------------------------------------------
+
+    def worker_init(self, payload: WorkerPayload, model: Model, X: np.ndarray, y: np.ndarray) -> WorkerState:
+        x0 = np.array(payload.x0, dtype=float)
+        prior = model.prior()
+        g = _local_grad(model, X, y, x0, payload.num_shards, prior)
+        if not np.all(np.isfinite(g)):
+            raise FloatingPointError("the initial point gives a non-finite gradient of U_i: choose another init")
+        return WorkerState(payload, g.copy() if payload.variant != "plain" else None, g, prior, x0, x0.copy())
+
+    def worker_step(self, state: WorkerState, message: Message, model: Model, X: np.ndarray, y: np.ndarray,
+                    noise: ChainNoise) -> tuple[WorkerState, Reply]:
+        p, prior = state.payload, state.prior
+        n, b = message.n_steps, p.num_shards
+        x = np.array(message.xbar, dtype=float)
+        K = x.shape[0]
+        n_i = len(y)
+        batch = p.batch_size if p.batch_size is not None and p.batch_size < n_i else None
+        g0, c, anchor, shift = None, state.c, state.anchor, None
+        if p.variant != "plain":
+            g0 = _local_grad(model, X, y, x, b, prior)   # G_i(X̄_t): returned for the server's next mean
+            c = np.where(message.refresh[:, None], state.g_last, state.c)
+            anchor = np.where(message.refresh[:, None], state.x_last, state.anchor)
+            shift = message.cbar - c
+        s_common = math.sqrt(2.0 * p.gamma * p.tau / b)
+        s_own = math.sqrt(2.0 * p.gamma * (1.0 - p.tau))
+        own = noise.normal(n) if p.tau < 1 else None
+        idx = None
+        if batch is not None:  # (n, K, B) indices, with replacement, per step and chain
+            u = noise.uniform(n * batch).reshape(n, batch, K).transpose(0, 2, 1)
+            idx = np.minimum((u * n_i).astype(np.intp), n_i - 1)
+        for k in range(n):
+            if idx is None:
+                g = g0 if (k == 0 and g0 is not None) else _local_grad(model, X, y, x, b, prior)
+                drift = g if shift is None else g + shift
+            elif p.variant == "vr_star":
+                gx, ga = _minibatch_grads(model, X, y, idx[k], n_i, x, anchor)
+                drift = gx - ga + (prior.grad(x) - prior.grad(anchor)) / b + message.cbar
+            else:
+                drift = _minibatch_grads(model, X, y, idx[k], n_i, x)[0] + prior.grad(x) / b
+                if shift is not None:
+                    drift = drift + shift
+            x = x - p.gamma * drift
+            if s_common:
+                x = x + s_common * message.common[k]
+            if own is not None:
+                x = x + s_own * own[k]
+        g_last = g0 if g0 is not None else state.g_last
+        new_state = WorkerState(p, c, g_last, prior, np.array(message.xbar, dtype=float), anchor)
+        return new_state, Reply(x, g0, n)
+
+    # --- coordinator ----------------------------------------------------------------------------
+
+    def messages(self, state: CoordinatorState, local_steps: np.ndarray, info: RoundInfo) -> list[Message]:
+        """One message per worker; `local_steps` is ignored: the block length is the geometric draw."""
+        msg = Message(state.xbar, state.n_steps, state.common, state.cbar, state.refresh, info.warmup)
+        return [msg] * len(local_steps)
+
+    def coordinator_step(self, state: CoordinatorState, replies: list[Reply], noise: ChainNoise,
+                         info: RoundInfo) -> tuple[CoordinatorState, np.ndarray]:
+        """Communication: X̄ = (1/b) Σ_i X^i is the round's draw and the next start; collect mean_j G_j(X̄_t);
+        draw the anchor refresh (vr_star), the next block length and its common noise."""
+        xbar = np.mean([r.x for r in replies], axis=0)
+        cbar = refresh = None
+        if self.variant != "plain":
+            gmean = np.mean([r.g for r in replies], axis=0)
+            if self.variant == "star":
+                refresh = np.ones(xbar.shape[0], dtype=bool)
+            else:
+                refresh = noise.uniform(1)[0] < self.q
+            cbar = np.where(refresh[:, None], gmean, state.cbar)
+        n_steps, common = self._schedule(noise)
+        return CoordinatorState(xbar, cbar, refresh, n_steps, common), xbar
+
+    def reply_stats(self, replies: list[Reply]) -> dict[str, np.ndarray]:
+        """`local_steps`: the round's number of local steps (Geometric(p_comm)), the same for every chain."""
+        return {"local_steps": np.full(replies[0].x.shape[0], float(replies[0].n_steps))}
+
+
+def geometric_steps(u: float, p: float) -> int:
+    """Inverse-CDF draw of Geometric(p) on {1, 2, …} from a uniform u ∈ [0, 1)."""
+    if p >= 1.0:
+        return 1
+    u = max(u, 1e-300)
+    n = math.ceil(math.log(u) / math.log1p(-p))
+    return int(min(max(n, 1), MAX_LOCAL_STEPS))
+
+
+def _real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _shard_grad(model: Model, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+    return model.grad(X, y, x)
+
+
+def _minibatch_grads(model: Model, X: np.ndarray, y: np.ndarray, idx: np.ndarray, n_i: int,
+                     *points: np.ndarray) -> list[np.ndarray]:
+    """(n_i/B) Σ_{j∈S_c} ∇U_{i,j} at each of `points` (each (K, d)), chain c on its own minibatch S_c = idx[c];
+    all points of a chain share its minibatch. Without the prior term."""
+    K, B = idx.shape
+    out = [np.empty_like(pt) for pt in points]
+    scale = n_i / B
+    for c in range(K):
+        rows = idx[c]
+        g = model.grad(X[rows], y[rows], np.stack([pt[c] for pt in points]))
+        for o, gc in zip(out, g):
+            o[c] = scale * gc
+    return out
+
+
+def _local_grad(model: Model, X: np.ndarray, y: np.ndarray, x: np.ndarray, b: int, prior: Any) -> np.ndarray:
+    """G_i(x) = ∇U_i(x) + ∇U_prior(x)/b for each row of x."""
+    return model.grad(X, y, x) + prior.grad(x) / b
