@@ -117,7 +117,7 @@ def _law(problem, **kw):
 def test_law_with_every_step_communicating_is_lmc_with_step_gamma_over_b(problem):
     """p = 1: X̄' = X̄ − (γ/b)∇U(X̄) + √(2γ/b)ξ for every τ and variant (Lyapunov law of that recursion)."""
     _, _, P, m, _ = problem
-    b, h = len(P), GAMMA / len(P)
+    h = GAMMA / len(P)
     Lam = np.eye(2) + sum(P)
     lmc = exact.stationary_law(np.eye(2) - h * Lam, h * sum(Pi @ mi for Pi, mi in zip(P, m)), 2 * h * np.eye(2))
     for kw in (dict(tau=1.0), dict(tau=0.0), dict(tau=0.4, variant="star"), dict(tau=0.4, variant="vr_star", q=0.3)):
