@@ -1,0 +1,187 @@
+"""D-ADMMS (seed 003, Algorithm 1; ALGORITHMS.md §4) and its noise-free optimiser ADMM.
+
+Agent i is worker i; it holds its primal x_i (K, d) and dual p_i (K, d) (p_i starts at 0). Its potential is
+V_i = U_i + U_prior/b (the prior split evenly, as in `decentralized`). With neighbours N_i, n_i = |N_i|:
+
+  w_i ~ N(0, I)  (one per agent and round, shared by all its neighbour terms; w = 0 for ADMM)
+  x_i ← argmin_x V_i(x) + p_iᵀx + ρ Σ_{j∈N_i} ‖x − (x_i + x_j)/2 + (√2/(2ρ)) w_i‖²
+      = prox_{V_i/(2ρ n_i)}( mean_{j∈N_i}(x_i + x_j)/2 − (√2/(2ρ)) w_i − p_i/(2ρ n_i) )
+  exchange x with the neighbours;  p_i ← p_i + ρ Σ_{j∈N_i}(x_i − x_j)   (the *new* x's)
+
+The sum runs over the neighbours themselves (the authors' code loops over indices 0..n_i−1: a bug, not copied).
+
+One exchange per round: the dual update of iteration k needs the neighbours' x^{k+1}, which are exactly the values
+the primal update of iteration k+1 needs. So round t's message carries the neighbours' x^t; the worker first
+completes the previous iteration's dual update p^t = p^{t−1} + ρ Σ_j (x_i^t − x_j^t) (skipped in its first round,
+where p^0 = 0), then computes x^{t+1}. This is the same sequence as Algorithm 1. The coordinator only routes
+(`topology.route`): a worker never receives a non-neighbour's value.
+
+Edgeless graph / isolated agent (n_i = 0): there is no coupling and no noise term, so x_i = argmin V_i (the
+agent's local MAP) after the first round and stays there; p_i stays 0. D-ADMMS is then deterministic (the
+paper's observation) — no division by n_i happens.
+
+Draws: the agent average x̄ = (1/b) Σ_i x_i (K, d) after each round (as for the other graph samplers).
+
+The proximal map prox_{γV}(v) = argmin_x V(x) + ‖x − v‖²/(2γ) is computed on the worker from the model's own
+methods by Newton's method warm-started at the agent's previous x_i: at most `newton_steps` steps, stopping early
+once a step is below 1e-12·(1 + ‖x‖_∞) (deterministic: same inputs give the same iterates on every executor).
+For quadratic V (Gaussian / linear-regression models) the first step is exact. For d ≤ DENSE_MAX the Newton
+system uses the dense `model.hessian`, which is defined at one point, so that solve loops over the K chains; for
+larger d it is solved by conjugate gradients with `model.hvp`, batched over chains.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .. import topology as topo
+from ..models.base import GaussianPrior, Model
+from ..streams import ChainNoise
+from .decentralized import AgentMessage, AgentPayload, AgentReply, _check_topology, _Decentralized
+from .gradient import _check_init, _check_positive
+
+DENSE_MAX = 200          # largest d for which the prox's Newton system uses the dense Hessian
+_CG_TOL = 1e-12
+
+
+def _check_newton_steps(value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"newton_steps must be a positive integer, got {value!r}")
+
+
+def _cg(matvec, rhs: np.ndarray, iters: int) -> np.ndarray:
+    """Solve matvec(u) = rhs row-wise (K independent SPD systems) by conjugate gradients, fixed max iterations."""
+    u = np.zeros_like(rhs)
+    r = rhs.copy()
+    q = r.copy()
+    rr = np.einsum("kd,kd->k", r, r)
+    stop = _CG_TOL**2 * np.maximum(rr, 1e-300)
+    for _ in range(iters):
+        active = rr > stop
+        if not np.any(active):
+            break
+        Aq = matvec(q)
+        qAq = np.einsum("kd,kd->k", q, Aq)
+        alpha = np.where(active, rr / np.where(qAq > 0, qAq, 1.0), 0.0)
+        u = u + alpha[:, None] * q
+        r = r - alpha[:, None] * Aq
+        rr_new = np.einsum("kd,kd->k", r, r)
+        beta = np.where(active, rr_new / np.where(rr > 0, rr, 1.0), 0.0)
+        q = r + beta[:, None] * q
+        rr = rr_new
+    return u
+
+
+def prox(model: Model, X: np.ndarray, y: np.ndarray, prior: GaussianPrior, b: int, v: np.ndarray, gamma: float,
+         x0: np.ndarray | None = None, newton_steps: int = 5) -> np.ndarray:
+    """prox_{γV}(v) = argmin_x V(x) + ‖x − v‖²/(2γ), V = U_i + U_prior/b, for K rows of v (K, d).
+
+    Newton's method from x0 (default v): g = ∇U_i(x) + ∇U_prior(x)/b + (x − v)/γ,
+    H = ∇²U_i(x) + diag(prior precision)/b + I/γ, x ← x − H⁻¹g; at most `newton_steps` steps, stopping when
+    the step is below 1e-12·(1 + ‖x‖_∞). γ = ∞ (`math.inf`) gives argmin V.
+    """
+    x = np.array(v if x0 is None else x0, dtype=float, copy=True)
+    d = x.shape[-1]
+    shift = np.asarray(prior.precision, dtype=float) / b + (0.0 if math.isinf(gamma) else 1.0 / gamma)
+    for _ in range(newton_steps):
+        g = model.grad(X, y, x) + prior.grad(x) / b
+        if not math.isinf(gamma):
+            g = g + (x - v) / gamma
+        if d <= DENSE_MAX:
+            step = np.empty_like(x)
+            for k in range(x.shape[0]):          # the dense Hessian is defined at one point
+                H = model.hessian(X, y, x[k]) + np.diag(shift)
+                step[k] = np.linalg.solve(H, g[k])
+        else:
+            step = _cg(lambda u: model.hvp(X, y, x, u) + u * shift, g, iters=min(d, 100))
+        x = x - step
+        if np.max(np.abs(step)) <= 1e-12 * (1.0 + np.max(np.abs(x))):
+            break
+    return x
+
+
+class ADMMState(NamedTuple):
+    x: np.ndarray           # x_i^t (K, d)
+    p: np.ndarray           # p_i^{t−1} (K, d): the dual before this round's (lagged) update
+    started: bool           # False until the first primal update (p^0 = 0 needs no update)
+
+
+class _ADMMBase(_Decentralized):
+    """Shared D-ADMMS / ADMM worker step; graph, routing, init and draws come from `_Decentralized`."""
+
+    noisy = True           # class attribute (ADMM overrides it), not a parameter
+
+    def _consts(self, top: topo.Topology, b: int) -> dict:
+        return {"rho": float(self.rho)}
+
+    def worker_init(self, payload: AgentPayload, model: Model, X: np.ndarray, y: np.ndarray) -> tuple:
+        x = np.array(payload.x0, dtype=float)
+        return payload, ADMMState(x, np.zeros_like(x), False)
+
+    def worker_step(self, state: tuple, message: AgentMessage, model: Model, X: np.ndarray, y: np.ndarray,
+                    noise: ChainNoise) -> tuple[tuple, AgentReply]:
+        p, s = state
+        if message.neighbours != p.neighbours:
+            raise RuntimeError(f"shards[{p.index}]: received values from {message.neighbours}, "
+                               f"expected its neighbours {p.neighbours}")
+        rho, n_i = self.rho, len(p.neighbours)
+        x, dual = s.x, s.p
+        nb_sum = sum(message.values) if n_i else None            # Σ_{j∈N_i} x_j^t
+        if s.started and n_i:                                    # p^t = p^{t−1} + ρ Σ_j (x_i^t − x_j^t)
+            dual = dual + rho * (n_i * x - nb_sum)
+        if n_i == 0:                                             # isolated: x = argmin V_i, deterministic
+            x_new = prox(model, X, y, p.prior, p.b, x, math.inf, x0=x, newton_steps=self.newton_steps)
+        else:
+            gamma = 1.0 / (2.0 * rho * n_i)
+            v = 0.5 * (x + nb_sum / n_i) - dual * gamma
+            if self.noisy:
+                v = v - (math.sqrt(2.0) / (2.0 * rho)) * noise.normal(1)[0]
+            x_new = prox(model, X, y, p.prior, p.b, v, gamma, x0=x, newton_steps=self.newton_steps)
+        return (p, ADMMState(x_new, dual, True)), AgentReply(x_new)
+
+
+@dataclass(frozen=True)
+class DADMMS(_ADMMBase):
+    """D-ADMMS (seed 003, Algorithm 1): noisy proximal primal step, dual ascent on the graph disagreement.
+
+    Parameters: rho ρ > 0 (paper: 5; default 5.0), topology ("complete" default, "ring", "star", "edgeless" or
+    a list of edges), init ("map" default, "zeros", array), newton_steps (max Newton steps of the prox, default 5).
+    Draws: x̄ = (1/b) Σ_i x_i. Edgeless: each x_i = argmin V_i, deterministic (see the module docstring).
+    """
+
+    rho: float = 5.0
+    topology: Any = "complete"
+    init: Any = "map"
+    newton_steps: int = 5
+    name: str = field(default="dadmms", init=False)
+
+    def __post_init__(self) -> None:
+        _check_positive("rho", self.rho, allow_none=False)
+        _check_topology(self.topology)
+        _check_init(self.init)
+        _check_newton_steps(self.newton_steps)
+
+
+@dataclass(frozen=True)
+class ADMM(_ADMMBase):
+    """Decentralised ADMM: D-ADMMS with w = 0, an optimiser; its agent average x̄ converges to the MAP.
+
+    Parameters as `DADMMS` (rho 5.0, topology "complete", init "map", newton_steps 5).
+    """
+
+    rho: float = 5.0
+    topology: Any = "complete"
+    init: Any = "map"
+    newton_steps: int = 5
+    name: str = field(default="admm", init=False)
+    noisy = False          # class attribute, not a parameter
+
+    def __post_init__(self) -> None:
+        _check_positive("rho", self.rho, allow_none=False)
+        _check_topology(self.topology)
+        _check_init(self.init)
+        _check_newton_steps(self.newton_steps)
