@@ -14,9 +14,9 @@ import raysampler as rs
 from raysampler import exact, topology as topo
 from raysampler.algorithms import RoundInfo, get_algorithm
 from raysampler.algorithms.decentralized import GraphState
+from problems import gaussian_problem
 from stats_helpers import assert_moments, tolerance_scale
 
-SIGMA1 = np.array([[1.0, 0.5], [0.5, 2.0]])
 SIZES = (3, 5, 4, 6, 2)
 B = len(SIZES)
 P0, M0 = np.eye(2), np.zeros(2)
@@ -26,14 +26,7 @@ CHAINS, ROUNDS, BURN = 16, 6000, 500
 @pytest.fixture(scope="module")
 def problem():
     """Five shards of 2-D Gaussian observations, prior N(0, I): local precisions P_i = n_i Σ1⁻¹."""
-    rng = np.random.default_rng(11)
-    ys = [np.array([0.8, -0.5]) + rng.multivariate_normal(np.zeros(2), SIGMA1, size=n) for n in SIZES]
-    shards = rs.shard([(np.zeros((len(y), 0)), y) for y in ys])
-    model = rs.models.Gaussian(prior_scale=1.0, noise_cov=SIGMA1.tolist())
-    prec = np.linalg.inv(SIGMA1)
-    P = [n * prec for n in SIZES]
-    m = [y.mean(axis=0) for y in ys]
-    return shards, model, P, m
+    return gaussian_problem(SIZES, seed=11)[:4]
 
 
 def _run(problem, algorithm, seed=0, **params):

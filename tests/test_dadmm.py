@@ -27,9 +27,9 @@ from raysampler.algorithms import RoundInfo, get_algorithm
 from raysampler.algorithms.dadmm import ADMM, DADMMS, prox
 from raysampler.algorithms.decentralized import GraphState
 from raysampler.models.base import DataSpec
+from problems import SIGMA1, gaussian_problem
 from stats_helpers import assert_moments, tolerance_scale
 
-SIGMA1 = np.array([[1.0, 0.5], [0.5, 2.0]])
 SIZES = (3, 5, 4, 6)
 B = len(SIZES)
 P0, M0 = np.eye(2), np.zeros(2)
@@ -39,12 +39,7 @@ CHAINS, ROUNDS, BURN = 16, 4000, 300
 @pytest.fixture(scope="module")
 def problem():
     """Four shards of 2-D Gaussian observations, prior N(0, I): local precisions P_i = n_i Σ1⁻¹."""
-    rng = np.random.default_rng(11)
-    ys = [np.array([0.8, -0.5]) + rng.multivariate_normal(np.zeros(2), SIGMA1, size=n) for n in SIZES]
-    shards = rs.shard([(np.zeros((len(y), 0)), y) for y in ys])
-    model = rs.models.Gaussian(prior_scale=1.0, noise_cov=SIGMA1.tolist())
-    prec = np.linalg.inv(SIGMA1)
-    return shards, model, [n * prec for n in SIZES], [y.mean(axis=0) for y in ys], ys
+    return gaussian_problem(SIZES, seed=11)
 
 
 def dadmms_law(P, m, rho, top, full_state=False):

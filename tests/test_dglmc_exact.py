@@ -11,24 +11,16 @@ import pytest
 
 import raysampler as rs
 from raysampler import exact
+from problems import gaussian_problem
 from stats_helpers import assert_moments, tolerance_scale
 
-SIGMA1 = np.array([[1.0, 0.5], [0.5, 2.0]])
 SIZES = (6, 10, 14)
 
 
 @pytest.fixture(scope="module")
 def problem():
     """Three shards of 2-D Gaussian observations, prior N(0, I): local precisions P_i = n_i Σ1⁻¹."""
-    rng = np.random.default_rng(7)
-    theta_true = np.array([0.8, -0.5])
-    ys = [theta_true + rng.multivariate_normal(np.zeros(2), SIGMA1, size=n) for n in SIZES]
-    shards = rs.shard([(np.zeros((len(y), 0)), y) for y in ys])
-    model = rs.models.Gaussian(prior_scale=1.0, noise_cov=SIGMA1.tolist())
-    prec = np.linalg.inv(SIGMA1)
-    P = [n * prec for n in SIZES]
-    m = [y.mean(axis=0) for y in ys]
-    return shards, model, P, m
+    return gaussian_problem(SIZES, seed=7)[:4]
 
 
 def _run_lmc(problem, n_local, rho=0.1, gamma_frac=0.4, rounds=20_000, chains=16, seed=0):

@@ -28,9 +28,9 @@ import raysampler as rs
 from raysampler import exact
 from raysampler.algorithms import FALD, get_algorithm
 from raysampler.algorithms.fald import geometric_steps
+from problems import SIGMA1, gaussian_problem
 from stats_helpers import assert_moments, tolerance_scale
 
-SIGMA1 = np.array([[1.0, 0.5], [0.5, 2.0]])
 SIZES = (6, 10, 14, 8)
 CENTRES = [(1.5, -1.0), (0.0, 0.5), (-1.0, -1.5), (0.5, 1.0)]   # heterogeneous shards: the schedule matters
 GAMMA = 0.02
@@ -40,14 +40,7 @@ ROUNDS, CHAINS = 20_000, 16
 @pytest.fixture(scope="module")
 def problem():
     """Four shards of 2-D Gaussian observations, prior N(0, I): U_i(θ) = ½(θ − m_i)ᵀP_i(θ − m_i) + const."""
-    rng = np.random.default_rng(7)
-    ys = [np.array(c) + rng.multivariate_normal(np.zeros(2), SIGMA1, size=n) for n, c in zip(SIZES, CENTRES)]
-    shards = rs.shard([(np.zeros((len(y), 0)), y) for y in ys])
-    model = rs.models.Gaussian(prior_scale=1.0, noise_cov=SIGMA1.tolist())
-    prec = np.linalg.inv(SIGMA1)
-    P = [n * prec for n in SIZES]
-    m = [y.mean(axis=0) for y in ys]
-    return shards, model, P, m, ys
+    return gaussian_problem(SIZES, seed=7, centres=CENTRES)
 
 
 def fald_law(P, m, P0, m0, gamma, p, tau, variant="plain", q=1.0, grad_noise=None, tail=1e-14):

@@ -1,0 +1,22 @@
+"""Shared test problems with exact answers."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+import raysampler as rs
+
+SIGMA1 = np.array([[1.0, 0.5], [0.5, 2.0]])
+
+
+def gaussian_problem(sizes: Sequence[int], seed: int, centres: Sequence[Sequence[float]] | None = None):
+    """Shards of 2-D Gaussian observations y ~ N(centre_i, Σ1), prior N(0, I), so U_i(θ) = ½(θ − m_i)ᵀP_i(θ − m_i)
+    + const with P_i = n_i Σ1⁻¹ and m_i the shard mean. Returns (shards, model, P, m, ys)."""
+    rng = np.random.default_rng(seed)
+    centres = centres if centres is not None else [(0.8, -0.5)] * len(sizes)
+    ys = [np.array(c) + rng.multivariate_normal(np.zeros(2), SIGMA1, size=n) for n, c in zip(sizes, centres)]
+    shards = rs.shard([(np.zeros((len(y), 0)), y) for y in ys])
+    model = rs.models.Gaussian(prior_scale=1.0, noise_cov=SIGMA1.tolist())
+    prec = np.linalg.inv(SIGMA1)
+    return shards, model, [n * prec for n in sizes], [y.mean(axis=0) for y in ys], ys
