@@ -92,10 +92,11 @@ def prox(model: Model, X: np.ndarray, y: np.ndarray, prior: GaussianPrior, b: in
         if not math.isinf(gamma):
             g = g + (x - v) / gamma
         if d <= DENSE_MAX:
-            step = np.empty_like(x)
-            for k in range(x.shape[0]):          # the dense Hessian is defined at one point
-                H = model.hessian(X, y, x[k]) + np.diag(shift)
-                step[k] = np.linalg.solve(H, g[k])
+            # All K chains' Hessians from one batched Hessian-vector-product call, then one batched solve.
+            K = x.shape[0]
+            H = model.hvp(X, y, np.repeat(x, d, axis=0), np.tile(np.eye(d), (K, 1))).reshape(K, d, d)
+            H = 0.5 * (H + H.transpose(0, 2, 1)) + np.diag(shift)
+            step = np.linalg.solve(H, g[:, :, None])[:, :, 0]
         else:
             step = _cg(lambda u: model.hvp(X, y, x, u) + u * shift, g, iters=min(d, 100))
         x = x - step
