@@ -1,51 +1,70 @@
-"""The main job, end to end: DG-LMC on breast_cancer (4 shards) on a local Ray, draws streamed as they come,
-then the posterior summary and the run's statistics.
+"""The main job, end to end, as users run it: start the service on 127.0.0.1 (local Ray, SQLite, a temporary data
+directory), submit a DG-LMC run on breast_cancer (4 shards) through the SDK, print a few draws as they stream in,
+follow the progress bar, then print the posterior summary and the run's statistics.
 
-    python -m raysampler.demo [--executor ray|local] [--chains 32] [--rounds 5000]
+    python -m raysampler.demo [--chains 32] [--rounds 5000] [--burn-in 1000] [--keep DIR]
 """
 from __future__ import annotations
 
 import argparse
+import secrets
+import tempfile
+import time
 
 import numpy as np
 
-import raysampler as rs
+from .client import Client
+from .service.local import LocalService
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--executor", choices=["ray", "local"], default="ray")
     ap.add_argument("--chains", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=5000)
     ap.add_argument("--burn-in", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--keep", default=None, help="data directory to keep (default: a temporary one)")
     args = ap.parse_args(argv)
 
-    X, y = rs.datasets.load("breast_cancer")
-    model = rs.models.LogisticRegression(prior_scale=1.0)
-    shards = rs.shard(X, y, num_shards=4)
-    print(f"breast_cancer: n={X.shape[0]}, d={X.shape[1]}, {len(shards)} shards; DG-LMC, {args.chains} chains, "
-          f"{args.burn_in} burn-in + {args.rounds} rounds on executor={args.executor}")
-    shown = {"n": 0}
-
-    def show(chunk) -> None:  # the first few draws, printed as they stream in
-        if shown["n"] < 3 and len(chunk.theta):
-            for theta in chunk.theta[: 3 - shown["n"]]:
-                shown["n"] += 1
-                print(f"  draw {shown['n']} (chain 0): " + " ".join(f"{v:+.3f}" for v in theta[0, :6]) + " ...")
-
-    res = rs.sample(model, shards, algorithm="dglmc", chains=args.chains, num_rounds=args.rounds,
-                    burn_in=args.burn_in, seed=args.seed, executor=args.executor, progress=True, callback=show)
-    table = res.summary()
-    with np.printoptions(precision=3):
-        print(table.round(3).to_string(max_rows=40))
-    st = res.stats
-    ess = res.ess().min()
-    print(f"\nmin bulk ESS {ess:.0f} in {st['sampling_time_s']:.1f} s of sampling = {ess / st['sampling_time_s']:.0f} ESS/s; "
-          f"setup (MAP, Laplace) {st['setup_time_s']:.1f} s; {st['rounds'] / st['sampling_time_s']:.0f} rounds/s")
-    print(f"rho_i = {np.round(st['rho'], 4)}, N_i = {st['N']}, tau_i = {np.round(st['tau'] * 1e3, 3)} ms, "
-          f"idle fraction = {np.round(st['idle_fraction'], 2)}, local acceptance = "
-          f"{res.sample_stats['local_accept'].mean():.2f}")
+    key = secrets.token_urlsafe(24)
+    with tempfile.TemporaryDirectory() as tmp:
+        data_dir = args.keep or f"{tmp}/data"
+        print(f"starting the service (local Ray, data in {data_dir}) ...", flush=True)
+        t0 = time.perf_counter()
+        with LocalService(data_dir, keys={"demo": key}, log=f"{tmp}/server.log") as svc:
+            print(f"service up at {svc.url} in {time.perf_counter() - t0:.1f} s; API docs {svc.url}/docs; "
+                  f"API key (tenant 'demo'): {key}")
+            with Client(svc.url, key) as client:
+                spec = {"model": {"family": "logistic_regression", "prior_scale": 1.0},
+                        "data": {"dataset": "builtin:breast_cancer"}, "num_shards": 4,
+                        "algorithm": {"name": "dglmc", "params": {}}, "chains": args.chains,
+                        "num_rounds": args.rounds, "burn_in": args.burn_in, "seed": args.seed}
+                run = client.submit(spec)
+                print(f"submitted {run.id}: DG-LMC on builtin:breast_cancer, 4 shards, {args.chains} chains, "
+                      f"{args.burn_in} burn-in + {args.rounds} rounds")
+                shown = 0
+                for batch in run.stream_draws(follow=True):  # the first draws, as soon as they are stored
+                    for k in range(min(3 - shown, len(batch))):
+                        print(f"  streamed draw {batch.index[k]} chain {batch.chain[k]}: "
+                              + " ".join(f"{v:+.3f}" for v in batch.values[k, :6]) + " ...")
+                        shown += 1
+                    if shown >= 3:
+                        break
+                info = run.wait(progress=True)
+                print(f"run {run.id}: {info['status']}" + (f" ({info['error']})" if info["error"] else ""))
+                if info["status"] != "SUCCEEDED":
+                    raise SystemExit(1)
+                table = run.summary()
+                print(table.round(3).to_string(max_rows=40))
+                draws = run.draws()
+                timings, workers = info["timings"], info["workers"]
+                ess = float(table["ess_bulk"].min())
+                print(f"\n{draws.shape[0]} chains x {draws.shape[1]} draws x {draws.shape[2]} params fetched; "
+                      f"min bulk ESS {ess:.0f} in {timings['sampling_s']:.1f} s of sampling = "
+                      f"{ess / timings['sampling_s']:.0f} ESS/s; setup {timings['setup_s']:.1f} s")
+                print("per worker: " + "; ".join(
+                    f"shard {w['shard']}: N={w['local_steps']}, tau={1e3 * (w['tau_s'] or np.nan):.3f} ms, "
+                    f"idle {w['idle_fraction']:.2f}" for w in workers))
 
 
 if __name__ == "__main__":

@@ -99,7 +99,7 @@ class Run:
         d = self.setup["dim"]
         theta = np.concatenate(self._draws) if self._draws else np.empty((0, self.config.chains, d))
         sample_stats = {k: np.concatenate(v).T for k, v in self._stats.items()}
-        stats = self._handle.call("stats")
+        stats = self.stats()
         stats["setup_time_s"] = self.setup["setup_time_s"]
         stats["wall_time_s"] = time.perf_counter() - self._start
         info = {"algorithm": self.algorithm_name, "executor": self.executor, "config": self.config,
@@ -107,6 +107,10 @@ class Run:
                 "rounds_done": self.rounds_done}
         return Result(np.ascontiguousarray(theta.transpose(1, 0, 2)), list(self.setup["param_names"]), stats,
                       sample_stats, info)
+
+    def stats(self) -> dict[str, Any]:
+        """The coordinator's statistics so far: per-round wall time, per-worker compute/idle, N_i, τ_i, ρ_i, γ_i."""
+        return self._handle.call("stats")
 
     def close(self) -> None:
         self._handle.close()

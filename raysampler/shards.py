@@ -96,7 +96,20 @@ def _check_path(path: str) -> str:
 
 
 # ----------------------------------------------------------------------------------- file readers
-def _read_npz(path: str) -> tuple[np.ndarray, np.ndarray]:
+def read_data_file(path: str, *, y: str = "y", x: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(X, y) from an .npz (arrays named `x` (default "X") and `y`), .csv or .parquet (target column `y`, feature
+    columns `x`, default all others), checked like in-memory data; errors are ValueError naming the file."""
+    lower = _check_path(path).lower()
+    if lower.endswith(".npz"):
+        X, Y = _read_npz(path, x[0] if x else "X", y)
+    elif lower.endswith(".csv"):
+        X, Y = _read_csv(path, y, x)
+    else:
+        X, Y = _read_parquet(path, y, x)
+    return _validate(X, Y, f"X in {path!r}", f"y in {path!r}")
+
+
+def _read_npz(path: str, x: str = "X", y: str = "y") -> tuple[np.ndarray, np.ndarray]:
     try:
         obj = np.load(path, allow_pickle=False)
     except FileNotFoundError:
@@ -106,25 +119,31 @@ def _read_npz(path: str) -> tuple[np.ndarray, np.ndarray]:
     if not isinstance(obj, np.lib.npyio.NpzFile):
         raise ValueError(f"shard file {path!r} is not an .npz archive (save it with np.savez(path, X=X, y=y))")
     with obj as f:
-        missing = [k for k in ("X", "y") if k not in f.files]
+        missing = [k for k in (x, y) if k not in f.files]
         if missing:
             raise ValueError(f"shard file {path!r} lacks array(s) {missing}; it has {f.files}")
         try:
-            return f["X"], f["y"]
+            return f[x], f[y]
         except ValueError as exc:  # e.g. object arrays refused without pickle
             raise ValueError(f"shard file {path!r}: {exc}") from None
 
 
-def _split_columns(path: str, names: list[str], data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Separate the column named 'y' from the feature columns."""
-    hits = [i for i, c in enumerate(names) if c == "y"]
+def _split_columns(path: str, names: list[str], data: np.ndarray, y: str = "y",
+                   x: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Separate the target column `y` from the feature columns `x` (default: every other column)."""
+    hits = [i for i, c in enumerate(names) if c == y]
     if len(hits) != 1:
-        raise ValueError(f"shard file {path!r} needs exactly one column named 'y', has columns {names}")
+        raise ValueError(f"shard file {path!r} needs exactly one column named {y!r}, has columns {names}")
     j = hits[0]
-    return np.delete(data, j, axis=1), data[:, j]
+    if x is None:
+        return np.delete(data, j, axis=1), data[:, j]
+    missing = [c for c in x if c not in names]
+    if missing or not x:
+        raise ValueError(f"shard file {path!r} has no column(s) {missing or 'given'} for X; it has {names}")
+    return data[:, [names.index(c) for c in x]], data[:, j]
 
 
-def _read_csv(path: str) -> tuple[np.ndarray, np.ndarray]:
+def _read_csv(path: str, y: str = "y", x: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
     with open(path, encoding="utf-8") as fh:
         header = fh.readline()
     names = [c.strip().strip('"').strip("'") for c in header.strip().split(",")]
@@ -140,10 +159,10 @@ def _read_csv(path: str) -> tuple[np.ndarray, np.ndarray]:
         data = data.reshape(0, len(names))
     if data.shape[1] != len(names):
         raise ValueError(f"shard file {path!r}: header has {len(names)} columns, rows have {data.shape[1]}")
-    return _split_columns(path, names, data)
+    return _split_columns(path, names, data, y, x)
 
 
-def _read_parquet(path: str) -> tuple[np.ndarray, np.ndarray]:
+def _read_parquet(path: str, y: str = "y", x: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
     try:
         import pyarrow.parquet as pq
     except ImportError:
@@ -152,7 +171,7 @@ def _read_parquet(path: str) -> tuple[np.ndarray, np.ndarray]:
     names = list(table.column_names)
     cols = [np.asarray(table.column(c).to_numpy(), dtype=np.float64) for c in names]
     data = np.column_stack(cols) if cols else np.empty((table.num_rows, 0))
-    return _split_columns(path, names, data)
+    return _split_columns(path, names, data, y, x)
 
 
 def _npz_rows(path: str) -> int | None:
@@ -235,14 +254,7 @@ class Shard:
         path = self.path
         if not os.path.isfile(path):
             raise FileNotFoundError(f"shard file {path!r} does not exist")
-        lower = path.lower()
-        if lower.endswith(".npz"):
-            X, y = _read_npz(path)
-        elif lower.endswith(".csv"):
-            X, y = _read_csv(path)
-        else:
-            X, y = _read_parquet(path)
-        return _validate(X, y, f"X in {path!r}", f"y in {path!r}")
+        return read_data_file(path)
 
     def __repr__(self) -> str:
         if self.path is not None:

@@ -17,3 +17,27 @@ def ray_session():
              configure_logging=False, _temp_dir=tmp)
     yield ray
     ray.shutdown()
+
+
+SERVICE_KEYS = {"alice": "alice-key-0123456789", "bob": "bob-key-0123456789"}
+
+
+def service_env(tmp: str) -> dict[str, str]:
+    """A small service: 2 Ray CPUs, 100 MB object store, fast keep-alives and chunks, a 200 kB upload limit."""
+    return {"RAYSAMPLER_RAY_NUM_CPUS": "2", "RAYSAMPLER_OBJECT_STORE_BYTES": str(100 * 2**20),
+            "RAYSAMPLER_KEEPALIVE_S": "0.5", "RAYSAMPLER_CHUNK_S": "0.2", "RAYSAMPLER_POLL_S": "0.05",
+            "RAYSAMPLER_MAX_UPLOAD_BYTES": "200000", "RAY_AUTH_MODE": "disabled", "RAY_TMPDIR": tmp,
+            "OPENBLAS_NUM_THREADS": "1"}
+
+
+@pytest.fixture(scope="session")
+def service(tmp_path_factory):
+    """A real `raysampler serve` (uvicorn + local Ray + SQLite) on 127.0.0.1 and a free port, for the session."""
+    from raysampler.service.local import LocalService
+
+    root = tmp_path_factory.mktemp("service")
+    ray_tmp = tempfile.mkdtemp(prefix="rs-svc-")
+    svc = LocalService(root / "data", keys=SERVICE_KEYS, env=service_env(ray_tmp), log=root / "server.log")
+    svc.start()
+    yield svc
+    svc.stop()

@@ -92,7 +92,7 @@ class Coordinator:
         """Fix the model's dimension from the shards, tune the algorithm, create the worker states."""
         t0 = time.perf_counter()
         facts = self.pool.describe()
-        self.model = self.model.bind(_data_spec(facts, self.model))
+        self.model = self.model.bind(data_spec(facts, self.model))
         self.pool.bind(self.model)
         d, cfg = self.model.dim, self.config
         self.noise = ChainNoise(cfg.seed, cfg.chains, role=0, dim=d)
@@ -223,7 +223,7 @@ def _finite(obj: Any) -> bool:
     return True
 
 
-def _data_spec(facts: list[dict], model: Model) -> DataSpec:
+def data_spec(facts: list[dict], model: Model) -> DataSpec:
     """DataSpec from the shards' facts; mismatched feature counts are an error naming the shard."""
     widths = {f["x_shape"][1] if len(f["x_shape"]) == 2 else None for f in facts}
     for f in facts:

@@ -78,8 +78,9 @@ class RayHandle:
             self._ray.kill(self.actor)
 
 
-def ensure_ray(address: str | None = None) -> None:
-    """Connect to `address` / $RAY_ADDRESS, or start a small local Ray in-process (no dashboard)."""
+def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
+    """Connect to `address` / $RAY_ADDRESS, or start a small local Ray in-process (no dashboard; `num_cpus` CPUs,
+    default all; object store $RAYSAMPLER_OBJECT_STORE_BYTES, default 1 GiB)."""
     import ray
 
     if ray.is_initialized():
@@ -88,7 +89,7 @@ def ensure_ray(address: str | None = None) -> None:
     if address:
         ray.init(address=address, configure_logging=False, log_to_driver=False)
     else:
-        ray.init(include_dashboard=False, configure_logging=False, log_to_driver=False,
+        ray.init(include_dashboard=False, configure_logging=False, log_to_driver=False, num_cpus=num_cpus,
                  object_store_memory=int(os.environ.get("RAYSAMPLER_OBJECT_STORE_BYTES", 1 << 30)))
 
 

@@ -1,0 +1,37 @@
+"""Health, version and Prometheus metrics (no API key needed)."""
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from raysampler import __version__, datasets
+from raysampler.algorithms import ALGORITHMS
+from raysampler.models import FAMILIES
+
+from ..deps import Services, services
+
+router = APIRouter(tags=["system"])
+Svc = Annotated[Services, Depends(services)]
+
+
+@router.get("/v1/health")
+def health(svc: Svc) -> dict:
+    """Liveness and what the service runs on."""
+    import ray
+
+    counts = svc.store.count_runs_by_status()
+    return {"status": "ok", "executor": svc.settings.executor, "ray_connected": ray.is_initialized(),
+            "runs": counts, "api_keys_configured": len(svc.keys)}
+
+
+@router.get("/v1/version")
+def version() -> dict:
+    return {"version": __version__, "algorithms": sorted(ALGORITHMS), "model_families": sorted(FAMILIES),
+            "builtin_datasets": ["builtin:" + n for n in datasets.available()]}
+
+
+@router.get("/metrics", include_in_schema=False)
+def metrics(svc: Svc) -> Response:
+    return Response(generate_latest(svc.metrics.registry), media_type=CONTENT_TYPE_LATEST)

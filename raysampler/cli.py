@@ -1,0 +1,254 @@
+"""`raysampler` command line: serve the REST API, submit runs and look at them.
+
+    raysampler serve [--host 127.0.0.1] [--port 8000] [--data-dir ~/.raysampler] [--ray-address ADDR]
+    raysampler submit spec.json|spec.yaml [--wait]      raysampler status [ID|latest]
+    raysampler draws ID [--follow] [--start K]           raysampler cancel ID
+    raysampler summary ID                                raysampler upload FILE [--y-column y] [--x-columns a,b]
+    raysampler demo
+
+Client commands take --url / $RAYSAMPLER_URL and --api-key / $RAYSAMPLER_API_KEY (else the key `serve` wrote to
+<data dir>/api_keys); every command takes --format table|json. Server flags have RAYSAMPLER_* equivalents.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import sys
+from pathlib import Path
+from typing import Any
+
+KEYS_FILE = "api_keys"
+
+
+def _settings(**overrides: Any):
+    from .service.settings import Settings
+
+    return Settings(**{k: v for k, v in overrides.items() if v is not None})
+
+
+def ensure_keys(settings) -> tuple[Any, str | None]:
+    """Settings with API keys: the configured ones, else a key generated for tenant 'default' and saved (0600) in
+    <data dir>/api_keys. Returns (settings, the generated key or None)."""
+    if settings.keys():
+        return settings, None
+    path = settings.data_dir / KEYS_FILE
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    generated = None
+    if not path.exists() or not path.read_text().strip():
+        generated = secrets.token_urlsafe(24)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(f"default:{generated}\n")
+    return settings.model_copy(update={"api_keys_file": path}), generated
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from api import create_app
+
+    settings = _settings(host=args.host, port=args.port, data_dir=args.data_dir, ray_address=args.ray_address,
+                         executor=args.executor, max_concurrent_runs=args.max_concurrent_runs)
+    settings, generated = ensure_keys(settings)
+    url = f"http://{settings.host}:{settings.port}"
+    if args.format == "json":
+        print(json.dumps({"url": url, "data_dir": str(settings.data_dir), "executor": settings.executor,
+                          "generated_api_key": generated}), flush=True)
+    else:
+        if generated:
+            print(f"API key for tenant 'default': {generated}  (saved in {settings.data_dir / KEYS_FILE})")
+        print(f"raysampler {_version()} serving on {url} (docs at /docs; data in {settings.data_dir}; executor "
+              f"{settings.executor})", flush=True)
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=args.log_level)
+    return 0
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def _client(args: argparse.Namespace):
+    from .client import Client
+
+    key = args.api_key or os.environ.get("RAYSAMPLER_API_KEY")
+    if not key:
+        path = _settings().data_dir / KEYS_FILE
+        if path.exists():
+            lines = [l.split("#", 1)[0].strip() for l in path.read_text().splitlines()]
+            key = next((l.partition(":")[2] for l in lines if ":" in l), None)
+    if not key:
+        raise SystemExit("error: no API key: pass --api-key or set RAYSAMPLER_API_KEY")
+    return Client(args.url, key)
+
+
+def _load_spec(path: str) -> dict:
+    import yaml
+
+    text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    spec = yaml.safe_load(text)  # YAML is a superset of JSON: one loader for both
+    if not isinstance(spec, dict):
+        raise SystemExit(f"error: {path}: a run spec must be a mapping (JSON object), got {type(spec).__name__}")
+    return spec
+
+
+def _print_run(info: dict, fmt: str) -> None:
+    if fmt == "json":
+        print(json.dumps(info))
+        return
+    p = info["progress"]
+    line = (f"{info['id']}  {info['status']:<9}  {info['spec']['algorithm']['name']:<7} rounds "
+            f"{p['rounds_done']}/{p['rounds_total']}  draws {p['draws_stored']}/{p['draws_total']} per chain")
+    if info.get("error"):
+        line += f"\n  error: {info['error']}"
+    for w in info.get("warnings") or []:
+        line += f"\n  warning: {w}"
+    print(line)
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    with _client(args) as c:
+        run = c.submit(_load_spec(args.spec))
+        info = run.wait(progress=args.format != "json") if args.wait else run.info()
+        _print_run(info, args.format)
+        return 0 if info["status"] != "FAILED" else 1
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    with _client(args) as c:
+        if args.id is None:
+            runs = [r for _, r in zip(range(args.limit), c.runs())]
+            if args.format == "json":
+                print(json.dumps(runs))
+            for r in runs if args.format != "json" else []:
+                _print_run(r, "table")
+            return 0
+        run_id = args.id
+        if run_id == "latest":
+            latest = next(c.runs(page_size=1), None)
+            if latest is None:
+                raise SystemExit("error: no runs yet")
+            run_id = latest["id"]
+        _print_run(c.run(run_id).info(), args.format)
+        return 0
+
+
+def cmd_draws(args: argparse.Namespace) -> int:
+    with _client(args) as c:
+        run = c.run(args.id)
+        for batch in run.stream_draws(start=args.start, follow=args.follow):
+            for k in range(len(batch)):
+                vals = batch.values[k]
+                if args.format == "json":
+                    print(json.dumps({"offset": batch.offset + k, "chain": int(batch.chain[k]),
+                                      "index": int(batch.index[k]),
+                                      "values": [v if abs(v) != float("inf") and v == v else str(v) for v in vals.tolist()]}))
+                else:
+                    print(f"{int(batch.index[k]):>7} {int(batch.chain[k]):>4}  " + " ".join(f"{v:+.4f}" for v in vals))
+            sys.stdout.flush()
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    with _client(args) as c:
+        _print_run(c.run(args.id).cancel(), args.format)
+    return 0
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    with _client(args) as c:
+        table = c.run(args.id).summary(ci_prob=args.ci_prob)
+    if args.format == "json":
+        print(table.reset_index().to_json(orient="records"))
+    else:
+        print(table.round(3).to_string())
+    return 0
+
+
+def cmd_upload(args: argparse.Namespace) -> int:
+    with _client(args) as c:
+        cols = [s for s in args.x_columns.split(",") if s] if args.x_columns else None
+        info = c.upload_file(args.file, y_column=args.y_column, x_columns=cols, name=args.name)
+    print(json.dumps(info) if args.format == "json" else f"{info['id']}  n={info['n']} d={info['d']}  {info['name']}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from . import demo
+
+    demo.main([])
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="raysampler", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    def client_cmd(name: str, help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help)
+        p.add_argument("--url", default=os.environ.get("RAYSAMPLER_URL"), help="service URL ($RAYSAMPLER_URL)")
+        p.add_argument("--api-key", default=None, help="API key ($RAYSAMPLER_API_KEY)")
+        p.add_argument("--format", choices=["table", "json"], default="table")
+        return p
+
+    s = sub.add_parser("serve", help="run the REST service (uvicorn, local Ray, SQLite)")
+    s.add_argument("--host", help="bind address ($RAYSAMPLER_HOST, default 127.0.0.1)")
+    s.add_argument("--port", type=int, help="port ($RAYSAMPLER_PORT, default 8000)")
+    s.add_argument("--data-dir", help="state directory ($RAYSAMPLER_DATA_DIR, default ~/.raysampler)")
+    s.add_argument("--ray-address", help="Ray cluster ($RAYSAMPLER_RAY_ADDRESS or $RAY_ADDRESS; default local)")
+    s.add_argument("--executor", choices=["ray", "local"], help="$RAYSAMPLER_EXECUTOR, default ray")
+    s.add_argument("--max-concurrent-runs", type=int, help="$RAYSAMPLER_MAX_CONCURRENT_RUNS, default 1")
+    s.add_argument("--log-level", default="warning")
+    s.add_argument("--format", choices=["table", "json"], default="table")
+    s.set_defaults(fn=cmd_serve)
+
+    p = client_cmd("submit", "submit a run spec (JSON or YAML file, '-' for stdin)")
+    p.add_argument("spec")
+    p.add_argument("--wait", action="store_true", help="wait for the run to end (progress bar)")
+    p.set_defaults(fn=cmd_submit)
+    p = client_cmd("status", "a run's status (ID or 'latest'), or the recent runs")
+    p.add_argument("id", nargs="?")
+    p.add_argument("--limit", type=int, default=20)
+    p.set_defaults(fn=cmd_status)
+    p = client_cmd("draws", "print a run's draws (index chain values...)")
+    p.add_argument("id")
+    p.add_argument("--follow", action="store_true", help="keep printing new draws until the run ends")
+    p.add_argument("--start", type=int, default=0, help="line offset to start from")
+    p.set_defaults(fn=cmd_draws)
+    p = client_cmd("cancel", "cancel a run (stored draws are kept)")
+    p.add_argument("id")
+    p.set_defaults(fn=cmd_cancel)
+    p = client_cmd("summary", "posterior summary of the stored draws")
+    p.add_argument("id")
+    p.add_argument("--ci-prob", type=float, default=0.94)
+    p.set_defaults(fn=cmd_summary)
+    p = client_cmd("upload", "upload a data set (.npz, .csv, .parquet)")
+    p.add_argument("file")
+    p.add_argument("--y-column", default="y")
+    p.add_argument("--x-columns", default=None, help="comma-separated feature columns (default: all others)")
+    p.add_argument("--name", default=None)
+    p.set_defaults(fn=cmd_upload)
+    p = sub.add_parser("demo", help="start a local service, run DG-LMC on breast_cancer through the SDK, summarise")
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.set_defaults(fn=cmd_demo)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from .client import APIError
+
+    try:
+        return args.fn(args)
+    except APIError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

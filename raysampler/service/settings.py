@@ -1,0 +1,66 @@
+"""Service settings from the environment (RAYSAMPLER_*), command-line flags override them; API keys per tenant."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+TENANT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+class Settings(BaseSettings):
+    """Where the service keeps its state and how it runs samplers. Environment: RAYSAMPLER_<FIELD>."""
+
+    model_config = SettingsConfigDict(env_prefix="RAYSAMPLER_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    data_dir: Path = Field(default_factory=lambda: Path.home() / ".raysampler",
+                           description="SQLite database, uploaded data sets and draw files")
+    ray_address: str | None = Field(None, description="Ray cluster to run on (else $RAY_ADDRESS, else a local Ray)")
+    ray_num_cpus: int | None = Field(None, ge=1, description="CPUs of the local Ray the service starts")
+    executor: Literal["ray", "local"] = "ray"
+    api_keys: str | None = Field(None, description="comma-separated tenant:key pairs")
+    api_keys_file: Path | None = Field(None, description="file of tenant:key lines ('#' starts a comment)")
+    max_upload_bytes: int = Field(256 * 2**20, ge=1, description="largest accepted data set upload (else 413)")
+    max_concurrent_runs: int = Field(1, ge=1, description="runs sampled at once; the rest wait as PENDING")
+    keepalive_s: float = Field(15.0, gt=0, description="SSE keep-alive comment interval")
+    poll_s: float = Field(0.1, gt=0, description="how often follow-streams look for new draws and events")
+    chunk_s: float = Field(0.5, gt=0, description="target seconds of sampling between durable writes")
+
+    @property
+    def db_path(self) -> Path:
+        return self.data_dir / "raysampler.sqlite3"
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.data_dir / "runs"
+
+    @property
+    def datasets_dir(self) -> Path:
+        return self.data_dir / "datasets"
+
+    def keys(self) -> dict[str, str]:
+        """key → tenant, from api_keys and api_keys_file (both may be given). Malformed entries raise ValueError."""
+        entries: list[tuple[str, str]] = []
+        if self.api_keys:
+            entries += [(e.strip(), "RAYSAMPLER_API_KEYS") for e in self.api_keys.split(",") if e.strip()]
+        if self.api_keys_file is not None:
+            text = Path(self.api_keys_file).read_text()
+            entries += [(line.split("#", 1)[0].strip(), str(self.api_keys_file)) for line in text.splitlines()]
+        out: dict[str, str] = {}
+        for entry, where in entries:
+            if not entry:
+                continue
+            tenant, sep, key = entry.partition(":")
+            tenant, key = tenant.strip(), key.strip()
+            if not sep or not TENANT_PATTERN.match(tenant) or len(key) < 8:
+                raise ValueError(f"{where}: entries must be tenant:key (tenant of letters, digits, _.-; key of at "
+                                 f"least 8 characters), got {entry.split(':', 1)[0]!r}:…")
+            if key in out and out[key] != tenant:
+                raise ValueError(f"{where}: the same key is given to tenants {out[key]!r} and {tenant!r}")
+            out[key] = tenant
+        return out
