@@ -22,6 +22,7 @@ from typing import Any, AsyncIterator, Iterator
 
 import httpx
 import numpy as np
+import orjson
 
 from .service.schemas import TERMINAL, RunSpec
 from .service.streaming import decode_values
@@ -130,7 +131,7 @@ class _Lines:
 def _parse_draw_lines(raw: list[str], header: dict | None) -> tuple[dict | None, list[dict]]:
     out = []
     for text in raw:
-        obj = json.loads(text)
+        obj = orjson.loads(text)
         if obj.get("type") == "header":
             header = obj
         else:

@@ -1,0 +1,1 @@
+"""Service layer: run specs → engine runs, durable records and draw files, streams, settings, metrics."""
