@@ -244,7 +244,7 @@ def test_ring_close_to_posterior_and_old_rule_is_rejected(linreg):
     The seed's rule on the same ring (variance ≈ posterior/(2b)) is rejected by the same tolerance."""
     shards, model, parts = linreg
     eps, k = 0.3, 10
-    res = rs.sample(model, shards, "dmala", chains=8, num_rounds=3000, burn_in=300, seed=3, executor="local",
+    res = rs.sample(model, shards, "dmala", chains=8, num_rounds=2000, burn_in=300, seed=3, executor="local",
                     progress=False, step_size=eps, mh_burn_in=0, mixing_schedule=[(0, k)], topology="ring")
     mean, cov = model.posterior(parts)
     assert_moments(res.draws, mean, cov)
