@@ -17,8 +17,8 @@ Why the agent average is the output: summing over agents (the Laplacian / W term
   D-SGHMC: underdamped Langevin on U with mass b (v̄' = v̄ − η(γv̄ + ∇U/b) + N(0, 2γη/b));
   D-ULA:   x̄' = x̄ − α_k Σ_i∇Ũ_i(x_i) + N(0, 2α_k) = Langevin on U with step α_k,
 up to the disagreement x_i − x̄. The single agent's iterate carries that disagreement as extra variance
-(exact laws, tests/test_baselines_exact.py: 1.1–6× the posterior variance at the tested steps), so it is not
-the sample; the average is (ULA-level bias only).
+(exact laws at ηL = 0.02 on 5–20 agents: D-SGLD 1.1–2.5×, D-ULA 1.06–2×, D-SGHMC ≤ 1.01× the posterior
+variance), so it is not the sample; the average is (ULA-level bias only).
 W is the Metropolis matrix of the graph. Gradients are full local gradients by default; with `batch_size` = B,
 agent i uses the unbiased estimate (n_i/B) Σ_{r∈batch} ∇ℓ_r (B rows drawn uniformly with replacement, per chain,
 from the worker's own uniform stream, so draws stay identical across executors); shards with n_i ≤ B use
