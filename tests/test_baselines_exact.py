@@ -83,13 +83,23 @@ def dsghmc_law(P, m, eta, gam, W):
     return _average_law(mean, cov, len(P), 2, 2 * n)
 
 
-def dula_law(P, m, alpha, beta, L):
-    """Constant steps: x' = (I − β L⊗I − αbA)x + αb a + √(2α)ξ, L the graph Laplacian."""
+def dula_law(P, m, alpha, beta, L, noise_var=None, agents=False):
+    """Constant steps: x' = (I − β L⊗I − αbA)x + αb a + N(0, 2αb I) (eq. 25's w ~ N(0, b I)), L the Laplacian.
+    noise_var overrides the per-agent noise variance (2α: ALGORITHMS.md §6's version). agents=True: law of x_1."""
     A, a = _local_affine(P, m)
     b = len(P)
     F = np.eye(len(a)) - beta * np.kron(L, np.eye(2)) - alpha * b * A
-    mean, cov = exact.stationary_law(F, alpha * b * a, 2 * alpha * np.eye(len(a)))
+    var = 2 * alpha * b if noise_var is None else noise_var
+    mean, cov = exact.stationary_law(F, alpha * b * a, var * np.eye(len(a)))
+    if agents:
+        return mean[:2], cov[:2, :2]
     return _average_law(mean, cov, b, 2)
+
+
+def _ratio(cov, post):
+    """Eigenvalues of post^{-1/2} cov post^{-1/2}."""
+    Li = np.linalg.inv(np.linalg.cholesky(post))
+    return np.linalg.eigvalsh(Li @ cov @ Li.T)
 
 
 def _assert_sensitive(res, law, other):
@@ -191,6 +201,30 @@ def test_dula_constant_steps_matches_lyapunov_law(problem):
     law = dula_law(P, m, alpha, beta, L)
     assert_moments(res.draws, *law)
     _assert_sensitive(res, law, dula_law(P, m, alpha / 4, beta, L))
+    with pytest.raises(AssertionError):                       # the noise √(2α)ξ of ALGORITHMS.md §6 is rejected
+        assert_moments(res.draws, *dula_law(P, m, alpha, beta, L, noise_var=2 * alpha))
+
+
+def test_agent_average_targets_posterior_exact_laws(problem):
+    """No sampling. The agent average of D-SGLD, D-SGHMC and D-ULA (noise N(0, b I)) has the posterior as its
+    small-step limit (its covariance ratio → 1 with the step); a single agent's iterate is over-dispersed by the
+    disagreement; D-ULA with noise √(2α)ξ (ALGORITHMS.md §6) would give the average ≈ 1/b of the posterior."""
+    _, _, P, m = problem
+    post = exact.gaussian_posterior(P, m, P0, M0)
+    top = topo.make_topology("ring", B)
+    W, L = topo.metropolis_weights(top), top.laplacian()
+    Lmax = max(np.linalg.eigvalsh(Pi).max() for Pi in P)
+    for scale in (0.1, 0.02):
+        eta = scale / Lmax
+        for law in (dsgld_law(P, m, eta, W), dsghmc_law(P, m, eta, 1.0, W), dula_law(P, m, eta / B, 0.2, L)):
+            r = _ratio(law[1], post[1])
+            assert np.all(np.abs(r - 1) < 5 * scale), (scale, r)
+            np.testing.assert_allclose(law[0], post[0], atol=0.05 * np.sqrt(np.diag(post[1])).min())
+    eta = 0.02 / Lmax
+    assert _ratio(dula_law(P, m, eta / B, 0.2, L, agents=True)[1], post[1]).max() > 1.05     # agent: too wide
+    assert _ratio(dsgld_law(P, m, eta, W)[1], post[1]).max() < 1.02
+    wrong = dula_law(P, m, eta / B, 0.2, L, noise_var=2 * eta / B)                               # 2α instead of 2αb
+    np.testing.assert_allclose(_ratio(wrong[1], post[1]), 1 / B, rtol=0.03)
 
 
 def test_dula_schedule():

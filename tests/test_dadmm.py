@@ -8,7 +8,18 @@ and the dual step uses the new x's: p' = p + ρ(L ⊗ I)x' (L the graph Laplacia
 Hinv = blkdiag(H_i⁻¹), K = ρ((D + Adj) ⊗ I), E = −√2 Hinv (D ⊗ I), L̃ = ρ(L ⊗ I):
     x' = Hinv K x − Hinv p + Hinv a + E w
     p' = L̃ Hinv K x + (I − L̃ Hinv) p + L̃ Hinv a + L̃ E w,
-i.e. s' = F s + c + T E w with T = [I; L̃], Ω = T E Eᵀ Tᵀ. Σ_i p_i is conserved (1ᵀL = 0), so F has the
+i.e. s' = F s + c + T E w with T = [I; L̃], Ω = T E Eᵀ Tᵀ. Above, the noise is the paper's s_i = (√2/(2ρ))w_i;
+in general x_i' = H_i⁻¹(… − 2ρ n_i s_i) with s_i ~ N(0, C_i), so E = −Hinv·blkdiag(2ρ n_i C_i^{1/2}):
+C_i = I/(2ρ²) ("paper"), 2γ_i I ("langevin"), 2γ_i I + γ_i² A_i ("curvature"), γ_i = 1/(2ρ n_i).
+Why "curvature" is right for the average: summing the optimality conditions over i, Σ_i p_i = 0 and
+Σ_i Σ_{j∈N_i} x_j = Σ_j n_j x_j, so Σ_i [A_i x_i' − a_i + 2ρ n_i (x_i' − x_i) + 2ρ n_i s_i] = 0. With equal A_i = A
+and equal degrees n (identical shards, regular graph) this is closed in x̄: x̄' = (I + hΣA)⁻¹(x̄ + h a − (1/b)Σ_i s_i),
+h = 1/(2ρ n b), the implicit-Euler (proximal) Langevin step for the posterior. Its stationary covariance S solves
+S = (I + hΛ)⁻¹(S + C̄)(I + hΛ)⁻¹, Λ = bA, C̄ = Cov((1/b)Σ s_i); S = Λ⁻¹ iff C̄ = 2h I + h²Λ, i.e.
+C_i = b(2h I + h² b A) = 2γ I + γ² A: the "curvature" scale, exact in this case. "langevin" (C̄ = 2h I) gives
+S = Λ⁻¹(I + hΛ/2)⁻¹ → Λ⁻¹ as ρ → ∞; the paper's scale gives C̄ = I/(2ρ²b), i.e. n/(2ρ) times "langevin":
+the covariance shrinks like 1/ρ and grows with the degree. Heterogeneous A_i couple x̄ to the disagreement, which
+leaves a small bias (checked below). Σ_i p_i is conserved (1ᵀL = 0), so F has the
 eigenvalue 1 on that direction and no stationary law in the full state; p starts at 0 and stays in
 {Σ_i p_i = 0} = range(Q ⊗ I) (Q an orthonormal basis of 1^⊥), so the law is computed in the reduced state
 (x, q), p = (Q ⊗ I)q, where the spectral radius is < 1 for the settings used here. Draws: x̄ = (1/b)Σ_i x_i.
@@ -42,18 +53,29 @@ def problem():
     return gaussian_problem(SIZES, seed=11)
 
 
-def dadmms_law(P, m, rho, top, full_state=False):
+def noise_cov(noise, rho, n_i, A_i):
+    """Covariance C_i of the primal step's noise s_i (raysampler.algorithms.dadmm)."""
+    gamma = 1.0 / (2 * rho * n_i)
+    eye = np.eye(A_i.shape[0])
+    return {"paper": eye / (2 * rho**2), "langevin": 2 * gamma * eye,
+            "curvature": 2 * gamma * eye + gamma**2 * A_i}[noise]
+
+
+def dadmms_law(P, m, rho, top, full_state=False, noise="paper", agents=False):
     """Exact stationary law of x̄ for D-ADMMS on quadratic V_i (see the module docstring).
 
-    full_state=True skips the reduction to Σ_i p_i = 0 (for the test that it is needed)."""
+    full_state=True skips the reduction to Σ_i p_i = 0 (for the test that it is needed). agents=True returns the
+    law of the stacked x = (x_1, …, x_b) instead of x̄."""
     b, d = len(P), P[0].shape[0]
     eye = np.eye(d)
     deg = top.degrees.astype(float)
     adj = np.diag(deg) - top.laplacian()
-    Hinv = scipy.linalg.block_diag(*[np.linalg.inv(P[i] + P0 / b + 2 * rho * deg[i] * eye) for i in range(b)])
+    A = [P[i] + P0 / b for i in range(b)]
+    Hinv = scipy.linalg.block_diag(*[np.linalg.inv(A[i] + 2 * rho * deg[i] * eye) for i in range(b)])
     a = np.concatenate([P[i] @ m[i] + P0 @ M0 / b for i in range(b)])
     K = rho * np.kron(np.diag(deg) + adj, eye)
-    E = -math.sqrt(2.0) * Hinv @ np.kron(np.diag(deg), eye)
+    E = -Hinv @ scipy.linalg.block_diag(*[2 * rho * deg[i] * np.linalg.cholesky(noise_cov(noise, rho, deg[i], A[i]))
+                                          for i in range(b)])
     Lt = rho * np.kron(top.laplacian(), eye)
     n = b * d
     F = np.block([[Hinv @ K, -Hinv], [Lt @ Hinv @ K, np.eye(n) - Lt @ Hinv]])
@@ -64,6 +86,8 @@ def dadmms_law(P, m, rho, top, full_state=False):
     if full_state:
         R = np.eye(2 * n)
     mean, cov = exact.stationary_law(R.T @ F @ R, R.T @ c, R.T @ Om @ R)
+    if agents:
+        return mean[:n], cov[:n, :n]
     M = np.tile(eye, b) / b
     return M @ mean[:n], M @ cov[:n, :n] @ M.T
 
@@ -76,19 +100,63 @@ def _run(problem, algorithm, seed=0, chains=CHAINS, num_rounds=ROUNDS, burn_in=B
 
 # --- exact laws ---------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("spec,rho,other", [("ring", 1.0, 2.0), ("complete", 2.0, 1.0)])
-def test_dadmms_matches_exact_law(problem, spec, rho, other):
+@pytest.mark.parametrize("spec,rho,noise,other", [("ring", 1.0, "curvature", "langevin"),
+                                                  ("complete", 2.0, "paper", "curvature"),
+                                                  ("ring", 2.0, "langevin", "curvature")])
+def test_dadmms_matches_exact_law(problem, spec, rho, noise, other):
     _, _, P, m, _ = problem
     top = topo.make_topology(spec, B)
-    law = dadmms_law(P, m, rho, top)
-    res = _run(problem, "dadmms", rho=rho, topology=spec)
+    law = dadmms_law(P, m, rho, top, noise=noise)
+    params = {} if noise == "curvature" else {"noise": noise}          # the default is "curvature"
+    res = _run(problem, "dadmms", rho=rho, topology=spec, **params)
     assert_moments(res.draws, *law)
-    # sensitivity: the law at another ρ is farther than the tolerance and the check rejects it
-    alt = dadmms_law(P, m, other, top)
+    # sensitivity: the law with another noise scale is farther than the tolerance and the check rejects it
+    alt = dadmms_law(P, m, rho, top, noise=other)
     tol = tolerance_scale(res.draws, law[1])
     assert np.max(np.abs(np.sqrt(np.diag(law[1])) - np.sqrt(np.diag(alt[1])))) > 1.5 * tol
     with pytest.raises(AssertionError):
         assert_moments(res.draws, *alt)
+
+
+def _var_ratio(law, post):
+    """Eigenvalues of post^{-1/2} cov post^{-1/2}: the agent average's covariance relative to the posterior's."""
+    Li = np.linalg.inv(np.linalg.cholesky(post))
+    return np.linalg.eigvalsh(Li @ law[1] @ Li.T)
+
+
+def test_noise_scales_exact_laws_versus_rho(problem):
+    """No sampling. The default ("curvature") agent average's covariance is the posterior's within 3% for ρ ≥ 1 and
+    converges to it; "langevin" converges to it from below; the paper's scale shrinks like 1/ρ."""
+    _, _, P, m, _ = problem
+    post = exact.gaussian_posterior(P, m, P0, M0)
+    rhos = (1.0, 5.0, 20.0, 100.0)
+    for spec in ("complete", "ring"):
+        top = topo.make_topology(spec, B)
+        r = {nz: np.array([_var_ratio(dadmms_law(P, m, rho, top, noise=nz), post[1]) for rho in rhos])
+             for nz in ("curvature", "langevin", "paper")}
+        dev = np.abs(r["curvature"] - 1).max(axis=1)
+        assert dev[0] < 0.04 and dev[-1] < 1e-3 and np.all(np.diff(dev) < 0)
+        assert np.all(np.diff(r["langevin"].min(axis=1)) > 0) and r["langevin"].min(axis=1)[0] < 0.9
+        assert np.all(r["langevin"] < 1) and np.abs(r["langevin"][-1] - 1).max() < 0.01
+        assert r["paper"].max(axis=1)[-1] < 0.02 and np.all(np.diff(r["paper"].max(axis=1)) < 0)
+        for rho in rhos:                 # the mean is the posterior mean for every scale (ADMM's fixed point)
+            np.testing.assert_allclose(dadmms_law(P, m, rho, top, noise="curvature")[0], post[0], atol=1e-10)
+
+
+@pytest.mark.parametrize("spec", ["complete", "ring"])
+def test_curvature_noise_exact_for_identical_shards(spec):
+    """Identical local precisions on a regular graph: the average's stationary law is the posterior, exactly."""
+    _, _, P, m, _ = gaussian_problem((4, 4, 4, 4), seed=3, centres=[(0.5, 1.0), (-1.0, 0.0), (0.0, 2.0), (1.0, 1.0)])
+    post = exact.gaussian_posterior(P, m, P0, M0)
+    top = topo.make_topology(spec, 4)
+    for rho in (0.3, 1.0, 5.0):
+        mean, cov = dadmms_law(P, m, rho, top, noise="curvature")
+        np.testing.assert_allclose(mean, post[0], atol=1e-10)
+        np.testing.assert_allclose(cov, post[1], rtol=1e-9, atol=1e-12)
+    # the paper's scale is off by the factor n/(2ρ) at large ρ (here n = degree)
+    rho = 50.0
+    ratio = _var_ratio(dadmms_law(P, m, rho, top, noise="paper"), post[1])
+    np.testing.assert_allclose(ratio, top.degrees[0] / (2 * rho), rtol=0.05)
 
 
 def test_dadmms_full_state_has_no_stationary_law(problem):
@@ -200,8 +268,24 @@ def test_worker_rejects_non_neighbour_values(problem):
 def test_registry_and_defaults():
     a, o = get_algorithm("dadmms"), get_algorithm("admm")
     assert isinstance(a, DADMMS) and isinstance(o, ADMM)
-    assert (a.rho, a.topology, a.init, a.newton_steps) == (5.0, "complete", "map", 5)
+    assert (a.rho, a.noise, a.topology, a.init, a.newton_steps) == (5.0, "curvature", "complete", "map", 5)
     assert a.noisy and not o.noisy
+
+
+@pytest.mark.parametrize("bad", ["exact", 1.0, None])
+def test_bad_noise_names_noise(bad):
+    with pytest.raises(ValueError, match="noise"):
+        get_algorithm("dadmms", noise=bad)
+
+
+def test_curvature_noise_falls_back_to_langevin_in_high_dimension(problem, monkeypatch):
+    from raysampler.algorithms import dadmm
+    monkeypatch.setattr(dadmm, "DENSE_MAX", 1)
+    res = _run(problem, "dadmms", chains=2, num_rounds=3, burn_in=0)
+    assert res.info["setup"]["plan"]["noise"] == "langevin"
+    monkeypatch.setattr(dadmm, "DENSE_MAX", 200)
+    res = _run(problem, "dadmms", chains=2, num_rounds=3, burn_in=0)
+    assert res.info["setup"]["plan"]["noise"] == "curvature"
 
 
 @pytest.mark.parametrize("name", ["dadmms", "admm"])

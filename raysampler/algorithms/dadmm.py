@@ -4,9 +4,28 @@ Agent i is worker i; it holds its primal x_i (K, d) and dual p_i (K, d) (p_i sta
 V_i = U_i + U_prior/b (the prior split evenly, as in `decentralized`). With neighbours N_i, n_i = |N_i|:
 
   w_i ~ N(0, I)  (one per agent and round, shared by all its neighbour terms; w = 0 for ADMM)
-  x_i ← argmin_x V_i(x) + p_iᵀx + ρ Σ_{j∈N_i} ‖x − (x_i + x_j)/2 + (√2/(2ρ)) w_i‖²
-      = prox_{V_i/(2ρ n_i)}( mean_{j∈N_i}(x_i + x_j)/2 − (√2/(2ρ)) w_i − p_i/(2ρ n_i) )
+  x_i ← argmin_x V_i(x) + p_iᵀx + ρ Σ_{j∈N_i} ‖x − (x_i + x_j)/2 + s_i‖²,   s_i = C_i^{1/2} w_i
+      = prox_{γ_i V_i}( mean_{j∈N_i}(x_i + x_j)/2 − s_i − γ_i p_i ),   γ_i = 1/(2ρ n_i)
   exchange x with the neighbours;  p_i ← p_i + ρ Σ_{j∈N_i}(x_i − x_j)   (the *new* x's)
+
+Noise covariance C_i (parameter `noise`):
+  "paper"      C_i = (1/(2ρ²)) I, i.e. s_i = (√2/(2ρ)) w_i: seed 003's Algorithm 1 / eq. 6, ALGORITHMS.md §4.
+  "langevin"   C_i = 2γ_i I = I/(ρ n_i): the proximal Langevin step x' = prox_{γV}(x + √(2γ) w) (Salim et al. 2019).
+  "curvature"  C_i = 2γ_i I + γ_i² ∇²V_i(x_i) (Hessian at the agent's current x_i; default).
+Why (derivation in tests/test_dadmm.py): summing the agents' optimality conditions, the dual terms cancel
+(Σ_i p_i = 0) and the neighbour terms telescope, so with N = Σ_i n_i and h = 1/(2ρN)
+    Σ_i [∇V_i(x_i') + 2ρ n_i (x_i' − x_i) + 2ρ n_i s_i] = 0,
+which near consensus (x_i ≈ x̄) is the implicit-Euler (proximal) Langevin step for U = Σ V_i with step h and
+noise −(1/N)Σ_i n_i s_i. That needs noise covariance 2h (consistent Langevin: "langevin", since
+Σ_i n_i² · 2γ_i / N² = 2h) or, to make the implicit-Euler step *exact* for a Gaussian (stationary covariance
+A⁻¹ solves S = (I+hA)⁻¹(S + C)(I+hA)⁻¹ iff C = 2h I + h²A), 2h I + h² Σ_i ∇²V_i, which is what
+"curvature" supplies agent by agent (Σ_i n_i²(2γ_i I + γ_i² A_i)/N² = 2h I + h² Σ_i A_i). The paper's scale
+gives the average a covariance ≈ (n_i/(2ρ)) × that of "langevin": it shrinks like 1/ρ and grows with the degree.
+Exact stationary laws (Gaussian, tests/test_dadmm.py): "curvature" makes the agent average's covariance equal
+to the posterior's for identical shards on a regular graph, and within ≈0.2–3% otherwise (ρ ≥ 1); "langevin"
+is under-dispersed by the implicit-Euler factor (≈ (1 + h λ/2)⁻¹) plus a network term, → 1 as ρ → ∞.
+For d > DENSE_MAX "curvature" falls back to "langevin" (the Hessian square root would need d² work per chain);
+the run's info records the noise used.
 
 The sum runs over the neighbours themselves (the authors' code loops over indices 0..n_i−1: a bug, not copied).
 
@@ -105,6 +124,30 @@ def prox(model: Model, X: np.ndarray, y: np.ndarray, prior: GaussianPrior, b: in
     return x
 
 
+NOISES = ("curvature", "langevin", "paper")
+
+
+def _check_noise(value: Any) -> None:
+    if not isinstance(value, str) or value not in NOISES:
+        raise ValueError(f"noise must be one of {NOISES}, got {value!r}")
+
+
+def noise_sample(kind: str, w: np.ndarray, gamma: float, rho: float, model: Model, X: np.ndarray, y: np.ndarray,
+                 prior: GaussianPrior, b: int, x: np.ndarray) -> np.ndarray:
+    """The primal step's noise s_i = C_i^{1/2} w for K rows of w ~ N(0, I) (see the module docstring)."""
+    if kind == "paper":
+        return (math.sqrt(2.0) / (2.0 * rho)) * w
+    if kind == "langevin":
+        return math.sqrt(2.0 * gamma) * w
+    # "curvature": C = 2γ I + γ² ∇²V_i(x), ∇²V_i = ∇²U_i + diag(prior precision)/b, PSD part (eigenvalues ≥ 0)
+    K, d = x.shape
+    H = model.hvp(X, y, np.repeat(x, d, axis=0), np.tile(np.eye(d), (K, 1))).reshape(K, d, d)
+    H = 0.5 * (H + H.transpose(0, 2, 1)) + np.diag(np.asarray(prior.precision, dtype=float) / b)
+    lam, Q = np.linalg.eigh(H)
+    scale = np.sqrt(2.0 * gamma + gamma**2 * np.clip(lam, 0.0, None))            # (K, d)
+    return np.einsum("kij,kj->ki", Q, scale * np.einsum("kji,kj->ki", Q, w))
+
+
 class ADMMState(NamedTuple):
     x: np.ndarray           # x_i^t (K, d)
     p: np.ndarray           # p_i^{t−1} (K, d): the dual before this round's (lagged) update
@@ -117,7 +160,15 @@ class _ADMMBase(_Decentralized):
     noisy = True           # class attribute (ADMM overrides it), not a parameter
 
     def _consts(self, top: topo.Topology, b: int) -> dict:
-        return {"rho": float(self.rho)}
+        return {"rho": float(self.rho), "noise": getattr(self, "noise", "paper") if self.noisy else None}
+
+    def prepare(self, model: Model, pool, *, chains: int, seed: int, noise: ChainNoise):
+        plan = super().prepare(model, pool, chains=chains, seed=seed, noise=noise)
+        consts = plan.worker_payloads[0].consts if plan.worker_payloads else {}
+        if consts.get("noise") == "curvature" and model.dim > DENSE_MAX:
+            consts["noise"] = "langevin"          # one dict shared by every payload (see _Decentralized.prepare)
+            plan.info["noise"] = "langevin"
+        return plan
 
     def worker_init(self, payload: AgentPayload, model: Model, X: np.ndarray, y: np.ndarray) -> tuple:
         x = np.array(payload.x0, dtype=float)
@@ -130,6 +181,7 @@ class _ADMMBase(_Decentralized):
             raise RuntimeError(f"shards[{p.index}]: received values from {message.neighbours}, "
                                f"expected its neighbours {p.neighbours}")
         rho, n_i = self.rho, len(p.neighbours)
+        noise_kind = p.consts.get("noise", "paper")
         x, dual = s.x, s.p
         nb_sum = sum(message.values) if n_i else None            # Σ_{j∈N_i} x_j^t
         if s.started and n_i:                                    # p^t = p^{t−1} + ρ Σ_j (x_i^t − x_j^t)
@@ -140,7 +192,7 @@ class _ADMMBase(_Decentralized):
             gamma = 1.0 / (2.0 * rho * n_i)
             v = 0.5 * (x + nb_sum / n_i) - dual * gamma
             if self.noisy:
-                v = v - (math.sqrt(2.0) / (2.0 * rho)) * noise.normal(1)[0]
+                v = v - noise_sample(noise_kind, noise.normal(1)[0], gamma, rho, model, X, y, p.prior, p.b, x)
             x_new = prox(model, X, y, p.prior, p.b, v, gamma, x0=x, newton_steps=self.newton_steps)
         return (p, ADMMState(x_new, dual, True)), AgentReply(x_new)
 
@@ -149,12 +201,14 @@ class _ADMMBase(_Decentralized):
 class DADMMS(_ADMMBase):
     """D-ADMMS (seed 003, Algorithm 1): noisy proximal primal step, dual ascent on the graph disagreement.
 
-    Parameters: rho ρ > 0 (paper: 5; default 5.0), topology ("complete" default, "ring", "star", "edgeless" or
+    Parameters: rho ρ > 0 (paper: 5; default 5.0), noise ("curvature" default, "langevin", or "paper" for seed
+    003's scale √2/(2ρ); see the module docstring), topology ("complete" default, "ring", "star", "edgeless" or
     a list of edges), init ("map" default, "zeros", array), newton_steps (max Newton steps of the prox, default 5).
     Draws: x̄ = (1/b) Σ_i x_i. Edgeless: each x_i = argmin V_i, deterministic (see the module docstring).
     """
 
     rho: float = 5.0
+    noise: str = "curvature"
     topology: Any = "complete"
     init: Any = "map"
     newton_steps: int = 5
@@ -162,6 +216,7 @@ class DADMMS(_ADMMBase):
 
     def __post_init__(self) -> None:
         _check_positive("rho", self.rho, allow_none=False)
+        _check_noise(self.noise)
         _check_topology(self.topology)
         _check_init(self.init)
         _check_newton_steps(self.newton_steps)

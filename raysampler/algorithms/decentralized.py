@@ -7,8 +7,18 @@ Draws: the agent average x̄ = (1/b) Σ_i x_i (K, d) after each round.
 
   D-SGLD  (eq. 22): x_i ← Σ_j W_ij x_j − η∇Ũ_i(x_i) + √(2η)ξ_i.
   D-SGHMC (eq. 23–24): v_i ← v_i − η(γv_i + ∇Ũ_i(x_i)) + √(2γη)ξ_i;  x_i ← Σ_j W_ij x_j + ηv_i (new v_i).
-  D-ULA   (eq. 25, Parayil et al.): x_i ← x_i − β_k Σ_{j∈N_i}(x_i − x_j) − α_k·b·∇Ũ_i(x_i) + √(2α_k)ξ_i,
+  D-ULA   (eq. 25, Parayil et al.): x_i ← x_i − β_k Σ_{j∈N_i}(x_i − x_j) − α_k·b·∇Ũ_i(x_i) + √(2α_k b)ξ_i,
           α_k = α0/(b1 + k)^{δ2}, β_k = β0/(b2 + k)^{δ1} (k = round index, burn-in included).
+          The noise has variance 2α_k·b per agent: seed 003's eq. 25 draws w ~ N(0, N·I), and so does the
+          authors' code. (ALGORITHMS.md §6 writes √(2α_k)ξ: then the average x̄ moves with drift α_k∇U but noise
+          variance 2α_k/b and samples π^b, i.e. 1/b of the posterior covariance — checked with the exact law.)
+Why the agent average is the output: summing over agents (the Laplacian / W terms cancel), x̄ follows
+  D-SGLD:  x̄' = x̄ − (η/b)Σ_i∇Ũ_i(x_i) + N(0, 2η/b) = Langevin on U with step η/b;
+  D-SGHMC: underdamped Langevin on U with mass b (v̄' = v̄ − η(γv̄ + ∇U/b) + N(0, 2γη/b));
+  D-ULA:   x̄' = x̄ − α_k Σ_i∇Ũ_i(x_i) + N(0, 2α_k) = Langevin on U with step α_k,
+up to the disagreement x_i − x̄. The single agent's iterate carries that disagreement as extra variance
+(exact laws at ηL = 0.02 on 5–20 agents: D-SGLD 1.1–2.5×, D-ULA 1.06–2×, D-SGHMC ≤ 1.01× the posterior
+variance), so it is not the sample; the average is (ULA-level bias only).
 W is the Metropolis matrix of the graph. Gradients are full local gradients by default; with `batch_size` = B,
 agent i uses the unbiased estimate (n_i/B) Σ_{r∈batch} ∇ℓ_r (B rows drawn uniformly with replacement, per chain,
 from the worker's own uniform stream, so draws stay identical across executors); shards with n_i ≤ B use
@@ -215,11 +225,14 @@ class DSGHMC(_Decentralized):
 @dataclass(frozen=True)
 class DULA(_Decentralized):
     """D-ULA (Parayil et al.; seed 003, eq. 25):
-    x_i ← x_i − β_k Σ_{j∈N_i}(x_i − x_j) − α_k·b·∇Ũ_i(x_i) + √(2α_k)ξ_i,
+    x_i ← x_i − β_k Σ_{j∈N_i}(x_i − x_j) − α_k·b·∇Ũ_i(x_i) + √(2α_k b)ξ_i   (noise N(0, b·I) as in eq. 25),
     α_k = α0/(b1 + k)^{δ2}, β_k = β0/(b2 + k)^{δ1}, k the round index (burn-in included).
 
-    Parameters (paper defaults): alpha0 8.2e-4, beta0 0.48, b1 = b2 = 230, delta1 0.55, delta2 0.05;
-    delta1 = delta2 = 0 gives the constant steps α_k = α0, β_k = β0.
+    Parameters (seed 003 sec. 6.2, complete graph, and the authors' code): alpha0 8.2e-4, beta0 0.48,
+    b1 = b2 = 230, delta1 0.55, delta2 0.05 (seed 003 uses δ1 = 0.05 on ring / edgeless graphs and notes that
+    its values violate the conditions of Parayil et al.; with δ1 > δ2 the ratio β_k/α_k → 0, so the agents'
+    disagreement, of variance ≈ α_k b/(β_k λ₂(L)), grows slowly over very long runs — the average is what is
+    returned). delta1 = delta2 = 0 gives the constant steps α_k = α0, β_k = β0.
     Requires β_0·max degree < 1 (β_k only decreases). topology ("complete" default), init, batch_size.
     Draws: x̄ = (1/b)Σ_i x_i.
     """
@@ -263,4 +276,4 @@ class DULA(_Decentralized):
     def _update(self, p, s, msg, grad, xi):
         a, bk = self.alpha(msg.t), self.beta(msg.t)
         lap = len(msg.values) * s.x - sum(msg.values) if msg.values else 0.0     # Σ_{j∈N_i}(x_i − x_j)
-        return s._replace(x=s.x - bk * lap - a * p.b * grad + math.sqrt(2.0 * a) * xi)
+        return s._replace(x=s.x - bk * lap - a * p.b * grad + math.sqrt(2.0 * a * p.b) * xi)
