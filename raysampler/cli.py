@@ -179,7 +179,7 @@ def cmd_upload(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from . import demo
 
-    demo.main([])
+    demo.main(["--format", args.format])
     return 0
 
 

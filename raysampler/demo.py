@@ -2,11 +2,12 @@
 directory), submit a DG-LMC run on breast_cancer (4 shards) through the SDK, print a few draws as they stream in,
 follow the progress bar, then print the posterior summary and the run's statistics.
 
-    python -m raysampler.demo [--chains 32] [--rounds 5000] [--burn-in 1000] [--keep DIR]
+    python -m raysampler.demo [--chains 32] [--rounds 5000] [--burn-in 1000] [--keep DIR] [--format json]
 """
 from __future__ import annotations
 
 import argparse
+import json
 import secrets
 import tempfile
 import time
@@ -24,15 +25,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--burn-in", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--keep", default=None, help="data directory to keep (default: a temporary one)")
+    ap.add_argument("--format", choices=["table", "json"], default="table",
+                    help="json: no progress output, one JSON object (run, summary, rates) at the end")
     args = ap.parse_args(argv)
+    quiet = args.format == "json"
+    say = (lambda *a, **k: None) if quiet else print
 
     key = secrets.token_urlsafe(24)
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = args.keep or f"{tmp}/data"
-        print(f"starting the service (local Ray, data in {data_dir}) ...", flush=True)
+        say(f"starting the service (local Ray, data in {data_dir}) ...", flush=True)
         t0 = time.perf_counter()
         with LocalService(data_dir, keys={"demo": key}, log=f"{tmp}/server.log") as svc:
-            print(f"service up at {svc.url} in {time.perf_counter() - t0:.1f} s; API docs {svc.url}/docs; "
+            say(f"service up at {svc.url} in {time.perf_counter() - t0:.1f} s; API docs {svc.url}/docs; "
                   f"API key (tenant 'demo'): {key}")
             with Client(svc.url, key) as client:
                 spec = {"model": {"family": "logistic_regression", "prior_scale": 1.0},
@@ -40,25 +45,30 @@ def main(argv: list[str] | None = None) -> None:
                         "algorithm": {"name": "dglmc", "params": {}}, "chains": args.chains,
                         "num_rounds": args.rounds, "burn_in": args.burn_in, "seed": args.seed}
                 run = client.submit(spec)
-                print(f"submitted {run.id}: DG-LMC on builtin:breast_cancer, 4 shards, {args.chains} chains, "
+                say(f"submitted {run.id}: DG-LMC on builtin:breast_cancer, 4 shards, {args.chains} chains, "
                       f"{args.burn_in} burn-in + {args.rounds} rounds")
                 shown = 0
                 for batch in run.stream_draws(follow=True):  # the first draws, as soon as they are stored
                     for k in range(min(3 - shown, len(batch))):
-                        print(f"  streamed draw {batch.index[k]} chain {batch.chain[k]}: "
+                        say(f"  streamed draw {batch.index[k]} chain {batch.chain[k]}: "
                               + " ".join(f"{v:+.3f}" for v in batch.values[k, :6]) + " ...")
                         shown += 1
                     if shown >= 3:
                         break
-                info = run.wait(progress=True)
-                print(f"run {run.id}: {info['status']}" + (f" ({info['error']})" if info["error"] else ""))
+                info = run.wait(progress=not quiet)
+                say(f"run {run.id}: {info['status']}" + (f" ({info['error']})" if info["error"] else ""))
                 if info["status"] != "SUCCEEDED":
                     raise SystemExit(1)
                 table = run.summary()
-                print(table.round(3).to_string(max_rows=40))
                 draws = run.draws()
                 timings, workers = info["timings"], info["workers"]
                 ess = float(table["ess_bulk"].min())
+                if quiet:
+                    print(json.dumps({"run": info, "draws_shape": list(draws.shape), "min_ess_bulk": ess,
+                                      "ess_per_s": ess / timings["sampling_s"],
+                                      "summary": json.loads(table.reset_index().to_json(orient="records"))}))
+                    return
+                print(table.round(3).to_string(max_rows=40))
                 print(f"\n{draws.shape[0]} chains x {draws.shape[1]} draws x {draws.shape[2]} params fetched; "
                       f"min bulk ESS {ess:.0f} in {timings['sampling_s']:.1f} s of sampling = "
                       f"{ess / timings['sampling_s']:.0f} ESS/s; setup {timings['setup_s']:.1f} s")

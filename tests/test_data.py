@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from raysampler import datasets
-from raysampler.shards import Shard, ShardSet, shard
+from raysampler.shards import Shard, ShardSet, read_data_file, shard
 
 
 # ------------------------------------------------------------------------------------ datasets
@@ -263,16 +263,22 @@ def test_path_errors_name_the_path(tmp_path: Path) -> None:
         Shard(path=str(bad)).load()
 
 
-def test_parquet_without_pyarrow_is_a_clear_error(tmp_path: Path) -> None:
-    try:
-        import pyarrow  # noqa: F401
-    except ImportError:
-        path = tmp_path / "part.parquet"
-        path.write_bytes(b"PAR1")
-        with pytest.raises(ImportError, match="pyarrow"):
-            Shard(path=str(path)).load()
-    else:
-        pytest.skip("pyarrow is installed")
+def test_parquet_shard_reads_named_columns(tmp_path: Path) -> None:
+    """pyarrow is a dependency (the service takes parquet uploads): parquet shards read like csv ones."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    X, y = _indexed_data(n=12)
+    path = tmp_path / "part.parquet"
+    pq.write_table(pa.table({"y": y.astype(float)} | {f"x{j}": X[:, j] for j in range(X.shape[1])}), path)
+    Xr, yr = Shard(path=str(path)).load()
+    np.testing.assert_array_equal(Xr, X)
+    np.testing.assert_array_equal(yr, y)
+    assert Shard(path=str(path)).n_rows == 12
+    with pytest.raises(ValueError, match="column named 'label'"):
+        read_data_file(str(path), y="label")
+    Xs, _ = read_data_file(str(path), x=["x1"])
+    np.testing.assert_array_equal(Xs, X[:, [1]])
 
 
 # ---------------------------------------------------------------------------------- validation
