@@ -139,18 +139,24 @@ def _parse_draw_lines(raw: list[str], header: dict | None) -> tuple[dict | None,
     return header, out
 
 
+def _connection(url: str | None, api_key: str | None, timeout: float) -> tuple[str, dict]:
+    """(base URL, httpx client options) from the arguments or $RAYSAMPLER_URL / $RAYSAMPLER_API_KEY."""
+    url = (url or os.environ.get("RAYSAMPLER_URL") or "http://127.0.0.1:8000").rstrip("/")
+    key = api_key or os.environ.get("RAYSAMPLER_API_KEY")
+    if not key:
+        raise ValueError("api_key is required (or set RAYSAMPLER_API_KEY)")
+    return url, {"base_url": url, "headers": {"Authorization": f"Bearer {key}"},
+                 "timeout": httpx.Timeout(timeout, read=None)}
+
+
 class Client:
     """Synchronous client; `url` and `api_key` default to $RAYSAMPLER_URL and $RAYSAMPLER_API_KEY."""
 
     def __init__(self, url: str | None = None, api_key: str | None = None, *, timeout: float = 30.0,
                  retries: int = 3, backoff_s: float = 0.5) -> None:
-        self.url = (url or os.environ.get("RAYSAMPLER_URL") or "http://127.0.0.1:8000").rstrip("/")
-        key = api_key or os.environ.get("RAYSAMPLER_API_KEY")
-        if not key:
-            raise ValueError("api_key is required (or set RAYSAMPLER_API_KEY)")
         self.retries, self.backoff_s = retries, backoff_s
-        self._http = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {key}"},
-                                  timeout=httpx.Timeout(timeout, read=None))
+        self.url, options = _connection(url, api_key, timeout)
+        self._http = httpx.Client(**options)
 
     def close(self) -> None:
         self._http.close()
@@ -353,13 +359,9 @@ class AsyncClient:
 
     def __init__(self, url: str | None = None, api_key: str | None = None, *, timeout: float = 30.0,
                  retries: int = 3, backoff_s: float = 0.5) -> None:
-        self.url = (url or os.environ.get("RAYSAMPLER_URL") or "http://127.0.0.1:8000").rstrip("/")
-        key = api_key or os.environ.get("RAYSAMPLER_API_KEY")
-        if not key:
-            raise ValueError("api_key is required (or set RAYSAMPLER_API_KEY)")
         self.retries, self.backoff_s = retries, backoff_s
-        self._http = httpx.AsyncClient(base_url=self.url, headers={"Authorization": f"Bearer {key}"},
-                                       timeout=httpx.Timeout(timeout, read=None))
+        self.url, options = _connection(url, api_key, timeout)
+        self._http = httpx.AsyncClient(**options)
 
     async def aclose(self) -> None:
         await self._http.aclose()
