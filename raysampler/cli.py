@@ -61,7 +61,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             print(f"API key for tenant 'default': {generated}  (saved in {settings.data_dir / KEYS_FILE})")
         print(f"raysampler {_version()} serving on {url} (docs at /docs; data in {settings.data_dir}; executor "
               f"{settings.executor})", flush=True)
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=args.log_level)
+    # open follow-streams would otherwise hold a graceful stop until their runs end
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=args.log_level,
+                timeout_graceful_shutdown=3)
     return 0
 
 
@@ -137,15 +139,16 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_draws(args: argparse.Namespace) -> int:
+    from .service.streaming import encode_values
+
     with _client(args) as c:
         run = c.run(args.id)
         for batch in run.stream_draws(start=args.start, follow=args.follow):
             for k in range(len(batch)):
                 vals = batch.values[k]
-                if args.format == "json":
-                    print(json.dumps({"offset": batch.offset + k, "chain": int(batch.chain[k]),
-                                      "index": int(batch.index[k]),
-                                      "values": [v if abs(v) != float("inf") and v == v else str(v) for v in vals.tolist()]}))
+                if args.format == "json":  # the service's own line format (NaN/±inf as strings)
+                    print(f'{{"offset":{batch.offset + k},"chain":{int(batch.chain[k])},'
+                          f'"index":{int(batch.index[k])},"values":{encode_values(vals)}}}')
                 else:
                     print(f"{int(batch.index[k]):>7} {int(batch.chain[k]):>4}  " + " ".join(f"{v:+.4f}" for v in vals))
             sys.stdout.flush()

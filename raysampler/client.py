@@ -12,6 +12,7 @@ Idempotency-Key so a retried submit returns the same run. Streams resume at thei
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import tempfile
@@ -73,6 +74,20 @@ def _spec_body(spec: dict | RunSpec, run_id: str | None) -> dict:
     if run_id is not None:
         body["run_id"] = run_id
     return body
+
+
+def _npz_upload(X: Any, y: Any, name: str | None) -> dict:
+    import io
+
+    buf = io.BytesIO()
+    np.savez(buf, X=np.asarray(X), y=np.asarray(y))
+    files = {"file": ((name or "data") + ".npz", buf.getvalue(), "application/octet-stream")}
+    return {"files": files, "data": {"name": name} if name else {}}
+
+
+def _upload_form(y_column: str, x_columns: list[str] | None, name: str | None) -> dict:
+    return {"y_column": y_column} | ({"x_columns": ",".join(x_columns)} if x_columns else {}) | \
+        ({"name": name} if name else {})
 
 
 def _batch(lines: list[dict]) -> DrawBatch:
@@ -139,6 +154,16 @@ def _parse_draw_lines(raw: list[str], header: dict | None) -> tuple[dict | None,
     return header, out
 
 
+def _idempotent(method: str, kw: dict) -> bool:
+    """Safe to send twice: reads, deletes, and POSTs carrying an Idempotency-Key (submits)."""
+    return method in ("GET", "HEAD", "DELETE") or "Idempotency-Key" in (kw.get("headers") or {})
+
+
+def _may_retry(exc: httpx.TransportError, method: str, kw: dict) -> bool:
+    """Retry if the request cannot have reached the service, or if sending it twice is harmless."""
+    return isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)) or _idempotent(method, kw)
+
+
 def _connection(url: str | None, api_key: str | None, timeout: float) -> tuple[str, dict]:
     """(base URL, httpx client options) from the arguments or $RAYSAMPLER_URL / $RAYSAMPLER_API_KEY."""
     url = (url or os.environ.get("RAYSAMPLER_URL") or "http://127.0.0.1:8000").rstrip("/")
@@ -169,12 +194,13 @@ class Client:
 
     def _request(self, method: str, path: str, **kw: Any) -> httpx.Response:
         for attempt in range(self.retries + 1):
+            last = attempt == self.retries
             try:
                 resp = self._http.request(method, path, **kw)
-                if resp.status_code not in RETRY_STATUS or attempt == self.retries:
+                if resp.status_code not in RETRY_STATUS or last or not _idempotent(method, kw):
                     return _check(resp)
-            except httpx.TransportError:
-                if attempt == self.retries:
+            except httpx.TransportError as exc:
+                if last or not _may_retry(exc, method, kw):
                     raise
             time.sleep(self.backoff_s * 2 ** attempt)
         raise AssertionError("unreachable")
@@ -204,21 +230,14 @@ class Client:
     # --- data sets ----------------------------------------------------------------------------------------------
     def upload_dataset(self, X: Any, y: Any, name: str | None = None) -> dict:
         """Upload arrays (as .npz) for runs to use as {"dataset_id": ...}; returns {id, n, d, ...}."""
-        import io
-
-        buf = io.BytesIO()
-        np.savez(buf, X=np.asarray(X), y=np.asarray(y))
-        files = {"file": ((name or "data") + ".npz", buf.getvalue(), "application/octet-stream")}
-        return self._request("POST", "/v1/datasets", files=files, data={"name": name} if name else {}).json()
+        return self._request("POST", "/v1/datasets", **_npz_upload(X, y, name)).json()
 
     def upload_file(self, path: str, *, y_column: str = "y", x_columns: list[str] | None = None,
                     name: str | None = None) -> dict:
         """Upload a .npz, .csv or .parquet file; y_column / x_columns name the target and feature columns."""
-        data = {"y_column": y_column} | ({"x_columns": ",".join(x_columns)} if x_columns else {}) | \
-            ({"name": name} if name else {})
         with open(path, "rb") as fh:
             return self._request("POST", "/v1/datasets", files={"file": (os.path.basename(path), fh)},
-                                 data=data).json()
+                                 data=_upload_form(y_column, x_columns, name)).json()
 
     def datasets(self) -> list[dict]:
         return self._request("GET", "/v1/datasets").json()["datasets"]
@@ -250,20 +269,25 @@ class RunHandle:
     def status(self) -> str:
         return self.info()["status"]
 
-    def events(self, after: int = 0, follow: bool = True) -> Iterator[dict]:
-        """The run's events ({"id", "event", "data"}); reconnects with Last-Event-ID if the connection drops."""
+    def events(self, after: int = 0, follow: bool = True, deadline: float | None = None) -> Iterator[dict]:
+        """The run's events ({"id", "event", "data"}); reconnects with Last-Event-ID if the connection drops.
+        With a `deadline` (time.monotonic()), raises TimeoutError once it passes, even while no event comes."""
         last, failures = after, 0
         while True:
             try:
                 with self.client._http.stream("GET", f"/v1/runs/{self.id}/events",
                                               params={"follow": str(follow).lower()},
-                                              headers={"Last-Event-ID": str(last)}) as resp:
+                                              headers={"Last-Event-ID": str(last)},
+                                              timeout=_stream_timeout(self.client._http, deadline)) as resp:
                     _check_stream(resp)
                     for ev in _sse_events(resp.iter_lines()):
                         last = int(ev.get("id", last))
                         failures = 0
                         yield ev
+                        _check_deadline(deadline, self.id)
                 return
+            except httpx.ReadTimeout:
+                _check_deadline(deadline, self.id)  # else: no event for a while; reconnect where we were
             except httpx.TransportError:
                 failures += 1
                 if failures > self.client.retries:
@@ -275,17 +299,15 @@ class RunHandle:
         from tqdm.auto import tqdm
 
         info = self.info()
-        t_end = None if timeout is None else time.monotonic() + timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
         with tqdm(total=info["progress"]["rounds_total"], disable=not progress, unit="round", desc=self.id) as bar:
-            for ev in self.events():
+            for ev in self.events(deadline=deadline):
                 data = ev["data"]
                 if ev.get("event") == "progress":
                     bar.update(data["rounds_done"] - bar.n)
                     bar.set_postfix(draws=data["draws_stored"], refresh=False)
                 elif ev.get("event") == "status" and data["status"] in TERMINAL:
                     break
-                if t_end is not None and time.monotonic() > t_end:
-                    raise TimeoutError(f"run {self.id} did not finish within {timeout} s")
         return self.info()
 
     def stream_draws(self, start: int = 0, follow: bool = True) -> Iterator[DrawBatch]:
@@ -348,6 +370,18 @@ def _open_netcdf(content: bytes, xr: Any):
         os.unlink(path)
 
 
+def _stream_timeout(http: httpx.Client | httpx.AsyncClient, deadline: float | None) -> httpx.Timeout:
+    """The client's timeouts, with reads bounded by the time left to `deadline` (at most 5 s per read)."""
+    if deadline is None:
+        return http.timeout
+    return httpx.Timeout(http.timeout.connect, read=max(0.05, min(5.0, deadline - time.monotonic())))
+
+
+def _check_deadline(deadline: float | None, run_id: str) -> None:
+    if deadline is not None and time.monotonic() > deadline:
+        raise TimeoutError(f"run {run_id} did not finish before the timeout")
+
+
 def _check_stream(resp: httpx.Response) -> None:
     if resp.status_code >= 400:
         resp.read()
@@ -355,7 +389,7 @@ def _check_stream(resp: httpx.Response) -> None:
 
 
 class AsyncClient:
-    """The asyncio twin of `Client` (same methods, awaited; streams are async iterators)."""
+    """The asyncio twin of `Client`: the same calls, awaited; streams are async iterators that resume too."""
 
     def __init__(self, url: str | None = None, api_key: str | None = None, *, timeout: float = 30.0,
                  retries: int = 3, backoff_s: float = 0.5) -> None:
@@ -373,15 +407,14 @@ class AsyncClient:
         await self.aclose()
 
     async def _request(self, method: str, path: str, **kw: Any) -> httpx.Response:
-        import asyncio
-
         for attempt in range(self.retries + 1):
+            last = attempt == self.retries
             try:
                 resp = await self._http.request(method, path, **kw)
-                if resp.status_code not in RETRY_STATUS or attempt == self.retries:
+                if resp.status_code not in RETRY_STATUS or last or not _idempotent(method, kw):
                     return _check(resp)
-            except httpx.TransportError:
-                if attempt == self.retries:
+            except httpx.TransportError as exc:
+                if last or not _may_retry(exc, method, kw):
                     raise
             await asyncio.sleep(self.backoff_s * 2 ** attempt)
         raise AssertionError("unreachable")
@@ -396,15 +429,46 @@ class AsyncClient:
     async def run(self, run_id: str) -> "AsyncRunHandle":
         return AsyncRunHandle(self, run_id, (await self._request("GET", f"/v1/runs/{run_id}")).json())
 
+    async def runs(self, status: str | None = None, page_size: int = 50) -> AsyncIterator[dict]:
+        cursor = None
+        while True:
+            params = {"limit": page_size} | ({"status": status} if status else {}) | ({"cursor": cursor} if cursor else {})
+            page = (await self._request("GET", "/v1/runs", params=params)).json()
+            for r in page["runs"]:
+                yield r
+            cursor = page["next_cursor"]
+            if cursor is None:
+                return
+
+    async def upload_dataset(self, X: Any, y: Any, name: str | None = None) -> dict:
+        return (await self._request("POST", "/v1/datasets", **_npz_upload(X, y, name))).json()
+
+    async def upload_file(self, path: str, *, y_column: str = "y", x_columns: list[str] | None = None,
+                          name: str | None = None) -> dict:
+        with open(path, "rb") as fh:
+            content = fh.read()
+        return (await self._request("POST", "/v1/datasets", files={"file": (os.path.basename(path), content)},
+                                    data=_upload_form(y_column, x_columns, name))).json()
+
+    async def datasets(self) -> list[dict]:
+        return (await self._request("GET", "/v1/datasets")).json()["datasets"]
+
+    async def delete_dataset(self, dataset_id: str) -> None:
+        await self._request("DELETE", f"/v1/datasets/{dataset_id}")
+
     async def health(self) -> dict:
         return (await self._request("GET", "/v1/health")).json()
 
+    async def version(self) -> dict:
+        return (await self._request("GET", "/v1/version")).json()
+
 
 class AsyncRunHandle:
-    """One run, async: info/status/wait/stream_draws/draws/summary/cancel."""
+    """One run, async: info, status, events, wait, stream_draws, draws, summary, to_arviz, cancel, delete."""
 
     def __init__(self, client: AsyncClient, run_id: str, info: dict | None = None) -> None:
         self.client, self.id, self._info = client, run_id, info
+        self.header: dict | None = None
 
     async def info(self) -> dict:
         self._info = (await self.client._request("GET", f"/v1/runs/{self.id}")).json()
@@ -414,42 +478,66 @@ class AsyncRunHandle:
         return (await self.info())["status"]
 
     async def events(self, after: int = 0, follow: bool = True) -> AsyncIterator[dict]:
-        async with self.client._http.stream("GET", f"/v1/runs/{self.id}/events", params={"follow": str(follow).lower()},
-                                            headers={"Last-Event-ID": str(after)}) as resp:
-            if resp.status_code >= 400:
-                await resp.aread()
-                _check(resp)
-            buf: list[str] = []
-            async for line in resp.aiter_lines():
-                buf.append(line)
-                if not line:
-                    for ev in _sse_events(iter(buf)):
-                        yield ev
-                    buf = []
+        """Events as they come; reconnects with Last-Event-ID if the connection drops."""
+        last, failures = after, 0
+        while True:
+            try:
+                async with self.client._http.stream("GET", f"/v1/runs/{self.id}/events",
+                                                    params={"follow": str(follow).lower()},
+                                                    headers={"Last-Event-ID": str(last)}) as resp:
+                    if resp.status_code >= 400:
+                        await resp.aread()
+                        _check(resp)
+                    buf: list[str] = []
+                    async for line in resp.aiter_lines():
+                        buf.append(line)
+                        if line:
+                            continue
+                        for ev in _sse_events(iter(buf)):
+                            last = int(ev.get("id", last))
+                            failures = 0
+                            yield ev
+                        buf = []
+                return
+            except httpx.TransportError:
+                failures += 1
+                if failures > self.client.retries:
+                    raise
+                await asyncio.sleep(self.client.backoff_s * 2 ** failures)
 
     async def wait(self, timeout: float | None = None) -> dict:
-        import asyncio
-
-        async def _until_done() -> None:
+        """Until the run ends (TimeoutError after `timeout` s); returns the final run object."""
+        async def until_done() -> None:
             async for ev in self.events():
                 if ev.get("event") == "status" and ev["data"]["status"] in TERMINAL:
                     return
 
-        await asyncio.wait_for(_until_done(), timeout)
+        await asyncio.wait_for(until_done(), timeout)
         return await self.info()
 
     async def stream_draws(self, start: int = 0, follow: bool = True) -> AsyncIterator[DrawBatch]:
-        self.header = None
-        async with self.client._http.stream("GET", f"/v1/runs/{self.id}/draws",
-                                            params={"start": start, "follow": str(follow).lower()}) as resp:
-            if resp.status_code >= 400:
-                await resp.aread()
-                _check(resp)
-            splitter = _Lines()
-            async for text in resp.aiter_text():
-                self.header, lines = _parse_draw_lines(splitter.feed(text), self.header)
-                if lines:
-                    yield _batch(lines)
+        """Draw batches from line offset `start`; resumes at its offset if the connection drops."""
+        offset, failures = start, 0
+        while True:
+            try:
+                async with self.client._http.stream("GET", f"/v1/runs/{self.id}/draws",
+                                                    params={"start": offset, "follow": str(follow).lower()}) as resp:
+                    if resp.status_code >= 400:
+                        await resp.aread()
+                        _check(resp)
+                    splitter = _Lines()
+                    async for text in resp.aiter_text():
+                        self.header, lines = _parse_draw_lines(splitter.feed(text), self.header)
+                        if lines:
+                            failures = 0
+                            offset = lines[-1]["offset"] + 1
+                            yield _batch(lines)
+                return
+            except httpx.TransportError:
+                failures += 1
+                if failures > self.client.retries:
+                    raise
+                await asyncio.sleep(self.client.backoff_s * 2 ** failures)
 
     async def draws(self, follow: bool = False) -> np.ndarray:
         batches = [b async for b in self.stream_draws(0, follow=follow)]
@@ -459,6 +547,15 @@ class AsyncRunHandle:
         return _summary_frame((await self.client._request("GET", f"/v1/runs/{self.id}/summary",
                                                           params={"ci_prob": ci_prob})).json())
 
+    async def to_arviz(self):
+        import xarray as xr
+
+        content = (await self.client._request("GET", f"/v1/runs/{self.id}/arviz")).content
+        return _open_netcdf(content, xr)
+
     async def cancel(self) -> dict:
         self._info = (await self.client._request("POST", f"/v1/runs/{self.id}/cancel")).json()
         return self._info
+
+    async def delete(self) -> None:
+        await self.client._request("DELETE", f"/v1/runs/{self.id}")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import os
 import tempfile
 from pathlib import Path
 from typing import Annotated
@@ -58,7 +59,7 @@ def submit(spec: RunSpec, response: Response, who: Tenant, svc: Svc,
 
 @router.get("", response_model=RunList)
 def list_runs(who: Tenant, svc: Svc, status: Status | None = None,
-              cursor: Annotated[str | None, Query(pattern=r"^\d+$", description="next_cursor of the previous page")]
+              cursor: Annotated[str | None, Query(pattern=r"^\d{1,18}$", description="next_cursor of the previous page")]
               = None, limit: Annotated[int, Query(ge=1, le=200)] = 50) -> RunList:
     """The tenant's runs, newest first, `limit` per page."""
     rows = svc.store.list_runs(who, status, int(cursor) if cursor else None, limit + 1)
@@ -76,7 +77,7 @@ def get_run(run_id: str, who: Tenant, svc: Svc) -> RunInfo:
             responses={200: {"content": {"application/x-ndjson": {}},
                              "description": "header line, then one line per stored draw (see raysampler.service.streaming)"}})
 def draws(run_id: str, who: Tenant, svc: Svc,
-          start: Annotated[int, Query(ge=0, description="offset of the first draw line (index·chains + chain)")] = 0,
+          start: Annotated[int, Query(ge=0, lt=10**18, description="offset of the first draw line (index·chains + chain)")] = 0,
           follow: bool = False) -> StreamingResponse:
     """Stored draws as NDJSON from offset `start`; `follow=true` keeps the stream open until the run ends."""
     _get(svc, who, run_id)
@@ -88,8 +89,8 @@ def draws(run_id: str, who: Tenant, svc: Svc,
 @router.get("/{run_id}/events", response_class=StreamingResponse,
             responses={200: {"content": {"text/event-stream": {}}}})
 def events(run_id: str, who: Tenant, svc: Svc,
-           last_event_id: Annotated[str | None, Header(pattern=r"^\d+$")] = None,
-           after: Annotated[int | None, Query(ge=0, description="like Last-Event-ID")] = None,
+           last_event_id: Annotated[str | None, Header(pattern=r"^\d{1,18}$")] = None,
+           after: Annotated[int | None, Query(ge=0, lt=10**18, description="like Last-Event-ID")] = None,
            follow: bool = True) -> StreamingResponse:
     """Progress, status changes and warnings as Server-Sent Events; resumable with Last-Event-ID."""
     _get(svc, who, run_id)
@@ -121,8 +122,14 @@ def arviz(run_id: str, who: Tenant, svc: Svc) -> FileResponse:
     rec = _get(svc, who, run_id)
     if rec["draws_stored"] < 1:
         raise HTTPException(409, f"run {run_id} has no stored draws yet")
-    tmp = Path(tempfile.mkstemp(suffix=".nc", dir=svc.settings.data_dir)[1])
-    stored_result(rec, svc.files).to_arviz().to_netcdf(tmp, engine="h5netcdf")
+    fd, name = tempfile.mkstemp(suffix=".nc", dir=svc.settings.data_dir)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        stored_result(rec, svc.files).to_arviz().to_netcdf(tmp, engine="h5netcdf")
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return FileResponse(tmp, media_type="application/x-netcdf", filename=f"{run_id}.nc",
                         background=BackgroundTask(tmp.unlink, missing_ok=True))
 

@@ -77,6 +77,35 @@ class Algorithm(ABC):
                          info: RoundInfo) -> tuple[Any, np.ndarray]:
         """Global step closing round `info.t`: (new state, the round's draws θ, shape (K, d))."""
 
+    #: parameters that may be given per shard (a scalar or one value per shard)
+    per_shard_params: tuple[str, ...] = ("rho", "gamma", "n_local")
+
+    def check_shapes(self, num_shards: int, dim: int, chains: int) -> None:
+        """Raise ValueError naming the parameter if a per-shard parameter or `init` does not fit the run's
+        number of shards, dimension and chains (checked before any work starts)."""
+        for name in self.per_shard_params:
+            value = getattr(self, name, None)
+            if value is None or isinstance(value, str):
+                continue
+            arr = np.asarray(value)
+            if arr.ndim == 1 and arr.shape[0] != num_shards:
+                raise ValueError(f"{name} must be a scalar or have one value per shard ({num_shards}), "
+                                 f"got {arr.shape[0]} values")
+        init = getattr(self, "init", None)
+        if init is None:
+            return
+        if isinstance(init, str):
+            if init not in ("map", "zeros"):
+                raise ValueError(f"init must be 'map', 'zeros' or an array, got {init!r}")
+            return
+        try:
+            arr = np.asarray(init, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"init must be 'map', 'zeros' or an array, got {init!r}") from None
+        if arr.shape not in ((dim,), (chains, dim)) or not np.all(np.isfinite(arr)):
+            raise ValueError(f"init must have shape ({dim},) or ({chains}, {dim}) with finite values, "
+                             f"got shape {arr.shape}")
+
     def reply_stats(self, replies: list[Any]) -> dict[str, np.ndarray]:
         """Per-chain statistics of one round to keep with the draws (e.g. local acceptance rates)."""
         return {}

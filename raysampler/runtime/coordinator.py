@@ -95,6 +95,7 @@ class Coordinator:
         self.model = self.model.bind(data_spec(facts, self.model))
         self.pool.bind(self.model)
         d, cfg = self.model.dim, self.config
+        self.algorithm.check_shapes(self.pool.num_shards, d, cfg.chains)
         self.noise = ChainNoise(cfg.seed, cfg.chains, role=0, dim=d)
         plan = self.algorithm.prepare(self.model, self.pool, chains=cfg.chains, seed=cfg.seed, noise=self.noise)
         self.pool.init_states(plan.worker_payloads)

@@ -33,6 +33,10 @@ from .store import Conflict, RecordStore
 log = logging.getLogger("raysampler.service")
 
 
+MAX_BUILTIN_ROWS = 5_000_000  # generated data sets are built in the service process: bound their size
+MAX_BUILTIN_DIM = 10_000
+
+
 class SpecError(ValueError):
     """A run spec the engine rejects; `loc` names the field (as in pydantic's errors)."""
 
@@ -64,10 +68,16 @@ def load_data(spec: RunSpec, tenant: str, store: RecordStore) -> tuple[np.ndarra
         if name not in rs_datasets.available():
             raise SpecError(("data", "dataset"), f"unknown built-in data set {name!r}; valid: "
                             f"{', '.join('builtin:' + n for n in rs_datasets.available())}")
+        for key, cap in (("n", MAX_BUILTIN_ROWS), ("d", MAX_BUILTIN_DIM)):
+            value = spec.data.options.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value > cap:
+                raise SpecError(("data", "options", key), f"{key} must be at most {cap} for a built-in data set, "
+                                f"got {value}")
         try:
             return rs_datasets.load(name, **spec.data.options)
-        except (TypeError, ValueError) as exc:
-            raise SpecError(("data", "options"), str(exc)) from None
+        except (TypeError, ValueError, MemoryError) as exc:
+            raise SpecError(("data", "options"), f"{type(exc).__name__}: {exc}" if isinstance(exc, MemoryError)
+                            else str(exc)) from None
     rec = store.get_dataset(tenant, spec.data.dataset_id)
     if rec is None:
         raise SpecError(("data", "dataset_id"), f"no data set {spec.data.dataset_id!r} (upload it with POST "
@@ -81,12 +91,17 @@ def build(spec: RunSpec, tenant: str, store: RecordStore) -> Built:
     try:
         model = get_model(spec.model.family, **spec.model.params())
     except ValueError as exc:
-        field = "family" if "unknown model family" in str(exc) else "params"
-        raise SpecError(("model", field), str(exc)) from None
+        msg = str(exc)
+        if "unknown model family" in msg:
+            loc: tuple[str, ...] = ("model", "family")
+        else:
+            named = [k for k in spec.model.params() if k in msg.split(";")[0]]
+            loc = ("model", named[0]) if named else ("model",)
+        raise SpecError(loc, msg) from None
     except TypeError as exc:
         raise SpecError(("model",), str(exc)) from None
     try:
-        get_algorithm(spec.algorithm.name, **spec.algorithm.params)
+        algorithm = get_algorithm(spec.algorithm.name, **spec.algorithm.params)
     except (ValueError, TypeError) as exc:
         field = ("algorithm", "name") if spec.algorithm.name not in _algorithm_names() else ("algorithm", "params")
         raise SpecError(field, str(exc)) from None
@@ -103,6 +118,10 @@ def build(spec: RunSpec, tenant: str, store: RecordStore) -> Built:
         host.bind(bound)
     except (ValueError, TypeError) as exc:
         raise SpecError(("data",), f"the data do not fit model family {spec.model.family!r}: {exc}") from None
+    try:
+        algorithm.check_shapes(len(shards), int(bound.dim), spec.chains)
+    except ValueError as exc:
+        raise SpecError(("algorithm", "params"), str(exc)) from None
     return Built(model, shards, int(X.shape[0]), int(bound.dim))
 
 
@@ -145,7 +164,7 @@ class RunManager:
         for rec in self.store.runs_with_status(["RUNNING"]):
             msg = (f"the service stopped while this run was RUNNING; {rec['draws_stored']} draws per chain were "
                    f"stored and are kept")
-            self._finish(rec["tenant"], rec["id"], rec["key"], "FAILED", error=msg)
+            self._finish(rec["tenant"], rec["id"], "FAILED", error=msg)
         for rec in self.store.runs_with_status(["PENDING"]):
             self._enqueue(rec["tenant"], rec["id"])
         for k in range(self.settings.max_concurrent_runs):
@@ -192,6 +211,9 @@ class RunManager:
             existing = self.store.get_run(tenant, spec.run_id)
         if existing is None and key is not None:
             existing = self.store.get_run_by_idempotency_key(tenant, key)
+        if existing is not None and spec.run_id is not None and existing["id"] != spec.run_id:
+            raise StateConflict(f"Idempotency-Key {key!r} was already used for run {existing['id']}, not "
+                                f"{spec.run_id!r}")
         return None if existing is None else self._check_same(existing, h, key)
 
     @staticmethod
@@ -212,9 +234,8 @@ class RunManager:
         with self._lock:
             ev = self._cancel.get((tenant, run_id))
         if ev is not None:
-            ev.set()
-        if rec["status"] == "PENDING":  # the executor skips it when dequeued
-            self._finish(tenant, run_id, rec["key"], "CANCELLED")
+            ev.set()  # before the transition below: a run the executor has just started sees it
+        self._finish(tenant, run_id, "CANCELLED", only_from=("PENDING",))  # no-op once RUNNING
         return self.store.get_run(tenant, run_id)
 
     def delete(self, tenant: str, run_id: str) -> None:
@@ -245,28 +266,29 @@ class RunManager:
                 log.exception("run %s/%s crashed", tenant, run_id)
                 rec = self.store.get_run(tenant, run_id)
                 if rec is not None and rec["status"] not in TERMINAL:
-                    self._finish(tenant, run_id, rec["key"], "FAILED", error=f"internal error: {exc!r}")
+                    self._finish(tenant, run_id, "FAILED", error=f"internal error: {exc!r}")
             finally:
                 with self._lock:
                     self._cancel.pop((tenant, run_id), None)
 
     def _execute(self, tenant: str, run_id: str) -> None:
         rec = self.store.get_run(tenant, run_id)
-        if rec is None or rec["status"] != "PENDING":
+        if rec is None or rec["status"] != "PENDING" or rec["cancel_requested"]:
             return
         key = rec["key"]
         with self._lock:
             cancel = self._cancel.setdefault((tenant, run_id), threading.Event())
         spec = RunSpec.model_validate(rec["spec"])
-        self.store.update_run(tenant, run_id, status="RUNNING", started_at=time.time())
-        self.store.add_event(key, "status", {"status": "RUNNING"})
+        if not self.store.transition(tenant, run_id, ("PENDING",), event=("status", {"status": "RUNNING"}),
+                                     status="RUNNING", started_at=time.time()):
+            return  # cancelled (or deleted) in between
         try:
             built = build(spec, tenant, self.store)
             run = Run(built.model, built.shards, spec.algorithm.name, chains=spec.chains, num_rounds=spec.num_rounds,
                       burn_in=spec.burn_in, thin=spec.thin, seed=spec.seed, executor=self.settings.executor,
                       time_budget_s=spec.time_budget_s, **spec.algorithm.params)
         except Exception as exc:
-            self._finish(tenant, run_id, key, "FAILED", error=f"{type(exc).__name__}: {exc}")
+            self._finish(tenant, run_id, "FAILED", error=f"{type(exc).__name__}: {exc}")
             return
         with run:
             names = list(run.setup["param_names"])
@@ -284,8 +306,10 @@ class RunManager:
                         if self.metrics is not None:
                             self.metrics.draws.inc(n * spec.chains)
                     fields: dict[str, Any] = {"rounds_done": chunk.rounds_done, "draws_stored": stored}
-                    if time.monotonic() - t_stats > 2.0:
-                        fields["workers"] = _workers(run.stats())
+                    if time.monotonic() - t_stats > 2.0:  # per-worker τ_i, N_i, idle fraction while it runs
+                        live = run.stats()
+                        fields["workers"] = _workers(live)
+                        fields["timings"] = timings | {"sampling_s": float(live["sampling_time_s"])}
                         t_stats = time.monotonic()
                     self.store.update_run(tenant, run_id, **fields)
                     self.store.add_event(key, "progress", {"rounds_done": chunk.rounds_done,
@@ -304,29 +328,31 @@ class RunManager:
         for w in warnings:
             self.store.add_event(key, "warning", {"message": w})
         if cancelled and self._stopping.is_set():
-            self._finish(tenant, run_id, key, "FAILED", warnings=warnings,
+            self._finish(tenant, run_id, "FAILED", warnings=warnings,
                          error=f"the service shut down during the run; {stored} draws per chain were stored and are kept")
         elif cancelled:
-            self._finish(tenant, run_id, key, "CANCELLED", warnings=warnings)
+            self._finish(tenant, run_id, "CANCELLED", warnings=warnings)
         elif run.error is not None:
             err = run.error
             where = f" (shard {err['worker']}, round {err['round']})" if err.get("worker") is not None else \
                 f" (round {err.get('round')})"
-            self._finish(tenant, run_id, key, "FAILED", warnings=warnings,
+            self._finish(tenant, run_id, "FAILED", warnings=warnings,
                          error=f"{err['message']}{where}; {stored} draws per chain before it are kept")
         else:
-            self._finish(tenant, run_id, key, "SUCCEEDED", warnings=warnings)
+            self._finish(tenant, run_id, "SUCCEEDED", warnings=warnings)
 
-    def _finish(self, tenant: str, run_id: str, key: int, status: str, error: str | None = None,
-                warnings: list[str] | None = None) -> None:
+    def _finish(self, tenant: str, run_id: str, status: str, error: str | None = None,
+                warnings: list[str] | None = None, only_from: tuple[str, ...] = ("PENDING", "RUNNING")) -> bool:
+        """Move a run to its final status if it is still in `only_from` (atomically); log the status event."""
         fields: dict[str, Any] = {"status": status, "finished_at": time.time(), "error": error}
         if warnings:
             fields["warnings"] = warnings
         data = {"status": status} | ({"error": error} if error else {})
-        self.store.add_event(key, "status", data)  # before the record: a stream that sees the final status has it
-        self.store.update_run(tenant, run_id, **fields)
+        if not self.store.transition(tenant, run_id, only_from, event=("status", data), **fields):
+            return False
         if self.metrics is not None:
             self.metrics.finished.labels(status=status).inc()
+        return True
 
 
 def _workers(stats: dict) -> list[dict]:

@@ -52,6 +52,12 @@ class RecordStore(ABC):
     def update_run(self, tenant: str, run_id: str, **fields: Any) -> None: ...
 
     @abstractmethod
+    def transition(self, tenant: str, run_id: str, from_statuses: Iterable[str],
+                   event: tuple[str, dict] | None = None, **fields: Any) -> bool:
+        """Atomically: if the run's status is in `from_statuses`, update `fields` and append `event` (kind, data);
+        return whether it did (compare-and-set, so concurrent cancels and pick-ups cannot both win)."""
+
+    @abstractmethod
     def delete_run(self, tenant: str, run_id: str) -> None: ...
 
     @abstractmethod
@@ -169,6 +175,30 @@ class SQLiteStore(RecordStore):
         with self._lock:
             self._db.execute(f"UPDATE runs SET {sets} WHERE tenant = ? AND id = ?", (*values, tenant, run_id))
 
+    def transition(self, tenant, run_id, from_statuses, event=None, **fields):
+        unknown = set(fields) - set(RUN_FIELDS)
+        if unknown:
+            raise KeyError(f"not run fields: {sorted(unknown)}")
+        states = list(from_statuses)
+        values = [json.dumps(v) if k in _JSON_FIELDS else v for k, v in fields.items()]
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        marks = ",".join("?" * len(states))
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                cur = self._db.execute(f"UPDATE runs SET {sets} WHERE tenant = ? AND id = ? AND status IN ({marks})",
+                                       (*values, tenant, run_id, *states))
+                done = cur.rowcount == 1
+                if done and event is not None:
+                    key = self._db.execute("SELECT key FROM runs WHERE tenant = ? AND id = ?",
+                                           (tenant, run_id)).fetchone()[0]
+                    self._insert_event(key, *event)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            return done
+
     def delete_run(self, tenant, run_id):
         with self._lock:
             row = self.get_run(tenant, run_id)
@@ -188,15 +218,19 @@ class SQLiteStore(RecordStore):
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                last = self._db.execute("SELECT MAX(seq) FROM events WHERE run_key = ?", (run_key,)).fetchone()[0]
-                seq = (last or 0) + 1
-                self._db.execute("INSERT INTO events (run_key, seq, kind, data, ts) VALUES (?, ?, ?, ?, ?)",
-                                 (run_key, seq, kind, json.dumps(data), time.time()))
+                seq = self._insert_event(run_key, kind, data)
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
             return seq
+
+    def _insert_event(self, run_key: int, kind: str, data: dict) -> int:
+        last = self._db.execute("SELECT MAX(seq) FROM events WHERE run_key = ?", (run_key,)).fetchone()[0]
+        seq = (last or 0) + 1
+        self._db.execute("INSERT INTO events (run_key, seq, kind, data, ts) VALUES (?, ?, ?, ?, ?)",
+                         (run_key, seq, kind, json.dumps(data), time.time()))
+        return seq
 
     def events_after(self, run_key, after, limit=1000):
         rows = self._all("SELECT seq, kind, data, ts FROM events WHERE run_key = ? AND seq > ? ORDER BY seq LIMIT ?",

@@ -22,7 +22,7 @@ from .store import RecordStore
 
 NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 _ENCODE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
-BLOCK = 512  # draw indices read per file access
+BLOCK_LINES = 4096  # draw lines per read-and-encode step (done off the event loop)
 
 
 def encode_values(row: np.ndarray) -> str:
@@ -56,6 +56,12 @@ def draw_lines(block: np.ndarray, first_index: int) -> str:
     return "".join(out)
 
 
+def _render(files: DrawFiles, tenant: str, run_id: str, i0: int, i1: int, skip: int) -> str:
+    """Lines of draws [i0, i1), without the first `skip` (a client resuming in the middle of an index)."""
+    text = draw_lines(files.read(tenant, run_id, i0, i1), i0)
+    return "".join(text.splitlines(keepends=True)[skip:]) if skip else text
+
+
 async def ndjson_draws(get_run: Callable[[], dict | None], files: DrawFiles, start: int, follow: bool,
                        poll_s: float) -> AsyncIterator[str]:
     """Header, then draw lines from offset `start`; with `follow`, wait for new durable draws until the run ends."""
@@ -69,18 +75,14 @@ async def ndjson_draws(get_run: Callable[[], dict | None], files: DrawFiles, sta
     if rec["dim"] is None:
         return
     chains = rec["chains"]
+    per_block = max(1, BLOCK_LINES // chains)  # draw indices per step
     offset = start
     while True:
         stored = rec["draws_stored"]
         while offset < stored * chains:
             i0 = offset // chains
-            i1 = min(stored, i0 + BLOCK)
-            block = files.read(rec["tenant"], rec["id"], i0, i1)
-            text = draw_lines(block, i0)
-            skip = offset - i0 * chains  # resuming mid-index: drop the lines already sent
-            if skip:
-                text = "".join(text.splitlines(keepends=True)[skip:])
-            yield text
+            i1 = min(stored, i0 + per_block)
+            yield await asyncio.to_thread(_render, files, rec["tenant"], rec["id"], i0, i1, offset - i0 * chains)
             offset = i1 * chains
         if not follow or rec["status"] in TERMINAL:
             # a last look: the final chunk may have landed between our read and the status change
