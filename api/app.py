@@ -4,8 +4,8 @@ from __future__ import annotations
 import time
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, HTTPException, Request
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI, Request
+from starlette.middleware.body_limit import RequestBodyLimitMiddleware
 
 from raysampler import __version__
 from raysampler.service.drawfiles import DrawFiles
@@ -16,31 +16,6 @@ from raysampler.service.store import SQLiteStore
 
 from .deps import Services
 from .routers import datasets, runs, system
-
-
-class UploadLimit:
-    """ASGI middleware: a POST to `path` whose body passes `limit` bytes gets 413 while it arrives (also when it is
-    sent chunked, without a Content-Length), before it is parsed or spooled to disk."""
-
-    def __init__(self, app, path: str, limit: int) -> None:
-        self.app, self.path, self.limit = app, path, limit
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != self.path:
-            return await self.app(scope, receive, send)
-        seen = 0
-        slack = 65536  # multipart framing around the file
-
-        async def counted():
-            nonlocal seen
-            message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > self.limit + slack:
-                raise HTTPException(413, f"upload is over the limit of {self.limit} bytes "
-                                         "(RAYSAMPLER_MAX_UPLOAD_BYTES)")
-            return message
-
-        return await self.app(scope, counted, send)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -71,12 +46,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.middleware("http")
     async def limits_and_metrics(request: Request, call_next):
         t0 = time.perf_counter()
-        if request.method == "POST" and request.url.path == "/v1/datasets":
-            length = request.headers.get("content-length")
-            if length is not None and length.isdigit() and int(length) > settings.max_upload_bytes + 65536:
-                return JSONResponse({"detail": f"upload of {int(length)} bytes is over the limit of "
-                                               f"{settings.max_upload_bytes} bytes (RAYSAMPLER_MAX_UPLOAD_BYTES)"},
-                                    status_code=413)
         response = await call_next(request)
         route = request.scope.get("route")
         svc = getattr(request.app.state, "services", None)
@@ -85,7 +54,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                         str(response.status_code)).observe(time.perf_counter() - t0)
         return response
 
-    app.add_middleware(UploadLimit, path="/v1/datasets", limit=settings.max_upload_bytes)
+    # request bodies over the upload limit (plus multipart framing) get 413 as they arrive, chunked or not
+    app.add_middleware(RequestBodyLimitMiddleware, max_body_size=settings.max_upload_bytes + 65536)
     app.include_router(system.router)
     app.include_router(runs.router)
     app.include_router(datasets.router)

@@ -280,11 +280,10 @@ class RunHandle:
                                               headers={"Last-Event-ID": str(last)},
                                               timeout=_stream_timeout(self.client._http, deadline)) as resp:
                     _check_stream(resp)
-                    for ev in _sse_events(resp.iter_lines()):
+                    for ev in _sse_events(_until(resp.iter_lines(), deadline, self.id)):
                         last = int(ev.get("id", last))
                         failures = 0
                         yield ev
-                        _check_deadline(deadline, self.id)
                 return
             except httpx.ReadTimeout:
                 _check_deadline(deadline, self.id)  # else: no event for a while; reconnect where we were
@@ -375,6 +374,13 @@ def _stream_timeout(http: httpx.Client | httpx.AsyncClient, deadline: float | No
     if deadline is None:
         return http.timeout
     return httpx.Timeout(http.timeout.connect, read=max(0.05, min(5.0, deadline - time.monotonic())))
+
+
+def _until(lines: Iterator[str], deadline: float | None, run_id: str) -> Iterator[str]:
+    """The stream's lines (keep-alive comments included), raising TimeoutError once `deadline` has passed."""
+    for line in lines:
+        _check_deadline(deadline, run_id)
+        yield line
 
 
 def _check_deadline(deadline: float | None, run_id: str) -> None:

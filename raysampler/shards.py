@@ -39,6 +39,8 @@ _DEFAULT_NUM_SHARDS = 4
 # ------------------------------------------------------------------------------------ validation
 def _as_features(X: Any, name: str) -> np.ndarray:
     """X as a 2-D float64 array (no copy if it already is one); ValueError naming `name` otherwise."""
+    if np.asarray(X).dtype.kind == "c":
+        raise ValueError(f"{name} must be real-valued, got a complex array")
     try:
         arr = np.asarray(X, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -51,6 +53,8 @@ def _as_features(X: Any, name: str) -> np.ndarray:
 def _as_target(y: Any, name: str) -> np.ndarray:
     """y as int64 (integer labels) or float64 array, 1-D or 2-D; ValueError naming `name` otherwise."""
     arr = np.asarray(y)
+    if arr.dtype.kind == "c":
+        raise ValueError(f"{name} must be real-valued, got a complex array")
     if arr.dtype.kind in "iu":
         arr = arr.astype(np.int64, copy=False)
     else:
@@ -137,6 +141,8 @@ def _split_columns(path: str, names: list[str], data: np.ndarray, y: str = "y",
     j = hits[0]
     if x is None:
         return np.delete(data, j, axis=1), data[:, j]
+    if y in x:
+        raise ValueError(f"shard file {path!r}: the target column {y!r} cannot also be a feature column")
     missing = [c for c in x if c not in names]
     if missing or not x:
         raise ValueError(f"shard file {path!r} has no column(s) {missing or 'given'} for X; it has {names}")

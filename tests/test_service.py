@@ -8,6 +8,7 @@ import io
 import json
 import math
 import tempfile
+import threading
 import time
 
 import httpx
@@ -151,6 +152,10 @@ def test_queued_run_gets_keepalives_and_cancels_while_pending(service, alice):
             if ": keep-alive" in seen or time.monotonic() - t0 > 10:
                 break
     assert ": keep-alive" in seen
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError):
+        queued.wait(timeout=1.0)  # no events come for a queued run: the deadline still holds
+    assert time.monotonic() - t0 < 8
     assert queued.cancel()["status"] == "CANCELLED"
     assert queued.draws().shape[1] == 0
     blocker.cancel()
@@ -193,6 +198,11 @@ def test_auth_required_and_tenants_isolated(service, finished):
     (spec(data={"dataset_id": "ds-missing"}), "data.dataset_id"),
     (spec(data={}), "data"),
     (spec(unknown_field=1), "unknown_field"),
+    (spec(model={"family": "logistic_regression", "prior_scale": "abc"}), "model.prior_scale"),
+    (spec(algorithm={"name": "dglmc", "params": {"rho": [1.0, 2.0, 3.0]}}), "algorithm.params"),  # 2 shards
+    (spec(algorithm={"name": "dglmc", "params": {"init": [0.0, 1.0]}}), "algorithm.params"),      # d = 31
+    (spec(algorithm={"name": "dsgld", "params": {"init": "somewhere"}}), "algorithm.params"),
+    (spec(data={"dataset": "builtin:gaussian_toy", "options": {"n": 10**13}}), "data.options.n"),
 ])
 def test_bad_specs_get_422_naming_the_field(service, body, field):
     r = httpx.post(f"{service.url}/v1/runs", json=body, headers=hdr(ALICE), timeout=60)
@@ -201,10 +211,28 @@ def test_bad_specs_get_422_naming_the_field(service, body, field):
     assert any(l == field or l.startswith(field + ".") for l in locs), (field, r.json())
 
 
+def test_bad_query_values_get_422_not_500(service, finished):
+    url, h = service.url, hdr(ALICE)
+    assert httpx.get(f"{url}/v1/runs", params={"cursor": "9" * 25}, headers=h).status_code == 422
+    assert httpx.get(f"{url}/v1/runs/{finished.id}/events", headers=h | {"Last-Event-ID": "9" * 25}).status_code == 422
+    assert httpx.get(f"{url}/v1/runs/{finished.id}/draws", params={"start": 10**19}, headers=h).status_code == 422
+    assert httpx.get(f"{url}/v1/runs/{finished.id}/draws", params={"start": -1}, headers=h).status_code == 422
+    assert httpx.get(f"{url}/v1/runs/{finished.id}/summary", params={"ci_prob": 2}, headers=h).status_code == 422
+    assert httpx.post(f"{url}/v1/runs", content=b"not json", headers=h).status_code == 422
+
+
 def test_upload_limit_413_and_bad_files_422(service):
     big = io.BytesIO(b"x" * 300_000)
     r = httpx.post(f"{service.url}/v1/datasets", files={"file": ("big.csv", big)}, headers=hdr(ALICE), timeout=60)
-    assert r.status_code == 413 and "limit" in r.json()["detail"]
+    assert r.status_code == 413 and "Content Too Large" in r.text
+    req = httpx.Request("POST", "http://x", files={"file": ("big.csv", b"y,a\n" + b"1,2\n" * 100_000)})
+    body, ctype = req.read(), req.headers["content-type"]
+    r = httpx.post(f"{service.url}/v1/datasets", timeout=60, headers=hdr(ALICE) | {"content-type": ctype},
+                   content=(body[k:k + 65536] for k in range(0, len(body), 65536)))  # chunked: no Content-Length
+    assert r.status_code == 413 and "Content Too Large" in r.text
+    r = httpx.post(f"{service.url}/v1/datasets", files={"file": ("d.csv", b"y,a\n1,2\n0,3\n")},
+                   data={"x_columns": "y,a"}, headers=hdr(ALICE))
+    assert r.status_code == 422 and "target column" in r.json()["detail"][0]["msg"]
     r = httpx.post(f"{service.url}/v1/datasets", files={"file": ("d.txt", b"1,2")}, headers=hdr(ALICE))
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "file"]
     r = httpx.post(f"{service.url}/v1/datasets", files={"file": ("d.csv", b"a,b\n1,2\n")}, headers=hdr(ALICE))
@@ -253,6 +281,8 @@ def test_idempotent_submit(service, alice):
     assert r1.headers["Location"] == f"/v1/runs/{r1.json()['id']}"
     r3 = httpx.post(f"{service.url}/v1/runs", json=body | {"seed": 12}, headers=h, timeout=60)
     assert r3.status_code == 409
+    r4 = httpx.post(f"{service.url}/v1/runs", json=body | {"run_id": "other-id"}, headers=h, timeout=60)
+    assert r4.status_code == 409 and "other-id" in r4.json()["detail"]
     mine = alice.submit(body | {"seed": 13}, run_id="my-run-13")
     again = alice.submit(body | {"seed": 13}, run_id="my-run-13")
     assert mine.id == again.id == "my-run-13"
@@ -286,7 +316,8 @@ def test_list_filter_paginate_and_delete(service, alice, finished):
 
 
 def test_health_version_metrics(service, finished):
-    assert httpx.get(f"{service.url}/v1/health").json()["ray_connected"] is True
+    health = httpx.get(f"{service.url}/v1/health").json()
+    assert health["ray_connected"] is True and "runs" not in health  # no key: nothing about anyone's runs
     v = httpx.get(f"{service.url}/v1/version").json()
     assert {"dglmc", "fald", "qlsd", "dsgld"} <= set(v["algorithms"]) and "logistic_regression" in v["model_families"]
     text = httpx.get(f"{service.url}/metrics").text
@@ -347,5 +378,40 @@ def test_hard_restart_keeps_runs_and_draws(tmp_path):
                 f"{svc.url}/v1/runs/{live.id}/events", headers=hdr(ALICE), timeout=60).text.splitlines()
                 if l.startswith("data: ") and '"status"' in l]
             assert statuses[-1] == "FAILED"
+            # graceful stop (SIGINT) while a client follows a running run: the server still stops promptly
+            live2 = c.submit(spec(num_rounds=10**6, burn_in=0, chains=2, seed=8))
+            wait_until(lambda: live2.info()["progress"]["draws_stored"] >= 20, what="stored draws")
+            got = []
+            reader = threading.Thread(target=lambda: got.extend(
+                b for b in _ignore_disconnect(live2.stream_draws(follow=True))), daemon=True)
+            reader.start()
+            time.sleep(1.0)
+            t0 = time.monotonic()
+            svc.stop(timeout_s=60)
+            assert svc.proc.returncode == 0 and time.monotonic() - t0 < 30
+            svc.start()
+            info2 = c.run(live2.id).info()
+            assert info2["status"] == "FAILED" and "shut down" in info2["error"]
+            assert c.run(live2.id).draws().shape[1] == info2["progress"]["draws_stored"] >= 20
     finally:
         svc.kill()
+
+
+def _ignore_disconnect(it):
+    try:
+        yield from it
+    except (httpx.TransportError, APIError):
+        return
+
+
+def test_store_transitions_are_compare_and_set(tmp_path):
+    from raysampler.service.store import SQLiteStore
+
+    store = SQLiteStore(str(tmp_path / "s.sqlite3"))
+    rec = store.create_run("t", "r1", {"x": 1}, "h", None, 10, 5, 2)
+    assert store.transition("t", "r1", ["PENDING"], event=("status", {"status": "CANCELLED"}), status="CANCELLED")
+    # the executor picking the run up afterwards loses: no RUNNING after CANCELLED, no extra event
+    assert not store.transition("t", "r1", ["PENDING"], event=("status", {"status": "RUNNING"}), status="RUNNING")
+    assert store.get_run("t", "r1")["status"] == "CANCELLED"
+    assert [e["data"]["status"] for e in store.events_after(rec["key"], 0)] == ["CANCELLED"]
+    assert not store.transition("other-tenant", "r1", ["CANCELLED"], status="FAILED")
