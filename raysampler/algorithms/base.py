@@ -109,3 +109,17 @@ class Algorithm(ABC):
     def reply_stats(self, replies: list[Any]) -> dict[str, np.ndarray]:
         """Per-chain statistics of one round to keep with the draws (e.g. local acceptance rates)."""
         return {}
+
+
+def minibatch_grads(model: Model, X: np.ndarray, y: np.ndarray, idx: np.ndarray,
+                    *points: np.ndarray) -> list[np.ndarray]:
+    """Unbiased minibatch estimates (n_i/B) Σ_{r∈idx[:, k]} ∇ℓ_r(x_k) of ∇U_i at each of `points` (each (K, d)):
+    chain k uses its own rows idx[:, k] (idx: (B, K)), shared by all the points of that chain. No prior term."""
+    n, (B, K) = np.asarray(y).shape[0], idx.shape
+    out = [np.empty_like(pt, dtype=float) for pt in points]
+    for k in range(K):  # one model call per chain: its rows differ from the other chains'
+        rows = idx[:, k]
+        g = model.grad(X[rows], y[rows], np.stack([pt[k] for pt in points]))
+        for o, gk in zip(out, g):
+            o[k] = gk * (n / B)
+    return out

@@ -36,7 +36,7 @@ import numpy as np
 from .. import topology as topo
 from ..models.base import GaussianPrior, Model
 from ..streams import ChainNoise
-from .base import Algorithm, Plan, RoundInfo, ShardPool
+from .base import Algorithm, Plan, RoundInfo, ShardPool, minibatch_grads
 from .gradient import _check_init, _check_positive, initial_points
 
 
@@ -61,11 +61,7 @@ def local_gradient(model: Model, X: np.ndarray, y: np.ndarray, x: np.ndarray, ba
     if batch_size is None or n <= batch_size:
         return model.grad(X, y, x)
     idx = np.minimum((noise.uniform(batch_size) * n).astype(int), n - 1)   # (B, K)
-    out = np.empty_like(x, dtype=float)
-    for k in range(x.shape[0]):
-        rows = idx[:, k]
-        out[k] = model.grad(X[rows], y[rows], x[k:k + 1])[0] * (n / batch_size)
-    return out
+    return minibatch_grads(model, X, y, idx, x)[0]
 
 
 def _check_topology(spec: Any) -> None:

@@ -48,7 +48,7 @@ import numpy as np
 from .. import tuning
 from ..models.base import Model
 from ..streams import ChainNoise
-from .base import Algorithm, Plan, RoundInfo, ShardPool
+from .base import Algorithm, Plan, RoundInfo, ShardPool, minibatch_grads
 
 VARIANTS = ("plain", "star", "vr_star")
 MAX_LOCAL_STEPS = 1_000_000   # cap of a geometric block (reached with probability (1 − p)^1e6)
@@ -227,10 +227,10 @@ class FALD(Algorithm):
                 g = g0 if (k == 0 and g0 is not None) else _local_grad(model, X, y, x, b, prior)
                 drift = g if shift is None else g + shift
             elif p.variant == "vr_star":
-                gx, ga = _minibatch_grads(model, X, y, idx[k], n_i, x, anchor)
+                gx, ga = minibatch_grads(model, X, y, idx[k].T, x, anchor)
                 drift = gx - ga + (prior.grad(x) - prior.grad(anchor)) / b + message.cbar
             else:
-                drift = _minibatch_grads(model, X, y, idx[k], n_i, x)[0] + prior.grad(x) / b
+                drift = minibatch_grads(model, X, y, idx[k].T, x)[0] + prior.grad(x) / b
                 if shift is not None:
                     drift = drift + shift
             x = x - p.gamma * drift
@@ -285,21 +285,6 @@ def _real(value: Any) -> bool:
 
 def _shard_grad(model: Model, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
     return model.grad(X, y, x)
-
-
-def _minibatch_grads(model: Model, X: np.ndarray, y: np.ndarray, idx: np.ndarray, n_i: int,
-                     *points: np.ndarray) -> list[np.ndarray]:
-    """(n_i/B) Σ_{j∈S_c} ∇U_{i,j} at each of `points` (each (K, d)), chain c on its own minibatch S_c = idx[c];
-    all points of a chain share its minibatch. Without the prior term."""
-    K, B = idx.shape
-    out = [np.empty_like(pt) for pt in points]
-    scale = n_i / B
-    for c in range(K):
-        rows = idx[c]
-        g = model.grad(X[rows], y[rows], np.stack([pt[c] for pt in points]))
-        for o, gc in zip(out, g):
-            o[c] = scale * gc
-    return out
 
 
 def _local_grad(model: Model, X: np.ndarray, y: np.ndarray, x: np.ndarray, b: int, prior: Any) -> np.ndarray:

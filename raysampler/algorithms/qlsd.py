@@ -43,7 +43,7 @@ import numpy as np
 
 from ..models.base import GaussianPrior, Model
 from ..streams import ChainNoise
-from .base import Algorithm, Plan, RoundInfo, ShardPool
+from .base import Algorithm, Plan, RoundInfo, ShardPool, minibatch_grads
 from .gradient import _check_init, _check_positive, initial_points, lipschitz_bound
 
 VARIANTS = ("sharp", "star", "pp")
@@ -139,18 +139,6 @@ def _batch_rows(n: int, batch_size: int | None, noise: ChainNoise) -> np.ndarray
     return np.minimum((noise.uniform(batch_size) * n).astype(int), n - 1)
 
 
-def _batch_grad(model: Model, X: np.ndarray, y: np.ndarray, x: np.ndarray, idx: np.ndarray | None) -> np.ndarray:
-    """∇U_i at x (K, d) in full (idx None) or the unbiased estimate (n/B)Σ_{r∈idx[:, k]}∇ℓ_r(x_k) per chain."""
-    if idx is None:
-        return model.grad(X, y, x)
-    n, B = np.asarray(y).shape[0], idx.shape[0]
-    out = np.empty_like(x, dtype=float)
-    for k in range(x.shape[0]):
-        rows = idx[:, k]
-        out[k] = model.grad(X[rows], y[rows], x[k:k + 1])[0] * (n / B)
-    return out
-
-
 # --- algorithm ---------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -234,10 +222,13 @@ class QLSD(Algorithm):
         if p.variant == "pp" and idx is not None and (message.reset or zeta is None):
             # anchor = θ before this round's update; with full gradients the control variate cancels exactly
             zeta, gzeta = theta.copy(), model.grad(X, y, theta)
-        if p.variant == "pp" and idx is not None:
-            g = _batch_grad(model, X, y, theta, idx) - _batch_grad(model, X, y, zeta, idx) + gzeta
+        if idx is None:
+            g = model.grad(X, y, theta)
+        elif p.variant == "pp":
+            g_theta, g_zeta = minibatch_grads(model, X, y, idx, theta, zeta)
+            g = g_theta - g_zeta + gzeta
         else:
-            g = _batch_grad(model, X, y, theta, idx)
+            g = minibatch_grads(model, X, y, idx, theta)[0]
         h = state.h if state.h is not None else np.zeros((K, d))
         delta = g - h if p.memory else g
         q = quantize(delta, p.levels, quantizer_uniforms(noise, d) if p.levels is not None else None)
