@@ -25,7 +25,7 @@ class Run:
     def __init__(self, model: Any, shards: Any, algorithm: str = "dglmc", *, chains: int = 4,
                  num_rounds: int = 1000, burn_in: int | None = None, thin: int = 1, seed: int = 0,
                  executor: str = "ray", time_budget_s: float | None = None, balance: str | bool = "auto",
-                 max_actors: int | None = None, transport: str = "socket",
+                 max_actors: int | None = None, transport: str = "socket", keep_draws: bool = True,
                  _slowdown: dict[int, float] | None = None, **params: Any) -> None:
         _check_model(model)
         shard_set = _as_shards(shards)
@@ -60,6 +60,7 @@ class Run:
         self.rounds_done = 0
         self.error: dict | None = None
         self.stopped_by_time_budget = False
+        self.keep_draws = bool(keep_draws)  # False: chunks() only yields draws (a caller that stores them itself)
         self._draws: list[np.ndarray] = []
         self._stats: dict[str, list[np.ndarray]] = {}
 
@@ -81,9 +82,10 @@ class Run:
             chunk: Chunk = self._handle.call("run", n, left)
             ran = chunk.rounds_done - self.rounds_done
             self.rounds_done = chunk.rounds_done
-            self._draws.append(chunk.theta)
-            for k, v in chunk.stats.items():
-                self._stats.setdefault(k, []).append(v)
+            if self.keep_draws:
+                self._draws.append(chunk.theta)
+                for k, v in chunk.stats.items():
+                    self._stats.setdefault(k, []).append(v)
             self.error = chunk.error
             yield chunk
             if chunk.done:

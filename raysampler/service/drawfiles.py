@@ -8,6 +8,7 @@ readers only read below `draws_stored`, so a chunk is visible only once it is co
 """
 from __future__ import annotations
 
+import bisect
 import os
 import shutil
 from pathlib import Path
@@ -37,7 +38,9 @@ class DrawFiles:
     def read(self, tenant: str, run_id: str, start: int, stop: int) -> np.ndarray:
         """Draws [start, stop) of every chain, shape (stop − start, chains, d); the caller bounds stop by draws_stored."""
         parts = []
-        for first, path in self._chunks(tenant, run_id):
+        chunks = self._chunks(tenant, run_id)
+        i = max(0, bisect.bisect_right([first for first, _ in chunks], start) - 1)  # skip earlier chunks unopened
+        for first, path in chunks[i:]:
             arr = np.load(path, mmap_mode="r")
             lo, hi = max(start, first), min(stop, first + len(arr))
             if lo < hi:

@@ -286,7 +286,7 @@ class RunManager:
             built = build(spec, tenant, self.store)
             run = Run(built.model, built.shards, spec.algorithm.name, chains=spec.chains, num_rounds=spec.num_rounds,
                       burn_in=spec.burn_in, thin=spec.thin, seed=spec.seed, executor=self.settings.executor,
-                      time_budget_s=spec.time_budget_s, **spec.algorithm.params)
+                      time_budget_s=spec.time_budget_s, keep_draws=False, **spec.algorithm.params)
         except Exception as exc:
             self._finish(tenant, run_id, "FAILED", error=f"{type(exc).__name__}: {exc}")
             return
