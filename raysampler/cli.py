@@ -77,11 +77,10 @@ def _client(args: argparse.Namespace):
     from .client import Client
 
     key = args.api_key or os.environ.get("RAYSAMPLER_API_KEY")
-    if not key:
+    if not key:  # the key `serve` generated, read by the same parser the server uses
         path = _settings().data_dir / KEYS_FILE
         if path.exists():
-            lines = [l.split("#", 1)[0].strip() for l in path.read_text().splitlines()]
-            key = next((l.partition(":")[2] for l in lines if ":" in l), None)
+            key = next(iter(_settings(api_keys="", api_keys_file=path).keys()), None)
     if not key:
         raise SystemExit("error: no API key: pass --api-key or set RAYSAMPLER_API_KEY")
     return Client(args.url, key)

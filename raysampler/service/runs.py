@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .. import datasets as rs_datasets
-from ..algorithms import get_algorithm
+from ..algorithms import ALGORITHMS, get_algorithm
 from ..models import get_model
 from ..runtime.coordinator import data_spec
 from ..runtime.host import ShardHost
@@ -103,7 +103,7 @@ def build(spec: RunSpec, tenant: str, store: RecordStore) -> Built:
     try:
         algorithm = get_algorithm(spec.algorithm.name, **spec.algorithm.params)
     except (ValueError, TypeError) as exc:
-        field = ("algorithm", "name") if spec.algorithm.name not in _algorithm_names() else ("algorithm", "params")
+        field = ("algorithm", "name") if spec.algorithm.name not in ALGORITHMS else ("algorithm", "params")
         raise SpecError(field, str(exc)) from None
     X, y = load_data(spec, tenant, store)
     try:
@@ -123,12 +123,6 @@ def build(spec: RunSpec, tenant: str, store: RecordStore) -> Built:
     except ValueError as exc:
         raise SpecError(("algorithm", "params"), str(exc)) from None
     return Built(model, shards, int(X.shape[0]), int(bound.dim))
-
-
-def _algorithm_names() -> list[str]:
-    from ..algorithms import ALGORITHMS
-
-    return list(ALGORITHMS)
 
 
 def spec_hash(spec: RunSpec) -> str:
