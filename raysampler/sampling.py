@@ -1,7 +1,6 @@
 """`rs.sample`: validate the request, start a coordinator (in-process or on Ray), collect draws as they come."""
 from __future__ import annotations
 
-import numbers
 import time
 import warnings
 from typing import Any, Callable, Iterator
@@ -11,6 +10,7 @@ import numpy as np
 from .algorithms import get_algorithm
 from .errors import SamplingError
 from .models.base import MODEL_METHODS
+from .options import RunOptions, positive_int
 from .result import Result
 from .runtime.coordinator import Chunk, RunConfig
 from .runtime import executors
@@ -29,20 +29,18 @@ class Run:
                  _slowdown: dict[int, float] | None = None, **params: Any) -> None:
         _check_model(model)
         shard_set = _as_shards(shards)
-        chains = _positive_int(chains, "chains")
-        num_rounds = _positive_int(num_rounds, "num_rounds")
-        burn_in = max(100, num_rounds // 10) if burn_in is None else _nonnegative_int(burn_in, "burn_in")
-        thin = _positive_int(thin, "thin")
-        seed = _nonnegative_int(seed, "seed")
+        self.options = RunOptions(chains=chains, num_rounds=num_rounds, burn_in=burn_in, thin=thin, seed=seed,
+                                  time_budget_s=time_budget_s)
+        if self.options.auto:
+            raise ValueError("num_rounds='auto' is not available yet; give a number of rounds")
+        chains, num_rounds, burn_in = self.options.chains, self.options.sampling_rounds, int(self.options.burn_in)
+        thin, seed = self.options.thin, self.options.seed
         if executor not in executors.EXECUTORS:
             raise ValueError(f"executor must be one of {executors.EXECUTORS}, got {executor!r}")
-        if time_budget_s is not None and (isinstance(time_budget_s, bool) or
-                                          not (isinstance(time_budget_s, numbers.Real) and time_budget_s > 0)):
-            raise ValueError(f"time_budget_s must be a positive number of seconds or None, got {time_budget_s!r}")
         if not (balance == "auto" or isinstance(balance, bool)):
             raise ValueError(f"balance must be 'auto', True or False, got {balance!r}")
         if max_actors is not None:
-            max_actors = _positive_int(max_actors, "max_actors")
+            max_actors = positive_int(max_actors, "max_actors")
         if transport not in TRANSPORTS:
             raise ValueError(f"transport must be one of {TRANSPORTS}, got {transport!r}")
         alg = get_algorithm(algorithm, **params)
@@ -176,15 +174,3 @@ def _as_shards(shards: Any) -> ShardSet:
         return make_shards(list(shards))
     raise TypeError("shards must come from rs.shard(X, y, num_shards=...) or be a list of (X_i, y_i) pairs or "
                     f"file paths, got {type(shards).__name__}")
-
-
-def _positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
-def _nonnegative_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
-    return int(value)

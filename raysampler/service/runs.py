@@ -22,6 +22,7 @@ from ..algorithms import ALGORITHMS, get_algorithm
 from ..models import get_model
 from ..runtime.coordinator import data_spec
 from ..runtime.host import ShardHost
+from ..options import RunOptions
 from ..result import Result
 from ..sampling import Run
 from ..shards import shard
@@ -132,8 +133,8 @@ def spec_hash(spec: RunSpec) -> str:
 
 def totals(spec: RunSpec) -> tuple[int, int]:
     """(rounds in all, draws kept per chain) — as rs.Run computes them."""
-    burn = max(100, spec.num_rounds // 10) if spec.burn_in is None else spec.burn_in
-    return burn + spec.num_rounds, spec.num_rounds // spec.thin
+    opts = RunOptions(chains=spec.chains, num_rounds=spec.num_rounds, burn_in=spec.burn_in, thin=spec.thin)
+    return opts.total_rounds, opts.max_draws
 
 
 class RunManager:

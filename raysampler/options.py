@@ -1,0 +1,102 @@
+"""How long a run samples and what it keeps: one validated value used by `rs.sample` and by the service.
+
+`num_rounds` is a number of rounds after burn-in, or "auto": sample until the draws' minimum bulk ESS reaches
+`target_ess` and their maximum rank-normalised R-hat is below `max_rhat` (checked as the run goes), or until
+`max_rounds` rounds after burn-in (or the time budget) are spent.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Any, Literal
+
+AUTO = "auto"
+#: Defaults of a run that stops on convergence (`num_rounds="auto"`).
+AUTO_BURN_IN = 1000
+AUTO_MAX_ROUNDS = 100_000
+DEFAULT_TARGET_ESS = 400.0
+DEFAULT_MAX_RHAT = 1.01
+
+
+def default_burn_in(num_rounds: int | Literal["auto"]) -> int:
+    """Burn-in rounds when none is given: max(100, num_rounds // 10), or AUTO_BURN_IN for a convergence-stopped run."""
+    return AUTO_BURN_IN if num_rounds == AUTO else max(100, int(num_rounds) // 10)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The run's length and bookkeeping, checked once (errors are ValueError naming the argument).
+
+    `num_rounds`: rounds after burn-in, or "auto" (then `max_rounds` bounds them). `burn_in` rounds come first and
+    are discarded. Each chain keeps the last round of every block of `thin`. `time_budget_s` stops cleanly.
+    """
+
+    chains: int = 4
+    num_rounds: int | Literal["auto"] = 1000
+    burn_in: int | None = None
+    thin: int = 1
+    seed: int = 0
+    time_budget_s: float | None = None
+    target_ess: float = DEFAULT_TARGET_ESS
+    max_rhat: float = DEFAULT_MAX_RHAT
+    max_rounds: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "chains", positive_int(self.chains, "chains"))
+        if self.num_rounds != AUTO:
+            object.__setattr__(self, "num_rounds", positive_int(self.num_rounds, "num_rounds"))
+        burn = default_burn_in(self.num_rounds) if self.burn_in is None else nonnegative_int(self.burn_in, "burn_in")
+        object.__setattr__(self, "burn_in", burn)
+        object.__setattr__(self, "thin", positive_int(self.thin, "thin"))
+        object.__setattr__(self, "seed", nonnegative_int(self.seed, "seed"))
+        if self.time_budget_s is not None and not _positive_real(self.time_budget_s):
+            raise ValueError(f"time_budget_s must be a positive number of seconds or None, got {self.time_budget_s!r}")
+        if not _positive_real(self.target_ess):
+            raise ValueError(f"target_ess must be a positive number, got {self.target_ess!r}")
+        if not (_positive_real(self.max_rhat) and self.max_rhat > 1.0):
+            raise ValueError(f"max_rhat must be a number greater than 1, got {self.max_rhat!r}")
+        if self.max_rounds is not None:
+            object.__setattr__(self, "max_rounds", positive_int(self.max_rounds, "max_rounds"))
+            if self.num_rounds != AUTO:
+                raise ValueError("max_rounds only applies with num_rounds='auto' (otherwise num_rounds is the length)")
+
+    @property
+    def auto(self) -> bool:
+        """True if the run stops on convergence (num_rounds="auto")."""
+        return self.num_rounds == AUTO
+
+    @property
+    def sampling_rounds(self) -> int:
+        """Rounds after burn-in at most: num_rounds, or max_rounds (default AUTO_MAX_ROUNDS) for "auto"."""
+        if self.auto:
+            return self.max_rounds if self.max_rounds is not None else AUTO_MAX_ROUNDS
+        return int(self.num_rounds)
+
+    @property
+    def total_rounds(self) -> int:
+        """Burn-in plus the most rounds after it."""
+        return int(self.burn_in or 0) + self.sampling_rounds
+
+    @property
+    def max_draws(self) -> int:
+        """Draws per chain kept if the run goes to its last round."""
+        return self.sampling_rounds // self.thin
+
+
+def positive_int(value: Any, name: str) -> int:
+    """`value` as an int ≥ 1, else ValueError naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def nonnegative_int(value: Any, name: str) -> int:
+    """`value` as an int ≥ 0, else ValueError naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+    return int(value)
+
+
+def _positive_real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and value > 0
