@@ -1,21 +1,96 @@
-"""Exceptions that carry what the run produced before it stopped."""
+"""What went wrong in a run, as one record (`Failure`) that travels unchanged from a worker to the caller.
+
+A worker that raises wraps the cause in `WorkerFailed(Failure(...))`; the runtime moves that record (over a
+channel, through Ray, or in-process), the coordinator adds what it knows (round, site, node), and the run ends
+with `SamplingError`, whose `.failure` is the same record. The service stores it with the run and shows it
+over REST, so no layer ever parses a message to find the shard or the round.
+"""
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 
-class SamplingError(RuntimeError):
-    """A run stopped on a numerical failure. `.worker` and `.round` say where; `.result` keeps the draws so far."""
+class FailureKind(str, Enum):
+    """Why a run stopped."""
 
-    def __init__(self, message: str, *, worker: int | None, round: int, result: Any) -> None:
-        super().__init__(message)
-        self.worker = worker
-        self.round = round
+    WORKER_ERROR = "worker_error"        # a worker's local step raised (a bug or bad data on its shard)
+    WORKER_LOST = "worker_lost"          # a worker process or its node died, or its connection broke
+    NON_FINITE = "non_finite"            # a worker's reply holds NaN or inf (a chain diverged on its shard)
+    COORDINATOR_NON_FINITE = "coordinator_non_finite"  # the coordinator's draw became NaN or inf
+    COORDINATOR_LOST = "coordinator_lost"  # the coordinator process died
+    SITE_UNAVAILABLE = "site_unavailable"  # no live node carries the shard's site label
+    CHECKPOINT = "checkpoint"            # a checkpoint could not be read or does not fit this run
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One failure: its kind, a human message, and where it happened when known (shard, site, node, round).
+
+    `message` says what happened in words (without the location, which the fields carry); `traceback` is the
+    failing side's traceback text, if any.
+    """
+
+    kind: FailureKind
+    message: str
+    round: int | None = None
+    shard: int | None = None
+    site: str | None = None
+    node_id: str | None = None
+    traceback: str | None = None
+
+    def at(self, **where: Any) -> "Failure":
+        """The same failure with location fields filled in where they are still unknown."""
+        fill = {k: v for k, v in where.items() if v is not None and getattr(self, k) is None}
+        return dataclasses.replace(self, **fill) if fill else self
+
+    def describe(self) -> str:
+        """One line: what failed, where and when."""
+        place = [f"site {self.site!r}"] if self.site is not None else []
+        place += [f"node {self.node_id[:12]}"] if self.node_id is not None else []
+        subject = f"worker {self.shard}" if self.shard is not None else "the run"
+        when = f" in round {self.round}" if self.round is not None else ""
+        where = f" ({', '.join(place)})" if place else ""
+        return f"{subject} failed{when}{where}: {self.message}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready fields (kind as its string value)."""
+        out = dataclasses.asdict(self)
+        out["kind"] = self.kind.value
+        return out
+
+
+class WorkerFailed(RuntimeError):
+    """Raised inside the runtime when a worker fails; carries the `Failure` record (picklable across processes)."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.describe())
+        self.failure = failure
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (WorkerFailed, (self.failure,))
+
+
+class SamplingError(RuntimeError):
+    """A run stopped on a failure. `.failure` says what and where; `.result` keeps every draw made before it.
+
+    `.worker` (the failing shard, or None) and `.round` are shortcuts into `.failure`.
+    """
+
+    def __init__(self, failure: Failure, result: Any) -> None:
+        super().__init__(failure.describe())
+        self.failure = failure
         self.result = result
 
-    def __reduce__(self):
-        return (_rebuild, (str(self), self.worker, self.round, self.result))
+    @property
+    def worker(self) -> int | None:
+        return self.failure.shard
 
+    @property
+    def round(self) -> int | None:
+        return self.failure.round
 
-def _rebuild(message: str, worker: int | None, round: int, result: Any) -> SamplingError:
-    return SamplingError(message, worker=worker, round=round, result=result)
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (SamplingError, (self.failure, self.result))

@@ -1,4 +1,9 @@
-"""`rs.sample`: validate the request, start a coordinator (in-process or on Ray), collect draws as they come."""
+"""`rs.sample`: validate the request, start a coordinator (in-process or on Ray), collect draws as they come.
+
+A `Run` drives its coordinator through a `CoordinatorHandle` in chunks of rounds. With `num_rounds="auto"` it
+checks the draws' minimum bulk ESS and maximum R-hat as it goes (at growing intervals, so the checks cost at most a
+few per cent of the run) and stops once both targets hold.
+"""
 from __future__ import annotations
 
 import time
@@ -8,33 +13,44 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from .algorithms import get_algorithm
-from .errors import SamplingError
+from .diagnostics import Diagnostics, diagnose
+from .errors import Failure, SamplingError, WorkerFailed
 from .models.base import MODEL_METHODS
 from .options import RunOptions, positive_int
 from .result import Result
-from .runtime.coordinator import Chunk, RunConfig
 from .runtime import executors
-from .runtime.pools import TRANSPORTS
+from .runtime.contracts import Chunk, RunConfig, RunState, RunStats, SetupInfo
+from .runtime.host import ShardSource
+from .runtime.transports import TRANSPORTS
 from .shards import ShardSet, shard as make_shards
 
+#: The share of a run's time that convergence checks may take (num_rounds="auto").
+CHECK_COST_SHARE = 0.05
+#: Draws per chain before the first convergence check.
+FIRST_CHECK_DRAWS = 50
+
+STOP_REASONS = ("completed", "converged", "max_rounds", "time_budget", "failure", "stopped")
 
 
 class Run:
-    """A started run: iterate `chunks()` for draws as they are produced, then `result()`; `close()` frees workers."""
+    """A started run: iterate `chunks()` for draws as they are produced, then `result()`; `close()` frees workers.
+
+    `resume_from` continues a captured `RunState` (same model, data, algorithm and options) instead of tuning anew:
+    the draws that follow are exactly those the original run would have made.
+    """
 
     def __init__(self, model: Any, shards: Any, algorithm: str = "dglmc", *, chains: int = 4,
-                 num_rounds: int = 1000, burn_in: int | None = None, thin: int = 1, seed: int = 0,
+                 num_rounds: int | str = 1000, burn_in: int | None = None, thin: int = 1, seed: int = 0,
                  executor: str = "ray", time_budget_s: float | None = None, balance: str | bool = "auto",
                  max_actors: int | None = None, transport: str = "socket", keep_draws: bool = True,
-                 _slowdown: dict[int, float] | None = None, **params: Any) -> None:
+                 target_ess: float = 400.0, max_rhat: float = 1.01, max_rounds: int | None = None,
+                 resume_from: RunState | None = None, _slowdown: dict[int, float] | None = None,
+                 **params: Any) -> None:
         _check_model(model)
         shard_set = _as_shards(shards)
-        self.options = RunOptions(chains=chains, num_rounds=num_rounds, burn_in=burn_in, thin=thin, seed=seed,
-                                  time_budget_s=time_budget_s)
-        if self.options.auto:
-            raise ValueError("num_rounds='auto' is not available yet; give a number of rounds")
-        chains, num_rounds, burn_in = self.options.chains, self.options.sampling_rounds, int(self.options.burn_in)
-        thin, seed = self.options.thin, self.options.seed
+        self.options = RunOptions(chains=chains, num_rounds=num_rounds, burn_in=burn_in, thin=thin, seed=seed,  # type: ignore[arg-type]
+                                  time_budget_s=time_budget_s, target_ess=target_ess, max_rhat=max_rhat,
+                                  max_rounds=max_rounds)
         if executor not in executors.EXECUTORS:
             raise ValueError(f"executor must be one of {executors.EXECUTORS}, got {executor!r}")
         if not (balance == "auto" or isinstance(balance, bool)):
@@ -43,74 +59,152 @@ class Run:
             max_actors = positive_int(max_actors, "max_actors")
         if transport not in TRANSPORTS:
             raise ValueError(f"transport must be one of {TRANSPORTS}, got {transport!r}")
+        if resume_from is not None and not isinstance(resume_from, RunState):
+            raise TypeError(f"resume_from must be a RunState (from Run.capture() or a checkpoint), got "
+                            f"{type(resume_from).__name__}")
         alg = get_algorithm(algorithm, **params)
-        do_balance = (executor == "ray") if balance == "auto" else bool(balance)
-        self.config = RunConfig(chains, num_rounds, burn_in, thin, seed, do_balance)
+        opts = self.options
+        # Balancing N_i from timings only pays where workers run in parallel; "auto" switches it on only when
+        # the measured speeds really differ, so equal workers keep a fixed, reproducible schedule.
+        policy: str | bool = (balance if executor == "ray" else False) if balance == "auto" else balance
+        self.config = RunConfig(opts.chains, opts.sampling_rounds, int(opts.burn_in or 0), opts.thin, opts.seed,
+                                policy)
         self.executor, self.algorithm_name = executor, algorithm
-        self.time_budget_s = time_budget_s
+        self.time_budget_s = opts.time_budget_s
         self._start = time.perf_counter()
-        self._handle = executors.start(executor, list(shard_set), model, alg, self.config, max_actors, transport)
+        sources = [ShardSource(i, s, s.site, s.columns) for i, s in enumerate(shard_set)]
+        self._handle = executors.start(executor, sources, model, alg, self.config, max_actors, transport)
         try:
-            self.setup = self._handle.call("setup", _slowdown)
+            if resume_from is None:
+                self.setup: SetupInfo = self._handle.setup(_slowdown)
+            else:
+                self.setup = self._handle.resume(resume_from)
+        except WorkerFailed as exc:
+            self._handle.close()
+            raise SamplingError(exc.failure, None) from None
         except BaseException:
             self._handle.close()
             raise
-        self.rounds_done = 0
-        self.error: dict | None = None
-        self.stopped_by_time_budget = False
-        self.keep_draws = bool(keep_draws)  # False: chunks() only yields draws (a caller that stores them itself)
+        self.rounds_done = resume_from.rounds_done if resume_from is not None else 0
+        self.draws_before = resume_from.draws_kept if resume_from is not None else 0
+        self.failure: Failure | None = None
+        self.stop_reason: str | None = None
+        self.diagnostics: Diagnostics | None = None
+        self.keep_draws = bool(keep_draws) or opts.auto  # False: chunks() only yields draws (the caller stores them)
         self._draws: list[np.ndarray] = []
         self._stats: dict[str, list[np.ndarray]] = {}
+        self._last_check = (0, 0.0, 0.0)  # draws per chain at the last convergence check, when, and its cost (s)
 
     @property
     def total_rounds(self) -> int:
-        return self.config.burn_in + self.config.num_rounds
+        return self.config.total_rounds
 
-    def chunks(self, target_chunk_s: float = 0.5) -> Iterator[Chunk]:
-        """Run to the end (or the time budget, or an error), yielding each chunk of draws as it arrives."""
+    @property
+    def stopped_by_time_budget(self) -> bool:
+        return self.stop_reason == "time_budget"
+
+    @property
+    def draws_kept(self) -> int:
+        """Draws per chain kept by this run so far (including those before a resume)."""
+        return self.draws_before + sum(len(d) for d in self._draws)
+
+    def chunks(self, target_chunk_s: float = 0.5, capture: bool = False) -> Iterator[Chunk]:
+        """Run to the end (or convergence, the time budget or a failure), yielding each chunk of draws as it
+        arrives; with `capture` every chunk carries the run's state at its end (for checkpoints)."""
         n = 20
-        while self.rounds_done < self.total_rounds and self.error is None:
+        while self.rounds_done < self.total_rounds and self.failure is None and self.stop_reason is None:
             left = None
             if self.time_budget_s is not None:
                 left = self.time_budget_s - (time.perf_counter() - self._start)
                 if left <= 0:
-                    self.stopped_by_time_budget = True
+                    self.stop_reason = "time_budget"
                     break
             t0 = time.perf_counter()
-            chunk: Chunk = self._handle.call("run", n, left)
+            chunk = self._handle.run(n, left, capture)
             ran = chunk.rounds_done - self.rounds_done
             self.rounds_done = chunk.rounds_done
             if self.keep_draws:
                 self._draws.append(chunk.theta)
                 for k, v in chunk.stats.items():
                     self._stats.setdefault(k, []).append(v)
-            self.error = chunk.error
+            self.failure = chunk.failure
             yield chunk
+            if chunk.failure is not None:
+                self.stop_reason = "failure"
+                break
             if chunk.done:
+                self.stop_reason = "max_rounds" if self.options.auto else "completed"
                 break
             if left is not None and ran < n:
-                self.stopped_by_time_budget = True
+                self.stop_reason = "time_budget"
+                break
+            if self.options.auto and self._converged():
+                self.stop_reason = "converged"
                 break
             per_round = (time.perf_counter() - t0) / max(ran, 1)
             n = int(np.clip(target_chunk_s / max(per_round, 1e-7), 10, 100_000))
 
-    def result(self) -> Result:
-        """The draws collected so far as a Result (chains, draws, d), with the run's statistics."""
-        d = self.setup["dim"]
-        theta = np.concatenate(self._draws) if self._draws else np.empty((0, self.config.chains, d))
-        sample_stats = {k: np.concatenate(v).T for k, v in self._stats.items()}
-        stats = self.stats()
-        stats["setup_time_s"] = self.setup["setup_time_s"]
-        stats["wall_time_s"] = time.perf_counter() - self._start
-        info = {"algorithm": self.algorithm_name, "executor": self.executor, "config": self.config,
-                "setup": self.setup, "error": self.error, "stopped_by_time_budget": self.stopped_by_time_budget,
-                "rounds_done": self.rounds_done}
-        return Result(np.ascontiguousarray(theta.transpose(1, 0, 2)), list(self.setup["param_names"]), stats,
-                      sample_stats, info)
+    def _converged(self) -> bool:
+        """Check min bulk ESS and max R-hat when the draws have grown enough that the check's cost stays within
+        CHECK_COST_SHARE of the sampling time since the last one."""
+        have = sum(len(d) for d in self._draws)
+        last_n, last_at, last_cost = self._last_check
+        now = time.perf_counter()
+        if have < FIRST_CHECK_DRAWS or have < 1.1 * last_n or last_cost > CHECK_COST_SHARE * (now - last_at):
+            return False
+        self.diagnostics = diagnose(self._draws_array().transpose(1, 0, 2))
+        self._last_check = (have, time.perf_counter(), time.perf_counter() - now)
+        return self.diagnostics is not None and self.diagnostics.converged(self.options.target_ess,
+                                                                            self.options.max_rhat)
 
-    def stats(self) -> dict[str, Any]:
+    def _draws_array(self) -> np.ndarray:
+        d = self.setup.dim
+        return np.concatenate(self._draws) if self._draws else np.empty((0, self.config.chains, d))
+
+    def capture(self) -> RunState:
+        """The run's whole state now (between chunks): resume it with `Run(..., resume_from=state)`."""
+        return self._handle.capture()
+
+    def result(self) -> Result:
+        """The draws collected so far as a Result (chains, draws, d), with the run's statistics and diagnostics."""
+        theta = self._draws_array()
+        sample_stats = {k: np.concatenate(v).T for k, v in self._stats.items()}
+        stats = self.stats().as_dict()
+        stats["setup_time_s"] = self.setup.setup_time_s
+        stats["wall_time_s"] = time.perf_counter() - self._start
+        draws = np.ascontiguousarray(theta.transpose(1, 0, 2))
+        diag = diagnose(draws) if draws.shape[1] >= 4 else None
+        if diag is not None:
+            self.diagnostics = diag
+        notes = self.warnings()
+        info = {"algorithm": self.algorithm_name, "executor": self.executor, "config": self.config,
+                "options": self.options, "setup": self.setup.as_dict(), "failure": self.failure,
+                "stopped_by_time_budget": self.stopped_by_time_budget, "stop_reason": self.stop_reason,
+                "rounds_done": self.rounds_done, "diagnostics": diag, "warnings": notes,
+                "param_blocks": self.setup.param_blocks}
+        return Result(draws, list(self.setup.param_names), stats, sample_stats, info)
+
+    def warnings(self) -> list[str]:
+        """What the user should hear about this run: an early stop, balancing from timings, poor convergence."""
+        out = []
+        if self.stop_reason == "time_budget":
+            out.append(f"time_budget_s={self.time_budget_s} reached after {self.rounds_done} of {self.total_rounds} "
+                       f"rounds ({self.draws_kept} draws per chain kept)")
+        if self.stop_reason == "max_rounds":
+            out.append(f"num_rounds='auto' stopped at max_rounds={self.config.num_rounds} before reaching "
+                       f"target_ess={self.options.target_ess:g} and R-hat < {self.options.max_rhat:g}")
+        stats = self.stats()
+        if stats.balanced:
+            out.append(f"worker speeds differed by more than {self.config.balance_ratio}x, so local step counts N_i "
+                       f"were balanced from measured timings (schedule {list(stats.N_schedule)}); pass "
+                       "n_local=result.stats['N_schedule'] to replay these draws exactly")
+        if self.diagnostics is not None and self.stop_reason != "failure":
+            out += self.diagnostics.warnings()
+        return out
+
+    def stats(self) -> RunStats:
         """The coordinator's statistics so far: per-round wall time, per-worker compute/idle, N_i, τ_i, ρ_i, γ_i."""
-        return self._handle.call("stats")
+        return self._handle.stats()
 
     def close(self) -> None:
         self._handle.close()
@@ -122,27 +216,30 @@ class Run:
         self.close()
 
 
-def sample(model: Any, shards: Any, algorithm: str = "dglmc", *, chains: int = 4, num_rounds: int = 1000,
+def sample(model: Any, shards: Any, algorithm: str = "dglmc", *, chains: int = 4, num_rounds: int | str = 1000,
            burn_in: int | None = None, thin: int = 1, seed: int = 0, executor: str = "ray",
            time_budget_s: float | None = None, progress: bool | None = None, balance: str | bool = "auto",
-           max_actors: int | None = None, transport: str = "socket",
+           max_actors: int | None = None, transport: str = "socket", target_ess: float = 400.0,
+           max_rhat: float = 1.01, max_rounds: int | None = None,
            callback: Callable[[Chunk], None] | None = None, **params: Any) -> Result:
     """Sample the posterior of `model` given data split into `shards`.
 
-    `burn_in` rounds come first and are discarded (default: max(100, num_rounds // 10)); `num_rounds` counts the
-    rounds after burn-in; each chain keeps num_rounds // thin draws (the last round of every block of `thin`). `executor="local"` runs the same steps
-    in-process and, for the same seed and fixed N_i, gives the same draws as `executor="ray"`.
-    `balance` re-balances local step counts N_i from measured worker speeds ("auto": on Ray only).
-    `time_budget_s` stops cleanly, returning what was drawn. On Ray, `max_actors` caps the worker actors (default:
-    one per CPU) and `transport` picks how round messages travel: "socket" (direct TCP channels, the fast
+    `burn_in` rounds come first and are discarded (default: max(100, num_rounds // 10), or 1000 with "auto");
+    `num_rounds` counts the rounds after burn-in, or is "auto": stop once min bulk ESS ≥ `target_ess` and max R-hat
+    < `max_rhat` (or at `max_rounds`, default 100,000). Each chain keeps the last round of every block of `thin`.
+    For the same seed the draws are identical on `executor="local"` and `"ray"`, run after run; `balance="auto"`
+    re-balances local step counts N_i from measured worker speeds only on Ray and only when the speeds differ by
+    more than 1.5x (then it warns and records the schedule in `result.stats["N_schedule"]`, which `n_local=`
+    replays). `time_budget_s` stops cleanly, returning what was drawn. On Ray, `max_actors` caps the worker actors
+    (default: one per CPU) and `transport` picks how round messages travel: "socket" (direct TCP channels, the fast
     path) or "actor" (plain Ray actor calls). Algorithm parameters go in `**params`.
-    A numerical failure raises SamplingError naming the worker and round, with `.result` holding the draws so far.
+    A failure raises SamplingError naming the worker, site and round, with `.result` holding the draws so far.
     """
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable (it receives each chunk of draws), got {callback!r}")
     run = Run(model, shards, algorithm, chains=chains, num_rounds=num_rounds, burn_in=burn_in, thin=thin, seed=seed,
               executor=executor, time_budget_s=time_budget_s, balance=balance, max_actors=max_actors,
-              transport=transport, **params)
+              transport=transport, target_ess=target_ess, max_rhat=max_rhat, max_rounds=max_rounds, **params)
     show = progress if progress is not None else run.total_rounds >= 2000
     from tqdm.auto import tqdm
 
@@ -152,11 +249,10 @@ def sample(model: Any, shards: Any, algorithm: str = "dglmc", *, chains: int = 4
             if callback is not None:
                 callback(chunk)
         result = run.result()
-    if run.stopped_by_time_budget:
-        warnings.warn(f"time_budget_s={time_budget_s} reached after {run.rounds_done} of {run.total_rounds} rounds "
-                      f"({result.num_draws} draws per chain kept)", stacklevel=2)
-    if run.error is not None:
-        raise SamplingError(run.error["message"], worker=run.error["worker"], round=run.error["round"], result=result)
+    if run.failure is not None:
+        raise SamplingError(run.failure, result)
+    for note in result.info["warnings"]:
+        warnings.warn(note, stacklevel=2)
     return result
 
 

@@ -1,7 +1,9 @@
 """Splitting data into shards, one per worker, and describing shards a worker reads itself.
 
 A `Shard` is either in memory (arrays `X`, `y`) or a `path` to a file the worker loads on its own
-node, so big data never passes through the driver. `shard(...)` builds a `ShardSet` from whole
+node, so big data never passes through the driver. A shard may name its `site`: the Ray node label
+(`raysampler.io/site`) of the nodes that hold its file; its worker then runs only there, and nothing
+on the driver opens the file. Column names (`columns`) travel with a shard and name the parameters. `shard(...)` builds a `ShardSet` from whole
 arrays (split "contiguous", "random" or "label_skew") or from data that is already split (a list
 of `(X_i, y_i)` pairs, file paths or `Shard`s, one per shard).
 
@@ -18,14 +20,15 @@ Shards hold X as float64; y keeps an integer dtype (class labels) and is float64
 from __future__ import annotations
 
 import os
+import re
 import warnings
 import zipfile
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence, overload
+from typing import Any, Iterator, NamedTuple, Sequence, overload
 
 import numpy as np
 
-__all__ = ["STRATEGIES", "SUFFIXES", "Shard", "ShardSet", "shard"]
+__all__ = ["STRATEGIES", "SUFFIXES", "DataTable", "Shard", "ShardSet", "read_data_file", "read_table", "shard"]
 
 #: Split strategies accepted by `shard`.
 STRATEGIES: tuple[str, ...] = ("contiguous", "random", "label_skew")
@@ -100,17 +103,34 @@ def _check_path(path: str) -> str:
 
 
 # ----------------------------------------------------------------------------------- file readers
-def read_data_file(path: str, *, y: str = "y", x: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(X, y) from an .npz (arrays named `x` (default "X") and `y`), .csv or .parquet (target column `y`, feature
-    columns `x`, default all others), checked like in-memory data; errors are ValueError naming the file."""
+class DataTable(NamedTuple):
+    """A file's (or array's) data: X (n, p) float64, y, and X's column names when the source has them."""
+
+    X: np.ndarray
+    y: np.ndarray
+    columns: tuple[str, ...] | None
+
+
+def read_table(path: str, *, y: str = "y", x: Sequence[str] | None = None) -> DataTable:
+    """X, y and X's column names from an .npz (arrays named `x` (default "X") and `y`; no column names), .csv or
+    .parquet (target column `y`, feature columns `x`, default all others), checked like in-memory data; errors are
+    ValueError naming the file."""
     lower = _check_path(path).lower()
+    columns: tuple[str, ...] | None = None
     if lower.endswith(".npz"):
         X, Y = _read_npz(path, x[0] if x else "X", y)
     elif lower.endswith(".csv"):
-        X, Y = _read_csv(path, y, x)
+        X, Y, columns = _read_csv(path, y, x)
     else:
-        X, Y = _read_parquet(path, y, x)
-    return _validate(X, Y, f"X in {path!r}", f"y in {path!r}")
+        X, Y, columns = _read_parquet(path, y, x)
+    Xa, Ya = _validate(X, Y, f"X in {path!r}", f"y in {path!r}")
+    return DataTable(Xa, Ya, columns)
+
+
+def read_data_file(path: str, *, y: str = "y", x: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(X, y) of `read_table`."""
+    table = read_table(path, y=y, x=x)
+    return table.X, table.y
 
 
 def _read_npz(path: str, x: str = "X", y: str = "y") -> tuple[np.ndarray, np.ndarray]:
@@ -133,23 +153,25 @@ def _read_npz(path: str, x: str = "X", y: str = "y") -> tuple[np.ndarray, np.nda
 
 
 def _split_columns(path: str, names: list[str], data: np.ndarray, y: str = "y",
-                   x: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Separate the target column `y` from the feature columns `x` (default: every other column)."""
+                   x: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+    """Separate the target column `y` from the feature columns `x` (default: every other column); also the
+    feature columns' names."""
     hits = [i for i, c in enumerate(names) if c == y]
     if len(hits) != 1:
         raise ValueError(f"shard file {path!r} needs exactly one column named {y!r}, has columns {names}")
     j = hits[0]
     if x is None:
-        return np.delete(data, j, axis=1), data[:, j]
+        return np.delete(data, j, axis=1), data[:, j], tuple(c for i, c in enumerate(names) if i != j)
     if y in x:
         raise ValueError(f"shard file {path!r}: the target column {y!r} cannot also be a feature column")
     missing = [c for c in x if c not in names]
     if missing or not x:
         raise ValueError(f"shard file {path!r} has no column(s) {missing or 'given'} for X; it has {names}")
-    return data[:, [names.index(c) for c in x]], data[:, j]
+    return data[:, [names.index(c) for c in x]], data[:, j], tuple(x)
 
 
-def _read_csv(path: str, y: str = "y", x: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+def _read_csv(path: str, y: str = "y",
+              x: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
     with open(path, encoding="utf-8") as fh:
         header = fh.readline()
     names = [c.strip().strip('"').strip("'") for c in header.strip().split(",")]
@@ -168,7 +190,8 @@ def _read_csv(path: str, y: str = "y", x: Sequence[str] | None = None) -> tuple[
     return _split_columns(path, names, data, y, x)
 
 
-def _read_parquet(path: str, y: str = "y", x: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+def _read_parquet(path: str, y: str = "y",
+                  x: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
     try:
         import pyarrow.parquet as pq
     except ImportError:
@@ -199,22 +222,31 @@ def _npz_rows(path: str) -> int | None:
 # ------------------------------------------------------------------------------------------ Shard
 @dataclass(frozen=True, eq=False)
 class Shard:
-    """One worker's data: in-memory arrays (X, y) or a `path` the worker reads with `load()`.
+    """One worker's data: in-memory arrays (X, y) or a `path` the worker reads with `read()`.
 
-    `index` optionally records which rows of the original data the shard holds (set by `shard`).
-    In-memory arrays are validated on construction; a path is checked for a supported suffix only,
-    since the file may be meant for another node.
+    `site` pins the shard's worker to Ray nodes labelled `raysampler.io/site=<site>` (a path shard's file then only
+    needs to exist there: nothing on the driver opens it). `columns` names X's columns (a CSV/parquet file's header
+    gives them when read); `y_column` and `x_columns` choose a file's target and feature columns (default: "y" and
+    every other column). `index` optionally records which rows of the original data the shard holds (set by
+    `shard`). In-memory arrays are validated on construction; a path is checked for a supported suffix only.
     """
 
     X: np.ndarray | None = None
     y: np.ndarray | None = None
     path: str | None = None
     index: np.ndarray | None = None
+    site: str | None = None
+    columns: tuple[str, ...] | None = None
+    y_column: str = "y"
+    x_columns: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         has_arrays = self.X is not None or self.y is not None
         if has_arrays == (self.path is not None):
             raise ValueError("a Shard holds either arrays (X, y) or a path, not both or neither")
+        if self.site is not None and not (isinstance(self.site, str) and _SITE_PATTERN.match(self.site)):
+            raise ValueError(f"site must be a label value (letters, digits, '-', '_', '.', at most 63), "
+                             f"got {self.site!r}")
         if self.path is not None:
             if not isinstance(self.path, (str, os.PathLike)):
                 raise ValueError(f"path must be a str or os.PathLike, got {type(self.path).__name__}")
@@ -223,6 +255,15 @@ class Shard:
             X, y = _validate(self.X, self.y)
             object.__setattr__(self, "X", X)
             object.__setattr__(self, "y", y)
+        if self.columns is not None:
+            cols = _names(self.columns, "columns")
+            if self.X is not None and len(cols) != self.X.shape[1]:
+                raise ValueError(f"columns has {len(cols)} names but X has {self.X.shape[1]} columns")
+            object.__setattr__(self, "columns", cols)
+        if self.x_columns is not None:
+            object.__setattr__(self, "x_columns", _names(self.x_columns, "x_columns"))
+        if not isinstance(self.y_column, str) or not self.y_column:
+            raise ValueError(f"y_column must be a non-empty column name, got {self.y_column!r}")
         if self.index is not None:
             idx = np.asarray(self.index, dtype=np.int64)
             if idx.ndim != 1 or (self.X is not None and len(idx) != len(self.X)):
@@ -236,10 +277,13 @@ class Shard:
 
     @property
     def n_rows(self) -> int | None:
-        """Rows in the shard; for a path shard only when the file header tells cheaply (.npz, .parquet)."""
+        """Rows in the shard; for a path shard only when the file header tells cheaply (.npz, .parquet) and the
+        file is local (a shard with a site is never opened here)."""
         if self.X is not None:
             return int(self.X.shape[0])
         assert self.path is not None
+        if self.site is not None:
+            return None
         lower = self.path.lower()
         if lower.endswith(".npz"):
             return _npz_rows(self.path)
@@ -252,21 +296,40 @@ class Shard:
                 return None
         return None
 
-    def load(self) -> tuple[np.ndarray, np.ndarray]:
-        """Return (X, y): the held arrays, or the file's contents checked like in-memory data."""
+    def read(self) -> DataTable:
+        """X, y and column names: the held arrays, or the file's contents checked like in-memory data."""
         if self.path is None:
             assert self.X is not None and self.y is not None
-            return self.X, self.y
+            return DataTable(self.X, self.y, self.columns)
         path = self.path
         if not os.path.isfile(path):
             raise FileNotFoundError(f"shard file {path!r} does not exist")
-        return read_data_file(path)
+        return read_table(path, y=self.y_column, x=self.x_columns)
+
+    def load(self) -> tuple[np.ndarray, np.ndarray]:
+        """(X, y) of `read()`."""
+        table = self.read()
+        return table.X, table.y
 
     def __repr__(self) -> str:
+        where = f", site={self.site!r}" if self.site is not None else ""
         if self.path is not None:
-            return f"Shard(path={self.path!r})"
+            return f"Shard(path={self.path!r}{where})"
         assert self.X is not None and self.y is not None
-        return f"Shard(X: {self.X.shape}, y: {self.y.shape} {self.y.dtype})"
+        return f"Shard(X: {self.X.shape}, y: {self.y.shape} {self.y.dtype}{where})"
+
+
+_SITE_PATTERN = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$")
+
+
+def _names(value: Any, argname: str) -> tuple[str, ...]:
+    """A tuple of distinct non-empty strings, else ValueError naming `argname`."""
+    if isinstance(value, str) or not isinstance(value, (list, tuple, np.ndarray)) and not hasattr(value, "__iter__"):
+        raise ValueError(f"{argname} must be a list of column names, got {value!r}")
+    names = tuple(str(v) for v in value)
+    if any(not n for n in names) or len(set(names)) != len(names):
+        raise ValueError(f"{argname} must be distinct non-empty names, got {list(names)}")
+    return names
 
 
 # --------------------------------------------------------------------------------------- ShardSet
@@ -395,6 +458,7 @@ def shard(
     *,
     alpha: float = 1.0,
     seed: int = 0,
+    columns: Sequence[str] | None = None,
 ) -> ShardSet:
     """Split (X, y) into `num_shards` shards (default 4), or wrap data that is already split.
 
@@ -407,6 +471,8 @@ def shard(
     "contiguous" (the data are not re-split) and the result's strategy is "presplit". Paths must
     exist where this is called. A ShardSet passed as X is returned unchanged.
 
+    `columns` names X's columns (a pandas DataFrame X gives them itself); they become parameter names.
+
     Invalid arguments raise ValueError naming the argument.
     """
     if isinstance(X, ShardSet) and y is None:
@@ -416,6 +482,11 @@ def shard(
     if isinstance(X, (list, tuple)) and y is None:
         return _presplit(X, num_shards, strategy)
 
+    if columns is None and hasattr(X, "columns") and hasattr(X, "to_numpy"):  # a DataFrame
+        columns = [str(c) for c in X.columns]
+    X = X.to_numpy() if hasattr(X, "to_numpy") else X
+    y = y.to_numpy() if hasattr(y, "to_numpy") else y
+    cols = _names(columns, "columns") if columns is not None else None
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating, np.integer)) or not (
@@ -423,17 +494,20 @@ def shard(
     ):
         raise ValueError(f"alpha must be a positive finite number, got {alpha!r}")
     Xa, ya = _validate(X, y)
+    if cols is not None and len(cols) != Xa.shape[1]:
+        raise ValueError(f"columns has {len(cols)} names but X has {Xa.shape[1]} columns")
     n = Xa.shape[0]
     k = _check_num_shards(_DEFAULT_NUM_SHARDS if num_shards is None else num_shards, n)
 
     if strategy == "contiguous":
         parts = np.array_split(np.arange(n), k)
         return ShardSet(
-            tuple(Shard(X=Xa[p[0] : p[-1] + 1], y=ya[p[0] : p[-1] + 1], index=p) for p in parts), strategy
+            tuple(Shard(X=Xa[p[0] : p[-1] + 1], y=ya[p[0] : p[-1] + 1], index=p, columns=cols) for p in parts),
+            strategy,
         )
     rng = np.random.default_rng(seed)
     if strategy == "random":
         parts = [np.sort(p) for p in np.array_split(rng.permutation(n), k)]
     else:
         parts = _label_skew_parts(_class_labels(ya), k, float(alpha), rng)
-    return ShardSet(tuple(Shard(X=Xa[p], y=ya[p], index=p) for p in parts), strategy)
+    return ShardSet(tuple(Shard(X=Xa[p], y=ya[p], index=p, columns=cols) for p in parts), strategy)

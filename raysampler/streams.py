@@ -6,9 +6,20 @@ which process runs them. Draws are taken in blocks so K chains cost one generato
 """
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import numpy as np
 
 _NORMAL, _UNIFORM = 0, 1
+
+
+class NoiseState(NamedTuple):
+    """Where a `ChainNoise` stands: every chain's generator states and the draws already made but not yet used."""
+
+    normal: tuple[dict[str, Any], ...]
+    uniform: tuple[dict[str, Any], ...]
+    normal_buffer: np.ndarray
+    uniform_buffer: np.ndarray
 
 
 class ChainNoise:
@@ -29,6 +40,22 @@ class ChainNoise:
             self._nbuf = np.concatenate([self._nbuf, fresh]) if len(self._nbuf) else fresh
         out, self._nbuf = self._nbuf[:n], self._nbuf[n:]
         return out
+
+    def capture(self) -> NoiseState:
+        """The streams' position, to continue later with exactly the same numbers (`restore`)."""
+        return NoiseState(tuple(g.bit_generator.state for g in self._normal_gens),
+                          tuple(g.bit_generator.state for g in self._uniform_gens),
+                          self._nbuf.copy(), self._ubuf.copy())
+
+    def restore(self, state: NoiseState) -> None:
+        """Continue from a captured position (same seed, chains and dimension)."""
+        if len(state.normal) != len(self._normal_gens) or state.normal_buffer.shape[1:] != self._nbuf.shape[1:]:
+            raise ValueError("noise state does not fit these streams (other number of chains or dimension)")
+        for g, st in zip(self._normal_gens, state.normal):
+            g.bit_generator.state = st
+        for g, st in zip(self._uniform_gens, state.uniform):
+            g.bit_generator.state = st
+        self._nbuf, self._ubuf = state.normal_buffer.copy(), state.uniform_buffer.copy()
 
     def uniform(self, n: int) -> np.ndarray:
         """n fresh Uniform(0, 1) draws per chain: shape (n, K)."""

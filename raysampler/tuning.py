@@ -1,11 +1,16 @@
-"""Distributed tuning oracles: MAP, Laplace preconditioner and local curvature, with no data leaving a worker.
+"""The shared tuning step every gradient-based algorithm starts from, computed with no data leaving a worker:
+the MAP, the Laplace preconditioner θ = θ* + Lφ, each shard's quadratic model of U_i at the MAP (its gradient and
+Hessian in φ) and the curvature met there.
 
-Each quantity is a sum over shards of something a worker computes from its own shard (value,
-gradient, Hessian, Hessian-vector products); the coordinator only adds the Gaussian prior and sums.
+Each quantity is a sum over shards of something a worker computes from its own shard (value, gradient, Hessian,
+Hessian-vector products); the coordinator only adds the prior and sums. `laplace_step` returns it all as one
+`Laplace` value; algorithms derive their default step sizes from it (see raysampler.laws) and run on
+`Laplace.model(...)`, the model seen in φ.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.linalg
@@ -13,16 +18,31 @@ import scipy.optimize
 
 from .algorithms.base import ShardPool
 from .models.base import Model
+from .reparam import Preconditioner, WhitenedModel
+from .streams import ChainNoise
 
 #: Above this dimension the Laplace preconditioner is diagonal (a dense d×d factor costs d² per step).
 DENSE_PRECONDITIONER_MAX_DIM = 300
+PRECONDITIONERS = ("auto", "laplace", "diag", None)
+INITS = ("map", "zeros")
 
 
 # --- worker-side functions (run where the shard lives; module-level so Ray can ship them) ---------
 
-def shard_value_and_grad(model: Model, X: np.ndarray, y: np.ndarray, theta: np.ndarray):
+def shard_value_and_grad(model: Model, X: np.ndarray, y: np.ndarray, theta: np.ndarray) -> tuple[float, np.ndarray]:
     u, g = model.potential_and_grad(X, y, theta[None, :])
     return float(u[0]), g[0]
+
+
+def shard_batch_value_and_grad(model: Model, X: np.ndarray, y: np.ndarray,
+                               theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """U_i and ∇U_i at K points (K, d) on one shard."""
+    return model.potential_and_grad(X, y, theta)
+
+
+def shard_grad(model: Model, X: np.ndarray, y: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """∇U_i at K points (K, d) on one shard."""
+    return model.grad(X, y, theta)
 
 
 def shard_hessian(model: Model, X: np.ndarray, y: np.ndarray, theta: np.ndarray) -> np.ndarray:
@@ -37,15 +57,17 @@ def shard_smoothness(model: Model, X: np.ndarray, y: np.ndarray) -> float:
     return float(model.smoothness(X, y))
 
 
-def shard_whitened_curvature(model: Model, X: np.ndarray, y: np.ndarray, theta: np.ndarray,
-                             scale: np.ndarray | None, iters: int = 100, tol: float = 1e-4) -> float:
-    """λ_max(Lᵀ ∇²U_i(θ) L) by power iteration on Hessian-vector products: the curvature actually met at θ."""
-    d = theta.shape[0]
+def shard_whitened_curvature(model: Model, X: np.ndarray, y: np.ndarray, precond: Preconditioner,
+                             iters: int = 100, tol: float = 1e-4) -> float:
+    """λ_max(Lᵀ∇²U_i(θ*)L) by power iteration on Hessian-vector products: the curvature actually met at the MAP."""
+    wm = WhitenedModel(model, precond)
+    d = wm.dim
     v = np.ones(d) + 0.1 * np.sin(np.arange(1, d + 1))  # fixed start: deterministic on every executor
     v /= np.linalg.norm(v)
+    origin = np.zeros((1, d))
     lam = 0.0
     for _ in range(iters):
-        w = _apply_scale_t(scale, model.hvp(X, y, theta[None, :], _apply_scale(scale, v)[None, :])[0])
+        w = wm.hvp(X, y, origin, v[None, :])[0]
         new = float(np.linalg.norm(w))
         if new == 0.0 or not np.isfinite(new):
             return max(new, 0.0) if np.isfinite(new) else float("inf")
@@ -56,88 +78,42 @@ def shard_whitened_curvature(model: Model, X: np.ndarray, y: np.ndarray, theta: 
     return lam
 
 
-def shard_local_quadratic(model: Model, X: np.ndarray, y: np.ndarray, theta: np.ndarray,
-                          scale: np.ndarray | None, dense: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Worker i's quadratic model of U_i at θ in φ coordinates: (Lᵀ∇U_i(θ), LᵀH_iL), the Hessian dense (d, d) or
-    its diagonal (d,) (a PSD curvature estimate)."""
-    _, g = model.potential_and_grad(X, y, theta[None, :])
-    g = _apply_scale_t(scale, g[0])
+def shard_local_quadratic(model: Model, X: np.ndarray, y: np.ndarray, precond: Preconditioner,
+                          dense: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Worker i's quadratic model of U_i at the MAP (φ = 0) in φ coordinates: (∇_φU_i, ∇²_φU_i), the Hessian dense
+    (d, d) or its diagonal (d,) (a PSD curvature estimate)."""
+    wm = WhitenedModel(model, precond)
+    origin = np.zeros(wm.dim)
+    g = wm.grad(X, y, origin[None, :])[0]
     if dense:
-        H = model.hessian(X, y, theta)
-        if scale is not None:
-            S = np.diag(scale) if scale.ndim == 1 else scale
-            H = S.T @ H @ S
-        return g, 0.5 * (H + H.T)
-    hd = np.asarray(model.hessian_diag(X, y, theta))
-    if scale is not None:
-        hd = hd * (scale * scale if scale.ndim == 1 else np.sum(scale * scale, axis=0))
-    return g, hd
-
-
-def _apply_scale(scale: np.ndarray | None, v: np.ndarray) -> np.ndarray:
-    if scale is None:
-        return v
-    return v * scale if scale.ndim == 1 else scale @ v
-
-
-def _apply_scale_t(scale: np.ndarray | None, v: np.ndarray) -> np.ndarray:
-    if scale is None:
-        return v
-    return v * scale if scale.ndim == 1 else scale.T @ v
+        return g, wm.hessian(X, y, origin)
+    return g, np.asarray(wm.hessian_diag(X, y, origin))
 
 
 # --- coordinator side ---------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Preconditioner:
-    """Affine change of variables θ = shift + L φ (L dense (d, d), diagonal (d,), or None for identity).
-
-    With L Lᵀ the inverse Laplace Hessian at the MAP, the posterior in φ is close to N(0, I).
-    """
-
-    shift: np.ndarray
-    scale: np.ndarray | None
-    kind: str  # "laplace" | "diag" | "none"
-
-    def to_theta(self, phi: np.ndarray) -> np.ndarray:
-        """θ = shift + L φ for a (K, d) batch."""
-        if self.scale is None:
-            return phi + self.shift
-        return self.shift + (phi * self.scale if self.scale.ndim == 1 else phi @ self.scale.T)
-
-    def to_phi(self, theta: np.ndarray) -> np.ndarray:
-        """φ = L⁻¹(θ − shift) for a (K, d) batch."""
-        diff = theta - self.shift
-        if self.scale is None:
-            return diff
-        if self.scale.ndim == 1:
-            return diff / self.scale
-        return np.linalg.solve(self.scale, diff.T).T
-
-    def pull_grad(self, g: np.ndarray) -> np.ndarray:
-        """Gradient in φ from the gradient in θ: Lᵀ∇U, for a (K, d) batch."""
-        if self.scale is None:
-            return g
-        return g * self.scale if self.scale.ndim == 1 else g @ self.scale
-
-    def prior_in_phi(self, mean: np.ndarray, precision: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The Gaussian prior N(mean, diag(1/precision)) in φ: (precision matrix P, linear term b), density ∝ exp(−½φᵀPφ + bᵀφ)."""
-        d = mean.shape[0]
-        if self.scale is None:
-            return np.diag(precision), precision * (mean - self.shift)
-        Lmat = np.diag(self.scale) if self.scale.ndim == 1 else self.scale
-        P = Lmat.T @ (precision[:, None] * Lmat)
-        b = Lmat.T @ (precision * (mean - self.shift))
-        return 0.5 * (P + P.T), b.reshape(d)
+def prior_hessian(prior: Any, x: np.ndarray) -> np.ndarray:
+    """The whole prior's Hessian (d, d) at one point x (d,): its Gaussian part plus the residual term's."""
+    H = prior.gaussian.matrix().astype(float)
+    if prior.residual is not None:
+        d = x.shape[0]
+        H = H + prior.residual.hvp(np.repeat(x[None, :], d, axis=0), np.eye(d))
+    return 0.5 * (H + H.T)
 
 
 def total_value_and_grad(model: Model, pool: ShardPool, theta: np.ndarray) -> tuple[float, np.ndarray]:
     """U(θ) = Σ_i U_i(θ) + prior and its gradient, summed over the workers."""
     prior = model.prior()
     parts = pool.map(shard_value_and_grad, [(theta,)] * pool.num_shards)
-    value = sum(p[0] for p in parts) + float(prior.potential(theta))
-    grad = np.sum([p[1] for p in parts], axis=0) + prior.grad(theta)
+    value = sum(p[0] for p in parts) + float(prior.potential(theta[None, :])[0])
+    grad = np.sum([p[1] for p in parts], axis=0) + prior.grad(theta[None, :])[0]
     return value, grad
+
+
+def total_hessian(model: Model, pool: ShardPool, theta: np.ndarray) -> np.ndarray:
+    """∇²U(θ): the workers' Hessians summed, plus the prior's."""
+    H = np.sum(pool.map(shard_hessian, [(theta,)] * pool.num_shards), axis=0) + prior_hessian(model.prior(), theta)
+    return 0.5 * (H + H.T)
 
 
 def find_map(model: Model, pool: ShardPool, *, x0: np.ndarray, dense_hessian: bool,
@@ -171,15 +147,8 @@ def find_map(model: Model, pool: ShardPool, *, x0: np.ndarray, dense_hessian: bo
     return theta
 
 
-def total_hessian(model: Model, pool: ShardPool, theta: np.ndarray) -> np.ndarray:
-    """∇²U(θ): the workers' Hessians summed, plus the prior precision."""
-    H = np.sum(pool.map(shard_hessian, [(theta,)] * pool.num_shards), axis=0)
-    H = H + np.diag(model.prior().precision)
-    return 0.5 * (H + H.T)
-
-
 def laplace_preconditioner(model: Model, pool: ShardPool, theta_map: np.ndarray, kind: str) -> Preconditioner:
-    """θ = θ* + Lφ with L Lᵀ = (Σ_i ∇²U_i(θ*) + prior precision)⁻¹ (kind "laplace") or its diagonal ("diag").
+    """θ = θ* + Lφ with L Lᵀ = (Σ_i ∇²U_i(θ*) + prior Hessian)⁻¹ (kind "laplace") or its diagonal ("diag").
 
     Falls back to the diagonal form when the summed Hessian is not positive definite (e.g. an MLP).
     """
@@ -192,71 +161,145 @@ def laplace_preconditioner(model: Model, pool: ShardPool, theta_map: np.ndarray,
             return Preconditioner(theta_map, L, "laplace")
         except np.linalg.LinAlgError:
             kind = "diag"
-    diag = np.sum(pool.map(shard_hessian_diag, [(theta_map,)] * pool.num_shards), axis=0) + prior.precision
+    diag = np.sum(pool.map(shard_hessian_diag, [(theta_map,)] * pool.num_shards), axis=0)
+    diag = diag + np.diag(prior_hessian(prior, theta_map))
     return Preconditioner(theta_map, 1.0 / np.sqrt(np.clip(diag, 1e-12, None)), "diag")
 
 
-def local_curvatures(model: Model, pool: ShardPool, theta: np.ndarray, precond: Preconditioner) -> np.ndarray:
-    """Per-shard M_i = λ_max(Lᵀ∇²U_i(θ)L): the curvature met near the posterior mass, in φ coordinates."""
-    return np.array(pool.map(shard_whitened_curvature, [(theta, precond.scale)] * pool.num_shards), dtype=float)
+def local_curvatures(model: Model, pool: ShardPool, precond: Preconditioner) -> np.ndarray:
+    """Per-shard M_i = λ_max(Lᵀ∇²U_i(θ*)L): the curvature met near the posterior mass, in φ coordinates."""
+    return np.array(pool.map(shard_whitened_curvature, [(precond,)] * pool.num_shards), dtype=float)
 
 
-def local_quadratics(model: Model, pool: ShardPool, theta: np.ndarray, precond: Preconditioner,
+def local_quadratics(model: Model, pool: ShardPool, precond: Preconditioner,
                      dense: bool) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Every worker's (gradient, Hessian) of U_i at θ in φ coordinates (`shard_local_quadratic`)."""
-    return pool.map(shard_local_quadratic, [(theta, precond.scale, dense)] * pool.num_shards)
-
-
-def rho_for_bias_budget(quads: list[tuple[np.ndarray, np.ndarray]], prior_P: np.ndarray, prior_b: np.ndarray,
-                        precond: Preconditioner, delta: float, rho_start: float) -> tuple[float, dict]:
-    """The largest common ρ ≤ `rho_start` whose π_ρ, under the workers' quadratic (Laplace) models of U_i, keeps
-    every θ coordinate's mean within δ posterior sd of the posterior's and its sd within a factor 1 + δ.
-
-    `rho_start` = ((1 + δ)² − 1)/max_i M_i already bounds the sd inflation in every direction (not only along
-    the coordinates); the search only lowers it where the means would move too far (shards that disagree).
-
-    With U_i(z) ≈ g_iᵀz + ½zᵀP_iz in φ, π_ρ is Gaussian with precision Λ_ρ = P0 + Σ_i P_i(I + ρP_i)⁻¹ and mean
-    Λ_ρ⁻¹(b0 − Σ_i (I + ρP_i)⁻¹g_i) (each local factor convolved with N(0, ρI)); ρ = 0 gives the posterior's.
-    Found by bisection in log ρ. Returns ρ and the predicted mean shift and sd inflation.
-    """
-    dense = quads[0][1].ndim == 2
-    L = None if precond.scale is None else (np.diag(precond.scale) if precond.scale.ndim == 1 else precond.scale)
-    if dense:
-        eig = [np.linalg.eigh(P) for _, P in quads]
-        eig = [(np.clip(w, 0.0, None), V, V.T @ g) for (w, V), (g, _) in zip(eig, quads)]
-
-    def moments(rho: float) -> tuple[np.ndarray, np.ndarray]:
-        if dense:
-            Lam = prior_P + sum((V * (w / (1 + rho * w))) @ V.T for w, V, _ in eig)
-            lin = prior_b - sum(V @ (Vg / (1 + rho * w)) for w, V, Vg in eig)
-            cov = np.linalg.inv(Lam)
-            mean = cov @ lin
-        else:
-            lam = np.diag(prior_P) + sum(P / (1 + rho * P) for _, P in quads)
-            cov = np.diag(1.0 / lam)
-            mean = (prior_b - sum(g / (1 + rho * P) for g, P in quads)) / lam
-        if L is not None:
-            cov, mean = L @ cov @ L.T, L @ mean
-        return mean, np.sqrt(np.clip(np.diag(cov), 1e-300, None))
-
-    mean0, sd0 = moments(0.0)
-
-    def bias(rho: float) -> tuple[float, float]:
-        mean, sd = moments(rho)
-        return float(np.max(np.abs(mean - mean0) / sd0)), float(np.max(sd / sd0) - 1.0)
-
-    if max(bias(rho_start)) <= delta:
-        shift, infl = bias(rho_start)
-        return rho_start, {"predicted_mean_shift_sd": shift, "predicted_sd_inflation": infl}
-    lo, hi = rho_start * 1e-6, rho_start
-    for _ in range(40):
-        mid = np.sqrt(lo * hi)
-        shift, infl = bias(mid)
-        lo, hi = (mid, hi) if max(shift, infl) <= delta else (lo, mid)
-    shift, infl = bias(lo)
-    return lo, {"predicted_mean_shift_sd": shift, "predicted_sd_inflation": infl}
+    """Every worker's (gradient, Hessian) of U_i at the MAP in φ coordinates (`shard_local_quadratic`)."""
+    return pool.map(shard_local_quadratic, [(precond, dense)] * pool.num_shards)
 
 
 def smoothness_bounds(model: Model, pool: ShardPool) -> np.ndarray:
     """Per-shard worst-case M_i from the models (the paper's rule)."""
     return np.array(pool.map(shard_smoothness, [()] * pool.num_shards), dtype=float)
+
+
+def map_start(seed: int, d: int) -> np.ndarray:
+    """The MAP search's deterministic starting point (a tiny seeded perturbation of 0)."""
+    return 0.01 * np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(2**31,))).standard_normal(d)
+
+
+@dataclass(frozen=True)
+class Laplace:
+    """What the shared tuning step found.
+
+    `precond` maps φ → θ (identity under the papers' plain rules). The quadratic models are in z = φ − `centre`,
+    `centre` the MAP in φ (0 when whitened): `quads[i]` = (g_i, P_i), shard i's gradient and Hessian (dense (d, d)
+    or diagonal (d,)) of U_i at the MAP; the prior's quadratic is ½zᵀ prior_P z − prior_bᵀz (its Gaussian part plus
+    the residual's second-order expansion at the MAP); `curvature[i]` = λ_max(P_i). Fields are None where the step
+    was not asked for them.
+    """
+
+    theta_map: np.ndarray | None
+    precond: Preconditioner
+    centre: np.ndarray | None
+    quads: list[tuple[np.ndarray, np.ndarray]] | None
+    prior_P: np.ndarray | None
+    prior_b: np.ndarray | None
+    curvature: np.ndarray | None
+
+    @property
+    def whitened(self) -> bool:
+        return self.precond.kind != "none"
+
+    @property
+    def dense(self) -> bool:
+        return self.quads is not None and self.quads[0][1].ndim == 2
+
+    def model(self, model: Model) -> Any:
+        """The model the sampler runs on: `model` in φ (or `model` itself under the plain rules)."""
+        return WhitenedModel(model, self.precond) if self.whitened else model
+
+    def adopt(self, model: Model, pool: ShardPool) -> Any:
+        """`model(model)`, handed to every worker when it differs from `model` (so later worker calls run in φ)."""
+        wmodel = self.model(model)
+        if wmodel is not model:
+            pool.bind(wmodel)
+        return wmodel
+
+    def posterior(self) -> tuple[np.ndarray, np.ndarray]:
+        """Mean (in z = φ − centre) and covariance of the Gaussian (Laplace) model of the posterior."""
+        assert self.quads is not None and self.prior_P is not None and self.prior_b is not None
+        Lam = self.prior_P + sum(np.diag(P) if P.ndim == 1 else P for _, P in self.quads)
+        cov = np.linalg.inv(Lam)
+        cov = 0.5 * (cov + cov.T)
+        return cov @ (self.prior_b - sum(g for g, _ in self.quads)), cov
+
+
+def resolve_preconditioner(kind: str | None, d: int) -> str | None:
+    """"auto" → dense Laplace for d ≤ DENSE_PRECONDITIONER_MAX_DIM, diagonal above; others unchanged."""
+    if kind not in PRECONDITIONERS:
+        raise ValueError(f"preconditioner must be one of {PRECONDITIONERS}, got {kind!r}")
+    if kind == "auto":
+        return "laplace" if d <= DENSE_PRECONDITIONER_MAX_DIM else "diag"
+    return kind
+
+
+def laplace_step(model: Model, pool: ShardPool, *, seed: int, preconditioner: str | None, need_map: bool = True,
+                 quadratics: bool = True) -> Laplace:
+    """The shared tuning step. With a preconditioner: MAP, Laplace L, every shard's quadratic in φ and its curvature.
+    With `preconditioner=None` (the papers' plain rules): the MAP only if `need_map`, identity coordinates, and the
+    quadratics only if `quadratics` (then at the MAP in θ)."""
+    d = model.dim
+    kind = resolve_preconditioner(preconditioner, d)
+    if kind is None and not need_map:
+        return Laplace(None, Preconditioner.identity(d), None, None, None, None, None)
+    dense = kind != "diag" and d <= DENSE_PRECONDITIONER_MAX_DIM
+    theta_map = find_map(model, pool, x0=map_start(seed, d), dense_hessian=dense)
+    if kind is None:  # the plain rules run in θ; the quadratic models are still taken at the MAP
+        precond, at_map = Preconditioner.identity(d), Preconditioner(theta_map, None, "none")
+    else:
+        precond = at_map = laplace_preconditioner(model, pool, theta_map, kind)
+        dense = dense and precond.kind == "laplace"
+    centre = precond.to_phi(theta_map[None, :])[0]
+    if not quadratics:
+        return Laplace(theta_map, precond, centre, None, None, None, None)
+    quads = local_quadratics(model, pool, at_map, dense)
+    curvature = np.array([np.linalg.eigvalsh(P)[-1] if P.ndim == 2 else float(np.max(P)) for _, P in quads])
+    if not dense:
+        curvature = np.maximum(curvature, local_curvatures(model, pool, at_map))
+    prior = model.prior()
+    prior_P, prior_b = at_map.prior_in_phi(np.asarray(prior.gaussian.mean, dtype=float), prior.gaussian.precision)
+    if prior.residual is not None:  # its second-order expansion at the MAP joins the Gaussian part
+        term = WhitenedModel(model, at_map).prior().residual
+        origin = np.zeros((1, d))
+        H = term.hvp(np.repeat(origin, d, axis=0), np.eye(d))
+        prior_P = prior_P + 0.5 * (H + H.T)
+        prior_b = prior_b - term.grad(origin)[0]
+    return Laplace(theta_map, precond, centre, quads, prior_P, prior_b, np.maximum(curvature, 1e-12))
+
+
+def starts_at_map(init: Any) -> bool:
+    """Whether `init` asks for the MAP start (init="map"; arrays never do)."""
+    return isinstance(init, str) and init == "map"
+
+
+def initial_points(init: Any, lap: Laplace, chains: int, d: int, noise: ChainNoise | None = None) -> np.ndarray:
+    """The chains' starting points (K, d) in the sampler's coordinates φ: "map" (the MAP; with a preconditioner plus
+    one draw from the Laplace approximation per chain, an over-dispersed start for R-hat), "zeros" (θ = 0), or an
+    array (d,) / (K, d) of θ values."""
+    if isinstance(init, str):
+        if init == "map":
+            if lap.theta_map is None:
+                raise ValueError("init='map' needs the MAP (laplace_step with need_map=True)")
+            phi = lap.precond.to_phi(lap.theta_map[None, :])
+            if lap.whitened and noise is not None:
+                return phi + noise.normal(1)[0]
+            return np.repeat(phi, chains, axis=0)
+        if init == "zeros":
+            return np.repeat(lap.precond.to_phi(np.zeros((1, d))), chains, axis=0)
+        raise ValueError(f"init must be 'map', 'zeros' or an array, got {init!r}")
+    arr = np.asarray(init, dtype=float)
+    if arr.shape == (d,):
+        arr = np.repeat(arr[None, :], chains, axis=0)
+    if arr.shape != (chains, d) or not np.all(np.isfinite(arr)):
+        raise ValueError(f"init must have shape ({d},) or ({chains}, {d}) with finite values, got shape {arr.shape}")
+    return lap.precond.to_phi(arr)

@@ -32,7 +32,7 @@ def problem():
 def _run(problem, algorithm, seed=0, **params):
     shards, model, _, _ = problem
     return rs.sample(model, shards, algorithm, chains=CHAINS, num_rounds=ROUNDS, burn_in=BURN, seed=seed,
-                     executor="local", progress=False, init="zeros", **params)
+                     executor="local", progress=False, preconditioner=None, init="zeros", **params)
 
 
 def _local_affine(P, m):
@@ -123,7 +123,7 @@ def test_ula_matches_lyapunov_law(problem):
 
 def test_ula_default_step_is_tenth_of_inverse_lipschitz(problem):
     shards, model, P, _ = problem
-    res = rs.sample(model, shards, "ula", chains=2, num_rounds=5, burn_in=0, executor="local", progress=False)
+    res = rs.sample(model, shards, "ula", chains=2, num_rounds=5, burn_in=0, executor="local", progress=False, preconditioner=None)
     L = sum(np.linalg.eigvalsh(Pi).max() for Pi in P) + 1.0
     assert res.info["setup"]["plan"]["step_size"] == pytest.approx(0.1 / L)
 
@@ -228,12 +228,15 @@ def test_agent_average_targets_posterior_exact_laws(problem):
 
 
 def test_dula_schedule():
+    """The paper's schedule under the plain rules; explicit constants as given."""
+    paper = get_algorithm("dula").schedule(tuned=False)
+    assert (paper["alpha0"], paper["beta0"], paper["b1"], paper["b2"]) == (8.2e-4, 0.48, 230.0, 230.0)
     alg = get_algorithm("dula")
-    assert (alg.alpha0, alg.beta0, alg.b1, alg.b2) == (8.2e-4, 0.48, 230.0, 230.0)
-    assert alg.alpha(10) == pytest.approx(8.2e-4 / 240 ** alg.delta2)
-    assert alg.beta(10) == pytest.approx(0.48 / 240 ** alg.delta1)
+    assert alg.alpha(10) == pytest.approx(8.2e-4 / 240 ** paper["delta2"])
+    assert alg.beta(10) == pytest.approx(0.48 / 240 ** paper["delta1"])
     const = get_algorithm("dula", alpha0=0.01, beta0=0.2, delta1=0.0, delta2=0.0)
     assert const.alpha(500) == 0.01 and const.beta(500) == 0.2
+    assert get_algorithm("dula", alpha0=0.01).schedule(tuned=True)["delta2"] == 0.0   # tuned: constant steps
 
 
 # --- topology and routing -----------------------------------------------------------------------------------
@@ -296,7 +299,6 @@ def test_routing_only_neighbours():
     ("ula", {"init": "middle"}, "init"),
     ("mala", {"step_size": 0.0}, "step_size"),
     ("mala", {"target_accept": 1.5}, "target_accept"),
-    ("dsgld", {}, "step_size"),
     ("dsgld", {"step_size": float("nan")}, "step_size"),
     ("dsgld", {"step_size": 0.1, "topology": "grid"}, "topology"),
     ("dsghmc", {"step_size": 0.1, "friction": 0.0}, "friction"),
@@ -317,19 +319,19 @@ def test_dula_beta_times_degree_checked(problem):
     shards, model, _, _ = problem
     with pytest.raises(ValueError, match="beta0"):
         rs.sample(model, shards, "dula", beta0=0.3, delta1=0.0, topology="complete", chains=2, num_rounds=5,
-                  executor="local", progress=False)   # 0.3 · 4 ≥ 1
+                  executor="local", progress=False, preconditioner=None)   # 0.3 · 4 ≥ 1
 
 
 def test_bad_explicit_topology_at_run(problem):
     shards, model, _, _ = problem
     with pytest.raises(ValueError, match="topology"):
         rs.sample(model, shards, "dsgld", step_size=0.01, topology=[(0, 7)], chains=2, num_rounds=5,
-                  executor="local", progress=False)
+                  executor="local", progress=False, preconditioner=None)
 
 
 def test_local_and_ray_draws_identical(problem, ray_session):
     shards, model, _, _ = problem
-    kw = dict(chains=3, num_rounds=20, burn_in=5, seed=4, progress=False, step_size=0.02, topology="ring")
+    kw = dict(chains=3, num_rounds=20, burn_in=5, seed=4, progress=False, preconditioner=None, step_size=0.02, topology="ring")
     local = rs.sample(model, shards, "dsgld", executor="local", **kw)
     ray = rs.sample(model, shards, "dsgld", executor="ray", **kw)
     np.testing.assert_array_equal(local.draws, ray.draws)
@@ -350,7 +352,7 @@ def test_minibatch_gradient_unbiased_and_deterministic(problem):
     se = est.std(axis=0) / np.sqrt(len(est))
     assert np.all(np.abs(est.mean(axis=0) - full) < 4 * se)
     np.testing.assert_array_equal(local_gradient(bound, X, ys, x, 12, noise), full)   # n_i ≤ B: exact
-    kw = dict(chains=2, num_rounds=30, burn_in=5, seed=1, executor="local", progress=False, step_size=0.02,
+    kw = dict(chains=2, num_rounds=30, burn_in=5, seed=1, executor="local", progress=False, preconditioner=None, step_size=0.02,
               topology="ring", batch_size=2)
     a, b = rs.sample(model, shards, "dsgld", **kw), rs.sample(model, shards, "dsgld", **kw)
     np.testing.assert_array_equal(a.draws, b.draws)

@@ -35,7 +35,7 @@ import scipy.linalg
 import raysampler as rs
 from raysampler import exact, topology as topo
 from raysampler.algorithms import RoundInfo, get_algorithm
-from raysampler.algorithms.dadmm import ADMM, DADMMS, prox
+from raysampler.algorithms.dadmm import PAPER_RHO, ADMM, DADMMS, prox
 from raysampler.algorithms.decentralized import GraphState
 from raysampler.models.base import DataSpec
 from problems import SIGMA1, gaussian_problem
@@ -95,7 +95,7 @@ def dadmms_law(P, m, rho, top, full_state=False, noise="paper", agents=False):
 def _run(problem, algorithm, seed=0, chains=CHAINS, num_rounds=ROUNDS, burn_in=BURN, **params):
     shards, model = problem[:2]
     return rs.sample(model, shards, algorithm, chains=chains, num_rounds=num_rounds, burn_in=burn_in, seed=seed,
-                     executor="local", progress=False, init="zeros", **params)
+                     executor="local", progress=False, preconditioner=None, init="zeros", **params)
 
 
 # --- exact laws ---------------------------------------------------------------------------------------------
@@ -237,7 +237,7 @@ def test_dadmms_runs_on_logistic():
     y = (rng.random(80) < 1 / (1 + np.exp(-X @ np.array([1.0, -1.0, 0.5])))).astype(float)
     shards = rs.shard(X, y, num_shards=4)
     res = rs.sample(rs.models.LogisticRegression(), shards, "dadmms", chains=2, num_rounds=50, burn_in=10,
-                    executor="local", progress=False, topology="ring")
+                    executor="local", progress=False, preconditioner=None, topology="ring")
     assert np.all(np.isfinite(res.draws))
 
 
@@ -268,7 +268,8 @@ def test_worker_rejects_non_neighbour_values(problem):
 def test_registry_and_defaults():
     a, o = get_algorithm("dadmms"), get_algorithm("admm")
     assert isinstance(a, DADMMS) and isinstance(o, ADMM)
-    assert (a.rho, a.noise, a.topology, a.init, a.newton_steps) == (5.0, "curvature", "complete", "map", 5)
+    assert (a.rho, a.noise, a.topology, a.init, a.newton_steps) == (None, "curvature", "complete", "map", 5)
+    assert o.rho == PAPER_RHO == 5.0                     # rho=None: tuned (whitened) or the paper's 5
     assert a.noisy and not o.noisy
 
 
@@ -307,7 +308,7 @@ def test_bad_explicit_topology_at_run(problem):
 
 def test_local_and_ray_draws_identical(problem, ray_session):
     shards, model = problem[:2]
-    kw = dict(chains=2, num_rounds=10, burn_in=3, seed=4, progress=False, topology="ring", rho=2.0)
+    kw = dict(chains=2, num_rounds=10, burn_in=3, seed=4, progress=False, preconditioner=None, topology="ring", rho=2.0)
     local = rs.sample(model, shards, "dadmms", executor="local", **kw)
     ray = rs.sample(model, shards, "dadmms", executor="ray", **kw)
     np.testing.assert_array_equal(local.draws, ray.draws)

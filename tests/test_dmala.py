@@ -25,7 +25,9 @@ import raysampler as rs
 from raysampler import exact, topology as topo
 from raysampler.algorithms import RoundInfo, get_algorithm
 from raysampler.algorithms.decentralized import AgentPayload
-from raysampler.algorithms.dmala import (DMALA, DMALAMessage, DMALAReply, DMALAState, mixing_rounds, routed_mix)
+from raysampler.algorithms.dmala import (DEFAULT_SCHEDULE, DMALA, PAPER_MH_BURN_IN, DMALAMessage, DMALAReply, DMALAState,
+                                         StepAdaptation, mixing_rounds, mixing_rounds_for, routed_mix)
+from raysampler.algorithms.mcmc import DualAveraging
 from problems import gaussian_problem
 from stats_helpers import Z, assert_moments, ess
 
@@ -172,7 +174,8 @@ def test_one_agent_round_is_mala_with_exact_ratio(gauss1):
     gradU = lambda x: x @ A - a
     eps, h = 0.4, 0.08
     x0 = np.array([[0.3, -0.2], [1.0, 0.5], [0.6, -0.5], [-0.4, 0.9]])
-    alg = DMALA(step_size=eps, topology="edgeless", mh_burn_in=0, mixing_schedule=[(0, 3)], init=x0)
+    alg = DMALA(step_size=eps, topology="edgeless", mh_burn_in=0, mixing_schedule=[(0, 3)], init=x0,
+                preconditioner=None)
     plan = alg.prepare(model, _Pool(data, model), chains=4, seed=0, noise=rs.streams.ChainNoise(0, 4, 0, 2))
     st = plan.coordinator_state
     np.testing.assert_allclose(st.ys[0], gradU(x0), atol=1e-12)
@@ -202,12 +205,15 @@ class _Pool:
     def map(self, fn, args):
         return [fn(self.model, X, y, *a) for (X, y), a in zip(self.data, args)]
 
+    def bind(self, model):
+        self.model = model
+
 
 def test_one_agent_exact_mh_samples_posterior_and_old_rule_is_rejected(gauss1):
     shards, model, data = gauss1
     eps = 0.5
     res = rs.sample(model, shards, "dmala", chains=8, num_rounds=3000, burn_in=200, seed=1, executor="local",
-                    progress=False, step_size=eps, mh_burn_in=0, mixing_schedule=[(0, 1)], topology="edgeless")
+                    progress=False, preconditioner=None, step_size=eps, mh_burn_in=0, mixing_schedule=[(0, 1)], topology="edgeless")
     post = model.posterior(data)
     assert_moments(res.draws, *post)
     assert 0.6 < _acceptance(res.draws) < 0.9                  # measured 0.74
@@ -221,7 +227,7 @@ def test_one_agent_mh_off_matches_exact_ula_law(gauss1):
     shards, model, data = gauss1
     eps = 0.5
     res = rs.sample(model, shards, "dmala", chains=8, num_rounds=3000, burn_in=200, seed=2, executor="local",
-                    progress=False, step_size=eps, mh_burn_in=10**9, mixing_schedule=[(0, 1)], topology="edgeless")
+                    progress=False, preconditioner=None, step_size=eps, mh_burn_in=10**9, mixing_schedule=[(0, 1)], topology="edgeless")
     law = dmala_law(*_quadratic(model, data, 1), np.ones((1, 1)), eps, 1)
     assert_moments(res.draws, *law)
     np.testing.assert_allclose(law[0], model.posterior(data)[0], atol=1e-10)
@@ -234,7 +240,7 @@ def test_complete_graph_is_exact_mala(linreg):
     """Complete graph: Metropolis W = 11ᵀ/5, one round averages exactly: the posterior within 4 MCSE."""
     shards, model, parts = linreg
     res = rs.sample(model, shards, "dmala", chains=8, num_rounds=3000, burn_in=300, seed=3, executor="local",
-                    progress=False, step_size=0.3, mh_burn_in=0, mixing_schedule=[(0, 1)], topology="complete")
+                    progress=False, preconditioner=None, step_size=0.3, mh_burn_in=0, mixing_schedule=[(0, 1)], topology="complete")
     assert_moments(res.draws, *model.posterior(parts))
     assert 0.4 < _acceptance(res.draws) < 0.7                   # measured 0.52
 
@@ -245,7 +251,7 @@ def test_ring_close_to_posterior_and_old_rule_is_rejected(linreg):
     shards, model, parts = linreg
     eps, k = 0.3, 10
     res = rs.sample(model, shards, "dmala", chains=8, num_rounds=2000, burn_in=300, seed=3, executor="local",
-                    progress=False, step_size=eps, mh_burn_in=0, mixing_schedule=[(0, k)], topology="ring")
+                    progress=False, preconditioner=None, step_size=eps, mh_burn_in=0, mixing_schedule=[(0, k)], topology="ring")
     mean, cov = model.posterior(parts)
     assert_moments(res.draws, mean, cov)
     sd = res.draws.reshape(-1, 2).std(axis=0)
@@ -260,7 +266,7 @@ def test_ring_mh_off_matches_exact_law(linreg):
     shards, model, parts = linreg
     eps, k = 0.3, 2
     res = rs.sample(model, shards, "dmala", chains=8, num_rounds=2500, burn_in=300, seed=4, executor="local",
-                    progress=False, step_size=eps, mh_burn_in=10**9, mixing_schedule=[(0, k)], topology="ring")
+                    progress=False, preconditioner=None, step_size=eps, mh_burn_in=10**9, mixing_schedule=[(0, k)], topology="ring")
     law = dmala_law(*_quadratic(model, parts, 5), _ring_W(), eps, k)
     assert_moments(res.draws, *law)
 
@@ -289,7 +295,8 @@ def test_sampler_tracks_average_local_gradient_on_ring(linreg):
     and each y_i within 40% of the untracked error max_i |∇V_i(ω_i) − target| (the target moves every round)."""
     shards, model, parts = linreg
     data = [(X, y) for X, y in parts]
-    alg = DMALA(step_size=0.3, topology="ring", mh_burn_in=0, mixing_schedule=[(0, 3)], init="zeros")
+    alg = DMALA(step_size=0.3, topology="ring", mh_burn_in=0, mixing_schedule=[(0, 3)], init="zeros",
+                preconditioner=None)
     pool = _Pool(data, model)
     noise = rs.streams.ChainNoise(0, 2, 0, 2)
     plan = alg.prepare(model, pool, chains=2, seed=0, noise=noise)
@@ -331,11 +338,13 @@ def test_routed_mix_uses_only_neighbours_and_equals_matrix_power(monkeypatch):
     np.testing.assert_allclose(np.stack(out)[:, 0, :], np.linalg.matrix_power(W, 3) @ np.stack(vals)[:, 0, :])
 
 
-def _state(b, K, d, rng, top_name="ring"):
+def _state(b, K, d, rng, top_name="ring", eps=0.1, mh_burn_in=1000, schedule=DEFAULT_SCHEDULE):
     top = topo.make_topology(top_name, b)
     W = topo.metropolis_weights(top)
     om, y, props = (tuple(rng.standard_normal((b, K, d))) for _ in range(3))
-    return DMALAState(top, W, om, y, rng.standard_normal((K, d)), props, np.zeros((b, K), bool))
+    step = StepAdaptation(np.log(eps), np.log(eps), DualAveraging.start(np.log(eps)), False, 0.574)
+    return DMALAState(top, W, om, y, rng.standard_normal((K, d)), props, np.zeros((b, K), bool), step, mh_burn_in,
+                      tuple(schedule))
 
 
 def test_messages_carry_only_own_proposal_and_worker_checks_index():
@@ -355,7 +364,7 @@ def test_coordinator_step_equals_matrix_recursion():
     y ← W³(y + a⊙Δg); next proposal W³(ω + εp' − ½ε² b y)."""
     rng = np.random.default_rng(7)
     b, K, d, eps, k = 4, 3, 2, 0.3, 3
-    st = _state(b, K, d, rng)
+    st = _state(b, K, d, rng, eps=eps, mh_burn_in=10, schedule=[(0, 1), (5, k)])
     reps = [DMALAReply(rng.standard_normal((K, d)), rng.standard_normal(K), np.zeros(K, bool)) for _ in range(b)]
     alg = DMALA(step_size=eps, mh_burn_in=10, mixing_schedule=[(0, 1), (5, k)])
     Wk = np.linalg.matrix_power(st.W, k)
@@ -386,10 +395,9 @@ def test_coordinator_step_equals_matrix_recursion():
 
 
 def test_mixing_schedule_and_nonfinite_rejected():
-    sched = DMALA(step_size=0.1).mixing_schedule
-    assert [mixing_rounds(sched, t) for t in (0, 499, 500, 999, 1000, 10**6)] == [1, 1, 5, 5, 10, 10]
+    assert [mixing_rounds(DEFAULT_SCHEDULE, t) for t in (0, 499, 500, 999, 1000, 10**6)] == [1, 1, 5, 5, 10, 10]
     rng = np.random.default_rng(2)
-    st = _state(5, 2, 2, rng)
+    st = _state(5, 2, 2, rng, mh_burn_in=10**9, schedule=[(0, 1)])
     alg = DMALA(step_size=0.1, mh_burn_in=10**9, mixing_schedule=[(0, 1)])
     bad = [np.array([True, False])] + [np.zeros(2, bool)] * 4
     reps = [DMALAReply(np.zeros((2, 2)), np.zeros(2), bb) for bb in bad]
@@ -410,14 +418,21 @@ def test_mixing_schedule_and_nonfinite_rejected():
 # --- parameters, registry, executors -------------------------------------------------------------------------
 
 def test_registry_and_defaults():
-    a = get_algorithm("dmala", step_size=0.1)
+    """No argument required: step size, MH burn-in and mixing schedule are tuned (None) unless given; the seed's
+    schedule and T_MH are the plain rules'."""
+    a = get_algorithm("dmala")
     assert isinstance(a, DMALA)
-    assert (a.topology, a.mh_burn_in, a.mixing_schedule, a.init) == ("complete", 1000,
-                                                                     ((0, 1), (500, 5), (1000, 10)), "map")
+    assert (a.step_size, a.topology, a.mh_burn_in, a.mixing_schedule, a.init) == (None, "complete", None, None, "map")
+    assert DEFAULT_SCHEDULE == ((0, 1), (500, 5), (1000, 10)) and PAPER_MH_BURN_IN == 1000
+    ring = topo.metropolis_weights(topo.make_topology("ring", 5))
+    k = mixing_rounds_for(ring)
+    lam2 = np.sort(np.abs(np.linalg.eigvalsh(ring)))[-2]
+    assert lam2**k <= 1e-3 < lam2 ** (k - 1)
+    assert mixing_rounds_for(topo.metropolis_weights(topo.make_topology("complete", 5))) == 1
 
 
 @pytest.mark.parametrize("params,bad", [
-    ({}, "step_size"), ({"step_size": 0.0}, "step_size"), ({"step_size": float("nan")}, "step_size"),
+    ({"step_size": 0.0}, "step_size"), ({"step_size": float("nan")}, "step_size"),
     ({"step_size": 0.1, "mh_burn_in": -1}, "mh_burn_in"), ({"step_size": 0.1, "mh_burn_in": 1.5}, "mh_burn_in"),
     ({"step_size": 0.1, "mixing_schedule": [(1, 2)]}, "mixing_schedule"),
     ({"step_size": 0.1, "mixing_schedule": [(0, 0)]}, "mixing_schedule"),
@@ -434,7 +449,7 @@ def test_bad_params_name_the_parameter(params, bad):
 
 def test_local_and_ray_draws_identical(linreg, ray_session):
     shards, model, _ = linreg
-    kw = dict(chains=2, num_rounds=8, burn_in=2, seed=4, progress=False, topology="ring", step_size=0.3,
+    kw = dict(chains=2, num_rounds=8, burn_in=2, seed=4, progress=False, preconditioner=None, topology="ring", step_size=0.3,
               mh_burn_in=3, mixing_schedule=[(0, 1), (5, 2)])
     local = rs.sample(model, shards, "dmala", executor="local", **kw)
     ray = rs.sample(model, shards, "dmala", executor="ray", **kw)

@@ -138,7 +138,7 @@ def test_draws_match_exact_law(problem, case):
     case = dict(case)
     other = case.pop("other")
     res = rs.sample(model, shards, "fald", chains=CHAINS, num_rounds=ROUNDS, burn_in=300, seed=3, executor="local",
-                    progress=False, step_size=GAMMA, init="zeros", **case)
+                    progress=False, preconditioner=None, step_size=GAMMA, init="zeros", **case)
     assert res.draws.shape == (CHAINS, ROUNDS, 2)
     law_kw = dict(p=case["p_comm"], tau=case["tau"], variant=case["variant"], q=case.get("q", 1.0))
     mean, cov = _law(problem, **law_kw)
@@ -176,7 +176,7 @@ def test_minibatch_plain_matches_exact_law_with_gradient_noise(problem):
     prec = np.linalg.inv(SIGMA1)
     C = [len(y) ** 2 * prec @ np.cov(y.T, bias=True) @ prec / B for y in ys]
     res = rs.sample(model, shards, "fald", chains=8, num_rounds=6000, burn_in=200, seed=5, executor="local",
-                    progress=False, step_size=GAMMA, init="zeros", p_comm=0.5, tau=0.5, batch_size=B)
+                    progress=False, preconditioner=None, step_size=GAMMA, init="zeros", p_comm=0.5, tau=0.5, batch_size=B)
     law = fald_law(P, m, np.eye(2), np.zeros(2), GAMMA, p=0.5, tau=0.5, grad_noise=C)
     assert_moments(res.draws, *law)
     full = fald_law(P, m, np.eye(2), np.zeros(2), GAMMA, p=0.5, tau=0.5)
@@ -188,7 +188,7 @@ def test_vr_star_minibatch_shares_the_minibatch(problem):
     """Same minibatch for Ĝ^i(X^i) and Ĝ^i(ref): on a Gaussian model the (additive) minibatch error cancels
     exactly, so VR-FALD* with minibatches reproduces the full-gradient chain to rounding."""
     shards, model, _, _, _ = problem
-    kw = dict(chains=3, num_rounds=200, burn_in=10, seed=9, executor="local", progress=False, variant="vr_star",
+    kw = dict(chains=3, num_rounds=200, burn_in=10, seed=9, executor="local", progress=False, preconditioner=None, variant="vr_star",
               q=0.3, tau=0.5, p_comm=0.3, step_size=GAMMA, init="zeros")
     full = rs.sample(model, shards, "fald", **kw)
     mini = rs.sample(model, shards, "fald", batch_size=2, **kw)
@@ -212,7 +212,7 @@ def test_defaults_and_registry(problem):
     assert isinstance(alg, FALD) and alg.name == "fald"
     assert (alg.variant, alg.p_comm, alg.tau, alg.step_size, alg.init) == ("plain", 0.2, 1.0, None, "map")
     res = rs.sample(model, shards, "fald", chains=2, num_rounds=50, burn_in=10, seed=0, executor="local",
-                    progress=False)
+                    progress=False, preconditioner=None)
     M = np.array([np.linalg.eigvalsh(Pi).max() for Pi in P])
     plan = res.info["setup"]["plan"]
     np.testing.assert_allclose(plan["step_size"], 0.1 / np.max(M + 1.0 / len(P)), rtol=1e-10)
@@ -235,7 +235,7 @@ def test_bad_params_raise_naming_the_parameter(bad, word):
 
 def test_local_and_ray_draws_identical(ray_session, problem):
     shards, model, _, _, _ = problem
-    kw = dict(chains=3, num_rounds=6, burn_in=2, seed=11, progress=False, variant="vr_star", q=0.5, tau=0.5,
+    kw = dict(chains=3, num_rounds=6, burn_in=2, seed=11, progress=False, preconditioner=None, variant="vr_star", q=0.5, tau=0.5,
               p_comm=0.4, step_size=GAMMA, batch_size=2)
     local = rs.sample(model, shards, "fald", executor="local", **kw)
     on_ray = rs.sample(model, shards, "fald", executor="ray", **kw)

@@ -56,7 +56,7 @@ def _L(P):
 def _run(prob, chains=CHAINS, rounds=ROUNDS, burn=BURN, seed=0, executor="local", **params):
     shards, model, _, _ = prob
     return rs.sample(model, shards, "qlsd", chains=chains, num_rounds=rounds, burn_in=burn, seed=seed,
-                     executor=executor, progress=False, init="zeros", **params)
+                     executor=executor, progress=False, preconditioner=None, init="zeros", **params)
 
 
 def ula_law(P, m, gamma):
@@ -113,7 +113,7 @@ def test_bits_and_omega_formulas():
 
 def test_uncompressed_qlsd_is_ula_bitwise(problem):
     shards, model, P, m = problem
-    kw = dict(chains=3, num_rounds=50, burn_in=5, seed=2, executor="local", progress=False, init="zeros",
+    kw = dict(chains=3, num_rounds=50, burn_in=5, seed=2, executor="local", progress=False, preconditioner=None, init="zeros",
               step_size=0.02)
     ula = rs.sample(model, shards, "ula", **kw)
     q = rs.sample(model, shards, "qlsd", variant="sharp", levels=None, **kw)

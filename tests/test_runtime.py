@@ -147,8 +147,8 @@ def test_balancer_equalises_processes_when_shards_share_one():
     from raysampler.runtime.coordinator import StepBalancer
 
     bal = StepBalancer(np.array([4, 4, 4]), 4.0, True, every=20, group_size=np.array([2, 2, 1]))
-    for _ in range(5):
-        bal.observe(np.array([4e-3, 4e-3, 4e-3]), np.array([4, 4, 4]))
+    for t in range(5):
+        bal.observe(t, np.array([4e-3, 4e-3, 4e-3]), np.array([4, 4, 4]))
     assert list(bal.n) == [3, 3, 6]  # 2·3τ = 6τ on each process
 
 

@@ -18,20 +18,28 @@ from ..streams import ChainNoise
 
 
 class ShardPool(Protocol):
-    """What an algorithm's `prepare` may ask of the workers: run a pure function on every shard."""
+    """What an algorithm's `prepare` may ask of the workers: run a pure function on every shard, and hand them
+    the model they are to run (e.g. the model in whitened coordinates)."""
 
     num_shards: int
 
+    def bind(self, model: Any) -> None:
+        """Give every worker `model` (each checks its shards against it)."""
+        ...
+
     def map(self, fn: Callable[..., Any], args: Sequence[tuple]) -> list[Any]:
         """Return [fn(model, X_i, y_i, *args[i]) for each shard i], computed where shard i lives."""
+        ...
 
 
 @dataclass(frozen=True)
 class RoundInfo:
-    """Where the run is: the global round index t (burn-in included) and whether it is still burn-in."""
+    """Where the run is: the global round index t (burn-in included), whether it is still burn-in, and how many
+    burn-in rounds there are."""
 
     t: int
     warmup: bool
+    burn_in: int = 0
 
 
 @dataclass(frozen=True)
@@ -39,7 +47,10 @@ class Plan:
     """What `prepare` decided: the coordinator's initial state, one init payload per worker, reportable settings.
 
     `local_steps` is the per-worker local step count N_i; `balance` says whether the runtime may
-    re-balance N_i from measured step times (it keeps their mean at `n_avg`).
+    re-balance N_i from measured step times (it keeps their mean at `n_avg`); `schedule`, if given, is a recorded
+    N_i schedule of (round, N) pairs (from a previous run's `stats["N_schedule"]`) to follow exactly.
+    `model`, if given, is the model `prepare` handed the workers (e.g. the model seen in whitened coordinates φ;
+    kept to hand it again when a run resumes), and `precond` maps the coordinator's draws back to θ.
     """
 
     coordinator_state: Any
@@ -48,6 +59,9 @@ class Plan:
     n_avg: float
     balance: bool
     info: dict[str, Any] = field(default_factory=dict)
+    schedule: tuple[tuple[int, tuple[int, ...]], ...] | None = None
+    model: Any = None
+    precond: Any = None
 
 
 class Algorithm(ABC):
@@ -86,6 +100,10 @@ class Algorithm(ABC):
         for name in self.per_shard_params:
             value = getattr(self, name, None)
             if value is None or isinstance(value, str):
+                continue
+            if isinstance(value, tuple) and value and isinstance(value[0], tuple):   # a recorded (round, N) schedule
+                if any(len(n) != num_shards for _, n in value):
+                    raise ValueError(f"{name} schedule entries must have one value per shard ({num_shards})")
                 continue
             arr = np.asarray(value)
             if arr.ndim == 1 and arr.shape[0] != num_shards:

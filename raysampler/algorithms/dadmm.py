@@ -51,25 +51,30 @@ larger d it is solved by conjugate gradients with `model.hvp`, batched over chai
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import topology as topo
-from ..models.base import GaussianPrior, Model
+from .. import budget, topology as topo, tuning
+from ..models.base import Model
 from ..streams import ChainNoise
-from .decentralized import AgentMessage, AgentPayload, AgentReply, _check_topology, _Decentralized
-from .gradient import _check_init, _check_positive
+from .base import ShardPool
+from .checks import check_choice, check_int, check_positive, check_unit
+from .decentralized import AgentMessage, AgentPayload, AgentReply, AgentWorker, _Decentralized
 
 DENSE_MAX = 200          # largest d for which the prox's Newton system uses the dense Hessian
 _CG_TOL = 1e-12
 
 
-def _check_newton_steps(value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"newton_steps must be a positive integer, got {value!r}")
+def prior_hessians(prior: Any, x: np.ndarray) -> np.ndarray:
+    """The prior's Hessian at each of K points (K, d, d): its Gaussian part plus the residual term's."""
+    K, d = x.shape
+    H = np.broadcast_to(prior.gaussian.matrix(), (K, d, d)).astype(float)
+    if prior.residual is not None:
+        extra = prior.residual.hvp(np.repeat(x, d, axis=0), np.tile(np.eye(d), (K, 1))).reshape(K, d, d)
+        H = H + 0.5 * (extra + extra.transpose(0, 2, 1))
+    return H
 
 
 def _cg(matvec, rhs: np.ndarray, iters: int) -> np.ndarray:
@@ -95,29 +100,29 @@ def _cg(matvec, rhs: np.ndarray, iters: int) -> np.ndarray:
     return u
 
 
-def prox(model: Model, X: np.ndarray, y: np.ndarray, prior: GaussianPrior, b: int, v: np.ndarray, gamma: float,
+def prox(model: Model, X: np.ndarray, y: np.ndarray, prior: Any, b: int, v: np.ndarray, gamma: float,
          x0: np.ndarray | None = None, newton_steps: int = 5) -> np.ndarray:
     """prox_{γV}(v) = argmin_x V(x) + ‖x − v‖²/(2γ), V = U_i + U_prior/b, for K rows of v (K, d).
 
     Newton's method from x0 (default v): g = ∇U_i(x) + ∇U_prior(x)/b + (x − v)/γ,
-    H = ∇²U_i(x) + diag(prior precision)/b + I/γ, x ← x − H⁻¹g; at most `newton_steps` steps, stopping when
-    the step is below 1e-12·(1 + ‖x‖_∞). γ = ∞ (`math.inf`) gives argmin V.
+    H = ∇²U_i(x) + ∇²U_prior(x)/b + I/γ, x ← x − H⁻¹g; at most `newton_steps` steps, stopping when the step is
+    below 1e-12·(1 + ‖x‖_∞). γ = ∞ (`math.inf`) gives argmin V.
     """
     x = np.array(v if x0 is None else x0, dtype=float, copy=True)
     d = x.shape[-1]
-    shift = np.asarray(prior.precision, dtype=float) / b + (0.0 if math.isinf(gamma) else 1.0 / gamma)
+    inv_gamma = 0.0 if math.isinf(gamma) else 1.0 / gamma
     for _ in range(newton_steps):
         g = model.grad(X, y, x) + prior.grad(x) / b
-        if not math.isinf(gamma):
-            g = g + (x - v) / gamma
+        if inv_gamma:
+            g = g + (x - v) * inv_gamma
         if d <= DENSE_MAX:
             # All K chains' Hessians from one batched Hessian-vector-product call, then one batched solve.
             K = x.shape[0]
             H = model.hvp(X, y, np.repeat(x, d, axis=0), np.tile(np.eye(d), (K, 1))).reshape(K, d, d)
-            H = 0.5 * (H + H.transpose(0, 2, 1)) + np.diag(shift)
+            H = 0.5 * (H + H.transpose(0, 2, 1)) + prior_hessians(prior, x) / b + np.eye(d) * inv_gamma
             step = np.linalg.solve(H, g[:, :, None])[:, :, 0]
         else:
-            step = _cg(lambda u: model.hvp(X, y, x, u) + u * shift, g, iters=min(d, 100))
+            step = _cg(lambda u: model.hvp(X, y, x, u) + prior.hvp(x, u) / b + u * inv_gamma, g, iters=min(d, 100))
         x = x - step
         if np.max(np.abs(step)) <= 1e-12 * (1.0 + np.max(np.abs(x))):
             break
@@ -127,22 +132,17 @@ def prox(model: Model, X: np.ndarray, y: np.ndarray, prior: GaussianPrior, b: in
 NOISES = ("curvature", "langevin", "paper")
 
 
-def _check_noise(value: Any) -> None:
-    if not isinstance(value, str) or value not in NOISES:
-        raise ValueError(f"noise must be one of {NOISES}, got {value!r}")
-
-
 def noise_sample(kind: str, w: np.ndarray, gamma: float, rho: float, model: Model, X: np.ndarray, y: np.ndarray,
-                 prior: GaussianPrior, b: int, x: np.ndarray) -> np.ndarray:
+                 prior: Any, b: int, x: np.ndarray) -> np.ndarray:
     """The primal step's noise s_i = C_i^{1/2} w for K rows of w ~ N(0, I) (see the module docstring)."""
     if kind == "paper":
         return (math.sqrt(2.0) / (2.0 * rho)) * w
     if kind == "langevin":
         return math.sqrt(2.0 * gamma) * w
-    # "curvature": C = 2γ I + γ² ∇²V_i(x), ∇²V_i = ∇²U_i + diag(prior precision)/b, PSD part (eigenvalues ≥ 0)
+    # "curvature": C = 2γ I + γ² ∇²V_i(x), ∇²V_i = ∇²U_i + ∇²U_prior/b, PSD part (eigenvalues ≥ 0)
     K, d = x.shape
     H = model.hvp(X, y, np.repeat(x, d, axis=0), np.tile(np.eye(d), (K, 1))).reshape(K, d, d)
-    H = 0.5 * (H + H.transpose(0, 2, 1)) + np.diag(np.asarray(prior.precision, dtype=float) / b)
+    H = 0.5 * (H + H.transpose(0, 2, 1)) + prior_hessians(prior, x) / b
     lam, Q = np.linalg.eigh(H)
     scale = np.sqrt(2.0 * gamma + gamma**2 * np.clip(lam, 0.0, None))            # (K, d)
     return np.einsum("kij,kj->ki", Q, scale * np.einsum("kji,kj->ki", Q, w))
@@ -158,29 +158,31 @@ class _ADMMBase(_Decentralized):
     """Shared D-ADMMS / ADMM worker step; graph, routing, init and draws come from `_Decentralized`."""
 
     noisy = True           # class attribute (ADMM overrides it), not a parameter
+    rho: float | None
+    newton_steps: int
 
-    def _consts(self, top: topo.Topology, b: int) -> dict:
-        return {"rho": float(self.rho), "noise": getattr(self, "noise", "paper") if self.noisy else None}
+    def _consts(self, top: topo.Topology, W: np.ndarray, lap: tuning.Laplace, model: Model, pool: ShardPool) -> dict:
+        noise = getattr(self, "noise", "paper") if self.noisy else None
+        if noise == "curvature" and model.dim > DENSE_MAX:
+            noise = "langevin"    # the Hessian square root would cost d² per chain and round
+        if self.rho is not None:
+            return {"rho": float(self.rho), "noise": noise}
+        if lap.quads is None or not self.noisy:
+            return {"rho": PAPER_RHO, "noise": noise}
+        rho, pred = budget.dadmms_rho(lap, top, noise, getattr(self, "bias_budget", 0.05))
+        return {"rho": rho, "noise": noise, "bias_budget": getattr(self, "bias_budget", 0.05), **pred.as_info()}
 
-    def prepare(self, model: Model, pool, *, chains: int, seed: int, noise: ChainNoise):
-        plan = super().prepare(model, pool, chains=chains, seed=seed, noise=noise)
-        consts = plan.worker_payloads[0].consts if plan.worker_payloads else {}
-        if consts.get("noise") == "curvature" and model.dim > DENSE_MAX:
-            consts["noise"] = "langevin"          # one dict shared by every payload (see _Decentralized.prepare)
-            plan.info["noise"] = "langevin"
-        return plan
-
-    def worker_init(self, payload: AgentPayload, model: Model, X: np.ndarray, y: np.ndarray) -> tuple:
+    def worker_init(self, payload: AgentPayload, model: Model, X: np.ndarray, y: np.ndarray) -> AgentWorker:
         x = np.array(payload.x0, dtype=float)
-        return payload, ADMMState(x, np.zeros_like(x), False)
+        return AgentWorker(payload, ADMMState(x, np.zeros_like(x), False))
 
-    def worker_step(self, state: tuple, message: AgentMessage, model: Model, X: np.ndarray, y: np.ndarray,
-                    noise: ChainNoise) -> tuple[tuple, AgentReply]:
+    def worker_step(self, state: AgentWorker, message: AgentMessage, model: Model, X: np.ndarray, y: np.ndarray,
+                    noise: ChainNoise) -> tuple[AgentWorker, AgentReply]:
         p, s = state
         if message.neighbours != p.neighbours:
             raise RuntimeError(f"shards[{p.index}]: received values from {message.neighbours}, "
                                f"expected its neighbours {p.neighbours}")
-        rho, n_i = self.rho, len(p.neighbours)
+        rho, n_i = p.consts["rho"], len(p.neighbours)
         noise_kind = p.consts.get("noise", "paper")
         x, dual = s.x, s.p
         nb_sum = sum(message.values) if n_i else None            # Σ_{j∈N_i} x_j^t
@@ -194,50 +196,58 @@ class _ADMMBase(_Decentralized):
             if self.noisy:
                 v = v - noise_sample(noise_kind, noise.normal(1)[0], gamma, rho, model, X, y, p.prior, p.b, x)
             x_new = prox(model, X, y, p.prior, p.b, v, gamma, x0=x, newton_steps=self.newton_steps)
-        return (p, ADMMState(x_new, dual, True)), AgentReply(x_new)
+        return AgentWorker(p, ADMMState(x_new, dual, True)), AgentReply(x_new)
+
+
+#: ρ under the paper's plain rules (seed 003's experiments).
+PAPER_RHO = 5.0
 
 
 @dataclass(frozen=True)
 class DADMMS(_ADMMBase):
     """D-ADMMS (seed 003, Algorithm 1): noisy proximal primal step, dual ascent on the graph disagreement.
 
-    Parameters: rho ρ > 0 (paper: 5; default 5.0), noise ("curvature" default, "langevin", or "paper" for seed
-    003's scale √2/(2ρ); see the module docstring), topology ("complete" default, "ring", "star", "edgeless" or
-    a list of edges), init ("map" default, "zeros", array), newton_steps (max Newton steps of the prox, default 5).
-    Draws: x̄ = (1/b) Σ_i x_i. Edgeless: each x_i = argmin V_i, deterministic (see the module docstring).
+    Parameters: rho ρ > 0 (default: in whitened coordinates the smallest ρ — the fastest mixing, since the
+    autocorrelation grows with ρ — whose predicted bias under the Laplace model stays within `bias_budget`;
+    under preconditioner=None the paper's 5), noise ("curvature" default, "langevin", or "paper" for seed 003's
+    scale √2/(2ρ); see the module docstring), topology ("complete" default, "ring", "star", "edgeless" or a list
+    of edges), init ("map" default, "zeros", array), newton_steps (max Newton steps of the prox, default 5),
+    preconditioner, bias_budget. Draws: x̄ = (1/b) Σ_i x_i. Edgeless: each x_i = argmin V_i, deterministic.
     """
 
-    rho: float = 5.0
+    rho: float | None = None
     noise: str = "curvature"
     topology: Any = "complete"
     init: Any = "map"
     newton_steps: int = 5
+    preconditioner: str | None = "auto"
+    bias_budget: float = 0.05
     name: str = field(default="dadmms", init=False)
 
     def __post_init__(self) -> None:
-        _check_positive("rho", self.rho, allow_none=False)
-        _check_noise(self.noise)
-        _check_topology(self.topology)
-        _check_init(self.init)
-        _check_newton_steps(self.newton_steps)
+        check_positive("rho", self.rho)
+        check_choice("noise", self.noise, NOISES)
+        check_int("newton_steps", self.newton_steps, 1)
+        check_unit("bias_budget", self.bias_budget)
+        self._common_checks()
 
 
 @dataclass(frozen=True)
 class ADMM(_ADMMBase):
     """Decentralised ADMM: D-ADMMS with w = 0, an optimiser; its agent average x̄ converges to the MAP.
 
-    Parameters as `DADMMS` (rho 5.0, topology "complete", init "map", newton_steps 5).
+    Parameters as `DADMMS` (rho default 5.0, topology "complete", init "map", newton_steps 5, preconditioner).
     """
 
-    rho: float = 5.0
+    rho: float | None = PAPER_RHO
     topology: Any = "complete"
     init: Any = "map"
     newton_steps: int = 5
+    preconditioner: str | None = "auto"
     name: str = field(default="admm", init=False)
     noisy = False          # class attribute, not a parameter
 
     def __post_init__(self) -> None:
-        _check_positive("rho", self.rho, allow_none=False)
-        _check_topology(self.topology)
-        _check_init(self.init)
-        _check_newton_steps(self.newton_steps)
+        check_positive("rho", self.rho)
+        check_int("newton_steps", self.newton_steps, 1)
+        self._common_checks()

@@ -27,30 +27,16 @@ their full gradient.
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import topology as topo
-from ..models.base import GaussianPrior, Model
+from .. import budget, topology as topo, tuning
+from ..models.base import Model
 from ..streams import ChainNoise
 from .base import Algorithm, Plan, RoundInfo, ShardPool, minibatch_grads
-from .gradient import _check_init, _check_positive, initial_points
-
-
-def _check_nonnegative(name: str, value: Any) -> None:
-    ok = (isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and value >= 0)
-    if not ok:
-        raise ValueError(f"{name} must be a non-negative number, got {value!r}")
-
-
-def _check_batch_size(value: Any) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"batch_size must be a positive integer or None, got {value!r}")
+from .checks import check_choice, check_init, check_int, check_nonnegative, check_positive, check_topology, check_unit
 
 
 def local_gradient(model: Model, X: np.ndarray, y: np.ndarray, x: np.ndarray, batch_size: int | None,
@@ -64,17 +50,6 @@ def local_gradient(model: Model, X: np.ndarray, y: np.ndarray, x: np.ndarray, ba
     return minibatch_grads(model, X, y, idx, x)[0]
 
 
-def _check_topology(spec: Any) -> None:
-    if isinstance(spec, (str, topo.Topology)):
-        if isinstance(spec, str) and spec not in topo.TOPOLOGIES:
-            raise ValueError(f"topology must be one of {topo.TOPOLOGIES} or a list of edges (i, j), got {spec!r}")
-        return
-    try:
-        iter(spec)
-    except TypeError:
-        raise ValueError(f"topology must be one of {topo.TOPOLOGIES} or a list of edges (i, j), got {spec!r}") from None
-
-
 @dataclass(frozen=True)
 class AgentPayload:
     """Agent i's fixed settings: its index, neighbours and mixing weights, the prior share, the rule's constants."""
@@ -85,14 +60,21 @@ class AgentPayload:
     w_self: float
     w_nbrs: np.ndarray          # W_ij for j in neighbours
     x0: np.ndarray              # (K, d)
-    prior: GaussianPrior
-    kind: str                   # "dsgld" | "dsghmc" | "dula"
-    consts: dict
+    prior: Any                  # the prior (Gaussian part + residual) in the sampler's coordinates
+    kind: str                   # "dsgld" | "dsghmc" | "dula" | …
+    consts: dict                # the rule's tuned constants (step sizes, friction, …)
 
 
 class AgentState(NamedTuple):
     x: np.ndarray
     v: np.ndarray | None
+
+
+class AgentWorker(NamedTuple):
+    """A graph agent's worker state: its fixed payload and its moving state (whose type the rule defines)."""
+
+    payload: AgentPayload
+    state: Any
 
 
 class AgentMessage(NamedTuple):
@@ -113,38 +95,55 @@ class GraphState(NamedTuple):
 
 
 class _Decentralized(Algorithm):
-    """Shared plumbing: graph, routing, initial states; subclasses define `_consts` and `_update`."""
+    """Shared plumbing: shared tuning step, graph, routing, initial states; subclasses define `_consts` (their tuned
+    constants) and `_update` (one agent's step)."""
 
-    def _consts(self, top: topo.Topology, b: int) -> dict:
+    preconditioner: str | None
+    init: Any
+    topology: Any
+    batch_size: int | None = None
+
+    def _consts(self, top: topo.Topology, W: np.ndarray, lap: tuning.Laplace, model: Model, pool: ShardPool) -> dict:
         return {}
 
+    def _common_checks(self) -> None:
+        check_topology(self.topology)
+        check_init(self.init)
+        check_int("batch_size", self.batch_size, 1, allow_none=True)
+        check_choice("preconditioner", self.preconditioner, tuning.PRECONDITIONERS)
+
     def prepare(self, model: Model, pool: ShardPool, *, chains: int, seed: int, noise: ChainNoise) -> Plan:
-        b = pool.num_shards
+        b, d = pool.num_shards, model.dim
         top = topo.make_topology(self.topology, b)
         W = topo.metropolis_weights(top)
-        consts = self._consts(top, b)
-        x0 = initial_points(self.init, model, pool, chains, seed)
-        prior = model.prior()
+        plain = self.preconditioner is None
+        lap = tuning.laplace_step(model, pool, seed=seed, preconditioner=self.preconditioner,
+                                  need_map=tuning.starts_at_map(self.init), quadratics=not plain)
+        consts = self._consts(top, W, lap, model, pool)
+        wmodel = lap.adopt(model, pool)
+        x0 = tuning.initial_points(self.init, lap, chains, d, noise)
+        prior = wmodel.prior()
         payloads = [AgentPayload(i, b, top.neighbours[i], float(W[i, i]), W[i, list(top.neighbours[i])].copy(),
                                  x0, prior, self.name, consts) for i in range(b)]
-        info = {"topology": top.edges, "W": W, "max_degree": top.max_degree, **consts}
+        info = {"topology": top.edges, "W": W, "max_degree": top.max_degree, "preconditioner": lap.precond.kind,
+                **consts}
         return Plan(GraphState(top, tuple(x0.copy() for _ in range(b))), payloads, np.ones(b, dtype=int), 1.0,
-                    False, info)
+                    False, info, model=wmodel if lap.whitened else None, precond=lap.precond if lap.whitened else None)
 
-    def worker_init(self, payload: AgentPayload, model: Model, X: np.ndarray, y: np.ndarray) -> tuple:
+    def worker_init(self, payload: AgentPayload, model: Model, X: np.ndarray, y: np.ndarray) -> AgentWorker:
         x = np.array(payload.x0, dtype=float)
         v = np.zeros_like(x) if payload.kind == "dsghmc" else None
-        return payload, AgentState(x, v)
+        return AgentWorker(payload, AgentState(x, v))
 
-    def worker_step(self, state: tuple, message: AgentMessage, model: Model, X: np.ndarray, y: np.ndarray,
-                    noise: ChainNoise) -> tuple[tuple, AgentReply]:
+    def worker_step(self, state: AgentWorker, message: AgentMessage, model: Model, X: np.ndarray, y: np.ndarray,
+                    noise: ChainNoise) -> tuple[AgentWorker, AgentReply]:
         p, s = state
         if message.neighbours != p.neighbours:
             raise RuntimeError(f"shards[{p.index}]: received values from {message.neighbours}, "
                                f"expected its neighbours {p.neighbours}")
         grad = local_gradient(model, X, y, s.x, self.batch_size, noise) + p.prior.grad(s.x) / p.b  # ∇Ũ_i
         s = self._update(p, s, message, grad, noise.normal(1)[0])
-        return (p, s), AgentReply(s.x)
+        return AgentWorker(p, s), AgentReply(s.x)
 
     def messages(self, state: GraphState, local_steps: np.ndarray, info: RoundInfo) -> list[AgentMessage]:
         return [AgentMessage(info.t, ids, vals) for ids, vals in topo.route(state.top, state.xs)]
@@ -168,8 +167,9 @@ class _Decentralized(Algorithm):
 class DSGLD(_Decentralized):
     """D-SGLD (seed 003, eq. 22): x_i ← Σ_j W_ij x_j − η∇Ũ_i(x_i) + √(2η)ξ_i, W Metropolis on the graph.
 
-    Parameters: step_size η (required), topology ("complete" default, "ring", "star", "edgeless" or edges),
-    init ("map" default, "zeros", array), batch_size (None: full gradients).
+    Parameters: step_size η (default: the largest within `bias_budget` under the Laplace model in whitened
+    coordinates; b·0.1/L under preconditioner=None), topology ("complete" default, "ring", "star", "edgeless" or
+    edges), init ("map" default, "zeros", array), batch_size (None: full gradients), preconditioner, bias_budget.
     Draws: x̄ = (1/b)Σ_i x_i, which follows Langevin with step η/b on U.
     """
 
@@ -177,16 +177,28 @@ class DSGLD(_Decentralized):
     topology: Any = "complete"
     init: Any = "map"
     batch_size: int | None = None
+    preconditioner: str | None = "auto"
+    bias_budget: float = 0.05
     name: str = field(default="dsgld", init=False)
 
     def __post_init__(self) -> None:
-        _check_positive("step_size", self.step_size, allow_none=False)
-        _check_topology(self.topology)
-        _check_init(self.init)
-        _check_batch_size(self.batch_size)
+        check_positive("step_size", self.step_size)
+        check_unit("bias_budget", self.bias_budget)
+        self._common_checks()
 
-    def _update(self, p, s, msg, grad, xi):
-        eta = self.step_size
+    def _consts(self, top: topo.Topology, W: np.ndarray, lap: tuning.Laplace, model: Model, pool: ShardPool) -> dict:
+        if self.step_size is not None:
+            return {"step_size": float(self.step_size)}
+        if lap.quads is None:
+            from .gradient import lipschitz_bound
+
+            return {"step_size": top.b * 0.1 / lipschitz_bound(model, pool)}
+        eta, pred = budget.dsgld_step(lap, W, self.bias_budget)
+        return {"step_size": eta, "bias_budget": self.bias_budget, **pred.as_info()}
+
+    def _update(self, p: AgentPayload, s: AgentState, msg: AgentMessage, grad: np.ndarray,
+                xi: np.ndarray) -> AgentState:
+        eta = p.consts["step_size"]
         return s._replace(x=self._mix(p, s.x, msg) - eta * grad + math.sqrt(2.0 * eta) * xi)
 
 
@@ -194,28 +206,46 @@ class DSGLD(_Decentralized):
 class DSGHMC(_Decentralized):
     """D-SGHMC (seed 003, eqs. 23–24): v_i ← v_i − η(γv_i + ∇Ũ_i(x_i)) + √(2γη)ξ_i; x_i ← Σ_j W_ij x_j + ηv_i.
 
-    Parameters: step_size η (required), friction γ (default 1.0), topology, init, batch_size; v_i starts at 0.
-    Draws: x̄ = (1/b)Σ_i x_i.
+    Parameters: step_size η and friction γ (defaults: tuned from `bias_budget` under the Laplace model in whitened
+    coordinates; under preconditioner=None γ = 1 and η = √(b·0.1/L)), topology, init, batch_size,
+    preconditioner, bias_budget; v_i starts at 0. Draws: x̄ = (1/b)Σ_i x_i.
     """
 
     step_size: float | None = None
-    friction: float = 1.0
+    friction: float | None = None
     topology: Any = "complete"
     init: Any = "map"
     batch_size: int | None = None
+    preconditioner: str | None = "auto"
+    bias_budget: float = 0.05
     name: str = field(default="dsghmc", init=False)
 
     def __post_init__(self) -> None:
-        _check_positive("step_size", self.step_size, allow_none=False)
-        _check_positive("friction", self.friction, allow_none=False)
-        _check_topology(self.topology)
-        _check_init(self.init)
-        _check_batch_size(self.batch_size)
+        check_positive("step_size", self.step_size)
+        check_positive("friction", self.friction)
+        check_unit("bias_budget", self.bias_budget)
+        self._common_checks()
 
-    def _update(self, p, s, msg, grad, xi):
-        eta, gam = self.step_size, self.friction
+    def _consts(self, top: topo.Topology, W: np.ndarray, lap: tuning.Laplace, model: Model, pool: ShardPool) -> dict:
+        if lap.quads is None:
+            from .gradient import lipschitz_bound
+
+            eta = self.step_size if self.step_size is not None else math.sqrt(top.b * 0.1 / lipschitz_bound(model,
+                                                                                                          pool))
+            return {"step_size": float(eta), "friction": float(self.friction if self.friction is not None else 1.0)}
+        eta, gam, pred = budget.dsghmc_tuning(lap, W, self.bias_budget, self.step_size, self.friction)
+        return {"step_size": eta, "friction": gam, "bias_budget": self.bias_budget, **pred.as_info()}
+
+    def _update(self, p: AgentPayload, s: AgentState, msg: AgentMessage, grad: np.ndarray,
+                xi: np.ndarray) -> AgentState:
+        eta, gam = p.consts["step_size"], p.consts["friction"]
+        assert s.v is not None
         v = s.v - eta * (gam * s.v + grad) + math.sqrt(2.0 * gam * eta) * xi
         return AgentState(self._mix(p, s.x, msg) + eta * v, v)
+
+
+#: D-ULA's schedule constants under the paper's plain rules (seed 003 sec. 6.2 and the authors' code).
+DULA_PAPER = {"alpha0": 8.2e-4, "beta0": 0.48, "b1": 230.0, "b2": 230.0, "delta1": 0.55, "delta2": 0.05}
 
 
 @dataclass(frozen=True)
@@ -224,52 +254,79 @@ class DULA(_Decentralized):
     x_i ← x_i − β_k Σ_{j∈N_i}(x_i − x_j) − α_k·b·∇Ũ_i(x_i) + √(2α_k b)ξ_i   (noise N(0, b·I) as in eq. 25),
     α_k = α0/(b1 + k)^{δ2}, β_k = β0/(b2 + k)^{δ1}, k the round index (burn-in included).
 
-    Parameters (seed 003 sec. 6.2, complete graph, and the authors' code): alpha0 8.2e-4, beta0 0.48,
-    b1 = b2 = 230, delta1 0.55, delta2 0.05 (seed 003 uses δ1 = 0.05 on ring / edgeless graphs and notes that
-    its values violate the conditions of Parayil et al.; with δ1 > δ2 the ratio β_k/α_k → 0, so the agents'
-    disagreement, of variance ≈ α_k b/(β_k λ₂(L)), grows slowly over very long runs — the average is what is
-    returned). delta1 = delta2 = 0 gives the constant steps α_k = α0, β_k = β0.
+    Defaults. In whitened coordinates (the default) the steps are constant (δ1 = δ2 = 0), β0 = 0.5/max degree and
+    α0 the largest within `bias_budget` under the Laplace model, so that the chain has a stationary law whose
+    bias is predicted. Under preconditioner=None, the paper's schedule (seed 003 sec. 6.2, complete graph, and
+    the authors' code): alpha0 8.2e-4, beta0 0.48, b1 = b2 = 230, delta1 0.55, delta2 0.05 (seed 003 uses
+    δ1 = 0.05 on ring / edgeless graphs and notes that its values violate the conditions of Parayil et al.; with
+    δ1 > δ2 the ratio β_k/α_k → 0, so the agents' disagreement, of variance ≈ α_k b/(β_k λ₂(L)), grows slowly
+    over very long runs — the average is what is returned). Any parameter given explicitly is used as given.
     Requires β_0·max degree < 1 (β_k only decreases). topology ("complete" default), init, batch_size.
     Draws: x̄ = (1/b)Σ_i x_i.
     """
 
-    alpha0: float = 8.2e-4
-    beta0: float = 0.48
-    b1: float = 230.0
-    b2: float = 230.0
-    delta1: float = 0.55
-    delta2: float = 0.05
+    alpha0: float | None = None
+    beta0: float | None = None
+    b1: float | None = None
+    b2: float | None = None
+    delta1: float | None = None
+    delta2: float | None = None
     topology: Any = "complete"
     init: Any = "map"
     batch_size: int | None = None
+    preconditioner: str | None = "auto"
+    bias_budget: float = 0.05
     name: str = field(default="dula", init=False)
 
     def __post_init__(self) -> None:
-        _check_positive("alpha0", self.alpha0, allow_none=False)
-        _check_positive("beta0", self.beta0, allow_none=False)
+        check_positive("alpha0", self.alpha0)
+        check_positive("beta0", self.beta0)
         for nm in ("b1", "b2", "delta1", "delta2"):
-            _check_nonnegative(nm, getattr(self, nm))
-        for nm, base, dl in (("b1", self.b1, self.delta2), ("b2", self.b2, self.delta1)):
-            if base == 0 and dl > 0:
-                raise ValueError(f"{nm} must be positive when its exponent is positive (the step at k = 0 is 1/0^δ)")
-        _check_topology(self.topology)
-        _check_init(self.init)
-        _check_batch_size(self.batch_size)
+            if getattr(self, nm) is not None:
+                check_nonnegative(nm, getattr(self, nm))
+        check_unit("bias_budget", self.bias_budget)
+        self._common_checks()
 
-    def _consts(self, top: topo.Topology, b: int) -> dict:
-        beta_first = self.beta(0)
+    def schedule(self, tuned: bool) -> dict[str, float]:
+        """The schedule constants given explicitly, the rest from the plain rules or constant steps (`tuned`)."""
+        base = dict(DULA_PAPER) if not tuned else {"b1": 0.0, "b2": 0.0, "delta1": 0.0, "delta2": 0.0}
+        given = {k: float(getattr(self, k)) for k in DULA_PAPER if getattr(self, k) is not None}
+        out = base | given
+        for nm, exp in (("b1", "delta2"), ("b2", "delta1")):
+            if out.get(nm, 1.0) == 0 and out.get(exp, 0.0) > 0:
+                raise ValueError(f"{nm} must be positive when its exponent is positive (the step at k = 0 is 1/0^δ)")
+        return out
+
+    def _consts(self, top: topo.Topology, W: np.ndarray, lap: tuning.Laplace, model: Model, pool: ShardPool) -> dict:
+        tuned = lap.quads is not None
+        c = self.schedule(tuned)
+        pred_info: dict[str, float] = {}
+        if tuned:
+            c.setdefault("beta0", 0.5 / max(top.max_degree, 1))
+            if "alpha0" not in c:
+                c["alpha0"], pred = budget.dula_step(lap, top, c["beta0"], self.bias_budget)
+                pred_info = {"bias_budget": self.bias_budget, **pred.as_info()}
+        beta_first = dula_rate(c["beta0"], c["b2"], c["delta1"], 0)
         if beta_first * top.max_degree >= 1.0:
             raise ValueError(f"beta0 too large for this graph: β_0·max degree = {beta_first:g}·{top.max_degree} "
                              "must be < 1")
-        return {}
+        return c | pred_info
 
-    def alpha(self, k: int) -> float:
-        return self.alpha0 / (self.b1 + k) ** self.delta2 if self.delta2 else self.alpha0
+    def alpha(self, k: int, consts: dict | None = None) -> float:
+        c = consts if consts is not None else self.schedule(False)
+        return dula_rate(c["alpha0"], c["b1"], c["delta2"], k)
 
-    def beta(self, k: int) -> float:
-        return self.beta0 / (self.b2 + k) ** self.delta1 if self.delta1 else self.beta0
+    def beta(self, k: int, consts: dict | None = None) -> float:
+        c = consts if consts is not None else self.schedule(False)
+        return dula_rate(c["beta0"], c["b2"], c["delta1"], k)
 
-    def _update(self, p, s, msg, grad, xi):
-        a, bk = self.alpha(msg.t), self.beta(msg.t)
+    def _update(self, p: AgentPayload, s: AgentState, msg: AgentMessage, grad: np.ndarray,
+                xi: np.ndarray) -> AgentState:
+        a, bk = self.alpha(msg.t, p.consts), self.beta(msg.t, p.consts)
         lap = len(msg.values) * s.x - sum(msg.values) if msg.values else 0.0     # Σ_{j∈N_i}(x_i − x_j)
         return s._replace(x=s.x - bk * lap - a * p.b * grad + math.sqrt(2.0 * a * p.b) * xi)
+
+
+def dula_rate(c0: float, base: float, delta: float, k: int) -> float:
+    """c0/(base + k)^δ (constant c0 when δ = 0)."""
+    return c0 / (base + k) ** delta if delta else c0

@@ -10,7 +10,6 @@ paper's plain rules), so the coupling ‖z_i − φ‖²/(2ρ_i) is measured in 
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -18,40 +17,42 @@ import numpy as np
 
 from .. import tuning
 from ..models.base import Model
+from ..reparam import Preconditioner, with_prior_share
 from ..streams import ChainNoise
 from .base import Algorithm, Plan, RoundInfo, ShardPool
+from .checks import check_choice, check_init, check_per_shard, check_unit, per_shard
+from .mcmc import DualAveraging, dual_averaging, mala_log_ratio, mh_accept
 
 LOCAL_KERNELS = ("laplace_mh", "mala", "lmc")
-PRECONDITIONERS = ("auto", "laplace", "diag", None)
 
 
 @dataclass(frozen=True)
 class WorkerPayload:
-    """Everything a worker needs to run its local kernel: fixed for the run."""
+    """Everything a worker needs to run its local kernel: fixed for the run (coordinates φ)."""
 
-    z0: np.ndarray                    # (K, d) initial z_i, in φ coordinates
+    z0: np.ndarray                    # (K, d) initial z_i
     rho: float
     gamma: float                      # LMC step size (kernel "lmc") or initial MALA step size (kernel "mala")
     kernel: str
-    precond: tuning.Preconditioner
     target_accept: float
-    quadratic: tuple | None = None    # (c, g, P): U_i(z) ≈ gᵀ(z − c) + ½(z − c)ᵀP(z − c) in φ, for "laplace_mh"
+    quadratic: tuple | None = None    # (c, g, P): U_i(z) ≈ gᵀ(z − c) + ½(z − c)ᵀP(z − c), for "laplace_mh"
 
 
-class WorkerState(NamedTuple):
-    """Worker i: its latent z_i (K, d) in φ coordinates, cached U_i(z_i) and ∇_φU_i(z_i), and MALA adaptation."""
+class ChainState(NamedTuple):
+    """Worker i's chains: latent z_i (K, d), cached U_i(z_i) and ∇U_i(z_i), MALA step-size adaptation, and the mean
+    acceptance of the last round."""
 
     z: np.ndarray
     pot: np.ndarray
     grad: np.ndarray
-    log_h: float          # current MALA log step size
-    da: tuple             # dual averaging (count, H̄, log h̄) — Hoffman & Gelman (2014), Alg. 5
-    accept: np.ndarray    # (K,) mean acceptance of the last round
+    log_h: float                      # current MALA log step size
+    da: DualAveraging
+    accept: np.ndarray                # (K,)
 
 
 class LocalGaussian(NamedTuple):
-    """Worker i's Laplace approximation of Π_ρ(z_i | θ) in φ: with U_i(z) ≈ gᵀ(z − c) + ½(z − c)ᵀP(z − c) (its own
-    shard's gradient and Hessian at the MAP c), z | θ ≈ N(A⁻¹(θ/ρ − g + Pc), A⁻¹), A = P + I/ρ; C Cᵀ = A⁻¹."""
+    """Worker i's Laplace approximation of Π_ρ(z_i | θ): with U_i(z) ≈ gᵀ(z − c) + ½(z − c)ᵀP(z − c) (its own shard's
+    gradient and Hessian at the MAP c), z | θ ≈ N(A⁻¹(θ/ρ − g + Pc), A⁻¹), A = P + I/ρ; C Cᵀ = A⁻¹."""
 
     c: np.ndarray
     g: np.ndarray
@@ -61,8 +62,16 @@ class LocalGaussian(NamedTuple):
     shift: np.ndarray     # Pc − g: the θ-free part of the proposal mean
 
 
+class WorkerState(NamedTuple):
+    """A DG-LMC worker: its fixed payload, its factored local proposal (kernel "laplace_mh") and its chains."""
+
+    payload: WorkerPayload
+    local: LocalGaussian | None
+    chains: ChainState
+
+
 class Message(NamedTuple):
-    phi: np.ndarray       # θ of the current round, in φ coordinates (K, d)
+    phi: np.ndarray       # θ of the current round (K, d)
     n_steps: int
     warmup: bool
 
@@ -74,13 +83,12 @@ class Reply(NamedTuple):
 
 @dataclass(frozen=True)
 class CoordinatorConsts:
-    """The fixed Gaussian conditional θ | z (eq. 5) in φ: μ = (b0 + Σ z_i/ρ_i) Q⁻¹, θ = μ + ξ Cᵀ with C Cᵀ = Q⁻¹."""
+    """The fixed Gaussian conditional θ | z (eq. 5): μ = (b0 + Σ z_i/ρ_i) Q⁻¹, θ = μ + ξ Cᵀ with C Cᵀ = Q⁻¹."""
 
     q_inv: np.ndarray
     chol_q_inv: np.ndarray
     b0: np.ndarray
     inv_rho: np.ndarray
-    precond: tuning.Preconditioner
 
 
 class CoordinatorState(NamedTuple):
@@ -122,137 +130,116 @@ class DGLMC(Algorithm):
     name: str = field(default="dglmc", init=False)
 
     def __post_init__(self) -> None:
-        if self.preconditioner not in PRECONDITIONERS:
-            raise ValueError(f"preconditioner must be one of {PRECONDITIONERS}, got {self.preconditioner!r}")
-        if self.local_kernel is not None and self.local_kernel not in LOCAL_KERNELS:
-            raise ValueError(f"local_kernel must be one of {LOCAL_KERNELS}, got {self.local_kernel!r}")
-        _check_unit("bias_budget", self.bias_budget)
-        _check_unit("gamma_fraction", self.gamma_fraction, closed=True)
-        _check_unit("target_accept", self.target_accept)
-        if self.curvature not in (None, "map", "bound"):
-            raise ValueError(f"curvature must be 'map' or 'bound', got {self.curvature!r}")
-        for name in ("rho", "gamma", "n_local"):
-            value = getattr(self, name)
-            if value is not None:
-                try:
-                    arr = np.asarray(value, dtype=float)
-                except (TypeError, ValueError):
-                    raise ValueError(f"{name} must be a positive number or one per shard, got {value!r}") from None
-                if isinstance(value, bool) or np.asarray(value).dtype == bool:
-                    raise ValueError(f"{name} must be a positive number or one per shard, got {value!r}")
-                if arr.ndim > 1 or arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
-                    raise ValueError(f"{name} must be a positive number or one positive number per shard, got {value!r}")
-                if name == "n_local" and np.any(arr != np.round(arr)):
-                    raise ValueError(f"n_local must be a positive integer (or one per shard), got {value!r}")
+        check_choice("preconditioner", self.preconditioner, tuning.PRECONDITIONERS)
+        if self.local_kernel is not None:
+            check_choice("local_kernel", self.local_kernel, LOCAL_KERNELS)
+        check_unit("bias_budget", self.bias_budget)
+        check_unit("gamma_fraction", self.gamma_fraction, closed=True)
+        check_unit("target_accept", self.target_accept)
+        if self.curvature is not None:
+            check_choice("curvature", self.curvature, ("map", "bound"))
+        check_per_shard("rho", self.rho)
+        check_per_shard("gamma", self.gamma)
+        if is_schedule(self.n_local):
+            object.__setattr__(self, "n_local", normalise_schedule(self.n_local))
+        else:
+            check_per_shard("n_local", self.n_local, integer=True)
+        check_init(self.init)
 
     # --- tuning ---------------------------------------------------------------------------------
 
     def prepare(self, model: Model, pool: ShardPool, *, chains: int, seed: int, noise: ChainNoise) -> Plan:
         b, d = pool.num_shards, model.dim
-        prior = model.prior()
-        kind = self.preconditioner
-        if kind == "auto":
-            kind = "laplace" if d <= tuning.DENSE_PRECONDITIONER_MAX_DIM else "diag"
+        kind = tuning.resolve_preconditioner(self.preconditioner, d)
         paper_rules = kind is None
         kernel = self.local_kernel or ("lmc" if paper_rules else "laplace_mh")
         curvature = self.curvature or ("bound" if paper_rules else "map")
         if curvature == "bound" and not paper_rules:
             raise ValueError("curvature='bound' is the paper's rule and needs preconditioner=None")
-        need_map = (not paper_rules or curvature == "map" or kernel == "laplace_mh"
-                    or (isinstance(self.init, str) and self.init == "map"))
-        x0 = 0.01 * np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(2**31,))).standard_normal(d)
-        theta_map = tuning.find_map(model, pool, x0=x0, dense_hessian=(kind == "laplace")) if need_map else None
-        if paper_rules:
-            precond = tuning.Preconditioner(np.zeros(d), None, "none")
-        else:
-            precond = tuning.laplace_preconditioner(model, pool, theta_map, kind)
-        prior_P, prior_b = precond.prior_in_phi(prior.mean, prior.precision)
-
-        # Each worker's quadratic model of U_i at the MAP, in φ: for the bias rule and the local-Laplace kernel.
-        dense = d <= tuning.DENSE_PRECONDITIONER_MAX_DIM and kind != "diag"
-        quads = tuning.local_quadratics(model, pool, theta_map, precond, dense) if theta_map is not None else None
+        need_map = not paper_rules or curvature == "map" or kernel == "laplace_mh" or tuning.starts_at_map(self.init)
+        need_quads = not paper_rules or curvature == "map" or kernel == "laplace_mh"
+        lap = tuning.laplace_step(model, pool, seed=seed, preconditioner=kind, need_map=need_map,
+                                  quadratics=need_quads)
         if curvature == "bound":
             M = tuning.smoothness_bounds(model, pool)
-        elif dense:
-            M = np.array([np.linalg.eigvalsh(P)[-1] for _, P in quads])
         else:
-            M = tuning.local_curvatures(model, pool, theta_map, precond)
+            assert lap.curvature is not None
+            M = lap.curvature
         M = np.maximum(M, 1e-12)
 
         bias_info: dict[str, Any] = {}
         if self.rho is not None:
-            rho = _per_shard(self.rho, b, "rho")
+            rho = per_shard(self.rho, b, "rho")
         elif paper_rules:
             rho = 1.0 / M                                                 # sec. 3.2.1
         else:
+            assert lap.quads is not None and lap.prior_P is not None and lap.prior_b is not None
             start = ((1.0 + self.bias_budget) ** 2 - 1.0) / M.max()      # bounds the sd inflation in every direction
-            r, bias_info = tuning.rho_for_bias_budget(quads, prior_P, prior_b, precond, self.bias_budget, start)
+            r, bias_info = rho_for_bias_budget(lap.quads, lap.prior_P, lap.prior_b, lap.precond, self.bias_budget,
+                                               start)
             rho = np.full(b, r)
         if self.gamma is not None:
-            gamma = _per_shard(self.gamma, b, "gamma")
+            gamma = per_shard(self.gamma, b, "gamma")
         else:
             gamma = self.gamma_fraction * rho / (rho * M + 1.0)          # sec. 3.2.1; MALA: initial step
-        if self.n_local is not None:
-            n_steps = _per_shard(self.n_local, b, "n_local").astype(int)
-            balance = False
+        schedule = None
+        if isinstance(self.n_local, tuple) and self.n_local and isinstance(self.n_local[0], tuple):
+            schedule = self.n_local
+            if any(len(n) != b for _, n in schedule):
+                raise ValueError(f"n_local schedule entries must have one step count per shard ({b})")
+            n_steps, balance = np.asarray(schedule[0][1], dtype=int), False
+        elif self.n_local is not None:
+            n_steps, balance = per_shard(self.n_local, b, "n_local").astype(int), False
         else:
             n_avg = math.ceil(np.mean(rho / (gamma * (rho * M + 1.0)))) if kernel == "lmc" else 1  # sec. 3.2.2
-            n_steps = np.full(b, n_avg, dtype=int)
-            balance = True
+            n_steps, balance = np.full(b, n_avg, dtype=int), True
 
-        phi0 = self._initial_phi(precond, theta_map, chains, d, noise)
+        phi0 = tuning.initial_points(self.init, lap, chains, d, noise)
+        prior = model.prior()
+        prior_P, prior_b = lap.precond.prior_in_phi(np.asarray(prior.gaussian.mean, dtype=float),
+                                                    prior.gaussian.precision)
         Q = prior_P + np.eye(d) * np.sum(1.0 / rho)
         q_inv = np.linalg.inv(Q)
         q_inv = 0.5 * (q_inv + q_inv.T)
-        consts = CoordinatorConsts(q_inv, np.linalg.cholesky(q_inv), prior_b, 1.0 / rho, precond)
-        centre = precond.to_phi(theta_map[None, :])[0] if theta_map is not None else None
-        payloads = [WorkerPayload(phi0, float(rho[i]), float(gamma[i]), kernel, precond, self.target_accept,
-                                  (centre, *quads[i]) if kernel == "laplace_mh" else None) for i in range(b)]
-        info = {"rho": rho, "gamma": gamma, "M": M, "local_kernel": kernel, "preconditioner": precond.kind,
-                "theta_map": theta_map, "curvature": curvature, "bias_budget": None if paper_rules else self.bias_budget,
-                **bias_info}
-        return Plan(CoordinatorState(phi0, consts), payloads, n_steps, float(np.mean(n_steps)), balance, info)
-
-    def _initial_phi(self, precond: tuning.Preconditioner, theta_map: np.ndarray | None, chains: int, d: int,
-                     noise: ChainNoise) -> np.ndarray:
-        if isinstance(self.init, str):
-            if self.init == "map":
-                phi = precond.to_phi(theta_map[None, :])
-                if precond.kind != "none":  # overdispersed-enough start: a draw from the Laplace approximation
-                    return phi + noise.normal(1)[0]
-                return np.repeat(phi, chains, axis=0)
-            if self.init == "zeros":
-                return np.repeat(precond.to_phi(np.zeros((1, d))), chains, axis=0)
-            raise ValueError(f"init must be 'map', 'zeros' or an array, got {self.init!r}")
-        arr = np.asarray(self.init, dtype=float)
-        if arr.shape == (d,):
-            arr = np.repeat(arr[None, :], chains, axis=0)
-        if arr.shape != (chains, d) or not np.all(np.isfinite(arr)):
-            raise ValueError(f"init must have shape ({d},) or ({chains}, {d}) with finite values, got shape {arr.shape}")
-        return precond.to_phi(arr)
+        consts = CoordinatorConsts(q_inv, np.linalg.cholesky(q_inv), prior_b, 1.0 / rho)
+        quads = lap.quads
+        payloads = [WorkerPayload(phi0, float(rho[i]), float(gamma[i]), kernel, self.target_accept,
+                                  (lap.centre, *quads[i]) if kernel == "laplace_mh" and quads is not None else None)
+                    for i in range(b)]
+        # the worker potential: U_i in the sampler's coordinates, plus a 1/b share of any non-Gaussian prior term
+        worker_model = with_prior_share(lap.model(model), 1.0 / b)
+        if worker_model is not model:
+            pool.bind(worker_model)
+        info = {"rho": rho, "gamma": gamma, "M": M, "local_kernel": kernel, "preconditioner": lap.precond.kind,
+                "theta_map": lap.theta_map, "curvature": curvature,
+                "bias_budget": None if paper_rules else self.bias_budget, **bias_info}
+        return Plan(CoordinatorState(phi0, consts), payloads, n_steps, float(np.mean(n_steps)), balance, info,
+                    schedule=schedule, model=worker_model, precond=lap.precond)
 
     # --- worker ---------------------------------------------------------------------------------
 
-    def worker_init(self, payload: WorkerPayload, model: Model, X: np.ndarray, y: np.ndarray) -> tuple:
+    def worker_init(self, payload: WorkerPayload, model: Model, X: np.ndarray, y: np.ndarray) -> WorkerState:
         z = np.array(payload.z0, dtype=float)
-        pot, grad = _local_potential(model, X, y, payload.precond, z)
+        pot, grad = model.potential_and_grad(X, y, z)
         log_h = math.log(payload.gamma)
         if not np.all(np.isfinite(pot)):
             raise FloatingPointError("the initial point gives a non-finite potential U_i: choose another init")
         local = _local_gaussian(payload) if payload.kernel == "laplace_mh" else None
-        return payload, local, WorkerState(z, pot, grad, log_h, (0, 0.0, log_h), np.ones(z.shape[0]))
+        return WorkerState(payload, local, ChainState(z, pot, grad, log_h, DualAveraging.start(log_h),
+                                                      np.ones(z.shape[0])))
 
-    def worker_step(self, state: tuple, message: Message, model: Model, X: np.ndarray, y: np.ndarray,
-                    noise: ChainNoise) -> tuple[tuple, Reply]:
-        payload, local, ws = state
+    def worker_step(self, state: WorkerState, message: Message, model: Model, X: np.ndarray, y: np.ndarray,
+                    noise: ChainNoise) -> tuple[WorkerState, Reply]:
+        payload, local, cs = state
         if payload.kernel == "lmc":
-            ws = _lmc_steps(ws, message, payload, model, X, y, noise)
-            return (payload, local, ws), Reply(ws.z, None)
+            cs = _lmc_steps(cs, message, payload, model, X, y, noise)
+            return WorkerState(payload, local, cs), Reply(cs.z, None)
         if payload.kernel == "laplace_mh":
-            ws = _laplace_mh_steps(ws, message, payload, local, model, X, y, noise)
+            assert local is not None
+            cs = _laplace_mh_steps(cs, message, payload, local, model, X, y, noise)
         else:
-            ws = _mala_steps(ws, message, payload, model, X, y, noise)
-        return (payload, local, ws), Reply(ws.z, ws.accept)
+            cs = _mala_steps(cs, message, payload, model, X, y, noise)
+        return WorkerState(payload, local, cs), Reply(cs.z, cs.accept)
 
     # --- coordinator ----------------------------------------------------------------------------
 
@@ -265,7 +252,7 @@ class DGLMC(Algorithm):
         c = state.consts
         s = c.b0 + sum(r.z * w for r, w in zip(replies, c.inv_rho))
         phi = s @ c.q_inv + noise.normal(1)[0] @ c.chol_q_inv.T
-        return CoordinatorState(phi, c), c.precond.to_theta(phi)
+        return CoordinatorState(phi, c), phi
 
     def reply_stats(self, replies: list[Reply]) -> dict[str, np.ndarray]:
         if replies[0].accept is None:
@@ -273,78 +260,129 @@ class DGLMC(Algorithm):
         return {"local_accept": np.mean([r.accept for r in replies], axis=0)}
 
 
-def _check_unit(name: str, value: Any, closed: bool = False) -> None:
-    """A real number in (0, 1) (or (0, 1] if `closed`), else ValueError naming the parameter."""
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and 0 < value < 1 + (closed and value == 1)
-    if not ok:
-        raise ValueError(f"{name} must be a number in (0, {'1]' if closed else '1)'}, got {value!r}")
+def is_schedule(value: Any) -> bool:
+    """Whether `value` looks like a recorded N_i schedule: a sequence of (round, per-shard counts) pairs."""
+    if not isinstance(value, (list, tuple)) or not value:
+        return False
+    first = value[0]
+    return isinstance(first, (list, tuple)) and len(first) == 2 and isinstance(first[1], (list, tuple, np.ndarray))
 
 
-def _per_shard(value: Any, b: int, name: str) -> np.ndarray:
-    arr = np.asarray(value, dtype=float)
-    if arr.ndim == 0:
-        return np.full(b, float(arr))
-    if arr.shape != (b,):
-        raise ValueError(f"{name} must be a scalar or have one value per shard ({b}), got {arr.shape[0]} values")
-    return arr.copy()
+def normalise_schedule(value: Any) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """A schedule as ((round, (N_1, …, N_b)), …), rounds strictly increasing from 0, counts positive integers."""
+    bad = ValueError("n_local as a schedule must be (round, [N_1, ..., N_b]) pairs, rounds strictly increasing "
+                     f"from 0 and positive integer counts (as result.stats['N_schedule']), got {value!r}")
+    out = []
+    for entry in value:
+        try:
+            r, counts = entry
+            arr = np.asarray(counts, dtype=float)
+        except (TypeError, ValueError):
+            raise bad from None
+        if isinstance(r, bool) or int(r) != r or arr.ndim != 1 or np.any(arr < 1) or np.any(arr != np.round(arr)):
+            raise bad
+        out.append((int(r), tuple(int(v) for v in arr)))
+    rounds = [r for r, _ in out]
+    if rounds[0] != 0 or any(b <= a for a, b in zip(rounds, rounds[1:])) or len({len(n) for _, n in out}) != 1:
+        raise bad
+    return tuple(out)
 
 
-def _local_potential(model: Model, X: np.ndarray, y: np.ndarray, precond: tuning.Preconditioner,
-                     z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """U_i and its gradient in φ coordinates at z (K, d)."""
-    pot, grad = model.potential_and_grad(X, y, precond.to_theta(z))
-    return pot, precond.pull_grad(grad)
+def rho_for_bias_budget(quads: list[tuple[np.ndarray, np.ndarray]], prior_P: np.ndarray, prior_b: np.ndarray,
+                        precond: Preconditioner, delta: float, rho_start: float) -> tuple[float, dict]:
+    """The largest common ρ ≤ `rho_start` whose π_ρ, under the workers' quadratic (Laplace) models of U_i, keeps
+    every θ coordinate's mean within δ posterior sd of the posterior's and its sd within a factor 1 + δ.
+
+    `rho_start` = ((1 + δ)² − 1)/max_i M_i already bounds the sd inflation in every direction (not only along
+    the coordinates); the search only lowers it where the means would move too far (shards that disagree).
+
+    With U_i(z) ≈ g_iᵀz + ½zᵀP_iz in φ, π_ρ is Gaussian with precision Λ_ρ = P0 + Σ_i P_i(I + ρP_i)⁻¹ and mean
+    Λ_ρ⁻¹(b0 − Σ_i (I + ρP_i)⁻¹g_i) (each local factor convolved with N(0, ρI)); ρ = 0 gives the posterior's.
+    Found by bisection in log ρ. Returns ρ and the predicted mean shift and sd inflation.
+    """
+    dense = quads[0][1].ndim == 2
+    L = precond.matrix()
+    if dense:
+        eig = [np.linalg.eigh(P) for _, P in quads]
+        eig = [(np.clip(w, 0.0, None), V, V.T @ g) for (w, V), (g, _) in zip(eig, quads)]
+
+    def moments(rho: float) -> tuple[np.ndarray, np.ndarray]:
+        if dense:
+            Lam = prior_P + sum((V * (w / (1 + rho * w))) @ V.T for w, V, _ in eig)
+            lin = prior_b - sum(V @ (Vg / (1 + rho * w)) for w, V, Vg in eig)
+            cov = np.linalg.inv(Lam)
+            mean = cov @ lin
+        else:
+            lam = np.diag(prior_P) + sum(P / (1 + rho * P) for _, P in quads)
+            cov = np.diag(1.0 / lam)
+            mean = (prior_b - sum(g / (1 + rho * P) for g, P in quads)) / lam
+        if L is not None:
+            cov, mean = L @ cov @ L.T, L @ mean
+        return mean, np.sqrt(np.clip(np.diag(cov), 1e-300, None))
+
+    mean0, sd0 = moments(0.0)
+
+    def bias(rho: float) -> tuple[float, float]:
+        mean, sd = moments(rho)
+        return float(np.max(np.abs(mean - mean0) / sd0)), float(np.max(sd / sd0) - 1.0)
+
+    if max(bias(rho_start)) <= delta:
+        shift, infl = bias(rho_start)
+        return rho_start, {"predicted_mean_shift_sd": shift, "predicted_sd_inflation": infl}
+    lo, hi = rho_start * 1e-6, rho_start
+    for _ in range(40):
+        mid = np.sqrt(lo * hi)
+        shift, infl = bias(mid)
+        lo, hi = (mid, hi) if max(shift, infl) <= delta else (lo, mid)
+    shift, infl = bias(lo)
+    return lo, {"predicted_mean_shift_sd": shift, "predicted_sd_inflation": infl}
 
 
-def _lmc_steps(ws: WorkerState, msg: Message, p: WorkerPayload, model: Model, X: np.ndarray, y: np.ndarray,
-               noise: ChainNoise) -> WorkerState:
+def _lmc_steps(cs: ChainState, msg: Message, p: WorkerPayload, model: Model, X: np.ndarray, y: np.ndarray,
+               noise: ChainNoise) -> ChainState:
     """Eq. (4), N_i times: u ← u − γ[∇U_i(u) + (u − θ)/ρ] + √(2γ) ξ."""
-    u, g, xi = ws.z, ws.grad, noise.normal(msg.n_steps)
+    u, g, xi = cs.z, cs.grad, noise.normal(msg.n_steps)
     gamma, inv_rho, scale = p.gamma, 1.0 / p.rho, math.sqrt(2.0 * p.gamma)
     for k in range(msg.n_steps):
         if k:
-            g = p.precond.pull_grad(model.grad(X, y, p.precond.to_theta(u)))
+            g = model.grad(X, y, u)
         u = u - gamma * (g + (u - msg.phi) * inv_rho) + scale * xi[k]
-    g = p.precond.pull_grad(model.grad(X, y, p.precond.to_theta(u)))
-    return ws._replace(z=u, grad=g)
+    return cs._replace(z=u, grad=model.grad(X, y, u))
 
 
-def _mala_steps(ws: WorkerState, msg: Message, p: WorkerPayload, model: Model, X: np.ndarray, y: np.ndarray,
-                noise: ChainNoise) -> WorkerState:
+def _mala_steps(cs: ChainState, msg: Message, p: WorkerPayload, model: Model, X: np.ndarray, y: np.ndarray,
+                noise: ChainNoise) -> ChainState:
     """N_i MALA steps on Π_ρ(z_i | θ) ∝ exp(−U_i(z) − ‖z − θ‖²/(2ρ)); during burn-in the step size adapts
     to `target_accept` by dual averaging, afterwards it is frozen at the averaged value."""
-    u, pot, gU = ws.z, ws.pot, ws.grad
+    u, pot, gU = cs.z, cs.pot, cs.grad
     inv_rho, phi = 1.0 / p.rho, msg.phi
     xi, logu = noise.normal(msg.n_steps), np.log(noise.uniform(msg.n_steps))
-    log_h, da = ws.log_h, ws.da
+    log_h, da = cs.log_h, cs.da
     acc_sum = np.zeros(u.shape[0])
     for k in range(msg.n_steps):
-        h = math.exp(log_h) if msg.warmup else math.exp(da[2])
+        h = math.exp(log_h) if msg.warmup else math.exp(da.log_hbar)
         diff = u - phi
         g = gU + diff * inv_rho
         prop = u - h * g + math.sqrt(2.0 * h) * xi[k]
         with np.errstate(all="ignore"):
-            pot_p, gU_p = _local_potential(model, X, y, p.precond, prop)
+            pot_p, gU_p = model.potential_and_grad(X, y, prop)
             diff_p = prop - phi
-            g_p = gU_p + diff_p * inv_rho
-            energy_change = (pot_p - pot) + 0.5 * inv_rho * (np.sum(diff_p * diff_p, axis=1) - np.sum(diff * diff, axis=1))
-            fwd = prop - u + h * g
-            bwd = u - prop + h * g_p
-            log_q = (np.sum(fwd * fwd, axis=1) - np.sum(bwd * bwd, axis=1)) / (4.0 * h)
-            log_alpha = np.where(np.isfinite(energy_change) & np.isfinite(log_q), -energy_change + log_q, -np.inf)
-        accept = logu[k] < log_alpha
+            energy_change = (pot_p - pot) + 0.5 * inv_rho * (np.sum(diff_p * diff_p, axis=1) -
+                                                             np.sum(diff * diff, axis=1))
+            log_alpha = -energy_change + mala_log_ratio(u, g, prop, gU_p + diff_p * inv_rho, h)
+        accept, alpha = mh_accept(log_alpha, logu[k])
         u = np.where(accept[:, None], prop, u)
         pot = np.where(accept, pot_p, pot)
         gU = np.where(accept[:, None], gU_p, gU)
-        alpha = np.exp(np.minimum(log_alpha, 0.0))
         acc_sum += alpha
         if msg.warmup:
-            log_h, da = _dual_averaging(da, float(alpha.mean()), p.target_accept, math.log(p.gamma))
-    return WorkerState(u, pot, gU, log_h, da, acc_sum / max(msg.n_steps, 1))
+            log_h, da = dual_averaging(da, float(alpha.mean()), p.target_accept, math.log(p.gamma))
+    return ChainState(u, pot, gU, log_h, da, acc_sum / max(msg.n_steps, 1))
 
 
 def _local_gaussian(p: WorkerPayload) -> LocalGaussian:
     """Factor the worker's Gaussian proposal once: A = P + I/ρ (P dense or its diagonal)."""
+    assert p.quadratic is not None
     c, g, P = p.quadratic
     P = np.diag(P) if P.ndim == 1 else P
     a_inv = np.linalg.inv(P + np.eye(P.shape[0]) / p.rho)
@@ -357,15 +395,15 @@ def _local_gaussian(p: WorkerPayload) -> LocalGaussian:
     return LocalGaussian(c, g, P, a_inv, chol, P @ c - g)
 
 
-def _laplace_mh_steps(ws: WorkerState, msg: Message, p: WorkerPayload, loc: LocalGaussian, model: Model,
-                      X: np.ndarray, y: np.ndarray, noise: ChainNoise) -> WorkerState:
+def _laplace_mh_steps(cs: ChainState, msg: Message, p: WorkerPayload, loc: LocalGaussian, model: Model,
+                      X: np.ndarray, y: np.ndarray, noise: ChainNoise) -> ChainState:
     """N_i independence Metropolis–Hastings steps on Π_ρ(z_i | θ), proposing from its Laplace approximation.
 
     The coupling ‖z − θ‖²/(2ρ) is Gaussian and cancels in the ratio, leaving α = exp(−[r(z') − r(z)]) with
     r = U_i − (gᵀz + ½zᵀPz) the non-quadratic remainder of U_i: exact for Π_ρ(z_i | θ), and nearly always
     accepted where U_i is close to quadratic on the scale √ρ.
     """
-    u, pot = ws.z, ws.pot
+    u, pot = cs.z, cs.pot
     mean = (msg.phi / p.rho + loc.shift) @ loc.a_inv
     xi, logu = noise.normal(msg.n_steps), np.log(noise.uniform(msg.n_steps))
     rem = pot - _quadratic(loc, u)
@@ -373,30 +411,17 @@ def _laplace_mh_steps(ws: WorkerState, msg: Message, p: WorkerPayload, loc: Loca
     for k in range(msg.n_steps):
         prop = mean + xi[k] @ loc.chol.T
         with np.errstate(all="ignore"):
-            pot_p = model.potential(X, y, p.precond.to_theta(prop))
+            pot_p = model.potential(X, y, prop)
             rem_p = pot_p - _quadratic(loc, prop)
-            log_alpha = np.where(np.isfinite(rem_p), rem - rem_p, -np.inf)
-        accept = logu[k] < log_alpha
+            accept, alpha = mh_accept(rem - rem_p, logu[k])
         u = np.where(accept[:, None], prop, u)
         pot = np.where(accept, pot_p, pot)
         rem = np.where(accept, rem_p, rem)
-        acc_sum += np.exp(np.minimum(log_alpha, 0.0))
-    return ws._replace(z=u, pot=pot, accept=acc_sum / max(msg.n_steps, 1))
+        acc_sum += alpha
+    return cs._replace(z=u, pot=pot, accept=acc_sum / max(msg.n_steps, 1))
 
 
 def _quadratic(loc: LocalGaussian, z: np.ndarray) -> np.ndarray:
     """gᵀ(z − c) + ½(z − c)ᵀP(z − c) for each row of z."""
     w = z - loc.c
     return w @ loc.g + 0.5 * np.sum((w @ loc.P) * w, axis=1)
-
-
-def _dual_averaging(da: tuple, accept: float, target: float, log_h0: float,
-                    gamma: float = 0.05, t0: float = 10.0, kappa: float = 0.75) -> tuple[float, tuple]:
-    """One dual-averaging update of the log step size (Hoffman & Gelman 2014, Alg. 5); returns (log h, state)."""
-    m, hbar, log_hbar = da
-    m += 1
-    hbar = (1.0 - 1.0 / (m + t0)) * hbar + (target - accept) / (m + t0)
-    log_h = math.log(10.0) + log_h0 - math.sqrt(m) / gamma * hbar
-    w = m ** (-kappa)
-    log_hbar = w * log_h + (1.0 - w) * log_hbar
-    return log_h, (m, hbar, log_hbar)

@@ -68,25 +68,26 @@ with step ε²/2, whose stationary law is biased at O(ε²).
 from __future__ import annotations
 
 import dataclasses
+import math
 import numbers
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from .. import topology as topo
+from .. import budget, topology as topo, tuning
 from ..models.base import Model
 from ..streams import ChainNoise
 from .base import Plan, RoundInfo, ShardPool
-from .decentralized import AgentPayload, _check_topology, _Decentralized
-from .gradient import _check_init, _check_positive
+from .checks import check_int, check_positive, check_unit
+from .decentralized import AgentPayload, AgentWorker, _Decentralized
+from .mcmc import DualAveraging, dual_averaging
 
+#: The seed's mixing schedule and MH burn-in (the plain rules, preconditioner=None).
 DEFAULT_SCHEDULE = ((0, 1), (500, 5), (1000, 10))
-
-
-def _check_mh_burn_in(value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-        raise ValueError(f"mh_burn_in must be a non-negative integer, got {value!r}")
+PAPER_MH_BURN_IN = 1000
+#: Tuned default: k mixing rounds with λ₂(W)^k ≤ this (the agents' tracked quantities agree to that accuracy).
+MIXING_TOLERANCE = 1e-3
 
 
 def _normalise_schedule(value: Any) -> tuple[tuple[int, int], ...]:
@@ -137,6 +138,17 @@ def routed_mix(top: topo.Topology, W: np.ndarray, values: Sequence[Any], k: int)
     return vals
 
 
+def mixing_rounds_for(W: np.ndarray, tol: float = MIXING_TOLERANCE) -> int:
+    """The smallest k with λ₂(W)^k ≤ tol (λ₂ the second largest |eigenvalue| of W); 1 for an exact average."""
+    lam = np.sort(np.abs(np.linalg.eigvalsh(W)))[::-1]
+    lam2 = float(lam[1]) if len(lam) > 1 else 0.0
+    if lam2 < 1e-12:
+        return 1
+    if lam2 >= 1.0 - 1e-12:
+        return 100          # disconnected graph: agents never agree; cap the work
+    return int(min(100, max(1, np.ceil(np.log(tol) / np.log(lam2)))))
+
+
 def agent_value_and_grad(model: Model, X: np.ndarray, y: np.ndarray, x: np.ndarray,
                          b: int) -> tuple[np.ndarray, np.ndarray]:
     """(V_i(x), ∇V_i(x)) with V_i = U_i + U_prior/b, at K points x (K, d) (module-level so Ray can ship it)."""
@@ -169,6 +181,21 @@ class DMALAWorker(NamedTuple):
     g_prop: np.ndarray
 
 
+class StepAdaptation(NamedTuple):
+    """ε and its dual averaging towards the acceptance target during burn-in (frozen at exp(da.log_hbar) after)."""
+
+    log_eps: float
+    log_eps0: float
+    da: DualAveraging
+    adapt: bool
+    target: float
+
+    def eps(self, warmup: bool) -> float:
+        if not self.adapt:
+            return math.exp(self.log_eps0)
+        return math.exp(self.log_eps if warmup else self.da.log_hbar)
+
+
 class DMALAState(NamedTuple):
     top: topo.Topology
     W: np.ndarray
@@ -177,6 +204,9 @@ class DMALAState(NamedTuple):
     p: np.ndarray                       # shared momentum of the pending proposal (K, d)
     proposals: tuple[np.ndarray, ...]   # pending mixed proposals ω_i* (K, d)
     accepted: np.ndarray                # (b, K) decisions of the last round
+    step: StepAdaptation
+    mh_burn_in: int
+    schedule: tuple[tuple[int, int], ...]
 
 
 @dataclass(frozen=True)
@@ -184,29 +214,52 @@ class DMALA(_Decentralized):
     """Decentralised MALA with gradient tracking (seed 004, Algorithm 1, corrected: leapfrog step, shared
     momentum and uniform, exact MH on tracked global gradient and potential difference); see the module docstring.
 
-    Parameters: step_size ε (required; with one agent the rule is MALA with h = ε²/2), topology ("complete"
-    default, "ring", "star", "edgeless" or edges), mh_burn_in T_MH (default 1000: MH off for iterations t < T_MH,
-    counted from the start including rs.sample's burn_in), mixing_schedule (milestones (iteration, k_t), default
-    [(0, 1), (500, 5), (1000, 10)]), init ("map" default, "zeros", array). Draws: ω̄ = (1/b) Σ_i ω_i.
+    Parameters: step_size ε (with one agent the rule is MALA with h = ε²/2; default: adapted by dual averaging
+    during burn-in to `target_accept`, from ε0 = √(2h0) with MALA's optimal-scaling h0), adapt (default: adapt
+    unless step_size is given), target_accept
+    (0.574), topology ("complete" default, "ring", "star", "edgeless" or edges), mh_burn_in T_MH (MH off for
+    iterations t < T_MH, counted from the start including rs.sample's burn_in; default 0 in whitened coordinates,
+    where the chains start at the MAP, and the seed's 1000 under preconditioner=None), mixing_schedule
+    (milestones (iteration, k_t); default a constant k with λ₂(W)^k ≤ 1e-3 — 1 on the complete graph — and the
+    seed's [(0, 1), (500, 5), (1000, 10)] under preconditioner=None), init ("map" default, "zeros", array),
+    preconditioner. Draws: ω̄ = (1/b) Σ_i ω_i.
     """
 
     step_size: float | None = None
+    adapt: bool | None = None
+    target_accept: float = 0.574
     topology: Any = "complete"
-    mh_burn_in: int = 1000
-    mixing_schedule: Any = DEFAULT_SCHEDULE
+    mh_burn_in: int | None = None
+    mixing_schedule: Any = None
     init: Any = "map"
+    preconditioner: str | None = "auto"
     name: str = field(default="dmala", init=False)
 
     def __post_init__(self) -> None:
-        _check_positive("step_size", self.step_size, allow_none=False)
-        _check_topology(self.topology)
-        _check_mh_burn_in(self.mh_burn_in)
-        object.__setattr__(self, "mixing_schedule", _normalise_schedule(self.mixing_schedule))
-        _check_init(self.init)
+        check_positive("step_size", self.step_size)
+        if self.adapt is not None and not isinstance(self.adapt, bool):
+            raise ValueError(f"adapt must be None, True or False, got {self.adapt!r}")
+        check_unit("target_accept", self.target_accept)
+        check_int("mh_burn_in", self.mh_burn_in, 0, allow_none=True)
+        if self.mixing_schedule is not None:
+            object.__setattr__(self, "mixing_schedule", _normalise_schedule(self.mixing_schedule))
+        self._common_checks()
 
-    def _consts(self, top: topo.Topology, b: int) -> dict:
-        return {"step_size": float(self.step_size), "mala_step_h": 0.5 * float(self.step_size) ** 2,
-                "mh_burn_in": int(self.mh_burn_in), "mixing_schedule": self.mixing_schedule}
+    def _consts(self, top: topo.Topology, W: np.ndarray, lap: tuning.Laplace, model: Model, pool: ShardPool) -> dict:
+        tuned = lap.quads is not None
+        if self.step_size is not None:
+            eps = float(self.step_size)
+        elif tuned:
+            eps = math.sqrt(2.0 * budget.mala_initial_step(lap))
+        else:
+            from .gradient import lipschitz_bound
+
+            eps = math.sqrt(2.0 / lipschitz_bound(model, pool))
+        schedule = self.mixing_schedule if self.mixing_schedule is not None else \
+            (((0, mixing_rounds_for(W)),) if tuned else DEFAULT_SCHEDULE)
+        mh_burn_in = self.mh_burn_in if self.mh_burn_in is not None else (0 if tuned else PAPER_MH_BURN_IN)
+        return {"initial_step_size": eps, "adapt": self.adapt if self.adapt is not None else self.step_size is None,
+                "target_accept": self.target_accept, "mh_burn_in": int(mh_burn_in), "mixing_schedule": schedule}
 
     # --- coordinator ----------------------------------------------------------------------------
 
@@ -214,22 +267,28 @@ class DMALA(_Decentralized):
         plan = super().prepare(model, pool, chains=chains, seed=seed, noise=noise)
         gs = plan.coordinator_state
         top, b = gs.top, gs.top.b
+        c = plan.worker_payloads[0].consts
         W = np.asarray(plan.info["W"], dtype=float)
         parts = pool.map(agent_value_and_grad, [(gs.xs[i], b) for i in range(b)])
         if not all(np.all(np.isfinite(v)) and np.all(np.isfinite(g)) for v, g in parts):
             raise FloatingPointError("the initial point gives a non-finite potential or gradient: choose another init")
-        k0 = mixing_rounds(self.mixing_schedule, 0)
+        schedule = c["mixing_schedule"]
+        k0 = mixing_rounds(schedule, 0)
         ys = tuple(routed_mix(top, W, [g for _, g in parts], k0))
+        log_eps = math.log(c["initial_step_size"])
+        step = StepAdaptation(log_eps, log_eps, DualAveraging.start(log_eps), bool(c["adapt"]), c["target_accept"])
         p = noise.normal(1)[0]
-        props = self._propose(top, W, gs.xs, ys, p, k0)
+        props = self._propose(top, W, gs.xs, ys, p, k0, step.eps(True))
         K = gs.xs[0].shape[0]
-        state = DMALAState(top, W, gs.xs, ys, p, props, np.zeros((b, K), dtype=bool))
+        state = DMALAState(top, W, gs.xs, ys, p, props, np.zeros((b, K), dtype=bool), step, c["mh_burn_in"],
+                           schedule)
         return dataclasses.replace(plan, coordinator_state=state)
 
-    def _propose(self, top: topo.Topology, W: np.ndarray, omegas: Sequence[np.ndarray], ys: Sequence[np.ndarray],
-                 p: np.ndarray, k: int) -> tuple[np.ndarray, ...]:
+    @staticmethod
+    def _propose(top: topo.Topology, W: np.ndarray, omegas: Sequence[np.ndarray], ys: Sequence[np.ndarray],
+                 p: np.ndarray, k: int, eps: float) -> tuple[np.ndarray, ...]:
         """ω* = W^k(ω + εp − ½ε² b y): each agent's leapfrog proposal with the shared p, then k routed rounds."""
-        eps, b = float(self.step_size), top.b
+        b = top.b
         with np.errstate(all="ignore"):
             own = [w + eps * p - 0.5 * eps**2 * b * y for w, y in zip(omegas, ys)]
             return tuple(routed_mix(top, W, own, k))
@@ -239,44 +298,52 @@ class DMALA(_Decentralized):
 
     def coordinator_step(self, state: DMALAState, replies: list[DMALAReply], noise: ChainNoise,
                          info: RoundInfo) -> tuple[DMALAState, np.ndarray]:
-        top, W, b, eps = state.top, state.W, state.top.b, float(self.step_size)
+        top, W, b = state.top, state.W, state.top.b
+        eps = state.step.eps(info.warmup)          # the ε the pending proposals were made with
         d = state.omegas[0].shape[1]
-        k = mixing_rounds(self.mixing_schedule, info.t)
+        k = mixing_rounds(state.schedule, info.t)
         # one mixing phase, one packed message per edge and round: [y + Δg | Δv | bad]
         packed = [np.concatenate([y + r.dg, r.dv[:, None], np.asarray(r.bad, dtype=float)[:, None]], axis=1)
                   for y, r in zip(state.ys, replies)]
         mixed = routed_mix(top, W, packed, k)
         log_u = np.log(noise.uniform(1)[0])                       # shared by the agents (chain-level stream)
-        mh = info.t >= self.mh_burn_in
+        mh = info.t >= state.mh_burn_in
         p = state.p
-        acc = []
+        acc, alphas = [], []
         for i, r in enumerate(replies):                          # agent i's own quantities only
             z, dv, heard_bad = mixed[i][:, :d], mixed[i][:, d], mixed[i][:, d + 1]
             ok = (heard_bad == 0) & ~np.asarray(r.bad, dtype=bool) & np.all(np.isfinite(state.proposals[i]), axis=1)
-            if mh:
-                with np.errstate(all="ignore"):
-                    p_star = p - 0.5 * eps * b * (state.ys[i] + z)
-                    dH = b * dv + 0.5 * np.einsum("kd,kd->k", p_star, p_star) - 0.5 * np.einsum("kd,kd->k", p, p)
-                    ok = ok & np.isfinite(dH) & (log_u <= -np.where(np.isfinite(dH), dH, np.inf))
-            acc.append(ok)
-        acc = np.array(acc)
-        omegas = tuple(np.where(a[:, None], prop, w) for a, prop, w in zip(acc, state.proposals, state.omegas))
-        ys = tuple(routed_mix(top, W, [y + a[:, None] * r.dg for y, a, r in zip(state.ys, acc, replies)], k))
+            with np.errstate(all="ignore"):
+                p_star = p - 0.5 * eps * b * (state.ys[i] + z)
+                dH = b * dv + 0.5 * np.einsum("kd,kd->k", p_star, p_star) - 0.5 * np.einsum("kd,kd->k", p, p)
+                dH = np.where(ok & np.isfinite(dH), dH, np.inf)
+            alphas.append(np.exp(-np.maximum(dH, 0.0)))
+            acc.append(ok & (log_u <= -dH) if mh else ok)
+        acc_arr = np.array(acc)
+        omegas = tuple(np.where(a[:, None], prop, w) for a, prop, w in zip(acc_arr, state.proposals, state.omegas))
+        ys = tuple(routed_mix(top, W, [y + a[:, None] * r.dg for y, a, r in zip(state.ys, acc_arr, replies)], k))
         draws = np.mean(omegas, axis=0)
-        k_next = mixing_rounds(self.mixing_schedule, info.t + 1)
+        step = state.step
+        if info.warmup and step.adapt:           # adapt ε to the acceptance target (mean over agents and chains)
+            log_eps, da = dual_averaging(step.da, float(np.mean(alphas)), step.target, step.log_eps0)
+            step = step._replace(log_eps=log_eps, da=da)
+        k_next = mixing_rounds(state.schedule, info.t + 1)
         p_next = noise.normal(1)[0]
-        props = self._propose(top, W, omegas, ys, p_next, k_next)
-        return DMALAState(top, W, omegas, ys, p_next, props, acc), draws
+        props = self._propose(top, W, omegas, ys, p_next, k_next, step.eps(info.t + 1 < info.burn_in))
+        return state._replace(omegas=omegas, ys=ys, p=p_next, proposals=props, accepted=acc_arr, step=step), draws
+
+    def reply_stats(self, replies: list[DMALAReply]) -> dict[str, np.ndarray]:
+        return {}
 
     # --- worker ---------------------------------------------------------------------------------
 
-    def worker_init(self, payload: AgentPayload, model: Model, X: np.ndarray, y: np.ndarray) -> tuple:
+    def worker_init(self, payload: AgentPayload, model: Model, X: np.ndarray, y: np.ndarray) -> AgentWorker:
         x0 = np.asarray(payload.x0, dtype=float)
         v, g = agent_value_and_grad(model, X, y, x0, payload.b)
-        return payload, DMALAWorker(v, g, v, g)
+        return AgentWorker(payload, DMALAWorker(v, g, v, g))
 
-    def worker_step(self, state: tuple, message: DMALAMessage, model: Model, X: np.ndarray, y: np.ndarray,
-                    noise: ChainNoise) -> tuple[tuple, DMALAReply]:
+    def worker_step(self, state: AgentWorker, message: DMALAMessage, model: Model, X: np.ndarray, y: np.ndarray,
+                    noise: ChainNoise) -> tuple[AgentWorker, DMALAReply]:
         pay, s = state
         if message.index != pay.index:
             raise RuntimeError(f"shards[{pay.index}]: received agent {message.index}'s state")
@@ -288,4 +355,4 @@ class DMALA(_Decentralized):
         # a non-finite value at a proposal is a rejection, not a failure: send 0 and the flag
         v, g = np.where(bad, 0.0, v), np.where(bad[:, None], 0.0, g)
         reply = DMALAReply(np.where(bad[:, None], 0.0, g - g_cur), np.where(bad, 0.0, v - v_cur), bad)
-        return (pay, DMALAWorker(v_cur, g_cur, v, g)), reply
+        return AgentWorker(pay, DMALAWorker(v_cur, g_cur, v, g)), reply

@@ -45,10 +45,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import tuning
+from .. import budget, tuning
 from ..models.base import Model
 from ..streams import ChainNoise
 from .base import Algorithm, Plan, RoundInfo, ShardPool, minibatch_grads
+from .checks import check_choice, check_init, check_int, check_positive, check_unit, is_real
 
 VARIANTS = ("plain", "star", "vr_star")
 MAX_LOCAL_STEPS = 1_000_000   # cap of a geometric block (reached with probability (1 − p)^1e6)
@@ -102,8 +103,10 @@ class FALD(Algorithm):
 
     Parameters:
       variant: "plain" (default), "star" (FALD*) or "vr_star" (VR-FALD*).
-      step_size: γ, the clients' Langevin step. Default: γ = 0.1 / max_i (M_i + λ_prior/b), M_i the model's
-        smoothness bound of U_i and λ_prior the largest prior precision: every client's local step is stable
+      step_size: γ, the clients' Langevin step. Default: the largest γ whose exact stationary law under the Laplace
+        model (in whitened coordinates; averaged over the geometric schedule, client drift included) stays within
+        `bias_budget`. Under preconditioner=None: γ = 0.1 / max_i (M_i + λ_prior/b), M_i the model's smoothness
+        bound of U_i and λ_prior the largest prior precision: every client's local step is stable
         (γ·curvature ≤ 0.1) and the server average, LMC with step γ/b on U, has (γ/b)·L ≤ 0.1 with
         L = Σ_i M_i + λ_prior.
       p_comm: probability of communicating after each local step, in (0, 1] (default 0.2: 5 local steps per
@@ -113,6 +116,7 @@ class FALD(Algorithm):
       q: probability (per round, per chain) of refreshing the VR reference point (vr_star only), in (0, 1].
       init: "map" (every chain starts at the MAP), "zeros", or an array (d,) or (K, d).
       batch_size: None (full local gradients, the default) or B ≥ 1: minibatch gradients (see the module doc).
+      preconditioner ("auto", "laplace", "diag", None), bias_budget δ (0.05).
     """
 
     variant: str = "plain"
@@ -122,66 +126,59 @@ class FALD(Algorithm):
     q: float = 0.1
     batch_size: Any = None
     init: Any = "map"
+    preconditioner: str | None = "auto"
+    bias_budget: float = 0.05
     name: str = field(default="fald", init=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.variant, str) or self.variant not in VARIANTS:
-            raise ValueError(f"variant must be one of {VARIANTS}, got {self.variant!r}")
-        if self.step_size is not None and not (_real(self.step_size) and 0 < self.step_size < math.inf):
-            raise ValueError(f"step_size must be a positive number, got {self.step_size!r}")
-        if not (_real(self.p_comm) and 0 < self.p_comm <= 1):
+        check_choice("variant", self.variant, VARIANTS)
+        check_positive("step_size", self.step_size)
+        if not (is_real(self.p_comm) and 0 < self.p_comm <= 1):
             raise ValueError(f"p_comm must be a number in (0, 1], got {self.p_comm!r}")
-        if not (_real(self.tau) and 0 <= self.tau <= 1):
+        if not (is_real(self.tau) and 0 <= self.tau <= 1):
             raise ValueError(f"tau must be a number in [0, 1], got {self.tau!r}")
-        if not (_real(self.q) and 0 < self.q <= 1):
-            raise ValueError(f"q must be a number in (0, 1], got {self.q!r}")
-        if self.batch_size is not None and not (isinstance(self.batch_size, numbers.Integral)
-                                                and not isinstance(self.batch_size, bool) and self.batch_size >= 1):
-            raise ValueError(f"batch_size must be None or a positive integer, got {self.batch_size!r}")
-        if isinstance(self.init, str) and self.init not in ("map", "zeros"):
-            raise ValueError(f"init must be 'map', 'zeros' or an array, got {self.init!r}")
+        check_unit("q", self.q, closed=True)
+        check_int("batch_size", self.batch_size, 1, allow_none=True)
+        check_init(self.init)
+        check_choice("preconditioner", self.preconditioner, tuning.PRECONDITIONERS)
+        check_unit("bias_budget", self.bias_budget)
 
     # --- tuning ---------------------------------------------------------------------------------
 
     def prepare(self, model: Model, pool: ShardPool, *, chains: int, seed: int, noise: ChainNoise) -> Plan:
         b, d = pool.num_shards, model.dim
-        prior = model.prior()
-        M = tuning.smoothness_bounds(model, pool)
-        prior_max = float(np.max(prior.precision))
-        if self.step_size is None:
-            gamma = 0.1 / float(np.max(M + prior_max / b))
-        else:
+        plain = self.preconditioner is None
+        lap = tuning.laplace_step(model, pool, seed=seed, preconditioner=self.preconditioner,
+                                  need_map=tuning.starts_at_map(self.init), quadratics=not plain)
+        info: dict[str, Any] = {"preconditioner": lap.precond.kind}
+        if self.step_size is not None:
             gamma = float(self.step_size)
-        theta_map = None
-        if isinstance(self.init, str) and self.init == "map":
-            x0 = 0.01 * np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(2**31,))).standard_normal(d)
-            theta_map = tuning.find_map(model, pool, x0=x0, dense_hessian=d <= tuning.DENSE_PRECONDITIONER_MAX_DIM)
-        xbar = self._initial(theta_map, chains, d)
+        elif plain:
+            M = tuning.smoothness_bounds(model, pool)
+            info["M"] = M
+            gamma = 0.1 / float(np.max(M + model.prior().gaussian.max_precision() / b))
+        else:
+            gamma, pred = budget.fald_step(lap, float(self.p_comm), float(self.tau), self.variant, float(self.q),
+                                           self.bias_budget)
+            info.update(bias_budget=self.bias_budget, **pred.as_info())
+        wmodel = lap.adopt(model, pool)
+        prior = wmodel.prior()
+        xbar = tuning.initial_points(self.init, lap, chains, d, noise)
         cbar = refresh = None
         if self.variant != "plain":
-            grads = pool.map(_shard_grad, [(xbar,)] * b)
+            grads = pool.map(tuning.shard_grad, [(xbar,)] * b)
             cbar = (np.sum(grads, axis=0) + prior.grad(xbar)) / b
             refresh = np.ones(chains, dtype=bool)
         n_steps, common = self._schedule(noise)
         state = CoordinatorState(xbar, cbar, refresh, n_steps, common)
         payloads = [WorkerPayload(xbar, b, gamma, float(self.tau), self.variant,
                                   None if self.batch_size is None else int(self.batch_size)) for _ in range(b)]
-        info = {"gamma": np.full(b, gamma), "M": M, "step_size": gamma, "lmc_step_of_average": gamma / b,
-                "p_comm": float(self.p_comm), "tau": float(self.tau), "variant": self.variant,
-                "q": float(self.q) if self.variant == "vr_star" else None, "batch_size": self.batch_size,
-                "theta_map": theta_map}
-        return Plan(state, payloads, np.ones(b, dtype=int), 1.0 / self.p_comm, False, info)
-
-    def _initial(self, theta_map: np.ndarray | None, chains: int, d: int) -> np.ndarray:
-        if isinstance(self.init, str):
-            base = theta_map if self.init == "map" else np.zeros(d)
-            return np.repeat(np.asarray(base, dtype=float)[None, :], chains, axis=0)
-        arr = np.asarray(self.init, dtype=float)
-        if arr.shape == (d,):
-            arr = np.repeat(arr[None, :], chains, axis=0)
-        if arr.shape != (chains, d) or not np.all(np.isfinite(arr)):
-            raise ValueError(f"init must have shape ({d},) or ({chains}, {d}) with finite values, got shape {arr.shape}")
-        return arr.copy()
+        info.update({"gamma": np.full(b, gamma), "step_size": gamma, "lmc_step_of_average": gamma / b,
+                     "p_comm": float(self.p_comm), "tau": float(self.tau), "variant": self.variant,
+                     "q": float(self.q) if self.variant == "vr_star" else None, "batch_size": self.batch_size,
+                     "theta_map": lap.theta_map})
+        return Plan(state, payloads, np.ones(b, dtype=int), 1.0 / self.p_comm, False, info,
+                    model=wmodel if lap.whitened else None, precond=lap.precond if lap.whitened else None)
 
     def _schedule(self, noise: ChainNoise) -> tuple[int, np.ndarray | None]:
         """The next block: N ~ Geometric(p_comm) on {1, 2, …} by inversion of chain 0's uniform,
@@ -277,14 +274,6 @@ def geometric_steps(u: float, p: float) -> int:
     u = max(u, 1e-300)
     n = math.ceil(math.log(u) / math.log1p(-p))
     return int(min(max(n, 1), MAX_LOCAL_STEPS))
-
-
-def _real(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _shard_grad(model: Model, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
-    return model.grad(X, y, x)
 
 
 def _local_grad(model: Model, X: np.ndarray, y: np.ndarray, x: np.ndarray, b: int, prior: Any) -> np.ndarray:

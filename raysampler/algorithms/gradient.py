@@ -1,4 +1,4 @@
-"""Centralised gradient references on the pooled data (seed 003, sec. 5 baselines; ALGORITHMS.md §6).
+"""Centralised gradient references on the pooled data (seed 003, sec. 5 baselines).
 
 The coordinator holds θ (K, d). Each round it sends one point to every worker, each worker returns its shard's
 ∇U_i (and U_i for MALA) there, and the coordinator adds the prior's and takes the step. Workers keep no state.
@@ -7,70 +7,32 @@ The coordinator holds θ (K, d). Each round it sends one point to every worker, 
   MALA: proposal θ' = θ − h∇U(θ) + √(2h)ξ, accepted with probability
         min(1, exp(−U(θ') + U(θ)) q(θ | θ') / q(θ' | θ)), q(a | b) ∝ exp(−‖a − b + h∇U(b)‖²/(4h)):
         the reverse density uses ∇U at the *proposal* (the authors' code used the old gradient there: a bug).
+
+By default both run in the Laplace-whitened coordinates of the shared tuning step (`raysampler.tuning`), where the
+posterior is close to N(0, I): ULA's step then comes from the bias budget (its exact stationary law on the
+Laplace model, `raysampler.laws`), MALA's initial step from the optimal-scaling rule h ≈ 1.36 d^{-1/3}, adapted to
+`target_accept` during burn-in. `preconditioner=None` keeps the plain rules (γ = 0.1/L, h = 1/L, L = Σ_i M_i +
+the prior's largest precision).
 """
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import tuning
-from ..models.base import GaussianPrior, Model
+from .. import budget, tuning
+from ..models.base import Model
 from ..streams import ChainNoise
 from .base import Algorithm, Plan, RoundInfo, ShardPool
-from .dglmc import _check_unit, _dual_averaging
-
-
-def _check_positive(name: str, value: Any, allow_none: bool = True) -> None:
-    """A finite positive real (or None if allowed), else ValueError naming the parameter."""
-    if value is None and allow_none:
-        return
-    ok = (isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and value > 0)
-    if not ok:
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
-
-
-def _check_init(init: Any) -> None:
-    if isinstance(init, str):
-        if init not in ("map", "zeros"):
-            raise ValueError(f"init must be 'map', 'zeros' or an array, got {init!r}")
-        return
-    try:
-        np.asarray(init, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"init must be 'map', 'zeros' or an array, got {init!r}") from None
-
-
-def shard_batch_value_and_grad(model: Model, X: np.ndarray, y: np.ndarray, theta: np.ndarray):
-    """U_i and ∇U_i at K points (K, d) on one shard (module-level so Ray can ship it)."""
-    return model.potential_and_grad(X, y, theta)
-
-
-def initial_points(init: Any, model: Model, pool: ShardPool, chains: int, seed: int) -> np.ndarray:
-    """Initial (K, d) points: "map" (tuning.find_map, every chain at the MAP), "zeros", or an array (d,)/(K, d)."""
-    d = model.dim
-    if isinstance(init, str):
-        if init == "map":
-            x0 = 0.01 * np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(2**31,))).standard_normal(d)
-            theta = tuning.find_map(model, pool, x0=x0, dense_hessian=False)
-            return np.repeat(theta[None, :], chains, axis=0)
-        if init == "zeros":
-            return np.zeros((chains, d))
-        raise ValueError(f"init must be 'map', 'zeros' or an array, got {init!r}")
-    arr = np.asarray(init, dtype=float)
-    if arr.shape == (d,):
-        arr = np.repeat(arr[None, :], chains, axis=0)
-    if arr.shape != (chains, d) or not np.all(np.isfinite(arr)):
-        raise ValueError(f"init must have shape ({d},) or ({chains}, {d}) with finite values, got shape {arr.shape}")
-    return arr.copy()
+from .checks import check_choice, check_init, check_positive, check_unit
+from .mcmc import DualAveraging, dual_averaging, mala_log_ratio, mh_accept
 
 
 def lipschitz_bound(model: Model, pool: ShardPool) -> float:
-    """L = Σ_i M_i + max prior precision (M_i = tuning.smoothness_bounds): a bound on ‖∇²U‖."""
-    return float(np.sum(tuning.smoothness_bounds(model, pool)) + np.max(model.prior().precision))
+    """L = Σ_i M_i + max prior precision (M_i = tuning.smoothness_bounds): a bound on ‖∇²U‖ (the plain rules)."""
+    return float(np.sum(tuning.smoothness_bounds(model, pool)) + model.prior().gaussian.max_precision())
 
 
 class PointMessage(NamedTuple):
@@ -86,7 +48,7 @@ class ValueGradReply(NamedTuple):
     grad: np.ndarray       # (K, d) ∇U_i
 
 
-class _Stateless:
+class Stateless:
     """Workers of the centralised references hold nothing but their shard."""
 
     def worker_init(self, payload: Any, model: Model, X: np.ndarray, y: np.ndarray) -> None:
@@ -98,32 +60,51 @@ class _Stateless:
 class ULAState(NamedTuple):
     theta: np.ndarray
     step: float
-    prior: GaussianPrior
+    prior: Any
 
 
 @dataclass(frozen=True)
-class ULA(_Stateless, Algorithm):
+class ULA(Stateless, Algorithm):
     """Unadjusted Langevin on the pooled posterior: θ ← θ − γ(Σ_i ∇U_i(θ) + ∇U_prior(θ)) + √(2γ)ξ.
 
-    Parameters: step_size γ (default 0.1/L, L = Σ_i M_i + max prior precision, M_i = tuning.smoothness_bounds);
-    init "map" (default, tuning.find_map), "zeros" or an array (d,)/(K, d). Draws: θ after each step.
+    Parameters: step_size γ (default: from `bias_budget` in whitened coordinates; 0.1/L under
+    preconditioner=None); preconditioner ("auto", "laplace", "diag", None); bias_budget δ (default 0.05: the
+    predicted mean shift ≤ δ posterior sd and sd within a factor 1 ± δ); init "map" (default), "zeros" or an array.
+    Draws: θ after each step.
     """
 
     step_size: float | None = None
     init: Any = "map"
+    preconditioner: str | None = "auto"
+    bias_budget: float = 0.05
     name: str = field(default="ula", init=False)
 
     def __post_init__(self) -> None:
-        _check_positive("step_size", self.step_size)
-        _check_init(self.init)
+        check_positive("step_size", self.step_size)
+        check_init(self.init)
+        check_choice("preconditioner", self.preconditioner, tuning.PRECONDITIONERS)
+        check_unit("bias_budget", self.bias_budget)
 
     def prepare(self, model: Model, pool: ShardPool, *, chains: int, seed: int, noise: ChainNoise) -> Plan:
-        b = pool.num_shards
-        L = lipschitz_bound(model, pool)
-        step = float(self.step_size) if self.step_size is not None else 0.1 / L
-        theta0 = initial_points(self.init, model, pool, chains, seed)
-        return Plan(ULAState(theta0, step, model.prior()), [None] * b, np.ones(b, dtype=int), 1.0, False,
-                    {"step_size": step, "L": L})
+        b, d = pool.num_shards, model.dim
+        plain = self.preconditioner is None
+        lap = tuning.laplace_step(model, pool, seed=seed, preconditioner=self.preconditioner,
+                                  need_map=tuning.starts_at_map(self.init), quadratics=not plain)
+        info: dict[str, Any] = {"preconditioner": lap.precond.kind}
+        if self.step_size is not None:
+            step = float(self.step_size)
+        elif plain:
+            info["L"] = lipschitz_bound(model, pool)
+            step = 0.1 / info["L"]
+        else:
+            step, pred = budget.largest_within_budget(lambda g: budget.ula_bias(lap, g), self.bias_budget,
+                                                    budget.ula_step_bound(lap))
+            info.update(bias_budget=self.bias_budget, **pred.as_info())
+        info["step_size"] = step
+        wmodel = lap.adopt(model, pool)
+        theta0 = tuning.initial_points(self.init, lap, chains, d, noise)
+        return Plan(ULAState(theta0, step, wmodel.prior()), [None] * b, np.ones(b, dtype=int), 1.0, False, info,
+                    model=wmodel if lap.whitened else None, precond=lap.precond if lap.whitened else None)
 
     def worker_step(self, state: None, message: PointMessage, model: Model, X: np.ndarray, y: np.ndarray,
                     noise: ChainNoise) -> tuple[None, GradReply]:
@@ -150,15 +131,15 @@ class MALAState(NamedTuple):
     xi: np.ndarray
     log_h: float
     log_h0: float
-    da: tuple
+    da: DualAveraging
     adapt: bool
     target_accept: float
-    prior: GaussianPrior
+    prior: Any
     accept: np.ndarray       # (K,) acceptance probability of the last round
 
 
 @dataclass(frozen=True)
-class MALA(_Stateless, Algorithm):
+class MALA(Stateless, Algorithm):
     """Metropolis-adjusted Langevin on the pooled posterior (exact MH), one proposal per round.
 
     Round t: the coordinator sends the proposal θ' = θ − h∇U(θ) + √(2h)ξ (ξ drawn at the end of the previous
@@ -167,44 +148,60 @@ class MALA(_Stateless, Algorithm):
     log α = −[U(θ') − U(θ)] + [‖θ' − θ + h∇U(θ)‖² − ‖θ − θ' + h∇U(θ')‖²]/(4h)
     (reverse density with the gradient at the proposal). Draws: the current θ after each accept/reject.
 
-    Parameters: step_size (initial h; default 1/L as for ULA), adapt (dual averaging during burn-in,
-    Hoffman & Gelman 2014, shared with DG-LMC), target_accept 0.574, init as ULA.
+    Parameters: step_size (initial h; default 1.36·d^{-1/3}/λ_max in whitened coordinates, 1/L under
+    preconditioner=None), adapt (dual averaging during burn-in; default: adapt unless step_size is given),
+    target_accept 0.574, preconditioner, init.
     """
 
     step_size: float | None = None
-    adapt: bool = True
+    adapt: bool | None = None
     target_accept: float = 0.574
     init: Any = "map"
+    preconditioner: str | None = "auto"
     name: str = field(default="mala", init=False)
 
     def __post_init__(self) -> None:
-        _check_positive("step_size", self.step_size)
-        _check_unit("target_accept", self.target_accept)
-        if not isinstance(self.adapt, bool):
-            raise ValueError(f"adapt must be True or False, got {self.adapt!r}")
-        _check_init(self.init)
+        check_positive("step_size", self.step_size)
+        check_unit("target_accept", self.target_accept)
+        if self.adapt is not None and not isinstance(self.adapt, bool):
+            raise ValueError(f"adapt must be None, True or False, got {self.adapt!r}")
+        check_init(self.init)
+        check_choice("preconditioner", self.preconditioner, tuning.PRECONDITIONERS)
 
     def prepare(self, model: Model, pool: ShardPool, *, chains: int, seed: int, noise: ChainNoise) -> Plan:
-        b = pool.num_shards
-        L = lipschitz_bound(model, pool)
-        h = float(self.step_size) if self.step_size is not None else 1.0 / L
-        theta0 = initial_points(self.init, model, pool, chains, seed)
-        prior = model.prior()
-        parts = pool.map(shard_batch_value_and_grad, [(theta0,)] * b)
+        b, d = pool.num_shards, model.dim
+        plain = self.preconditioner is None
+        lap = tuning.laplace_step(model, pool, seed=seed, preconditioner=self.preconditioner,
+                                  need_map=tuning.starts_at_map(self.init), quadratics=not plain)
+        info: dict[str, Any] = {"preconditioner": lap.precond.kind, "target_accept": self.target_accept}
+        if self.step_size is not None:
+            h = float(self.step_size)
+        elif plain:
+            info["L"] = lipschitz_bound(model, pool)
+            h = 1.0 / info["L"]
+        else:
+            h = budget.mala_initial_step(lap)
+        info["initial_step_size"] = h
+        wmodel = lap.adopt(model, pool)
+        theta0 = tuning.initial_points(self.init, lap, chains, d, noise)
+        prior = wmodel.prior()
+        parts = pool.map(tuning.shard_batch_value_and_grad, [(theta0,)] * b)
         pot = sum(p[0] for p in parts) + prior.potential(theta0)
         grad = sum(p[1] for p in parts) + prior.grad(theta0)
         if not np.all(np.isfinite(pot)):
             raise FloatingPointError("the initial point gives a non-finite potential U: choose another init")
         log_h = math.log(h)
-        state = MALAState(theta0, pot, grad, noise.normal(1)[0], log_h, log_h, (0, 0.0, log_h), self.adapt,
-                          self.target_accept, prior, np.ones(chains))
-        return Plan(state, [None] * b, np.ones(b, dtype=int), 1.0, False, {"step_size": h, "L": L})
+        adapt = self.adapt if self.adapt is not None else self.step_size is None
+        state = MALAState(theta0, pot, grad, noise.normal(1)[0], log_h, log_h, DualAveraging.start(log_h),
+                          adapt, self.target_accept, prior, np.ones(chains))
+        return Plan(state, [None] * b, np.ones(b, dtype=int), 1.0, False, info,
+                    model=wmodel if lap.whitened else None, precond=lap.precond if lap.whitened else None)
 
     @staticmethod
     def _step(state: MALAState, info: RoundInfo) -> float:
         if not state.adapt:
             return math.exp(state.log_h0)
-        return math.exp(state.log_h if info.warmup else state.da[2])
+        return math.exp(state.log_h if info.warmup else state.da.log_hbar)
 
     @classmethod
     def _proposal(cls, state: MALAState, info: RoundInfo) -> tuple[np.ndarray, float]:
@@ -233,20 +230,18 @@ class MALA(_Stateless, Algorithm):
         with np.errstate(all="ignore"):
             pot_p = sum(r.pot for r in replies) + state.prior.potential(prop)
             grad_p = sum(r.grad for r in replies) + state.prior.grad(prop)
-            fwd = prop - state.theta + h * state.grad    # θ' | θ
-            bwd = state.theta - prop + h * grad_p        # θ | θ', gradient at the proposal
-            log_q = (np.sum(fwd * fwd, axis=1) - np.sum(bwd * bwd, axis=1)) / (4.0 * h)
-            log_alpha = -(pot_p - state.pot) + log_q
-            log_alpha = np.where(np.isfinite(log_alpha), log_alpha, -np.inf)
-        logu = np.log(noise.uniform(1)[0])
-        accept = logu < log_alpha
+            log_alpha = -(pot_p - state.pot) + mala_log_ratio(state.theta, state.grad, prop, grad_p, h)
+        accept, alpha = mh_accept(log_alpha, np.log(noise.uniform(1)[0]))
         theta = np.where(accept[:, None], prop, state.theta)
         pot = np.where(accept, pot_p, state.pot)
         grad = np.where(accept[:, None], grad_p, state.grad)
-        alpha = np.exp(np.minimum(log_alpha, 0.0))
         log_h, da = state.log_h, state.da
         if info.warmup and state.adapt:
-            log_h, da = _dual_averaging(da, float(alpha.mean()), state.target_accept, state.log_h0)
+            log_h, da = dual_averaging(da, float(alpha.mean()), state.target_accept, state.log_h0)
         new = state._replace(theta=theta, pot=pot, grad=grad, xi=noise.normal(1)[0], log_h=log_h, da=da,
                              accept=alpha)
         return new, theta
+
+    def reply_stats(self, replies: list[ValueGradReply]) -> dict[str, np.ndarray]:
+        return {}
+

@@ -41,10 +41,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..models.base import GaussianPrior, Model
+from .. import budget, tuning
+from ..models.base import Model
 from ..streams import ChainNoise
 from .base import Algorithm, Plan, RoundInfo, ShardPool, minibatch_grads
-from .gradient import _check_init, _check_positive, initial_points, lipschitz_bound
+from .checks import check_choice, check_init, check_int, check_positive, check_unit
+from .gradient import lipschitz_bound
 
 VARIANTS = ("sharp", "star", "pp")
 
@@ -126,7 +128,7 @@ class QLSDState(NamedTuple):
     theta: np.ndarray
     H: np.ndarray          # (K, d) Σ_i h_i kept by the server
     step: float
-    prior: GaussianPrior
+    prior: Any
     memory: bool
     alpha: float
     reset_every: int | None
@@ -147,13 +149,16 @@ class QLSD(Algorithm):
 
     Parameters:
       variant: "sharp" (QLSD#), "star" (QLSD# + memory, the default) or "pp" (QLSD++).
-      step_size γ: default 0.1/L as ULA (L = Σ_i M_i + max prior precision).
+      step_size γ: default the largest within `bias_budget` under the Laplace model in whitened coordinates,
+        with the quantiser's added gradient variance (see raysampler.budget); 0.1/L as ULA under
+        preconditioner=None (L = Σ_i M_i + max prior precision).
       levels s: quantisation levels ≥ 1, default 8 (the slides give no value); None: no compression.
       memory: None (default: False for "sharp", True for "star"/"pp") or an explicit True/False.
       alpha: memory rate in (0, 1], default 1/(ω + 1), ω = min(d/s², √d/s).
       batch_size: None (full local gradients) or B ≥ 1 rows per client and chain (with replacement).
       ref_every: QLSD++ anchor period (rounds), default 100.
       init: "map" (default), "zeros" or an array (d,)/(K, d).
+      preconditioner ("auto", "laplace", "diag", None), bias_budget δ (0.05).
     """
 
     variant: str = "star"
@@ -164,51 +169,57 @@ class QLSD(Algorithm):
     batch_size: int | None = None
     ref_every: int = 100
     init: Any = "map"
+    preconditioner: str | None = "auto"
+    bias_budget: float = 0.05
     name: str = field(default="qlsd", init=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.variant, str) or self.variant not in VARIANTS:
-            raise ValueError(f"variant must be one of {VARIANTS}, got {self.variant!r}")
-        _check_positive("step_size", self.step_size)
-        if self.levels is not None and not (isinstance(self.levels, numbers.Integral)
-                                            and not isinstance(self.levels, bool) and self.levels >= 1):
-            raise ValueError(f"levels must be None (no compression) or an integer ≥ 1, got {self.levels!r}")
+        check_choice("variant", self.variant, VARIANTS)
+        check_positive("step_size", self.step_size)
+        check_int("levels", self.levels, 1, allow_none=True)
         if self.memory is not None and not isinstance(self.memory, bool):
             raise ValueError(f"memory must be None, True or False, got {self.memory!r}")
         if self.alpha is not None:
-            ok = (isinstance(self.alpha, numbers.Real) and not isinstance(self.alpha, bool)
-                  and math.isfinite(self.alpha) and 0 < self.alpha <= 1)
-            if not ok:
-                raise ValueError(f"alpha must be in (0, 1], got {self.alpha!r}")
-        if self.batch_size is not None and not (isinstance(self.batch_size, numbers.Integral)
-                                                and not isinstance(self.batch_size, bool) and self.batch_size >= 1):
-            raise ValueError(f"batch_size must be None or a positive integer, got {self.batch_size!r}")
-        if not (isinstance(self.ref_every, numbers.Integral) and not isinstance(self.ref_every, bool)
-                and self.ref_every >= 1):
-            raise ValueError(f"ref_every must be a positive integer, got {self.ref_every!r}")
-        _check_init(self.init)
+            check_unit("alpha", self.alpha, closed=True)
+        check_int("batch_size", self.batch_size, 1, allow_none=True)
+        check_int("ref_every", self.ref_every, 1)
+        check_init(self.init)
+        check_choice("preconditioner", self.preconditioner, tuning.PRECONDITIONERS)
+        check_unit("bias_budget", self.bias_budget)
 
     def _uses_memory(self) -> bool:
         return self.memory if self.memory is not None else self.variant in ("star", "pp")
 
     def prepare(self, model: Model, pool: ShardPool, *, chains: int, seed: int, noise: ChainNoise) -> Plan:
         b, d = pool.num_shards, model.dim
-        L = lipschitz_bound(model, pool)
-        step = float(self.step_size) if self.step_size is not None else 0.1 / L
+        plain = self.preconditioner is None
+        lap = tuning.laplace_step(model, pool, seed=seed, preconditioner=self.preconditioner,
+                                  need_map=tuning.starts_at_map(self.init), quadratics=not plain)
         s = None if _no_compression(self.levels) else int(self.levels)
         om = omega(d, s)
         alpha = float(self.alpha) if self.alpha is not None else 1.0 / (om + 1.0)
         memory = self._uses_memory()
-        theta0 = initial_points(self.init, model, pool, chains, seed)
+        info: dict[str, Any] = {"preconditioner": lap.precond.kind}
+        if self.step_size is not None:
+            step = float(self.step_size)
+        elif plain:
+            info["L"] = lipschitz_bound(model, pool)
+            step = 0.1 / info["L"]
+        else:
+            step, pred = budget.qlsd_step(lap, om, memory, self.bias_budget)
+            info.update(bias_budget=self.bias_budget, **pred.as_info())
+        wmodel = lap.adopt(model, pool)
+        theta0 = tuning.initial_points(self.init, lap, chains, d, noise)
         wp = WorkerParams(self.variant, s, memory, alpha,
                           None if self.batch_size is None else int(self.batch_size))
-        state = QLSDState(theta0, np.zeros_like(theta0), step, model.prior(), memory, alpha,
+        state = QLSDState(theta0, np.zeros_like(theta0), step, wmodel.prior(), memory, alpha,
                           int(self.ref_every) if self.variant == "pp" else None)
-        info = {"step_size": step, "L": L, "variant": self.variant, "levels": s, "omega": om, "memory": memory,
-                "alpha": alpha, "batch_size": self.batch_size, "ref_every": state.reset_every,
-                "bits_per_vector": bits(d, s), "bits_per_round": b * bits(d, s),
-                "bits_formula": "32 + d*(1 + log2(s + 1)) per vector (32*d uncompressed), uplink only"}
-        return Plan(state, [wp] * b, np.ones(b, dtype=int), 1.0, False, info)
+        info.update({"step_size": step, "variant": self.variant, "levels": s, "omega": om, "memory": memory,
+                     "alpha": alpha, "batch_size": self.batch_size, "ref_every": state.reset_every,
+                     "bits_per_vector": bits(d, s), "bits_per_round": b * bits(d, s),
+                     "bits_formula": "32 + d*(1 + log2(s + 1)) per vector (32*d uncompressed), uplink only"})
+        return Plan(state, [wp] * b, np.ones(b, dtype=int), 1.0, False, info,
+                    model=wmodel if lap.whitened else None, precond=lap.precond if lap.whitened else None)
 
     def worker_init(self, payload: WorkerParams, model: Model, X: np.ndarray, y: np.ndarray) -> QLSDWorkerState:
         return QLSDWorkerState(payload, None, None, None)

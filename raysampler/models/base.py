@@ -2,7 +2,7 @@
 
 Every method takes one shard's data (X, y) and a (K, d) array of parameter vectors and returns
 per-chain values, so K chains cost one matrix-matrix product instead of K matrix-vector products.
-The Gaussian prior is *not* part of U_i: the coordinator holds it (ALGORITHMS.md, notation).
+The prior is *not* part of U_i: each algorithm decides where it lives (the coordinator, or split across workers).
 """
 from __future__ import annotations
 
@@ -26,21 +26,63 @@ class DataSpec:
     n_features: int
     n_classes: int | None = None  # for classifiers: number of labels over all shards (max label + 1)
     n_rows: int | None = None
+    columns: tuple[str, ...] | None = None  # names of X's columns (all shards agree), when the data have them
 
 
 @dataclass(frozen=True)
 class GaussianPrior:
-    """N(mean, diag(1/precision)) prior held by the coordinator (diagonal precision, shape (d,))."""
+    """N(mean, P⁻¹) prior: `precision` P is diagonal (shape (d,)) or a dense symmetric matrix (d, d) (a diagonal prior
+    seen in whitened coordinates); zeros on the diagonal mean a flat prior on those coordinates.
+
+    It is also the whole of an all-Gaussian prior: `gaussian` is itself and `residual` is None (the `Prior` contract
+    of raysampler.priors).
+    """
 
     mean: np.ndarray
     precision: np.ndarray
 
+    @property
+    def gaussian(self) -> "GaussianPrior":
+        return self
+
+    @property
+    def residual(self) -> None:
+        return None
+
+    @property
+    def dense(self) -> bool:
+        return np.ndim(self.precision) == 2
+
+    def matrix(self) -> np.ndarray:
+        """P as a (d, d) matrix."""
+        return np.asarray(self.precision) if self.dense else np.diag(self.precision)
+
+    def max_precision(self) -> float:
+        """The largest eigenvalue of P (the prior's curvature)."""
+        return float(np.linalg.eigvalsh(self.precision)[-1]) if self.dense else float(np.max(self.precision))
+
     def potential(self, x: np.ndarray) -> np.ndarray:
         diff = x - self.mean
+        if self.dense:
+            return 0.5 * np.sum((diff @ self.precision) * diff, axis=-1)
         return 0.5 * np.sum(diff * diff * self.precision, axis=-1)
 
     def grad(self, x: np.ndarray) -> np.ndarray:
-        return (x - self.mean) * self.precision
+        diff = x - self.mean
+        return diff @ self.precision if self.dense else diff * self.precision
+
+    def hvp(self, x: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """P v for each row of v."""
+        return v @ self.precision if self.dense else v * self.precision
+
+    def hessian(self, x: np.ndarray) -> np.ndarray:
+        """P (d, d) at one point (constant)."""
+        return self.matrix()
+
+    def hessian_diag(self, x: np.ndarray) -> np.ndarray:
+        """diag(P), broadcast to x's shape."""
+        diag = np.diag(self.precision) if self.dense else np.asarray(self.precision)
+        return np.broadcast_to(diag, np.shape(x)).copy()
 
 
 @dataclass(frozen=True)

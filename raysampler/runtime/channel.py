@@ -1,10 +1,9 @@
 """A direct TCP channel between the coordinator and one worker actor: the round loop's fast path.
 
-A plain Ray actor call costs ≈ 1–3 ms per round on these machines (RAY_NOTES.md) against ≈ 0.1 ms for a
-socket round trip. Ray still places the actors, loads their data and owns their lifetime; once set up, each
+A plain Ray actor call costs ≈ 1–3 ms per round on a 2-core machine against ≈ 0.1 ms for a socket round trip. Ray still places the actors, loads their data and owns their lifetime; once set up, each
 round's messages travel as length-prefixed pickles (protocol 5) over a socket the worker serves from a
 background thread. It works across nodes (the worker binds its node's address); if a connection cannot be
-made the pool falls back to plain actor calls.
+made the pool falls back to plain actor calls. A worker's failure comes back as its `Failure` record.
 """
 from __future__ import annotations
 
@@ -16,6 +15,8 @@ import struct
 import threading
 import traceback
 from typing import Any, Callable
+
+from ..errors import Failure, FailureKind, WorkerFailed
 
 _HEADER = struct.Struct("!Q")
 _CLOSE = b"close"
@@ -42,15 +43,12 @@ def _recv_exact(sock: socket.socket, n: int) -> bytearray:
     return buf
 
 
-class WorkerFailure(RuntimeError):
-    """A worker's step raised: carries the worker-side exception type, message and traceback."""
-
-
 class ChannelServer:
     """Worker side: listen on (host, free port), accept the coordinator, answer each request with `handler`.
 
     Only a client that first sends the secret token (handed to the coordinator through Ray) is served.
-    A handler exception is sent back as (type name, message, traceback) and raised on the coordinator side.
+    A handler failure is sent back as its `Failure` record (any other exception becomes one) and raised on the
+    coordinator side as WorkerFailed.
     """
 
     def __init__(self, handler: Callable[[Any], Any], host: str) -> None:
@@ -86,9 +84,12 @@ class ChannelServer:
                 if isinstance(request, bytes) and request == _CLOSE:
                     return
                 try:
-                    reply = (True, self.handler(request))
-                except BaseException as exc:  # sent back as plain strings: any exception, picklable or not
-                    reply = (False, (type(exc).__name__, str(exc), traceback.format_exc()))
+                    reply: tuple[bool, Any] = (True, self.handler(request))
+                except WorkerFailed as exc:
+                    reply = (False, exc.failure)
+                except BaseException as exc:  # any other exception, picklable or not, as a record of plain strings
+                    reply = (False, Failure(FailureKind.WORKER_ERROR, f"{type(exc).__name__}: {exc}",
+                                            traceback=traceback.format_exc()))
                 send_obj(conn, reply)
 
 
@@ -107,8 +108,7 @@ class ChannelClient:
     def receive(self) -> Any:
         ok, value = recv_obj(self.sock)
         if not ok:
-            name, message, trace = value
-            raise WorkerFailure(f"{name}: {message}\n--- worker traceback ---\n{trace}")
+            raise WorkerFailed(value)
         return value
 
     def close(self) -> None:

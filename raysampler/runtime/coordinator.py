@@ -1,216 +1,324 @@
 """The coordinator: owns the chain state and runs the rounds. It knows nothing of an algorithm's mathematics:
 it asks the algorithm for messages, moves them to the pool, hands the replies back, keeps the draws.
 
-Rounds run in chunks (`run(max_rounds)`), each returning the draws it produced, so a caller can show
-progress, stream draws and stop on a time budget without the coordinator holding the whole run.
+Rounds run in chunks (`run(max_rounds)`), each returning the draws it produced, so a caller can show progress,
+stream draws, checkpoint and stop on a time budget without the coordinator holding the whole run. A coordinator
+is built complete, either freshly tuned (`Coordinator.start`) or from a captured `RunState` (`Coordinator.resume`).
 """
 from __future__ import annotations
 
-import re
+import dataclasses
+import hashlib
 import time
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
 from ..algorithms.base import Algorithm, RoundInfo
+from ..errors import Failure, FailureKind, WorkerFailed
 from ..models.base import DataSpec, Model
 from ..streams import ChainNoise
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    chains: int
-    num_rounds: int
-    burn_in: int
-    thin: int
-    seed: int
-    balance: bool            # re-balance N_i from measured step times (sec. 3.2.2)
-    rebalance_every: int = 20
-
-
-@dataclass
-class Chunk:
-    """Draws kept by one `run` call: theta (n, K, d), per-chain stats (n, K), and where the run stands."""
-
-    theta: np.ndarray
-    stats: dict[str, np.ndarray]
-    rounds_done: int
-    done: bool
-    error: dict | None = None
+from .contracts import (BalancerState, Chunk, Placement, RunConfig, RunState, RunStats, SetupInfo, ShardFacts,
+                        WorkerPool)
 
 
 class StepBalancer:
     """N_i = max(1, round(q_i · N_avg · b)), q_i = τ_i⁻¹ / Σ_k τ_k⁻¹ (seed 000, sec. 3.2.2).
 
-    τ_i is worker i's seconds per local step: timed before sampling (`calibrate`), then an exponential moving
-    average of the measured rounds, re-estimated after 5 rounds and every `every` rounds.
+    τ_i is shard i's seconds per local step: timed before sampling (`calibrate`), then re-estimated from the median
+    of the rounds observed since the last estimate, after 5 rounds and every `every` rounds. Policies:
+      True — always balance; False — never (fixed N_i); "auto" — switch balancing on only once the measured
+      speeds differ by more than `ratio` (max τ / min τ) at two estimates in a row, so equal workers keep a fixed,
+      reproducible schedule; "replay" — follow a recorded `schedule` of (round, N) pairs exactly.
+    Every change of N is recorded in `schedule` as (round from which it applies, N).
     """
 
-    def __init__(self, n_init: np.ndarray, n_avg: float, enabled: bool, every: int, group_size: np.ndarray,
-                 alpha: float = 0.3) -> None:
+    def __init__(self, n_init: np.ndarray, n_avg: float, policy: str | bool, every: int, group_size: np.ndarray,
+                 ratio: float = 1.5, schedule: Sequence[tuple[int, Sequence[int]]] | None = None) -> None:
         self.n = np.asarray(n_init, dtype=int).copy()
-        self.n_avg, self.enabled, self.every, self.alpha = n_avg, enabled, every, alpha
+        self.n_avg, self.policy, self.every, self.ratio = n_avg, policy, every, ratio
         self.group_size = np.asarray(group_size, dtype=float)
         self.tau = np.full(len(self.n), np.nan)
-        self._count = 0
+        self.count = 0
+        self.active = policy is True
+        self._over = 0
+        self._window: list[np.ndarray] = []
+        self._replay = [(int(r), np.asarray(n, dtype=int)) for r, n in schedule] if schedule is not None else None
+        if self._replay:
+            self.n = self._replay[0][1].copy()
+        self.schedule: list[tuple[int, tuple[int, ...]]] = [(0, tuple(int(v) for v in self.n))]
+
+    @property
+    def measuring(self) -> bool:
+        """Whether step times feed back into N_i (never when N_i is fixed or replayed)."""
+        return self.policy in (True, "auto")
 
     def calibrate(self, tau: np.ndarray) -> None:
-        """Start from step times measured before sampling, and set N_i from them at once."""
+        """Start from step times measured before sampling, and set N_i from them at once if balancing is on."""
         self.tau = np.asarray(tau, dtype=float).copy()
-        if self.enabled:
-            self._rebalance()
+        self._estimate(0)
 
-    def observe(self, times: np.ndarray, steps: np.ndarray) -> None:
-        per_step = times / np.maximum(steps, 1)
-        self.tau = np.where(np.isnan(self.tau), per_step, (1 - self.alpha) * self.tau + self.alpha * per_step)
-        self._count += 1
-        if self.enabled and (self._count == 5 or self._count % self.every == 0):
-            self._rebalance()
+    def observe(self, t: int, times: np.ndarray, steps: np.ndarray) -> None:
+        """Round t took `times` seconds of work per shard for `steps` local steps; N_i from round t + 1 may change."""
+        if self._replay is not None:
+            for r, n in self._replay:
+                if r == t + 1:
+                    self.n = n.copy()
+                    self.schedule.append((r, tuple(int(v) for v in n)))
+            return
+        if not self.measuring:
+            return
+        self._window.append(times / np.maximum(steps, 1))
+        self.count += 1
+        if self.count == 5 or self.count % self.every == 0:
+            self.tau = np.median(np.stack(self._window), axis=0)
+            self._window = []
+            self._estimate(t + 1)
 
-    def _rebalance(self) -> None:
-        if np.all(np.isfinite(self.tau)) and np.all(self.tau > 0):
-            # Shards sharing a worker process run one after another: weighting by 1/(group size) equalises
-            # the processes' wall times, Σ_{i∈g} N_i τ_i, which is what the paper's rule aims at.
-            speed = 1.0 / (self.tau * self.group_size)
-            q = speed / np.sum(speed)
-            self.n = np.maximum(1, np.round(q * self.n_avg * len(self.n))).astype(int)
+    def _estimate(self, next_round: int) -> None:
+        if not (np.all(np.isfinite(self.tau)) and np.all(self.tau > 0)):
+            return
+        if self.policy == "auto" and not self.active:
+            self._over = self._over + 1 if self.tau.max() / self.tau.min() > self.ratio else 0
+            self.active = self._over >= 2
+        if not self.active:
+            return
+        # Shards sharing a worker process run one after another: weighting by 1/(group size) equalises the
+        # processes' wall times, Σ_{i∈g} N_i τ_i, which is what the paper's rule aims at.
+        speed = 1.0 / (self.tau * self.group_size)
+        q = speed / np.sum(speed)
+        n = np.maximum(1, np.round(q * self.n_avg * len(self.n))).astype(int)
+        if not np.array_equal(n, self.n):
+            self.n = n
+            entry = (next_round, tuple(int(v) for v in n))
+            if self.schedule[-1][0] == next_round:
+                self.schedule[-1] = entry
+            else:
+                self.schedule.append(entry)
+
+    def capture(self) -> BalancerState:
+        return BalancerState(self.n.copy(), self.tau.copy(), self.count, self.active, tuple(self.schedule))
+
+    def restore(self, state: BalancerState) -> None:
+        self.n, self.tau = np.asarray(state.n, dtype=int).copy(), np.asarray(state.tau, dtype=float).copy()
+        self.count, self.active, self.schedule = state.count, state.active, list(state.schedule)
+        self._window, self._over = [], 0
+
+
+def data_spec(facts: Sequence[ShardFacts], model: Model) -> DataSpec:
+    """DataSpec from the shards' facts; mismatched feature counts or column names are an error naming the shard."""
+    first = facts[0]
+    for f in facts:
+        if len(f.x_shape) != 2:
+            raise ValueError(f"shards[{f.shard}]: X must be 2-D (rows, features), got shape {f.x_shape}")
+        if f.x_shape[1] != first.x_shape[1]:
+            raise ValueError(f"shards[{f.shard}]: has {f.x_shape[1]} features but shards[{first.shard}] has "
+                             f"{first.x_shape[1]}: every shard must have the same columns")
+        if f.columns is not None and first.columns is not None and f.columns != first.columns:
+            raise ValueError(f"shards[{f.shard}]: columns {list(f.columns)} differ from shards[{first.shard}]'s "
+                             f"{list(first.columns)}: every shard must have the same columns")
+        if not f.finite:
+            raise ValueError(f"shards[{f.shard}]: data contains NaN or inf")
+    y_max = [f.y_max for f in facts if f.y_max is not None]
+    kind = getattr(model, "target_kind", "")
+    n_classes = int(max(y_max)) + 1 if y_max and kind == "multiclass" else None
+    p = first.x_shape[1]
+    ywidth = {f.y_shape[1] for f in facts if len(f.y_shape) == 2}
+    if kind == "vector" and ywidth:
+        p = ywidth.pop()
+    columns = next((f.columns for f in facts if f.columns is not None), None)
+    return DataSpec(n_features=int(p), n_classes=n_classes, n_rows=sum(f.n_rows for f in facts), columns=columns)
+
+
+def fingerprint(algorithm: Algorithm, model: Model, config: RunConfig, facts: Sequence[ShardFacts]) -> str:
+    """What a run state belongs to: algorithm and its parameters, model, chains, seed, burn-in, thinning, shards."""
+    shards = [(f.shard, f.n_rows, f.x_shape, f.y_shape, f.columns) for f in facts]
+    key = repr((type(algorithm).__name__, repr(algorithm), repr(model), config.chains, config.seed, config.burn_in,
+                config.thin, shards))
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def bind_model(pool: WorkerPool, model: Model) -> tuple[list[ShardFacts], Model]:
+    """Fix the model's dimension from the shards' facts and hand the bound model to every worker."""
+    facts = pool.describe()
+    bound = model.bind(data_spec(facts, model))
+    pool.bind(bound)
+    return facts, bound
 
 
 class Coordinator:
     """Runs the rounds of one sampling run over a worker pool (in-process or Ray actors)."""
 
-    def __init__(self, pool: Any, model: Model, algorithm: Algorithm, config: RunConfig) -> None:
+    def __init__(self, pool: WorkerPool, model: Model, algorithm: Algorithm, config: RunConfig, setup: SetupInfo,
+                 state: Any, noise: ChainNoise, balancer: StepBalancer, fingerprint: str, rounds_done: int = 0,
+                 draws_kept: int = 0, worker_model: Any = None, precond: Any = None) -> None:
         self.pool, self.model, self.algorithm, self.config = pool, model, algorithm, config
-        self.t = 0
-        self.state: Any = None
-        self.setup_info: dict[str, Any] = {}
-
-    # --- setup ----------------------------------------------------------------------------------
-
-    def setup(self, slowdown: dict[int, float] | None = None) -> dict[str, Any]:
-        """Fix the model's dimension from the shards, tune the algorithm, create the worker states."""
-        t0 = time.perf_counter()
-        facts = self.pool.describe()
-        self.model = self.model.bind(data_spec(facts, self.model))
-        self.pool.bind(self.model)
-        d, cfg = self.model.dim, self.config
-        self.algorithm.check_shapes(self.pool.num_shards, d, cfg.chains)
-        self.noise = ChainNoise(cfg.seed, cfg.chains, role=0, dim=d)
-        plan = self.algorithm.prepare(self.model, self.pool, chains=cfg.chains, seed=cfg.seed, noise=self.noise)
-        self.pool.init_states(plan.worker_payloads)
-        if slowdown:
-            self.pool.set_slowdown(slowdown)
-        self.state = plan.coordinator_state
-        b = self.pool.num_shards
-        group_size = np.empty(b)
-        for g in self.pool.groups:
-            group_size[g] = len(g)
-        self.balancer = StepBalancer(plan.local_steps, plan.n_avg, cfg.balance and plan.balance, cfg.rebalance_every,
-                                     group_size)
-        if self.balancer.enabled:
-            self.balancer.calibrate(self.pool.calibrate())
+        self.worker_model = worker_model  # what the workers run (e.g. the model in whitened coordinates), if not model
+        self.precond = precond            # maps the algorithm's draws back to θ, if it samples in other coordinates
+        self.setup, self.state, self.noise, self.balancer = setup, state, noise, balancer
+        self.fingerprint = fingerprint
+        self.t, self.draws_kept = rounds_done, draws_kept
+        b = pool.num_shards
         self.round_time: list[float] = []
         self.compute = np.zeros(b)
         self.idle = np.zeros(b)
-        self.n_history: list[np.ndarray] = [self.balancer.n.copy()]
-        self.setup_info = {
-            "dim": d, "param_names": self.model.param_names(), "num_shards": b,
-            "shard_rows": [f["n_rows"] for f in facts], "groups": self.pool.groups,
-            "setup_time_s": time.perf_counter() - t0, "plan": plan.info, "n_avg": plan.n_avg,
-            "balance": bool(self.balancer.enabled), "transport": getattr(self.pool, "transport", "in-process"),
-        }
-        return self.setup_info
+        self.n_history: list[np.ndarray] = [balancer.n.copy()]
+
+    # --- construction ---------------------------------------------------------------------------
+
+    @classmethod
+    def start(cls, pool: WorkerPool, model: Model, algorithm: Algorithm, config: RunConfig,
+              slowdown: dict[int, float] | None = None) -> "Coordinator":
+        """Bind the model to the data, tune the algorithm, create the worker states."""
+        t0 = time.perf_counter()
+        facts, bound = bind_model(pool, model)
+        d = bound.dim
+        algorithm.check_shapes(pool.num_shards, d, config.chains)
+        noise = ChainNoise(config.seed, config.chains, role=0, dim=d)
+        plan = algorithm.prepare(bound, pool, chains=config.chains, seed=config.seed, noise=noise)
+        worker_model = plan.model if plan.model is not None else bound  # prepare handed it to the workers
+        pool.init_states(plan.worker_payloads)
+        if slowdown:
+            pool.set_slowdown(slowdown)
+        policy: str | bool = config.balance if plan.balance else False
+        if plan.schedule is not None:
+            policy = "replay"
+        balancer = StepBalancer(plan.local_steps, plan.n_avg, policy, config.rebalance_every,
+                                _group_sizes(pool), config.balance_ratio, plan.schedule)
+        if balancer.measuring:
+            balancer.calibrate(pool.calibrate())
+        setup = SetupInfo(dim=d, param_names=bound.param_names(), num_shards=pool.num_shards,
+                          shard_rows=[f.n_rows for f in facts], groups=pool.groups,
+                          placement=[Placement.of(f) for f in facts], setup_time_s=time.perf_counter() - t0,
+                          plan=plan.info, n_avg=plan.n_avg, balance=balancer.measuring, transport=pool.transport,
+                          param_blocks=_param_blocks(bound))
+        return cls(pool, bound, algorithm, config, setup, plan.coordinator_state, noise, balancer,
+                   fingerprint(algorithm, model, config, facts), worker_model=worker_model, precond=plan.precond)
+
+    @classmethod
+    def resume(cls, pool: WorkerPool, model: Model, algorithm: Algorithm, config: RunConfig,
+               state: RunState) -> "Coordinator":
+        """Bind the model to the data and continue exactly from `state` (no tuning: the plan is in the state)."""
+        if state.version != RunState.VERSION:
+            raise ValueError(f"run state version {state.version} cannot be resumed by this raysampler "
+                             f"(it reads version {RunState.VERSION})")
+        t0 = time.perf_counter()
+        facts, bound = bind_model(pool, model)
+        fp = fingerprint(algorithm, model, config, facts)
+        if fp != state.fingerprint:
+            raise ValueError("the run state belongs to another run (algorithm, model, chains, seed, burn-in, "
+                             "thinning or shards differ); it cannot be resumed here")
+        if state.worker_model is not None:
+            pool.bind(state.worker_model)
+        pool.restore(state.shards)
+        noise = ChainNoise(config.seed, config.chains, role=0, dim=bound.dim)
+        noise.restore(state.noise)
+        policy: str | bool = config.balance if state.setup.balance else False
+        balancer = StepBalancer(state.balancer.n, state.setup.n_avg, policy, config.rebalance_every,
+                                _group_sizes(pool), config.balance_ratio)
+        balancer.restore(state.balancer)
+        setup = dataclasses.replace(state.setup, groups=pool.groups, placement=[Placement.of(f) for f in facts],
+                                    transport=pool.transport, setup_time_s=time.perf_counter() - t0)
+        return cls(pool, bound, algorithm, config, setup, state.coordinator, noise, balancer, fp,
+                   state.rounds_done, state.draws_kept, state.worker_model, state.precond)
 
     # --- rounds ---------------------------------------------------------------------------------
 
     @property
     def total_rounds(self) -> int:
-        return self.config.burn_in + self.config.num_rounds
+        return self.config.total_rounds
 
-    def run(self, max_rounds: int, time_left_s: float | None = None) -> Chunk:
+    def _located(self, failure: Failure) -> Failure:
+        where = self.setup.placement[failure.shard] if failure.shard is not None else None
+        return failure.at(round=self.t, site=where.site if where else None, node_id=where.node_id if where else None)
+
+    def run(self, max_rounds: int, time_left_s: float | None = None, capture: bool = False) -> Chunk:
         """Run up to `max_rounds` rounds (or until the time budget); return the draws kept meanwhile.
 
-        A non-finite reply or draw stops the run: the chunk carries the error (worker and round) and the
-        draws kept before it.
+        A failing worker or a non-finite reply or draw stops the run: the chunk carries the failure (kind, shard,
+        site, node, round) and the draws kept before it. With `capture`, the chunk also carries the run's state at
+        its end (only when no failure stopped it).
         """
         cfg, alg, pool = self.config, self.algorithm, self.pool
         deadline = None if time_left_s is None else time.perf_counter() + time_left_s
         kept: list[np.ndarray] = []
         kept_stats: dict[str, list[np.ndarray]] = {}
         end = min(self.total_rounds, self.t + max_rounds)
-        error = None
+        failure = None
         while self.t < end:
-            info = RoundInfo(self.t, self.t < cfg.burn_in)
+            info = RoundInfo(self.t, self.t < cfg.burn_in, cfg.burn_in)
             steps = self.balancer.n
             t0 = time.perf_counter()
             try:
-                replies, times, busy = pool.step(alg.messages(self.state, steps, info))
-            except Exception as exc:  # a worker raised or died: stop, keep the draws, say where
-                shard = _failing_shard(exc)
-                who = f"worker {shard}" if shard is not None else "a worker"
-                error = {"message": f"{who} failed in round {self.t}: {exc}", "worker": shard, "round": self.t}
+                step = pool.step(alg.messages(self.state, steps, info))
+            except WorkerFailed as exc:  # a worker raised or died: stop, keep the draws, say where
+                failure = self._located(exc.failure)
                 break
-            bad = next((i for i, r in enumerate(replies) if not _finite(r)), None)
+            bad = next((i for i, r in enumerate(step.replies) if not _finite(r)), None)
             if bad is not None:
-                error = {"message": f"worker {bad} produced a non-finite state (NaN or inf) in round {self.t}",
-                         "worker": bad, "round": self.t}
+                failure = self._located(Failure(FailureKind.NON_FINITE, "produced a non-finite state (NaN or inf)",
+                                                shard=bad))
                 break
-            self.state, theta = alg.coordinator_step(self.state, replies, self.noise, info)
+            self.state, theta = alg.coordinator_step(self.state, step.replies, self.noise, info)
+            if self.precond is not None:
+                theta = self.precond.to_theta(theta)
             if not np.all(np.isfinite(theta)):
-                error = {"message": f"the coordinator's draw became non-finite (NaN or inf) in round {self.t}",
-                         "worker": None, "round": self.t}
+                failure = self._located(Failure(FailureKind.COORDINATOR_NON_FINITE,
+                                                "the coordinator's draw became non-finite (NaN or inf)"))
                 break
             wall = time.perf_counter() - t0
             self.round_time.append(wall)
-            self.compute += times
-            self.idle += np.maximum(wall - busy, 0.0)
-            before = steps
-            self.balancer.observe(times, steps)
+            self.compute += step.work_s
+            self.idle += np.maximum(wall - step.busy_s, 0.0)
+            before = self.balancer.n
+            self.balancer.observe(self.t, step.work_s, steps)
             if self.balancer.n is not before and not np.array_equal(self.balancer.n, before):
                 self.n_history.append(self.balancer.n.copy())
             if not info.warmup and (self.t - cfg.burn_in + 1) % cfg.thin == 0:  # num_rounds // thin draws
                 kept.append(theta)
-                for k, v in alg.reply_stats(replies).items():
+                for k, v in alg.reply_stats(step.replies).items():
                     kept_stats.setdefault(k, []).append(v)
             self.t += 1
             if deadline is not None and time.perf_counter() >= deadline:
                 break
-        d = self.model.dim
-        theta_arr = np.stack(kept) if kept else np.empty((0, cfg.chains, d))
+        self.draws_kept += len(kept)
+        theta_arr = np.stack(kept) if kept else np.empty((0, cfg.chains, self.model.dim))
         stats = {k: np.stack(v) for k, v in kept_stats.items()}
-        return Chunk(theta_arr, stats, self.t, self.t >= self.total_rounds or error is not None, error)
+        state = self.capture() if capture and failure is None else None
+        return Chunk(theta_arr, stats, self.t, self.t >= self.total_rounds or failure is not None, failure, state)
 
-    def stats(self) -> dict[str, Any]:
-        """Per-round wall time and per-worker compute/idle time, N_i, τ_i, and the tuned ρ_i, γ_i."""
+    def capture(self) -> RunState:
+        """The whole run state now (between rounds)."""
+        return RunState(RunState.VERSION, self.fingerprint, self.t, self.draws_kept, self.state, self.noise.capture(),
+                        tuple(self.pool.capture()), self.balancer.capture(), self.setup, self.worker_model,
+                        self.precond)
+
+    def stats(self) -> RunStats:
+        """Per-round wall time and per-worker compute/idle time, N_i and its schedule, τ_i, and the tuned ρ_i, γ_i."""
         wall = float(np.sum(self.round_time)) if self.round_time else 0.0
-        plan = self.setup_info.get("plan", {})
-        return {
-            "rounds": self.t,
-            "round_time": np.asarray(self.round_time),
-            "sampling_time_s": wall,
-            "worker_compute_s": self.compute.copy(),
-            "worker_idle_s": self.idle.copy(),
-            "idle_fraction": self.idle / wall if wall > 0 else np.zeros_like(self.idle),
-            "N": self.balancer.n.copy(),
-            "N_history": np.stack(self.n_history),
-            "tau": self.balancer.tau.copy(),
-            "rho": plan.get("rho"),
-            "gamma": plan.get("gamma"),
-            "M": plan.get("M"),
-        }
+        plan = self.setup.plan
+        return RunStats(
+            rounds=self.t, round_time=np.asarray(self.round_time), sampling_time_s=wall,
+            worker_compute_s=self.compute.copy(), worker_idle_s=self.idle.copy(),
+            idle_fraction=self.idle / wall if wall > 0 else np.zeros_like(self.idle), N=self.balancer.n.copy(),
+            N_history=np.stack(self.n_history), N_schedule=tuple(self.balancer.schedule),
+            balanced=bool(self.balancer.active and len(self.balancer.schedule) > 1), tau=self.balancer.tau.copy(),
+            placement=list(self.setup.placement), rho=plan.get("rho"), gamma=plan.get("gamma"), M=plan.get("M"))
 
     def close(self) -> None:
         self.pool.close()
 
 
-def _failing_shard(exc: BaseException) -> int | None:
-    """The shard named by a worker failure (`shards[i]` in its message, or the first shard of its process)."""
-    found = re.search(r"shards\[(\d+)\]", str(exc))
-    if found:
-        return int(found.group(1))
-    shards = getattr(exc, "shards", None)
-    return shards[0] if shards else None
+def _group_sizes(pool: WorkerPool) -> np.ndarray:
+    sizes = np.empty(pool.num_shards)
+    for g in pool.groups:
+        sizes[g] = len(g)
+    return sizes
+
+
+def _param_blocks(model: Model) -> tuple[Any, ...]:
+    blocks = getattr(model, "param_blocks", None)
+    return tuple(blocks()) if callable(blocks) else ()
 
 
 def _finite(obj: Any) -> bool:
@@ -220,25 +328,5 @@ def _finite(obj: Any) -> bool:
     if isinstance(obj, (tuple, list)):
         return all(_finite(o) for o in obj)
     if isinstance(obj, float):
-        return np.isfinite(obj)
+        return bool(np.isfinite(obj))
     return True
-
-
-def data_spec(facts: list[dict], model: Model) -> DataSpec:
-    """DataSpec from the shards' facts; mismatched feature counts are an error naming the shard."""
-    widths = {f["x_shape"][1] if len(f["x_shape"]) == 2 else None for f in facts}
-    for f in facts:
-        if len(f["x_shape"]) != 2:
-            raise ValueError(f"shards[{f['shard']}]: X must be 2-D (rows, features), got shape {f['x_shape']}")
-        if f["x_shape"][1] != facts[0]["x_shape"][1]:
-            raise ValueError(f"shards[{f['shard']}]: has {f['x_shape'][1]} features but shards[0] has "
-                             f"{facts[0]['x_shape'][1]}: every shard must have the same columns")
-        if not f["finite"]:
-            raise ValueError(f"shards[{f['shard']}]: data contains NaN or inf")
-    y_max = [f["y_max"] for f in facts if f["y_max"] is not None]
-    n_classes = int(max(y_max)) + 1 if y_max and getattr(model, "target_kind", "") == "multiclass" else None
-    p = widths.pop()
-    ywidth = {f["y_shape"][1] for f in facts if len(f["y_shape"]) == 2}
-    if getattr(model, "target_kind", "") == "vector" and ywidth:
-        p = ywidth.pop()
-    return DataSpec(n_features=int(p), n_classes=n_classes, n_rows=sum(f["n_rows"] for f in facts))

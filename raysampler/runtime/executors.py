@@ -1,39 +1,68 @@
-"""Start a coordinator in-process ("local") or as a Ray actor that creates its own worker actors ("ray")."""
+"""Start a coordinator in-process ("local") or as a Ray actor on the driver's node that creates its own worker
+actors ("ray"); either way the driver holds a `CoordinatorHandle`."""
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any, Sequence
 
 from ..algorithms.base import Algorithm
 from ..models.base import Model
-from .coordinator import Coordinator, RunConfig
-from .pools import LocalPool, RayPool
+from .contracts import Chunk, CoordinatorHandle, RunConfig, RunState, RunStats, SetupInfo
+from .coordinator import Coordinator
+from .host import ShardSource
+from .pools import WORKER_ENV, LocalPool, RayPool
 
 EXECUTORS = ("local", "ray")
 
-#: Worker processes: single-threaded BLAS (one actor per core) and a malloc top pad so the hot loop's large
-#: temporaries are not returned to the OS and page-faulted back every step (measured up to 2x).
-WORKER_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-              "MALLOC_TOP_PAD_": str(64 << 20)}
-
 
 class CoordinatorHost:
-    """The coordinator with its pool; in Ray mode this object lives inside the coordinator actor."""
+    """The coordinator with its pool; in Ray mode this object lives inside the coordinator actor.
 
-    def start(self, executor: str, sources: Sequence[Any], model: Model, algorithm: Algorithm,
+    `start` creates the pool (a method, not the constructor, so errors keep their type through Ray); `setup` or
+    `resume` then builds the coordinator complete.
+    """
+
+    def __init__(self) -> None:
+        self.coordinator: Coordinator | None = None
+        self.pool: LocalPool | RayPool | None = None
+
+    def start(self, executor: str, sources: Sequence[ShardSource], model: Model, algorithm: Algorithm,
               config: RunConfig, max_actors: int | None = None, transport: str = "socket") -> None:
-        """Create the worker pool and the coordinator (a method, not the constructor, so errors keep their type)."""
         if executor == "ray":
-            pool = RayPool(sources, model, algorithm, config.seed, config.chains, max_actors=max_actors,
-                           transport=transport)
+            self.pool = RayPool(sources, model, algorithm, config.seed, config.chains, max_actors=max_actors,
+                                transport=transport)
         else:
-            pool = LocalPool(sources, model, algorithm, config.seed, config.chains)
-        self.coordinator = Coordinator(pool, model, algorithm, config)
+            self.pool = LocalPool(sources, model, algorithm, config.seed, config.chains)
+        self.model, self.algorithm, self.config = model, algorithm, config
 
-    def call(self, method: str, *args: Any) -> Any:
-        if method == "start":
-            return self.start(*args)
-        return getattr(self.coordinator, method)(*args)
+    def setup(self, slowdown: dict[int, float] | None = None) -> SetupInfo:
+        assert self.pool is not None, "start() first"
+        self.coordinator = Coordinator.start(self.pool, self.model, self.algorithm, self.config, slowdown)
+        return self.coordinator.setup
+
+    def resume(self, state: RunState) -> SetupInfo:
+        assert self.pool is not None, "start() first"
+        self.coordinator = Coordinator.resume(self.pool, self.model, self.algorithm, self.config, state)
+        return self.coordinator.setup
+
+    def _coordinator(self) -> Coordinator:
+        if self.coordinator is None:
+            raise RuntimeError("the coordinator is not set up (call setup() or resume() first)")
+        return self.coordinator
+
+    def run(self, max_rounds: int, time_left_s: float | None = None, capture: bool = False) -> Chunk:
+        return self._coordinator().run(max_rounds, time_left_s, capture)
+
+    def capture(self) -> RunState:
+        return self._coordinator().capture()
+
+    def stats(self) -> RunStats:
+        return self._coordinator().stats()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
 
 
 class LocalHandle:
@@ -43,35 +72,71 @@ class LocalHandle:
     """
 
     def __init__(self, host: CoordinatorHost) -> None:
-        self.host = host
-
-    def call(self, method: str, *args: Any) -> Any:
         from threadpoolctl import threadpool_limits
 
-        with threadpool_limits(limits=1, user_api="blas"):
-            return self.host.call(method, *args)
+        self.host = host
+        self._limits = threadpool_limits
+
+    def _one_thread(self) -> Any:
+        return self._limits(limits=1, user_api="blas")
+
+    def setup(self, slowdown: dict[int, float] | None = None) -> SetupInfo:
+        with self._one_thread():
+            return self.host.setup(slowdown)
+
+    def resume(self, state: RunState) -> SetupInfo:
+        with self._one_thread():
+            return self.host.resume(state)
+
+    def run(self, max_rounds: int, time_left_s: float | None = None, capture: bool = False) -> Chunk:
+        with self._one_thread():
+            return self.host.run(max_rounds, time_left_s, capture)
+
+    def capture(self) -> RunState:
+        return self.host.capture()
+
+    def stats(self) -> RunStats:
+        return self.host.stats()
 
     def close(self) -> None:
-        self.host.call("close")
+        self.host.close()
 
 
 class RayHandle:
-    """Calls the coordinator actor; the caller talks to nothing else."""
+    """Calls the coordinator actor; the driver talks to nothing else. Errors arrive with their own type."""
 
     def __init__(self, actor: Any) -> None:
         import ray
 
         self.actor, self._ray = actor, ray
 
-    def call(self, method: str, *args: Any) -> Any:
+    def _get(self, ref: Any) -> Any:
         try:
-            return self._ray.get(self.actor.call.remote(method, *args))
+            return self._ray.get(ref)
         except self._ray.exceptions.RayTaskError as exc:
             raise exc.as_instanceof_cause() from None  # the coordinator's own exception type and message
 
+    def start(self, *args: Any) -> None:
+        self._get(self.actor.start.remote(*args))
+
+    def setup(self, slowdown: dict[int, float] | None = None) -> SetupInfo:
+        return self._get(self.actor.setup.remote(slowdown))
+
+    def resume(self, state: RunState) -> SetupInfo:
+        return self._get(self.actor.resume.remote(state))
+
+    def run(self, max_rounds: int, time_left_s: float | None = None, capture: bool = False) -> Chunk:
+        return self._get(self.actor.run.remote(max_rounds, time_left_s, capture))
+
+    def capture(self) -> RunState:
+        return self._get(self.actor.capture.remote())
+
+    def stats(self) -> RunStats:
+        return self._get(self.actor.stats.remote())
+
     def close(self) -> None:
         try:
-            self._ray.get(self.actor.call.remote("close"))
+            self._ray.get(self.actor.close.remote())
         except Exception:
             pass  # closing must not mask the error that ended the run
         finally:
@@ -95,8 +160,6 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
 
 def _ship_by_value(model: Model) -> None:
     """Let workers unpickle a user's model class whose module they cannot import (a script's sibling file, a test)."""
-    import sys
-
     import ray.cloudpickle
 
     name = type(model).__module__
@@ -105,22 +168,27 @@ def _ship_by_value(model: Model) -> None:
         ray.cloudpickle.register_pickle_by_value(module)
 
 
-def start(executor: str, shards: Sequence[Any], model: Model, algorithm: Algorithm, config: RunConfig,
-          max_actors: int | None = None, transport: str = "socket") -> LocalHandle | RayHandle:
-    """A handle on a new coordinator for this run."""
+def start(executor: str, sources: Sequence[ShardSource], model: Model, algorithm: Algorithm, config: RunConfig,
+          max_actors: int | None = None, transport: str = "socket") -> CoordinatorHandle:
+    """A handle on a new coordinator for this run (its pool started; call setup() or resume() next)."""
     if executor == "local":
-        handle = LocalHandle(CoordinatorHost())
-        handle.call("start", "local", list(shards), model, algorithm, config)
-        return handle
+        host = CoordinatorHost()
+        host.start("local", list(sources), model, algorithm, config)
+        return LocalHandle(host)
     import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     ensure_ray()
     _ship_by_value(model)
-    # In-memory shards go to the object store once; a worker reads a path shard itself.
-    sources = [s if getattr(s, "path", None) is not None else ray.put(s.load()) for s in shards]
-    handle = RayHandle(ray.remote(num_cpus=0, runtime_env={"env_vars": WORKER_ENV})(CoordinatorHost).remote())
+    # In-memory shards go to the object store once; a worker reads a path shard itself, on its node.
+    placed = [s if getattr(s.data, "path", None) is not None else
+              ShardSource(s.shard, ray.put(s.data.load() if hasattr(s.data, "load") else s.data), s.site, s.columns)
+              for s in sources]
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+    actor = ray.remote(num_cpus=0, runtime_env={"env_vars": WORKER_ENV}, scheduling_strategy=here)(CoordinatorHost)
+    handle = RayHandle(actor.remote())
     try:
-        handle.call("start", "ray", sources, model, algorithm, config, max_actors, transport)
+        handle.start("ray", placed, model, algorithm, config, max_actors, transport)
     except BaseException:
         handle.close()
         raise

@@ -1,68 +1,116 @@
 """ShardHost: owns some shards, their data, random streams and algorithm states; runs worker functions on them.
 
-The same class serves the in-process executor and, wrapped in a Ray actor, the distributed one: data is
-loaded where the host lives (from a file path the host reads itself, or from the object store).
+The same class serves the in-process executor and, wrapped in a Ray actor, the distributed one: data is loaded
+where the host lives (from a file path the host reads itself, or from the object store), on first use, so a
+missing or unreadable file is reported as the worker's own failure (shard, path, node) and a restarted actor
+reloads its shards.
 """
 from __future__ import annotations
 
+import os
+import socket
+import sys
 import time
+import traceback
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ..algorithms.base import Algorithm
+from ..errors import Failure, FailureKind, WorkerFailed
 from ..models.base import Model
+from ..shards import DataTable, Shard
 from ..streams import ChainNoise
+from .contracts import ShardFacts, ShardState
 
 
-def load_source(source: Any) -> tuple[np.ndarray, np.ndarray]:
-    """(X, y) from a Shard (in memory or a file path), an (X, y) pair, or a Ray ObjectRef to an (X, y) pair."""
-    if hasattr(source, "load"):
-        return source.load()
+@dataclass(frozen=True)
+class ShardSource:
+    """Where shard `shard`'s data comes from: a `Shard` (arrays, or a path the worker reads on its own node), an
+    (X, y) pair, or a Ray ObjectRef to an (X, y) pair; with its site and column names when known."""
+
+    shard: int
+    data: Any
+    site: str | None = None
+    columns: tuple[str, ...] | None = None
+
+
+def load_source(source: Any) -> DataTable:
+    """X, y (and column names when known) from a Shard (in memory or a file path), an (X, y) pair, or a Ray
+    ObjectRef to an (X, y) pair."""
+    if isinstance(source, Shard):
+        return source.read()
     if type(source).__name__ == "ObjectRef":
         import ray
 
-        return ray.get(source)
+        source = ray.get(source)
     X, y = source
-    return X, y
+    return DataTable(X, y, None)
 
 
-class ShardFailure(RuntimeError):
-    """Shard `shard`'s local step raised; the message names the shard and the original error."""
-
-    def __init__(self, shard: int, cause: BaseException) -> None:
-        super().__init__(f"shards[{shard}]: {type(cause).__name__}: {cause}")
-        self.shard = shard
-
-    def __reduce__(self):
-        return (RuntimeError, (str(self),))
+def _where() -> tuple[str | None, str, int]:
+    """(Ray node id or None, hostname, pid) of this process."""
+    node_id = None
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        node_id = ray.get_runtime_context().get_node_id()
+    return node_id, socket.gethostname(), os.getpid()
 
 
 class ShardHost:
-    """Shards `shard_ids` with their data; worker states and noise streams are created by `init_states`."""
+    """Shards `sources` with their data; worker states and noise streams are created by `init_states`."""
 
-    def __init__(self, shard_ids: Sequence[int], sources: Sequence[Any], model: Model, algorithm: Algorithm,
-                 seed: int, chains: int) -> None:
-        self.shard_ids = list(shard_ids)
-        self.data = [load_source(s) for s in sources]
+    def __init__(self, sources: Sequence[ShardSource], model: Model, algorithm: Algorithm | None, seed: int,
+                 chains: int) -> None:
+        self.sources = list(sources)
+        self.shard_ids = [s.shard for s in self.sources]
         self.model = model
         self.algorithm = algorithm
         self.seed, self.chains = seed, chains
+        self.node_id, self.hostname, self.pid = _where()
+        self._data: list[tuple[np.ndarray, np.ndarray]] | None = None
+        self._columns: list[tuple[str, ...] | None] = [s.columns for s in self.sources]
         self.states: list[Any] = []
         self.noises: list[ChainNoise] = []
         self.slowdown = {i: 1.0 for i in self.shard_ids}
+        self._channel: Any = None
 
-    def describe(self) -> list[dict]:
-        """Shape and label facts of each shard, so the coordinator can fix the model's dimension."""
+    def _failure(self, j: int, kind: FailureKind, exc: BaseException) -> WorkerFailed:
+        src = self.sources[j]
+        return WorkerFailed(Failure(kind, f"{type(exc).__name__}: {exc}", shard=src.shard, site=src.site,
+                                    node_id=self.node_id, traceback=traceback.format_exc()))
+
+    @property
+    def data(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The shards' (X, y), loaded on first use; a load error is this worker's failure, naming the host."""
+        if self._data is None:
+            data = []
+            for j, src in enumerate(self.sources):
+                try:
+                    table = load_source(src.data)
+                    data.append((table.X, table.y))
+                    if self._columns[j] is None:
+                        self._columns[j] = table.columns
+                except Exception as exc:
+                    msg = f"cannot load its data on host {self.hostname}: {type(exc).__name__}: {exc}"
+                    raise WorkerFailed(Failure(FailureKind.WORKER_ERROR, msg, shard=src.shard, site=src.site,
+                                               node_id=self.node_id, traceback=traceback.format_exc())) from None
+            self._data = data
+        return self._data
+
+    def describe(self) -> list[ShardFacts]:
+        """Shape, label and column facts of each shard and where it lives (loads the data if not yet loaded)."""
         out = []
-        for i, (X, y) in zip(self.shard_ids, self.data):
+        for src, (X, y), columns in zip(self.sources, self.data, self._columns):
             X, y = np.asarray(X), np.asarray(y)
             finite_y = y.size == 0 or bool(np.all(np.isfinite(y))) if y.dtype.kind in "fc" else True
-            out.append({
-                "shard": i, "n_rows": int(X.shape[0]) if X.ndim else 0, "x_shape": tuple(X.shape),
-                "y_shape": tuple(y.shape), "finite": bool(np.all(np.isfinite(X))) and finite_y,
-                "y_max": float(np.max(y)) if y.size and y.dtype.kind in "iuf" and np.all(np.isfinite(y)) else None,
-            })
+            y_max = float(np.max(y)) if y.size and y.dtype.kind in "iuf" and np.all(np.isfinite(y)) else None
+            out.append(ShardFacts(
+                shard=src.shard, n_rows=int(X.shape[0]) if X.ndim else 0, x_shape=tuple(X.shape),
+                y_shape=tuple(y.shape), finite=bool(np.all(np.isfinite(X))) and finite_y, y_max=y_max,
+                columns=tuple(columns) if columns is not None else None, site=src.site,
+                path=getattr(src.data, "path", None), node_id=self.node_id, hostname=self.hostname, pid=self.pid))
         return out
 
     def bind(self, model: Model) -> None:
@@ -71,12 +119,16 @@ class ShardHost:
             model.validate(np.asarray(X), np.asarray(y), argname=f"shards[{i}]")
         self.model = model
 
-    def map(self, fn: Callable[..., Any], args: Sequence[tuple]) -> list[Any]:
+    def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]]) -> list[Any]:
         return [fn(self.model, X, y, *a) for (X, y), a in zip(self.data, args)]
 
-    def init_states(self, payloads: Sequence[Any]) -> None:
+    def _new_noises(self) -> list[ChainNoise]:
         d = self.model.dim
-        self.noises = [ChainNoise(self.seed, self.chains, role=i + 1, dim=d) for i in self.shard_ids]
+        return [ChainNoise(self.seed, self.chains, role=i + 1, dim=d) for i in self.shard_ids]
+
+    def init_states(self, payloads: Sequence[Any]) -> None:
+        assert self.algorithm is not None
+        self.noises = self._new_noises()
         self.states = []
         for i, p, (X, y) in zip(self.shard_ids, payloads, self.data):
             try:
@@ -84,18 +136,34 @@ class ShardHost:
             except (ValueError, FloatingPointError) as exc:
                 raise type(exc)(f"shards[{i}]: {exc}") from None
 
-    def calibrate(self, repeats: int = 3) -> list[float]:
+    def capture(self) -> list[ShardState]:
+        """Each shard's algorithm state and random-stream position."""
+        return [ShardState(i, s, n.capture()) for i, s, n in zip(self.shard_ids, self.states, self.noises)]
+
+    def restore(self, states: Sequence[ShardState]) -> None:
+        """Continue from captured shard states (the model must be bound)."""
+        by_shard = {s.shard: s for s in states}
+        missing = [i for i in self.shard_ids if i not in by_shard]
+        if missing:
+            raise ValueError(f"no captured state for shards {missing}")
+        self.noises = self._new_noises()
+        self.states = []
+        for i, noise in zip(self.shard_ids, self.noises):
+            noise.restore(by_shard[i].noise)
+            self.states.append(by_shard[i].algorithm)
+
+    def calibrate(self, repeats: int = 5) -> list[float]:
         """Seconds per model evaluation (U_i and ∇U_i for the K chains) on each shard, slowdown included: the
-        τ_i estimate taken before sampling. Touches no chain state or random stream."""
+        τ_i estimate taken before sampling (median of `repeats`). Touches no chain state or random stream."""
         x = np.zeros((self.chains, self.model.dim))
         out = []
         for i, (X, y) in zip(self.shard_ids, self.data):
-            best = float("inf")
+            times = []
             for _ in range(repeats):
                 t0 = time.perf_counter()
                 self.model.potential_and_grad(X, y, x)
-                best = min(best, time.perf_counter() - t0)
-            out.append(best * self.slowdown[i])
+                times.append(time.perf_counter() - t0)
+            out.append(float(np.median(times)) * self.slowdown[i])
         return out
 
     def set_slowdown(self, factors: dict[int, float]) -> None:
@@ -112,14 +180,16 @@ class ShardHost:
         return self._channel.address, self._channel.token
 
     def step(self, messages: Sequence[Any]) -> tuple[list[Any], list[float]]:
-        """One local step on every shard: (replies, seconds of work per shard)."""
+        """One local step on every shard: (replies, seconds of work per shard). Raises WorkerFailed naming the shard."""
+        assert self.algorithm is not None
         replies, times = [], []
         for j, (msg, (X, y)) in enumerate(zip(messages, self.data)):
             t0 = time.perf_counter()
             try:
-                self.states[j], reply = self.algorithm.worker_step(self.states[j], msg, self.model, X, y, self.noises[j])
+                self.states[j], reply = self.algorithm.worker_step(self.states[j], msg, self.model, X, y,
+                                                                   self.noises[j])
             except Exception as exc:
-                raise ShardFailure(self.shard_ids[j], exc) from exc
+                raise self._failure(j, FailureKind.WORKER_ERROR, exc) from exc
             factor = self.slowdown[self.shard_ids[j]]
             if factor != 1.0:
                 time.sleep((factor - 1.0) * (time.perf_counter() - t0))

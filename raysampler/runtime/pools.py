@@ -1,34 +1,55 @@
-"""Worker pools: the same five calls (describe, bind, map, init_states, step), in-process or on Ray actors."""
+"""Worker pools (the `WorkerPool` contract): every shard in this process, or shards spread over Ray actors placed on
+the nodes of their sites."""
 from __future__ import annotations
 
 import os
+import time
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ..algorithms.base import Algorithm
+from ..errors import Failure, FailureKind, WorkerFailed
 from ..models.base import Model
-from .channel import WorkerFailure
-from .host import ShardHost
+from .contracts import SITE_LABEL, Placement, ShardFacts, ShardState, StepResult
+from .host import ShardHost, ShardSource
+from .transports import TRANSPORTS, ActorTransport, SocketTransport
+
+#: Worker processes: single-threaded BLAS (one actor per core) and a malloc top pad so the hot loop's large
+#: temporaries are not returned to the OS and page-faulted back every step (measured up to 2x).
+WORKER_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+              "MALLOC_TOP_PAD_": str(64 << 20)}
+
+
+def startup_timeout_s() -> float:
+    """Seconds the worker actors may take to start and load their shards (RAYSAMPLER_STARTUP_TIMEOUT_S, 300)."""
+    return float(os.environ.get("RAYSAMPLER_STARTUP_TIMEOUT_S", 300))
+
+
+def site_wait_s() -> float:
+    """Seconds to wait for a live node of a shard's site (RAYSAMPLER_SITE_WAIT_S, default 60)."""
+    return float(os.environ.get("RAYSAMPLER_SITE_WAIT_S", 60))
 
 
 class LocalPool:
     """All shards in this process, stepped one after another."""
 
     parallel = False
+    transport = "in-process"
 
-    def __init__(self, sources: Sequence[Any], model: Model, algorithm: Algorithm, seed: int, chains: int) -> None:
+    def __init__(self, sources: Sequence[ShardSource], model: Model, algorithm: Algorithm, seed: int,
+                 chains: int) -> None:
         self.num_shards = len(sources)
-        self.host = ShardHost(range(self.num_shards), sources, model, algorithm, seed, chains)
+        self.host = ShardHost(sources, model, algorithm, seed, chains)
         self.groups = [list(range(self.num_shards))]
 
-    def describe(self) -> list[dict]:
+    def describe(self) -> list[ShardFacts]:
         return self.host.describe()
 
     def bind(self, model: Model) -> None:
         self.host.bind(model)
 
-    def map(self, fn: Callable[..., Any], args: Sequence[tuple]) -> list[Any]:
+    def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]]) -> list[Any]:
         return self.host.map(fn, args)
 
     def init_states(self, payloads: Sequence[Any]) -> None:
@@ -40,97 +61,147 @@ class LocalPool:
     def calibrate(self) -> np.ndarray:
         return np.asarray(self.host.calibrate())
 
-    def step(self, messages: Sequence[Any]) -> tuple[list[Any], np.ndarray, np.ndarray]:
-        """Replies, per-shard work seconds, and per-shard busy seconds of the process that ran it."""
+    def step(self, messages: Sequence[Any]) -> StepResult:
         replies, times = self.host.step(messages)
-        times = np.asarray(times)
-        return replies, times, np.full(self.num_shards, times.sum())
+        work = np.asarray(times)
+        return StepResult(replies, work, np.full(self.num_shards, work.sum()))
+
+    def capture(self) -> list[ShardState]:
+        return self.host.capture()
+
+    def restore(self, states: Sequence[ShardState]) -> None:
+        self.host.restore(states)
 
     def close(self) -> None:
         pass
 
 
-TRANSPORTS = ("socket", "actor")
-#: Seconds the worker actors may take to start and load their shards before setup gives up.
-STARTUP_TIMEOUT_S = float(os.environ.get("RAYSAMPLER_STARTUP_TIMEOUT_S", 300))
+def site_nodes() -> dict[str, list[dict[str, Any]]]:
+    """Alive Ray nodes by site label value."""
+    import ray
+
+    out: dict[str, list[dict[str, Any]]] = {}
+    for node in ray.nodes():
+        site = (node.get("Labels") or {}).get(SITE_LABEL)
+        if node.get("Alive") and site is not None:
+            out.setdefault(site, []).append(node)
+    return out
 
 
-class WorkerError(RuntimeError):
-    """A worker raised or died during a round; `shards` lists the shards it owned (None if unknown)."""
+def wait_for_sites(sites: Sequence[str | None], wait_s: float) -> dict[str, int]:
+    """CPUs of the live nodes of every site named in `sites` (None = no site), waiting up to `wait_s` for each site
+    to have a node; a site still missing raises WorkerFailed (SITE_UNAVAILABLE) naming its first shard."""
+    wanted = {s for s in sites if s is not None}
+    deadline = time.monotonic() + wait_s
+    while True:
+        nodes = site_nodes()
+        missing = sorted(wanted - set(nodes))
+        if not missing or time.monotonic() >= deadline:
+            break
+        time.sleep(0.25)
+    if missing:
+        site = missing[0]
+        i = list(sites).index(site)
+        raise WorkerFailed(Failure(FailureKind.SITE_UNAVAILABLE,
+                                   f"shards[{i}] needs a node labelled {SITE_LABEL}={site}; no live Ray node has that "
+                                   f"label (waited {wait_s:g} s)", shard=i, site=site))
+    return {s: max(1, int(sum(n["Resources"].get("CPU", 0) for n in nodes[s]))) for s in wanted}
 
-    def __init__(self, shards: list[int] | None, cause: BaseException) -> None:
-        where = f"worker owning shards {shards}" if shards is not None else "a worker"
-        super().__init__(f"{where} failed: {cause}")
-        self.shards = shards
+
+def plan_groups(sites: Sequence[str | None], site_cpus: dict[str, int], free_cpus: int,
+                max_actors: int | None) -> list[list[int]]:
+    """Shards per worker process: a process owns shards of one site only (or only site-less shards); each site gets
+    at most as many processes as its nodes have CPUs, site-less shards at most `max_actors` or the free CPUs."""
+    groups: list[list[int]] = []
+    by_site: dict[str | None, list[int]] = {}
+    for i, s in enumerate(sites):
+        by_site.setdefault(s, []).append(i)
+    for site, shards in by_site.items():
+        cap = site_cpus[site] if site is not None else (max_actors or free_cpus)
+        n = max(1, min(len(shards), cap))
+        groups += [[int(i) for i in part] for part in np.array_split(np.asarray(shards), n)]
+    return sorted(groups)
 
 
 class RayPool:
-    """Shards spread over Ray actors (no more actors than CPUs; an actor may own several shards).
-
-    Each actor loads its shards itself: from a file path, or from an object-store reference, so the data
-    never passes through the coordinator. Round messages go by value, one request per actor per round, over
-    a direct TCP channel (`transport="socket"`, the fast path) or as plain actor calls (`"actor"`, also the
+    """Shards spread over Ray actors (an actor may own several shards of one site). A shard with a site is placed
+    only on a node labelled with it (a hard constraint: its data never moves); each actor loads its shards itself,
+    from a file path on its node or from the object store, so the data never passes through the coordinator.
+    Round messages go by value over the chosen `Transport` (direct TCP channels, or plain actor calls as the
     fallback when a channel cannot be opened).
     """
 
     parallel = True
 
-    def __init__(self, sources: Sequence[Any], model: Model, algorithm: Algorithm, seed: int, chains: int,
+    def __init__(self, sources: Sequence[ShardSource], model: Model, algorithm: Algorithm, seed: int, chains: int,
                  max_actors: int | None = None, transport: str = "socket") -> None:
         import ray
 
+        if transport not in TRANSPORTS:
+            raise ValueError(f"transport must be one of {TRANSPORTS}, got {transport!r}")
         self.num_shards = len(sources)
+        sites = [s.site for s in sources]
+        self.sites = sites
+        site_cpus = wait_for_sites(sites, site_wait_s())
         free = _available_cpus()
-        if max_actors is not None and max_actors > free:
+        unsited = sum(s is None for s in sites)
+        if unsited and max_actors is not None and max_actors > free:
             raise ValueError(f"max_actors={max_actors} but the Ray cluster has {free} free CPU(s): each worker actor "
                              "needs one (lower max_actors, or free CPUs)")
-        n_actors = max(1, min(self.num_shards, max_actors or free))
-        self.groups = [list(map(int, g)) for g in np.array_split(np.arange(self.num_shards), n_actors)]
-        from .executors import WORKER_ENV
-
-        actor_cls = ray.remote(num_cpus=1, max_concurrency=1, runtime_env={"env_vars": WORKER_ENV})(ShardHost)
-        self.actors = [actor_cls.remote(g, [sources[i] for i in g], model, algorithm, seed, chains) for g in self.groups]
+        self.groups = plan_groups(sites, site_cpus, free, max_actors)
         self._ray = ray
-        self.channels: list[Any] = []
-        self.transport = "actor"
-        if transport == "socket":
-            self._open_channels()
+        actor_cls = ray.remote(num_cpus=1, max_concurrency=1, runtime_env={"env_vars": WORKER_ENV})(ShardHost)
+        self.actors = []
+        for g in self.groups:
+            site = sites[g[0]]
+            opts = {"label_selector": {SITE_LABEL: site}} if site is not None else {}
+            self.actors.append(actor_cls.options(**opts).remote([sources[i] for i in g], model, algorithm, seed,
+                                                                chains))
+        self.placement: list[Placement] = []
+        self._transport: SocketTransport | ActorTransport = ActorTransport(self.actors, self.groups)
+        self._want = transport
 
-    def _open_channels(self) -> None:
-        from .channel import ChannelClient
+    @property
+    def transport(self) -> str:
+        return self._transport.name
 
+    def _open_transport(self) -> None:
+        """The chosen transport once the actors are up (socket channels fall back to actor calls if unreachable)."""
+        if self._want != "socket":
+            return
         try:
-            opened = self._ray.get([a.open_channel.remote() for a in self.actors], timeout=STARTUP_TIMEOUT_S)
-            self.channels = [ChannelClient(tuple(addr), token) for addr, token in opened]
-            self.transport = "socket"
+            self._transport = SocketTransport(self.actors, self.groups, startup_timeout_s())
         except (OSError, ConnectionError) as exc:  # e.g. a firewall between nodes: plain actor calls still work
             import warnings
 
             warnings.warn(f"raysampler: direct worker channels unavailable ({exc}); using plain actor calls")
-            for c in self.channels:
-                c.close()
-            self.channels = []
 
-    def _all(self, method: str, per_group: Sequence[tuple]) -> list[Any]:
-        return self._ray.get([getattr(a, method).remote(*args) for a, args in zip(self.actors, per_group)])
+    def _all(self, method: str, per_group: Sequence[tuple[Any, ...]], timeout: float | None = None) -> list[Any]:
+        refs = [getattr(a, method).remote(*args) for a, args in zip(self.actors, per_group)]
+        try:
+            return self._ray.get(refs, timeout=timeout)
+        except self._ray.exceptions.RayTaskError as exc:
+            raise exc.as_instanceof_cause() from None
 
     def _split(self, items: Sequence[Any]) -> list[list[Any]]:
         return [[items[i] for i in g] for g in self.groups]
 
-    def describe(self) -> list[dict]:
-        """First contact: the actors must start (and load their shards) within STARTUP_TIMEOUT_S."""
-        refs = [a.describe.remote() for a in self.actors]
+    def describe(self) -> list[ShardFacts]:
+        """First contact: the actors must start (and load their shards) within the startup timeout."""
         try:
-            parts = self._ray.get(refs, timeout=STARTUP_TIMEOUT_S)
+            parts = self._all("describe", [()] * len(self.actors), timeout=startup_timeout_s())
         except self._ray.exceptions.GetTimeoutError:
-            raise TimeoutError(f"worker actors did not start within {STARTUP_TIMEOUT_S:.0f} s: the Ray cluster may "
+            raise TimeoutError(f"worker actors did not start within {startup_timeout_s():.0f} s: the Ray cluster may "
                                "lack free CPUs (each worker actor needs one) or the shards may be slow to load") from None
-        return [d for part in parts for d in part]
+        facts = sorted((f for part in parts for f in part), key=lambda f: f.shard)
+        self.placement = [Placement.of(f) for f in facts]
+        self._open_transport()
+        return facts
 
     def bind(self, model: Model) -> None:
         self._all("bind", [(model,)] * len(self.actors))
 
-    def map(self, fn: Callable[..., Any], args: Sequence[tuple]) -> list[Any]:
+    def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]]) -> list[Any]:
         return [r for part in self._all("map", [(fn, a) for a in self._split(args)]) for r in part]
 
     def init_states(self, payloads: Sequence[Any]) -> None:
@@ -142,45 +213,34 @@ class RayPool:
     def calibrate(self) -> np.ndarray:
         return np.asarray([t for part in self._all("calibrate", [()] * len(self.actors)) for t in part])
 
-    def step(self, messages: Sequence[Any]) -> tuple[list[Any], np.ndarray, np.ndarray]:
-        """One round on every actor. A worker that raises or dies makes this raise WorkerError naming its shards;
-        the pool is then closed (a half-finished round cannot be resumed)."""
-        if self.channels:
-            failures = []
-            for g, c, m in zip(self.groups, self.channels, self._split(messages)):
-                try:
-                    c.send(m)  # every worker starts before any reply is awaited
-                except OSError as exc:
-                    failures.append((g, exc))
-            parts = []
-            for g, c in zip(self.groups, self.channels):
-                try:
-                    parts.append(c.receive())  # drain every channel, even after a failure
-                except (OSError, ConnectionError, WorkerFailure) as exc:
-                    failures.append((g, exc))
-            if failures:
-                self.close()
-                g, exc = failures[0]
-                raise WorkerError(g, exc)
-        else:
-            try:
-                parts = self._ray.get([a.step.remote(m) for a, m in zip(self.actors, self._split(messages))])
-            except self._ray.exceptions.RayError as exc:
-                self.close()
-                raise WorkerError(None, exc) from None
-        replies = [None] * self.num_shards
-        times = np.empty(self.num_shards)
+    def capture(self) -> list[ShardState]:
+        return [s for part in self._all("capture", [()] * len(self.actors)) for s in part]
+
+    def restore(self, states: Sequence[ShardState]) -> None:
+        by_shard = {s.shard: s for s in states}
+        self._all("restore", [([by_shard[i] for i in g],) for g in self.groups])
+
+    def step(self, messages: Sequence[Any]) -> StepResult:
+        """One round on every actor; a failing worker raises WorkerFailed with its shard, site and node."""
+        try:
+            parts = self._transport.step(self._split(messages))
+        except WorkerFailed as exc:
+            f = exc.failure
+            if f.shard is not None and f.shard < len(self.placement):
+                p = self.placement[f.shard]
+                f = f.at(site=p.site, node_id=p.node_id)
+            raise WorkerFailed(f) from None
+        replies: list[Any] = [None] * self.num_shards
+        work = np.empty(self.num_shards)
         busy = np.empty(self.num_shards)
         for g, (rep, tm) in zip(self.groups, parts):
             total = float(sum(tm))
             for j, i in enumerate(g):
-                replies[i], times[i], busy[i] = rep[j], tm[j], total
-        return replies, times, busy
+                replies[i], work[i], busy[i] = rep[j], tm[j], total
+        return StepResult(replies, work, busy)
 
     def close(self) -> None:
-        for c in self.channels:
-            c.close()
-        self.channels = []
+        self._transport.close()
         for a in self.actors:
             self._ray.kill(a)
         self.actors = []

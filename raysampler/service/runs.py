@@ -21,9 +21,10 @@ from .. import datasets as rs_datasets
 from ..algorithms import ALGORITHMS, get_algorithm
 from ..models import get_model
 from ..runtime.coordinator import data_spec
-from ..runtime.host import ShardHost
+from ..runtime.host import ShardHost, ShardSource
 from ..options import RunOptions
 from ..result import Result
+from ..runtime.contracts import RunStats
 from ..sampling import Run
 from ..shards import shard
 from .drawfiles import DrawFiles
@@ -112,7 +113,8 @@ def build(spec: RunSpec, tenant: str, store: RecordStore) -> Built:
     except ValueError as exc:
         field = "shard_strategy" if "label" in str(exc) or "strategy" in str(exc) else "num_shards"
         raise SpecError((field,), str(exc)) from None
-    host = ShardHost(range(len(shards)), list(shards), model, None, spec.seed, spec.chains)
+    host = ShardHost([ShardSource(i, s, s.site, s.columns) for i, s in enumerate(shards)], model, None, spec.seed,
+                     spec.chains)
     try:
         facts = host.describe()
         bound = model.bind(data_spec(facts, model))
@@ -286,8 +288,8 @@ class RunManager:
             self._finish(tenant, run_id, "FAILED", error=f"{type(exc).__name__}: {exc}")
             return
         with run:
-            names = list(run.setup["param_names"])
-            timings = {"setup_s": float(run.setup["setup_time_s"])}
+            names = list(run.setup.param_names)
+            timings = {"setup_s": float(run.setup.setup_time_s)}
             self.store.update_run(tenant, run_id, dim=len(names), param_names=names, timings=timings)
             self.store.add_event(key, "setup", {"dim": len(names), "setup_time_s": timings["setup_s"]})
             stored, t_stats = 0, time.monotonic()
@@ -304,7 +306,7 @@ class RunManager:
                     if time.monotonic() - t_stats > 2.0:  # per-worker τ_i, N_i, idle fraction while it runs
                         live = run.stats()
                         fields["workers"] = _workers(live)
-                        fields["timings"] = timings | {"sampling_s": float(live["sampling_time_s"])}
+                        fields["timings"] = timings | {"sampling_s": float(live.sampling_time_s)}
                         t_stats = time.monotonic()
                     self.store.update_run(tenant, run_id, **fields)
                     self.store.add_event(key, "progress", {"rounds_done": chunk.rounds_done,
@@ -313,13 +315,10 @@ class RunManager:
                         cancelled = True
                         break
             stats = run.stats()
-            timings.update(sampling_s=float(stats["sampling_time_s"]),
+            timings.update(sampling_s=float(stats.sampling_time_s),
                            wall_s=float(time.perf_counter() - run._start))
             self.store.update_run(tenant, run_id, workers=_workers(stats), timings=timings)
-            warnings = []
-            if run.stopped_by_time_budget:
-                warnings.append(f"time_budget_s={spec.time_budget_s} reached after {run.rounds_done} of "
-                                f"{run.total_rounds} rounds ({stored} draws per chain kept)")
+            warnings = run.warnings()
         for w in warnings:
             self.store.add_event(key, "warning", {"message": w})
         if cancelled and self._stopping.is_set():
@@ -327,12 +326,9 @@ class RunManager:
                          error=f"the service shut down during the run; {stored} draws per chain were stored and are kept")
         elif cancelled:
             self._finish(tenant, run_id, "CANCELLED", warnings=warnings)
-        elif run.error is not None:
-            err = run.error
-            where = f" (shard {err['worker']}, round {err['round']})" if err.get("worker") is not None else \
-                f" (round {err.get('round')})"
+        elif run.failure is not None:
             self._finish(tenant, run_id, "FAILED", warnings=warnings,
-                         error=f"{err['message']}{where}; {stored} draws per chain before it are kept")
+                         error=f"{run.failure.describe()}; {stored} draws per chain before it are kept")
         else:
             self._finish(tenant, run_id, "SUCCEEDED", warnings=warnings)
 
@@ -350,18 +346,21 @@ class RunManager:
         return True
 
 
-def _workers(stats: dict) -> list[dict]:
-    """Per-shard τ_i, N_i and idle fraction from the coordinator's statistics (NaN → None)."""
+def _workers(stats: RunStats) -> list[dict]:
+    """Per-shard placement, τ_i, N_i and idle fraction from the coordinator's statistics (NaN → None)."""
 
     def val(arr: Any, i: int, cast: type) -> Any:
-        if arr is None:
-            return None
         a = np.asarray(arr, dtype=float).ravel()
         return cast(a[i]) if i < len(a) and np.isfinite(a[i]) else None
 
-    n = len(np.asarray(stats.get("N", [])).ravel())
-    return [{"shard": i, "tau_s": val(stats.get("tau"), i, float), "local_steps": val(stats.get("N"), i, int),
-             "idle_fraction": val(stats.get("idle_fraction"), i, float)} for i in range(n)]
+    out = []
+    for i in range(len(stats.N)):
+        p = stats.placement[i] if i < len(stats.placement) else None
+        out.append({"shard": i, "site": p.site if p else None, "node_id": p.node_id if p else None,
+                    "hostname": p.hostname if p else None, "pid": p.pid if p else None,
+                    "tau_s": val(stats.tau, i, float), "local_steps": val(stats.N, i, int),
+                    "idle_fraction": val(stats.idle_fraction, i, float)})
+    return out
 
 
 def stored_result(rec: dict, files: DrawFiles) -> Result:

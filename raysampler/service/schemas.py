@@ -77,6 +77,10 @@ class Progress(BaseModel):
 
 class WorkerStats(BaseModel):
     shard: int
+    site: str | None = Field(None, description="the site label of the node the shard's worker runs on")
+    node_id: str | None = Field(None, description="Ray node id of the worker")
+    hostname: str | None = None
+    pid: int | None = Field(None, description="the worker process")
     tau_s: float | None = Field(None, description="measured seconds per local step τ_i")
     local_steps: int | None = Field(None, description="local step count N_i")
     idle_fraction: float | None = None

@@ -1,0 +1,62 @@
+"""Convergence diagnostics of draws (arviz-stats): minimum bulk ESS and maximum rank-normalised split R-hat, the
+thresholds Stan and ArviZ users read them against, and the warnings a finished run gives when they are missed."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+#: R-hat at or above this means "not converged" (Vehtari et al. 2021; ArviZ and Stan use it).
+RHAT_WARN = 1.01
+#: Minimum bulk ESS per chain below which estimates are not reliable (the same references).
+ESS_PER_CHAIN_WARN = 100
+
+
+@dataclass(frozen=True)
+class Diagnostics:
+    """min bulk ESS and max rank-normalised R-hat over the parameters, from `draws` per chain and `chains`."""
+
+    min_ess_bulk: float
+    max_rhat: float
+    draws: int
+    chains: int
+
+    def converged(self, target_ess: float, max_rhat: float) -> bool:
+        """Both targets met: min bulk ESS ≥ target_ess and max R-hat < max_rhat."""
+        return self.min_ess_bulk >= target_ess and self.max_rhat < max_rhat
+
+    def warnings(self) -> list[str]:
+        """What a user should hear about these draws (ArviZ/Stan thresholds), or nothing."""
+        out = []
+        if not math.isfinite(self.max_rhat) or self.max_rhat >= RHAT_WARN:
+            out.append(f"max R-hat is {self.max_rhat:.3f} (≥ {RHAT_WARN}): the chains have not converged to the same "
+                       "distribution; run longer (or num_rounds='auto')")
+        if not math.isfinite(self.min_ess_bulk) or self.min_ess_bulk < ESS_PER_CHAIN_WARN * self.chains:
+            out.append(f"min bulk ESS is {self.min_ess_bulk:.0f} (< {ESS_PER_CHAIN_WARN} per chain × {self.chains} "
+                       "chains): posterior summaries are unreliable; run longer (or num_rounds='auto')")
+        return out
+
+    def as_dict(self) -> dict[str, float | int | None]:
+        """JSON-ready values (non-finite as None)."""
+        return {"min_ess_bulk": _finite_or_none(self.min_ess_bulk), "max_rhat": _finite_or_none(self.max_rhat),
+                "draws": self.draws, "chains": self.chains}
+
+
+def diagnose(draws: np.ndarray) -> Diagnostics | None:
+    """Diagnostics of draws (chains, n, d), or None with fewer than 4 draws per chain."""
+    import arviz_stats as azs
+
+    chains, n = draws.shape[0], draws.shape[1]
+    if n < 4:
+        return None
+    with np.errstate(all="ignore"):
+        ess = np.asarray(azs.ess(draws, method="bulk"), dtype=float)
+        rhat = np.asarray(azs.rhat(draws, method="rank"), dtype=float)
+    min_ess = float(np.min(np.where(np.isfinite(ess), ess, -np.inf))) if ess.size else float("nan")
+    max_rhat = float(np.max(np.where(np.isfinite(rhat), rhat, np.inf))) if rhat.size else float("nan")
+    return Diagnostics(min_ess, max_rhat, n, chains)
+
+
+def _finite_or_none(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None

@@ -1,0 +1,289 @@
+"""The affine reparameterisation θ = shift + Lφ that every gradient-based sampler runs in by default, and the model
+and prior seen in φ.
+
+With L Lᵀ the inverse Hessian of U at the MAP (the Laplace preconditioner), the posterior in φ is close to N(0, I):
+one step size fits every direction, whatever the data's scales and correlations. A sampler runs unchanged on
+`WhitenedModel(model, precond)`; its draws φ map back with `precond.to_theta`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .models.base import DataSpec, GaussianPrior, Model
+
+
+@dataclass(frozen=True)
+class Preconditioner:
+    """Affine change of variables θ = shift + L φ (L dense (d, d), diagonal (d,), or None for identity)."""
+
+    shift: np.ndarray
+    scale: np.ndarray | None
+    kind: str  # "laplace" | "diag" | "none"
+
+    @classmethod
+    def identity(cls, d: int) -> "Preconditioner":
+        return cls(np.zeros(d), None, "none")
+
+    @property
+    def is_identity(self) -> bool:
+        return self.scale is None and not np.any(self.shift)
+
+    def matrix(self) -> np.ndarray | None:
+        """L as a (d, d) matrix (None for the identity)."""
+        if self.scale is None:
+            return None
+        return np.diag(self.scale) if self.scale.ndim == 1 else self.scale
+
+    def to_theta(self, phi: np.ndarray) -> np.ndarray:
+        """θ = shift + L φ for a (K, d) batch."""
+        if self.scale is None:
+            return phi + self.shift
+        return self.shift + (phi * self.scale if self.scale.ndim == 1 else phi @ self.scale.T)
+
+    def to_phi(self, theta: np.ndarray) -> np.ndarray:
+        """φ = L⁻¹(θ − shift) for a (K, d) batch."""
+        diff = theta - self.shift
+        if self.scale is None:
+            return diff
+        if self.scale.ndim == 1:
+            return diff / self.scale
+        return np.linalg.solve(self.scale, diff.T).T
+
+    def push(self, v: np.ndarray) -> np.ndarray:
+        """L v for a (K, d) batch of directions."""
+        if self.scale is None:
+            return v
+        return v * self.scale if self.scale.ndim == 1 else v @ self.scale.T
+
+    def pull_grad(self, g: np.ndarray) -> np.ndarray:
+        """Gradient in φ from the gradient in θ: Lᵀ∇U, for a (K, d) batch."""
+        if self.scale is None:
+            return g
+        return g * self.scale if self.scale.ndim == 1 else g @ self.scale
+
+    def pull_matrix(self, H: np.ndarray) -> np.ndarray:
+        """A Hessian in φ from one in θ: LᵀHL."""
+        if self.scale is None:
+            return H
+        if self.scale.ndim == 1:
+            return H * np.outer(self.scale, self.scale)
+        out = self.scale.T @ H @ self.scale
+        return 0.5 * (out + out.T)
+
+    def pull_diag(self, hd: np.ndarray) -> np.ndarray:
+        """diag(LᵀHL) from diag(H) — exact for a diagonal L (used only there)."""
+        if self.scale is None:
+            return hd
+        if self.scale.ndim != 1:
+            raise ValueError("pull_diag needs a diagonal preconditioner")
+        return hd * self.scale * self.scale
+
+    def prior_in_phi(self, mean: np.ndarray, precision: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A Gaussian N(mean, P⁻¹) (P diagonal (d,) or dense) in φ: (precision matrix, linear term b), density
+        ∝ exp(−½φᵀPφ + bᵀφ)."""
+        P = np.diag(precision) if np.ndim(precision) == 1 else np.asarray(precision)
+        Lm = self.matrix()
+        if Lm is None:
+            return P, P @ (mean - self.shift)
+        Pphi = Lm.T @ P @ Lm
+        return 0.5 * (Pphi + Pphi.T), Lm.T @ (P @ (mean - self.shift))
+
+    def gaussian_in_phi(self, prior: GaussianPrior) -> GaussianPrior:
+        """The same Gaussian prior in φ (dense precision unless L is diagonal or the identity)."""
+        mean = self.to_phi(np.asarray(prior.mean, dtype=float)[None, :])[0]
+        if self.scale is None:
+            return GaussianPrior(mean, prior.precision)
+        if self.scale.ndim == 1 and not prior.dense:
+            return GaussianPrior(mean, prior.precision * self.scale * self.scale)
+        return GaussianPrior(mean, self.pull_matrix(prior.matrix()))
+
+
+@dataclass(frozen=True)
+class WhitenedTerm:
+    """A (non-Gaussian) potential term seen in φ: term(shift + Lφ) with its derivatives pulled back."""
+
+    term: Any
+    precond: Preconditioner
+
+    def potential(self, x: np.ndarray) -> np.ndarray:
+        return self.term.potential(self.precond.to_theta(x))
+
+    def grad(self, x: np.ndarray) -> np.ndarray:
+        return self.precond.pull_grad(self.term.grad(self.precond.to_theta(x)))
+
+    def hvp(self, x: np.ndarray, v: np.ndarray) -> np.ndarray:
+        return self.precond.pull_grad(self.term.hvp(self.precond.to_theta(x), self.precond.push(v)))
+
+    def hessian_diag(self, x: np.ndarray) -> np.ndarray:
+        x2 = np.atleast_2d(x)
+        d = x2.shape[1]
+        out = np.stack([np.diag(np.stack([self.hvp(xk[None, :], e[None, :])[0] for e in np.eye(d)])) for xk in x2])
+        return out[0] if np.ndim(x) == 1 else out
+
+
+@dataclass(frozen=True)
+class PriorInPhi:
+    """A prior (Gaussian part + optional residual term) seen in φ, with the same contract as the model's prior."""
+
+    gaussian: GaussianPrior
+    residual: WhitenedTerm | None
+
+    def potential(self, x: np.ndarray) -> np.ndarray:
+        out = self.gaussian.potential(x)
+        return out + self.residual.potential(x) if self.residual is not None else out
+
+    def grad(self, x: np.ndarray) -> np.ndarray:
+        out = self.gaussian.grad(x)
+        return out + self.residual.grad(x) if self.residual is not None else out
+
+    def hvp(self, x: np.ndarray, v: np.ndarray) -> np.ndarray:
+        out = self.gaussian.hvp(x, v)
+        return out + self.residual.hvp(x, v) if self.residual is not None else out
+
+    def hessian_diag(self, x: np.ndarray) -> np.ndarray:
+        out = self.gaussian.hessian_diag(x)
+        return out + self.residual.hessian_diag(x) if self.residual is not None else out
+
+    def max_precision(self) -> float:
+        return self.gaussian.max_precision()
+
+
+@dataclass(frozen=True)
+class WhitenedModel:
+    """`model` seen in φ (θ = shift + Lφ): U_i(φ) = U_i^model(θ), ∇_φ = Lᵀ∇_θ, ∇²_φ = Lᵀ∇²_θ L, the prior likewise.
+
+    It has every method of the model contract, so any algorithm runs on it unchanged; its `smoothness` is the
+    model's bound scaled by ‖L‖² (the curvature met at the MAP is what tuning uses instead).
+    """
+
+    model: Any
+    precond: Preconditioner
+
+    name = "whitened"
+
+    @property
+    def dim(self) -> int:
+        return int(self.model.dim)
+
+    @property
+    def target_kind(self) -> str:
+        return str(getattr(self.model, "target_kind", "real"))
+
+    def bind(self, spec: DataSpec) -> "WhitenedModel":
+        return WhitenedModel(self.model.bind(spec), self.precond)
+
+    def param_names(self) -> list[str]:
+        return list(self.model.param_names())
+
+    def validate(self, X: np.ndarray, y: np.ndarray, argname: str = "data") -> None:
+        self.model.validate(X, y, argname=argname)
+
+    def prior(self) -> PriorInPhi:
+        base = self.model.prior()
+        residual = getattr(base, "residual", None)
+        return PriorInPhi(self.precond.gaussian_in_phi(base.gaussian),
+                          WhitenedTerm(residual, self.precond) if residual is not None else None)
+
+    def potential(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return self.model.potential(X, y, self.precond.to_theta(x))
+
+    def grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return self.precond.pull_grad(self.model.grad(X, y, self.precond.to_theta(x)))
+
+    def potential_and_grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        pot, g = self.model.potential_and_grad(X, y, self.precond.to_theta(x))
+        return pot, self.precond.pull_grad(g)
+
+    def hvp(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, v: np.ndarray) -> np.ndarray:
+        return self.precond.pull_grad(self.model.hvp(X, y, self.precond.to_theta(x), self.precond.push(v)))
+
+    def hessian(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        theta = self.precond.to_theta(np.asarray(x, dtype=float)[None, :])[0]
+        return self.precond.pull_matrix(self.model.hessian(X, y, theta))
+
+    def hessian_diag(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=float)
+        if self.precond.scale is not None and self.precond.scale.ndim == 2:
+            pts = x[None, :] if x.ndim == 1 else x
+            out = np.stack([np.clip(np.diag(self.hessian(X, y, p)), 0.0, None) for p in pts])
+            return out[0] if x.ndim == 1 else out
+        theta = self.precond.to_theta(x[None, :])[0] if x.ndim == 1 else self.precond.to_theta(x)
+        return self.precond.pull_diag(np.asarray(self.model.hessian_diag(X, y, theta)))
+
+    def smoothness(self, X: np.ndarray, y: np.ndarray) -> float:
+        Lm = self.precond.matrix()
+        norm2 = 1.0 if Lm is None else float(np.linalg.norm(Lm, 2)) ** 2
+        return float(self.model.smoothness(X, y)) * norm2
+
+    def __getattr__(self, name: str) -> Any:  # model-specific extras (e.g. param_blocks) pass through
+        if name.startswith("__") or name in ("model", "precond"):
+            raise AttributeError(name)
+        return getattr(self.model, name)
+
+
+@dataclass(frozen=True)
+class WithPriorShare:
+    """`model` whose every shard potential also carries `weight` × the prior's non-Gaussian term:
+    U_i + w·R. Algorithms whose coordinator holds only the Gaussian part of the prior (DG-LMC's exact θ | z step)
+    give each of the b workers w = 1/b of the residual, so Σ_i (U_i + R/b) + Gaussian part = U exactly."""
+
+    model: Any
+    weight: float
+
+    @property
+    def dim(self) -> int:
+        return int(self.model.dim)
+
+    @property
+    def term(self) -> Any:
+        return self.model.prior().residual
+
+    def bind(self, spec: DataSpec) -> "WithPriorShare":
+        return WithPriorShare(self.model.bind(spec), self.weight)
+
+    def param_names(self) -> list[str]:
+        return list(self.model.param_names())
+
+    def validate(self, X: np.ndarray, y: np.ndarray, argname: str = "data") -> None:
+        self.model.validate(X, y, argname=argname)
+
+    def prior(self) -> Any:
+        return self.model.prior()
+
+    def potential(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return self.model.potential(X, y, x) + self.weight * self.term.potential(x)
+
+    def grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return self.model.grad(X, y, x) + self.weight * self.term.grad(x)
+
+    def potential_and_grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        pot, g = self.model.potential_and_grad(X, y, x)
+        term = self.term
+        return pot + self.weight * term.potential(x), g + self.weight * term.grad(x)
+
+    def hvp(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, v: np.ndarray) -> np.ndarray:
+        return self.model.hvp(X, y, x, v) + self.weight * self.term.hvp(x, v)
+
+    def hessian(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        d = self.dim
+        extra = self.term.hvp(np.repeat(np.asarray(x, dtype=float)[None, :], d, axis=0), np.eye(d))
+        return self.model.hessian(X, y, x) + self.weight * 0.5 * (extra + extra.T)
+
+    def hessian_diag(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return self.model.hessian_diag(X, y, x) + self.weight * np.clip(self.term.hessian_diag(x), 0.0, None)
+
+    def smoothness(self, X: np.ndarray, y: np.ndarray) -> float:
+        return float(self.model.smoothness(X, y))
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("model", "weight"):
+            raise AttributeError(name)
+        return getattr(self.model, name)
+
+
+def with_prior_share(model: Any, weight: float) -> Any:
+    """`model` itself when its prior is all Gaussian, else `WithPriorShare(model, weight)`."""
+    return model if getattr(model.prior(), "residual", None) is None else WithPriorShare(model, weight)

@@ -1,0 +1,264 @@
+"""What crosses the runtime's seams, as named types: driver ↔ coordinator (`CoordinatorHandle`), coordinator ↔ its
+workers (`WorkerPool`, `Transport`), and the values they exchange (`ShardFacts`, `StepResult`, `SetupInfo`, `Chunk`,
+`RunStats`) — plus `RunState`, the whole state of a run as one versioned, picklable value (checkpoint and resume).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, Sequence
+
+import numpy as np
+
+from ..errors import Failure
+from ..models.base import Model
+from ..streams import NoiseState
+
+#: Ray node label naming the site whose data a node holds: `ray start --labels raysampler.io/site=<name>`.
+SITE_LABEL = "raysampler.io/site"
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """The rounds the coordinator runs and keeps (from `RunOptions`), and its step-count balancing policy."""
+
+    chains: int
+    num_rounds: int
+    burn_in: int
+    thin: int
+    seed: int
+    balance: str | bool           # "auto": only when measured speeds differ by more than `balance_ratio`
+    rebalance_every: int = 20
+    balance_ratio: float = 1.5
+
+    @property
+    def total_rounds(self) -> int:
+        return self.burn_in + self.num_rounds
+
+
+@dataclass(frozen=True)
+class ShardFacts:
+    """What a worker reports about its shard at setup (never the data): shape, finiteness, labels, column names,
+    and where it lives (site, node, host, process)."""
+
+    shard: int
+    n_rows: int
+    x_shape: tuple[int, ...]
+    y_shape: tuple[int, ...]
+    finite: bool
+    y_max: float | None
+    columns: tuple[str, ...] | None = None
+    site: str | None = None
+    path: str | None = None
+    node_id: str | None = None
+    hostname: str | None = None
+    pid: int | None = None
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where shard `shard`'s worker runs."""
+
+    shard: int
+    site: str | None
+    node_id: str | None
+    hostname: str | None
+    pid: int | None
+
+    @classmethod
+    def of(cls, facts: ShardFacts) -> "Placement":
+        return cls(facts.shard, facts.site, facts.node_id, facts.hostname, facts.pid)
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One round's replies (one per shard), seconds of work per shard, and busy seconds of the process running it."""
+
+    replies: list[Any]
+    work_s: np.ndarray
+    busy_s: np.ndarray
+
+
+@dataclass(frozen=True)
+class ShardState:
+    """A worker's state for one shard: the algorithm's worker state and the position of the shard's random streams."""
+
+    shard: int
+    algorithm: Any
+    noise: NoiseState
+
+
+@dataclass(frozen=True)
+class SetupInfo:
+    """What setup found and decided: dimension, parameter names, shard sizes, where each shard runs, the
+    algorithm's tuned plan (`plan`: reported settings, e.g. step sizes and predicted bias), N_avg, balancing."""
+
+    dim: int
+    param_names: list[str]
+    num_shards: int
+    shard_rows: list[int]
+    groups: list[list[int]]
+    placement: list[Placement]
+    setup_time_s: float
+    plan: dict[str, Any]
+    n_avg: float
+    balance: bool
+    transport: str
+    param_blocks: tuple[Any, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        """A plain dict (what `Result.info["setup"]` holds)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["placement"] = [dataclasses.asdict(p) for p in self.placement]
+        return out
+
+
+@dataclass(frozen=True)
+class BalancerState:
+    """The step-count balancer: current N_i, τ_i estimates, rounds observed, whether it has switched on, and the
+    schedule so far as (round, N) pairs."""
+
+    n: np.ndarray
+    tau: np.ndarray
+    count: int
+    active: bool
+    schedule: tuple[tuple[int, tuple[int, ...]], ...]
+
+
+@dataclass
+class Chunk:
+    """Draws kept by one `run` call: theta (n, K, d), per-chain stats (n, K), where the run stands, the failure that
+    stopped it (if any) and, when asked for, the run's state at the chunk's end (`state`)."""
+
+    theta: np.ndarray
+    stats: dict[str, np.ndarray]
+    rounds_done: int
+    done: bool
+    failure: Failure | None = None
+    state: "RunState | None" = None
+
+
+@dataclass(frozen=True)
+class RunStats:
+    """Runtime statistics so far: per-round wall time, per-worker compute/idle seconds, N_i (and its schedule), τ_i,
+    and the tuned ρ_i, γ_i, M_i where the algorithm has them."""
+
+    rounds: int
+    round_time: np.ndarray
+    sampling_time_s: float
+    worker_compute_s: np.ndarray
+    worker_idle_s: np.ndarray
+    idle_fraction: np.ndarray
+    N: np.ndarray
+    N_history: np.ndarray
+    N_schedule: tuple[tuple[int, tuple[int, ...]], ...]
+    balanced: bool
+    tau: np.ndarray
+    placement: list[Placement]
+    rho: Any = None
+    gamma: Any = None
+    M: Any = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """A plain dict (what `Result.stats` holds)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["placement"] = [dataclasses.asdict(p) for p in self.placement]
+        return out
+
+
+@dataclass(frozen=True)
+class RunState:
+    """Everything needed to continue a run exactly: the coordinator's algorithm state and random streams, every
+    shard's state and streams, the balancer, the round counter and the draws kept so far. State only, never data.
+
+    `fingerprint` identifies the run it belongs to (algorithm, its parameters, model, chains, seed, shards), so a
+    state is never restored into a different run; `version` changes when the layout does.
+    """
+
+    VERSION = 1
+
+    version: int
+    fingerprint: str
+    rounds_done: int
+    draws_kept: int
+    coordinator: Any
+    noise: NoiseState
+    shards: tuple[ShardState, ...]
+    balancer: BalancerState
+    setup: SetupInfo
+    worker_model: Any = None      # the model the workers run, if not the data-bound model (e.g. whitened)
+    precond: Any = None           # maps the algorithm's draws back to θ
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class WorkerPool(Protocol):
+    """The workers that own the shards, in-process or on Ray actors: the coordinator's only way to reach data."""
+
+    num_shards: int
+    groups: list[list[int]]
+    transport: str
+
+    def describe(self) -> list[ShardFacts]:
+        """Each shard's facts, reported by the worker that loaded it."""
+
+    def bind(self, model: Model) -> None:
+        """Give every worker the data-bound model (each checks its shards against it)."""
+
+    def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]]) -> list[Any]:
+        """[fn(model, X_i, y_i, *args[i]) for each shard i], computed where shard i lives."""
+
+    def init_states(self, payloads: Sequence[Any]) -> None:
+        """Create each shard's algorithm state from its payload (and fresh random streams)."""
+
+    def set_slowdown(self, factors: dict[int, float]) -> None:
+        """Test hook: shard i's local work takes factors[i] times as long."""
+
+    def calibrate(self) -> np.ndarray:
+        """Seconds per local step on each shard, measured before sampling (touches no chain state)."""
+
+    def step(self, messages: Sequence[Any]) -> StepResult:
+        """One round on every shard; raises `WorkerFailed` naming the shard if a worker fails."""
+
+    def capture(self) -> list[ShardState]:
+        """Every shard's state."""
+
+    def restore(self, states: Sequence[ShardState]) -> None:
+        """Put captured shard states back."""
+
+    def close(self) -> None:
+        """Stop the workers."""
+
+
+class Transport(Protocol):
+    """How one round's messages reach the worker processes and the replies come back."""
+
+    name: str
+
+    def step(self, per_group: Sequence[Sequence[Any]]) -> list[tuple[list[Any], list[float]]]:
+        """Send each process its shards' messages, wait for all; (replies, seconds per shard) per process.
+        Raises `WorkerFailed` for the first failing process (after draining the others)."""
+
+    def close(self) -> None:
+        """Release connections."""
+
+
+class CoordinatorHandle(Protocol):
+    """The driver's view of a coordinator, in-process or a Ray actor."""
+
+    def setup(self, slowdown: dict[int, float] | None = None) -> SetupInfo:
+        """Bind the model to the data, tune the algorithm, create every state."""
+
+    def resume(self, state: RunState) -> SetupInfo:
+        """Bind the model to the data and continue from `state` (no tuning)."""
+
+    def run(self, max_rounds: int, time_left_s: float | None = None, capture: bool = False) -> Chunk:
+        """Run up to `max_rounds` rounds; with `capture` the chunk carries the state at its end."""
+
+    def capture(self) -> RunState:
+        """The whole run state now."""
+
+    def stats(self) -> RunStats:
+        """Runtime statistics so far."""
+
+    def close(self) -> None:
+        """Stop the coordinator and its workers."""

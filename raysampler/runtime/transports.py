@@ -1,0 +1,101 @@
+"""How a round's messages travel between the coordinator and the worker actors (the `Transport` contract).
+
+`SocketTransport` sends each round over a direct TCP channel to every actor (the fast path, works across nodes);
+`ActorTransport` uses plain Ray actor calls (the fallback when a channel cannot be opened). Both deliver the
+same messages and raise `WorkerFailed` with the failing process's record after draining the others.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..errors import Failure, FailureKind, WorkerFailed
+from .channel import ChannelClient
+
+TRANSPORTS = ("socket", "actor")
+
+
+def lost(group: Sequence[int], exc: BaseException) -> Failure:
+    """The record of a worker process that died or became unreachable (first shard of its group)."""
+    return Failure(FailureKind.WORKER_LOST, f"the worker process owning shards {list(group)} was lost "
+                                            f"({type(exc).__name__}: {exc})", shard=group[0])
+
+
+def _owned(failure: Failure, group: Sequence[int]) -> Failure:
+    """A failure reported by a process, attributed to its first shard when the record names none."""
+    return failure.at(shard=group[0])
+
+
+class SocketTransport:
+    """One direct TCP channel per actor, opened at construction (raises OSError if any cannot be opened)."""
+
+    name = "socket"
+
+    def __init__(self, actors: Sequence[Any], groups: Sequence[Sequence[int]], timeout_s: float) -> None:
+        import ray
+
+        self.groups = [list(g) for g in groups]
+        opened = ray.get([a.open_channel.remote() for a in actors], timeout=timeout_s)
+        self.channels: list[ChannelClient] = []
+        try:
+            for addr, token in opened:
+                self.channels.append(ChannelClient(tuple(addr), token))
+        except BaseException:
+            self.close()
+            raise
+
+    def step(self, per_group: Sequence[Sequence[Any]]) -> list[tuple[list[Any], list[float]]]:
+        failures: list[Failure] = []
+        sent = []
+        for g, c, m in zip(self.groups, self.channels, per_group):
+            try:
+                c.send(m)  # every worker starts before any reply is awaited
+                sent.append((g, c))
+            except OSError as exc:
+                failures.append(lost(g, exc))
+        parts = []
+        for g, c in sent:
+            try:
+                parts.append(c.receive())  # drain every channel, even after a failure
+            except WorkerFailed as exc:
+                failures.append(_owned(exc.failure, g))
+            except (OSError, ConnectionError, EOFError) as exc:
+                failures.append(lost(g, exc))
+        if failures:
+            raise WorkerFailed(failures[0])
+        return parts
+
+    def close(self) -> None:
+        for c in self.channels:
+            c.close()
+        self.channels = []
+
+
+class ActorTransport:
+    """Plain Ray actor calls, one per actor per round."""
+
+    name = "actor"
+
+    def __init__(self, actors: Sequence[Any], groups: Sequence[Sequence[int]]) -> None:
+        self.actors, self.groups = list(actors), [list(g) for g in groups]
+
+    def step(self, per_group: Sequence[Sequence[Any]]) -> list[tuple[list[Any], list[float]]]:
+        import ray
+
+        refs = [a.step.remote(m) for a, m in zip(self.actors, per_group)]
+        failures: list[Failure] = []
+        parts = []
+        for g, ref in zip(self.groups, refs):
+            try:
+                parts.append(ray.get(ref))
+            except ray.exceptions.RayTaskError as exc:
+                cause = exc.cause
+                failures.append(_owned(cause.failure, g) if isinstance(cause, WorkerFailed) else
+                                Failure(FailureKind.WORKER_ERROR, f"{type(cause).__name__}: {cause}", shard=g[0]))
+            except ray.exceptions.RayError as exc:  # the actor died (its process, or its node)
+                failures.append(lost(g, exc))
+        if failures:
+            raise WorkerFailed(failures[0])
+        return parts
+
+    def close(self) -> None:
+        pass
