@@ -1,22 +1,43 @@
-"""The service's request and response shapes (pydantic), in one place: the REST API, the SDK and the CLI share them."""
+"""The service's request and response shapes (pydantic), in one place: the REST API and its OpenAPI document.
+
+Names the engine knows (model families, algorithms, built-in data sets) are enumerated in the schema from the engine's
+registries, and checked here, so a request the document allows is one the service accepts.
+"""
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-STATUSES = ("PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
-TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
-Status = Literal[STATUSES]  # type: ignore[valid-type]
+from .. import datasets as rs_datasets
+from ..algorithms import ALGORITHMS
+from ..models import FAMILIES
+from ..wire import RunStatus
+
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+BUILTIN_PREFIX = "builtin:"
+MODEL_FAMILIES: tuple[str, ...] = tuple(sorted(FAMILIES))
+ALGORITHM_NAMES: tuple[str, ...] = tuple(sorted(ALGORITHMS))
+BUILTIN_DATASETS: tuple[str, ...] = tuple(BUILTIN_PREFIX + name for name in rs_datasets.available())
+
+
+def _one_of(value: str, valid: tuple[str, ...], what: str) -> str:
+    if value not in valid:
+        raise ValueError(f"unknown {what} {value!r}; valid: {', '.join(valid)}")
+    return value
 
 
 class ModelSpec(BaseModel):
     """A model family of the engine (`rs.models.FAMILIES`) and its parameters, e.g. prior_scale."""
 
     model_config = ConfigDict(extra="allow")
-    family: str = Field(description="engine model family, e.g. logistic_regression")
+    family: str = Field(description="engine model family", json_schema_extra={"enum": list(MODEL_FAMILIES)})
     prior_scale: float | None = Field(default=None, gt=0, description="sd of the Gaussian prior")
+
+    @field_validator("family")
+    @classmethod
+    def _known_family(cls, value: str) -> str:
+        return _one_of(value, MODEL_FAMILIES, "model family")
 
     def params(self) -> dict[str, Any]:
         out = dict(self.model_extra or {})
@@ -28,26 +49,42 @@ class ModelSpec(BaseModel):
 class DataRef(BaseModel):
     """Either a built-in data set ("builtin:breast_cancer", options passed to rs.datasets.load) or an uploaded one."""
 
-    model_config = ConfigDict(extra="forbid")
-    dataset: str | None = Field(default=None, description='"builtin:<name>", see rs.datasets')
+    # exactly one of the two, in the schema too (absent and null mean the same); options only with a built-in set
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"oneOf": [
+        {"required": ["dataset"], "properties": {"dataset": {"type": "string"}, "dataset_id": {"type": "null"}}},
+        {"required": ["dataset_id"], "properties": {"dataset_id": {"type": "string"}, "dataset": {"type": "null"},
+                                                    "options": {"type": "object", "maxProperties": 0}}}]})
+    dataset: str | None = Field(default=None, description='"builtin:<name>", see rs.datasets',
+                                json_schema_extra={"enum": [*BUILTIN_DATASETS, None]})
     dataset_id: str | None = Field(default=None, pattern=ID_PATTERN, description="id from POST /v1/datasets")
     options: dict[str, Any] = Field(default_factory=dict, description="keyword arguments for a built-in data set")
 
+    @field_validator("dataset")
+    @classmethod
+    def _known_dataset(cls, value: str | None) -> str | None:
+        return None if value is None else _one_of(value, BUILTIN_DATASETS, "built-in data set")
+
     @model_validator(mode="after")
-    def _exactly_one(self) -> "DataRef":
+    def _exactly_one(self) -> DataRef:
         if (self.dataset is None) == (self.dataset_id is None):
             raise ValueError("give exactly one of data.dataset ('builtin:<name>') or data.dataset_id")
-        if self.dataset is not None and not self.dataset.startswith("builtin:"):
-            raise ValueError(f"data.dataset must look like 'builtin:<name>', got {self.dataset!r}")
         if self.dataset_id is not None and self.options:
             raise ValueError("data.options only applies to built-in data sets")
         return self
 
 
 class AlgorithmSpec(BaseModel):
+    """An algorithm of the engine (`rs.algorithms.ALGORITHMS`) and its keyword parameters."""
+
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(default="dglmc", description="engine algorithm name, e.g. dglmc, fald, qlsd, dsgld")
+    name: str = Field(default="dglmc", description="engine algorithm name",
+                      json_schema_extra={"enum": list(ALGORITHM_NAMES)})
     params: dict[str, Any] = Field(default_factory=dict, description="the algorithm's keyword parameters")
+
+    @field_validator("name")
+    @classmethod
+    def _known_algorithm(cls, value: str) -> str:
+        return _one_of(value, ALGORITHM_NAMES, "algorithm")
 
 
 class RunSpec(BaseModel):
@@ -65,7 +102,8 @@ class RunSpec(BaseModel):
     thin: int = Field(default=1, ge=1)
     seed: int = Field(default=0, ge=0, lt=2**63)
     time_budget_s: float | None = Field(default=None, gt=0)
-    run_id: str | None = Field(default=None, pattern=ID_PATTERN, description="client-chosen id (makes submit idempotent)")
+    run_id: str | None = Field(default=None, pattern=ID_PATTERN,
+                               description="client-chosen id (makes submit idempotent)")
 
 
 class Progress(BaseModel):
@@ -86,7 +124,7 @@ class RunInfo(BaseModel):
     """A run as the API shows it."""
 
     id: str
-    status: Status
+    status: RunStatus
     created_at: float
     started_at: float | None = None
     finished_at: float | None = None
@@ -115,3 +153,35 @@ class DatasetInfo(BaseModel):
 
 class DatasetList(BaseModel):
     datasets: list[DatasetInfo]
+
+
+class ErrorMessage(BaseModel):
+    """The body of an error response other than 422."""
+
+    detail: str
+
+
+class RunSummary(BaseModel):
+    """Posterior summary of the draws stored so far: one row per coordinate, `columns` in order."""
+
+    run_id: str
+    status: RunStatus
+    draws_per_chain: int
+    chains: int
+    ci_prob: float
+    columns: list[str]
+    rows: list[dict[str, str | float | None]] = Field(description='{"param": name} plus one value per column '
+                                                                  "(null where not finite)")
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    executor: Literal["ray", "local"]
+    ray_connected: bool
+
+
+class VersionInfo(BaseModel):
+    version: str
+    algorithms: list[str]
+    model_families: list[str]
+    builtin_datasets: list[str]
