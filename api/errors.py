@@ -1,16 +1,19 @@
 """Service errors as HTTP responses, and the error responses each route declares in the OpenAPI document.
 
 FieldError → 422 (the same shape as FastAPI's validation errors, `loc` naming the field); NotFound → 404;
-StateConflict → 409; TooLarge → 413. Other errors are {"detail": message}.
+StateConflict → 409; TooLarge → 413. Other errors are {"detail": message}. A 405's Allow header lists every method
+the path has (Starlette's names only those of the first route that matched the path).
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Awaitable, Callable
 
 from fastapi import FastAPI, Request
-from fastapi.exception_handlers import request_validation_exception_handler
+from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException
 
 from raysampler.service.errors import FieldError, NotFound, StateConflict, TooLarge
 from raysampler.service.schemas import ErrorMessage
@@ -47,8 +50,27 @@ def _status(code: int) -> Callable[[Request, Exception], Awaitable[Response]]:
     return handler
 
 
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 405:
+        allowed = _documented_methods(request.app, request.url.path)
+        if allowed:
+            exc = HTTPException(405, exc.detail, headers={"Allow": ", ".join(allowed)})
+    return await http_exception_handler(request, exc)
+
+
+def _documented_methods(app: FastAPI, path: str) -> list[str]:
+    """The methods the OpenAPI document gives `path` (its templates' {parameters} match one path segment)."""
+    found: set[str] = set()
+    for template, operations in app.openapi()["paths"].items():
+        if re.fullmatch(re.sub(r"\\\{[^/]+\\\}", "[^/]+", re.escape(template)), path):
+            found |= {method.upper() for method in operations}
+    return sorted(found)
+
+
 def install(app: FastAPI) -> None:
     """Register the service errors' HTTP statuses on `app`."""
+    app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(FieldError, _field_error)
     app.add_exception_handler(NotFound, _status(404))
     app.add_exception_handler(StateConflict, _status(409))

@@ -24,7 +24,8 @@ def dataset_info(rec: DatasetRecord) -> DatasetInfo:
 
 @router.post("", status_code=201, response_model=DatasetInfo, responses=error_responses(400, 413))
 def upload(who: Tenant, svc: Svc,
-           file: Annotated[UploadFile, File(description=".npz, .csv or .parquet (told apart by content)")],
+           file: Annotated[UploadFile, File(description=".npz, .csv or .parquet (told apart by content)",
+                                            examples=["y,age,dose\n1,54,0.5\n0,61,0.2\n1,47,0.9\n"])],
            y_column: Annotated[str, Form(description="target column (csv/parquet) or array name (npz)")] = "y",
            x_columns: Annotated[str | Absent,
                                 Form(description="comma-separated feature columns (csv/parquet; default: all "

@@ -11,7 +11,7 @@ from starlette.background import BackgroundTask
 from raysampler.service import results, streaming
 from raysampler.service.records import RunRecord
 from raysampler.service.schemas import Progress, RunInfo, RunList, RunSpec, RunSummary
-from raysampler.wire import EVENT_STREAM_MEDIA_TYPE, NDJSON_MEDIA_TYPE, RunStatus
+from raysampler.wire import EVENT_STREAM_MEDIA_TYPE, NDJSON_MEDIA_TYPE, EventKind, RunStatus
 
 from ..deps import Absent, Services, services, tenant
 from ..errors import error_responses
@@ -22,6 +22,11 @@ Svc = Annotated[Services, Depends(services)]
 RUN_ID_404 = error_responses(404)
 Seq = Annotated[str, Field(pattern=r"^\d{1,18}$")]  # an event id or list cursor, as text
 Offset = Annotated[int, Field(ge=0, lt=10**18)]
+#: One event of the stream (keep-alive comments aside): its sequence number, kind, and JSON data.
+SSE_EVENT_SCHEMA = {"type": "object", "required": ["id", "event", "data"], "properties": {
+    "id": {"type": "string", "pattern": r"^[1-9]\d*$"},
+    "event": {"type": "string", "enum": [k.value for k in EventKind]},
+    "data": {"type": "string", "contentMediaType": "application/json"}}}
 
 
 def run_info(rec: RunRecord) -> RunInfo:
@@ -34,7 +39,7 @@ def run_info(rec: RunRecord) -> RunInfo:
         list(rec.param_names), error=rec.error, warnings=list(rec.warnings))
 
 
-@router.post("", status_code=202, response_model=RunInfo, responses=error_responses(409, 413) | {
+@router.post("", status_code=202, response_model=RunInfo, responses=error_responses(400, 409, 413) | {
     202: {"headers": {"Location": {"schema": {"type": "string"}, "description": "the run's URL path"}}}})
 def submit(spec: RunSpec, response: Response, who: Tenant, svc: Svc,
            idempotency_key: Annotated[Annotated[str, Field(max_length=200)] | Absent, Header()] = None) -> RunInfo:
@@ -76,7 +81,7 @@ def draws(run_id: str, who: Tenant, svc: Svc,
 
 
 @router.get("/{run_id}/events", response_class=StreamingResponse, responses=RUN_ID_404 | {
-    200: {"content": {EVENT_STREAM_MEDIA_TYPE: {"schema": {"type": "string"}}},
+    200: {"content": {EVENT_STREAM_MEDIA_TYPE: {"schema": SSE_EVENT_SCHEMA}},
           "description": "Server-Sent Events with ids 1, 2, ... (the format is raysampler.wire's)"}})
 def events(run_id: str, who: Tenant, svc: Svc,
            last_event_id: Annotated[Seq | Absent, Header(description="resume after this event id")] = None,

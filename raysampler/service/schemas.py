@@ -27,10 +27,13 @@ def _one_of(value: str, valid: tuple[str, ...], what: str) -> str:
     return value
 
 
+# Request models are strict: a value must have the JSON type the schema gives it ("4" or true is not an integer).
+
+
 class ModelSpec(BaseModel):
     """A model family of the engine (`rs.models.FAMILIES`) and its parameters, e.g. prior_scale."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
     family: str = Field(description="engine model family", json_schema_extra={"enum": list(MODEL_FAMILIES)})
     prior_scale: float | None = Field(default=None, gt=0, description="sd of the Gaussian prior")
 
@@ -50,7 +53,7 @@ class DataRef(BaseModel):
     """Either a built-in data set ("builtin:breast_cancer", options passed to rs.datasets.load) or an uploaded one."""
 
     # exactly one of the two, in the schema too (absent and null mean the same); options only with a built-in set
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"oneOf": [
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"oneOf": [
         {"required": ["dataset"], "properties": {"dataset": {"type": "string"}, "dataset_id": {"type": "null"}}},
         {"required": ["dataset_id"], "properties": {"dataset_id": {"type": "string"}, "dataset": {"type": "null"},
                                                     "options": {"type": "object", "maxProperties": 0}}}]})
@@ -76,7 +79,7 @@ class DataRef(BaseModel):
 class AlgorithmSpec(BaseModel):
     """An algorithm of the engine (`rs.algorithms.ALGORITHMS`) and its keyword parameters."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     name: str = Field(default="dglmc", description="engine algorithm name",
                       json_schema_extra={"enum": list(ALGORITHM_NAMES)})
     params: dict[str, Any] = Field(default_factory=dict, description="the algorithm's keyword parameters")
@@ -90,7 +93,11 @@ class AlgorithmSpec(BaseModel):
 class RunSpec(BaseModel):
     """Body of POST /v1/runs: what to sample and how (the same arguments as rs.sample)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [
+        {"model": {"family": "logistic_regression", "prior_scale": 1.0}, "data": {"dataset": "builtin:breast_cancer"},
+         "num_shards": 4, "algorithm": {"name": "dglmc", "params": {}}, "chains": 4, "num_rounds": 1000},
+        {"model": {"family": "logistic_regression"}, "data": {"dataset": "builtin:logistic_synthetic"},
+         "num_shards": 2, "algorithm": {"name": "dglmc"}, "chains": 2, "num_rounds": 100, "burn_in": 10, "seed": 1}]})
     model: ModelSpec
     data: DataRef
     num_shards: int = Field(default=4, ge=1, le=4096)

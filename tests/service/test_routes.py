@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from service_helpers import ALICE, BOB, hdr, spec, wait_until
 
 from raysampler.algorithms import ALGORITHMS
 from raysampler.models import FAMILIES
-from service_helpers import ALICE, BOB, hdr, spec, wait_until
 
 SMALL = {"num_rounds": 40, "burn_in": 10, "chains": 2}
 

@@ -14,10 +14,10 @@ import time
 import httpx
 import numpy as np
 import pytest
-
 from conftest import service_env
-from raysampler.client import APIError, AsyncClient, Client
 from service_helpers import ALICE, BOB, hdr, spec, wait_until
+
+from raysampler.client import APIError, AsyncClient, Client
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +54,8 @@ def test_completed_run_draws_summary_arviz(service, alice, finished):
     lines = _ndjson(service, finished.id)
     head = lines[0]
     assert head["type"] == "header" and head["chains"] == 4 and head["dim"] == 31 and len(head["param_names"]) == 31
-    assert [l["offset"] for l in lines[1:]] == list(range(1200))
-    assert all(l["index"] * 4 + l["chain"] == l["offset"] for l in lines[1:])
+    assert [line["offset"] for line in lines[1:]] == list(range(1200))
+    assert all(line["index"] * 4 + line["chain"] == line["offset"] for line in lines[1:])
     table = finished.summary()
     assert {"mean", "sd", "ess_bulk", "ess_tail", "r_hat", "mcse_mean"} <= set(table.columns)
     np.testing.assert_allclose(table["mean"].to_numpy(), draws.mean(axis=(0, 1)), rtol=1e-10, atol=1e-12)
@@ -160,7 +160,8 @@ def test_upload_csv_parquet_npz_then_sample_on_it(service, alice, tmp_path):
     X = rng.normal(size=(200, 3))
     y = (X @ [1.0, -1.0, 0.5] + rng.logistic(size=200) > 0).astype(float)
     csv = tmp_path / "d.csv"
-    csv.write_text("label,a,b,c,ignored\n" + "\n".join(f"{t},{r[0]},{r[1]},{r[2]},7" for t, r in zip(y, X)))
+    rows = (f"{t},{r[0]},{r[1]},{r[2]},7" for t, r in zip(y, X, strict=True))
+    csv.write_text("label,a,b,c,ignored\n" + "\n".join(rows))
     info = alice.upload_file(str(csv), y_column="label", x_columns=["a", "b", "c"], name="mine")
     assert (info["n"], info["d"], info["name"]) == (200, 3, "mine")
     pqf = tmp_path / "d.parquet"
@@ -171,7 +172,8 @@ def test_upload_csv_parquet_npz_then_sample_on_it(service, alice, tmp_path):
     ids = {d["id"] for d in alice.datasets()}
     assert {info["id"], npz["id"]} <= ids
     assert httpx.get(f"{service.url}/v1/datasets/{info['id']}", headers=hdr(BOB)).status_code == 404
-    assert info["id"] not in {d["id"] for d in httpx.get(f"{service.url}/v1/datasets", headers=hdr(BOB)).json()["datasets"]}
+    bobs = httpx.get(f"{service.url}/v1/datasets", headers=hdr(BOB)).json()["datasets"]
+    assert info["id"] not in {d["id"] for d in bobs}
     run = alice.submit(spec(data={"dataset_id": info["id"]}, num_rounds=100, burn_in=20, chains=2))
     assert run.wait()["status"] == "SUCCEEDED"
     assert run.draws().shape == (2, 100, 3)  # one coefficient per feature column
@@ -227,9 +229,9 @@ def test_hard_restart_keeps_runs_and_draws(tmp_path):
             assert after.shape == (2, kept, 31) and np.all(np.isfinite(after))
             np.testing.assert_array_equal(c.run(done.id).draws(), before_done)
             assert c.run(done.id).info()["status"] == "SUCCEEDED"
-            statuses = [json.loads(l.split("data: ", 1)[1])["status"] for l in httpx.get(
+            statuses = [json.loads(line.split("data: ", 1)[1])["status"] for line in httpx.get(
                 f"{svc.url}/v1/runs/{live.id}/events", headers=hdr(ALICE), timeout=60).text.splitlines()
-                if l.startswith("data: ") and '"status"' in l]
+                if line.startswith("data: ") and '"status"' in line]
             assert statuses[-1] == "FAILED"
             # graceful stop (SIGINT) while a client follows a running run: the server still stops promptly
             live2 = c.submit(spec(num_rounds=10**6, burn_in=0, chains=2, seed=8))

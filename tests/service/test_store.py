@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import pytest
+from service_helpers import spec
 
 from raysampler.service.records import RunRecord
 from raysampler.service.schemas import RunSpec, WorkerStats
 from raysampler.service.store import Conflict, SQLiteStore
 from raysampler.wire import ProgressEvent, RunStatus, StatusEvent
-from service_helpers import spec
 
 
 @pytest.fixture

@@ -12,8 +12,19 @@ import numpy as np
 import pytest
 
 from raysampler.client import _API, APIError, AsyncClient, Client, RetryPolicy
-from raysampler.wire import (ChainSeed, DrawLine, DrawsHeader, LineSplitter, RunStatus, SSEParser, decode_values,
-                             draw_lines, encode_values, parse_draw_stream_line, sse_frame)
+from raysampler.wire import (
+    ChainSeed,
+    DrawLine,
+    DrawsHeader,
+    LineSplitter,
+    RunStatus,
+    SSEParser,
+    decode_values,
+    draw_lines,
+    encode_values,
+    parse_draw_stream_line,
+    sse_frame,
+)
 
 
 def test_nonfinite_values_are_encoded_explicitly():
