@@ -55,7 +55,11 @@ def inprocess_settings(data_dir, **over):
 @pytest.fixture(scope="session")
 def app_client(tmp_path_factory):
     """The ASGI app in-process (lifespan run: store, run manager with executor "local") behind a TestClient."""
-    from fastapi.testclient import TestClient
+    import warnings
+
+    with warnings.catch_warnings():  # Starlette would rather its test client ran on httpx2
+        warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
+        from fastapi.testclient import TestClient
 
     from api import create_app
 

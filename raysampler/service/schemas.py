@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from .. import datasets as rs_datasets
 from ..algorithms import ALGORITHMS
 from ..models import FAMILIES
+from ..options import RunOptions
 from ..wire import RunStatus
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
@@ -19,6 +20,7 @@ BUILTIN_PREFIX = "builtin:"
 MODEL_FAMILIES: tuple[str, ...] = tuple(sorted(FAMILIES))
 ALGORITHM_NAMES: tuple[str, ...] = tuple(sorted(ALGORITHMS))
 BUILTIN_DATASETS: tuple[str, ...] = tuple(BUILTIN_PREFIX + name for name in rs_datasets.available())
+_RUN = RunOptions()  # the engine's defaults for a run's length and bookkeeping
 
 
 def _one_of(value: str, valid: tuple[str, ...], what: str) -> str:
@@ -103,11 +105,11 @@ class RunSpec(BaseModel):
     num_shards: int = Field(default=4, ge=1, le=4096)
     shard_strategy: Literal["contiguous", "random", "label_skew"] = "contiguous"
     algorithm: AlgorithmSpec = Field(default_factory=AlgorithmSpec)
-    chains: int = Field(default=4, ge=1, le=4096)
-    num_rounds: int = Field(default=1000, ge=1, le=10_000_000)
+    chains: int = Field(default=_RUN.chains, ge=1, le=4096)
+    num_rounds: int = Field(default=int(_RUN.num_rounds), ge=1, le=10_000_000, description="rounds after burn-in")
     burn_in: int | None = Field(default=None, ge=0, le=10_000_000, description="default max(100, num_rounds // 10)")
-    thin: int = Field(default=1, ge=1)
-    seed: int = Field(default=0, ge=0, lt=2**63)
+    thin: int = Field(default=_RUN.thin, ge=1)
+    seed: int = Field(default=_RUN.seed, ge=0, lt=2**63)
     time_budget_s: float | None = Field(default=None, gt=0)
     run_id: str | None = Field(default=None, pattern=ID_PATTERN,
                                description="client-chosen id (makes submit idempotent)")
