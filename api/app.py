@@ -3,17 +3,19 @@ from __future__ import annotations
 
 import time
 from contextlib import asynccontextmanager
+from typing import AsyncIterator, Awaitable, Callable
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, Response
 from starlette.middleware.body_limit import RequestBodyLimitMiddleware
 
 from raysampler import __version__
 from raysampler.service.drawfiles import DrawFiles
+from raysampler.service.manager import RunManager
 from raysampler.service.metrics import Metrics
-from raysampler.service.runs import RunManager
 from raysampler.service.settings import Settings
 from raysampler.service.store import SQLiteStore
 
+from . import errors
 from .deps import Services
 from .routers import datasets, runs, system
 
@@ -24,7 +26,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     keys = settings.keys()
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI):
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         for d in (settings.data_dir, settings.runs_dir, settings.datasets_dir):
             d.mkdir(parents=True, exist_ok=True)
         store = SQLiteStore(str(settings.db_path))
@@ -44,7 +46,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                               "events, read summaries. Authenticate with `Authorization: Bearer <key>`.")
 
     @app.middleware("http")
-    async def limits_and_metrics(request: Request, call_next):
+    async def record_latency(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         t0 = time.perf_counter()
         response = await call_next(request)
         route = request.scope.get("route")
@@ -56,6 +58,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     # request bodies over the upload limit (plus multipart framing) get 413 as they arrive, chunked or not
     app.add_middleware(RequestBodyLimitMiddleware, max_body_size=settings.max_upload_bytes + 65536)
+    errors.install(app)
     app.include_router(system.router)
     app.include_router(runs.router)
     app.include_router(datasets.router)

@@ -3,15 +3,21 @@ from __future__ import annotations
 
 import hmac
 from dataclasses import dataclass
+from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic.json_schema import SkipJsonSchema
 
 from raysampler.service.drawfiles import DrawFiles
+from raysampler.service.manager import RunManager
 from raysampler.service.metrics import Metrics
-from raysampler.service.runs import RunManager
 from raysampler.service.settings import Settings
 from raysampler.service.store import RecordStore
+
+#: `T | Absent = None` for an optional parameter: absent means None, and the OpenAPI document offers no `null` (a
+#: client cannot send null in a query, header or form field; "null" would be the text "null").
+Absent = SkipJsonSchema[None]
 
 
 @dataclass
@@ -25,13 +31,15 @@ class Services:
 
 
 def services(request: Request) -> Services:
-    return request.app.state.services
+    svc: Services = request.app.state.services
+    return svc
 
 
 _bearer = HTTPBearer(auto_error=False, description="API key: Authorization: Bearer <key>")
 
 
-def tenant(creds: HTTPAuthorizationCredentials | None = Depends(_bearer), svc: Services = Depends(services)) -> str:
+def tenant(creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+           svc: Annotated[Services, Depends(services)]) -> str:
     """The tenant owning the presented key; 401 without a valid key."""
     if creds is None or creds.scheme.lower() != "bearer":
         raise HTTPException(401, "missing API key: send Authorization: Bearer <key>",

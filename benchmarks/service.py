@@ -4,7 +4,7 @@
    draws read in full (a) as raw NDJSON lines (httpx, no parsing), (b) parsed with json.loads, (c) through the SDK
    into numpy; and (d) the live rate while the run samples (follow=true), next to the sampler's own rate;
 2. the API's added latency per submit: POST /v1/runs wall time (client side, median of 30) next to the same
-   validation done in-process (`raysampler.service.runs.build`) and the HTTP floor (GET /v1/health).
+   validation done in-process (`raysampler.service.specs.build`) and the HTTP floor (GET /v1/health).
 
     python benchmarks/service.py [--draws 5000] [--chains 8]
 Results: benchmarks/results/service.json.
@@ -19,12 +19,12 @@ import time
 
 import httpx
 import numpy as np
-
 from common import environment, print_table, write_json
+
 from raysampler.client import Client
 from raysampler.service.local import LocalService
-from raysampler.service.runs import build
 from raysampler.service.schemas import RunSpec
+from raysampler.service.specs import build
 from raysampler.service.store import SQLiteStore
 
 

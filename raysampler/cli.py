@@ -12,23 +12,28 @@ Client commands take --url / $RAYSAMPLER_URL and --api-key / $RAYSAMPLER_API_KEY
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import secrets
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .client import Client
+    from .service.settings import Settings
 
 KEYS_FILE = "api_keys"
 
 
-def _settings(**overrides: Any):
+def _settings(**overrides: Any) -> Settings:
     from .service.settings import Settings
 
     return Settings(**{k: v for k, v in overrides.items() if v is not None})
 
 
-def ensure_keys(settings) -> tuple[Any, str | None]:
+def ensure_keys(settings: Settings) -> tuple[Settings, str | None]:
     """Settings with API keys: the configured ones, else a key generated for tenant 'default' and saved (0600) in
     <data dir>/api_keys. Returns (settings, the generated key or None)."""
     if settings.keys():
@@ -73,7 +78,7 @@ def _version() -> str:
     return __version__
 
 
-def _client(args: argparse.Namespace):
+def _client(args: argparse.Namespace) -> Client:
     from .client import Client
 
     key = args.api_key or os.environ.get("RAYSAMPLER_API_KEY")
@@ -86,7 +91,7 @@ def _client(args: argparse.Namespace):
     return Client(args.url, key)
 
 
-def _load_spec(path: str) -> dict:
+def _load_spec(path: str) -> dict[str, Any]:
     import yaml
 
     text = sys.stdin.read() if path == "-" else Path(path).read_text()
@@ -96,7 +101,7 @@ def _load_spec(path: str) -> dict:
     return spec
 
 
-def _print_run(info: dict, fmt: str) -> None:
+def _print_run(info: dict[str, Any], fmt: str) -> None:
     if fmt == "json":
         print(json.dumps(info))
         return
@@ -121,7 +126,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     with _client(args) as c:
         if args.id is None:
-            runs = [r for _, r in zip(range(args.limit), c.runs())]
+            runs = list(itertools.islice(c.runs(), args.limit))
             if args.format == "json":
                 print(json.dumps(runs))
             for r in runs if args.format != "json" else []:
@@ -138,7 +143,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_draws(args: argparse.Namespace) -> int:
-    from .service.streaming import encode_values
+    from .wire import draw_line
 
     with _client(args) as c:
         run = c.run(args.id)
@@ -146,8 +151,7 @@ def cmd_draws(args: argparse.Namespace) -> int:
             for k in range(len(batch)):
                 vals = batch.values[k]
                 if args.format == "json":  # the service's own line format (NaN/±inf as strings)
-                    print(f'{{"offset":{batch.offset + k},"chain":{int(batch.chain[k])},'
-                          f'"index":{int(batch.index[k])},"values":{encode_values(vals)}}}')
+                    print(draw_line(batch.offset + k, int(batch.chain[k]), int(batch.index[k]), vals), end="")
                 else:
                     print(f"{int(batch.index[k]):>7} {int(batch.chain[k]):>4}  " + " ".join(f"{v:+.4f}" for v in vals))
             sys.stdout.flush()
@@ -186,7 +190,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="raysampler", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="raysampler", description=__doc__.splitlines()[0] if __doc__ else None)
     sub = ap.add_subparsers(dest="command", required=True)
 
     def client_cmd(name: str, help: str) -> argparse.ArgumentParser:
@@ -244,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     from .client import APIError
 
     try:
-        return args.fn(args)
+        code: int = args.fn(args)
+        return code
     except APIError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

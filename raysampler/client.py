@@ -9,26 +9,42 @@
 
 Idempotent calls are retried on connection errors and 502/503/504 with exponential back-off; `submit` sends an
 Idempotency-Key so a retried submit returns the same run. Streams resume at their offset after a dropped connection.
+The two clients build the same requests (`_API`) and follow the same retry policy (`RetryPolicy`); the wire format
+is `raysampler.wire`'s. The SDK imports no server code.
 """
 from __future__ import annotations
 
 import asyncio
-import json
+import io
+import itertools
 import os
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
-from typing import Any, AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from typing import IO, TYPE_CHECKING, Any, AsyncIterator, Iterator, Mapping
 
 import httpx
 import numpy as np
-import orjson
 
-from .service.schemas import TERMINAL, RunSpec
-from .service.streaming import decode_values
+from .wire import (
+    DrawLine,
+    DrawsHeader,
+    LineSplitter,
+    ProgressEvent,
+    ServerEvent,
+    SSEParser,
+    StatusEvent,
+    parse_draw_stream_line,
+)
 
-RETRY_STATUS = {502, 503, 504}
+if TYPE_CHECKING:
+    import pandas as pd
+    import xarray as xr
+
+    from .service.schemas import RunSpec
+
+RETRY_STATUS = frozenset({502, 503, 504})
 
 
 class APIError(RuntimeError):
@@ -68,37 +84,171 @@ class DrawBatch:
     def __len__(self) -> int:
         return len(self.chain)
 
-
-def _spec_body(spec: dict | RunSpec, run_id: str | None) -> dict:
-    body = spec.model_dump(mode="json", exclude_none=True) if isinstance(spec, RunSpec) else dict(spec)
-    if run_id is not None:
-        body["run_id"] = run_id
-    return body
-
-
-def _npz_upload(X: Any, y: Any, name: str | None) -> dict:
-    import io
-
-    buf = io.BytesIO()
-    np.savez(buf, X=np.asarray(X), y=np.asarray(y))
-    files = {"file": ((name or "data") + ".npz", buf.getvalue(), "application/octet-stream")}
-    return {"files": files, "data": {"name": name} if name else {}}
+    @classmethod
+    def of(cls, lines: list[DrawLine]) -> DrawBatch:
+        return cls(offset=lines[0].offset, chain=np.array([line.chain for line in lines]),
+                   index=np.array([line.index for line in lines]),
+                   values=np.array([line.values for line in lines], dtype=float))
 
 
-def _upload_form(y_column: str, x_columns: list[str] | None, name: str | None) -> dict:
-    return {"y_column": y_column} | ({"x_columns": ",".join(x_columns)} if x_columns else {}) | \
-        ({"name": name} if name else {})
+# --- what both clients share: requests, retries, stream parsing ------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Call:
+    """One API request; `idempotent` if sending it twice is harmless (reads, deletes, submits with a key)."""
+
+    method: str
+    path: str
+    params: dict[str, Any] | None = None
+    json: Any = None
+    headers: dict[str, str] | None = None
+    files: dict[str, Any] | None = None
+    data: dict[str, str] | None = None
+
+    @property
+    def idempotent(self) -> bool:
+        return self.method in ("GET", "HEAD", "DELETE") or "Idempotency-Key" in (self.headers or {})
+
+    def kwargs(self) -> dict[str, Any]:
+        """httpx keyword arguments."""
+        out = {"params": self.params, "json": self.json, "headers": self.headers, "files": self.files,
+               "data": self.data}
+        return {k: v for k, v in out.items() if v is not None}
 
 
-def _batch(lines: list[dict]) -> DrawBatch:
-    return DrawBatch(offset=lines[0]["offset"], chain=np.array([l["chain"] for l in lines]),
-                     index=np.array([l["index"] for l in lines]),
-                     values=np.array([decode_values(l["values"]) for l in lines], dtype=float))
+class _API:
+    """The service's requests, built once for both clients."""
+
+    @staticmethod
+    def submit(spec: Mapping[str, Any] | RunSpec, run_id: str | None, idempotency_key: str | None) -> _Call:
+        body = dict(spec) if isinstance(spec, Mapping) else spec.model_dump(mode="json", exclude_none=True)
+        if run_id is not None:
+            body["run_id"] = run_id
+        return _Call("POST", "/v1/runs", json=body, headers={"Idempotency-Key": idempotency_key or str(uuid.uuid4())})
+
+    @staticmethod
+    def run(run_id: str) -> _Call:
+        return _Call("GET", f"/v1/runs/{run_id}")
+
+    @staticmethod
+    def runs(status: str | None, page_size: int, cursor: str | None) -> _Call:
+        params: dict[str, Any] = {"limit": page_size} | ({"status": status} if status else {}) | \
+            ({"cursor": cursor} if cursor else {})
+        return _Call("GET", "/v1/runs", params=params)
+
+    @staticmethod
+    def upload_arrays(X: Any, y: Any, name: str | None) -> _Call:
+        buf = io.BytesIO()
+        np.savez(buf, X=np.asarray(X), y=np.asarray(y))
+        files = {"file": ((name or "data") + ".npz", buf.getvalue(), "application/octet-stream")}
+        return _Call("POST", "/v1/datasets", files=files, data={"name": name} if name else {})
+
+    @staticmethod
+    def upload_file(path: str, content: IO[bytes] | bytes, y_column: str, x_columns: list[str] | None,
+                    name: str | None) -> _Call:
+        form = {"y_column": y_column} | ({"x_columns": ",".join(x_columns)} if x_columns else {}) | \
+            ({"name": name} if name else {})
+        return _Call("POST", "/v1/datasets", files={"file": (os.path.basename(path), content)}, data=form)
+
+    @staticmethod
+    def datasets() -> _Call:
+        return _Call("GET", "/v1/datasets")
+
+    @staticmethod
+    def delete_dataset(dataset_id: str) -> _Call:
+        return _Call("DELETE", f"/v1/datasets/{dataset_id}")
+
+    @staticmethod
+    def health() -> _Call:
+        return _Call("GET", "/v1/health")
+
+    @staticmethod
+    def version() -> _Call:
+        return _Call("GET", "/v1/version")
+
+    @staticmethod
+    def events(run_id: str, follow: bool, last_event_id: int) -> _Call:
+        return _Call("GET", f"/v1/runs/{run_id}/events", params={"follow": str(follow).lower()},
+                     headers={"Last-Event-ID": str(last_event_id)})
+
+    @staticmethod
+    def draws(run_id: str, start: int, follow: bool) -> _Call:
+        return _Call("GET", f"/v1/runs/{run_id}/draws", params={"start": start, "follow": str(follow).lower()})
+
+    @staticmethod
+    def summary(run_id: str, ci_prob: float) -> _Call:
+        return _Call("GET", f"/v1/runs/{run_id}/summary", params={"ci_prob": ci_prob})
+
+    @staticmethod
+    def arviz(run_id: str) -> _Call:
+        return _Call("GET", f"/v1/runs/{run_id}/arviz")
+
+    @staticmethod
+    def cancel(run_id: str) -> _Call:
+        return _Call("POST", f"/v1/runs/{run_id}/cancel")
+
+    @staticmethod
+    def delete_run(run_id: str) -> _Call:
+        return _Call("DELETE", f"/v1/runs/{run_id}")
 
 
-def _assemble(header: dict, batches: list[DrawBatch]) -> np.ndarray:
+@dataclass(frozen=True)
+class RetryPolicy:
+    """When to send a request again and how long to wait first: exponential back-off, `retries` times at most."""
+
+    retries: int = 3
+    backoff_s: float = 0.5
+
+    def after_response(self, call: _Call, resp: httpx.Response, attempt: int) -> float | None:
+        """Seconds to wait before resending after `resp` (a 502/503/504 to an idempotent call), else None."""
+        if resp.status_code in RETRY_STATUS and call.idempotent and attempt < self.retries:
+            return self.backoff_s * 2 ** attempt
+        return None
+
+    def after_error(self, call: _Call, exc: httpx.TransportError, attempt: int) -> float | None:
+        """Seconds to wait before resending after a transport error, else None (re-raise): a request that cannot
+        have reached the service, or one that is harmless to send twice."""
+        reached = not isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
+        if attempt >= self.retries or (reached and not call.idempotent):
+            return None
+        return self.backoff_s * 2 ** attempt
+
+    def reconnect_after(self, failures: int) -> float | None:
+        """Seconds to wait before reopening a stream after `failures` drops in a row, else None (give up)."""
+        return None if failures > self.retries else self.backoff_s * 2 ** failures
+
+
+@dataclass
+class _DrawStream:
+    """Where a draw stream stands: the header, the offset to resume from, and the unfinished tail of the text."""
+
+    offset: int
+    header: DrawsHeader | None = None
+    splitter: LineSplitter = field(default_factory=LineSplitter)
+
+    def feed(self, text: str) -> DrawBatch | None:
+        """The draw lines `text` completes, as a batch (None if it completes none)."""
+        lines: list[DrawLine] = []
+        for raw in self.splitter.feed(text):
+            parsed = parse_draw_stream_line(raw)
+            if isinstance(parsed, DrawsHeader):
+                self.header = parsed
+            else:
+                lines.append(parsed)
+        if not lines:
+            return None
+        self.offset = lines[-1].offset + 1
+        return DrawBatch.of(lines)
+
+    def reopen(self) -> None:
+        self.splitter = LineSplitter()
+
+
+def _assemble(header: DrawsHeader | None, batches: list[DrawBatch]) -> np.ndarray:
     """(chains, draws, d) from complete lines (a trailing partial index is dropped)."""
-    chains, d = header["chains"], header["dim"] or 0
+    if header is None:
+        raise RuntimeError("the draw stream ended before its header line")
+    chains, d = header.chains, header.dim or 0
     if not batches:
         return np.empty((chains, 0, d))
     values = np.concatenate([b.values for b in batches])
@@ -106,65 +256,18 @@ def _assemble(header: dict, batches: list[DrawBatch]) -> np.ndarray:
     return np.ascontiguousarray(values[: n * chains].reshape(n, chains, d).transpose(1, 0, 2))
 
 
-def _summary_frame(body: dict):
+def _summary_frame(body: dict[str, Any]) -> pd.DataFrame:
     import pandas as pd
 
     frame = pd.DataFrame(body["rows"]).set_index("param")
     return frame[body["columns"]]
 
 
-def _sse_events(lines: Iterator[str]) -> Iterator[dict]:
-    """Parse SSE lines into {"id", "event", "data"} dicts (comments and retry fields skipped)."""
-    ev: dict[str, Any] = {}
-    for line in lines:
-        if not line:
-            if "data" in ev:
-                ev["data"] = json.loads(ev["data"])
-                yield ev
-            ev = {}
-        elif line.startswith(":"):
-            continue
-        else:
-            field, _, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            if field in ("id", "event", "data"):
-                ev[field] = value
+def _ends_run(ev: ServerEvent) -> bool:
+    return ev["event"] == StatusEvent.kind and StatusEvent.from_json(ev["data"]).status.is_terminal
 
 
-class _Lines:
-    """Split streamed text into complete lines, keeping the tail for the next chunk."""
-
-    def __init__(self) -> None:
-        self.rest = ""
-
-    def feed(self, text: str) -> list[str]:
-        self.rest += text
-        *done, self.rest = self.rest.split("\n")
-        return [l for l in done if l]
-
-
-def _parse_draw_lines(raw: list[str], header: dict | None) -> tuple[dict | None, list[dict]]:
-    out = []
-    for text in raw:
-        obj = orjson.loads(text)
-        if obj.get("type") == "header":
-            header = obj
-        else:
-            out.append(obj)
-    return header, out
-
-
-def _idempotent(method: str, kw: dict) -> bool:
-    """Safe to send twice: reads, deletes, and POSTs carrying an Idempotency-Key (submits)."""
-    return method in ("GET", "HEAD", "DELETE") or "Idempotency-Key" in (kw.get("headers") or {})
-
-
-def _may_retry(exc: httpx.TransportError, method: str, kw: dict) -> bool:
-    """Retry if the request cannot have reached the service, or if sending it twice is harmless."""
-    return isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)) or _idempotent(method, kw)
-
-
-def _connection(url: str | None, api_key: str | None, timeout: float) -> tuple[str, dict]:
+def _connection(url: str | None, api_key: str | None, timeout: float) -> tuple[str, dict[str, Any]]:
     """(base URL, httpx client options) from the arguments or $RAYSAMPLER_URL / $RAYSAMPLER_API_KEY."""
     url = (url or os.environ.get("RAYSAMPLER_URL") or "http://127.0.0.1:8000").rstrip("/")
     key = api_key or os.environ.get("RAYSAMPLER_API_KEY")
@@ -174,191 +277,9 @@ def _connection(url: str | None, api_key: str | None, timeout: float) -> tuple[s
                  "timeout": httpx.Timeout(timeout, read=None)}
 
 
-class Client:
-    """Synchronous client; `url` and `api_key` default to $RAYSAMPLER_URL and $RAYSAMPLER_API_KEY."""
+def _open_netcdf(content: bytes) -> xr.DataTree:
+    import xarray as xr
 
-    def __init__(self, url: str | None = None, api_key: str | None = None, *, timeout: float = 30.0,
-                 retries: int = 3, backoff_s: float = 0.5) -> None:
-        self.retries, self.backoff_s = retries, backoff_s
-        self.url, options = _connection(url, api_key, timeout)
-        self._http = httpx.Client(**options)
-
-    def close(self) -> None:
-        self._http.close()
-
-    def __enter__(self) -> "Client":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def _request(self, method: str, path: str, **kw: Any) -> httpx.Response:
-        for attempt in range(self.retries + 1):
-            last = attempt == self.retries
-            try:
-                resp = self._http.request(method, path, **kw)
-                if resp.status_code not in RETRY_STATUS or last or not _idempotent(method, kw):
-                    return _check(resp)
-            except httpx.TransportError as exc:
-                if last or not _may_retry(exc, method, kw):
-                    raise
-            time.sleep(self.backoff_s * 2 ** attempt)
-        raise AssertionError("unreachable")
-
-    # --- runs ---------------------------------------------------------------------------------------------------
-    def submit(self, spec: dict | RunSpec, *, run_id: str | None = None, idempotency_key: str | None = None) -> "RunHandle":
-        """Submit a run (a RunSpec or its dict); returns its handle. Invalid specs raise APIError (422) naming the field."""
-        key = idempotency_key or str(uuid.uuid4())
-        info = self._request("POST", "/v1/runs", json=_spec_body(spec, run_id),
-                             headers={"Idempotency-Key": key}).json()
-        return RunHandle(self, info["id"], info)
-
-    def run(self, run_id: str) -> "RunHandle":
-        return RunHandle(self, run_id, self._request("GET", f"/v1/runs/{run_id}").json())
-
-    def runs(self, status: str | None = None, page_size: int = 50) -> Iterator[dict]:
-        """All the tenant's runs, newest first (follows the cursor pages)."""
-        cursor = None
-        while True:
-            params = {"limit": page_size} | ({"status": status} if status else {}) | ({"cursor": cursor} if cursor else {})
-            page = self._request("GET", "/v1/runs", params=params).json()
-            yield from page["runs"]
-            cursor = page["next_cursor"]
-            if cursor is None:
-                return
-
-    # --- data sets ----------------------------------------------------------------------------------------------
-    def upload_dataset(self, X: Any, y: Any, name: str | None = None) -> dict:
-        """Upload arrays (as .npz) for runs to use as {"dataset_id": ...}; returns {id, n, d, ...}."""
-        return self._request("POST", "/v1/datasets", **_npz_upload(X, y, name)).json()
-
-    def upload_file(self, path: str, *, y_column: str = "y", x_columns: list[str] | None = None,
-                    name: str | None = None) -> dict:
-        """Upload a .npz, .csv or .parquet file; y_column / x_columns name the target and feature columns."""
-        with open(path, "rb") as fh:
-            return self._request("POST", "/v1/datasets", files={"file": (os.path.basename(path), fh)},
-                                 data=_upload_form(y_column, x_columns, name)).json()
-
-    def datasets(self) -> list[dict]:
-        return self._request("GET", "/v1/datasets").json()["datasets"]
-
-    def delete_dataset(self, dataset_id: str) -> None:
-        self._request("DELETE", f"/v1/datasets/{dataset_id}")
-
-    def health(self) -> dict:
-        return self._request("GET", "/v1/health").json()
-
-    def version(self) -> dict:
-        return self._request("GET", "/v1/version").json()
-
-
-class RunHandle:
-    """One run on the service."""
-
-    def __init__(self, client: Client, run_id: str, info: dict | None = None) -> None:
-        self.client, self.id, self._info = client, run_id, info
-
-    def __repr__(self) -> str:
-        return f"RunHandle({self.id!r}, status={self._info['status'] if self._info else '?'})"
-
-    def info(self) -> dict:
-        """The run object: status, progress, timings, per-worker τ_i, N_i, idle fraction, error."""
-        self._info = self.client._request("GET", f"/v1/runs/{self.id}").json()
-        return self._info
-
-    def status(self) -> str:
-        return self.info()["status"]
-
-    def events(self, after: int = 0, follow: bool = True, deadline: float | None = None) -> Iterator[dict]:
-        """The run's events ({"id", "event", "data"}); reconnects with Last-Event-ID if the connection drops.
-        With a `deadline` (time.monotonic()), raises TimeoutError once it passes, even while no event comes."""
-        last, failures = after, 0
-        while True:
-            try:
-                with self.client._http.stream("GET", f"/v1/runs/{self.id}/events",
-                                              params={"follow": str(follow).lower()},
-                                              headers={"Last-Event-ID": str(last)},
-                                              timeout=_stream_timeout(self.client._http, deadline)) as resp:
-                    _check_stream(resp)
-                    for ev in _sse_events(_until(resp.iter_lines(), deadline, self.id)):
-                        last = int(ev.get("id", last))
-                        failures = 0
-                        yield ev
-                return
-            except httpx.ReadTimeout:
-                _check_deadline(deadline, self.id)  # else: no event for a while; reconnect where we were
-            except httpx.TransportError:
-                failures += 1
-                if failures > self.client.retries:
-                    raise
-                time.sleep(self.client.backoff_s * 2 ** failures)
-
-    def wait(self, progress: bool = False, timeout: float | None = None) -> dict:
-        """Block until the run ends (a tqdm bar from the event stream if `progress`); returns the final run object."""
-        from tqdm.auto import tqdm
-
-        info = self.info()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with tqdm(total=info["progress"]["rounds_total"], disable=not progress, unit="round", desc=self.id) as bar:
-            for ev in self.events(deadline=deadline):
-                data = ev["data"]
-                if ev.get("event") == "progress":
-                    bar.update(data["rounds_done"] - bar.n)
-                    bar.set_postfix(draws=data["draws_stored"], refresh=False)
-                elif ev.get("event") == "status" and data["status"] in TERMINAL:
-                    break
-        return self.info()
-
-    def stream_draws(self, start: int = 0, follow: bool = True) -> Iterator[DrawBatch]:
-        """Draw batches from line offset `start` as the service stores them (until the run ends if `follow`)."""
-        offset, failures = start, 0
-        self.header: dict | None = None
-        while True:
-            try:
-                with self.client._http.stream("GET", f"/v1/runs/{self.id}/draws",
-                                              params={"start": offset, "follow": str(follow).lower()}) as resp:
-                    _check_stream(resp)
-                    splitter = _Lines()
-                    for text in resp.iter_text():
-                        self.header, lines = _parse_draw_lines(splitter.feed(text), self.header)
-                        if lines:
-                            failures = 0
-                            batch = _batch(lines)
-                            offset = lines[-1]["offset"] + 1
-                            yield batch
-                return
-            except httpx.TransportError:
-                failures += 1
-                if failures > self.client.retries:
-                    raise
-                time.sleep(self.client.backoff_s * 2 ** failures)
-
-    def draws(self, follow: bool = False) -> np.ndarray:
-        """Stored draws as (chains, draws, d) (waits for the run to end if `follow`)."""
-        batches = list(self.stream_draws(0, follow=follow))
-        return _assemble(self.header, batches)
-
-    def summary(self, ci_prob: float = 0.94):
-        """pandas DataFrame per coordinate: mean, sd, HDI, ess_bulk, ess_tail, r_hat, mcse (draws stored so far)."""
-        return _summary_frame(self.client._request("GET", f"/v1/runs/{self.id}/summary",
-                                                   params={"ci_prob": ci_prob}).json())
-
-    def to_arviz(self):
-        """The stored draws as an ArviZ/xarray DataTree (downloaded as NetCDF)."""
-        import xarray as xr
-
-        content = self.client._request("GET", f"/v1/runs/{self.id}/arviz").content
-        return _open_netcdf(content, xr)
-
-    def cancel(self) -> dict:
-        self._info = self.client._request("POST", f"/v1/runs/{self.id}/cancel").json()
-        return self._info
-
-    def delete(self) -> None:
-        self.client._request("DELETE", f"/v1/runs/{self.id}")
-
-
-def _open_netcdf(content: bytes, xr: Any):
     fd, path = tempfile.mkstemp(suffix=".nc")
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -388,134 +309,317 @@ def _check_deadline(deadline: float | None, run_id: str) -> None:
         raise TimeoutError(f"run {run_id} did not finish before the timeout")
 
 
+# --- the synchronous client ----------------------------------------------------------------------------------------
+
+class Client:
+    """Synchronous client; `url` and `api_key` default to $RAYSAMPLER_URL and $RAYSAMPLER_API_KEY."""
+
+    def __init__(self, url: str | None = None, api_key: str | None = None, *, timeout: float = 30.0,
+                 retries: int = 3, backoff_s: float = 0.5) -> None:
+        self.retry = RetryPolicy(retries, backoff_s)
+        self.url, options = _connection(url, api_key, timeout)
+        self._http = httpx.Client(**options)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _send(self, call: _Call) -> httpx.Response:
+        """Send `call`, retrying as the policy says; an error status raises APIError."""
+        for attempt in itertools.count():
+            try:
+                resp = self._http.request(call.method, call.path, **call.kwargs())
+            except httpx.TransportError as exc:
+                delay = self.retry.after_error(call, exc, attempt)
+                if delay is None:
+                    raise
+            else:
+                delay = self.retry.after_response(call, resp, attempt)
+                if delay is None:
+                    return _check(resp)
+            time.sleep(delay)
+        raise AssertionError("unreachable")
+
+    # --- runs ---------------------------------------------------------------------------------------------------
+    def submit(self, spec: Mapping[str, Any] | RunSpec, *, run_id: str | None = None,
+               idempotency_key: str | None = None) -> RunHandle:
+        """Submit a run (a RunSpec or its dict); returns its handle. Invalid specs raise APIError (422) naming the
+        field."""
+        info = self._send(_API.submit(spec, run_id, idempotency_key)).json()
+        return RunHandle(self, info["id"], info)
+
+    def run(self, run_id: str) -> RunHandle:
+        return RunHandle(self, run_id, self._send(_API.run(run_id)).json())
+
+    def runs(self, status: str | None = None, page_size: int = 50) -> Iterator[dict[str, Any]]:
+        """All the tenant's runs, newest first (follows the cursor pages)."""
+        cursor = None
+        while True:
+            page = self._send(_API.runs(status, page_size, cursor)).json()
+            yield from page["runs"]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                return
+
+    # --- data sets ----------------------------------------------------------------------------------------------
+    def upload_dataset(self, X: Any, y: Any, name: str | None = None) -> dict[str, Any]:
+        """Upload arrays (as .npz) for runs to use as {"dataset_id": ...}; returns {id, n, d, ...}."""
+        return self._send(_API.upload_arrays(X, y, name)).json()
+
+    def upload_file(self, path: str, *, y_column: str = "y", x_columns: list[str] | None = None,
+                    name: str | None = None) -> dict[str, Any]:
+        """Upload a .npz, .csv or .parquet file; y_column / x_columns name the target and feature columns."""
+        with open(path, "rb") as fh:
+            return self._send(_API.upload_file(path, fh, y_column, x_columns, name)).json()
+
+    def datasets(self) -> list[dict[str, Any]]:
+        return self._send(_API.datasets()).json()["datasets"]
+
+    def delete_dataset(self, dataset_id: str) -> None:
+        self._send(_API.delete_dataset(dataset_id))
+
+    def health(self) -> dict[str, Any]:
+        return self._send(_API.health()).json()
+
+    def version(self) -> dict[str, Any]:
+        return self._send(_API.version()).json()
+
+
+class RunHandle:
+    """One run on the service."""
+
+    def __init__(self, client: Client, run_id: str, info: dict[str, Any] | None = None) -> None:
+        self.client, self.id, self._info = client, run_id, info
+        self.header: DrawsHeader | None = None  # of the last draw stream read
+
+    def __repr__(self) -> str:
+        return f"RunHandle({self.id!r}, status={self._info['status'] if self._info else '?'})"
+
+    def info(self) -> dict[str, Any]:
+        """The run object: status, progress, timings, per-worker τ_i, N_i, idle fraction, error."""
+        self._info = self.client._send(_API.run(self.id)).json()
+        return self._info
+
+    def status(self) -> str:
+        return self.info()["status"]
+
+    def events(self, after: int = 0, follow: bool = True, deadline: float | None = None) -> Iterator[ServerEvent]:
+        """The run's events ({"id", "event", "data"}); reconnects with Last-Event-ID if the connection drops.
+        With a `deadline` (time.monotonic()), raises TimeoutError once it passes, even while no event comes."""
+        last, failures = after, 0
+        while True:
+            call = _API.events(self.id, follow, last)
+            try:
+                with self.client._http.stream(call.method, call.path, **call.kwargs(),
+                                              timeout=_stream_timeout(self.client._http, deadline)) as resp:
+                    _check_stream(resp)
+                    parser = SSEParser()
+                    for line in _until(resp.iter_lines(), deadline, self.id):
+                        ev = parser.feed(line)
+                        if ev is not None:
+                            last = int(ev["id"] or last)
+                            failures = 0
+                            yield ev
+                return
+            except httpx.ReadTimeout:
+                _check_deadline(deadline, self.id)  # else: no event for a while; reconnect where we were
+            except httpx.TransportError:
+                failures += 1
+                delay = self.client.retry.reconnect_after(failures)
+                if delay is None:
+                    raise
+                time.sleep(delay)
+
+    def wait(self, progress: bool = False, timeout: float | None = None) -> dict[str, Any]:
+        """Block until the run ends (a tqdm bar from the event stream if `progress`); returns the final run object."""
+        from tqdm.auto import tqdm
+
+        info = self.info()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with tqdm(total=info["progress"]["rounds_total"], disable=not progress, unit="round", desc=self.id) as bar:
+            for ev in self.events(deadline=deadline):
+                if ev["event"] == ProgressEvent.kind:
+                    step = ProgressEvent.from_json(ev["data"])
+                    bar.update(step.rounds_done - bar.n)
+                    bar.set_postfix(draws=step.draws_stored, refresh=False)
+                elif _ends_run(ev):
+                    break
+        return self.info()
+
+    def stream_draws(self, start: int = 0, follow: bool = True) -> Iterator[DrawBatch]:
+        """Draw batches from line offset `start` as the service stores them (until the run ends if `follow`)."""
+        state, failures = _DrawStream(start), 0
+        self.header = None
+        while True:
+            call = _API.draws(self.id, state.offset, follow)
+            try:
+                with self.client._http.stream(call.method, call.path, **call.kwargs()) as resp:
+                    _check_stream(resp)
+                    state.reopen()
+                    for text in resp.iter_text():
+                        batch = state.feed(text)
+                        self.header = state.header
+                        if batch is not None:
+                            failures = 0
+                            yield batch
+                return
+            except httpx.TransportError:
+                failures += 1
+                delay = self.client.retry.reconnect_after(failures)
+                if delay is None:
+                    raise
+                time.sleep(delay)
+
+    def draws(self, follow: bool = False) -> np.ndarray:
+        """Stored draws as (chains, draws, d) (waits for the run to end if `follow`)."""
+        batches = list(self.stream_draws(0, follow=follow))
+        return _assemble(self.header, batches)
+
+    def summary(self, ci_prob: float = 0.94) -> pd.DataFrame:
+        """pandas DataFrame per coordinate: mean, sd, HDI, ess_bulk, ess_tail, r_hat, mcse (draws stored so far)."""
+        return _summary_frame(self.client._send(_API.summary(self.id, ci_prob)).json())
+
+    def to_arviz(self) -> xr.DataTree:
+        """The stored draws as an ArviZ/xarray DataTree (downloaded as NetCDF)."""
+        return _open_netcdf(self.client._send(_API.arviz(self.id)).content)
+
+    def cancel(self) -> dict[str, Any]:
+        self._info = self.client._send(_API.cancel(self.id)).json()
+        return self._info
+
+    def delete(self) -> None:
+        self.client._send(_API.delete_run(self.id))
+
+
 def _check_stream(resp: httpx.Response) -> None:
     if resp.status_code >= 400:
         resp.read()
         _check(resp)
 
 
+# --- the asyncio client --------------------------------------------------------------------------------------------
+
 class AsyncClient:
     """The asyncio twin of `Client`: the same calls, awaited; streams are async iterators that resume too."""
 
     def __init__(self, url: str | None = None, api_key: str | None = None, *, timeout: float = 30.0,
                  retries: int = 3, backoff_s: float = 0.5) -> None:
-        self.retries, self.backoff_s = retries, backoff_s
+        self.retry = RetryPolicy(retries, backoff_s)
         self.url, options = _connection(url, api_key, timeout)
         self._http = httpx.AsyncClient(**options)
 
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def __aenter__(self) -> "AsyncClient":
+    async def __aenter__(self) -> AsyncClient:
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    async def _request(self, method: str, path: str, **kw: Any) -> httpx.Response:
-        for attempt in range(self.retries + 1):
-            last = attempt == self.retries
+    async def _send(self, call: _Call) -> httpx.Response:
+        """Send `call`, retrying as the policy says; an error status raises APIError."""
+        for attempt in itertools.count():
             try:
-                resp = await self._http.request(method, path, **kw)
-                if resp.status_code not in RETRY_STATUS or last or not _idempotent(method, kw):
-                    return _check(resp)
+                resp = await self._http.request(call.method, call.path, **call.kwargs())
             except httpx.TransportError as exc:
-                if last or not _may_retry(exc, method, kw):
+                delay = self.retry.after_error(call, exc, attempt)
+                if delay is None:
                     raise
-            await asyncio.sleep(self.backoff_s * 2 ** attempt)
+            else:
+                delay = self.retry.after_response(call, resp, attempt)
+                if delay is None:
+                    return _check(resp)
+            await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
-    async def submit(self, spec: dict | RunSpec, *, run_id: str | None = None,
-                     idempotency_key: str | None = None) -> "AsyncRunHandle":
-        key = idempotency_key or str(uuid.uuid4())
-        info = (await self._request("POST", "/v1/runs", json=_spec_body(spec, run_id),
-                                    headers={"Idempotency-Key": key})).json()
+    async def submit(self, spec: Mapping[str, Any] | RunSpec, *, run_id: str | None = None,
+                     idempotency_key: str | None = None) -> AsyncRunHandle:
+        info = (await self._send(_API.submit(spec, run_id, idempotency_key))).json()
         return AsyncRunHandle(self, info["id"], info)
 
-    async def run(self, run_id: str) -> "AsyncRunHandle":
-        return AsyncRunHandle(self, run_id, (await self._request("GET", f"/v1/runs/{run_id}")).json())
+    async def run(self, run_id: str) -> AsyncRunHandle:
+        return AsyncRunHandle(self, run_id, (await self._send(_API.run(run_id))).json())
 
-    async def runs(self, status: str | None = None, page_size: int = 50) -> AsyncIterator[dict]:
+    async def runs(self, status: str | None = None, page_size: int = 50) -> AsyncIterator[dict[str, Any]]:
         cursor = None
         while True:
-            params = {"limit": page_size} | ({"status": status} if status else {}) | ({"cursor": cursor} if cursor else {})
-            page = (await self._request("GET", "/v1/runs", params=params)).json()
+            page = (await self._send(_API.runs(status, page_size, cursor))).json()
             for r in page["runs"]:
                 yield r
             cursor = page["next_cursor"]
             if cursor is None:
                 return
 
-    async def upload_dataset(self, X: Any, y: Any, name: str | None = None) -> dict:
-        return (await self._request("POST", "/v1/datasets", **_npz_upload(X, y, name))).json()
+    async def upload_dataset(self, X: Any, y: Any, name: str | None = None) -> dict[str, Any]:
+        return (await self._send(_API.upload_arrays(X, y, name))).json()
 
     async def upload_file(self, path: str, *, y_column: str = "y", x_columns: list[str] | None = None,
-                          name: str | None = None) -> dict:
+                          name: str | None = None) -> dict[str, Any]:
         with open(path, "rb") as fh:
             content = fh.read()
-        return (await self._request("POST", "/v1/datasets", files={"file": (os.path.basename(path), content)},
-                                    data=_upload_form(y_column, x_columns, name))).json()
+        return (await self._send(_API.upload_file(path, content, y_column, x_columns, name))).json()
 
-    async def datasets(self) -> list[dict]:
-        return (await self._request("GET", "/v1/datasets")).json()["datasets"]
+    async def datasets(self) -> list[dict[str, Any]]:
+        return (await self._send(_API.datasets())).json()["datasets"]
 
     async def delete_dataset(self, dataset_id: str) -> None:
-        await self._request("DELETE", f"/v1/datasets/{dataset_id}")
+        await self._send(_API.delete_dataset(dataset_id))
 
-    async def health(self) -> dict:
-        return (await self._request("GET", "/v1/health")).json()
+    async def health(self) -> dict[str, Any]:
+        return (await self._send(_API.health())).json()
 
-    async def version(self) -> dict:
-        return (await self._request("GET", "/v1/version")).json()
+    async def version(self) -> dict[str, Any]:
+        return (await self._send(_API.version())).json()
 
 
 class AsyncRunHandle:
     """One run, async: info, status, events, wait, stream_draws, draws, summary, to_arviz, cancel, delete."""
 
-    def __init__(self, client: AsyncClient, run_id: str, info: dict | None = None) -> None:
+    def __init__(self, client: AsyncClient, run_id: str, info: dict[str, Any] | None = None) -> None:
         self.client, self.id, self._info = client, run_id, info
-        self.header: dict | None = None
+        self.header: DrawsHeader | None = None
 
-    async def info(self) -> dict:
-        self._info = (await self.client._request("GET", f"/v1/runs/{self.id}")).json()
+    async def info(self) -> dict[str, Any]:
+        self._info = (await self.client._send(_API.run(self.id))).json()
         return self._info
 
     async def status(self) -> str:
         return (await self.info())["status"]
 
-    async def events(self, after: int = 0, follow: bool = True) -> AsyncIterator[dict]:
+    async def events(self, after: int = 0, follow: bool = True) -> AsyncIterator[ServerEvent]:
         """Events as they come; reconnects with Last-Event-ID if the connection drops."""
         last, failures = after, 0
         while True:
+            call = _API.events(self.id, follow, last)
             try:
-                async with self.client._http.stream("GET", f"/v1/runs/{self.id}/events",
-                                                    params={"follow": str(follow).lower()},
-                                                    headers={"Last-Event-ID": str(last)}) as resp:
-                    if resp.status_code >= 400:
-                        await resp.aread()
-                        _check(resp)
-                    buf: list[str] = []
+                async with self.client._http.stream(call.method, call.path, **call.kwargs()) as resp:
+                    await _acheck_stream(resp)
+                    parser = SSEParser()
                     async for line in resp.aiter_lines():
-                        buf.append(line)
-                        if line:
-                            continue
-                        for ev in _sse_events(iter(buf)):
-                            last = int(ev.get("id", last))
+                        ev = parser.feed(line)
+                        if ev is not None:
+                            last = int(ev["id"] or last)
                             failures = 0
                             yield ev
-                        buf = []
                 return
             except httpx.TransportError:
                 failures += 1
-                if failures > self.client.retries:
+                delay = self.client.retry.reconnect_after(failures)
+                if delay is None:
                     raise
-                await asyncio.sleep(self.client.backoff_s * 2 ** failures)
+                await asyncio.sleep(delay)
 
-    async def wait(self, timeout: float | None = None) -> dict:
+    async def wait(self, timeout: float | None = None) -> dict[str, Any]:
         """Until the run ends (TimeoutError after `timeout` s); returns the final run object."""
         async def until_done() -> None:
             async for ev in self.events():
-                if ev.get("event") == "status" and ev["data"]["status"] in TERMINAL:
+                if _ends_run(ev):
                     return
 
         await asyncio.wait_for(until_done(), timeout)
@@ -523,45 +627,46 @@ class AsyncRunHandle:
 
     async def stream_draws(self, start: int = 0, follow: bool = True) -> AsyncIterator[DrawBatch]:
         """Draw batches from line offset `start`; resumes at its offset if the connection drops."""
-        offset, failures = start, 0
+        state, failures = _DrawStream(start), 0
         while True:
+            call = _API.draws(self.id, state.offset, follow)
             try:
-                async with self.client._http.stream("GET", f"/v1/runs/{self.id}/draws",
-                                                    params={"start": offset, "follow": str(follow).lower()}) as resp:
-                    if resp.status_code >= 400:
-                        await resp.aread()
-                        _check(resp)
-                    splitter = _Lines()
+                async with self.client._http.stream(call.method, call.path, **call.kwargs()) as resp:
+                    await _acheck_stream(resp)
+                    state.reopen()
                     async for text in resp.aiter_text():
-                        self.header, lines = _parse_draw_lines(splitter.feed(text), self.header)
-                        if lines:
+                        batch = state.feed(text)
+                        self.header = state.header
+                        if batch is not None:
                             failures = 0
-                            offset = lines[-1]["offset"] + 1
-                            yield _batch(lines)
+                            yield batch
                 return
             except httpx.TransportError:
                 failures += 1
-                if failures > self.client.retries:
+                delay = self.client.retry.reconnect_after(failures)
+                if delay is None:
                     raise
-                await asyncio.sleep(self.client.backoff_s * 2 ** failures)
+                await asyncio.sleep(delay)
 
     async def draws(self, follow: bool = False) -> np.ndarray:
         batches = [b async for b in self.stream_draws(0, follow=follow)]
         return _assemble(self.header, batches)
 
-    async def summary(self, ci_prob: float = 0.94):
-        return _summary_frame((await self.client._request("GET", f"/v1/runs/{self.id}/summary",
-                                                          params={"ci_prob": ci_prob})).json())
+    async def summary(self, ci_prob: float = 0.94) -> pd.DataFrame:
+        return _summary_frame((await self.client._send(_API.summary(self.id, ci_prob))).json())
 
-    async def to_arviz(self):
-        import xarray as xr
+    async def to_arviz(self) -> xr.DataTree:
+        return _open_netcdf((await self.client._send(_API.arviz(self.id))).content)
 
-        content = (await self.client._request("GET", f"/v1/runs/{self.id}/arviz")).content
-        return _open_netcdf(content, xr)
-
-    async def cancel(self) -> dict:
-        self._info = (await self.client._request("POST", f"/v1/runs/{self.id}/cancel")).json()
+    async def cancel(self) -> dict[str, Any]:
+        self._info = (await self.client._send(_API.cancel(self.id))).json()
         return self._info
 
     async def delete(self) -> None:
-        await self.client._request("DELETE", f"/v1/runs/{self.id}")
+        await self.client._send(_API.delete_run(self.id))
+
+
+async def _acheck_stream(resp: httpx.Response) -> None:
+    if resp.status_code >= 400:
+        await resp.aread()
+        _check(resp)

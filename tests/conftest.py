@@ -41,3 +41,27 @@ def service(tmp_path_factory):
     svc.start()
     yield svc
     svc.stop()
+
+
+def inprocess_settings(data_dir, **over):
+    """Settings of an in-process service: executor "local" (no Ray), the test tenants, small limits, fast polls."""
+    from raysampler.service.settings import Settings
+
+    keys = ",".join(f"{t}:{k}" for t, k in SERVICE_KEYS.items())
+    return Settings(data_dir=data_dir, api_keys=keys, api_keys_file=None, executor="local", max_upload_bytes=200_000,
+                    chunk_s=0.2, poll_s=0.05, keepalive_s=0.5, **over)
+
+
+@pytest.fixture(scope="session")
+def app_client(tmp_path_factory):
+    """The ASGI app in-process (lifespan run: store, run manager with executor "local") behind a TestClient."""
+    import warnings
+
+    with warnings.catch_warnings():  # Starlette would rather its test client ran on httpx2
+        warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
+        from fastapi.testclient import TestClient
+
+    from api import create_app
+
+    with TestClient(create_app(inprocess_settings(tmp_path_factory.mktemp("app") / "data"))) as client:
+        yield client

@@ -12,6 +12,7 @@ import bisect
 import os
 import shutil
 from pathlib import Path
+from typing import Any, BinaryIO, Callable
 
 import numpy as np
 
@@ -32,11 +33,12 @@ class DrawFiles:
         folder.mkdir(parents=True, exist_ok=True)
         name = f"{start:012d}"
         if stats:
-            _atomic(folder / f"{name}.stats.npz", lambda f: np.savez(f, **{k: np.asarray(v) for k, v in stats.items()}))
+            arrays: dict[str, Any] = {k: np.asarray(v) for k, v in stats.items()}
+            _atomic(folder / f"{name}.stats.npz", lambda f: np.savez(f, **arrays))
         _atomic(folder / f"{name}.npy", lambda f: np.save(f, np.ascontiguousarray(theta, dtype=np.float64)))
 
     def read(self, tenant: str, run_id: str, start: int, stop: int) -> np.ndarray:
-        """Draws [start, stop) of every chain, shape (stop − start, chains, d); the caller bounds stop by draws_stored."""
+        """Draws [start, stop) of every chain, shape (stop − start, chains, d); callers bound stop by draws_stored."""
         parts = []
         chunks = self._chunks(tenant, run_id)
         i = max(0, bisect.bisect_right([first for first, _ in chunks], start) - 1)  # skip earlier chunks unopened
@@ -78,7 +80,8 @@ class DrawFiles:
         return sorted(found)
 
 
-def _atomic(path: Path, write) -> None:
+def _atomic(path: Path, write: Callable[[BinaryIO], None]) -> None:
+    """Write `path` through a temporary file, fsynced and renamed, so readers see all of it or nothing."""
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as f:
         write(f)

@@ -1,10 +1,13 @@
 """Prometheus metrics of one service instance (its own registry, so several apps can live in one process)."""
 from __future__ import annotations
 
+from typing import Iterator
+
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
-from .schemas import STATUSES
+from ..wire import RunStatus
 from .store import RecordStore
 
 
@@ -23,13 +26,15 @@ class Metrics:
         self.registry.register(_RunsByStatus(store))
 
 
-class _RunsByStatus:
+class _RunsByStatus(Collector):
+    """The gauge raysampler_runs{status=...}, read from the store at scrape time."""
+
     def __init__(self, store: RecordStore) -> None:
         self.store = store
 
-    def collect(self):
+    def collect(self) -> Iterator[GaugeMetricFamily]:
         g = GaugeMetricFamily("raysampler_runs", "Runs in the store by status", labels=["status"])
         counts = self.store.count_runs_by_status()
-        for s in STATUSES:
-            g.add_metric([s], counts.get(s, 0))
+        for s in RunStatus:
+            g.add_metric([s.value], counts.get(s, 0))
         yield g

@@ -1,22 +1,48 @@
-"""The service's request and response shapes (pydantic), in one place: the REST API, the SDK and the CLI share them."""
+"""The service's request and response shapes (pydantic), in one place: the REST API and its OpenAPI document.
+
+Names the engine knows (model families, algorithms, built-in data sets) are enumerated in the schema from the engine's
+registries, and checked here, so a request the document allows is one the service accepts.
+"""
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-STATUSES = ("PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
-TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
-Status = Literal[STATUSES]  # type: ignore[valid-type]
+from .. import datasets as rs_datasets
+from ..algorithms import ALGORITHMS
+from ..models import FAMILIES
+from ..options import AUTO_BURN_IN, AUTO_MAX_ROUNDS, DEFAULT_MAX_RHAT, DEFAULT_TARGET_ESS, RunOptions
+from ..wire import RunStatus
+
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+BUILTIN_PREFIX = "builtin:"
+MODEL_FAMILIES: tuple[str, ...] = tuple(sorted(FAMILIES))
+ALGORITHM_NAMES: tuple[str, ...] = tuple(sorted(ALGORITHMS))
+BUILTIN_DATASETS: tuple[str, ...] = tuple(BUILTIN_PREFIX + name for name in rs_datasets.available())
+_RUN = RunOptions()  # the engine's defaults for a run's length and bookkeeping
+
+
+def _one_of(value: str, valid: tuple[str, ...], what: str) -> str:
+    if value not in valid:
+        raise ValueError(f"unknown {what} {value!r}; valid: {', '.join(valid)}")
+    return value
+
+
+# Request models are strict: a value must have the JSON type the schema gives it ("4" or true is not an integer).
 
 
 class ModelSpec(BaseModel):
     """A model family of the engine (`rs.models.FAMILIES`) and its parameters, e.g. prior_scale."""
 
-    model_config = ConfigDict(extra="allow")
-    family: str = Field(description="engine model family, e.g. logistic_regression")
+    model_config = ConfigDict(extra="allow", strict=True)
+    family: str = Field(description="engine model family", json_schema_extra={"enum": list(MODEL_FAMILIES)})
     prior_scale: float | None = Field(default=None, gt=0, description="sd of the Gaussian prior")
+
+    @field_validator("family")
+    @classmethod
+    def _known_family(cls, value: str) -> str:
+        return _one_of(value, MODEL_FAMILIES, "model family")
 
     def params(self) -> dict[str, Any]:
         out = dict(self.model_extra or {})
@@ -28,44 +54,73 @@ class ModelSpec(BaseModel):
 class DataRef(BaseModel):
     """Either a built-in data set ("builtin:breast_cancer", options passed to rs.datasets.load) or an uploaded one."""
 
-    model_config = ConfigDict(extra="forbid")
-    dataset: str | None = Field(default=None, description='"builtin:<name>", see rs.datasets')
+    # exactly one of the two, in the schema too (absent and null mean the same); options only with a built-in set
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"oneOf": [
+        {"required": ["dataset"], "properties": {"dataset": {"type": "string"}, "dataset_id": {"type": "null"}}},
+        {"required": ["dataset_id"], "properties": {"dataset_id": {"type": "string"}, "dataset": {"type": "null"},
+                                                    "options": {"type": "object", "maxProperties": 0}}}]})
+    dataset: str | None = Field(default=None, description='"builtin:<name>", see rs.datasets',
+                                json_schema_extra={"enum": [*BUILTIN_DATASETS, None]})
     dataset_id: str | None = Field(default=None, pattern=ID_PATTERN, description="id from POST /v1/datasets")
     options: dict[str, Any] = Field(default_factory=dict, description="keyword arguments for a built-in data set")
 
+    @field_validator("dataset")
+    @classmethod
+    def _known_dataset(cls, value: str | None) -> str | None:
+        return None if value is None else _one_of(value, BUILTIN_DATASETS, "built-in data set")
+
     @model_validator(mode="after")
-    def _exactly_one(self) -> "DataRef":
+    def _exactly_one(self) -> DataRef:
         if (self.dataset is None) == (self.dataset_id is None):
             raise ValueError("give exactly one of data.dataset ('builtin:<name>') or data.dataset_id")
-        if self.dataset is not None and not self.dataset.startswith("builtin:"):
-            raise ValueError(f"data.dataset must look like 'builtin:<name>', got {self.dataset!r}")
         if self.dataset_id is not None and self.options:
             raise ValueError("data.options only applies to built-in data sets")
         return self
 
 
 class AlgorithmSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    name: str = Field(default="dglmc", description="engine algorithm name, e.g. dglmc, fald, qlsd, dsgld")
+    """An algorithm of the engine (`rs.algorithms.ALGORITHMS`) and its keyword parameters."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    name: str = Field(default="dglmc", description="engine algorithm name",
+                      json_schema_extra={"enum": list(ALGORITHM_NAMES)})
     params: dict[str, Any] = Field(default_factory=dict, description="the algorithm's keyword parameters")
+
+    @field_validator("name")
+    @classmethod
+    def _known_algorithm(cls, value: str) -> str:
+        return _one_of(value, ALGORITHM_NAMES, "algorithm")
 
 
 class RunSpec(BaseModel):
     """Body of POST /v1/runs: what to sample and how (the same arguments as rs.sample)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [
+        {"model": {"family": "logistic_regression", "prior_scale": 1.0}, "data": {"dataset": "builtin:breast_cancer"},
+         "num_shards": 4, "algorithm": {"name": "dglmc", "params": {}}, "chains": 4, "num_rounds": 1000},
+        {"model": {"family": "logistic_regression"}, "data": {"dataset": "builtin:logistic_synthetic"},
+         "num_shards": 2, "algorithm": {"name": "dglmc"}, "chains": 2, "num_rounds": 100, "burn_in": 10, "seed": 1}]})
     model: ModelSpec
     data: DataRef
     num_shards: int = Field(default=4, ge=1, le=4096)
     shard_strategy: Literal["contiguous", "random", "label_skew"] = "contiguous"
     algorithm: AlgorithmSpec = Field(default_factory=AlgorithmSpec)
-    chains: int = Field(default=4, ge=1, le=4096)
-    num_rounds: int = Field(default=1000, ge=1, le=10_000_000)
-    burn_in: int | None = Field(default=None, ge=0, le=10_000_000, description="default max(100, num_rounds // 10)")
-    thin: int = Field(default=1, ge=1)
-    seed: int = Field(default=0, ge=0, lt=2**63)
+    chains: int = Field(default=_RUN.chains, ge=1, le=4096)
+    num_rounds: Annotated[int, Field(ge=1, le=10_000_000)] | Literal["auto"] = Field(
+        default="auto", description='rounds after burn-in, or "auto": sample until min bulk ESS ≥ target_ess and max '
+                                    "R-hat < max_rhat (or max_rounds)")
+    target_ess: float = Field(default=DEFAULT_TARGET_ESS, gt=0, le=1e9, description='with num_rounds "auto"')
+    max_rhat: float = Field(default=DEFAULT_MAX_RHAT, gt=1, le=10, description='with num_rounds "auto"')
+    max_rounds: int | None = Field(default=None, ge=1, le=10_000_000,
+                                   description=f'with num_rounds "auto": most rounds after burn-in (default '
+                                               f'{AUTO_MAX_ROUNDS})')
+    burn_in: int | None = Field(default=None, ge=0, le=10_000_000,
+                                description=f"default max(100, num_rounds // 10), or {AUTO_BURN_IN} with \"auto\"")
+    thin: int = Field(default=_RUN.thin, ge=1)
+    seed: int = Field(default=_RUN.seed, ge=0, lt=2**63)
     time_budget_s: float | None = Field(default=None, gt=0)
-    run_id: str | None = Field(default=None, pattern=ID_PATTERN, description="client-chosen id (makes submit idempotent)")
+    run_id: str | None = Field(default=None, pattern=ID_PATTERN,
+                               description="client-chosen id (makes submit idempotent)")
 
 
 class Progress(BaseModel):
@@ -86,11 +141,33 @@ class WorkerStats(BaseModel):
     idle_fraction: float | None = None
 
 
+class FailureInfo(BaseModel):
+    """Why a run stopped, and where: the engine's failure record."""
+
+    kind: str = Field(description="worker_error, worker_lost, non_finite, coordinator_non_finite, coordinator_lost, "
+                                  "site_unavailable or checkpoint")
+    message: str
+    round: int | None = None
+    shard: int | None = None
+    site: str | None = None
+    node_id: str | None = None
+    traceback: str | None = None
+
+
+class DiagnosticsInfo(BaseModel):
+    """Convergence diagnostics of the stored draws (arviz-stats)."""
+
+    min_ess_bulk: float | None = Field(None, description="smallest bulk ESS over the parameters")
+    max_rhat: float | None = Field(None, description="largest rank-normalised split R-hat over the parameters")
+    draws: int = Field(0, description="draws per chain they were computed on")
+    chains: int = 0
+
+
 class RunInfo(BaseModel):
     """A run as the API shows it."""
 
     id: str
-    status: Status
+    status: RunStatus
     created_at: float
     started_at: float | None = None
     finished_at: float | None = None
@@ -101,6 +178,11 @@ class RunInfo(BaseModel):
     param_names: list[str] | None = None
     error: str | None = None
     warnings: list[str] = Field(default_factory=list)
+    plan: dict[str, Any] | None = Field(None, description="tuned settings and their predicted bias (from setup)")
+    failure: FailureInfo | None = None
+    diagnostics: DiagnosticsInfo | None = None
+    restarts: int = Field(0, description="times the run resumed from its checkpoint after a failure or restart")
+    checkpoint_round: int | None = Field(None, description="round of the last checkpoint (stored with its draws)")
 
 
 class RunList(BaseModel):
@@ -119,3 +201,35 @@ class DatasetInfo(BaseModel):
 
 class DatasetList(BaseModel):
     datasets: list[DatasetInfo]
+
+
+class ErrorMessage(BaseModel):
+    """The body of an error response other than 422."""
+
+    detail: str
+
+
+class RunSummary(BaseModel):
+    """Posterior summary of the draws stored so far: one row per coordinate, `columns` in order."""
+
+    run_id: str
+    status: RunStatus
+    draws_per_chain: int
+    chains: int
+    ci_prob: float
+    columns: list[str]
+    rows: list[dict[str, str | float | None]] = Field(description='{"param": name} plus one value per column '
+                                                                  "(null where not finite)")
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    executor: Literal["ray", "local"]
+    ray_connected: bool
+
+
+class VersionInfo(BaseModel):
+    version: str
+    algorithms: list[str]
+    model_families: list[str]
+    builtin_datasets: list[str]

@@ -17,19 +17,20 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="RAYSAMPLER_", extra="ignore")
 
     host: str = "127.0.0.1"
-    port: int = Field(8000, ge=0, le=65535)
+    port: int = Field(default=8000, ge=0, le=65535)
     data_dir: Path = Field(default_factory=lambda: Path.home() / ".raysampler",
                            description="SQLite database, uploaded data sets and draw files")
-    ray_address: str | None = Field(None, description="Ray cluster to run on (else $RAY_ADDRESS, else a local Ray)")
-    ray_num_cpus: int | None = Field(None, ge=1, description="CPUs of the local Ray the service starts")
+    ray_address: str | None = Field(default=None,
+                                    description="Ray cluster to run on (else $RAY_ADDRESS, else a local Ray)")
+    ray_num_cpus: int | None = Field(default=None, ge=1, description="CPUs of the local Ray the service starts")
     executor: Literal["ray", "local"] = "ray"
-    api_keys: str | None = Field(None, description="comma-separated tenant:key pairs")
-    api_keys_file: Path | None = Field(None, description="file of tenant:key lines ('#' starts a comment)")
-    max_upload_bytes: int = Field(256 * 2**20, ge=1, description="largest accepted data set upload (else 413)")
-    max_concurrent_runs: int = Field(1, ge=1, description="runs sampled at once; the rest wait as PENDING")
-    keepalive_s: float = Field(15.0, gt=0, description="SSE keep-alive comment interval")
-    poll_s: float = Field(0.1, gt=0, description="how often follow-streams look for new draws and events")
-    chunk_s: float = Field(0.5, gt=0, description="target seconds of sampling between durable writes")
+    api_keys: str | None = Field(default=None, description="comma-separated tenant:key pairs")
+    api_keys_file: Path | None = Field(default=None, description="file of tenant:key lines ('#' starts a comment)")
+    max_upload_bytes: int = Field(default=256 * 2**20, ge=1, description="largest accepted data set upload (else 413)")
+    max_concurrent_runs: int = Field(default=1, ge=1, description="runs sampled at once; the rest wait as PENDING")
+    keepalive_s: float = Field(default=15.0, gt=0, description="SSE keep-alive comment interval")
+    poll_s: float = Field(default=0.1, gt=0, description="how often follow-streams look for new draws and events")
+    chunk_s: float = Field(default=0.5, gt=0, description="target seconds of sampling between durable writes")
 
     @property
     def db_path(self) -> Path:

@@ -1,8 +1,8 @@
 """Durable run records, events and data-set records behind one small interface (`RecordStore`); SQLite is the embedded
 default, and a server database can replace it by implementing the same methods.
 
-Records are plain dicts; JSON columns (spec, timings, workers, warnings, param_names) are decoded on read. Runs are
-keyed by (tenant, id): tenants never share ids, and every lookup takes the tenant, so isolation is structural.
+Records are typed values (`RunRecord`, `EventRecord`, `DatasetRecord`). Runs are keyed by (tenant, id): tenants never
+share ids, and every lookup takes the tenant, so isolation is structural.
 """
 from __future__ import annotations
 
@@ -11,18 +11,22 @@ import sqlite3
 import threading
 import time
 from abc import ABC, abstractmethod
-from typing import Any, Iterable
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Unpack
 
-_JSON_FIELDS = ("spec", "timings", "workers", "warnings", "param_names")
-RUN_FIELDS = ("status", "started_at", "finished_at", "rounds_done", "rounds_total", "draws_stored", "draws_total",
-              "chains", "dim", "param_names", "timings", "workers", "error", "warnings", "cancel_requested")
+from ..wire import EventPayload, RunStatus
+from .records import DatasetRecord, EventRecord, RunFields, RunRecord
+from .schemas import DiagnosticsInfo, FailureInfo, RunSpec, WorkerStats
+
+#: Columns a writer may change (`_encode` says how each is stored: JSON text for the structured ones).
+RUN_FIELDS: frozenset[str] = frozenset(RunFields.__annotations__)
 
 
 class Conflict(Exception):
     """A record with this key already exists; `.existing` is it."""
 
-    def __init__(self, existing: dict) -> None:
-        super().__init__(existing.get("id"))
+    def __init__(self, existing: RunRecord) -> None:
+        super().__init__(existing.id)
         self.existing = existing
 
 
@@ -30,57 +34,58 @@ class RecordStore(ABC):
     """What the service needs from its database."""
 
     @abstractmethod
-    def create_run(self, tenant: str, run_id: str, spec: dict, spec_hash: str, idempotency_key: str | None,
-                   rounds_total: int, draws_total: int, chains: int) -> dict:
+    def create_run(self, tenant: str, run_id: str, spec: RunSpec, spec_hash: str, idempotency_key: str | None,
+                   rounds_total: int, draws_total: int) -> RunRecord:
         """Insert a PENDING run; raise Conflict(existing) if (tenant, id) or (tenant, idempotency key) exists."""
 
     @abstractmethod
-    def get_run(self, tenant: str, run_id: str) -> dict | None: ...
+    def get_run(self, tenant: str, run_id: str) -> RunRecord | None: ...
 
     @abstractmethod
-    def get_run_by_idempotency_key(self, tenant: str, key: str) -> dict | None: ...
+    def get_run_by_idempotency_key(self, tenant: str, key: str) -> RunRecord | None: ...
 
     @abstractmethod
-    def list_runs(self, tenant: str, status: str | None, after: int | None, limit: int) -> list[dict]:
+    def list_runs(self, tenant: str, status: RunStatus | None, after: int | None, limit: int) -> list[RunRecord]:
         """Newest first; `after` is the `key` of the last run of the previous page."""
 
     @abstractmethod
-    def runs_with_status(self, statuses: Iterable[str]) -> list[dict]:
+    def runs_with_status(self, statuses: Iterable[RunStatus]) -> list[RunRecord]:
         """All tenants' runs in these states, oldest first (for start-up recovery and the queue)."""
 
     @abstractmethod
-    def update_run(self, tenant: str, run_id: str, **fields: Any) -> None: ...
+    def update_run(self, tenant: str, run_id: str, **fields: Unpack[RunFields]) -> None: ...
 
     @abstractmethod
-    def transition(self, tenant: str, run_id: str, from_statuses: Iterable[str],
-                   event: tuple[str, dict] | None = None, **fields: Any) -> bool:
-        """Atomically: if the run's status is in `from_statuses`, update `fields` and append `event` (kind, data);
-        return whether it did (compare-and-set, so concurrent cancels and pick-ups cannot both win)."""
+    def transition(self, tenant: str, run_id: str, from_statuses: Iterable[RunStatus],
+                   event: EventPayload | None = None, **fields: Unpack[RunFields]) -> bool:
+        """Atomically: if the run's status is in `from_statuses`, update `fields` and append `event`; return whether
+        it did (compare-and-set, so concurrent cancels and pick-ups cannot both win)."""
 
     @abstractmethod
     def delete_run(self, tenant: str, run_id: str) -> None: ...
 
     @abstractmethod
-    def add_event(self, run_key: int, kind: str, data: dict) -> int:
+    def add_event(self, run_key: int, event: EventPayload) -> int:
         """Append an event to a run's log and return its sequence number (1, 2, ...)."""
 
     @abstractmethod
-    def events_after(self, run_key: int, after: int, limit: int = 1000) -> list[dict]: ...
+    def events_after(self, run_key: int, after: int, limit: int = 1000) -> list[EventRecord]: ...
 
     @abstractmethod
-    def add_dataset(self, tenant: str, dataset_id: str, name: str, n: int, d: int, nbytes: int, path: str) -> dict: ...
+    def add_dataset(self, tenant: str, dataset_id: str, name: str, n: int, d: int, nbytes: int,
+                    path: Path) -> DatasetRecord: ...
 
     @abstractmethod
-    def get_dataset(self, tenant: str, dataset_id: str) -> dict | None: ...
+    def get_dataset(self, tenant: str, dataset_id: str) -> DatasetRecord | None: ...
 
     @abstractmethod
-    def list_datasets(self, tenant: str) -> list[dict]: ...
+    def list_datasets(self, tenant: str) -> list[DatasetRecord]: ...
 
     @abstractmethod
     def delete_dataset(self, tenant: str, dataset_id: str) -> None: ...
 
     @abstractmethod
-    def count_runs_by_status(self) -> dict[str, int]: ...
+    def count_runs_by_status(self) -> dict[RunStatus, int]: ...
 
 
 _SCHEMA = """
@@ -94,6 +99,8 @@ CREATE TABLE IF NOT EXISTS runs (
     chains INTEGER NOT NULL, dim INTEGER, param_names TEXT,
     timings TEXT NOT NULL DEFAULT '{}', workers TEXT NOT NULL DEFAULT '[]',
     error TEXT, warnings TEXT NOT NULL DEFAULT '[]', cancel_requested INTEGER NOT NULL DEFAULT 0,
+    plan TEXT, failure TEXT, diagnostics TEXT, restarts INTEGER NOT NULL DEFAULT 0, checkpoint_round INTEGER,
+    param_blocks TEXT,
     UNIQUE (tenant, id)
 );
 CREATE UNIQUE INDEX IF NOT EXISTS runs_idem ON runs (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL;
@@ -111,6 +118,11 @@ CREATE TABLE IF NOT EXISTS datasets (
 """
 
 
+#: Run columns added after the first schema: (name, declaration), added to older databases on open.
+_ADDED_COLUMNS = (("plan", "TEXT"), ("failure", "TEXT"), ("diagnostics", "TEXT"),
+                  ("restarts", "INTEGER NOT NULL DEFAULT 0"), ("checkpoint_round", "INTEGER"), ("param_blocks", "TEXT"))
+
+
 class SQLiteStore(RecordStore):
     """The embedded store: one SQLite file in WAL mode, one connection guarded by a lock (calls are short)."""
 
@@ -123,6 +135,10 @@ class SQLiteStore(RecordStore):
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
+            have = {row[1] for row in self._db.execute("PRAGMA table_info(runs)").fetchall()}
+            for column, decl in _ADDED_COLUMNS:  # databases written by earlier versions gain the new columns
+                if column not in have:
+                    self._db.execute(f"ALTER TABLE runs ADD COLUMN {column} {decl}")
 
     def close(self) -> None:
         with self._lock:
@@ -130,58 +146,55 @@ class SQLiteStore(RecordStore):
 
     # --- runs -------------------------------------------------------------------------------------------------
 
-    def create_run(self, tenant, run_id, spec, spec_hash, idempotency_key, rounds_total, draws_total, chains):
+    def create_run(self, tenant: str, run_id: str, spec: RunSpec, spec_hash: str, idempotency_key: str | None,
+                   rounds_total: int, draws_total: int) -> RunRecord:
         with self._lock:
-            existing = self._one("SELECT * FROM runs WHERE tenant = ? AND (id = ? OR idempotency_key = ?)",
+            existing = self._run("SELECT * FROM runs WHERE tenant = ? AND (id = ? OR idempotency_key = ?)",
                                  (tenant, run_id, idempotency_key))
             if existing is not None:
                 raise Conflict(existing)
             self._db.execute(
                 "INSERT INTO runs (tenant, id, status, created_at, spec, spec_hash, idempotency_key, rounds_total,"
-                " draws_total, chains) VALUES (?, ?, 'PENDING', ?, ?, ?, ?, ?, ?, ?)",
-                (tenant, run_id, time.time(), json.dumps(spec), spec_hash, idempotency_key, rounds_total,
-                 draws_total, chains))
-            return self._one("SELECT * FROM runs WHERE tenant = ? AND id = ?", (tenant, run_id))
+                " draws_total, chains) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (tenant, run_id, RunStatus.PENDING.value, time.time(), spec.model_dump_json(), spec_hash,
+                 idempotency_key, rounds_total, draws_total, spec.chains))
+            created = self.get_run(tenant, run_id)
+            assert created is not None
+            return created
 
-    def get_run(self, tenant, run_id):
-        return self._one("SELECT * FROM runs WHERE tenant = ? AND id = ?", (tenant, run_id))
+    def get_run(self, tenant: str, run_id: str) -> RunRecord | None:
+        return self._run("SELECT * FROM runs WHERE tenant = ? AND id = ?", (tenant, run_id))
 
-    def get_run_by_idempotency_key(self, tenant, key):
-        return self._one("SELECT * FROM runs WHERE tenant = ? AND idempotency_key = ?", (tenant, key))
+    def get_run_by_idempotency_key(self, tenant: str, key: str) -> RunRecord | None:
+        return self._run("SELECT * FROM runs WHERE tenant = ? AND idempotency_key = ?", (tenant, key))
 
-    def list_runs(self, tenant, status, after, limit):
-        sql, args = "SELECT * FROM runs WHERE tenant = ?", [tenant]
+    def list_runs(self, tenant: str, status: RunStatus | None, after: int | None, limit: int) -> list[RunRecord]:
+        sql, args = "SELECT * FROM runs WHERE tenant = ?", [tenant]  # type: tuple[str, list[Any]]
         if status is not None:
             sql += " AND status = ?"
-            args.append(status)
+            args.append(status.value)
         if after is not None:
             sql += " AND key < ?"
             args.append(after)
         sql += " ORDER BY key DESC LIMIT ?"
         args.append(limit)
-        return self._all(sql, args)
+        return [_run_record(r) for r in self._rows(sql, args)]
 
-    def runs_with_status(self, statuses):
-        statuses = list(statuses)
-        marks = ",".join("?" * len(statuses))
-        return self._all(f"SELECT * FROM runs WHERE status IN ({marks}) ORDER BY key", statuses)
+    def runs_with_status(self, statuses: Iterable[RunStatus]) -> list[RunRecord]:
+        values = [s.value for s in statuses]
+        marks = ",".join("?" * len(values))
+        return [_run_record(r) for r in self._rows(f"SELECT * FROM runs WHERE status IN ({marks}) ORDER BY key",
+                                                   values)]
 
-    def update_run(self, tenant, run_id, **fields):
-        unknown = set(fields) - set(RUN_FIELDS)
-        if unknown:
-            raise KeyError(f"not run fields: {sorted(unknown)}")
-        values = [json.dumps(v) if k in _JSON_FIELDS else v for k, v in fields.items()]
-        sets = ", ".join(f"{k} = ?" for k in fields)
+    def update_run(self, tenant: str, run_id: str, **fields: Unpack[RunFields]) -> None:
+        sets, values = _assignments(fields)
         with self._lock:
             self._db.execute(f"UPDATE runs SET {sets} WHERE tenant = ? AND id = ?", (*values, tenant, run_id))
 
-    def transition(self, tenant, run_id, from_statuses, event=None, **fields):
-        unknown = set(fields) - set(RUN_FIELDS)
-        if unknown:
-            raise KeyError(f"not run fields: {sorted(unknown)}")
-        states = list(from_statuses)
-        values = [json.dumps(v) if k in _JSON_FIELDS else v for k, v in fields.items()]
-        sets = ", ".join(f"{k} = ?" for k in fields)
+    def transition(self, tenant: str, run_id: str, from_statuses: Iterable[RunStatus],
+                   event: EventPayload | None = None, **fields: Unpack[RunFields]) -> bool:
+        sets, values = _assignments(fields)
+        states = [s.value for s in from_statuses]
         marks = ",".join("?" * len(states))
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
@@ -192,82 +205,127 @@ class SQLiteStore(RecordStore):
                 if done and event is not None:
                     key = self._db.execute("SELECT key FROM runs WHERE tenant = ? AND id = ?",
                                            (tenant, run_id)).fetchone()[0]
-                    self._insert_event(key, *event)
+                    self._insert_event(key, event)
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
             return done
 
-    def delete_run(self, tenant, run_id):
+    def delete_run(self, tenant: str, run_id: str) -> None:
         with self._lock:
-            row = self.get_run(tenant, run_id)
-            if row is None:
+            rec = self.get_run(tenant, run_id)
+            if rec is None:
                 return
             self._db.execute("BEGIN")
-            self._db.execute("DELETE FROM events WHERE run_key = ?", (row["key"],))
-            self._db.execute("DELETE FROM runs WHERE key = ?", (row["key"],))
+            self._db.execute("DELETE FROM events WHERE run_key = ?", (rec.key,))
+            self._db.execute("DELETE FROM runs WHERE key = ?", (rec.key,))
             self._db.execute("COMMIT")
 
-    def count_runs_by_status(self):
-        return {r["status"]: r["n"] for r in self._all("SELECT status, COUNT(*) AS n FROM runs GROUP BY status", ())}
+    def count_runs_by_status(self) -> dict[RunStatus, int]:
+        return {RunStatus(r["status"]): r["n"]
+                for r in self._rows("SELECT status, COUNT(*) AS n FROM runs GROUP BY status", ())}
 
     # --- events -----------------------------------------------------------------------------------------------
 
-    def add_event(self, run_key, kind, data):
+    def add_event(self, run_key: int, event: EventPayload) -> int:
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                seq = self._insert_event(run_key, kind, data)
+                seq = self._insert_event(run_key, event)
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
             return seq
 
-    def _insert_event(self, run_key: int, kind: str, data: dict) -> int:
+    def _insert_event(self, run_key: int, event: EventPayload) -> int:
         last = self._db.execute("SELECT MAX(seq) FROM events WHERE run_key = ?", (run_key,)).fetchone()[0]
         seq = (last or 0) + 1
         self._db.execute("INSERT INTO events (run_key, seq, kind, data, ts) VALUES (?, ?, ?, ?, ?)",
-                         (run_key, seq, kind, json.dumps(data), time.time()))
+                         (run_key, seq, event.kind.value, json.dumps(event.to_json()), time.time()))
         return seq
 
-    def events_after(self, run_key, after, limit=1000):
-        rows = self._all("SELECT seq, kind, data, ts FROM events WHERE run_key = ? AND seq > ? ORDER BY seq LIMIT ?",
-                         (run_key, after, limit), decode=False)
-        return [{"seq": r["seq"], "kind": r["kind"], "data": json.loads(r["data"]), "ts": r["ts"]} for r in rows]
+    def events_after(self, run_key: int, after: int, limit: int = 1000) -> list[EventRecord]:
+        rows = self._rows("SELECT seq, kind, data, ts FROM events WHERE run_key = ? AND seq > ? ORDER BY seq LIMIT ?",
+                          (run_key, after, limit))
+        return [EventRecord(r["seq"], r["kind"], json.loads(r["data"]), r["ts"]) for r in rows]
 
     # --- datasets ---------------------------------------------------------------------------------------------
 
-    def add_dataset(self, tenant, dataset_id, name, n, d, nbytes, path):
+    def add_dataset(self, tenant: str, dataset_id: str, name: str, n: int, d: int, nbytes: int,
+                    path: Path) -> DatasetRecord:
         with self._lock:
             self._db.execute("INSERT INTO datasets (tenant, id, name, n, d, bytes, path, created_at) "
-                             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (tenant, dataset_id, name, n, d, nbytes, path,
+                             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (tenant, dataset_id, name, n, d, nbytes, str(path),
                                                                   time.time()))
-            return self.get_dataset(tenant, dataset_id)
+            created = self.get_dataset(tenant, dataset_id)
+            assert created is not None
+            return created
 
-    def get_dataset(self, tenant, dataset_id):
-        return self._one("SELECT * FROM datasets WHERE tenant = ? AND id = ?", (tenant, dataset_id), decode=False)
+    def get_dataset(self, tenant: str, dataset_id: str) -> DatasetRecord | None:
+        rows = self._rows("SELECT * FROM datasets WHERE tenant = ? AND id = ?", (tenant, dataset_id))
+        return _dataset_record(rows[0]) if rows else None
 
-    def list_datasets(self, tenant):
-        return self._all("SELECT * FROM datasets WHERE tenant = ? ORDER BY key DESC", (tenant,), decode=False)
+    def list_datasets(self, tenant: str) -> list[DatasetRecord]:
+        return [_dataset_record(r) for r in self._rows("SELECT * FROM datasets WHERE tenant = ? ORDER BY key DESC",
+                                                       (tenant,))]
 
-    def delete_dataset(self, tenant, dataset_id):
+    def delete_dataset(self, tenant: str, dataset_id: str) -> None:
         with self._lock:
             self._db.execute("DELETE FROM datasets WHERE tenant = ? AND id = ?", (tenant, dataset_id))
 
     # --- helpers ----------------------------------------------------------------------------------------------
 
-    def _one(self, sql: str, args: Iterable[Any], decode: bool = True) -> dict | None:
-        rows = self._all(sql, args, decode)
-        return rows[0] if rows else None
+    def _run(self, sql: str, args: Iterable[Any]) -> RunRecord | None:
+        rows = self._rows(sql, args)
+        return _run_record(rows[0]) if rows else None
 
-    def _all(self, sql: str, args: Iterable[Any], decode: bool = True) -> list[dict]:
+    def _rows(self, sql: str, args: Iterable[Any]) -> list[sqlite3.Row]:
         with self._lock:
-            rows = [dict(r) for r in self._db.execute(sql, tuple(args)).fetchall()]
-        if decode:
-            for r in rows:
-                for k in _JSON_FIELDS:
-                    if r.get(k) is not None:
-                        r[k] = json.loads(r[k])
-        return rows
+            return self._db.execute(sql, tuple(args)).fetchall()
+
+
+def _assignments(fields: Mapping[str, Any]) -> tuple[str, list[Any]]:
+    """(SET clause, values) for changed run fields, each in its column's encoding."""
+    unknown = set(fields) - RUN_FIELDS
+    if unknown:
+        raise KeyError(f"not run fields: {sorted(unknown)}")
+    return ", ".join(f"{k} = ?" for k in fields), [_encode(k, v) for k, v in fields.items()]
+
+
+def _encode(name: str, value: Any) -> Any:
+    if name == "status":
+        return RunStatus(value).value
+    if name == "workers":
+        return json.dumps([w.model_dump() for w in value])
+    if name in ("timings", "param_names", "warnings", "plan", "param_blocks"):
+        return None if value is None else json.dumps(list(value) if name in ("param_names", "warnings",
+                                                                            "param_blocks") else value)
+    if name in ("failure", "diagnostics"):
+        return None if value is None else value.model_dump_json()
+    if name == "cancel_requested":
+        return int(bool(value))
+    return value
+
+
+def _run_record(r: sqlite3.Row) -> RunRecord:
+    names = r["param_names"]
+    return RunRecord(
+        key=r["key"], tenant=r["tenant"], id=r["id"], status=RunStatus(r["status"]), created_at=r["created_at"],
+        started_at=r["started_at"], finished_at=r["finished_at"], spec=RunSpec.model_validate_json(r["spec"]),
+        spec_hash=r["spec_hash"], idempotency_key=r["idempotency_key"], rounds_done=r["rounds_done"],
+        rounds_total=r["rounds_total"], draws_stored=r["draws_stored"], draws_total=r["draws_total"],
+        chains=r["chains"], dim=r["dim"], param_names=None if names is None else tuple(json.loads(names)),
+        timings=json.loads(r["timings"]), workers=tuple(WorkerStats(**w) for w in json.loads(r["workers"])),
+        error=r["error"], warnings=tuple(json.loads(r["warnings"])), cancel_requested=bool(r["cancel_requested"]),
+        plan=None if r["plan"] is None else json.loads(r["plan"]),
+        failure=None if r["failure"] is None else FailureInfo.model_validate_json(r["failure"]),
+        diagnostics=None if r["diagnostics"] is None else DiagnosticsInfo.model_validate_json(r["diagnostics"]),
+        restarts=r["restarts"], checkpoint_round=r["checkpoint_round"],
+        param_blocks=None if r["param_blocks"] is None else tuple(json.loads(r["param_blocks"])))
+
+
+def _dataset_record(r: sqlite3.Row) -> DatasetRecord:
+    return DatasetRecord(key=r["key"], tenant=r["tenant"], id=r["id"], name=r["name"], n=r["n"], d=r["d"],
+                         nbytes=r["bytes"], path=Path(r["path"]), created_at=r["created_at"])

@@ -8,7 +8,6 @@ import sys
 import tempfile
 
 import pytest
-
 from conftest import SERVICE_KEYS, service_env
 
 

@@ -1,0 +1,77 @@
+"""Service errors as HTTP responses, and the error responses each route declares in the OpenAPI document.
+
+FieldError → 422 (the same shape as FastAPI's validation errors, `loc` naming the field); NotFound → 404;
+StateConflict → 409; TooLarge → 413. Other errors are {"detail": message}. A 405's Allow header lists every method
+the path has (Starlette's names only those of the first route that matched the path).
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Awaitable, Callable
+
+from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException
+
+from raysampler.service.errors import FieldError, NotFound, StateConflict, TooLarge
+from raysampler.service.schemas import ErrorMessage
+
+_ERROR = {"model": ErrorMessage}
+_DOCS: dict[int, dict[str, Any]] = {
+    400: _ERROR | {"description": "the request body could not be parsed (e.g. malformed multipart)"},
+    401: _ERROR | {"description": "no or an invalid API key (send Authorization: Bearer <key>)",
+                   "headers": {"WWW-Authenticate": {"schema": {"type": "string"}, "description": "Bearer"}}},
+    404: _ERROR | {"description": "no such run or data set for this tenant"},
+    409: _ERROR | {"description": "the request does not fit the run's state"},
+    # JSON from the app; plain text when the body limit cuts the request off before the app answers
+    413: {"description": "the request body is over the upload limit (RAYSAMPLER_MAX_UPLOAD_BYTES)",
+          "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorMessage"}},
+                      "text/plain": {"schema": {"type": "string"}}}},
+}
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` entries for these error statuses."""
+    return {code: _DOCS[code] for code in codes}
+
+
+async def _field_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, FieldError)
+    error = {"type": "value_error", "loc": ("body", *exc.loc), "msg": str(exc), "input": None}
+    return await request_validation_exception_handler(request, RequestValidationError([error]))
+
+
+def _status(code: int) -> Callable[[Request, Exception], Awaitable[Response]]:
+    async def handler(request: Request, exc: Exception) -> Response:
+        return JSONResponse({"detail": str(exc)}, status_code=code)
+
+    return handler
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 405:
+        allowed = _documented_methods(request.app, request.url.path)
+        if allowed:
+            exc = HTTPException(405, exc.detail, headers={"Allow": ", ".join(allowed)})
+    return await http_exception_handler(request, exc)
+
+
+def _documented_methods(app: FastAPI, path: str) -> list[str]:
+    """The methods the OpenAPI document gives `path` (its templates' {parameters} match one path segment)."""
+    found: set[str] = set()
+    for template, operations in app.openapi()["paths"].items():
+        if re.fullmatch(re.sub(r"\\\{[^/]+\\\}", "[^/]+", re.escape(template)), path):
+            found |= {method.upper() for method in operations}
+    return sorted(found)
+
+
+def install(app: FastAPI) -> None:
+    """Register the service errors' HTTP statuses on `app`."""
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(FieldError, _field_error)
+    app.add_exception_handler(NotFound, _status(404))
+    app.add_exception_handler(StateConflict, _status(409))
+    app.add_exception_handler(TooLarge, _status(413))

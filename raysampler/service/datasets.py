@@ -1,0 +1,84 @@
+"""Uploaded data sets: ids, where their files live, and turning an upload (.npz, .csv or .parquet) into a stored
+(X, y) that runs reference by id. The format is read from the file's first bytes, not from its name.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import tempfile
+from pathlib import Path
+from typing import BinaryIO, Sequence
+
+import numpy as np
+
+from ..shards import read_data_file
+from .errors import FieldError, NotFound, TooLarge
+from .records import DatasetRecord
+from .settings import Settings
+from .store import RecordStore
+
+_ZIP_MAGIC = b"PK\x03\x04"  # .npz files are zip archives
+_PARQUET_MAGIC = b"PAR1"
+_READ_CHUNK = 1 << 20
+
+
+def new_dataset_id() -> str:
+    return "ds-" + secrets.token_hex(8)
+
+
+def dataset_path(settings: Settings, tenant: str, dataset_id: str) -> Path:
+    return settings.datasets_dir / tenant / f"{dataset_id}.npz"
+
+
+def sniff_suffix(head: bytes) -> str:
+    """The file type of an upload from its first bytes: ".npz" (zip), ".parquet" (PAR1), else ".csv"."""
+    if head.startswith(_ZIP_MAGIC):
+        return ".npz"
+    if head.startswith(_PARQUET_MAGIC):
+        return ".parquet"
+    return ".csv"
+
+
+def store_upload(settings: Settings, store: RecordStore, tenant: str, upload: BinaryIO, filename: str | None,
+                 y_column: str, x_columns: Sequence[str] | None, name: str | None) -> DatasetRecord:
+    """Read an uploaded file (at most settings.max_upload_bytes, else TooLarge), check it like in-memory data
+    (FieldError on "file" naming the problem), store it as .npz and record it for the tenant."""
+    limit = settings.max_upload_bytes
+    head = upload.read(_READ_CHUNK)
+    fd, tmp_name = tempfile.mkstemp(suffix=sniff_suffix(head), dir=settings.datasets_dir)
+    try:
+        size = 0
+        with os.fdopen(fd, "wb") as tmp:
+            chunk = head
+            while chunk:
+                size += len(chunk)
+                if size > limit:
+                    raise TooLarge(f"upload is over the limit of {limit} bytes (RAYSAMPLER_MAX_UPLOAD_BYTES)")
+                tmp.write(chunk)
+                chunk = upload.read(_READ_CHUNK)
+        try:
+            X, y = read_data_file(tmp_name, y=y_column, x=list(x_columns) if x_columns else None)
+        except (ValueError, ImportError) as exc:
+            raise FieldError(("file",), str(exc).replace(repr(tmp_name), repr(filename or "the upload"))) from None
+        dataset_id = new_dataset_id()
+        path = dataset_path(settings, tenant, dataset_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(path, X=X, y=y)
+        return store.add_dataset(tenant, dataset_id, name or filename or dataset_id, int(X.shape[0]),
+                                 int(X.shape[1]), os.path.getsize(path), path)
+    finally:
+        os.unlink(tmp_name)
+
+
+def get_dataset(store: RecordStore, tenant: str, dataset_id: str) -> DatasetRecord:
+    rec = store.get_dataset(tenant, dataset_id)
+    if rec is None:
+        raise NotFound(f"no data set {dataset_id!r}")
+    return rec
+
+
+def delete_dataset(store: RecordStore, tenant: str, dataset_id: str) -> None:
+    """Forget the data set and remove its file (runs that used it keep their draws)."""
+    rec = get_dataset(store, tenant, dataset_id)
+    store.delete_dataset(tenant, dataset_id)
+    rec.path.unlink(missing_ok=True)

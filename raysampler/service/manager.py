@@ -1,0 +1,340 @@
+"""The run manager: queue runs, sample them on background threads with `rs.Run`, write every chunk of draws durably,
+log events, honour cancel requests, and recover after a restart (RUNNING runs become FAILED with their draws kept;
+PENDING runs are queued again).
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..diagnostics import diagnose
+from ..errors import Failure
+from ..runtime.contracts import RunStats
+from ..sampling import Run
+from ..wire import ProgressEvent, RunStatus, SetupEvent, StatusEvent, WarningEvent
+from .drawfiles import DrawFiles
+from .errors import NotFound, StateConflict
+from .metrics import Metrics
+from .records import RunFields, RunRecord
+from .schemas import DiagnosticsInfo, FailureInfo, RunSpec, WorkerStats
+from .settings import Settings
+from .specs import build, run_options, spec_hash
+from .store import Conflict, RecordStore
+
+log = logging.getLogger("raysampler.service")
+
+LIVE_STATS_S = 2.0  # how often a running run's per-worker statistics are refreshed in its record
+_ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING)
+
+
+@dataclass(frozen=True)
+class _Sampled:
+    """How the sampling loop ended: draws per chain stored, and whether a cancel (or shutdown) stopped it."""
+
+    stored: int
+    cancelled: bool
+
+
+class RunManager:
+    """Queues and executes runs; the only writer of run progress, draws and events."""
+
+    def __init__(self, store: RecordStore, files: DrawFiles, settings: Settings,
+                 metrics: Metrics | None = None) -> None:
+        self.store, self.files, self.settings, self.metrics = store, files, settings, metrics
+        self._queue: queue.Queue[tuple[str, str] | None] = queue.Queue()
+        self._cancel: dict[tuple[str, str], threading.Event] = {}
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._stopping = threading.Event()
+
+    # --- lifecycle --------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Recover from a previous process, connect to Ray (executor "ray"), then start the executor threads."""
+        if self.settings.executor == "ray":
+            from ..runtime.executors import ensure_ray
+
+            ensure_ray(self.settings.ray_address, num_cpus=self.settings.ray_num_cpus)
+        for rec in self.store.runs_with_status([RunStatus.RUNNING]):
+            msg = (f"the service stopped while this run was RUNNING; {rec.draws_stored} draws per chain were "
+                   f"stored and are kept")
+            self._finish(rec, RunStatus.FAILED, error=msg)
+        for rec in self.store.runs_with_status([RunStatus.PENDING]):
+            self._enqueue(rec.tenant, rec.id)
+        for k in range(self.settings.max_concurrent_runs):
+            t = threading.Thread(target=self._loop, name=f"raysampler-run-{k}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop sampling (runs in progress end FAILED, draws kept) and join the executor threads."""
+        self._stopping.set()
+        with self._lock:
+            for ev in self._cancel.values():
+                ev.set()
+        for _ in self._threads:
+            self._queue.put(None)
+        for t in self._threads:
+            t.join(timeout)
+
+    # --- requests ---------------------------------------------------------------------------------------------
+
+    def submit(self, tenant: str, spec: RunSpec, idempotency_key: str | None) -> tuple[RunRecord, bool]:
+        """Validate and queue a run; returns (record, created). A repeat of the same key/run_id returns the run."""
+        h = spec_hash(spec)
+        replay = self._replay(tenant, spec, idempotency_key, h)
+        if replay is not None:
+            return replay, False
+        build(spec, tenant, self.store)  # 422 now rather than a FAILED run later
+        run_id = spec.run_id or "run-" + secrets.token_hex(8)
+        opts = run_options(spec)
+        try:
+            rec = self.store.create_run(tenant, run_id, spec, h, idempotency_key, opts.total_rounds, opts.max_draws)
+        except Conflict as exc:  # a concurrent identical submit won the race
+            return self._check_same(exc.existing, h, idempotency_key), False
+        self.store.add_event(rec.key, StatusEvent(RunStatus.PENDING))
+        if self.metrics is not None:
+            self.metrics.submitted.inc()
+        self._enqueue(tenant, run_id)
+        return rec, True
+
+    def _replay(self, tenant: str, spec: RunSpec, key: str | None, h: str) -> RunRecord | None:
+        existing = None
+        if spec.run_id is not None:
+            existing = self.store.get_run(tenant, spec.run_id)
+        if existing is None and key is not None:
+            existing = self.store.get_run_by_idempotency_key(tenant, key)
+        if existing is not None and spec.run_id is not None and existing.id != spec.run_id:
+            raise StateConflict(f"Idempotency-Key {key!r} was already used for run {existing.id}, not "
+                                f"{spec.run_id!r}")
+        return None if existing is None else self._check_same(existing, h, key)
+
+    @staticmethod
+    def _check_same(existing: RunRecord, h: str, key: str | None) -> RunRecord:
+        if existing.spec_hash != h:
+            what = f"Idempotency-Key {key!r}" if key and existing.idempotency_key == key else \
+                f"run_id {existing.id!r}"
+            raise StateConflict(f"{what} was already used for a different run spec (run {existing.id})")
+        return existing
+
+    def get(self, tenant: str, run_id: str) -> RunRecord:
+        """The tenant's run, else NotFound."""
+        rec = self.store.get_run(tenant, run_id)
+        if rec is None:
+            raise NotFound(f"no run {run_id!r}")
+        return rec
+
+    def cancel(self, tenant: str, run_id: str) -> RunRecord:
+        """Ask a PENDING or RUNNING run to stop; a PENDING one is CANCELLED at once, a RUNNING one after its chunk."""
+        rec = self.get(tenant, run_id)
+        if rec.status.is_terminal:
+            raise StateConflict(f"run {run_id} is already {rec.status.value}")
+        self.store.update_run(tenant, run_id, cancel_requested=True)
+        with self._lock:
+            ev = self._cancel.get((tenant, run_id))
+        if ev is not None:
+            ev.set()  # before the transition below: a run the executor has just started sees it
+        self._finish(rec, RunStatus.CANCELLED, only_from=(RunStatus.PENDING,))  # no-op once RUNNING
+        return self.get(tenant, run_id)
+
+    def delete(self, tenant: str, run_id: str) -> None:
+        """Purge a finished run: record, events and draw files."""
+        rec = self.get(tenant, run_id)
+        if not rec.status.is_terminal:
+            raise StateConflict(f"run {run_id} is {rec.status.value}; cancel it before deleting it")
+        self.store.delete_run(tenant, run_id)
+        self.files.delete(tenant, run_id)
+
+    # --- execution --------------------------------------------------------------------------------------------
+
+    def _enqueue(self, tenant: str, run_id: str) -> None:
+        with self._lock:
+            self._cancel[(tenant, run_id)] = threading.Event()
+        self._queue.put((tenant, run_id))
+
+    def _loop(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None or self._stopping.is_set():
+                return
+            tenant, run_id = item
+            try:
+                self._execute(tenant, run_id)
+            except Exception as exc:  # never lose the thread; the run is marked FAILED with the reason
+                log.exception("run %s/%s crashed", tenant, run_id)
+                rec = self.store.get_run(tenant, run_id)
+                if rec is not None and not rec.status.is_terminal:
+                    self._finish(rec, RunStatus.FAILED, error=f"internal error: {exc!r}")
+            finally:
+                with self._lock:
+                    self._cancel.pop((tenant, run_id), None)
+
+    def _execute(self, tenant: str, run_id: str) -> None:
+        """Claim a queued run, start it on the engine, sample to the end (or a cancel), and record how it ended."""
+        rec = self.store.get_run(tenant, run_id)
+        if rec is None or rec.status != RunStatus.PENDING or rec.cancel_requested:
+            return
+        with self._lock:
+            cancel = self._cancel.setdefault((tenant, run_id), threading.Event())
+        if not self._mark_running(rec):
+            return  # cancelled (or deleted) in between
+        started = self._start_engine(rec)
+        if started is None:
+            return
+        run, t0 = started
+        with run:
+            timings = self._record_setup(rec, run)
+            sampled = _Sampled(0, True) if cancel.is_set() else self._sample(rec, run, cancel, timings)
+            self._record_final_stats(rec, run, timings, t0)
+            warnings = self._warnings(rec, run, sampled)
+        for w in warnings:
+            self.store.add_event(rec.key, WarningEvent(w))
+        self._conclude(rec, run, sampled, warnings)
+
+    def _mark_running(self, rec: RunRecord) -> bool:
+        """PENDING → RUNNING, atomically (False if a cancel or delete came first)."""
+        return self.store.transition(rec.tenant, rec.id, (RunStatus.PENDING,), event=StatusEvent(RunStatus.RUNNING),
+                                     status=RunStatus.RUNNING, started_at=time.time())
+
+    def _start_engine(self, rec: RunRecord) -> tuple[Run, float] | None:
+        """The started engine run and its start time, or None after marking the run FAILED with the reason."""
+        spec = rec.spec
+        try:
+            built = build(spec, rec.tenant, self.store)
+            t0 = time.perf_counter()
+            opts = run_options(spec)
+            run = Run(built.model, built.shards, spec.algorithm.name, chains=opts.chains, num_rounds=opts.num_rounds,
+                      burn_in=opts.burn_in, thin=opts.thin, seed=opts.seed, executor=self.settings.executor,
+                      time_budget_s=opts.time_budget_s, target_ess=opts.target_ess, max_rhat=opts.max_rhat,
+                      max_rounds=opts.max_rounds, keep_draws=False, **spec.algorithm.params)
+        except Exception as exc:
+            self._finish(rec, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
+            return None
+        return run, t0
+
+    def _record_setup(self, rec: RunRecord, run: Run) -> dict[str, float]:
+        """Store the dimension, parameter names and set-up time; returns the run's timings so far."""
+        names = list(run.setup.param_names)
+        timings = {"setup_s": float(run.setup.setup_time_s)}
+        self.store.update_run(rec.tenant, rec.id, dim=len(names), param_names=names, timings=timings,
+                              plan=jsonable(run.setup.plan), workers=_workers(run.stats()))
+        self.store.add_event(rec.key, SetupEvent(len(names), timings["setup_s"]))
+        return timings
+
+    def _sample(self, rec: RunRecord, run: Run, cancel: threading.Event, timings: dict[str, float]) -> _Sampled:
+        """Write each chunk of draws durably, then raise the stored count and log progress; stop on a cancel."""
+        stored, t_stats = 0, time.monotonic()
+        for chunk in run.chunks(target_chunk_s=self.settings.chunk_s):
+            n = len(chunk.theta)
+            if n:
+                self.files.append(rec.tenant, rec.id, stored, chunk.theta, chunk.stats)
+                stored += n
+                if self.metrics is not None:
+                    self.metrics.draws.inc(n * rec.chains)
+            fields: RunFields = {"rounds_done": chunk.rounds_done, "draws_stored": stored}
+            if time.monotonic() - t_stats > LIVE_STATS_S:  # per-worker τ_i, N_i, idle fraction while it runs
+                live = run.stats()
+                fields["workers"] = _workers(live)
+                fields["timings"] = timings | {"sampling_s": float(live.sampling_time_s)}
+                t_stats = time.monotonic()
+            self.store.update_run(rec.tenant, rec.id, **fields)
+            self.store.add_event(rec.key, ProgressEvent(chunk.rounds_done, run.total_rounds, stored))
+            if cancel.is_set():
+                return _Sampled(stored, True)
+        return _Sampled(stored, False)
+
+    def _record_final_stats(self, rec: RunRecord, run: Run, timings: dict[str, float], t0: float) -> None:
+        """The per-worker statistics and the sampling and wall times at the end."""
+        stats = run.stats()
+        timings.update(sampling_s=float(stats.sampling_time_s), wall_s=float(time.perf_counter() - t0))
+        self.store.update_run(rec.tenant, rec.id, workers=_workers(stats), timings=timings)
+
+    def _warnings(self, rec: RunRecord, run: Run, sampled: _Sampled) -> list[str]:
+        """The engine's warnings (time budget, max_rounds, balancing) and, for a run that sampled to its end, the
+        convergence diagnostics of its stored draws against the ArviZ/Stan thresholds (also stored)."""
+        notes = [w for w in run.warnings() if "R-hat" not in w and "bulk ESS" not in w]
+        if sampled.stored >= 4:
+            diag = diagnose(self.files.read(rec.tenant, rec.id, 0, sampled.stored).transpose(1, 0, 2))
+            if diag is not None:
+                self.store.update_run(rec.tenant, rec.id, diagnostics=DiagnosticsInfo(**diag.as_dict()))
+                if not sampled.cancelled and run.failure is None:
+                    notes += diag.warnings()
+        return notes
+
+    def _conclude(self, rec: RunRecord, run: Run, sampled: _Sampled, warnings: list[str]) -> None:
+        """The final status: FAILED on shutdown or an engine error, CANCELLED on request, else SUCCEEDED."""
+        if sampled.cancelled and self._stopping.is_set():
+            self._finish(rec, RunStatus.FAILED, warnings=warnings,
+                         error=f"the service shut down during the run; {sampled.stored} draws per chain were stored "
+                               "and are kept")
+        elif sampled.cancelled:
+            self._finish(rec, RunStatus.CANCELLED, warnings=warnings)
+        elif run.failure is not None:
+            self._finish(rec, RunStatus.FAILED, warnings=warnings, failure=run.failure,
+                         error=f"{run.failure.describe()}; {sampled.stored} draws per chain before it are kept")
+        else:
+            self._finish(rec, RunStatus.SUCCEEDED, warnings=warnings)
+
+    def _finish(self, rec: RunRecord, status: RunStatus, error: str | None = None, warnings: list[str] | None = None,
+                only_from: tuple[RunStatus, ...] = _ACTIVE, failure: Failure | None = None) -> bool:
+        """Move a run to its final status if it is still in `only_from` (atomically); log the status event."""
+        fields: RunFields = {"status": status, "finished_at": time.time(), "error": error}
+        if failure is not None:
+            fields["failure"] = FailureInfo(**failure.as_dict())
+        if warnings:
+            fields["warnings"] = warnings
+        done = self.store.transition(rec.tenant, rec.id, only_from, event=StatusEvent(status, error), **fields)
+        if done and self.metrics is not None:
+            self.metrics.finished.labels(status=status.value).inc()
+        return done
+
+
+def _workers(stats: RunStats) -> list[WorkerStats]:
+    """Per-shard placement (site, node, host, process), τ_i, N_i and idle fraction (NaN → None)."""
+
+    def val(arr: Any, i: int) -> float | None:
+        a = np.asarray(arr, dtype=float).ravel()
+        return float(a[i]) if i < len(a) and np.isfinite(a[i]) else None
+
+    def count(arr: Any, i: int) -> int | None:
+        v = val(arr, i)
+        return None if v is None else int(v)
+
+    out = []
+    for i in range(len(np.asarray(stats.N).ravel())):
+        p = stats.placement[i] if i < len(stats.placement) else None
+        out.append(WorkerStats(shard=i, site=p.site if p else None, node_id=p.node_id if p else None,
+                               hostname=p.hostname if p else None, pid=p.pid if p else None,
+                               tau_s=val(stats.tau, i), local_steps=count(stats.N, i),
+                               idle_fraction=val(stats.idle_fraction, i)))
+    return out
+
+
+def jsonable(value: Any, max_items: int = 64) -> Any:
+    """A report (e.g. the tuned plan) as JSON values: arrays become lists (summarised as min/max/size when longer
+    than `max_items`), non-finite floats None, other objects their string."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v, max_items) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        arr = np.asarray(value, dtype=object if not isinstance(value, np.ndarray) else None)
+        if arr.dtype.kind in "fiub" and arr.size > max_items:
+            flat = arr.astype(float).ravel()
+            return {"size": int(arr.size), "min": jsonable(float(np.nanmin(flat))),
+                    "max": jsonable(float(np.nanmax(flat)))}
+        return [jsonable(v, max_items) for v in (value.tolist() if isinstance(value, np.ndarray) else value)]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value) if np.isfinite(value) else None
+    if value is None or isinstance(value, str):
+        return value
+    return str(value)

@@ -1,0 +1,97 @@
+"""What the record store holds, as typed values: runs, their events, and uploaded data sets.
+
+A `RunRecord` is a snapshot read from the store (immutable); changes go through `RecordStore.update_run` /
+`transition` with the fields named in `RunFields`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence, TypedDict
+
+from ..wire import RunStatus
+from .schemas import DiagnosticsInfo, FailureInfo, RunSpec, WorkerStats
+
+__all__ = ["RunStatus", "RunRecord", "RunFields", "EventRecord", "DatasetRecord"]
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One run as stored: identity, spec, status and progress, and what the run reported."""
+
+    key: int  # the store's sequence number: orders runs, keys events, is the list cursor
+    tenant: str
+    id: str
+    status: RunStatus
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    spec: RunSpec
+    spec_hash: str
+    idempotency_key: str | None
+    rounds_done: int
+    rounds_total: int
+    draws_stored: int  # durable draws per chain (readers read below this)
+    draws_total: int
+    chains: int
+    dim: int | None  # known after the run's setup
+    param_names: tuple[str, ...] | None
+    timings: dict[str, float]
+    workers: tuple[WorkerStats, ...]
+    error: str | None
+    warnings: tuple[str, ...]
+    cancel_requested: bool
+    plan: dict[str, Any] | None = None
+    failure: FailureInfo | None = None
+    diagnostics: DiagnosticsInfo | None = None
+    restarts: int = 0
+    checkpoint_round: int | None = None
+    param_blocks: tuple[dict[str, Any], ...] | None = None
+
+
+class RunFields(TypedDict, total=False):
+    """The run fields a writer may change (keyword arguments of `RecordStore.update_run` and `transition`)."""
+
+    status: RunStatus
+    started_at: float
+    finished_at: float
+    rounds_done: int
+    draws_stored: int
+    dim: int
+    param_names: Sequence[str]
+    timings: dict[str, float]
+    workers: Sequence[WorkerStats]
+    error: str | None
+    warnings: Sequence[str]
+    cancel_requested: bool
+    plan: dict[str, Any] | None
+    failure: FailureInfo | None
+    diagnostics: DiagnosticsInfo | None
+    restarts: int
+    checkpoint_round: int | None
+    param_blocks: Sequence[dict[str, Any]] | None
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    """One entry of a run's event log: sequence number (1, 2, ...), kind, JSON data, Unix time."""
+
+    seq: int
+    kind: str
+    data: dict[str, Any]
+    ts: float
+
+
+@dataclass(frozen=True)
+class DatasetRecord:
+    """An uploaded data set: its id and name, shape (n rows, d features), stored size and file."""
+
+    key: int
+    tenant: str
+    id: str
+    name: str
+    n: int
+    d: int
+    nbytes: int
+    path: Path
+    created_at: float

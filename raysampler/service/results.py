@@ -1,0 +1,54 @@
+"""Results of a run read back from its durable draws: an engine `Result`, the posterior summary, the ArviZ export."""
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from ..result import Result
+from .drawfiles import DrawFiles
+from .errors import StateConflict
+from .records import RunRecord
+from .schemas import RunSummary
+
+MIN_SUMMARY_DRAWS = 4  # per chain: R-hat and ESS need a few draws
+
+
+def stored_result(rec: RunRecord, files: DrawFiles) -> Result:
+    """The run's durable draws so far as an engine Result (summary, ArviZ export)."""
+    n = rec.draws_stored
+    theta = files.read(rec.tenant, rec.id, 0, n) if n else np.empty((0, rec.chains, rec.dim or 0))
+    stats = {k: v.T for k, v in files.read_stats(rec.tenant, rec.id, n).items()} if n else {}
+    info = {"algorithm": rec.spec.algorithm.name, "executor": "service", "run_id": rec.id}
+    return Result(np.ascontiguousarray(theta.transpose(1, 0, 2)), list(rec.param_names or []), {}, stats, info)
+
+
+def summary(rec: RunRecord, files: DrawFiles, ci_prob: float) -> RunSummary:
+    """mean, sd, HDI, ESS bulk/tail, R-hat and MCSE per coordinate of the stored draws (non-finite → None)."""
+    if rec.draws_stored < MIN_SUMMARY_DRAWS:
+        raise StateConflict(f"run {rec.id} has {rec.draws_stored} draws per chain stored; a summary needs "
+                            f"{MIN_SUMMARY_DRAWS}")
+    table = stored_result(rec, files).summary(ci_prob=ci_prob)
+    rows: list[dict[str, str | float | None]] = [
+        {"param": str(idx)} | {str(k): (None if not math.isfinite(float(v)) else float(v)) for k, v in row.items()}
+        for idx, row in table.iterrows()]
+    return RunSummary(run_id=rec.id, status=rec.status, draws_per_chain=rec.draws_stored, chains=rec.chains,
+                      ci_prob=ci_prob, columns=[str(c) for c in table.columns], rows=rows)
+
+
+def netcdf_export(rec: RunRecord, files: DrawFiles, directory: Path) -> Path:
+    """The stored draws as an ArviZ DataTree in a NetCDF-4 file under `directory`; the caller removes it."""
+    if rec.draws_stored < 1:
+        raise StateConflict(f"run {rec.id} has no stored draws yet")
+    fd, name = tempfile.mkstemp(suffix=".nc", dir=directory)
+    os.close(fd)
+    path = Path(name)
+    try:
+        stored_result(rec, files).to_arviz().to_netcdf(path, engine="h5netcdf")
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+    return path
