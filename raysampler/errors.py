@@ -73,6 +73,14 @@ class WorkerFailed(RuntimeError):
         return (WorkerFailed, (self.failure,))
 
 
+def failure_of(exc: BaseException) -> Failure | None:
+    """The `Failure` an exception carries (a WorkerFailed, also when re-raised through Ray), else None."""
+    failure = getattr(exc, "failure", None)
+    if failure is None:
+        failure = getattr(getattr(exc, "cause", None), "failure", None)
+    return failure if isinstance(failure, Failure) else None
+
+
 class SamplingError(RuntimeError):
     """A run stopped on a failure. `.failure` says what and where; `.result` keeps every draw made before it.
 

@@ -14,13 +14,14 @@ import numpy as np
 
 from .algorithms import get_algorithm
 from .diagnostics import Diagnostics, diagnose
-from .errors import Failure, SamplingError, WorkerFailed
+from .errors import Failure, FailureKind, SamplingError, WorkerFailed, failure_of
 from .models.base import MODEL_METHODS
 from .options import RunOptions, positive_int
 from .result import Result
 from .runtime import executors
 from .runtime.contracts import Chunk, RunConfig, RunState, RunStats, SetupInfo
 from .runtime.host import ShardSource
+from .runtime.sites import site_wait_s
 from .runtime.transports import TRANSPORTS
 from .shards import ShardSet, shard as make_shards
 
@@ -68,12 +69,15 @@ class Run:
         # the measured speeds really differ, so equal workers keep a fixed, reproducible schedule.
         policy: str | bool = (balance if executor == "ray" else False) if balance == "auto" else balance
         self.config = RunConfig(opts.chains, opts.sampling_rounds, int(opts.burn_in or 0), opts.thin, opts.seed,
-                                policy)
+                                policy, site_wait_s=site_wait_s())
         self.executor, self.algorithm_name = executor, algorithm
         self.time_budget_s = opts.time_budget_s
         self._start = time.perf_counter()
         sources = [ShardSource(i, s, s.site, s.columns) for i, s in enumerate(shard_set)]
-        self._handle = executors.start(executor, sources, model, alg, self.config, max_actors, transport)
+        try:
+            self._handle = executors.start(executor, sources, model, alg, self.config, max_actors, transport)
+        except WorkerFailed as exc:
+            raise SamplingError(failure_of(exc) or _unknown(exc), None) from None
         try:
             if resume_from is None:
                 self.setup: SetupInfo = self._handle.setup(_slowdown)
@@ -81,7 +85,7 @@ class Run:
                 self.setup = self._handle.resume(resume_from)
         except WorkerFailed as exc:
             self._handle.close()
-            raise SamplingError(exc.failure, None) from None
+            raise SamplingError(failure_of(exc) or _unknown(exc), None) from None
         except BaseException:
             self._handle.close()
             raise
@@ -254,6 +258,10 @@ def sample(model: Any, shards: Any, algorithm: str = "dglmc", *, chains: int = 4
     for note in result.info["warnings"]:
         warnings.warn(note, stacklevel=2)
     return result
+
+
+def _unknown(exc: BaseException) -> Failure:
+    return Failure(FailureKind.WORKER_ERROR, f"{type(exc).__name__}: {exc}")
 
 
 def _check_model(model: Any) -> None:

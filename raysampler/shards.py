@@ -28,7 +28,8 @@ from typing import Any, Iterator, NamedTuple, Sequence, overload
 
 import numpy as np
 
-__all__ = ["STRATEGIES", "SUFFIXES", "DataTable", "Shard", "ShardSet", "read_data_file", "read_table", "shard"]
+__all__ = ["STRATEGIES", "SUFFIXES", "DataTable", "FileHeader", "Shard", "ShardSet", "read_data_file", "read_header",
+           "read_table", "shard"]
 
 #: Split strategies accepted by `shard`.
 STRATEGIES: tuple[str, ...] = ("contiguous", "random", "label_skew")
@@ -125,6 +126,80 @@ def read_table(path: str, *, y: str = "y", x: Sequence[str] | None = None) -> Da
         X, Y, columns = _read_parquet(path, y, x)
     Xa, Ya = _validate(X, Y, f"X in {path!r}", f"y in {path!r}")
     return DataTable(Xa, Ya, columns)
+
+
+class FileHeader(NamedTuple):
+    """What a data file's header says without reading its data: X's column names (None for .npz) and the row count
+    (None where the header does not tell, e.g. CSV)."""
+
+    columns: tuple[str, ...] | None
+    n_rows: int | None
+    n_features: int
+
+
+def read_header(path: str, *, y: str = "y", x: Sequence[str] | None = None) -> FileHeader:
+    """The header of a data file: for CSV its first line, for parquet its schema and row count, for .npz the .npy
+    headers of X and y — never the data. Errors (missing file, no target column, unknown feature columns) are
+    ValueError/FileNotFoundError naming the file."""
+    lower = _check_path(path).lower()
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"shard file {path!r} does not exist")
+    if lower.endswith(".npz"):
+        shapes = _npz_shapes(path, (x[0] if x else "X", y))
+        xs = shapes[0]
+        if len(xs) != 2:
+            raise ValueError(f"shard file {path!r}: X must be 2-D, has shape {xs}")
+        return FileHeader(None, int(xs[0]), int(xs[1]))
+    if lower.endswith(".csv"):
+        with open(path, encoding="utf-8") as fh:
+            header = fh.readline()
+        if not header.strip():
+            raise ValueError(f"shard file {path!r} has no header row")
+        names = [c.strip().strip('"').strip("'") for c in header.strip().split(",")]
+        rows = None
+    else:
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise ImportError(f"reading parquet shard {path!r} needs pyarrow (pip install pyarrow)") from None
+        meta = pq.ParquetFile(path)
+        names, rows = list(meta.schema_arrow.names), int(meta.metadata.num_rows)
+    columns = _feature_names(path, names, y, x)
+    return FileHeader(columns, rows, len(columns))
+
+
+def _feature_names(path: str, names: list[str], y: str, x: Sequence[str] | None) -> tuple[str, ...]:
+    """The feature columns a file's target `y` and feature choice `x` select (checked like `_split_columns`)."""
+    if sum(c == y for c in names) != 1:
+        raise ValueError(f"shard file {path!r} needs exactly one column named {y!r}, has columns {names}")
+    if x is None:
+        return tuple(c for c in names if c != y)
+    if y in x:
+        raise ValueError(f"shard file {path!r}: the target column {y!r} cannot also be a feature column")
+    missing = [c for c in x if c not in names]
+    if missing or not x:
+        raise ValueError(f"shard file {path!r} has no column(s) {missing or 'given'} for X; it has {names}")
+    return tuple(x)
+
+
+def _npz_shapes(path: str, names: Sequence[str]) -> list[tuple[int, ...]]:
+    """Shapes of arrays `names` in an .npz from their .npy headers (ValueError naming the file if absent)."""
+    out = []
+    try:
+        with zipfile.ZipFile(path) as z:
+            have = {n[:-4] for n in z.namelist() if n.endswith(".npy")}
+            missing = [n for n in names if n not in have]
+            if missing:
+                raise ValueError(f"shard file {path!r} lacks array(s) {missing}; it has {sorted(have)}")
+            for n in names:
+                with z.open(f"{n}.npy") as f:
+                    version = np.lib.format.read_magic(f)
+                    shape = (np.lib.format.read_array_header_1_0(f) if version == (1, 0) else
+                             np.lib.format.read_array_header_2_0(f))[0]
+                out.append(tuple(int(v) for v in shape))
+    except zipfile.BadZipFile as exc:
+        raise ValueError(f"shard file {path!r} is not a readable .npz: {exc}") from None
+    return out
 
 
 def read_data_file(path: str, *, y: str = "y", x: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -1,22 +1,87 @@
-"""Shared fixtures: one small local Ray for the whole session (2 CPUs, 100 MB object store, no dashboard)."""
+"""Shared fixtures: one small local Ray (2 CPUs, 100 MB object store, no dashboard), a multi-node Ray cluster on
+this machine (head with 0 CPUs and three 1-CPU nodes labelled as sites a, b, c), and the service."""
 from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+_RAY_TMP = tempfile.mkdtemp(prefix="rs-ray-")
+_ACTIVE: dict[str, Any] = {"cluster": None}
 
-@pytest.fixture(scope="session")
-def ray_session():
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+
+def _local_ray():
+    """The session's small local Ray (started, or restarted after a cluster module shut it down)."""
     import ray
 
-    tmp = tempfile.mkdtemp(prefix="rs-ray-")
+    if ray.is_initialized() and _ACTIVE["cluster"] is None:
+        return ray
+    if ray.is_initialized():
+        ray.shutdown()
+        _ACTIVE["cluster"].shutdown()
+        _ACTIVE["cluster"] = None
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=100 * 2**20,
-             configure_logging=False, _temp_dir=tmp)
-    yield ray
-    ray.shutdown()
+             configure_logging=False, _temp_dir=_RAY_TMP)
+    return ray
+
+
+@pytest.fixture
+def ray_session():
+    """The local Ray (2 CPUs) for tests that run on Ray."""
+    return _local_ray()
+
+
+@dataclass
+class SiteCluster:
+    """A Ray cluster on this machine: `cluster` (ray.cluster_utils.Cluster), its address, and the node of each site."""
+
+    cluster: Any
+    address: str
+    nodes: dict[str, Any]
+
+    def add_site_node(self, site: str) -> Any:
+        node = self.cluster.add_node(num_cpus=1, labels={"raysampler.io/site": site},
+                                     object_store_memory=80 * 2**20)
+        self.nodes[site] = node
+        return node
+
+
+@pytest.fixture(scope="module")
+def site_cluster():
+    """Head (0 CPUs) plus three 1-CPU nodes labelled raysampler.io/site = a, b, c; the driver is connected to it.
+    The session's local Ray is stopped meanwhile and comes back for the next test that asks for it."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "object_store_memory": 80 * 2**20,
+                                                            "include_dashboard": False})
+    handle = SiteCluster(cluster, cluster.address, {})
+    for site in "abc":
+        handle.add_site_node(site)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+    _ACTIVE["cluster"] = cluster
+    yield handle
+    if _ACTIVE["cluster"] is cluster:
+        ray.shutdown()
+        cluster.shutdown()
+        _ACTIVE["cluster"] = None
+
+
+def pytest_sessionfinish(session, exitstatus):
+    import sys
+
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
+    if _ACTIVE["cluster"] is not None:
+        _ACTIVE["cluster"].shutdown()
 
 
 SERVICE_KEYS = {"alice": "alice-key-0123456789", "bob": "bob-key-0123456789"}

@@ -30,6 +30,7 @@ class RunConfig:
     balance: str | bool           # "auto": only when measured speeds differ by more than `balance_ratio`
     rebalance_every: int = 20
     balance_ratio: float = 1.5
+    site_wait_s: float = 60.0     # how long workers wait for a live node of their site (RAYSAMPLER_SITE_WAIT_S)
 
     @property
     def total_rounds(self) -> int:

@@ -31,7 +31,7 @@ class CoordinatorHost:
               config: RunConfig, max_actors: int | None = None, transport: str = "socket") -> None:
         if executor == "ray":
             self.pool = RayPool(sources, model, algorithm, config.seed, config.chains, max_actors=max_actors,
-                                transport=transport)
+                                transport=transport, site_wait=config.site_wait_s)
         else:
             self.pool = LocalPool(sources, model, algorithm, config.seed, config.chains)
         self.model, self.algorithm, self.config = model, algorithm, config

@@ -153,21 +153,22 @@ class ShardHost:
             self.states.append(by_shard[i].algorithm)
 
     def calibrate(self, repeats: int = 5) -> list[float]:
-        """Seconds per model evaluation (U_i and ∇U_i for the K chains) on each shard, slowdown included: the
+        """CPU seconds per model evaluation (U_i and ∇U_i for the K chains) on each shard, slowdown included: the
         τ_i estimate taken before sampling (median of `repeats`). Touches no chain state or random stream."""
         x = np.zeros((self.chains, self.model.dim))
         out = []
         for i, (X, y) in zip(self.shard_ids, self.data):
             times = []
             for _ in range(repeats):
-                t0 = time.perf_counter()
+                t0 = time.thread_time()
                 self.model.potential_and_grad(X, y, x)
-                times.append(time.perf_counter() - t0)
+                times.append(time.thread_time() - t0)
             out.append(float(np.median(times)) * self.slowdown[i])
         return out
 
     def set_slowdown(self, factors: dict[int, float]) -> None:
-        """Test hook: shard i's local work takes `factors[i]` times as long (the host sleeps the difference)."""
+        """Test hook: shard i's local work takes `factors[i]` times as long (the host computes for the difference,
+        as a slower machine would)."""
         self.slowdown.update({int(k): float(v) for k, v in factors.items() if int(k) in self.slowdown})
 
     def open_channel(self) -> tuple[tuple[str, int], bytes]:
@@ -180,11 +181,13 @@ class ShardHost:
         return self._channel.address, self._channel.token
 
     def step(self, messages: Sequence[Any]) -> tuple[list[Any], list[float]]:
-        """One local step on every shard: (replies, seconds of work per shard). Raises WorkerFailed naming the shard."""
+        """One local step on every shard: (replies, CPU seconds of work per shard). Raises WorkerFailed naming the
+        shard. Work is timed in this thread's CPU time, so other processes competing for the core (noise on a
+        shared machine) do not make a worker look slow; a slower machine or a bigger shard does."""
         assert self.algorithm is not None
         replies, times = [], []
         for j, (msg, (X, y)) in enumerate(zip(messages, self.data)):
-            t0 = time.perf_counter()
+            t0 = time.thread_time()
             try:
                 self.states[j], reply = self.algorithm.worker_step(self.states[j], msg, self.model, X, y,
                                                                    self.noises[j])
@@ -192,7 +195,14 @@ class ShardHost:
                 raise self._failure(j, FailureKind.WORKER_ERROR, exc) from exc
             factor = self.slowdown[self.shard_ids[j]]
             if factor != 1.0:
-                time.sleep((factor - 1.0) * (time.perf_counter() - t0))
-            times.append(time.perf_counter() - t0)
+                _compute_for((factor - 1.0) * (time.thread_time() - t0))
+            times.append(time.thread_time() - t0)
             replies.append(reply)
         return replies, times
+
+
+def _compute_for(seconds: float) -> None:
+    """Busy this thread for `seconds` of CPU time (the slowdown hook: a slower machine computes, it does not sleep)."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass

@@ -3,16 +3,16 @@ the nodes of their sites."""
 from __future__ import annotations
 
 import os
-import time
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ..algorithms.base import Algorithm
-from ..errors import Failure, FailureKind, WorkerFailed
+from ..errors import WorkerFailed
 from ..models.base import Model
 from .contracts import SITE_LABEL, Placement, ShardFacts, ShardState, StepResult
 from .host import ShardHost, ShardSource
+from .sites import site_wait_s, wait_for_sites
 from .transports import TRANSPORTS, ActorTransport, SocketTransport
 
 #: Worker processes: single-threaded BLAS (one actor per core) and a malloc top pad so the hot loop's large
@@ -24,11 +24,6 @@ WORKER_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THRE
 def startup_timeout_s() -> float:
     """Seconds the worker actors may take to start and load their shards (RAYSAMPLER_STARTUP_TIMEOUT_S, 300)."""
     return float(os.environ.get("RAYSAMPLER_STARTUP_TIMEOUT_S", 300))
-
-
-def site_wait_s() -> float:
-    """Seconds to wait for a live node of a shard's site (RAYSAMPLER_SITE_WAIT_S, default 60)."""
-    return float(os.environ.get("RAYSAMPLER_SITE_WAIT_S", 60))
 
 
 class LocalPool:
@@ -76,38 +71,6 @@ class LocalPool:
         pass
 
 
-def site_nodes() -> dict[str, list[dict[str, Any]]]:
-    """Alive Ray nodes by site label value."""
-    import ray
-
-    out: dict[str, list[dict[str, Any]]] = {}
-    for node in ray.nodes():
-        site = (node.get("Labels") or {}).get(SITE_LABEL)
-        if node.get("Alive") and site is not None:
-            out.setdefault(site, []).append(node)
-    return out
-
-
-def wait_for_sites(sites: Sequence[str | None], wait_s: float) -> dict[str, int]:
-    """CPUs of the live nodes of every site named in `sites` (None = no site), waiting up to `wait_s` for each site
-    to have a node; a site still missing raises WorkerFailed (SITE_UNAVAILABLE) naming its first shard."""
-    wanted = {s for s in sites if s is not None}
-    deadline = time.monotonic() + wait_s
-    while True:
-        nodes = site_nodes()
-        missing = sorted(wanted - set(nodes))
-        if not missing or time.monotonic() >= deadline:
-            break
-        time.sleep(0.25)
-    if missing:
-        site = missing[0]
-        i = list(sites).index(site)
-        raise WorkerFailed(Failure(FailureKind.SITE_UNAVAILABLE,
-                                   f"shards[{i}] needs a node labelled {SITE_LABEL}={site}; no live Ray node has that "
-                                   f"label (waited {wait_s:g} s)", shard=i, site=site))
-    return {s: max(1, int(sum(n["Resources"].get("CPU", 0) for n in nodes[s]))) for s in wanted}
-
-
 def plan_groups(sites: Sequence[str | None], site_cpus: dict[str, int], free_cpus: int,
                 max_actors: int | None) -> list[list[int]]:
     """Shards per worker process: a process owns shards of one site only (or only site-less shards); each site gets
@@ -134,7 +97,7 @@ class RayPool:
     parallel = True
 
     def __init__(self, sources: Sequence[ShardSource], model: Model, algorithm: Algorithm, seed: int, chains: int,
-                 max_actors: int | None = None, transport: str = "socket") -> None:
+                 max_actors: int | None = None, transport: str = "socket", site_wait: float | None = None) -> None:
         import ray
 
         if transport not in TRANSPORTS:
@@ -142,7 +105,7 @@ class RayPool:
         self.num_shards = len(sources)
         sites = [s.site for s in sources]
         self.sites = sites
-        site_cpus = wait_for_sites(sites, site_wait_s())
+        site_cpus = wait_for_sites(sites, site_wait_s() if site_wait is None else site_wait)
         free = _available_cpus()
         unsited = sum(s is None for s in sites)
         if unsited and max_actors is not None and max_actors > free:

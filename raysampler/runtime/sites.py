@@ -1,0 +1,109 @@
+"""Sites: Ray nodes labelled `raysampler.io/site=<name>` hold a site's data. Which sites have live nodes, how many
+CPUs they offer, and a probe that asks a site's node about a shard file (its header only, never the data), so the
+driver never opens a site shard itself."""
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ..errors import Failure, FailureKind, WorkerFailed
+from .contracts import SITE_LABEL
+
+
+def site_wait_s() -> float:
+    """Seconds to wait for a live node of a shard's site (RAYSAMPLER_SITE_WAIT_S, default 60)."""
+    return float(os.environ.get("RAYSAMPLER_SITE_WAIT_S", 60))
+
+
+def site_nodes() -> dict[str, list[dict[str, Any]]]:
+    """Alive Ray nodes by site label value."""
+    import ray
+
+    out: dict[str, list[dict[str, Any]]] = {}
+    for node in ray.nodes():
+        site = (node.get("Labels") or {}).get(SITE_LABEL)
+        if node.get("Alive") and site is not None:
+            out.setdefault(site, []).append(node)
+    return out
+
+
+def wait_for_sites(sites: Sequence[str | None], wait_s: float) -> dict[str, int]:
+    """CPUs of the live nodes of every site named in `sites` (None = no site), waiting up to `wait_s` for each site
+    to have a node; a site still missing raises WorkerFailed (SITE_UNAVAILABLE) naming its first shard."""
+    wanted = {s for s in sites if s is not None}
+    deadline = time.monotonic() + wait_s
+    while True:
+        nodes = site_nodes()
+        missing = sorted(wanted - set(nodes))
+        if not missing or time.monotonic() >= deadline:
+            break
+        time.sleep(0.25)
+    if missing:
+        site = missing[0]
+        i = list(sites).index(site)
+        raise WorkerFailed(Failure(FailureKind.SITE_UNAVAILABLE,
+                                   f"shards[{i}] needs a node labelled {SITE_LABEL}={site}; no live Ray node has that "
+                                   f"label (waited {wait_s:g} s)", shard=i, site=site))
+    return {s: max(1, int(sum(n["Resources"].get("CPU", 0) for n in nodes[s]))) for s in wanted}
+
+
+@dataclass(frozen=True)
+class ShardProbe:
+    """What a site's node says about a shard file: its header (column names, rows when known, feature count), or
+    the error reading it; and which node answered."""
+
+    path: str
+    site: str
+    ok: bool
+    columns: tuple[str, ...] | None = None
+    n_rows: int | None = None
+    n_features: int | None = None
+    error: str | None = None
+    node_id: str | None = None
+    hostname: str | None = None
+
+
+def _probe(path: str, site: str, y_column: str, x_columns: tuple[str, ...] | None) -> ShardProbe:
+    """Runs on the site's node: stat the file and read its header (never its data)."""
+    import ray
+
+    from ..shards import read_header
+
+    where = dict(node_id=ray.get_runtime_context().get_node_id(), hostname=socket.gethostname())
+    try:
+        h = read_header(path, y=y_column, x=x_columns)
+    except Exception as exc:  # reported to the caller, who names the shard
+        return ShardProbe(path, site, False, error=f"{type(exc).__name__}: {exc}", **where)
+    return ShardProbe(path, site, True, h.columns, h.n_rows, h.n_features, **where)
+
+
+def probe_shards(shards: Sequence[Any], timeout_s: float = 30.0) -> list[ShardProbe | None]:
+    """Ask a node of each site shard's site about its file (a short task pinned there by the site label); None for
+    shards without a site. A site with no live node gives a probe with ok=False saying so."""
+    import ray
+
+    live = site_nodes()
+    remote = ray.remote(num_cpus=0, max_retries=0)(_probe)
+    refs: list[Any] = []
+    out: list[ShardProbe | None] = []
+    for s in shards:
+        if getattr(s, "site", None) is None:
+            refs.append(None)
+        elif s.site not in live:
+            refs.append(ShardProbe(s.path, s.site, False, error=f"no live Ray node carries the label "
+                                                                 f"{SITE_LABEL}={s.site}"))
+        else:
+            refs.append(remote.options(label_selector={SITE_LABEL: s.site}).remote(
+                s.path, s.site, s.y_column, s.x_columns))
+    for s, ref in zip(shards, refs):
+        if ref is None or isinstance(ref, ShardProbe):
+            out.append(ref)
+            continue
+        try:
+            out.append(ray.get(ref, timeout=timeout_s))
+        except Exception as exc:
+            out.append(ShardProbe(s.path, s.site, False, error=f"the site's node did not answer: {exc}"))
+    return out
