@@ -5,7 +5,7 @@ from __future__ import annotations
 class FieldError(ValueError):
     """A request field the service rejects (422); `loc` names the field as in pydantic's errors."""
 
-    def __init__(self, loc: tuple[str, ...], message: str) -> None:
+    def __init__(self, loc: tuple[str | int, ...], message: str) -> None:
         super().__init__(message)
         self.loc = loc
 

@@ -21,16 +21,21 @@ def free_port() -> int:
 
 
 class LocalService:
-    """`raysampler serve` in a subprocess. `keys` maps tenant → key (default: one generated key for 'default')."""
+    """`raysampler serve` in a subprocess. `keys` maps tenant → key (default: one generated key for 'default');
+    `args` are extra `serve` flags (e.g. ["--ray-address", addr]); `launcher` replaces the command that runs the
+    CLI (default: this Python with `-m raysampler.cli`)."""
 
     def __init__(self, data_dir: str | os.PathLike, keys: dict[str, str] | None = None, port: int | None = None,
-                 env: dict[str, str] | None = None, log: str | os.PathLike | None = None) -> None:
+                 env: dict[str, str] | None = None, log: str | os.PathLike | None = None,
+                 args: list[str] | None = None, launcher: list[str] | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.keys = keys or {"default": secrets.token_urlsafe(24)}
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.extra_env = env or {}
         self.log_path = Path(log) if log else self.data_dir.with_name(self.data_dir.name + ".log")
+        self.args = list(args or [])
+        self.launcher = list(launcher or [sys.executable, "-m", "raysampler.cli"])
         self.proc: subprocess.Popen | None = None
         self._log: IO | None = None
 
@@ -45,8 +50,8 @@ class LocalService:
         env |= self.extra_env
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "raysampler.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port),
-             "--data-dir", str(self.data_dir)], env=env, stdout=self._log, stderr=subprocess.STDOUT,
+            [*self.launcher, "serve", "--host", "127.0.0.1", "--port", str(self.port), "--data-dir",
+             str(self.data_dir), *self.args], env=env, stdout=self._log, stderr=subprocess.STDOUT,
             start_new_session=True)  # its own process group: kill() takes Ray's processes down with it
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

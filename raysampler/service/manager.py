@@ -92,7 +92,7 @@ class RunManager:
         replay = self._replay(tenant, spec, idempotency_key, h)
         if replay is not None:
             return replay, False
-        build(spec, tenant, self.store)  # 422 now rather than a FAILED run later
+        build(spec, tenant, self.store, self.settings.executor)  # 422 now rather than a FAILED run later
         run_id = spec.run_id or "run-" + secrets.token_hex(8)
         opts = run_options(spec)
         try:
@@ -207,7 +207,7 @@ class RunManager:
         """The started engine run and its start time, or None after marking the run FAILED with the reason."""
         spec = rec.spec
         try:
-            built = build(spec, rec.tenant, self.store)
+            built = build(spec, rec.tenant, self.store, self.settings.executor)
             t0 = time.perf_counter()
             opts = run_options(spec)
             run = Run(built.model, built.shards, spec.algorithm.name, chains=opts.chains, num_rounds=opts.num_rounds,

@@ -15,6 +15,7 @@ from ..models import FAMILIES
 from ..options import AUTO_BURN_IN, AUTO_MAX_ROUNDS, DEFAULT_MAX_RHAT, DEFAULT_TARGET_ESS, RunOptions
 from ..wire import RunStatus
 
+SITE_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$"
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 BUILTIN_PREFIX = "builtin:"
 MODEL_FAMILIES: tuple[str, ...] = tuple(sorted(FAMILIES))
@@ -51,17 +52,37 @@ class ModelSpec(BaseModel):
         return out
 
 
-class DataRef(BaseModel):
-    """Either a built-in data set ("builtin:breast_cancer", options passed to rs.datasets.load) or an uploaded one."""
+class ShardRef(BaseModel):
+    """A shard file that stays on its site: only a worker on a node labelled raysampler.io/site=<site> reads it."""
 
-    # exactly one of the two, in the schema too (absent and null mean the same); options only with a built-in set
+    model_config = ConfigDict(extra="forbid", strict=True)
+    path: str = Field(min_length=1, max_length=4096, description="the file's path on the site's nodes "
+                                                                 "(.parquet, .csv or .npz)")
+    site: str = Field(pattern=SITE_PATTERN, description="the raysampler.io/site label of the nodes holding it")
+
+
+class DataRef(BaseModel):
+    """A built-in data set ("builtin:breast_cancer", options passed to rs.datasets.load), an uploaded one, or shard
+    files that stay on their sites (`shards`, with the target column `y_column` and feature columns `x_columns`)."""
+
+    # exactly one of the three, in the schema too (absent and null mean the same); options only with a built-in set
     model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"oneOf": [
-        {"required": ["dataset"], "properties": {"dataset": {"type": "string"}, "dataset_id": {"type": "null"}}},
+        {"required": ["dataset"], "properties": {"dataset": {"type": "string"}, "dataset_id": {"type": "null"},
+                                                 "shards": {"type": "null"}}},
         {"required": ["dataset_id"], "properties": {"dataset_id": {"type": "string"}, "dataset": {"type": "null"},
-                                                    "options": {"type": "object", "maxProperties": 0}}}]})
+                                                    "shards": {"type": "null"},
+                                                    "options": {"type": "object", "maxProperties": 0}}},
+        {"required": ["shards"], "properties": {"shards": {"type": "array"}, "dataset": {"type": "null"},
+                                                "dataset_id": {"type": "null"},
+                                                "options": {"type": "object", "maxProperties": 0}}}]})
     dataset: str | None = Field(default=None, description='"builtin:<name>", see rs.datasets',
                                 json_schema_extra={"enum": [*BUILTIN_DATASETS, None]})
     dataset_id: str | None = Field(default=None, pattern=ID_PATTERN, description="id from POST /v1/datasets")
+    shards: list[ShardRef] | None = Field(default=None, min_length=1, max_length=4096,
+                                          description="shard files on their sites (one worker reads each, there)")
+    y_column: str = Field(default="y", min_length=1, max_length=256, description="target column of shard files")
+    x_columns: list[str] | None = Field(default=None, min_length=1, max_length=100_000,
+                                        description="feature columns of shard files (default: all but y_column)")
     options: dict[str, Any] = Field(default_factory=dict, description="keyword arguments for a built-in data set")
 
     @field_validator("dataset")
@@ -71,10 +92,13 @@ class DataRef(BaseModel):
 
     @model_validator(mode="after")
     def _exactly_one(self) -> DataRef:
-        if (self.dataset is None) == (self.dataset_id is None):
-            raise ValueError("give exactly one of data.dataset ('builtin:<name>') or data.dataset_id")
-        if self.dataset_id is not None and self.options:
+        if sum(v is not None for v in (self.dataset, self.dataset_id, self.shards)) != 1:
+            raise ValueError("give exactly one of data.dataset ('builtin:<name>'), data.dataset_id or data.shards")
+        if self.dataset is None and self.options:
             raise ValueError("data.options only applies to built-in data sets")
+        if self.shards is None and (self.y_column != "y" or self.x_columns is not None):
+            raise ValueError("data.y_column and data.x_columns apply to data.shards (uploads take them as form "
+                             "fields)")
         return self
 
 
@@ -121,6 +145,16 @@ class RunSpec(BaseModel):
     time_budget_s: float | None = Field(default=None, gt=0)
     run_id: str | None = Field(default=None, pattern=ID_PATTERN,
                                description="client-chosen id (makes submit idempotent)")
+
+    @model_validator(mode="after")
+    def _shards_count(self) -> RunSpec:
+        """With site shards the shard count is theirs: num_shards is taken from them (or must agree)."""
+        if self.data.shards is not None:
+            if "num_shards" in self.model_fields_set and self.num_shards != len(self.data.shards):
+                raise ValueError(f"num_shards={self.num_shards} but data.shards lists {len(self.data.shards)} "
+                                 "shards (omit num_shards with site shards)")
+            self.num_shards = len(self.data.shards)
+        return self
 
 
 class Progress(BaseModel):

@@ -10,13 +10,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import datasets as rs_datasets
-from ..algorithms import ALGORITHMS, get_algorithm
+from ..algorithms import ALGORITHMS, Algorithm, get_algorithm
 from ..models import get_model
-from ..models.base import Model
+from ..models.base import DataSpec, Model
 from ..options import RunOptions
 from ..runtime.coordinator import data_spec
 from ..runtime.host import ShardHost, ShardSource
-from ..shards import ShardSet, shard
+from ..runtime.sites import probe_shards
+from ..shards import Shard, ShardSet, shard
 from .errors import FieldError
 from .schemas import BUILTIN_PREFIX, RunSpec
 from .store import RecordStore
@@ -87,14 +88,15 @@ def load_data(spec: RunSpec, tenant: str, store: RecordStore) -> tuple[np.ndarra
         return z["X"], z["y"]
 
 
-def build(spec: RunSpec, tenant: str, store: RecordStore) -> Built:
-    """Engine objects for a spec, checked the way the run will check them; errors are SpecError naming the field."""
+def build(spec: RunSpec, tenant: str, store: RecordStore, executor: str = "ray") -> Built:
+    """Engine objects for a spec, checked the way the run will check them; errors are SpecError naming the field.
+    Site shards are checked by asking their sites' nodes (`build_site_shards`): this process never opens them."""
     try:
         model = get_model(spec.model.family, **spec.model.params())
     except ValueError as exc:
         msg = str(exc)
         if "unknown model family" in msg:
-            loc: tuple[str, ...] = ("model", "family")
+            loc: tuple[str | int, ...] = ("model", "family")
         else:
             named = [k for k in spec.model.params() if k in msg.split(";")[0]]
             loc = ("model", named[0]) if named else ("model",)
@@ -106,6 +108,8 @@ def build(spec: RunSpec, tenant: str, store: RecordStore) -> Built:
     except (ValueError, TypeError) as exc:
         where = ("algorithm", "name") if spec.algorithm.name not in ALGORITHMS else ("algorithm", "params")
         raise SpecError(where, str(exc)) from None
+    if spec.data.shards is not None:
+        return build_site_shards(spec, model, algorithm, executor)
     X, y = load_data(spec, tenant, store)
     try:
         shards = shard(X, y, num_shards=spec.num_shards, strategy=spec.shard_strategy, seed=spec.seed)
@@ -125,3 +129,45 @@ def build(spec: RunSpec, tenant: str, store: RecordStore) -> Built:
     except ValueError as exc:
         raise SpecError(("algorithm", "params"), str(exc)) from None
     return Built(model, shards, int(X.shape[0]), int(bound.dim))
+
+
+def build_site_shards(spec: RunSpec, model: Model, algorithm: Algorithm, executor: str) -> Built:
+    """Shards that stay on their sites: each is checked by a short task on a node of its site that stats the file
+    and reads its header (never the data); the columns must agree; the model is bound from the header."""
+    refs = spec.data.shards or []
+    if executor != "ray":
+        raise SpecError(("data", "shards"), "shards on sites need the service to run on Ray (executor 'ray'), "
+                                           "where each shard's worker runs on a node of its site")
+    x_cols = tuple(spec.data.x_columns) if spec.data.x_columns is not None else None
+    shards = []
+    for i, ref in enumerate(refs):
+        try:
+            shards.append(Shard(path=ref.path, site=ref.site, y_column=spec.data.y_column, x_columns=x_cols))
+        except ValueError as exc:
+            raise SpecError(("data", "shards", i), f"shards[{i}]: {exc}") from None
+    probes = probe_shards(shards)
+    first = None
+    for i, (ref, probe) in enumerate(zip(refs, probes)):
+        assert probe is not None
+        if not probe.ok:
+            raise SpecError(("data", "shards", i), f"shards[{i}] ({ref.path} on site {ref.site!r}"
+                            f"{', host ' + probe.hostname if probe.hostname else ''}): {probe.error}")
+        if first is None:
+            first = probe
+        elif (probe.columns, probe.n_features) != (first.columns, first.n_features):
+            raise SpecError(("data", "shards", i), f"shards[{i}] has columns "
+                            f"{list(probe.columns) if probe.columns else probe.n_features} but shards[0] has "
+                            f"{list(first.columns) if first.columns else first.n_features}: every shard must have "
+                            "the same columns")
+    assert first is not None and first.n_features is not None
+    rows = [p.n_rows for p in probes if p is not None]
+    n = sum(r for r in rows if r is not None) if all(r is not None for r in rows) else 0
+    d = 0
+    if getattr(model, "target_kind", "") != "multiclass":   # the number of classes needs the labels: at run time
+        try:
+            bound = model.bind(DataSpec(n_features=first.n_features, columns=first.columns))
+            d = int(bound.dim)
+            algorithm.check_shapes(len(shards), d, spec.chains)
+        except ValueError as exc:
+            raise SpecError(("algorithm", "params"), str(exc)) from None
+    return Built(model, shard(shards), n, d)
