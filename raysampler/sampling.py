@@ -6,8 +6,10 @@ few per cent of the run) and stops once both targets hold.
 """
 from __future__ import annotations
 
+import os
 import time
 import warnings
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -29,6 +31,23 @@ from .shards import ShardSet, shard as make_shards
 CHECK_COST_SHARE = 0.05
 #: Draws per chain before the first convergence check.
 FIRST_CHECK_DRAWS = 50
+#: Failures a run recovers from by rolling back to its last checkpoint: a process that died, not a worker's own
+#: error or a diverging chain (those would happen again exactly).
+RECOVERABLE = (FailureKind.WORKER_LOST, FailureKind.COORDINATOR_LOST)
+
+
+def max_restarts() -> int:
+    """How many times a run may recover from lost processes (RAYSAMPLER_MAX_RESTARTS, default 10)."""
+    return int(os.environ.get("RAYSAMPLER_MAX_RESTARTS", 10))
+
+
+@dataclass(frozen=True)
+class RunEvent:
+    """Something that happened to a running run: "worker_lost" (with the failure) or "resumed" (from `round`)."""
+
+    kind: str
+    round: int
+    failure: Failure | None = None
 
 STOP_REASONS = ("completed", "converged", "max_rounds", "time_budget", "failure", "stopped")
 
@@ -38,6 +57,12 @@ class Run:
 
     `resume_from` continues a captured `RunState` (same model, data, algorithm and options) instead of tuning anew:
     the draws that follow are exactly those the original run would have made.
+
+    On Ray the run captures its state at the end of every chunk (in memory; `chunks(capture=True)` hands it to the
+    caller too). If a worker process, its node or the coordinator is lost, the run waits for the workers to come
+    back where their shards live (Ray restarts them; at most RAYSAMPLER_SITE_WAIT_S), rolls every state back to
+    that capture and goes on: the draws are exactly those of an uninterrupted run. `on_event` hears of each loss
+    and resume (`RunEvent`); `restarts` counts them (at most RAYSAMPLER_MAX_RESTARTS).
     """
 
     def __init__(self, model: Any, shards: Any, algorithm: str = "dglmc", *, chains: int = 4,
@@ -45,8 +70,8 @@ class Run:
                  executor: str = "ray", time_budget_s: float | None = None, balance: str | bool = "auto",
                  max_actors: int | None = None, transport: str = "socket", keep_draws: bool = True,
                  target_ess: float = 400.0, max_rhat: float = 1.01, max_rounds: int | None = None,
-                 resume_from: RunState | None = None, _slowdown: dict[int, float] | None = None,
-                 **params: Any) -> None:
+                 resume_from: RunState | None = None, on_event: Callable[[RunEvent], None] | None = None,
+                 _slowdown: dict[int, float] | None = None, **params: Any) -> None:
         _check_model(model)
         shard_set = _as_shards(shards)
         self.options = RunOptions(chains=chains, num_rounds=num_rounds, burn_in=burn_in, thin=thin, seed=seed,  # type: ignore[arg-type]
@@ -74,8 +99,9 @@ class Run:
         self.time_budget_s = opts.time_budget_s
         self._start = time.perf_counter()
         sources = [ShardSource(i, s, s.site, s.columns) for i, s in enumerate(shard_set)]
+        self._launch = (executor, sources, model, alg, self.config, max_actors, transport)
         try:
-            self._handle = executors.start(executor, sources, model, alg, self.config, max_actors, transport)
+            self._handle = executors.start(*self._launch)
         except WorkerFailed as exc:
             raise SamplingError(failure_of(exc) or _unknown(exc), None) from None
         try:
@@ -91,6 +117,15 @@ class Run:
             raise
         self.rounds_done = resume_from.rounds_done if resume_from is not None else 0
         self.draws_before = resume_from.draws_kept if resume_from is not None else 0
+        self.on_event = on_event
+        self.restarts = 0
+        self.events: list[RunEvent] = []
+        self.recoverable = executor == "ray"
+        try:
+            self.checkpoint: RunState | None = resume_from or (self._handle.capture() if self.recoverable else None)
+        except BaseException:
+            self._handle.close()
+            raise
         self.failure: Failure | None = None
         self.stop_reason: str | None = None
         self.diagnostics: Diagnostics | None = None
@@ -124,7 +159,15 @@ class Run:
                     self.stop_reason = "time_budget"
                     break
             t0 = time.perf_counter()
-            chunk = self._handle.run(n, left, capture)
+            try:
+                chunk = self._handle.run(n, left, capture or self.recoverable)
+            except WorkerFailed as exc:          # the coordinator itself was lost
+                chunk = Chunk(np.empty((0, self.config.chains, self.setup.dim)), {}, self.rounds_done, True,
+                              failure_of(exc) or _unknown(exc))
+            if chunk.failure is not None and self._recover(chunk.failure):
+                continue                         # rolled back to the last checkpoint; its draws are all kept
+            if chunk.state is not None:
+                self.checkpoint = chunk.state
             ran = chunk.rounds_done - self.rounds_done
             self.rounds_done = chunk.rounds_done
             if self.keep_draws:
@@ -147,6 +190,36 @@ class Run:
                 break
             per_round = (time.perf_counter() - t0) / max(ran, 1)
             n = int(np.clip(target_chunk_s / max(per_round, 1e-7), 10, 100_000))
+
+    def _recover(self, failure: Failure) -> bool:
+        """Roll back to the last checkpoint after a lost process (see the class doc); False if the failure is not
+        one to recover from, there is no checkpoint, or the restart budget is spent. A recovery that itself fails
+        (the site did not come back in time) becomes the run's failure."""
+        if failure.kind not in RECOVERABLE or self.checkpoint is None or self.restarts >= max_restarts():
+            return False
+        state = self.checkpoint
+        self.restarts += 1
+        self._event(RunEvent("worker_lost", failure.round if failure.round is not None else self.rounds_done,
+                             failure))
+        try:
+            if failure.kind == FailureKind.COORDINATOR_LOST:
+                self._handle.close()
+                self._handle = executors.start(*self._launch)
+                self.setup = self._handle.resume(state)
+            else:
+                self.setup = self._handle.recover(state)
+        except WorkerFailed as exc:
+            self.failure = (failure_of(exc) or _unknown(exc)).at(round=state.rounds_done)
+            self.stop_reason = "failure"
+            return True
+        self.rounds_done = state.rounds_done
+        self._event(RunEvent("resumed", state.rounds_done))
+        return True
+
+    def _event(self, event: RunEvent) -> None:
+        self.events.append(event)
+        if self.on_event is not None:
+            self.on_event(event)
 
     def _converged(self) -> bool:
         """Check min bulk ESS and max R-hat when the draws have grown enough that the check's cost stays within
@@ -185,7 +258,8 @@ class Run:
                 "options": self.options, "setup": self.setup.as_dict(), "failure": self.failure,
                 "stopped_by_time_budget": self.stopped_by_time_budget, "stop_reason": self.stop_reason,
                 "rounds_done": self.rounds_done, "diagnostics": diag, "warnings": notes,
-                "param_blocks": self.setup.param_blocks}
+                "param_blocks": self.setup.param_blocks, "restarts": self.restarts, "events": list(self.events),
+                "checkpoint_round": self.checkpoint.rounds_done if self.checkpoint is not None else None}
         return Result(draws, list(self.setup.param_names), stats, sample_stats, info)
 
     def warnings(self) -> list[str]:

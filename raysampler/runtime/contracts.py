@@ -226,6 +226,10 @@ class WorkerPool(Protocol):
     def restore(self, states: Sequence[ShardState]) -> None:
         """Put captured shard states back."""
 
+    def revive(self, timeout_s: float) -> None:
+        """After a lost worker: wait (up to `timeout_s`) until every worker answers again, restarted where its
+        shards live; raises WorkerFailed naming the shard and site otherwise."""
+
     def close(self) -> None:
         """Stop the workers."""
 
@@ -257,6 +261,9 @@ class CoordinatorHandle(Protocol):
 
     def capture(self) -> RunState:
         """The whole run state now."""
+
+    def recover(self, state: RunState) -> SetupInfo:
+        """After a lost worker: revive the workers and roll every state back to `state`."""
 
     def stats(self) -> RunStats:
         """Runtime statistics so far."""

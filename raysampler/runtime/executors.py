@@ -7,6 +7,7 @@ import sys
 from typing import Any, Sequence
 
 from ..algorithms.base import Algorithm
+from ..errors import Failure, FailureKind, WorkerFailed
 from ..models.base import Model
 from .contracts import Chunk, CoordinatorHandle, RunConfig, RunState, RunStats, SetupInfo
 from .coordinator import Coordinator
@@ -43,6 +44,13 @@ class CoordinatorHost:
 
     def resume(self, state: RunState) -> SetupInfo:
         assert self.pool is not None, "start() first"
+        self.coordinator = Coordinator.resume(self.pool, self.model, self.algorithm, self.config, state)
+        return self.coordinator.setup
+
+    def recover(self, state: RunState) -> SetupInfo:
+        """A worker was lost: wait for the workers to come back (up to the site wait), then resume from `state`."""
+        assert self.pool is not None, "start() first"
+        self.pool.revive(self.config.site_wait_s)
         self.coordinator = Coordinator.resume(self.pool, self.model, self.algorithm, self.config, state)
         return self.coordinator.setup
 
@@ -95,6 +103,10 @@ class LocalHandle:
     def capture(self) -> RunState:
         return self.host.capture()
 
+    def recover(self, state: RunState) -> SetupInfo:
+        with self._one_thread():
+            return self.host.recover(state)
+
     def stats(self) -> RunStats:
         return self.host.stats()
 
@@ -115,6 +127,9 @@ class RayHandle:
             return self._ray.get(ref)
         except self._ray.exceptions.RayTaskError as exc:
             raise exc.as_instanceof_cause() from None  # the coordinator's own exception type and message
+        except self._ray.exceptions.RayActorError as exc:  # its process (or node) died: the run's state is elsewhere
+            raise WorkerFailed(Failure(FailureKind.COORDINATOR_LOST,
+                                       f"the coordinator process was lost ({type(exc).__name__})")) from None
 
     def start(self, *args: Any) -> None:
         self._get(self.actor.start.remote(*args))
@@ -130,6 +145,9 @@ class RayHandle:
 
     def capture(self) -> RunState:
         return self._get(self.actor.capture.remote())
+
+    def recover(self, state: RunState) -> SetupInfo:
+        return self._get(self.actor.recover.remote(state))
 
     def stats(self) -> RunStats:
         return self._get(self.actor.stats.remote())

@@ -99,6 +99,10 @@ class ShardHost:
             self._data = data
         return self._data
 
+    def ping(self) -> int:
+        """This worker's process id (answers once the actor is up, e.g. after Ray restarted it)."""
+        return self.pid
+
     def describe(self) -> list[ShardFacts]:
         """Shape, label and column facts of each shard and where it lives (loads the data if not yet loaded)."""
         out = []

@@ -3,12 +3,13 @@ the nodes of their sites."""
 from __future__ import annotations
 
 import os
+import time
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ..algorithms.base import Algorithm
-from ..errors import WorkerFailed
+from ..errors import Failure, FailureKind, WorkerFailed
 from ..models.base import Model
 from .contracts import SITE_LABEL, Placement, ShardFacts, ShardState, StepResult
 from .host import ShardHost, ShardSource
@@ -49,6 +50,9 @@ class LocalPool:
 
     def init_states(self, payloads: Sequence[Any]) -> None:
         self.host.init_states(payloads)
+
+    def revive(self, timeout_s: float) -> None:
+        """Nothing to do: in-process shards cannot be lost."""
 
     def set_slowdown(self, factors: dict[int, float]) -> None:
         self.host.set_slowdown(factors)
@@ -103,6 +107,7 @@ class RayPool:
         if transport not in TRANSPORTS:
             raise ValueError(f"transport must be one of {TRANSPORTS}, got {transport!r}")
         self.num_shards = len(sources)
+        self.sources = list(sources)   # holds in-memory shards' object-store references: a restarted worker reloads
         sites = [s.site for s in sources]
         self.sites = sites
         site_cpus = wait_for_sites(sites, site_wait_s() if site_wait is None else site_wait)
@@ -113,7 +118,10 @@ class RayPool:
                              "needs one (lower max_actors, or free CPUs)")
         self.groups = plan_groups(sites, site_cpus, free, max_actors)
         self._ray = ray
-        actor_cls = ray.remote(num_cpus=1, max_concurrency=1, runtime_env={"env_vars": WORKER_ENV})(ShardHost)
+        # A worker process that dies is restarted by Ray on a node of its site (it reloads its shards); the run rolls
+        # back to its last checkpoint (`revive`, then the coordinator restores every state).
+        actor_cls = ray.remote(num_cpus=1, max_concurrency=1, max_restarts=-1, max_task_retries=0,
+                               runtime_env={"env_vars": WORKER_ENV})(ShardHost)
         self.actors = []
         for g in self.groups:
             site = sites[g[0]]
@@ -130,6 +138,8 @@ class RayPool:
 
     def _open_transport(self) -> None:
         """The chosen transport once the actors are up (socket channels fall back to actor calls if unreachable)."""
+        self._transport.close()
+        self._transport = ActorTransport(self.actors, self.groups)
         if self._want != "socket":
             return
         try:
@@ -178,6 +188,28 @@ class RayPool:
 
     def capture(self) -> list[ShardState]:
         return [s for part in self._all("capture", [()] * len(self.actors)) for s in part]
+
+    def revive(self, timeout_s: float) -> None:
+        """Wait until every worker actor answers again (Ray restarts a dead one on a node of its site) — at most
+        `timeout_s` for all; a worker still down then raises WorkerFailed naming its first shard and site (the
+        site has no live node, or the restart failed). The caller then describes, binds and restores them."""
+        self._transport.close()
+        deadline = time.monotonic() + timeout_s
+        for g, actor in zip(self.groups, self.actors):
+            while True:
+                try:
+                    self._ray.get(actor.ping.remote(), timeout=max(0.1, min(5.0, deadline - time.monotonic())))
+                    break
+                except (self._ray.exceptions.RayActorError, self._ray.exceptions.GetTimeoutError,
+                        self._ray.exceptions.ActorUnavailableError) as exc:
+                    if time.monotonic() >= deadline:
+                        site = self.sites[g[0]]
+                        where = f" on a node of site {site!r}" if site is not None else ""
+                        kind = FailureKind.SITE_UNAVAILABLE if site is not None else FailureKind.WORKER_LOST
+                        raise WorkerFailed(Failure(kind, f"the worker owning shards {g} did not come back{where} "
+                                                         f"within {timeout_s:g} s ({type(exc).__name__})",
+                                                   shard=g[0], site=site)) from None
+                    time.sleep(0.2)
 
     def restore(self, states: Sequence[ShardState]) -> None:
         by_shard = {s.shard: s for s in states}

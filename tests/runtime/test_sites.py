@@ -70,20 +70,54 @@ def test_a_missing_file_on_its_site_names_shard_path_and_host(site_cluster, site
     assert f.node_id == site_cluster.nodes["c"].node_id
 
 
-def test_node_lost_mid_run_stops_naming_shard_and_site_with_draws_kept(site_cluster, site_files):
+def _uninterrupted(shards, **kw):
+    with Run(rs.models.LogisticRegression(), [rs.Shard(path=s.path) for s in shards], executor="local", **kw) as run:
+        return np.concatenate([c.theta for c in run.chunks()])
+
+
+RECOVERY_KW = dict(chains=2, num_rounds=300, burn_in=20, seed=1)
+
+
+def test_node_replaced_mid_run_resumes_and_finishes_identically(site_cluster, site_files):
+    """Site c's node goes away mid-run and a new node labelled c joins: the worker is restarted there, the run rolls
+    back to its last checkpoint and its draws equal an uninterrupted run's."""
     shards, _ = site_files
-    with Run(rs.models.LogisticRegression(), shards, executor="ray", chains=2, num_rounds=10**6, burn_in=5,
-             seed=1) as run:
-        kept = 0
+    with Run(rs.models.LogisticRegression(), shards, executor="ray", **RECOVERY_KW) as run:
+        draws = []
         for i, chunk in enumerate(run.chunks(target_chunk_s=0.05)):
-            kept += len(chunk.theta)
+            draws.append(chunk.theta)
+            if i == 2:
+                site_cluster.cluster.remove_node(site_cluster.nodes["c"])
+                site_cluster.add_site_node("c")
+        assert run.failure is None and run.restarts == 1, run.failure
+        assert run.result().stats["placement"][3]["node_id"] == site_cluster.nodes["c"].node_id
+    np.testing.assert_array_equal(np.concatenate(draws), _uninterrupted(shards, **RECOVERY_KW))
+
+
+def test_node_lost_for_good_fails_naming_shard_and_site_then_resumes_when_it_returns(site_cluster, site_files,
+                                                                                     monkeypatch):
+    """Site b's node goes away for good: after RAYSAMPLER_SITE_WAIT_S the run fails naming shard 2 and site b, with
+    its draws and its checkpoint kept; once a node of site b is back, resuming from that checkpoint finishes the
+    run with exactly the uninterrupted draws."""
+    shards, _ = site_files
+    monkeypatch.setenv("RAYSAMPLER_SITE_WAIT_S", "2")
+    with Run(rs.models.LogisticRegression(), shards, executor="ray", **RECOVERY_KW) as run:
+        draws = []
+        for i, chunk in enumerate(run.chunks(target_chunk_s=0.05)):
+            draws.append(chunk.theta)
             if i == 2:
                 site_cluster.cluster.remove_node(site_cluster.nodes["b"])
         f = run.failure
-        assert f is not None and f.kind == FailureKind.WORKER_LOST and f.shard == 2 and f.site == "b"
-        assert kept > 0 and run.result().draws.shape[1] == kept
-    site_cluster.add_site_node("b")                              # the site comes back for the next tests
+        assert f is not None and f.kind == FailureKind.SITE_UNAVAILABLE and f.shard == 2 and f.site == "b"
+        assert run.restarts == 1 and "did not come back" in f.message
+        checkpoint = run.checkpoint
+        assert checkpoint.draws_kept == sum(len(d) for d in draws) > 0
+    site_cluster.add_site_node("b")
     site_cluster.cluster.wait_for_nodes()
+    with Run(rs.models.LogisticRegression(), shards, executor="ray", resume_from=checkpoint, **RECOVERY_KW) as run:
+        draws += [c.theta for c in run.chunks()]
+        assert run.failure is None
+    np.testing.assert_array_equal(np.concatenate(draws), _uninterrupted(shards, **RECOVERY_KW))
 
 
 def test_columns_differing_between_shards_are_refused(site_cluster, site_files, tmp_path):
