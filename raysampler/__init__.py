@@ -4,10 +4,10 @@ from __future__ import annotations
 from . import datasets, models
 from .errors import SamplingError
 from .result import Result
-from .sampling import Run, sample
+from .sampling import Run, resume, sample
 from .shards import Shard, ShardSet, shard
 
 __version__ = "0.1.0"
 
-__all__ = ["datasets", "models", "sample", "Run", "shard", "Shard", "ShardSet", "Result", "SamplingError",
+__all__ = ["datasets", "models", "sample", "resume", "Run", "shard", "Shard", "ShardSet", "Result", "SamplingError",
            "__version__"]

@@ -6,6 +6,7 @@ few per cent of the run) and stops once both targets hold.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 import warnings
@@ -15,6 +16,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from .algorithms import get_algorithm
+from .checkpoints import CheckpointError, Manifest, RunDirectory
 from .diagnostics import Diagnostics, diagnose
 from .errors import Failure, FailureKind, SamplingError, WorkerFailed, failure_of
 from .models.base import MODEL_METHODS
@@ -63,6 +65,10 @@ class Run:
     back where their shards live (Ray restarts them; at most RAYSAMPLER_SITE_WAIT_S), rolls every state back to
     that capture and goes on: the draws are exactly those of an uninterrupted run. `on_event` hears of each loss
     and resume (`RunEvent`); `restarts` counts them (at most RAYSAMPLER_MAX_RESTARTS).
+
+    With `checkpoint_dir` every chunk's draws and the state at its end are written there durably (draws first,
+    then the checkpoint; `raysampler.checkpoints.RunDirectory`) before the chunk is handed on, so a run stopped in
+    any way — its own process killed included — continues from there (`resume_from`, or `rs.resume`).
     """
 
     def __init__(self, model: Any, shards: Any, algorithm: str = "dglmc", *, chains: int = 4,
@@ -71,7 +77,8 @@ class Run:
                  max_actors: int | None = None, transport: str = "socket", keep_draws: bool = True,
                  target_ess: float = 400.0, max_rhat: float = 1.01, max_rounds: int | None = None,
                  resume_from: RunState | None = None, on_event: Callable[[RunEvent], None] | None = None,
-                 _slowdown: dict[int, float] | None = None, **params: Any) -> None:
+                 checkpoint_dir: str | os.PathLike | None = None, _slowdown: dict[int, float] | None = None,
+                 **params: Any) -> None:
         _check_model(model)
         shard_set = _as_shards(shards)
         self.options = RunOptions(chains=chains, num_rounds=num_rounds, burn_in=burn_in, thin=thin, seed=seed,  # type: ignore[arg-type]
@@ -117,6 +124,8 @@ class Run:
             raise
         self.rounds_done = resume_from.rounds_done if resume_from is not None else 0
         self.draws_before = resume_from.draws_kept if resume_from is not None else 0
+        self.draws_kept = self.draws_before   # draws per chain kept so far, including those before a resume
+        self.directory = RunDirectory(checkpoint_dir) if checkpoint_dir is not None else None
         self.on_event = on_event
         self.restarts = 0
         self.events: list[RunEvent] = []
@@ -142,11 +151,6 @@ class Run:
     def stopped_by_time_budget(self) -> bool:
         return self.stop_reason == "time_budget"
 
-    @property
-    def draws_kept(self) -> int:
-        """Draws per chain kept by this run so far (including those before a resume)."""
-        return self.draws_before + sum(len(d) for d in self._draws)
-
     def chunks(self, target_chunk_s: float = 0.5, capture: bool = False) -> Iterator[Chunk]:
         """Run to the end (or convergence, the time budget or a failure), yielding each chunk of draws as it
         arrives; with `capture` every chunk carries the run's state at its end (for checkpoints)."""
@@ -160,14 +164,20 @@ class Run:
                     break
             t0 = time.perf_counter()
             try:
-                chunk = self._handle.run(n, left, capture or self.recoverable)
+                chunk = self._handle.run(n, left, capture or self.recoverable or self.directory is not None)
             except WorkerFailed as exc:          # the coordinator itself was lost
                 chunk = Chunk(np.empty((0, self.config.chains, self.setup.dim)), {}, self.rounds_done, True,
                               failure_of(exc) or _unknown(exc))
             if chunk.failure is not None and self._recover(chunk.failure):
                 continue                         # rolled back to the last checkpoint; its draws are all kept
+            if chunk.failure is None and self.directory is not None:   # draws, then the checkpoint: the commit
+                if len(chunk.theta):
+                    self.directory.append(self.draws_kept, chunk.theta, chunk.stats)
+                assert chunk.state is not None
+                self.directory.save_checkpoint(chunk.state)
             if chunk.state is not None:
                 self.checkpoint = chunk.state
+            self.draws_kept += len(chunk.theta)
             ran = chunk.rounds_done - self.rounds_done
             self.rounds_done = chunk.rounds_done
             if self.keep_draws:
@@ -212,7 +222,7 @@ class Run:
             self.failure = (failure_of(exc) or _unknown(exc)).at(round=state.rounds_done)
             self.stop_reason = "failure"
             return True
-        self.rounds_done = state.rounds_done
+        self.rounds_done, self.draws_kept = state.rounds_done, state.draws_kept
         self._event(RunEvent("resumed", state.rounds_done))
         return True
 
@@ -298,7 +308,7 @@ def sample(model: Any, shards: Any, algorithm: str = "dglmc", *, chains: int = 4
            burn_in: int | None = None, thin: int = 1, seed: int = 0, executor: str = "ray",
            time_budget_s: float | None = None, progress: bool | None = None, balance: str | bool = "auto",
            max_actors: int | None = None, transport: str = "socket", target_ess: float = 400.0,
-           max_rhat: float = 1.01, max_rounds: int | None = None,
+           max_rhat: float = 1.01, max_rounds: int | None = None, checkpoint_dir: str | os.PathLike | None = None,
            callback: Callable[[Chunk], None] | None = None, **params: Any) -> Result:
     """Sample the posterior of `model` given data split into `shards`.
 
@@ -310,28 +320,86 @@ def sample(model: Any, shards: Any, algorithm: str = "dglmc", *, chains: int = 4
     more than 1.5x (then it warns and records the schedule in `result.stats["N_schedule"]`, which `n_local=`
     replays). `time_budget_s` stops cleanly, returning what was drawn. On Ray, `max_actors` caps the worker actors
     (default: one per CPU) and `transport` picks how round messages travel: "socket" (direct TCP channels, the fast
-    path) or "actor" (plain Ray actor calls). Algorithm parameters go in `**params`.
+    path) or "actor" (plain Ray actor calls); a lost worker, node or coordinator is recovered from the last
+    checkpoint. `checkpoint_dir` stores every chunk of draws with its checkpoint, so `rs.resume(checkpoint_dir)`
+    continues the run in another process. Algorithm parameters go in `**params`.
     A failure raises SamplingError naming the worker, site and round, with `.result` holding the draws so far.
     """
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable (it receives each chunk of draws), got {callback!r}")
+    if checkpoint_dir is not None:
+        directory = RunDirectory(checkpoint_dir)
+        if directory.has_checkpoint():
+            raise ValueError(f"checkpoint_dir {str(checkpoint_dir)!r} holds a run already: continue it with "
+                             "rs.resume(checkpoint_dir), or give an empty directory")
     run = Run(model, shards, algorithm, chains=chains, num_rounds=num_rounds, burn_in=burn_in, thin=thin, seed=seed,
               executor=executor, time_budget_s=time_budget_s, balance=balance, max_actors=max_actors,
-              transport=transport, target_ess=target_ess, max_rhat=max_rhat, max_rounds=max_rounds, **params)
+              transport=transport, target_ess=target_ess, max_rhat=max_rhat, max_rounds=max_rounds,
+              checkpoint_dir=checkpoint_dir, **params)
+    if run.directory is not None:
+        run.directory.save_manifest(Manifest(model, algorithm, dict(params), run.options, executor, transport,
+                                             max_actors, balance, _nameable(_as_shards(shards))))
+    return _drive(run, progress, callback)
+
+
+def resume(checkpoint_dir: str | os.PathLike, *, shards: Any = None, executor: str | None = None,
+           progress: bool | None = None, callback: Callable[[Chunk], None] | None = None) -> Result:
+    """Continue a run started with `rs.sample(..., checkpoint_dir=...)` from its last checkpoint, in this process or
+    any other: the result holds every draw (those stored before and the new ones), exactly those of an
+    uninterrupted run. Shards that were files are found again by path; in-memory shards must be passed as
+    `shards` (the same data). `executor` may differ from the original run's (the draws do not depend on it).
+    A checkpoint that cannot be read or belongs to another run raises CheckpointError / ValueError; nothing
+    restarts from round 0."""
+    directory = RunDirectory(checkpoint_dir)
+    manifest = directory.load_manifest()
+    state = directory.load_checkpoint()
+    if shards is None:
+        if any(s is None for s in manifest.shards):
+            raise ValueError("this run's shards were in memory: pass them again, rs.resume(checkpoint_dir, "
+                             "shards=...)")
+        shards = list(manifest.shards)
+    directory.drop_from(state.draws_kept)
+    opts = manifest.options
+    run = Run(manifest.model, shards, manifest.algorithm, chains=opts.chains, num_rounds=opts.num_rounds,
+              burn_in=opts.burn_in, thin=opts.thin, seed=opts.seed, executor=executor or manifest.executor,
+              time_budget_s=opts.time_budget_s, balance=manifest.balance, max_actors=manifest.max_actors,
+              transport=manifest.transport, target_ess=opts.target_ess, max_rhat=opts.max_rhat,
+              max_rounds=opts.max_rounds, resume_from=state, checkpoint_dir=directory.path, **manifest.params)
+    return _drive(run, progress, callback)
+
+
+def _drive(run: Run, progress: bool | None, callback: Callable[[Chunk], None] | None) -> Result:
+    """Run to the end with a progress bar; the result (all draws stored for a checkpointed run), its warnings, or
+    SamplingError."""
     show = progress if progress is not None else run.total_rounds >= 2000
     from tqdm.auto import tqdm
 
-    with run, tqdm(total=run.total_rounds, disable=not show, unit="round", desc=f"{algorithm} ({executor})") as bar:
+    desc = f"{run.algorithm_name} ({run.executor})"
+    with run, tqdm(total=run.total_rounds, initial=run.rounds_done, disable=not show, unit="round",
+                   desc=desc) as bar:
         for chunk in run.chunks():
             bar.update(chunk.rounds_done - bar.n)
             if callback is not None:
                 callback(chunk)
         result = run.result()
+    if run.draws_before and run.directory is not None:   # a resumed run: its result holds every stored draw
+        result = _with_stored_draws(result, run.directory, run.draws_kept)
     if run.failure is not None:
         raise SamplingError(run.failure, result)
     for note in result.info["warnings"]:
-        warnings.warn(note, stacklevel=2)
+        warnings.warn(note, stacklevel=3)
     return result
+
+
+def _with_stored_draws(result: Result, directory: RunDirectory, n: int) -> Result:
+    draws = directory.read(0, n)
+    stats = {k: v.T for k, v in directory.read_stats(n).items()}
+    return dataclasses.replace(result, draws=np.ascontiguousarray(draws.transpose(1, 0, 2)), sample_stats=stats)
+
+
+def _nameable(shard_set: ShardSet) -> tuple[Any, ...]:
+    """The shards as a manifest keeps them: file shards as themselves, in-memory shards as None (data stay out)."""
+    return tuple(s if s.path is not None else None for s in shard_set)
 
 
 def _unknown(exc: BaseException) -> Failure:
