@@ -15,7 +15,7 @@ import socket
 import struct
 import threading
 import traceback
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 _HEADER = struct.Struct("!Q")
 _CLOSE = b"close"
@@ -44,6 +44,37 @@ def _recv_exact(sock: socket.socket, n: int) -> bytearray:
 
 class WorkerFailure(RuntimeError):
     """A worker's step raised: carries the worker-side exception type, message and traceback."""
+
+
+class RemoteError(NamedTuple):
+    """A handler exception as plain strings, so that any exception (picklable or not) can be sent back."""
+
+    type_name: str
+    message: str
+    traceback: str
+
+
+class Reply(NamedTuple):
+    """What a channel server sends back for one request: the handler's value, or the error it raised."""
+
+    ok: bool
+    value: Any  # the handler's return value when ok, else a RemoteError
+
+
+def answer(handler: Callable[[Any], Any], request: Any) -> Reply:
+    """Run `handler` on one request; any exception becomes a RemoteError reply instead of escaping."""
+    try:
+        return Reply(True, handler(request))
+    except BaseException as exc:
+        return Reply(False, RemoteError(type(exc).__name__, str(exc), traceback.format_exc()))
+
+
+def unwrap(reply: Reply) -> Any:
+    """The handler's value from a reply, or WorkerFailure carrying the worker-side error."""
+    if not reply.ok:
+        err = reply.value
+        raise WorkerFailure(f"{err.type_name}: {err.message}\n--- worker traceback ---\n{err.traceback}")
+    return reply.value
 
 
 class ChannelServer:
@@ -85,11 +116,7 @@ class ChannelServer:
                     return
                 if isinstance(request, bytes) and request == _CLOSE:
                     return
-                try:
-                    reply = (True, self.handler(request))
-                except BaseException as exc:  # sent back as plain strings: any exception, picklable or not
-                    reply = (False, (type(exc).__name__, str(exc), traceback.format_exc()))
-                send_obj(conn, reply)
+                send_obj(conn, answer(self.handler, request))
 
 
 class ChannelClient:
@@ -105,11 +132,7 @@ class ChannelClient:
         send_obj(self.sock, request)
 
     def receive(self) -> Any:
-        ok, value = recv_obj(self.sock)
-        if not ok:
-            name, message, trace = value
-            raise WorkerFailure(f"{name}: {message}\n--- worker traceback ---\n{trace}")
-        return value
+        return unwrap(recv_obj(self.sock))
 
     def close(self) -> None:
         try:
