@@ -3,13 +3,15 @@ wake the reader, a Unix socket hands both over and reports a dead peer.
 
 Same interface as the TCP channel (`ChannelServer` / `ChannelClient`), for a worker on the coordinator's node. Each
 direction is a memfd that both processes map: a header (sequence number, length), then the pickled message, written
-with one copy and read with one, whatever its size. After writing, the writer rings that direction's eventfd; the
-reader blocks in poll() on the eventfd, on the socket and on a pidfd of the peer's process, so a killed peer is
-noticed at once (end-of-file on the socket, or the pidfd turning readable). Optionally the reader first watches the
-sequence number for `spin_s` seconds, so that a message arriving within that time costs no sleep and wake-up (worth
-it only with idle cores: see benchmarks/transports.py). No named segment ever exists: the memfds and eventfds are
-handed over the socket (SCM_RIGHTS), and the kernel frees them when both processes have closed them, however the
-processes end. Linux only: elsewhere the constructors raise OSError and the caller keeps the TCP channel.
+with one copy and read with one, whatever its size. After writing, the writer rings that direction's eventfd, on
+which the reader sleeps in a blocking read. A watchdog thread on each side waits in poll() on the socket and on a
+pidfd of the peer's process; when the peer ends (killed or closed: end-of-file on the socket, or the pidfd turning
+readable) it rings the reader's own eventfd, so a blocked reader raises ConnectionError at once. Optionally the
+reader first watches the sequence number for `spin_s` seconds, so that a message arriving within that time costs no
+sleep and wake-up (worth it only with idle cores: see benchmarks/transports.py). No named segment ever exists: the
+memfds and eventfds are handed over the socket (SCM_RIGHTS), and the kernel frees them when both processes have
+closed them, however the processes end. Linux only: elsewhere the constructors raise OSError and the caller keeps
+the TCP channel.
 """
 from __future__ import annotations
 
@@ -35,8 +37,6 @@ INITIAL_BYTES = 1 << 16
 SPIN_SAFE = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 #: Default seconds a reader watches for a message before it blocks (see benchmarks/transports.py).
 DEFAULT_SPIN_S = 0.0
-#: Milliseconds a blocked reader sleeps between re-checks of the sequence number (a safety net, not the wake-up path).
-_POLL_SLICE_MS = 1000
 _HANDSHAKE_TIMEOUT_S = 10.0
 _HEADER = struct.Struct("<QQ")   # sequence number of the last message written, its length in bytes
 _U64 = struct.Struct("<Q")
@@ -94,7 +94,12 @@ class _Region:
 
 
 class _Endpoint:
-    """One side of an open channel: writes to `outbox` and rings `ring_fd`; reads `inbox`, sleeping on `wait_fd`."""
+    """One side of an open channel: writes to `outbox` and rings `ring_fd`; reads `inbox`, sleeping on `wait_fd`.
+
+    The reader sleeps in a plain blocking read of its eventfd (one system call per message). A watchdog thread,
+    blocked in poll() on the socket and the peer's pidfd, rings that same eventfd when the peer ends, so the sleeping
+    reader wakes up and raises ConnectionError instead of waiting for ever.
+    """
 
     def __init__(self, sock: socket.socket, outbox: _Region, inbox: _Region, ring_fd: int, wait_fd: int,
                  spin_s: float) -> None:
@@ -102,68 +107,98 @@ class _Endpoint:
         self.ring_fd, self.wait_fd = ring_fd, wait_fd
         self.spin_s = spin_s if SPIN_SAFE else 0.0
         self.sent = self.seen = 0
-        self.poller = select.poll()
-        self.poller.register(wait_fd, select.POLLIN)
-        self.poller.register(sock.fileno(), select.POLLIN)
+        self.peer_gone: str | None = None  # why the peer is known to be gone, set by the watchdog
         self.peer_fd = _peer_pidfd(sock)
-        if self.peer_fd is not None:
-            self.poller.register(self.peer_fd, select.POLLIN)
         self.closed = False
+        self.watchdog = threading.Thread(target=self._watch, name="raysampler-shm-watchdog", daemon=True)
+        self.watchdog.start()
 
     def send(self, obj: Any) -> None:
         if self.closed:
             raise ConnectionError("the shared-memory channel is closed")
+        if self.peer_gone:
+            raise ConnectionError(self.peer_gone)
         payload = pickle.dumps(obj, protocol=5)
         self.sent += 1
         self.outbox.write(payload, self.sent)
         os.eventfd_write(self.ring_fd, 1)
 
     def receive(self) -> Any:
-        """The next message; ConnectionError once the peer's process has ended or closed the channel."""
-        if self.closed:
-            raise ConnectionError("the shared-memory channel is closed")
+        """The next message; ConnectionError once the peer's process has ended or either side closed the channel."""
         want = self.seen + 1
-        if self.inbox.seq() != want:
-            self._wait(want)
+        if SPIN_SAFE:
+            self._wait_trusting_loads(want)
+        else:
+            self._wait_ordered(want)
         self.seen = want
         return self.inbox.read()
 
-    def _wait(self, want: int) -> None:
+    def _wait_trusting_loads(self, want: int) -> None:
+        """x86: the writer's stores are seen in order, so a current sequence number means the message is complete."""
         inbox = self.inbox
-        if self.spin_s > 0:
+        if inbox.seq() != want and self.spin_s > 0:
             deadline = time.perf_counter() + self.spin_s
-            while time.perf_counter() < deadline:
-                if inbox.seq() == want:
-                    return
-        while inbox.seq() != want:
-            for fd, _ in self.poller.poll(_POLL_SLICE_MS):
-                if fd == self.wait_fd:
-                    try:
-                        os.eventfd_read(fd)
-                    except BlockingIOError:  # drained already (a ring for a message taken while spinning)
-                        pass
-                elif fd == self.peer_fd:
-                    raise ConnectionError("the shared-memory channel's peer process has exited")
-                else:
-                    self._check_socket()
+            while inbox.seq() != want and time.perf_counter() < deadline:
+                pass
+        while inbox.seq() != want:  # a ring may be stale (its message was taken while spinning): then sleep again
+            self._sleep()
 
-    def _check_socket(self) -> None:
-        """The socket carries nothing after the handshake: readable means the peer ended (EOF) or broke protocol."""
-        try:
-            data = self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-        except BlockingIOError:
+    def _wait_ordered(self, want: int) -> None:
+        """Elsewhere: look at the region only after the eventfd read, whose kernel locking orders the writer's stores
+        before this side's loads."""
+        while True:
+            self._sleep()
+            if self.inbox.seq() == want:
+                return
+
+    def _sleep(self) -> None:
+        if self.closed:
+            raise ConnectionError("the shared-memory channel is closed")
+        if self.peer_gone:
+            raise ConnectionError(self.peer_gone)
+        os.eventfd_read(self.wait_fd)
+
+    def _watch(self) -> None:
+        """Wait for the peer to end (socket end-of-file or its pidfd readable), then wake this side's reader."""
+        poller = select.poll()
+        poller.register(self.sock.fileno(), select.POLLIN)
+        if self.peer_fd is not None:
+            poller.register(self.peer_fd, select.POLLIN)
+        while not self.closed:
+            events = dict(poller.poll())
+            if self.closed:
+                return
+            if self.peer_fd is not None and self.peer_fd in events:
+                self.peer_gone = "the shared-memory channel's peer process has exited"
+            elif self.sock.fileno() in events:
+                try:
+                    data = self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    continue
+                except OSError as exc:
+                    data = b""
+                    self.peer_gone = f"the shared-memory channel's peer is gone ({exc})"
+                if data:  # the socket carries nothing after the handshake
+                    self.peer_gone = "unexpected bytes on the shared-memory channel's socket"
+                self.peer_gone = self.peer_gone or ("the shared-memory channel's peer closed it or died "
+                                                    "(worker or coordinator died?)")
+            else:
+                continue
+            os.eventfd_write(self.wait_fd, 1)
             return
-        except OSError as exc:
-            raise ConnectionError(f"the shared-memory channel's peer is gone ({exc})") from None
-        if not data:
-            raise ConnectionError("the shared-memory channel's peer closed it or died (worker or coordinator died?)")
-        raise ConnectionError("unexpected bytes on the shared-memory channel's socket")
 
     def close(self) -> None:
         if self.closed:
             return
         self.closed = True
-        self.sock.close()  # the peer sees end-of-file
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the watchdog; the peer sees end-of-file
+        except OSError:
+            pass
+        os.eventfd_write(self.wait_fd, 1)  # wakes a reader blocked in another thread, which then sees `closed`
+        if self.watchdog is not threading.current_thread():
+            self.watchdog.join(timeout=5.0)
+        self.sock.close()
         for region in (self.outbox, self.inbox):
             region.close()
         for fd in (self.ring_fd, self.wait_fd) + ((self.peer_fd,) if self.peer_fd is not None else ()):
@@ -231,7 +266,7 @@ class ShmChannelServer:
                 fds.append(fd)
                 os.ftruncate(fd, INITIAL_BYTES)
             for _ in range(2):
-                fds.append(os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK))
+                fds.append(os.eventfd(0, os.EFD_CLOEXEC))
             socket.send_fds(conn, [_HELLO], fds)
             request, reply = _Region(fds[0]), _Region(fds[1])
         except BaseException:
@@ -267,7 +302,8 @@ class ShmChannelServer:
 
 
 class ShmChannelClient:
-    """Coordinator side of one worker's shared-memory channel: `send` a request, `receive` its reply."""
+    """Coordinator side of one worker's shared-memory channel: `send` a request, `receive` its reply (one thread
+    uses a client; `spin_s` is honoured on x86 only)."""
 
     def __init__(self, address: str, token: bytes, timeout_s: float = 10.0, spin_s: float = DEFAULT_SPIN_S) -> None:
         _require_support()

@@ -21,7 +21,7 @@ from raysampler.runtime import shm_channel
 from raysampler.runtime.channel import ChannelClient, ChannelServer, WorkerFailure
 from raysampler.runtime.shm_channel import ShmChannelClient, ShmChannelServer
 
-KINDS = ("tcp", "shm")
+KINDS = ("tcp", "shm", "shm-ordered")  # shm-ordered: the wait used off x86 (no trusting of plain loads)
 pytestmark = pytest.mark.timeout(120)
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray workers cannot import this test module by name
 
@@ -41,6 +41,8 @@ class ChannelHost:
     """A worker actor serving one channel: requests are (op, value) pairs."""
 
     def open(self, kind: str) -> tuple[Any, bytes]:
+        if kind == "shm-ordered":
+            shm_channel.SPIN_SAFE = False  # this actor serves only this channel
         if kind == "tcp":
             self.server = ChannelServer(self.handle, "127.0.0.1")
         else:
@@ -69,7 +71,9 @@ class ChannelHost:
         return self.server.thread.is_alive()
 
 
-def open_channel(ray: Any, kind: str) -> tuple[Any, Any]:
+def open_channel(ray: Any, kind: str, monkeypatch: pytest.MonkeyPatch | None) -> tuple[Any, Any]:
+    if kind == "shm-ordered":  # read at each receive
+        monkeypatch.setattr(shm_channel, "SPIN_SAFE", False)
     actor = ray.remote(num_cpus=0)(ChannelHost).remote()
     address, token = ray.get(actor.open.remote(kind), timeout=60)
     client = ChannelClient(tuple(address), token) if kind == "tcp" else ShmChannelClient(address, token)
@@ -91,8 +95,8 @@ def wait_for(predicate: Any, timeout_s: float) -> bool:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_numpy_payloads_round_trip_exactly(ray_session, kind):
-    actor, client = open_channel(ray_session, kind)
+def test_numpy_payloads_round_trip_exactly(ray_session, kind, monkeypatch):
+    actor, client = open_channel(ray_session, kind, monkeypatch)
     rng = np.random.default_rng(0)
     try:
         msgs = [Message(phi=rng.standard_normal((4, 31)), n_steps=i, warmup=False) for i in range(2)]
@@ -115,8 +119,8 @@ def test_numpy_payloads_round_trip_exactly(ray_session, kind):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_worker_exception_is_raised_on_the_coordinator_and_the_channel_goes_on(ray_session, kind):
-    actor, client = open_channel(ray_session, kind)
+def test_worker_exception_is_raised_on_the_coordinator_and_the_channel_goes_on(ray_session, kind, monkeypatch):
+    actor, client = open_channel(ray_session, kind, monkeypatch)
     try:
         client.send(("raise", "shard 3 has NaN"))
         with pytest.raises(WorkerFailure, match="ValueError: shard 3 has NaN") as info:
@@ -125,7 +129,7 @@ def test_worker_exception_is_raised_on_the_coordinator_and_the_channel_goes_on(r
         client.send(("unpicklable", None))
         with pytest.raises((WorkerFailure, ConnectionError)):
             client.receive()
-        if kind == "shm":  # the shared-memory server turns an unpicklable reply into an error and keeps serving
+        if kind != "tcp":  # the shared-memory server turns an unpicklable reply into an error and keeps serving
             assert round_trip(client, ("echo", 7)) == 7
     finally:
         client.close()
@@ -133,8 +137,8 @@ def test_worker_exception_is_raised_on_the_coordinator_and_the_channel_goes_on(r
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_killed_worker_is_noticed_within_seconds(ray_session, kind):
-    actor, client = open_channel(ray_session, kind)
+def test_killed_worker_is_noticed_within_seconds(ray_session, kind, monkeypatch):
+    actor, client = open_channel(ray_session, kind, monkeypatch)
     try:
         assert round_trip(client, ("echo", 1)) == 1
         client.send(("sleep", 60.0))  # the coordinator waits on a long step when the worker is killed
@@ -156,7 +160,7 @@ def dev_shm() -> set[str]:
 
 def test_shm_channel_leaves_no_segments_after_close(ray_session):
     before_shm, before_fds = dev_shm(), memfd_count()
-    actor, client = open_channel(ray_session, "shm")
+    actor, client = open_channel(ray_session, "shm", None)
     try:
         assert memfd_count() > before_fds and ray_session.get(actor.memfds.remote()) > 0
         round_trip(client, ("echo", np.zeros(10**5)))  # grows both regions
