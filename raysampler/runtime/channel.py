@@ -1,9 +1,11 @@
 """A direct TCP channel between the coordinator and one worker actor: the round loop's fast path.
 
-A plain Ray actor call costs ≈ 1–3 ms per round on a 2-core machine against ≈ 0.1 ms for a socket round trip. Ray still places the actors, loads their data and owns their lifetime; once set up, each
-round's messages travel as length-prefixed pickles (protocol 5) over a socket the worker serves from a
-background thread. It works across nodes (the worker binds its node's address); if a connection cannot be
-made the pool falls back to plain actor calls. A worker's failure comes back as its `Failure` record.
+A plain Ray actor call costs ≈ 1–3 ms per round on a 2-core machine against ≈ 0.1 ms for a socket round trip
+(benchmarks/rounds.py, benchmarks/transports.py). Ray still places the actors, loads their data and owns their
+lifetime; once set up, each round's messages travel as length-prefixed pickles (protocol 5) over a socket the
+worker serves from a background thread. It works across nodes (the worker binds its node's address); if a
+connection cannot be made the pool falls back to plain actor calls. Workers on the coordinator's own node use the
+faster shared-memory channel (shm_channel.py) instead. A worker's failure comes back as its `Failure` record.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import socket
 import struct
 import threading
 import traceback
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from ..errors import Failure, FailureKind, WorkerFailed
 
@@ -41,6 +43,32 @@ def _recv_exact(sock: socket.socket, n: int) -> bytearray:
             raise ConnectionError("the channel closed while a message was expected (worker or coordinator died?)")
         got += k
     return buf
+
+
+class Reply(NamedTuple):
+    """What a channel server sends back for one request: the handler's value, or the `Failure` it raised."""
+
+    ok: bool
+    value: Any  # the handler's return value when ok, else a Failure
+
+
+def answer(handler: Callable[[Any], Any], request: Any) -> Reply:
+    """Run `handler` on one request; a failure becomes a reply carrying its `Failure` record (any other exception,
+    picklable or not, becomes a WORKER_ERROR record of plain strings) instead of escaping."""
+    try:
+        return Reply(True, handler(request))
+    except WorkerFailed as exc:
+        return Reply(False, exc.failure)
+    except BaseException as exc:
+        return Reply(False, Failure(FailureKind.WORKER_ERROR, f"{type(exc).__name__}: {exc}",
+                                    traceback=traceback.format_exc()))
+
+
+def unwrap(reply: Reply) -> Any:
+    """The handler's value from a reply, or WorkerFailed carrying the worker-side failure."""
+    if not reply.ok:
+        raise WorkerFailed(reply.value)
+    return reply.value
 
 
 class ChannelServer:
@@ -83,14 +111,7 @@ class ChannelServer:
                     return
                 if isinstance(request, bytes) and request == _CLOSE:
                     return
-                try:
-                    reply: tuple[bool, Any] = (True, self.handler(request))
-                except WorkerFailed as exc:
-                    reply = (False, exc.failure)
-                except BaseException as exc:  # any other exception, picklable or not, as a record of plain strings
-                    reply = (False, Failure(FailureKind.WORKER_ERROR, f"{type(exc).__name__}: {exc}",
-                                            traceback=traceback.format_exc()))
-                send_obj(conn, reply)
+                send_obj(conn, answer(self.handler, request))
 
 
 class ChannelClient:
@@ -106,10 +127,7 @@ class ChannelClient:
         send_obj(self.sock, request)
 
     def receive(self) -> Any:
-        ok, value = recv_obj(self.sock)
-        if not ok:
-            raise WorkerFailed(value)
-        return value
+        return unwrap(recv_obj(self.sock))
 
     def close(self) -> None:
         try:

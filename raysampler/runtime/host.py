@@ -175,14 +175,19 @@ class ShardHost:
         as a slower machine would)."""
         self.slowdown.update({int(k): float(v) for k, v in factors.items() if int(k) in self.slowdown})
 
-    def open_channel(self) -> tuple[tuple[str, int], bytes]:
-        """Serve `step` over a direct TCP channel (the round loop's fast path): (address, token) to connect with."""
+    def open_channel(self, kind: str = "tcp") -> tuple[str, Any, bytes]:
+        """Serve `step` over a direct channel (the round loop's fast path): "shm" (shared memory, for a coordinator
+        on this node; falls back to TCP where the platform lacks it) or "tcp". Returns (kind, address, token)."""
         import ray
 
+        from . import shm_channel
         from .channel import ChannelServer
 
+        if kind == "shm" and shm_channel.supported():
+            self._channel = shm_channel.ShmChannelServer(self.step, label=f"shards-{self.shard_ids}")
+            return "shm", self._channel.address, self._channel.token
         self._channel = ChannelServer(self.step, ray.util.get_node_ip_address())
-        return self._channel.address, self._channel.token
+        return "tcp", self._channel.address, self._channel.token
 
     def step(self, messages: Sequence[Any]) -> tuple[list[Any], list[float]]:
         """One local step on every shard: (replies, CPU seconds of work per shard). Raises WorkerFailed naming the

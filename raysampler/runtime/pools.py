@@ -142,8 +142,10 @@ class RayPool:
         self._transport = ActorTransport(self.actors, self.groups)
         if self._want != "socket":
             return
+        here = self._ray.get_runtime_context().get_node_id()
+        local = [self.placement[g[0]].node_id == here for g in self.groups]
         try:
-            self._transport = SocketTransport(self.actors, self.groups, startup_timeout_s())
+            self._transport = SocketTransport(self.actors, self.groups, startup_timeout_s(), local)
         except (OSError, ConnectionError) as exc:  # e.g. a firewall between nodes: plain actor calls still work
             import warnings
 

@@ -67,7 +67,10 @@ def test_diverging_chain_is_a_non_finite_record_with_draws_kept():
     assert err.value.result.draws.shape[1] == f.round and np.all(np.isfinite(err.value.result.draws))
 
 
-def test_killed_worker_process_is_a_worker_lost_record(ray_session):
+def test_killed_worker_process_is_a_worker_lost_record(ray_session, monkeypatch):
+    """With no restarts allowed (RAYSAMPLER_MAX_RESTARTS=0; by default the run would recover), a killed worker
+    ends the run with a WORKER_LOST record naming the shard, its node and the round."""
+    monkeypatch.setenv("RAYSAMPLER_MAX_RESTARTS", "0")
     X, y = rs.datasets.load("breast_cancer")
     with Run(rs.models.LogisticRegression(), rs.shard(X, y, num_shards=2), chains=2, num_rounds=10**6, burn_in=5,
              executor="ray", seed=1) as run:
