@@ -181,6 +181,27 @@ def test_launcher_config_has_one_labelled_node_type_per_site_with_its_data(name:
     assert len(sites) == len(set(sites)), f"one node type per site, got {sites}"
 
 
+@pytest.mark.parametrize("name", sorted(LAUNCHER_CONFIGS))
+def test_the_launcher_hands_each_site_label_to_ray_start(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The path a node type's labels take: the launcher exports them before `ray start` (as Ray's updater does), and
+    the node reads them back from that variable when it starts."""
+    from ray._private.ray_constants import LABELS_ENVIRONMENT_VARIABLE
+    from ray._private.resource_and_label_spec import ResourceAndLabelSpec
+    from ray.autoscaler._private.command_runner import _with_environment_variables
+
+    config = load_launcher(name)
+    for type_name, node_type in config["available_node_types"].items():
+        if type_name == config["head_node_type"]:
+            continue
+        command = _with_environment_variables(f'printf %s "${LABELS_ENVIRONMENT_VARIABLE}"',
+                                              {LABELS_ENVIRONMENT_VARIABLE: node_type["labels"]})
+        exported = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=30, check=True)
+        monkeypatch.setenv(LABELS_ENVIRONMENT_VARIABLE, exported.stdout)
+        assert ResourceAndLabelSpec._load_env_labels() == node_type["labels"]
+    (start,) = [c for c in config["worker_start_ray_commands"] if "ray start" in c]
+    assert "--labels" not in start, "labels come from each node type, not from the start command shared by all"
+
+
 def test_ray_label_validation_rejects_a_bad_site_label() -> None:
     from ray._private.label_utils import validate_node_label_syntax
 
