@@ -39,7 +39,7 @@ VERSION: str = _PROJECT["version"]
 RAY_PIN: str = next(d.split("==", 1)[1].strip() for d in _PROJECT["dependencies"] if re.match(r"ray\s*==", d))
 
 # Environment variables the deployments set that no Settings field or source literal names yet: the site wait is read
-# by the runtime's site placement (issue 10), built beside these files.
+# by the runtime's site placement, which is built beside these files.
 CONTRACT_ENV = {"RAYSAMPLER_SITE_WAIT_S"}
 
 
