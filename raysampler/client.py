@@ -188,6 +188,10 @@ class _API:
         return _Call("POST", f"/v1/runs/{run_id}/cancel")
 
     @staticmethod
+    def resume(run_id: str) -> _Call:
+        return _Call("POST", f"/v1/runs/{run_id}/resume")
+
+    @staticmethod
     def delete_run(run_id: str) -> _Call:
         return _Call("DELETE", f"/v1/runs/{run_id}")
 
@@ -492,6 +496,11 @@ class RunHandle:
         self._info = self.client._send(_API.cancel(self.id)).json()
         return self._info
 
+    def resume(self) -> dict[str, Any]:
+        """Continue a FAILED or CANCELLED run from its checkpoint."""
+        self._info = self.client._send(_API.resume(self.id)).json()
+        return self._info
+
     def delete(self) -> None:
         self.client._send(_API.delete_run(self.id))
 
@@ -660,6 +669,11 @@ class AsyncRunHandle:
 
     async def cancel(self) -> dict[str, Any]:
         self._info = (await self.client._send(_API.cancel(self.id))).json()
+        return self._info
+
+    async def resume(self) -> dict[str, Any]:
+        """Continue a FAILED or CANCELLED run from its checkpoint."""
+        self._info = (await self.client._send(_API.resume(self.id))).json()
         return self._info
 
     async def delete(self) -> None:

@@ -170,6 +170,8 @@ class EventKind(StrEnum):
     SETUP = "setup"
     PROGRESS = "progress"
     WARNING = "warning"
+    WORKER_LOST = "worker_lost"
+    RESUMED = "resumed"
 
 
 class EventPayload(Protocol):
@@ -234,6 +236,31 @@ class WarningEvent:
 
     def to_json(self) -> dict[str, Any]:
         return {"message": self.message}
+
+
+@dataclass(frozen=True)
+class WorkerLostEvent:
+    """A worker process, its node or the coordinator was lost in round `round` (the run rolls back and goes on)."""
+
+    kind: ClassVar[EventKind] = EventKind.WORKER_LOST
+    round: int
+    failure: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"round": self.round, "failure": self.failure}
+
+
+@dataclass(frozen=True)
+class ResumedEvent:
+    """The run continues from its checkpoint at round `round` (after a lost process, a service restart or a
+    resume request); `restarts` counts resumes so far."""
+
+    kind: ClassVar[EventKind] = EventKind.RESUMED
+    round: int
+    restarts: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"round": self.round, "restarts": self.restarts}
 
 
 SSE_KEEPALIVE = ": keep-alive\n\n"

@@ -119,6 +119,13 @@ def cancel(run_id: str, who: Tenant, svc: Svc) -> RunInfo:
     return run_info(svc.manager.cancel(who, run_id))
 
 
+@router.post("/{run_id}/resume", status_code=202, response_model=RunInfo, responses=error_responses(404, 409))
+def resume(run_id: str, who: Tenant, svc: Svc) -> RunInfo:
+    """Continue a FAILED or CANCELLED run from its checkpoint (e.g. once a lost site is back): it queues again and
+    its draws continue exactly where the stored ones end."""
+    return run_info(svc.manager.resume(who, run_id))
+
+
 @router.delete("/{run_id}", status_code=204, responses=error_responses(404, 409))
 def delete(run_id: str, who: Tenant, svc: Svc) -> Response:
     """Purge a finished run: its record, events and draw files."""

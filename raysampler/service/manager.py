@@ -1,6 +1,7 @@
-"""The run manager: queue runs, sample them on background threads with `rs.Run`, write every chunk of draws durably,
-log events, honour cancel requests, and recover after a restart (RUNNING runs become FAILED with their draws kept;
-PENDING runs are queued again).
+"""The run manager: queue runs, sample them on background threads with `rs.Run`, store every chunk of draws with its
+checkpoint, log events, honour cancel requests, and carry runs through failures: a lost worker, node or
+coordinator is recovered inside the run; after a restart of the service, runs that were RUNNING resume from their
+checkpoints and PENDING ones are queued again; a FAILED or CANCELLED run resumes on request.
 """
 from __future__ import annotations
 
@@ -14,11 +15,13 @@ from typing import Any
 
 import numpy as np
 
+from ..checkpoints import CheckpointError
 from ..diagnostics import diagnose
-from ..errors import Failure
+from ..errors import Failure, FailureKind, SamplingError, failure_of
 from ..runtime.contracts import RunStats
-from ..sampling import Run
-from ..wire import ProgressEvent, RunStatus, SetupEvent, StatusEvent, WarningEvent
+from ..sampling import Run, RunEvent
+from ..wire import (ProgressEvent, ResumedEvent, RunStatus, SetupEvent, StatusEvent, WarningEvent,
+                    WorkerLostEvent)
 from .drawfiles import DrawFiles
 from .errors import NotFound, StateConflict
 from .metrics import Metrics
@@ -62,10 +65,9 @@ class RunManager:
             from ..runtime.executors import ensure_ray
 
             ensure_ray(self.settings.ray_address, num_cpus=self.settings.ray_num_cpus)
-        for rec in self.store.runs_with_status([RunStatus.RUNNING]):
-            msg = (f"the service stopped while this run was RUNNING; {rec.draws_stored} draws per chain were "
-                   f"stored and are kept")
-            self._finish(rec, RunStatus.FAILED, error=msg)
+        for rec in self.store.runs_with_status([RunStatus.RUNNING]):   # the service stopped while they ran
+            self.store.transition(rec.tenant, rec.id, (RunStatus.RUNNING,), event=StatusEvent(RunStatus.PENDING),
+                                  status=RunStatus.PENDING)
         for rec in self.store.runs_with_status([RunStatus.PENDING]):
             self._enqueue(rec.tenant, rec.id)
         for k in range(self.settings.max_concurrent_runs):
@@ -144,6 +146,27 @@ class RunManager:
         self._finish(rec, RunStatus.CANCELLED, only_from=(RunStatus.PENDING,))  # no-op once RUNNING
         return self.get(tenant, run_id)
 
+    def resume(self, tenant: str, run_id: str) -> RunRecord:
+        """Continue a FAILED or CANCELLED run from its checkpoint (its stored draws are kept and continued exactly);
+        StateConflict if it has no checkpoint or is not stopped."""
+        rec = self.get(tenant, run_id)
+        if rec.status not in (RunStatus.FAILED, RunStatus.CANCELLED):
+            raise StateConflict(f"run {run_id} is {rec.status.value}; only a FAILED or CANCELLED run resumes")
+        directory = self.files.directory(tenant, run_id)
+        if not directory.has_checkpoint():
+            raise StateConflict(f"run {run_id} has no checkpoint to resume from (it stopped before its first chunk "
+                                "of draws); submit it again")
+        try:
+            directory.load_checkpoint()
+        except CheckpointError as exc:
+            raise StateConflict(f"run {run_id} cannot resume: {exc}") from None
+        if not self.store.transition(tenant, run_id, (RunStatus.FAILED, RunStatus.CANCELLED),
+                                     event=StatusEvent(RunStatus.PENDING), status=RunStatus.PENDING,
+                                     finished_at=None, error=None, failure=None, cancel_requested=False):
+            raise StateConflict(f"run {run_id} changed state meanwhile; try again")
+        self._enqueue(tenant, run_id)
+        return self.get(tenant, run_id)
+
     def delete(self, tenant: str, run_id: str) -> None:
         """Purge a finished run: record, events and draw files."""
         rec = self.get(tenant, run_id)
@@ -204,8 +227,25 @@ class RunManager:
                                      status=RunStatus.RUNNING, started_at=time.time())
 
     def _start_engine(self, rec: RunRecord) -> tuple[Run, float] | None:
-        """The started engine run and its start time, or None after marking the run FAILED with the reason."""
-        spec = rec.spec
+        """The started engine run and its start time, or None after marking the run FAILED with the reason.
+
+        A run with a checkpoint (the service restarted during it, a lost worker could not be recovered in place,
+        or a resume was asked for) continues from it: draw files past it are dropped and written again, exactly.
+        A checkpoint that cannot be used fails the run with the reason — it never restarts from round 0 over
+        stored draws."""
+        spec, directory = rec.spec, self.files.directory(rec.tenant, rec.id)
+        state = None
+        try:
+            if directory.has_checkpoint():
+                state = directory.load_checkpoint()
+                directory.drop_from(state.draws_kept)
+            elif rec.draws_stored:
+                raise CheckpointError(f"{rec.draws_stored} draws per chain are stored but their checkpoint is "
+                                      "missing")
+        except CheckpointError as exc:
+            self._finish(rec, RunStatus.FAILED, failure=Failure(FailureKind.CHECKPOINT, str(exc)),
+                         error=f"cannot resume: {exc}; the {rec.draws_stored} stored draws per chain are kept")
+            return None
         try:
             built = build(spec, rec.tenant, self.store, self.settings.executor)
             t0 = time.perf_counter()
@@ -213,11 +253,28 @@ class RunManager:
             run = Run(built.model, built.shards, spec.algorithm.name, chains=opts.chains, num_rounds=opts.num_rounds,
                       burn_in=opts.burn_in, thin=opts.thin, seed=opts.seed, executor=self.settings.executor,
                       time_budget_s=opts.time_budget_s, target_ess=opts.target_ess, max_rhat=opts.max_rhat,
-                      max_rounds=opts.max_rounds, keep_draws=False, **spec.algorithm.params)
+                      max_rounds=opts.max_rounds, keep_draws=False, resume_from=state,
+                      checkpoint_dir=directory.path, on_event=lambda ev: self._engine_event(rec, ev),
+                      **spec.algorithm.params)
         except Exception as exc:
-            self._finish(rec, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
+            failure = failure_of(exc) or (exc.failure if isinstance(exc, SamplingError) else None)
+            self._finish(rec, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}", failure=failure)
             return None
+        if state is not None:
+            restarts = self.get(rec.tenant, rec.id).restarts + 1
+            self.store.update_run(rec.tenant, rec.id, restarts=restarts, draws_stored=state.draws_kept,
+                                  rounds_done=state.rounds_done, checkpoint_round=state.rounds_done)
+            self.store.add_event(rec.key, ResumedEvent(state.rounds_done, restarts))
         return run, t0
+
+    def _engine_event(self, rec: RunRecord, event: RunEvent) -> None:
+        """A lost worker and the run's own recovery from its checkpoint, as events and the restart count."""
+        if event.kind == "worker_lost" and event.failure is not None:
+            self.store.add_event(rec.key, WorkerLostEvent(event.round, jsonable(event.failure.as_dict())))
+        elif event.kind == "resumed":
+            restarts = self.get(rec.tenant, rec.id).restarts + 1
+            self.store.update_run(rec.tenant, rec.id, restarts=restarts, checkpoint_round=event.round)
+            self.store.add_event(rec.key, ResumedEvent(event.round, restarts))
 
     def _record_setup(self, rec: RunRecord, run: Run) -> dict[str, float]:
         """Store the dimension, parameter names and set-up time; returns the run's timings so far."""
@@ -229,26 +286,25 @@ class RunManager:
         return timings
 
     def _sample(self, rec: RunRecord, run: Run, cancel: threading.Event, timings: dict[str, float]) -> _Sampled:
-        """Write each chunk of draws durably, then raise the stored count and log progress; stop on a cancel."""
-        stored, t_stats = 0, time.monotonic()
+        """Each chunk arrives already stored with its checkpoint (the run writes them); then raise the record's
+        stored count and log progress; stop on a cancel."""
+        t_stats = time.monotonic()
         for chunk in run.chunks(target_chunk_s=self.settings.chunk_s):
             n = len(chunk.theta)
-            if n:
-                self.files.append(rec.tenant, rec.id, stored, chunk.theta, chunk.stats)
-                stored += n
-                if self.metrics is not None:
-                    self.metrics.draws.inc(n * rec.chains)
-            fields: RunFields = {"rounds_done": chunk.rounds_done, "draws_stored": stored}
+            if n and self.metrics is not None:
+                self.metrics.draws.inc(n * rec.chains)
+            fields: RunFields = {"rounds_done": chunk.rounds_done, "draws_stored": run.draws_kept,
+                                 "checkpoint_round": chunk.rounds_done}
             if time.monotonic() - t_stats > LIVE_STATS_S:  # per-worker τ_i, N_i, idle fraction while it runs
                 live = run.stats()
                 fields["workers"] = _workers(live)
                 fields["timings"] = timings | {"sampling_s": float(live.sampling_time_s)}
                 t_stats = time.monotonic()
             self.store.update_run(rec.tenant, rec.id, **fields)
-            self.store.add_event(rec.key, ProgressEvent(chunk.rounds_done, run.total_rounds, stored))
+            self.store.add_event(rec.key, ProgressEvent(chunk.rounds_done, run.total_rounds, run.draws_kept))
             if cancel.is_set():
-                return _Sampled(stored, True)
-        return _Sampled(stored, False)
+                return _Sampled(run.draws_kept, True)
+        return _Sampled(run.draws_kept, False)
 
     def _record_final_stats(self, rec: RunRecord, run: Run, timings: dict[str, float], t0: float) -> None:
         """The per-worker statistics and the sampling and wall times at the end."""
@@ -269,12 +325,11 @@ class RunManager:
         return notes
 
     def _conclude(self, rec: RunRecord, run: Run, sampled: _Sampled, warnings: list[str]) -> None:
-        """The final status: FAILED on shutdown or an engine error, CANCELLED on request, else SUCCEEDED."""
-        if sampled.cancelled and self._stopping.is_set():
-            self._finish(rec, RunStatus.FAILED, warnings=warnings,
-                         error=f"the service shut down during the run; {sampled.stored} draws per chain were stored "
-                               "and are kept")
-        elif sampled.cancelled:
+        """The final status: FAILED on an engine failure, CANCELLED on request, else SUCCEEDED; a run stopped by the
+        service shutting down stays RUNNING, and the next start resumes it from its checkpoint."""
+        if sampled.cancelled and self._stopping.is_set():   # stays RUNNING: the next start resumes it
+            return
+        if sampled.cancelled:
             self._finish(rec, RunStatus.CANCELLED, warnings=warnings)
         elif run.failure is not None:
             self._finish(rec, RunStatus.FAILED, warnings=warnings, failure=run.failure,

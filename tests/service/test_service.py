@@ -1,7 +1,7 @@
 """The REST service against a real uvicorn server on 127.0.0.1 with a real local Ray (fixture `service`), through the
 SDK and raw HTTP, where a real server is the point: sampling on Ray, streaming while running over a socket, offsets
-and reconnects, SSE keep-alives, the body limit on chunked uploads, the async client, and a hard restart that keeps
-every run and draw. Router behaviour (auth, validation, idempotency, paging) is tested in-process in test_routes.py."""
+and reconnects, SSE keep-alives, the body limit on chunked uploads, the async client (restarts and resumes are in
+test_resume.py). Router behaviour (auth, validation, idempotency, paging) is tested in-process in test_routes.py."""
 from __future__ import annotations
 
 import asyncio
@@ -202,54 +202,6 @@ def test_async_client(service, finished):
             return draws, table, final
     draws, table, final = asyncio.run(go())
     assert draws.shape == (4, 300, 31) and len(table) == 31 and final["status"] == "SUCCEEDED"
-
-
-# --- durability -----------------------------------------------------------------------------------------------------
-
-def test_hard_restart_keeps_runs_and_draws(tmp_path):
-    from raysampler.service.local import LocalService
-
-    ray_tmp = tempfile.mkdtemp(prefix="rs-rst-")
-    svc = LocalService(tmp_path / "data", keys={"alice": ALICE}, env=service_env(ray_tmp), log=tmp_path / "a.log")
-    svc.start()
-    try:
-        with Client(svc.url, ALICE) as c:
-            done = c.submit(spec(num_rounds=80, burn_in=10, chains=2))
-            assert done.wait()["status"] == "SUCCEEDED"
-            before_done = done.draws()
-            live = c.submit(spec(num_rounds=10**6, burn_in=0, chains=2))
-            wait_until(lambda: live.info()["progress"]["draws_stored"] >= 50, what="stored draws")
-            svc.kill()  # SIGKILL, server and its Ray: a crash
-            svc.start()
-            info = c.run(live.id).info()
-            assert info["status"] == "FAILED" and "stopped while this run was RUNNING" in info["error"]
-            kept = info["progress"]["draws_stored"]
-            assert kept >= 50
-            after = c.run(live.id).draws()
-            assert after.shape == (2, kept, 31) and np.all(np.isfinite(after))
-            np.testing.assert_array_equal(c.run(done.id).draws(), before_done)
-            assert c.run(done.id).info()["status"] == "SUCCEEDED"
-            statuses = [json.loads(line.split("data: ", 1)[1])["status"] for line in httpx.get(
-                f"{svc.url}/v1/runs/{live.id}/events", headers=hdr(ALICE), timeout=60).text.splitlines()
-                if line.startswith("data: ") and '"status"' in line]
-            assert statuses[-1] == "FAILED"
-            # graceful stop (SIGINT) while a client follows a running run: the server still stops promptly
-            live2 = c.submit(spec(num_rounds=10**6, burn_in=0, chains=2, seed=8))
-            wait_until(lambda: live2.info()["progress"]["draws_stored"] >= 20, what="stored draws")
-            got = []
-            reader = threading.Thread(target=lambda: got.extend(
-                b for b in _ignore_disconnect(live2.stream_draws(follow=True))), daemon=True)
-            reader.start()
-            time.sleep(1.0)
-            t0 = time.monotonic()
-            svc.stop(timeout_s=60)
-            assert svc.proc.returncode == 0 and time.monotonic() - t0 < 30
-            svc.start()
-            info2 = c.run(live2.id).info()
-            assert info2["status"] == "FAILED" and "shut down" in info2["error"]
-            assert c.run(live2.id).draws().shape[1] == info2["progress"]["draws_stored"] >= 20
-    finally:
-        svc.kill()
 
 
 def _ignore_disconnect(it):

@@ -1,0 +1,149 @@
+"""Runs that survive the service itself: SIGKILL the service mid-run (twice, the second time while it resumes) and the
+run resumes from its checkpoint and SUCCEEDS with exactly the draws of an uninterrupted run, while a client
+following the draws across the restarts (reconnecting with its offset) receives every draw exactly once. A graceful
+stop leaves running runs to resume; a CANCELLED run resumes on request; an unusable checkpoint fails the run with the
+reason and keeps its draws."""
+from __future__ import annotations
+
+import tempfile
+import threading
+import time
+
+import httpx
+import numpy as np
+import pytest
+from conftest import service_env
+from service_helpers import ALICE, hdr, spec, wait_until
+
+from raysampler.client import Client
+from raysampler.service.local import LocalService
+from raysampler.service.schemas import RunSpec
+from raysampler.service.specs import build, run_options
+from raysampler.wire import DrawLine, LineSplitter, parse_draw_stream_line
+
+LONG = dict(num_rounds=2500, burn_in=20, chains=2, seed=5)
+
+
+def _service(tmp_path, name="data"):
+    ray_tmp = tempfile.mkdtemp(prefix="rs-resume-")
+    return LocalService(tmp_path / name, keys={"alice": ALICE}, env=service_env(ray_tmp), log=tmp_path / f"{name}.log")
+
+
+def _uninterrupted(body: dict) -> np.ndarray:
+    """The draws an uninterrupted run of this spec makes (in-process: draws do not depend on the executor)."""
+    from raysampler.sampling import Run
+
+    spec_obj = RunSpec.model_validate(body)
+    built = build(spec_obj, "alice", None, "local")  # built-in data: no store needed
+    opts = run_options(spec_obj)
+    with Run(built.model, built.shards, spec_obj.algorithm.name, chains=opts.chains, num_rounds=opts.num_rounds,
+             burn_in=opts.burn_in, thin=opts.thin, seed=opts.seed, executor="local",
+             **spec_obj.algorithm.params) as run:
+        return np.concatenate([c.theta for c in run.chunks()])
+
+
+class Follower(threading.Thread):
+    """Follows a run's draws with follow=true, reconnecting from its offset whenever the server goes away, until
+    the run has ended and every stored line was read; records each line's offset and values."""
+
+    def __init__(self, url: str, run_id: str) -> None:
+        super().__init__(daemon=True)
+        self.url, self.run_id = url, run_id
+        self.lines: list[DrawLine] = []
+        self.reconnects = 0
+
+    def run(self) -> None:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            try:
+                with httpx.stream("GET", f"{self.url}/v1/runs/{self.run_id}/draws", headers=hdr(ALICE),
+                                  params={"start": len(self.lines), "follow": "true"}, timeout=30) as r:
+                    if r.status_code != 200:
+                        raise httpx.TransportError(f"status {r.status_code}")
+                    split = LineSplitter()
+                    for text in r.iter_text():
+                        for line in split.feed(text):
+                            item = parse_draw_stream_line(line)
+                            if isinstance(item, DrawLine):
+                                self.lines.append(item)
+                info = httpx.get(f"{self.url}/v1/runs/{self.run_id}", headers=hdr(ALICE), timeout=10).json()
+                if info["status"] in ("SUCCEEDED", "FAILED", "CANCELLED") and \
+                        len(self.lines) >= info["progress"]["draws_stored"] * info["spec"]["chains"]:
+                    return
+            except (httpx.TransportError, httpx.HTTPError):
+                pass
+            self.reconnects += 1
+            time.sleep(0.3)
+
+
+def test_service_killed_twice_mid_run_resumes_identically_and_a_follower_gets_every_draw_once(tmp_path):
+    svc = _service(tmp_path)
+    svc.start()
+    body = spec(**LONG)
+    try:
+        with Client(svc.url, ALICE) as c:
+            run = c.submit(body)
+            follower = Follower(svc.url, run.id)
+            follower.start()
+            wait_until(lambda: run.info()["progress"]["draws_stored"] >= 100, what="draws before the first kill")
+            svc.kill()                                    # SIGKILL: server and its Ray, as a crash
+            svc.start()
+            wait_until(lambda: run.info()["restarts"] >= 1, what="the run to resume")
+            svc.kill()                                    # again, while the resumed run goes on
+            svc.start()
+            info = wait_until(lambda: (i := run.info())["status"] in ("SUCCEEDED", "FAILED") and i, timeout=240,
+                              what="the run to end")
+            assert info["status"] == "SUCCEEDED", info
+            assert info["restarts"] == 2 and info["checkpoint_round"] == info["progress"]["rounds_total"]
+            stored = run.draws()
+            kinds = [e["event"] for e in run.events(follow=False)]
+            assert kinds.count("resumed") == 2 and kinds[-1] == "status"
+        follower.join(120)
+        expected = _uninterrupted(body)
+        assert stored.shape == (2, LONG["num_rounds"], 31)
+        np.testing.assert_array_equal(stored.transpose(1, 0, 2), expected)
+        offsets = [line.offset for line in follower.lines]
+        assert offsets == list(range(LONG["num_rounds"] * 2)), "every draw exactly once, in order"
+        assert follower.reconnects >= 2
+        got = np.array([line.values for line in follower.lines]).reshape(LONG["num_rounds"], 2, 31)
+        np.testing.assert_array_equal(got, expected)
+    finally:
+        svc.kill()
+
+
+def test_graceful_stop_then_cancel_and_resume_on_request_and_a_corrupt_checkpoint(tmp_path):
+    svc = _service(tmp_path)
+    svc.start()
+    body = spec(**LONG)
+    try:
+        with Client(svc.url, ALICE) as c:
+            run = c.submit(body)
+            wait_until(lambda: run.info()["progress"]["draws_stored"] >= 50, what="stored draws")
+            t0 = time.monotonic()
+            svc.stop(timeout_s=60)                        # SIGINT: the run stays RUNNING for the next start
+            assert svc.proc.returncode == 0 and time.monotonic() - t0 < 30
+            svc.start()
+            wait_until(lambda: run.info()["restarts"] >= 1, what="the run to resume after a graceful stop")
+            run.cancel()
+            info = wait_until(lambda: (i := run.info())["status"] == "CANCELLED" and i, what="CANCELLED")
+            kept = info["progress"]["draws_stored"]
+            with pytest.raises(Exception, match="409"):
+                c.run(c.submit(spec(num_rounds=30, burn_in=5, chains=2, seed=1)).id).resume()  # not stopped
+            run.resume()
+            info = wait_until(lambda: (i := run.info())["status"] in ("SUCCEEDED", "FAILED") and i, timeout=240,
+                              what="the resumed run to end")
+            assert info["status"] == "SUCCEEDED" and info["restarts"] == 2 and kept > 0
+            np.testing.assert_array_equal(run.draws().transpose(1, 0, 2), _uninterrupted(body))
+
+            doomed = c.submit(spec(**{**LONG, "seed": 9}))
+            wait_until(lambda: doomed.info()["progress"]["draws_stored"] >= 30, what="stored draws")
+            svc.kill()
+            (svc.data_dir / "runs" / "alice" / doomed.id / "checkpoint.pkl").write_bytes(b"garbage")
+            svc.start()
+            info = wait_until(lambda: (i := doomed.info())["status"] == "FAILED" and i, what="FAILED")
+            assert "cannot resume" in info["error"] and info["failure"]["kind"] == "checkpoint"
+            assert doomed.draws().shape[1] == info["progress"]["draws_stored"] >= 30
+            with pytest.raises(Exception, match="409|checkpoint"):
+                doomed.resume()
+    finally:
+        svc.kill()
