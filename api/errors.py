@@ -1,7 +1,7 @@
 """Service errors as HTTP responses, and the error responses each route declares in the OpenAPI document.
 
 FieldError → 422 (the same shape as FastAPI's validation errors, `loc` naming the field); NotFound → 404;
-StateConflict → 409; TooLarge → 413. Other errors are {"detail": message}. A 405's Allow header lists every method
+StateConflict → 409; TooLarge → 413; QuotaExceeded → 429 (with Retry-After where waiting helps). Other errors are {"detail": message}. A 405's Allow header lists every method
 the path has (Starlette's names only those of the first route that matched the path).
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
-from raysampler.service.errors import FieldError, NotFound, StateConflict, TooLarge
+from raysampler.service.errors import FieldError, NotFound, QuotaExceeded, StateConflict, TooLarge
 from raysampler.service.schemas import ErrorMessage
 
 _ERROR = {"model": ErrorMessage}
@@ -26,6 +26,9 @@ _DOCS: dict[int, dict[str, Any]] = {
     404: _ERROR | {"description": "no such run or data set for this tenant"},
     409: _ERROR | {"description": "the request does not fit the run's state"},
     # JSON from the app; plain text when the body limit cuts the request off before the app answers
+    429: _ERROR | {"description": "a per-tenant limit is reached (the message names it: active runs, stored bytes, "
+                                  "chains × dimension); Retry-After says when to try again where waiting helps",
+                   "headers": {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}}},
     413: {"description": "the request body is over the upload limit (RAYSAMPLER_MAX_UPLOAD_BYTES)",
           "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorMessage"}},
                       "text/plain": {"schema": {"type": "string"}}}},
@@ -48,6 +51,12 @@ def _status(code: int) -> Callable[[Request, Exception], Awaitable[Response]]:
         return JSONResponse({"detail": str(exc)}, status_code=code)
 
     return handler
+
+
+async def _quota(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, QuotaExceeded)
+    headers = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s is not None else None
+    return JSONResponse({"detail": str(exc)}, status_code=429, headers=headers)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -75,3 +84,4 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(NotFound, _status(404))
     app.add_exception_handler(StateConflict, _status(409))
     app.add_exception_handler(TooLarge, _status(413))
+    app.add_exception_handler(QuotaExceeded, _quota)

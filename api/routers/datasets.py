@@ -22,7 +22,7 @@ def dataset_info(rec: DatasetRecord) -> DatasetInfo:
     return DatasetInfo(id=rec.id, name=rec.name, n=rec.n, d=rec.d, created_at=rec.created_at, bytes=rec.nbytes)
 
 
-@router.post("", status_code=201, response_model=DatasetInfo, responses=error_responses(400, 413))
+@router.post("", status_code=201, response_model=DatasetInfo, responses=error_responses(400, 413, 429))
 def upload(who: Tenant, svc: Svc,
            file: Annotated[UploadFile, File(description=".npz, .csv or .parquet (told apart by content)",
                                             examples=["y,age,dose\n1,54,0.5\n0,61,0.2\n1,47,0.9\n"])],
@@ -33,7 +33,8 @@ def upload(who: Tenant, svc: Svc,
            name: Annotated[Annotated[str, Field(max_length=200)] | Absent, Form()] = None) -> DatasetInfo:
     """Store a data set for runs to reference by id (data.dataset_id); over the size limit → 413."""
     cols = [c.strip() for c in x_columns.split(",") if c.strip()] if x_columns else None
-    rec = datasets.store_upload(svc.settings, svc.store, who, file.file, file.filename, y_column, cols, name)
+    rec = datasets.store_upload(svc.settings, svc.store, who, file.file, file.filename, y_column, cols, name,
+                                admit=lambda nbytes: svc.manager.check_stored_bytes(who, nbytes))
     return dataset_info(rec)
 
 

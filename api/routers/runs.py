@@ -40,7 +40,7 @@ def run_info(rec: RunRecord) -> RunInfo:
         diagnostics=rec.diagnostics, restarts=rec.restarts, checkpoint_round=rec.checkpoint_round)
 
 
-@router.post("", status_code=202, response_model=RunInfo, responses=error_responses(400, 409, 413) | {
+@router.post("", status_code=202, response_model=RunInfo, responses=error_responses(400, 409, 413, 429) | {
     202: {"headers": {"Location": {"schema": {"type": "string"}, "description": "the run's URL path"}}}})
 def submit(spec: RunSpec, response: Response, who: Tenant, svc: Svc,
            idempotency_key: Annotated[Annotated[str, Field(max_length=200)] | Absent, Header()] = None) -> RunInfo:

@@ -7,7 +7,7 @@ import os
 import secrets
 import tempfile
 from pathlib import Path
-from typing import BinaryIO, Sequence
+from typing import Callable, BinaryIO, Sequence
 
 import numpy as np
 
@@ -40,9 +40,11 @@ def sniff_suffix(head: bytes) -> str:
 
 
 def store_upload(settings: Settings, store: RecordStore, tenant: str, upload: BinaryIO, filename: str | None,
-                 y_column: str, x_columns: Sequence[str] | None, name: str | None) -> DatasetRecord:
+                 y_column: str, x_columns: Sequence[str] | None, name: str | None,
+                 admit: Callable[[int], None] | None = None) -> DatasetRecord:
     """Read an uploaded file (at most settings.max_upload_bytes, else TooLarge), check it like in-memory data
-    (FieldError on "file" naming the problem), store it as .npz and record it for the tenant."""
+    (FieldError on "file" naming the problem), store it as .npz and record it for the tenant. `admit(nbytes)` may
+    refuse to store that many more bytes (a quota) by raising."""
     limit = settings.max_upload_bytes
     head = upload.read(_READ_CHUNK)
     fd, tmp_name = tempfile.mkstemp(suffix=sniff_suffix(head), dir=settings.datasets_dir)
@@ -60,6 +62,8 @@ def store_upload(settings: Settings, store: RecordStore, tenant: str, upload: Bi
             X, y = read_data_file(tmp_name, y=y_column, x=list(x_columns) if x_columns else None)
         except (ValueError, ImportError) as exc:
             raise FieldError(("file",), str(exc).replace(repr(tmp_name), repr(filename or "the upload"))) from None
+        if admit is not None:
+            admit(int(X.nbytes + y.nbytes))
         dataset_id = new_dataset_id()
         path = dataset_path(settings, tenant, dataset_id)
         path.parent.mkdir(parents=True, exist_ok=True)

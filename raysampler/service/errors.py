@@ -20,3 +20,12 @@ class StateConflict(RuntimeError):
 
 class TooLarge(ValueError):
     """A request body over the configured limit (413)."""
+
+
+class QuotaExceeded(RuntimeError):
+    """A tenant limit is reached (429); the message names the limit. `retry_after_s` is set when waiting helps
+    (e.g. once an active run ends), None when only freeing space or a smaller run does."""
+
+    def __init__(self, message: str, retry_after_s: int | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s

@@ -6,11 +6,13 @@ checkpoints and PENDING ones are queued again; a FAILED or CANCELLED run resumes
 from __future__ import annotations
 
 import logging
-import queue
+import os
 import secrets
 import threading
 import time
+from collections import OrderedDict, deque
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,18 +25,54 @@ from ..sampling import Run, RunEvent
 from ..wire import (ProgressEvent, ResumedEvent, RunStatus, SetupEvent, StatusEvent, WarningEvent,
                     WorkerLostEvent)
 from .drawfiles import DrawFiles
-from .errors import NotFound, StateConflict
+from .errors import NotFound, QuotaExceeded, StateConflict
 from .metrics import Metrics
 from .records import RunFields, RunRecord
 from .schemas import DiagnosticsInfo, FailureInfo, RunSpec, WorkerStats
 from .settings import Settings
 from .specs import build, run_options, spec_hash
-from .store import Conflict, RecordStore
+from .store import ActiveLimit, Conflict, RecordStore
 
 log = logging.getLogger("raysampler.service")
 
 LIVE_STATS_S = 2.0  # how often a running run's per-worker statistics are refreshed in its record
+RETRY_AFTER_S = 30  # what a 429 for too many active runs suggests
 _ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING)
+
+
+class FairQueue:
+    """Runs waiting to sample, served round-robin across tenants, so one tenant's backlog never starves another's:
+    each `get` takes the oldest run of the tenant whose turn it is, then that tenant goes to the back."""
+
+    def __init__(self) -> None:
+        self._ready = threading.Condition()
+        self._tenants: OrderedDict[str, deque[str]] = OrderedDict()
+        self._stops = 0
+
+    def put(self, tenant: str, run_id: str) -> None:
+        with self._ready:
+            self._tenants.setdefault(tenant, deque()).append(run_id)
+            self._ready.notify()
+
+    def stop_one(self) -> None:
+        """Make one waiting `get` return None (an executor thread's signal to end)."""
+        with self._ready:
+            self._stops += 1
+            self._ready.notify()
+
+    def get(self) -> tuple[str, str] | None:
+        with self._ready:
+            while not self._stops and not self._tenants:
+                self._ready.wait()
+            if self._stops:
+                self._stops -= 1
+                return None
+            tenant, waiting = next(iter(self._tenants.items()))
+            run_id = waiting.popleft()
+            del self._tenants[tenant]
+            if waiting:
+                self._tenants[tenant] = waiting       # back of the line
+            return tenant, run_id
 
 
 @dataclass(frozen=True)
@@ -51,7 +89,7 @@ class RunManager:
     def __init__(self, store: RecordStore, files: DrawFiles, settings: Settings,
                  metrics: Metrics | None = None) -> None:
         self.store, self.files, self.settings, self.metrics = store, files, settings, metrics
-        self._queue: queue.Queue[tuple[str, str] | None] = queue.Queue()
+        self._queue = FairQueue()
         self._cancel: dict[tuple[str, str], threading.Event] = {}
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
@@ -82,7 +120,7 @@ class RunManager:
             for ev in self._cancel.values():
                 ev.set()
         for _ in self._threads:
-            self._queue.put(None)
+            self._queue.stop_one()
         for t in self._threads:
             t.join(timeout)
 
@@ -94,18 +132,43 @@ class RunManager:
         replay = self._replay(tenant, spec, idempotency_key, h)
         if replay is not None:
             return replay, False
-        build(spec, tenant, self.store, self.settings.executor)  # 422 now rather than a FAILED run later
+        built = build(spec, tenant, self.store, self.settings.executor)  # 422 now rather than a FAILED run later
+        self._check_quotas(tenant, spec, built.d)
         run_id = spec.run_id or "run-" + secrets.token_hex(8)
         opts = run_options(spec)
         try:
-            rec = self.store.create_run(tenant, run_id, spec, h, idempotency_key, opts.total_rounds, opts.max_draws)
+            rec = self.store.create_run(tenant, run_id, spec, h, idempotency_key, opts.total_rounds, opts.max_draws,
+                                        max_active=self.settings.quota_max_active_runs)
         except Conflict as exc:  # a concurrent identical submit won the race
             return self._check_same(exc.existing, h, idempotency_key), False
+        except ActiveLimit as exc:
+            raise QuotaExceeded(f"tenant {tenant!r} has {exc.active} active (PENDING or RUNNING) runs, the most "
+                                f"RAYSAMPLER_QUOTA_MAX_ACTIVE_RUNS allows; retry when one has ended",
+                                retry_after_s=RETRY_AFTER_S) from None
         self.store.add_event(rec.key, StatusEvent(RunStatus.PENDING))
         if self.metrics is not None:
             self.metrics.submitted.inc()
         self._enqueue(tenant, run_id)
         return rec, True
+
+    def _check_quotas(self, tenant: str, spec: RunSpec, dim: int) -> None:
+        """The per-run size limit and the tenant's stored-bytes limit (429 naming the limit)."""
+        limit = self.settings.quota_max_chains_x_dim
+        if limit is not None and spec.chains * dim > limit:
+            raise QuotaExceeded(f"chains × dimension = {spec.chains} × {dim} = {spec.chains * dim} is over "
+                                f"RAYSAMPLER_QUOTA_MAX_CHAINS_X_DIM = {limit}; use fewer chains")
+        self.check_stored_bytes(tenant)
+
+    def check_stored_bytes(self, tenant: str, adding: int = 0) -> None:
+        """429 if the tenant's stored bytes (draws, checkpoints, uploads), plus `adding`, are over their limit."""
+        limit = self.settings.quota_max_stored_bytes
+        if limit is None:
+            return
+        used = _bytes_under(self.files.root / tenant) + _bytes_under(self.settings.datasets_dir / tenant)
+        if used + adding > limit:
+            raise QuotaExceeded(f"tenant {tenant!r} stores {used} bytes{f' (+{adding} uploading)' if adding else ''}"
+                                f", over RAYSAMPLER_QUOTA_MAX_STORED_BYTES = {limit}; delete runs or data sets "
+                                "first")
 
     def _replay(self, tenant: str, spec: RunSpec, key: str | None, h: str) -> RunRecord | None:
         existing = None
@@ -180,7 +243,7 @@ class RunManager:
     def _enqueue(self, tenant: str, run_id: str) -> None:
         with self._lock:
             self._cancel[(tenant, run_id)] = threading.Event()
-        self._queue.put((tenant, run_id))
+        self._queue.put(tenant, run_id)
 
     def _loop(self) -> None:
         while True:
@@ -370,6 +433,18 @@ def _workers(stats: RunStats) -> list[WorkerStats]:
                                tau_s=val(stats.tau, i), local_steps=count(stats.N, i),
                                idle_fraction=val(stats.idle_fraction, i)))
     return out
+
+
+def _bytes_under(path: Path) -> int:
+    """Bytes of the files below `path` (0 if absent)."""
+    total = 0
+    for root, _, names in os.walk(path):
+        for name in names:
+            try:
+                total += os.stat(os.path.join(root, name)).st_size
+            except OSError:
+                pass   # removed meanwhile
+    return total
 
 
 def jsonable(value: Any, max_items: int = 64) -> Any:

@@ -28,6 +28,10 @@ class Settings(BaseSettings):
     api_keys_file: Path | None = Field(default=None, description="file of tenant:key lines ('#' starts a comment)")
     max_upload_bytes: int = Field(default=256 * 2**20, ge=1, description="largest accepted data set upload (else 413)")
     max_concurrent_runs: int = Field(default=1, ge=1, description="runs sampled at once; the rest wait as PENDING")
+    quota_max_active_runs: int | None = Field(default=None, ge=1, description="per tenant: PENDING + RUNNING runs")
+    quota_max_stored_bytes: int | None = Field(default=None, ge=1, description="per tenant: bytes of draws, "
+                                                                               "checkpoints and uploaded data sets")
+    quota_max_chains_x_dim: int | None = Field(default=None, ge=1, description="per run: chains × parameter dimension")
     keepalive_s: float = Field(default=15.0, gt=0, description="SSE keep-alive comment interval")
     poll_s: float = Field(default=0.1, gt=0, description="how often follow-streams look for new draws and events")
     chunk_s: float = Field(default=0.5, gt=0, description="target seconds of sampling between durable writes")

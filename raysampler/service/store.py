@@ -30,13 +30,22 @@ class Conflict(Exception):
         self.existing = existing
 
 
+class ActiveLimit(Exception):
+    """The tenant already has `active` PENDING or RUNNING runs, the most `create_run` was allowed to reach."""
+
+    def __init__(self, active: int) -> None:
+        super().__init__(active)
+        self.active = active
+
+
 class RecordStore(ABC):
     """What the service needs from its database."""
 
     @abstractmethod
     def create_run(self, tenant: str, run_id: str, spec: RunSpec, spec_hash: str, idempotency_key: str | None,
-                   rounds_total: int, draws_total: int) -> RunRecord:
-        """Insert a PENDING run; raise Conflict(existing) if (tenant, id) or (tenant, idempotency key) exists."""
+                   rounds_total: int, draws_total: int, max_active: int | None = None) -> RunRecord:
+        """Insert a PENDING run; raise Conflict(existing) if (tenant, id) or (tenant, idempotency key) exists, and
+        ActiveLimit if the tenant already has `max_active` PENDING or RUNNING runs (checked atomically)."""
 
     @abstractmethod
     def get_run(self, tenant: str, run_id: str) -> RunRecord | None: ...
@@ -86,6 +95,10 @@ class RecordStore(ABC):
 
     @abstractmethod
     def count_runs_by_status(self) -> dict[RunStatus, int]: ...
+
+    @abstractmethod
+    def count_active(self, tenant: str) -> int:
+        """The tenant's PENDING and RUNNING runs."""
 
 
 _SCHEMA = """
@@ -147,12 +160,16 @@ class SQLiteStore(RecordStore):
     # --- runs -------------------------------------------------------------------------------------------------
 
     def create_run(self, tenant: str, run_id: str, spec: RunSpec, spec_hash: str, idempotency_key: str | None,
-                   rounds_total: int, draws_total: int) -> RunRecord:
+                   rounds_total: int, draws_total: int, max_active: int | None = None) -> RunRecord:
         with self._lock:
             existing = self._run("SELECT * FROM runs WHERE tenant = ? AND (id = ? OR idempotency_key = ?)",
                                  (tenant, run_id, idempotency_key))
             if existing is not None:
                 raise Conflict(existing)
+            if max_active is not None:
+                active = self.count_active(tenant)
+                if active >= max_active:
+                    raise ActiveLimit(active)
             self._db.execute(
                 "INSERT INTO runs (tenant, id, status, created_at, spec, spec_hash, idempotency_key, rounds_total,"
                 " draws_total, chains) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -225,6 +242,11 @@ class SQLiteStore(RecordStore):
     def count_runs_by_status(self) -> dict[RunStatus, int]:
         return {RunStatus(r["status"]): r["n"]
                 for r in self._rows("SELECT status, COUNT(*) AS n FROM runs GROUP BY status", ())}
+
+    def count_active(self, tenant: str) -> int:
+        rows = self._rows("SELECT COUNT(*) AS n FROM runs WHERE tenant = ? AND status IN (?, ?)",
+                          (tenant, RunStatus.PENDING.value, RunStatus.RUNNING.value))
+        return int(rows[0]["n"])
 
     # --- events -----------------------------------------------------------------------------------------------
 

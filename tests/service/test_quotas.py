@@ -1,0 +1,87 @@
+"""Per-tenant limits (in-process app, executor "local"): active runs, one run's chains × dimension and stored bytes
+each answer 429 naming the limit (with Retry-After where waiting helps); the queue serves tenants in turn."""
+from __future__ import annotations
+
+import io
+import warnings
+
+import numpy as np
+import pytest
+from conftest import inprocess_settings
+from service_helpers import ALICE, BOB, hdr, spec, wait_until
+
+from raysampler.service.manager import FairQueue
+
+LONG = {"num_rounds": 10**6, "burn_in": 0, "chains": 2}
+
+
+def _client(tmp_path_factory, **quotas):
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
+        from fastapi.testclient import TestClient
+
+    from api import create_app
+
+    return TestClient(create_app(inprocess_settings(tmp_path_factory.mktemp("quota") / "data", **quotas)))
+
+
+@pytest.fixture(scope="module")
+def quota_client(tmp_path_factory):
+    with _client(tmp_path_factory, quota_max_active_runs=2, quota_max_chains_x_dim=100) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def bytes_client(tmp_path_factory):
+    with _client(tmp_path_factory, quota_max_stored_bytes=250_000) as client:
+        yield client
+
+
+def test_active_runs_limit_is_429_with_retry_after_and_per_tenant(quota_client):
+    c = quota_client
+    ids = [c.post("/v1/runs", json=spec(**LONG, seed=s), headers=hdr(ALICE)).json()["id"] for s in (1, 2)]
+    r = c.post("/v1/runs", json=spec(**LONG, seed=3), headers=hdr(ALICE))
+    assert r.status_code == 429 and int(r.headers["Retry-After"]) > 0
+    assert "RAYSAMPLER_QUOTA_MAX_ACTIVE_RUNS" in r.json()["detail"]
+    assert c.post("/v1/runs", json=spec(num_rounds=20, burn_in=5, chains=2), headers=hdr(BOB)).status_code == 202
+    c.post(f"/v1/runs/{ids[0]}/cancel", headers=hdr(ALICE))
+    wait_until(lambda: c.get(f"/v1/runs/{ids[0]}", headers=hdr(ALICE)).json()["status"] == "CANCELLED",
+               what="cancel")
+    assert c.post("/v1/runs", json=spec(num_rounds=20, burn_in=5, chains=2, seed=4), headers=hdr(ALICE)
+                  ).status_code == 202
+    for rid in ids[1:]:
+        c.post(f"/v1/runs/{rid}/cancel", headers=hdr(ALICE))
+
+
+def test_run_size_limit_names_chains_times_dimension(quota_client):
+    r = quota_client.post("/v1/runs", json=spec(chains=4), headers=hdr(BOB))   # 4 × 31 = 124 > 100
+    assert r.status_code == 429 and "Retry-After" not in r.headers
+    assert "RAYSAMPLER_QUOTA_MAX_CHAINS_X_DIM" in r.json()["detail"] and "124" in r.json()["detail"]
+
+
+def test_stored_bytes_limit_refuses_an_upload_that_would_pass_it_per_tenant(bytes_client):
+    c = bytes_client
+    X = np.random.default_rng(0).standard_normal((800, 20))
+    buf = io.BytesIO()
+    np.savez(buf, X=X, y=(X[:, 0] > 0).astype(float))
+    up = lambda: c.post("/v1/datasets", files={"file": ("d.npz", buf.getvalue())}, headers=hdr("bob-key-0123456789"))
+    assert up().status_code == 201                     # 128 kB stored
+    r = up()                                           # another 128 kB would pass 250 kB
+    assert r.status_code == 429 and "RAYSAMPLER_QUOTA_MAX_STORED_BYTES" in r.json()["detail"]
+    assert c.post("/v1/runs", json=spec(num_rounds=20, burn_in=5, chains=2), headers=hdr(BOB)).status_code == 202
+    up()                                               # refused, stores nothing
+    big = c.post("/v1/datasets", files={"file": ("e.npz", buf.getvalue())}, headers=hdr(ALICE))
+    assert big.status_code == 201                      # another tenant's space is its own
+
+
+def test_fair_queue_serves_tenants_in_turn():
+    q = FairQueue()
+    for k in range(4):
+        q.put("alice", f"a{k}")
+    q.put("bob", "b0")
+    q.put("carol", "c0")
+    q.put("bob", "b1")
+    order = [q.get() for _ in range(7)]
+    assert [r for _, r in order] == ["a0", "b0", "c0", "a1", "b1", "a2", "a3"]
+    q.stop_one()
+    assert q.get() is None
