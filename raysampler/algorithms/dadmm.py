@@ -100,27 +100,30 @@ def _cg(matvec, rhs: np.ndarray, iters: int) -> np.ndarray:
     return u
 
 
+def agent_hessians(model: Model, X: np.ndarray, y: np.ndarray, prior: Any, b: int, x: np.ndarray) -> np.ndarray:
+    """∇²V_i = ∇²U_i + ∇²U_prior/b at each of K points (K, d, d), from the model's dense Hessian per chain."""
+    H = np.stack([model.hessian(X, y, xk) for xk in x])
+    return 0.5 * (H + H.transpose(0, 2, 1)) + prior_hessians(prior, x) / b
+
+
 def prox(model: Model, X: np.ndarray, y: np.ndarray, prior: Any, b: int, v: np.ndarray, gamma: float,
-         x0: np.ndarray | None = None, newton_steps: int = 5) -> np.ndarray:
+         x0: np.ndarray | None = None, newton_steps: int = 5, hessian0: np.ndarray | None = None) -> np.ndarray:
     """prox_{γV}(v) = argmin_x V(x) + ‖x − v‖²/(2γ), V = U_i + U_prior/b, for K rows of v (K, d).
 
     Newton's method from x0 (default v): g = ∇U_i(x) + ∇U_prior(x)/b + (x − v)/γ,
     H = ∇²U_i(x) + ∇²U_prior(x)/b + I/γ, x ← x − H⁻¹g; at most `newton_steps` steps, stopping when the step is
-    below 1e-12·(1 + ‖x‖_∞). γ = ∞ (`math.inf`) gives argmin V.
+    below 1e-12·(1 + ‖x‖_∞). γ = ∞ (`math.inf`) gives argmin V. `hessian0`: ∇²V at x0 if already known.
     """
     x = np.array(v if x0 is None else x0, dtype=float, copy=True)
     d = x.shape[-1]
     inv_gamma = 0.0 if math.isinf(gamma) else 1.0 / gamma
-    for _ in range(newton_steps):
+    for k in range(newton_steps):
         g = model.grad(X, y, x) + prior.grad(x) / b
         if inv_gamma:
             g = g + (x - v) * inv_gamma
         if d <= DENSE_MAX:
-            # All K chains' Hessians from one batched Hessian-vector-product call, then one batched solve.
-            K = x.shape[0]
-            H = model.hvp(X, y, np.repeat(x, d, axis=0), np.tile(np.eye(d), (K, 1))).reshape(K, d, d)
-            H = 0.5 * (H + H.transpose(0, 2, 1)) + prior_hessians(prior, x) / b + np.eye(d) * inv_gamma
-            step = np.linalg.solve(H, g[:, :, None])[:, :, 0]
+            H = hessian0 if (k == 0 and hessian0 is not None) else agent_hessians(model, X, y, prior, b, x)
+            step = np.linalg.solve(H + np.eye(d) * inv_gamma, g[:, :, None])[:, :, 0]
         else:
             step = _cg(lambda u: model.hvp(X, y, x, u) + prior.hvp(x, u) / b + u * inv_gamma, g, iters=min(d, 100))
         x = x - step
@@ -132,18 +135,16 @@ def prox(model: Model, X: np.ndarray, y: np.ndarray, prior: Any, b: int, v: np.n
 NOISES = ("curvature", "langevin", "paper")
 
 
-def noise_sample(kind: str, w: np.ndarray, gamma: float, rho: float, model: Model, X: np.ndarray, y: np.ndarray,
-                 prior: Any, b: int, x: np.ndarray) -> np.ndarray:
-    """The primal step's noise s_i = C_i^{1/2} w for K rows of w ~ N(0, I) (see the module docstring)."""
+def noise_sample(kind: str, w: np.ndarray, gamma: float, rho: float, hessian: np.ndarray | None) -> np.ndarray:
+    """The primal step's noise s_i = C_i^{1/2} w for K rows of w ~ N(0, I) (see the module docstring); "curvature"
+    needs ∇²V_i at the agent's point (K, d, d)."""
     if kind == "paper":
         return (math.sqrt(2.0) / (2.0 * rho)) * w
     if kind == "langevin":
         return math.sqrt(2.0 * gamma) * w
     # "curvature": C = 2γ I + γ² ∇²V_i(x), ∇²V_i = ∇²U_i + ∇²U_prior/b, PSD part (eigenvalues ≥ 0)
-    K, d = x.shape
-    H = model.hvp(X, y, np.repeat(x, d, axis=0), np.tile(np.eye(d), (K, 1))).reshape(K, d, d)
-    H = 0.5 * (H + H.transpose(0, 2, 1)) + prior_hessians(prior, x) / b
-    lam, Q = np.linalg.eigh(H)
+    assert hessian is not None
+    lam, Q = np.linalg.eigh(hessian)
     scale = np.sqrt(2.0 * gamma + gamma**2 * np.clip(lam, 0.0, None))            # (K, d)
     return np.einsum("kij,kj->ki", Q, scale * np.einsum("kji,kj->ki", Q, w))
 
@@ -188,14 +189,16 @@ class _ADMMBase(_Decentralized):
         nb_sum = sum(message.values) if n_i else None            # Σ_{j∈N_i} x_j^t
         if s.started and n_i:                                    # p^t = p^{t−1} + ρ Σ_j (x_i^t − x_j^t)
             dual = dual + rho * (n_i * x - nb_sum)
+        # ∇²V_i at the agent's point: the "curvature" noise's and the prox's first Newton step's (x0 = x)
+        H = agent_hessians(model, X, y, p.prior, p.b, x) if x.shape[1] <= DENSE_MAX else None
         if n_i == 0:                                             # isolated: x = argmin V_i, deterministic
-            x_new = prox(model, X, y, p.prior, p.b, x, math.inf, x0=x, newton_steps=self.newton_steps)
+            x_new = prox(model, X, y, p.prior, p.b, x, math.inf, x0=x, newton_steps=self.newton_steps, hessian0=H)
         else:
             gamma = 1.0 / (2.0 * rho * n_i)
             v = 0.5 * (x + nb_sum / n_i) - dual * gamma
             if self.noisy:
-                v = v - noise_sample(noise_kind, noise.normal(1)[0], gamma, rho, model, X, y, p.prior, p.b, x)
-            x_new = prox(model, X, y, p.prior, p.b, v, gamma, x0=x, newton_steps=self.newton_steps)
+                v = v - noise_sample(noise_kind, noise.normal(1)[0], gamma, rho, H)
+            x_new = prox(model, X, y, p.prior, p.b, v, gamma, x0=x, newton_steps=self.newton_steps, hessian0=H)
         return AgentWorker(p, ADMMState(x_new, dual, True)), AgentReply(x_new)
 
 
