@@ -83,15 +83,21 @@ def ula_step_bound(lap: Laplace) -> float:
     return 2.0 / float(np.linalg.eigvalsh(laplace_precision(lap))[-1]) * 0.999
 
 
-def ula_bias(lap: Laplace, step: float) -> BiasPrediction:
+def ula_law_moments(lap: Laplace, step: float) -> tuple[np.ndarray, np.ndarray] | None:
     """ULA θ ← θ − γ∇U + √(2γ)ξ on the Laplace model: its stationary law is N(posterior mean, S) with
     S = V diag(1/(λ(1 − γλ/2))) Vᵀ (Λ = V diag(λ) Vᵀ); only the covariance is biased."""
     mean0, _ = lap.posterior()
     lam, V = np.linalg.eigh(laplace_precision(lap))
     denom = lam * (1.0 - 0.5 * step * lam)
     if np.any(denom <= 0):
-        return BiasPrediction(math.inf, math.inf)
-    return compare(lap, mean0, (V / denom) @ V.T)
+        return None
+    return mean0, (V / denom) @ V.T
+
+
+def ula_bias(lap: Laplace, step: float) -> BiasPrediction:
+    """ULA's predicted bias at `step` (`ula_law_moments`)."""
+    law = ula_law_moments(lap, step)
+    return BiasPrediction(math.inf, math.inf) if law is None else compare(lap, *law)
 
 
 def mala_initial_step(lap: Laplace) -> float:

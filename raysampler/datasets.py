@@ -250,6 +250,35 @@ def _logistic_synthetic(seed: int, **kwargs: Any) -> tuple[np.ndarray, np.ndarra
     return X, y
 
 
+#: Scales of scaled_logistic's covariates (the columns after the intercept) and their correlation.
+SCALED_LOGISTIC_SCALES = (1.0, 3.0, 10.0, 30.0, 100.0)
+SCALED_LOGISTIC_CORRELATION = 0.9
+
+
+def _scaled_logistic_theta(seed: int) -> np.ndarray:
+    rng = _rng(seed, _PARAMS_STREAM)
+    slopes = rng.standard_normal(len(SCALED_LOGISTIC_SCALES))
+    scales = np.asarray(SCALED_LOGISTIC_SCALES)
+    slopes *= 1.5 / np.linalg.norm(slopes) / scales               # each covariate's effect O(1)
+    intercept = 0.3 - 5.0 * float(slopes @ scales)                # the covariates' means are 5 scales: centre logits
+    return np.concatenate([[intercept], slopes])
+
+
+def _scaled_logistic(seed: int, **kwargs: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Badly scaled, correlated logistic data, as raw real-world covariates often are: X = [1 | covariates] with
+    covariates on scales 1, 3, 10, 30, 100 (sd), pairwise correlation 0.9^|i−j| (adjacent 0.9), not standardised;
+    y in {0, 1} from a logistic model whose covariate effects are each O(1). Posterior scales then differ by
+    ~100× across coordinates and are strongly correlated: a test of samplers' defaults on data nobody tuned for."""
+    n = _take_kwargs("scaled_logistic", kwargs, {"n": 1000})["n"]
+    k = len(SCALED_LOGISTIC_SCALES)
+    corr = SCALED_LOGISTIC_CORRELATION ** np.abs(np.subtract.outer(np.arange(k), np.arange(k)))
+    rng = _rng(seed, _DATA_STREAM)
+    Z = rng.standard_normal((n, k)) @ np.linalg.cholesky(corr).T
+    X = _with_intercept(Z * np.asarray(SCALED_LOGISTIC_SCALES) + 5.0 * np.asarray(SCALED_LOGISTIC_SCALES))
+    y = (rng.random(n) < _sigmoid(X @ _scaled_logistic_theta(seed))).astype(np.float64)
+    return X, y
+
+
 _LOADERS: dict[str, Callable[..., tuple[np.ndarray, np.ndarray]]] = {
     "breast_cancer": _breast_cancer,
     "digits": _digits,
@@ -257,6 +286,7 @@ _LOADERS: dict[str, Callable[..., tuple[np.ndarray, np.ndarray]]] = {
     "gaussian_toy": _gaussian_toy,
     "covtype_like": _covtype_like,
     "logistic_synthetic": _logistic_synthetic,
+    "scaled_logistic": _scaled_logistic,
 }
 
 def _gaussian_toy_truth(seed: int, **kwargs: Any) -> np.ndarray:
@@ -272,10 +302,16 @@ def _logistic_truth(seed: int, **kwargs: Any) -> np.ndarray:
     return _logistic_theta(seed, _take_kwargs("logistic_synthetic", kwargs, {"n": 1000, "d": 5})["d"])
 
 
+def _scaled_truth(seed: int, **kwargs: Any) -> np.ndarray:
+    _take_kwargs("scaled_logistic", kwargs, {"n": 1000})
+    return _scaled_logistic_theta(seed)
+
+
 _TRUTHS: dict[str, Callable[..., np.ndarray]] = {
     "gaussian_toy": _gaussian_toy_truth,
     "covtype_like": _covtype_truth,
     "logistic_synthetic": _logistic_truth,
+    "scaled_logistic": _scaled_truth,
 }
 
 # ---------------------------------------------------------------------------------------- public

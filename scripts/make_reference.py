@@ -16,6 +16,7 @@ import numpy as np
 
 import raysampler as rs
 from raysampler import tuning
+from raysampler.runtime.host import ShardSource
 from raysampler.runtime.pools import LocalPool
 from raysampler.algorithms import get_algorithm
 from raysampler.models.base import DataSpec
@@ -33,7 +34,7 @@ def main() -> None:
 
     X, y = rs.datasets.load("breast_cancer")
     model = LogisticRegression(prior_scale=1.0).bind(DataSpec(n_features=X.shape[1]))
-    pool = LocalPool([(X, y)], model, get_algorithm("dglmc"), 0, 1)
+    pool = LocalPool([ShardSource(0, (X, y))], model, get_algorithm("dglmc"), 0, 1)
     theta_map = tuning.find_map(model, pool, x0=np.zeros(model.dim), dense_hessian=True)
     pre = tuning.laplace_preconditioner(model, pool, theta_map, "laplace")
     prior = model.prior()
