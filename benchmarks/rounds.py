@@ -11,7 +11,7 @@ machine's noise hits every variant alike; every figure is a median over `--repea
   (b) covtype_like (n = 581,012, d = 54, rs.models.LogisticRegression): compute-bound; with the model's
       default local kernel and with local_kernel="lmc" (the paper's gradient steps).
   N local steps per round on every shard: covtype `--n-local-covtype` (default 10, the setting of
-  shared/RAY_NOTES.md), toy `--n-local-toy` (default 1: one local step is one O(n_i) pass, so the toy's round
+  the DG-LMC paper's covtype experiment), toy `--n-local-toy` (default 1: one local step is one O(n_i) pass, so the toy's round
   stays overhead-dominated); fixing N turns speed balancing off, so both executors run exactly the same steps.
 * The Ray floor: RayPool's actor layout (min(b, CPUs) actors with num_cpus=1) running a no-op method that
   takes a (K, d) float64 array by value and returns it; one round = call every actor, gather the replies.

@@ -1,6 +1,6 @@
 """Seed 000 sec. 5.2: HPD relative error vs wall time on covtype_like logistic regression (d = 54, n = 581,012, b = 16).
 
-HPD summary (ALGORITHMS.md): η̂_α = (1 − α)-quantile of U(θ) over the draws, U the full-data negative log posterior
+HPD summary (docs/algorithms.md): η̂_α = (1 − α)-quantile of U(θ) over the draws, U the full-data negative log posterior
 (logistic likelihood + N(0, I) prior, no constants dropped beyond raysampler's own U), α = 0.1; error
 |η̂_α − η_true| / η_true with η_true from a long exact-MCMC reference. Because η_true ≈ U(θ*) ≈ 3.1e5 while the
 spread of U over the posterior is ≈ 5, we also report the shift-invariant "excess" error

@@ -2,7 +2,7 @@
 
 For quadratic U_i(z) = ½(z − m_i)ᵀP_i(z − m_i) every LMC-type sampler is an affine recursion with Gaussian
 noise, s' = F s + c + ε, ε ~ N(0, Ω): its stationary law is N((I − F)⁻¹c, S) with S = F S Fᵀ + Ω
-(discrete Lyapunov equation). See ALGORITHMS.md, "Exact test targets".
+(discrete Lyapunov equation). See docs/algorithms.md, "Exact test targets".
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""D-ADMMS and ADMM (seed 003, Algorithm 1; ALGORITHMS.md §4) against exact answers.
+"""D-ADMMS and ADMM ([D-ADMMS], Algorithm 1; docs/algorithms.md) against exact answers.
 
 Exact law. With quadratic U_i and the prior N(m0, P0⁻¹) split as U_prior/b, V_i(x) = ½xᵀA_i x − a_iᵀx + const,
 A_i = P_i + P0/b, a_i = P_i m_i + P0 m0/b. The primal step's optimality condition

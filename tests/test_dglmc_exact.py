@@ -1,4 +1,4 @@
-"""DG-LMC against exact answers on Gaussian potentials (ALGORITHMS.md, "Exact test targets").
+"""DG-LMC against exact answers on Gaussian potentials (docs/algorithms.md, "Exact test targets").
 
 With LMC local steps the chain is an affine Gaussian recursion: its θ-draws must follow the exact stationary
 law from the discrete Lyapunov equation, for N_i = 1, N_i = 5 and unequal N_i. With exact (MALA) local steps
@@ -113,7 +113,7 @@ def test_bias_budget_also_bounds_the_mean_when_shards_disagree():
 
 
 def test_pi_rho_bias_is_order_rho(problem):
-    """W2(π_ρ, π) → 0 linearly in ρ (seed 000, Prop. 3): halving ρ roughly halves the distance."""
+    """W2(π_ρ, π) → 0 linearly in ρ ([DG-LMC], Prop. 3): halving ρ roughly halves the distance."""
     _, _, P, m = problem
     post = exact.gaussian_posterior(P, m, np.eye(2), np.zeros(2))
     w = [exact.gaussian_w2(*exact.pi_rho(P, m, np.eye(2), np.zeros(2), [r] * 3), *post) for r in (0.04, 0.02, 0.01)]

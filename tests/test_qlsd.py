@@ -1,4 +1,4 @@
-"""QLSD / QLSD++ (ALGORITHMS.md §3): quantiser properties, the exact ULA law without compression, memory and
+"""QLSD / QLSD++ (docs/algorithms.md): quantiser properties, the exact ULA law without compression, memory and
 variance reduction with compression, local = Ray, parameter checks.
 
 Model: five shards of 2-D Gaussian observations (as tests/test_baselines_exact.py), prior N(0, I) held by the

@@ -79,7 +79,7 @@ def test_slow_worker_gets_fewer_local_steps_and_fast_workers_idle_less(ray_sessi
     assert n_slow < n_fast and tau[1] / tau[0] > 2.5  # the slow worker is measured slow and does fewer steps
     first = balanced.stats["N_history"][0]
     assert first[1] < first[0]  # already from the step times measured before sampling (round 0)
-    q = (1 / tau) / np.sum(1 / tau)  # seed 000 sec. 3.2.2, from the τ_i the run reports
+    q = (1 / tau) / np.sum(1 / tau)  # [DG-LMC] sec. 3.2.2, from the τ_i the run reports
     expected = np.maximum(1, np.round(q * balanced.info["setup"]["n_avg"] * 2))
     assert np.all(np.abs(balanced.stats["N"] - expected) <= 1)  # τ keeps moving after the last re-estimate
     assert balanced.stats["idle_fraction"][0] < 0.6 * fixed.stats["idle_fraction"][0]

@@ -1,4 +1,4 @@
-"""D-ADMMS (seed 003, Algorithm 1; ALGORITHMS.md §4) and its noise-free optimiser ADMM.
+"""D-ADMMS ([D-ADMMS], Algorithm 1; docs/algorithms.md) and its noise-free optimiser ADMM.
 
 Agent i is worker i; it holds its primal x_i (K, d) and dual p_i (K, d) (p_i starts at 0). Its potential is
 V_i = U_i + U_prior/b (the prior split evenly, as in `decentralized`). With neighbours N_i, n_i = |N_i|:
@@ -9,7 +9,7 @@ V_i = U_i + U_prior/b (the prior split evenly, as in `decentralized`). With neig
   exchange x with the neighbours;  p_i ← p_i + ρ Σ_{j∈N_i}(x_i − x_j)   (the *new* x's)
 
 Noise covariance C_i (parameter `noise`):
-  "paper"      C_i = (1/(2ρ²)) I, i.e. s_i = (√2/(2ρ)) w_i: seed 003's Algorithm 1 / eq. 6, ALGORITHMS.md §4.
+  "paper"      C_i = (1/(2ρ²)) I, i.e. s_i = (√2/(2ρ)) w_i: [D-ADMMS]'s Algorithm 1 / eq. 6, docs/algorithms.md.
   "langevin"   C_i = 2γ_i I = I/(ρ n_i): the proximal Langevin step x' = prox_{γV}(x + √(2γ) w) (Salim et al. 2019).
   "curvature"  C_i = 2γ_i I + γ_i² ∇²V_i(x_i) (Hessian at the agent's current x_i; default).
 Why (derivation in tests/test_dadmm.py): summing the agents' optimality conditions, the dual terms cancel
@@ -202,17 +202,17 @@ class _ADMMBase(_Decentralized):
         return AgentWorker(p, ADMMState(x_new, dual, True)), AgentReply(x_new)
 
 
-#: ρ under the paper's plain rules (seed 003's experiments).
+#: ρ under the paper's plain rules ([D-ADMMS]'s experiments).
 PAPER_RHO = 5.0
 
 
 @dataclass(frozen=True)
 class DADMMS(_ADMMBase):
-    """D-ADMMS (seed 003, Algorithm 1): noisy proximal primal step, dual ascent on the graph disagreement.
+    """D-ADMMS ([D-ADMMS], Algorithm 1): noisy proximal primal step, dual ascent on the graph disagreement.
 
     Parameters: rho ρ > 0 (default: in whitened coordinates the smallest ρ — the fastest mixing, since the
     autocorrelation grows with ρ — whose predicted bias under the Laplace model stays within `bias_budget`;
-    under preconditioner=None the paper's 5), noise ("curvature" default, "langevin", or "paper" for seed 003's
+    under preconditioner=None the paper's 5), noise ("curvature" default, "langevin", or "paper" for [D-ADMMS]'s
     scale √2/(2ρ); see the module docstring), topology ("complete" default, "ring", "star", "edgeless" or a list
     of edges), init ("map" default, "zeros", array), newton_steps (max Newton steps of the prox, default 5),
     preconditioner, bias_budget. Draws: x̄ = (1/b) Σ_i x_i. Edgeless: each x_i = argmin V_i, deterministic.

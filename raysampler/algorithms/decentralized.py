@@ -1,4 +1,4 @@
-"""Decentralised graph baselines (seed 003, eqs. 22–25; ALGORITHMS.md §6): D-SGLD, D-SGHMC, D-ULA.
+"""Decentralised graph baselines ([D-ADMMS], eqs. 22–25; docs/algorithms.md): D-SGLD, D-SGHMC, D-ULA.
 
 Agent i is worker i and holds x_i (K, d) (and v_i for D-SGHMC). Each round the coordinator only routes:
 worker i receives exactly its neighbours' current x_j (`topology.route`), never a non-neighbour's value.
@@ -9,8 +9,8 @@ Draws: the agent average x̄ = (1/b) Σ_i x_i (K, d) after each round.
   D-SGHMC (eq. 23–24): v_i ← v_i − η(γv_i + ∇Ũ_i(x_i)) + √(2γη)ξ_i;  x_i ← Σ_j W_ij x_j + ηv_i (new v_i).
   D-ULA   (eq. 25, Parayil et al.): x_i ← x_i − β_k Σ_{j∈N_i}(x_i − x_j) − α_k·b·∇Ũ_i(x_i) + √(2α_k b)ξ_i,
           α_k = α0/(b1 + k)^{δ2}, β_k = β0/(b2 + k)^{δ1} (k = round index, burn-in included).
-          The noise has variance 2α_k·b per agent: seed 003's eq. 25 draws w ~ N(0, N·I), and so does the
-          authors' code. (ALGORITHMS.md §6 writes √(2α_k)ξ: then the average x̄ moves with drift α_k∇U but noise
+          The noise has variance 2α_k·b per agent: [D-ADMMS]'s eq. 25 draws w ~ N(0, N·I), and so does the
+          authors' code. (docs/algorithms.md writes √(2α_k)ξ: then the average x̄ moves with drift α_k∇U but noise
           variance 2α_k/b and samples π^b, i.e. 1/b of the posterior covariance — checked with the exact law.)
 Why the agent average is the output: summing over agents (the Laplacian / W terms cancel), x̄ follows
   D-SGLD:  x̄' = x̄ − (η/b)Σ_i∇Ũ_i(x_i) + N(0, 2η/b) = Langevin on U with step η/b;
@@ -165,7 +165,7 @@ class _Decentralized(Algorithm):
 
 @dataclass(frozen=True)
 class DSGLD(_Decentralized):
-    """D-SGLD (seed 003, eq. 22): x_i ← Σ_j W_ij x_j − η∇Ũ_i(x_i) + √(2η)ξ_i, W Metropolis on the graph.
+    """D-SGLD ([D-ADMMS], eq. 22): x_i ← Σ_j W_ij x_j − η∇Ũ_i(x_i) + √(2η)ξ_i, W Metropolis on the graph.
 
     Parameters: step_size η (default: the largest within `bias_budget` under the Laplace model in whitened
     coordinates; b·0.1/L under preconditioner=None), topology ("complete" default, "ring", "star", "edgeless" or
@@ -204,7 +204,7 @@ class DSGLD(_Decentralized):
 
 @dataclass(frozen=True)
 class DSGHMC(_Decentralized):
-    """D-SGHMC (seed 003, eqs. 23–24): v_i ← v_i − η(γv_i + ∇Ũ_i(x_i)) + √(2γη)ξ_i; x_i ← Σ_j W_ij x_j + ηv_i.
+    """D-SGHMC ([D-ADMMS], eqs. 23–24): v_i ← v_i − η(γv_i + ∇Ũ_i(x_i)) + √(2γη)ξ_i; x_i ← Σ_j W_ij x_j + ηv_i.
 
     Parameters: step_size η and friction γ (defaults: tuned from `bias_budget` under the Laplace model in whitened
     coordinates; under preconditioner=None γ = 1 and η = √(b·0.1/L)), topology, init, batch_size,
@@ -244,20 +244,20 @@ class DSGHMC(_Decentralized):
         return AgentState(self._mix(p, s.x, msg) + eta * v, v)
 
 
-#: D-ULA's schedule constants under the paper's plain rules (seed 003 sec. 6.2 and the authors' code).
+#: D-ULA's schedule constants under the paper's plain rules ([D-ADMMS] sec. 6.2 and the authors' code).
 DULA_PAPER = {"alpha0": 8.2e-4, "beta0": 0.48, "b1": 230.0, "b2": 230.0, "delta1": 0.55, "delta2": 0.05}
 
 
 @dataclass(frozen=True)
 class DULA(_Decentralized):
-    """D-ULA (Parayil et al.; seed 003, eq. 25):
+    """D-ULA (Parayil et al.; [D-ADMMS], eq. 25):
     x_i ← x_i − β_k Σ_{j∈N_i}(x_i − x_j) − α_k·b·∇Ũ_i(x_i) + √(2α_k b)ξ_i   (noise N(0, b·I) as in eq. 25),
     α_k = α0/(b1 + k)^{δ2}, β_k = β0/(b2 + k)^{δ1}, k the round index (burn-in included).
 
     Defaults. In whitened coordinates (the default) the steps are constant (δ1 = δ2 = 0), β0 = 0.5/max degree and
     α0 the largest within `bias_budget` under the Laplace model, so that the chain has a stationary law whose
-    bias is predicted. Under preconditioner=None, the paper's schedule (seed 003 sec. 6.2, complete graph, and
-    the authors' code): alpha0 8.2e-4, beta0 0.48, b1 = b2 = 230, delta1 0.55, delta2 0.05 (seed 003 uses
+    bias is predicted. Under preconditioner=None, the paper's schedule ([D-ADMMS] sec. 6.2, complete graph, and
+    the authors' code): alpha0 8.2e-4, beta0 0.48, b1 = b2 = 230, delta1 0.55, delta2 0.05 ([D-ADMMS] uses
     δ1 = 0.05 on ring / edgeless graphs and notes that its values violate the conditions of Parayil et al.; with
     δ1 > δ2 the ratio β_k/α_k → 0, so the agents' disagreement, of variance ≈ α_k b/(β_k λ₂(L)), grows slowly
     over very long runs — the average is what is returned). Any parameter given explicitly is used as given.

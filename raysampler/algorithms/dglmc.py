@@ -1,4 +1,4 @@
-"""DG-LMC: Distributed Gibbs with Langevin Monte Carlo (seed 000, Algorithm 1), with turn-key tuning.
+"""DG-LMC: Distributed Gibbs with Langevin Monte Carlo ([DG-LMC], Algorithm 1), with turn-key tuning.
 
 Augmented target Π_ρ(θ, z_1..z_b) ∝ exp(−Σ_i [U_i(z_i) + ‖z_i − θ‖²/(2ρ_i)]) (eq. 2, A_i = I), sampled
 by Gibbs: each worker moves z_i with N_i local steps targeting Π_ρ(z_i | θ) (eq. 4); the coordinator

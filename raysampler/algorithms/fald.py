@@ -1,4 +1,4 @@
-"""FALD: Federated Averaging Langevin Dynamics (seed 001, "FALD" slides; ALGORITHMS.md sec. 2), with FALD* and
+"""FALD: Federated Averaging Langevin Dynamics ([DMC slides], "FALD" slides; docs/algorithms.md), with FALD* and
 VR-FALD* control variates and the Bernoulli communication schedule run as geometric blocks of local steps.
 
 Client i keeps X^i (K, d) and runs Langevin steps on its share of the potential,

@@ -1,4 +1,4 @@
-"""Centralised gradient references on the pooled data (seed 003, sec. 5 baselines).
+"""Centralised gradient references on the pooled data ([D-ADMMS], sec. 5 baselines).
 
 The coordinator holds θ (K, d). Each round it sends one point to every worker, each worker returns its shard's
 ∇U_i (and U_i for MALA) there, and the coordinator adds the prior's and takes the step. Workers keep no state.

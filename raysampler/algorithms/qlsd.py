@@ -1,4 +1,4 @@
-"""QLSD / QLSD++ — Quantised Langevin Stochastic Dynamics (seed 001; ALGORITHMS.md §3).
+"""QLSD / QLSD++ — Quantised Langevin Stochastic Dynamics ([DMC slides]; docs/algorithms.md).
 
 Server–worker shape of ULA (`gradient.py`): the coordinator holds θ (K, d); each round it sends θ to every
 client, client i returns a *compressed* gradient vector, and the server steps

@@ -1,4 +1,4 @@
-"""The conjugate Gaussian toy (seed 000, sec. 5.1): observations y_j ~ N(θ, Σ1), prior θ ~ N(m0, prior_scale² I).
+"""The conjugate Gaussian toy ([DG-LMC], sec. 5.1): observations y_j ~ N(θ, Σ1), prior θ ~ N(m0, prior_scale² I).
 
 Data convention: the observations are the *rows of y*, a 2-D array (n, p); X is ignored (it may be None,
 an (n, 0) placeholder or any (n, ·) array, and must then have the same number of rows as y). The model's

@@ -1,4 +1,4 @@
-"""Bayesian one-hidden-layer neural network classifier (seed 000, sec. 5.3): h = act(X W1 + b1), logits = h W2 + b2.
+"""Bayesian one-hidden-layer neural network classifier ([DG-LMC], sec. 5.3): h = act(X W1 + b1), logits = h W2 + b2.
 
 Parameter packing (row-major, in this order), d = p·H + H + H·C + C:
     θ = [W1.ravel() (p, H), b1 (H,), W2.ravel() (H, C), b2 (C,)]

@@ -23,7 +23,7 @@ from .contracts import (BalancerState, Chunk, Placement, RunConfig, RunState, Ru
 
 
 class StepBalancer:
-    """N_i = max(1, round(q_i · N_avg · b)), q_i = τ_i⁻¹ / Σ_k τ_k⁻¹ (seed 000, sec. 3.2.2).
+    """N_i = max(1, round(q_i · N_avg · b)), q_i = τ_i⁻¹ / Σ_k τ_k⁻¹ ([DG-LMC], sec. 3.2.2).
 
     τ_i is shard i's seconds per local step: timed before sampling (`calibrate`), then re-estimated from the median
     of the rounds observed since the last estimate, after 5 rounds and every `every` rounds. Policies:
