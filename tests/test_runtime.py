@@ -152,6 +152,22 @@ def test_balancer_equalises_processes_when_shards_share_one():
     assert list(bal.n) == [3, 3, 6]  # 2·3τ = 6τ on each process
 
 
+def test_auto_balance_ignores_uneven_speeds_that_cost_under_a_millisecond_a_round():
+    """balance="auto": a 2x speed ratio on microsecond steps is scheduling noise (fixed N kept); the same ratio
+    with milliseconds of work per round switches balancing on after AUTO_ESTIMATES full windows."""
+    from raysampler.runtime.coordinator import AUTO_ESTIMATES, StepBalancer
+
+    def run(tau: float) -> StepBalancer:
+        bal = StepBalancer(np.array([4, 4]), 4.0, "auto", every=20, group_size=np.array([1, 1]))
+        for t in range(20 * AUTO_ESTIMATES):
+            bal.observe(t, np.array([4 * tau, 8 * tau]), np.array([4, 4]))
+        return bal
+
+    tiny, slow = run(1e-4), run(1e-3)         # gap per round: 0.4 ms vs 4 ms
+    assert not tiny.active and tiny.schedule == [(0, (4, 4))]
+    assert slow.active and list(slow.n) == [5, 3]
+
+
 def test_paper_rules_with_map_curvature_and_zero_start_run():
     X, y = rs.datasets.load("breast_cancer")
     res = rs.sample(rs.models.LogisticRegression(), rs.shard(X, y, num_shards=2), chains=2, num_rounds=20,

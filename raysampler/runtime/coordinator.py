@@ -24,6 +24,10 @@ from .contracts import (BalancerState, Chunk, Placement, RunConfig, RunState, Ru
 
 #: Consecutive window estimates of uneven speeds before balance="auto" switches balancing on.
 AUTO_ESTIMATES = 3
+#: balance="auto" counts a window as uneven only if the slowest process's work per round exceeds the fastest's by
+#: this many seconds: balancing can save at most that gap, and below ~1 ms it is scheduling noise (2 cores shared
+#: by 4 workers on tiny shards), not a slow machine — not worth giving up a fixed, reproducible schedule.
+MIN_GAP_S = 1e-3
 
 
 class StepBalancer:
@@ -33,8 +37,9 @@ class StepBalancer:
     of the rounds observed since the last estimate, after 5 rounds and every `every` rounds. Policies:
       True — always balance; False — never (fixed N_i); "auto" — switch balancing on only once the measured
       speeds differ by more than `ratio` (max τ / min τ) at AUTO_ESTIMATES window estimates in a row (each the
-      median of `every` rounds; the calibration and the early 5-round estimate do not count), so equal workers on
-      a noisy machine keep a fixed, reproducible schedule; "replay" — follow a recorded `schedule` of (round, N)
+      median of `every` rounds; the calibration and the early 5-round estimate do not count) and the slowest
+      process's work per round exceeds the fastest's by MIN_GAP_S, so equal workers on a noisy machine keep a
+      fixed, reproducible schedule; "replay" — follow a recorded `schedule` of (round, N)
       pairs exactly.
     Every change of N is recorded in `schedule` as (round from which it applies, N).
     """
@@ -87,7 +92,9 @@ class StepBalancer:
         if self.policy == "auto" and not self.active:
             if not full_window:
                 return
-            self._over = self._over + 1 if self.tau.max() / self.tau.min() > self.ratio else 0
+            work = self.n * self.tau * self.group_size      # seconds of work per round, per process
+            uneven = self.tau.max() / self.tau.min() > self.ratio and work.max() - work.min() > MIN_GAP_S
+            self._over = self._over + 1 if uneven else 0
             self.active = self._over >= AUTO_ESTIMATES
         if not self.active:
             return
