@@ -1,8 +1,9 @@
 """The main job, end to end, as users run it: start the service on 127.0.0.1 (local Ray, SQLite, a temporary data
-directory), submit a DG-LMC run on breast_cancer (4 shards) through the SDK, print a few draws as they stream in,
-follow the progress bar, then print the posterior summary and the run's statistics.
+directory), submit a DG-LMC run on breast_cancer (4 shards) through the SDK that samples until it has converged
+(num_rounds "auto": min bulk ESS ≥ 400 and max R-hat < 1.01), print a few draws as they stream in, follow the
+progress bar, then print the posterior summary and the run's statistics.
 
-    python -m raysampler.demo [--chains 32] [--rounds 5000] [--burn-in 1000] [--keep DIR] [--format json]
+    python -m raysampler.demo [--chains 16] [--rounds auto|N] [--burn-in 1000] [--keep DIR] [--format json]
 """
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ from .service.local import LocalService
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--chains", type=int, default=32)
-    ap.add_argument("--rounds", type=int, default=5000)
+    ap.add_argument("--chains", type=int, default=16)
+    ap.add_argument("--rounds", default="auto", type=lambda v: v if v == "auto" else int(v),
+                    help='rounds after burn-in, or "auto" (stop once converged; the default)')
     ap.add_argument("--burn-in", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--keep", default=None, help="data directory to keep (default: a temporary one)")
@@ -45,8 +47,9 @@ def main(argv: list[str] | None = None) -> None:
                         "algorithm": {"name": "dglmc", "params": {}}, "chains": args.chains,
                         "num_rounds": args.rounds, "burn_in": args.burn_in, "seed": args.seed}
                 run = client.submit(spec)
+                rounds = "until converged" if args.rounds == "auto" else f"{args.rounds} rounds"
                 say(f"submitted {run.id}: DG-LMC on builtin:breast_cancer, 4 shards, {args.chains} chains, "
-                      f"{args.burn_in} burn-in + {args.rounds} rounds")
+                      f"{args.burn_in} burn-in, then {rounds}")
                 shown = 0
                 for batch in run.stream_draws(follow=True):  # the first draws, as soon as they are stored
                     for k in range(min(3 - shown, len(batch))):
@@ -69,7 +72,11 @@ def main(argv: list[str] | None = None) -> None:
                                       "summary": json.loads(table.reset_index().to_json(orient="records"))}))
                     return
                 print(table.round(3).to_string(max_rows=40))
-                print(f"\n{draws.shape[0]} chains x {draws.shape[1]} draws x {draws.shape[2]} params fetched; "
+                diag = info["diagnostics"] or {}
+                print(f"\nmax R-hat {diag.get('max_rhat', float('nan')):.4f}, min bulk ESS "
+                      f"{diag.get('min_ess_bulk', float('nan')):.0f} after {info['progress']['rounds_done']} rounds"
+                      + "".join(f"\nwarning: {w}" for w in info["warnings"]))
+                print(f"{draws.shape[0]} chains x {draws.shape[1]} draws x {draws.shape[2]} params fetched; "
                       f"min bulk ESS {ess:.0f} in {timings['sampling_s']:.1f} s of sampling = "
                       f"{ess / timings['sampling_s']:.0f} ESS/s; setup {timings['setup_s']:.1f} s")
                 print("per worker: " + "; ".join(

@@ -1,8 +1,9 @@
 """`rs.sample`: validate the request, start a coordinator (in-process or on Ray), collect draws as they come.
 
 A `Run` drives its coordinator through a `CoordinatorHandle` in chunks of rounds. With `num_rounds="auto"` it
-checks the draws' minimum bulk ESS and maximum R-hat as it goes (at growing intervals, so the checks cost at most a
-few per cent of the run) and stops once both targets hold.
+checks the draws' minimum bulk ESS and maximum R-hat as it goes and stops once both targets hold. The checks fall
+at fixed draw counts (100 kept draws per chain, then 1.5 times more each time), so where a seeded run stops does not
+depend on how fast the machine is; each check reads a bounded number of draws per chain (`diagnostics.check_draws`), so its cost is bounded.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import numpy as np
 
 from .algorithms import get_algorithm
 from .checkpoints import CheckpointError, Manifest, RunDirectory
-from .diagnostics import Diagnostics, diagnose
+from .diagnostics import FINAL_DRAWS, Diagnostics, check_draws, diagnose
 from .errors import Failure, FailureKind, SamplingError, WorkerFailed, failure_of
 from .models.base import MODEL_METHODS
 from .options import RunOptions, positive_int
@@ -29,10 +30,9 @@ from .runtime.sites import site_wait_s
 from .runtime.transports import TRANSPORTS
 from .shards import ShardSet, shard as make_shards
 
-#: The share of a run's time that convergence checks may take (num_rounds="auto").
-CHECK_COST_SHARE = 0.05
-#: Draws per chain before the first convergence check.
-FIRST_CHECK_DRAWS = 50
+#: Kept draws per chain at the first convergence check (num_rounds="auto"); each later one is CHECK_GROWTH times on.
+FIRST_CHECK_DRAWS = 100
+CHECK_GROWTH = 1.5
 #: Failures a run recovers from by rolling back to its last checkpoint: a process that died, not a worker's own
 #: error or a diverging chain (those would happen again exactly).
 RECOVERABLE = (FailureKind.WORKER_LOST, FailureKind.COORDINATOR_LOST)
@@ -141,7 +141,13 @@ class Run:
         self.keep_draws = bool(keep_draws) or opts.auto  # False: chunks() only yields draws (the caller stores them)
         self._draws: list[np.ndarray] = []
         self._stats: dict[str, list[np.ndarray]] = {}
-        self._last_check = (0, 0.0, 0.0)  # draws per chain at the last convergence check, when, and its cost (s)
+        self._next_check = FIRST_CHECK_DRAWS   # kept draws per chain at the next convergence check
+        while self._next_check < self.draws_kept:   # a resumed run checks where the uninterrupted one would
+            self._next_check = int(np.ceil(self._next_check * CHECK_GROWTH))
+        if opts.auto and self.draws_before and self.directory is not None:   # convergence is judged on every draw
+            self._draws.append(self.directory.read(0, self.draws_before))
+            for k, v in self.directory.read_stats(self.draws_before).items():
+                self._stats[k] = [v]
 
     @property
     def total_rounds(self) -> int:
@@ -163,6 +169,8 @@ class Run:
                     self.stop_reason = "time_budget"
                     break
             t0 = time.perf_counter()
+            if self.options.auto:                # end the chunk at the next check: checks at fixed draw counts
+                n = max(1, min(n, self._check_round() - self.rounds_done))
             try:
                 chunk = self._handle.run(n, left, capture or self.recoverable or self.directory is not None)
             except WorkerFailed as exc:          # the coordinator itself was lost
@@ -195,7 +203,7 @@ class Run:
             if left is not None and ran < n:
                 self.stop_reason = "time_budget"
                 break
-            if self.options.auto and self._converged():
+            if self.options.auto and self.draws_kept >= self._next_check and self._converged():
                 self.stop_reason = "converged"
                 break
             per_round = (time.perf_counter() - t0) / max(ran, 1)
@@ -231,16 +239,16 @@ class Run:
         if self.on_event is not None:
             self.on_event(event)
 
+    def _check_round(self) -> int:
+        """The round after which the next convergence check's draw count is reached."""
+        return self.config.burn_in + self._next_check * self.config.thin
+
     def _converged(self) -> bool:
-        """Check min bulk ESS and max R-hat when the draws have grown enough that the check's cost stays within
-        CHECK_COST_SHARE of the sampling time since the last one."""
-        have = sum(len(d) for d in self._draws)
-        last_n, last_at, last_cost = self._last_check
-        now = time.perf_counter()
-        if have < FIRST_CHECK_DRAWS or have < 1.1 * last_n or last_cost > CHECK_COST_SHARE * (now - last_at):
-            return False
-        self.diagnostics = diagnose(self._draws_array().transpose(1, 0, 2))
-        self._last_check = (have, time.perf_counter(), time.perf_counter() - now)
+        """Check min bulk ESS and max R-hat (on at most CHECK_DRAWS draws per chain) and schedule the next check."""
+        while self._next_check <= self.draws_kept:
+            self._next_check = int(np.ceil(self._next_check * CHECK_GROWTH))
+        self.diagnostics = diagnose(self._draws_array().transpose(1, 0, 2),
+                                    check_draws(self.config.chains, self.options.target_ess))
         return self.diagnostics is not None and self.diagnostics.converged(self.options.target_ess,
                                                                             self.options.max_rhat)
 
@@ -260,7 +268,7 @@ class Run:
         stats["setup_time_s"] = self.setup.setup_time_s
         stats["wall_time_s"] = time.perf_counter() - self._start
         draws = np.ascontiguousarray(theta.transpose(1, 0, 2))
-        diag = diagnose(draws) if draws.shape[1] >= 4 else None
+        diag = diagnose(draws, FINAL_DRAWS) if draws.shape[1] >= 4 else None
         if diag is not None:
             self.diagnostics = diag
         notes = self.warnings()

@@ -1,4 +1,4 @@
-"""Communication graphs for the decentralised samplers (docs/algorithms.md–6).
+"""Communication graphs for the decentralised samplers (docs/algorithms.md).
 
 Agent i is worker i. A `Topology` is an undirected simple graph on b agents; `metropolis_weights` gives the
 symmetric doubly-stochastic mixing matrix W_ij = 1/(1 + max(n_i, n_j)) for j ∈ N_i, W_ii = 1 − Σ_j W_ij.

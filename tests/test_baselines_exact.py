@@ -85,7 +85,7 @@ def dsghmc_law(P, m, eta, gam, W):
 
 def dula_law(P, m, alpha, beta, L, noise_var=None, agents=False):
     """Constant steps: x' = (I − β L⊗I − αbA)x + αb a + N(0, 2αb I) (eq. 25's w ~ N(0, b I)), L the Laplacian.
-    noise_var overrides the per-agent noise variance (2α: docs/algorithms.md's version). agents=True: law of x_1."""
+    noise_var overrides the per-agent noise variance (2α: the rule without the factor b). agents=True: law of x_1."""
     A, a = _local_affine(P, m)
     b = len(P)
     F = np.eye(len(a)) - beta * np.kron(L, np.eye(2)) - alpha * b * A
@@ -201,14 +201,14 @@ def test_dula_constant_steps_matches_lyapunov_law(problem):
     law = dula_law(P, m, alpha, beta, L)
     assert_moments(res.draws, *law)
     _assert_sensitive(res, law, dula_law(P, m, alpha / 4, beta, L))
-    with pytest.raises(AssertionError):                       # the noise √(2α)ξ of docs/algorithms.md is rejected
+    with pytest.raises(AssertionError):                       # the noise √(2α)ξ (no factor b) is rejected
         assert_moments(res.draws, *dula_law(P, m, alpha, beta, L, noise_var=2 * alpha))
 
 
 def test_agent_average_targets_posterior_exact_laws(problem):
     """No sampling. The agent average of D-SGLD, D-SGHMC and D-ULA (noise N(0, b I)) has the posterior as its
     small-step limit (its covariance ratio → 1 with the step); a single agent's iterate is over-dispersed by the
-    disagreement; D-ULA with noise √(2α)ξ (docs/algorithms.md) would give the average ≈ 1/b of the posterior."""
+    disagreement; D-ULA with noise √(2α)ξ (no factor b) would give the average ≈ 1/b of the posterior."""
     _, _, P, m = problem
     post = exact.gaussian_posterior(P, m, P0, M0)
     top = topo.make_topology("ring", B)

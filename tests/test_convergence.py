@@ -33,6 +33,24 @@ def test_auto_stops_once_ess_and_rhat_targets_hold_and_draws_match_the_posterior
     assert_moments(res.draws, *exact.gaussian_posterior(P, m, np.eye(2), np.zeros(2)))
 
 
+def test_auto_stops_at_the_same_draw_whatever_the_timing(gauss, monkeypatch):
+    """Checks fall at fixed draw counts (100, then x1.5), so a seeded auto run stops at the same draw even when the
+    chunks the run is cut into differ (here: 10-round chunks against half-second ones)."""
+    from raysampler import sampling
+
+    shards, model, _, _ = gauss
+    kw = dict(chains=4, num_rounds="auto", target_ess=1000, seed=5, executor="local", progress=False)
+    first = rs.sample(model, shards, "mala", **kw)
+    counts = [sampling.FIRST_CHECK_DRAWS]
+    while counts[-1] < first.num_draws:
+        counts.append(int(np.ceil(counts[-1] * sampling.CHECK_GROWTH)))
+    assert first.num_draws in counts            # it stopped at a check point
+    original = sampling.Run.chunks
+    monkeypatch.setattr(sampling.Run, "chunks", lambda self, target_chunk_s=0.5, capture=False:
+                        original(self, 1e-6, capture))  # every chunk as short as allowed
+    np.testing.assert_array_equal(rs.sample(model, shards, "mala", **kw).draws, first.draws)
+
+
 def test_auto_respects_max_rounds_and_says_so(gauss):
     shards, model, _, _ = gauss
     with pytest.warns(UserWarning, match="max_rounds=300"):

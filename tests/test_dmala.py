@@ -1,6 +1,6 @@
 """D-MALA (decentralised MALA with gradient tracking; raysampler/algorithms/dmala.py) against exact answers.
 
-ΔH checks. (i) docs/algorithms.md demands it: on U(x) = ½xᵀAx the seed's Euler step p* = p − εAx, x* = x + εp*
+ΔH checks. (i) correctness demands it: on U(x) = ½xᵀAx the seed's Euler step p* = p − εAx, x* = x + εp*
 gives exactly ΔH = ½ε²(p*ᵀAp* − ‖Ax‖²) = ½ε²(pᵀAp − ‖Ax‖²) + O(ε³), so ½ε²(ℵ − ‖g‖²) is second-order accurate
 (error ÷8 per halving of ε) while the paper's printed −½ε²(ℵ + ‖g‖²) is not (÷4). (ii) For the leapfrog step that
 replaces it, ΔH itself is O(ε³): a second-order Taylor test would accept every proposal, hence the exact test.
@@ -118,7 +118,7 @@ def dmala_law(As, as_, W, eps, k):
 
 
 def euler_law(As, as_, W, eps, k):
-    """The seed's rule (Algorithm 1 as in docs/algorithms.md: Euler step, independent momenta, consensus after the
+    """The seed's rule (Algorithm 1 as published: Euler step, independent momenta, consensus after the
     move), MH off — its MH barely rejects (O(ε²)) and cannot fix the law anyway: the sensitivity yardstick."""
     b, d = len(As), As[0].shape[0]
     A, a = scipy.linalg.block_diag(*As), np.concatenate(as_)

@@ -10,7 +10,7 @@ Draws: the agent average x̄ = (1/b) Σ_i x_i (K, d) after each round.
   D-ULA   (eq. 25, Parayil et al.): x_i ← x_i − β_k Σ_{j∈N_i}(x_i − x_j) − α_k·b·∇Ũ_i(x_i) + √(2α_k b)ξ_i,
           α_k = α0/(b1 + k)^{δ2}, β_k = β0/(b2 + k)^{δ1} (k = round index, burn-in included).
           The noise has variance 2α_k·b per agent: [D-ADMMS]'s eq. 25 draws w ~ N(0, N·I), and so does the
-          authors' code. (docs/algorithms.md writes √(2α_k)ξ: then the average x̄ moves with drift α_k∇U but noise
+          authors' code. (With noise √(2α_k)ξ instead, the average x̄ moves with drift α_k∇U but noise
           variance 2α_k/b and samples π^b, i.e. 1/b of the posterior covariance — checked with the exact law.)
 Why the agent average is the output: summing over agents (the Laplacian / W terms cancel), x̄ follows
   D-SGLD:  x̄' = x̄ − (η/b)Σ_i∇Ũ_i(x_i) + N(0, 2η/b) = Langevin on U with step η/b;

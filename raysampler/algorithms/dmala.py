@@ -34,7 +34,7 @@ k = 1: 0.71, k = 2: 0.66, k = 5: 0.92, k = 10: 0.99 (within Monte-Carlo error). 
 agents taking different decisions (rate 44%, 28%, 5%, 0.25%): the average then makes partial moves, which
 shrink its variance. So keep k_t large enough that λ₂(W)^{k_t} is small (the default schedule reaches 10).
 
-Where and why this departs from [D-MALA] / docs/algorithms.md (verified in tests/test_dmala.py):
+Where and why this departs from [D-MALA] (see docs/algorithms.md; verified in tests/test_dmala.py):
  1. Integrator. The seed's EulerUpdate (Algorithm 2; its sign p* = p + εg is for g = ∇log p) p* = p − εG,
     ω* = ω + εp* with fresh momentum is x' = x − ε²∇U + εξ: Langevin for 2U (half the posterior variance), and
     the one-step symplectic Euler map is not time-reversible, so no MH test on ΔH can correct it. Replaced by one
@@ -42,7 +42,7 @@ Where and why this departs from [D-MALA] / docs/algorithms.md (verified in tests
  2. Momentum and uniform. Algorithm 1 draws p_i and u_i per agent; the consensus average then moves with noise
     variance ε²/b per step (≈ 1/b of the variance). Here p and u are shared (chain-level draws), so the average moves
     with noise ε² and near-consensus agents take the same accept/reject decision.
- 3. MH test. The seed's Taylor test (§2.2, ΔH ≈ −½ε²(ℵ + ‖g‖²), and the corrected ½ε²(ℵ − ‖G‖²) of docs/algorithms.md,
+ 3. MH test. The seed's Taylor test (§2.2, ΔH ≈ −½ε²(ℵ + ‖g‖²), and a sign-corrected ½ε²(ℵ − ‖G‖²),
     a second-order expansion for the Euler step) is replaced by the exact ratio: for leapfrog the second-order
     expansion of ΔH vanishes identically (ΔH = O(ε³)), so a Taylor test accepts everything. The exact ratio needs
     ∇U(ω*) and U(ω*) − U(ω): both are tracked as above (gradient tracking, eq. (2), at the proposals; the potential

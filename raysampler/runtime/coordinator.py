@@ -22,14 +22,20 @@ from .contracts import (BalancerState, Chunk, Placement, RunConfig, RunState, Ru
                         WorkerPool)
 
 
+#: Consecutive window estimates of uneven speeds before balance="auto" switches balancing on.
+AUTO_ESTIMATES = 3
+
+
 class StepBalancer:
     """N_i = max(1, round(q_i · N_avg · b)), q_i = τ_i⁻¹ / Σ_k τ_k⁻¹ ([DG-LMC], sec. 3.2.2).
 
     τ_i is shard i's seconds per local step: timed before sampling (`calibrate`), then re-estimated from the median
     of the rounds observed since the last estimate, after 5 rounds and every `every` rounds. Policies:
       True — always balance; False — never (fixed N_i); "auto" — switch balancing on only once the measured
-      speeds differ by more than `ratio` (max τ / min τ) at two estimates in a row, so equal workers keep a fixed,
-      reproducible schedule; "replay" — follow a recorded `schedule` of (round, N) pairs exactly.
+      speeds differ by more than `ratio` (max τ / min τ) at AUTO_ESTIMATES window estimates in a row (each the
+      median of `every` rounds; the calibration and the early 5-round estimate do not count), so equal workers on
+      a noisy machine keep a fixed, reproducible schedule; "replay" — follow a recorded `schedule` of (round, N)
+      pairs exactly.
     Every change of N is recorded in `schedule` as (round from which it applies, N).
     """
 
@@ -73,14 +79,16 @@ class StepBalancer:
         if self.count == 5 or self.count % self.every == 0:
             self.tau = np.median(np.stack(self._window), axis=0)
             self._window = []
-            self._estimate(t + 1)
+            self._estimate(t + 1, full_window=self.count % self.every == 0)
 
-    def _estimate(self, next_round: int) -> None:
+    def _estimate(self, next_round: int, full_window: bool = False) -> None:
         if not (np.all(np.isfinite(self.tau)) and np.all(self.tau > 0)):
             return
         if self.policy == "auto" and not self.active:
+            if not full_window:
+                return
             self._over = self._over + 1 if self.tau.max() / self.tau.min() > self.ratio else 0
-            self.active = self._over >= 2
+            self.active = self._over >= AUTO_ESTIMATES
         if not self.active:
             return
         # Shards sharing a worker process run one after another: weighting by 1/(group size) equalises the

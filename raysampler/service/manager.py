@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..checkpoints import CheckpointError
-from ..diagnostics import diagnose
+from ..diagnostics import FINAL_DRAWS, diagnose
 from ..errors import Failure, FailureKind, SamplingError, failure_of
 from ..runtime.contracts import RunStats
 from ..sampling import Run, RunEvent
@@ -380,7 +380,7 @@ class RunManager:
         convergence diagnostics of its stored draws against the ArviZ/Stan thresholds (also stored)."""
         notes = [w for w in run.warnings() if "R-hat" not in w and "bulk ESS" not in w]
         if sampled.stored >= 4:
-            diag = diagnose(self.files.read(rec.tenant, rec.id, 0, sampled.stored).transpose(1, 0, 2))
+            diag = diagnose(self.files.read(rec.tenant, rec.id, 0, sampled.stored).transpose(1, 0, 2), FINAL_DRAWS)
             if diag is not None:
                 self.store.update_run(rec.tenant, rec.id, diagnostics=DiagnosticsInfo(**diag.as_dict()))
                 if not sampled.cancelled and run.failure is None:
