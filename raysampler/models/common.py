@@ -185,7 +185,7 @@ class _GLM(Model):
     def __post_init__(self):
         object.__setattr__(self, "n_features", _check_optional_count("n_features", self.n_features, 1))
         object.__setattr__(self, "columns", _check_columns(self.columns))
-        self._resolve_coef_prior()
+        _resolve_coef_prior(self, self._default_coef_prior(), self._allow_flat)
         self._resolve_extra()
 
     # ------------------------------------------------------------------ construction
@@ -193,9 +193,6 @@ class _GLM(Model):
     def _default_coef_prior(self) -> CoefPrior:
         """The coefficient prior when neither coef_prior nor prior_scale is given."""
         return Normal(0.0, 1.0)
-
-    def _resolve_coef_prior(self, default_mean: float | tuple = 0.0) -> None:
-        _resolve_coef_prior(self, self._default_coef_prior(), self._allow_flat, default_mean)
 
     def _resolve_extra(self) -> None:
         """Check the per-row input (a column name, a RowValues, or for trials a constant) and locate its column."""
