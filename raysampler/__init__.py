@@ -1,7 +1,7 @@
 """raysampler: distributed Bayesian posterior sampling (DG-LMC and friends) on Ray or in-process."""
 from __future__ import annotations
 
-from . import datasets, models
+from . import datasets, models, priors
 from .errors import SamplingError
 from .result import Result
 from .sampling import Run, resume, sample
@@ -9,5 +9,5 @@ from .shards import Shard, ShardSet, shard
 
 __version__ = "0.1.0"
 
-__all__ = ["datasets", "models", "sample", "resume", "Run", "shard", "Shard", "ShardSet", "Result", "SamplingError",
-           "__version__"]
+__all__ = ["datasets", "models", "priors", "sample", "resume", "Run", "shard", "Shard", "ShardSet", "Result",
+           "SamplingError", "__version__"]

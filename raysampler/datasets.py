@@ -1,7 +1,7 @@
 """Benchmark data sets, ready for the models: float64 design matrices with the intercept column first.
 
 Everything is built locally (scikit-learn's bundled data or seeded generators), so no network is
-needed. `load(name, seed=..., **kwargs)` returns `(X, y)`:
+needed. `load(name, seed=..., **kwargs)` returns `(X, y)`; `columns(name, **kwargs)` names X's columns:
 
 =====================  ==============  ==========================================================
 name                   X               y
@@ -28,6 +28,7 @@ import numpy as np
 __all__ = [
     "GAUSSIAN_TOY_NOISE_COV",
     "available",
+    "columns",
     "gaussian_toy_noise_cov",
     "gaussian_toy_prior_cov",
     "load",
@@ -314,6 +315,49 @@ _TRUTHS: dict[str, Callable[..., np.ndarray]] = {
     "scaled_logistic": _scaled_truth,
 }
 
+INTERCEPT = "(Intercept)"
+
+
+def _sklearn_columns(loader: str) -> Callable[..., tuple[str, ...]]:
+    def names(**kwargs: Any) -> tuple[str, ...]:
+        import sklearn.datasets
+
+        _no_kwargs(loader.removeprefix("load_"), kwargs)
+        extra = {"scaled": False} if loader == "load_diabetes" else {}
+        return (INTERCEPT, *(str(c) for c in getattr(sklearn.datasets, loader)(**extra).feature_names))
+    return names
+
+
+def _covtype_columns(**kwargs: Any) -> tuple[str, ...]:
+    _take_kwargs("covtype_like", kwargs, {"n": COVTYPE_N_ROWS})
+    return (INTERCEPT, *(f"x{j}" for j in range(1, _COV_CONT + 1)),
+            *(f"wilderness_{k}" for k in range(1, _COV_WILD)), *(f"soil_{k}" for k in range(1, _COV_SOIL)))
+
+
+def _numbered_columns(name: str, defaults: dict[str, int]) -> Callable[..., tuple[str, ...]]:
+    def names(**kwargs: Any) -> tuple[str, ...]:
+        p = _take_kwargs(name, kwargs, defaults)
+        d = p["d"] if "d" in p else 1 + len(SCALED_LOGISTIC_SCALES)
+        return (INTERCEPT, *(f"x{j}" for j in range(1, d)))
+    return names
+
+
+def _toy_columns(**kwargs: Any) -> tuple[str, ...]:
+    _take_kwargs("gaussian_toy", kwargs, {"n": 20_000, "d": 2})
+    return ()
+
+
+_COLUMNS: dict[str, Callable[..., tuple[str, ...]]] = {
+    "breast_cancer": _sklearn_columns("load_breast_cancer"),
+    "digits": _sklearn_columns("load_digits"),
+    "diabetes": _sklearn_columns("load_diabetes"),
+    "gaussian_toy": _toy_columns,
+    "covtype_like": _covtype_columns,
+    "logistic_synthetic": _numbered_columns("logistic_synthetic", {"n": 1000, "d": 5}),
+    "scaled_logistic": _numbered_columns("scaled_logistic", {"n": 1000}),
+}
+
+
 # ---------------------------------------------------------------------------------------- public
 def available() -> list[str]:
     """Names accepted by `load`."""
@@ -335,6 +379,14 @@ def load(name: str, *, seed: int = 0, **kwargs: Any) -> tuple[np.ndarray, np.nda
     """
     loader = _lookup(name, _LOADERS, "data set")
     return loader(_check_seed(seed), **kwargs)
+
+
+def columns(name: str, **kwargs: Any) -> tuple[str, ...]:
+    """Names of the columns of X that `load(name, **kwargs)` returns, in order: "(Intercept)" first, then
+    scikit-learn's feature names for the real data sets (e.g. "mean radius") or x1, x2, … for the synthetic ones
+    (covtype_like: x1…x10, wilderness_1…3, soil_1…40); () for gaussian_toy, which has no covariates. Give them to
+    `rs.shard(X, y, columns=...)` so that parameters are named after them (`beta[mean radius]`)."""
+    return _lookup(name, _COLUMNS, "data set")(**kwargs)
 
 
 def true_params(name: str, *, seed: int = 0, **kwargs: Any) -> np.ndarray:

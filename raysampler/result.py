@@ -6,12 +6,17 @@ from typing import Any
 
 import numpy as np
 
+from .models.base import ParamBlock
+
 
 @dataclass
 class Result:
     """Posterior draws of θ with per-draw sample stats and the run's statistics.
 
-    draws: (chains, draws, d) after burn-in and thinning. sample_stats: name → (chains, draws).
+    draws: (chains, draws, d) of the sampler's unconstrained θ (positive parameters as logs) after burn-in and
+    thinning; `param_names` names its coordinates and `param_blocks` (from info["param_blocks"]) groups them into the
+    model's parameters, which `posterior`, `to_arviz` and `summary` report on their natural scale.
+    sample_stats: name → (chains, draws).
     stats: per-round wall time, per-worker compute/idle seconds and idle fraction, N_i, τ_i, ρ_i, γ_i, …
     """
 
@@ -29,30 +34,70 @@ class Result:
     def num_draws(self) -> int:
         return self.draws.shape[1]
 
+    @property
+    def param_blocks(self) -> tuple[ParamBlock, ...]:
+        """θ's layout as named parameters: `info["param_blocks"]` (ParamBlock objects, or their `as_dict` form from a
+        JSON store) when the run recorded one, else a single block `theta` (dim `param`) labelled by `param_names`."""
+        d = self.draws.shape[2]
+        raw = self.info.get("param_blocks") if self.info else None
+        if raw:
+            blocks = tuple(b if isinstance(b, ParamBlock) else ParamBlock.from_dict(b) for b in raw)
+            if sum(b.size for b in blocks) != d:
+                raise ValueError(f"info['param_blocks'] has {sum(b.size for b in blocks)} coordinates, the draws {d}")
+            return blocks
+        labels = tuple(self.param_names) if len(self.param_names) == d and len(set(self.param_names)) == d else None
+        return (ParamBlock("theta", d, "param", labels, "identity"),)
+
+    def posterior(self) -> dict[str, np.ndarray]:
+        """One array per model parameter on its natural scale (σ = exp(log σ)): (chains, draws) for a scalar,
+        (chains, draws, size) otherwise; `draws` stays the unconstrained vector."""
+        out: dict[str, np.ndarray] = {}
+        start = 0
+        for b in self.param_blocks:
+            values = b.natural(self.draws[..., start:start + b.size])
+            out[b.name] = values[..., 0] if b.dim is None else values
+            start += b.size
+        return out
+
     def to_arviz(self):
-        """An xarray DataTree with a `posterior` group (variable `theta`, dim `param`) and `sample_stats`."""
+        """An xarray DataTree: a `posterior` group with one variable per model parameter (e.g. `beta` with dim `coef`
+        labelled by column, `sigma`; `theta` with dim `param` for a model without a layout) and `sample_stats`."""
         import arviz_base as azb
 
-        groups: dict[str, dict[str, np.ndarray]] = {"posterior": {"theta": self.draws}}
+        blocks = self.param_blocks
+        dims: dict[str, list[str]] = {}
+        coords: dict[str, list[str]] = {}
+        for b in blocks:
+            if b.dim is None:
+                continue
+            if b.dim in coords and coords[b.dim] != b.coords():
+                raise ValueError(f"parameter blocks share the dim {b.dim!r} with different labels")
+            dims[b.name] = [b.dim]
+            coords[b.dim] = b.coords()
+        groups: dict[str, dict[str, np.ndarray]] = {"posterior": self.posterior()}
         if self.sample_stats:
             groups["sample_stats"] = dict(self.sample_stats)
         attrs = {"algorithm": str(self.info.get("algorithm", "")), "executor": str(self.info.get("executor", ""))}
-        return azb.from_dict(groups, dims={"theta": ["param"]}, coords={"param": list(self.param_names)},
-                             attrs={"posterior": attrs})
+        return azb.from_dict(groups, dims=dims, coords=coords, attrs={"posterior": attrs})
 
     def summary(self, ci_prob: float = 0.94, round_to: int | str | None = "none"):
-        """Table per coordinate: mean, sd, HDI, ess_bulk, ess_tail, r_hat, mcse (arviz-stats `summary`)."""
+        """Table per coordinate of every parameter, named `beta[age]`, `sigma`, …: mean, sd, HDI, ess_bulk, ess_tail,
+        r_hat, mcse (arviz-stats `summary`), on the natural scale."""
         import arviz_stats as azs
 
         if self.num_draws < 4:
             raise ValueError(f"summary needs at least 4 draws per chain, this result has {self.num_draws}")
-        return azs.summary(self.to_arviz(), var_names=["theta"], ci_prob=ci_prob, ci_kind="hdi", round_to=round_to)
+        names = [b.name for b in self.param_blocks]
+        return azs.summary(self.to_arviz(), var_names=names, ci_prob=ci_prob, ci_kind="hdi", round_to=round_to)
 
     def ess(self, method: str = "bulk") -> np.ndarray:
-        """Effective sample size per coordinate (arviz-stats), shape (d,)."""
+        """Effective sample size per coordinate of θ (arviz-stats), shape (d,), in θ's order. Computed on the reported
+        parameters; "bulk" and "tail" ESS are rank based, hence the same for log σ and σ."""
         import arviz_stats as azs
 
-        return np.asarray(azs.ess(self.to_arviz(), var_names=["theta"], method=method)["theta"].values)
+        blocks = self.param_blocks
+        out = azs.ess(self.to_arviz(), var_names=[b.name for b in blocks], method=method)
+        return np.concatenate([np.atleast_1d(np.asarray(out[b.name].values, dtype=np.float64)) for b in blocks])
 
     def __repr__(self) -> str:
         return (f"Result(chains={self.chains}, draws={self.num_draws}, d={self.draws.shape[2]}, "

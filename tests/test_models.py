@@ -400,7 +400,7 @@ def test_prior(case):
 def test_registry():
     assert set(FAMILIES) == {
         "gaussian", "linear_regression", "logistic_regression", "poisson_regression", "softmax_regression",
-        "mlp_classifier",
+        "mlp_classifier", "binomial_regression", "negative_binomial_regression",
     }
     for family, cls in FAMILIES.items():
         model = get_model(family, prior_scale=2.0)

@@ -196,7 +196,7 @@ def test_result_summary_and_arviz(breast_cancer):
     assert any(c.startswith("hdi") for c in table.columns)
     np.testing.assert_allclose(table["mean"].to_numpy(dtype=float), res.draws.mean(axis=(0, 1)), rtol=1e-10)
     tree = res.to_arviz()
-    assert tree["posterior"]["theta"].shape == (4, 100, 31)
+    assert tree["posterior"]["beta"].shape == (4, 100, 31)  # one variable per model parameter
     assert tree["sample_stats"]["local_accept"].shape == (4, 100)
     for key in ("round_time", "worker_compute_s", "worker_idle_s", "idle_fraction", "N", "tau", "rho", "gamma"):
         assert key in res.stats

@@ -1,17 +1,21 @@
 """Model library: per-shard potentials U_i with gradients, Hessian-vector products and curvature for K chains.
 
 `get_model("logistic_regression", prior_scale=2.0)` builds a model by family name (see `FAMILIES`);
-bind it to the data with `model.bind(DataSpec(...))` before use.
+bind it to the data with `model.bind(DataSpec(...))` before use. Priors are specs from `raysampler.priors`
+(`coef_prior=Normal(0, [100, 10, 10])`, `noise_prior=HalfCauchy(2.5)`, …).
 """
 from __future__ import annotations
 
 import dataclasses
 
-from .base import DataSpec, GaussianPrior, Model
+from .base import DataSpec, GaussianPrior, Model, ParamBlock
+from .binomial import BinomialRegression
+from .common import RowValues
 from .gaussian import Gaussian, gaussian_posterior
 from .linear import LinearRegression, linear_posterior
 from .logistic import LogisticRegression
 from .mlp import MLPClassifier
+from .negbin import NegativeBinomialRegression
 from .poisson import PoissonRegression
 from .softmax import SoftmaxRegression
 
@@ -20,6 +24,8 @@ FAMILIES: dict[str, type[Model]] = {
     "linear_regression": LinearRegression,
     "logistic_regression": LogisticRegression,
     "poisson_regression": PoissonRegression,
+    "binomial_regression": BinomialRegression,
+    "negative_binomial_regression": NegativeBinomialRegression,
     "softmax_regression": SoftmaxRegression,
     "mlp_classifier": MLPClassifier,
 }
@@ -41,6 +47,7 @@ def get_model(family: str, **kwargs) -> Model:
 
 
 __all__ = [
+    "BinomialRegression",
     "DataSpec",
     "FAMILIES",
     "Gaussian",
@@ -49,7 +56,10 @@ __all__ = [
     "LogisticRegression",
     "MLPClassifier",
     "Model",
+    "NegativeBinomialRegression",
+    "ParamBlock",
     "PoissonRegression",
+    "RowValues",
     "SoftmaxRegression",
     "gaussian_posterior",
     "get_model",

@@ -17,6 +17,13 @@ import numpy as np
 #: for `hessian`, `hessian_diag` and `validate`).
 MODEL_METHODS = ("bind", "prior", "potential", "grad", "potential_and_grad", "hvp", "hessian", "hessian_diag",
                  "smoothness", "param_names", "validate")
+#: What the sampler calls on a model *if it has them* (`Model` gives defaults): the parameter layout
+#: (`param_blocks`), per-row data the model holds (`shard_data`), and the improper-posterior check on the pooled data
+#: (`gram` per shard, summed, then `check_proper`).
+OPTIONAL_MODEL_METHODS = ("param_blocks", "shard_data", "gram", "check_proper")
+#: How a parameter block is reported: as sampled, or exp of the sampled value (positive parameters, sampled on the
+#: log scale).
+TRANSFORMS = ("identity", "exp")
 
 
 @dataclass(frozen=True)
@@ -27,6 +34,65 @@ class DataSpec:
     n_classes: int | None = None  # for classifiers: number of labels over all shards (max label + 1)
     n_rows: int | None = None
     columns: tuple[str, ...] | None = None  # names of X's columns (all shards agree), when the data have them
+
+
+@dataclass(frozen=True)
+class ParamBlock:
+    """A named run of consecutive coordinates of θ: one model parameter as reported (an ArviZ variable).
+
+    `dim` names the block's dimension (None: a scalar, size 1) and `labels` its coordinates (None: 0..size−1);
+    `transform` says how a sampled value maps to the reported one ("exp": sampled as log σ, reported as σ).
+    E.g. linear regression: ParamBlock("beta", p, "coef", ("(Intercept)", "age", …), "identity"),
+    ParamBlock("sigma", 1, None, None, "exp"). Frozen and picklable; `as_dict`/`from_dict` for JSON stores.
+    """
+
+    name: str
+    size: int
+    dim: str | None = None
+    labels: tuple[str, ...] | None = None
+    transform: str = "identity"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"ParamBlock: name must be a non-empty string, got {self.name!r}")
+        if isinstance(self.size, bool) or not isinstance(self.size, (int, np.integer)) or self.size < 1:
+            raise ValueError(f"ParamBlock {self.name!r}: size must be an integer >= 1, got {self.size!r}")
+        object.__setattr__(self, "size", int(self.size))
+        if self.dim is None and self.size != 1:
+            raise ValueError(f"ParamBlock {self.name!r}: a block of size {self.size} needs a dim name")
+        if self.labels is not None:
+            labels = tuple(str(v) for v in self.labels)
+            if len(labels) != self.size:
+                raise ValueError(f"ParamBlock {self.name!r}: {len(labels)} labels for size {self.size}")
+            object.__setattr__(self, "labels", labels)
+        if self.transform not in TRANSFORMS:
+            raise ValueError(f"ParamBlock {self.name!r}: transform must be one of {TRANSFORMS}, got {self.transform!r}")
+
+    def coords(self) -> list[str]:
+        """The labels of the block's coordinates (0..size−1 as strings when it has none)."""
+        return list(self.labels) if self.labels is not None else [str(j) for j in range(self.size)]
+
+    def names(self) -> list[str]:
+        """Flat names of the block's coordinates: `name` for a scalar, else `name[label]`."""
+        return [self.name] if self.dim is None else [f"{self.name}[{c}]" for c in self.coords()]
+
+    def natural(self, values: np.ndarray) -> np.ndarray:
+        """Sampled values → reported values (exp for a log-scale block)."""
+        return np.exp(values) if self.transform == "exp" else values
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "size": self.size, "dim": self.dim,
+                "labels": None if self.labels is None else list(self.labels), "transform": self.transform}
+
+    @classmethod
+    def from_dict(cls, d) -> "ParamBlock":
+        return cls(d["name"], d["size"], d.get("dim"), None if d.get("labels") is None else tuple(d["labels"]),
+                   d.get("transform", "identity"))
+
+
+def block_names(blocks) -> list[str]:
+    """Flat parameter names of a layout, in θ order."""
+    return [n for b in blocks for n in b.names()]
 
 
 @dataclass(frozen=True)
@@ -109,16 +175,36 @@ class Model(ABC):
     def dim(self) -> int:
         """Number of parameters d (requires a bound model)."""
 
+    def param_blocks(self) -> tuple[ParamBlock, ...]:
+        """θ's layout as named parameters, in order (sizes sum to `dim`). Default: one block `theta`."""
+        return (ParamBlock("theta", self.dim, "param", None, "identity"),)
+
     def param_names(self) -> list[str]:
-        """One readable label per coordinate of θ (the ArviZ `param` coordinate; summaries show theta[label])."""
-        return [str(j) for j in range(self.dim)]
+        """One readable name per coordinate of θ, from `param_blocks`: e.g. `beta[age]`, `sigma`."""
+        return block_names(self.param_blocks())
 
     @abstractmethod
     def prior(self) -> GaussianPrior:
-        """The Gaussian prior held by the coordinator."""
+        """The prior in θ's coordinates with the prior contract of `raysampler.priors` (`gaussian`, `residual`,
+        `potential`, `grad`, `hvp`, `hessian_diag`): a GaussianPrior when it is all Gaussian, else a `Prior`."""
 
     def validate(self, X: np.ndarray, y: np.ndarray, argname: str = "data") -> None:
         """Raise ValueError naming `argname` if (X, y) cannot be data for this model."""
+
+    def shard_data(self, X: np.ndarray, y: np.ndarray, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """The (X, y) every other method of this bound model expects for a shard holding `rows` of the original data
+        (`Shard.index`; None when unknown). The runtime calls it once per shard after loading, before `validate`.
+        Default: (X, y) unchanged; models holding per-row arrays (an offset, trial counts) append them to X."""
+        return X, y
+
+    def gram(self, X: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+        """This shard's contribution to the pooled matrix `check_proper` needs (summed over shards), or None when
+        the prior alone makes the posterior proper. Default: None."""
+        return None
+
+    def check_proper(self, gram: np.ndarray | None, n_rows: int | None = None) -> None:
+        """Raise ValueError (naming the prior argument) if the pooled data leave the posterior improper, given the
+        sum of the shards' `gram` and the total row count. Default: nothing to check."""
 
     @abstractmethod
     def potential(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:

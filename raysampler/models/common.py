@@ -1,15 +1,18 @@
 """Helpers shared by the built-in models: argument and data checks, λ_max(XᵀX), and `_GLM`, the common base of
-the generalised linear models (θ ∈ R^p with a N(0, prior_scale² I) prior)."""
+the regression models (coefficients β with a `coef_prior`, named by X's columns, optionally a per-row input)."""
 from __future__ import annotations
 
+import hashlib
 import math
 import numbers
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 from scipy import linalg
 
-from .base import DataSpec, GaussianPrior, Model
+from ..priors import CoefPrior, Normal, Prior, build_prior, check_coef_prior
+from .base import DataSpec, GaussianPrior, Model, ParamBlock
 
 def _check_positive(name: str, value, *, integer: bool = False):
     """Return `value` as float (or int) if it is a finite number > 0 (an integer ≥ 1 if `integer`), else raise."""
@@ -98,29 +101,280 @@ def _rows_of(x: np.ndarray) -> tuple[np.ndarray, bool]:
     return (x[None, :], True) if x.ndim == 1 else (x, False)
 
 
+@dataclass(frozen=True, eq=False)
+class RowValues:
+    """A per-row input held by a model (an offset, trial counts) given as an array over the original data's rows;
+    compared and hashed by content so that models stay hashable. `Model.shard_data` selects a shard's rows."""
+
+    values: np.ndarray
+
+    def __post_init__(self) -> None:
+        arr = np.array(self.values, dtype=np.float64).reshape(-1)
+        arr.setflags(write=False)
+        object.__setattr__(self, "values", arr)
+
+    def __len__(self) -> int:
+        return int(self.values.shape[0])
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, RowValues) and np.array_equal(self.values, other.values)
+
+    def __hash__(self) -> int:
+        return hash((len(self), hashlib.sha1(self.values.tobytes()).hexdigest()))
+
+    def __repr__(self) -> str:
+        return f"RowValues(n={len(self)})"
+
+
+def _labels(columns: tuple[str, ...] | None, positions: np.ndarray) -> tuple[str, ...] | None:
+    return None if columns is None else tuple(columns[j] for j in positions)
+
+
+def _check_columns(value) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not all(isinstance(c, str) for c in value):
+        raise ValueError(f"columns must be a sequence of column names (strings), got {value!r}")
+    return tuple(value)
+
+
+def _resolve_coef_prior(model, default: CoefPrior, allow_flat: bool, default_mean: float | tuple = 0.0) -> None:
+    """Normalise a model's (prior_scale, coef_prior): coef_prior is always set afterwards (from prior_scale as
+    Normal(default_mean, prior_scale), else `default`); prior_scale mirrors a Normal's finite scalar scale (else None),
+    so that `dataclasses.replace` passes both back consistently. Errors name the argument."""
+    ps, cp = model.prior_scale, model.coef_prior
+    if ps is not None:
+        ps = _check_positive("prior_scale", ps)
+    if cp is not None:
+        cp = check_coef_prior(cp)
+        if ps is not None and not (isinstance(cp, Normal) and cp.scale == ps):
+            raise ValueError(f"give prior_scale or coef_prior, not both (prior_scale={ps!r}, coef_prior={cp!r})")
+    elif ps is not None:
+        cp = Normal(default_mean, ps)
+    else:
+        cp = default
+    if not allow_flat and isinstance(cp, Normal) and np.any(np.isinf(cp.scale)):
+        raise ValueError(f"coef_prior: {type(model).__name__} cannot have a flat prior (scale=inf): its likelihood "
+                         "does not make the posterior proper; give a finite scale")
+    scalar = isinstance(cp, Normal) and not isinstance(cp.scale, tuple) and math.isfinite(cp.scale)
+    object.__setattr__(model, "coef_prior", cp)
+    object.__setattr__(model, "prior_scale", cp.scale if scalar else None)
+
+
 @dataclass(frozen=True)
 class _GLM(Model):
-    """Common base of the models whose parameter is θ ∈ R^p (p = n_features) with a N(0, prior_scale² I) prior."""
+    """Common base of the regression models: coefficients β ∈ R^p, one per feature column of X, with prior
+    `coef_prior` (`prior_scale` is shorthand for coef_prior=Normal(0, prior_scale)).
 
-    prior_scale: float = 1.0
+    A family may take one per-row input besides X (`_extra`: "offset" or "trials"), given as the *name of a column of
+    X* — taken out of the features at bind time, so β has one entry per other column — or as an *array over the
+    original rows* (a `RowValues`), which `shard_data` appends to each shard's X as its last column. Either way the
+    bound model reads it from column `_xcol` of X, and `n_features` counts X's columns as the methods receive them.
+    """
+
+    prior_scale: float | None = None
+    coef_prior: CoefPrior | None = field(default=None, kw_only=True)
     n_features: int | None = field(default=None, kw_only=True)
+    columns: tuple[str, ...] | None = field(default=None, kw_only=True)
+
+    #: the per-row input this family takes ("offset", "trials") or None
+    _extra: ClassVar[str | None] = None
+    #: whether a flat coefficient prior can give a proper posterior in this family
+    _allow_flat: ClassVar[bool] = True
 
     def __post_init__(self):
-        object.__setattr__(self, "prior_scale", _check_positive("prior_scale", self.prior_scale))
         object.__setattr__(self, "n_features", _check_optional_count("n_features", self.n_features, 1))
+        object.__setattr__(self, "columns", _check_columns(self.columns))
+        _resolve_coef_prior(self, self._default_coef_prior(), self._allow_flat)
+        self._resolve_extra()
+
+    # ------------------------------------------------------------------ construction
+
+    def _default_coef_prior(self) -> CoefPrior:
+        """The coefficient prior when neither coef_prior nor prior_scale is given."""
+        return Normal(0.0, 1.0)
+
+    def _resolve_extra(self) -> None:
+        """Check the per-row input (a column name, a RowValues, or for trials a constant) and locate its column."""
+        xcol = None
+        name = self._extra
+        if name is not None:
+            value = getattr(self, name)
+            if isinstance(value, str):
+                if not value:
+                    raise ValueError(f"{name} must be a column name, an array or None, got ''")
+                if self.n_features is not None:
+                    if self.columns is None:
+                        raise ValueError(f"{name}={value!r} names a column of X, but the data have no column names "
+                                         "(give the shards columns=..., or a CSV/parquet header)")
+                    if value not in self.columns:
+                        raise ValueError(f"{name}={value!r} is not a column of X; the columns are {list(self.columns)}")
+                    xcol = self.columns.index(value)
+            elif value is not None and not self._constant_extra(value):
+                if not isinstance(value, RowValues):
+                    arr = _as_numeric(value, name, name)
+                    if arr.ndim != 1 or arr.size == 0:
+                        raise ValueError(f"{name} must be a column name or a 1-D array over the data's rows, "
+                                         f"got shape {arr.shape}")
+                    value = RowValues(arr)
+                if not np.isfinite(value.values).all():
+                    raise ValueError(f"{name} contains NaN or infinite values")
+                self._check_extra_values(value.values, name)
+                object.__setattr__(self, name, value)
+                if self.n_features is not None:
+                    xcol = self.n_features - 1
+        ncol = self.n_features
+        if ncol is not None:
+            if xcol is not None and ncol < 2:
+                raise ValueError(f"{name}: X needs at least one feature column besides the {name}")
+            want = ncol - 1 if isinstance(getattr(self, name or "", None), RowValues) else ncol
+            if self.columns is not None and len(self.columns) != want:
+                raise ValueError(f"columns has {len(self.columns)} names but X has {want} columns")
+        coef_cols = None if ncol is None else np.array([j for j in range(ncol) if j != xcol], dtype=np.intp)
+        object.__setattr__(self, "_xcol", xcol)
+        object.__setattr__(self, "_coef_cols", coef_cols)
+        if ncol is not None:
+            self._check_coef_prior_size()
+
+    def _constant_extra(self, value) -> bool:
+        """Whether `value` is an accepted constant for the per-row input (trials: one count for every row)."""
+        return False
+
+    def _check_extra_values(self, values: np.ndarray, name: str) -> None:
+        """Family-specific checks of the per-row input's values (e.g. trials are non-negative integers)."""
+
+    def _coef_count(self) -> int:
+        """How many coordinates `coef_prior` covers (the first ones of θ): β's length here."""
+        return self.n_coef
+
+    def _check_coef_prior_size(self) -> None:
+        size, want = self.coef_prior.size, self._coef_count()
+        if size is not None and size != want:
+            names = self.param_blocks()[0].names() if want <= 50 else []
+            which = f" ({', '.join(names)})" if names else ""
+            raise ValueError(f"coef_prior has {size} values per argument but the model has {want} coefficients{which}")
+
+    def _bind_fields(self, spec: DataSpec) -> dict:
+        extra = getattr(self, self._extra, None) if self._extra else None
+        if isinstance(extra, RowValues):
+            if spec.n_rows is not None and spec.n_rows != len(extra):
+                raise ValueError(f"{self._extra} has {len(extra)} values but the data have {spec.n_rows} rows")
+            return {"n_features": spec.n_features + 1, "columns": spec.columns}
+        return {"n_features": spec.n_features, "columns": spec.columns}
+
+    # ------------------------------------------------------------------ layout
+
+    @property
+    def n_coef(self) -> int:
+        """Number of regression coefficients (X's columns less the per-row input's)."""
+        if self.n_features is None:
+            raise _unbound(self, "n_features")
+        return self.n_features - (0 if self._xcol is None else 1)
 
     @property
     def dim(self) -> int:
-        if self.n_features is None:
-            raise _unbound(self, "n_features")
-        return self.n_features
+        return self.n_coef
 
-    def prior(self) -> GaussianPrior:
-        d = self.dim
-        return GaussianPrior(mean=np.zeros(d), precision=np.full(d, 1.0 / self.prior_scale**2))
+    def _coef_labels(self) -> tuple[str, ...] | None:
+        return _labels(self.columns, self._coef_cols) if self._coef_cols is not None else None
+
+    def param_blocks(self) -> tuple[ParamBlock, ...]:
+        return (ParamBlock("beta", self.n_coef, "coef", self._coef_labels(), "identity"),)
+
+    def _prior_parts(self) -> list:
+        """(coordinates, spec) pairs of θ; families with extra parameters add theirs."""
+        return [(np.arange(self._coef_count()), self.coef_prior)]
+
+    def prior(self) -> GaussianPrior | Prior:
+        return build_prior(self.dim, self._prior_parts())
 
     def validate(self, X, y, argname: str = "data") -> None:
         _check_Xy(X, y, argname, self.n_features)
+
+    # ------------------------------------------------------------------ per-row input
+
+    def shard_data(self, X, y, rows):
+        """Append this shard's rows of an array-valued per-row input to X (see the class docstring); a shard of
+        unknown rows (`rows` None) is accepted only if it holds the whole data set."""
+        extra = getattr(self, self._extra, None) if self._extra else None
+        if not isinstance(extra, RowValues):
+            return X, y
+        X = np.asarray(X, dtype=np.float64)
+        if rows is None:
+            if X.shape[0] != len(extra):
+                raise ValueError(f"{self._extra} is an array over the original rows, but this shard does not record "
+                                 "which rows it holds (Shard.index): split the data with rs.shard(X, y, ...), or put "
+                                 f"the {self._extra} in a column of X and pass {self._extra}='<column name>'")
+            rows = np.arange(X.shape[0])
+        rows = np.asarray(rows, dtype=np.intp)
+        if rows.shape != (X.shape[0],) or (rows.size and (rows.min() < 0 or rows.max() >= len(extra))):
+            raise ValueError(f"{self._extra}: the shard's row indices do not match its {X.shape[0]} rows or the "
+                             f"{len(extra)} values given")
+        return np.column_stack([X, extra.values[rows]]), y
+
+    def _extra_values(self, X: np.ndarray) -> np.ndarray | None:
+        """The per-row input of this shard's rows, (n,), or None."""
+        return None if self._xcol is None else X[:, self._xcol]
+
+    def _eta(self, X: np.ndarray, beta: np.ndarray) -> np.ndarray:
+        """Linear predictors X_c βᵀ (n, K) over the coefficient columns, plus the offset column if any."""
+        j = self._xcol
+        if j is None:
+            return X @ beta.T
+        eta = X @ np.insert(beta, j, 0.0, axis=1).T
+        if self._extra == "offset":
+            eta += X[:, j][:, None]
+        return eta
+
+    def _eta_dir(self, X: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """X_c vᵀ (n, K): the change of the linear predictors along directions v (K, n_coef), no offset."""
+        j = self._xcol
+        return X @ v.T if j is None else X @ np.insert(v, j, 0.0, axis=1).T
+
+    def _pull(self, X: np.ndarray, R: np.ndarray) -> np.ndarray:
+        """X_cᵀ R per chain for R (n, K): (K, n_coef)."""
+        G = R.T @ X
+        return G if self._xcol is None else np.delete(G, self._xcol, axis=1)
+
+    def _coef_X(self, X: np.ndarray) -> np.ndarray:
+        """X's coefficient columns (a copy when a per-row input column must be left out)."""
+        return X if self._xcol is None else X[:, self._coef_cols]
+
+    # ------------------------------------------------------------------ properness
+
+    def _flat(self) -> np.ndarray:
+        """Indices (into β) of the coefficients with a flat prior."""
+        cp = self.coef_prior
+        return np.flatnonzero(cp.flat(self.n_coef)) if isinstance(cp, Normal) else np.zeros(0, dtype=np.intp)
+
+    def gram(self, X, y) -> np.ndarray | None:
+        """X_Fᵀ X_F over the columns F of the flat-prior coefficients (None if there are none)."""
+        F = self._flat()
+        if F.size == 0:
+            return None
+        XF = np.asarray(X, dtype=np.float64)[:, self._coef_cols[F]]
+        return XF.T @ XF
+
+    def check_proper(self, gram, n_rows=None) -> None:
+        """A flat prior on coefficients F needs the pooled X_F to have full column rank (checked on the sum of the
+        shards' `gram`). Necessary, not sufficient, outside linear regression: e.g. separable classes (logistic) or
+        all-zero counts (Poisson) leave the posterior improper too, and are not detected."""
+        F = self._flat()
+        if F.size == 0:
+            return
+        names = [n for n in np.asarray(self.param_blocks()[0].names())[F]]
+        if gram is None:
+            raise ValueError(f"coef_prior: the flat prior on {', '.join(names)} needs the pooled data's Gram matrix to "
+                             "check that the posterior is proper")
+        G = np.asarray(gram, dtype=np.float64)
+        eig = np.linalg.eigvalsh(0.5 * (G + G.T))
+        tol = max(eig[-1], 0.0) * G.shape[0] * 1e-12
+        rank = int(np.sum(eig > tol))
+        if rank < F.size:
+            raise ValueError(f"coef_prior: flat prior (scale=inf) on {', '.join(names)}, but the pooled design "
+                             f"matrix's columns for them are linearly dependent (rank {rank} < {F.size}): the "
+                             "posterior is improper. Give those coefficients a proper prior (a finite scale) or drop "
+                             "the redundant column(s)")
 
 
 def _classifier_bind_fields(model: Model, spec: DataSpec) -> dict:

@@ -6,15 +6,15 @@ dimension is d = p = y.shape[1], so bind it with DataSpec(n_features=y.shape[1])
 """
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 from typing import Iterable
 
 import numpy as np
 from scipy import linalg
 
-from .base import GaussianPrior
-from .common import _GLM, _check_Xy, _check_positive, _rows_of, _unbound
+from ..priors import Normal, _number_or_vector
+from .base import ParamBlock
+from .common import _GLM, _check_optional_count, _check_positive, _check_Xy, _resolve_coef_prior, _rows_of, _unbound
 from .linear import _gaussian_from_natural
 
 __all__ = ["Gaussian", "gaussian_posterior"]
@@ -26,8 +26,9 @@ class Gaussian(_GLM):
 
     Quadratic with constant Hessian n_i Σ1⁻¹: the posterior is Gaussian in closed form (`posterior`).
     `prior_mean` is a scalar (the same for every coordinate) or a length-d sequence; `noise_cov` is a
-    symmetric positive-definite (p, p) matrix (give it *or* noise_scale, not both). Array arguments are
-    stored as tuples so that the model stays hashable.
+    symmetric positive-definite (p, p) matrix (give it *or* noise_scale, not both). `coef_prior` may replace
+    prior_mean/prior_scale but must be Normal (scale=inf allowed). Array arguments are stored as tuples so that the
+    model stays hashable.
     """
 
     name = "gaussian"
@@ -35,12 +36,12 @@ class Gaussian(_GLM):
     target_kind = "vector"
 
     noise_scale: float = 1.0
-    prior_mean: float | tuple = 0.0
+    prior_mean: float | tuple | None = None
     noise_cov: tuple | None = None
 
     def __post_init__(self):
-        super().__post_init__()
         object.__setattr__(self, "noise_scale", _check_positive("noise_scale", self.noise_scale))
+        object.__setattr__(self, "n_features", _check_optional_count("n_features", self.n_features, 1))
         d = self.n_features
 
         if self.noise_cov is not None:
@@ -71,29 +72,45 @@ class Gaussian(_GLM):
         else:
             P = None
 
-        if isinstance(self.prior_mean, numbers.Real) and not isinstance(self.prior_mean, bool):
-            if not np.isfinite(self.prior_mean):
-                raise ValueError(f"prior_mean must be finite, got {self.prior_mean!r}")
-            object.__setattr__(self, "prior_mean", float(self.prior_mean))
-        else:
+        # prior_mean and prior_scale are shorthand for coef_prior=Normal(prior_mean, prior_scale); afterwards all three
+        # agree (prior_mean mirrors the Normal's mean), so that dataclasses.replace passes them back consistently.
+        m0 = self.prior_mean
+        if m0 is not None:
             try:
-                m0 = np.array(self.prior_mean, dtype=np.float64)
-            except (TypeError, ValueError):
-                raise ValueError(f"prior_mean must be a number or a 1-D sequence, got {self.prior_mean!r}") from None
-            if m0.ndim != 1 or m0.size == 0 or not np.isfinite(m0).all():
-                raise ValueError(f"prior_mean must be a number or a finite 1-D sequence, got shape {m0.shape}")
+                m0 = _number_or_vector("Gaussian", "prior_mean", m0, positive=False)
+            except ValueError as exc:
+                raise ValueError(f"prior_mean must be a number or a finite 1-D sequence ({exc})") from None
+            if self.coef_prior is not None and not (isinstance(self.coef_prior, Normal) and self.coef_prior.mean == m0):
+                raise ValueError(f"give prior_mean or coef_prior, not both (prior_mean={m0!r}, "
+                                 f"coef_prior={self.coef_prior!r})")
+        _resolve_coef_prior(self, Normal(0.0 if m0 is None else m0, 1.0), allow_flat=True,
+                            default_mean=0.0 if m0 is None else m0)
+        if not isinstance(self.coef_prior, Normal):
+            raise ValueError(f"coef_prior: the Gaussian model's prior must be Normal (its posterior is closed form), "
+                             f"got {self.coef_prior!r}")
+        object.__setattr__(self, "prior_mean", self.coef_prior.mean)
+        size = self.coef_prior.size
+        if size is not None:
             if d is None:
-                d = m0.size
-            elif m0.size != d:
-                raise ValueError(f"prior_mean has length {m0.size} but the model has d={d}")
-            object.__setattr__(self, "prior_mean", tuple(float(v) for v in m0))
+                d = size
+            elif size != d:
+                raise ValueError(f"prior_mean/coef_prior has length {size} but the model has d={d}")
 
         object.__setattr__(self, "n_features", d)
+        object.__setattr__(self, "columns", None)
+        object.__setattr__(self, "_xcol", None)
+        object.__setattr__(self, "_coef_cols", None if d is None else np.arange(d))
         if d is not None and P is None:
             P = np.eye(d) / self.noise_scale**2
         # Cached noise precision Σ1⁻¹ and its largest eigenvalue (not dataclass fields: recomputed on replace).
         object.__setattr__(self, "_noise_prec", P)
         object.__setattr__(self, "_noise_prec_max", None if P is None else float(linalg.eigvalsh(P)[-1]))
+
+    def _bind_fields(self, spec) -> dict:
+        return {"n_features": spec.n_features}
+
+    def param_blocks(self) -> tuple[ParamBlock, ...]:
+        return (ParamBlock("theta", self.dim, "param", None, "identity"),)
 
     # ------------------------------------------------------------------ contract
 
@@ -103,13 +120,6 @@ class Gaussian(_GLM):
         if self._noise_prec is None:
             raise _unbound(self, "n_features")
         return self._noise_prec
-
-    def prior(self) -> GaussianPrior:
-        d = self.dim
-        return GaussianPrior(
-            mean=np.broadcast_to(np.asarray(self.prior_mean, dtype=np.float64), (d,)).copy(),
-            precision=np.full(d, 1.0 / self.prior_scale**2),
-        )
 
     def validate(self, X, y, argname: str = "data") -> None:
         y_arr = np.asarray(y)

@@ -13,8 +13,10 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import expit
 
-from .base import DataSpec, GaussianPrior, Model
-from .common import _check_Xy, _check_labels, _check_optional_count, _check_positive, _classifier_bind_fields, _rows_of, _unbound
+from ..priors import CoefPrior, Normal, Prior, build_prior
+from .base import DataSpec, GaussianPrior, Model, ParamBlock
+from .common import (_check_columns, _check_labels, _check_optional_count, _check_positive, _check_Xy,
+                     _classifier_bind_fields, _resolve_coef_prior, _rows_of, _unbound)
 from .softmax import _log_softmax_parts
 
 __all__ = ["MLPClassifier"]
@@ -45,24 +47,33 @@ class MLPClassifier(Model):
     target_kind = "multiclass"
 
     hidden: int = 16
-    prior_scale: float = 1.0
+    prior_scale: float | None = None
     activation: str = "tanh"
     #: multiplies the Gauss–Newton curvature estimate in `smoothness`.
     smoothness_safety: float = 2.0
+    #: prior on every weight and bias (default N(0, 1)); a vector has one value per entry of θ, in the packing order.
+    coef_prior: CoefPrior | None = field(default=None, kw_only=True)
     n_features: int | None = field(default=None, kw_only=True)
     n_classes: int | None = field(default=None, kw_only=True)
+    columns: tuple[str, ...] | None = field(default=None, kw_only=True)
 
     def __post_init__(self):
         object.__setattr__(self, "hidden", _check_positive("hidden", self.hidden, integer=True))
-        object.__setattr__(self, "prior_scale", _check_positive("prior_scale", self.prior_scale))
+        _resolve_coef_prior(self, Normal(0.0, 1.0), allow_flat=False)
         if self.activation not in _ACTIVATIONS:
             raise ValueError(f"activation must be one of {_ACTIVATIONS}, got {self.activation!r}")
         object.__setattr__(self, "smoothness_safety", _check_positive("smoothness_safety", self.smoothness_safety))
         object.__setattr__(self, "n_features", _check_optional_count("n_features", self.n_features, 1))
         object.__setattr__(self, "n_classes", _check_optional_count("n_classes", self.n_classes, 2))
+        object.__setattr__(self, "columns", _check_columns(self.columns))
+        if self.columns is not None and self.n_features is not None and len(self.columns) != self.n_features:
+            raise ValueError(f"columns has {len(self.columns)} names but X has {self.n_features} columns")
+        size = self.coef_prior.size
+        if size is not None and self.n_features is not None and self.n_classes is not None and size != self.dim:
+            raise ValueError(f"coef_prior has {size} values per argument but the network has {self.dim} parameters")
 
     def _bind_fields(self, spec: DataSpec) -> dict:
-        return _classifier_bind_fields(self, spec)
+        return {**_classifier_bind_fields(self, spec), "columns": spec.columns}
 
     @property
     def dim(self) -> int:
@@ -71,19 +82,20 @@ class MLPClassifier(Model):
         p, H, C = self.n_features, self.hidden, self.n_classes
         return p * H + H + H * C + C
 
-    def param_names(self) -> list[str]:
+    def param_blocks(self) -> tuple[ParamBlock, ...]:
+        """Blocks W1 ("feature,unit"), b1, W2 ("unit,class"), b2 in the packing order: W1[mean radius,0] or W1[0,0]."""
         _ = self.dim  # raises if unbound
         p, H, C = self.n_features, self.hidden, self.n_classes
+        features = self.columns if self.columns is not None else [str(j) for j in range(p)]
         return (
-            [f"W1[{j},{k}]" for j in range(p) for k in range(H)]
-            + [f"b1[{k}]" for k in range(H)]
-            + [f"W2[{k},{c}]" for k in range(H) for c in range(C)]
-            + [f"b2[{c}]" for c in range(C)]
+            ParamBlock("W1", p * H, "W1_dim", tuple(f"{f},{k}" for f in features for k in range(H))),
+            ParamBlock("b1", H, "b1_dim", None),
+            ParamBlock("W2", H * C, "W2_dim", tuple(f"{k},{c}" for k in range(H) for c in range(C))),
+            ParamBlock("b2", C, "b2_dim", None),
         )
 
-    def prior(self) -> GaussianPrior:
-        d = self.dim
-        return GaussianPrior(mean=np.zeros(d), precision=np.full(d, 1.0 / self.prior_scale**2))
+    def prior(self) -> GaussianPrior | Prior:
+        return build_prior(self.dim, [(np.arange(self.dim), self.coef_prior)])
 
     def validate(self, X, y, argname: str = "data") -> None:
         X, y = _check_Xy(X, y, argname, self.n_features)
@@ -261,12 +273,14 @@ class MLPClassifier(Model):
         """M_i: an *estimate*, not a bound (the network's Hessian is unbounded over R^d).
 
         M_i = smoothness_safety × max over 5 reference points of λ_max(Gauss–Newton matrix), the points being
-        θ = 0 and 4 draws from the prior N(0, prior_scale² I) (fixed seed: deterministic); λ_max by power
+        θ = 0 and 4 draws mean + scale·N(0, I) of the coefficient prior (fixed seed: deterministic); λ_max by power
         iteration (vectorised over the points). Away from typical prior draws the Hessian can be larger.
         """
         d = self.dim
         rng = np.random.default_rng(0)
-        ref = np.vstack([np.zeros((1, d)), self.prior_scale * rng.standard_normal((4, d))])
+        cp = self.coef_prior
+        scale = np.broadcast_to(np.asarray(cp.scale, dtype=np.float64), (d,))
+        ref = np.vstack([np.zeros((1, d)), np.asarray(cp.mean, dtype=np.float64) + scale * rng.standard_normal((4, d))])
         fw = self._forward(np.asarray(X, dtype=np.float64), ref)
         v = rng.standard_normal(ref.shape)
         v /= np.linalg.norm(v, axis=1, keepdims=True)

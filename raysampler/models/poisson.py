@@ -1,80 +1,97 @@
-"""Bayesian Poisson regression with log link: y_j ~ Poisson(exp(x_jᵀθ)), y non-negative integer counts."""
+"""Bayesian Poisson regression with log link: y_j ~ Poisson(exp(x_jᵀβ + o_j)), y non-negative integer counts, o_j an
+optional offset (log exposure)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from .common import _GLM, _check_Xy, _check_positive, _gram_lambda_max, _rows_of
+from .common import RowValues, _GLM, _check_Xy, _check_positive, _gram_lambda_max, _rows_of
 
 __all__ = ["PoissonRegression"]
 
 
+def _check_counts(y: np.ndarray, argname: str) -> None:
+    if y.size:
+        if y.min() < 0:
+            raise ValueError(f"{argname}: counts y must be >= 0, got {y.min()}")
+        if y.dtype.kind == "f" and not np.array_equal(y, np.floor(y)):
+            raise ValueError(f"{argname}: counts y must be integers")
+
+
 @dataclass(frozen=True)
 class PoissonRegression(_GLM):
-    """U_i(θ) = Σ_j [exp(x_jᵀθ) − y_j x_jᵀθ] (the constant Σ_j log y_j! is dropped).
+    """U_i(β) = Σ_j [exp(η_j) − y_j η_j], η_j = x_jᵀβ + o_j (the constants Σ_j log y_j! and the offset's y_j o_j are
+    dropped).
 
-    Gradient Xᵀ(μ − y), Hessian Xᵀ diag(μ) X with μ = exp(Xθ). The Hessian is unbounded over R^d, so
-    `smoothness` is a documented curvature scale, not a global bound (see its docstring).
-    Overflowing exp(x_jᵀθ) gives U = inf, which samplers treat as a rejected proposal.
+    `offset` (log exposure) is the name of a column of X (then not a feature) or an array over the original data's
+    rows (see `_GLM` and `shard_data`). Gradient X_cᵀ(μ − y), Hessian X_cᵀ diag(μ) X_c with μ = exp(η). The Hessian
+    is unbounded over R^d, so `smoothness` is a documented curvature scale, not a global bound (see its docstring).
+    Overflowing exp(η) gives U = inf, which samplers treat as a rejected proposal.
     """
 
     name = "poisson_regression"
     target_kind = "count"
+    _extra = "offset"
 
     #: multiplies the reference curvature in `smoothness`.
     smoothness_safety: float = 2.0
+    offset: str | RowValues | None = field(default=None, kw_only=True)
 
     def __post_init__(self):
-        super().__post_init__()
         object.__setattr__(self, "smoothness_safety", _check_positive("smoothness_safety", self.smoothness_safety))
+        super().__post_init__()
 
     def validate(self, X, y, argname: str = "data") -> None:
         X, y = _check_Xy(X, y, argname, self.n_features)
-        if y.size:
-            if y.min() < 0:
-                raise ValueError(f"{argname}: counts y must be >= 0, got {y.min()}")
-            if y.dtype.kind == "f" and not np.array_equal(y, np.floor(y)):
-                raise ValueError(f"{argname}: counts y must be integers")
+        _check_counts(y, argname)
 
     def potential(self, X, y, x):
-        eta = X @ x.T
-        return np.exp(eta).sum(axis=0) - y @ eta
+        eta = self._eta(X, x)
+        with np.errstate(over="ignore"):
+            return np.exp(eta).sum(axis=0) - y @ eta
 
     def grad(self, X, y, x):
-        r = np.exp(X @ x.T)
+        with np.errstate(over="ignore"):
+            r = np.exp(self._eta(X, x))
         r -= y[:, None]
-        return r.T @ X
+        return self._pull(X, r)
 
     def potential_and_grad(self, X, y, x):
-        eta = X @ x.T
-        r = np.exp(eta)
+        eta = self._eta(X, x)
+        with np.errstate(over="ignore"):
+            r = np.exp(eta)
         U = r.sum(axis=0) - y @ eta
         r -= y[:, None]
-        return U, r.T @ X
+        return U, self._pull(X, r)
 
     def hvp(self, X, y, x, v):
-        Xv = X @ v.T
-        Xv *= np.exp(X @ x.T)
-        return Xv.T @ X
+        Xv = self._eta_dir(X, v)
+        with np.errstate(over="ignore"):
+            Xv *= np.exp(self._eta(X, x))
+        return self._pull(X, Xv)
 
     def hessian(self, X, y, x):
-        mu = np.exp(X @ x)
-        H = (X * mu[:, None]).T @ X
+        Xc = self._coef_X(X)
+        with np.errstate(over="ignore"):
+            mu = np.exp(self._eta(X, np.asarray(x, dtype=np.float64)[None, :])[:, 0])
+        H = (Xc * mu[:, None]).T @ Xc
         return 0.5 * (H + H.T)
 
     def hessian_diag(self, X, y, x):
         x, single = _rows_of(x)
-        diag = np.exp(X @ x.T).T @ (X * X)
+        Xc = self._coef_X(X)
+        with np.errstate(over="ignore"):
+            diag = np.exp(self._eta(X, x)).T @ (Xc * Xc)
         return diag[0] if single else diag
 
     def smoothness(self, X, y) -> float:
-        """M_i = smoothness_safety · λ_max(Xᵀ diag(max(y_j, 1)) X): a curvature scale, *not* a global bound.
+        """M_i = smoothness_safety · λ_max(X_cᵀ diag(max(y_j, 1)) X_c): a curvature scale, *not* a global bound.
 
-        The weights max(y_j, 1) ≥ 1 make it at least safety × ‖∇²U_i(0)‖ (the Hessian at θ = 0 is XᵀX), and
-        since E[y_j] = μ_j, Xᵀ diag(y) X estimates the Hessian Xᵀ diag(μ) X at the data-generating θ, where
-        the posterior lives. Far from there (large Xθ) the true Hessian can exceed M_i.
+        Since E[y_j] = μ_j, X_cᵀ diag(y) X_c estimates the Hessian X_cᵀ diag(μ) X_c at the data-generating β, where
+        the posterior lives; without an offset the weights max(y_j, 1) ≥ 1 also make M_i at least safety × the
+        Hessian at β = 0 (XᵀX). Far from there (large η) the true Hessian can exceed M_i.
         """
-        X = np.asarray(X, dtype=np.float64)
+        Xc = np.asarray(self._coef_X(np.asarray(X, dtype=np.float64)), dtype=np.float64)
         w = np.maximum(np.asarray(y, dtype=np.float64), 1.0)
-        return self.smoothness_safety * _gram_lambda_max(X * np.sqrt(w)[:, None])
+        return self.smoothness_safety * _gram_lambda_max(Xc * np.sqrt(w)[:, None])

@@ -2,7 +2,8 @@
 
 Parameter packing: θ = W.ravel() with W of shape (p, C), row-major, so θ[j·C + c] = W[j, c] ("w[j,c]").
 Full parametrisation (one weight column per class): the likelihood is invariant to adding the same vector
-to every column of W; the Gaussian prior makes the posterior proper.
+to every column of W; the coefficient prior (never flat here) makes the posterior proper. A vector-valued
+`coef_prior` has one value per entry of θ, in the packing order.
 """
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .base import DataSpec
-from .common import _GLM, _check_Xy, _check_labels, _check_optional_count, _classifier_bind_fields, _gram_lambda_max, _rows_of, _unbound
+from .base import DataSpec, ParamBlock
+from .common import (_GLM, _check_labels, _check_optional_count, _check_Xy, _classifier_bind_fields, _gram_lambda_max,
+                     _rows_of, _unbound)
 
 __all__ = ["SoftmaxRegression"]
 
@@ -38,12 +40,14 @@ class SoftmaxRegression(_GLM):
 
     n_classes: int | None = field(default=None, kw_only=True)
 
+    _allow_flat = False  # adding a vector to every column of W leaves the likelihood unchanged
+
     def __post_init__(self):
-        super().__post_init__()
         object.__setattr__(self, "n_classes", _check_optional_count("n_classes", self.n_classes, 2))
+        super().__post_init__()
 
     def _bind_fields(self, spec: DataSpec) -> dict:
-        return _classifier_bind_fields(self, spec)
+        return {**_classifier_bind_fields(self, spec), "columns": spec.columns}
 
     @property
     def dim(self) -> int:
@@ -51,10 +55,19 @@ class SoftmaxRegression(_GLM):
             raise _unbound(self, "n_features" if self.n_features is None else "n_classes")
         return self.n_features * self.n_classes
 
-    def param_names(self) -> list[str]:
-        p, C = self.n_features, self.n_classes
+    def _coef_count(self) -> int:
+        return self.dim
+
+    def _check_coef_prior_size(self) -> None:
+        if self.n_classes is not None:
+            super()._check_coef_prior_size()
+
+    def param_blocks(self) -> tuple[ParamBlock, ...]:
+        """One block `w` (dim `coef`) labelled "feature,class" in the packing order: w[mean radius,0], or w[0,0]."""
         _ = self.dim  # raises if unbound
-        return [f"w[{j},{c}]" for j in range(p) for c in range(C)]
+        features = self.columns if self.columns is not None else [str(j) for j in range(self.n_features)]
+        labels = tuple(f"{f},{c}" for f in features for c in range(self.n_classes))
+        return (ParamBlock("w", self.dim, "coef", labels, "identity"),)
 
     def validate(self, X, y, argname: str = "data") -> None:
         X, y = _check_Xy(X, y, argname, self.n_features)

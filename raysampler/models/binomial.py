@@ -1,0 +1,117 @@
+"""Bayesian binomial regression with logit link: y_j successes out of m_j trials, y_j ~ Binomial(m_j, σ(x_jᵀβ))."""
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.special import expit
+
+from .common import RowValues, _GLM, _check_Xy, _gram_lambda_max, _rows_of, _unbound
+from .logistic import _sigmoid_inplace, _softplus_sum
+
+__all__ = ["BinomialRegression"]
+
+
+def _check_trial_counts(m: np.ndarray, what: str) -> None:
+    if m.size and (m.min() < 0 or not np.array_equal(m, np.floor(m))):
+        raise ValueError(f"{what} must hold non-negative integers (numbers of trials)")
+
+
+@dataclass(frozen=True)
+class BinomialRegression(_GLM):
+    """U_i(β) = Σ_j [m_j log(1 + exp(η_j)) − y_j η_j], η_j = x_jᵀβ (the log binomial coefficients are dropped).
+
+    `trials` (m_j, required) is the name of a column of X (then not a feature), an array over the original data's
+    rows (see `_GLM` and `shard_data`), or one integer for every row. Gradient X_cᵀ(m σ(η) − y); Hessian
+    X_cᵀ diag(m σ(η)(1 − σ(η))) X_c ≼ X_cᵀ diag(m) X_c / 4, hence the global bound `smoothness`.
+    """
+
+    name = "binomial_regression"
+    target_kind = "count"
+    _extra = "trials"
+
+    trials: str | RowValues | int | None = field(default=None, kw_only=True)
+
+    def _constant_extra(self, value) -> bool:
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            if value < 1:
+                raise ValueError(f"trials must be >= 1 when one count is given for every row, got {value!r}")
+            object.__setattr__(self, "trials", int(value))
+            return True
+        return False
+
+    def _check_extra_values(self, values, name) -> None:
+        _check_trial_counts(values, name)
+
+    def _bind_fields(self, spec):
+        if self.trials is None:
+            raise ValueError("trials: BinomialRegression needs the number of trials of each row (a column name, an "
+                             "array over the rows, or one integer for every row)")
+        return super()._bind_fields(spec)
+
+    def _m(self, X: np.ndarray) -> np.ndarray:
+        """Trials of this shard's rows, (n,)."""
+        if self.n_features is None or self.trials is None:
+            raise _unbound(self, "trials" if self.trials is None else "n_features")
+        if self._xcol is not None:
+            return X[:, self._xcol]
+        return np.full(X.shape[0], float(self.trials))
+
+    def validate(self, X, y, argname: str = "data") -> None:
+        X, y = _check_Xy(X, y, argname, self.n_features)
+        m = self._m(X)
+        if self._xcol is not None:
+            _check_trial_counts(m, f"{argname}: trials")
+        if y.size:
+            if y.dtype.kind == "f" and not np.array_equal(y, np.floor(y)):
+                raise ValueError(f"{argname}: successes y must be integers")
+            if y.min() < 0 or np.any(y > m):
+                raise ValueError(f"{argname}: successes y must lie between 0 and the number of trials")
+
+    def potential(self, X, y, x):
+        eta = self._eta(X, x)
+        return _softplus_sum(eta, self._m(X)) - y @ eta
+
+    def grad(self, X, y, x):
+        r = self._eta(X, x)
+        _sigmoid_inplace(r)
+        r *= self._m(X)[:, None]
+        r -= y[:, None]
+        return self._pull(X, r)
+
+    def potential_and_grad(self, X, y, x):
+        eta = self._eta(X, x)
+        m = self._m(X)
+        U = _softplus_sum(eta, m) - y @ eta
+        _sigmoid_inplace(eta)
+        eta *= m[:, None]
+        eta -= y[:, None]
+        return U, self._pull(X, eta)
+
+    def _weights(self, X, x):
+        """m σ(η)(1 − σ(η)): (n, K)."""
+        s = expit(self._eta(X, x))
+        return self._m(X)[:, None] * s * (1.0 - s)
+
+    def hvp(self, X, y, x, v):
+        Xv = self._eta_dir(X, v)
+        Xv *= self._weights(X, x)
+        return self._pull(X, Xv)
+
+    def hessian(self, X, y, x):
+        Xc = self._coef_X(X)
+        w = self._weights(X, np.asarray(x, dtype=np.float64)[None, :])[:, 0]
+        H = (Xc * w[:, None]).T @ Xc
+        return 0.5 * (H + H.T)
+
+    def hessian_diag(self, X, y, x):
+        x, single = _rows_of(x)
+        Xc = self._coef_X(X)
+        diag = self._weights(X, x).T @ (Xc * Xc)
+        return diag[0] if single else diag
+
+    def smoothness(self, X, y) -> float:
+        """M_i = λ_max(X_cᵀ diag(m) X_c)/4, a global bound since σ(1 − σ) ≤ 1/4."""
+        X = np.asarray(X, dtype=np.float64)
+        return 0.25 * _gram_lambda_max(self._coef_X(X) * np.sqrt(self._m(X))[:, None])

@@ -1,0 +1,415 @@
+"""Prior specifications for the built-in models, and the bound prior in the sampler's coordinates.
+
+Specs (what a user writes; frozen, hashable, validated at construction — errors name the argument):
+
+* coefficients: `Normal(mean, scale)` (scalar or one value per coefficient; ``scale=inf`` is a flat, improper prior
+  on that coefficient) and `StudentT(nu, mean, scale)`;
+* positive parameters (a noise sd σ, a dispersion φ): `HalfNormal(scale)`, `HalfCauchy(scale)`,
+  `HalfStudentT(nu, scale)`, `Exponential(rate)`, `InverseGamma(a, b)` (a prior on σ², not σ) and `Flat()`
+  (uniform on σ > 0; ``Flat(log=True)`` is uniform on log σ, i.e. density ∝ 1/σ).
+
+The samplers work in unconstrained coordinates θ: a positive parameter σ is sampled as t = log σ, and its prior
+potential includes the log-Jacobian, U(t) = −log p_σ(eᵗ) − t (additive constants dropped). A bound model's
+`prior()` returns an object with the *prior contract*:
+
+* ``gaussian``: a `GaussianPrior` N(mean, diag(1/precision)), the exactly Gaussian factor; precision is 0 on
+  coordinates whose prior is flat or not Gaussian;
+* ``residual``: a `PriorTerm` (the rest: Student-t coefficients, priors on log σ, …) or None;
+* ``potential(x)``, ``grad(x)``, ``hvp(x, v)``, ``hessian_diag(x)`` of the whole prior for (K, d) batches.
+
+An all-Gaussian prior is returned as the `GaussianPrior` itself (it is its own ``gaussian`` part, with no residual);
+otherwise a `Prior`. `as_prior` turns either (or a user model's own GaussianPrior) into a `Prior`.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Sequence, Union
+
+import numpy as np
+from scipy.special import expit
+
+from .models.base import GaussianPrior
+
+__all__ = [
+    "CoefPrior",
+    "Exponential",
+    "Flat",
+    "GaussianPrior",
+    "HalfCauchy",
+    "HalfNormal",
+    "HalfStudentT",
+    "InverseGamma",
+    "Normal",
+    "PositivePrior",
+    "Prior",
+    "PriorTerm",
+    "StudentT",
+    "TermPiece",
+    "as_prior",
+    "build_prior",
+]
+
+
+# --------------------------------------------------------------------------------------------- argument checks
+
+
+def _number(owner: str, name: str, value, *, positive: bool, allow_inf: bool = False) -> float:
+    """A real number (finite unless `allow_inf`; > 0 if `positive`), else ValueError naming `owner`'s argument."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
+        raise ValueError(f"{owner}: {name} must be a real number, got {value!r}")
+    value = float(value)
+    if math.isinf(value) and not (allow_inf and value > 0):
+        raise ValueError(f"{owner}: {name} must be finite{' or +inf' if allow_inf else ''}, got {value!r}")
+    if positive and value <= 0:
+        raise ValueError(f"{owner}: {name} must be > 0, got {value!r}")
+    return value
+
+
+def _number_or_vector(owner: str, name: str, value, *, positive: bool, allow_inf: bool = False):
+    """A scalar (float) or a non-empty 1-D sequence (tuple of floats), each entry checked like `_number`."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return _number(owner, name, value, positive=positive, allow_inf=allow_inf)
+    if isinstance(value, (str, bytes)) or value is None:
+        raise ValueError(f"{owner}: {name} must be a number or a 1-D sequence of numbers, got {value!r}")
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{owner}: {name} must be a number or a 1-D sequence of numbers, got {value!r}") from None
+    if arr.ndim == 0:
+        return _number(owner, name, float(arr), positive=positive, allow_inf=allow_inf)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"{owner}: {name} must be a number or a non-empty 1-D sequence, got shape {arr.shape}")
+    for j, v in enumerate(arr):
+        _number(owner, f"{name}[{j}]", float(v), positive=positive, allow_inf=allow_inf)
+    return tuple(float(v) for v in arr)
+
+
+def _size(value) -> int | None:
+    return len(value) if isinstance(value, tuple) else None
+
+
+def _common_size(owner: str, **values) -> int | None:
+    """The length shared by the vector-valued arguments (None if all are scalars); ValueError if they differ."""
+    sizes = {k: len(v) for k, v in values.items() if isinstance(v, tuple)}
+    if len(set(sizes.values())) > 1:
+        raise ValueError(f"{owner}: " + " and ".join(f"{k} has length {n}" for k, n in sizes.items())
+                         + ": vector arguments must have the same length")
+    return next(iter(sizes.values()), None)
+
+
+def _vec(value, m: int) -> np.ndarray:
+    """A scalar or tuple parameter as an array broadcastable against (K, m)."""
+    return np.asarray(value, dtype=np.float64) if isinstance(value, tuple) else np.full(m, float(value))
+
+
+# ------------------------------------------------------------------------------------------ coefficient priors
+
+
+@dataclass(frozen=True)
+class Normal:
+    """N(mean, scale²) on each coefficient; mean and scale are scalars or one value per coefficient.
+
+    ``scale=inf`` (on all or some coefficients) is the flat, improper prior on those coefficients: the posterior
+    must then be made proper by the data (see the model's `check_proper`).
+    """
+
+    mean: float | tuple[float, ...] = 0.0
+    scale: float | tuple[float, ...] = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mean", _number_or_vector("Normal", "mean", self.mean, positive=False))
+        object.__setattr__(self, "scale", _number_or_vector("Normal", "scale", self.scale, positive=True,
+                                                            allow_inf=True))
+        _common_size("Normal", mean=self.mean, scale=self.scale)
+
+    @property
+    def size(self) -> int | None:
+        """The number of coefficients the vector arguments describe (None: scalars, any number)."""
+        return _common_size("Normal", mean=self.mean, scale=self.scale)
+
+    def flat(self, m: int) -> np.ndarray:
+        """Which of m coefficients have a flat prior (scale = inf): bool (m,)."""
+        return np.isinf(_vec(self.scale, m))
+
+
+@dataclass(frozen=True)
+class StudentT:
+    """Student-t with `nu` degrees of freedom, location `mean` and scale `scale` on each coefficient (scalars or one
+    value per coefficient). Potential (ν+1)/2 · log(1 + z²/ν), z = (β − mean)/scale: heavier tails than Normal,
+    not log-concave, so it is never part of the Gaussian factor."""
+
+    nu: float | tuple[float, ...]
+    mean: float | tuple[float, ...] = 0.0
+    scale: float | tuple[float, ...] = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "nu", _number_or_vector("StudentT", "nu", self.nu, positive=True))
+        object.__setattr__(self, "mean", _number_or_vector("StudentT", "mean", self.mean, positive=False))
+        object.__setattr__(self, "scale", _number_or_vector("StudentT", "scale", self.scale, positive=True))
+        _common_size("StudentT", nu=self.nu, mean=self.mean, scale=self.scale)
+
+    @property
+    def size(self) -> int | None:
+        return _common_size("StudentT", nu=self.nu, mean=self.mean, scale=self.scale)
+
+    def _derivs(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        m = t.shape[-1]
+        nu, s = _vec(self.nu, m), _vec(self.scale, m)
+        r = t - _vec(self.mean, m)
+        q = nu * s * s + r * r
+        u = 0.5 * (nu + 1.0) * np.log1p(r * r / (nu * s * s))
+        return u, (nu + 1.0) * r / q, (nu + 1.0) * (nu * s * s - r * r) / (q * q)
+
+
+# --------------------------------------------------------------------------------- priors on positive parameters
+# Each `_derivs(t)` gives, elementwise in t = log σ, the potential U(t) = −log p_σ(eᵗ) − t (up to a constant) and its
+# first and second derivatives.
+
+
+@dataclass(frozen=True)
+class HalfNormal:
+    """σ ~ |N(0, scale²)|: U(t) = e^{2t}/(2 scale²) − t."""
+
+    scale: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scale", _number("HalfNormal", "scale", self.scale, positive=True))
+
+    def _derivs(self, t):
+        w = np.exp(2.0 * t) / self.scale**2
+        return 0.5 * w - t, w - 1.0, 2.0 * w
+
+
+@dataclass(frozen=True)
+class HalfStudentT:
+    """σ ~ |t_ν(0, scale)|: U(t) = (ν+1)/2 · log(1 + e^{2t}/(ν scale²)) − t."""
+
+    nu: float
+    scale: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "nu", _number("HalfStudentT", "nu", self.nu, positive=True))
+        object.__setattr__(self, "scale", _number("HalfStudentT", "scale", self.scale, positive=True))
+
+    def _derivs(self, t):
+        return _half_t_derivs(t, self.nu, self.scale)
+
+
+@dataclass(frozen=True)
+class HalfCauchy:
+    """σ ~ |Cauchy(0, scale)| (the half-t with ν = 1): U(t) = log(1 + e^{2t}/scale²) − t."""
+
+    scale: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scale", _number("HalfCauchy", "scale", self.scale, positive=True))
+
+    def _derivs(self, t):
+        return _half_t_derivs(t, 1.0, self.scale)
+
+
+def _half_t_derivs(t: np.ndarray, nu: float, scale: float):
+    """U, U', U'' of the half-t prior on log σ, overflow-free through a = 2t − log(ν scale²)."""
+    a = 2.0 * t - math.log(nu * scale * scale)
+    p = expit(a)
+    return 0.5 * (nu + 1.0) * np.logaddexp(0.0, a) - t, (nu + 1.0) * p - 1.0, 2.0 * (nu + 1.0) * p * (1.0 - p)
+
+
+@dataclass(frozen=True)
+class Exponential:
+    """σ ~ Exponential(rate) (mean 1/rate): U(t) = rate·eᵗ − t."""
+
+    rate: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rate", _number("Exponential", "rate", self.rate, positive=True))
+
+    def _derivs(self, t):
+        w = self.rate * np.exp(t)
+        return w - t, w - 1.0, w
+
+
+@dataclass(frozen=True)
+class InverseGamma:
+    """σ² ~ InverseGamma(a, b) (density ∝ (σ²)^(−a−1) e^(−b/σ²)) — a prior on the *variance*; conjugate for linear
+    regression. In t = log σ: U(t) = 2a·t + b·e^{−2t}."""
+
+    a: float
+    b: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "a", _number("InverseGamma", "a", self.a, positive=True))
+        object.__setattr__(self, "b", _number("InverseGamma", "b", self.b, positive=True))
+
+    def _derivs(self, t):
+        w = self.b * np.exp(-2.0 * t)
+        return 2.0 * self.a * t + w, 2.0 * self.a - 2.0 * w, 4.0 * w
+
+    def nig_shape(self) -> tuple[float, float]:
+        """(a, b) of the σ² prior, for the conjugate Normal–Inverse-Gamma formulas."""
+        return self.a, self.b
+
+
+@dataclass(frozen=True)
+class Flat:
+    """Improper flat prior on a positive parameter: uniform on σ > 0 (U(t) = −t), or with ``log=True`` uniform on
+    log σ (density ∝ 1/σ on σ, U(t) = 0). The posterior must then be made proper by the data."""
+
+    log: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.log, bool):
+            raise ValueError(f"Flat: log must be True or False, got {self.log!r}")
+
+    def _derivs(self, t):
+        zero = np.zeros_like(t)
+        return (zero.copy(), zero.copy(), zero) if self.log else (-t, np.full_like(t, -1.0), zero)
+
+    def nig_shape(self) -> tuple[float, float]:
+        """The improper σ² prior as InverseGamma(a, 0): a = 0 for 1/σ², a = −1/2 for uniform on σ."""
+        return (0.0, 0.0) if self.log else (-0.5, 0.0)
+
+    @property
+    def power(self) -> int:
+        """k in the improper density p(σ) ∝ σ^(−k) (enters the properness condition of linear regression)."""
+        return 1 if self.log else 0
+
+
+CoefPrior = Union[Normal, StudentT]
+PositivePrior = Union[HalfNormal, HalfCauchy, HalfStudentT, Exponential, InverseGamma, Flat]
+COEF_PRIORS: tuple[type, ...] = (Normal, StudentT)
+POSITIVE_PRIORS: tuple[type, ...] = (HalfNormal, HalfCauchy, HalfStudentT, Exponential, InverseGamma, Flat)
+
+
+def check_coef_prior(value, argname: str = "coef_prior") -> CoefPrior:
+    """`value` if it is a coefficient prior spec, else ValueError naming `argname`."""
+    if not isinstance(value, COEF_PRIORS):
+        raise ValueError(f"{argname} must be rs.priors.Normal(...) or rs.priors.StudentT(...) (Normal(scale=inf) "
+                         f"for a flat prior), got {value!r}")
+    return value
+
+
+def check_positive_prior(value, argname: str) -> PositivePrior:
+    """`value` if it is a prior spec for a positive parameter, else ValueError naming `argname`."""
+    if not isinstance(value, POSITIVE_PRIORS):
+        names = ", ".join(c.__name__ for c in POSITIVE_PRIORS)
+        raise ValueError(f"{argname} must be one of rs.priors.{{{names}}} (a prior on a positive parameter), "
+                         f"got {value!r}")
+    return value
+
+
+# ------------------------------------------------------------------------------------------- the bound prior
+
+
+@dataclass(frozen=True, eq=False)
+class TermPiece:
+    """One spec applied elementwise to the coordinates `index` of θ (a Student-t on coefficients, a prior on log σ)."""
+
+    index: np.ndarray
+    spec: StudentT | PositivePrior
+
+
+@dataclass(frozen=True, eq=False)
+class PriorTerm:
+    """The non-Gaussian part of a prior: Σ over pieces of the spec's potential on its coordinates. Separable, so its
+    Hessian is diagonal: `hvp` is exact and `hessian_diag` is that exact diagonal (negative in a Student-t's tails;
+    clip it where a PSD curvature is needed). Methods take (K, d) (or (d,)) and return (K,) / (K, d)."""
+
+    dim: int
+    pieces: tuple[TermPiece, ...]
+
+    def _each(self, x: np.ndarray):
+        for piece in self.pieces:
+            yield piece.index, piece.spec._derivs(x[..., piece.index])
+
+    def potential(self, x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        out = np.zeros(x.shape[:-1])
+        for _, (u, _, _) in self._each(x):
+            out = out + u.sum(axis=-1)
+        return out
+
+    def grad(self, x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        out = np.zeros_like(x)
+        for idx, (_, g, _) in self._each(x):
+            out[..., idx] = g
+        return out
+
+    def hessian_diag(self, x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        out = np.zeros_like(x)
+        for idx, (_, _, h) in self._each(x):
+            out[..., idx] = h
+        return out
+
+    def hvp(self, x: np.ndarray, v: np.ndarray) -> np.ndarray:
+        return self.hessian_diag(x) * v
+
+
+@dataclass(frozen=True, eq=False)
+class Prior:
+    """A prior in the sampler's coordinates: the Gaussian factor `gaussian` times the non-Gaussian `residual`.
+
+    `potential`, `grad`, `hvp` and `hessian_diag` are those of the whole prior (both parts); `hessian_diag` is exact,
+    not clipped. Picklable (it travels to workers with the model)."""
+
+    gaussian: GaussianPrior
+    residual: PriorTerm | None = None
+
+    @property
+    def dim(self) -> int:
+        return int(np.shape(self.gaussian.mean)[0])
+
+    def potential(self, x: np.ndarray) -> np.ndarray:
+        out = self.gaussian.potential(x)
+        return out if self.residual is None else out + self.residual.potential(x)
+
+    def grad(self, x: np.ndarray) -> np.ndarray:
+        out = self.gaussian.grad(x)
+        return out if self.residual is None else out + self.residual.grad(x)
+
+    def hvp(self, x: np.ndarray, v: np.ndarray) -> np.ndarray:
+        out = self.gaussian.hvp(x, v)
+        return out if self.residual is None else out + self.residual.hvp(x, v)
+
+    def hessian_diag(self, x: np.ndarray) -> np.ndarray:
+        out = self.gaussian.hessian_diag(x)
+        return out if self.residual is None else out + self.residual.hessian_diag(x)
+
+
+def as_prior(prior: GaussianPrior | Prior) -> Prior:
+    """Any object with the prior contract (a model's `prior()`, also a user model's own GaussianPrior) as a `Prior`."""
+    if isinstance(prior, Prior):
+        return prior
+    if isinstance(prior, GaussianPrior):
+        return Prior(prior, None)
+    raise TypeError(f"expected a GaussianPrior or a Prior, got {type(prior).__name__}")
+
+
+def build_prior(dim: int, parts: Sequence[tuple[np.ndarray, CoefPrior | PositivePrior]]) -> GaussianPrior | Prior:
+    """The bound prior of a model whose coordinates `index` (int arrays, disjoint, covering 0..dim−1) carry the given
+    specs: Normal coordinates form the Gaussian factor (precision 0 where scale = inf), all others the residual.
+    Returns the GaussianPrior itself when nothing is left for the residual."""
+    mean = np.zeros(dim)
+    precision = np.zeros(dim)
+    pieces: list[TermPiece] = []
+    covered = np.zeros(dim, dtype=int)
+    for index, spec in parts:
+        index = np.asarray(index, dtype=np.intp)
+        covered[index] += 1
+        size = getattr(spec, "size", None)
+        if size is not None and size != index.size:
+            raise ValueError(f"{type(spec).__name__} has {size} values for {index.size} coordinates")
+        if isinstance(spec, Normal):
+            scale = _vec(spec.scale, index.size)
+            mean[index] = _vec(spec.mean, index.size)
+            precision[index] = np.where(np.isinf(scale), 0.0, 1.0 / np.where(np.isinf(scale), 1.0, scale) ** 2)
+        elif not (isinstance(spec, Flat) and spec.log):  # a flat prior on log σ has no potential at all
+            pieces.append(TermPiece(index, spec))
+    if np.any(covered != 1):
+        raise ValueError("build_prior: the parts must cover every coordinate exactly once")
+    gaussian = GaussianPrior(mean=mean, precision=precision)
+    return gaussian if not pieces else Prior(gaussian, PriorTerm(dim, tuple(pieces)))

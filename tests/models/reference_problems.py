@@ -1,0 +1,79 @@
+"""Posteriors without a closed form, with long-run references on pooled data cached under tests/data/models/ by
+scripts/make_model_references.py: per-coefficient prior scales with unknown noise, a Student-t coefficient prior,
+Poisson with an offset column, binomial with a trials column, negative binomial.
+
+Each problem's data is a CSV file (target column "y", every other column in X, named); its model reads the offset or
+trials from a column by name. `reference(name)` gives the cached summaries of θ (the sampler's unconstrained
+coordinates) and a thinned set of the reference draws.
+"""
+from __future__ import annotations
+
+import pathlib
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from raysampler.models import (BinomialRegression, DataSpec, LinearRegression, LogisticRegression, Model,
+                               NegativeBinomialRegression, PoissonRegression)
+from raysampler.priors import HalfCauchy, HalfNormal, Normal, StudentT
+from raysampler.shards import read_table
+
+DATA_DIR = pathlib.Path(__file__).resolve().parents[1] / "data" / "models"
+
+
+@dataclass(frozen=True)
+class ReferenceProblem:
+    """A named model (unbound) and where its data and cached reference live."""
+
+    name: str
+    model: Model
+
+    @property
+    def data_path(self) -> pathlib.Path:
+        return DATA_DIR / f"{self.name}.csv"
+
+    @property
+    def reference_path(self) -> pathlib.Path:
+        return DATA_DIR / f"{self.name}_reference.npz"
+
+    def load(self) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+        """(X, y, X's column names) from the CSV file."""
+        table = read_table(str(self.data_path))
+        return table.X, table.y, table.columns
+
+    def bound(self) -> Model:
+        X, y, columns = self.load()
+        return self.model.bind(DataSpec(X.shape[1], n_rows=X.shape[0], columns=columns))
+
+
+class Reference(NamedTuple):
+    """Summaries of θ's coordinates from the long MALA run, and a thinned subset of its draws (chains, draws, d)."""
+
+    names: list[str]
+    mean: np.ndarray
+    sd: np.ndarray
+    quantiles: np.ndarray  # (len(probs), d)
+    probs: np.ndarray
+    mcse_mean: np.ndarray
+    ess_bulk: np.ndarray
+    rhat: np.ndarray
+    thinned: np.ndarray
+
+
+PROBLEMS: dict[str, ReferenceProblem] = {p.name: p for p in (
+    ReferenceProblem("linear_per_coef", LinearRegression(coef_prior=Normal([0.0, 0.5, 0.0, 0.0], [10.0, 0.2, 1.0, 0.1]),
+                                                         noise_prior=HalfCauchy(2.5))),
+    ReferenceProblem("logistic_student_t", LogisticRegression(coef_prior=StudentT(3.0, 0.0, [10.0, 1.0, 1.0, 1.0]))),
+    ReferenceProblem("poisson_offset", PoissonRegression(coef_prior=Normal(0.0, [5.0, 1.0, 1.0]),
+                                                         offset="log_exposure")),
+    ReferenceProblem("binomial_trials", BinomialRegression(coef_prior=Normal(0.0, 2.5), trials="trials")),
+    ReferenceProblem("negative_binomial", NegativeBinomialRegression(coef_prior=Normal(0.0, 5.0), offset="log_exposure",
+                                                                     dispersion_prior=HalfNormal(10.0))),
+)}
+
+
+def reference(name: str) -> Reference:
+    with np.load(PROBLEMS[name].reference_path, allow_pickle=False) as f:
+        return Reference([str(n) for n in f["names"]], f["mean"], f["sd"], f["quantiles"], f["probs"],
+                         f["mcse_mean"], f["ess_bulk"], f["rhat"], f["thinned"])
