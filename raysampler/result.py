@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .models.base import ParamBlock
+from .models.base import ParamBlock, natural_values
 
 
 @dataclass
@@ -51,11 +51,13 @@ class Result:
     def posterior(self) -> dict[str, np.ndarray]:
         """One array per model parameter on its natural scale (σ = exp(log σ)): (chains, draws) for a scalar,
         (chains, draws, size) otherwise; `draws` stays the unconstrained vector."""
+        blocks = self.param_blocks
+        values = natural_values(blocks, self.draws)
         out: dict[str, np.ndarray] = {}
         start = 0
-        for b in self.param_blocks:
-            values = b.natural(self.draws[..., start:start + b.size])
-            out[b.name] = values[..., 0] if b.dim is None else values
+        for b in blocks:
+            block = values[..., start:start + b.size]
+            out[b.name] = block[..., 0] if b.dim is None else block
             start += b.size
         return out
 

@@ -105,7 +105,7 @@ class Run:
         self.executor, self.algorithm_name = executor, algorithm
         self.time_budget_s = opts.time_budget_s
         self._start = time.perf_counter()
-        sources = [ShardSource(i, s, s.site, s.columns) for i, s in enumerate(shard_set)]
+        sources = [ShardSource(i, s, s.site, s.columns, s.index) for i, s in enumerate(shard_set)]
         self._launch = (executor, sources, model, alg, self.config, max_actors, transport)
         try:
             self._handle = executors.start(*self._launch)

@@ -1,4 +1,4 @@
-"""Long-run references for the model posteriors that have no closed form (tests/models/reference_problems.py):
+"""Long-run references for the model posteriors that have no closed form (tests/reference_problems.py):
 writes each problem's data (CSV, seeded) and a reference from MALA on the pooled data to tests/data/models/.
 
 MALA in Laplace-whitened coordinates (θ = θ* + Lφ, LLᵀ the inverse Hessian of the posterior potential at its mode
@@ -21,7 +21,7 @@ from scipy import optimize
 from scipy.special import expit
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "models"))
+sys.path.insert(0, str(ROOT / "tests"))
 
 import arviz_stats as azs  # noqa: E402
 

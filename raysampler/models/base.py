@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
@@ -88,6 +89,19 @@ class ParamBlock:
     def from_dict(cls, d) -> "ParamBlock":
         return cls(d["name"], d["size"], d.get("dim"), None if d.get("labels") is None else tuple(d["labels"]),
                    d.get("transform", "identity"))
+
+
+def natural_values(blocks: Sequence[ParamBlock], theta: np.ndarray) -> np.ndarray:
+    """θ values (..., d) → the same array with every block on its natural scale (σ = exp(log σ)); θ itself when
+    no block is transformed."""
+    if all(b.transform == "identity" for b in blocks):
+        return theta
+    out = np.array(theta, dtype=np.float64, copy=True)
+    start = 0
+    for b in blocks:
+        out[..., start:start + b.size] = b.natural(out[..., start:start + b.size])
+        start += b.size
+    return out
 
 
 def block_names(blocks) -> list[str]:

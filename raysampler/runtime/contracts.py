@@ -11,7 +11,7 @@ from typing import Any, Callable, Protocol, Sequence
 import numpy as np
 
 from ..errors import Failure
-from ..models.base import Model
+from ..models.base import Model, ParamBlock
 from ..streams import NoiseState
 
 #: Ray node label naming the site whose data a node holds: `ray start --labels raysampler.io/site=<name>`.
@@ -105,7 +105,7 @@ class SetupInfo:
     n_avg: float
     balance: bool
     transport: str
-    param_blocks: tuple[Any, ...] = ()
+    param_blocks: tuple[ParamBlock, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         """A plain dict (what `Result.info["setup"]` holds)."""
@@ -204,6 +204,9 @@ class WorkerPool(Protocol):
 
     def bind(self, model: Model) -> None:
         """Give every worker the data-bound model (each checks its shards against it)."""
+
+    def gram(self) -> list[np.ndarray | None]:
+        """Each shard's `Model.gram` under the bound model (summed by `bind_model` for the properness check)."""
 
     def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]]) -> list[Any]:
         """[fn(model, X_i, y_i, *args[i]) for each shard i], computed where shard i lives."""

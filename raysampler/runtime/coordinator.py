@@ -16,7 +16,7 @@ import numpy as np
 
 from ..algorithms.base import Algorithm, RoundInfo
 from ..errors import Failure, FailureKind, WorkerFailed
-from ..models.base import DataSpec, Model
+from ..models.base import DataSpec, Model, ParamBlock
 from ..streams import ChainNoise
 from .contracts import (BalancerState, Chunk, Placement, RunConfig, RunState, RunStats, SetupInfo, ShardFacts,
                         WorkerPool)
@@ -154,10 +154,12 @@ def fingerprint(algorithm: Algorithm, model: Model, config: RunConfig, facts: Se
 
 
 def bind_model(pool: WorkerPool, model: Model) -> tuple[list[ShardFacts], Model]:
-    """Fix the model's dimension from the shards' facts and hand the bound model to every worker."""
+    """Fix the model's dimension from the shards' facts, hand the bound model to every worker, and check on the pooled data that the posterior is proper (flat priors)."""
     facts = pool.describe()
     bound = model.bind(data_spec(facts, model))
     pool.bind(bound)
+    grams = [g for g in pool.gram() if g is not None]
+    bound.check_proper(np.sum(grams, axis=0) if grams else None, n_rows=sum(f.n_rows for f in facts))
     return facts, bound
 
 
@@ -331,7 +333,7 @@ def _group_sizes(pool: WorkerPool) -> np.ndarray:
     return sizes
 
 
-def _param_blocks(model: Model) -> tuple[Any, ...]:
+def _param_blocks(model: Model) -> tuple[ParamBlock, ...]:
     blocks = getattr(model, "param_blocks", None)
     return tuple(blocks()) if callable(blocks) else ()
 

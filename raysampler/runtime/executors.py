@@ -200,7 +200,8 @@ def start(executor: str, sources: Sequence[ShardSource], model: Model, algorithm
     _ship_by_value(model)
     # In-memory shards go to the object store once; a worker reads a path shard itself, on its node.
     placed = [s if getattr(s.data, "path", None) is not None else
-              ShardSource(s.shard, ray.put(s.data.load() if hasattr(s.data, "load") else s.data), s.site, s.columns)
+              ShardSource(s.shard, ray.put(s.data.load() if hasattr(s.data, "load") else s.data), s.site, s.columns,
+                          s.index)
               for s in sources]
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
     actor = ray.remote(num_cpus=0, runtime_env={"env_vars": WORKER_ENV}, scheduling_strategy=here)(CoordinatorHost)

@@ -34,6 +34,7 @@ class ShardSource:
     data: Any
     site: str | None = None
     columns: tuple[str, ...] | None = None
+    index: np.ndarray | None = None   # which rows of the original data the shard holds (Shard.index), if known
 
 
 def load_source(source: Any) -> DataTable:
@@ -69,7 +70,8 @@ class ShardHost:
         self.algorithm = algorithm
         self.seed, self.chains = seed, chains
         self.node_id, self.hostname, self.pid = _where()
-        self._data: list[tuple[np.ndarray, np.ndarray]] | None = None
+        self._raw: list[tuple[np.ndarray, np.ndarray]] | None = None
+        self._bound: list[tuple[np.ndarray, np.ndarray]] | None = None
         self._columns: list[tuple[str, ...] | None] = [s.columns for s in self.sources]
         self.states: list[Any] = []
         self.noises: list[ChainNoise] = []
@@ -83,8 +85,13 @@ class ShardHost:
 
     @property
     def data(self) -> list[tuple[np.ndarray, np.ndarray]]:
-        """The shards' (X, y), loaded on first use; a load error is this worker's failure, naming the host."""
-        if self._data is None:
+        """The shards' (X, y) as the bound model reads them (`Model.shard_data`), or as loaded before `bind`."""
+        return self._bound if self._bound is not None else self.raw
+
+    @property
+    def raw(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The shards' (X, y) as stored, loaded on first use; a load error is this worker's failure, naming the host."""
+        if self._raw is None:
             data = []
             for j, src in enumerate(self.sources):
                 try:
@@ -96,8 +103,8 @@ class ShardHost:
                     msg = f"cannot load its data on host {self.hostname}: {type(exc).__name__}: {exc}"
                     raise WorkerFailed(Failure(FailureKind.WORKER_ERROR, msg, shard=src.shard, site=src.site,
                                                node_id=self.node_id, traceback=traceback.format_exc())) from None
-            self._data = data
-        return self._data
+            self._raw = data
+        return self._raw
 
     def ping(self) -> int:
         """This worker's process id (answers once the actor is up, e.g. after Ray restarted it)."""
@@ -106,7 +113,7 @@ class ShardHost:
     def describe(self) -> list[ShardFacts]:
         """Shape, label and column facts of each shard and where it lives (loads the data if not yet loaded)."""
         out = []
-        for src, (X, y), columns in zip(self.sources, self.data, self._columns):
+        for src, (X, y), columns in zip(self.sources, self.raw, self._columns):
             X, y = np.asarray(X), np.asarray(y)
             finite_y = y.size == 0 or bool(np.all(np.isfinite(y))) if y.dtype.kind in "fc" else True
             y_max = float(np.max(y)) if y.size and y.dtype.kind in "iuf" and np.all(np.isfinite(y)) else None
@@ -118,10 +125,21 @@ class ShardHost:
         return out
 
     def bind(self, model: Model) -> None:
-        """Adopt the bound model and check every shard against it (errors name the shard)."""
-        for i, (X, y) in zip(self.shard_ids, self.data):
-            model.validate(np.asarray(X), np.asarray(y), argname=f"shards[{i}]")
-        self.model = model
+        """Adopt the bound model: each shard's stored (X, y) becomes what the model reads (`Model.shard_data`, e.g.
+        its rows of an offset array), then is checked against the model (errors name the shard)."""
+        bound = []
+        for src, (X, y) in zip(self.sources, self.raw):
+            try:
+                Xb, yb = model.shard_data(np.asarray(X), np.asarray(y), src.index)
+            except ValueError as exc:
+                raise ValueError(f"shards[{src.shard}]: {exc}") from None
+            model.validate(Xb, yb, argname=f"shards[{src.shard}]")
+            bound.append((Xb, yb))
+        self._bound, self.model = bound, model
+
+    def gram(self) -> list[np.ndarray | None]:
+        """Each shard's contribution to the pooled matrix the bound model's properness check reads (`Model.gram`)."""
+        return [self.model.gram(X, y) for X, y in self.data]
 
     def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]]) -> list[Any]:
         return [fn(self.model, X, y, *a) for (X, y), a in zip(self.data, args)]

@@ -45,6 +45,9 @@ class LocalPool:
     def bind(self, model: Model) -> None:
         self.host.bind(model)
 
+    def gram(self) -> list[np.ndarray | None]:
+        return self.host.gram()
+
     def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]]) -> list[Any]:
         return self.host.map(fn, args)
 
@@ -175,6 +178,9 @@ class RayPool:
 
     def bind(self, model: Model) -> None:
         self._all("bind", [(model,)] * len(self.actors))
+
+    def gram(self) -> list[np.ndarray | None]:
+        return [g for part in self._all("gram", [()] * len(self.actors)) for g in part]
 
     def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]]) -> list[Any]:
         return [r for part in self._all("map", [(fn, a) for a in self._split(args)]) for r in part]

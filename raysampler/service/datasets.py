@@ -11,7 +11,7 @@ from typing import Callable, BinaryIO, Sequence
 
 import numpy as np
 
-from ..shards import read_data_file
+from ..shards import read_table
 from .errors import FieldError, NotFound, TooLarge
 from .records import DatasetRecord
 from .settings import Settings
@@ -59,7 +59,7 @@ def store_upload(settings: Settings, store: RecordStore, tenant: str, upload: Bi
                 tmp.write(chunk)
                 chunk = upload.read(_READ_CHUNK)
         try:
-            X, y = read_data_file(tmp_name, y=y_column, x=list(x_columns) if x_columns else None)
+            X, y, columns = read_table(tmp_name, y=y_column, x=list(x_columns) if x_columns else None)
         except (ValueError, ImportError) as exc:
             raise FieldError(("file",), str(exc).replace(repr(tmp_name), repr(filename or "the upload"))) from None
         if admit is not None:
@@ -67,7 +67,8 @@ def store_upload(settings: Settings, store: RecordStore, tenant: str, upload: Bi
         dataset_id = new_dataset_id()
         path = dataset_path(settings, tenant, dataset_id)
         path.parent.mkdir(parents=True, exist_ok=True)
-        np.savez(path, X=X, y=y)
+        named = {"columns": np.array(columns, dtype=str)} if columns is not None else {}
+        np.savez(path, X=X, y=y, **named)
         return store.add_dataset(tenant, dataset_id, name or filename or dataset_id, int(X.shape[0]),
                                  int(X.shape[1]), os.path.getsize(path), path)
     finally:

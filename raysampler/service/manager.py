@@ -344,7 +344,8 @@ class RunManager:
         names = list(run.setup.param_names)
         timings = {"setup_s": float(run.setup.setup_time_s)}
         self.store.update_run(rec.tenant, rec.id, dim=len(names), param_names=names, timings=timings,
-                              plan=jsonable(run.setup.plan), workers=_workers(run.stats()))
+                              plan=jsonable(run.setup.plan), workers=_workers(run.stats()),
+                              param_blocks=tuple(run.setup.param_blocks))
         self.store.add_event(rec.key, SetupEvent(len(names), timings["setup_s"]))
         return timings
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence, TypedDict
 
+from ..models.base import ParamBlock
 from ..wire import RunStatus
 from .schemas import DiagnosticsInfo, FailureInfo, RunSpec, WorkerStats
 
@@ -46,7 +47,7 @@ class RunRecord:
     diagnostics: DiagnosticsInfo | None = None
     restarts: int = 0
     checkpoint_round: int | None = None
-    param_blocks: tuple[dict[str, Any], ...] | None = None
+    param_blocks: tuple[ParamBlock, ...] | None = None
 
 
 class RunFields(TypedDict, total=False):
@@ -69,7 +70,7 @@ class RunFields(TypedDict, total=False):
     diagnostics: DiagnosticsInfo | None
     restarts: int
     checkpoint_round: int | None
-    param_blocks: Sequence[dict[str, Any]] | None
+    param_blocks: Sequence[ParamBlock] | None
 
 
 @dataclass(frozen=True)

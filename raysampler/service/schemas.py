@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .. import datasets as rs_datasets
+from .. import priors
 from ..algorithms import ALGORITHMS
 from ..models import FAMILIES
 from ..options import AUTO_BURN_IN, AUTO_MAX_ROUNDS, DEFAULT_MAX_RHAT, DEFAULT_TARGET_ESS, RunOptions
@@ -33,12 +34,152 @@ def _one_of(value: str, valid: tuple[str, ...], what: str) -> str:
 # Request models are strict: a value must have the JSON type the schema gives it ("4" or true is not an integer).
 
 
+PositiveFloat = Annotated[float, Field(gt=0)]
+#: A coefficient prior's scale: a positive number, or "inf" for a flat (improper) prior on that coefficient.
+CoefScale = Annotated[float, Field(gt=0)] | Literal["inf"]
+
+
+def _scale(value: float | str | list[float | str]) -> float | tuple[float, ...]:
+    """JSON scale(s) → engine scale(s) ("inf" → math.inf)."""
+    if isinstance(value, list):
+        return tuple(float(v) for v in value)
+    return float(value)
+
+
+def _vector(value: float | list[float]) -> float | tuple[float, ...]:
+    return tuple(value) if isinstance(value, list) else value
+
+
+class _PriorArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class NormalArgs(_PriorArgs):
+    """Normal(mean, scale²) on each coefficient: scalars for all, or one value per coefficient (length d)."""
+
+    mean: float | list[float] = Field(default=0.0, description="prior mean(s)")
+    scale: CoefScale | list[CoefScale] = Field(default=1.0, description='prior sd(s); "inf" = flat on that coefficient')
+
+
+class StudentTArgs(_PriorArgs):
+    """Student-t(nu, mean, scale) on each coefficient (scalars, or one value per coefficient)."""
+
+    nu: PositiveFloat = Field(description="degrees of freedom")
+    mean: float | list[float] = Field(default=0.0, description="location(s)")
+    scale: PositiveFloat | list[PositiveFloat] = Field(default=1.0, description="scale(s)")
+
+
+class ScaleArgs(_PriorArgs):
+    scale: PositiveFloat = Field(description="scale of the half distribution")
+
+
+class HalfStudentTArgs(_PriorArgs):
+    nu: PositiveFloat = Field(description="degrees of freedom")
+    scale: PositiveFloat = Field(description="scale")
+
+
+class ExponentialArgs(_PriorArgs):
+    rate: PositiveFloat = Field(description="rate (1 / mean)")
+
+
+class InverseGammaArgs(_PriorArgs):
+    """InverseGamma(a, b) on the variance σ² (the conjugate prior of linear regression)."""
+
+    a: PositiveFloat = Field(description="shape")
+    b: PositiveFloat = Field(description="scale")
+
+
+class FlatArgs(_PriorArgs):
+    """Flat (improper) on the parameter, or on its logarithm with `log` (the Jeffreys-like 1/σ)."""
+
+    log: bool = Field(default=False, description="flat on log of the parameter instead")
+
+
+def _exactly_one(obj: BaseModel, what: str) -> None:
+    given = [k for k in type(obj).model_fields if getattr(obj, k) is not None]
+    if len(given) != 1:
+        raise ValueError(f"{what} takes exactly one of {', '.join(type(obj).model_fields)}; got "
+                         f"{', '.join(given) if given else 'none'}")
+
+
+def _one_key_schema(names: list[str]) -> dict[str, Any]:
+    return {"minProperties": 1, "maxProperties": 1,
+            "oneOf": [{"required": [n], "properties": {n: {"type": "object"}}} for n in names]}
+
+
+class CoefPriorSpec(BaseModel):
+    """The coefficients' prior, one distribution by name: {"normal": {"mean": 0, "scale": [100, 10, 10]}} or
+    {"student_t": {"nu": 3, "scale": 2.5}}."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_one_key_schema(["normal", "student_t"]))
+    normal: NormalArgs | None = None
+    student_t: StudentTArgs | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> "CoefPriorSpec":
+        _exactly_one(self, "a coefficient prior")
+        return self
+
+    def to_prior(self) -> priors.CoefPrior:
+        if self.normal is not None:
+            return priors.Normal(_vector(self.normal.mean), _scale(self.normal.scale))
+        assert self.student_t is not None
+        t = self.student_t
+        return priors.StudentT(t.nu, _vector(t.mean), _scale(t.scale))
+
+
+_POSITIVE = ["half_normal", "half_cauchy", "half_student_t", "exponential", "inverse_gamma", "flat"]
+
+
+class PositivePriorSpec(BaseModel):
+    """A prior on a positive parameter (the noise sd σ, a dispersion φ), one distribution by name, e.g.
+    {"half_cauchy": {"scale": 2.5}}, {"inverse_gamma": {"a": 2, "b": 1}} (on σ²) or {"flat": {}}."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_one_key_schema(_POSITIVE))
+    half_normal: ScaleArgs | None = None
+    half_cauchy: ScaleArgs | None = None
+    half_student_t: HalfStudentTArgs | None = None
+    exponential: ExponentialArgs | None = None
+    inverse_gamma: InverseGammaArgs | None = None
+    flat: FlatArgs | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> "PositivePriorSpec":
+        _exactly_one(self, "a prior on a positive parameter")
+        return self
+
+    def to_prior(self) -> priors.PositivePrior:
+        if self.half_normal is not None:
+            return priors.HalfNormal(self.half_normal.scale)
+        if self.half_cauchy is not None:
+            return priors.HalfCauchy(self.half_cauchy.scale)
+        if self.half_student_t is not None:
+            return priors.HalfStudentT(self.half_student_t.nu, self.half_student_t.scale)
+        if self.exponential is not None:
+            return priors.Exponential(self.exponential.rate)
+        if self.inverse_gamma is not None:
+            return priors.InverseGamma(self.inverse_gamma.a, self.inverse_gamma.b)
+        assert self.flat is not None
+        return priors.Flat(log=self.flat.log)
+
+
 class ModelSpec(BaseModel):
-    """A model family of the engine (`rs.models.FAMILIES`) and its parameters, e.g. prior_scale."""
+    """A model family of the engine (`rs.models.FAMILIES`) and its parameters: priors by name, per-row inputs by
+    column, and any other parameter of the family (e.g. `hidden` for mlp_classifier)."""
 
     model_config = ConfigDict(extra="allow", strict=True)
     family: str = Field(description="engine model family", json_schema_extra={"enum": list(MODEL_FAMILIES)})
-    prior_scale: float | None = Field(default=None, gt=0, description="sd of the Gaussian prior")
+    prior_scale: float | None = Field(default=None, gt=0, description="shorthand for coef_prior normal(0, prior_scale)")
+    coef_prior: CoefPriorSpec | None = Field(default=None, description="the coefficients' prior (default normal)")
+    noise_sd: PositiveFloat | None = Field(default=None, description="linear_regression: a known noise sd; "
+                                                                     "absent = σ unknown, sampled with noise_prior")
+    noise_prior: PositivePriorSpec | None = Field(default=None, description="linear_regression: prior on σ")
+    dispersion_prior: PositivePriorSpec | None = Field(default=None, description="negative_binomial_regression: "
+                                                                                 "prior on the dispersion φ")
+    offset_column: str | None = Field(default=None, min_length=1, description="poisson/negative_binomial: the column "
+                                      "of log exposure (not a feature)")
+    trials_column: str | None = Field(default=None, min_length=1, description="binomial_regression: the column of "
+                                      "trial counts (not a feature)")
 
     @field_validator("family")
     @classmethod
@@ -46,9 +187,19 @@ class ModelSpec(BaseModel):
         return _one_of(value, MODEL_FAMILIES, "model family")
 
     def params(self) -> dict[str, Any]:
+        """Keyword arguments of the engine model (`rs.models.get_model(family, **params)`)."""
         out = dict(self.model_extra or {})
-        if self.prior_scale is not None:
-            out["prior_scale"] = self.prior_scale
+        for name in ("prior_scale", "noise_sd"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        for name in ("coef_prior", "noise_prior", "dispersion_prior"):
+            spec = getattr(self, name)
+            if spec is not None:
+                out[name] = spec.to_prior()
+        if self.offset_column is not None:
+            out["offset"] = self.offset_column
+        if self.trials_column is not None:
+            out["trials"] = self.trials_column
         return out
 
 

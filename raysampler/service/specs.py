@@ -14,10 +14,11 @@ from ..algorithms import ALGORITHMS, Algorithm, get_algorithm
 from ..models import get_model
 from ..models.base import DataSpec, Model
 from ..options import RunOptions
-from ..runtime.coordinator import data_spec
-from ..runtime.host import ShardHost, ShardSource
+from ..runtime.coordinator import bind_model
+from ..runtime.host import ShardSource
+from ..runtime.pools import LocalPool
 from ..runtime.sites import probe_shards
-from ..shards import Shard, ShardSet, shard
+from ..shards import DataTable, Shard, ShardSet, shard
 from .errors import FieldError
 from .schemas import BUILTIN_PREFIX, RunSpec
 from .store import RecordStore
@@ -62,8 +63,21 @@ def spec_hash(spec: RunSpec) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
-def load_data(spec: RunSpec, tenant: str, store: RecordStore) -> tuple[np.ndarray, np.ndarray]:
-    """(X, y) named by spec.data: a built-in data set or one the tenant uploaded."""
+#: Engine model arguments whose REST field has another name.
+_REST_FIELD = {"offset": "offset_column", "trials": "trials_column"}
+
+
+def model_field(spec: RunSpec, message: str) -> str | None:
+    """The REST field of spec.model an engine error message is about (it starts by naming the argument), if any."""
+    head = message.split(";")[0]
+    for arg in sorted(spec.model.params(), key=len, reverse=True):
+        if head.startswith(arg) or f" {arg}" in head or f"{arg}=" in head or f"({arg}" in head:
+            return _REST_FIELD.get(arg, arg)
+    return None
+
+
+def load_data(spec: RunSpec, tenant: str, store: RecordStore) -> DataTable:
+    """(X, y) and X's column names, named by spec.data: a built-in data set or one the tenant uploaded."""
     if spec.data.dataset is not None:
         name = spec.data.dataset.removeprefix(BUILTIN_PREFIX)
         if name not in rs_datasets.available():
@@ -75,7 +89,9 @@ def load_data(spec: RunSpec, tenant: str, store: RecordStore) -> tuple[np.ndarra
                 raise SpecError(("data", "options", key), f"{key} must be at most {cap} for a built-in data set, "
                                 f"got {value}")
         try:
-            return rs_datasets.load(name, **spec.data.options)
+            X, y = rs_datasets.load(name, **spec.data.options)
+            cols = rs_datasets.columns(name, **{k: v for k, v in spec.data.options.items() if k != "seed"})
+            return DataTable(X, y, cols if len(cols) == X.shape[1] else None)
         except (TypeError, ValueError, MemoryError) as exc:
             raise SpecError(("data", "options"), f"{type(exc).__name__}: {exc}" if isinstance(exc, MemoryError)
                             else str(exc)) from None
@@ -85,7 +101,7 @@ def load_data(spec: RunSpec, tenant: str, store: RecordStore) -> tuple[np.ndarra
         raise SpecError(("data", "dataset_id"), f"no data set {spec.data.dataset_id!r} (upload it with POST "
                         "/v1/datasets)")
     with np.load(rec.path) as z:
-        return z["X"], z["y"]
+        return DataTable(z["X"], z["y"], tuple(str(c) for c in z["columns"]) if "columns" in z.files else None)
 
 
 def build(spec: RunSpec, tenant: str, store: RecordStore, executor: str = "ray") -> Built:
@@ -98,8 +114,8 @@ def build(spec: RunSpec, tenant: str, store: RecordStore, executor: str = "ray")
         if "unknown model family" in msg:
             loc: tuple[str | int, ...] = ("model", "family")
         else:
-            named = [k for k in spec.model.params() if k in msg.split(";")[0]]
-            loc = ("model", named[0]) if named else ("model",)
+            named = model_field(spec, msg)
+            loc = ("model", named) if named else ("model",)
         raise SpecError(loc, msg) from None
     except TypeError as exc:
         raise SpecError(("model",), str(exc)) from None
@@ -110,19 +126,20 @@ def build(spec: RunSpec, tenant: str, store: RecordStore, executor: str = "ray")
         raise SpecError(where, str(exc)) from None
     if spec.data.shards is not None:
         return build_site_shards(spec, model, algorithm, executor)
-    X, y = load_data(spec, tenant, store)
+    X, y, cols = load_data(spec, tenant, store)
     try:
-        shards = shard(X, y, num_shards=spec.num_shards, strategy=spec.shard_strategy, seed=spec.seed)
+        shards = shard(X, y, num_shards=spec.num_shards, strategy=spec.shard_strategy, seed=spec.seed, columns=cols)
     except ValueError as exc:
         field = "shard_strategy" if "label" in str(exc) or "strategy" in str(exc) else "num_shards"
         raise SpecError((field,), str(exc)) from None
-    host = ShardHost([ShardSource(i, s, s.site, s.columns) for i, s in enumerate(shards)], model, algorithm,
-                     spec.seed, spec.chains)
+    pool = LocalPool([ShardSource(i, s, s.site, s.columns, s.index) for i, s in enumerate(shards)], model,
+                     algorithm, spec.seed, spec.chains)
     try:
-        facts = host.describe()
-        bound = model.bind(data_spec(facts, model))
-        host.bind(bound)
+        _, bound = bind_model(pool, model)
     except (ValueError, TypeError) as exc:
+        named = model_field(spec, str(exc))
+        if named is not None:
+            raise SpecError(("model", named), str(exc)) from None
         raise SpecError(("data",), f"the data do not fit model family {spec.model.family!r}: {exc}") from None
     try:
         algorithm.check_shapes(len(shards), int(bound.dim), spec.chains)

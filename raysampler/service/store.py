@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Unpack
 
+from ..models.base import ParamBlock
 from ..wire import EventPayload, RunStatus
 from .records import DatasetRecord, EventRecord, RunFields, RunRecord
 from .schemas import DiagnosticsInfo, FailureInfo, RunSpec, WorkerStats
@@ -321,9 +322,10 @@ def _encode(name: str, value: Any) -> Any:
         return RunStatus(value).value
     if name == "workers":
         return json.dumps([w.model_dump() for w in value])
-    if name in ("timings", "param_names", "warnings", "plan", "param_blocks"):
-        return None if value is None else json.dumps(list(value) if name in ("param_names", "warnings",
-                                                                            "param_blocks") else value)
+    if name == "param_blocks":
+        return None if value is None else json.dumps([b.as_dict() for b in value])
+    if name in ("timings", "param_names", "warnings", "plan"):
+        return None if value is None else json.dumps(list(value) if name in ("param_names", "warnings") else value)
     if name in ("failure", "diagnostics"):
         return None if value is None else value.model_dump_json()
     if name == "cancel_requested":
@@ -345,7 +347,8 @@ def _run_record(r: sqlite3.Row) -> RunRecord:
         failure=None if r["failure"] is None else FailureInfo.model_validate_json(r["failure"]),
         diagnostics=None if r["diagnostics"] is None else DiagnosticsInfo.model_validate_json(r["diagnostics"]),
         restarts=r["restarts"], checkpoint_round=r["checkpoint_round"],
-        param_blocks=None if r["param_blocks"] is None else tuple(json.loads(r["param_blocks"])))
+        param_blocks=None if r["param_blocks"] is None else
+        tuple(ParamBlock.from_dict(b) for b in json.loads(r["param_blocks"])))
 
 
 def _dataset_record(r: sqlite3.Row) -> DatasetRecord:

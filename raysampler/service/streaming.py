@@ -8,6 +8,7 @@ import asyncio
 from typing import AsyncIterator, Callable
 
 from ..wire import SSE_KEEPALIVE, ChainSeed, DrawsHeader, draw_lines, sse_frame, sse_retry
+from ..models.base import natural_values
 from .drawfiles import DrawFiles
 from .records import RunRecord
 from .store import RecordStore
@@ -22,9 +23,10 @@ def header(rec: RunRecord, start: int) -> DrawsHeader:
                        chain_seeds=tuple(ChainSeed(c, rec.spec.seed, (c,)) for c in range(rec.chains)))
 
 
-def _render(files: DrawFiles, tenant: str, run_id: str, i0: int, i1: int, skip: int) -> str:
-    """Lines of draws [i0, i1), without the first `skip` (a client resuming in the middle of an index)."""
-    text = draw_lines(files.read(tenant, run_id, i0, i1), i0)
+def _render(files: DrawFiles, rec: RunRecord, i0: int, i1: int, skip: int) -> str:
+    """Lines of draws [i0, i1) on the parameters' natural scale (σ, not log σ), without the first `skip` (a client
+    resuming in the middle of an index)."""
+    text = draw_lines(natural_values(rec.param_blocks or (), files.read(rec.tenant, rec.id, i0, i1)), i0)
     return "".join(text.splitlines(keepends=True)[skip:]) if skip else text
 
 
@@ -48,7 +50,7 @@ async def ndjson_draws(get_run: Callable[[], RunRecord | None], files: DrawFiles
         while offset < stored * chains:
             i0 = offset // chains
             i1 = min(stored, i0 + per_block)
-            yield await asyncio.to_thread(_render, files, rec.tenant, rec.id, i0, i1, offset - i0 * chains)
+            yield await asyncio.to_thread(_render, files, rec, i0, i1, offset - i0 * chains)
             offset = i1 * chains
         if not follow or rec.status.is_terminal:
             # a last look: the final chunk may have landed between our read and the status change

@@ -76,4 +76,4 @@ def test_demo_end_to_end(tmp_path):
     text = out.stdout
     assert "service up at http://127.0.0.1:" in text and "API key (tenant 'demo')" in text
     assert text.count("streamed draw") == 3 and "SUCCEEDED" in text
-    assert "ess_bulk" in text and "theta[30]" in text and "ESS/s" in text
+    assert "ess_bulk" in text and "beta[worst fractal dimension]" in text and "ESS/s" in text

@@ -60,7 +60,7 @@ def test_completed_run_draws_summary_arviz(service, alice, finished):
     assert {"mean", "sd", "ess_bulk", "ess_tail", "r_hat", "mcse_mean"} <= set(table.columns)
     np.testing.assert_allclose(table["mean"].to_numpy(), draws.mean(axis=(0, 1)), rtol=1e-10, atol=1e-12)
     tree = finished.to_arviz()
-    np.testing.assert_array_equal(tree.posterior["theta"].values, draws)
+    np.testing.assert_array_equal(tree.posterior["beta"].values, draws)
     assert "sample_stats" in tree.children
 
 

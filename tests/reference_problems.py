@@ -19,7 +19,7 @@ from raysampler.models import (BinomialRegression, DataSpec, LinearRegression, L
 from raysampler.priors import HalfCauchy, HalfNormal, Normal, StudentT
 from raysampler.shards import read_table
 
-DATA_DIR = pathlib.Path(__file__).resolve().parents[1] / "data" / "models"
+DATA_DIR = pathlib.Path(__file__).resolve().parent / "data" / "models"
 
 
 @dataclass(frozen=True)
