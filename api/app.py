@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import AsyncIterator, Awaitable, Callable
 
 from fastapi import FastAPI, Request, Response
 from starlette.middleware.body_limit import RequestBodyLimitMiddleware

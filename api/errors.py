@@ -7,7 +7,8 @@ the path has (Starlette's names only those of the first route that matched the p
 from __future__ import annotations
 
 import re
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler

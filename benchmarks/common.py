@@ -14,8 +14,9 @@ import subprocess
 import sys
 import tempfile
 import warnings
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 

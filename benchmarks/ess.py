@@ -44,10 +44,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from common import load_model_data, median, print_table, run_metrics, start_ray, stop_ray, write_json
 
 import raysampler as rs
-
-from common import load_model_data, median, print_table, run_metrics, start_ray, stop_ray, write_json
 
 NUM_SHARDS = 4
 REFERENCE_NPZ = Path(__file__).resolve().parents[1] / "tests" / "data" / "breast_cancer_reference.npz"

@@ -15,10 +15,9 @@ import pathlib
 import time
 
 import numpy as np
+from common import print_table, start_ray, write_json
 
 import raysampler as rs
-
-from common import print_table, start_ray, write_json
 
 REF = pathlib.Path(__file__).resolve().parents[1] / "tests" / "data" / "breast_cancer_reference.npz"
 

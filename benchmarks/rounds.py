@@ -48,11 +48,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from common import load_model_data, median, print_table, run_metrics, start_ray, stop_ray, write_json
 
 import raysampler as rs
 from raysampler.runtime.executors import WORKER_ENV
-
-from common import load_model_data, median, print_table, run_metrics, start_ray, stop_ray, write_json
 
 NUM_SHARDS = 4
 COVTYPE_D = 54
@@ -88,6 +87,7 @@ class EchoWorker:
 
     def open_channel(self) -> tuple[str, int]:
         import ray
+
         from raysampler.runtime.channel import ChannelServer
 
         self._channel = ChannelServer(self.step, ray.util.get_node_ip_address())

@@ -40,12 +40,11 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+from common import REPO_DIR, RESULTS_DIR, load_model_data, print_table, write_json
 
 import raysampler as rs
 from raysampler import tuning
 from raysampler.models.base import DataSpec, GaussianPrior
-
-from common import RESULTS_DIR, REPO_DIR, load_model_data, print_table, write_json
 
 ALPHA = 0.1
 B = 16

@@ -37,17 +37,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 
 import numpy as np
+from common import RESULTS_DIR, print_table, run_metrics, write_json
 from sklearn.metrics import brier_score_loss, log_loss
 from sklearn.model_selection import train_test_split
 
 import raysampler as rs
 from raysampler.models.base import DataSpec
-
-from common import RESULTS_DIR, print_table, run_metrics, to_jsonable, write_json
 
 NAME = "seed001_calibration"
 TEST_SIZE, SPLIT_SEED = 0.25, 0
@@ -176,7 +174,7 @@ def table():
         m = parts["dglmc"]["map"]
         rows.append(["MAP (point estimate)", 100 * m["acc"], 100 * m["ece15"], 100 * m["brier"], 100 * m["bs_top"],
                      100 * m["nll"], None])
-    for key, r in parts.items():
+    for r in parts.values():
         m = r["bayes"]
         rows.append([r["label"], 100 * m["acc"], 100 * m["ece15"], 100 * m["brier"], 100 * m["bs_top"], 100 * m["nll"],
                      r["wall_s"]])

@@ -91,7 +91,7 @@ def main():
                     res = rs.sample(model, rs.shard(shards), alg.split("_")[0], chains=CHAINS,
                                     num_rounds=T_ADMM if alg.startswith("dadmms") else T, burn_in=0, thin=1,
                                     seed=1, executor="local", progress=False, topology=graph, init=init, **params)
-                except Exception as e:  # noqa: BLE001 - record and move on
+                except Exception as e:
                     results[key] = {"error": f"{type(e).__name__}: {e}", "params": params}
                     print(key, "ERROR", e, flush=True)
                     continue

@@ -105,7 +105,7 @@ def main() -> None:
             inproc.append(time.perf_counter() - t)
         med = {k: statistics.median(v) * 1e3 for k, v in (("health", health), ("submit", submit), ("build", inproc))}
         out["submit_latency_ms"] = med | {"added_ms": med["submit"] - med["build"]}
-        print_table("Submit latency (median of %d, ms)" % args.submits, ["GET /v1/health", "POST /v1/runs",
+        print_table(f"Submit latency (median of {args.submits}, ms)", ["GET /v1/health", "POST /v1/runs",
                     "in-process validation (build)", "added by the API"],
                     [[f"{med['health']:.1f}", f"{med['submit']:.1f}", f"{med['build']:.1f}",
                       f"{med['submit'] - med['build']:.1f}"]])

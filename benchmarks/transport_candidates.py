@@ -15,7 +15,8 @@ import socket
 import struct
 import tempfile
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

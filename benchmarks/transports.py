@@ -49,18 +49,18 @@ import os
 import pickle
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
+from common import median, print_table, start_ray, stop_ray, write_json
+from transport_candidates import FUTEX_AVAILABLE, BenchShmClient, BenchWorker, UnixClient, ZmqClient, echo
 
 from raysampler.algorithms.dglmc import Message
 from raysampler.runtime.channel import ChannelClient, answer, unwrap
 from raysampler.runtime.executors import WORKER_ENV
 from raysampler.runtime.shm_channel import ShmChannelClient
-
-from common import median, print_table, start_ray, stop_ray, write_json
-from transport_candidates import FUTEX_AVAILABLE, BenchShmClient, BenchWorker, UnixClient, ZmqClient, echo
 
 CHAINS, DIM = 4, 31
 TARGET_OVERHEAD_US = 50.0

@@ -9,5 +9,17 @@ from .shards import Shard, ShardSet, shard
 
 __version__ = "0.1.0"
 
-__all__ = ["datasets", "models", "priors", "sample", "resume", "Run", "shard", "Shard", "ShardSet", "Result",
-           "SamplingError", "__version__"]
+__all__ = [
+           "Result",
+           "Run",
+           "SamplingError",
+           "Shard",
+           "ShardSet",
+           "__version__",
+           "datasets",
+           "models",
+           "priors",
+           "resume",
+           "sample",
+           "shard",
+]

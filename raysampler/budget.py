@@ -17,8 +17,8 @@ the mean exactly. These approximations are stated where used.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 import scipy.linalg
@@ -247,7 +247,7 @@ def dula_law(lap: Laplace, L: np.ndarray, alpha: float, beta: float) -> tuple[np
 
 def dula_step(lap: Laplace, top: object, beta0: float, delta: float) -> tuple[float, BiasPrediction]:
     """The largest constant α within δ (x̄ moves like ULA with step α)."""
-    L = np.asarray(getattr(top, "laplacian")())
+    L = np.asarray(top.laplacian())
     return largest_within_budget(lambda al: _predict(lap, dula_law(lap, L, al, beta0)), delta, ula_step_bound(lap))
 
 
@@ -261,11 +261,11 @@ def dadmms_law(lap: Laplace, top: object, rho: float, noise: str) -> tuple[np.nd
     2γ_iI + γ_i²A_i, "langevin" 2γ_iI, "paper" I/(2ρ²)."""
     A, a = agent_quadratics(lap)
     b, d = len(A), A[0].shape[0]
-    nbrs = getattr(top, "neighbours")
+    nbrs = top.neighbours
     deg = np.array([len(n) for n in nbrs])
     if np.any(deg == 0):
         return None                                   # isolated agents do not sample (deterministic local MAPs)
-    Lg = np.asarray(getattr(top, "laplacian")())
+    Lg = np.asarray(top.laplacian())
     w, Uf = np.linalg.eigh(Lg)
     U = Uf[:, w > 1e-9]
     gam = 1.0 / (2.0 * rho * deg)
@@ -307,7 +307,7 @@ def dadmms_rho(lap: Laplace, top: object, noise: str | None, delta: float) -> tu
     Gaussian causes; it grows in proportion to h, about four times as fast as ULA's. Measured on breast_cancer
     (b = 4, complete graph; mean over the 31 coordinates of |Δmean|/sd, ESS > 600): 0.113 at h = γ_ULA(δ), 0.071
     at γ_ULA/2, 0.048 at γ_ULA/4, against ULA's 0.07 at γ_ULA. Hence h ≤ γ_ULA(δ)/4: ρ ≥ 2/(Nγ_ULA)."""
-    N = float(np.sum([len(n) for n in getattr(top, "neighbours")]))
+    N = float(np.sum([len(n) for n in top.neighbours]))
     lam_max = float(np.linalg.eigvalsh(laplace_precision(lap))[-1])
     gamma_ula, _ = largest_within_budget(lambda g: ula_bias(lap, g), delta, ula_step_bound(lap))
     lo, hi = 4.0 / (2.0 * N * gamma_ula), lam_max / (2.0 * N * 1e-3)

@@ -21,8 +21,9 @@ import os
 import tempfile
 import time
 import uuid
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING, Any, AsyncIterator, Iterator, Mapping
+from typing import IO, TYPE_CHECKING, Any
 
 import httpx
 import numpy as np

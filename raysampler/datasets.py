@@ -21,7 +21,8 @@ parameters are available from `true_params(name, seed=..., **kwargs)`.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

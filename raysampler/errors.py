@@ -41,7 +41,7 @@ class Failure:
     node_id: str | None = None
     traceback: str | None = None
 
-    def at(self, **where: Any) -> "Failure":
+    def at(self, **where: Any) -> Failure:
         """The same failure with location fields filled in where they are still unknown."""
         fill = {k: v for k, v in where.items() if v is not None and getattr(self, k) is None}
         return dataclasses.replace(self, **fill) if fill else self

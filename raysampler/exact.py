@@ -9,8 +9,8 @@ Linear regression with unknown noise and a flat or conjugate coefficient prior h
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import numpy as np
 import scipy.linalg

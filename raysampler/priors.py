@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence, Union
 
 import numpy as np
 from scipy.special import expit
@@ -277,8 +277,8 @@ class Flat:
         return 1 if self.log else 0
 
 
-CoefPrior = Union[Normal, StudentT]
-PositivePrior = Union[HalfNormal, HalfCauchy, HalfStudentT, Exponential, InverseGamma, Flat]
+CoefPrior = Normal | StudentT
+PositivePrior = HalfNormal | HalfCauchy | HalfStudentT | Exponential | InverseGamma | Flat
 COEF_PRIORS: tuple[type, ...] = (Normal, StudentT)
 POSITIVE_PRIORS: tuple[type, ...] = (HalfNormal, HalfCauchy, HalfStudentT, Exponential, InverseGamma, Flat)
 

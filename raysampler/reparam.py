@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .models.base import DataSpec, GaussianPrior, Model
+from .models.base import DataSpec, GaussianPrior
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class Preconditioner:
     kind: str  # "laplace" | "diag" | "none"
 
     @classmethod
-    def identity(cls, d: int) -> "Preconditioner":
+    def identity(cls, d: int) -> Preconditioner:
         return cls(np.zeros(d), None, "none")
 
     @property
@@ -172,7 +172,7 @@ class WhitenedModel:
     def target_kind(self) -> str:
         return str(getattr(self.model, "target_kind", "real"))
 
-    def bind(self, spec: DataSpec) -> "WhitenedModel":
+    def bind(self, spec: DataSpec) -> WhitenedModel:
         return WhitenedModel(self.model.bind(spec), self.precond)
 
     def param_names(self) -> list[str]:
@@ -241,7 +241,7 @@ class WithPriorShare:
     def term(self) -> Any:
         return self.model.prior().residual
 
-    def bind(self, spec: DataSpec) -> "WithPriorShare":
+    def bind(self, spec: DataSpec) -> WithPriorShare:
         return WithPriorShare(self.model.bind(spec), self.weight)
 
     def param_names(self) -> list[str]:

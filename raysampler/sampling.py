@@ -11,13 +11,14 @@ import dataclasses
 import os
 import time
 import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
 from .algorithms import get_algorithm
-from .checkpoints import CheckpointError, Manifest, RunDirectory
+from .checkpoints import Manifest, RunDirectory
 from .diagnostics import FINAL_DRAWS, Diagnostics, check_draws, diagnose
 from .errors import Failure, FailureKind, SamplingError, WorkerFailed, failure_of
 from .models.base import MODEL_METHODS
@@ -28,7 +29,8 @@ from .runtime.contracts import Chunk, RunConfig, RunState, RunStats, SetupInfo
 from .runtime.host import ShardSource
 from .runtime.sites import site_wait_s
 from .runtime.transports import TRANSPORTS
-from .shards import ShardSet, shard as make_shards
+from .shards import ShardSet
+from .shards import shard as make_shards
 
 #: Kept draws per chain at the first convergence check (num_rounds="auto"); each later one is CHECK_GROWTH times on.
 FIRST_CHECK_DRAWS = 100
@@ -305,7 +307,7 @@ class Run:
     def close(self) -> None:
         self._handle.close()
 
-    def __enter__(self) -> "Run":
+    def __enter__(self) -> Run:
         return self
 
     def __exit__(self, *exc: Any) -> None:

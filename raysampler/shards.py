@@ -23,8 +23,9 @@ import os
 import re
 import warnings
 import zipfile
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, NamedTuple, Sequence, overload
+from typing import Any, NamedTuple, overload
 
 import numpy as np
 
@@ -399,7 +400,7 @@ _SITE_PATTERN = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$")
 
 def _names(value: Any, argname: str) -> tuple[str, ...]:
     """A tuple of distinct non-empty strings, else ValueError naming `argname`."""
-    if isinstance(value, str) or not isinstance(value, (list, tuple, np.ndarray)) and not hasattr(value, "__iter__"):
+    if isinstance(value, str) or (not isinstance(value, (list, tuple, np.ndarray)) and not hasattr(value, "__iter__")):
         raise ValueError(f"{argname} must be a list of column names, got {value!r}")
     names = tuple(str(v) for v in value)
     if any(not n for n in names) or len(set(names)) != len(names):
@@ -444,8 +445,8 @@ class ShardSet:
     @overload
     def __getitem__(self, i: int) -> Shard: ...
     @overload
-    def __getitem__(self, i: slice) -> "ShardSet": ...
-    def __getitem__(self, i: int | slice) -> "Shard | ShardSet":
+    def __getitem__(self, i: slice) -> ShardSet: ...
+    def __getitem__(self, i: int | slice) -> Shard | ShardSet:
         if isinstance(i, slice):
             return ShardSet(self.shards[i], self.strategy)
         return self.shards[i]

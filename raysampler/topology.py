@@ -7,8 +7,9 @@ symmetric doubly-stochastic mixing matrix W_ij = 1/(1 + max(n_i, n_j)) for j ∈
 from __future__ import annotations
 
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

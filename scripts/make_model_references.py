@@ -24,9 +24,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import arviz_stats as azs  # noqa: E402
+from reference_problems import DATA_DIR, PROBLEMS  # noqa: E402
 
 import raysampler as rs  # noqa: E402
-from reference_problems import DATA_DIR, PROBLEMS  # noqa: E402
 
 PROBS = np.array([0.05, 0.25, 0.5, 0.75, 0.95])
 MIN_ESS, MAX_RHAT = 4000.0, 1.01

@@ -16,11 +16,11 @@ import numpy as np
 
 import raysampler as rs
 from raysampler import tuning
-from raysampler.runtime.host import ShardSource
-from raysampler.runtime.pools import LocalPool
 from raysampler.algorithms import get_algorithm
 from raysampler.models.base import DataSpec
 from raysampler.models.logistic import LogisticRegression
+from raysampler.runtime.host import ShardSource
+from raysampler.runtime.pools import LocalPool
 
 OUT = pathlib.Path(__file__).resolve().parents[1] / "tests" / "data" / "breast_cancer_reference.npz"
 

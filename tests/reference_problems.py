@@ -14,8 +14,15 @@ from typing import NamedTuple
 
 import numpy as np
 
-from raysampler.models import (BinomialRegression, DataSpec, LinearRegression, LogisticRegression, Model,
-                               NegativeBinomialRegression, PoissonRegression)
+from raysampler.models import (
+    BinomialRegression,
+    DataSpec,
+    LinearRegression,
+    LogisticRegression,
+    Model,
+    NegativeBinomialRegression,
+    PoissonRegression,
+)
 from raysampler.priors import HalfCauchy, HalfNormal, Normal, StudentT
 from raysampler.shards import read_table
 

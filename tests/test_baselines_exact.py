@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-import raysampler as rs
-from raysampler import exact, topology as topo
-from raysampler.algorithms import RoundInfo, get_algorithm
-from raysampler.algorithms.decentralized import GraphState
 from problems import gaussian_problem
 from stats_helpers import assert_moments, tolerance_scale
+
+import raysampler as rs
+from raysampler import exact
+from raysampler import topology as topo
+from raysampler.algorithms import RoundInfo, get_algorithm
+from raysampler.algorithms.decentralized import GraphState
 
 SIZES = (3, 5, 4, 6, 2)
 B = len(SIZES)

@@ -5,10 +5,10 @@ import warnings
 
 import numpy as np
 import pytest
-
-import raysampler as rs
 from problems import gaussian_problem
 from stats_helpers import assert_moments
+
+import raysampler as rs
 
 
 @pytest.fixture(scope="module")

@@ -26,20 +26,19 @@ eigenvalue 1 on that direction and no stationary law in the full state; p starts
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 import scipy.linalg
-
-import raysampler as rs
-from raysampler import exact, topology as topo
-from raysampler.algorithms import RoundInfo, get_algorithm
-from raysampler.algorithms.dadmm import PAPER_RHO, ADMM, DADMMS, prox
-from raysampler.algorithms.decentralized import GraphState
-from raysampler.models.base import DataSpec
 from problems import SIGMA1, gaussian_problem
 from stats_helpers import assert_moments, tolerance_scale
+
+import raysampler as rs
+from raysampler import exact
+from raysampler import topology as topo
+from raysampler.algorithms import RoundInfo, get_algorithm
+from raysampler.algorithms.dadmm import ADMM, DADMMS, PAPER_RHO, prox
+from raysampler.algorithms.decentralized import GraphState
+from raysampler.models.base import DataSpec
 
 SIZES = (3, 5, 4, 6)
 B = len(SIZES)

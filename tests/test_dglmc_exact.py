@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from problems import gaussian_problem
+from stats_helpers import assert_moments, tolerance_scale
 
 import raysampler as rs
 from raysampler import exact
-from problems import gaussian_problem
-from stats_helpers import assert_moments, tolerance_scale
 
 SIZES = (6, 10, 14)
 

@@ -20,16 +20,27 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.linalg
+from problems import gaussian_problem
+from stats_helpers import assert_moments
 
 import raysampler as rs
-from raysampler import exact, topology as topo
+from raysampler import exact
+from raysampler import topology as topo
 from raysampler.algorithms import RoundInfo, get_algorithm
 from raysampler.algorithms.decentralized import AgentPayload
-from raysampler.algorithms.dmala import (DEFAULT_SCHEDULE, DMALA, PAPER_MH_BURN_IN, DMALAMessage, DMALAReply, DMALAState,
-                                         StepAdaptation, mixing_rounds, mixing_rounds_for, routed_mix)
+from raysampler.algorithms.dmala import (
+    DEFAULT_SCHEDULE,
+    DMALA,
+    PAPER_MH_BURN_IN,
+    DMALAMessage,
+    DMALAReply,
+    DMALAState,
+    StepAdaptation,
+    mixing_rounds,
+    mixing_rounds_for,
+    routed_mix,
+)
 from raysampler.algorithms.mcmc import DualAveraging
-from problems import gaussian_problem
-from stats_helpers import Z, assert_moments, ess
 
 # --- ΔH ------------------------------------------------------------------------------------------------------
 
@@ -282,7 +293,7 @@ def test_ring_tracking_converges_to_average_gradient():
     y = [np.zeros((2, 3)) for _ in range(5)]
     prev = [np.zeros((2, 3)) for _ in range(5)]
     errs = []
-    for t in range(150):
+    for _ in range(150):
         y = routed_mix(top, W, [yi + gi - pi for yi, gi, pi in zip(y, g, prev)], 1)
         prev = g
         errs.append(max(np.linalg.norm(yi - target) for yi in y))

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from problems import SIGMA1, gaussian_problem
+from stats_helpers import assert_moments, tolerance_scale
 
 import raysampler as rs
 from raysampler import exact
 from raysampler.algorithms import FALD, get_algorithm
 from raysampler.algorithms.fald import geometric_steps
-from problems import SIGMA1, gaussian_problem
-from stats_helpers import assert_moments, tolerance_scale
 
 SIZES = (6, 10, 14, 8)
 CENTRES = [(1.5, -1.0), (0.0, 0.5), (-1.0, -1.5), (0.5, 1.0)]   # heterogeneous shards: the schedule matters

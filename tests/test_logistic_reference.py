@@ -9,9 +9,9 @@ import pathlib
 
 import numpy as np
 import pytest
+from stats_helpers import Z
 
 import raysampler as rs
-from stats_helpers import Z
 
 REF = pathlib.Path(__file__).parent / "data" / "breast_cancer_reference.npz"
 

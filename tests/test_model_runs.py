@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from stats_helpers import assert_moments
 
 import raysampler as rs
 from raysampler import exact
-from stats_helpers import assert_moments
 
 
 def _diabetes():

@@ -13,12 +13,12 @@ import math
 
 import numpy as np
 import pytest
+from stats_helpers import Z, assert_moments, ess, tolerance_scale
 
 import raysampler as rs
 from raysampler import exact
 from raysampler.algorithms import get_algorithm
 from raysampler.algorithms.qlsd import QLSD, bits, omega, quantize
-from stats_helpers import Z, assert_moments, ess, tolerance_scale
 
 SIGMA1 = np.array([[1.0, 0.5], [0.5, 2.0]])
 SIZES = (3, 5, 4, 6, 2)

@@ -5,12 +5,12 @@ from dataclasses import fields
 from typing import Any
 
 from .base import Algorithm, Plan, RoundInfo, ShardPool
-from .decentralized import DSGHMC, DSGLD, DULA
 from .dadmm import ADMM, DADMMS
-from .dmala import DMALA
+from .decentralized import DSGHMC, DSGLD, DULA
 from .dglmc import DGLMC
-from .gradient import MALA, ULA
+from .dmala import DMALA
 from .fald import FALD
+from .gradient import MALA, ULA
 from .qlsd import QLSD
 
 ALGORITHMS: dict[str, type[Algorithm]] = {"ula": ULA, "mala": MALA, "dsgld": DSGLD, "dsghmc": DSGHMC, "dula": DULA, "dglmc": DGLMC, "dadmms": DADMMS, "admm": ADMM, "dmala": DMALA, "fald": FALD, "qlsd": QLSD}
@@ -28,4 +28,4 @@ def get_algorithm(name: str, **params: Any) -> Algorithm:
     return cls(**params)
 
 
-__all__ = ["Algorithm", "Plan", "RoundInfo", "ShardPool", "DGLMC", "DADMMS", "ADMM", "DMALA", "FALD", "ULA", "MALA", "DSGLD", "DSGHMC", "DULA", "QLSD", "ALGORITHMS", "get_algorithm"]
+__all__ = ["ADMM", "ALGORITHMS", "DADMMS", "DGLMC", "DMALA", "DSGHMC", "DSGLD", "DULA", "FALD", "MALA", "QLSD", "ULA", "Algorithm", "Plan", "RoundInfo", "ShardPool", "get_algorithm"]

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +31,7 @@ def check_nonnegative(name: str, value: Any) -> None:
 
 def check_unit(name: str, value: Any, closed: bool = False) -> None:
     """A real number in (0, 1) (or (0, 1] if `closed`)."""
-    if not (is_real(value) and 0 < value and (value < 1 or (closed and value == 1))):
+    if not (is_real(value) and value > 0 and (value < 1 or (closed and value == 1))):
         raise ValueError(f"{name} must be a number in (0, {'1]' if closed else '1)'}, got {value!r}")
 
 

@@ -56,7 +56,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import budget, topology as topo, tuning
+from .. import budget, tuning
+from .. import topology as topo
 from ..models.base import Model
 from ..streams import ChainNoise
 from .base import ShardPool
@@ -125,7 +126,7 @@ def prox(model: Model, X: np.ndarray, y: np.ndarray, prior: Any, b: int, v: np.n
             H = hessian0 if (k == 0 and hessian0 is not None) else agent_hessians(model, X, y, prior, b, x)
             step = np.linalg.solve(H + np.eye(d) * inv_gamma, g[:, :, None])[:, :, 0]
         else:
-            step = _cg(lambda u: model.hvp(X, y, x, u) + prior.hvp(x, u) / b + u * inv_gamma, g, iters=min(d, 100))
+            step = _cg(lambda u, x=x: model.hvp(X, y, x, u) + prior.hvp(x, u) / b + u * inv_gamma, g, iters=min(d, 100))
         x = x - step
         if np.max(np.abs(step)) <= 1e-12 * (1.0 + np.max(np.abs(x))):
             break

@@ -32,7 +32,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import budget, topology as topo, tuning
+from .. import budget, tuning
+from .. import topology as topo
 from ..models.base import Model
 from ..streams import ChainNoise
 from .base import Algorithm, Plan, RoundInfo, ShardPool, minibatch_grads

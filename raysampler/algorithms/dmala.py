@@ -70,12 +70,14 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import budget, topology as topo, tuning
+from .. import budget, tuning
+from .. import topology as topo
 from ..models.base import Model
 from ..streams import ChainNoise
 from .base import Plan, RoundInfo, ShardPool

@@ -39,7 +39,6 @@ The star variants cost one full local gradient per communication (G_i at the rou
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 

@@ -16,7 +16,7 @@ class DualAveraging(NamedTuple):
     log_hbar: float
 
     @classmethod
-    def start(cls, log_h0: float) -> "DualAveraging":
+    def start(cls, log_h0: float) -> DualAveraging:
         return cls(0, 0.0, log_h0)
 
 

@@ -35,7 +35,6 @@ the difference is quantised once; the anchor is the θ *before* the round's upda
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 

@@ -47,9 +47,9 @@ def get_model(family: str, **kwargs) -> Model:
 
 
 __all__ = [
+    "FAMILIES",
     "BinomialRegression",
     "DataSpec",
-    "FAMILIES",
     "Gaussian",
     "GaussianPrior",
     "LinearRegression",

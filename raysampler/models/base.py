@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
-
 
 #: What the sampler calls on a model; a model of your own must provide these (subclassing `Model` gives defaults
 #: for `hessian`, `hessian_diag` and `validate`).
@@ -86,7 +85,7 @@ class ParamBlock:
                 "labels": None if self.labels is None else list(self.labels), "transform": self.transform}
 
     @classmethod
-    def from_dict(cls, d) -> "ParamBlock":
+    def from_dict(cls, d) -> ParamBlock:
         return cls(d["name"], d["size"], d.get("dim"), None if d.get("labels") is None else tuple(d["labels"]),
                    d.get("transform", "identity"))
 
@@ -122,7 +121,7 @@ class GaussianPrior:
     precision: np.ndarray
 
     @property
-    def gaussian(self) -> "GaussianPrior":
+    def gaussian(self) -> GaussianPrior:
         return self
 
     @property
@@ -177,7 +176,7 @@ class Model(ABC):
     #: "binary" | "multiclass" | "real" | "count" — what y must hold (checked by `validate`).
     target_kind = "real"
 
-    def bind(self, spec: DataSpec) -> "Model":
+    def bind(self, spec: DataSpec) -> Model:
         """Return a copy of the model fitted to the data's shape (n_features, n_classes)."""
         return dataclasses.replace(self, **self._bind_fields(spec))
 

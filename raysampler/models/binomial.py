@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import expit
 
-from .common import RowValues, _GLM, _check_Xy, _gram_lambda_max, _rows_of, _unbound
+from .common import _GLM, RowValues, _check_Xy, _gram_lambda_max, _rows_of, _unbound
 from .logistic import _sigmoid_inplace, _softplus_sum
 
 __all__ = ["BinomialRegression"]

@@ -14,6 +14,7 @@ from scipy import linalg
 from ..priors import CoefPrior, Normal, Prior, build_prior, check_coef_prior
 from .base import DataSpec, GaussianPrior, Model, ParamBlock
 
+
 def _check_positive(name: str, value, *, integer: bool = False):
     """Return `value` as float (or int) if it is a finite number > 0 (an integer ≥ 1 if `integer`), else raise."""
     if integer:

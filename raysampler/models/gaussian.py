@@ -6,8 +6,8 @@ dimension is d = p = y.shape[1], so bind it with DataSpec(n_features=y.shape[1])
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import numpy as np
 from scipy import linalg

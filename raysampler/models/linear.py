@@ -2,8 +2,8 @@
 unknown one (θ = (β, log σ), with a prior on σ)."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 import numpy as np
 from scipy import linalg

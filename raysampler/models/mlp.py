@@ -15,8 +15,17 @@ from scipy.special import expit
 
 from ..priors import CoefPrior, Normal, Prior, build_prior
 from .base import DataSpec, GaussianPrior, Model, ParamBlock
-from .common import (_check_columns, _check_labels, _check_optional_count, _check_positive, _check_Xy,
-                     _classifier_bind_fields, _resolve_coef_prior, _rows_of, _unbound)
+from .common import (
+    _check_columns,
+    _check_labels,
+    _check_optional_count,
+    _check_positive,
+    _check_Xy,
+    _classifier_bind_fields,
+    _resolve_coef_prior,
+    _rows_of,
+    _unbound,
+)
 from .softmax import _log_softmax_parts
 
 __all__ = ["MLPClassifier"]

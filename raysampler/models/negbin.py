@@ -9,7 +9,7 @@ from scipy.special import digamma, expit, gammaln, polygamma
 
 from ..priors import HalfCauchy, PositivePrior, check_positive_prior
 from .base import ParamBlock
-from .common import RowValues, _GLM, _check_Xy, _check_positive, _gram_lambda_max, _rows_of
+from .common import _GLM, RowValues, _check_positive, _check_Xy, _gram_lambda_max, _rows_of
 from .poisson import _check_counts
 
 __all__ = ["NegativeBinomialRegression"]

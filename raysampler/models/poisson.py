@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .common import RowValues, _GLM, _check_Xy, _check_positive, _gram_lambda_max, _rows_of
+from .common import _GLM, RowValues, _check_positive, _check_Xy, _gram_lambda_max, _rows_of
 
 __all__ = ["PoissonRegression"]
 

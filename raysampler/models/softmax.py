@@ -12,8 +12,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .base import DataSpec, ParamBlock
-from .common import (_GLM, _check_labels, _check_optional_count, _check_Xy, _classifier_bind_fields, _gram_lambda_max,
-                     _rows_of, _unbound)
+from .common import (
+    _GLM,
+    _check_labels,
+    _check_optional_count,
+    _check_Xy,
+    _classifier_bind_fields,
+    _gram_lambda_max,
+    _rows_of,
+    _unbound,
+)
 
 __all__ = ["SoftmaxRegression"]
 

@@ -6,8 +6,21 @@ owns shards where they live. The types that cross these seams are in `contracts`
 """
 from __future__ import annotations
 
-from .contracts import (SITE_LABEL, Chunk, CoordinatorHandle, Placement, RunConfig, RunState, RunStats, SetupInfo,
-                        ShardFacts, ShardState, StepResult, Transport, WorkerPool)
+from .contracts import (
+                        SITE_LABEL,
+                        Chunk,
+                        CoordinatorHandle,
+                        Placement,
+                        RunConfig,
+                        RunState,
+                        RunStats,
+                        SetupInfo,
+                        ShardFacts,
+                        ShardState,
+                        StepResult,
+                        Transport,
+                        WorkerPool,
+)
 from .executors import EXECUTORS, ensure_ray, start
 from .host import ShardHost, ShardSource
 from .transports import TRANSPORTS

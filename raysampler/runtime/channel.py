@@ -16,7 +16,8 @@ import socket
 import struct
 import threading
 import traceback
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from ..errors import Failure, FailureKind, WorkerFailed
 

@@ -5,8 +5,9 @@ workers (`WorkerPool`, `Transport`), and the values they exchange (`ShardFacts`,
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -67,7 +68,7 @@ class Placement:
     pid: int | None
 
     @classmethod
-    def of(cls, facts: ShardFacts) -> "Placement":
+    def of(cls, facts: ShardFacts) -> Placement:
         return cls(facts.shard, facts.site, facts.node_id, facts.hostname, facts.pid)
 
 
@@ -136,7 +137,7 @@ class Chunk:
     rounds_done: int
     done: bool
     failure: Failure | None = None
-    state: "RunState | None" = None
+    state: RunState | None = None
 
 
 @dataclass(frozen=True)

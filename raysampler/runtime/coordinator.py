@@ -10,7 +10,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -18,9 +19,7 @@ from ..algorithms.base import Algorithm, RoundInfo
 from ..errors import Failure, FailureKind, WorkerFailed
 from ..models.base import DataSpec, Model, ParamBlock
 from ..streams import ChainNoise
-from .contracts import (BalancerState, Chunk, Placement, RunConfig, RunState, RunStats, SetupInfo, ShardFacts,
-                        WorkerPool)
-
+from .contracts import BalancerState, Chunk, Placement, RunConfig, RunState, RunStats, SetupInfo, ShardFacts, WorkerPool
 
 #: Consecutive window estimates of uneven speeds before balance="auto" switches balancing on.
 AUTO_ESTIMATES = 3
@@ -185,7 +184,7 @@ class Coordinator:
 
     @classmethod
     def start(cls, pool: WorkerPool, model: Model, algorithm: Algorithm, config: RunConfig,
-              slowdown: dict[int, float] | None = None) -> "Coordinator":
+              slowdown: dict[int, float] | None = None) -> Coordinator:
         """Bind the model to the data, tune the algorithm, create the worker states."""
         t0 = time.perf_counter()
         facts, bound = bind_model(pool, model)
@@ -214,7 +213,7 @@ class Coordinator:
 
     @classmethod
     def resume(cls, pool: WorkerPool, model: Model, algorithm: Algorithm, config: RunConfig,
-               state: RunState) -> "Coordinator":
+               state: RunState) -> Coordinator:
         """Bind the model to the data and continue exactly from `state` (no tuning: the plan is in the state)."""
         if state.version != RunState.VERSION:
             raise ValueError(f"run state version {state.version} cannot be resumed by this raysampler "

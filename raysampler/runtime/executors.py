@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..algorithms.base import Algorithm
 from ..errors import Failure, FailureKind, WorkerFailed

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -152,7 +153,8 @@ class RayPool:
         except (OSError, ConnectionError) as exc:  # e.g. a firewall between nodes: plain actor calls still work
             import warnings
 
-            warnings.warn(f"raysampler: direct worker channels unavailable ({exc}); using plain actor calls")
+            warnings.warn(f"raysampler: direct worker channels unavailable ({exc}); using plain actor calls",
+                          stacklevel=2)
 
     def _all(self, method: str, per_group: Sequence[tuple[Any, ...]], timeout: float | None = None) -> list[Any]:
         refs = [getattr(a, method).remote(*args) for a, args in zip(self.actors, per_group)]

@@ -26,7 +26,8 @@ import socket
 import struct
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import Failure, FailureKind
 from .channel import Reply, _recv_exact, answer, unwrap

@@ -6,8 +6,9 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from ..errors import Failure, FailureKind, WorkerFailed
 from .contracts import SITE_LABEL

@@ -8,7 +8,8 @@ workers, DG-LMC messages): shared memory 0.82× the TCP round time, plain actor 
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..errors import Failure, FailureKind, WorkerFailed
 from .channel import ChannelClient

@@ -6,8 +6,9 @@ from __future__ import annotations
 import os
 import secrets
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, BinaryIO, Sequence
+from typing import BinaryIO
 
 import numpy as np
 

@@ -43,12 +43,12 @@ class LocalService:
     def api_key(self) -> str:
         return next(iter(self.keys.values()))
 
-    def start(self, timeout_s: float = 180.0) -> "LocalService":
+    def start(self, timeout_s: float = 180.0) -> LocalService:
         """Spawn the server and wait until /v1/health answers (raises RuntimeError with the log's tail if not)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         env = os.environ.copy() | {"RAYSAMPLER_API_KEYS": ",".join(f"{t}:{k}" for t, k in self.keys.items())}
         env |= self.extra_env
-        self._log = open(self.log_path, "ab")
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 (held open for the child process's lifetime)
         self.proc = subprocess.Popen(
             [*self.launcher, "serve", "--host", "127.0.0.1", "--port", str(self.port), "--data-dir",
              str(self.data_dir), *self.args], env=env, stdout=self._log, stderr=subprocess.STDOUT,
@@ -98,7 +98,7 @@ class LocalService:
             self._log.close()
             self._log = None
 
-    def __enter__(self) -> "LocalService":
+    def __enter__(self) -> LocalService:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

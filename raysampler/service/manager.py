@@ -22,8 +22,7 @@ from ..diagnostics import FINAL_DRAWS, diagnose
 from ..errors import Failure, FailureKind, SamplingError, failure_of
 from ..runtime.contracts import RunStats
 from ..sampling import Run, RunEvent
-from ..wire import (ProgressEvent, ResumedEvent, RunStatus, SetupEvent, StatusEvent, WarningEvent,
-                    WorkerLostEvent)
+from ..wire import ProgressEvent, ResumedEvent, RunStatus, SetupEvent, StatusEvent, WarningEvent, WorkerLostEvent
 from .drawfiles import DrawFiles
 from .errors import NotFound, QuotaExceeded, StateConflict
 from .metrics import Metrics

@@ -1,7 +1,7 @@
 """Prometheus metrics of one service instance (its own registry, so several apps can live in one process)."""
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily

@@ -5,15 +5,16 @@ A `RunRecord` is a snapshot read from the store (immutable); changes go through 
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence, TypedDict
+from typing import Any, TypedDict
 
 from ..models.base import ParamBlock
 from ..wire import RunStatus
 from .schemas import DiagnosticsInfo, FailureInfo, RunSpec, WorkerStats
 
-__all__ = ["RunStatus", "RunRecord", "RunFields", "EventRecord", "DatasetRecord"]
+__all__ = ["DatasetRecord", "EventRecord", "RunFields", "RunRecord", "RunStatus"]
 
 
 @dataclass(frozen=True)

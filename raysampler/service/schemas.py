@@ -116,7 +116,7 @@ class CoefPriorSpec(BaseModel):
     student_t: StudentTArgs | None = None
 
     @model_validator(mode="after")
-    def _one(self) -> "CoefPriorSpec":
+    def _one(self) -> CoefPriorSpec:
         _exactly_one(self, "a coefficient prior")
         return self
 
@@ -144,7 +144,7 @@ class PositivePriorSpec(BaseModel):
     flat: FlatArgs | None = None
 
     @model_validator(mode="after")
-    def _one(self) -> "PositivePriorSpec":
+    def _one(self) -> PositivePriorSpec:
         _exactly_one(self, "a prior on a positive parameter")
         return self
 

@@ -11,8 +11,9 @@ import sqlite3
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Unpack
+from typing import Any, Unpack
 
 from ..models.base import ParamBlock
 from ..wire import EventPayload, RunStatus

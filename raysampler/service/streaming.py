@@ -5,10 +5,10 @@ log, each from a client-given offset, optionally following the run until it ends
 from __future__ import annotations
 
 import asyncio
-from typing import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
 
-from ..wire import SSE_KEEPALIVE, ChainSeed, DrawsHeader, draw_lines, sse_frame, sse_retry
 from ..models.base import natural_values
+from ..wire import SSE_KEEPALIVE, ChainSeed, DrawsHeader, draw_lines, sse_frame, sse_retry
 from .drawfiles import DrawFiles
 from .records import RunRecord
 from .store import RecordStore

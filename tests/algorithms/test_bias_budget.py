@@ -7,16 +7,20 @@ import warnings
 
 import numpy as np
 import pytest
+from problems import gaussian_problem
+from stats_helpers import assert_moments
+from test_baselines_exact import dsghmc_law as ref_dsghmc
+from test_baselines_exact import dsgld_law as ref_dsgld
+from test_baselines_exact import dula_law as ref_dula
+from test_baselines_exact import ula_law
+from test_dadmm import dadmms_law as ref_dadmms
 
 import raysampler as rs
-from raysampler import budget, topology as topo, tuning
+from raysampler import budget, tuning
+from raysampler import topology as topo
 from raysampler.runtime.coordinator import bind_model
 from raysampler.runtime.host import ShardSource
 from raysampler.runtime.pools import LocalPool
-from problems import gaussian_problem
-from stats_helpers import assert_moments
-from test_baselines_exact import dsghmc_law as ref_dsghmc, dsgld_law as ref_dsgld, dula_law as ref_dula, ula_law
-from test_dadmm import dadmms_law as ref_dadmms
 
 SIZES = (3, 5, 4, 6, 2)
 DELTA = 0.05

@@ -9,9 +9,18 @@ import numpy as np
 import pytest
 
 import raysampler as rs
-from raysampler.models import (BinomialRegression, DataSpec, Gaussian, LinearRegression, LogisticRegression,
-                               MLPClassifier, NegativeBinomialRegression, ParamBlock, PoissonRegression,
-                               SoftmaxRegression)
+from raysampler.models import (
+    BinomialRegression,
+    DataSpec,
+    Gaussian,
+    LinearRegression,
+    LogisticRegression,
+    MLPClassifier,
+    NegativeBinomialRegression,
+    ParamBlock,
+    PoissonRegression,
+    SoftmaxRegression,
+)
 
 
 def test_bundled_data_sets_name_their_columns():
@@ -86,7 +95,7 @@ def test_result_without_layout_and_bad_layouts():
     assert res.param_blocks == (ParamBlock("theta", 2, "param", ("u", "v")),)
     assert set(res.to_arviz()["posterior"].data_vars) == {"theta"}
     with pytest.raises(ValueError, match="3 coordinates"):
-        rs.Result(x, ["u", "v"], info={"param_blocks": (ParamBlock("beta", 3, "coef"),)}).param_blocks
+        rs.Result(x, ["u", "v"], info={"param_blocks": (ParamBlock("beta", 3, "coef"),)}).param_blocks  # noqa: B018
     clash = (ParamBlock("a", 2, "k", ("x", "y")), ParamBlock("b", 2, "k", ("p", "q")))
     with pytest.raises(ValueError, match="dim 'k'"):
         rs.Result(np.zeros((2, 5, 4)), list("abcd"), info={"param_blocks": clash}).to_arviz()

@@ -11,8 +11,20 @@ import scipy.stats as st
 
 from raysampler import priors
 from raysampler.models import GaussianPrior
-from raysampler.priors import (Exponential, Flat, HalfCauchy, HalfNormal, HalfStudentT, InverseGamma, Normal, Prior,
-                               PriorTerm, StudentT, as_prior, build_prior)
+from raysampler.priors import (
+    Exponential,
+    Flat,
+    HalfCauchy,
+    HalfNormal,
+    HalfStudentT,
+    InverseGamma,
+    Normal,
+    Prior,
+    PriorTerm,
+    StudentT,
+    as_prior,
+    build_prior,
+)
 
 POSITIVE = {
     "half_normal": (HalfNormal(2.5), lambda s: st.halfnorm(scale=2.5).logpdf(s)),

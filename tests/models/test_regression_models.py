@@ -10,11 +10,30 @@ import pytest
 import scipy.stats as st
 from scipy.special import expit
 
-from raysampler.models import (BinomialRegression, DataSpec, GaussianPrior, LinearRegression, LogisticRegression,
-                               MLPClassifier, NegativeBinomialRegression, PoissonRegression, RowValues,
-                               SoftmaxRegression, get_model)
-from raysampler.priors import (Exponential, Flat, HalfCauchy, HalfNormal, HalfStudentT, InverseGamma, Normal, Prior,
-                               StudentT)
+from raysampler.models import (
+    BinomialRegression,
+    DataSpec,
+    GaussianPrior,
+    LinearRegression,
+    LogisticRegression,
+    MLPClassifier,
+    NegativeBinomialRegression,
+    PoissonRegression,
+    RowValues,
+    SoftmaxRegression,
+    get_model,
+)
+from raysampler.priors import (
+    Exponential,
+    Flat,
+    HalfCauchy,
+    HalfNormal,
+    HalfStudentT,
+    InverseGamma,
+    Normal,
+    Prior,
+    StudentT,
+)
 
 K = 3
 COLS = ("(Intercept)", "x1", "x2", "x3")

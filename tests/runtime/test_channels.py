@@ -17,8 +17,8 @@ import pytest
 from ray import cloudpickle
 
 from raysampler.algorithms.dglmc import Message
-from raysampler.runtime import shm_channel
 from raysampler.errors import WorkerFailed
+from raysampler.runtime import shm_channel
 from raysampler.runtime.channel import ChannelClient, ChannelServer
 from raysampler.runtime.shm_channel import ShmChannelClient, ShmChannelServer
 

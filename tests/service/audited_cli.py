@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-_log = open(sys.argv[1], "a", buffering=1)
+_log = open(sys.argv[1], "a", buffering=1)  # noqa: SIM115 (the log outlives every call)
 
 
 def _hook(event: str, args: tuple) -> None:

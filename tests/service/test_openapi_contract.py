@@ -7,8 +7,9 @@ Streams are read with follow=false: a followed stream lasts as long as its run, 
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import schemathesis

@@ -7,14 +7,11 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import tempfile
-import threading
 import time
 
 import httpx
 import numpy as np
 import pytest
-from conftest import service_env
 from service_helpers import ALICE, BOB, hdr, spec, wait_until
 
 from raysampler.client import APIError, AsyncClient, Client
