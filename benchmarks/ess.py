@@ -32,6 +32,9 @@ which the two reference runs ≈ 5 min and the paper-rule local runs ≈ 7 min;
     python benchmarks/ess.py --only breast_cancer
     python benchmarks/ess.py --only covtype --strategies random
     python benchmarks/ess.py --quick
+    python benchmarks/ess.py --algorithms all --rounds 4000 --chains 4 --covtype-n 100000 --strategies random
+
+`--algorithms all` runs every sampler with its defaults (writes ess_algorithms.json).
 
 Prints the tables and writes benchmarks/results/ess.json (ess_quick.json with --quick).
 """
@@ -62,6 +65,7 @@ class Spec:
     chains: int
     variant: str
     executor: str
+    algorithm: str = "dglmc"
 
     @property
     def group(self) -> str:
@@ -69,7 +73,8 @@ class Spec:
 
     @property
     def label(self) -> str:
-        return f"{self.group} {self.variant} {self.executor}"
+        alg = "" if self.algorithm == "dglmc" else f"{self.algorithm} "
+        return f"{self.group} {alg}{self.variant} {self.executor}"
 
 
 @dataclass
@@ -90,7 +95,7 @@ def sample_once(spec: Spec, shards: Any, model: Any, rounds: int, burn_in: int |
                 ) -> tuple[Any | None, str | None]:
     """rs.sample with the spec's settings: (result or partial result, error message or None)."""
     try:
-        res = rs.sample(model, shards, algorithm="dglmc", chains=spec.chains, num_rounds=rounds, burn_in=burn_in,
+        res = rs.sample(model, shards, algorithm=spec.algorithm, chains=spec.chains, num_rounds=rounds, burn_in=burn_in,
                         executor=spec.executor, seed=seed, progress=False, **VARIANTS[spec.variant])
         return res, None
     except rs.SamplingError as exc:
@@ -194,6 +199,10 @@ def main() -> None:
     ap.add_argument("--covtype-n", type=int, default=None, help="covtype_like rows (default 581012; quick 20000)")
     ap.add_argument("--ref-rounds", type=int, default=None,
                     help="rounds of each covtype reference run (default 2000; quick 300)")
+    ap.add_argument("--algorithms", default="dglmc",
+                    help='comma-separated algorithms, or "all" for every sampler (default dglmc); algorithms other '
+                         'than dglmc run with their defaults only (no "paper" variant)')
+    ap.add_argument("--executors", default=",".join(EXECUTORS), help="comma-separated: local,ray (default both)")
     ap.add_argument("--ref-executor", choices=EXECUTORS, default=None,
                     help="executor of the covtype reference runs (default ray; quick local)")
     args = ap.parse_args()
@@ -209,6 +218,12 @@ def main() -> None:
     ref_rounds = args.ref_rounds or (300 if quick else 2000)
     ref_executor = args.ref_executor or ("local" if quick else "ray")
     bc_chains = [int(k) for k in args.chains.split(",")]
+    samplers = sorted(set(rs.algorithms.ALGORITHMS) - {"admm"})  # admm is an optimiser, not a sampler
+    algorithms = samplers if args.algorithms == "all" else args.algorithms.split(",")
+    unknown = sorted(set(algorithms) - set(samplers))
+    if unknown:
+        ap.error(f"--algorithms: unknown {unknown}; valid: {samplers} or all")
+    executors = tuple(e for e in EXECUTORS if e in args.executors.split(","))
 
     data: dict[tuple[str, str], tuple[Any, Any]] = {}
     groups: list[tuple[str, str, int]] = []
@@ -239,10 +254,11 @@ def main() -> None:
             seed = args.seed + rep
             for problem, strategy, chains in groups:
                 shards, model = data[problem, strategy]
-                for variant in VARIANTS:
-                    order = EXECUTORS if rep % 2 == 0 else EXECUTORS[::-1]
+                for algorithm, variant in [(a, v) for a in algorithms for v in (VARIANTS if a == "dglmc"
+                                                                                   else ["default"])]:
+                    order = executors if rep % 2 == 0 else executors[::-1]
                     for executor in order:
-                        spec = Spec(problem, strategy, chains, variant, executor)
+                        spec = Spec(problem, strategy, chains, variant, executor, algorithm)
                         run = run_spec(spec, shards, model, rounds_for[problem], None, seed)
                         run["repeat"] = rep
                         if problem == "breast_cancer" and "breast_cancer" not in refs \
@@ -264,8 +280,9 @@ def main() -> None:
         run["accuracy"] = accuracy(run, ref) if ref is not None else {}
     rows, ratios = summarise(raw)
     report(rows, ratios, refs)
-    write_json("ess_quick" if quick else "ess", {
-        "settings": {"quick": quick, "repeats": args.repeats, "seed": args.seed, "rounds": rounds_for,
+    name = "ess" if algorithms == ["dglmc"] else "ess_algorithms"
+    write_json(name + "_quick" if quick else name, {
+        "settings": {"quick": quick, "algorithms": algorithms, "executors": executors, "repeats": args.repeats, "seed": args.seed, "rounds": rounds_for,
                      "num_shards": NUM_SHARDS, "breast_cancer_chains": bc_chains,
                      "covtype_chains": args.covtype_chains, "covtype_n": covtype_n, "strategies": strategies,
                      "covtype_ref_rounds": ref_rounds, "covtype_ref_executor": ref_executor,
@@ -324,9 +341,9 @@ def report(rows: list[dict[str, Any]], ratios: list[dict[str, Any]], refs: dict[
     print()
     print_table(
         "ESS per second (medians over repeats); errors in reference sds",
-        ["problem/shards", "K", "variant", "exec", "kernel", "rho", "N", "accept", "rounds/s", "min ESS", "ESS/s",
+        ["problem/shards", "K", "algorithm", "variant", "exec", "kernel", "rho", "N", "accept", "rounds/s", "min ESS", "ESS/s",
          "ESS/s wall", "max|dmean|/sd", "sd ratio", "max z", "|mean-MAP|/sd", "error"],
-        [[f"{r['problem']}/{r['strategy']}", r["chains"], r["variant"], r["executor"], r["kernel"], r["rho"],
+        [[f"{r['problem']}/{r['strategy']}", r["chains"], r["algorithm"], r["variant"], r["executor"], r["kernel"], r["rho"],
           "-" if r["N"] is None else "/".join(map(str, r["N"])), r["local_accept"], r["rounds_per_s"],
           r["min_ess"], r["ess_per_s"], r["ess_per_s_wall"], r["max_err_sd"],
           f"{r['sd_ratio_min']:.2f}-{r['sd_ratio_max']:.2f}" if np.isfinite(r["sd_ratio_min"]) else "-",

@@ -13,7 +13,7 @@ from stats_helpers import Z
 
 import raysampler as rs
 
-REF = pathlib.Path(__file__).parent / "data" / "breast_cancer_reference.npz"
+REF = pathlib.Path(__file__).resolve().parents[1] / "data" / "breast_cancer_reference.npz"
 
 
 @pytest.fixture(scope="module")
