@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
+from .topology import Topology
 from .tuning import Laplace
 
 #: Largest full-state dimension whose Lyapunov equation is solved directly (≈ 0.5 s at this size on 2 cores).
@@ -245,7 +246,7 @@ def dula_law(lap: Laplace, L: np.ndarray, alpha: float, beta: float) -> tuple[np
     return None if law is None else _average(*law, b, d)
 
 
-def dula_step(lap: Laplace, top: object, beta0: float, delta: float) -> tuple[float, BiasPrediction]:
+def dula_step(lap: Laplace, top: Topology, beta0: float, delta: float) -> tuple[float, BiasPrediction]:
     """The largest constant α within δ (x̄ moves like ULA with step α)."""
     L = np.asarray(top.laplacian())
     return largest_within_budget(lambda al: _predict(lap, dula_law(lap, L, al, beta0)), delta, ula_step_bound(lap))
@@ -253,7 +254,7 @@ def dula_step(lap: Laplace, top: object, beta0: float, delta: float) -> tuple[fl
 
 # --- D-ADMMS ------------------------------------------------------------------------------------------------------
 
-def dadmms_law(lap: Laplace, top: object, rho: float, noise: str) -> tuple[np.ndarray, np.ndarray] | None:
+def dadmms_law(lap: Laplace, top: Topology, rho: float, noise: str) -> tuple[np.ndarray, np.ndarray] | None:
     """D-ADMMS on the quadratic model. Agent i's prox step is linear: x_i' = B_i(a_i + v_i/γ_i), B_i = (A_i + I/γ_i)⁻¹,
     γ_i = 1/(2ρn_i), v_i = ½(x_i + mean_{j∈N_i} x_j) − γ_i p_i − s_i, s_i ~ N(0, C_i); the lagged dual is
     p^t = p^{t−1} + ρ(L⊗I)x^t. State (x^t, q^{t−1}) with p = (U⊗I)q, U an orthonormal basis of range(L) (the dual's
@@ -299,7 +300,7 @@ def dadmms_law(lap: Laplace, top: object, rho: float, noise: str) -> tuple[np.nd
     return None if law is None else _average(*law, b, d)
 
 
-def dadmms_rho(lap: Laplace, top: object, noise: str | None, delta: float) -> tuple[float, BiasPrediction]:
+def dadmms_rho(lap: Laplace, top: Topology, noise: str | None, delta: float) -> tuple[float, BiasPrediction]:
     """The smallest ρ — the fastest mixing: the agents' autocorrelation grows with ρ — whose predicted bias stays
     within δ, and whose effective step is at most a quarter of ULA's within the same budget. Near consensus the
     average takes implicit-Euler steps h = 1/(2ρN) (N = Σ_i n_i). With the curvature noise that step is exact on
@@ -395,7 +396,7 @@ def fald_step(lap: Laplace, p_comm: float, tau: float, variant: str, q: float,
               delta: float) -> tuple[float, BiasPrediction]:
     """The largest client step γ within δ (the average moves like ULA with step γ/b, so the search starts from
     b × ULA's bound)."""
-    b = len(lap.quads or [0])
+    b = len(lap.quads) if lap.quads else 1
     return largest_within_budget(lambda g: _predict(lap, fald_law(lap, g, p_comm, tau)), delta,
                                  b * ula_step_bound(lap))
 

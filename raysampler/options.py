@@ -99,4 +99,4 @@ def nonnegative_int(value: Any, name: str) -> int:
 
 
 def _positive_real(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and float(value) > 0

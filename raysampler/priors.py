@@ -288,7 +288,7 @@ def check_coef_prior(value, argname: str = "coef_prior") -> CoefPrior:
     if not isinstance(value, COEF_PRIORS):
         raise ValueError(f"{argname} must be rs.priors.Normal(...) or rs.priors.StudentT(...) (Normal(scale=inf) "
                          f"for a flat prior), got {value!r}")
-    return value
+    return value  # type: ignore[return-value]  # narrowed by the isinstance check above
 
 
 def check_positive_prior(value, argname: str) -> PositivePrior:
@@ -297,7 +297,7 @@ def check_positive_prior(value, argname: str) -> PositivePrior:
         names = ", ".join(c.__name__ for c in POSITIVE_PRIORS)
         raise ValueError(f"{argname} must be one of rs.priors.{{{names}}} (a prior on a positive parameter), "
                          f"got {value!r}")
-    return value
+    return value  # type: ignore[return-value]  # narrowed by the isinstance check above
 
 
 # ------------------------------------------------------------------------------------------- the bound prior

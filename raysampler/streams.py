@@ -43,8 +43,8 @@ class ChainNoise:
 
     def capture(self) -> NoiseState:
         """The streams' position, to continue later with exactly the same numbers (`restore`)."""
-        return NoiseState(tuple(g.bit_generator.state for g in self._normal_gens),
-                          tuple(g.bit_generator.state for g in self._uniform_gens),
+        return NoiseState(tuple(dict(g.bit_generator.state) for g in self._normal_gens),
+                          tuple(dict(g.bit_generator.state) for g in self._uniform_gens),
                           self._nbuf.copy(), self._ubuf.copy())
 
     def restore(self, state: NoiseState) -> None:

@@ -270,6 +270,7 @@ def laplace_step(model: Model, pool: ShardPool, *, seed: int, preconditioner: st
     prior_P, prior_b = at_map.prior_in_phi(np.asarray(prior.gaussian.mean, dtype=float), prior.gaussian.precision)
     if prior.residual is not None:  # its second-order expansion at the MAP joins the Gaussian part
         term = WhitenedModel(model, at_map).prior().residual
+        assert term is not None  # the model's prior has a residual, so its whitened view has one
         origin = np.zeros((1, d))
         H = term.hvp(np.repeat(origin, d, axis=0), np.eye(d))
         prior_P = prior_P + 0.5 * (H + H.T)

@@ -21,7 +21,7 @@ def get_algorithm(name: str, **params: Any) -> Algorithm:
     if not isinstance(name, str) or name not in ALGORITHMS:
         raise ValueError(f"algorithm must be one of {sorted(ALGORITHMS)}, got {name!r}")
     cls = ALGORITHMS[name]
-    valid = {f.name for f in fields(cls) if f.init}
+    valid = {f.name for f in fields(cls) if f.init}  # type: ignore[arg-type]  # every algorithm is a dataclass
     unknown = sorted(set(params) - valid)
     if unknown:
         raise ValueError(f"unknown parameter(s) {unknown} for algorithm {name!r}; valid: {sorted(valid)}")

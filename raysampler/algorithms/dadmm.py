@@ -187,7 +187,7 @@ class _ADMMBase(_Decentralized):
         rho, n_i = p.consts["rho"], len(p.neighbours)
         noise_kind = p.consts.get("noise", "paper")
         x, dual = s.x, s.p
-        nb_sum = sum(message.values) if n_i else None            # Σ_{j∈N_i} x_j^t
+        nb_sum = np.sum(message.values, axis=0) if n_i else np.zeros_like(x)  # Σ_{j∈N_i} x_j^t
         if s.started and n_i:                                    # p^t = p^{t−1} + ρ Σ_j (x_i^t − x_j^t)
             dual = dual + rho * (n_i * x - nb_sum)
         # ∇²V_i at the agent's point: the "curvature" noise's and the prox's first Newton step's (x0 = x)

@@ -136,6 +136,11 @@ class _Decentralized(Algorithm):
         v = np.zeros_like(x) if payload.kind == "dsghmc" else None
         return AgentWorker(payload, AgentState(x, v))
 
+    def _update(self, p: AgentPayload, s: AgentState, msg: AgentMessage, grad: np.ndarray,
+                xi: np.ndarray) -> AgentState:
+        """One agent's step from its neighbours' values, its gradient and its noise (each subclass's rule)."""
+        raise NotImplementedError
+
     def worker_step(self, state: AgentWorker, message: AgentMessage, model: Model, X: np.ndarray, y: np.ndarray,
                     noise: ChainNoise) -> tuple[AgentWorker, AgentReply]:
         p, s = state

@@ -257,7 +257,7 @@ class DGLMC(Algorithm):
     def reply_stats(self, replies: list[Reply]) -> dict[str, np.ndarray]:
         if replies[0].accept is None:
             return {}
-        return {"local_accept": np.mean([r.accept for r in replies], axis=0)}
+        return {"local_accept": np.mean([r.accept for r in replies if r.accept is not None], axis=0)}
 
 
 def is_schedule(value: Any) -> bool:
@@ -303,8 +303,8 @@ def rho_for_bias_budget(quads: list[tuple[np.ndarray, np.ndarray]], prior_P: np.
     dense = quads[0][1].ndim == 2
     L = precond.matrix()
     if dense:
-        eig = [np.linalg.eigh(P) for _, P in quads]
-        eig = [(np.clip(w, 0.0, None), V, V.T @ g) for (w, V), (g, _) in zip(eig, quads)]
+        eig = [(np.clip(w, 0.0, None), V, V.T @ g) for (w, V), (g, _) in
+               zip((np.linalg.eigh(P) for _, P in quads), quads)]
 
     def moments(rho: float) -> tuple[np.ndarray, np.ndarray]:
         if dense:

@@ -165,7 +165,7 @@ class DMALAMessage(NamedTuple):
     proposal (K,) bool. Nothing of any other agent."""
 
     t: int
-    index: int
+    index: int  # type: ignore[assignment]  # the field shadows tuple.index, which nothing here calls
     proposal: np.ndarray
     moved: np.ndarray
 
@@ -295,10 +295,14 @@ class DMALA(_Decentralized):
             own = [w + eps * p - 0.5 * eps**2 * b * y for w, y in zip(omegas, ys)]
             return tuple(routed_mix(top, W, own, k))
 
-    def messages(self, state: DMALAState, local_steps: np.ndarray, info: RoundInfo) -> list[DMALAMessage]:
+    # D-MALA reuses the graph plumbing of _Decentralized but sends proposals and MH decisions: its own message
+    # types, hence the narrower signatures below.
+    def messages(  # type: ignore[override]
+            self, state: DMALAState, local_steps: np.ndarray, info: RoundInfo) -> list[DMALAMessage]:
         return [DMALAMessage(info.t, i, prop, state.accepted[i]) for i, prop in enumerate(state.proposals)]
 
-    def coordinator_step(self, state: DMALAState, replies: list[DMALAReply], noise: ChainNoise,
+    def coordinator_step(self, state: DMALAState, replies: list[DMALAReply],  # type: ignore[override]
+                         noise: ChainNoise,
                          info: RoundInfo) -> tuple[DMALAState, np.ndarray]:
         top, W, b = state.top, state.W, state.top.b
         eps = state.step.eps(info.warmup)          # the ε the pending proposals were made with
@@ -344,7 +348,8 @@ class DMALA(_Decentralized):
         v, g = agent_value_and_grad(model, X, y, x0, payload.b)
         return AgentWorker(payload, DMALAWorker(v, g, v, g))
 
-    def worker_step(self, state: AgentWorker, message: DMALAMessage, model: Model, X: np.ndarray, y: np.ndarray,
+    def worker_step(  # type: ignore[override]
+            self, state: AgentWorker, message: DMALAMessage, model: Model, X: np.ndarray, y: np.ndarray,
                     noise: ChainNoise) -> tuple[AgentWorker, DMALAReply]:
         pay, s = state
         if message.index != pay.index:

@@ -208,6 +208,8 @@ class FALD(Algorithm):
         g0, c, anchor, shift = None, state.c, state.anchor, None
         if p.variant != "plain":
             g0 = _local_grad(model, X, y, x, b, prior)   # G_i(X̄_t): returned for the server's next mean
+            assert message.refresh is not None and message.cbar is not None  # sent by every variant but "plain"
+            assert state.c is not None  # the control variate exists in every variant but "plain"
             c = np.where(message.refresh[:, None], state.g_last, state.c)
             anchor = np.where(message.refresh[:, None], state.x_last, state.anchor)
             shift = message.cbar - c
@@ -230,7 +232,7 @@ class FALD(Algorithm):
                 if shift is not None:
                     drift = drift + shift
             x = x - p.gamma * drift
-            if s_common:
+            if s_common and message.common is not None:
                 x = x + s_common * message.common[k]
             if own is not None:
                 x = x + s_own * own[k]
@@ -250,16 +252,17 @@ class FALD(Algorithm):
         """Communication: X̄ = (1/b) Σ_i X^i is the round's draw and the next start; collect mean_j G_j(X̄_t);
         draw the anchor refresh (vr_star), the next block length and its common noise."""
         xbar = np.mean([r.x for r in replies], axis=0)
-        cbar = refresh = None
+        cbar: np.ndarray | None = None
+        refresh: np.ndarray | None = None
         if self.variant != "plain":
-            gmean = np.mean([r.g for r in replies], axis=0)
+            gmean = np.mean([r.g for r in replies if r.g is not None], axis=0)  # every client sends G_i here
             if self.variant == "star":
                 refresh = np.ones(xbar.shape[0], dtype=bool)
             else:
                 refresh = noise.uniform(1)[0] < self.q
-            cbar = np.where(refresh[:, None], gmean, state.cbar)
-        n_steps, common = self._schedule(noise)
-        return CoordinatorState(xbar, cbar, refresh, n_steps, common), xbar
+            cbar = np.where(refresh[:, None], gmean, state.cbar if state.cbar is not None else gmean)
+        n_steps, noise_block = self._schedule(noise)
+        return CoordinatorState(xbar, cbar, refresh, n_steps, noise_block), xbar
 
     def reply_stats(self, replies: list[Reply]) -> dict[str, np.ndarray]:
         """`local_steps`: the round's number of local steps (Geometric(p_comm)), the same for every chain."""

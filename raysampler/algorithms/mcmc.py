@@ -11,7 +11,7 @@ import numpy as np
 class DualAveraging(NamedTuple):
     """Dual-averaging state: updates so far, running acceptance gap H̄, averaged log step size log h̄."""
 
-    count: int
+    count: int  # type: ignore[assignment]  # the field shadows tuple.count, which nothing here calls
     hbar: float
     log_hbar: float
 

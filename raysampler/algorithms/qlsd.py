@@ -56,15 +56,17 @@ def _no_compression(s: Any) -> bool:
     return s is None or s == 0
 
 
-def quantize(v: np.ndarray, s: int | None, u: np.ndarray) -> np.ndarray:
+def quantize(v: np.ndarray, s: int | None, u: np.ndarray | None) -> np.ndarray:
     """QSGD stochastic quantiser with s levels applied to every row of v (K, d), uniforms u (K, d).
 
     C(v)_j = ‖v‖ sign(v_j)(l_j + 1[u_j < r_j − l_j])/s with r_j = s|v_j|/‖v‖, l_j = ⌊r_j⌋; C(0) = 0;
     s None or 0: identity (v returned unchanged).
     """
     v = np.asarray(v, dtype=float)
-    if _no_compression(s):
+    if s is None or s == 0:  # no compression
         return v
+    if u is None:
+        raise ValueError("u: the quantiser needs uniforms when s > 0")
     u = np.asarray(u, dtype=float)
     if u.shape != v.shape:
         raise ValueError(f"u must have the shape of v {v.shape}, got {u.shape}")
@@ -78,14 +80,14 @@ def quantize(v: np.ndarray, s: int | None, u: np.ndarray) -> np.ndarray:
 
 def omega(d: int, s: int | None) -> float:
     """Variance factor of the quantiser: min(d/s², √d/s); 0 without compression."""
-    if _no_compression(s):
+    if s is None or s == 0:  # no compression
         return 0.0
     return min(d / s**2, math.sqrt(d) / s)
 
 
 def bits(d: int, s: int | None) -> float:
     """Bits per compressed d-vector, simple bound 32 + d(1 + log2(s + 1)); 32·d (float32) without compression."""
-    if _no_compression(s):
+    if s is None or s == 0:  # no compression
         return 32.0 * d
     return 32.0 + d * (1.0 + math.log2(s + 1))
 
@@ -194,7 +196,7 @@ class QLSD(Algorithm):
         plain = self.preconditioner is None
         lap = tuning.laplace_step(model, pool, seed=seed, preconditioner=self.preconditioner,
                                   need_map=tuning.starts_at_map(self.init), quadratics=not plain)
-        s = None if _no_compression(self.levels) else int(self.levels)
+        s = None if self.levels is None or self.levels == 0 else int(self.levels)
         om = omega(d, s)
         alpha = float(self.alpha) if self.alpha is not None else 1.0 / (om + 1.0)
         memory = self._uses_memory()
@@ -235,6 +237,7 @@ class QLSD(Algorithm):
         if idx is None:
             g = model.grad(X, y, theta)
         elif p.variant == "pp":
+            assert zeta is not None and gzeta is not None  # anchored above
             g_theta, g_zeta = minibatch_grads(model, X, y, idx, theta, zeta)
             g = g_theta - g_zeta + gzeta
         else:
@@ -262,4 +265,4 @@ class QLSD(Algorithm):
         return state._replace(theta=theta, H=H), theta
 
     def reply_stats(self, replies: list[QLSDReply]) -> dict[str, np.ndarray]:
-        return {"bits": sum(r.bits for r in replies), "sq_error": sum(r.sq_error for r in replies)}
+        return {"bits": np.sum([r.bits for r in replies], axis=0), "sq_error": np.sum([r.sq_error for r in replies], axis=0)}

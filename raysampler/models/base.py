@@ -10,8 +10,12 @@ import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ..priors import Prior
 
 #: What the sampler calls on a model; a model of your own must provide these (subclassing `Model` gives defaults
 #: for `hessian`, `hessian_diag` and `validate`).
@@ -197,7 +201,7 @@ class Model(ABC):
         return block_names(self.param_blocks())
 
     @abstractmethod
-    def prior(self) -> GaussianPrior:
+    def prior(self) -> GaussianPrior | Prior:
         """The prior in θ's coordinates with the prior contract of `raysampler.priors` (`gaussian`, `residual`,
         `potential`, `grad`, `hvp`, `hessian_diag`): a GaussianPrior when it is all Gaussian, else a `Prior`."""
 

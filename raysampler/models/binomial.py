@@ -56,6 +56,7 @@ class BinomialRegression(_GLM):
             raise _unbound(self, "trials" if self.trials is None else "n_features")
         if self._xcol is not None:
             return X[:, self._xcol]
+        assert isinstance(self.trials, (int, float))  # a constant count (a column or array sets _xcol)
         return np.full(X.shape[0], float(self.trials))
 
     def validate(self, X, y, argname: str = "data") -> None:

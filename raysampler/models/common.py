@@ -174,9 +174,13 @@ class _GLM(Model):
     """
 
     prior_scale: float | None = None
-    coef_prior: CoefPrior | None = field(default=None, kw_only=True)
+    # None means "the family's default"; __post_init__ always resolves it to a prior spec
+    coef_prior: CoefPrior = field(default=None, kw_only=True)  # type: ignore[assignment]
     n_features: int | None = field(default=None, kw_only=True)
     columns: tuple[str, ...] | None = field(default=None, kw_only=True)
+    # derived in __post_init__ (not arguments): the per-row input's column of X, and the coefficients' columns
+    _xcol: int | None = field(default=None, init=False, repr=False, compare=False)
+    _coef_cols: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
 
     #: the per-row input this family takes ("offset", "trials") or None
     _extra: ClassVar[str | None] = None
@@ -353,6 +357,7 @@ class _GLM(Model):
         F = self._flat()
         if F.size == 0:
             return None
+        assert self._coef_cols is not None  # bound (the flat coefficients were counted)
         XF = np.asarray(X, dtype=np.float64)[:, self._coef_cols[F]]
         return XF.T @ XF
 

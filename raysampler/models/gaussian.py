@@ -7,13 +7,13 @@ dimension is d = p = y.shape[1], so bind it with DataSpec(n_features=y.shape[1])
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import linalg
 
 from ..priors import Normal, _number_or_vector
-from .base import ParamBlock
+from .base import GaussianPrior, ParamBlock
 from .common import _GLM, _check_optional_count, _check_positive, _check_Xy, _resolve_coef_prior, _rows_of, _unbound
 from .linear import _gaussian_from_natural
 
@@ -38,6 +38,9 @@ class Gaussian(_GLM):
     noise_scale: float = 1.0
     prior_mean: float | tuple | None = None
     noise_cov: tuple | None = None
+    # cached in __post_init__ (recomputed on replace): the noise precision Σ1⁻¹ and its largest eigenvalue
+    _noise_prec: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+    _noise_prec_max: float | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         object.__setattr__(self, "noise_scale", _check_positive("noise_scale", self.noise_scale))
@@ -196,4 +199,6 @@ def gaussian_posterior(model: Gaussian, ys: Iterable[np.ndarray] | np.ndarray) -
         N += y.shape[0]
         total += y.sum(axis=0)
     P = model.noise_precision
-    return _gaussian_from_natural(model.prior(), N * P, P @ total)
+    prior = model.prior()
+    assert isinstance(prior, GaussianPrior)  # the Gaussian model's prior is Normal (checked at construction)
+    return _gaussian_from_natural(prior, N * P, P @ total)

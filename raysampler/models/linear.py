@@ -57,6 +57,13 @@ class LinearRegression(_GLM):
         return self.noise_sd is not None
 
     @property
+    def _noise_var(self) -> float:
+        """σ² of the known-noise model."""
+        if self.noise_sd is None:
+            raise ValueError("the noise sd is unknown (noise_sd=None): it is sampled, not fixed")
+        return float(self.noise_sd) ** 2
+
+    @property
     def dim(self) -> int:
         return self.n_coef + (0 if self.known_noise else 1)
 
@@ -83,19 +90,19 @@ class LinearRegression(_GLM):
     def potential(self, X, y, x):
         if self.known_noise:
             R = self._resid(X, y, x)
-            return np.einsum("nk,nk->k", R, R) * (0.5 / self.noise_sd**2)
+            return np.einsum("nk,nk->k", R, R) * (0.5 / self._noise_var)
         return self.potential_and_grad(X, y, x)[0]
 
     def grad(self, X, y, x):
         if self.known_noise:
             R = self._resid(X, y, x)
-            return (R.T @ X) * (1.0 / self.noise_sd**2)
+            return (R.T @ X) * (1.0 / self._noise_var)
         return self.potential_and_grad(X, y, x)[1]
 
     def potential_and_grad(self, X, y, x):
         if self.known_noise:
             R = self._resid(X, y, x)
-            s = 1.0 / self.noise_sd**2
+            s = 1.0 / self._noise_var
             return np.einsum("nk,nk->k", R, R) * (0.5 * s), (R.T @ X) * s
         beta, s = self._split(x)
         R = self._resid(X, y, beta)
@@ -108,7 +115,7 @@ class LinearRegression(_GLM):
 
     def hvp(self, X, y, x, v):
         if self.known_noise:
-            return ((X @ v.T).T @ X) * (1.0 / self.noise_sd**2)
+            return ((X @ v.T).T @ X) * (1.0 / self._noise_var)
         beta, s = self._split(x)
         R = self._resid(X, y, beta)
         S = np.einsum("nk,nk->k", R, R)
@@ -121,7 +128,7 @@ class LinearRegression(_GLM):
 
     def hessian(self, X, y, x):
         if self.known_noise:
-            return (X.T @ X) * (1.0 / self.noise_sd**2)
+            return (X.T @ X) * (1.0 / self._noise_var)
         beta, s = self._split(np.asarray(x, dtype=np.float64)[None, :])
         R = self._resid(X, y, beta)[:, 0]
         p = self.n_coef
@@ -135,7 +142,7 @@ class LinearRegression(_GLM):
         x, single = _rows_of(x)
         xx = np.einsum("np,np->p", X, X)
         if self.known_noise:
-            diag = xx * (1.0 / self.noise_sd**2)
+            diag = xx * (1.0 / self._noise_var)
             return diag if single else np.broadcast_to(diag, x.shape).copy()
         beta, s = self._split(x)
         R = self._resid(X, y, beta)
@@ -154,7 +161,7 @@ class LinearRegression(_GLM):
         """
         lam = _gram_lambda_max(X)
         if self.known_noise:
-            return lam / self.noise_sd**2
+            return lam / self._noise_var
         X = np.asarray(X, dtype=np.float64)
         y = np.asarray(y, dtype=np.float64)
         n, p = X.shape
@@ -193,7 +200,9 @@ class LinearRegression(_GLM):
             X = np.asarray(X, dtype=np.float64)
             XtX += X.T @ X
             Xty += X.T @ np.asarray(y, dtype=np.float64)
-        return _gaussian_from_natural(self.prior(), XtX / self.noise_sd**2, Xty / self.noise_sd**2)
+        prior = self.prior()
+        assert isinstance(prior, GaussianPrior)  # a Normal coefficient prior (checked above)
+        return _gaussian_from_natural(prior, XtX / self._noise_var, Xty / self._noise_var)
 
 
 def linear_posterior(model: LinearRegression, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

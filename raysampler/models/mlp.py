@@ -61,7 +61,7 @@ class MLPClassifier(Model):
     #: multiplies the Gauss–Newton curvature estimate in `smoothness`.
     smoothness_safety: float = 2.0
     #: prior on every weight and bias (default N(0, 1)); a vector has one value per entry of θ, in the packing order.
-    coef_prior: CoefPrior | None = field(default=None, kw_only=True)
+    coef_prior: CoefPrior = field(default=None, kw_only=True)  # type: ignore[assignment]  # resolved in __post_init__
     n_features: int | None = field(default=None, kw_only=True)
     n_classes: int | None = field(default=None, kw_only=True)
     columns: tuple[str, ...] | None = field(default=None, kw_only=True)
@@ -85,16 +85,20 @@ class MLPClassifier(Model):
         return {**_classifier_bind_fields(self, spec), "columns": spec.columns}
 
     @property
-    def dim(self) -> int:
+    def _pc(self) -> tuple[int, int]:
+        """(features p, classes C) of the bound model."""
         if self.n_features is None or self.n_classes is None:
             raise _unbound(self, "n_features" if self.n_features is None else "n_classes")
-        p, H, C = self.n_features, self.hidden, self.n_classes
+        return self.n_features, self.n_classes
+
+    @property
+    def dim(self) -> int:
+        (p, C), H = self._pc, self.hidden
         return p * H + H + H * C + C
 
     def param_blocks(self) -> tuple[ParamBlock, ...]:
         """Blocks W1 ("feature,unit"), b1, W2 ("unit,class"), b2 in the packing order: W1[mean radius,0] or W1[0,0]."""
-        _ = self.dim  # raises if unbound
-        p, H, C = self.n_features, self.hidden, self.n_classes
+        (p, C), H = self._pc, self.hidden  # raises if unbound
         features = self.columns if self.columns is not None else [str(j) for j in range(p)]
         return (
             ParamBlock("W1", p * H, "W1_dim", tuple(f"{f},{k}" for f in features for k in range(H))),
@@ -113,7 +117,7 @@ class MLPClassifier(Model):
     # -------------------------------------------------------------- packing
 
     def _offsets(self):
-        p, H, C = self.n_features, self.hidden, self.n_classes
+        (p, C), H = self._pc, self.hidden
         o1 = p * H
         o2 = o1 + H
         o3 = o2 + H * C
@@ -122,7 +126,7 @@ class MLPClassifier(Model):
     def _unpack(self, x):
         """Views (W1 (K,p,H), b1 (K,H), W2 (K,H,C), b2 (K,C)) of x (K, d)."""
         K = x.shape[0]
-        p, H, C = self.n_features, self.hidden, self.n_classes
+        (p, C), H = self._pc, self.hidden
         o1, o2, o3 = self._offsets()
         return x[:, :o1].reshape(K, p, H), x[:, o1:o2], x[:, o2:o3].reshape(K, H, C), x[:, o3:]
 
@@ -162,6 +166,7 @@ class MLPClassifier(Model):
 
     def _act2(self, fw: _Forward) -> np.ndarray:
         """act''(A) from h and g = act'(A)."""
+        assert fw.g is not None, "the forward pass was run without act'"
         if self.activation == "tanh":
             return -2.0 * fw.h * fw.g
         return fw.g * (1.0 - 2.0 * fw.h)
@@ -250,7 +255,7 @@ class MLPClassifier(Model):
         y = np.asarray(y, dtype=np.intp)
         d = self.dim
         fw = self._forward(X, np.asarray(x, dtype=np.float64)[None, :])
-        per_dir = max(1, X.shape[0] * (self.hidden + self.n_classes))
+        per_dir = max(1, X.shape[0] * (self.hidden + self._pc[1]))
         block = int(max(1, min(d, 2**22 // per_dir)))
         H = np.empty((d, d))
         eye = np.eye(d)
@@ -263,6 +268,7 @@ class MLPClassifier(Model):
         x, single = _rows_of(x)
         fw = self._forward(X, x)
         P, h, g, W2 = fw.P, fw.h, fw.g, fw.W2
+        assert g is not None  # _forward computes act' by default
         q = P * (1.0 - P)  # (K, n, C)
         d_b2 = q.sum(axis=1)
         d_W2 = np.matmul((h * h).transpose(0, 2, 1), q)  # Σ_j h_jk² p_jc(1 − p_jc)

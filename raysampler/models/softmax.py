@@ -58,10 +58,16 @@ class SoftmaxRegression(_GLM):
         return {**_classifier_bind_fields(self, spec), "columns": spec.columns}
 
     @property
-    def dim(self) -> int:
+    def _pc(self) -> tuple[int, int]:
+        """(features p, classes C) of the bound model."""
         if self.n_features is None or self.n_classes is None:
             raise _unbound(self, "n_features" if self.n_features is None else "n_classes")
-        return self.n_features * self.n_classes
+        return self.n_features, self.n_classes
+
+    @property
+    def dim(self) -> int:
+        p, C = self._pc
+        return p * C
 
     def _coef_count(self) -> int:
         return self.dim
@@ -72,9 +78,9 @@ class SoftmaxRegression(_GLM):
 
     def param_blocks(self) -> tuple[ParamBlock, ...]:
         """One block `w` (dim `coef`) labelled "feature,class" in the packing order: w[mean radius,0], or w[0,0]."""
-        _ = self.dim  # raises if unbound
-        features = self.columns if self.columns is not None else [str(j) for j in range(self.n_features)]
-        labels = tuple(f"{f},{c}" for f in features for c in range(self.n_classes))
+        p, C = self._pc  # raises if unbound
+        features = self.columns if self.columns is not None else [str(j) for j in range(p)]
+        labels = tuple(f"{f},{c}" for f in features for c in range(C))
         return (ParamBlock("w", self.dim, "coef", labels, "identity"),)
 
     def validate(self, X, y, argname: str = "data") -> None:
@@ -86,7 +92,7 @@ class SoftmaxRegression(_GLM):
     def _logits(self, X, x):
         """Z[j, k, c] = (x_jᵀ W_k)_c: one product X (n, p) @ (p, K·C); returns (n, K, C)."""
         K = x.shape[0]
-        p, C = self.n_features, self.n_classes
+        p, C = self._pc
         W = x.reshape(K, p, C).transpose(1, 0, 2).reshape(p, K * C)
         return (X @ W).reshape(X.shape[0], K, C)
 
@@ -125,7 +131,7 @@ class SoftmaxRegression(_GLM):
 
     def hessian(self, X, y, x):
         """Explicit Σ_j (x_j x_jᵀ) ⊗ (diag(p_j) − p_j p_jᵀ), O(n p² C²), without d Hessian-vector products."""
-        p, C = self.n_features, self.n_classes
+        p, C = self._pc
         n = X.shape[0]
         _, P = _log_softmax_parts(self._logits(X, x[None, :]))
         P = P[:, 0, :]  # (n, C)

@@ -198,7 +198,9 @@ class WorkerPool(Protocol):
 
     num_shards: int
     groups: list[list[int]]
-    transport: str
+    @property
+    def transport(self) -> str:
+        """How the coordinator reaches the workers each round (\"in-process\", \"socket\", \"shm\", \"actor\")."""
 
     def describe(self) -> list[ShardFacts]:
         """Each shard's facts, reported by the worker that loaded it."""

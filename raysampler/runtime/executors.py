@@ -205,7 +205,8 @@ def start(executor: str, sources: Sequence[ShardSource], model: Model, algorithm
                           s.index)
               for s in sources]
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-    actor = ray.remote(num_cpus=0, runtime_env={"env_vars": WORKER_ENV}, scheduling_strategy=here)(CoordinatorHost)
+    actor = ray.remote(  # type: ignore[call-overload]  # Ray's stubs omit these actor options
+        num_cpus=0, runtime_env={"env_vars": WORKER_ENV}, scheduling_strategy=here)(CoordinatorHost)
     handle = RayHandle(actor.remote())
     try:
         handle.start("ray", placed, model, algorithm, config, max_actors, transport)

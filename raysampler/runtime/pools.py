@@ -124,8 +124,9 @@ class RayPool:
         self._ray = ray
         # A worker process that dies is restarted by Ray on a node of its site (it reloads its shards); the run rolls
         # back to its last checkpoint (`revive`, then the coordinator restores every state).
-        actor_cls = ray.remote(num_cpus=1, max_concurrency=1, max_restarts=-1, max_task_retries=0,
-                               runtime_env={"env_vars": WORKER_ENV})(ShardHost)
+        actor_cls = ray.remote(  # type: ignore[call-overload]  # Ray's stubs omit these actor options
+            num_cpus=1, max_concurrency=1, max_restarts=-1, max_task_retries=0,
+            runtime_env={"env_vars": WORKER_ENV})(ShardHost)
         self.actors = []
         for g in self.groups:
             site = sites[g[0]]

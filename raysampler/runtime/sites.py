@@ -73,12 +73,12 @@ def _probe(path: str, site: str, y_column: str, x_columns: tuple[str, ...] | Non
 
     from ..shards import read_header
 
-    where = dict(node_id=ray.get_runtime_context().get_node_id(), hostname=socket.gethostname())
+    node_id, hostname = ray.get_runtime_context().get_node_id(), socket.gethostname()
     try:
         h = read_header(path, y=y_column, x=x_columns)
     except Exception as exc:  # reported to the caller, who names the shard
-        return ShardProbe(path, site, False, error=f"{type(exc).__name__}: {exc}", **where)
-    return ShardProbe(path, site, True, h.columns, h.n_rows, h.n_features, **where)
+        return ShardProbe(path, site, False, error=f"{type(exc).__name__}: {exc}", node_id=node_id, hostname=hostname)
+    return ShardProbe(path, site, True, h.columns, h.n_rows, h.n_features, node_id=node_id, hostname=hostname)
 
 
 def probe_shards(shards: Sequence[Any], timeout_s: float = 30.0) -> list[ShardProbe | None]:

@@ -68,8 +68,10 @@ def store_upload(settings: Settings, store: RecordStore, tenant: str, upload: Bi
         dataset_id = new_dataset_id()
         path = dataset_path(settings, tenant, dataset_id)
         path.parent.mkdir(parents=True, exist_ok=True)
-        named = {"columns": np.array(columns, dtype=str)} if columns is not None else {}
-        np.savez(path, X=X, y=y, **named)
+        if columns is not None:  # kept so that runs name their parameters after the columns
+            np.savez(path, X=X, y=y, columns=np.array(columns, dtype=str))
+        else:
+            np.savez(path, X=X, y=y)
         return store.add_dataset(tenant, dataset_id, name or filename or dataset_id, int(X.shape[0]),
                                  int(X.shape[1]), os.path.getsize(path), path)
     finally:

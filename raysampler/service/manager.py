@@ -382,7 +382,7 @@ class RunManager:
         if sampled.stored >= 4:
             diag = diagnose(self.files.read(rec.tenant, rec.id, 0, sampled.stored).transpose(1, 0, 2), FINAL_DRAWS)
             if diag is not None:
-                self.store.update_run(rec.tenant, rec.id, diagnostics=DiagnosticsInfo(**diag.as_dict()))
+                self.store.update_run(rec.tenant, rec.id, diagnostics=DiagnosticsInfo.model_validate(diag.as_dict()))
                 if not sampled.cancelled and run.failure is None:
                     notes += diag.warnings()
         return notes

@@ -56,7 +56,7 @@ class RunFields(TypedDict, total=False):
 
     status: RunStatus
     started_at: float
-    finished_at: float
+    finished_at: float | None
     rounds_done: int
     draws_stored: int
     dim: int

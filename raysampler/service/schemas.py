@@ -39,7 +39,7 @@ PositiveFloat = Annotated[float, Field(gt=0)]
 CoefScale = Annotated[float, Field(gt=0)] | Literal["inf"]
 
 
-def _scale(value: float | str | list[float | str]) -> float | tuple[float, ...]:
+def _scale(value: Any) -> float | tuple[float, ...]:
     """JSON scale(s) → engine scale(s) ("inf" → math.inf)."""
     if isinstance(value, list):
         return tuple(float(v) for v in value)
@@ -47,6 +47,7 @@ def _scale(value: float | str | list[float | str]) -> float | tuple[float, ...]:
 
 
 def _vector(value: float | list[float]) -> float | tuple[float, ...]:
+    """JSON mean(s) → engine mean(s)."""
     return tuple(value) if isinstance(value, list) else value
 
 
