@@ -1,4 +1,5 @@
 """The FastAPI application: lifespan (store, draw files, run manager), routers, metrics middleware, error shapes."""
+
 from __future__ import annotations
 
 import time
@@ -41,9 +42,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             manager.stop()
             store.close()
 
-    app = FastAPI(title="raysampler", version=__version__, lifespan=lifespan,
-                  description="Distributed Bayesian posterior sampling on Ray: submit runs, stream draws and "
-                              "events, read summaries. Authenticate with `Authorization: Bearer <key>`.")
+    app = FastAPI(
+        title="raysampler",
+        version=__version__,
+        lifespan=lifespan,
+        description="Distributed Bayesian posterior sampling on Ray: submit runs, stream draws and "
+        "events, read summaries. Authenticate with `Authorization: Bearer <key>`.",
+    )
 
     @app.middleware("http")
     async def record_latency(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
@@ -52,8 +57,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         route = request.scope.get("route")
         svc = getattr(request.app.state, "services", None)
         if svc is not None:
-            svc.metrics.requests.labels(request.method, getattr(route, "path", "unmatched"),
-                                        str(response.status_code)).observe(time.perf_counter() - t0)
+            svc.metrics.requests.labels(
+                request.method, getattr(route, "path", "unmatched"), str(response.status_code)
+            ).observe(time.perf_counter() - t0)
         return response
 
     # request bodies over the upload limit (plus multipart framing) get 413 as they arrive, chunked or not

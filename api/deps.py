@@ -1,4 +1,5 @@
 """Dependencies: the service objects of this app and the caller's tenant (Bearer key → tenant)."""
+
 from __future__ import annotations
 
 import hmac
@@ -38,12 +39,14 @@ def services(request: Request) -> Services:
 _bearer = HTTPBearer(auto_error=False, description="API key: Authorization: Bearer <key>")
 
 
-def tenant(creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-           svc: Annotated[Services, Depends(services)]) -> str:
+def tenant(
+    creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)], svc: Annotated[Services, Depends(services)]
+) -> str:
     """The tenant owning the presented key; 401 without a valid key."""
     if creds is None or creds.scheme.lower() != "bearer":
-        raise HTTPException(401, "missing API key: send Authorization: Bearer <key>",
-                            headers={"WWW-Authenticate": "Bearer"})
+        raise HTTPException(
+            401, "missing API key: send Authorization: Bearer <key>", headers={"WWW-Authenticate": "Bearer"}
+        )
     given = creds.credentials.encode()
     found = None
     for key, name in svc.keys.items():  # compare against every key in constant time

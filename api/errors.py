@@ -1,9 +1,11 @@
 """Service errors as HTTP responses, and the error responses each route declares in the OpenAPI document.
 
 FieldError → 422 (the same shape as FastAPI's validation errors, `loc` naming the field); NotFound → 404;
-StateConflict → 409; TooLarge → 413; QuotaExceeded → 429 (with Retry-After where waiting helps). Other errors are {"detail": message}. A 405's Allow header lists every method
+StateConflict → 409; TooLarge → 413; QuotaExceeded → 429 (with Retry-After where waiting helps). Other errors are
+{"detail": message}. A 405's Allow header lists every method
 the path has (Starlette's names only those of the first route that matched the path).
 """
+
 from __future__ import annotations
 
 import re
@@ -22,17 +24,27 @@ from raysampler.service.schemas import ErrorMessage
 _ERROR = {"model": ErrorMessage}
 _DOCS: dict[int, dict[str, Any]] = {
     400: _ERROR | {"description": "the request body could not be parsed (e.g. malformed multipart)"},
-    401: _ERROR | {"description": "no or an invalid API key (send Authorization: Bearer <key>)",
-                   "headers": {"WWW-Authenticate": {"schema": {"type": "string"}, "description": "Bearer"}}},
+    401: _ERROR
+    | {
+        "description": "no or an invalid API key (send Authorization: Bearer <key>)",
+        "headers": {"WWW-Authenticate": {"schema": {"type": "string"}, "description": "Bearer"}},
+    },
     404: _ERROR | {"description": "no such run or data set for this tenant"},
     409: _ERROR | {"description": "the request does not fit the run's state"},
     # JSON from the app; plain text when the body limit cuts the request off before the app answers
-    429: _ERROR | {"description": "a per-tenant limit is reached (the message names it: active runs, stored bytes, "
-                                  "chains × dimension); Retry-After says when to try again where waiting helps",
-                   "headers": {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}}},
-    413: {"description": "the request body is over the upload limit (RAYSAMPLER_MAX_UPLOAD_BYTES)",
-          "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorMessage"}},
-                      "text/plain": {"schema": {"type": "string"}}}},
+    429: _ERROR
+    | {
+        "description": "a per-tenant limit is reached (the message names it: active runs, stored bytes, "
+        "chains × dimension); Retry-After says when to try again where waiting helps",
+        "headers": {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}},
+    },
+    413: {
+        "description": "the request body is over the upload limit (RAYSAMPLER_MAX_UPLOAD_BYTES)",
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/ErrorMessage"}},
+            "text/plain": {"schema": {"type": "string"}},
+        },
+    },
 }
 
 

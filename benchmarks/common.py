@@ -3,6 +3,7 @@
 Not a benchmark itself; `rounds.py` and `ess.py` import it (run them as `python benchmarks/<name>.py`, which
 puts this folder on `sys.path`). Nothing here is shipped to Ray workers, so it needs no import on their side.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -29,6 +30,7 @@ warnings.filterwarnings("ignore", message="Found groups in `attrs`")
 
 # --------------------------------------------------------------------------------------------- Ray
 
+
 def start_ray(object_store_mb: int, num_cpus: int = 2) -> Any:
     """Start a private local Ray (own temp dir, no dashboard, no token auth) and return the `ray` module.
 
@@ -40,8 +42,14 @@ def start_ray(object_store_mb: int, num_cpus: int = 2) -> Any:
     if ray.is_initialized():
         return ray
     tmp = tempfile.mkdtemp(prefix="rs-bench-ray-")
-    ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
-             object_store_memory=int(object_store_mb) * 2**20, configure_logging=False, _temp_dir=tmp)
+    ray.init(
+        num_cpus=num_cpus,
+        include_dashboard=False,
+        log_to_driver=False,
+        object_store_memory=int(object_store_mb) * 2**20,
+        configure_logging=False,
+        _temp_dir=tmp,
+    )
     return ray
 
 
@@ -53,6 +61,7 @@ def stop_ray() -> None:
 
 
 # ---------------------------------------------------------------------------------- run statistics
+
 
 def run_metrics(result: Any) -> dict[str, Any]:
     """What every benchmark reads off a `Result`: rounds/s (setup excluded), timings, ρ, N, local acceptance."""
@@ -91,6 +100,7 @@ def median(values: Iterable[float | None]) -> float:
 
 # ---------------------------------------------------------------------------------------- output
 
+
 def fmt(value: Any, digits: int = 3) -> str:
     """A table cell: floats to `digits` significant digits, None/NaN as '-', bools as PASS/FAIL."""
     if value is None:
@@ -103,7 +113,7 @@ def fmt(value: Any, digits: int = 3) -> str:
             return "-"
         if v == 0:
             return "0"
-        if abs(v) >= 10 ** digits:
+        if abs(v) >= 10**digits:
             return f"{v:.0f}"
         if abs(v) < 10 ** -(digits - 1):
             return f"{v:.{digits - 1}e}"
@@ -180,16 +190,21 @@ def environment() -> dict[str, Any]:
     try:
         from threadpoolctl import threadpool_info
 
-        info["blas"] = [{k: p.get(k) for k in ("internal_api", "version", "num_threads", "architecture")}
-                        for p in threadpool_info()]
+        info["blas"] = [
+            {k: p.get(k) for k in ("internal_api", "version", "num_threads", "architecture")} for p in threadpool_info()
+        ]
     except ImportError:
         pass
     try:
         git = ["git", "-C", str(REPO_DIR)]
-        info["git_commit"] = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True,
-                                            timeout=10).stdout.strip()
-        info["git_dirty"] = bool(subprocess.run(git + ["status", "--porcelain", "--untracked-files=no"],
-                                                capture_output=True, text=True, timeout=10).stdout.strip())
+        info["git_commit"] = subprocess.run(
+            git + ["rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        info["git_dirty"] = bool(
+            subprocess.run(
+                git + ["status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=10
+            ).stdout.strip()
+        )
     except (OSError, subprocess.SubprocessError):
         pass
     return info

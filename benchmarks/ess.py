@@ -38,6 +38,7 @@ which the two reference runs ≈ 5 min and the paper-rule local runs ≈ 7 min;
 
 Prints the tables and writes benchmarks/results/ess.json (ess_quick.json with --quick).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -91,12 +92,24 @@ class Reference:
 
 # ------------------------------------------------------------------------------------------- runs
 
-def sample_once(spec: Spec, shards: Any, model: Any, rounds: int, burn_in: int | None, seed: int
-                ) -> tuple[Any | None, str | None]:
+
+def sample_once(
+    spec: Spec, shards: Any, model: Any, rounds: int, burn_in: int | None, seed: int
+) -> tuple[Any | None, str | None]:
     """rs.sample with the spec's settings: (result or partial result, error message or None)."""
     try:
-        res = rs.sample(model, shards, algorithm=spec.algorithm, chains=spec.chains, num_rounds=rounds, burn_in=burn_in,
-                        executor=spec.executor, seed=seed, progress=False, **VARIANTS[spec.variant])
+        res = rs.sample(
+            model,
+            shards,
+            algorithm=spec.algorithm,
+            chains=spec.chains,
+            num_rounds=rounds,
+            burn_in=burn_in,
+            executor=spec.executor,
+            seed=seed,
+            progress=False,
+            **VARIANTS[spec.variant],
+        )
         return res, None
     except rs.SamplingError as exc:
         return exc.result, f"SamplingError: {exc}"
@@ -113,9 +126,16 @@ def describe_draws(result: Any) -> dict[str, Any]:
     ess = np.asarray(result.ess("bulk"), dtype=float)
     sd = flat.std(axis=0, ddof=1)
     theta_map = result.info.get("setup", {}).get("plan", {}).get("theta_map")
-    return {"mean": flat.mean(axis=0), "sd": sd, "ess": ess, "mcse": sd / np.sqrt(np.maximum(ess, 1.0)),
-            "min_ess": float(np.min(ess)), "median_ess": float(np.median(ess)), "draws": int(flat.shape[0]),
-            "theta_map": None if theta_map is None else np.asarray(theta_map, dtype=float)}
+    return {
+        "mean": flat.mean(axis=0),
+        "sd": sd,
+        "ess": ess,
+        "mcse": sd / np.sqrt(np.maximum(ess, 1.0)),
+        "min_ess": float(np.min(ess)),
+        "median_ess": float(np.median(ess)),
+        "draws": int(flat.shape[0]),
+        "theta_map": None if theta_map is None else np.asarray(theta_map, dtype=float),
+    }
 
 
 def run_spec(spec: Spec, shards: Any, model: Any, rounds: int, burn_in: int | None, seed: int) -> dict[str, Any]:
@@ -136,15 +156,19 @@ def accuracy(run: dict[str, Any], ref: Reference) -> dict[str, float]:
         return {}
     mean, sd, mcse = (np.asarray(run[k]) for k in ("mean", "sd", "mcse"))
     err = np.abs(mean - ref.mean)
-    out = {"max_err_sd": float(np.max(err / ref.sd)), "sd_ratio_min": float(np.min(sd / ref.sd)),
-           "sd_ratio_max": float(np.max(sd / ref.sd)),
-           "max_z": float(np.max(err / np.sqrt(mcse**2 + ref.mcse**2)))}
+    out = {
+        "max_err_sd": float(np.max(err / ref.sd)),
+        "sd_ratio_min": float(np.min(sd / ref.sd)),
+        "sd_ratio_max": float(np.max(sd / ref.sd)),
+        "max_z": float(np.max(err / np.sqrt(mcse**2 + ref.mcse**2))),
+    }
     if ref.theta_map is not None:
         out["max_from_map_sd"] = float(np.max(np.abs(mean - ref.theta_map) / ref.sd))
     return out
 
 
 # ------------------------------------------------------------------------------------- references
+
 
 def breast_cancer_reference(theta_map: np.ndarray | None) -> Reference:
     ref = np.load(REFERENCE_NPZ)
@@ -161,8 +185,11 @@ def covtype_reference(shards: Any, model: Any, chains: int, rounds: int, executo
         run = run_spec(spec, shards, model, rounds, None, seed)
         if run.get("error") or "mean" not in run:
             raise RuntimeError(f"covtype reference run (seed {seed}) failed: {run.get('error')}")
-        print(f"  covtype reference seed {seed}: {run['rounds']} rounds, min ESS {run['min_ess']:.0f}, "
-              f"{time.perf_counter() - t0:.0f} s", flush=True)
+        print(
+            f"  covtype reference seed {seed}: {run['rounds']} rounds, min ESS {run['min_ess']:.0f}, "
+            f"{time.perf_counter() - t0:.0f} s",
+            flush=True,
+        )
         runs.append(run)
     a, b = runs
     mean = 0.5 * (a["mean"] + b["mean"])
@@ -170,49 +197,69 @@ def covtype_reference(shards: Any, model: Any, chains: int, rounds: int, executo
     sd = np.sqrt(0.5 * (a["sd"] ** 2 + b["sd"] ** 2) + 0.25 * (a["mean"] - b["mean"]) ** 2)
     mcse = sd / np.sqrt(a["ess"] + b["ess"])
     theta_map = a["theta_map"]
-    info = {"seeds": COVTYPE_REF_SEEDS, "chains": chains, "rounds": rounds, "executor": executor,
-            "min_ess": [a["min_ess"], b["min_ess"]],
-            "seed_to_seed_max_err_sd": float(np.max(np.abs(a["mean"] - b["mean"]) / sd)),
-            "seed_to_seed_max_z": float(np.max(np.abs(a["mean"] - b["mean"])
-                                               / np.sqrt(a["mcse"] ** 2 + b["mcse"] ** 2))),
-            "ref_from_map_max_sd": float(np.max(np.abs(mean - theta_map) / sd)) if theta_map is not None else None,
-            "runs": [{k: v for k, v in r.items() if k not in ("draws",)} for r in runs]}
-    return Reference(mean, sd, mcse, theta_map, "two default runs, seeds " + ", ".join(map(str, COVTYPE_REF_SEEDS)),
-                     info)
+    info = {
+        "seeds": COVTYPE_REF_SEEDS,
+        "chains": chains,
+        "rounds": rounds,
+        "executor": executor,
+        "min_ess": [a["min_ess"], b["min_ess"]],
+        "seed_to_seed_max_err_sd": float(np.max(np.abs(a["mean"] - b["mean"]) / sd)),
+        "seed_to_seed_max_z": float(np.max(np.abs(a["mean"] - b["mean"]) / np.sqrt(a["mcse"] ** 2 + b["mcse"] ** 2))),
+        "ref_from_map_max_sd": float(np.max(np.abs(mean - theta_map) / sd)) if theta_map is not None else None,
+        "runs": [{k: v for k, v in r.items() if k not in ("draws",)} for r in runs],
+    }
+    return Reference(
+        mean, sd, mcse, theta_map, "two default runs, seeds " + ", ".join(map(str, COVTYPE_REF_SEEDS)), info
+    )
 
 
 # ------------------------------------------------------------------------------------------- main
 
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="smoke test: few rounds, small covtype, random shards only")
-    ap.add_argument("--rounds", type=int, default=None,
-                    help="rounds after burn-in for every run (default: breast_cancer 20000, covtype 600; "
-                         "quick: 400, 100)")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="rounds after burn-in for every run (default: breast_cancer 20000, covtype 600; quick: 400, 100)",
+    )
     ap.add_argument("--only", choices=("breast_cancer", "covtype", "covtype_like"), default=None)
     ap.add_argument("--repeats", type=int, default=1, help="repeats with seeds seed, seed+1, ... (default 1)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--chains", default="4,32", help="breast_cancer chain counts (default 4,32)")
     ap.add_argument("--covtype-chains", type=int, default=8)
-    ap.add_argument("--strategies", default=None,
-                    help="covtype sharding strategies (default random,contiguous; quick: random)")
+    ap.add_argument(
+        "--strategies", default=None, help="covtype sharding strategies (default random,contiguous; quick: random)"
+    )
     ap.add_argument("--covtype-n", type=int, default=None, help="covtype_like rows (default 581012; quick 20000)")
-    ap.add_argument("--ref-rounds", type=int, default=None,
-                    help="rounds of each covtype reference run (default 2000; quick 300)")
-    ap.add_argument("--algorithms", default="dglmc",
-                    help='comma-separated algorithms, or "all" for every sampler (default dglmc); algorithms other '
-                         'than dglmc run with their defaults only (no "paper" variant)')
+    ap.add_argument(
+        "--ref-rounds", type=int, default=None, help="rounds of each covtype reference run (default 2000; quick 300)"
+    )
+    ap.add_argument(
+        "--algorithms",
+        default="dglmc",
+        help='comma-separated algorithms, or "all" for every sampler (default dglmc); algorithms other '
+        'than dglmc run with their defaults only (no "paper" variant)',
+    )
     ap.add_argument("--executors", default=",".join(EXECUTORS), help="comma-separated: local,ray (default both)")
-    ap.add_argument("--ref-executor", choices=EXECUTORS, default=None,
-                    help="executor of the covtype reference runs (default ray; quick local)")
+    ap.add_argument(
+        "--ref-executor",
+        choices=EXECUTORS,
+        default=None,
+        help="executor of the covtype reference runs (default ray; quick local)",
+    )
     args = ap.parse_args()
 
     quick = args.quick
     problems = ["breast_cancer", "covtype_like"]
     if args.only:
         problems = ["covtype_like" if args.only.startswith("covtype") else "breast_cancer"]
-    rounds_for = {"breast_cancer": args.rounds or (400 if quick else 20000),
-                  "covtype_like": args.rounds or (100 if quick else 600)}
+    rounds_for = {
+        "breast_cancer": args.rounds or (400 if quick else 20000),
+        "covtype_like": args.rounds or (100 if quick else 600),
+    }
     strategies = (args.strategies or ("random" if quick else "random,contiguous")).split(",")
     covtype_n = args.covtype_n or (20_000 if quick else rs.datasets.COVTYPE_N_ROWS)
     ref_rounds = args.ref_rounds or (300 if quick else 2000)
@@ -240,8 +287,11 @@ def main() -> None:
         groups += [("covtype_like", s, args.covtype_chains) for s in strategies]
     covtype_mb = covtype_n * 55 * 8 / 2**20 if "covtype_like" in problems else 0
     start_ray(object_store_mb=int(200 + 2.5 * covtype_mb))
-    print(f"ESS benchmark: b={NUM_SHARDS}, repeats={args.repeats}, rounds={rounds_for}, covtype n={covtype_n}, "
-          f"strategies={strategies}, covtype reference: 2 x {ref_rounds} rounds on {ref_executor}", flush=True)
+    print(
+        f"ESS benchmark: b={NUM_SHARDS}, repeats={args.repeats}, rounds={rounds_for}, covtype n={covtype_n}, "
+        f"strategies={strategies}, covtype reference: 2 x {ref_rounds} rounds on {ref_executor}",
+        flush=True,
+    )
 
     t_start = time.perf_counter()
     refs: dict[str, Reference] = {}
@@ -254,22 +304,33 @@ def main() -> None:
             seed = args.seed + rep
             for problem, strategy, chains in groups:
                 shards, model = data[problem, strategy]
-                for algorithm, variant in [(a, v) for a in algorithms for v in (VARIANTS if a == "dglmc"
-                                                                                   else ["default"])]:
+                for algorithm, variant in [
+                    (a, v) for a in algorithms for v in (VARIANTS if a == "dglmc" else ["default"])
+                ]:
                     order = executors if rep % 2 == 0 else executors[::-1]
                     for executor in order:
                         spec = Spec(problem, strategy, chains, variant, executor, algorithm)
                         run = run_spec(spec, shards, model, rounds_for[problem], None, seed)
                         run["repeat"] = rep
-                        if problem == "breast_cancer" and "breast_cancer" not in refs \
-                                and run.get("theta_map") is not None:
+                        if (
+                            problem == "breast_cancer"
+                            and "breast_cancer" not in refs
+                            and run.get("theta_map") is not None
+                        ):
                             refs["breast_cancer"] = breast_cancer_reference(run["theta_map"])
                         raw.append(run)
-                        print(f"  repeat {rep + 1}/{args.repeats} {spec.label}: "
-                              + (f"{run['rounds_per_s']:.1f} rounds/s, min ESS {run['min_ess']:.1f}, "
-                                 f"ESS/s {run['ess_per_s']:.2f}" if "min_ess" in run else "no result")
-                              + (f"  ERROR {run['error']}" if run["error"] else "")
-                              + f"  [{time.perf_counter() - t_start:.0f} s]", flush=True)
+                        print(
+                            f"  repeat {rep + 1}/{args.repeats} {spec.label}: "
+                            + (
+                                f"{run['rounds_per_s']:.1f} rounds/s, min ESS {run['min_ess']:.1f}, "
+                                f"ESS/s {run['ess_per_s']:.2f}"
+                                if "min_ess" in run
+                                else "no result"
+                            )
+                            + (f"  ERROR {run['error']}" if run["error"] else "")
+                            + f"  [{time.perf_counter() - t_start:.0f} s]",
+                            flush=True,
+                        )
     finally:
         stop_ray()
 
@@ -281,22 +342,46 @@ def main() -> None:
     rows, ratios = summarise(raw)
     report(rows, ratios, refs)
     name = "ess" if algorithms == ["dglmc"] else "ess_algorithms"
-    write_json(name + "_quick" if quick else name, {
-        "settings": {"quick": quick, "algorithms": algorithms, "executors": executors, "repeats": args.repeats, "seed": args.seed, "rounds": rounds_for,
-                     "num_shards": NUM_SHARDS, "breast_cancer_chains": bc_chains,
-                     "covtype_chains": args.covtype_chains, "covtype_n": covtype_n, "strategies": strategies,
-                     "covtype_ref_rounds": ref_rounds, "covtype_ref_executor": ref_executor,
-                     "total_time_s": time.perf_counter() - t_start},
-        "summary": rows, "ratios": ratios,
-        "references": {k: {"source": r.source, "info": r.info, "mean": r.mean, "sd": r.sd, "mcse": r.mcse,
-                           "theta_map": r.theta_map} for k, r in refs.items()},
-        "runs": raw})
+    write_json(
+        name + "_quick" if quick else name,
+        {
+            "settings": {
+                "quick": quick,
+                "algorithms": algorithms,
+                "executors": executors,
+                "repeats": args.repeats,
+                "seed": args.seed,
+                "rounds": rounds_for,
+                "num_shards": NUM_SHARDS,
+                "breast_cancer_chains": bc_chains,
+                "covtype_chains": args.covtype_chains,
+                "covtype_n": covtype_n,
+                "strategies": strategies,
+                "covtype_ref_rounds": ref_rounds,
+                "covtype_ref_executor": ref_executor,
+                "total_time_s": time.perf_counter() - t_start,
+            },
+            "summary": rows,
+            "ratios": ratios,
+            "references": {
+                k: {
+                    "source": r.source,
+                    "info": r.info,
+                    "mean": r.mean,
+                    "sd": r.sd,
+                    "mcse": r.mcse,
+                    "theta_map": r.theta_map,
+                }
+                for k, r in refs.items()
+            },
+            "runs": raw,
+        },
+    )
 
 
 # --------------------------------------------------------------------------------------- summary
 
-_NUMERIC = ("rounds_per_s", "min_ess", "ess_per_s", "ess_per_s_wall", "sampling_time_s", "setup_time_s",
-            "local_accept")
+_NUMERIC = ("rounds_per_s", "min_ess", "ess_per_s", "ess_per_s_wall", "sampling_time_s", "setup_time_s", "local_accept")
 _ACCURACY = ("max_err_sd", "sd_ratio_min", "sd_ratio_max", "max_z", "max_from_map_sd")
 
 
@@ -308,10 +393,15 @@ def summarise(raw: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dic
     rows = []
     for label, runs in by_spec.items():
         first = runs[0]
-        row = {"label": label, **first["spec"], "kernel": first.get("local_kernel"),
-               "transport": first.get("transport"),
-               "rho": float(np.mean(first["rho"])) if first.get("rho") else None, "N": first.get("N"),
-               "errors": [r["error"] for r in runs if r["error"]]}
+        row = {
+            "label": label,
+            **first["spec"],
+            "kernel": first.get("local_kernel"),
+            "transport": first.get("transport"),
+            "rho": float(np.mean(first["rho"])) if first.get("rho") else None,
+            "N": first.get("N"),
+            "errors": [r["error"] for r in runs if r["error"]],
+        }
         row.update({k: median(r.get(k) for r in runs) for k in _NUMERIC})
         row.update({k: median(r["accuracy"].get(k) for r in runs) for k in _ACCURACY})
         rows.append(row)
@@ -323,17 +413,33 @@ def summarise(raw: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dic
     index = {(Spec(**r["spec"]).label, r["repeat"]): r for r in raw}
     repeats = sorted({r["repeat"] for r in raw})
     ratios = []
+
     def per_repeat(num_label: str, den_label: str) -> float:
-        return median(ratio(index[num_label, k], index[den_label, k])
-                      for k in repeats if (num_label, k) in index and (den_label, k) in index)
+        return median(
+            ratio(index[num_label, k], index[den_label, k])
+            for k in repeats
+            if (num_label, k) in index and (den_label, k) in index
+        )
 
     for group in dict.fromkeys(Spec(**r["spec"]).group for r in raw):
         for executor in EXECUTORS:
-            ratios.append({"group": group, "ratio": "default / paper ESS/s", "fixed": executor,
-                           "value": per_repeat(f"{group} default {executor}", f"{group} paper {executor}")})
+            ratios.append(
+                {
+                    "group": group,
+                    "ratio": "default / paper ESS/s",
+                    "fixed": executor,
+                    "value": per_repeat(f"{group} default {executor}", f"{group} paper {executor}"),
+                }
+            )
         for variant in VARIANTS:
-            ratios.append({"group": group, "ratio": "ray / local ESS/s", "fixed": variant,
-                           "value": per_repeat(f"{group} {variant} ray", f"{group} {variant} local")})
+            ratios.append(
+                {
+                    "group": group,
+                    "ratio": "ray / local ESS/s",
+                    "fixed": variant,
+                    "value": per_repeat(f"{group} {variant} ray", f"{group} {variant} local"),
+                }
+            )
     return rows, ratios
 
 
@@ -341,34 +447,94 @@ def report(rows: list[dict[str, Any]], ratios: list[dict[str, Any]], refs: dict[
     print()
     print_table(
         "ESS per second (medians over repeats); errors in reference sds",
-        ["problem/shards", "K", "algorithm", "variant", "exec", "kernel", "rho", "N", "accept", "rounds/s", "min ESS", "ESS/s",
-         "ESS/s wall", "max|dmean|/sd", "sd ratio", "max z", "|mean-MAP|/sd", "error"],
-        [[f"{r['problem']}/{r['strategy']}", r["chains"], r["algorithm"], r["variant"], r["executor"], r["kernel"], r["rho"],
-          "-" if r["N"] is None else "/".join(map(str, r["N"])), r["local_accept"], r["rounds_per_s"],
-          r["min_ess"], r["ess_per_s"], r["ess_per_s_wall"], r["max_err_sd"],
-          f"{r['sd_ratio_min']:.2f}-{r['sd_ratio_max']:.2f}" if np.isfinite(r["sd_ratio_min"]) else "-",
-          r["max_z"], r["max_from_map_sd"], "; ".join(r["errors"])[:60] or "-"] for r in rows],
-        ["ESS = min over coordinates of bulk ESS; ESS/s over sampling time (rounds incl. burn-in), "
-         "ESS/s wall over the whole call (setup included).",
-         "default = turn-key DG-LMC; paper = preconditioner=None (the paper's rho, gamma, N, LMC steps). "
-         "rho = mean over shards (sampler coordinates); N = final N_i.",
-         "max z = max |mean - ref| / sqrt(mcse^2 + mcse_ref^2): about 2-3.5 over d coordinates if the error is "
-         "Monte-Carlo noise only.",
-         "ray transport: " + ", ".join(sorted({str(r["transport"]) for r in rows if r["executor"] == "ray"}))])
-    print_table("Side-by-side ratios (medians of per-repeat ratios)", ["problem/shards K", "ratio", "at", "value"],
-                [[r["group"], r["ratio"], r["fixed"], r["value"]] for r in ratios])
+        [
+            "problem/shards",
+            "K",
+            "algorithm",
+            "variant",
+            "exec",
+            "kernel",
+            "rho",
+            "N",
+            "accept",
+            "rounds/s",
+            "min ESS",
+            "ESS/s",
+            "ESS/s wall",
+            "max|dmean|/sd",
+            "sd ratio",
+            "max z",
+            "|mean-MAP|/sd",
+            "error",
+        ],
+        [
+            [
+                f"{r['problem']}/{r['strategy']}",
+                r["chains"],
+                r["algorithm"],
+                r["variant"],
+                r["executor"],
+                r["kernel"],
+                r["rho"],
+                "-" if r["N"] is None else "/".join(map(str, r["N"])),
+                r["local_accept"],
+                r["rounds_per_s"],
+                r["min_ess"],
+                r["ess_per_s"],
+                r["ess_per_s_wall"],
+                r["max_err_sd"],
+                f"{r['sd_ratio_min']:.2f}-{r['sd_ratio_max']:.2f}" if np.isfinite(r["sd_ratio_min"]) else "-",
+                r["max_z"],
+                r["max_from_map_sd"],
+                "; ".join(r["errors"])[:60] or "-",
+            ]
+            for r in rows
+        ],
+        [
+            "ESS = min over coordinates of bulk ESS; ESS/s over sampling time (rounds incl. burn-in), "
+            "ESS/s wall over the whole call (setup included).",
+            "default = turn-key DG-LMC; paper = preconditioner=None (the paper's rho, gamma, N, LMC steps). "
+            "rho = mean over shards (sampler coordinates); N = final N_i.",
+            "max z = max |mean - ref| / sqrt(mcse^2 + mcse_ref^2): about 2-3.5 over d coordinates if the error is "
+            "Monte-Carlo noise only.",
+            "ray transport: " + ", ".join(sorted({str(r["transport"]) for r in rows if r["executor"] == "ray"})),
+        ],
+    )
+    print_table(
+        "Side-by-side ratios (medians of per-repeat ratios)",
+        ["problem/shards K", "ratio", "at", "value"],
+        [[r["group"], r["ratio"], r["fixed"], r["value"]] for r in ratios],
+    )
     ref_rows = []
     for name, ref in refs.items():
         if name == "covtype_like":
             i = ref.info
-            ref_rows.append([name, ref.source, f"{i['chains']} chains x {i['rounds']} rounds on {i['executor']}",
-                             i["seed_to_seed_max_err_sd"], i["seed_to_seed_max_z"], i["ref_from_map_max_sd"]])
+            ref_rows.append(
+                [
+                    name,
+                    ref.source,
+                    f"{i['chains']} chains x {i['rounds']} rounds on {i['executor']}",
+                    i["seed_to_seed_max_err_sd"],
+                    i["seed_to_seed_max_z"],
+                    i["ref_from_map_max_sd"],
+                ]
+            )
         else:
-            ref_rows.append([name, ref.source, f"{ref.info.get('chains')} chains x {ref.info.get('draws')} draws",
-                             None, None, float(np.max(np.abs(ref.mean - ref.theta_map) / ref.sd))
-                             if ref.theta_map is not None else None])
-    print_table("References", ["problem", "source", "size", "seed-to-seed max|dmean|/sd", "seed-to-seed max z",
-                               "max|ref-MAP|/sd"], ref_rows)
+            ref_rows.append(
+                [
+                    name,
+                    ref.source,
+                    f"{ref.info.get('chains')} chains x {ref.info.get('draws')} draws",
+                    None,
+                    None,
+                    float(np.max(np.abs(ref.mean - ref.theta_map) / ref.sd)) if ref.theta_map is not None else None,
+                ]
+            )
+    print_table(
+        "References",
+        ["problem", "source", "size", "seed-to-seed max|dmean|/sd", "seed-to-seed max z", "max|ref-MAP|/sd"],
+        ref_rows,
+    )
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ reference in tests/data/breast_cancer_reference.npz. Needs the optional packages
 
     python benchmarks/nuts.py [--chains-dglmc 32] [--rounds 20000]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,11 +39,18 @@ def run_nuts(X: np.ndarray, y: np.ndarray, chains: int, warmup: int, draws: int,
         numpyro.sample("y", dist.Bernoulli(logits=X @ theta), obs=y)
 
     Xj, yj = jnp.asarray(X), jnp.asarray(y)
-    warm = MCMC(NUTS(model), num_warmup=20, num_samples=20, num_chains=chains, chain_method="vectorized",
-                progress_bar=False)
+    warm = MCMC(
+        NUTS(model), num_warmup=20, num_samples=20, num_chains=chains, chain_method="vectorized", progress_bar=False
+    )
     warm.run(jax.random.PRNGKey(seed + 1), Xj, yj)  # compile
-    mcmc = MCMC(NUTS(model), num_warmup=warmup, num_samples=draws, num_chains=chains, chain_method="vectorized",
-                progress_bar=False)
+    mcmc = MCMC(
+        NUTS(model),
+        num_warmup=warmup,
+        num_samples=draws,
+        num_chains=chains,
+        chain_method="vectorized",
+        progress_bar=False,
+    )
     t0 = time.perf_counter()
     mcmc.run(jax.random.PRNGKey(seed), Xj, yj)
     samples = np.asarray(mcmc.get_samples(group_by_chain=True)["theta"])
@@ -65,23 +73,54 @@ def main() -> None:
         ess = float(res.ess().min())
         err = float(np.max(np.abs(draws.mean(axis=(0, 1)) - ref["mean"]) / ref["sd"]))
         ratio = draws.std(axis=(0, 1)) / ref["sd"]
-        rows.append([name, draws.shape[0], draws.shape[1], f"{seconds:.2f}", f"{ess:.0f}", f"{ess / seconds:.1f}",
-                     f"{err:.3f}", f"{ratio.min():.3f}-{ratio.max():.3f}", extra])
-        out[name] = {"chains": draws.shape[0], "draws": draws.shape[1], "seconds": seconds, "min_ess": ess,
-                     "ess_per_s": ess / seconds, "max_mean_err_sd": err}
+        rows.append(
+            [
+                name,
+                draws.shape[0],
+                draws.shape[1],
+                f"{seconds:.2f}",
+                f"{ess:.0f}",
+                f"{ess / seconds:.1f}",
+                f"{err:.3f}",
+                f"{ratio.min():.3f}-{ratio.max():.3f}",
+                extra,
+            ]
+        )
+        out[name] = {
+            "chains": draws.shape[0],
+            "draws": draws.shape[1],
+            "seconds": seconds,
+            "min_ess": ess,
+            "ess_per_s": ess / seconds,
+            "max_mean_err_sd": err,
+        }
 
     samples, secs = run_nuts(X, y, chains=4, warmup=1000, draws=2000, seed=args.seed)
     record("NUTS (numpyro, pooled)", samples, secs, "compile excluded")
     start_ray(object_store_mb=200)
     shards = rs.shard(X, y, num_shards=4)
     for executor in ("ray", "local"):
-        res = rs.sample(rs.models.LogisticRegression(prior_scale=1.0), shards, chains=args.chains_dglmc,
-                        num_rounds=args.rounds, burn_in=2000, seed=args.seed, executor=executor, progress=False)
-        record(f"DG-LMC default, b=4 ({executor})", res.draws, res.stats["sampling_time_s"],
-               f"setup {res.stats['setup_time_s']:.1f}s excluded")
-    table = print_table("NUTS vs default DG-LMC on breast_cancer (ESS/s = min bulk ESS / sampling seconds)",
-                        ["sampler", "chains", "draws", "seconds", "min ESS", "ESS/s", "max |Δmean|/sd", "sd ratio", "note"],
-                        rows)
+        res = rs.sample(
+            rs.models.LogisticRegression(prior_scale=1.0),
+            shards,
+            chains=args.chains_dglmc,
+            num_rounds=args.rounds,
+            burn_in=2000,
+            seed=args.seed,
+            executor=executor,
+            progress=False,
+        )
+        record(
+            f"DG-LMC default, b=4 ({executor})",
+            res.draws,
+            res.stats["sampling_time_s"],
+            f"setup {res.stats['setup_time_s']:.1f}s excluded",
+        )
+    table = print_table(
+        "NUTS vs default DG-LMC on breast_cancer (ESS/s = min bulk ESS / sampling seconds)",
+        ["sampler", "chains", "draws", "seconds", "min ESS", "ESS/s", "max |Δmean|/sd", "sd ratio", "note"],
+        rows,
+    )
     nuts = out["NUTS (numpyro, pooled)"]["ess_per_s"]
     for k, v in out.items():
         v["fraction_of_nuts"] = v["ess_per_s"] / nuts

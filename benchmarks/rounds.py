@@ -11,7 +11,8 @@ machine's noise hits every variant alike; every figure is a median over `--repea
   (b) covtype_like (n = 581,012, d = 54, rs.models.LogisticRegression): compute-bound; with the model's
       default local kernel and with local_kernel="lmc" (the paper's gradient steps).
   N local steps per round on every shard: covtype `--n-local-covtype` (default 10, the setting of
-  the DG-LMC paper's covtype experiment), toy `--n-local-toy` (default 1: one local step is one O(n_i) pass, so the toy's round
+  the DG-LMC paper's covtype experiment), toy `--n-local-toy` (default 1: one local step is one O(n_i) pass, so the
+      toy's round
   stays overhead-dominated); fixing N turns speed balancing off, so both executors run exactly the same steps.
 * The Ray floor: RayPool's actor layout (min(b, CPUs) actors with num_cpus=1) running a no-op method that
   takes a (K, d) float64 array by value and returns it; one round = call every actor, gather the replies.
@@ -40,6 +41,7 @@ Laplace tuning on 581,012 rows take ≈ 10 s per run and are excluded from round
 
 Prints the tables and writes benchmarks/results/rounds.json (rounds_quick.json with --quick).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,9 +64,9 @@ TARGET_GEMM_EFFICIENCY = 0.6
 
 @dataclass(frozen=True)
 class Case:
-    problem: str           # "gaussian_toy" | "covtype_like"
+    problem: str  # "gaussian_toy" | "covtype_like"
     chains: int
-    kernel: str | None     # None: the model's default local kernel
+    kernel: str | None  # None: the model's default local kernel
 
     @property
     def label(self) -> str:
@@ -72,6 +74,7 @@ class Case:
 
 
 # ------------------------------------------------------------------------------------ the Ray floor
+
 
 class EchoWorker:
     """Stands in for a ShardHost: receives a (K, d) array by value and returns it, doing no work.
@@ -118,8 +121,9 @@ class FloorCoordinator:
     def run(self, chains: int, dim: int, rounds: int, warmup: int) -> list[float]:
         return floor_rounds(self.actors, chains, dim, rounds, warmup)
 
-    def run_socket(self, addresses: list[tuple[str, int]], chains: int, dim: int, rounds: int,
-                   warmup: int) -> list[float]:
+    def run_socket(
+        self, addresses: list[tuple[str, int]], chains: int, dim: int, rounds: int, warmup: int
+    ) -> list[float]:
         """The same rounds over direct TCP channels to the workers (raysampler's socket transport)."""
         from raysampler.runtime.channel import ChannelClient
 
@@ -158,15 +162,19 @@ def measure_floor(ray: Any, num_shards: int, chains: int, dim: int, rounds: int)
     finally:
         for a in [coord, *actors]:
             ray.kill(a)
-    return {"actors": n_actors,
-            "coordinator_ms": 1e3 * float(np.mean(from_coord)), "driver_ms": 1e3 * float(np.mean(from_driver)),
-            "socket_ms": 1e3 * float(np.mean(over_socket)),
-            "coordinator_median_ms": 1e3 * float(np.median(from_coord)),
-            "driver_median_ms": 1e3 * float(np.median(from_driver)),
-            "socket_median_ms": 1e3 * float(np.median(over_socket))}
+    return {
+        "actors": n_actors,
+        "coordinator_ms": 1e3 * float(np.mean(from_coord)),
+        "driver_ms": 1e3 * float(np.mean(from_driver)),
+        "socket_ms": 1e3 * float(np.mean(over_socket)),
+        "coordinator_median_ms": 1e3 * float(np.median(from_coord)),
+        "driver_median_ms": 1e3 * float(np.median(from_driver)),
+        "socket_median_ms": 1e3 * float(np.median(over_socket)),
+    }
 
 
 # ------------------------------------------------------------------------------------ numpy's GEMM rate
+
 
 def numpy_step_rate(X: np.ndarray, chains: int, min_time_s: float) -> dict[str, float]:
     """Seconds of numpy's X @ Θᵀ and Rᵀ @ X on one shard's shapes (one BLAS thread), best of plain and out=."""
@@ -191,8 +199,13 @@ def numpy_step_rate(X: np.ndarray, chains: int, min_time_s: float) -> dict[str, 
         eta_s = min(timed(lambda: X @ theta.T), timed(lambda: np.matmul(X, theta.T, out=out1)))
         grad_s = min(timed(lambda: R.T @ X), timed(lambda: np.matmul(R.T, X, out=out2)))
     flops_eta = 2.0 * n * d * chains
-    return {"rows": n, "eta_s": eta_s, "grad_s": grad_s,
-            "gflops_lmc": 2 * flops_eta / (eta_s + grad_s) / 1e9, "gflops_potential": flops_eta / eta_s / 1e9}
+    return {
+        "rows": n,
+        "eta_s": eta_s,
+        "grad_s": grad_s,
+        "gflops_lmc": 2 * flops_eta / (eta_s + grad_s) / 1e9,
+        "gflops_potential": flops_eta / eta_s / 1e9,
+    }
 
 
 def worker_gflops(metrics: dict[str, Any], shard_rows: list[int], chains: int, kernel: str) -> float:
@@ -205,13 +218,27 @@ def worker_gflops(metrics: dict[str, Any], shard_rows: list[int], chains: int, k
 
 # ------------------------------------------------------------------------------------------- runs
 
-def run_case(case: Case, shards: Any, model: Any, executor: str, rounds: int, burn_in: int,
-             n_local: int, transport: str | None) -> dict[str, Any]:
+
+def run_case(
+    case: Case, shards: Any, model: Any, executor: str, rounds: int, burn_in: int, n_local: int, transport: str | None
+) -> dict[str, Any]:
     params: dict[str, Any] = {"local_kernel": case.kernel} if case.kernel else {}
     if executor == "ray" and transport:
         params["transport"] = transport
-    result = rs.sample(model, shards, algorithm="dglmc", chains=case.chains, num_rounds=rounds, burn_in=burn_in,
-                       executor=executor, balance=False, n_local=n_local, progress=False, seed=0, **params)
+    result = rs.sample(
+        model,
+        shards,
+        algorithm="dglmc",
+        chains=case.chains,
+        num_rounds=rounds,
+        burn_in=burn_in,
+        executor=executor,
+        balance=False,
+        n_local=n_local,
+        progress=False,
+        seed=0,
+        **params,
+    )
     m = run_metrics(result)
     m["shard_rows"] = list(result.info["setup"]["shard_rows"])
     return m
@@ -220,8 +247,12 @@ def run_case(case: Case, shards: Any, model: Any, executor: str, rounds: int, bu
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="smoke test: 1 repeat, few rounds, small covtype")
-    ap.add_argument("--rounds", type=int, default=None,
-                    help="rounds after burn-in for every case (default: toy 5000, covtype 30; quick: 300, 6)")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="rounds after burn-in for every case (default: toy 5000, covtype 30; quick: 300, 6)",
+    )
     ap.add_argument("--repeats", type=int, default=None, help="repeats (default 3; quick 1)")
     ap.add_argument("--n-local-toy", type=int, default=1, help="gaussian_toy local steps per round (default 1)")
     ap.add_argument("--n-local-covtype", type=int, default=10, help="covtype local steps per round (default 10)")
@@ -229,8 +260,12 @@ def main() -> None:
     ap.add_argument("--covtype-n", type=int, default=None, help="covtype_like rows (default 581012; quick 40000)")
     ap.add_argument("--floor-rounds", type=int, default=None, help="timed floor rounds (default 1000; quick 100)")
     ap.add_argument("--only", choices=("gaussian_toy", "covtype_like"), default=None)
-    ap.add_argument("--transport", choices=("socket", "actor"), default=None,
-                    help="round transport of the ray runs (default: raysampler's default)")
+    ap.add_argument(
+        "--transport",
+        choices=("socket", "actor"),
+        default=None,
+        help="round transport of the ray runs (default: raysampler's default)",
+    )
     args = ap.parse_args()
 
     quick = args.quick
@@ -238,11 +273,17 @@ def main() -> None:
     burn_in = args.burn_in if args.burn_in is not None else (2 if quick else 5)
     covtype_n = args.covtype_n or (40_000 if quick else rs.datasets.COVTYPE_N_ROWS)
     floor_n = args.floor_rounds or (100 if quick else 1000)
-    rounds_for = {"gaussian_toy": args.rounds or (300 if quick else 5000),
-                  "covtype_like": args.rounds or (6 if quick else 30)}
+    rounds_for = {
+        "gaussian_toy": args.rounds or (300 if quick else 5000),
+        "covtype_like": args.rounds or (6 if quick else 30),
+    }
     problems = [args.only] if args.only else ["gaussian_toy", "covtype_like"]
-    cases = [Case(p, k, kern) for p in problems for k in (1, 8)
-             for kern in ((None,) if p == "gaussian_toy" else (None, "lmc"))]
+    cases = [
+        Case(p, k, kern)
+        for p in problems
+        for k in (1, 8)
+        for kern in ((None,) if p == "gaussian_toy" else (None, "lmc"))
+    ]
 
     data = {}
     for p in problems:
@@ -251,8 +292,11 @@ def main() -> None:
     covtype_mb = covtype_n * (COVTYPE_D + 1) * 8 / 2**20 if "covtype_like" in problems else 0
     ray = start_ray(object_store_mb=int(200 + 2.5 * covtype_mb))
     n_local = {"gaussian_toy": args.n_local_toy, "covtype_like": args.n_local_covtype}
-    print(f"rounds benchmark: b={NUM_SHARDS}, N={n_local}, repeats={repeats}, burn-in={burn_in}, "
-          f"rounds={rounds_for}, covtype n={covtype_n}, floor rounds={floor_n}", flush=True)
+    print(
+        f"rounds benchmark: b={NUM_SHARDS}, N={n_local}, repeats={repeats}, burn-in={burn_in}, "
+        f"rounds={rounds_for}, covtype n={covtype_n}, floor rounds={floor_n}",
+        flush=True,
+    )
 
     raw: dict[str, list[dict[str, Any]]] = {c.label: [] for c in cases}
     floors: dict[tuple[int, int], list[dict[str, float]]] = {}
@@ -265,8 +309,16 @@ def main() -> None:
                 order = ("local", "ray") if rep % 2 == 0 else ("ray", "local")
                 entry: dict[str, Any] = {}
                 for ex in order:
-                    entry[ex] = run_case(case, shards, model, ex, rounds_for[case.problem], burn_in,
-                                         n_local[case.problem], args.transport)
+                    entry[ex] = run_case(
+                        case,
+                        shards,
+                        model,
+                        ex,
+                        rounds_for[case.problem],
+                        burn_in,
+                        n_local[case.problem],
+                        args.transport,
+                    )
                 dim = shape[1] if case.problem == "covtype_like" else 2
                 key = (case.chains, dim)
                 if len(floors.get(key, [])) <= rep:
@@ -276,24 +328,41 @@ def main() -> None:
                     if len(gemm.get(case.chains, [])) <= rep:
                         X0, _ = shards[0].load()
                         gemm.setdefault(case.chains, []).append(
-                            numpy_step_rate(np.ascontiguousarray(X0), case.chains, 0.1 if quick else 0.5))
+                            numpy_step_rate(np.ascontiguousarray(X0), case.chains, 0.1 if quick else 0.5)
+                        )
                     entry["numpy"] = gemm[case.chains][rep]
                 raw[case.label].append(entry)
-                print(f"  repeat {rep + 1}/{repeats} {case.label}: local {entry['local']['rounds_per_s']:.1f} "
-                      f"rounds/s, ray {entry['ray']['rounds_per_s']:.1f} rounds/s, floor "
-                      f"{entry['floor']['coordinator_ms']:.2f} ms (socket {entry['floor']['socket_ms']:.2f} ms)  "
-                      f"[{time.perf_counter() - t_start:.0f} s]",
-                      flush=True)
+                print(
+                    f"  repeat {rep + 1}/{repeats} {case.label}: local {entry['local']['rounds_per_s']:.1f} "
+                    f"rounds/s, ray {entry['ray']['rounds_per_s']:.1f} rounds/s, floor "
+                    f"{entry['floor']['coordinator_ms']:.2f} ms (socket {entry['floor']['socket_ms']:.2f} ms)  "
+                    f"[{time.perf_counter() - t_start:.0f} s]",
+                    flush=True,
+                )
     finally:
         stop_ray()
 
     summary, targets = summarise(cases, raw)
     report(summary, targets, n_local)
-    write_json("rounds_quick" if quick else "rounds", {
-        "settings": {"quick": quick, "repeats": repeats, "burn_in": burn_in, "rounds": rounds_for,
-                     "n_local": n_local, "num_shards": NUM_SHARDS, "covtype_n": covtype_n,
-                     "floor_rounds": floor_n, "total_time_s": time.perf_counter() - t_start},
-        "summary": summary, "targets": targets, "raw": raw})
+    write_json(
+        "rounds_quick" if quick else "rounds",
+        {
+            "settings": {
+                "quick": quick,
+                "repeats": repeats,
+                "burn_in": burn_in,
+                "rounds": rounds_for,
+                "n_local": n_local,
+                "num_shards": NUM_SHARDS,
+                "covtype_n": covtype_n,
+                "floor_rounds": floor_n,
+                "total_time_s": time.perf_counter() - t_start,
+            },
+            "summary": summary,
+            "targets": targets,
+            "raw": raw,
+        },
+    )
 
 
 def summarise(cases: list[Case], raw: dict[str, list[dict[str, Any]]]) -> tuple[list[dict], list[dict]]:
@@ -301,8 +370,12 @@ def summarise(cases: list[Case], raw: dict[str, list[dict[str, Any]]]) -> tuple[
     summary, targets = [], []
     for case in cases:
         reps = raw[case.label]
-        row: dict[str, Any] = {"case": case.label, "problem": case.problem, "chains": case.chains,
-                               "kernel": reps[0]["local"]["local_kernel"]}
+        row: dict[str, Any] = {
+            "case": case.label,
+            "problem": case.problem,
+            "chains": case.chains,
+            "kernel": reps[0]["local"]["local_kernel"],
+        }
         for ex in ("local", "ray"):
             row[f"{ex}_rounds_per_s"] = median(r[ex]["rounds_per_s"] for r in reps)
             row[f"{ex}_ms_per_round"] = median(r[ex]["ms_per_round"] for r in reps)
@@ -313,16 +386,20 @@ def summarise(cases: list[Case], raw: dict[str, list[dict[str, Any]]]) -> tuple[
         row["floor_socket_ms"] = median(r["floor"]["socket_ms"] for r in reps)
         row["transport"] = reps[0]["ray"]["transport"]
         row["overhead_ms"] = median(r["ray"]["ms_per_round"] - r["local"]["ms_per_round"] for r in reps)
-        row["overhead_over_floor"] = median((r["ray"]["ms_per_round"] - r["local"]["ms_per_round"])
-                                            / r["floor"]["coordinator_ms"] for r in reps)
-        row["overhead_over_socket_floor"] = median((r["ray"]["ms_per_round"] - r["local"]["ms_per_round"])
-                                                   / r["floor"]["socket_ms"] for r in reps)
+        row["overhead_over_floor"] = median(
+            (r["ray"]["ms_per_round"] - r["local"]["ms_per_round"]) / r["floor"]["coordinator_ms"] for r in reps
+        )
+        row["overhead_over_socket_floor"] = median(
+            (r["ray"]["ms_per_round"] - r["local"]["ms_per_round"]) / r["floor"]["socket_ms"] for r in reps
+        )
         # ray − local/P: what Ray adds beyond a perfect split of the local work over its P worker actors
-        row["parallel_overhead_ms"] = median(r["ray"]["ms_per_round"] - r["local"]["ms_per_round"]
-                                             / r["floor"]["actors"] for r in reps)
+        row["parallel_overhead_ms"] = median(
+            r["ray"]["ms_per_round"] - r["local"]["ms_per_round"] / r["floor"]["actors"] for r in reps
+        )
         row["parallel_overhead_over_socket_floor"] = median(
             (r["ray"]["ms_per_round"] - r["local"]["ms_per_round"] / r["floor"]["actors"]) / r["floor"]["socket_ms"]
-            for r in reps)
+            for r in reps
+        )
         row["actors"] = reps[0]["floor"]["actors"]
         if case.problem == "covtype_like":
             kern = row["kernel"]
@@ -336,20 +413,36 @@ def summarise(cases: list[Case], raw: dict[str, list[dict[str, Any]]]) -> tuple[
         summary.append(row)
 
         if case.problem == "covtype_like":
-            targets.append({"target": f"(b) {case.label}: ray ≥ {TARGET_SPEEDUP}× local rounds/s",
-                            "value": row["speedup"], "pass": row["speedup"] >= TARGET_SPEEDUP})
+            targets.append(
+                {
+                    "target": f"(b) {case.label}: ray ≥ {TARGET_SPEEDUP}× local rounds/s",
+                    "value": row["speedup"],
+                    "pass": row["speedup"] >= TARGET_SPEEDUP,
+                }
+            )
             if case.chains == 8 and row["kernel"] == "lmc":
                 eff = row["ray_gemm_efficiency"]
-                targets.append({"target": f"(b) {case.label}: Ray workers' GFLOP/s ≥ "
-                                          f"{TARGET_GEMM_EFFICIENCY:.0%} of numpy's", "value": eff,
-                                "pass": eff >= TARGET_GEMM_EFFICIENCY})
+                targets.append(
+                    {
+                        "target": f"(b) {case.label}: Ray workers' GFLOP/s ≥ {TARGET_GEMM_EFFICIENCY:.0%} of numpy's",
+                        "value": eff,
+                        "pass": eff >= TARGET_GEMM_EFFICIENCY,
+                    }
+                )
         else:
-            for key, floor in (("overhead_over_floor", "actor-call floor"),
-                               ("overhead_over_socket_floor", "socket floor")):
+            for key, floor in (
+                ("overhead_over_floor", "actor-call floor"),
+                ("overhead_over_socket_floor", "socket floor"),
+            ):
                 ratio = row[key]
-                targets.append({"target": f"(a) {case.label}: (ray − local) ms/round ≤ {TARGET_OVERHEAD_RATIO}× "
-                                          f"{floor} ms/round", "value": ratio,
-                                "pass": ratio <= TARGET_OVERHEAD_RATIO})
+                targets.append(
+                    {
+                        "target": f"(a) {case.label}: (ray − local) ms/round ≤ {TARGET_OVERHEAD_RATIO}× "
+                        f"{floor} ms/round",
+                        "value": ratio,
+                        "pass": ratio <= TARGET_OVERHEAD_RATIO,
+                    }
+                )
     return summary, targets
 
 
@@ -358,34 +451,84 @@ def report(summary: list[dict], targets: list[dict], n_local: dict[str, int]) ->
     print_table(
         "Rounds per second (medians over repeats; setup excluded)",
         ["case", "kernel", "N", "local r/s", "ray r/s", "ray/local", "local ms/round", "ray ms/round"],
-        [[r["case"].rsplit(" ", 1)[0], r["kernel"], n_local[r["problem"]], r["local_rounds_per_s"],
-          r["ray_rounds_per_s"], r["speedup"], r["local_ms_per_round"], r["ray_ms_per_round"]] for r in summary],
-        [f"b={NUM_SHARDS} shards, N local steps per shard per round, balance off; ray transport: "
-         f"{', '.join(sorted({str(r['transport']) for r in summary}))}; ray/local = median of per-repeat ratios."])
+        [
+            [
+                r["case"].rsplit(" ", 1)[0],
+                r["kernel"],
+                n_local[r["problem"]],
+                r["local_rounds_per_s"],
+                r["ray_rounds_per_s"],
+                r["speedup"],
+                r["local_ms_per_round"],
+                r["ray_ms_per_round"],
+            ]
+            for r in summary
+        ],
+        [
+            f"b={NUM_SHARDS} shards, N local steps per shard per round, balance off; ray transport: "
+            f"{', '.join(sorted({str(r['transport']) for r in summary}))}; ray/local = median of per-repeat ratios."
+        ],
+    )
     print_table(
         "Per-round Ray overhead against the floor (ms/round; ratios are medians of per-repeat ratios)",
-        ["case", "kernel", "floor actor coord", "floor actor driver", "floor socket", "ray-local",
-         "/actor floor", "/socket floor", "ray-local/P", "/socket floor"],
-        [[r["case"].rsplit(" ", 1)[0], r["kernel"], r["floor_coordinator_ms"], r["floor_driver_ms"],
-          r["floor_socket_ms"], r["overhead_ms"], r["overhead_over_floor"], r["overhead_over_socket_floor"],
-          r["parallel_overhead_ms"], r["parallel_overhead_over_socket_floor"]] for r in summary],
-        ["floor = no-op round trip on RayPool's layout (P = min(b, CPUs) actors, num_cpus=1, (K, d) array by "
-         "value): plain actor calls from a coordinator actor (num_cpus=0) / from the driver, and raysampler's "
-         "TCP channels (socket) from a coordinator actor.",
-         "ray-local = the overhead as specified (negative when the P workers' parallelism outweighs it); "
-         "ray-local/P = ray ms minus a perfect P-way split of the local work."])
+        [
+            "case",
+            "kernel",
+            "floor actor coord",
+            "floor actor driver",
+            "floor socket",
+            "ray-local",
+            "/actor floor",
+            "/socket floor",
+            "ray-local/P",
+            "/socket floor",
+        ],
+        [
+            [
+                r["case"].rsplit(" ", 1)[0],
+                r["kernel"],
+                r["floor_coordinator_ms"],
+                r["floor_driver_ms"],
+                r["floor_socket_ms"],
+                r["overhead_ms"],
+                r["overhead_over_floor"],
+                r["overhead_over_socket_floor"],
+                r["parallel_overhead_ms"],
+                r["parallel_overhead_over_socket_floor"],
+            ]
+            for r in summary
+        ],
+        [
+            "floor = no-op round trip on RayPool's layout (P = min(b, CPUs) actors, num_cpus=1, (K, d) array by "
+            "value): plain actor calls from a coordinator actor (num_cpus=0) / from the driver, and raysampler's "
+            "TCP channels (socket) from a coordinator actor.",
+            "ray-local = the overhead as specified (negative when the P workers' parallelism outweighs it); "
+            "ray-local/P = ray ms minus a perfect P-way split of the local work.",
+        ],
+    )
     cov = [r for r in summary if r["problem"] == "covtype_like"]
     if cov:
         print_table(
             "Local-step GFLOP/s on covtype_like (workers' compute time vs numpy on the same shapes, 1 thread)",
-            ["case", "kernel", "rows/shard", "numpy GFLOP/s", "local GFLOP/s", "local eff", "ray GFLOP/s",
-             "ray eff"],
-            [[r["case"].rsplit(" ", 1)[0], r["kernel"], r["shard_rows"][0], r["numpy_gflops"],
-              r["local_worker_gflops"], r["local_gemm_efficiency"], r["ray_worker_gflops"],
-              r["ray_gemm_efficiency"]] for r in cov],
-            ["lmc step: X@Θᵀ and Rᵀ@X, 4·n_i·54·K flops; default-kernel step (potential): X@Θᵀ only, "
-             "2·n_i·54·K.",
-             "eff = workers' GFLOP/s / numpy's GFLOP/s measured in the same repeat (median of per-repeat ratios)."])
+            ["case", "kernel", "rows/shard", "numpy GFLOP/s", "local GFLOP/s", "local eff", "ray GFLOP/s", "ray eff"],
+            [
+                [
+                    r["case"].rsplit(" ", 1)[0],
+                    r["kernel"],
+                    r["shard_rows"][0],
+                    r["numpy_gflops"],
+                    r["local_worker_gflops"],
+                    r["local_gemm_efficiency"],
+                    r["ray_worker_gflops"],
+                    r["ray_gemm_efficiency"],
+                ]
+                for r in cov
+            ],
+            [
+                "lmc step: X@Θᵀ and Rᵀ@X, 4·n_i·54·K flops; default-kernel step (potential): X@Θᵀ only, 2·n_i·54·K.",
+                "eff = workers' GFLOP/s / numpy's GFLOP/s measured in the same repeat (median of per-repeat ratios).",
+            ],
+        )
     print_table("Targets", ["target", "value", "result"], [[t["target"], t["value"], t["pass"]] for t in targets])
 
 

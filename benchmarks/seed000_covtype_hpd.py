@@ -30,6 +30,7 @@ docs/experiments.md's numbers: `--reference-only` (600 s of MALA), then three pr
 `--budget 600 --part {a2,b2,c2} --only "<two names>"` (a2: DG-LMC default N=1, D-SGLD; b2: DG-LMC default N=10,
 FALD; c2: DG-LMC paper N=10, QLSD++), then `--merge` (table, results JSON, docs/seed000_covtype_hpd.png).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -125,8 +126,8 @@ def full_U(model, X, y, thetas, block=128):
     out = np.empty(len(thetas))
     prior = model.prior()
     for s in range(0, len(thetas), block):
-        th = thetas[s:s + block]
-        out[s:s + block] = model.potential(X, y, th) + prior.potential(th)
+        th = thetas[s : s + block]
+        out[s : s + block] = model.potential(X, y, th) + prior.potential(th)
     return out
 
 
@@ -168,19 +169,32 @@ class Clock:
 
 # ------------------------------------------------------------------------------------------- reference
 
+
 def reference(model, X, y, theta_map, L, budget, seed=1):
     wm = Whitened(model, theta_map, L)
     shards = rs.shard(X, y, num_shards=1)
     burn = 300
     init = np.random.default_rng(seed).standard_normal((REF_CHAINS, len(theta_map)))
     clock = Clock()
-    res = rs.sample(wm, shards, "mala", chains=REF_CHAINS, num_rounds=10_000_000, burn_in=burn, seed=seed,
-                    executor="local", time_budget_s=budget, progress=False, callback=clock, step_size=0.3,
-                    init=init)
-    phi = res.draws                                      # (K, T, d)
+    res = rs.sample(
+        wm,
+        shards,
+        "mala",
+        chains=REF_CHAINS,
+        num_rounds=10_000_000,
+        burn_in=burn,
+        seed=seed,
+        executor="local",
+        time_budget_s=budget,
+        progress=False,
+        callback=clock,
+        step_size=0.3,
+        init=init,
+    )
+    phi = res.draws  # (K, T, d)
     K, T, d = phi.shape
     idx = thin_index(T, K, 16000)
-    th = theta_map + phi[:, idx] @ L.T                   # (K, m, d)
+    th = theta_map + phi[:, idx] @ L.T  # (K, m, d)
     t0 = time.perf_counter()
     u = full_U(model, X, y, th.reshape(-1, d)).reshape(K, len(idx))
     u_map = float(full_U(model, X, y, theta_map[None])[0])
@@ -194,18 +208,34 @@ def reference(model, X, y, theta_map, L, budget, seed=1):
     # MALA reports no acceptance in sample_stats (it is computed on the coordinator): count moves instead
     accept = np.any(phi[:, 1:] != phi[:, :-1], axis=2) if T > 1 else None
     ess_u = _ess_simple(u)
-    out = {"algorithm": "mala on the Laplace-whitened pooled posterior (raysampler 'mala', one shard)",
-           "chains": K, "burn_in_rounds": burn, "draws_per_chain": T, "u_evaluated_per_chain": len(idx),
-           "wall_s": clock.marks[-1][1], "cpu_s": clock.marks[-1][2], "u_eval_s": time.perf_counter() - t0,
-           "step_size_initial": 0.3,
-           "mean_accept": None if accept is None else float(np.mean(accept)),
-           "eta_true": eta, "u_map": u_map, "eta_minus_umap": eta - u_map,
-           "mcse_batch_means": mcse_bm, "mcse_per_chain": mcse_chain, "per_chain_eta": per_chain,
-           "ess_U": ess_u, "u_mean": float(u.mean()), "u_sd": float(u.std()),
-           "theta_mean": (theta_map + phi.reshape(-1, d).mean(0) @ L.T).tolist()}
-    print(f"reference: {K} chains x {T} draws in {out['wall_s']:.0f} s, accept {out['mean_accept']}, "
-          f"eta_true = {eta:.3f} (U(MAP) = {u_map:.3f}), MCSE {mcse_bm:.3f} (batch means) / {mcse_chain:.3f} "
-          f"(per chain), ESS(U) {ess_u}", flush=True)
+    out = {
+        "algorithm": "mala on the Laplace-whitened pooled posterior (raysampler 'mala', one shard)",
+        "chains": K,
+        "burn_in_rounds": burn,
+        "draws_per_chain": T,
+        "u_evaluated_per_chain": len(idx),
+        "wall_s": clock.marks[-1][1],
+        "cpu_s": clock.marks[-1][2],
+        "u_eval_s": time.perf_counter() - t0,
+        "step_size_initial": 0.3,
+        "mean_accept": None if accept is None else float(np.mean(accept)),
+        "eta_true": eta,
+        "u_map": u_map,
+        "eta_minus_umap": eta - u_map,
+        "mcse_batch_means": mcse_bm,
+        "mcse_per_chain": mcse_chain,
+        "per_chain_eta": per_chain,
+        "ess_U": ess_u,
+        "u_mean": float(u.mean()),
+        "u_sd": float(u.std()),
+        "theta_mean": (theta_map + phi.reshape(-1, d).mean(0) @ L.T).tolist(),
+    }
+    print(
+        f"reference: {K} chains x {T} draws in {out['wall_s']:.0f} s, accept {out['mean_accept']}, "
+        f"eta_true = {eta:.3f} (U(MAP) = {u_map:.3f}), MCSE {mcse_bm:.3f} (batch means) / {mcse_chain:.3f} "
+        f"(per chain), ESS(U) {ess_u}",
+        flush=True,
+    )
     return out
 
 
@@ -217,7 +247,7 @@ def _ess_simple(u):
     rho_sum = 0.0
     for lag in range(1, T // 2, 2):
         r = np.mean([np.dot(c[:-lag], c[lag:]) / T for c in x]) / var
-        r2 = np.mean([np.dot(c[:-lag - 1], c[lag + 1:]) / T for c in x]) / var
+        r2 = np.mean([np.dot(c[: -lag - 1], c[lag + 1 :]) / T for c in x]) / var
         if r + r2 < 0:
             break
         rho_sum += r + r2
@@ -225,6 +255,7 @@ def _ess_simple(u):
 
 
 # ------------------------------------------------------------------------------------------- runs
+
 
 def specs(n, lam_max):
     batch = n // (10 * B)
@@ -241,9 +272,21 @@ def specs(n, lam_max):
 
 def run_one(name, alg, kw, model, X, y, shards, budget, ref, seed=0):
     clock = Clock()
-    res = rs.sample(model, shards, alg, chains=CHAINS, num_rounds=10_000_000, burn_in=0, seed=seed,
-                    executor="local", time_budget_s=budget, progress=False, callback=clock, **kw)
-    th = res.draws                                        # (K, T, d)
+    res = rs.sample(
+        model,
+        shards,
+        alg,
+        chains=CHAINS,
+        num_rounds=10_000_000,
+        burn_in=0,
+        seed=seed,
+        executor="local",
+        time_budget_s=budget,
+        progress=False,
+        callback=clock,
+        **kw,
+    )
+    th = res.draws  # (K, T, d)
     K, T, d = th.shape
     times, cpu = clock.per_round(T), clock.per_round(T, col=2)
     idx = thin_index(T, K, U_EVALS)
@@ -253,30 +296,69 @@ def run_one(name, alg, kw, model, X, y, shards, budget, ref, seed=0):
     eta_true, u_map = ref["eta_true"], ref["u_map"]
     curve = []
     grid = np.unique(np.geomspace(max(10, T // 500), T, 40).round().astype(int)) if T >= 10 else np.array([T])
-    for m in grid:                                        # prefix of m draws per chain, burn-in m // 10
+    for m in grid:  # prefix of m draws per chain, burn-in m // 10
         sel = (idx >= m // 10) & (idx < m)
         if sel.sum() < 5:
             continue
         eta = hpd_eta(u[:, sel].ravel())
-        curve.append({"draws_per_chain": int(m), "wall_s": float(times[m - 1]), "cpu_s": float(cpu[m - 1]), "u_points": int(sel.sum() * K),
-                      "eta": eta, "rel_err": abs(eta - eta_true) / abs(eta_true),
-                      "excess_rel_err": abs(eta - eta_true) / (eta_true - u_map)})
+        curve.append(
+            {
+                "draws_per_chain": int(m),
+                "wall_s": float(times[m - 1]),
+                "cpu_s": float(cpu[m - 1]),
+                "u_points": int(sel.sum() * K),
+                "eta": eta,
+                "rel_err": abs(eta - eta_true) / abs(eta_true),
+                "excess_rel_err": abs(eta - eta_true) / (eta_true - u_map),
+            }
+        )
     plan = res.info["setup"].get("plan", {})
-    keep = {k: plan.get(k) for k in ("rho", "gamma", "M", "local_kernel", "preconditioner", "step_size",
-                                      "lmc_step_of_average", "p_comm", "tau", "levels", "omega", "alpha",
-                                      "batch_size", "ref_every", "bits_per_round") if k in plan}
+    keep = {
+        k: plan.get(k)
+        for k in (
+            "rho",
+            "gamma",
+            "M",
+            "local_kernel",
+            "preconditioner",
+            "step_size",
+            "lmc_step_of_average",
+            "p_comm",
+            "tau",
+            "levels",
+            "omega",
+            "alpha",
+            "batch_size",
+            "ref_every",
+            "bits_per_round",
+        )
+        if k in plan
+    }
     accept = res.sample_stats.get("local_accept")
-    out = {"algorithm": alg, "params": kw, "plan": keep, "chains": K, "draws_per_chain": T,
-           "setup_s": float(res.stats.get("setup_time_s", float("nan"))), "wall_s": float(times[-1]) if T else None,
-           "cpu_s": float(cpu[-1]) if T else None, "cpu_fraction": float(cpu[-1] / times[-1]) if T else None,
-           "rounds_per_s": T / (times[-1] - res.stats.get("setup_time_s", 0.0)) if T else None,
-           "u_eval_s": u_eval_s, "local_accept": None if accept is None else float(np.mean(accept)),
-           "curve": curve, "final": curve[-1] if curve else None,
-           "N": [int(v) for v in np.atleast_1d(res.stats.get("N", []))]}
+    out = {
+        "algorithm": alg,
+        "params": kw,
+        "plan": keep,
+        "chains": K,
+        "draws_per_chain": T,
+        "setup_s": float(res.stats.get("setup_time_s", float("nan"))),
+        "wall_s": float(times[-1]) if T else None,
+        "cpu_s": float(cpu[-1]) if T else None,
+        "cpu_fraction": float(cpu[-1] / times[-1]) if T else None,
+        "rounds_per_s": T / (times[-1] - res.stats.get("setup_time_s", 0.0)) if T else None,
+        "u_eval_s": u_eval_s,
+        "local_accept": None if accept is None else float(np.mean(accept)),
+        "curve": curve,
+        "final": curve[-1] if curve else None,
+        "N": [int(v) for v in np.atleast_1d(res.stats.get("N", []))],
+    }
     f = out["final"] or {}
-    print(f"{name}: {T} draws/chain, setup {out['setup_s']:.1f} s, {out['wall_s']:.0f} s wall, {out['cpu_s']:.0f} s CPU, "
-          f"eta {f.get('eta', float('nan')):.3f}, rel err {f.get('rel_err', float('nan')):.2e}, "
-          f"excess rel err {f.get('excess_rel_err', float('nan')):.3f}  [U eval {u_eval_s:.0f} s]", flush=True)
+    print(
+        f"{name}: {T} draws/chain, setup {out['setup_s']:.1f} s, {out['wall_s']:.0f} s wall, {out['cpu_s']:.0f} s CPU, "
+        f"eta {f.get('eta', float('nan')):.3f}, rel err {f.get('rel_err', float('nan')):.2e}, "
+        f"excess rel err {f.get('excess_rel_err', float('nan')):.3f}  [U eval {u_eval_s:.0f} s]",
+        flush=True,
+    )
     return out
 
 
@@ -294,6 +376,7 @@ def first_time_below(curve, key, thr):
 
 def plot(results, ref, path, n):
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import matplotlib.ticker
@@ -304,11 +387,12 @@ def plot(results, ref, path, n):
         if not c:
             continue
         t = [p["wall_s"] for p in c]
-        line, = axes[0].loglog(t, [max(p["rel_err"], 1e-9) for p in c], marker=".", label=name)
+        (line,) = axes[0].loglog(t, [max(p["rel_err"], 1e-9) for p in c], marker=".", label=name)
         axes[1].loglog(t, [max(p["excess_rel_err"], 1e-5) for p in c], marker=".", color=line.get_color())
         if "cpu_s" in c[0]:
-            axes[2].loglog([p["cpu_s"] for p in c], [max(p["excess_rel_err"], 1e-5) for p in c], marker=".",
-                           color=line.get_color())
+            axes[2].loglog(
+                [p["cpu_s"] for p in c], [max(p["excess_rel_err"], 1e-5) for p in c], marker=".", color=line.get_color()
+            )
     axes[0].set_title(f"HPD relative error |η̂−η|/η (α = {ALPHA})")
     axes[1].set_title("excess error |η̂−η| / (η − U(θ*))")
     axes[2].set_title("excess error vs process CPU time")
@@ -325,8 +409,10 @@ def plot(results, ref, path, n):
         ax.axhline(0.05, color="grey", ls="--", lw=0.8)
         ax.axhline(0.01, color="grey", ls="--", lw=0.8)
     axes[0].legend(fontsize=7)
-    fig.suptitle(f"Seed 000 sec. 5.2: covtype_like logistic regression, n = {n:,}, d = 54, b = {B}, K = {CHAINS} chains; "
-                 "local executor, shared 2-core machine")
+    fig.suptitle(
+        f"Seed 000 sec. 5.2: covtype_like logistic regression, n = {n:,}, d = 54, b = {B}, K = {CHAINS} chains; "
+        "local executor, shared 2-core machine"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     print(f"plot written to {path}", flush=True)
@@ -339,8 +425,11 @@ def main():
     ap.add_argument("--ref-budget", type=float, default=None, help="seconds of reference MALA (default 600; smoke 10)")
     ap.add_argument("--only", default=None, help="comma-separated run names (default all)")
     ap.add_argument("--reference-only", action="store_true")
-    ap.add_argument("--part", default=None, help="write runs to seed000_covtype_hpd[_smoke]_part-PART.json "
-                    "(two parts can run at once; --merge joins them)")
+    ap.add_argument(
+        "--part",
+        default=None,
+        help="write runs to seed000_covtype_hpd[_smoke]_part-PART.json (two parts can run at once; --merge joins them)",
+    )
     ap.add_argument("--replot", action="store_true", help="table and plot from the results JSON, no sampling")
     ap.add_argument("--merge", action="store_true", help="join the _part-*.json files into the results JSON")
     args = ap.parse_args()
@@ -351,16 +440,27 @@ def main():
         if args.merge:
             parts = sorted(RESULTS_DIR.glob(f"seed000_covtype_hpd{suffix}_part-*.json"))
             datas = [json.loads(p.read_text()) for p in parts]
-            data = {"settings": datas[-1]["settings"], "reference": datas[-1]["reference"], "runs": {},
-                    "parts": {p.name: d["environment"] for p, d in zip(parts, datas)}}
+            data = {
+                "settings": datas[-1]["settings"],
+                "reference": datas[-1]["reference"],
+                "runs": {},
+                "parts": {p.name: d["environment"] for p, d in zip(parts, datas)},
+            }
             for name in specs(1, 1.0):
                 for d in datas:
                     if name in d["runs"]:
                         data["runs"][name] = d["runs"][name]
         else:
             data = json.loads(main_path.read_text())
-        summarise(data["runs"], data["reference"], data["settings"]["n"], suffix, data["settings"],
-                  write=args.merge, extra={"parts": data.get("parts")} if args.merge else None)
+        summarise(
+            data["runs"],
+            data["reference"],
+            data["settings"]["n"],
+            suffix,
+            data["settings"],
+            write=args.merge,
+            extra={"parts": data.get("parts")} if args.merge else None,
+        )
         return
     budget = args.budget or (8.0 if smoke else 600.0)
     ref_budget = args.ref_budget or (10.0 if smoke else 600.0)
@@ -374,13 +474,18 @@ def main():
     precond = tuning.laplace_preconditioner(model, pool, theta_map, "laplace")
     H = tuning.total_hessian(model, pool, theta_map)
     ev = np.linalg.eigvalsh(H)
-    print(f"n = {n}, MAP + Laplace in {time.perf_counter() - t0:.1f} s; Hessian eigenvalues {ev[0]:.3g} .. "
-          f"{ev[-1]:.3g} (condition {ev[-1] / ev[0]:.3g})", flush=True)
+    print(
+        f"n = {n}, MAP + Laplace in {time.perf_counter() - t0:.1f} s; Hessian eigenvalues {ev[0]:.3g} .. "
+        f"{ev[-1]:.3g} (condition {ev[-1] / ev[0]:.3g})",
+        flush=True,
+    )
 
     ref_path = RESULTS_DIR / f"seed000_covtype_hpd_reference{suffix}.json"
     if ref_path.exists():
         ref = json.loads(ref_path.read_text())["reference"]
-        print(f"reference loaded from {ref_path.name}: eta_true = {ref['eta_true']:.3f} ± {ref['mcse_batch_means']:.3f}")
+        print(
+            f"reference loaded from {ref_path.name}: eta_true = {ref['eta_true']:.3f} ± {ref['mcse_batch_means']:.3f}"
+        )
     else:
         ref = reference(model, X, y, theta_map, precond.scale, ref_budget)
         ref["ref_budget_s"] = ref_budget
@@ -409,26 +514,65 @@ def summarise(results, ref, n, suffix, sett, write=True, extra=None):
     rows = []
     for name, r in results.items():
         f = r["final"] or {}
-        rows.append([name, r["draws_per_chain"], r["setup_s"], r["wall_s"], r.get("cpu_s"), f.get("eta"), f.get("rel_err"),
-                     f.get("excess_rel_err"), first_time_below(r["curve"], "rel_err", 0.05),
-                     first_time_below(r["curve"], "rel_err", 0.01),
-                     first_time_below(r["curve"], "excess_rel_err", 0.05),
-                     first_time_below(r["curve"], "excess_rel_err", 0.01)])
+        rows.append(
+            [
+                name,
+                r["draws_per_chain"],
+                r["setup_s"],
+                r["wall_s"],
+                r.get("cpu_s"),
+                f.get("eta"),
+                f.get("rel_err"),
+                f.get("excess_rel_err"),
+                first_time_below(r["curve"], "rel_err", 0.05),
+                first_time_below(r["curve"], "rel_err", 0.01),
+                first_time_below(r["curve"], "excess_rel_err", 0.05),
+                first_time_below(r["curve"], "excess_rel_err", 0.01),
+            ]
+        )
         r["time_to"] = dict(zip(["rel5", "rel1", "excess5", "excess1"], rows[-1][-4:]))
-    print_table(f"HPD error (alpha = {ALPHA}); eta_true = {ref['eta_true']:.3f} ± {ref['mcse_batch_means']:.3f}, "
-                f"U(MAP) = {ref['u_map']:.3f}",
-                ["run", "draws/chain", "setup s", "wall s", "CPU s", "eta", "rel err", "excess err", "t rel<5%", "t rel<1%",
-                 "t exc<5%", "t exc<1%"], rows)
+    print_table(
+        f"HPD error (alpha = {ALPHA}); eta_true = {ref['eta_true']:.3f} ± {ref['mcse_batch_means']:.3f}, "
+        f"U(MAP) = {ref['u_map']:.3f}",
+        [
+            "run",
+            "draws/chain",
+            "setup s",
+            "wall s",
+            "CPU s",
+            "eta",
+            "rel err",
+            "excess err",
+            "t rel<5%",
+            "t rel<1%",
+            "t exc<5%",
+            "t exc<1%",
+        ],
+        rows,
+    )
     if write:
-        write_json(f"seed000_covtype_hpd{suffix}", {"settings": sett, "reference": ref, "runs": results,
-                                                    **(extra or {})})
+        write_json(
+            f"seed000_covtype_hpd{suffix}", {"settings": sett, "reference": ref, "runs": results, **(extra or {})}
+        )
     plot(results, ref, REPO_DIR / "docs" / f"seed000_covtype_hpd{suffix}.png", n)
 
 
 def settings(n, budget, ev):
-    return {"n": n, "d": 54, "b": B, "alpha": ALPHA, "chains": CHAINS, "budget_s": budget, "u_evals": U_EVALS,
-            "hessian_eig_min": float(ev[0]), "hessian_eig_max": float(ev[-1]), "executor": "local",
-            "shards": "contiguous", "prior": "N(0, I)", "burn_in": "first 10% of each prefix"}
+    return {
+        "n": n,
+        "d": 54,
+        "b": B,
+        "alpha": ALPHA,
+        "chains": CHAINS,
+        "budget_s": budget,
+        "u_evals": U_EVALS,
+        "hessian_eig_min": float(ev[0]),
+        "hessian_eig_max": float(ev[-1]),
+        "executor": "local",
+        "shards": "contiguous",
+        "prior": "N(0, I)",
+        "burn_in": "first 10% of each prefix",
+    }
 
 
 if __name__ == "__main__":

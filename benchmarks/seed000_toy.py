@@ -14,6 +14,7 @@ Samplers (executor="local", CHAINS chains, ROUNDS rounds in total of which BURN 
     posterior as DG-LMC's exact law at N = 1 (exact.dglmc_lmc_law); the same η is used at N = 10.
 Usage: python benchmarks/seed000_toy.py [ROUNDS (default 10000)]
 """
+
 from __future__ import annotations
 
 import json
@@ -88,7 +89,11 @@ def main():
         else:
             hi = mid
     eta = float(lo)
-    print(f"W2 target (DG-LMC N=1 exact law) = {w2_target:.4g}; M_i = {M[0]:.1f}, rho_i = {rho[0]:.3g}, gamma_i = {gamma[0]:.3g}, D-SGLD eta = {eta:.4g}", flush=True)
+    print(
+        f"W2 target (DG-LMC N=1 exact law) = {w2_target:.4g}; M_i = {M[0]:.1f}, rho_i = {rho[0]:.3g}, "
+        f"gamma_i = {gamma[0]:.3g}, D-SGLD eta = {eta:.4g}",
+        flush=True,
+    )
 
     runs = {}
     for N in (1, 10):
@@ -97,37 +102,75 @@ def main():
         if N == 1:
             runs[f"D-SGLD N={N}"] = ("dsgld", dict(step_size=eta, topology="complete", batch_size=N_ROWS // (10 * B)))
         else:
-            runs[f"D-SGLD N={N}"] = ("fald", dict(step_size=eta, p_comm=1.0 / N, tau=0.0, batch_size=N_ROWS // (10 * B)))
+            runs[f"D-SGLD N={N}"] = (
+                "fald",
+                dict(step_size=eta, p_comm=1.0 / N, tau=0.0, batch_size=N_ROWS // (10 * B)),
+            )
 
     results, draws = {}, {}
     for name, (alg, kw) in runs.items():
         t0 = time.perf_counter()
-        res = rs.sample(model, shards, alg, chains=CHAINS, num_rounds=ROUNDS - BURN, burn_in=BURN, seed=0,
-                        executor="local", progress=False, **kw)
+        res = rs.sample(
+            model,
+            shards,
+            alg,
+            chains=CHAINS,
+            num_rounds=ROUNDS - BURN,
+            burn_in=BURN,
+            seed=0,
+            executor="local",
+            progress=False,
+            **kw,
+        )
         th = res.draws
         draws[name] = th
         flat = th.reshape(-1, 2)
         mu, S = flat.mean(0), np.cov(flat.T)
         a = acf(th[:, :, 0])
-        results[name] = {"algorithm": alg, "params": {k: (v if not isinstance(v, list) else v[0]) for k, v in kw.items()},
-                         "mean": mu.tolist(), "cov": S.tolist(), "w2": exact.gaussian_w2(mu, S, m_post, S_post),
-                         "acf_theta1": a.tolist(), "acf_lag1": float(a[1]), "acf_lag10": float(a[10]),
-                         "acf_lag50": float(a[50]), "wall_s": round(time.perf_counter() - t0, 1)}
-        print(f"{name}: W2 = {results[name]['w2']:.4g}, ACF lag1/10/50 = {a[1]:.3f}/{a[10]:.3f}/{a[50]:.3f}, "
-              f"{time.perf_counter() - t0:.1f}s", flush=True)
+        results[name] = {
+            "algorithm": alg,
+            "params": {k: (v if not isinstance(v, list) else v[0]) for k, v in kw.items()},
+            "mean": mu.tolist(),
+            "cov": S.tolist(),
+            "w2": exact.gaussian_w2(mu, S, m_post, S_post),
+            "acf_theta1": a.tolist(),
+            "acf_lag1": float(a[1]),
+            "acf_lag10": float(a[10]),
+            "acf_lag50": float(a[50]),
+            "wall_s": round(time.perf_counter() - t0, 1),
+        }
+        print(
+            f"{name}: W2 = {results[name]['w2']:.4g}, ACF lag1/10/50 = {a[1]:.3f}/{a[10]:.3f}/{a[50]:.3f}, "
+            f"{time.perf_counter() - t0:.1f}s",
+            flush=True,
+        )
     results["exact_posterior"] = {"mean": m_post.tolist(), "cov": S_post.tolist()}
-    results["exact_dglmc_paper_law"] = {str(N): {"mean": l[0].tolist(), "cov": l[1].tolist(),
-                                                 "w2": exact.gaussian_w2(l[0], l[1], m_post, S_post)}
-                                        for N, l in exact_laws.items()}
-    results["settings"] = {"rounds_total": ROUNDS, "burn_in": BURN, "chains": CHAINS, "b": B, "n": N_ROWS,
-                           "rho_i": float(rho[0]), "gamma_i": float(gamma[0]), "M_i": float(M[0]),
-                           "dsgld_step": eta, "w2_target_dglmc_N1_exact": w2_target, "dsgld_exact_law_w2_N1": exact.gaussian_w2(*sgld_law(eta), m_post, S_post), "dsgld_batch": N_ROWS // (10 * B)}
+    results["exact_dglmc_paper_law"] = {
+        str(N): {"mean": l[0].tolist(), "cov": l[1].tolist(), "w2": exact.gaussian_w2(l[0], l[1], m_post, S_post)}
+        for N, l in exact_laws.items()
+    }
+    results["settings"] = {
+        "rounds_total": ROUNDS,
+        "burn_in": BURN,
+        "chains": CHAINS,
+        "b": B,
+        "n": N_ROWS,
+        "rho_i": float(rho[0]),
+        "gamma_i": float(gamma[0]),
+        "M_i": float(M[0]),
+        "dsgld_step": eta,
+        "w2_target_dglmc_N1_exact": w2_target,
+        "dsgld_exact_law_w2_N1": exact.gaussian_w2(*sgld_law(eta), m_post, S_post),
+        "dsgld_batch": N_ROWS // (10 * B),
+    }
     (ROOT / "benchmarks/results").mkdir(parents=True, exist_ok=True)
     (ROOT / "benchmarks/results/seed000_toy.json").write_text(json.dumps(results, indent=1))
 
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     sd = np.sqrt(np.diag(S_post))
     g1 = np.linspace(m_post[0] - 4 * sd[0], m_post[0] + 4 * sd[0], 120)
     g2 = np.linspace(m_post[1] - 4 * sd[1], m_post[1] + 4 * sd[1], 120)
@@ -151,8 +194,11 @@ def main():
         ax.set_title(f"ACF of θ1, N = {N}")
         ax.set_xlabel("lag")
         ax.legend(fontsize=8)
-    fig.suptitle(f"Seed 000 sec. 5.1 toy (b = {B}, n = {N_ROWS}): red = exact posterior contours at Mahalanobis "
-                 f"distance 0.5, 1, 2; {ROUNDS} rounds incl. {BURN} burn-in, {CHAINS} chains", fontsize=9)
+    fig.suptitle(
+        f"Seed 000 sec. 5.1 toy (b = {B}, n = {N_ROWS}): red = exact posterior contours at Mahalanobis "
+        f"distance 0.5, 1, 2; {ROUNDS} rounds incl. {BURN} burn-in, {CHAINS} chains",
+        fontsize=9,
+    )
     fig.tight_layout(rect=(0, 0, 1, 0.985))
     fig.savefig(ROOT / "docs/seed000_toy.png", dpi=100)
 

@@ -30,9 +30,10 @@ predict method). Metrics on the 450 test points:
 
 Usage:
   python benchmarks/seed001_calibration.py --smoke                 # tiny budgets, nothing written
-  python benchmarks/seed001_calibration.py --only sgld qlsdpp      # run some samplers -> results/seed001_calibration_<name>.json
-  python benchmarks/seed001_calibration.py --table                 # merge the parts -> results/seed001_calibration.json + table
+  python benchmarks/seed001_calibration.py --only sgld qlsdpp  # some samplers -> results/seed001_calibration_<name>.json
+  python benchmarks/seed001_calibration.py --table           # merge the parts -> seed001_calibration.json + table
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,12 +62,24 @@ SEED = 1
 # Fixed budgets: (burn_in, num_rounds). One round = one server step (SGLD, QLSD++), one communication
 # (FALD: Geometric(p_comm) local steps, mean 5) or one Gibbs sweep (DG-LMC). thin = num_rounds / DRAWS_PER_CHAIN.
 SAMPLERS = {
-    "sgld": dict(label="SGLD", algorithm="qlsd", budget=(10_000, 50_000),
-                 params=dict(variant="sharp", levels=None, memory=False, batch_size=BATCH, step_size=GAMMA)),
-    "qlsdpp": dict(label="QLSD++", algorithm="qlsd", budget=(10_000, 50_000),
-                   params=dict(variant="pp", levels=8, batch_size=BATCH, step_size=GAMMA, ref_every=100)),
-    "fald": dict(label="FALD", algorithm="fald", budget=(2_000, 10_000),
-                 params=dict(variant="plain", p_comm=0.2, tau=1.0, batch_size=BATCH, step_size=B_CLIENTS * GAMMA)),
+    "sgld": dict(
+        label="SGLD",
+        algorithm="qlsd",
+        budget=(10_000, 50_000),
+        params=dict(variant="sharp", levels=None, memory=False, batch_size=BATCH, step_size=GAMMA),
+    ),
+    "qlsdpp": dict(
+        label="QLSD++",
+        algorithm="qlsd",
+        budget=(10_000, 50_000),
+        params=dict(variant="pp", levels=8, batch_size=BATCH, step_size=GAMMA, ref_every=100),
+    ),
+    "fald": dict(
+        label="FALD",
+        algorithm="fald",
+        budget=(2_000, 10_000),
+        params=dict(variant="plain", p_comm=0.2, tau=1.0, batch_size=BATCH, step_size=B_CLIENTS * GAMMA),
+    ),
     "dglmc": dict(label="DG-LMC", algorithm="dglmc", budget=(500, 5_000), params=dict()),
 }
 
@@ -93,7 +106,7 @@ def load_problem():
 
 def class_probs(bound, X, thetas, chunk=64):
     """Per-draw softmax probabilities (n_draws, n, C) from the model's own forward pass."""
-    out = [bound._forward(X, thetas[s:s + chunk], need_g=False).P for s in range(0, len(thetas), chunk)]
+    out = [bound._forward(X, thetas[s : s + chunk], need_g=False).P for s in range(0, len(thetas), chunk)]
     return np.concatenate(out)
 
 
@@ -114,11 +127,13 @@ def metrics(P, y):
     C = P.shape[1]
     P = P / P.sum(axis=1, keepdims=True)
     conf, pred = P.max(axis=1), P.argmax(axis=1)
-    out = {"acc": float(np.mean(pred == y)),
-           "brier": float(brier_score_loss(y, P, labels=list(range(C)))),
-           "bs_top": float(np.mean(((pred == y) - conf) ** 2)),
-           "nll": float(log_loss(y, P, labels=list(range(C)))),
-           "mean_conf": float(conf.mean())}
+    out = {
+        "acc": float(np.mean(pred == y)),
+        "brier": float(brier_score_loss(y, P, labels=list(range(C)))),
+        "bs_top": float(np.mean(((pred == y) - conf) ** 2)),
+        "nll": float(log_loss(y, P, labels=list(range(C)))),
+        "mean_conf": float(conf.mean()),
+    }
     for m in ECE_BINS:
         out[f"ece{m}"] = ece(P, y, m)
     return out
@@ -132,18 +147,38 @@ def run_one(key, smoke=False):
         burn, rounds = max(20, burn // 500), max(40, rounds // 500)
     thin = max(1, rounds // DRAWS_PER_CHAIN)
     t0 = time.perf_counter()
-    res = rs.sample(model, shards, spec["algorithm"], chains=CHAINS, num_rounds=rounds, burn_in=burn, thin=thin,
-                    seed=SEED, executor="local", progress=False, **spec["params"])
+    res = rs.sample(
+        model,
+        shards,
+        spec["algorithm"],
+        chains=CHAINS,
+        num_rounds=rounds,
+        burn_in=burn,
+        thin=thin,
+        seed=SEED,
+        executor="local",
+        progress=False,
+        **spec["params"],
+    )
     wall = time.perf_counter() - t0
-    draws = res.draws                                   # (chains, draws, d)
+    draws = res.draws  # (chains, draws, d)
     P = class_probs(bound, Xte, draws.reshape(-1, draws.shape[-1]))
     P = P.reshape(draws.shape[0], draws.shape[1], *P.shape[1:])
-    out = {"label": spec["label"], "algorithm": spec["algorithm"], "params": spec["params"], "burn_in": burn,
-           "num_rounds": rounds, "thin": thin, "chains": CHAINS, "draws_per_chain": draws.shape[1],
-           "wall_s": wall, "run": run_metrics(res),
-           "bayes": metrics(P.mean(axis=(0, 1)), yte),
-           "per_chain": [metrics(P[c].mean(axis=0), yte) for c in range(P.shape[0])],
-           "last_draw": metrics(P[0, -1], yte)}
+    out = {
+        "label": spec["label"],
+        "algorithm": spec["algorithm"],
+        "params": spec["params"],
+        "burn_in": burn,
+        "num_rounds": rounds,
+        "thin": thin,
+        "chains": CHAINS,
+        "draws_per_chain": draws.shape[1],
+        "wall_s": wall,
+        "run": run_metrics(res),
+        "bayes": metrics(P.mean(axis=(0, 1)), yte),
+        "per_chain": [metrics(P[c].mean(axis=0), yte) for c in range(P.shape[0])],
+        "last_draw": metrics(P[0, -1], yte),
+    }
     plan = res.info["setup"]["plan"]
     out["plan"] = {k: v for k, v in plan.items() if k != "theta_map" and (np.size(v) <= 20 if v is not None else True)}
     ss = res.sample_stats
@@ -151,15 +186,18 @@ def run_one(key, smoke=False):
         out["bits_per_round_per_chain"] = float(np.mean(ss["bits"]))
     if "local_steps" in ss:
         out["mean_local_steps"] = float(np.mean(ss["local_steps"]))
-    if key == "dglmc" and plan.get("theta_map") is not None:   # the MAP baseline, from the same shards
+    if key == "dglmc" and plan.get("theta_map") is not None:  # the MAP baseline, from the same shards
         out["map"] = metrics(class_probs(bound, Xte, np.asarray(plan["theta_map"])[None])[0], yte)
     # how far the chains moved from their start (in units of the pooled across-draw sd)
     spread = draws.reshape(-1, draws.shape[-1]).std(axis=0)
     out["draw_sd_median"] = float(np.median(spread))
     b = out["bayes"]
-    print(f"{spec['label']}: acc {b['acc']:.4f} ECE15 {b['ece15']:.4f} Brier {b['brier']:.4f} BS_top {b['bs_top']:.4f} "
-          f"NLL {b['nll']:.4f} | {wall:.0f} s, {out['run']['ms_per_round']:.2f} ms/round, median draw sd "
-          f"{out['draw_sd_median']:.3f}", flush=True)
+    print(
+        f"{spec['label']}: acc {b['acc']:.4f} ECE15 {b['ece15']:.4f} Brier {b['brier']:.4f} BS_top {b['bs_top']:.4f} "
+        f"NLL {b['nll']:.4f} | {wall:.0f} s, {out['run']['ms_per_round']:.2f} ms/round, median draw sd "
+        f"{out['draw_sd_median']:.3f}",
+        flush=True,
+    )
     return out
 
 
@@ -172,18 +210,55 @@ def table():
     rows = []
     if "dglmc" in parts and "map" in parts["dglmc"]:
         m = parts["dglmc"]["map"]
-        rows.append(["MAP (point estimate)", 100 * m["acc"], 100 * m["ece15"], 100 * m["brier"], 100 * m["bs_top"],
-                     100 * m["nll"], None])
+        rows.append(
+            [
+                "MAP (point estimate)",
+                100 * m["acc"],
+                100 * m["ece15"],
+                100 * m["brier"],
+                100 * m["bs_top"],
+                100 * m["nll"],
+                None,
+            ]
+        )
     for r in parts.values():
         m = r["bayes"]
-        rows.append([r["label"], 100 * m["acc"], 100 * m["ece15"], 100 * m["brier"], 100 * m["bs_top"], 100 * m["nll"],
-                     r["wall_s"]])
-    print_table("Seed 001 calibration on digits (10^2 x metrics; ECE 15 bins)",
-                ["method", "acc %", "ECE", "Brier(sk)", "BS_top", "NLL", "wall s"], rows)
-    write_json(NAME, {"paper": PAPER, "parts": parts,
-                      "setting": {"test_size": TEST_SIZE, "split_seed": SPLIT_SEED, "clients": B_CLIENTS,
-                                  "alpha": ALPHA, "shard_seed": SHARD_SEED, "hidden": HIDDEN, "chains": CHAINS,
-                                  "batch_size": BATCH, "gamma": GAMMA, "ece_bins": ECE_BINS, "seed": SEED}})
+        rows.append(
+            [
+                r["label"],
+                100 * m["acc"],
+                100 * m["ece15"],
+                100 * m["brier"],
+                100 * m["bs_top"],
+                100 * m["nll"],
+                r["wall_s"],
+            ]
+        )
+    print_table(
+        "Seed 001 calibration on digits (10^2 x metrics; ECE 15 bins)",
+        ["method", "acc %", "ECE", "Brier(sk)", "BS_top", "NLL", "wall s"],
+        rows,
+    )
+    write_json(
+        NAME,
+        {
+            "paper": PAPER,
+            "parts": parts,
+            "setting": {
+                "test_size": TEST_SIZE,
+                "split_seed": SPLIT_SEED,
+                "clients": B_CLIENTS,
+                "alpha": ALPHA,
+                "shard_seed": SHARD_SEED,
+                "hidden": HIDDEN,
+                "chains": CHAINS,
+                "batch_size": BATCH,
+                "gamma": GAMMA,
+                "ece_bins": ECE_BINS,
+                "seed": SEED,
+            },
+        },
+    )
 
 
 def main(argv=None):

@@ -12,6 +12,7 @@ paper's scale √2/(2ρ) (noise="paper", "D-ADMMS (paper)"); on edgeless graphs 
 recursion, so only the default is run there. D-ULA uses the noise N(0, b·I) of eq. 25.
 Usage: python benchmarks/seed003_linear_w2.py [T (default 1000)] [T for D-ADMMS (default 1000)]
 """
+
 from __future__ import annotations
 
 import json
@@ -83,35 +84,66 @@ def main():
         for graph in GRAPHS:
             for alg in algs:
                 if alg == "dadmms_paper" and graph == "edgeless":
-                    continue                     # no noise without edges: identical to "dadmms"
+                    continue  # no noise without edges: identical to "dadmms"
                 key = f"b{b}_{graph}_{alg}"
                 params = algo_params(alg, graph, b)
                 t0 = time.perf_counter()
                 try:
-                    res = rs.sample(model, rs.shard(shards), alg.split("_")[0], chains=CHAINS,
-                                    num_rounds=T_ADMM if alg.startswith("dadmms") else T, burn_in=0, thin=1,
-                                    seed=1, executor="local", progress=False, topology=graph, init=init, **params)
+                    res = rs.sample(
+                        model,
+                        rs.shard(shards),
+                        alg.split("_")[0],
+                        chains=CHAINS,
+                        num_rounds=T_ADMM if alg.startswith("dadmms") else T,
+                        burn_in=0,
+                        thin=1,
+                        seed=1,
+                        executor="local",
+                        progress=False,
+                        topology=graph,
+                        init=init,
+                        **params,
+                    )
                 except Exception as e:
                     results[key] = {"error": f"{type(e).__name__}: {e}", "params": params}
                     print(key, "ERROR", e, flush=True)
                     continue
                 ts, w = w2_curve(res.draws, m, S)
                 curves[key] = (ts, w)
-                results[key] = {"final_w2": float(w[-1]), "min_w2": float(w.min()),
-                                "w2_at": {str(int(t)): float(v) for t, v in zip(ts, w) if t in (10, 50, 100, 150, 500, 1000, T)},
-                                "params": params, "wall_s": round(time.perf_counter() - t0, 2)}
+                results[key] = {
+                    "final_w2": float(w[-1]),
+                    "min_w2": float(w.min()),
+                    "w2_at": {str(int(t)): float(v) for t, v in zip(ts, w) if t in (10, 50, 100, 150, 500, 1000, T)},
+                    "params": params,
+                    "wall_s": round(time.perf_counter() - t0, 2),
+                }
                 print(key, f"W2(T)={w[-1]:.4g}", f"{time.perf_counter() - t0:.1f}s", flush=True)
         results[f"b{b}_posterior"] = {"mean": m.tolist(), "cov": S.tolist()}
-    results["settings"] = {"T": T, "T_dadmms": T_ADMM, "every": EVERY, "chains": CHAINS, "n_i": N_I, "xi": XI, "lambda": LAM}
+    results["settings"] = {
+        "T": T,
+        "T_dadmms": T_ADMM,
+        "every": EVERY,
+        "chains": CHAINS,
+        "n_i": N_I,
+        "xi": XI,
+        "lambda": LAM,
+    }
     (ROOT / "benchmarks/results").mkdir(parents=True, exist_ok=True)
     (ROOT / "benchmarks/results/seed003_linear_w2.json").write_text(json.dumps(results, indent=1))
 
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     fig, axes = plt.subplots(len(BS), len(GRAPHS), figsize=(13, 10), sharex=True)
-    labels = {"dadmms": "D-ADMMS", "dadmms_paper": "D-ADMMS (paper noise)", "dsgld": "D-SGLD",
-              "dsghmc": "D-SGHMC", "dula": "D-ULA"}
+    labels = {
+        "dadmms": "D-ADMMS",
+        "dadmms_paper": "D-ADMMS (paper noise)",
+        "dsgld": "D-SGLD",
+        "dsghmc": "D-SGHMC",
+        "dula": "D-ULA",
+    }
     for r, b in enumerate(BS):
         for c, graph in enumerate(GRAPHS):
             ax = axes[r, c]

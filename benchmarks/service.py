@@ -9,6 +9,7 @@
     python benchmarks/service.py [--draws 5000] [--chains 8]
 Results: benchmarks/results/service.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,13 +35,21 @@ def main() -> None:
     ap.add_argument("--chains", type=int, default=8)
     ap.add_argument("--submits", type=int, default=30)
     args = ap.parse_args()
-    spec = {"model": {"family": "logistic_regression"},
-            "data": {"dataset": "builtin:logistic_synthetic", "options": {"n": 20000, "d": 54}},
-            "num_shards": 2, "chains": args.chains, "num_rounds": args.draws, "burn_in": 100, "seed": 0}
+    spec = {
+        "model": {"family": "logistic_regression"},
+        "data": {"dataset": "builtin:logistic_synthetic", "options": {"n": 20000, "d": 54}},
+        "num_shards": 2,
+        "chains": args.chains,
+        "num_rounds": args.draws,
+        "burn_in": 100,
+        "seed": 0,
+    }
     rows, out = [], {"environment": environment(), "spec": spec}
-    with tempfile.TemporaryDirectory() as tmp, \
-            LocalService(f"{tmp}/data", env={"RAYSAMPLER_RAY_NUM_CPUS": "2", "OPENBLAS_NUM_THREADS": "1"}) as svc, \
-            Client(svc.url, svc.api_key) as client:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        LocalService(f"{tmp}/data", env={"RAYSAMPLER_RAY_NUM_CPUS": "2", "OPENBLAS_NUM_THREADS": "1"}) as svc,
+        Client(svc.url, svc.api_key) as client,
+    ):
         headers = {"Authorization": f"Bearer {svc.api_key}"}
         # (d) live: follow the stream while the run samples
         run = client.submit(spec)
@@ -55,6 +64,7 @@ def main() -> None:
         lines = info["progress"]["draws_stored"] * args.chains
         assert info["status"] == "SUCCEEDED" and n_live == lines, (info["status"], n_live, lines)
         sampler_rate = lines / info["timings"]["sampling_s"]
+
         # (a)-(c): the finished run, read in full
         def raw() -> int:
             with httpx.stream("GET", f"{svc.url}/v1/runs/{run.id}/draws", headers=headers, timeout=None) as r:
@@ -78,14 +88,27 @@ def main() -> None:
             rows.append([name, lines, f"{best:.2f}", f"{lines / best:,.0f}"])
             out[name] = {"lines": lines, "seconds": best, "draws_per_s": lines / best}
         rows.append(["live follow=true (run sampling)", lines - n_first, f"{t_live - first:.2f}", f"{live_rate:,.0f}"])
-        out["live"] = {"lines": n_live, "seconds": t_live, "draws_per_s": live_rate,
-                       "first_batch_s": first, "sampler_draws_per_s": sampler_rate}
-        print_table(f"Draw delivery, d = 54, {args.chains} chains x {info['progress']['draws_stored']} draws",
-                    ["path", "draw lines", "seconds", "draws/s"], rows,
-                    [f"sampler's own rate during the run: {sampler_rate:,.0f} draws/s (lines per second of sampling)"])
+        out["live"] = {
+            "lines": n_live,
+            "seconds": t_live,
+            "draws_per_s": live_rate,
+            "first_batch_s": first,
+            "sampler_draws_per_s": sampler_rate,
+        }
+        print_table(
+            f"Draw delivery, d = 54, {args.chains} chains x {info['progress']['draws_stored']} draws",
+            ["path", "draw lines", "seconds", "draws/s"],
+            rows,
+            [f"sampler's own rate during the run: {sampler_rate:,.0f} draws/s (lines per second of sampling)"],
+        )
         # 2. submit latency
-        small = {"model": {"family": "logistic_regression"}, "data": {"dataset": "builtin:breast_cancer"},
-                 "num_shards": 4, "chains": 4, "num_rounds": 10**6}
+        small = {
+            "model": {"family": "logistic_regression"},
+            "data": {"dataset": "builtin:breast_cancer"},
+            "num_shards": 4,
+            "chains": 4,
+            "num_rounds": 10**6,
+        }
         health, submit = [], []
         for _ in range(args.submits):
             t = time.perf_counter()
@@ -105,10 +128,18 @@ def main() -> None:
             inproc.append(time.perf_counter() - t)
         med = {k: statistics.median(v) * 1e3 for k, v in (("health", health), ("submit", submit), ("build", inproc))}
         out["submit_latency_ms"] = med | {"added_ms": med["submit"] - med["build"]}
-        print_table(f"Submit latency (median of {args.submits}, ms)", ["GET /v1/health", "POST /v1/runs",
-                    "in-process validation (build)", "added by the API"],
-                    [[f"{med['health']:.1f}", f"{med['submit']:.1f}", f"{med['build']:.1f}",
-                      f"{med['submit'] - med['build']:.1f}"]])
+        print_table(
+            f"Submit latency (median of {args.submits}, ms)",
+            ["GET /v1/health", "POST /v1/runs", "in-process validation (build)", "added by the API"],
+            [
+                [
+                    f"{med['health']:.1f}",
+                    f"{med['submit']:.1f}",
+                    f"{med['build']:.1f}",
+                    f"{med['submit'] - med['build']:.1f}",
+                ]
+            ],
+        )
     print("wrote", write_json("service", out))
 
 

@@ -3,6 +3,7 @@
 A module of its own (not the script) so that Ray workers import it by name: the ctypes handles the POSIX-semaphore
 and futex wake-ups need cannot be pickled by value. Nothing here is part of raysampler.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -31,8 +32,8 @@ def echo(items: list[Any]) -> tuple[list[Any], list[float]]:
     return replies, [0.0] * len(items)
 
 
-
 # ---------------------------------------------------------------------------- benchmark-only transports
+
 
 class UnixServer:
     """The tcp channel's protocol (length-prefixed pickles) over an abstract Unix socket."""
@@ -124,7 +125,7 @@ _libc.syscall.restype = ctypes.c_long
 _SYS_FUTEX = {"x86_64": 202, "aarch64": 98}.get(platform.machine())
 FUTEX_AVAILABLE = _SYS_FUTEX is not None
 _FUTEX_WAIT, _FUTEX_WAKE = 0, 1
-_REGION = 1 << 16            # bytes per direction in the benchmark-only segments
+_REGION = 1 << 16  # bytes per direction in the benchmark-only segments
 _SLOT = struct.Struct("<IIQ")  # futex word / sequence number, padding, message length
 _STOP = (1 << 64) - 1
 
@@ -206,7 +207,7 @@ class _ShmEnd:
 
     def send_bytes(self, payload: bytes, length: int | None = None) -> None:
         buf, off = self.shm.buf, self.out_off
-        buf[off + _SLOT.size:off + _SLOT.size + len(payload)] = payload
+        buf[off + _SLOT.size : off + _SLOT.size + len(payload)] = payload
         struct.pack_into("<Q", buf, off + 8, len(payload) if length is None else length)
         self.out_bell.ring()
 
@@ -214,7 +215,7 @@ class _ShmEnd:
         self.in_bell.wait()
         buf, off = self.shm.buf, self.in_off
         (n,) = struct.unpack_from("<Q", buf, off + 8)
-        return None if n == _STOP else bytes(buf[off + _SLOT.size:off + _SLOT.size + n])
+        return None if n == _STOP else bytes(buf[off + _SLOT.size : off + _SLOT.size + n])
 
 
 def _bells(kind: str, tag: str, shm: Any, create: bool) -> tuple[_Bell, _Bell]:
@@ -291,6 +292,7 @@ class BenchShmClient:
 
 
 # ------------------------------------------------------------------------------------- worker actor
+
 
 class BenchWorker:
     """A worker process: serves `echo` over any candidate transport from background threads, or as an actor method."""

@@ -42,6 +42,7 @@ CPU seconds the coordinator and the workers burn per round (from /proc, 10 ms ti
 Writes benchmarks/results/transports.json (transports_quick.json with --quick or a subset: --only, --setups,
 --payloads) and prints the tables.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -89,13 +90,16 @@ def shard_items(payload: str, shards: int) -> list[Any]:
 @dataclass(frozen=True)
 class Candidate:
     name: str
-    kind: str             # "inproc", "pickle", "actor", "cgraph", or a BenchWorker.serve kind
+    kind: str  # "inproc", "pickle", "actor", "cgraph", or a BenchWorker.serve kind
     spin_us: int = 0
 
 
 def candidates(have_zmq: bool, skip_cgraph: bool) -> list[Candidate]:
-    out = [Candidate("in-process", "inproc"), Candidate("pickle only (no transport)", "pickle"),
-           Candidate("ray actor calls", "actor")]
+    out = [
+        Candidate("in-process", "inproc"),
+        Candidate("pickle only (no transport)", "pickle"),
+        Candidate("ray actor calls", "actor"),
+    ]
     if not skip_cgraph:
         out.append(Candidate("ray compiled graph", "cgraph"))
     out += [Candidate("tcp socket (current)", "tcp socket"), Candidate("unix socket", "unix socket")]
@@ -123,6 +127,7 @@ def make_client(c: Candidate, address: Any, token: bytes | None) -> Any:
 
 # ------------------------------------------------------------------------------------------- timing
 
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of process `pid` so far (all its threads), from /proc."""
     with open(f"/proc/{pid}/stat") as f:
@@ -143,9 +148,13 @@ def timed_rounds(one_round: Callable[[], Any], rounds: int, warmup: int, pids: l
         times[t] = time.perf_counter() - t0
     total = time.perf_counter() - t_start
     cpu = [(cpu_seconds(p) - c) / rounds * 1e6 for p, c in zip(pids, cpu0)]
-    return {"us_per_round": 1e6 * total / rounds, "median_round_us": 1e6 * float(np.median(times)),
-            "p90_round_us": 1e6 * float(np.quantile(times, 0.9)),
-            "coordinator_cpu_us": cpu[0], "workers_cpu_us": float(sum(cpu[1:]))}
+    return {
+        "us_per_round": 1e6 * total / rounds,
+        "median_round_us": 1e6 * float(np.median(times)),
+        "p90_round_us": 1e6 * float(np.quantile(times, 0.9)),
+        "coordinator_cpu_us": cpu[0],
+        "workers_cpu_us": float(sum(cpu[1:])),
+    }
 
 
 def split(items: list[Any], workers: int) -> list[list[Any]]:
@@ -153,14 +162,24 @@ def split(items: list[Any], workers: int) -> list[list[Any]]:
     return [[items[i] for i in g] for g in np.array_split(np.arange(len(items)), workers)]
 
 
-def run_block(ray: Any, c: Candidate, setup: Setup, payload: str, clients: dict, actors: list, cg_actors: list,
-              rounds: int, warmup: int) -> dict[str, float]:
+def run_block(
+    ray: Any,
+    c: Candidate,
+    setup: Setup,
+    payload: str,
+    clients: dict,
+    actors: list,
+    cg_actors: list,
+    rounds: int,
+    warmup: int,
+) -> dict[str, float]:
     groups = split(shard_items(payload, setup.shards), setup.workers)
-    workers = actors[:setup.workers]
+    workers = actors[: setup.workers]
     me = os.getpid()
     if c.kind == "inproc":
         return timed_rounds(lambda: [echo(g) for g in groups], rounds, warmup, [me])
     if c.kind == "pickle":  # each request and reply pickled and unpickled here, one worker after another
+
         def pickled_round() -> list[Any]:
             out = []
             for g in groups:
@@ -171,12 +190,11 @@ def run_block(ray: Any, c: Candidate, setup: Setup, payload: str, clients: dict,
         return timed_rounds(pickled_round, rounds, warmup, [me])
     if c.kind == "actor":
         pids = [me] + ray.get([a.pid.remote() for a in workers])
-        return timed_rounds(lambda: ray.get([a.step.remote(g) for a, g in zip(workers, groups)]), rounds, warmup,
-                            pids)
+        return timed_rounds(lambda: ray.get([a.step.remote(g) for a, g in zip(workers, groups)]), rounds, warmup, pids)
     if c.kind == "cgraph":
-        return run_cgraph(ray, cg_actors[:setup.workers], groups, rounds, warmup)
-    chans = clients[c.name][:setup.workers]
-    pids = [me] + clients["pids"][:setup.workers]
+        return run_cgraph(ray, cg_actors[: setup.workers], groups, rounds, warmup)
+    chans = clients[c.name][: setup.workers]
+    pids = [me] + clients["pids"][: setup.workers]
 
     def one_round() -> list[Any]:
         for ch, g in zip(chans, groups):
@@ -219,16 +237,26 @@ def run_cgraph(ray: Any, actors: list, groups: list[list[Any]], rounds: int, war
 
 # --------------------------------------------------------------------------------------------- main
 
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="smoke test: 2 repeats, few rounds")
     ap.add_argument("--repeats", type=int, default=None, help="interleaved repeats (default 7; quick 2)")
     ap.add_argument("--rounds", type=int, default=None, help="timed rounds per block (default 2000; quick 200)")
-    ap.add_argument("--slow-rounds", type=int, default=None,
-                    help="timed rounds per block of ray actor calls and the compiled graph (default 300; quick 50)")
+    ap.add_argument(
+        "--slow-rounds",
+        type=int,
+        default=None,
+        help="timed rounds per block of ray actor calls and the compiled graph (default 300; quick 50)",
+    )
     ap.add_argument("--no-cgraph", action="store_true", help="leave out Ray compiled graphs")
-    ap.add_argument("--only", nargs="+", default=None, metavar="NAME",
-                    help="run only the candidates whose names start with these (in-process is always run)")
+    ap.add_argument(
+        "--only",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="run only the candidates whose names start with these (in-process is always run)",
+    )
     ap.add_argument("--setups", nargs="+", default=None, choices=[s.name for s in SETUPS], help="setups to run")
     ap.add_argument("--payloads", nargs="+", default=None, choices=PAYLOADS, help="payloads to run")
     args = ap.parse_args()
@@ -238,11 +266,15 @@ def main() -> None:
     slow_rounds = args.slow_rounds or (50 if quick else 300)
     try:
         import zmq  # noqa: F401
+
         have_zmq = True
     except ImportError:
         have_zmq = False
-    cands = [c for c in candidates(have_zmq, args.no_cgraph)
-             if args.only is None or c.kind == "inproc" or any(c.name.startswith(o) for o in args.only)]
+    cands = [
+        c
+        for c in candidates(have_zmq, args.no_cgraph)
+        if args.only is None or c.kind == "inproc" or any(c.name.startswith(o) for o in args.only)
+    ]
     setups = [s for s in SETUPS if args.setups is None or s.name in args.setups]
     payloads = [p for p in PAYLOADS if args.payloads is None or p in args.payloads]
     partial = args.only is not None or args.setups is not None or args.payloads is not None
@@ -252,14 +284,18 @@ def main() -> None:
     env = {"env_vars": WORKER_ENV}
     worker_cls = ray.remote(num_cpus=1, max_concurrency=1, runtime_env=env)(BenchWorker)
     actors = [worker_cls.remote() for _ in range(2)]
-    cg_actors = ([ray.remote(num_cpus=0, runtime_env=env)(BenchWorker).remote() for _ in range(2)]
-                 if not args.no_cgraph else [])
+    cg_actors = (
+        [ray.remote(num_cpus=0, runtime_env=env)(BenchWorker).remote() for _ in range(2)] if not args.no_cgraph else []
+    )
     clients: dict[str, Any] = {"pids": ray.get([a.pid.remote() for a in actors])}
     raw: dict[str, dict[str, list[dict[str, float]]]] = {}
     errors: dict[str, str] = {}
     t_start = time.perf_counter()
-    print(f"transports benchmark: {repeats} repeats, {rounds} rounds per block ({slow_rounds} for ray actor calls "
-          f"and the compiled graph); candidates: {', '.join(c.name for c in cands)}", flush=True)
+    print(
+        f"transports benchmark: {repeats} repeats, {rounds} rounds per block ({slow_rounds} for ray actor calls "
+        f"and the compiled graph); candidates: {', '.join(c.name for c in cands)}",
+        flush=True,
+    )
     try:
         for c in cands:
             if c.kind in ("inproc", "pickle", "actor", "cgraph"):
@@ -267,7 +303,7 @@ def main() -> None:
             opened = ray.get([a.serve.remote(c.kind, c.spin_us * 1e-6) for a in actors])
             clients[c.name] = [make_client(c, addr, tok) for addr, tok in opened]
         for rep in range(repeats):
-            order = cands[rep % len(cands):] + cands[:rep % len(cands)]
+            order = cands[rep % len(cands) :] + cands[: rep % len(cands)]
             for setup in setups:
                 for payload in payloads:
                     combo = f"{setup.name} | {payload}"
@@ -277,8 +313,17 @@ def main() -> None:
                         slow = c.kind in ("actor", "cgraph")
                         n = slow_rounds if slow else rounds
                         try:
-                            m = run_block(ray, c, setup, payload, clients, actors, cg_actors, n,
-                                          max(5, n // 10) if slow else max(50, n // 10))
+                            m = run_block(
+                                ray,
+                                c,
+                                setup,
+                                payload,
+                                clients,
+                                actors,
+                                cg_actors,
+                                n,
+                                max(5, n // 10) if slow else max(50, n // 10),
+                            )
                         except Exception as exc:  # a candidate that misbehaves is reported, not fatal
                             errors[c.name] = f"{type(exc).__name__}: {exc}"
                             print(f"  {c.name} failed: {errors[c.name]}", flush=True)
@@ -296,12 +341,29 @@ def main() -> None:
 
     summary = summarise(raw, [c.name for c in cands])
     targets = report(summary, errors, [c.name for c in cands])
-    write_json("transports_quick" if quick or partial else "transports", {
-        "settings": {"load_average_start": load_start, "load_average_end": os.getloadavg(), "quick": quick,
-                     "repeats": repeats, "rounds": rounds, "slow_rounds": slow_rounds,
-                     "chains": CHAINS, "dim": DIM, "setups": [s._asdict() for s in SETUPS], "payloads": PAYLOADS,
-                     "shm_spins_us": SHM_SPINS_US, "total_time_s": time.perf_counter() - t_start},
-        "summary": summary, "targets": targets, "errors": errors, "raw": raw})
+    write_json(
+        "transports_quick" if quick or partial else "transports",
+        {
+            "settings": {
+                "load_average_start": load_start,
+                "load_average_end": os.getloadavg(),
+                "quick": quick,
+                "repeats": repeats,
+                "rounds": rounds,
+                "slow_rounds": slow_rounds,
+                "chains": CHAINS,
+                "dim": DIM,
+                "setups": [s._asdict() for s in SETUPS],
+                "payloads": PAYLOADS,
+                "shm_spins_us": SHM_SPINS_US,
+                "total_time_s": time.perf_counter() - t_start,
+            },
+            "summary": summary,
+            "targets": targets,
+            "errors": errors,
+            "raw": raw,
+        },
+    )
 
 
 def summarise(raw: dict[str, dict[str, list[dict]]], names: list[str]) -> list[dict[str, Any]]:
@@ -314,8 +376,12 @@ def summarise(raw: dict[str, dict[str, list[dict]]], names: list[str]) -> list[d
             reps = by_cand.get(name)
             if not reps:
                 continue
-            row = {"setup": combo.split(" | ")[0], "payload": combo.split(" | ")[1], "candidate": name,
-                   "repeats": len(reps)}
+            row = {
+                "setup": combo.split(" | ")[0],
+                "payload": combo.split(" | ")[1],
+                "candidate": name,
+                "repeats": len(reps),
+            }
             for key in ("us_per_round", "median_round_us", "p90_round_us", "coordinator_cpu_us", "workers_cpu_us"):
                 row[key] = median(r[key] for r in reps)
             row["overhead_us"] = median(r["us_per_round"] - b["us_per_round"] for r, b in zip(reps, base))
@@ -334,30 +400,66 @@ def report(summary: list[dict], errors: dict[str, str], names: list[str]) -> lis
         for name in names:
             row: list[Any] = [name]
             for s in SETUPS:
-                r = next((r for r in summary if r["setup"] == s.name and r["payload"] == payload
-                          and r["candidate"] == name), None)
+                r = next(
+                    (r for r in summary if r["setup"] == s.name and r["payload"] == payload and r["candidate"] == name),
+                    None,
+                )
                 row += [r["us_per_round"], r["overhead_us"], r["ratio_to_tcp"]] if r else [None] * 3
             table.append(row)
-        print_table(f"Round floor, payload {payload!r}: µs/round (block means), overhead above in-process, ratio to "
-                    "the tcp socket (medians over repeats of paired differences/ratios)", cols, table,
-                    ["coordinator = this driver; workers = Ray actors serving from a thread (compiled graph: its own "
-                     "actors); spin = µs a reader polls shared memory before blocking."])
+        print_table(
+            f"Round floor, payload {payload!r}: µs/round (block means), overhead above in-process, ratio to "
+            "the tcp socket (medians over repeats of paired differences/ratios)",
+            cols,
+            table,
+            [
+                "coordinator = this driver; workers = Ray actors serving from a thread (compiled graph: its own "
+                "actors); spin = µs a reader polls shared memory before blocking."
+            ],
+        )
     rows = [r for r in summary if r["setup"] == "b=4 on 2" and r["payload"] == "dglmc"]
-    print_table("b=4 on 2, DG-LMC messages: single-round medians and CPU burnt per round",
-                ["candidate", "µs/round", "median round µs", "p90 round µs", "median -inproc", "coord CPU µs",
-                 "workers CPU µs"],
-                [[r["candidate"], r["us_per_round"], r["median_round_us"], r["p90_round_us"],
-                  r["median_overhead_us"], r["coordinator_cpu_us"], r["workers_cpu_us"]] for r in rows],
-                ["CPU = user+system seconds of the coordinator / both workers over the block, per round (10 ms "
-                 "ticks; includes Ray's own threads)."])
+    print_table(
+        "b=4 on 2, DG-LMC messages: single-round medians and CPU burnt per round",
+        [
+            "candidate",
+            "µs/round",
+            "median round µs",
+            "p90 round µs",
+            "median -inproc",
+            "coord CPU µs",
+            "workers CPU µs",
+        ],
+        [
+            [
+                r["candidate"],
+                r["us_per_round"],
+                r["median_round_us"],
+                r["p90_round_us"],
+                r["median_overhead_us"],
+                r["coordinator_cpu_us"],
+                r["workers_cpu_us"],
+            ]
+            for r in rows
+        ],
+        [
+            "CPU = user+system seconds of the coordinator / both workers over the block, per round (10 ms "
+            "ticks; includes Ray's own threads)."
+        ],
+    )
     targets = []
     for r in rows:
         if r["candidate"] not in ("in-process",):
-            targets.append({"target": f"{r['candidate']}: b=4 on 2 overhead ≤ {TARGET_OVERHEAD_US:.0f} µs above "
-                                      "in-process", "value": r["overhead_us"],
-                            "pass": r["overhead_us"] <= TARGET_OVERHEAD_US})
-    print_table("Target (b=4 on 2, DG-LMC messages, mean round)", ["target", "value µs", "result"],
-                [[t["target"], t["value"], t["pass"]] for t in targets])
+            targets.append(
+                {
+                    "target": f"{r['candidate']}: b=4 on 2 overhead ≤ {TARGET_OVERHEAD_US:.0f} µs above in-process",
+                    "value": r["overhead_us"],
+                    "pass": r["overhead_us"] <= TARGET_OVERHEAD_US,
+                }
+            )
+    print_table(
+        "Target (b=4 on 2, DG-LMC messages, mean round)",
+        ["target", "value µs", "result"],
+        [[t["target"], t["value"], t["pass"]] for t in targets],
+    )
     for name, err in errors.items():
         print(f"{name}: FAILED — {err}")
     return targets

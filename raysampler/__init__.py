@@ -1,4 +1,5 @@
 """raysampler: distributed Bayesian posterior sampling (DG-LMC and friends) on Ray or in-process."""
+
 from __future__ import annotations
 
 from . import datasets, models, priors
@@ -10,16 +11,16 @@ from .shards import Shard, ShardSet, shard
 __version__ = "0.1.0"
 
 __all__ = [
-           "Result",
-           "Run",
-           "SamplingError",
-           "Shard",
-           "ShardSet",
-           "__version__",
-           "datasets",
-           "models",
-           "priors",
-           "resume",
-           "sample",
-           "shard",
+    "Result",
+    "Run",
+    "SamplingError",
+    "Shard",
+    "ShardSet",
+    "__version__",
+    "datasets",
+    "models",
+    "priors",
+    "resume",
+    "sample",
+    "shard",
 ]

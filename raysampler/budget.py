@@ -14,6 +14,7 @@ a_i = b0/b − g_i (the quadratics of `Laplace`, in z = φ − centre). Laws who
 shards"), which makes the recursion separate along Λ's eigenvectors; the heterogeneous gradients a_i still enter
 the mean exactly. These approximations are stated where used.
 """
+
 from __future__ import annotations
 
 import math
@@ -46,7 +47,8 @@ class BiasPrediction:
 
 
 def compare(lap: Laplace, mean: np.ndarray, cov: np.ndarray) -> BiasPrediction:
-    """A sampler's stationary (mean, cov) in the Laplace model's coordinates against the Laplace posterior, read in θ."""
+    """A sampler's stationary (mean, cov) in the Laplace model's coordinates against the Laplace posterior, read in
+    θ."""
     mean0, cov0 = lap.posterior()
     L = lap.precond.matrix()
     if L is not None:
@@ -56,8 +58,9 @@ def compare(lap: Laplace, mean: np.ndarray, cov: np.ndarray) -> BiasPrediction:
     return BiasPrediction(float(np.max(np.abs(mean - mean0) / sd0)), float(np.max(np.abs(sd / sd0 - 1.0))))
 
 
-def largest_within_budget(bias: Callable[[float], BiasPrediction], delta: float, start: float,
-                          iters: int = 14) -> tuple[float, BiasPrediction]:
+def largest_within_budget(
+    bias: Callable[[float], BiasPrediction], delta: float, start: float, iters: int = 14
+) -> tuple[float, BiasPrediction]:
     """The largest step in (0, start] whose predicted bias is ≤ δ (bisection in log scale over [start/10⁴, start],
     to 0.1 %; deterministic)."""
     pred = bias(start)
@@ -108,10 +111,9 @@ def mala_initial_step(lap: Laplace) -> float:
     return 1.36 * d ** (-1.0 / 3.0) / float(np.linalg.eigvalsh(laplace_precision(lap))[-1])
 
 
-
-
-def smallest_within_budget(bias: Callable[[float], BiasPrediction], delta: float, lo: float, hi: float,
-                           iters: int = 14) -> tuple[float, BiasPrediction]:
+def smallest_within_budget(
+    bias: Callable[[float], BiasPrediction], delta: float, lo: float, hi: float, iters: int = 14
+) -> tuple[float, BiasPrediction]:
     """The smallest value in [lo, hi] whose predicted bias is ≤ δ, for a bias that falls as the value grows
     (bisection in log scale); `hi` if even it exceeds δ."""
     if bias(lo).worst <= delta:
@@ -160,15 +162,16 @@ def _mean_of(F: np.ndarray, c: np.ndarray) -> np.ndarray | None:
 def _average(mean: np.ndarray, cov: np.ndarray, b: int, d: int) -> tuple[np.ndarray, np.ndarray]:
     """Law of the agents' average x̄ = (1/b) Σ_i x_i from the law of the stacked x (and any state after it)."""
     M = np.zeros((d, mean.shape[0]))
-    M[:, :b * d] = np.tile(np.eye(d), b) / b
+    M[:, : b * d] = np.tile(np.eye(d), b) / b
     return M @ mean, M @ cov @ M.T
 
 
 _UNSTABLE = BiasPrediction(math.inf, math.inf)
 
 
-def _homogeneous_law(lap: Laplace, mean: np.ndarray, var_of: Callable[[np.ndarray], np.ndarray | None]
-                     ) -> tuple[np.ndarray, np.ndarray] | None:
+def _homogeneous_law(
+    lap: Laplace, mean: np.ndarray, var_of: Callable[[np.ndarray], np.ndarray | None]
+) -> tuple[np.ndarray, np.ndarray] | None:
     """A law with exact mean and the covariance of the homogeneous-shards model: per eigenvalue λ of Λ, the
     stationary variance `var_of(λ)` of the draw, recombined as V diag(var) Vᵀ."""
     lam, V = np.linalg.eigh(laplace_precision(lap))
@@ -180,13 +183,14 @@ def _homogeneous_law(lap: Laplace, mean: np.ndarray, var_of: Callable[[np.ndarra
 
 # --- D-SGLD -------------------------------------------------------------------------------------------------------
 
+
 def dsgld_law(lap: Laplace, W: np.ndarray, eta: float) -> tuple[np.ndarray, np.ndarray] | None:
     """D-SGLD x' = (W ⊗ I − ηA)x + ηa + √(2η)ξ on the stacked agents (A = blockdiag A_i); the draw is x̄."""
     A, a = agent_quadratics(lap)
     b, d = len(A), A[0].shape[0]
     F = np.kron(W, np.eye(d)) - eta * _block_diag(A)
     c = eta * np.concatenate(a)
-    if b * d > EXACT_MAX_STATE:   # exact mean; covariance of homogeneous shards (x̄ is ULA with step η/b)
+    if b * d > EXACT_MAX_STATE:  # exact mean; covariance of homogeneous shards (x̄ is ULA with step η/b)
         return _large(lap, F, c, b, d, lambda lam: _ula_var(lam, eta / b))
     law = stationary(F, c, 2.0 * eta * np.eye(b * d))
     return None if law is None else _average(*law, b, d)
@@ -195,11 +199,11 @@ def dsgld_law(lap: Laplace, W: np.ndarray, eta: float) -> tuple[np.ndarray, np.n
 def dsgld_step(lap: Laplace, W: np.ndarray, delta: float) -> tuple[float, BiasPrediction]:
     """The largest η within δ (x̄ moves like ULA with step η/b, so the search starts from b × ULA's bound)."""
     b = W.shape[0]
-    return largest_within_budget(lambda eta: _predict(lap, dsgld_law(lap, W, eta)), delta,
-                                 b * ula_step_bound(lap))
+    return largest_within_budget(lambda eta: _predict(lap, dsgld_law(lap, W, eta)), delta, b * ula_step_bound(lap))
 
 
 # --- D-SGHMC ------------------------------------------------------------------------------------------------------
+
 
 def dsghmc_law(lap: Laplace, W: np.ndarray, eta: float, gam: float) -> tuple[np.ndarray, np.ndarray] | None:
     """D-SGHMC, state (x, v): v' = (1 − ηγ)v − η(Ax − a) + n, x' = (W ⊗ I)x + ηv', n ~ N(0, 2γη I):
@@ -208,17 +212,20 @@ def dsghmc_law(lap: Laplace, W: np.ndarray, eta: float, gam: float) -> tuple[np.
     b, d = len(A), A[0].shape[0]
     n = b * d
     Ab, eye = _block_diag(A), np.eye(n)
-    F = np.block([[np.kron(W, np.eye(d)) - eta**2 * Ab, eta * (1 - eta * gam) * eye], [-eta * Ab, (1 - eta * gam) * eye]])
+    F = np.block(
+        [[np.kron(W, np.eye(d)) - eta**2 * Ab, eta * (1 - eta * gam) * eye], [-eta * Ab, (1 - eta * gam) * eye]]
+    )
     c = np.concatenate([eta**2 * np.concatenate(a), eta * np.concatenate(a)])
-    if 2 * n > EXACT_MAX_STATE:   # exact mean; covariance of the averaged underdamped recursion (mass b)
+    if 2 * n > EXACT_MAX_STATE:  # exact mean; covariance of the averaged underdamped recursion (mass b)
         return _large(lap, F, c, b, d, lambda lam: _sghmc_var(lam / b, eta, gam, b))
     Om = 2 * gam * eta * np.block([[eta**2 * eye, eta * eye], [eta * eye, eye]])
     law = stationary(F, c, Om)
     return None if law is None else _average(*law, b, d)
 
 
-def dsghmc_tuning(lap: Laplace, W: np.ndarray, delta: float, step: float | None,
-                  friction: float | None) -> tuple[float, float, BiasPrediction]:
+def dsghmc_tuning(
+    lap: Laplace, W: np.ndarray, delta: float, step: float | None, friction: float | None
+) -> tuple[float, float, BiasPrediction]:
     """Friction: critical damping of the slowest direction of x̄'s dynamics (underdamped Langevin with mass b on U,
     whose slowest frequency is √(λ_min/b)), γ = 2√(λ_min(Λ)/b) — overdamped slows every direction, underdamped
     oscillates; then the largest η within δ."""
@@ -227,12 +234,14 @@ def dsghmc_tuning(lap: Laplace, W: np.ndarray, delta: float, step: float | None,
     gam = float(friction) if friction is not None else 2.0 * math.sqrt(max(lam_min, 1e-12) / b)
     if step is not None:
         return float(step), gam, _predict(lap, dsghmc_law(lap, W, float(step), gam))
-    eta, pred = largest_within_budget(lambda e: _predict(lap, dsghmc_law(lap, W, e, gam)), delta,
-                                      2.0 * math.sqrt(b * ula_step_bound(lap)))
+    eta, pred = largest_within_budget(
+        lambda e: _predict(lap, dsghmc_law(lap, W, e, gam)), delta, 2.0 * math.sqrt(b * ula_step_bound(lap))
+    )
     return eta, gam, pred
 
 
 # --- D-ULA (constant steps) ---------------------------------------------------------------------------------------
+
 
 def dula_law(lap: Laplace, L: np.ndarray, alpha: float, beta: float) -> tuple[np.ndarray, np.ndarray] | None:
     """D-ULA with constant steps: x' = (I − β L⊗I − αbA)x + αb a + N(0, 2αb I) (L the graph Laplacian)."""
@@ -240,7 +249,7 @@ def dula_law(lap: Laplace, L: np.ndarray, alpha: float, beta: float) -> tuple[np
     b, d = len(A), A[0].shape[0]
     F = np.eye(b * d) - beta * np.kron(L, np.eye(d)) - alpha * b * _block_diag(A)
     c = alpha * b * np.concatenate(a)
-    if b * d > EXACT_MAX_STATE:   # exact mean; covariance of homogeneous shards (x̄ is ULA with step α)
+    if b * d > EXACT_MAX_STATE:  # exact mean; covariance of homogeneous shards (x̄ is ULA with step α)
         return _large(lap, F, c, b, d, lambda lam: _ula_var(lam, alpha))
     law = stationary(F, c, 2.0 * alpha * b * np.eye(b * d))
     return None if law is None else _average(*law, b, d)
@@ -254,6 +263,7 @@ def dula_step(lap: Laplace, top: Topology, beta0: float, delta: float) -> tuple[
 
 # --- D-ADMMS ------------------------------------------------------------------------------------------------------
 
+
 def dadmms_law(lap: Laplace, top: Topology, rho: float, noise: str) -> tuple[np.ndarray, np.ndarray] | None:
     """D-ADMMS on the quadratic model. Agent i's prox step is linear: x_i' = B_i(a_i + v_i/γ_i), B_i = (A_i + I/γ_i)⁻¹,
     γ_i = 1/(2ρn_i), v_i = ½(x_i + mean_{j∈N_i} x_j) − γ_i p_i − s_i, s_i ~ N(0, C_i); the lagged dual is
@@ -265,12 +275,12 @@ def dadmms_law(lap: Laplace, top: Topology, rho: float, noise: str) -> tuple[np.
     nbrs = top.neighbours
     deg = np.array([len(n) for n in nbrs])
     if np.any(deg == 0):
-        return None                                   # isolated agents do not sample (deterministic local MAPs)
+        return None  # isolated agents do not sample (deterministic local MAPs)
     Lg = np.asarray(top.laplacian())
     w, Uf = np.linalg.eigh(Lg)
     U = Uf[:, w > 1e-9]
     gam = 1.0 / (2.0 * rho * deg)
-    H = 0.5 * (np.eye(b) + (np.diag(1.0 / deg) @ (np.diag(deg) - Lg)))   # ½(x_i + mean of neighbours)
+    H = 0.5 * (np.eye(b) + (np.diag(1.0 / deg) @ (np.diag(deg) - Lg)))  # ½(x_i + mean of neighbours)
     B = [np.linalg.inv(Ai + np.eye(d) / gi) for Ai, gi in zip(A, gam)]
     Bb = _block_diag(B)
     Ginv = np.kron(np.diag(1.0 / gam), np.eye(d))
@@ -295,7 +305,7 @@ def dadmms_law(lap: Laplace, top: Topology, rho: float, noise: str) -> tuple[np.
         C = [np.eye(d) / (2 * rho**2) for _ in gam]
     Nx = Bb @ Ginv
     Om = np.zeros((b * d + m, b * d + m))
-    Om[:b * d, :b * d] = Nx @ _block_diag(C) @ Nx.T
+    Om[: b * d, : b * d] = Nx @ _block_diag(C) @ Nx.T
     law = stationary(F, c, Om)
     return None if law is None else _average(*law, b, d)
 
@@ -312,11 +322,13 @@ def dadmms_rho(lap: Laplace, top: Topology, noise: str | None, delta: float) -> 
     lam_max = float(np.linalg.eigvalsh(laplace_precision(lap))[-1])
     gamma_ula, _ = largest_within_budget(lambda g: ula_bias(lap, g), delta, ula_step_bound(lap))
     lo, hi = 4.0 / (2.0 * N * gamma_ula), lam_max / (2.0 * N * 1e-3)
-    return smallest_within_budget(lambda r: _predict(lap, dadmms_law(lap, top, r, noise or "curvature")), delta,
-                                  lo, max(hi, 10.0 * lo))
+    return smallest_within_budget(
+        lambda r: _predict(lap, dadmms_law(lap, top, r, noise or "curvature")), delta, lo, max(hi, 10.0 * lo)
+    )
 
 
 # --- QLSD ---------------------------------------------------------------------------------------------------------
+
 
 def qlsd_law(lap: Laplace, step: float, om: float, memory: bool) -> tuple[np.ndarray, np.ndarray] | None:
     """QLSD as ULA whose gradient carries the quantiser's error: unbiased, of variance ≤ ω‖v‖² per client vector v
@@ -350,7 +362,10 @@ def qlsd_step(lap: Laplace, om: float, memory: bool, delta: float) -> tuple[floa
 
 # --- FALD ---------------------------------------------------------------------------------------------------------
 
-def fald_law(lap: Laplace, gamma: float, p: float, tau: float, tail: float = 1e-8) -> tuple[np.ndarray, np.ndarray] | None:
+
+def fald_law(
+    lap: Laplace, gamma: float, p: float, tau: float, tail: float = 1e-8
+) -> tuple[np.ndarray, np.ndarray] | None:
     """FALD's server average at communication times, N ~ Geometric(p) local steps per round. Client i's step is
     x ← (I − γA_i)x + γa_i + noise (prior split /b; common noise share τ). The mean is exact:
     m = (I − E Ā_N)⁻¹ E c̄_N with Ā_N = (1/b)Σ_i B_i^N, c̄_N = (1/b)Σ_i Σ_{k<N} B_i^k γa_i, B_i = I − γA_i — it holds
@@ -392,16 +407,17 @@ def fald_law(lap: Laplace, gamma: float, p: float, tau: float, tail: float = 1e-
     return _homogeneous_law(lap, mean, var_of)
 
 
-def fald_step(lap: Laplace, p_comm: float, tau: float, variant: str, q: float,
-              delta: float) -> tuple[float, BiasPrediction]:
+def fald_step(
+    lap: Laplace, p_comm: float, tau: float, variant: str, q: float, delta: float
+) -> tuple[float, BiasPrediction]:
     """The largest client step γ within δ (the average moves like ULA with step γ/b, so the search starts from
     b × ULA's bound)."""
     b = len(lap.quads) if lap.quads else 1
-    return largest_within_budget(lambda g: _predict(lap, fald_law(lap, g, p_comm, tau)), delta,
-                                 b * ula_step_bound(lap))
+    return largest_within_budget(lambda g: _predict(lap, fald_law(lap, g, p_comm, tau)), delta, b * ula_step_bound(lap))
 
 
 # --- helpers -------------------------------------------------------------------------------------------------------
+
 
 def _predict(lap: Laplace, law: tuple[np.ndarray, np.ndarray] | None) -> BiasPrediction:
     return _UNSTABLE if law is None else compare(lap, *law)
@@ -427,8 +443,9 @@ def _sghmc_var(lam: np.ndarray, eta: float, gam: float, b: int) -> np.ndarray | 
     return out
 
 
-def _large(lap: Laplace, F: np.ndarray, c: np.ndarray, b: int, d: int,
-           var_of: Callable[[np.ndarray], np.ndarray | None]) -> tuple[np.ndarray, np.ndarray] | None:
+def _large(
+    lap: Laplace, F: np.ndarray, c: np.ndarray, b: int, d: int, var_of: Callable[[np.ndarray], np.ndarray | None]
+) -> tuple[np.ndarray, np.ndarray] | None:
     """For a full state too large for the Lyapunov equation: the exact mean of x̄ with the homogeneous-shards
     covariance `var_of` (see the module doc)."""
     if np.max(np.abs(np.linalg.eigvals(F))) >= 1.0 - 1e-12:
@@ -436,4 +453,4 @@ def _large(lap: Laplace, F: np.ndarray, c: np.ndarray, b: int, d: int,
     mean = _mean_of(F, c)
     if mean is None:
         return None
-    return _homogeneous_law(lap, np.mean(mean[:b * d].reshape(b, d), axis=0), var_of)
+    return _homogeneous_law(lap, np.mean(mean[: b * d].reshape(b, d), axis=0), var_of)

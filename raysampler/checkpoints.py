@@ -13,6 +13,7 @@ them again, identically. So the stored draws and the checkpoint always agree, an
 exactly those of an uninterrupted one. A checkpoint is state only: chain states and random-stream positions,
 never data.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -85,7 +86,7 @@ class RunDirectory:
             arr = np.load(path, mmap_mode="r")
             lo, hi = max(start, first), min(stop, first + len(arr))
             if lo < hi:
-                parts.append(np.asarray(arr[lo - first:hi - first]))
+                parts.append(np.asarray(arr[lo - first : hi - first]))
             if first >= stop:
                 break
         if not parts:
@@ -112,8 +113,9 @@ class RunDirectory:
         """(first draw index, file) of every draw chunk, in order."""
         if not self.draws_dir.exists():
             return []
-        found = [(int(p.name[:12]), p) for p in self.draws_dir.iterdir()
-                 if p.name.endswith(".npy") and p.name[:12].isdigit()]
+        found = [
+            (int(p.name[:12]), p) for p in self.draws_dir.iterdir() if p.name.endswith(".npy") and p.name[:12].isdigit()
+        ]
         return sorted(found)
 
     def drop_from(self, start: int) -> None:
@@ -142,12 +144,15 @@ class RunDirectory:
             with open(path, "rb") as f:
                 state = pickle.load(f)
         except Exception as exc:
-            raise CheckpointError(f"the checkpoint {path} cannot be read ({type(exc).__name__}: {exc}); the run "
-                                  "cannot resume (it was written by an incompatible raysampler, or is damaged)"
-                                  ) from None
+            raise CheckpointError(
+                f"the checkpoint {path} cannot be read ({type(exc).__name__}: {exc}); the run "
+                "cannot resume (it was written by an incompatible raysampler, or is damaged)"
+            ) from None
         if not isinstance(state, RunState) or getattr(state, "version", None) != RunState.VERSION:
-            raise CheckpointError(f"the checkpoint {path} has layout version {getattr(state, 'version', None)}; this "
-                                  f"raysampler resumes version {RunState.VERSION}")
+            raise CheckpointError(
+                f"the checkpoint {path} has layout version {getattr(state, 'version', None)}; this "
+                f"raysampler resumes version {RunState.VERSION}"
+            )
         return state
 
     # --- manifest ------------------------------------------------------------------------------------------
@@ -162,8 +167,10 @@ class RunDirectory:
             with open(path, "rb") as f:
                 manifest = pickle.load(f)
         except FileNotFoundError:
-            raise CheckpointError(f"{self.path} holds no run (no {MANIFEST}): pass the checkpoint_dir of a run "
-                                  "started with rs.sample(..., checkpoint_dir=...)") from None
+            raise CheckpointError(
+                f"{self.path} holds no run (no {MANIFEST}): pass the checkpoint_dir of a run "
+                "started with rs.sample(..., checkpoint_dir=...)"
+            ) from None
         except Exception as exc:
             raise CheckpointError(f"{path} cannot be read ({type(exc).__name__}: {exc})") from None
         if not isinstance(manifest, Manifest):

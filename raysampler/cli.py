@@ -9,6 +9,7 @@
 Client commands take --url / $RAYSAMPLER_URL and --api-key / $RAYSAMPLER_API_KEY (else the key `serve` wrote to
 <data dir>/api_keys); every command takes --format table|json. Server flags have RAYSAMPLER_* equivalents.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,21 +55,44 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from api import create_app
 
-    settings = _settings(host=args.host, port=args.port, data_dir=args.data_dir, ray_address=args.ray_address,
-                         executor=args.executor, max_concurrent_runs=args.max_concurrent_runs)
+    settings = _settings(
+        host=args.host,
+        port=args.port,
+        data_dir=args.data_dir,
+        ray_address=args.ray_address,
+        executor=args.executor,
+        max_concurrent_runs=args.max_concurrent_runs,
+    )
     settings, generated = ensure_keys(settings)
     url = f"http://{settings.host}:{settings.port}"
     if args.format == "json":
-        print(json.dumps({"url": url, "data_dir": str(settings.data_dir), "executor": settings.executor,
-                          "generated_api_key": generated}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "url": url,
+                    "data_dir": str(settings.data_dir),
+                    "executor": settings.executor,
+                    "generated_api_key": generated,
+                }
+            ),
+            flush=True,
+        )
     else:
         if generated:
             print(f"API key for tenant 'default': {generated}  (saved in {settings.data_dir / KEYS_FILE})")
-        print(f"raysampler {_version()} serving on {url} (docs at /docs; data in {settings.data_dir}; executor "
-              f"{settings.executor})", flush=True)
+        print(
+            f"raysampler {_version()} serving on {url} (docs at /docs; data in {settings.data_dir}; executor "
+            f"{settings.executor})",
+            flush=True,
+        )
     # open follow-streams would otherwise hold a graceful stop until their runs end
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=args.log_level,
-                timeout_graceful_shutdown=3)
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level=args.log_level,
+        timeout_graceful_shutdown=3,
+    )
     return 0
 
 
@@ -106,8 +130,10 @@ def _print_run(info: dict[str, Any], fmt: str) -> None:
         print(json.dumps(info))
         return
     p = info["progress"]
-    line = (f"{info['id']}  {info['status']:<9}  {info['spec']['algorithm']['name']:<7} rounds "
-            f"{p['rounds_done']}/{p['rounds_total']}  draws {p['draws_stored']}/{p['draws_total']} per chain")
+    line = (
+        f"{info['id']}  {info['status']:<9}  {info['spec']['algorithm']['name']:<7} rounds "
+        f"{p['rounds_done']}/{p['rounds_total']}  draws {p['draws_stored']}/{p['draws_total']} per chain"
+    )
     if info.get("error"):
         line += f"\n  error: {info['error']}"
     for w in info.get("warnings") or []:

@@ -12,6 +12,7 @@ Idempotency-Key so a retried submit returns the same run. Streams resume at thei
 The two clients build the same requests (`_API`) and follow the same retry policy (`RetryPolicy`); the wire format
 is `raysampler.wire`'s. The SDK imports no server code.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -58,8 +59,7 @@ class APIError(RuntimeError):
 
 def _detail_text(detail: Any) -> str:
     if isinstance(detail, list):  # FastAPI validation errors: name the field
-        return "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()) if p != 'body')}: {e.get('msg')}"
-                         for e in detail)
+        return "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()) if p != 'body')}: {e.get('msg')}" for e in detail)
     return str(detail)
 
 
@@ -87,12 +87,16 @@ class DrawBatch:
 
     @classmethod
     def of(cls, lines: list[DrawLine]) -> DrawBatch:
-        return cls(offset=lines[0].offset, chain=np.array([line.chain for line in lines]),
-                   index=np.array([line.index for line in lines]),
-                   values=np.array([line.values for line in lines], dtype=float))
+        return cls(
+            offset=lines[0].offset,
+            chain=np.array([line.chain for line in lines]),
+            index=np.array([line.index for line in lines]),
+            values=np.array([line.values for line in lines], dtype=float),
+        )
 
 
 # --- what both clients share: requests, retries, stream parsing ------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class _Call:
@@ -112,8 +116,13 @@ class _Call:
 
     def kwargs(self) -> dict[str, Any]:
         """httpx keyword arguments."""
-        out = {"params": self.params, "json": self.json, "headers": self.headers, "files": self.files,
-               "data": self.data}
+        out = {
+            "params": self.params,
+            "json": self.json,
+            "headers": self.headers,
+            "files": self.files,
+            "data": self.data,
+        }
         return {k: v for k, v in out.items() if v is not None}
 
 
@@ -133,8 +142,9 @@ class _API:
 
     @staticmethod
     def runs(status: str | None, page_size: int, cursor: str | None) -> _Call:
-        params: dict[str, Any] = {"limit": page_size} | ({"status": status} if status else {}) | \
-            ({"cursor": cursor} if cursor else {})
+        params: dict[str, Any] = (
+            {"limit": page_size} | ({"status": status} if status else {}) | ({"cursor": cursor} if cursor else {})
+        )
         return _Call("GET", "/v1/runs", params=params)
 
     @staticmethod
@@ -145,10 +155,14 @@ class _API:
         return _Call("POST", "/v1/datasets", files=files, data={"name": name} if name else {})
 
     @staticmethod
-    def upload_file(path: str, content: IO[bytes] | bytes, y_column: str, x_columns: list[str] | None,
-                    name: str | None) -> _Call:
-        form = {"y_column": y_column} | ({"x_columns": ",".join(x_columns)} if x_columns else {}) | \
-            ({"name": name} if name else {})
+    def upload_file(
+        path: str, content: IO[bytes] | bytes, y_column: str, x_columns: list[str] | None, name: str | None
+    ) -> _Call:
+        form = (
+            {"y_column": y_column}
+            | ({"x_columns": ",".join(x_columns)} if x_columns else {})
+            | ({"name": name} if name else {})
+        )
         return _Call("POST", "/v1/datasets", files={"file": (os.path.basename(path), content)}, data=form)
 
     @staticmethod
@@ -169,8 +183,12 @@ class _API:
 
     @staticmethod
     def events(run_id: str, follow: bool, last_event_id: int) -> _Call:
-        return _Call("GET", f"/v1/runs/{run_id}/events", params={"follow": str(follow).lower()},
-                     headers={"Last-Event-ID": str(last_event_id)})
+        return _Call(
+            "GET",
+            f"/v1/runs/{run_id}/events",
+            params={"follow": str(follow).lower()},
+            headers={"Last-Event-ID": str(last_event_id)},
+        )
 
     @staticmethod
     def draws(run_id: str, start: int, follow: bool) -> _Call:
@@ -207,7 +225,7 @@ class RetryPolicy:
     def after_response(self, call: _Call, resp: httpx.Response, attempt: int) -> float | None:
         """Seconds to wait before resending after `resp` (a 502/503/504 to an idempotent call), else None."""
         if resp.status_code in RETRY_STATUS and call.idempotent and attempt < self.retries:
-            return self.backoff_s * 2 ** attempt
+            return self.backoff_s * 2**attempt
         return None
 
     def after_error(self, call: _Call, exc: httpx.TransportError, attempt: int) -> float | None:
@@ -216,11 +234,11 @@ class RetryPolicy:
         reached = not isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
         if attempt >= self.retries or (reached and not call.idempotent):
             return None
-        return self.backoff_s * 2 ** attempt
+        return self.backoff_s * 2**attempt
 
     def reconnect_after(self, failures: int) -> float | None:
         """Seconds to wait before reopening a stream after `failures` drops in a row, else None (give up)."""
-        return None if failures > self.retries else self.backoff_s * 2 ** failures
+        return None if failures > self.retries else self.backoff_s * 2**failures
 
 
 @dataclass
@@ -278,8 +296,11 @@ def _connection(url: str | None, api_key: str | None, timeout: float) -> tuple[s
     key = api_key or os.environ.get("RAYSAMPLER_API_KEY")
     if not key:
         raise ValueError("api_key is required (or set RAYSAMPLER_API_KEY)")
-    return url, {"base_url": url, "headers": {"Authorization": f"Bearer {key}"},
-                 "timeout": httpx.Timeout(timeout, read=None)}
+    return url, {
+        "base_url": url,
+        "headers": {"Authorization": f"Bearer {key}"},
+        "timeout": httpx.Timeout(timeout, read=None),
+    }
 
 
 def _open_netcdf(content: bytes) -> xr.DataTree:
@@ -316,11 +337,19 @@ def _check_deadline(deadline: float | None, run_id: str) -> None:
 
 # --- the synchronous client ----------------------------------------------------------------------------------------
 
+
 class Client:
     """Synchronous client; `url` and `api_key` default to $RAYSAMPLER_URL and $RAYSAMPLER_API_KEY."""
 
-    def __init__(self, url: str | None = None, api_key: str | None = None, *, timeout: float = 30.0,
-                 retries: int = 3, backoff_s: float = 0.5) -> None:
+    def __init__(
+        self,
+        url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float = 30.0,
+        retries: int = 3,
+        backoff_s: float = 0.5,
+    ) -> None:
         self.retry = RetryPolicy(retries, backoff_s)
         self.url, options = _connection(url, api_key, timeout)
         self._http = httpx.Client(**options)
@@ -351,8 +380,9 @@ class Client:
         raise AssertionError("unreachable")
 
     # --- runs ---------------------------------------------------------------------------------------------------
-    def submit(self, spec: Mapping[str, Any] | RunSpec, *, run_id: str | None = None,
-               idempotency_key: str | None = None) -> RunHandle:
+    def submit(
+        self, spec: Mapping[str, Any] | RunSpec, *, run_id: str | None = None, idempotency_key: str | None = None
+    ) -> RunHandle:
         """Submit a run (a RunSpec or its dict); returns its handle. Invalid specs raise APIError (422) naming the
         field."""
         info = self._send(_API.submit(spec, run_id, idempotency_key)).json()
@@ -376,8 +406,9 @@ class Client:
         """Upload arrays (as .npz) for runs to use as {"dataset_id": ...}; returns {id, n, d, ...}."""
         return self._send(_API.upload_arrays(X, y, name)).json()
 
-    def upload_file(self, path: str, *, y_column: str = "y", x_columns: list[str] | None = None,
-                    name: str | None = None) -> dict[str, Any]:
+    def upload_file(
+        self, path: str, *, y_column: str = "y", x_columns: list[str] | None = None, name: str | None = None
+    ) -> dict[str, Any]:
         """Upload a .npz, .csv or .parquet file; y_column / x_columns name the target and feature columns."""
         with open(path, "rb") as fh:
             return self._send(_API.upload_file(path, fh, y_column, x_columns, name)).json()
@@ -420,8 +451,9 @@ class RunHandle:
         while True:
             call = _API.events(self.id, follow, last)
             try:
-                with self.client._http.stream(call.method, call.path, **call.kwargs(),
-                                              timeout=_stream_timeout(self.client._http, deadline)) as resp:
+                with self.client._http.stream(
+                    call.method, call.path, **call.kwargs(), timeout=_stream_timeout(self.client._http, deadline)
+                ) as resp:
                     _check_stream(resp)
                     parser = SSEParser()
                     for line in _until(resp.iter_lines(), deadline, self.id):
@@ -514,11 +546,19 @@ def _check_stream(resp: httpx.Response) -> None:
 
 # --- the asyncio client --------------------------------------------------------------------------------------------
 
+
 class AsyncClient:
     """The asyncio twin of `Client`: the same calls, awaited; streams are async iterators that resume too."""
 
-    def __init__(self, url: str | None = None, api_key: str | None = None, *, timeout: float = 30.0,
-                 retries: int = 3, backoff_s: float = 0.5) -> None:
+    def __init__(
+        self,
+        url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float = 30.0,
+        retries: int = 3,
+        backoff_s: float = 0.5,
+    ) -> None:
         self.retry = RetryPolicy(retries, backoff_s)
         self.url, options = _connection(url, api_key, timeout)
         self._http = httpx.AsyncClient(**options)
@@ -548,8 +588,9 @@ class AsyncClient:
             await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
-    async def submit(self, spec: Mapping[str, Any] | RunSpec, *, run_id: str | None = None,
-                     idempotency_key: str | None = None) -> AsyncRunHandle:
+    async def submit(
+        self, spec: Mapping[str, Any] | RunSpec, *, run_id: str | None = None, idempotency_key: str | None = None
+    ) -> AsyncRunHandle:
         info = (await self._send(_API.submit(spec, run_id, idempotency_key))).json()
         return AsyncRunHandle(self, info["id"], info)
 
@@ -569,8 +610,9 @@ class AsyncClient:
     async def upload_dataset(self, X: Any, y: Any, name: str | None = None) -> dict[str, Any]:
         return (await self._send(_API.upload_arrays(X, y, name))).json()
 
-    async def upload_file(self, path: str, *, y_column: str = "y", x_columns: list[str] | None = None,
-                          name: str | None = None) -> dict[str, Any]:
+    async def upload_file(
+        self, path: str, *, y_column: str = "y", x_columns: list[str] | None = None, name: str | None = None
+    ) -> dict[str, Any]:
         with open(path, "rb") as fh:
             content = fh.read()
         return (await self._send(_API.upload_file(path, content, y_column, x_columns, name))).json()
@@ -627,6 +669,7 @@ class AsyncRunHandle:
 
     async def wait(self, timeout: float | None = None) -> dict[str, Any]:
         """Until the run ends (TimeoutError after `timeout` s); returns the final run object."""
+
         async def until_done() -> None:
             async for ev in self.events():
                 if _ends_run(ev):

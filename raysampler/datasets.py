@@ -19,6 +19,7 @@ Conventions: "standardised" means z-scored over the whole data set with the popu
 real data sets ignore `seed`; the synthetic ones are fully determined by it, and their true
 parameters are available from `true_params(name, seed=..., **kwargs)`.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -261,8 +262,8 @@ def _scaled_logistic_theta(seed: int) -> np.ndarray:
     rng = _rng(seed, _PARAMS_STREAM)
     slopes = rng.standard_normal(len(SCALED_LOGISTIC_SCALES))
     scales = np.asarray(SCALED_LOGISTIC_SCALES)
-    slopes *= 1.5 / np.linalg.norm(slopes) / scales               # each covariate's effect O(1)
-    intercept = 0.3 - 5.0 * float(slopes @ scales)                # the covariates' means are 5 scales: centre logits
+    slopes *= 1.5 / np.linalg.norm(slopes) / scales  # each covariate's effect O(1)
+    intercept = 0.3 - 5.0 * float(slopes @ scales)  # the covariates' means are 5 scales: centre logits
     return np.concatenate([[intercept], slopes])
 
 
@@ -290,6 +291,7 @@ _LOADERS: dict[str, Callable[..., tuple[np.ndarray, np.ndarray]]] = {
     "logistic_synthetic": _logistic_synthetic,
     "scaled_logistic": _scaled_logistic,
 }
+
 
 def _gaussian_toy_truth(seed: int, **kwargs: Any) -> np.ndarray:
     return _gaussian_toy_theta(seed, _take_kwargs("gaussian_toy", kwargs, {"n": 20_000, "d": 2})["d"])
@@ -326,13 +328,18 @@ def _sklearn_columns(loader: str) -> Callable[..., tuple[str, ...]]:
         _no_kwargs(loader.removeprefix("load_"), kwargs)
         extra = {"scaled": False} if loader == "load_diabetes" else {}
         return (INTERCEPT, *(str(c) for c in getattr(sklearn.datasets, loader)(**extra).feature_names))
+
     return names
 
 
 def _covtype_columns(**kwargs: Any) -> tuple[str, ...]:
     _take_kwargs("covtype_like", kwargs, {"n": COVTYPE_N_ROWS})
-    return (INTERCEPT, *(f"x{j}" for j in range(1, _COV_CONT + 1)),
-            *(f"wilderness_{k}" for k in range(1, _COV_WILD)), *(f"soil_{k}" for k in range(1, _COV_SOIL)))
+    return (
+        INTERCEPT,
+        *(f"x{j}" for j in range(1, _COV_CONT + 1)),
+        *(f"wilderness_{k}" for k in range(1, _COV_WILD)),
+        *(f"soil_{k}" for k in range(1, _COV_SOIL)),
+    )
 
 
 def _numbered_columns(name: str, defaults: dict[str, int]) -> Callable[..., tuple[str, ...]]:
@@ -340,6 +347,7 @@ def _numbered_columns(name: str, defaults: dict[str, int]) -> Callable[..., tupl
         p = _take_kwargs(name, kwargs, defaults)
         d = p["d"] if "d" in p else 1 + len(SCALED_LOGISTIC_SCALES)
         return (INTERCEPT, *(f"x{j}" for j in range(1, d)))
+
     return names
 
 

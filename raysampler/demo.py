@@ -5,6 +5,7 @@ progress bar, then print the posterior summary and the run's statistics.
 
     python -m raysampler.demo [--chains 16] [--rounds auto|N] [--burn-in 1000] [--keep DIR] [--format json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,13 +23,21 @@ from .service.local import LocalService
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--chains", type=int, default=16)
-    ap.add_argument("--rounds", default="auto", type=lambda v: v if v == "auto" else int(v),
-                    help='rounds after burn-in, or "auto" (stop once converged; the default)')
+    ap.add_argument(
+        "--rounds",
+        default="auto",
+        type=lambda v: v if v == "auto" else int(v),
+        help='rounds after burn-in, or "auto" (stop once converged; the default)',
+    )
     ap.add_argument("--burn-in", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--keep", default=None, help="data directory to keep (default: a temporary one)")
-    ap.add_argument("--format", choices=["table", "json"], default="table",
-                    help="json: no progress output, one JSON object (run, summary, rates) at the end")
+    ap.add_argument(
+        "--format",
+        choices=["table", "json"],
+        default="table",
+        help="json: no progress output, one JSON object (run, summary, rates) at the end",
+    )
     args = ap.parse_args(argv)
     quiet = args.format == "json"
     say = (lambda *a, **k: None) if quiet else print
@@ -39,22 +48,35 @@ def main(argv: list[str] | None = None) -> None:
         say(f"starting the service (local Ray, data in {data_dir}) ...", flush=True)
         t0 = time.perf_counter()
         with LocalService(data_dir, keys={"demo": key}, log=f"{tmp}/server.log") as svc:
-            say(f"service up at {svc.url} in {time.perf_counter() - t0:.1f} s; API docs {svc.url}/docs; "
-                  f"API key (tenant 'demo'): {key}")
+            say(
+                f"service up at {svc.url} in {time.perf_counter() - t0:.1f} s; API docs {svc.url}/docs; "
+                f"API key (tenant 'demo'): {key}"
+            )
             with Client(svc.url, key) as client:
-                spec = {"model": {"family": "logistic_regression", "prior_scale": 1.0},
-                        "data": {"dataset": "builtin:breast_cancer"}, "num_shards": 4,
-                        "algorithm": {"name": "dglmc", "params": {}}, "chains": args.chains,
-                        "num_rounds": args.rounds, "burn_in": args.burn_in, "seed": args.seed}
+                spec = {
+                    "model": {"family": "logistic_regression", "prior_scale": 1.0},
+                    "data": {"dataset": "builtin:breast_cancer"},
+                    "num_shards": 4,
+                    "algorithm": {"name": "dglmc", "params": {}},
+                    "chains": args.chains,
+                    "num_rounds": args.rounds,
+                    "burn_in": args.burn_in,
+                    "seed": args.seed,
+                }
                 run = client.submit(spec)
                 rounds = "until converged" if args.rounds == "auto" else f"{args.rounds} rounds"
-                say(f"submitted {run.id}: DG-LMC on builtin:breast_cancer, 4 shards, {args.chains} chains, "
-                      f"{args.burn_in} burn-in, then {rounds}")
+                say(
+                    f"submitted {run.id}: DG-LMC on builtin:breast_cancer, 4 shards, {args.chains} chains, "
+                    f"{args.burn_in} burn-in, then {rounds}"
+                )
                 shown = 0
                 for batch in run.stream_draws(follow=True):  # the first draws, as soon as they are stored
                     for k in range(min(3 - shown, len(batch))):
-                        say(f"  streamed draw {batch.index[k]} chain {batch.chain[k]}: "
-                              + " ".join(f"{v:+.3f}" for v in batch.values[k, :6]) + " ...")
+                        say(
+                            f"  streamed draw {batch.index[k]} chain {batch.chain[k]}: "
+                            + " ".join(f"{v:+.3f}" for v in batch.values[k, :6])
+                            + " ..."
+                        )
                         shown += 1
                     if shown >= 3:
                         break
@@ -67,21 +89,38 @@ def main(argv: list[str] | None = None) -> None:
                 timings, workers = info["timings"], info["workers"]
                 ess = float(table["ess_bulk"].min())
                 if quiet:
-                    print(json.dumps({"run": info, "draws_shape": list(draws.shape), "min_ess_bulk": ess,
-                                      "ess_per_s": ess / timings["sampling_s"],
-                                      "summary": json.loads(table.reset_index().to_json(orient="records"))}))
+                    print(
+                        json.dumps(
+                            {
+                                "run": info,
+                                "draws_shape": list(draws.shape),
+                                "min_ess_bulk": ess,
+                                "ess_per_s": ess / timings["sampling_s"],
+                                "summary": json.loads(table.reset_index().to_json(orient="records")),
+                            }
+                        )
+                    )
                     return
                 print(table.round(3).to_string(max_rows=40))
                 diag = info["diagnostics"] or {}
-                print(f"\nmax R-hat {diag.get('max_rhat', float('nan')):.4f}, min bulk ESS "
-                      f"{diag.get('min_ess_bulk', float('nan')):.0f} after {info['progress']['rounds_done']} rounds"
-                      + "".join(f"\nwarning: {w}" for w in info["warnings"]))
-                print(f"{draws.shape[0]} chains x {draws.shape[1]} draws x {draws.shape[2]} params fetched; "
-                      f"min bulk ESS {ess:.0f} in {timings['sampling_s']:.1f} s of sampling = "
-                      f"{ess / timings['sampling_s']:.0f} ESS/s; setup {timings['setup_s']:.1f} s")
-                print("per worker: " + "; ".join(
-                    f"shard {w['shard']}: N={w['local_steps']}, tau={1e3 * (w['tau_s'] or np.nan):.3f} ms, "
-                    f"idle {w['idle_fraction']:.2f}" for w in workers))
+                print(
+                    f"\nmax R-hat {diag.get('max_rhat', float('nan')):.4f}, min bulk ESS "
+                    f"{diag.get('min_ess_bulk', float('nan')):.0f} after {info['progress']['rounds_done']} rounds"
+                    + "".join(f"\nwarning: {w}" for w in info["warnings"])
+                )
+                print(
+                    f"{draws.shape[0]} chains x {draws.shape[1]} draws x {draws.shape[2]} params fetched; "
+                    f"min bulk ESS {ess:.0f} in {timings['sampling_s']:.1f} s of sampling = "
+                    f"{ess / timings['sampling_s']:.0f} ESS/s; setup {timings['setup_s']:.1f} s"
+                )
+                print(
+                    "per worker: "
+                    + "; ".join(
+                        f"shard {w['shard']}: N={w['local_steps']}, tau={1e3 * (w['tau_s'] or np.nan):.3f} ms, "
+                        f"idle {w['idle_fraction']:.2f}"
+                        for w in workers
+                    )
+                )
 
 
 if __name__ == "__main__":

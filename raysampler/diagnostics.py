@@ -1,5 +1,6 @@
 """Convergence diagnostics of draws (arviz-stats): minimum bulk ESS and maximum rank-normalised split R-hat, the
 thresholds Stan and ArviZ users read them against, and the warnings a finished run gives when they are missed."""
+
 from __future__ import annotations
 
 import math
@@ -30,17 +31,25 @@ class Diagnostics:
         """What a user should hear about these draws (ArviZ/Stan thresholds), or nothing."""
         out = []
         if not math.isfinite(self.max_rhat) or self.max_rhat >= RHAT_WARN:
-            out.append(f"max R-hat is {self.max_rhat:.3f} (≥ {RHAT_WARN}): the chains have not converged to the same "
-                       "distribution; run longer (or num_rounds='auto')")
+            out.append(
+                f"max R-hat is {self.max_rhat:.3f} (≥ {RHAT_WARN}): the chains have not converged to the same "
+                "distribution; run longer (or num_rounds='auto')"
+            )
         if not math.isfinite(self.min_ess_bulk) or self.min_ess_bulk < ESS_PER_CHAIN_WARN * self.chains:
-            out.append(f"min bulk ESS is {self.min_ess_bulk:.0f} (< {ESS_PER_CHAIN_WARN} per chain × {self.chains} "
-                       "chains): posterior summaries are unreliable; run longer (or num_rounds='auto')")
+            out.append(
+                f"min bulk ESS is {self.min_ess_bulk:.0f} (< {ESS_PER_CHAIN_WARN} per chain × {self.chains} "
+                "chains): posterior summaries are unreliable; run longer (or num_rounds='auto')"
+            )
         return out
 
     def as_dict(self) -> dict[str, float | int | None]:
         """JSON-ready values (non-finite as None)."""
-        return {"min_ess_bulk": _finite_or_none(self.min_ess_bulk), "max_rhat": _finite_or_none(self.max_rhat),
-                "draws": self.draws, "chains": self.chains}
+        return {
+            "min_ess_bulk": _finite_or_none(self.min_ess_bulk),
+            "max_rhat": _finite_or_none(self.max_rhat),
+            "draws": self.draws,
+            "chains": self.chains,
+        }
 
 
 #: Draws per chain a convergence check during a run reads at least (evenly thinned beyond, so its cost stays

@@ -5,6 +5,7 @@ channel, through Ray, or in-process), the coordinator adds what it knows (round,
 with `SamplingError`, whose `.failure` is the same record. The service stores it with the run and shows it
 over REST, so no layer ever parses a message to find the shard or the round.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -16,13 +17,13 @@ from typing import Any
 class FailureKind(str, Enum):
     """Why a run stopped."""
 
-    WORKER_ERROR = "worker_error"        # a worker's local step raised (a bug or bad data on its shard)
-    WORKER_LOST = "worker_lost"          # a worker process or its node died, or its connection broke
-    NON_FINITE = "non_finite"            # a worker's reply holds NaN or inf (a chain diverged on its shard)
+    WORKER_ERROR = "worker_error"  # a worker's local step raised (a bug or bad data on its shard)
+    WORKER_LOST = "worker_lost"  # a worker process or its node died, or its connection broke
+    NON_FINITE = "non_finite"  # a worker's reply holds NaN or inf (a chain diverged on its shard)
     COORDINATOR_NON_FINITE = "coordinator_non_finite"  # the coordinator's draw became NaN or inf
     COORDINATOR_LOST = "coordinator_lost"  # the coordinator process died
     SITE_UNAVAILABLE = "site_unavailable"  # no live node carries the shard's site label
-    CHECKPOINT = "checkpoint"            # a checkpoint could not be read or does not fit this run
+    CHECKPOINT = "checkpoint"  # a checkpoint could not be read or does not fit this run
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ noise, s' = F s + c + ε, ε ~ N(0, Ω): its stationary law is N((I − F)⁻¹c
 Linear regression with unknown noise and a flat or conjugate coefficient prior has a Normal–Inverse-Gamma posterior
 (`nig_posterior`, `linear_regression_posterior`): Student-t marginals for the coefficients, inverse-gamma for σ².
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -27,16 +28,23 @@ def stationary_law(F: np.ndarray, c: np.ndarray, Omega: np.ndarray) -> tuple[np.
     return mean, 0.5 * (S + S.T)
 
 
-def gaussian_posterior(P: Sequence[np.ndarray], m: Sequence[np.ndarray], prior_prec: np.ndarray,
-                       prior_mean: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def gaussian_posterior(
+    P: Sequence[np.ndarray], m: Sequence[np.ndarray], prior_prec: np.ndarray, prior_mean: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """π ∝ N(m0, P0⁻¹) Π_i exp(−½(θ − m_i)ᵀP_i(θ − m_i)): mean and covariance."""
     Lam = prior_prec + sum(P)
     cov = np.linalg.inv(Lam)
     return cov @ (prior_prec @ prior_mean + sum(Pi @ mi for Pi, mi in zip(P, m))), 0.5 * (cov + cov.T)
 
 
-def pi_rho(P: Sequence[np.ndarray], m: Sequence[np.ndarray], prior_prec: np.ndarray, prior_mean: np.ndarray,
-           rho: Sequence[float], metric: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def pi_rho(
+    P: Sequence[np.ndarray],
+    m: Sequence[np.ndarray],
+    prior_prec: np.ndarray,
+    prior_mean: np.ndarray,
+    rho: Sequence[float],
+    metric: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """The θ-marginal π_ρ of DG-LMC's augmented target (eq. 3) for quadratic U_i: mean and covariance.
 
     Each local factor is convolved with the coupling N(0, ρ_i G) (G = `metric`, I by default; G = LLᵀ when
@@ -48,9 +56,15 @@ def pi_rho(P: Sequence[np.ndarray], m: Sequence[np.ndarray], prior_prec: np.ndar
     return gaussian_posterior(precs, m, prior_prec, prior_mean)
 
 
-def dglmc_lmc_law(P: Sequence[np.ndarray], m: Sequence[np.ndarray], prior_prec: np.ndarray,
-                  prior_mean: np.ndarray, rho: Sequence[float], gamma: Sequence[float],
-                  n_steps: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+def dglmc_lmc_law(
+    P: Sequence[np.ndarray],
+    m: Sequence[np.ndarray],
+    prior_prec: np.ndarray,
+    prior_mean: np.ndarray,
+    rho: Sequence[float],
+    gamma: Sequence[float],
+    n_steps: Sequence[int],
+) -> tuple[np.ndarray, np.ndarray]:
     """Exact stationary mean and covariance of θ for DG-LMC with N_i LMC steps (eqs. 4–5), A_i = I.
 
     Worker i: u ← B_i u + (γ_i/ρ_i)θ + γ_iP_im_i + √(2γ_i)ξ with B_i = (1 − γ_i/ρ_i)I − γ_iP_i, N_i times;
@@ -73,7 +87,7 @@ def dglmc_lmc_law(P: Sequence[np.ndarray], m: Sequence[np.ndarray], prior_prec: 
         A = Bk  # B^N
         row = np.zeros((d, n))
         row[:, :d] = G * gamma[i] / rho[i]
-        row[:, d * (i + 1):d * (i + 2)] = A
+        row[:, d * (i + 1) : d * (i + 2)] = A
         Fz_rows.append(row)
         cz.append(gamma[i] * G @ P[i] @ m[i])
         V.append(Vi)
@@ -183,8 +197,17 @@ class NIGPosterior:
         return log_normal + log_ig + np.log(2.0) + log_s2
 
 
-def nig_posterior(XtX: np.ndarray, Xty: np.ndarray, yty: float, n: int, *, a0: float, b0: float,
-                  prior_mean: np.ndarray | None = None, prior_precision: np.ndarray | None = None) -> NIGPosterior:
+def nig_posterior(
+    XtX: np.ndarray,
+    Xty: np.ndarray,
+    yty: float,
+    n: int,
+    *,
+    a0: float,
+    b0: float,
+    prior_mean: np.ndarray | None = None,
+    prior_precision: np.ndarray | None = None,
+) -> NIGPosterior:
     """Posterior of linear regression y ~ N(Xβ, σ²I) with σ² ~ InvGamma(a0, b0) and either a flat prior on β
     (`prior_precision` None) or the conjugate β | σ² ~ N(prior_mean, σ² prior_precision⁻¹), from the pooled sufficient
     statistics XᵀX, Xᵀy, yᵀy and n. Improper σ² priors are InvGamma(a0, 0) with a0 = 0 (density 1/σ², flat on log σ)
@@ -207,8 +230,10 @@ def nig_posterior(XtX: np.ndarray, Xty: np.ndarray, yty: float, n: int, *, a0: f
     a = a0 + 0.5 * (n - p + (0 if prior_precision is None else p))
     b = b0 + 0.5 * (float(yty) + m0 @ Lam0 @ m0 - mean @ Lam @ mean)
     if a <= 0 or b <= 0:
-        raise ValueError(f"nig_posterior: a = {a:g}, b = {b:g}: the posterior is improper (too few rows, or a perfect "
-                         "fit with an improper noise prior)")
+        raise ValueError(
+            f"nig_posterior: a = {a:g}, b = {b:g}: the posterior is improper (too few rows, or a perfect "
+            "fit with an improper noise prior)"
+        )
     return NIGPosterior(mean, 0.5 * (V + V.T), float(a), float(b))
 
 
@@ -223,8 +248,9 @@ def linear_regression_posterior(model, shards: Iterable[tuple[np.ndarray, np.nda
         raise ValueError("linear_regression_posterior needs a LinearRegression with unknown noise (noise_sd=None)")
     cp = model.coef_prior
     if not (isinstance(cp, Normal) and np.all(np.isinf(cp.scale))):
-        raise ValueError(f"coef_prior: the closed form needs a flat prior Normal(scale=inf) on every coefficient, "
-                         f"got {cp!r}")
+        raise ValueError(
+            f"coef_prior: the closed form needs a flat prior Normal(scale=inf) on every coefficient, got {cp!r}"
+        )
     if not isinstance(model.noise_prior, (InverseGamma, Flat)):
         raise ValueError(f"noise_prior: the closed form needs InverseGamma or Flat, got {model.noise_prior!r}")
     p = model.n_coef

@@ -4,6 +4,7 @@
 `target_ess` and their maximum rank-normalised R-hat is below `max_rhat` (checked as the run goes), or until
 `max_rounds` rounds after burn-in (or the time budget) are spent.
 """
+
 from __future__ import annotations
 
 import math

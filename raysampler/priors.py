@@ -20,6 +20,7 @@ potential includes the log-Jacobian, U(t) = −log p_σ(eᵗ) − t (additive co
 An all-Gaussian prior is returned as the `GaussianPrior` itself (it is its own ``gaussian`` part, with no residual);
 otherwise a `Prior`. `as_prior` turns either (or a user model's own GaussianPrior) into a `Prior`.
 """
+
 from __future__ import annotations
 
 import math
@@ -94,8 +95,11 @@ def _common_size(owner: str, **values) -> int | None:
     """The length shared by the vector-valued arguments (None if all are scalars); ValueError if they differ."""
     sizes = {k: len(v) for k, v in values.items() if isinstance(v, tuple)}
     if len(set(sizes.values())) > 1:
-        raise ValueError(f"{owner}: " + " and ".join(f"{k} has length {n}" for k, n in sizes.items())
-                         + ": vector arguments must have the same length")
+        raise ValueError(
+            f"{owner}: "
+            + " and ".join(f"{k} has length {n}" for k, n in sizes.items())
+            + ": vector arguments must have the same length"
+        )
     return next(iter(sizes.values()), None)
 
 
@@ -120,8 +124,9 @@ class Normal:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mean", _number_or_vector("Normal", "mean", self.mean, positive=False))
-        object.__setattr__(self, "scale", _number_or_vector("Normal", "scale", self.scale, positive=True,
-                                                            allow_inf=True))
+        object.__setattr__(
+            self, "scale", _number_or_vector("Normal", "scale", self.scale, positive=True, allow_inf=True)
+        )
         _common_size("Normal", mean=self.mean, scale=self.scale)
 
     @property
@@ -286,8 +291,10 @@ POSITIVE_PRIORS: tuple[type, ...] = (HalfNormal, HalfCauchy, HalfStudentT, Expon
 def check_coef_prior(value, argname: str = "coef_prior") -> CoefPrior:
     """`value` if it is a coefficient prior spec, else ValueError naming `argname`."""
     if not isinstance(value, COEF_PRIORS):
-        raise ValueError(f"{argname} must be rs.priors.Normal(...) or rs.priors.StudentT(...) (Normal(scale=inf) "
-                         f"for a flat prior), got {value!r}")
+        raise ValueError(
+            f"{argname} must be rs.priors.Normal(...) or rs.priors.StudentT(...) (Normal(scale=inf) "
+            f"for a flat prior), got {value!r}"
+        )
     return value  # type: ignore[return-value]  # narrowed by the isinstance check above
 
 
@@ -295,8 +302,9 @@ def check_positive_prior(value, argname: str) -> PositivePrior:
     """`value` if it is a prior spec for a positive parameter, else ValueError naming `argname`."""
     if not isinstance(value, POSITIVE_PRIORS):
         names = ", ".join(c.__name__ for c in POSITIVE_PRIORS)
-        raise ValueError(f"{argname} must be one of rs.priors.{{{names}}} (a prior on a positive parameter), "
-                         f"got {value!r}")
+        raise ValueError(
+            f"{argname} must be one of rs.priors.{{{names}}} (a prior on a positive parameter), got {value!r}"
+        )
     return value  # type: ignore[return-value]  # narrowed by the isinstance check above
 
 

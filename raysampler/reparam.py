@@ -5,6 +5,7 @@ With L Lᵀ the inverse Hessian of U at the MAP (the Laplace preconditioner), th
 one step size fits every direction, whatever the data's scales and correlations. A sampler runs unchanged on
 `WhitenedModel(model, precond)`; its draws φ map back with `precond.to_theta`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -184,8 +185,10 @@ class WhitenedModel:
     def prior(self) -> PriorInPhi:
         base = self.model.prior()
         residual = getattr(base, "residual", None)
-        return PriorInPhi(self.precond.gaussian_in_phi(base.gaussian),
-                          WhitenedTerm(residual, self.precond) if residual is not None else None)
+        return PriorInPhi(
+            self.precond.gaussian_in_phi(base.gaussian),
+            WhitenedTerm(residual, self.precond) if residual is not None else None,
+        )
 
     def potential(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         return self.model.potential(X, y, self.precond.to_theta(x))

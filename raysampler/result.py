@@ -1,4 +1,5 @@
 """The outcome of a sampling run: draws (chains, draws, d), diagnostics through ArviZ, and runtime statistics."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -56,7 +57,7 @@ class Result:
         out: dict[str, np.ndarray] = {}
         start = 0
         for b in blocks:
-            block = values[..., start:start + b.size]
+            block = values[..., start : start + b.size]
             out[b.name] = block[..., 0] if b.dim is None else block
             start += b.size
         return out
@@ -102,5 +103,7 @@ class Result:
         return np.concatenate([np.atleast_1d(np.asarray(out[b.name].values, dtype=np.float64)) for b in blocks])
 
     def __repr__(self) -> str:
-        return (f"Result(chains={self.chains}, draws={self.num_draws}, d={self.draws.shape[2]}, "
-                f"algorithm={self.info.get('algorithm')!r}, executor={self.info.get('executor')!r})")
+        return (
+            f"Result(chains={self.chains}, draws={self.num_draws}, d={self.draws.shape[2]}, "
+            f"algorithm={self.info.get('algorithm')!r}, executor={self.info.get('executor')!r})"
+        )

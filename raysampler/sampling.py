@@ -3,8 +3,10 @@
 A `Run` drives its coordinator through a `CoordinatorHandle` in chunks of rounds. With `num_rounds="auto"` it
 checks the draws' minimum bulk ESS and maximum R-hat as it goes and stops once both targets hold. The checks fall
 at fixed draw counts (100 kept draws per chain, then 1.5 times more each time), so where a seeded run stops does not
-depend on how fast the machine is; each check reads a bounded number of draws per chain (`diagnostics.check_draws`), so its cost is bounded.
+depend on how fast the machine is; each check reads a bounded number of draws per chain (`diagnostics.check_draws`), so
+its cost is bounded.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -53,6 +55,7 @@ class RunEvent:
     round: int
     failure: Failure | None = None
 
+
 STOP_REASONS = ("completed", "converged", "max_rounds", "time_budget", "failure", "stopped")
 
 
@@ -73,19 +76,45 @@ class Run:
     any way — its own process killed included — continues from there (`resume_from`, or `rs.resume`).
     """
 
-    def __init__(self, model: Any, shards: Any, algorithm: str = "dglmc", *, chains: int = 4,
-                 num_rounds: int | str = 1000, burn_in: int | None = None, thin: int = 1, seed: int = 0,
-                 executor: str = "ray", time_budget_s: float | None = None, balance: str | bool = "auto",
-                 max_actors: int | None = None, transport: str = "socket", keep_draws: bool = True,
-                 target_ess: float = 400.0, max_rhat: float = 1.01, max_rounds: int | None = None,
-                 resume_from: RunState | None = None, on_event: Callable[[RunEvent], None] | None = None,
-                 checkpoint_dir: str | os.PathLike | None = None, _slowdown: dict[int, float] | None = None,
-                 **params: Any) -> None:
+    def __init__(
+        self,
+        model: Any,
+        shards: Any,
+        algorithm: str = "dglmc",
+        *,
+        chains: int = 4,
+        num_rounds: int | str = 1000,
+        burn_in: int | None = None,
+        thin: int = 1,
+        seed: int = 0,
+        executor: str = "ray",
+        time_budget_s: float | None = None,
+        balance: str | bool = "auto",
+        max_actors: int | None = None,
+        transport: str = "socket",
+        keep_draws: bool = True,
+        target_ess: float = 400.0,
+        max_rhat: float = 1.01,
+        max_rounds: int | None = None,
+        resume_from: RunState | None = None,
+        on_event: Callable[[RunEvent], None] | None = None,
+        checkpoint_dir: str | os.PathLike | None = None,
+        _slowdown: dict[int, float] | None = None,
+        **params: Any,
+    ) -> None:
         _check_model(model)
         shard_set = _as_shards(shards)
-        self.options = RunOptions(chains=chains, num_rounds=num_rounds, burn_in=burn_in, thin=thin, seed=seed,  # type: ignore[arg-type]
-                                  time_budget_s=time_budget_s, target_ess=target_ess, max_rhat=max_rhat,
-                                  max_rounds=max_rounds)
+        self.options = RunOptions(
+            chains=chains,
+            num_rounds=num_rounds,  # type: ignore[arg-type]  # checked by RunOptions (a clear error names it)
+            burn_in=burn_in,
+            thin=thin,
+            seed=seed,
+            time_budget_s=time_budget_s,
+            target_ess=target_ess,
+            max_rhat=max_rhat,
+            max_rounds=max_rounds,
+        )
         if executor not in executors.EXECUTORS:
             raise ValueError(f"executor must be one of {executors.EXECUTORS}, got {executor!r}")
         if not (balance == "auto" or isinstance(balance, bool)):
@@ -95,15 +124,23 @@ class Run:
         if transport not in TRANSPORTS:
             raise ValueError(f"transport must be one of {TRANSPORTS}, got {transport!r}")
         if resume_from is not None and not isinstance(resume_from, RunState):
-            raise TypeError(f"resume_from must be a RunState (from Run.capture() or a checkpoint), got "
-                            f"{type(resume_from).__name__}")
+            raise TypeError(
+                f"resume_from must be a RunState (from Run.capture() or a checkpoint), got {type(resume_from).__name__}"
+            )
         alg = get_algorithm(algorithm, **params)
         opts = self.options
         # Balancing N_i from timings only pays where workers run in parallel; "auto" switches it on only when
         # the measured speeds really differ, so equal workers keep a fixed, reproducible schedule.
         policy: str | bool = (balance if executor == "ray" else False) if balance == "auto" else balance
-        self.config = RunConfig(opts.chains, opts.sampling_rounds, int(opts.burn_in or 0), opts.thin, opts.seed,
-                                policy, site_wait_s=site_wait_s())
+        self.config = RunConfig(
+            opts.chains,
+            opts.sampling_rounds,
+            int(opts.burn_in or 0),
+            opts.thin,
+            opts.seed,
+            policy,
+            site_wait_s=site_wait_s(),
+        )
         self.executor, self.algorithm_name = executor, algorithm
         self.time_budget_s = opts.time_budget_s
         self._start = time.perf_counter()
@@ -126,7 +163,7 @@ class Run:
             raise
         self.rounds_done = resume_from.rounds_done if resume_from is not None else 0
         self.draws_before = resume_from.draws_kept if resume_from is not None else 0
-        self.draws_kept = self.draws_before   # draws per chain kept so far, including those before a resume
+        self.draws_kept = self.draws_before  # draws per chain kept so far, including those before a resume
         self.directory = RunDirectory(checkpoint_dir) if checkpoint_dir is not None else None
         self.on_event = on_event
         self.restarts = 0
@@ -143,10 +180,10 @@ class Run:
         self.keep_draws = bool(keep_draws) or opts.auto  # False: chunks() only yields draws (the caller stores them)
         self._draws: list[np.ndarray] = []
         self._stats: dict[str, list[np.ndarray]] = {}
-        self._next_check = FIRST_CHECK_DRAWS   # kept draws per chain at the next convergence check
-        while self._next_check < self.draws_kept:   # a resumed run checks where the uninterrupted one would
+        self._next_check = FIRST_CHECK_DRAWS  # kept draws per chain at the next convergence check
+        while self._next_check < self.draws_kept:  # a resumed run checks where the uninterrupted one would
             self._next_check = int(np.ceil(self._next_check * CHECK_GROWTH))
-        if opts.auto and self.draws_before and self.directory is not None:   # convergence is judged on every draw
+        if opts.auto and self.draws_before and self.directory is not None:  # convergence is judged on every draw
             self._draws.append(self.directory.read(0, self.draws_before))
             for k, v in self.directory.read_stats(self.draws_before).items():
                 self._stats[k] = [v]
@@ -171,16 +208,21 @@ class Run:
                     self.stop_reason = "time_budget"
                     break
             t0 = time.perf_counter()
-            if self.options.auto:                # end the chunk at the next check: checks at fixed draw counts
+            if self.options.auto:  # end the chunk at the next check: checks at fixed draw counts
                 n = max(1, min(n, self._check_round() - self.rounds_done))
             try:
                 chunk = self._handle.run(n, left, capture or self.recoverable or self.directory is not None)
-            except WorkerFailed as exc:          # the coordinator itself was lost
-                chunk = Chunk(np.empty((0, self.config.chains, self.setup.dim)), {}, self.rounds_done, True,
-                              failure_of(exc) or _unknown(exc))
+            except WorkerFailed as exc:  # the coordinator itself was lost
+                chunk = Chunk(
+                    np.empty((0, self.config.chains, self.setup.dim)),
+                    {},
+                    self.rounds_done,
+                    True,
+                    failure_of(exc) or _unknown(exc),
+                )
             if chunk.failure is not None and self._recover(chunk.failure):
-                continue                         # rolled back to the last checkpoint; its draws are all kept
-            if chunk.failure is None and self.directory is not None:   # draws, then the checkpoint: the commit
+                continue  # rolled back to the last checkpoint; its draws are all kept
+            if chunk.failure is None and self.directory is not None:  # draws, then the checkpoint: the commit
                 if len(chunk.theta):
                     self.directory.append(self.draws_kept, chunk.theta, chunk.stats)
                 assert chunk.state is not None
@@ -219,8 +261,7 @@ class Run:
             return False
         state = self.checkpoint
         self.restarts += 1
-        self._event(RunEvent("worker_lost", failure.round if failure.round is not None else self.rounds_done,
-                             failure))
+        self._event(RunEvent("worker_lost", failure.round if failure.round is not None else self.rounds_done, failure))
         try:
             if failure.kind == FailureKind.COORDINATOR_LOST:
                 self._handle.close()
@@ -249,10 +290,12 @@ class Run:
         """Check min bulk ESS and max R-hat (on at most CHECK_DRAWS draws per chain) and schedule the next check."""
         while self._next_check <= self.draws_kept:
             self._next_check = int(np.ceil(self._next_check * CHECK_GROWTH))
-        self.diagnostics = diagnose(self._draws_array().transpose(1, 0, 2),
-                                    check_draws(self.config.chains, self.options.target_ess))
-        return self.diagnostics is not None and self.diagnostics.converged(self.options.target_ess,
-                                                                            self.options.max_rhat)
+        self.diagnostics = diagnose(
+            self._draws_array().transpose(1, 0, 2), check_draws(self.config.chains, self.options.target_ess)
+        )
+        return self.diagnostics is not None and self.diagnostics.converged(
+            self.options.target_ess, self.options.max_rhat
+        )
 
     def _draws_array(self) -> np.ndarray:
         d = self.setup.dim
@@ -274,28 +317,45 @@ class Run:
         if diag is not None:
             self.diagnostics = diag
         notes = self.warnings()
-        info = {"algorithm": self.algorithm_name, "executor": self.executor, "config": self.config,
-                "options": self.options, "setup": self.setup.as_dict(), "failure": self.failure,
-                "stopped_by_time_budget": self.stopped_by_time_budget, "stop_reason": self.stop_reason,
-                "rounds_done": self.rounds_done, "diagnostics": diag, "warnings": notes,
-                "param_blocks": self.setup.param_blocks, "restarts": self.restarts, "events": list(self.events),
-                "checkpoint_round": self.checkpoint.rounds_done if self.checkpoint is not None else None}
+        info = {
+            "algorithm": self.algorithm_name,
+            "executor": self.executor,
+            "config": self.config,
+            "options": self.options,
+            "setup": self.setup.as_dict(),
+            "failure": self.failure,
+            "stopped_by_time_budget": self.stopped_by_time_budget,
+            "stop_reason": self.stop_reason,
+            "rounds_done": self.rounds_done,
+            "diagnostics": diag,
+            "warnings": notes,
+            "param_blocks": self.setup.param_blocks,
+            "restarts": self.restarts,
+            "events": list(self.events),
+            "checkpoint_round": self.checkpoint.rounds_done if self.checkpoint is not None else None,
+        }
         return Result(draws, list(self.setup.param_names), stats, sample_stats, info)
 
     def warnings(self) -> list[str]:
         """What the user should hear about this run: an early stop, balancing from timings, poor convergence."""
         out = []
         if self.stop_reason == "time_budget":
-            out.append(f"time_budget_s={self.time_budget_s} reached after {self.rounds_done} of {self.total_rounds} "
-                       f"rounds ({self.draws_kept} draws per chain kept)")
+            out.append(
+                f"time_budget_s={self.time_budget_s} reached after {self.rounds_done} of {self.total_rounds} "
+                f"rounds ({self.draws_kept} draws per chain kept)"
+            )
         if self.stop_reason == "max_rounds":
-            out.append(f"num_rounds='auto' stopped at max_rounds={self.config.num_rounds} before reaching "
-                       f"target_ess={self.options.target_ess:g} and R-hat < {self.options.max_rhat:g}")
+            out.append(
+                f"num_rounds='auto' stopped at max_rounds={self.config.num_rounds} before reaching "
+                f"target_ess={self.options.target_ess:g} and R-hat < {self.options.max_rhat:g}"
+            )
         stats = self.stats()
         if stats.balanced:
-            out.append(f"worker speeds differed by more than {self.config.balance_ratio}x, so local step counts N_i "
-                       f"were balanced from measured timings (schedule {list(stats.N_schedule)}); pass "
-                       "n_local=result.stats['N_schedule'] to replay these draws exactly")
+            out.append(
+                f"worker speeds differed by more than {self.config.balance_ratio}x, so local step counts N_i "
+                f"were balanced from measured timings (schedule {list(stats.N_schedule)}); pass "
+                "n_local=result.stats['N_schedule'] to replay these draws exactly"
+            )
         if self.diagnostics is not None and self.stop_reason != "failure":
             out += self.diagnostics.warnings()
         return out
@@ -314,12 +374,29 @@ class Run:
         self.close()
 
 
-def sample(model: Any, shards: Any, algorithm: str = "dglmc", *, chains: int = 4, num_rounds: int | str = 1000,
-           burn_in: int | None = None, thin: int = 1, seed: int = 0, executor: str = "ray",
-           time_budget_s: float | None = None, progress: bool | None = None, balance: str | bool = "auto",
-           max_actors: int | None = None, transport: str = "socket", target_ess: float = 400.0,
-           max_rhat: float = 1.01, max_rounds: int | None = None, checkpoint_dir: str | os.PathLike | None = None,
-           callback: Callable[[Chunk], None] | None = None, **params: Any) -> Result:
+def sample(
+    model: Any,
+    shards: Any,
+    algorithm: str = "dglmc",
+    *,
+    chains: int = 4,
+    num_rounds: int | str = 1000,
+    burn_in: int | None = None,
+    thin: int = 1,
+    seed: int = 0,
+    executor: str = "ray",
+    time_budget_s: float | None = None,
+    progress: bool | None = None,
+    balance: str | bool = "auto",
+    max_actors: int | None = None,
+    transport: str = "socket",
+    target_ess: float = 400.0,
+    max_rhat: float = 1.01,
+    max_rounds: int | None = None,
+    checkpoint_dir: str | os.PathLike | None = None,
+    callback: Callable[[Chunk], None] | None = None,
+    **params: Any,
+) -> Result:
     """Sample the posterior of `model` given data split into `shards`.
 
     `burn_in` rounds come first and are discarded (default: max(100, num_rounds // 10), or 1000 with "auto");
@@ -340,20 +417,55 @@ def sample(model: Any, shards: Any, algorithm: str = "dglmc", *, chains: int = 4
     if checkpoint_dir is not None:
         directory = RunDirectory(checkpoint_dir)
         if directory.has_checkpoint():
-            raise ValueError(f"checkpoint_dir {str(checkpoint_dir)!r} holds a run already: continue it with "
-                             "rs.resume(checkpoint_dir), or give an empty directory")
-    run = Run(model, shards, algorithm, chains=chains, num_rounds=num_rounds, burn_in=burn_in, thin=thin, seed=seed,
-              executor=executor, time_budget_s=time_budget_s, balance=balance, max_actors=max_actors,
-              transport=transport, target_ess=target_ess, max_rhat=max_rhat, max_rounds=max_rounds,
-              checkpoint_dir=checkpoint_dir, **params)
+            raise ValueError(
+                f"checkpoint_dir {str(checkpoint_dir)!r} holds a run already: continue it with "
+                "rs.resume(checkpoint_dir), or give an empty directory"
+            )
+    run = Run(
+        model,
+        shards,
+        algorithm,
+        chains=chains,
+        num_rounds=num_rounds,
+        burn_in=burn_in,
+        thin=thin,
+        seed=seed,
+        executor=executor,
+        time_budget_s=time_budget_s,
+        balance=balance,
+        max_actors=max_actors,
+        transport=transport,
+        target_ess=target_ess,
+        max_rhat=max_rhat,
+        max_rounds=max_rounds,
+        checkpoint_dir=checkpoint_dir,
+        **params,
+    )
     if run.directory is not None:
-        run.directory.save_manifest(Manifest(model, algorithm, dict(params), run.options, executor, transport,
-                                             max_actors, balance, _nameable(_as_shards(shards))))
+        run.directory.save_manifest(
+            Manifest(
+                model,
+                algorithm,
+                dict(params),
+                run.options,
+                executor,
+                transport,
+                max_actors,
+                balance,
+                _nameable(_as_shards(shards)),
+            )
+        )
     return _drive(run, progress, callback)
 
 
-def resume(checkpoint_dir: str | os.PathLike, *, shards: Any = None, executor: str | None = None,
-           progress: bool | None = None, callback: Callable[[Chunk], None] | None = None) -> Result:
+def resume(
+    checkpoint_dir: str | os.PathLike,
+    *,
+    shards: Any = None,
+    executor: str | None = None,
+    progress: bool | None = None,
+    callback: Callable[[Chunk], None] | None = None,
+) -> Result:
     """Continue a run started with `rs.sample(..., checkpoint_dir=...)` from its last checkpoint, in this process or
     any other: the result holds every draw (those stored before and the new ones), exactly those of an
     uninterrupted run. Shards that were files are found again by path; in-memory shards must be passed as
@@ -365,16 +477,31 @@ def resume(checkpoint_dir: str | os.PathLike, *, shards: Any = None, executor: s
     state = directory.load_checkpoint()
     if shards is None:
         if any(s is None for s in manifest.shards):
-            raise ValueError("this run's shards were in memory: pass them again, rs.resume(checkpoint_dir, "
-                             "shards=...)")
+            raise ValueError("this run's shards were in memory: pass them again, rs.resume(checkpoint_dir, shards=...)")
         shards = list(manifest.shards)
     directory.drop_from(state.draws_kept)
     opts = manifest.options
-    run = Run(manifest.model, shards, manifest.algorithm, chains=opts.chains, num_rounds=opts.num_rounds,
-              burn_in=opts.burn_in, thin=opts.thin, seed=opts.seed, executor=executor or manifest.executor,
-              time_budget_s=opts.time_budget_s, balance=manifest.balance, max_actors=manifest.max_actors,
-              transport=manifest.transport, target_ess=opts.target_ess, max_rhat=opts.max_rhat,
-              max_rounds=opts.max_rounds, resume_from=state, checkpoint_dir=directory.path, **manifest.params)
+    run = Run(
+        manifest.model,
+        shards,
+        manifest.algorithm,
+        chains=opts.chains,
+        num_rounds=opts.num_rounds,
+        burn_in=opts.burn_in,
+        thin=opts.thin,
+        seed=opts.seed,
+        executor=executor or manifest.executor,
+        time_budget_s=opts.time_budget_s,
+        balance=manifest.balance,
+        max_actors=manifest.max_actors,
+        transport=manifest.transport,
+        target_ess=opts.target_ess,
+        max_rhat=opts.max_rhat,
+        max_rounds=opts.max_rounds,
+        resume_from=state,
+        checkpoint_dir=directory.path,
+        **manifest.params,
+    )
     return _drive(run, progress, callback)
 
 
@@ -385,14 +512,13 @@ def _drive(run: Run, progress: bool | None, callback: Callable[[Chunk], None] | 
     from tqdm.auto import tqdm
 
     desc = f"{run.algorithm_name} ({run.executor})"
-    with run, tqdm(total=run.total_rounds, initial=run.rounds_done, disable=not show, unit="round",
-                   desc=desc) as bar:
+    with run, tqdm(total=run.total_rounds, initial=run.rounds_done, disable=not show, unit="round", desc=desc) as bar:
         for chunk in run.chunks():
             bar.update(chunk.rounds_done - bar.n)
             if callback is not None:
                 callback(chunk)
         result = run.result()
-    if run.draws_before and run.directory is not None:   # a resumed run: its result holds every stored draw
+    if run.draws_before and run.directory is not None:  # a resumed run: its result holds every stored draw
         result = _with_stored_draws(result, run.directory, run.draws_kept)
     if run.failure is not None:
         raise SamplingError(run.failure, result)
@@ -419,8 +545,10 @@ def _unknown(exc: BaseException) -> Failure:
 def _check_model(model: Any) -> None:
     missing = [m for m in MODEL_METHODS if not callable(getattr(model, m, None))]
     if isinstance(model, type) or missing:
-        raise TypeError(f"model must be a model instance (e.g. rs.models.LogisticRegression()) with methods "
-                        f"{list(MODEL_METHODS)}; missing {missing or 'an instance'}")
+        raise TypeError(
+            f"model must be a model instance (e.g. rs.models.LogisticRegression()) with methods "
+            f"{list(MODEL_METHODS)}; missing {missing or 'an instance'}"
+        )
 
 
 def _as_shards(shards: Any) -> ShardSet:
@@ -428,5 +556,7 @@ def _as_shards(shards: Any) -> ShardSet:
         return shards
     if isinstance(shards, (list, tuple)) and len(shards) > 0:
         return make_shards(list(shards))
-    raise TypeError("shards must come from rs.shard(X, y, num_shards=...) or be a list of (X_i, y_i) pairs or "
-                    f"file paths, got {type(shards).__name__}")
+    raise TypeError(
+        "shards must come from rs.shard(X, y, num_shards=...) or be a list of (X_i, y_i) pairs or "
+        f"file paths, got {type(shards).__name__}"
+    )

@@ -3,7 +3,8 @@
 A `Shard` is either in memory (arrays `X`, `y`) or a `path` to a file the worker loads on its own
 node, so big data never passes through the driver. A shard may name its `site`: the Ray node label
 (`raysampler.io/site`) of the nodes that hold its file; its worker then runs only there, and nothing
-on the driver opens the file. Column names (`columns`) travel with a shard and name the parameters. `shard(...)` builds a `ShardSet` from whole
+on the driver opens the file. Column names (`columns`) travel with a shard and name the parameters. `shard(...)` builds
+a `ShardSet` from whole
 arrays (split "contiguous", "random" or "label_skew") or from data that is already split (a list
 of `(X_i, y_i)` pairs, file paths or `Shard`s, one per shard).
 
@@ -17,6 +18,7 @@ File formats for path shards:
 
 Shards hold X as float64; y keeps an integer dtype (class labels) and is float64 otherwise.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,8 +31,18 @@ from typing import Any, NamedTuple, overload
 
 import numpy as np
 
-__all__ = ["STRATEGIES", "SUFFIXES", "DataTable", "FileHeader", "Shard", "ShardSet", "read_data_file", "read_header",
-           "read_table", "shard"]
+__all__ = [
+    "STRATEGIES",
+    "SUFFIXES",
+    "DataTable",
+    "FileHeader",
+    "Shard",
+    "ShardSet",
+    "read_data_file",
+    "read_header",
+    "read_table",
+    "shard",
+]
 
 #: Split strategies accepted by `shard`.
 STRATEGIES: tuple[str, ...] = ("contiguous", "random", "label_skew")
@@ -195,8 +207,11 @@ def _npz_shapes(path: str, names: Sequence[str]) -> list[tuple[int, ...]]:
             for n in names:
                 with z.open(f"{n}.npy") as f:
                     version = np.lib.format.read_magic(f)
-                    shape = (np.lib.format.read_array_header_1_0(f) if version == (1, 0) else
-                             np.lib.format.read_array_header_2_0(f))[0]
+                    shape = (
+                        np.lib.format.read_array_header_1_0(f)
+                        if version == (1, 0)
+                        else np.lib.format.read_array_header_2_0(f)
+                    )[0]
                 out.append(tuple(int(v) for v in shape))
     except zipfile.BadZipFile as exc:
         raise ValueError(f"shard file {path!r} is not a readable .npz: {exc}") from None
@@ -228,8 +243,9 @@ def _read_npz(path: str, x: str = "X", y: str = "y") -> tuple[np.ndarray, np.nda
             raise ValueError(f"shard file {path!r}: {exc}") from None
 
 
-def _split_columns(path: str, names: list[str], data: np.ndarray, y: str = "y",
-                   x: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+def _split_columns(
+    path: str, names: list[str], data: np.ndarray, y: str = "y", x: Sequence[str] | None = None
+) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
     """Separate the target column `y` from the feature columns `x` (default: every other column); also the
     feature columns' names."""
     hits = [i for i, c in enumerate(names) if c == y]
@@ -246,8 +262,9 @@ def _split_columns(path: str, names: list[str], data: np.ndarray, y: str = "y",
     return data[:, [names.index(c) for c in x]], data[:, j], tuple(x)
 
 
-def _read_csv(path: str, y: str = "y",
-              x: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+def _read_csv(
+    path: str, y: str = "y", x: Sequence[str] | None = None
+) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
     with open(path, encoding="utf-8") as fh:
         header = fh.readline()
     names = [c.strip().strip('"').strip("'") for c in header.strip().split(",")]
@@ -266,8 +283,9 @@ def _read_csv(path: str, y: str = "y",
     return _split_columns(path, names, data, y, x)
 
 
-def _read_parquet(path: str, y: str = "y",
-                  x: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+def _read_parquet(
+    path: str, y: str = "y", x: Sequence[str] | None = None
+) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
     try:
         import pyarrow.parquet as pq
     except ImportError:
@@ -321,8 +339,9 @@ class Shard:
         if has_arrays == (self.path is not None):
             raise ValueError("a Shard holds either arrays (X, y) or a path, not both or neither")
         if self.site is not None and not (isinstance(self.site, str) and _SITE_PATTERN.match(self.site)):
-            raise ValueError(f"site must be a label value (letters, digits, '-', '_', '.', at most 63), "
-                             f"got {self.site!r}")
+            raise ValueError(
+                f"site must be a label value (letters, digits, '-', '_', '.', at most 63), got {self.site!r}"
+            )
         if self.path is not None:
             if not isinstance(self.path, (str, os.PathLike)):
                 raise ValueError(f"path must be a str or os.PathLike, got {type(self.path).__name__}")
@@ -471,7 +490,9 @@ def _class_labels(y: np.ndarray) -> np.ndarray:
     if y.ndim != 1:
         raise ValueError(f"y must be 1-D class labels for strategy='label_skew', got shape {y.shape}")
     if y.dtype.kind == "f" and not np.array_equal(y, np.round(y)):
-        raise ValueError("y must hold discrete class labels (integers) for strategy='label_skew', got continuous values")
+        raise ValueError(
+            "y must hold discrete class labels (integers) for strategy='label_skew', got continuous values"
+        )
     return np.unique(y, return_inverse=True)[1].reshape(-1)
 
 
@@ -565,8 +586,10 @@ def shard(
     cols = _names(columns, "columns") if columns is not None else None
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating, np.integer)) or not (
-        np.isfinite(alpha) and alpha > 0
+    if (
+        isinstance(alpha, bool)
+        or not isinstance(alpha, (int, float, np.floating, np.integer))
+        or not (np.isfinite(alpha) and alpha > 0)
     ):
         raise ValueError(f"alpha must be a positive finite number, got {alpha!r}")
     Xa, ya = _validate(X, y)

@@ -4,6 +4,7 @@ Stream (chain c, role r, kind k) is `SeedSequence(seed, spawn_key=(c, r, k))`: r
 coordinator, role i + 1 is shard i. Chain c's numbers do not depend on how many chains run, or on
 which process runs them. Draws are taken in blocks so K chains cost one generator call per block.
 """
+
 from __future__ import annotations
 
 from typing import Any, NamedTuple
@@ -43,9 +44,12 @@ class ChainNoise:
 
     def capture(self) -> NoiseState:
         """The streams' position, to continue later with exactly the same numbers (`restore`)."""
-        return NoiseState(tuple(dict(g.bit_generator.state) for g in self._normal_gens),
-                          tuple(dict(g.bit_generator.state) for g in self._uniform_gens),
-                          self._nbuf.copy(), self._ubuf.copy())
+        return NoiseState(
+            tuple(dict(g.bit_generator.state) for g in self._normal_gens),
+            tuple(dict(g.bit_generator.state) for g in self._uniform_gens),
+            self._nbuf.copy(),
+            self._ubuf.copy(),
+        )
 
     def restore(self, state: NoiseState) -> None:
         """Continue from a captured position (same seed, chains and dimension)."""

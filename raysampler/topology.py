@@ -4,6 +4,7 @@ Agent i is worker i. A `Topology` is an undirected simple graph on b agents; `me
 symmetric doubly-stochastic mixing matrix W_ij = 1/(1 + max(n_i, n_j)) for j ∈ N_i, W_ii = 1 − Σ_j W_ij.
 `route` builds, for each agent, the values it may receive: its neighbours' and nobody else's.
 """
+
 from __future__ import annotations
 
 import numbers

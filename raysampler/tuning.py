@@ -7,6 +7,7 @@ Hessian-vector products); the coordinator only adds the prior and sums. `laplace
 `Laplace` value; algorithms derive their default step sizes from it (see raysampler.laws) and run on
 `Laplace.model(...)`, the model seen in φ.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,13 +30,15 @@ INITS = ("map", "zeros")
 
 # --- worker-side functions (run where the shard lives; module-level so Ray can ship them) ---------
 
+
 def shard_value_and_grad(model: Model, X: np.ndarray, y: np.ndarray, theta: np.ndarray) -> tuple[float, np.ndarray]:
     u, g = model.potential_and_grad(X, y, theta[None, :])
     return float(u[0]), g[0]
 
 
-def shard_batch_value_and_grad(model: Model, X: np.ndarray, y: np.ndarray,
-                               theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def shard_batch_value_and_grad(
+    model: Model, X: np.ndarray, y: np.ndarray, theta: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """U_i and ∇U_i at K points (K, d) on one shard."""
     return model.potential_and_grad(X, y, theta)
 
@@ -57,8 +60,9 @@ def shard_smoothness(model: Model, X: np.ndarray, y: np.ndarray) -> float:
     return float(model.smoothness(X, y))
 
 
-def shard_whitened_curvature(model: Model, X: np.ndarray, y: np.ndarray, precond: Preconditioner,
-                             iters: int = 100, tol: float = 1e-4) -> float:
+def shard_whitened_curvature(
+    model: Model, X: np.ndarray, y: np.ndarray, precond: Preconditioner, iters: int = 100, tol: float = 1e-4
+) -> float:
     """λ_max(Lᵀ∇²U_i(θ*)L) by power iteration on Hessian-vector products: the curvature actually met at the MAP."""
     wm = WhitenedModel(model, precond)
     d = wm.dim
@@ -78,8 +82,9 @@ def shard_whitened_curvature(model: Model, X: np.ndarray, y: np.ndarray, precond
     return lam
 
 
-def shard_local_quadratic(model: Model, X: np.ndarray, y: np.ndarray, precond: Preconditioner,
-                          dense: bool) -> tuple[np.ndarray, np.ndarray]:
+def shard_local_quadratic(
+    model: Model, X: np.ndarray, y: np.ndarray, precond: Preconditioner, dense: bool
+) -> tuple[np.ndarray, np.ndarray]:
     """Worker i's quadratic model of U_i at the MAP (φ = 0) in φ coordinates: (∇_φU_i, ∇²_φU_i), the Hessian dense
     (d, d) or its diagonal (d,) (a PSD curvature estimate)."""
     wm = WhitenedModel(model, precond)
@@ -91,6 +96,7 @@ def shard_local_quadratic(model: Model, X: np.ndarray, y: np.ndarray, precond: P
 
 
 # --- coordinator side ---------------------------------------------------------------------------
+
 
 def prior_hessian(prior: Any, x: np.ndarray) -> np.ndarray:
     """The whole prior's Hessian (d, d) at one point x (d,): its Gaussian part plus the residual term's."""
@@ -116,11 +122,17 @@ def total_hessian(model: Model, pool: ShardPool, theta: np.ndarray) -> np.ndarra
     return 0.5 * (H + H.T)
 
 
-def find_map(model: Model, pool: ShardPool, *, x0: np.ndarray, dense_hessian: bool,
-             newton_steps: int = 20, gtol: float = 1e-8) -> np.ndarray:
+def find_map(
+    model: Model, pool: ShardPool, *, x0: np.ndarray, dense_hessian: bool, newton_steps: int = 20, gtol: float = 1e-8
+) -> np.ndarray:
     """The MAP θ* = argmin U: L-BFGS on the workers' summed gradients, then Newton polish with summed Hessians."""
-    res = scipy.optimize.minimize(lambda t: total_value_and_grad(model, pool, t), x0, jac=True,
-                                  method="L-BFGS-B", options={"maxiter": 5000, "gtol": 1e-10})
+    res = scipy.optimize.minimize(
+        lambda t: total_value_and_grad(model, pool, t),
+        x0,
+        jac=True,
+        method="L-BFGS-B",
+        options={"maxiter": 5000, "gtol": 1e-10},
+    )
     theta = res.x
     if not np.all(np.isfinite(theta)):
         raise FloatingPointError("MAP search diverged: the posterior may be improper for this data and prior")
@@ -171,8 +183,9 @@ def local_curvatures(model: Model, pool: ShardPool, precond: Preconditioner) -> 
     return np.array(pool.map(shard_whitened_curvature, [(precond,)] * pool.num_shards), dtype=float)
 
 
-def local_quadratics(model: Model, pool: ShardPool, precond: Preconditioner,
-                     dense: bool) -> list[tuple[np.ndarray, np.ndarray]]:
+def local_quadratics(
+    model: Model, pool: ShardPool, precond: Preconditioner, dense: bool
+) -> list[tuple[np.ndarray, np.ndarray]]:
     """Every worker's (gradient, Hessian) of U_i at the MAP in φ coordinates (`shard_local_quadratic`)."""
     return pool.map(shard_local_quadratic, [(precond, dense)] * pool.num_shards)
 
@@ -235,7 +248,7 @@ class Laplace:
 
 
 def resolve_preconditioner(kind: str | None, d: int) -> str | None:
-    """"auto" → dense Laplace for d ≤ DENSE_PRECONDITIONER_MAX_DIM, diagonal above; others unchanged."""
+    """ "auto" → dense Laplace for d ≤ DENSE_PRECONDITIONER_MAX_DIM, diagonal above; others unchanged."""
     if kind not in PRECONDITIONERS:
         raise ValueError(f"preconditioner must be one of {PRECONDITIONERS}, got {kind!r}")
     if kind == "auto":
@@ -243,8 +256,15 @@ def resolve_preconditioner(kind: str | None, d: int) -> str | None:
     return kind
 
 
-def laplace_step(model: Model, pool: ShardPool, *, seed: int, preconditioner: str | None, need_map: bool = True,
-                 quadratics: bool = True) -> Laplace:
+def laplace_step(
+    model: Model,
+    pool: ShardPool,
+    *,
+    seed: int,
+    preconditioner: str | None,
+    need_map: bool = True,
+    quadratics: bool = True,
+) -> Laplace:
     """The shared tuning step. With a preconditioner: MAP, Laplace L, every shard's quadratic in φ and its curvature.
     With `preconditioner=None` (the papers' plain rules): the MAP only if `need_map`, identity coordinates, and the
     quadratics only if `quadratics` (then at the MAP in θ)."""

@@ -12,6 +12,7 @@ Server-Sent Events (`GET /v1/runs/{id}/events`). Each event is "id: <seq>\\neven
 seq = 1, 2, ... per run; kinds and their data are the `*Event` classes below (the server adds "ts", a Unix time).
 Lines starting with ":" are keep-alive comments.
 """
+
 from __future__ import annotations
 
 import json
@@ -94,13 +95,23 @@ class DrawsHeader:
         return (self.chains, self.draws_total, self.dim)
 
     def to_json(self) -> dict[str, Any]:
-        return {"type": "header", "run_id": self.run_id,
-                "param_names": None if self.param_names is None else list(self.param_names),
-                "chains": self.chains, "dim": self.dim, "shape": list(self.shape), "draws_stored": self.draws_stored,
-                "status": self.status.value, "start": self.start,
-                "chain_seeds": [{"chain": s.chain, "seed": s.seed, "spawn_key_prefix": list(s.spawn_key_prefix)}
-                                for s in self.chain_seeds],
-                "order": DRAW_ORDER, "nonfinite": list(NONFINITE)}
+        return {
+            "type": "header",
+            "run_id": self.run_id,
+            "param_names": None if self.param_names is None else list(self.param_names),
+            "chains": self.chains,
+            "dim": self.dim,
+            "shape": list(self.shape),
+            "draws_stored": self.draws_stored,
+            "status": self.status.value,
+            "start": self.start,
+            "chain_seeds": [
+                {"chain": s.chain, "seed": s.seed, "spawn_key_prefix": list(s.spawn_key_prefix)}
+                for s in self.chain_seeds
+            ],
+            "order": DRAW_ORDER,
+            "nonfinite": list(NONFINITE),
+        }
 
     def to_line(self) -> str:
         return json.dumps(self.to_json()) + "\n"
@@ -108,11 +119,19 @@ class DrawsHeader:
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> DrawsHeader:
         names = obj.get("param_names")
-        return cls(run_id=obj["run_id"], param_names=None if names is None else tuple(names), chains=obj["chains"],
-                   dim=obj["dim"], draws_total=obj["shape"][1], draws_stored=obj["draws_stored"],
-                   status=RunStatus(obj["status"]), start=obj["start"],
-                   chain_seeds=tuple(ChainSeed(s["chain"], s["seed"], tuple(s["spawn_key_prefix"]))
-                                     for s in obj.get("chain_seeds", ())))
+        return cls(
+            run_id=obj["run_id"],
+            param_names=None if names is None else tuple(names),
+            chains=obj["chains"],
+            dim=obj["dim"],
+            draws_total=obj["shape"][1],
+            draws_stored=obj["draws_stored"],
+            status=RunStatus(obj["status"]),
+            start=obj["start"],
+            chain_seeds=tuple(
+                ChainSeed(s["chain"], s["seed"], tuple(s["spawn_key_prefix"])) for s in obj.get("chain_seeds", ())
+            ),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +181,7 @@ class LineSplitter:
 
 
 # --- Server-Sent Events --------------------------------------------------------------------------------------------
+
 
 class EventKind(StrEnum):
     """The `event:` field of a run's events."""

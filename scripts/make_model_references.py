@@ -9,6 +9,7 @@ Stored per coordinate of θ: mean, sd, quantiles, Monte-Carlo standard error of 
 
     python scripts/make_model_references.py [--draws 20000] [--only NAME ...]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,9 @@ MIN_ESS, MAX_RHAT = 4000.0, 1.01
 
 
 def _features(rng: np.random.Generator, n: int, k: int) -> tuple[np.ndarray, list[str]]:
-    return np.column_stack([np.ones(n), rng.standard_normal((n, k))]), ["(Intercept)"] + [f"x{j}" for j in
-                                                                                         range(1, k + 1)]
+    return np.column_stack([np.ones(n), rng.standard_normal((n, k))]), ["(Intercept)"] + [
+        f"x{j}" for j in range(1, k + 1)
+    ]
 
 
 def make_data(name: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -71,8 +73,7 @@ def make_data(name: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
 
 
 def write_csv(path: pathlib.Path, X: np.ndarray, y: np.ndarray, columns: list[str]) -> None:
-    np.savetxt(path, np.column_stack([y, X]), delimiter=",", header=",".join(["y"] + columns), comments="",
-               fmt="%.17g")
+    np.savetxt(path, np.column_stack([y, X]), delimiter=",", header=",".join(["y"] + columns), comments="", fmt="%.17g")
 
 
 # ----------------------------------------------------------------------------------------------------- MALA
@@ -87,8 +88,13 @@ def mala(model, X, y, *, chains: int, draws: int, warmup: int, seed: int) -> np.
         u, g = model.potential_and_grad(X, y, theta)
         return u + prior.potential(theta), g + prior.grad(theta)
 
-    fit = optimize.minimize(lambda t: tuple(a[0] for a in value_grad(t[None, :])), np.zeros(d), jac=True,
-                            method="BFGS", options={"gtol": 1e-8, "maxiter": 10_000})
+    fit = optimize.minimize(
+        lambda t: tuple(a[0] for a in value_grad(t[None, :])),
+        np.zeros(d),
+        jac=True,
+        method="BFGS",
+        options={"gtol": 1e-8, "maxiter": 10_000},
+    )
     mode = fit.x
     H = model.hessian(X, y, mode) + prior.hvp(np.repeat(mode[None, :], d, 0), np.eye(d))
     L = np.linalg.cholesky(np.linalg.inv(0.5 * (H + H.T)))
@@ -146,10 +152,20 @@ def main() -> None:
         flat = draws.reshape(-1, draws.shape[-1])
         sd = flat.std(axis=0)
         step = max(1, args.draws * args.chains // args.thinned)
-        np.savez_compressed(problem.reference_path, names=np.array(names), mean=flat.mean(axis=0), sd=sd,
-                            quantiles=np.quantile(flat, PROBS, axis=0), probs=PROBS, mcse_mean=sd / np.sqrt(ess),
-                            ess_bulk=ess, rhat=rhat, thinned=draws[:, ::step, :], chains=args.chains,
-                            draws=args.draws)
+        np.savez_compressed(
+            problem.reference_path,
+            names=np.array(names),
+            mean=flat.mean(axis=0),
+            sd=sd,
+            quantiles=np.quantile(flat, PROBS, axis=0),
+            probs=PROBS,
+            mcse_mean=sd / np.sqrt(ess),
+            ess_bulk=ess,
+            rhat=rhat,
+            thinned=draws[:, ::step, :],
+            chains=args.chains,
+            draws=args.draws,
+        )
         print(f"{name}: d={model.dim}, min ESS {ess.min():.0f}, max R-hat {rhat.max():.4f}, {time.time() - t0:.1f}s")
 
 

@@ -6,6 +6,7 @@ sds and their Monte-Carlo standard errors (from arviz-stats ESS) to tests/data/b
 
     python scripts/make_reference.py [--draws 20000]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -74,10 +75,20 @@ def main() -> None:
     res = rs.Result(draws, model.param_names())
     ess = res.ess("bulk")
     sd = draws.std(axis=(0, 1))
-    np.savez(OUT, mean=draws.mean(axis=(0, 1)), sd=sd, mcse_mean=sd / np.sqrt(ess),
-             ess_bulk=ess, chains=K, draws=args.draws, accept_rate=accepted / (args.draws * K))
-    print(f"wrote {OUT}: accept {accepted / (args.draws * K):.3f}, min ESS {ess.min():.0f}, "
-          f"max mcse/sd {np.max(1 / np.sqrt(ess)):.4f}, {time.time() - t0:.1f}s")
+    np.savez(
+        OUT,
+        mean=draws.mean(axis=(0, 1)),
+        sd=sd,
+        mcse_mean=sd / np.sqrt(ess),
+        ess_bulk=ess,
+        chains=K,
+        draws=args.draws,
+        accept_rate=accepted / (args.draws * K),
+    )
+    print(
+        f"wrote {OUT}: accept {accepted / (args.draws * K):.3f}, min ESS {ess.min():.0f}, "
+        f"max mcse/sd {np.max(1 / np.sqrt(ess)):.4f}, {time.time() - t0:.1f}s"
+    )
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ ESS to tests/data/scaled_logistic_reference.npz.
 
     python scripts/make_scaled_reference.py [--draws 30000 --chains 16]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,16 +31,35 @@ def main() -> None:
     t0 = time.time()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res = rs.sample(rs.models.LogisticRegression(prior_scale=PRIOR_SCALE), rs.shard(X, y, num_shards=1), "mala",
-                        chains=args.chains, num_rounds=args.draws, burn_in=2000, seed=args.seed, executor="local",
-                        progress=False)
+        res = rs.sample(
+            rs.models.LogisticRegression(prior_scale=PRIOR_SCALE),
+            rs.shard(X, y, num_shards=1),
+            "mala",
+            chains=args.chains,
+            num_rounds=args.draws,
+            burn_in=2000,
+            seed=args.seed,
+            executor="local",
+            progress=False,
+        )
     ess = res.ess("bulk")
     diag = res.info["diagnostics"]
     mean, sd = res.draws.mean(axis=(0, 1)), res.draws.std(axis=(0, 1))
-    np.savez(OUT, mean=mean, sd=sd, mcse_mean=sd / np.sqrt(ess), ess_bulk=ess, chains=args.chains, draws=args.draws,
-             max_rhat=diag.max_rhat, prior_scale=PRIOR_SCALE)
-    print(f"{OUT}: min ESS {ess.min():.0f}, max R-hat {diag.max_rhat:.4f}, max mcse/sd {np.max(1 / np.sqrt(ess)):.4f}"
-          f" ({time.time() - t0:.0f} s)")
+    np.savez(
+        OUT,
+        mean=mean,
+        sd=sd,
+        mcse_mean=sd / np.sqrt(ess),
+        ess_bulk=ess,
+        chains=args.chains,
+        draws=args.draws,
+        max_rhat=diag.max_rhat,
+        prior_scale=PRIOR_SCALE,
+    )
+    print(
+        f"{OUT}: min ESS {ess.min():.0f}, max R-hat {diag.max_rhat:.4f}, max mcse/sd {np.max(1 / np.sqrt(ess)):.4f}"
+        f" ({time.time() - t0:.0f} s)"
+    )
 
 
 if __name__ == "__main__":

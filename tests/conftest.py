@@ -1,5 +1,6 @@
 """Shared fixtures: one small local Ray (2 CPUs, 100 MB object store, no dashboard), a multi-node Ray cluster on
 this machine (head with 0 CPUs and three 1-CPU nodes labelled as sites a, b, c), and the service."""
+
 from __future__ import annotations
 
 import os
@@ -24,8 +25,14 @@ def _local_ray():
         ray.shutdown()
         _ACTIVE["cluster"].shutdown()
         _ACTIVE["cluster"] = None
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=100 * 2**20,
-             configure_logging=False, _temp_dir=_RAY_TMP)
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        object_store_memory=100 * 2**20,
+        configure_logging=False,
+        _temp_dir=_RAY_TMP,
+    )
     return ray
 
 
@@ -44,8 +51,7 @@ class SiteCluster:
     nodes: dict[str, Any]
 
     def add_site_node(self, site: str) -> Any:
-        node = self.cluster.add_node(num_cpus=1, labels={"raysampler.io/site": site},
-                                     object_store_memory=80 * 2**20)
+        node = self.cluster.add_node(num_cpus=1, labels={"raysampler.io/site": site}, object_store_memory=80 * 2**20)
         self.nodes[site] = node
         return node
 
@@ -59,8 +65,10 @@ def site_cluster():
 
     if ray.is_initialized():
         ray.shutdown()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "object_store_memory": 80 * 2**20,
-                                                            "include_dashboard": False})
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 0, "object_store_memory": 80 * 2**20, "include_dashboard": False},
+    )
     handle = SiteCluster(cluster, cluster.address, {})
     for site in "abc":
         handle.add_site_node(site)
@@ -89,10 +97,17 @@ SERVICE_KEYS = {"alice": "alice-key-0123456789", "bob": "bob-key-0123456789"}
 
 def service_env(tmp: str) -> dict[str, str]:
     """A small service: 2 Ray CPUs, 100 MB object store, fast keep-alives and chunks, a 200 kB upload limit."""
-    return {"RAYSAMPLER_RAY_NUM_CPUS": "2", "RAYSAMPLER_OBJECT_STORE_BYTES": str(100 * 2**20),
-            "RAYSAMPLER_KEEPALIVE_S": "0.5", "RAYSAMPLER_CHUNK_S": "0.2", "RAYSAMPLER_POLL_S": "0.05",
-            "RAYSAMPLER_MAX_UPLOAD_BYTES": "200000", "RAY_AUTH_MODE": "disabled", "RAY_TMPDIR": tmp,
-            "OPENBLAS_NUM_THREADS": "1"}
+    return {
+        "RAYSAMPLER_RAY_NUM_CPUS": "2",
+        "RAYSAMPLER_OBJECT_STORE_BYTES": str(100 * 2**20),
+        "RAYSAMPLER_KEEPALIVE_S": "0.5",
+        "RAYSAMPLER_CHUNK_S": "0.2",
+        "RAYSAMPLER_POLL_S": "0.05",
+        "RAYSAMPLER_MAX_UPLOAD_BYTES": "200000",
+        "RAY_AUTH_MODE": "disabled",
+        "RAY_TMPDIR": tmp,
+        "OPENBLAS_NUM_THREADS": "1",
+    }
 
 
 @pytest.fixture(scope="session")
@@ -113,8 +128,17 @@ def inprocess_settings(data_dir, **over):
     from raysampler.service.settings import Settings
 
     keys = ",".join(f"{t}:{k}" for t, k in SERVICE_KEYS.items())
-    return Settings(data_dir=data_dir, api_keys=keys, api_keys_file=None, executor="local", max_upload_bytes=200_000,
-                    chunk_s=0.2, poll_s=0.05, keepalive_s=0.5, **over)
+    return Settings(
+        data_dir=data_dir,
+        api_keys=keys,
+        api_keys_file=None,
+        executor="local",
+        max_upload_bytes=200_000,
+        chunk_s=0.2,
+        poll_s=0.05,
+        keepalive_s=0.5,
+        **over,
+    )
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,5 @@
 """Shared test problems with exact answers."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence

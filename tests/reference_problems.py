@@ -6,6 +6,7 @@ Each problem's data is a CSV file (target column "y", every other column in X, n
 trials from a column by name. `reference(name)` gives the cached summaries of θ (the sampler's unconstrained
 coordinates) and a thinned set of the reference draws.
 """
+
 from __future__ import annotations
 
 import pathlib
@@ -68,19 +69,42 @@ class Reference(NamedTuple):
     thinned: np.ndarray
 
 
-PROBLEMS: dict[str, ReferenceProblem] = {p.name: p for p in (
-    ReferenceProblem("linear_per_coef", LinearRegression(coef_prior=Normal([0.0, 0.5, 0.0, 0.0], [10.0, 0.2, 1.0, 0.1]),
-                                                         noise_prior=HalfCauchy(2.5))),
-    ReferenceProblem("logistic_student_t", LogisticRegression(coef_prior=StudentT(3.0, 0.0, [10.0, 1.0, 1.0, 1.0]))),
-    ReferenceProblem("poisson_offset", PoissonRegression(coef_prior=Normal(0.0, [5.0, 1.0, 1.0]),
-                                                         offset="log_exposure")),
-    ReferenceProblem("binomial_trials", BinomialRegression(coef_prior=Normal(0.0, 2.5), trials="trials")),
-    ReferenceProblem("negative_binomial", NegativeBinomialRegression(coef_prior=Normal(0.0, 5.0), offset="log_exposure",
-                                                                     dispersion_prior=HalfNormal(10.0))),
-)}
+PROBLEMS: dict[str, ReferenceProblem] = {
+    p.name: p
+    for p in (
+        ReferenceProblem(
+            "linear_per_coef",
+            LinearRegression(
+                coef_prior=Normal([0.0, 0.5, 0.0, 0.0], [10.0, 0.2, 1.0, 0.1]), noise_prior=HalfCauchy(2.5)
+            ),
+        ),
+        ReferenceProblem(
+            "logistic_student_t", LogisticRegression(coef_prior=StudentT(3.0, 0.0, [10.0, 1.0, 1.0, 1.0]))
+        ),
+        ReferenceProblem(
+            "poisson_offset", PoissonRegression(coef_prior=Normal(0.0, [5.0, 1.0, 1.0]), offset="log_exposure")
+        ),
+        ReferenceProblem("binomial_trials", BinomialRegression(coef_prior=Normal(0.0, 2.5), trials="trials")),
+        ReferenceProblem(
+            "negative_binomial",
+            NegativeBinomialRegression(
+                coef_prior=Normal(0.0, 5.0), offset="log_exposure", dispersion_prior=HalfNormal(10.0)
+            ),
+        ),
+    )
+}
 
 
 def reference(name: str) -> Reference:
     with np.load(PROBLEMS[name].reference_path, allow_pickle=False) as f:
-        return Reference([str(n) for n in f["names"]], f["mean"], f["sd"], f["quantiles"], f["probs"],
-                         f["mcse_mean"], f["ess_bulk"], f["rhat"], f["thinned"])
+        return Reference(
+            [str(n) for n in f["names"]],
+            f["mean"],
+            f["sd"],
+            f["quantiles"],
+            f["probs"],
+            f["mcse_mean"],
+            f["ess_bulk"],
+            f["rhat"],
+            f["thinned"],
+        )

@@ -1,4 +1,5 @@
 """Monte-Carlo tolerances from effective sample sizes (arviz-stats), for tests against exact laws."""
+
 from __future__ import annotations
 
 import numpy as np

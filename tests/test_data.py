@@ -1,4 +1,5 @@
 """Data sets and sharding: shapes, scaling, determinism, partitions, file shards and argument checks."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,7 +19,12 @@ def _assert_standardised(F: np.ndarray) -> None:
 
 def test_available_lists_all_names() -> None:
     assert set(datasets.available()) >= {
-        "breast_cancer", "digits", "diabetes", "gaussian_toy", "covtype_like", "logistic_synthetic"
+        "breast_cancer",
+        "digits",
+        "diabetes",
+        "gaussian_toy",
+        "covtype_like",
+        "logistic_synthetic",
     }
 
 
@@ -226,8 +232,9 @@ def test_file_paths_npz_and_csv(tmp_path: Path) -> None:
     np.savez(npz, X=X[:10], y=y[:10])
     csv = tmp_path / "part1.csv"
     names = [f"x{j}" for j in range(X.shape[1])]
-    np.savetxt(csv, np.column_stack([y[10:], X[10:]]), delimiter=",", header=",".join(["y", *names]),
-               comments="", fmt="%.17g")
+    np.savetxt(
+        csv, np.column_stack([y[10:], X[10:]]), delimiter=",", header=",".join(["y", *names]), comments="", fmt="%.17g"
+    )
     ss = shard([npz, str(csv)])  # PathLike and str
     assert len(ss) == 2 and not ss[0].in_memory and ss[0].path == str(npz)
     assert ss[0].n_rows == 10 and ss[1].n_rows is None and ss.n_rows is None

@@ -1,4 +1,5 @@
 """Bad input gets a clear exception naming the argument."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,35 +19,38 @@ def _sample(shards, **kw):
     return rs.sample(rs.models.LogisticRegression(), shards, **{**base, **kw})
 
 
-@pytest.mark.parametrize("kw, match", [
-    ({"algorithm": "nuts"}, "algorithm"),
-    ({"chains": 0}, "chains"),
-    ({"num_rounds": -1}, "num_rounds"),
-    ({"num_rounds": 2.5}, "num_rounds"),
-    ({"burn_in": -1}, "burn_in"),
-    ({"thin": 0}, "thin"),
-    ({"seed": -3}, "seed"),
-    ({"executor": "gpu"}, "executor"),
-    ({"time_budget_s": 0}, "time_budget_s"),
-    ({"rho": 0.0}, "rho"),
-    ({"rho": -1.0}, "rho"),
-    ({"gamma": -0.1}, "gamma"),
-    ({"n_local": 0}, "n_local"),
-    ({"n_local": 1.5}, "n_local"),
-    ({"rho": [0.1, 0.2, 0.3]}, "rho"),
-    ({"bias_budget": 2.0}, "bias_budget"),
-    ({"local_kernel": "hmc"}, "local_kernel"),
-    ({"preconditioner": "full"}, "preconditioner"),
-    ({"step_size": 0.1}, "step_size"),
-    ({"balance": "sometimes"}, "balance"),
-    ({"balance": 1}, "balance"),
-    ({"time_budget_s": True}, "time_budget_s"),
-    ({"bias_budget": "0.1"}, "bias_budget"),
-    ({"target_accept": None}, "target_accept"),
-    ({"rho": "abc"}, "rho"),
-    ({"n_local": True}, "n_local"),
-    ({"init": np.zeros(5)}, "init"),
-])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"algorithm": "nuts"}, "algorithm"),
+        ({"chains": 0}, "chains"),
+        ({"num_rounds": -1}, "num_rounds"),
+        ({"num_rounds": 2.5}, "num_rounds"),
+        ({"burn_in": -1}, "burn_in"),
+        ({"thin": 0}, "thin"),
+        ({"seed": -3}, "seed"),
+        ({"executor": "gpu"}, "executor"),
+        ({"time_budget_s": 0}, "time_budget_s"),
+        ({"rho": 0.0}, "rho"),
+        ({"rho": -1.0}, "rho"),
+        ({"gamma": -0.1}, "gamma"),
+        ({"n_local": 0}, "n_local"),
+        ({"n_local": 1.5}, "n_local"),
+        ({"rho": [0.1, 0.2, 0.3]}, "rho"),
+        ({"bias_budget": 2.0}, "bias_budget"),
+        ({"local_kernel": "hmc"}, "local_kernel"),
+        ({"preconditioner": "full"}, "preconditioner"),
+        ({"step_size": 0.1}, "step_size"),
+        ({"balance": "sometimes"}, "balance"),
+        ({"balance": 1}, "balance"),
+        ({"time_budget_s": True}, "time_budget_s"),
+        ({"bias_budget": "0.1"}, "bias_budget"),
+        ({"target_accept": None}, "target_accept"),
+        ({"rho": "abc"}, "rho"),
+        ({"n_local": True}, "n_local"),
+        ({"init": np.zeros(5)}, "init"),
+    ],
+)
 def test_bad_arguments_name_themselves(data, kw, match):
     with pytest.raises(ValueError, match=match):
         _sample(data[2], **kw)

@@ -1,4 +1,5 @@
 """/v1/datasets: upload (.npz, .csv, .parquet), list, delete — per tenant."""
+
 from __future__ import annotations
 
 from typing import Annotated
@@ -23,18 +24,38 @@ def dataset_info(rec: DatasetRecord) -> DatasetInfo:
 
 
 @router.post("", status_code=201, response_model=DatasetInfo, responses=error_responses(400, 413, 429))
-def upload(who: Tenant, svc: Svc,
-           file: Annotated[UploadFile, File(description=".npz, .csv or .parquet (told apart by content)",
-                                            examples=["y,age,dose\n1,54,0.5\n0,61,0.2\n1,47,0.9\n"])],
-           y_column: Annotated[str, Form(description="target column (csv/parquet) or array name (npz)")] = "y",
-           x_columns: Annotated[str | Absent,
-                                Form(description="comma-separated feature columns (csv/parquet; default: all "
-                                                 "others) or the X array name (npz)")] = None,
-           name: Annotated[Annotated[str, Field(max_length=200)] | Absent, Form()] = None) -> DatasetInfo:
+def upload(
+    who: Tenant,
+    svc: Svc,
+    file: Annotated[
+        UploadFile,
+        File(
+            description=".npz, .csv or .parquet (told apart by content)",
+            examples=["y,age,dose\n1,54,0.5\n0,61,0.2\n1,47,0.9\n"],
+        ),
+    ],
+    y_column: Annotated[str, Form(description="target column (csv/parquet) or array name (npz)")] = "y",
+    x_columns: Annotated[
+        str | Absent,
+        Form(
+            description="comma-separated feature columns (csv/parquet; default: all others) or the X array name (npz)"
+        ),
+    ] = None,
+    name: Annotated[Annotated[str, Field(max_length=200)] | Absent, Form()] = None,
+) -> DatasetInfo:
     """Store a data set for runs to reference by id (data.dataset_id); over the size limit → 413."""
     cols = [c.strip() for c in x_columns.split(",") if c.strip()] if x_columns else None
-    rec = datasets.store_upload(svc.settings, svc.store, who, file.file, file.filename, y_column, cols, name,
-                                admit=lambda nbytes: svc.manager.check_stored_bytes(who, nbytes))
+    rec = datasets.store_upload(
+        svc.settings,
+        svc.store,
+        who,
+        file.file,
+        file.filename,
+        y_column,
+        cols,
+        name,
+        admit=lambda nbytes: svc.manager.check_stored_bytes(who, nbytes),
+    )
     return dataset_info(rec)
 
 

@@ -1,4 +1,5 @@
 """/v1/runs: submit, list, inspect, stream draws (NDJSON) and events (SSE), summarise, export, cancel, delete."""
+
 from __future__ import annotations
 
 from typing import Annotated
@@ -23,27 +24,58 @@ RUN_ID_404 = error_responses(404)
 Seq = Annotated[str, Field(pattern=r"^\d{1,18}$")]  # an event id or list cursor, as text
 Offset = Annotated[int, Field(ge=0, lt=10**18)]
 #: One event of the stream (keep-alive comments aside): its sequence number, kind, and JSON data.
-SSE_EVENT_SCHEMA = {"type": "object", "required": ["id", "event", "data"], "properties": {
-    "id": {"type": "string", "pattern": r"^[1-9]\d*$"},
-    "event": {"type": "string", "enum": [k.value for k in EventKind]},
-    "data": {"type": "string", "contentMediaType": "application/json"}}}
+SSE_EVENT_SCHEMA = {
+    "type": "object",
+    "required": ["id", "event", "data"],
+    "properties": {
+        "id": {"type": "string", "pattern": r"^[1-9]\d*$"},
+        "event": {"type": "string", "enum": [k.value for k in EventKind]},
+        "data": {"type": "string", "contentMediaType": "application/json"},
+    },
+}
 
 
 def run_info(rec: RunRecord) -> RunInfo:
     return RunInfo(
-        id=rec.id, status=rec.status, created_at=rec.created_at, started_at=rec.started_at,
-        finished_at=rec.finished_at, spec=rec.spec,
-        progress=Progress(rounds_done=rec.rounds_done, rounds_total=rec.rounds_total,
-                          draws_stored=rec.draws_stored, draws_total=rec.draws_total),
-        timings=rec.timings, workers=list(rec.workers), param_names=None if rec.param_names is None else
-        list(rec.param_names), error=rec.error, warnings=list(rec.warnings), plan=rec.plan, failure=rec.failure,
-        diagnostics=rec.diagnostics, restarts=rec.restarts, checkpoint_round=rec.checkpoint_round)
+        id=rec.id,
+        status=rec.status,
+        created_at=rec.created_at,
+        started_at=rec.started_at,
+        finished_at=rec.finished_at,
+        spec=rec.spec,
+        progress=Progress(
+            rounds_done=rec.rounds_done,
+            rounds_total=rec.rounds_total,
+            draws_stored=rec.draws_stored,
+            draws_total=rec.draws_total,
+        ),
+        timings=rec.timings,
+        workers=list(rec.workers),
+        param_names=None if rec.param_names is None else list(rec.param_names),
+        error=rec.error,
+        warnings=list(rec.warnings),
+        plan=rec.plan,
+        failure=rec.failure,
+        diagnostics=rec.diagnostics,
+        restarts=rec.restarts,
+        checkpoint_round=rec.checkpoint_round,
+    )
 
 
-@router.post("", status_code=202, response_model=RunInfo, responses=error_responses(400, 409, 413, 429) | {
-    202: {"headers": {"Location": {"schema": {"type": "string"}, "description": "the run's URL path"}}}})
-def submit(spec: RunSpec, response: Response, who: Tenant, svc: Svc,
-           idempotency_key: Annotated[Annotated[str, Field(max_length=200)] | Absent, Header()] = None) -> RunInfo:
+@router.post(
+    "",
+    status_code=202,
+    response_model=RunInfo,
+    responses=error_responses(400, 409, 413, 429)
+    | {202: {"headers": {"Location": {"schema": {"type": "string"}, "description": "the run's URL path"}}}},
+)
+def submit(
+    spec: RunSpec,
+    response: Response,
+    who: Tenant,
+    svc: Svc,
+    idempotency_key: Annotated[Annotated[str, Field(max_length=200)] | Absent, Header()] = None,
+) -> RunInfo:
     """Validate and queue a run. A retry with the same Idempotency-Key (or run_id) returns the same run."""
     rec, created = svc.manager.submit(who, spec, idempotency_key)
     response.headers["Location"] = f"/v1/runs/{rec.id}"
@@ -53,9 +85,13 @@ def submit(spec: RunSpec, response: Response, who: Tenant, svc: Svc,
 
 
 @router.get("", response_model=RunList)
-def list_runs(who: Tenant, svc: Svc, status: RunStatus | Absent = None,
-              cursor: Annotated[Seq | Absent, Query(description="next_cursor of the previous page")] = None,
-              limit: Annotated[int, Query(ge=1, le=200)] = 50) -> RunList:
+def list_runs(
+    who: Tenant,
+    svc: Svc,
+    status: RunStatus | Absent = None,
+    cursor: Annotated[Seq | Absent, Query(description="next_cursor of the previous page")] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> RunList:
     """The tenant's runs, newest first, `limit` per page."""
     rows = svc.store.list_runs(who, status, int(cursor) if cursor else None, limit + 1)
     more = len(rows) > limit
@@ -68,49 +104,81 @@ def get_run(run_id: str, who: Tenant, svc: Svc) -> RunInfo:
     return run_info(svc.manager.get(who, run_id))
 
 
-@router.get("/{run_id}/draws", response_class=StreamingResponse, responses=RUN_ID_404 | {
-    200: {"content": {NDJSON_MEDIA_TYPE: {"schema": {"type": "string"}}},
-          "description": "a header line, then one line per stored draw (the format is raysampler.wire's)"}})
-def draws(run_id: str, who: Tenant, svc: Svc,
-          start: Annotated[Offset, Query(description="offset of the first draw line (index·chains + chain)")] = 0,
-          follow: bool = False) -> StreamingResponse:
+@router.get(
+    "/{run_id}/draws",
+    response_class=StreamingResponse,
+    responses=RUN_ID_404
+    | {
+        200: {
+            "content": {NDJSON_MEDIA_TYPE: {"schema": {"type": "string"}}},
+            "description": "a header line, then one line per stored draw (the format is raysampler.wire's)",
+        }
+    },
+)
+def draws(
+    run_id: str,
+    who: Tenant,
+    svc: Svc,
+    start: Annotated[Offset, Query(description="offset of the first draw line (index·chains + chain)")] = 0,
+    follow: bool = False,
+) -> StreamingResponse:
     """Stored draws as NDJSON from offset `start`; `follow=true` keeps the stream open until the run ends."""
     svc.manager.get(who, run_id)
-    body = streaming.ndjson_draws(lambda: svc.store.get_run(who, run_id), svc.files, start, follow,
-                                  svc.settings.poll_s)
+    body = streaming.ndjson_draws(lambda: svc.store.get_run(who, run_id), svc.files, start, follow, svc.settings.poll_s)
     return StreamingResponse(body, media_type=NDJSON_MEDIA_TYPE, headers={"Cache-Control": "no-store"})
 
 
-@router.get("/{run_id}/events", response_class=StreamingResponse, responses=RUN_ID_404 | {
-    200: {"content": {EVENT_STREAM_MEDIA_TYPE: {"schema": SSE_EVENT_SCHEMA}},
-          "description": "Server-Sent Events with ids 1, 2, ... (the format is raysampler.wire's)"}})
-def events(run_id: str, who: Tenant, svc: Svc,
-           last_event_id: Annotated[Seq | Absent, Header(description="resume after this event id")] = None,
-           after: Annotated[Offset | Absent, Query(description="like Last-Event-ID")] = None,
-           follow: bool = True) -> StreamingResponse:
+@router.get(
+    "/{run_id}/events",
+    response_class=StreamingResponse,
+    responses=RUN_ID_404
+    | {
+        200: {
+            "content": {EVENT_STREAM_MEDIA_TYPE: {"schema": SSE_EVENT_SCHEMA}},
+            "description": "Server-Sent Events with ids 1, 2, ... (the format is raysampler.wire's)",
+        }
+    },
+)
+def events(
+    run_id: str,
+    who: Tenant,
+    svc: Svc,
+    last_event_id: Annotated[Seq | Absent, Header(description="resume after this event id")] = None,
+    after: Annotated[Offset | Absent, Query(description="like Last-Event-ID")] = None,
+    follow: bool = True,
+) -> StreamingResponse:
     """Progress, status changes and warnings as Server-Sent Events; resumable with Last-Event-ID."""
     svc.manager.get(who, run_id)
     start = int(last_event_id) if last_event_id is not None else (after or 0)
-    body = streaming.sse_events(svc.store, lambda: svc.store.get_run(who, run_id), start, follow,
-                                svc.settings.poll_s, svc.settings.keepalive_s)
-    return StreamingResponse(body, media_type=EVENT_STREAM_MEDIA_TYPE,
-                             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+    body = streaming.sse_events(
+        svc.store, lambda: svc.store.get_run(who, run_id), start, follow, svc.settings.poll_s, svc.settings.keepalive_s
+    )
+    return StreamingResponse(
+        body, media_type=EVENT_STREAM_MEDIA_TYPE, headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+    )
 
 
 @router.get("/{run_id}/summary", response_model=RunSummary, responses=error_responses(404, 409))
-def summary(run_id: str, who: Tenant, svc: Svc,
-            ci_prob: Annotated[float, Query(gt=0, lt=1)] = 0.94) -> RunSummary:
+def summary(run_id: str, who: Tenant, svc: Svc, ci_prob: Annotated[float, Query(gt=0, lt=1)] = 0.94) -> RunSummary:
     """mean, sd, HDI, ESS bulk/tail, R-hat and MCSE per coordinate, on the draws stored so far (arviz-stats)."""
     return results.summary(svc.manager.get(who, run_id), svc.files, ci_prob)
 
 
-@router.get("/{run_id}/arviz", response_class=FileResponse, responses=error_responses(404, 409) | {
-    200: {"content": {"application/x-netcdf": {"schema": {"type": "string", "format": "binary"}}}}})
+@router.get(
+    "/{run_id}/arviz",
+    response_class=FileResponse,
+    responses=error_responses(404, 409)
+    | {200: {"content": {"application/x-netcdf": {"schema": {"type": "string", "format": "binary"}}}}},
+)
 def arviz(run_id: str, who: Tenant, svc: Svc) -> FileResponse:
     """The stored draws as an ArviZ DataTree in NetCDF-4 (posterior and sample_stats groups)."""
     path = results.netcdf_export(svc.manager.get(who, run_id), svc.files, svc.settings.data_dir)
-    return FileResponse(path, media_type="application/x-netcdf", filename=f"{run_id}.nc",
-                        background=BackgroundTask(path.unlink, missing_ok=True))
+    return FileResponse(
+        path,
+        media_type="application/x-netcdf",
+        filename=f"{run_id}.nc",
+        background=BackgroundTask(path.unlink, missing_ok=True),
+    )
 
 
 @router.post("/{run_id}/cancel", status_code=202, response_model=RunInfo, responses=error_responses(404, 409))

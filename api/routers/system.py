@@ -1,4 +1,5 @@
 """Health, version and Prometheus metrics (no API key needed)."""
+
 from __future__ import annotations
 
 from typing import Annotated
@@ -27,8 +28,12 @@ def health(svc: Svc) -> Health:
 @router.get("/v1/version", response_model=VersionInfo)
 def version() -> VersionInfo:
     """The service's version and the names a run spec may use."""
-    return VersionInfo(version=__version__, algorithms=list(ALGORITHM_NAMES), model_families=list(MODEL_FAMILIES),
-                       builtin_datasets=list(BUILTIN_DATASETS))
+    return VersionInfo(
+        version=__version__,
+        algorithms=list(ALGORITHM_NAMES),
+        model_families=list(MODEL_FAMILIES),
+        builtin_datasets=list(BUILTIN_DATASETS),
+    )
 
 
 @router.get("/metrics", include_in_schema=False)

@@ -1,4 +1,5 @@
 """Registry of sampling algorithms by name."""
+
 from __future__ import annotations
 
 from dataclasses import fields
@@ -13,7 +14,19 @@ from .fald import FALD
 from .gradient import MALA, ULA
 from .qlsd import QLSD
 
-ALGORITHMS: dict[str, type[Algorithm]] = {"ula": ULA, "mala": MALA, "dsgld": DSGLD, "dsghmc": DSGHMC, "dula": DULA, "dglmc": DGLMC, "dadmms": DADMMS, "admm": ADMM, "dmala": DMALA, "fald": FALD, "qlsd": QLSD}
+ALGORITHMS: dict[str, type[Algorithm]] = {
+    "ula": ULA,
+    "mala": MALA,
+    "dsgld": DSGLD,
+    "dsghmc": DSGHMC,
+    "dula": DULA,
+    "dglmc": DGLMC,
+    "dadmms": DADMMS,
+    "admm": ADMM,
+    "dmala": DMALA,
+    "fald": FALD,
+    "qlsd": QLSD,
+}
 
 
 def get_algorithm(name: str, **params: Any) -> Algorithm:
@@ -28,4 +41,22 @@ def get_algorithm(name: str, **params: Any) -> Algorithm:
     return cls(**params)
 
 
-__all__ = ["ADMM", "ALGORITHMS", "DADMMS", "DGLMC", "DMALA", "DSGHMC", "DSGLD", "DULA", "FALD", "MALA", "QLSD", "ULA", "Algorithm", "Plan", "RoundInfo", "ShardPool", "get_algorithm"]
+__all__ = [
+    "ADMM",
+    "ALGORITHMS",
+    "DADMMS",
+    "DGLMC",
+    "DMALA",
+    "DSGHMC",
+    "DSGLD",
+    "DULA",
+    "FALD",
+    "MALA",
+    "QLSD",
+    "ULA",
+    "Algorithm",
+    "Plan",
+    "RoundInfo",
+    "ShardPool",
+    "get_algorithm",
+]

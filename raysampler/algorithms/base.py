@@ -5,6 +5,7 @@ An algorithm is a set of pure functions over small immutable states (BlackJAX's 
 coordinator. The runtime only moves states and messages between them and calls these functions, so the
 same algorithm runs in-process and on Ray and draws the same numbers for the same seed.
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
@@ -79,8 +80,9 @@ class Algorithm(ABC):
         """The worker's initial state from its payload."""
 
     @abstractmethod
-    def worker_step(self, state: Any, message: Any, model: Model, X: np.ndarray, y: np.ndarray,
-                    noise: ChainNoise) -> tuple[Any, Any]:
+    def worker_step(
+        self, state: Any, message: Any, model: Model, X: np.ndarray, y: np.ndarray, noise: ChainNoise
+    ) -> tuple[Any, Any]:
         """Local work on one shard: (new state, reply to the coordinator)."""
 
     @abstractmethod
@@ -88,8 +90,9 @@ class Algorithm(ABC):
         """The messages that start round `info.t`, one per worker (N_i = local_steps[i] local steps)."""
 
     @abstractmethod
-    def coordinator_step(self, state: Any, replies: list[Any], noise: ChainNoise,
-                         info: RoundInfo) -> tuple[Any, np.ndarray]:
+    def coordinator_step(
+        self, state: Any, replies: list[Any], noise: ChainNoise, info: RoundInfo
+    ) -> tuple[Any, np.ndarray]:
         """Global step closing round `info.t`: (new state, the round's draws θ, shape (K, d))."""
 
     #: parameters that may be given per shard (a scalar or one value per shard)
@@ -102,14 +105,15 @@ class Algorithm(ABC):
             value = getattr(self, name, None)
             if value is None or isinstance(value, str):
                 continue
-            if isinstance(value, tuple) and value and isinstance(value[0], tuple):   # a recorded (round, N) schedule
+            if isinstance(value, tuple) and value and isinstance(value[0], tuple):  # a recorded (round, N) schedule
                 if any(len(n) != num_shards for _, n in value):
                     raise ValueError(f"{name} schedule entries must have one value per shard ({num_shards})")
                 continue
             arr = np.asarray(value)
             if arr.ndim == 1 and arr.shape[0] != num_shards:
-                raise ValueError(f"{name} must be a scalar or have one value per shard ({num_shards}), "
-                                 f"got {arr.shape[0]} values")
+                raise ValueError(
+                    f"{name} must be a scalar or have one value per shard ({num_shards}), got {arr.shape[0]} values"
+                )
         init = getattr(self, "init", None)
         if init is None:
             return
@@ -122,16 +126,18 @@ class Algorithm(ABC):
         except (TypeError, ValueError):
             raise ValueError(f"init must be 'map', 'zeros' or an array, got {init!r}") from None
         if arr.shape not in ((dim,), (chains, dim)) or not np.all(np.isfinite(arr)):
-            raise ValueError(f"init must have shape ({dim},) or ({chains}, {dim}) with finite values, "
-                             f"got shape {arr.shape}")
+            raise ValueError(
+                f"init must have shape ({dim},) or ({chains}, {dim}) with finite values, got shape {arr.shape}"
+            )
 
     def reply_stats(self, replies: list[Any]) -> dict[str, np.ndarray]:
         """Per-chain statistics of one round to keep with the draws (e.g. local acceptance rates)."""
         return {}
 
 
-def minibatch_grads(model: Model, X: np.ndarray, y: np.ndarray, idx: np.ndarray,
-                    *points: np.ndarray) -> list[np.ndarray]:
+def minibatch_grads(
+    model: Model, X: np.ndarray, y: np.ndarray, idx: np.ndarray, *points: np.ndarray
+) -> list[np.ndarray]:
     """Unbiased minibatch estimates (n_i/B) Σ_{r∈idx[:, k]} ∇ℓ_r(x_k) of ∇U_i at each of `points` (each (K, d)):
     chain k uses its own rows idx[:, k] (idx: (B, K)), shared by all the points of that chain. No prior term."""
     n, (B, K) = np.asarray(y).shape[0], idx.shape

@@ -1,4 +1,5 @@
 """Argument checks shared by the algorithms' constructors: each raises ValueError naming the parameter."""
+
 from __future__ import annotations
 
 import math
@@ -50,7 +51,7 @@ def check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
 
 
 def check_init(init: Any) -> None:
-    """"map", "zeros" or something array-like (its shape is checked against the run by `check_shapes`)."""
+    """ "map", "zeros" or something array-like (its shape is checked against the run by `check_shapes`)."""
     if isinstance(init, str):
         if init not in ("map", "zeros"):
             raise ValueError(f"init must be 'map', 'zeros' or an array, got {init!r}")

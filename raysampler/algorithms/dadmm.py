@@ -48,6 +48,7 @@ For quadratic V (Gaussian / linear-regression models) the first step is exact. F
 system uses the dense `model.hessian`, which is defined at one point, so that solve loops over the K chains; for
 larger d it is solved by conjugate gradients with `model.hvp`, batched over chains.
 """
+
 from __future__ import annotations
 
 import math
@@ -64,7 +65,7 @@ from .base import ShardPool
 from .checks import check_choice, check_int, check_positive, check_unit
 from .decentralized import AgentMessage, AgentPayload, AgentReply, AgentWorker, _Decentralized
 
-DENSE_MAX = 200          # largest d for which the prox's Newton system uses the dense Hessian
+DENSE_MAX = 200  # largest d for which the prox's Newton system uses the dense Hessian
 _CG_TOL = 1e-12
 
 
@@ -107,8 +108,18 @@ def agent_hessians(model: Model, X: np.ndarray, y: np.ndarray, prior: Any, b: in
     return 0.5 * (H + H.transpose(0, 2, 1)) + prior_hessians(prior, x) / b
 
 
-def prox(model: Model, X: np.ndarray, y: np.ndarray, prior: Any, b: int, v: np.ndarray, gamma: float,
-         x0: np.ndarray | None = None, newton_steps: int = 5, hessian0: np.ndarray | None = None) -> np.ndarray:
+def prox(
+    model: Model,
+    X: np.ndarray,
+    y: np.ndarray,
+    prior: Any,
+    b: int,
+    v: np.ndarray,
+    gamma: float,
+    x0: np.ndarray | None = None,
+    newton_steps: int = 5,
+    hessian0: np.ndarray | None = None,
+) -> np.ndarray:
     """prox_{γV}(v) = argmin_x V(x) + ‖x − v‖²/(2γ), V = U_i + U_prior/b, for K rows of v (K, d).
 
     Newton's method from x0 (default v): g = ∇U_i(x) + ∇U_prior(x)/b + (x − v)/γ,
@@ -146,27 +157,27 @@ def noise_sample(kind: str, w: np.ndarray, gamma: float, rho: float, hessian: np
     # "curvature": C = 2γ I + γ² ∇²V_i(x), ∇²V_i = ∇²U_i + ∇²U_prior/b, PSD part (eigenvalues ≥ 0)
     assert hessian is not None
     lam, Q = np.linalg.eigh(hessian)
-    scale = np.sqrt(2.0 * gamma + gamma**2 * np.clip(lam, 0.0, None))            # (K, d)
+    scale = np.sqrt(2.0 * gamma + gamma**2 * np.clip(lam, 0.0, None))  # (K, d)
     return np.einsum("kij,kj->ki", Q, scale * np.einsum("kji,kj->ki", Q, w))
 
 
 class ADMMState(NamedTuple):
-    x: np.ndarray           # x_i^t (K, d)
-    p: np.ndarray           # p_i^{t−1} (K, d): the dual before this round's (lagged) update
-    started: bool           # False until the first primal update (p^0 = 0 needs no update)
+    x: np.ndarray  # x_i^t (K, d)
+    p: np.ndarray  # p_i^{t−1} (K, d): the dual before this round's (lagged) update
+    started: bool  # False until the first primal update (p^0 = 0 needs no update)
 
 
 class _ADMMBase(_Decentralized):
     """Shared D-ADMMS / ADMM worker step; graph, routing, init and draws come from `_Decentralized`."""
 
-    noisy = True           # class attribute (ADMM overrides it), not a parameter
+    noisy = True  # class attribute (ADMM overrides it), not a parameter
     rho: float | None
     newton_steps: int
 
     def _consts(self, top: topo.Topology, W: np.ndarray, lap: tuning.Laplace, model: Model, pool: ShardPool) -> dict:
         noise = getattr(self, "noise", "paper") if self.noisy else None
         if noise == "curvature" and model.dim > DENSE_MAX:
-            noise = "langevin"    # the Hessian square root would cost d² per chain and round
+            noise = "langevin"  # the Hessian square root would cost d² per chain and round
         if self.rho is not None:
             return {"rho": float(self.rho), "noise": noise}
         if lap.quads is None or not self.noisy:
@@ -178,21 +189,23 @@ class _ADMMBase(_Decentralized):
         x = np.array(payload.x0, dtype=float)
         return AgentWorker(payload, ADMMState(x, np.zeros_like(x), False))
 
-    def worker_step(self, state: AgentWorker, message: AgentMessage, model: Model, X: np.ndarray, y: np.ndarray,
-                    noise: ChainNoise) -> tuple[AgentWorker, AgentReply]:
+    def worker_step(
+        self, state: AgentWorker, message: AgentMessage, model: Model, X: np.ndarray, y: np.ndarray, noise: ChainNoise
+    ) -> tuple[AgentWorker, AgentReply]:
         p, s = state
         if message.neighbours != p.neighbours:
-            raise RuntimeError(f"shards[{p.index}]: received values from {message.neighbours}, "
-                               f"expected its neighbours {p.neighbours}")
+            raise RuntimeError(
+                f"shards[{p.index}]: received values from {message.neighbours}, expected its neighbours {p.neighbours}"
+            )
         rho, n_i = p.consts["rho"], len(p.neighbours)
         noise_kind = p.consts.get("noise", "paper")
         x, dual = s.x, s.p
         nb_sum = np.sum(message.values, axis=0) if n_i else np.zeros_like(x)  # Σ_{j∈N_i} x_j^t
-        if s.started and n_i:                                    # p^t = p^{t−1} + ρ Σ_j (x_i^t − x_j^t)
+        if s.started and n_i:  # p^t = p^{t−1} + ρ Σ_j (x_i^t − x_j^t)
             dual = dual + rho * (n_i * x - nb_sum)
         # ∇²V_i at the agent's point: the "curvature" noise's and the prox's first Newton step's (x0 = x)
         H = agent_hessians(model, X, y, p.prior, p.b, x) if x.shape[1] <= DENSE_MAX else None
-        if n_i == 0:                                             # isolated: x = argmin V_i, deterministic
+        if n_i == 0:  # isolated: x = argmin V_i, deterministic
             x_new = prox(model, X, y, p.prior, p.b, x, math.inf, x0=x, newton_steps=self.newton_steps, hessian0=H)
         else:
             gamma = 1.0 / (2.0 * rho * n_i)
@@ -249,7 +262,7 @@ class ADMM(_ADMMBase):
     newton_steps: int = 5
     preconditioner: str | None = "auto"
     name: str = field(default="admm", init=False)
-    noisy = False          # class attribute, not a parameter
+    noisy = False  # class attribute, not a parameter
 
     def __post_init__(self) -> None:
         check_positive("rho", self.rho)

@@ -24,6 +24,7 @@ agent i uses the unbiased estimate (n_i/B) Σ_{r∈batch} ∇ℓ_r (B rows drawn
 from the worker's own uniform stream, so draws stay identical across executors); shards with n_i ≤ B use
 their full gradient.
 """
+
 from __future__ import annotations
 
 import math
@@ -40,14 +41,15 @@ from .base import Algorithm, Plan, RoundInfo, ShardPool, minibatch_grads
 from .checks import check_choice, check_init, check_int, check_nonnegative, check_positive, check_topology, check_unit
 
 
-def local_gradient(model: Model, X: np.ndarray, y: np.ndarray, x: np.ndarray, batch_size: int | None,
-                   noise: ChainNoise) -> np.ndarray:
+def local_gradient(
+    model: Model, X: np.ndarray, y: np.ndarray, x: np.ndarray, batch_size: int | None, noise: ChainNoise
+) -> np.ndarray:
     """∇U_i at x (K, d): exact, or the minibatch estimate (n_i/B) Σ_{r∈batch_k} ∇ℓ_r(x_k) for each chain k,
     rows r = ⌊u·n_i⌋ from B uniforms of chain k's stream (with replacement). Full gradient if n_i ≤ B."""
     n = np.asarray(y).shape[0]
     if batch_size is None or n <= batch_size:
         return model.grad(X, y, x)
-    idx = np.minimum((noise.uniform(batch_size) * n).astype(int), n - 1)   # (B, K)
+    idx = np.minimum((noise.uniform(batch_size) * n).astype(int), n - 1)  # (B, K)
     return minibatch_grads(model, X, y, idx, x)[0]
 
 
@@ -59,11 +61,11 @@ class AgentPayload:
     b: int
     neighbours: tuple[int, ...]
     w_self: float
-    w_nbrs: np.ndarray          # W_ij for j in neighbours
-    x0: np.ndarray              # (K, d)
-    prior: Any                  # the prior (Gaussian part + residual) in the sampler's coordinates
-    kind: str                   # "dsgld" | "dsghmc" | "dula" | …
-    consts: dict                # the rule's tuned constants (step sizes, friction, …)
+    w_nbrs: np.ndarray  # W_ij for j in neighbours
+    x0: np.ndarray  # (K, d)
+    prior: Any  # the prior (Gaussian part + residual) in the sampler's coordinates
+    kind: str  # "dsgld" | "dsghmc" | "dula" | …
+    consts: dict  # the rule's tuned constants (step sizes, friction, …)
 
 
 class AgentState(NamedTuple):
@@ -92,7 +94,7 @@ class AgentReply(NamedTuple):
 
 class GraphState(NamedTuple):
     top: topo.Topology
-    xs: tuple[np.ndarray, ...]      # the agents' current x_i, as last reported
+    xs: tuple[np.ndarray, ...]  # the agents' current x_i, as last reported
 
 
 class _Decentralized(Algorithm):
@@ -118,35 +120,69 @@ class _Decentralized(Algorithm):
         top = topo.make_topology(self.topology, b)
         W = topo.metropolis_weights(top)
         plain = self.preconditioner is None
-        lap = tuning.laplace_step(model, pool, seed=seed, preconditioner=self.preconditioner,
-                                  need_map=tuning.starts_at_map(self.init), quadratics=not plain)
+        lap = tuning.laplace_step(
+            model,
+            pool,
+            seed=seed,
+            preconditioner=self.preconditioner,
+            need_map=tuning.starts_at_map(self.init),
+            quadratics=not plain,
+        )
         consts = self._consts(top, W, lap, model, pool)
         wmodel = lap.adopt(model, pool)
         x0 = tuning.initial_points(self.init, lap, chains, d, noise)
         prior = wmodel.prior()
-        payloads = [AgentPayload(i, b, top.neighbours[i], float(W[i, i]), W[i, list(top.neighbours[i])].copy(),
-                                 x0, prior, self.name, consts) for i in range(b)]
-        info = {"topology": top.edges, "W": W, "max_degree": top.max_degree, "preconditioner": lap.precond.kind,
-                **consts}
-        return Plan(GraphState(top, tuple(x0.copy() for _ in range(b))), payloads, np.ones(b, dtype=int), 1.0,
-                    False, info, model=wmodel if lap.whitened else None, precond=lap.precond if lap.whitened else None)
+        payloads = [
+            AgentPayload(
+                i,
+                b,
+                top.neighbours[i],
+                float(W[i, i]),
+                W[i, list(top.neighbours[i])].copy(),
+                x0,
+                prior,
+                self.name,
+                consts,
+            )
+            for i in range(b)
+        ]
+        info = {
+            "topology": top.edges,
+            "W": W,
+            "max_degree": top.max_degree,
+            "preconditioner": lap.precond.kind,
+            **consts,
+        }
+        return Plan(
+            GraphState(top, tuple(x0.copy() for _ in range(b))),
+            payloads,
+            np.ones(b, dtype=int),
+            1.0,
+            False,
+            info,
+            model=wmodel if lap.whitened else None,
+            precond=lap.precond if lap.whitened else None,
+        )
 
     def worker_init(self, payload: AgentPayload, model: Model, X: np.ndarray, y: np.ndarray) -> AgentWorker:
         x = np.array(payload.x0, dtype=float)
         v = np.zeros_like(x) if payload.kind == "dsghmc" else None
         return AgentWorker(payload, AgentState(x, v))
 
-    def _update(self, p: AgentPayload, s: AgentState, msg: AgentMessage, grad: np.ndarray,
-                xi: np.ndarray) -> AgentState:
+    def _update(
+        self, p: AgentPayload, s: AgentState, msg: AgentMessage, grad: np.ndarray, xi: np.ndarray
+    ) -> AgentState:
         """One agent's step from its neighbours' values, its gradient and its noise (each subclass's rule)."""
         raise NotImplementedError
 
-    def worker_step(self, state: AgentWorker, message: AgentMessage, model: Model, X: np.ndarray, y: np.ndarray,
-                    noise: ChainNoise) -> tuple[AgentWorker, AgentReply]:
+    def worker_step(
+        self, state: AgentWorker, message: AgentMessage, model: Model, X: np.ndarray, y: np.ndarray, noise: ChainNoise
+    ) -> tuple[AgentWorker, AgentReply]:
         p, s = state
         if message.neighbours != p.neighbours:
-            raise RuntimeError(f"shards[{p.index}]: received values from {message.neighbours}, "
-                               f"expected its neighbours {p.neighbours}")
+            raise RuntimeError(
+                f"shards[{p.index}]: received values from {message.neighbours}, expected its neighbours {p.neighbours}"
+            )
         grad = local_gradient(model, X, y, s.x, self.batch_size, noise) + p.prior.grad(s.x) / p.b  # ∇Ũ_i
         s = self._update(p, s, message, grad, noise.normal(1)[0])
         return AgentWorker(p, s), AgentReply(s.x)
@@ -154,8 +190,9 @@ class _Decentralized(Algorithm):
     def messages(self, state: GraphState, local_steps: np.ndarray, info: RoundInfo) -> list[AgentMessage]:
         return [AgentMessage(info.t, ids, vals) for ids, vals in topo.route(state.top, state.xs)]
 
-    def coordinator_step(self, state: GraphState, replies: list[AgentReply], noise: ChainNoise,
-                         info: RoundInfo) -> tuple[GraphState, np.ndarray]:
+    def coordinator_step(
+        self, state: GraphState, replies: list[AgentReply], noise: ChainNoise, info: RoundInfo
+    ) -> tuple[GraphState, np.ndarray]:
         """Collect the agents' new x_i; the round's draws are their average x̄ = (1/b) Σ_i x_i."""
         xs = tuple(r.x for r in replies)
         return state._replace(xs=xs), np.mean(xs, axis=0)
@@ -202,8 +239,9 @@ class DSGLD(_Decentralized):
         eta, pred = budget.dsgld_step(lap, W, self.bias_budget)
         return {"step_size": eta, "bias_budget": self.bias_budget, **pred.as_info()}
 
-    def _update(self, p: AgentPayload, s: AgentState, msg: AgentMessage, grad: np.ndarray,
-                xi: np.ndarray) -> AgentState:
+    def _update(
+        self, p: AgentPayload, s: AgentState, msg: AgentMessage, grad: np.ndarray, xi: np.ndarray
+    ) -> AgentState:
         eta = p.consts["step_size"]
         return s._replace(x=self._mix(p, s.x, msg) - eta * grad + math.sqrt(2.0 * eta) * xi)
 
@@ -236,14 +274,16 @@ class DSGHMC(_Decentralized):
         if lap.quads is None:
             from .gradient import lipschitz_bound
 
-            eta = self.step_size if self.step_size is not None else math.sqrt(top.b * 0.1 / lipschitz_bound(model,
-                                                                                                          pool))
+            eta = (
+                self.step_size if self.step_size is not None else math.sqrt(top.b * 0.1 / lipschitz_bound(model, pool))
+            )
             return {"step_size": float(eta), "friction": float(self.friction if self.friction is not None else 1.0)}
         eta, gam, pred = budget.dsghmc_tuning(lap, W, self.bias_budget, self.step_size, self.friction)
         return {"step_size": eta, "friction": gam, "bias_budget": self.bias_budget, **pred.as_info()}
 
-    def _update(self, p: AgentPayload, s: AgentState, msg: AgentMessage, grad: np.ndarray,
-                xi: np.ndarray) -> AgentState:
+    def _update(
+        self, p: AgentPayload, s: AgentState, msg: AgentMessage, grad: np.ndarray, xi: np.ndarray
+    ) -> AgentState:
         eta, gam = p.consts["step_size"], p.consts["friction"]
         assert s.v is not None
         v = s.v - eta * (gam * s.v + grad) + math.sqrt(2.0 * gam * eta) * xi
@@ -314,8 +354,9 @@ class DULA(_Decentralized):
                 pred_info = {"bias_budget": self.bias_budget, **pred.as_info()}
         beta_first = dula_rate(c["beta0"], c["b2"], c["delta1"], 0)
         if beta_first * top.max_degree >= 1.0:
-            raise ValueError(f"beta0 too large for this graph: β_0·max degree = {beta_first:g}·{top.max_degree} "
-                             "must be < 1")
+            raise ValueError(
+                f"beta0 too large for this graph: β_0·max degree = {beta_first:g}·{top.max_degree} must be < 1"
+            )
         return c | pred_info
 
     def alpha(self, k: int, consts: dict | None = None) -> float:
@@ -326,10 +367,11 @@ class DULA(_Decentralized):
         c = consts if consts is not None else self.schedule(False)
         return dula_rate(c["beta0"], c["b2"], c["delta1"], k)
 
-    def _update(self, p: AgentPayload, s: AgentState, msg: AgentMessage, grad: np.ndarray,
-                xi: np.ndarray) -> AgentState:
+    def _update(
+        self, p: AgentPayload, s: AgentState, msg: AgentMessage, grad: np.ndarray, xi: np.ndarray
+    ) -> AgentState:
         a, bk = self.alpha(msg.t, p.consts), self.beta(msg.t, p.consts)
-        lap = len(msg.values) * s.x - sum(msg.values) if msg.values else 0.0     # Σ_{j∈N_i}(x_i − x_j)
+        lap = len(msg.values) * s.x - sum(msg.values) if msg.values else 0.0  # Σ_{j∈N_i}(x_i − x_j)
         return s._replace(x=s.x - bk * lap - a * p.b * grad + math.sqrt(2.0 * a * p.b) * xi)
 
 

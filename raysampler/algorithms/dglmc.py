@@ -7,6 +7,7 @@ draws θ | z exactly from N(μ, Q⁻¹) (eq. 5) with Q factored once.
 Everything runs in whitened coordinates φ with θ = θ* + Lφ (Laplace preconditioner; identity for the
 paper's plain rules), so the coupling ‖z_i − φ‖²/(2ρ_i) is measured in posterior units.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,12 +31,12 @@ LOCAL_KERNELS = ("laplace_mh", "mala", "lmc")
 class WorkerPayload:
     """Everything a worker needs to run its local kernel: fixed for the run (coordinates φ)."""
 
-    z0: np.ndarray                    # (K, d) initial z_i
+    z0: np.ndarray  # (K, d) initial z_i
     rho: float
-    gamma: float                      # LMC step size (kernel "lmc") or initial MALA step size (kernel "mala")
+    gamma: float  # LMC step size (kernel "lmc") or initial MALA step size (kernel "mala")
     kernel: str
     target_accept: float
-    quadratic: tuple | None = None    # (c, g, P): U_i(z) ≈ gᵀ(z − c) + ½(z − c)ᵀP(z − c), for "laplace_mh"
+    quadratic: tuple | None = None  # (c, g, P): U_i(z) ≈ gᵀ(z − c) + ½(z − c)ᵀP(z − c), for "laplace_mh"
 
 
 class ChainState(NamedTuple):
@@ -45,9 +46,9 @@ class ChainState(NamedTuple):
     z: np.ndarray
     pot: np.ndarray
     grad: np.ndarray
-    log_h: float                      # current MALA log step size
+    log_h: float  # current MALA log step size
     da: DualAveraging
-    accept: np.ndarray                # (K,)
+    accept: np.ndarray  # (K,)
 
 
 class LocalGaussian(NamedTuple):
@@ -59,7 +60,7 @@ class LocalGaussian(NamedTuple):
     P: np.ndarray
     a_inv: np.ndarray
     chol: np.ndarray
-    shift: np.ndarray     # Pc − g: the θ-free part of the proposal mean
+    shift: np.ndarray  # Pc − g: the θ-free part of the proposal mean
 
 
 class WorkerState(NamedTuple):
@@ -71,7 +72,7 @@ class WorkerState(NamedTuple):
 
 
 class Message(NamedTuple):
-    phi: np.ndarray       # θ of the current round (K, d)
+    phi: np.ndarray  # θ of the current round (K, d)
     n_steps: int
     warmup: bool
 
@@ -92,7 +93,7 @@ class CoordinatorConsts:
 
 
 class CoordinatorState(NamedTuple):
-    phi: np.ndarray               # (K, d)
+    phi: np.ndarray  # (K, d)
     consts: CoordinatorConsts
 
 
@@ -158,8 +159,7 @@ class DGLMC(Algorithm):
             raise ValueError("curvature='bound' is the paper's rule and needs preconditioner=None")
         need_map = not paper_rules or curvature == "map" or kernel == "laplace_mh" or tuning.starts_at_map(self.init)
         need_quads = not paper_rules or curvature == "map" or kernel == "laplace_mh"
-        lap = tuning.laplace_step(model, pool, seed=seed, preconditioner=kind, need_map=need_map,
-                                  quadratics=need_quads)
+        lap = tuning.laplace_step(model, pool, seed=seed, preconditioner=kind, need_map=need_map, quadratics=need_quads)
         if curvature == "bound":
             M = tuning.smoothness_bounds(model, pool)
         else:
@@ -171,17 +171,18 @@ class DGLMC(Algorithm):
         if self.rho is not None:
             rho = per_shard(self.rho, b, "rho")
         elif paper_rules:
-            rho = 1.0 / M                                                 # sec. 3.2.1
+            rho = 1.0 / M  # sec. 3.2.1
         else:
             assert lap.quads is not None and lap.prior_P is not None and lap.prior_b is not None
-            start = ((1.0 + self.bias_budget) ** 2 - 1.0) / M.max()      # bounds the sd inflation in every direction
-            r, bias_info = rho_for_bias_budget(lap.quads, lap.prior_P, lap.prior_b, lap.precond, self.bias_budget,
-                                               start)
+            start = ((1.0 + self.bias_budget) ** 2 - 1.0) / M.max()  # bounds the sd inflation in every direction
+            r, bias_info = rho_for_bias_budget(
+                lap.quads, lap.prior_P, lap.prior_b, lap.precond, self.bias_budget, start
+            )
             rho = np.full(b, r)
         if self.gamma is not None:
             gamma = per_shard(self.gamma, b, "gamma")
         else:
-            gamma = self.gamma_fraction * rho / (rho * M + 1.0)          # sec. 3.2.1; MALA: initial step
+            gamma = self.gamma_fraction * rho / (rho * M + 1.0)  # sec. 3.2.1; MALA: initial step
         schedule = None
         if isinstance(self.n_local, tuple) and self.n_local and isinstance(self.n_local[0], tuple):
             schedule = self.n_local
@@ -196,25 +197,51 @@ class DGLMC(Algorithm):
 
         phi0 = tuning.initial_points(self.init, lap, chains, d, noise)
         prior = model.prior()
-        prior_P, prior_b = lap.precond.prior_in_phi(np.asarray(prior.gaussian.mean, dtype=float),
-                                                    prior.gaussian.precision)
+        prior_P, prior_b = lap.precond.prior_in_phi(
+            np.asarray(prior.gaussian.mean, dtype=float), prior.gaussian.precision
+        )
         Q = prior_P + np.eye(d) * np.sum(1.0 / rho)
         q_inv = np.linalg.inv(Q)
         q_inv = 0.5 * (q_inv + q_inv.T)
         consts = CoordinatorConsts(q_inv, np.linalg.cholesky(q_inv), prior_b, 1.0 / rho)
         quads = lap.quads
-        payloads = [WorkerPayload(phi0, float(rho[i]), float(gamma[i]), kernel, self.target_accept,
-                                  (lap.centre, *quads[i]) if kernel == "laplace_mh" and quads is not None else None)
-                    for i in range(b)]
+        payloads = [
+            WorkerPayload(
+                phi0,
+                float(rho[i]),
+                float(gamma[i]),
+                kernel,
+                self.target_accept,
+                (lap.centre, *quads[i]) if kernel == "laplace_mh" and quads is not None else None,
+            )
+            for i in range(b)
+        ]
         # the worker potential: U_i in the sampler's coordinates, plus a 1/b share of any non-Gaussian prior term
         worker_model = with_prior_share(lap.model(model), 1.0 / b)
         if worker_model is not model:
             pool.bind(worker_model)
-        info = {"rho": rho, "gamma": gamma, "M": M, "local_kernel": kernel, "preconditioner": lap.precond.kind,
-                "theta_map": lap.theta_map, "curvature": curvature,
-                "bias_budget": None if paper_rules else self.bias_budget, **bias_info}
-        return Plan(CoordinatorState(phi0, consts), payloads, n_steps, float(np.mean(n_steps)), balance, info,
-                    schedule=schedule, model=worker_model, precond=lap.precond)
+        info = {
+            "rho": rho,
+            "gamma": gamma,
+            "M": M,
+            "local_kernel": kernel,
+            "preconditioner": lap.precond.kind,
+            "theta_map": lap.theta_map,
+            "curvature": curvature,
+            "bias_budget": None if paper_rules else self.bias_budget,
+            **bias_info,
+        }
+        return Plan(
+            CoordinatorState(phi0, consts),
+            payloads,
+            n_steps,
+            float(np.mean(n_steps)),
+            balance,
+            info,
+            schedule=schedule,
+            model=worker_model,
+            precond=lap.precond,
+        )
 
     # --- worker ---------------------------------------------------------------------------------
 
@@ -225,11 +252,13 @@ class DGLMC(Algorithm):
         if not np.all(np.isfinite(pot)):
             raise FloatingPointError("the initial point gives a non-finite potential U_i: choose another init")
         local = _local_gaussian(payload) if payload.kernel == "laplace_mh" else None
-        return WorkerState(payload, local, ChainState(z, pot, grad, log_h, DualAveraging.start(log_h),
-                                                      np.ones(z.shape[0])))
+        return WorkerState(
+            payload, local, ChainState(z, pot, grad, log_h, DualAveraging.start(log_h), np.ones(z.shape[0]))
+        )
 
-    def worker_step(self, state: WorkerState, message: Message, model: Model, X: np.ndarray, y: np.ndarray,
-                    noise: ChainNoise) -> tuple[WorkerState, Reply]:
+    def worker_step(
+        self, state: WorkerState, message: Message, model: Model, X: np.ndarray, y: np.ndarray, noise: ChainNoise
+    ) -> tuple[WorkerState, Reply]:
         payload, local, cs = state
         if payload.kernel == "lmc":
             cs = _lmc_steps(cs, message, payload, model, X, y, noise)
@@ -246,8 +275,9 @@ class DGLMC(Algorithm):
     def messages(self, state: CoordinatorState, local_steps: np.ndarray, info: RoundInfo) -> list[Message]:
         return [Message(state.phi, int(n), info.warmup) for n in local_steps]
 
-    def coordinator_step(self, state: CoordinatorState, replies: list[Reply], noise: ChainNoise,
-                         info: RoundInfo) -> tuple[CoordinatorState, np.ndarray]:
+    def coordinator_step(
+        self, state: CoordinatorState, replies: list[Reply], noise: ChainNoise, info: RoundInfo
+    ) -> tuple[CoordinatorState, np.ndarray]:
         """Eq. (5): θ ~ N(μ, Q⁻¹), μ = Q⁻¹(b0 + Σ_i z_i/ρ_i), drawn as μ + ξ Cᵀ (C C ᵀ = Q⁻¹ factored once)."""
         c = state.consts
         s = c.b0 + sum(r.z * w for r, w in zip(replies, c.inv_rho))
@@ -270,8 +300,10 @@ def is_schedule(value: Any) -> bool:
 
 def normalise_schedule(value: Any) -> tuple[tuple[int, tuple[int, ...]], ...]:
     """A schedule as ((round, (N_1, …, N_b)), …), rounds strictly increasing from 0, counts positive integers."""
-    bad = ValueError("n_local as a schedule must be (round, [N_1, ..., N_b]) pairs, rounds strictly increasing "
-                     f"from 0 and positive integer counts (as result.stats['N_schedule']), got {value!r}")
+    bad = ValueError(
+        "n_local as a schedule must be (round, [N_1, ..., N_b]) pairs, rounds strictly increasing "
+        f"from 0 and positive integer counts (as result.stats['N_schedule']), got {value!r}"
+    )
     out = []
     for entry in value:
         try:
@@ -288,8 +320,14 @@ def normalise_schedule(value: Any) -> tuple[tuple[int, tuple[int, ...]], ...]:
     return tuple(out)
 
 
-def rho_for_bias_budget(quads: list[tuple[np.ndarray, np.ndarray]], prior_P: np.ndarray, prior_b: np.ndarray,
-                        precond: Preconditioner, delta: float, rho_start: float) -> tuple[float, dict]:
+def rho_for_bias_budget(
+    quads: list[tuple[np.ndarray, np.ndarray]],
+    prior_P: np.ndarray,
+    prior_b: np.ndarray,
+    precond: Preconditioner,
+    delta: float,
+    rho_start: float,
+) -> tuple[float, dict]:
     """The largest common ρ ≤ `rho_start` whose π_ρ, under the workers' quadratic (Laplace) models of U_i, keeps
     every θ coordinate's mean within δ posterior sd of the posterior's and its sd within a factor 1 + δ.
 
@@ -303,8 +341,9 @@ def rho_for_bias_budget(quads: list[tuple[np.ndarray, np.ndarray]], prior_P: np.
     dense = quads[0][1].ndim == 2
     L = precond.matrix()
     if dense:
-        eig = [(np.clip(w, 0.0, None), V, V.T @ g) for (w, V), (g, _) in
-               zip((np.linalg.eigh(P) for _, P in quads), quads)]
+        eig = [
+            (np.clip(w, 0.0, None), V, V.T @ g) for (w, V), (g, _) in zip((np.linalg.eigh(P) for _, P in quads), quads)
+        ]
 
     def moments(rho: float) -> tuple[np.ndarray, np.ndarray]:
         if dense:
@@ -338,8 +377,9 @@ def rho_for_bias_budget(quads: list[tuple[np.ndarray, np.ndarray]], prior_P: np.
     return lo, {"predicted_mean_shift_sd": shift, "predicted_sd_inflation": infl}
 
 
-def _lmc_steps(cs: ChainState, msg: Message, p: WorkerPayload, model: Model, X: np.ndarray, y: np.ndarray,
-               noise: ChainNoise) -> ChainState:
+def _lmc_steps(
+    cs: ChainState, msg: Message, p: WorkerPayload, model: Model, X: np.ndarray, y: np.ndarray, noise: ChainNoise
+) -> ChainState:
     """Eq. (4), N_i times: u ← u − γ[∇U_i(u) + (u − θ)/ρ] + √(2γ) ξ."""
     u, g, xi = cs.z, cs.grad, noise.normal(msg.n_steps)
     gamma, inv_rho, scale = p.gamma, 1.0 / p.rho, math.sqrt(2.0 * p.gamma)
@@ -350,8 +390,9 @@ def _lmc_steps(cs: ChainState, msg: Message, p: WorkerPayload, model: Model, X: 
     return cs._replace(z=u, grad=model.grad(X, y, u))
 
 
-def _mala_steps(cs: ChainState, msg: Message, p: WorkerPayload, model: Model, X: np.ndarray, y: np.ndarray,
-                noise: ChainNoise) -> ChainState:
+def _mala_steps(
+    cs: ChainState, msg: Message, p: WorkerPayload, model: Model, X: np.ndarray, y: np.ndarray, noise: ChainNoise
+) -> ChainState:
     """N_i MALA steps on Π_ρ(z_i | θ) ∝ exp(−U_i(z) − ‖z − θ‖²/(2ρ)); during burn-in the step size adapts
     to `target_accept` by dual averaging, afterwards it is frozen at the averaged value."""
     u, pot, gU = cs.z, cs.pot, cs.grad
@@ -367,8 +408,9 @@ def _mala_steps(cs: ChainState, msg: Message, p: WorkerPayload, model: Model, X:
         with np.errstate(all="ignore"):
             pot_p, gU_p = model.potential_and_grad(X, y, prop)
             diff_p = prop - phi
-            energy_change = (pot_p - pot) + 0.5 * inv_rho * (np.sum(diff_p * diff_p, axis=1) -
-                                                             np.sum(diff * diff, axis=1))
+            energy_change = (pot_p - pot) + 0.5 * inv_rho * (
+                np.sum(diff_p * diff_p, axis=1) - np.sum(diff * diff, axis=1)
+            )
             log_alpha = -energy_change + mala_log_ratio(u, g, prop, gU_p + diff_p * inv_rho, h)
         accept, alpha = mh_accept(log_alpha, logu[k])
         u = np.where(accept[:, None], prop, u)
@@ -390,13 +432,23 @@ def _local_gaussian(p: WorkerPayload) -> LocalGaussian:
     try:
         chol = np.linalg.cholesky(a_inv)
     except np.linalg.LinAlgError:
-        raise ValueError(f"local_kernel='laplace_mh' needs P + I/rho positive definite; rho={p.rho:g} is too large "
-                         "for this shard's curvature (use a smaller rho or local_kernel='mala')") from None
+        raise ValueError(
+            f"local_kernel='laplace_mh' needs P + I/rho positive definite; rho={p.rho:g} is too large "
+            "for this shard's curvature (use a smaller rho or local_kernel='mala')"
+        ) from None
     return LocalGaussian(c, g, P, a_inv, chol, P @ c - g)
 
 
-def _laplace_mh_steps(cs: ChainState, msg: Message, p: WorkerPayload, loc: LocalGaussian, model: Model,
-                      X: np.ndarray, y: np.ndarray, noise: ChainNoise) -> ChainState:
+def _laplace_mh_steps(
+    cs: ChainState,
+    msg: Message,
+    p: WorkerPayload,
+    loc: LocalGaussian,
+    model: Model,
+    X: np.ndarray,
+    y: np.ndarray,
+    noise: ChainNoise,
+) -> ChainState:
     """N_i independence Metropolis–Hastings steps on Π_ρ(z_i | θ), proposing from its Laplace approximation.
 
     The coupling ‖z − θ‖²/(2ρ) is Gaussian and cancels in the ratio, leaving α = exp(−[r(z') − r(z)]) with

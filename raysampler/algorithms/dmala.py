@@ -65,6 +65,7 @@ Worker i's message carries only its own proposal ω_i* and whether it moved to i
 rounds: with burn_in ≥ T_MH every kept draw is MH-adjusted. With MH off the average follows (near-consensus) ULA
 with step ε²/2, whose stationary law is biased at O(ε²).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -94,8 +95,10 @@ MIXING_TOLERANCE = 1e-3
 
 def _normalise_schedule(value: Any) -> tuple[tuple[int, int], ...]:
     """mixing_schedule: (iteration, k) milestones, iterations strictly increasing from 0, k ≥ 1 integers."""
-    bad = ValueError("mixing_schedule must be a non-empty list of (iteration, k) pairs with iterations strictly "
-                     f"increasing from 0 and integers k ≥ 1, got {value!r}")
+    bad = ValueError(
+        "mixing_schedule must be a non-empty list of (iteration, k) pairs with iterations strictly "
+        f"increasing from 0 and integers k ≥ 1, got {value!r}"
+    )
     if isinstance(value, (str, bytes)):
         raise bad
     try:
@@ -147,12 +150,13 @@ def mixing_rounds_for(W: np.ndarray, tol: float = MIXING_TOLERANCE) -> int:
     if lam2 < 1e-12:
         return 1
     if lam2 >= 1.0 - 1e-12:
-        return 100          # disconnected graph: agents never agree; cap the work
+        return 100  # disconnected graph: agents never agree; cap the work
     return int(min(100, max(1, np.ceil(np.log(tol) / np.log(lam2)))))
 
 
-def agent_value_and_grad(model: Model, X: np.ndarray, y: np.ndarray, x: np.ndarray,
-                         b: int) -> tuple[np.ndarray, np.ndarray]:
+def agent_value_and_grad(
+    model: Model, X: np.ndarray, y: np.ndarray, x: np.ndarray, b: int
+) -> tuple[np.ndarray, np.ndarray]:
     """(V_i(x), ∇V_i(x)) with V_i = U_i + U_prior/b, at K points x (K, d) (module-level so Ray can ship it)."""
     prior = model.prior()
     with np.errstate(all="ignore"):
@@ -171,15 +175,15 @@ class DMALAMessage(NamedTuple):
 
 
 class DMALAReply(NamedTuple):
-    dg: np.ndarray          # ∇V_i(ω_i*) − ∇V_i(ω_i) (K, d); 0 where bad
-    dv: np.ndarray          # V_i(ω_i*) − V_i(ω_i) (K,); 0 where bad
-    bad: np.ndarray         # (K,) bool: V_i or ∇V_i not finite at ω_i*
+    dg: np.ndarray  # ∇V_i(ω_i*) − ∇V_i(ω_i) (K, d); 0 where bad
+    dv: np.ndarray  # V_i(ω_i*) − V_i(ω_i) (K,); 0 where bad
+    bad: np.ndarray  # (K,) bool: V_i or ∇V_i not finite at ω_i*
 
 
 class DMALAWorker(NamedTuple):
-    v: np.ndarray           # V_i at the agent's current point (K,)
-    g: np.ndarray           # ∇V_i at the current point (K, d)
-    v_prop: np.ndarray      # at the last proposal
+    v: np.ndarray  # V_i at the agent's current point (K,)
+    g: np.ndarray  # ∇V_i at the current point (K, d)
+    v_prop: np.ndarray  # at the last proposal
     g_prop: np.ndarray
 
 
@@ -201,11 +205,11 @@ class StepAdaptation(NamedTuple):
 class DMALAState(NamedTuple):
     top: topo.Topology
     W: np.ndarray
-    omegas: tuple[np.ndarray, ...]      # ω_i (K, d), the agents' current points
-    ys: tuple[np.ndarray, ...]          # tracked average gradient y_i (K, d) at the current points
-    p: np.ndarray                       # shared momentum of the pending proposal (K, d)
-    proposals: tuple[np.ndarray, ...]   # pending mixed proposals ω_i* (K, d)
-    accepted: np.ndarray                # (b, K) decisions of the last round
+    omegas: tuple[np.ndarray, ...]  # ω_i (K, d), the agents' current points
+    ys: tuple[np.ndarray, ...]  # tracked average gradient y_i (K, d) at the current points
+    p: np.ndarray  # shared momentum of the pending proposal (K, d)
+    proposals: tuple[np.ndarray, ...]  # pending mixed proposals ω_i* (K, d)
+    accepted: np.ndarray  # (b, K) decisions of the last round
     step: StepAdaptation
     mh_burn_in: int
     schedule: tuple[tuple[int, int], ...]
@@ -257,11 +261,19 @@ class DMALA(_Decentralized):
             from .gradient import lipschitz_bound
 
             eps = math.sqrt(2.0 / lipschitz_bound(model, pool))
-        schedule = self.mixing_schedule if self.mixing_schedule is not None else \
-            (((0, mixing_rounds_for(W)),) if tuned else DEFAULT_SCHEDULE)
+        schedule = (
+            self.mixing_schedule
+            if self.mixing_schedule is not None
+            else (((0, mixing_rounds_for(W)),) if tuned else DEFAULT_SCHEDULE)
+        )
         mh_burn_in = self.mh_burn_in if self.mh_burn_in is not None else (0 if tuned else PAPER_MH_BURN_IN)
-        return {"initial_step_size": eps, "adapt": self.adapt if self.adapt is not None else self.step_size is None,
-                "target_accept": self.target_accept, "mh_burn_in": int(mh_burn_in), "mixing_schedule": schedule}
+        return {
+            "initial_step_size": eps,
+            "adapt": self.adapt if self.adapt is not None else self.step_size is None,
+            "target_accept": self.target_accept,
+            "mh_burn_in": int(mh_burn_in),
+            "mixing_schedule": schedule,
+        }
 
     # --- coordinator ----------------------------------------------------------------------------
 
@@ -282,13 +294,19 @@ class DMALA(_Decentralized):
         p = noise.normal(1)[0]
         props = self._propose(top, W, gs.xs, ys, p, k0, step.eps(True))
         K = gs.xs[0].shape[0]
-        state = DMALAState(top, W, gs.xs, ys, p, props, np.zeros((b, K), dtype=bool), step, c["mh_burn_in"],
-                           schedule)
+        state = DMALAState(top, W, gs.xs, ys, p, props, np.zeros((b, K), dtype=bool), step, c["mh_burn_in"], schedule)
         return dataclasses.replace(plan, coordinator_state=state)
 
     @staticmethod
-    def _propose(top: topo.Topology, W: np.ndarray, omegas: Sequence[np.ndarray], ys: Sequence[np.ndarray],
-                 p: np.ndarray, k: int, eps: float) -> tuple[np.ndarray, ...]:
+    def _propose(
+        top: topo.Topology,
+        W: np.ndarray,
+        omegas: Sequence[np.ndarray],
+        ys: Sequence[np.ndarray],
+        p: np.ndarray,
+        k: int,
+        eps: float,
+    ) -> tuple[np.ndarray, ...]:
         """ω* = W^k(ω + εp − ½ε² b y): each agent's leapfrog proposal with the shared p, then k routed rounds."""
         b = top.b
         with np.errstate(all="ignore"):
@@ -298,25 +316,32 @@ class DMALA(_Decentralized):
     # D-MALA reuses the graph plumbing of _Decentralized but sends proposals and MH decisions: its own message
     # types, hence the narrower signatures below.
     def messages(  # type: ignore[override]
-            self, state: DMALAState, local_steps: np.ndarray, info: RoundInfo) -> list[DMALAMessage]:
+        self, state: DMALAState, local_steps: np.ndarray, info: RoundInfo
+    ) -> list[DMALAMessage]:
         return [DMALAMessage(info.t, i, prop, state.accepted[i]) for i, prop in enumerate(state.proposals)]
 
-    def coordinator_step(self, state: DMALAState, replies: list[DMALAReply],  # type: ignore[override]
-                         noise: ChainNoise,
-                         info: RoundInfo) -> tuple[DMALAState, np.ndarray]:
+    def coordinator_step(  # type: ignore[override]
+        self,
+        state: DMALAState,
+        replies: list[DMALAReply],
+        noise: ChainNoise,
+        info: RoundInfo,
+    ) -> tuple[DMALAState, np.ndarray]:
         top, W, b = state.top, state.W, state.top.b
-        eps = state.step.eps(info.warmup)          # the ε the pending proposals were made with
+        eps = state.step.eps(info.warmup)  # the ε the pending proposals were made with
         d = state.omegas[0].shape[1]
         k = mixing_rounds(state.schedule, info.t)
         # one mixing phase, one packed message per edge and round: [y + Δg | Δv | bad]
-        packed = [np.concatenate([y + r.dg, r.dv[:, None], np.asarray(r.bad, dtype=float)[:, None]], axis=1)
-                  for y, r in zip(state.ys, replies)]
+        packed = [
+            np.concatenate([y + r.dg, r.dv[:, None], np.asarray(r.bad, dtype=float)[:, None]], axis=1)
+            for y, r in zip(state.ys, replies)
+        ]
         mixed = routed_mix(top, W, packed, k)
-        log_u = np.log(noise.uniform(1)[0])                       # shared by the agents (chain-level stream)
+        log_u = np.log(noise.uniform(1)[0])  # shared by the agents (chain-level stream)
         mh = info.t >= state.mh_burn_in
         p = state.p
         acc, alphas = [], []
-        for i, r in enumerate(replies):                          # agent i's own quantities only
+        for i, r in enumerate(replies):  # agent i's own quantities only
             z, dv, heard_bad = mixed[i][:, :d], mixed[i][:, d], mixed[i][:, d + 1]
             ok = (heard_bad == 0) & ~np.asarray(r.bad, dtype=bool) & np.all(np.isfinite(state.proposals[i]), axis=1)
             with np.errstate(all="ignore"):
@@ -330,7 +355,7 @@ class DMALA(_Decentralized):
         ys = tuple(routed_mix(top, W, [y + a[:, None] * r.dg for y, a, r in zip(state.ys, acc_arr, replies)], k))
         draws = np.mean(omegas, axis=0)
         step = state.step
-        if info.warmup and step.adapt:           # adapt ε to the acceptance target (mean over agents and chains)
+        if info.warmup and step.adapt:  # adapt ε to the acceptance target (mean over agents and chains)
             log_eps, da = dual_averaging(step.da, float(np.mean(alphas)), step.target, step.log_eps0)
             step = step._replace(log_eps=log_eps, da=da)
         k_next = mixing_rounds(state.schedule, info.t + 1)
@@ -349,8 +374,8 @@ class DMALA(_Decentralized):
         return AgentWorker(payload, DMALAWorker(v, g, v, g))
 
     def worker_step(  # type: ignore[override]
-            self, state: AgentWorker, message: DMALAMessage, model: Model, X: np.ndarray, y: np.ndarray,
-                    noise: ChainNoise) -> tuple[AgentWorker, DMALAReply]:
+        self, state: AgentWorker, message: DMALAMessage, model: Model, X: np.ndarray, y: np.ndarray, noise: ChainNoise
+    ) -> tuple[AgentWorker, DMALAReply]:
         pay, s = state
         if message.index != pay.index:
             raise RuntimeError(f"shards[{pay.index}]: received agent {message.index}'s state")

@@ -36,6 +36,7 @@ A shard with n_i ≤ B uses its full gradient. Variants:
              average. With full gradients and q = 1 it is "star".
 The star variants cost one full local gradient per communication (G_i at the round's starting average).
 """
+
 from __future__ import annotations
 
 import math
@@ -51,13 +52,13 @@ from .base import Algorithm, Plan, RoundInfo, ShardPool, minibatch_grads
 from .checks import check_choice, check_init, check_int, check_positive, check_unit, is_real
 
 VARIANTS = ("plain", "star", "vr_star")
-MAX_LOCAL_STEPS = 1_000_000   # cap of a geometric block (reached with probability (1 − p)^1e6)
+MAX_LOCAL_STEPS = 1_000_000  # cap of a geometric block (reached with probability (1 − p)^1e6)
 
 
 @dataclass(frozen=True)
 class WorkerPayload:
-    x0: np.ndarray          # (K, d) initial server average
-    num_shards: int         # b: the prior's share is ∇U_prior / b
+    x0: np.ndarray  # (K, d) initial server average
+    num_shards: int  # b: the prior's share is ∇U_prior / b
     gamma: float
     tau: float
     variant: str
@@ -66,25 +67,25 @@ class WorkerPayload:
 
 class WorkerState(NamedTuple):
     payload: WorkerPayload
-    c: np.ndarray | None        # (K, d) control variate G_i(anchor) (star / vr_star)
-    g_last: np.ndarray          # (K, d) G_i at the last round's starting average
-    prior: Any                  # the model's GaussianPrior (cached)
-    x_last: np.ndarray          # (K, d) the last round's starting average
-    anchor: np.ndarray          # (K, d) the control-variate anchor (ref of vr_star)
+    c: np.ndarray | None  # (K, d) control variate G_i(anchor) (star / vr_star)
+    g_last: np.ndarray  # (K, d) G_i at the last round's starting average
+    prior: Any  # the model's GaussianPrior (cached)
+    x_last: np.ndarray  # (K, d) the last round's starting average
+    anchor: np.ndarray  # (K, d) the control-variate anchor (ref of vr_star)
 
 
 class Message(NamedTuple):
-    xbar: np.ndarray                 # (K, d) server average every client restarts from
-    n_steps: int                     # local steps until the next communication (Geometric(p_comm))
-    common: np.ndarray | None        # (n_steps, K, d) common noise ξ_common (None if τ = 0)
-    cbar: np.ndarray | None          # (K, d) mean_j G_j(anchor) (star / vr_star)
-    refresh: np.ndarray | None       # (K,) bool: move the anchor to the last collected average (star / vr_star)
+    xbar: np.ndarray  # (K, d) server average every client restarts from
+    n_steps: int  # local steps until the next communication (Geometric(p_comm))
+    common: np.ndarray | None  # (n_steps, K, d) common noise ξ_common (None if τ = 0)
+    cbar: np.ndarray | None  # (K, d) mean_j G_j(anchor) (star / vr_star)
+    refresh: np.ndarray | None  # (K,) bool: move the anchor to the last collected average (star / vr_star)
     warmup: bool
 
 
 class Reply(NamedTuple):
-    x: np.ndarray                    # (K, d) X^i at the communication
-    g: np.ndarray | None             # (K, d) G_i(X̄_t) at the round's starting average (star / vr_star)
+    x: np.ndarray  # (K, d) X^i at the communication
+    g: np.ndarray | None  # (K, d) G_i(X̄_t) at the round's starting average (star / vr_star)
     n_steps: int
 
 
@@ -147,8 +148,14 @@ class FALD(Algorithm):
     def prepare(self, model: Model, pool: ShardPool, *, chains: int, seed: int, noise: ChainNoise) -> Plan:
         b, d = pool.num_shards, model.dim
         plain = self.preconditioner is None
-        lap = tuning.laplace_step(model, pool, seed=seed, preconditioner=self.preconditioner,
-                                  need_map=tuning.starts_at_map(self.init), quadratics=not plain)
+        lap = tuning.laplace_step(
+            model,
+            pool,
+            seed=seed,
+            preconditioner=self.preconditioner,
+            need_map=tuning.starts_at_map(self.init),
+            quadratics=not plain,
+        )
         info: dict[str, Any] = {"preconditioner": lap.precond.kind}
         if self.step_size is not None:
             gamma = float(self.step_size)
@@ -157,8 +164,9 @@ class FALD(Algorithm):
             info["M"] = M
             gamma = 0.1 / float(np.max(M + model.prior().gaussian.max_precision() / b))
         else:
-            gamma, pred = budget.fald_step(lap, float(self.p_comm), float(self.tau), self.variant, float(self.q),
-                                           self.bias_budget)
+            gamma, pred = budget.fald_step(
+                lap, float(self.p_comm), float(self.tau), self.variant, float(self.q), self.bias_budget
+            )
             info.update(bias_budget=self.bias_budget, **pred.as_info())
         wmodel = lap.adopt(model, pool)
         prior = wmodel.prior()
@@ -170,14 +178,35 @@ class FALD(Algorithm):
             refresh = np.ones(chains, dtype=bool)
         n_steps, common = self._schedule(noise)
         state = CoordinatorState(xbar, cbar, refresh, n_steps, common)
-        payloads = [WorkerPayload(xbar, b, gamma, float(self.tau), self.variant,
-                                  None if self.batch_size is None else int(self.batch_size)) for _ in range(b)]
-        info.update({"gamma": np.full(b, gamma), "step_size": gamma, "lmc_step_of_average": gamma / b,
-                     "p_comm": float(self.p_comm), "tau": float(self.tau), "variant": self.variant,
-                     "q": float(self.q) if self.variant == "vr_star" else None, "batch_size": self.batch_size,
-                     "theta_map": lap.theta_map})
-        return Plan(state, payloads, np.ones(b, dtype=int), 1.0 / self.p_comm, False, info,
-                    model=wmodel if lap.whitened else None, precond=lap.precond if lap.whitened else None)
+        payloads = [
+            WorkerPayload(
+                xbar, b, gamma, float(self.tau), self.variant, None if self.batch_size is None else int(self.batch_size)
+            )
+            for _ in range(b)
+        ]
+        info.update(
+            {
+                "gamma": np.full(b, gamma),
+                "step_size": gamma,
+                "lmc_step_of_average": gamma / b,
+                "p_comm": float(self.p_comm),
+                "tau": float(self.tau),
+                "variant": self.variant,
+                "q": float(self.q) if self.variant == "vr_star" else None,
+                "batch_size": self.batch_size,
+                "theta_map": lap.theta_map,
+            }
+        )
+        return Plan(
+            state,
+            payloads,
+            np.ones(b, dtype=int),
+            1.0 / self.p_comm,
+            False,
+            info,
+            model=wmodel if lap.whitened else None,
+            precond=lap.precond if lap.whitened else None,
+        )
 
     def _schedule(self, noise: ChainNoise) -> tuple[int, np.ndarray | None]:
         """The next block: N ~ Geometric(p_comm) on {1, 2, …} by inversion of chain 0's uniform,
@@ -197,8 +226,9 @@ class FALD(Algorithm):
             raise FloatingPointError("the initial point gives a non-finite gradient of U_i: choose another init")
         return WorkerState(payload, g.copy() if payload.variant != "plain" else None, g, prior, x0, x0.copy())
 
-    def worker_step(self, state: WorkerState, message: Message, model: Model, X: np.ndarray, y: np.ndarray,
-                    noise: ChainNoise) -> tuple[WorkerState, Reply]:
+    def worker_step(
+        self, state: WorkerState, message: Message, model: Model, X: np.ndarray, y: np.ndarray, noise: ChainNoise
+    ) -> tuple[WorkerState, Reply]:
         p, prior = state.payload, state.prior
         n, b = message.n_steps, p.num_shards
         x = np.array(message.xbar, dtype=float)
@@ -207,7 +237,7 @@ class FALD(Algorithm):
         batch = p.batch_size if p.batch_size is not None and p.batch_size < n_i else None
         g0, c, anchor, shift = None, state.c, state.anchor, None
         if p.variant != "plain":
-            g0 = _local_grad(model, X, y, x, b, prior)   # G_i(X̄_t): returned for the server's next mean
+            g0 = _local_grad(model, X, y, x, b, prior)  # G_i(X̄_t): returned for the server's next mean
             assert message.refresh is not None and message.cbar is not None  # sent by every variant but "plain"
             assert state.c is not None  # the control variate exists in every variant but "plain"
             c = np.where(message.refresh[:, None], state.g_last, state.c)
@@ -247,8 +277,9 @@ class FALD(Algorithm):
         msg = Message(state.xbar, state.n_steps, state.common, state.cbar, state.refresh, info.warmup)
         return [msg] * len(local_steps)
 
-    def coordinator_step(self, state: CoordinatorState, replies: list[Reply], noise: ChainNoise,
-                         info: RoundInfo) -> tuple[CoordinatorState, np.ndarray]:
+    def coordinator_step(
+        self, state: CoordinatorState, replies: list[Reply], noise: ChainNoise, info: RoundInfo
+    ) -> tuple[CoordinatorState, np.ndarray]:
         """Communication: X̄ = (1/b) Σ_i X^i is the round's draw and the next start; collect mean_j G_j(X̄_t);
         draw the anchor refresh (vr_star), the next block length and its common noise."""
         xbar = np.mean([r.x for r in replies], axis=0)

@@ -14,6 +14,7 @@ Laplace model, `raysampler.laws`), MALA's initial step from the optimal-scaling 
 `target_accept` during burn-in. `preconditioner=None` keeps the plain rules (γ = 0.1/L, h = 1/L, L = Σ_i M_i +
 the prior's largest precision).
 """
+
 from __future__ import annotations
 
 import math
@@ -36,16 +37,16 @@ def lipschitz_bound(model: Model, pool: ShardPool) -> float:
 
 
 class PointMessage(NamedTuple):
-    theta: np.ndarray      # (K, d): where the workers evaluate their shard's potential
+    theta: np.ndarray  # (K, d): where the workers evaluate their shard's potential
 
 
 class GradReply(NamedTuple):
-    grad: np.ndarray       # (K, d) ∇U_i
+    grad: np.ndarray  # (K, d) ∇U_i
 
 
 class ValueGradReply(NamedTuple):
-    pot: np.ndarray        # (K,) U_i
-    grad: np.ndarray       # (K, d) ∇U_i
+    pot: np.ndarray  # (K,) U_i
+    grad: np.ndarray  # (K, d) ∇U_i
 
 
 class Stateless:
@@ -56,6 +57,7 @@ class Stateless:
 
 
 # --- ULA ---------------------------------------------------------------------------------------------------
+
 
 class ULAState(NamedTuple):
     theta: np.ndarray
@@ -88,8 +90,14 @@ class ULA(Stateless, Algorithm):
     def prepare(self, model: Model, pool: ShardPool, *, chains: int, seed: int, noise: ChainNoise) -> Plan:
         b, d = pool.num_shards, model.dim
         plain = self.preconditioner is None
-        lap = tuning.laplace_step(model, pool, seed=seed, preconditioner=self.preconditioner,
-                                  need_map=tuning.starts_at_map(self.init), quadratics=not plain)
+        lap = tuning.laplace_step(
+            model,
+            pool,
+            seed=seed,
+            preconditioner=self.preconditioner,
+            need_map=tuning.starts_at_map(self.init),
+            quadratics=not plain,
+        )
         info: dict[str, Any] = {"preconditioner": lap.precond.kind}
         if self.step_size is not None:
             step = float(self.step_size)
@@ -97,30 +105,42 @@ class ULA(Stateless, Algorithm):
             info["L"] = lipschitz_bound(model, pool)
             step = 0.1 / info["L"]
         else:
-            step, pred = budget.largest_within_budget(lambda g: budget.ula_bias(lap, g), self.bias_budget,
-                                                    budget.ula_step_bound(lap))
+            step, pred = budget.largest_within_budget(
+                lambda g: budget.ula_bias(lap, g), self.bias_budget, budget.ula_step_bound(lap)
+            )
             info.update(bias_budget=self.bias_budget, **pred.as_info())
         info["step_size"] = step
         wmodel = lap.adopt(model, pool)
         theta0 = tuning.initial_points(self.init, lap, chains, d, noise)
-        return Plan(ULAState(theta0, step, wmodel.prior()), [None] * b, np.ones(b, dtype=int), 1.0, False, info,
-                    model=wmodel if lap.whitened else None, precond=lap.precond if lap.whitened else None)
+        return Plan(
+            ULAState(theta0, step, wmodel.prior()),
+            [None] * b,
+            np.ones(b, dtype=int),
+            1.0,
+            False,
+            info,
+            model=wmodel if lap.whitened else None,
+            precond=lap.precond if lap.whitened else None,
+        )
 
-    def worker_step(self, state: None, message: PointMessage, model: Model, X: np.ndarray, y: np.ndarray,
-                    noise: ChainNoise) -> tuple[None, GradReply]:
+    def worker_step(
+        self, state: None, message: PointMessage, model: Model, X: np.ndarray, y: np.ndarray, noise: ChainNoise
+    ) -> tuple[None, GradReply]:
         return None, GradReply(model.grad(X, y, message.theta))
 
     def messages(self, state: ULAState, local_steps: np.ndarray, info: RoundInfo) -> list[PointMessage]:
         return [PointMessage(state.theta)] * len(local_steps)
 
-    def coordinator_step(self, state: ULAState, replies: list[GradReply], noise: ChainNoise,
-                         info: RoundInfo) -> tuple[ULAState, np.ndarray]:
+    def coordinator_step(
+        self, state: ULAState, replies: list[GradReply], noise: ChainNoise, info: RoundInfo
+    ) -> tuple[ULAState, np.ndarray]:
         g = sum(r.grad for r in replies) + state.prior.grad(state.theta)
         theta = state.theta - state.step * g + math.sqrt(2.0 * state.step) * noise.normal(1)[0]
         return state._replace(theta=theta), theta
 
 
 # --- MALA --------------------------------------------------------------------------------------------------
+
 
 class MALAState(NamedTuple):
     """θ (K, d) with U(θ), ∇U(θ) (prior included); the pending proposal's noise ξ (K, d); step-size adaptation."""
@@ -135,7 +155,7 @@ class MALAState(NamedTuple):
     adapt: bool
     target_accept: float
     prior: Any
-    accept: np.ndarray       # (K,) acceptance probability of the last round
+    accept: np.ndarray  # (K,) acceptance probability of the last round
 
 
 @dataclass(frozen=True)
@@ -171,8 +191,14 @@ class MALA(Stateless, Algorithm):
     def prepare(self, model: Model, pool: ShardPool, *, chains: int, seed: int, noise: ChainNoise) -> Plan:
         b, d = pool.num_shards, model.dim
         plain = self.preconditioner is None
-        lap = tuning.laplace_step(model, pool, seed=seed, preconditioner=self.preconditioner,
-                                  need_map=tuning.starts_at_map(self.init), quadratics=not plain)
+        lap = tuning.laplace_step(
+            model,
+            pool,
+            seed=seed,
+            preconditioner=self.preconditioner,
+            need_map=tuning.starts_at_map(self.init),
+            quadratics=not plain,
+        )
         info: dict[str, Any] = {"preconditioner": lap.precond.kind, "target_accept": self.target_accept}
         if self.step_size is not None:
             h = float(self.step_size)
@@ -192,10 +218,29 @@ class MALA(Stateless, Algorithm):
             raise FloatingPointError("the initial point gives a non-finite potential U: choose another init")
         log_h = math.log(h)
         adapt = self.adapt if self.adapt is not None else self.step_size is None
-        state = MALAState(theta0, pot, grad, noise.normal(1)[0], log_h, log_h, DualAveraging.start(log_h),
-                          adapt, self.target_accept, prior, np.ones(chains))
-        return Plan(state, [None] * b, np.ones(b, dtype=int), 1.0, False, info,
-                    model=wmodel if lap.whitened else None, precond=lap.precond if lap.whitened else None)
+        state = MALAState(
+            theta0,
+            pot,
+            grad,
+            noise.normal(1)[0],
+            log_h,
+            log_h,
+            DualAveraging.start(log_h),
+            adapt,
+            self.target_accept,
+            prior,
+            np.ones(chains),
+        )
+        return Plan(
+            state,
+            [None] * b,
+            np.ones(b, dtype=int),
+            1.0,
+            False,
+            info,
+            model=wmodel if lap.whitened else None,
+            precond=lap.precond if lap.whitened else None,
+        )
 
     @staticmethod
     def _step(state: MALAState, info: RoundInfo) -> float:
@@ -208,8 +253,9 @@ class MALA(Stateless, Algorithm):
         h = cls._step(state, info)
         return state.theta - h * state.grad + math.sqrt(2.0 * h) * state.xi, h
 
-    def worker_step(self, state: None, message: PointMessage, model: Model, X: np.ndarray, y: np.ndarray,
-                    noise: ChainNoise) -> tuple[None, ValueGradReply]:
+    def worker_step(
+        self, state: None, message: PointMessage, model: Model, X: np.ndarray, y: np.ndarray, noise: ChainNoise
+    ) -> tuple[None, ValueGradReply]:
         with np.errstate(all="ignore"):
             pot, grad = model.potential_and_grad(X, y, message.theta)
         # A non-finite value at a proposal is a rejection, not a failure: send +inf/0 so the runtime's
@@ -224,9 +270,10 @@ class MALA(Stateless, Algorithm):
         prop, _ = self._proposal(state, info)
         return [PointMessage(prop)] * len(local_steps)
 
-    def coordinator_step(self, state: MALAState, replies: list[ValueGradReply], noise: ChainNoise,
-                         info: RoundInfo) -> tuple[MALAState, np.ndarray]:
-        prop, h = self._proposal(state, info)          # the same proposal `messages` sent (pure in state, info)
+    def coordinator_step(
+        self, state: MALAState, replies: list[ValueGradReply], noise: ChainNoise, info: RoundInfo
+    ) -> tuple[MALAState, np.ndarray]:
+        prop, h = self._proposal(state, info)  # the same proposal `messages` sent (pure in state, info)
         with np.errstate(all="ignore"):
             pot_p = sum(r.pot for r in replies) + state.prior.potential(prop)
             grad_p = sum(r.grad for r in replies) + state.prior.grad(prop)
@@ -238,10 +285,8 @@ class MALA(Stateless, Algorithm):
         log_h, da = state.log_h, state.da
         if info.warmup and state.adapt:
             log_h, da = dual_averaging(da, float(alpha.mean()), state.target_accept, state.log_h0)
-        new = state._replace(theta=theta, pot=pot, grad=grad, xi=noise.normal(1)[0], log_h=log_h, da=da,
-                             accept=alpha)
+        new = state._replace(theta=theta, pot=pot, grad=grad, xi=noise.normal(1)[0], log_h=log_h, da=da, accept=alpha)
         return new, theta
 
     def reply_stats(self, replies: list[ValueGradReply]) -> dict[str, np.ndarray]:
         return {}
-

@@ -1,5 +1,6 @@
 """Metropolis–Hastings pieces shared by the adjusted kernels: the accept step, the MALA proposal ratio, and dual
 averaging of a step size towards an acceptance target (Hoffman & Gelman 2014, Alg. 5)."""
+
 from __future__ import annotations
 
 import math
@@ -20,8 +21,15 @@ class DualAveraging(NamedTuple):
         return cls(0, 0.0, log_h0)
 
 
-def dual_averaging(state: DualAveraging, accept: float, target: float, log_h0: float, gamma: float = 0.05,
-                   t0: float = 10.0, kappa: float = 0.75) -> tuple[float, DualAveraging]:
+def dual_averaging(
+    state: DualAveraging,
+    accept: float,
+    target: float,
+    log_h0: float,
+    gamma: float = 0.05,
+    t0: float = 10.0,
+    kappa: float = 0.75,
+) -> tuple[float, DualAveraging]:
     """One update of the log step size from the last acceptance probability: (log h to use next, new state).
     After adaptation, use exp(state.log_hbar)."""
     m = state.count + 1
@@ -37,8 +45,7 @@ def mh_accept(log_alpha: np.ndarray, log_u: np.ndarray) -> tuple[np.ndarray, np.
     return log_u < log_alpha, np.exp(np.minimum(log_alpha, 0.0))
 
 
-def mala_log_ratio(x: np.ndarray, grad_x: np.ndarray, prop: np.ndarray, grad_prop: np.ndarray,
-                   h: float) -> np.ndarray:
+def mala_log_ratio(x: np.ndarray, grad_x: np.ndarray, prop: np.ndarray, grad_prop: np.ndarray, h: float) -> np.ndarray:
     """log q(x | x') − log q(x' | x) for the MALA proposal x' = x − h∇V(x) + √(2h)ξ, q(a | b) ∝
     exp(−‖a − b + h∇V(b)‖²/(4h)): the reverse density uses the gradient at the proposal. Per row (K,)."""
     fwd = prop - x + h * grad_x

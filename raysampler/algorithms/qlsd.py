@@ -32,6 +32,7 @@ Also reported: sample_stats["sq_error"], Σ_i ‖ĝ_i − g_i‖² per chain (th
 Known bugs of the authors' class code avoided: memory starts at 0 (not at the parameters) and is per client;
 the difference is quantised once; the anchor is the θ *before* the round's update.
 """
+
 from __future__ import annotations
 
 import math
@@ -51,6 +52,7 @@ VARIANTS = ("sharp", "star", "pp")
 
 
 # --- quantiser ---------------------------------------------------------------------------------------------
+
 
 def _no_compression(s: Any) -> bool:
     return s is None or s == 0
@@ -99,15 +101,16 @@ def quantizer_uniforms(noise: ChainNoise, d: int) -> np.ndarray:
 
 # --- messages and states -----------------------------------------------------------------------------------
 
+
 class QLSDMessage(NamedTuple):
-    theta: np.ndarray      # (K, d): where the clients evaluate their gradients
-    reset: bool            # QLSD++: set ζ = θ (and recompute ∇U_i(ζ)) before this round's gradient
+    theta: np.ndarray  # (K, d): where the clients evaluate their gradients
+    reset: bool  # QLSD++: set ζ = θ (and recompute ∇U_i(ζ)) before this round's gradient
 
 
 class QLSDReply(NamedTuple):
-    q: np.ndarray          # (K, d) the sent vector: C(g_i − h_i) with memory, C(g_i) without
-    bits: np.ndarray       # (K,) bits sent for it
-    sq_error: np.ndarray   # (K,) ‖ĝ_i − g_i‖² = ‖q − (g_i − h_i)‖²
+    q: np.ndarray  # (K, d) the sent vector: C(g_i − h_i) with memory, C(g_i) without
+    bits: np.ndarray  # (K,) bits sent for it
+    sq_error: np.ndarray  # (K,) ‖ĝ_i − g_i‖² = ‖q − (g_i − h_i)‖²
 
 
 class WorkerParams(NamedTuple):
@@ -120,14 +123,14 @@ class WorkerParams(NamedTuple):
 
 class QLSDWorkerState(NamedTuple):
     p: WorkerParams
-    h: np.ndarray | None       # (K, d) memory, None until the first round
-    zeta: np.ndarray | None    # (K, d) anchor (QLSD++)
-    gzeta: np.ndarray | None   # (K, d) ∇U_i(ζ) in full (QLSD++)
+    h: np.ndarray | None  # (K, d) memory, None until the first round
+    zeta: np.ndarray | None  # (K, d) anchor (QLSD++)
+    gzeta: np.ndarray | None  # (K, d) ∇U_i(ζ) in full (QLSD++)
 
 
 class QLSDState(NamedTuple):
     theta: np.ndarray
-    H: np.ndarray          # (K, d) Σ_i h_i kept by the server
+    H: np.ndarray  # (K, d) Σ_i h_i kept by the server
     step: float
     prior: Any
     memory: bool
@@ -143,6 +146,7 @@ def _batch_rows(n: int, batch_size: int | None, noise: ChainNoise) -> np.ndarray
 
 
 # --- algorithm ---------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class QLSD(Algorithm):
@@ -194,8 +198,14 @@ class QLSD(Algorithm):
     def prepare(self, model: Model, pool: ShardPool, *, chains: int, seed: int, noise: ChainNoise) -> Plan:
         b, d = pool.num_shards, model.dim
         plain = self.preconditioner is None
-        lap = tuning.laplace_step(model, pool, seed=seed, preconditioner=self.preconditioner,
-                                  need_map=tuning.starts_at_map(self.init), quadratics=not plain)
+        lap = tuning.laplace_step(
+            model,
+            pool,
+            seed=seed,
+            preconditioner=self.preconditioner,
+            need_map=tuning.starts_at_map(self.init),
+            quadratics=not plain,
+        )
         s = None if self.levels is None or self.levels == 0 else int(self.levels)
         om = omega(d, s)
         alpha = float(self.alpha) if self.alpha is not None else 1.0 / (om + 1.0)
@@ -211,22 +221,54 @@ class QLSD(Algorithm):
             info.update(bias_budget=self.bias_budget, **pred.as_info())
         wmodel = lap.adopt(model, pool)
         theta0 = tuning.initial_points(self.init, lap, chains, d, noise)
-        wp = WorkerParams(self.variant, s, memory, alpha,
-                          None if self.batch_size is None else int(self.batch_size))
-        state = QLSDState(theta0, np.zeros_like(theta0), step, wmodel.prior(), memory, alpha,
-                          int(self.ref_every) if self.variant == "pp" else None)
-        info.update({"step_size": step, "variant": self.variant, "levels": s, "omega": om, "memory": memory,
-                     "alpha": alpha, "batch_size": self.batch_size, "ref_every": state.reset_every,
-                     "bits_per_vector": bits(d, s), "bits_per_round": b * bits(d, s),
-                     "bits_formula": "32 + d*(1 + log2(s + 1)) per vector (32*d uncompressed), uplink only"})
-        return Plan(state, [wp] * b, np.ones(b, dtype=int), 1.0, False, info,
-                    model=wmodel if lap.whitened else None, precond=lap.precond if lap.whitened else None)
+        wp = WorkerParams(self.variant, s, memory, alpha, None if self.batch_size is None else int(self.batch_size))
+        state = QLSDState(
+            theta0,
+            np.zeros_like(theta0),
+            step,
+            wmodel.prior(),
+            memory,
+            alpha,
+            int(self.ref_every) if self.variant == "pp" else None,
+        )
+        info.update(
+            {
+                "step_size": step,
+                "variant": self.variant,
+                "levels": s,
+                "omega": om,
+                "memory": memory,
+                "alpha": alpha,
+                "batch_size": self.batch_size,
+                "ref_every": state.reset_every,
+                "bits_per_vector": bits(d, s),
+                "bits_per_round": b * bits(d, s),
+                "bits_formula": "32 + d*(1 + log2(s + 1)) per vector (32*d uncompressed), uplink only",
+            }
+        )
+        return Plan(
+            state,
+            [wp] * b,
+            np.ones(b, dtype=int),
+            1.0,
+            False,
+            info,
+            model=wmodel if lap.whitened else None,
+            precond=lap.precond if lap.whitened else None,
+        )
 
     def worker_init(self, payload: WorkerParams, model: Model, X: np.ndarray, y: np.ndarray) -> QLSDWorkerState:
         return QLSDWorkerState(payload, None, None, None)
 
-    def worker_step(self, state: QLSDWorkerState, message: QLSDMessage, model: Model, X: np.ndarray,
-                    y: np.ndarray, noise: ChainNoise) -> tuple[QLSDWorkerState, QLSDReply]:
+    def worker_step(
+        self,
+        state: QLSDWorkerState,
+        message: QLSDMessage,
+        model: Model,
+        X: np.ndarray,
+        y: np.ndarray,
+        noise: ChainNoise,
+    ) -> tuple[QLSDWorkerState, QLSDReply]:
         p, theta = state.p, message.theta
         K, d = theta.shape
         zeta, gzeta = state.zeta, state.gzeta
@@ -255,8 +297,9 @@ class QLSD(Algorithm):
         reset = state.reset_every is not None and info.t % state.reset_every == 0
         return [QLSDMessage(state.theta, reset)] * len(local_steps)
 
-    def coordinator_step(self, state: QLSDState, replies: list[QLSDReply], noise: ChainNoise,
-                         info: RoundInfo) -> tuple[QLSDState, np.ndarray]:
+    def coordinator_step(
+        self, state: QLSDState, replies: list[QLSDReply], noise: ChainNoise, info: RoundInfo
+    ) -> tuple[QLSDState, np.ndarray]:
         qsum = sum(r.q for r in replies)
         ghat = qsum + state.H if state.memory else qsum
         g = ghat + state.prior.grad(state.theta)
@@ -265,4 +308,7 @@ class QLSD(Algorithm):
         return state._replace(theta=theta, H=H), theta
 
     def reply_stats(self, replies: list[QLSDReply]) -> dict[str, np.ndarray]:
-        return {"bits": np.sum([r.bits for r in replies], axis=0), "sq_error": np.sum([r.sq_error for r in replies], axis=0)}
+        return {
+            "bits": np.sum([r.bits for r in replies], axis=0),
+            "sq_error": np.sum([r.sq_error for r in replies], axis=0),
+        }

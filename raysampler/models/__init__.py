@@ -4,6 +4,7 @@
 bind it to the data with `model.bind(DataSpec(...))` before use. Priors are specs from `raysampler.priors`
 (`coef_prior=Normal(0, [100, 10, 10])`, `noise_prior=HalfCauchy(2.5)`, …).
 """
+
 from __future__ import annotations
 
 import dataclasses

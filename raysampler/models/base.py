@@ -1,9 +1,11 @@
-"""The model contract: per-shard potential U_i, its gradient, Hessian-vector products and curvature, for K chains at once.
+"""The model contract: per-shard potential U_i, its gradient, Hessian-vector products and curvature, for K chains at
+once.
 
 Every method takes one shard's data (X, y) and a (K, d) array of parameter vectors and returns
 per-chain values, so K chains cost one matrix-matrix product instead of K matrix-vector products.
 The prior is *not* part of U_i: each algorithm decides where it lives (the coordinator, or split across workers).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -19,8 +21,19 @@ if TYPE_CHECKING:
 
 #: What the sampler calls on a model; a model of your own must provide these (subclassing `Model` gives defaults
 #: for `hessian`, `hessian_diag` and `validate`).
-MODEL_METHODS = ("bind", "prior", "potential", "grad", "potential_and_grad", "hvp", "hessian", "hessian_diag",
-                 "smoothness", "param_names", "validate")
+MODEL_METHODS = (
+    "bind",
+    "prior",
+    "potential",
+    "grad",
+    "potential_and_grad",
+    "hvp",
+    "hessian",
+    "hessian_diag",
+    "smoothness",
+    "param_names",
+    "validate",
+)
 #: What the sampler calls on a model *if it has them* (`Model` gives defaults): the parameter layout
 #: (`param_blocks`), per-row data the model holds (`shard_data`), and the improper-posterior check on the pooled data
 #: (`gram` per shard, summed, then `check_proper`).
@@ -85,13 +98,23 @@ class ParamBlock:
         return np.exp(values) if self.transform == "exp" else values
 
     def as_dict(self) -> dict:
-        return {"name": self.name, "size": self.size, "dim": self.dim,
-                "labels": None if self.labels is None else list(self.labels), "transform": self.transform}
+        return {
+            "name": self.name,
+            "size": self.size,
+            "dim": self.dim,
+            "labels": None if self.labels is None else list(self.labels),
+            "transform": self.transform,
+        }
 
     @classmethod
     def from_dict(cls, d) -> ParamBlock:
-        return cls(d["name"], d["size"], d.get("dim"), None if d.get("labels") is None else tuple(d["labels"]),
-                   d.get("transform", "identity"))
+        return cls(
+            d["name"],
+            d["size"],
+            d.get("dim"),
+            None if d.get("labels") is None else tuple(d["labels"]),
+            d.get("transform", "identity"),
+        )
 
 
 def natural_values(blocks: Sequence[ParamBlock], theta: np.ndarray) -> np.ndarray:
@@ -102,7 +125,7 @@ def natural_values(blocks: Sequence[ParamBlock], theta: np.ndarray) -> np.ndarra
     out = np.array(theta, dtype=np.float64, copy=True)
     start = 0
     for b in blocks:
-        out[..., start:start + b.size] = b.natural(out[..., start:start + b.size])
+        out[..., start : start + b.size] = b.natural(out[..., start : start + b.size])
         start += b.size
     return out
 

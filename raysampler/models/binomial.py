@@ -1,4 +1,5 @@
 """Bayesian binomial regression with logit link: y_j successes out of m_j trials, y_j ~ Binomial(m_j, σ(x_jᵀβ))."""
+
 from __future__ import annotations
 
 import numbers
@@ -46,8 +47,10 @@ class BinomialRegression(_GLM):
 
     def _bind_fields(self, spec):
         if self.trials is None:
-            raise ValueError("trials: BinomialRegression needs the number of trials of each row (a column name, an "
-                             "array over the rows, or one integer for every row)")
+            raise ValueError(
+                "trials: BinomialRegression needs the number of trials of each row (a column name, an "
+                "array over the rows, or one integer for every row)"
+            )
         return super()._bind_fields(spec)
 
     def _m(self, X: np.ndarray) -> np.ndarray:

@@ -1,5 +1,6 @@
 """Helpers shared by the built-in models: argument and data checks, λ_max(XᵀX), and `_GLM`, the common base of
 the regression models (coefficients β with a `coef_prior`, named by X's columns, optionally a per-row input)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -155,8 +156,10 @@ def _resolve_coef_prior(model, default: CoefPrior, allow_flat: bool, default_mea
     else:
         cp = default
     if not allow_flat and isinstance(cp, Normal) and np.any(np.isinf(cp.scale)):
-        raise ValueError(f"coef_prior: {type(model).__name__} cannot have a flat prior (scale=inf): its likelihood "
-                         "does not make the posterior proper; give a finite scale")
+        raise ValueError(
+            f"coef_prior: {type(model).__name__} cannot have a flat prior (scale=inf): its likelihood "
+            "does not make the posterior proper; give a finite scale"
+        )
     scalar = isinstance(cp, Normal) and not isinstance(cp.scale, tuple) and math.isfinite(cp.scale)
     object.__setattr__(model, "coef_prior", cp)
     object.__setattr__(model, "prior_scale", cp.scale if scalar else None)
@@ -210,8 +213,10 @@ class _GLM(Model):
                     raise ValueError(f"{name} must be a column name, an array or None, got ''")
                 if self.n_features is not None:
                     if self.columns is None:
-                        raise ValueError(f"{name}={value!r} names a column of X, but the data have no column names "
-                                         "(give the shards columns=..., or a CSV/parquet header)")
+                        raise ValueError(
+                            f"{name}={value!r} names a column of X, but the data have no column names "
+                            "(give the shards columns=..., or a CSV/parquet header)"
+                        )
                     if value not in self.columns:
                         raise ValueError(f"{name}={value!r} is not a column of X; the columns are {list(self.columns)}")
                     xcol = self.columns.index(value)
@@ -219,8 +224,9 @@ class _GLM(Model):
                 if not isinstance(value, RowValues):
                     arr = _as_numeric(value, name, name)
                     if arr.ndim != 1 or arr.size == 0:
-                        raise ValueError(f"{name} must be a column name or a 1-D array over the data's rows, "
-                                         f"got shape {arr.shape}")
+                        raise ValueError(
+                            f"{name} must be a column name or a 1-D array over the data's rows, got shape {arr.shape}"
+                        )
                     value = RowValues(arr)
                 if not np.isfinite(value.values).all():
                     raise ValueError(f"{name} contains NaN or infinite values")
@@ -307,14 +313,18 @@ class _GLM(Model):
         X = np.asarray(X, dtype=np.float64)
         if rows is None:
             if X.shape[0] != len(extra):
-                raise ValueError(f"{self._extra} is an array over the original rows, but this shard does not record "
-                                 "which rows it holds (Shard.index): split the data with rs.shard(X, y, ...), or put "
-                                 f"the {self._extra} in a column of X and pass {self._extra}='<column name>'")
+                raise ValueError(
+                    f"{self._extra} is an array over the original rows, but this shard does not record "
+                    "which rows it holds (Shard.index): split the data with rs.shard(X, y, ...), or put "
+                    f"the {self._extra} in a column of X and pass {self._extra}='<column name>'"
+                )
             rows = np.arange(X.shape[0])
         rows = np.asarray(rows, dtype=np.intp)
         if rows.shape != (X.shape[0],) or (rows.size and (rows.min() < 0 or rows.max() >= len(extra))):
-            raise ValueError(f"{self._extra}: the shard's row indices do not match its {X.shape[0]} rows or the "
-                             f"{len(extra)} values given")
+            raise ValueError(
+                f"{self._extra}: the shard's row indices do not match its {X.shape[0]} rows or the "
+                f"{len(extra)} values given"
+            )
         return np.column_stack([X, extra.values[rows]]), y
 
     def _extra_values(self, X: np.ndarray) -> np.ndarray | None:
@@ -370,17 +380,21 @@ class _GLM(Model):
             return
         names = [n for n in np.asarray(self.param_blocks()[0].names())[F]]
         if gram is None:
-            raise ValueError(f"coef_prior: the flat prior on {', '.join(names)} needs the pooled data's Gram matrix to "
-                             "check that the posterior is proper")
+            raise ValueError(
+                f"coef_prior: the flat prior on {', '.join(names)} needs the pooled data's Gram matrix to "
+                "check that the posterior is proper"
+            )
         G = np.asarray(gram, dtype=np.float64)
         eig = np.linalg.eigvalsh(0.5 * (G + G.T))
         tol = max(eig[-1], 0.0) * G.shape[0] * 1e-12
         rank = int(np.sum(eig > tol))
         if rank < F.size:
-            raise ValueError(f"coef_prior: flat prior (scale=inf) on {', '.join(names)}, but the pooled design "
-                             f"matrix's columns for them are linearly dependent (rank {rank} < {F.size}): the "
-                             "posterior is improper. Give those coefficients a proper prior (a finite scale) or drop "
-                             "the redundant column(s)")
+            raise ValueError(
+                f"coef_prior: flat prior (scale=inf) on {', '.join(names)}, but the pooled design "
+                f"matrix's columns for them are linearly dependent (rank {rank} < {F.size}): the "
+                "posterior is improper. Give those coefficients a proper prior (a finite scale) or drop "
+                "the redundant column(s)"
+            )
 
 
 def _classifier_bind_fields(model: Model, spec: DataSpec) -> dict:

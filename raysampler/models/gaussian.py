@@ -4,6 +4,7 @@ Data convention: the observations are the *rows of y*, a 2-D array (n, p); X is 
 an (n, 0) placeholder or any (n, ·) array, and must then have the same number of rows as y). The model's
 dimension is d = p = y.shape[1], so bind it with DataSpec(n_features=y.shape[1]).
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -84,13 +85,17 @@ class Gaussian(_GLM):
             except ValueError as exc:
                 raise ValueError(f"prior_mean must be a number or a finite 1-D sequence ({exc})") from None
             if self.coef_prior is not None and not (isinstance(self.coef_prior, Normal) and self.coef_prior.mean == m0):
-                raise ValueError(f"give prior_mean or coef_prior, not both (prior_mean={m0!r}, "
-                                 f"coef_prior={self.coef_prior!r})")
-        _resolve_coef_prior(self, Normal(0.0 if m0 is None else m0, 1.0), allow_flat=True,
-                            default_mean=0.0 if m0 is None else m0)
+                raise ValueError(
+                    f"give prior_mean or coef_prior, not both (prior_mean={m0!r}, coef_prior={self.coef_prior!r})"
+                )
+        _resolve_coef_prior(
+            self, Normal(0.0 if m0 is None else m0, 1.0), allow_flat=True, default_mean=0.0 if m0 is None else m0
+        )
         if not isinstance(self.coef_prior, Normal):
-            raise ValueError(f"coef_prior: the Gaussian model's prior must be Normal (its posterior is closed form), "
-                             f"got {self.coef_prior!r}")
+            raise ValueError(
+                f"coef_prior: the Gaussian model's prior must be Normal (its posterior is closed form), "
+                f"got {self.coef_prior!r}"
+            )
         object.__setattr__(self, "prior_mean", self.coef_prior.mean)
         size = self.coef_prior.size
         if size is not None:
@@ -185,7 +190,8 @@ class Gaussian(_GLM):
 
 
 def gaussian_posterior(model: Gaussian, ys: Iterable[np.ndarray] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Exact posterior (mean, covariance) of a bound `Gaussian` given the observations: one (n, p) array or a list of them.
+    """Exact posterior (mean, covariance) of a bound `Gaussian` given the observations: one (n, p) array or a list of
+    them.
 
     Precision Q = diag(1/prior_scale²) + N Σ1⁻¹, mean Q⁻¹(m0/prior_scale² + Σ1⁻¹ Σ_j y_j).
     """

@@ -1,5 +1,6 @@
 """Bayesian linear regression y = Xβ + N(0, σ²): with a known noise sd (θ = β, an exact Gaussian posterior) or an
 unknown one (θ = (β, log σ), with a prior on σ)."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -41,8 +42,10 @@ class LinearRegression(_GLM):
         if self.noise_sd is not None:
             object.__setattr__(self, "noise_sd", _check_positive("noise_sd", self.noise_sd))
             if self.noise_prior is not None:
-                raise ValueError(f"noise_prior: the noise sd is known (noise_sd={self.noise_sd!r}); give noise_sd "
-                                 "or noise_prior, not both")
+                raise ValueError(
+                    f"noise_prior: the noise sd is known (noise_sd={self.noise_sd!r}); give noise_sd "
+                    "or noise_prior, not both"
+                )
         else:
             prior = HalfNormal(10.0) if self.noise_prior is None else self.noise_prior
             object.__setattr__(self, "noise_prior", check_positive_prior(prior, "noise_prior"))
@@ -182,15 +185,19 @@ class LinearRegression(_GLM):
         if isinstance(self.noise_prior, Flat) and n_rows is not None:
             need = self._flat().size + 1 - self.noise_prior.power
             if n_rows <= need:
-                raise ValueError(f"noise_prior: {self.noise_prior!r} with {self._flat().size} flat coefficients needs "
-                                 f"more than {need} rows for a proper posterior, the data have {n_rows}")
+                raise ValueError(
+                    f"noise_prior: {self.noise_prior!r} with {self._flat().size} flat coefficients needs "
+                    f"more than {need} rows for a proper posterior, the data have {n_rows}"
+                )
 
     def posterior(self, shards: Iterable[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
         """Exact posterior (mean, covariance) of β given all shards [(X_1, y_1), …], for a known noise sd and a Normal
         coefficient prior."""
         if not self.known_noise:
-            raise ValueError("posterior: the noise sd is unknown (noise_sd=None); the exact posterior of conjugate "
-                             "and flat priors is raysampler.exact.linear_regression_posterior")
+            raise ValueError(
+                "posterior: the noise sd is unknown (noise_sd=None); the exact posterior of conjugate "
+                "and flat priors is raysampler.exact.linear_regression_posterior"
+            )
         if not isinstance(self.coef_prior, Normal):
             raise ValueError(f"posterior: coef_prior={self.coef_prior!r} has no closed-form posterior (needs Normal)")
         d = self.dim
@@ -217,8 +224,10 @@ def _gaussian_from_natural(prior: GaussianPrior, Q_lik: np.ndarray, b_lik: np.nd
     try:
         cf = linalg.cho_factor(Q, lower=True)
     except linalg.LinAlgError:
-        raise ValueError("posterior: the posterior precision is singular (a flat prior on coefficients whose columns "
-                         "are linearly dependent): the posterior is improper") from None
+        raise ValueError(
+            "posterior: the posterior precision is singular (a flat prior on coefficients whose columns "
+            "are linearly dependent): the posterior is improper"
+        ) from None
     mean = linalg.cho_solve(cf, b)
     cov = linalg.cho_solve(cf, np.eye(Q.shape[0]))
     return mean, 0.5 * (cov + cov.T)

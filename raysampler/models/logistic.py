@@ -1,4 +1,5 @@
 """Bayesian logistic regression: P(y = 1 | x, θ) = σ(xᵀθ), y ∈ {0, 1}; the intercept is a column of X."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -92,4 +93,3 @@ def _sigmoid_inplace(eta: np.ndarray) -> None:
         np.exp(eta, out=eta)
         eta += 1.0
         np.reciprocal(eta, out=eta)
-

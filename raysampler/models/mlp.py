@@ -5,6 +5,7 @@ Parameter packing (row-major, in this order), d = p·H + H + H·C + C:
 so W1[j, k] = θ[j·H + k], b1[k] = θ[p·H + k], W2[k, c] = θ[p·H + H + k·C + c], b2[c] = θ[p·H + H + H·C + c].
 The K chains are processed together as batched (K, n, ·) arrays.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

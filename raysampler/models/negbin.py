@@ -1,5 +1,6 @@
 """Bayesian negative binomial regression (log link, NB2): y_j ~ NB(mean μ_j, dispersion φ), Var y_j = μ_j + μ_j²/φ,
 μ_j = exp(x_jᵀβ + o_j); θ = (β, log φ)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -92,8 +93,12 @@ class NegativeBinomialRegression(_GLM):
         rho = x[:, -1]
         phi = np.exp(rho)
         yp = y[:, None] + phi[None, :]
-        ll = gammaln(yp) - gammaln(phi)[None, :] + y[:, None] * (eta - rho[None, :]) \
+        ll = (
+            gammaln(yp)
+            - gammaln(phi)[None, :]
+            + y[:, None] * (eta - rho[None, :])
             - yp * np.logaddexp(0.0, eta - rho[None, :])
+        )
         return -ll.sum(axis=0)
 
     def grad(self, X, y, x):

@@ -1,5 +1,6 @@
 """Bayesian Poisson regression with log link: y_j ~ Poisson(exp(x_jᵀβ + o_j)), y non-negative integer counts, o_j an
 optional offset (log exposure)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

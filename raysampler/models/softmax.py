@@ -5,6 +5,7 @@ Full parametrisation (one weight column per class): the likelihood is invariant 
 to every column of W; the coefficient prior (never flat here) makes the posterior proper. A vector-valued
 `coef_prior` has one value per entry of θ, in the packing order.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

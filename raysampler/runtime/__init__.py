@@ -4,27 +4,46 @@
 over a `WorkerPool` (`pools.LocalPool` or `pools.RayPool`, whose `Transport` carries each round); `host.ShardHost`
 owns shards where they live. The types that cross these seams are in `contracts`.
 """
+
 from __future__ import annotations
 
 from .contracts import (
-                        SITE_LABEL,
-                        Chunk,
-                        CoordinatorHandle,
-                        Placement,
-                        RunConfig,
-                        RunState,
-                        RunStats,
-                        SetupInfo,
-                        ShardFacts,
-                        ShardState,
-                        StepResult,
-                        Transport,
-                        WorkerPool,
+    SITE_LABEL,
+    Chunk,
+    CoordinatorHandle,
+    Placement,
+    RunConfig,
+    RunState,
+    RunStats,
+    SetupInfo,
+    ShardFacts,
+    ShardState,
+    StepResult,
+    Transport,
+    WorkerPool,
 )
 from .executors import EXECUTORS, ensure_ray, start
 from .host import ShardHost, ShardSource
 from .transports import TRANSPORTS
 
-__all__ = ["EXECUTORS", "SITE_LABEL", "TRANSPORTS", "Chunk", "CoordinatorHandle", "Placement", "RunConfig",
-           "RunState", "RunStats", "SetupInfo", "ShardFacts", "ShardHost", "ShardSource", "ShardState", "StepResult",
-           "Transport", "WorkerPool", "ensure_ray", "start"]
+__all__ = [
+    "EXECUTORS",
+    "SITE_LABEL",
+    "TRANSPORTS",
+    "Chunk",
+    "CoordinatorHandle",
+    "Placement",
+    "RunConfig",
+    "RunState",
+    "RunStats",
+    "SetupInfo",
+    "ShardFacts",
+    "ShardHost",
+    "ShardSource",
+    "ShardState",
+    "StepResult",
+    "Transport",
+    "WorkerPool",
+    "ensure_ray",
+    "start",
+]

@@ -7,6 +7,7 @@ worker serves from a background thread. It works across nodes (the worker binds 
 connection cannot be made the pool falls back to plain actor calls. Workers on the coordinator's own node use the
 faster shared-memory channel (shm_channel.py) instead. A worker's failure comes back as its `Failure` record.
 """
+
 from __future__ import annotations
 
 import hmac
@@ -61,8 +62,9 @@ def answer(handler: Callable[[Any], Any], request: Any) -> Reply:
     except WorkerFailed as exc:
         return Reply(False, exc.failure)
     except BaseException as exc:
-        return Reply(False, Failure(FailureKind.WORKER_ERROR, f"{type(exc).__name__}: {exc}",
-                                    traceback=traceback.format_exc()))
+        return Reply(
+            False, Failure(FailureKind.WORKER_ERROR, f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
+        )
 
 
 def unwrap(reply: Reply) -> Any:

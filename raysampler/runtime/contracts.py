@@ -2,6 +2,7 @@
 workers (`WorkerPool`, `Transport`), and the values they exchange (`ShardFacts`, `StepResult`, `SetupInfo`, `Chunk`,
 `RunStats`) — plus `RunState`, the whole state of a run as one versioned, picklable value (checkpoint and resume).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,10 +29,10 @@ class RunConfig:
     burn_in: int
     thin: int
     seed: int
-    balance: str | bool           # "auto": only when measured speeds differ by more than `balance_ratio`
+    balance: str | bool  # "auto": only when measured speeds differ by more than `balance_ratio`
     rebalance_every: int = 20
     balance_ratio: float = 1.5
-    site_wait_s: float = 60.0     # how long workers wait for a live node of their site (RAYSAMPLER_SITE_WAIT_S)
+    site_wait_s: float = 60.0  # how long workers wait for a live node of their site (RAYSAMPLER_SITE_WAIT_S)
 
     @property
     def total_rounds(self) -> int:
@@ -188,8 +189,8 @@ class RunState:
     shards: tuple[ShardState, ...]
     balancer: BalancerState
     setup: SetupInfo
-    worker_model: Any = None      # the model the workers run, if not the data-bound model (e.g. whitened)
-    precond: Any = None           # maps the algorithm's draws back to θ
+    worker_model: Any = None  # the model the workers run, if not the data-bound model (e.g. whitened)
+    precond: Any = None  # maps the algorithm's draws back to θ
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -198,6 +199,7 @@ class WorkerPool(Protocol):
 
     num_shards: int
     groups: list[list[int]]
+
     @property
     def transport(self) -> str:
         """How the coordinator reaches the workers each round (\"in-process\", \"socket\", \"shm\", \"actor\")."""

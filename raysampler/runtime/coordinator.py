@@ -5,6 +5,7 @@ Rounds run in chunks (`run(max_rounds)`), each returning the draws it produced, 
 stream draws, checkpoint and stop on a time budget without the coordinator holding the whole run. A coordinator
 is built complete, either freshly tuned (`Coordinator.start`) or from a captured `RunState` (`Coordinator.resume`).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -43,8 +44,16 @@ class StepBalancer:
     Every change of N is recorded in `schedule` as (round from which it applies, N).
     """
 
-    def __init__(self, n_init: np.ndarray, n_avg: float, policy: str | bool, every: int, group_size: np.ndarray,
-                 ratio: float = 1.5, schedule: Sequence[tuple[int, Sequence[int]]] | None = None) -> None:
+    def __init__(
+        self,
+        n_init: np.ndarray,
+        n_avg: float,
+        policy: str | bool,
+        every: int,
+        group_size: np.ndarray,
+        ratio: float = 1.5,
+        schedule: Sequence[tuple[int, Sequence[int]]] | None = None,
+    ) -> None:
         self.n = np.asarray(n_init, dtype=int).copy()
         self.n_avg, self.policy, self.every, self.ratio = n_avg, policy, every, ratio
         self.group_size = np.asarray(group_size, dtype=float)
@@ -91,7 +100,7 @@ class StepBalancer:
         if self.policy == "auto" and not self.active:
             if not full_window:
                 return
-            work = self.n * self.tau * self.group_size      # seconds of work per round, per process
+            work = self.n * self.tau * self.group_size  # seconds of work per round, per process
             uneven = self.tau.max() / self.tau.min() > self.ratio and work.max() - work.min() > MIN_GAP_S
             self._over = self._over + 1 if uneven else 0
             self.active = self._over >= AUTO_ESTIMATES
@@ -126,11 +135,15 @@ def data_spec(facts: Sequence[ShardFacts], model: Model) -> DataSpec:
         if len(f.x_shape) != 2:
             raise ValueError(f"shards[{f.shard}]: X must be 2-D (rows, features), got shape {f.x_shape}")
         if f.x_shape[1] != first.x_shape[1]:
-            raise ValueError(f"shards[{f.shard}]: has {f.x_shape[1]} features but shards[{first.shard}] has "
-                             f"{first.x_shape[1]}: every shard must have the same columns")
+            raise ValueError(
+                f"shards[{f.shard}]: has {f.x_shape[1]} features but shards[{first.shard}] has "
+                f"{first.x_shape[1]}: every shard must have the same columns"
+            )
         if f.columns is not None and first.columns is not None and f.columns != first.columns:
-            raise ValueError(f"shards[{f.shard}]: columns {list(f.columns)} differ from shards[{first.shard}]'s "
-                             f"{list(first.columns)}: every shard must have the same columns")
+            raise ValueError(
+                f"shards[{f.shard}]: columns {list(f.columns)} differ from shards[{first.shard}]'s "
+                f"{list(first.columns)}: every shard must have the same columns"
+            )
         if not f.finite:
             raise ValueError(f"shards[{f.shard}]: data contains NaN or inf")
     y_max = [f.y_max for f in facts if f.y_max is not None]
@@ -147,13 +160,24 @@ def data_spec(facts: Sequence[ShardFacts], model: Model) -> DataSpec:
 def fingerprint(algorithm: Algorithm, model: Model, config: RunConfig, facts: Sequence[ShardFacts]) -> str:
     """What a run state belongs to: algorithm and its parameters, model, chains, seed, burn-in, thinning, shards."""
     shards = [(f.shard, f.n_rows, f.x_shape, f.y_shape, f.columns) for f in facts]
-    key = repr((type(algorithm).__name__, repr(algorithm), repr(model), config.chains, config.seed, config.burn_in,
-                config.thin, shards))
+    key = repr(
+        (
+            type(algorithm).__name__,
+            repr(algorithm),
+            repr(model),
+            config.chains,
+            config.seed,
+            config.burn_in,
+            config.thin,
+            shards,
+        )
+    )
     return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
 def bind_model(pool: WorkerPool, model: Model) -> tuple[list[ShardFacts], Model]:
-    """Fix the model's dimension from the shards' facts, hand the bound model to every worker, and check on the pooled data that the posterior is proper (flat priors)."""
+    """Fix the model's dimension from the shards' facts, hand the bound model to every worker, and check on the pooled
+    data that the posterior is proper (flat priors)."""
     facts = pool.describe()
     bound = model.bind(data_spec(facts, model))
     pool.bind(bound)
@@ -167,12 +191,25 @@ def bind_model(pool: WorkerPool, model: Model) -> tuple[list[ShardFacts], Model]
 class Coordinator:
     """Runs the rounds of one sampling run over a worker pool (in-process or Ray actors)."""
 
-    def __init__(self, pool: WorkerPool, model: Model, algorithm: Algorithm, config: RunConfig, setup: SetupInfo,
-                 state: Any, noise: ChainNoise, balancer: StepBalancer, fingerprint: str, rounds_done: int = 0,
-                 draws_kept: int = 0, worker_model: Any = None, precond: Any = None) -> None:
+    def __init__(
+        self,
+        pool: WorkerPool,
+        model: Model,
+        algorithm: Algorithm,
+        config: RunConfig,
+        setup: SetupInfo,
+        state: Any,
+        noise: ChainNoise,
+        balancer: StepBalancer,
+        fingerprint: str,
+        rounds_done: int = 0,
+        draws_kept: int = 0,
+        worker_model: Any = None,
+        precond: Any = None,
+    ) -> None:
         self.pool, self.model, self.algorithm, self.config = pool, model, algorithm, config
         self.worker_model = worker_model  # what the workers run (e.g. the model in whitened coordinates), if not model
-        self.precond = precond            # maps the algorithm's draws back to θ, if it samples in other coordinates
+        self.precond = precond  # maps the algorithm's draws back to θ, if it samples in other coordinates
         self.setup, self.state, self.noise, self.balancer = setup, state, noise, balancer
         self.fingerprint = fingerprint
         self.t, self.draws_kept = rounds_done, draws_kept
@@ -185,8 +222,14 @@ class Coordinator:
     # --- construction ---------------------------------------------------------------------------
 
     @classmethod
-    def start(cls, pool: WorkerPool, model: Model, algorithm: Algorithm, config: RunConfig,
-              slowdown: dict[int, float] | None = None) -> Coordinator:
+    def start(
+        cls,
+        pool: WorkerPool,
+        model: Model,
+        algorithm: Algorithm,
+        config: RunConfig,
+        slowdown: dict[int, float] | None = None,
+    ) -> Coordinator:
         """Bind the model to the data, tune the algorithm, create the worker states."""
         t0 = time.perf_counter()
         facts, bound = bind_model(pool, model)
@@ -201,44 +244,100 @@ class Coordinator:
         policy: str | bool = config.balance if plan.balance else False
         if plan.schedule is not None:
             policy = "replay"
-        balancer = StepBalancer(plan.local_steps, plan.n_avg, policy, config.rebalance_every,
-                                _group_sizes(pool), config.balance_ratio, plan.schedule)
+        balancer = StepBalancer(
+            plan.local_steps,
+            plan.n_avg,
+            policy,
+            config.rebalance_every,
+            _group_sizes(pool),
+            config.balance_ratio,
+            plan.schedule,
+        )
         if balancer.measuring:
             balancer.calibrate(pool.calibrate())
-        setup = SetupInfo(dim=d, param_names=bound.param_names(), num_shards=pool.num_shards,
-                          shard_rows=[f.n_rows for f in facts], groups=pool.groups,
-                          placement=[Placement.of(f) for f in facts], setup_time_s=time.perf_counter() - t0,
-                          plan=plan.info, n_avg=plan.n_avg, balance=balancer.measuring, transport=pool.transport,
-                          param_blocks=_param_blocks(bound))
-        return cls(pool, bound, algorithm, config, setup, plan.coordinator_state, noise, balancer,
-                   fingerprint(algorithm, model, config, facts), worker_model=worker_model, precond=plan.precond)
+        setup = SetupInfo(
+            dim=d,
+            param_names=bound.param_names(),
+            num_shards=pool.num_shards,
+            shard_rows=[f.n_rows for f in facts],
+            groups=pool.groups,
+            placement=[Placement.of(f) for f in facts],
+            setup_time_s=time.perf_counter() - t0,
+            plan=plan.info,
+            n_avg=plan.n_avg,
+            balance=balancer.measuring,
+            transport=pool.transport,
+            param_blocks=_param_blocks(bound),
+        )
+        return cls(
+            pool,
+            bound,
+            algorithm,
+            config,
+            setup,
+            plan.coordinator_state,
+            noise,
+            balancer,
+            fingerprint(algorithm, model, config, facts),
+            worker_model=worker_model,
+            precond=plan.precond,
+        )
 
     @classmethod
-    def resume(cls, pool: WorkerPool, model: Model, algorithm: Algorithm, config: RunConfig,
-               state: RunState) -> Coordinator:
+    def resume(
+        cls, pool: WorkerPool, model: Model, algorithm: Algorithm, config: RunConfig, state: RunState
+    ) -> Coordinator:
         """Bind the model to the data and continue exactly from `state` (no tuning: the plan is in the state)."""
         if state.version != RunState.VERSION:
-            raise ValueError(f"run state version {state.version} cannot be resumed by this raysampler "
-                             f"(it reads version {RunState.VERSION})")
+            raise ValueError(
+                f"run state version {state.version} cannot be resumed by this raysampler "
+                f"(it reads version {RunState.VERSION})"
+            )
         t0 = time.perf_counter()
         facts, bound = bind_model(pool, model)
         fp = fingerprint(algorithm, model, config, facts)
         if fp != state.fingerprint:
-            raise ValueError("the run state belongs to another run (algorithm, model, chains, seed, burn-in, "
-                             "thinning or shards differ); it cannot be resumed here")
+            raise ValueError(
+                "the run state belongs to another run (algorithm, model, chains, seed, burn-in, "
+                "thinning or shards differ); it cannot be resumed here"
+            )
         if state.worker_model is not None:
             pool.bind(state.worker_model)
         pool.restore(state.shards)
         noise = ChainNoise(config.seed, config.chains, role=0, dim=bound.dim)
         noise.restore(state.noise)
         policy: str | bool = config.balance if state.setup.balance else False
-        balancer = StepBalancer(state.balancer.n, state.setup.n_avg, policy, config.rebalance_every,
-                                _group_sizes(pool), config.balance_ratio)
+        balancer = StepBalancer(
+            state.balancer.n,
+            state.setup.n_avg,
+            policy,
+            config.rebalance_every,
+            _group_sizes(pool),
+            config.balance_ratio,
+        )
         balancer.restore(state.balancer)
-        setup = dataclasses.replace(state.setup, groups=pool.groups, placement=[Placement.of(f) for f in facts],
-                                    transport=pool.transport, setup_time_s=time.perf_counter() - t0)
-        return cls(pool, bound, algorithm, config, setup, state.coordinator, noise, balancer, fp,
-                   state.rounds_done, state.draws_kept, state.worker_model, state.precond)
+        setup = dataclasses.replace(
+            state.setup,
+            groups=pool.groups,
+            placement=[Placement.of(f) for f in facts],
+            transport=pool.transport,
+            setup_time_s=time.perf_counter() - t0,
+        )
+        return cls(
+            pool,
+            bound,
+            algorithm,
+            config,
+            setup,
+            state.coordinator,
+            noise,
+            balancer,
+            fp,
+            state.rounds_done,
+            state.draws_kept,
+            state.worker_model,
+            state.precond,
+        )
 
     # --- rounds ---------------------------------------------------------------------------------
 
@@ -274,15 +373,17 @@ class Coordinator:
                 break
             bad = next((i for i, r in enumerate(step.replies) if not _finite(r)), None)
             if bad is not None:
-                failure = self._located(Failure(FailureKind.NON_FINITE, "produced a non-finite state (NaN or inf)",
-                                                shard=bad))
+                failure = self._located(
+                    Failure(FailureKind.NON_FINITE, "produced a non-finite state (NaN or inf)", shard=bad)
+                )
                 break
             self.state, theta = alg.coordinator_step(self.state, step.replies, self.noise, info)
             if self.precond is not None:
                 theta = self.precond.to_theta(theta)
             if not np.all(np.isfinite(theta)):
-                failure = self._located(Failure(FailureKind.COORDINATOR_NON_FINITE,
-                                                "the coordinator's draw became non-finite (NaN or inf)"))
+                failure = self._located(
+                    Failure(FailureKind.COORDINATOR_NON_FINITE, "the coordinator's draw became non-finite (NaN or inf)")
+                )
                 break
             wall = time.perf_counter() - t0
             self.round_time.append(wall)
@@ -307,21 +408,41 @@ class Coordinator:
 
     def capture(self) -> RunState:
         """The whole run state now (between rounds)."""
-        return RunState(RunState.VERSION, self.fingerprint, self.t, self.draws_kept, self.state, self.noise.capture(),
-                        tuple(self.pool.capture()), self.balancer.capture(), self.setup, self.worker_model,
-                        self.precond)
+        return RunState(
+            RunState.VERSION,
+            self.fingerprint,
+            self.t,
+            self.draws_kept,
+            self.state,
+            self.noise.capture(),
+            tuple(self.pool.capture()),
+            self.balancer.capture(),
+            self.setup,
+            self.worker_model,
+            self.precond,
+        )
 
     def stats(self) -> RunStats:
         """Per-round wall time and per-worker compute/idle time, N_i and its schedule, τ_i, and the tuned ρ_i, γ_i."""
         wall = float(np.sum(self.round_time)) if self.round_time else 0.0
         plan = self.setup.plan
         return RunStats(
-            rounds=self.t, round_time=np.asarray(self.round_time), sampling_time_s=wall,
-            worker_compute_s=self.compute.copy(), worker_idle_s=self.idle.copy(),
-            idle_fraction=self.idle / wall if wall > 0 else np.zeros_like(self.idle), N=self.balancer.n.copy(),
-            N_history=np.stack(self.n_history), N_schedule=tuple(self.balancer.schedule),
-            balanced=bool(self.balancer.active and len(self.balancer.schedule) > 1), tau=self.balancer.tau.copy(),
-            placement=list(self.setup.placement), rho=plan.get("rho"), gamma=plan.get("gamma"), M=plan.get("M"))
+            rounds=self.t,
+            round_time=np.asarray(self.round_time),
+            sampling_time_s=wall,
+            worker_compute_s=self.compute.copy(),
+            worker_idle_s=self.idle.copy(),
+            idle_fraction=self.idle / wall if wall > 0 else np.zeros_like(self.idle),
+            N=self.balancer.n.copy(),
+            N_history=np.stack(self.n_history),
+            N_schedule=tuple(self.balancer.schedule),
+            balanced=bool(self.balancer.active and len(self.balancer.schedule) > 1),
+            tau=self.balancer.tau.copy(),
+            placement=list(self.setup.placement),
+            rho=plan.get("rho"),
+            gamma=plan.get("gamma"),
+            M=plan.get("M"),
+        )
 
     def close(self) -> None:
         self.pool.close()

@@ -1,5 +1,6 @@
 """Start a coordinator in-process ("local") or as a Ray actor on the driver's node that creates its own worker
 actors ("ray"); either way the driver holds a `CoordinatorHandle`."""
+
 from __future__ import annotations
 
 import os
@@ -29,11 +30,27 @@ class CoordinatorHost:
         self.coordinator: Coordinator | None = None
         self.pool: LocalPool | RayPool | None = None
 
-    def start(self, executor: str, sources: Sequence[ShardSource], model: Model, algorithm: Algorithm,
-              config: RunConfig, max_actors: int | None = None, transport: str = "socket") -> None:
+    def start(
+        self,
+        executor: str,
+        sources: Sequence[ShardSource],
+        model: Model,
+        algorithm: Algorithm,
+        config: RunConfig,
+        max_actors: int | None = None,
+        transport: str = "socket",
+    ) -> None:
         if executor == "ray":
-            self.pool = RayPool(sources, model, algorithm, config.seed, config.chains, max_actors=max_actors,
-                                transport=transport, site_wait=config.site_wait_s)
+            self.pool = RayPool(
+                sources,
+                model,
+                algorithm,
+                config.seed,
+                config.chains,
+                max_actors=max_actors,
+                transport=transport,
+                site_wait=config.site_wait_s,
+            )
         else:
             self.pool = LocalPool(sources, model, algorithm, config.seed, config.chains)
         self.model, self.algorithm, self.config = model, algorithm, config
@@ -129,8 +146,9 @@ class RayHandle:
         except self._ray.exceptions.RayTaskError as exc:
             raise exc.as_instanceof_cause() from None  # the coordinator's own exception type and message
         except self._ray.exceptions.RayActorError as exc:  # its process (or node) died: the run's state is elsewhere
-            raise WorkerFailed(Failure(FailureKind.COORDINATOR_LOST,
-                                       f"the coordinator process was lost ({type(exc).__name__})")) from None
+            raise WorkerFailed(
+                Failure(FailureKind.COORDINATOR_LOST, f"the coordinator process was lost ({type(exc).__name__})")
+            ) from None
 
     def start(self, *args: Any) -> None:
         self._get(self.actor.start.remote(*args))
@@ -173,8 +191,13 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     if address:
         ray.init(address=address, configure_logging=False, log_to_driver=False)
     else:
-        ray.init(include_dashboard=False, configure_logging=False, log_to_driver=False, num_cpus=num_cpus,
-                 object_store_memory=int(os.environ.get("RAYSAMPLER_OBJECT_STORE_BYTES", 1 << 30)))
+        ray.init(
+            include_dashboard=False,
+            configure_logging=False,
+            log_to_driver=False,
+            num_cpus=num_cpus,
+            object_store_memory=int(os.environ.get("RAYSAMPLER_OBJECT_STORE_BYTES", 1 << 30)),
+        )
 
 
 def _ship_by_value(model: Model) -> None:
@@ -187,8 +210,15 @@ def _ship_by_value(model: Model) -> None:
         ray.cloudpickle.register_pickle_by_value(module)
 
 
-def start(executor: str, sources: Sequence[ShardSource], model: Model, algorithm: Algorithm, config: RunConfig,
-          max_actors: int | None = None, transport: str = "socket") -> CoordinatorHandle:
+def start(
+    executor: str,
+    sources: Sequence[ShardSource],
+    model: Model,
+    algorithm: Algorithm,
+    config: RunConfig,
+    max_actors: int | None = None,
+    transport: str = "socket",
+) -> CoordinatorHandle:
     """A handle on a new coordinator for this run (its pool started; call setup() or resume() next)."""
     if executor == "local":
         host = CoordinatorHost()
@@ -200,13 +230,18 @@ def start(executor: str, sources: Sequence[ShardSource], model: Model, algorithm
     ensure_ray()
     _ship_by_value(model)
     # In-memory shards go to the object store once; a worker reads a path shard itself, on its node.
-    placed = [s if getattr(s.data, "path", None) is not None else
-              ShardSource(s.shard, ray.put(s.data.load() if hasattr(s.data, "load") else s.data), s.site, s.columns,
-                          s.index)
-              for s in sources]
+    placed = [
+        s
+        if getattr(s.data, "path", None) is not None
+        else ShardSource(
+            s.shard, ray.put(s.data.load() if hasattr(s.data, "load") else s.data), s.site, s.columns, s.index
+        )
+        for s in sources
+    ]
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
     actor = ray.remote(  # type: ignore[call-overload]  # Ray's stubs omit these actor options
-        num_cpus=0, runtime_env={"env_vars": WORKER_ENV}, scheduling_strategy=here)(CoordinatorHost)
+        num_cpus=0, runtime_env={"env_vars": WORKER_ENV}, scheduling_strategy=here
+    )(CoordinatorHost)
     handle = RayHandle(actor.remote())
     try:
         handle.start("ray", placed, model, algorithm, config, max_actors, transport)

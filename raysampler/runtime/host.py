@@ -5,6 +5,7 @@ where the host lives (from a file path the host reads itself, or from the object
 missing or unreadable file is reported as the worker's own failure (shard, path, node) and a restarted actor
 reloads its shards.
 """
+
 from __future__ import annotations
 
 import os
@@ -35,7 +36,7 @@ class ShardSource:
     data: Any
     site: str | None = None
     columns: tuple[str, ...] | None = None
-    index: np.ndarray | None = None   # which rows of the original data the shard holds (Shard.index), if known
+    index: np.ndarray | None = None  # which rows of the original data the shard holds (Shard.index), if known
 
 
 def load_source(source: Any) -> DataTable:
@@ -63,8 +64,9 @@ def _where() -> tuple[str | None, str, int]:
 class ShardHost:
     """Shards `sources` with their data; worker states and noise streams are created by `init_states`."""
 
-    def __init__(self, sources: Sequence[ShardSource], model: Model, algorithm: Algorithm | None, seed: int,
-                 chains: int) -> None:
+    def __init__(
+        self, sources: Sequence[ShardSource], model: Model, algorithm: Algorithm | None, seed: int, chains: int
+    ) -> None:
         self.sources = list(sources)
         self.shard_ids = [s.shard for s in self.sources]
         self.model = model
@@ -81,8 +83,16 @@ class ShardHost:
 
     def _failure(self, j: int, kind: FailureKind, exc: BaseException) -> WorkerFailed:
         src = self.sources[j]
-        return WorkerFailed(Failure(kind, f"{type(exc).__name__}: {exc}", shard=src.shard, site=src.site,
-                                    node_id=self.node_id, traceback=traceback.format_exc()))
+        return WorkerFailed(
+            Failure(
+                kind,
+                f"{type(exc).__name__}: {exc}",
+                shard=src.shard,
+                site=src.site,
+                node_id=self.node_id,
+                traceback=traceback.format_exc(),
+            )
+        )
 
     @property
     def data(self) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -102,8 +112,16 @@ class ShardHost:
                         self._columns[j] = table.columns
                 except Exception as exc:
                     msg = f"cannot load its data on host {self.hostname}: {type(exc).__name__}: {exc}"
-                    raise WorkerFailed(Failure(FailureKind.WORKER_ERROR, msg, shard=src.shard, site=src.site,
-                                               node_id=self.node_id, traceback=traceback.format_exc())) from None
+                    raise WorkerFailed(
+                        Failure(
+                            FailureKind.WORKER_ERROR,
+                            msg,
+                            shard=src.shard,
+                            site=src.site,
+                            node_id=self.node_id,
+                            traceback=traceback.format_exc(),
+                        )
+                    ) from None
             self._raw = data
         return self._raw
 
@@ -118,11 +136,22 @@ class ShardHost:
             X, y = np.asarray(X), np.asarray(y)
             finite_y = y.size == 0 or bool(np.all(np.isfinite(y))) if y.dtype.kind in "fc" else True
             y_max = float(np.max(y)) if y.size and y.dtype.kind in "iuf" and np.all(np.isfinite(y)) else None
-            out.append(ShardFacts(
-                shard=src.shard, n_rows=int(X.shape[0]) if X.ndim else 0, x_shape=tuple(X.shape),
-                y_shape=tuple(y.shape), finite=bool(np.all(np.isfinite(X))) and finite_y, y_max=y_max,
-                columns=tuple(columns) if columns is not None else None, site=src.site,
-                path=getattr(src.data, "path", None), node_id=self.node_id, hostname=self.hostname, pid=self.pid))
+            out.append(
+                ShardFacts(
+                    shard=src.shard,
+                    n_rows=int(X.shape[0]) if X.ndim else 0,
+                    x_shape=tuple(X.shape),
+                    y_shape=tuple(y.shape),
+                    finite=bool(np.all(np.isfinite(X))) and finite_y,
+                    y_max=y_max,
+                    columns=tuple(columns) if columns is not None else None,
+                    site=src.site,
+                    path=getattr(src.data, "path", None),
+                    node_id=self.node_id,
+                    hostname=self.hostname,
+                    pid=self.pid,
+                )
+            )
         return out
 
     def bind(self, model: Model) -> None:
@@ -224,8 +253,9 @@ class ShardHost:
         for j, (msg, (X, y)) in enumerate(zip(messages, self.data)):
             t0 = time.thread_time()
             try:
-                self.states[j], reply = self.algorithm.worker_step(self.states[j], msg, self.model, X, y,
-                                                                   self.noises[j])
+                self.states[j], reply = self.algorithm.worker_step(
+                    self.states[j], msg, self.model, X, y, self.noises[j]
+                )
             except Exception as exc:
                 raise self._failure(j, FailureKind.WORKER_ERROR, exc) from exc
             factor = self.slowdown[self.shard_ids[j]]

@@ -1,5 +1,6 @@
 """Worker pools (the `WorkerPool` contract): every shard in this process, or shards spread over Ray actors placed on
 the nodes of their sites."""
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,12 @@ from .transports import TRANSPORTS, ActorTransport, SocketTransport
 
 #: Worker processes: single-threaded BLAS (one actor per core) and a malloc top pad so the hot loop's large
 #: temporaries are not returned to the OS and page-faulted back every step (measured up to 2x).
-WORKER_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-              "MALLOC_TOP_PAD_": str(64 << 20)}
+WORKER_ENV = {
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "MALLOC_TOP_PAD_": str(64 << 20),
+}
 
 
 def startup_timeout_s() -> float:
@@ -34,8 +39,9 @@ class LocalPool:
     parallel = False
     transport = "in-process"
 
-    def __init__(self, sources: Sequence[ShardSource], model: Model, algorithm: Algorithm, seed: int,
-                 chains: int) -> None:
+    def __init__(
+        self, sources: Sequence[ShardSource], model: Model, algorithm: Algorithm, seed: int, chains: int
+    ) -> None:
         self.num_shards = len(sources)
         self.host = ShardHost(sources, model, algorithm, seed, chains)
         self.groups = [list(range(self.num_shards))]
@@ -79,8 +85,9 @@ class LocalPool:
         pass
 
 
-def plan_groups(sites: Sequence[str | None], site_cpus: dict[str, int], free_cpus: int,
-                max_actors: int | None) -> list[list[int]]:
+def plan_groups(
+    sites: Sequence[str | None], site_cpus: dict[str, int], free_cpus: int, max_actors: int | None
+) -> list[list[int]]:
     """Shards per worker process: a process owns shards of one site only (or only site-less shards); each site gets
     at most as many processes as its nodes have CPUs, site-less shards at most `max_actors` or the free CPUs."""
     groups: list[list[int]] = []
@@ -104,35 +111,47 @@ class RayPool:
 
     parallel = True
 
-    def __init__(self, sources: Sequence[ShardSource], model: Model, algorithm: Algorithm, seed: int, chains: int,
-                 max_actors: int | None = None, transport: str = "socket", site_wait: float | None = None) -> None:
+    def __init__(
+        self,
+        sources: Sequence[ShardSource],
+        model: Model,
+        algorithm: Algorithm,
+        seed: int,
+        chains: int,
+        max_actors: int | None = None,
+        transport: str = "socket",
+        site_wait: float | None = None,
+    ) -> None:
         import ray
 
         if transport not in TRANSPORTS:
             raise ValueError(f"transport must be one of {TRANSPORTS}, got {transport!r}")
         self.num_shards = len(sources)
-        self.sources = list(sources)   # holds in-memory shards' object-store references: a restarted worker reloads
+        self.sources = list(sources)  # holds in-memory shards' object-store references: a restarted worker reloads
         sites = [s.site for s in sources]
         self.sites = sites
         site_cpus = wait_for_sites(sites, site_wait_s() if site_wait is None else site_wait)
         free = _available_cpus()
         unsited = sum(s is None for s in sites)
         if unsited and max_actors is not None and max_actors > free:
-            raise ValueError(f"max_actors={max_actors} but the Ray cluster has {free} free CPU(s): each worker actor "
-                             "needs one (lower max_actors, or free CPUs)")
+            raise ValueError(
+                f"max_actors={max_actors} but the Ray cluster has {free} free CPU(s): each worker actor "
+                "needs one (lower max_actors, or free CPUs)"
+            )
         self.groups = plan_groups(sites, site_cpus, free, max_actors)
         self._ray = ray
         # A worker process that dies is restarted by Ray on a node of its site (it reloads its shards); the run rolls
         # back to its last checkpoint (`revive`, then the coordinator restores every state).
         actor_cls = ray.remote(  # type: ignore[call-overload]  # Ray's stubs omit these actor options
-            num_cpus=1, max_concurrency=1, max_restarts=-1, max_task_retries=0,
-            runtime_env={"env_vars": WORKER_ENV})(ShardHost)
+            num_cpus=1, max_concurrency=1, max_restarts=-1, max_task_retries=0, runtime_env={"env_vars": WORKER_ENV}
+        )(ShardHost)
         self.actors = []
         for g in self.groups:
             site = sites[g[0]]
             opts = {"label_selector": {SITE_LABEL: site}} if site is not None else {}
-            self.actors.append(actor_cls.options(**opts).remote([sources[i] for i in g], model, algorithm, seed,
-                                                                chains))
+            self.actors.append(
+                actor_cls.options(**opts).remote([sources[i] for i in g], model, algorithm, seed, chains)
+            )
         self.placement: list[Placement] = []
         self._transport: SocketTransport | ActorTransport = ActorTransport(self.actors, self.groups)
         self._want = transport
@@ -154,8 +173,9 @@ class RayPool:
         except (OSError, ConnectionError) as exc:  # e.g. a firewall between nodes: plain actor calls still work
             import warnings
 
-            warnings.warn(f"raysampler: direct worker channels unavailable ({exc}); using plain actor calls",
-                          stacklevel=2)
+            warnings.warn(
+                f"raysampler: direct worker channels unavailable ({exc}); using plain actor calls", stacklevel=2
+            )
 
     def _all(self, method: str, per_group: Sequence[tuple[Any, ...]], timeout: float | None = None) -> list[Any]:
         refs = [getattr(a, method).remote(*args) for a, args in zip(self.actors, per_group)]
@@ -172,8 +192,10 @@ class RayPool:
         try:
             parts = self._all("describe", [()] * len(self.actors), timeout=startup_timeout_s())
         except self._ray.exceptions.GetTimeoutError:
-            raise TimeoutError(f"worker actors did not start within {startup_timeout_s():.0f} s: the Ray cluster may "
-                               "lack free CPUs (each worker actor needs one) or the shards may be slow to load") from None
+            raise TimeoutError(
+                f"worker actors did not start within {startup_timeout_s():.0f} s: the Ray cluster may "
+                "lack free CPUs (each worker actor needs one) or the shards may be slow to load"
+            ) from None
         facts = sorted((f for part in parts for f in part), key=lambda f: f.shard)
         self.placement = [Placement.of(f) for f in facts]
         self._open_transport()
@@ -211,15 +233,24 @@ class RayPool:
                 try:
                     self._ray.get(actor.ping.remote(), timeout=max(0.1, min(5.0, deadline - time.monotonic())))
                     break
-                except (self._ray.exceptions.RayActorError, self._ray.exceptions.GetTimeoutError,
-                        self._ray.exceptions.ActorUnavailableError) as exc:
+                except (
+                    self._ray.exceptions.RayActorError,
+                    self._ray.exceptions.GetTimeoutError,
+                    self._ray.exceptions.ActorUnavailableError,
+                ) as exc:
                     if time.monotonic() >= deadline:
                         site = self.sites[g[0]]
                         where = f" on a node of site {site!r}" if site is not None else ""
                         kind = FailureKind.SITE_UNAVAILABLE if site is not None else FailureKind.WORKER_LOST
-                        raise WorkerFailed(Failure(kind, f"the worker owning shards {g} did not come back{where} "
-                                                         f"within {timeout_s:g} s ({type(exc).__name__})",
-                                                   shard=g[0], site=site)) from None
+                        raise WorkerFailed(
+                            Failure(
+                                kind,
+                                f"the worker owning shards {g} did not come back{where} "
+                                f"within {timeout_s:g} s ({type(exc).__name__})",
+                                shard=g[0],
+                                site=site,
+                            )
+                        ) from None
                     time.sleep(0.2)
 
     def restore(self, states: Sequence[ShardState]) -> None:

@@ -13,6 +13,7 @@ memfds and eventfds are handed over the socket (SCM_RIGHTS), and the kernel free
 closed them, however the processes end. Linux only: elsewhere the constructors raise OSError and the caller keeps
 the TCP channel.
 """
+
 from __future__ import annotations
 
 import hmac
@@ -40,15 +41,20 @@ SPIN_SAFE = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 #: Default seconds a reader watches for a message before it blocks (see benchmarks/transports.py).
 DEFAULT_SPIN_S = 0.0
 _HANDSHAKE_TIMEOUT_S = 10.0
-_HEADER = struct.Struct("<QQ")   # sequence number of the last message written, its length in bytes
+_HEADER = struct.Struct("<QQ")  # sequence number of the last message written, its length in bytes
 _U64 = struct.Struct("<Q")
 _HELLO = b"raysampler-shm-1"
 
 
 def supported() -> bool:
     """Whether this platform has what the channel needs (memfd, eventfd, descriptor passing, abstract Unix sockets)."""
-    return (hasattr(os, "memfd_create") and hasattr(os, "eventfd") and hasattr(socket, "send_fds")
-            and hasattr(socket, "AF_UNIX") and platform.system() == "Linux")
+    return (
+        hasattr(os, "memfd_create")
+        and hasattr(os, "eventfd")
+        and hasattr(socket, "send_fds")
+        and hasattr(socket, "AF_UNIX")
+        and platform.system() == "Linux"
+    )
 
 
 def _require_support() -> None:
@@ -74,7 +80,7 @@ class _Region:
             size = -(-size // mmap.PAGESIZE) * mmap.PAGESIZE
             os.ftruncate(self.fd, size)
             self._remap(size)
-        self.map[_HEADER.size:end] = payload
+        self.map[_HEADER.size : end] = payload
         _U64.pack_into(self.map, 8, len(payload))
         _U64.pack_into(self.map, 0, seq)
 
@@ -83,7 +89,7 @@ class _Region:
         end = _HEADER.size + _U64.unpack_from(self.map, 8)[0]
         if end > len(self.map):  # the writer grew the memfd
             self._remap(os.fstat(self.fd).st_size)
-        with memoryview(self.map) as whole, whole[_HEADER.size:end] as view:
+        with memoryview(self.map) as whole, whole[_HEADER.size : end] as view:
             return pickle.loads(view)
 
     def _remap(self, size: int) -> None:
@@ -103,8 +109,9 @@ class _Endpoint:
     reader wakes up and raises ConnectionError instead of waiting for ever.
     """
 
-    def __init__(self, sock: socket.socket, outbox: _Region, inbox: _Region, ring_fd: int, wait_fd: int,
-                 spin_s: float) -> None:
+    def __init__(
+        self, sock: socket.socket, outbox: _Region, inbox: _Region, ring_fd: int, wait_fd: int, spin_s: float
+    ) -> None:
         self.sock, self.outbox, self.inbox = sock, outbox, inbox
         self.ring_fd, self.wait_fd = ring_fd, wait_fd
         self.spin_s = spin_s if SPIN_SAFE else 0.0
@@ -182,8 +189,9 @@ class _Endpoint:
                     self.peer_gone = f"the shared-memory channel's peer is gone ({exc})"
                 if data:  # the socket carries nothing after the handshake
                     self.peer_gone = "unexpected bytes on the shared-memory channel's socket"
-                self.peer_gone = self.peer_gone or ("the shared-memory channel's peer closed it or died "
-                                                    "(worker or coordinator died?)")
+                self.peer_gone = self.peer_gone or (
+                    "the shared-memory channel's peer closed it or died (worker or coordinator died?)"
+                )
             else:
                 continue
             os.eventfd_write(self.wait_fd, 1)
@@ -224,12 +232,18 @@ class ShmChannelServer:
 
     `label` only names the socket (e.g. the worker's shards); the channel works within one node. Only a client that
     first sends the secret `token` (handed to the coordinator through Ray) is served. A handler exception is sent
-    back as its `Failure` record and raised on the coordinator side as WorkerFailed. The thread ends, releasing the shared
+    back as its `Failure` record and raised on the coordinator side as WorkerFailed. The thread ends, releasing the
+    shared
     memory, when the client closes the channel or its process ends.
     """
 
-    def __init__(self, handler: Callable[[Any], Any], label: str = "", spin_s: float = DEFAULT_SPIN_S,
-                 accept_timeout_s: float = 300.0) -> None:
+    def __init__(
+        self,
+        handler: Callable[[Any], Any],
+        label: str = "",
+        spin_s: float = DEFAULT_SPIN_S,
+        accept_timeout_s: float = 300.0,
+    ) -> None:
         _require_support()
         self.handler = handler
         self.spin_s = spin_s
@@ -297,8 +311,15 @@ class ShmChannelServer:
                 try:
                     endpoint.send(reply)
                 except (pickle.PicklingError, TypeError, AttributeError) as exc:  # an unpicklable return value
-                    endpoint.send(Reply(False, Failure(FailureKind.WORKER_ERROR, f"{type(exc).__name__}: the worker's "
-                                                                                  f"reply could not be pickled: {exc}")))
+                    endpoint.send(
+                        Reply(
+                            False,
+                            Failure(
+                                FailureKind.WORKER_ERROR,
+                                f"{type(exc).__name__}: the worker's reply could not be pickled: {exc}",
+                            ),
+                        )
+                    )
         finally:
             endpoint.close()
 
@@ -323,8 +344,9 @@ class ShmChannelClient:
         except BaseException:
             sock.close()
             raise
-        self.endpoint = _Endpoint(sock, outbox=_Region(fds[0]), inbox=_Region(fds[1]), ring_fd=fds[2],
-                                  wait_fd=fds[3], spin_s=spin_s)
+        self.endpoint = _Endpoint(
+            sock, outbox=_Region(fds[0]), inbox=_Region(fds[1]), ring_fd=fds[2], wait_fd=fds[3], spin_s=spin_s
+        )
 
     def send(self, request: Any) -> None:
         self.endpoint.send(request)
@@ -335,4 +357,3 @@ class ShmChannelClient:
 
     def close(self) -> None:
         self.endpoint.close()
-

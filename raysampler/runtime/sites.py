@@ -1,6 +1,7 @@
 """Sites: Ray nodes labelled `raysampler.io/site=<name>` hold a site's data. Which sites have live nodes, how many
 CPUs they offer, and a probe that asks a site's node about a shard file (its header only, never the data), so the
 driver never opens a site shard itself."""
+
 from __future__ import annotations
 
 import os
@@ -45,9 +46,15 @@ def wait_for_sites(sites: Sequence[str | None], wait_s: float) -> dict[str, int]
     if missing:
         site = missing[0]
         i = list(sites).index(site)
-        raise WorkerFailed(Failure(FailureKind.SITE_UNAVAILABLE,
-                                   f"shards[{i}] needs a node labelled {SITE_LABEL}={site}; no live Ray node has that "
-                                   f"label (waited {wait_s:g} s)", shard=i, site=site))
+        raise WorkerFailed(
+            Failure(
+                FailureKind.SITE_UNAVAILABLE,
+                f"shards[{i}] needs a node labelled {SITE_LABEL}={site}; no live Ray node has that "
+                f"label (waited {wait_s:g} s)",
+                shard=i,
+                site=site,
+            )
+        )
     return {s: max(1, int(sum(n["Resources"].get("CPU", 0) for n in nodes[s]))) for s in wanted}
 
 
@@ -94,11 +101,13 @@ def probe_shards(shards: Sequence[Any], timeout_s: float = 30.0) -> list[ShardPr
         if getattr(s, "site", None) is None:
             refs.append(None)
         elif s.site not in live:
-            refs.append(ShardProbe(s.path, s.site, False, error=f"no live Ray node carries the label "
-                                                                 f"{SITE_LABEL}={s.site}"))
+            refs.append(
+                ShardProbe(s.path, s.site, False, error=f"no live Ray node carries the label {SITE_LABEL}={s.site}")
+            )
         else:
-            refs.append(remote.options(label_selector={SITE_LABEL: s.site}).remote(
-                s.path, s.site, s.y_column, s.x_columns))
+            refs.append(
+                remote.options(label_selector={SITE_LABEL: s.site}).remote(s.path, s.site, s.y_column, s.x_columns)
+            )
     for s, ref in zip(shards, refs):
         if ref is None or isinstance(ref, ShardProbe):
             out.append(ref)

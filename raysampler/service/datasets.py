@@ -1,6 +1,7 @@
 """Uploaded data sets: ids, where their files live, and turning an upload (.npz, .csv or .parquet) into a stored
 (X, y) that runs reference by id. The format is read from the file's first bytes, not from its name.
 """
+
 from __future__ import annotations
 
 import os
@@ -40,9 +41,17 @@ def sniff_suffix(head: bytes) -> str:
     return ".csv"
 
 
-def store_upload(settings: Settings, store: RecordStore, tenant: str, upload: BinaryIO, filename: str | None,
-                 y_column: str, x_columns: Sequence[str] | None, name: str | None,
-                 admit: Callable[[int], None] | None = None) -> DatasetRecord:
+def store_upload(
+    settings: Settings,
+    store: RecordStore,
+    tenant: str,
+    upload: BinaryIO,
+    filename: str | None,
+    y_column: str,
+    x_columns: Sequence[str] | None,
+    name: str | None,
+    admit: Callable[[int], None] | None = None,
+) -> DatasetRecord:
     """Read an uploaded file (at most settings.max_upload_bytes, else TooLarge), check it like in-memory data
     (FieldError on "file" naming the problem), store it as .npz and record it for the tenant. `admit(nbytes)` may
     refuse to store that many more bytes (a quota) by raising."""
@@ -72,8 +81,15 @@ def store_upload(settings: Settings, store: RecordStore, tenant: str, upload: Bi
             np.savez(path, X=X, y=y, columns=np.array(columns, dtype=str))
         else:
             np.savez(path, X=X, y=y)
-        return store.add_dataset(tenant, dataset_id, name or filename or dataset_id, int(X.shape[0]),
-                                 int(X.shape[1]), os.path.getsize(path), path)
+        return store.add_dataset(
+            tenant,
+            dataset_id,
+            name or filename or dataset_id,
+            int(X.shape[0]),
+            int(X.shape[1]),
+            os.path.getsize(path),
+            path,
+        )
     finally:
         os.unlink(tmp_name)
 

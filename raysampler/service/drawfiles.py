@@ -2,6 +2,7 @@
 checkpoint stored with them; see raysampler.checkpoints). The run record's `draws_stored` is raised only after a
 chunk and its checkpoint are durable, and readers read below it, so a chunk is visible only once it is complete.
 """
+
 from __future__ import annotations
 
 import os
@@ -24,8 +25,9 @@ class DrawFiles:
     def directory(self, tenant: str, run_id: str) -> RunDirectory:
         return RunDirectory(self.run_dir(tenant, run_id))
 
-    def append(self, tenant: str, run_id: str, start: int, theta: np.ndarray,
-               stats: dict[str, np.ndarray] | None = None) -> None:
+    def append(
+        self, tenant: str, run_id: str, start: int, theta: np.ndarray, stats: dict[str, np.ndarray] | None = None
+    ) -> None:
         """Durably write draws [start, start + len(theta)) (theta: (n, chains, d))."""
         self.directory(tenant, run_id).append(start, theta, stats)
 

@@ -1,4 +1,5 @@
 """The service layer's errors; the API turns each into one HTTP status (api/errors.py)."""
+
 from __future__ import annotations
 
 

@@ -1,4 +1,5 @@
 """Start the service as a subprocess on 127.0.0.1 and a free port (the demo, the tests and the benchmarks use it)."""
+
 from __future__ import annotations
 
 import os
@@ -25,9 +26,16 @@ class LocalService:
     `args` are extra `serve` flags (e.g. ["--ray-address", addr]); `launcher` replaces the command that runs the
     CLI (default: this Python with `-m raysampler.cli`)."""
 
-    def __init__(self, data_dir: str | os.PathLike, keys: dict[str, str] | None = None, port: int | None = None,
-                 env: dict[str, str] | None = None, log: str | os.PathLike | None = None,
-                 args: list[str] | None = None, launcher: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: str | os.PathLike,
+        keys: dict[str, str] | None = None,
+        port: int | None = None,
+        env: dict[str, str] | None = None,
+        log: str | os.PathLike | None = None,
+        args: list[str] | None = None,
+        launcher: list[str] | None = None,
+    ) -> None:
         self.data_dir = Path(data_dir)
         self.keys = keys or {"default": secrets.token_urlsafe(24)}
         self.port = port or free_port()
@@ -50,9 +58,22 @@ class LocalService:
         env |= self.extra_env
         self._log = open(self.log_path, "ab")  # noqa: SIM115 (held open for the child process's lifetime)
         self.proc = subprocess.Popen(
-            [*self.launcher, "serve", "--host", "127.0.0.1", "--port", str(self.port), "--data-dir",
-             str(self.data_dir), *self.args], env=env, stdout=self._log, stderr=subprocess.STDOUT,
-            start_new_session=True)  # its own process group: kill() takes Ray's processes down with it
+            [
+                *self.launcher,
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--data-dir",
+                str(self.data_dir),
+                *self.args,
+            ],
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # its own process group: kill() takes Ray's processes down with it
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

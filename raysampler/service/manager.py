@@ -3,6 +3,7 @@ checkpoint, log events, honour cancel requests, and carry runs through failures:
 coordinator is recovered inside the run; after a restart of the service, runs that were RUNNING resume from their
 checkpoints and PENDING ones are queued again; a FAILED or CANCELLED run resumes on request.
 """
+
 from __future__ import annotations
 
 import logging
@@ -70,7 +71,7 @@ class FairQueue:
             run_id = waiting.popleft()
             del self._tenants[tenant]
             if waiting:
-                self._tenants[tenant] = waiting       # back of the line
+                self._tenants[tenant] = waiting  # back of the line
             return tenant, run_id
 
 
@@ -85,8 +86,9 @@ class _Sampled:
 class RunManager:
     """Queues and executes runs; the only writer of run progress, draws and events."""
 
-    def __init__(self, store: RecordStore, files: DrawFiles, settings: Settings,
-                 metrics: Metrics | None = None) -> None:
+    def __init__(
+        self, store: RecordStore, files: DrawFiles, settings: Settings, metrics: Metrics | None = None
+    ) -> None:
         self.store, self.files, self.settings, self.metrics = store, files, settings, metrics
         self._queue = FairQueue()
         self._cancel: dict[tuple[str, str], threading.Event] = {}
@@ -102,9 +104,10 @@ class RunManager:
             from ..runtime.executors import ensure_ray
 
             ensure_ray(self.settings.ray_address, num_cpus=self.settings.ray_num_cpus)
-        for rec in self.store.runs_with_status([RunStatus.RUNNING]):   # the service stopped while they ran
-            self.store.transition(rec.tenant, rec.id, (RunStatus.RUNNING,), event=StatusEvent(RunStatus.PENDING),
-                                  status=RunStatus.PENDING)
+        for rec in self.store.runs_with_status([RunStatus.RUNNING]):  # the service stopped while they ran
+            self.store.transition(
+                rec.tenant, rec.id, (RunStatus.RUNNING,), event=StatusEvent(RunStatus.PENDING), status=RunStatus.PENDING
+            )
         for rec in self.store.runs_with_status([RunStatus.PENDING]):
             self._enqueue(rec.tenant, rec.id)
         for k in range(self.settings.max_concurrent_runs):
@@ -136,14 +139,24 @@ class RunManager:
         run_id = spec.run_id or "run-" + secrets.token_hex(8)
         opts = run_options(spec)
         try:
-            rec = self.store.create_run(tenant, run_id, spec, h, idempotency_key, opts.total_rounds, opts.max_draws,
-                                        max_active=self.settings.quota_max_active_runs)
+            rec = self.store.create_run(
+                tenant,
+                run_id,
+                spec,
+                h,
+                idempotency_key,
+                opts.total_rounds,
+                opts.max_draws,
+                max_active=self.settings.quota_max_active_runs,
+            )
         except Conflict as exc:  # a concurrent identical submit won the race
             return self._check_same(exc.existing, h, idempotency_key), False
         except ActiveLimit as exc:
-            raise QuotaExceeded(f"tenant {tenant!r} has {exc.active} active (PENDING or RUNNING) runs, the most "
-                                f"RAYSAMPLER_QUOTA_MAX_ACTIVE_RUNS allows; retry when one has ended",
-                                retry_after_s=RETRY_AFTER_S) from None
+            raise QuotaExceeded(
+                f"tenant {tenant!r} has {exc.active} active (PENDING or RUNNING) runs, the most "
+                f"RAYSAMPLER_QUOTA_MAX_ACTIVE_RUNS allows; retry when one has ended",
+                retry_after_s=RETRY_AFTER_S,
+            ) from None
         self.store.add_event(rec.key, StatusEvent(RunStatus.PENDING))
         if self.metrics is not None:
             self.metrics.submitted.inc()
@@ -154,8 +167,10 @@ class RunManager:
         """The per-run size limit and the tenant's stored-bytes limit (429 naming the limit)."""
         limit = self.settings.quota_max_chains_x_dim
         if limit is not None and spec.chains * dim > limit:
-            raise QuotaExceeded(f"chains × dimension = {spec.chains} × {dim} = {spec.chains * dim} is over "
-                                f"RAYSAMPLER_QUOTA_MAX_CHAINS_X_DIM = {limit}; use fewer chains")
+            raise QuotaExceeded(
+                f"chains × dimension = {spec.chains} × {dim} = {spec.chains * dim} is over "
+                f"RAYSAMPLER_QUOTA_MAX_CHAINS_X_DIM = {limit}; use fewer chains"
+            )
         self.check_stored_bytes(tenant)
 
     def check_stored_bytes(self, tenant: str, adding: int = 0) -> None:
@@ -165,9 +180,11 @@ class RunManager:
             return
         used = _bytes_under(self.files.root / tenant) + _bytes_under(self.settings.datasets_dir / tenant)
         if used + adding > limit:
-            raise QuotaExceeded(f"tenant {tenant!r} stores {used} bytes{f' (+{adding} uploading)' if adding else ''}"
-                                f", over RAYSAMPLER_QUOTA_MAX_STORED_BYTES = {limit}; delete runs or data sets "
-                                "first")
+            raise QuotaExceeded(
+                f"tenant {tenant!r} stores {used} bytes{f' (+{adding} uploading)' if adding else ''}"
+                f", over RAYSAMPLER_QUOTA_MAX_STORED_BYTES = {limit}; delete runs or data sets "
+                "first"
+            )
 
     def _replay(self, tenant: str, spec: RunSpec, key: str | None, h: str) -> RunRecord | None:
         existing = None
@@ -176,15 +193,13 @@ class RunManager:
         if existing is None and key is not None:
             existing = self.store.get_run_by_idempotency_key(tenant, key)
         if existing is not None and spec.run_id is not None and existing.id != spec.run_id:
-            raise StateConflict(f"Idempotency-Key {key!r} was already used for run {existing.id}, not "
-                                f"{spec.run_id!r}")
+            raise StateConflict(f"Idempotency-Key {key!r} was already used for run {existing.id}, not {spec.run_id!r}")
         return None if existing is None else self._check_same(existing, h, key)
 
     @staticmethod
     def _check_same(existing: RunRecord, h: str, key: str | None) -> RunRecord:
         if existing.spec_hash != h:
-            what = f"Idempotency-Key {key!r}" if key and existing.idempotency_key == key else \
-                f"run_id {existing.id!r}"
+            what = f"Idempotency-Key {key!r}" if key and existing.idempotency_key == key else f"run_id {existing.id!r}"
             raise StateConflict(f"{what} was already used for a different run spec (run {existing.id})")
         return existing
 
@@ -216,15 +231,25 @@ class RunManager:
             raise StateConflict(f"run {run_id} is {rec.status.value}; only a FAILED or CANCELLED run resumes")
         directory = self.files.directory(tenant, run_id)
         if not directory.has_checkpoint():
-            raise StateConflict(f"run {run_id} has no checkpoint to resume from (it stopped before its first chunk "
-                                "of draws); submit it again")
+            raise StateConflict(
+                f"run {run_id} has no checkpoint to resume from (it stopped before its first chunk "
+                "of draws); submit it again"
+            )
         try:
             directory.load_checkpoint()
         except CheckpointError as exc:
             raise StateConflict(f"run {run_id} cannot resume: {exc}") from None
-        if not self.store.transition(tenant, run_id, (RunStatus.FAILED, RunStatus.CANCELLED),
-                                     event=StatusEvent(RunStatus.PENDING), status=RunStatus.PENDING,
-                                     finished_at=None, error=None, failure=None, cancel_requested=False):
+        if not self.store.transition(
+            tenant,
+            run_id,
+            (RunStatus.FAILED, RunStatus.CANCELLED),
+            event=StatusEvent(RunStatus.PENDING),
+            status=RunStatus.PENDING,
+            finished_at=None,
+            error=None,
+            failure=None,
+            cancel_requested=False,
+        ):
             raise StateConflict(f"run {run_id} changed state meanwhile; try again")
         self._enqueue(tenant, run_id)
         return self.get(tenant, run_id)
@@ -285,8 +310,14 @@ class RunManager:
 
     def _mark_running(self, rec: RunRecord) -> bool:
         """PENDING → RUNNING, atomically (False if a cancel or delete came first)."""
-        return self.store.transition(rec.tenant, rec.id, (RunStatus.PENDING,), event=StatusEvent(RunStatus.RUNNING),
-                                     status=RunStatus.RUNNING, started_at=time.time())
+        return self.store.transition(
+            rec.tenant,
+            rec.id,
+            (RunStatus.PENDING,),
+            event=StatusEvent(RunStatus.RUNNING),
+            status=RunStatus.RUNNING,
+            started_at=time.time(),
+        )
 
     def _start_engine(self, rec: RunRecord) -> tuple[Run, float] | None:
         """The started engine run and its start time, or None after marking the run FAILED with the reason.
@@ -302,30 +333,53 @@ class RunManager:
                 state = directory.load_checkpoint()
                 directory.drop_from(state.draws_kept)
             elif rec.draws_stored:
-                raise CheckpointError(f"{rec.draws_stored} draws per chain are stored but their checkpoint is "
-                                      "missing")
+                raise CheckpointError(f"{rec.draws_stored} draws per chain are stored but their checkpoint is missing")
         except CheckpointError as exc:
-            self._finish(rec, RunStatus.FAILED, failure=Failure(FailureKind.CHECKPOINT, str(exc)),
-                         error=f"cannot resume: {exc}; the {rec.draws_stored} stored draws per chain are kept")
+            self._finish(
+                rec,
+                RunStatus.FAILED,
+                failure=Failure(FailureKind.CHECKPOINT, str(exc)),
+                error=f"cannot resume: {exc}; the {rec.draws_stored} stored draws per chain are kept",
+            )
             return None
         try:
             built = build(spec, rec.tenant, self.store, self.settings.executor)
             t0 = time.perf_counter()
             opts = run_options(spec)
-            run = Run(built.model, built.shards, spec.algorithm.name, chains=opts.chains, num_rounds=opts.num_rounds,
-                      burn_in=opts.burn_in, thin=opts.thin, seed=opts.seed, executor=self.settings.executor,
-                      time_budget_s=opts.time_budget_s, target_ess=opts.target_ess, max_rhat=opts.max_rhat,
-                      max_rounds=opts.max_rounds, keep_draws=False, resume_from=state,
-                      checkpoint_dir=directory.path, on_event=lambda ev: self._engine_event(rec, ev),
-                      **spec.algorithm.params)
+            run = Run(
+                built.model,
+                built.shards,
+                spec.algorithm.name,
+                chains=opts.chains,
+                num_rounds=opts.num_rounds,
+                burn_in=opts.burn_in,
+                thin=opts.thin,
+                seed=opts.seed,
+                executor=self.settings.executor,
+                time_budget_s=opts.time_budget_s,
+                target_ess=opts.target_ess,
+                max_rhat=opts.max_rhat,
+                max_rounds=opts.max_rounds,
+                keep_draws=False,
+                resume_from=state,
+                checkpoint_dir=directory.path,
+                on_event=lambda ev: self._engine_event(rec, ev),
+                **spec.algorithm.params,
+            )
         except Exception as exc:
             failure = failure_of(exc) or (exc.failure if isinstance(exc, SamplingError) else None)
             self._finish(rec, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}", failure=failure)
             return None
         if state is not None:
             restarts = self.get(rec.tenant, rec.id).restarts + 1
-            self.store.update_run(rec.tenant, rec.id, restarts=restarts, draws_stored=state.draws_kept,
-                                  rounds_done=state.rounds_done, checkpoint_round=state.rounds_done)
+            self.store.update_run(
+                rec.tenant,
+                rec.id,
+                restarts=restarts,
+                draws_stored=state.draws_kept,
+                rounds_done=state.rounds_done,
+                checkpoint_round=state.rounds_done,
+            )
             self.store.add_event(rec.key, ResumedEvent(state.rounds_done, restarts))
         return run, t0
 
@@ -342,9 +396,16 @@ class RunManager:
         """Store the dimension, parameter names and set-up time; returns the run's timings so far."""
         names = list(run.setup.param_names)
         timings = {"setup_s": float(run.setup.setup_time_s)}
-        self.store.update_run(rec.tenant, rec.id, dim=len(names), param_names=names, timings=timings,
-                              plan=jsonable(run.setup.plan), workers=_workers(run.stats()),
-                              param_blocks=tuple(run.setup.param_blocks))
+        self.store.update_run(
+            rec.tenant,
+            rec.id,
+            dim=len(names),
+            param_names=names,
+            timings=timings,
+            plan=jsonable(run.setup.plan),
+            workers=_workers(run.stats()),
+            param_blocks=tuple(run.setup.param_blocks),
+        )
         self.store.add_event(rec.key, SetupEvent(len(names), timings["setup_s"]))
         return timings
 
@@ -356,8 +417,11 @@ class RunManager:
             n = len(chunk.theta)
             if n and self.metrics is not None:
                 self.metrics.draws.inc(n * rec.chains)
-            fields: RunFields = {"rounds_done": chunk.rounds_done, "draws_stored": run.draws_kept,
-                                 "checkpoint_round": chunk.rounds_done}
+            fields: RunFields = {
+                "rounds_done": chunk.rounds_done,
+                "draws_stored": run.draws_kept,
+                "checkpoint_round": chunk.rounds_done,
+            }
             if time.monotonic() - t_stats > LIVE_STATS_S:  # per-worker τ_i, N_i, idle fraction while it runs
                 live = run.stats()
                 fields["workers"] = _workers(live)
@@ -390,18 +454,30 @@ class RunManager:
     def _conclude(self, rec: RunRecord, run: Run, sampled: _Sampled, warnings: list[str]) -> None:
         """The final status: FAILED on an engine failure, CANCELLED on request, else SUCCEEDED; a run stopped by the
         service shutting down stays RUNNING, and the next start resumes it from its checkpoint."""
-        if sampled.cancelled and self._stopping.is_set():   # stays RUNNING: the next start resumes it
+        if sampled.cancelled and self._stopping.is_set():  # stays RUNNING: the next start resumes it
             return
         if sampled.cancelled:
             self._finish(rec, RunStatus.CANCELLED, warnings=warnings)
         elif run.failure is not None:
-            self._finish(rec, RunStatus.FAILED, warnings=warnings, failure=run.failure,
-                         error=f"{run.failure.describe()}; {sampled.stored} draws per chain before it are kept")
+            self._finish(
+                rec,
+                RunStatus.FAILED,
+                warnings=warnings,
+                failure=run.failure,
+                error=f"{run.failure.describe()}; {sampled.stored} draws per chain before it are kept",
+            )
         else:
             self._finish(rec, RunStatus.SUCCEEDED, warnings=warnings)
 
-    def _finish(self, rec: RunRecord, status: RunStatus, error: str | None = None, warnings: list[str] | None = None,
-                only_from: tuple[RunStatus, ...] = _ACTIVE, failure: Failure | None = None) -> bool:
+    def _finish(
+        self,
+        rec: RunRecord,
+        status: RunStatus,
+        error: str | None = None,
+        warnings: list[str] | None = None,
+        only_from: tuple[RunStatus, ...] = _ACTIVE,
+        failure: Failure | None = None,
+    ) -> bool:
         """Move a run to its final status if it is still in `only_from` (atomically); log the status event."""
         fields: RunFields = {"status": status, "finished_at": time.time(), "error": error}
         if failure is not None:
@@ -428,10 +504,18 @@ def _workers(stats: RunStats) -> list[WorkerStats]:
     out = []
     for i in range(len(np.asarray(stats.N).ravel())):
         p = stats.placement[i] if i < len(stats.placement) else None
-        out.append(WorkerStats(shard=i, site=p.site if p else None, node_id=p.node_id if p else None,
-                               hostname=p.hostname if p else None, pid=p.pid if p else None,
-                               tau_s=val(stats.tau, i), local_steps=count(stats.N, i),
-                               idle_fraction=val(stats.idle_fraction, i)))
+        out.append(
+            WorkerStats(
+                shard=i,
+                site=p.site if p else None,
+                node_id=p.node_id if p else None,
+                hostname=p.hostname if p else None,
+                pid=p.pid if p else None,
+                tau_s=val(stats.tau, i),
+                local_steps=count(stats.N, i),
+                idle_fraction=val(stats.idle_fraction, i),
+            )
+        )
     return out
 
 
@@ -443,7 +527,7 @@ def _bytes_under(path: Path) -> int:
             try:
                 total += os.stat(os.path.join(root, name)).st_size
             except OSError:
-                pass   # removed meanwhile
+                pass  # removed meanwhile
     return total
 
 
@@ -456,8 +540,11 @@ def jsonable(value: Any, max_items: int = 64) -> Any:
         arr = np.asarray(value, dtype=object if not isinstance(value, np.ndarray) else None)
         if arr.dtype.kind in "fiub" and arr.size > max_items:
             flat = arr.astype(float).ravel()
-            return {"size": int(arr.size), "min": jsonable(float(np.nanmin(flat))),
-                    "max": jsonable(float(np.nanmax(flat)))}
+            return {
+                "size": int(arr.size),
+                "min": jsonable(float(np.nanmin(flat))),
+                "max": jsonable(float(np.nanmax(flat))),
+            }
         return [jsonable(v, max_items) for v in (value.tolist() if isinstance(value, np.ndarray) else value)]
     if isinstance(value, (bool, np.bool_)):
         return bool(value)

@@ -1,4 +1,5 @@
 """Prometheus metrics of one service instance (its own registry, so several apps can live in one process)."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -17,12 +18,18 @@ class Metrics:
     def __init__(self, store: RecordStore) -> None:
         self.registry = CollectorRegistry()
         self.submitted = Counter("raysampler_runs_submitted", "Runs accepted by POST /v1/runs", registry=self.registry)
-        self.finished = Counter("raysampler_runs_finished", "Runs that reached a final status", ["status"],
-                                registry=self.registry)
-        self.draws = Counter("raysampler_draws_stored", "Draw vectors (one chain, one index) stored durably",
-                             registry=self.registry)
-        self.requests = Histogram("raysampler_http_request_duration_seconds", "HTTP request latency (to headers)",
-                                  ["method", "route", "status"], registry=self.registry)
+        self.finished = Counter(
+            "raysampler_runs_finished", "Runs that reached a final status", ["status"], registry=self.registry
+        )
+        self.draws = Counter(
+            "raysampler_draws_stored", "Draw vectors (one chain, one index) stored durably", registry=self.registry
+        )
+        self.requests = Histogram(
+            "raysampler_http_request_duration_seconds",
+            "HTTP request latency (to headers)",
+            ["method", "route", "status"],
+            registry=self.registry,
+        )
         self.registry.register(_RunsByStatus(store))
 
 

@@ -3,6 +3,7 @@
 A `RunRecord` is a snapshot read from the store (immutable); changes go through `RecordStore.update_run` /
 `transition` with the fields named in `RunFields`.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -1,4 +1,5 @@
 """Results of a run read back from its durable draws: an engine `Result`, the posterior summary, the ArviZ export."""
+
 from __future__ import annotations
 
 import math
@@ -22,22 +23,35 @@ def stored_result(rec: RunRecord, files: DrawFiles) -> Result:
     n = rec.draws_stored
     theta = files.read(rec.tenant, rec.id, 0, n) if n else np.empty((0, rec.chains, rec.dim or 0))
     stats = {k: v.T for k, v in files.read_stats(rec.tenant, rec.id, n).items()} if n else {}
-    info = {"algorithm": rec.spec.algorithm.name, "executor": "service", "run_id": rec.id,
-            "param_blocks": rec.param_blocks or ()}
+    info = {
+        "algorithm": rec.spec.algorithm.name,
+        "executor": "service",
+        "run_id": rec.id,
+        "param_blocks": rec.param_blocks or (),
+    }
     return Result(np.ascontiguousarray(theta.transpose(1, 0, 2)), list(rec.param_names or []), {}, stats, info)
 
 
 def summary(rec: RunRecord, files: DrawFiles, ci_prob: float) -> RunSummary:
     """mean, sd, HDI, ESS bulk/tail, R-hat and MCSE per coordinate of the stored draws (non-finite → None)."""
     if rec.draws_stored < MIN_SUMMARY_DRAWS:
-        raise StateConflict(f"run {rec.id} has {rec.draws_stored} draws per chain stored; a summary needs "
-                            f"{MIN_SUMMARY_DRAWS}")
+        raise StateConflict(
+            f"run {rec.id} has {rec.draws_stored} draws per chain stored; a summary needs {MIN_SUMMARY_DRAWS}"
+        )
     table = stored_result(rec, files).summary(ci_prob=ci_prob)
     rows: list[dict[str, str | float | None]] = [
         {"param": str(idx)} | {str(k): (None if not math.isfinite(float(v)) else float(v)) for k, v in row.items()}
-        for idx, row in table.iterrows()]
-    return RunSummary(run_id=rec.id, status=rec.status, draws_per_chain=rec.draws_stored, chains=rec.chains,
-                      ci_prob=ci_prob, columns=[str(c) for c in table.columns], rows=rows)
+        for idx, row in table.iterrows()
+    ]
+    return RunSummary(
+        run_id=rec.id,
+        status=rec.status,
+        draws_per_chain=rec.draws_stored,
+        chains=rec.chains,
+        ci_prob=ci_prob,
+        columns=[str(c) for c in table.columns],
+        rows=rows,
+    )
 
 
 def netcdf_export(rec: RunRecord, files: DrawFiles, directory: Path) -> Path:

@@ -3,6 +3,7 @@
 Names the engine knows (model families, algorithms, built-in data sets) are enumerated in the schema from the engine's
 registries, and checked here, so a request the document allows is one the service accepts.
 """
+
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
@@ -99,13 +100,18 @@ class FlatArgs(_PriorArgs):
 def _exactly_one(obj: BaseModel, what: str) -> None:
     given = [k for k in type(obj).model_fields if getattr(obj, k) is not None]
     if len(given) != 1:
-        raise ValueError(f"{what} takes exactly one of {', '.join(type(obj).model_fields)}; got "
-                         f"{', '.join(given) if given else 'none'}")
+        raise ValueError(
+            f"{what} takes exactly one of {', '.join(type(obj).model_fields)}; got "
+            f"{', '.join(given) if given else 'none'}"
+        )
 
 
 def _one_key_schema(names: list[str]) -> dict[str, Any]:
-    return {"minProperties": 1, "maxProperties": 1,
-            "oneOf": [{"required": [n], "properties": {n: {"type": "object"}}} for n in names]}
+    return {
+        "minProperties": 1,
+        "maxProperties": 1,
+        "oneOf": [{"required": [n], "properties": {n: {"type": "object"}}} for n in names],
+    }
 
 
 class CoefPriorSpec(BaseModel):
@@ -172,15 +178,19 @@ class ModelSpec(BaseModel):
     family: str = Field(description="engine model family", json_schema_extra={"enum": list(MODEL_FAMILIES)})
     prior_scale: float | None = Field(default=None, gt=0, description="shorthand for coef_prior normal(0, prior_scale)")
     coef_prior: CoefPriorSpec | None = Field(default=None, description="the coefficients' prior (default normal)")
-    noise_sd: PositiveFloat | None = Field(default=None, description="linear_regression: a known noise sd; "
-                                                                     "absent = σ unknown, sampled with noise_prior")
+    noise_sd: PositiveFloat | None = Field(
+        default=None, description="linear_regression: a known noise sd; absent = σ unknown, sampled with noise_prior"
+    )
     noise_prior: PositivePriorSpec | None = Field(default=None, description="linear_regression: prior on σ")
-    dispersion_prior: PositivePriorSpec | None = Field(default=None, description="negative_binomial_regression: "
-                                                                                 "prior on the dispersion φ")
-    offset_column: str | None = Field(default=None, min_length=1, description="poisson/negative_binomial: the column "
-                                      "of log exposure (not a feature)")
-    trials_column: str | None = Field(default=None, min_length=1, description="binomial_regression: the column of "
-                                      "trial counts (not a feature)")
+    dispersion_prior: PositivePriorSpec | None = Field(
+        default=None, description="negative_binomial_regression: prior on the dispersion φ"
+    )
+    offset_column: str | None = Field(
+        default=None, min_length=1, description="poisson/negative_binomial: the column of log exposure (not a feature)"
+    )
+    trials_column: str | None = Field(
+        default=None, min_length=1, description="binomial_regression: the column of trial counts (not a feature)"
+    )
 
     @field_validator("family")
     @classmethod
@@ -208,8 +218,9 @@ class ShardRef(BaseModel):
     """A shard file that stays on its site: only a worker on a node labelled raysampler.io/site=<site> reads it."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
-    path: str = Field(min_length=1, max_length=4096, description="the file's path on the site's nodes "
-                                                                 "(.parquet, .csv or .npz)")
+    path: str = Field(
+        min_length=1, max_length=4096, description="the file's path on the site's nodes (.parquet, .csv or .npz)"
+    )
     site: str = Field(pattern=SITE_PATTERN, description="the raysampler.io/site label of the nodes holding it")
 
 
@@ -218,23 +229,59 @@ class DataRef(BaseModel):
     files that stay on their sites (`shards`, with the target column `y_column` and feature columns `x_columns`)."""
 
     # exactly one of the three, in the schema too (absent and null mean the same); options only with a built-in set
-    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"oneOf": [
-        {"required": ["dataset"], "properties": {"dataset": {"type": "string"}, "dataset_id": {"type": "null"},
-                                                 "shards": {"type": "null"}}},
-        {"required": ["dataset_id"], "properties": {"dataset_id": {"type": "string"}, "dataset": {"type": "null"},
-                                                    "shards": {"type": "null"},
-                                                    "options": {"type": "object", "maxProperties": 0}}},
-        {"required": ["shards"], "properties": {"shards": {"type": "array"}, "dataset": {"type": "null"},
-                                                "dataset_id": {"type": "null"},
-                                                "options": {"type": "object", "maxProperties": 0}}}]})
-    dataset: str | None = Field(default=None, description='"builtin:<name>", see rs.datasets',
-                                json_schema_extra={"enum": [*BUILTIN_DATASETS, None]})
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "oneOf": [
+                {
+                    "required": ["dataset"],
+                    "properties": {
+                        "dataset": {"type": "string"},
+                        "dataset_id": {"type": "null"},
+                        "shards": {"type": "null"},
+                    },
+                },
+                {
+                    "required": ["dataset_id"],
+                    "properties": {
+                        "dataset_id": {"type": "string"},
+                        "dataset": {"type": "null"},
+                        "shards": {"type": "null"},
+                        "options": {"type": "object", "maxProperties": 0},
+                    },
+                },
+                {
+                    "required": ["shards"],
+                    "properties": {
+                        "shards": {"type": "array"},
+                        "dataset": {"type": "null"},
+                        "dataset_id": {"type": "null"},
+                        "options": {"type": "object", "maxProperties": 0},
+                    },
+                },
+            ]
+        },
+    )
+    dataset: str | None = Field(
+        default=None,
+        description='"builtin:<name>", see rs.datasets',
+        json_schema_extra={"enum": [*BUILTIN_DATASETS, None]},
+    )
     dataset_id: str | None = Field(default=None, pattern=ID_PATTERN, description="id from POST /v1/datasets")
-    shards: list[ShardRef] | None = Field(default=None, min_length=1, max_length=4096,
-                                          description="shard files on their sites (one worker reads each, there)")
+    shards: list[ShardRef] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=4096,
+        description="shard files on their sites (one worker reads each, there)",
+    )
     y_column: str = Field(default="y", min_length=1, max_length=256, description="target column of shard files")
-    x_columns: list[str] | None = Field(default=None, min_length=1, max_length=100_000,
-                                        description="feature columns of shard files (default: all but y_column)")
+    x_columns: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=100_000,
+        description="feature columns of shard files (default: all but y_column)",
+    )
     options: dict[str, Any] = Field(default_factory=dict, description="keyword arguments for a built-in data set")
 
     @field_validator("dataset")
@@ -249,8 +296,7 @@ class DataRef(BaseModel):
         if self.dataset is None and self.options:
             raise ValueError("data.options only applies to built-in data sets")
         if self.shards is None and (self.y_column != "y" or self.x_columns is not None):
-            raise ValueError("data.y_column and data.x_columns apply to data.shards (uploads take them as form "
-                             "fields)")
+            raise ValueError("data.y_column and data.x_columns apply to data.shards (uploads take them as form fields)")
         return self
 
 
@@ -258,8 +304,9 @@ class AlgorithmSpec(BaseModel):
     """An algorithm of the engine (`rs.algorithms.ALGORITHMS`) and its keyword parameters."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
-    name: str = Field(default="dglmc", description="engine algorithm name",
-                      json_schema_extra={"enum": list(ALGORITHM_NAMES)})
+    name: str = Field(
+        default="dglmc", description="engine algorithm name", json_schema_extra={"enum": list(ALGORITHM_NAMES)}
+    )
     params: dict[str, Any] = Field(default_factory=dict, description="the algorithm's keyword parameters")
 
     @field_validator("name")
@@ -271,11 +318,32 @@ class AlgorithmSpec(BaseModel):
 class RunSpec(BaseModel):
     """Body of POST /v1/runs: what to sample and how (the same arguments as rs.sample)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [
-        {"model": {"family": "logistic_regression", "prior_scale": 1.0}, "data": {"dataset": "builtin:breast_cancer"},
-         "num_shards": 4, "algorithm": {"name": "dglmc", "params": {}}, "chains": 4, "num_rounds": 1000},
-        {"model": {"family": "logistic_regression"}, "data": {"dataset": "builtin:logistic_synthetic"},
-         "num_shards": 2, "algorithm": {"name": "dglmc"}, "chains": 2, "num_rounds": 100, "burn_in": 10, "seed": 1}]})
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "examples": [
+                {
+                    "model": {"family": "logistic_regression", "prior_scale": 1.0},
+                    "data": {"dataset": "builtin:breast_cancer"},
+                    "num_shards": 4,
+                    "algorithm": {"name": "dglmc", "params": {}},
+                    "chains": 4,
+                    "num_rounds": 1000,
+                },
+                {
+                    "model": {"family": "logistic_regression"},
+                    "data": {"dataset": "builtin:logistic_synthetic"},
+                    "num_shards": 2,
+                    "algorithm": {"name": "dglmc"},
+                    "chains": 2,
+                    "num_rounds": 100,
+                    "burn_in": 10,
+                    "seed": 1,
+                },
+            ]
+        },
+    )
     model: ModelSpec
     data: DataRef
     num_shards: int = Field(default=4, ge=1, le=4096)
@@ -283,28 +351,40 @@ class RunSpec(BaseModel):
     algorithm: AlgorithmSpec = Field(default_factory=AlgorithmSpec)
     chains: int = Field(default=_RUN.chains, ge=1, le=4096)
     num_rounds: Annotated[int, Field(ge=1, le=10_000_000)] | Literal["auto"] = Field(
-        default="auto", description='rounds after burn-in, or "auto": sample until min bulk ESS ≥ target_ess and max '
-                                    "R-hat < max_rhat (or max_rounds)")
+        default="auto",
+        description='rounds after burn-in, or "auto": sample until min bulk ESS ≥ target_ess and max '
+        "R-hat < max_rhat (or max_rounds)",
+    )
     target_ess: float = Field(default=DEFAULT_TARGET_ESS, gt=0, le=1e9, description='with num_rounds "auto"')
     max_rhat: float = Field(default=DEFAULT_MAX_RHAT, gt=1, le=10, description='with num_rounds "auto"')
-    max_rounds: int | None = Field(default=None, ge=1, le=10_000_000,
-                                   description=f'with num_rounds "auto": most rounds after burn-in (default '
-                                               f'{AUTO_MAX_ROUNDS})')
-    burn_in: int | None = Field(default=None, ge=0, le=10_000_000,
-                                description=f"default max(100, num_rounds // 10), or {AUTO_BURN_IN} with \"auto\"")
+    max_rounds: int | None = Field(
+        default=None,
+        ge=1,
+        le=10_000_000,
+        description=f'with num_rounds "auto": most rounds after burn-in (default {AUTO_MAX_ROUNDS})',
+    )
+    burn_in: int | None = Field(
+        default=None,
+        ge=0,
+        le=10_000_000,
+        description=f'default max(100, num_rounds // 10), or {AUTO_BURN_IN} with "auto"',
+    )
     thin: int = Field(default=_RUN.thin, ge=1)
     seed: int = Field(default=_RUN.seed, ge=0, lt=2**63)
     time_budget_s: float | None = Field(default=None, gt=0)
-    run_id: str | None = Field(default=None, pattern=ID_PATTERN,
-                               description="client-chosen id (makes submit idempotent)")
+    run_id: str | None = Field(
+        default=None, pattern=ID_PATTERN, description="client-chosen id (makes submit idempotent)"
+    )
 
     @model_validator(mode="after")
     def _shards_count(self) -> RunSpec:
         """With site shards the shard count is theirs: num_shards is taken from them (or must agree)."""
         if self.data.shards is not None:
             if "num_shards" in self.model_fields_set and self.num_shards != len(self.data.shards):
-                raise ValueError(f"num_shards={self.num_shards} but data.shards lists {len(self.data.shards)} "
-                                 "shards (omit num_shards with site shards)")
+                raise ValueError(
+                    f"num_shards={self.num_shards} but data.shards lists {len(self.data.shards)} "
+                    "shards (omit num_shards with site shards)"
+                )
             self.num_shards = len(self.data.shards)
         return self
 
@@ -330,8 +410,10 @@ class WorkerStats(BaseModel):
 class FailureInfo(BaseModel):
     """Why a run stopped, and where: the engine's failure record."""
 
-    kind: str = Field(description="worker_error, worker_lost, non_finite, coordinator_non_finite, coordinator_lost, "
-                                  "site_unavailable or checkpoint")
+    kind: str = Field(
+        description="worker_error, worker_lost, non_finite, coordinator_non_finite, coordinator_lost, "
+        "site_unavailable or checkpoint"
+    )
     message: str
     round: int | None = None
     shard: int | None = None
@@ -404,8 +486,9 @@ class RunSummary(BaseModel):
     chains: int
     ci_prob: float
     columns: list[str]
-    rows: list[dict[str, str | float | None]] = Field(description='{"param": name} plus one value per column '
-                                                                  "(null where not finite)")
+    rows: list[dict[str, str | float | None]] = Field(
+        description='{"param": name} plus one value per column (null where not finite)'
+    )
 
 
 class Health(BaseModel):

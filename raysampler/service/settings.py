@@ -1,4 +1,5 @@
 """Service settings from the environment (RAYSAMPLER_*), command-line flags override them; API keys per tenant."""
+
 from __future__ import annotations
 
 import re
@@ -18,10 +19,13 @@ class Settings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
-    data_dir: Path = Field(default_factory=lambda: Path.home() / ".raysampler",
-                           description="SQLite database, uploaded data sets and draw files")
-    ray_address: str | None = Field(default=None,
-                                    description="Ray cluster to run on (else $RAY_ADDRESS, else a local Ray)")
+    data_dir: Path = Field(
+        default_factory=lambda: Path.home() / ".raysampler",
+        description="SQLite database, uploaded data sets and draw files",
+    )
+    ray_address: str | None = Field(
+        default=None, description="Ray cluster to run on (else $RAY_ADDRESS, else a local Ray)"
+    )
     ray_num_cpus: int | None = Field(default=None, ge=1, description="CPUs of the local Ray the service starts")
     executor: Literal["ray", "local"] = "ray"
     api_keys: str | None = Field(default=None, description="comma-separated tenant:key pairs")
@@ -29,8 +33,9 @@ class Settings(BaseSettings):
     max_upload_bytes: int = Field(default=256 * 2**20, ge=1, description="largest accepted data set upload (else 413)")
     max_concurrent_runs: int = Field(default=1, ge=1, description="runs sampled at once; the rest wait as PENDING")
     quota_max_active_runs: int | None = Field(default=None, ge=1, description="per tenant: PENDING + RUNNING runs")
-    quota_max_stored_bytes: int | None = Field(default=None, ge=1, description="per tenant: bytes of draws, "
-                                                                               "checkpoints and uploaded data sets")
+    quota_max_stored_bytes: int | None = Field(
+        default=None, ge=1, description="per tenant: bytes of draws, checkpoints and uploaded data sets"
+    )
     quota_max_chains_x_dim: int | None = Field(default=None, ge=1, description="per run: chains × parameter dimension")
     keepalive_s: float = Field(default=15.0, gt=0, description="SSE keep-alive comment interval")
     poll_s: float = Field(default=0.1, gt=0, description="how often follow-streams look for new draws and events")
@@ -63,8 +68,10 @@ class Settings(BaseSettings):
             tenant, sep, key = entry.partition(":")
             tenant, key = tenant.strip(), key.strip()
             if not sep or not TENANT_PATTERN.match(tenant) or len(key) < 8:
-                raise ValueError(f"{where}: entries must be tenant:key (tenant of letters, digits, _.-; key of at "
-                                 f"least 8 characters), got {entry.split(':', 1)[0]!r}:…")
+                raise ValueError(
+                    f"{where}: entries must be tenant:key (tenant of letters, digits, _.-; key of at "
+                    f"least 8 characters), got {entry.split(':', 1)[0]!r}:…"
+                )
             if key in out and out[key] != tenant:
                 raise ValueError(f"{where}: the same key is given to tenants {out[key]!r} and {tenant!r}")
             out[key] = tenant

@@ -1,6 +1,7 @@
 """Spec translation: a `RunSpec` becomes engine objects (model, shards) and run options, checked at submit the way the
 run will check them, so a spec the engine would reject is a 422 naming the field rather than a FAILED run later.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -52,9 +53,17 @@ def run_options(spec: RunSpec) -> RunOptions:
 
 
 def _options(spec: RunSpec) -> RunOptions:
-    return RunOptions(chains=spec.chains, num_rounds=spec.num_rounds, burn_in=spec.burn_in, thin=spec.thin,
-                      seed=spec.seed, time_budget_s=spec.time_budget_s, target_ess=spec.target_ess,
-                      max_rhat=spec.max_rhat, max_rounds=spec.max_rounds)
+    return RunOptions(
+        chains=spec.chains,
+        num_rounds=spec.num_rounds,
+        burn_in=spec.burn_in,
+        thin=spec.thin,
+        seed=spec.seed,
+        time_budget_s=spec.time_budget_s,
+        target_ess=spec.target_ess,
+        max_rhat=spec.max_rhat,
+        max_rounds=spec.max_rounds,
+    )
 
 
 def spec_hash(spec: RunSpec) -> str:
@@ -81,25 +90,31 @@ def load_data(spec: RunSpec, tenant: str, store: RecordStore) -> DataTable:
     if spec.data.dataset is not None:
         name = spec.data.dataset.removeprefix(BUILTIN_PREFIX)
         if name not in rs_datasets.available():
-            raise SpecError(("data", "dataset"), f"unknown built-in data set {name!r}; valid: "
-                            f"{', '.join(BUILTIN_PREFIX + n for n in rs_datasets.available())}")
+            raise SpecError(
+                ("data", "dataset"),
+                f"unknown built-in data set {name!r}; valid: "
+                f"{', '.join(BUILTIN_PREFIX + n for n in rs_datasets.available())}",
+            )
         for key, cap in (("n", MAX_BUILTIN_ROWS), ("d", MAX_BUILTIN_DIM)):
             value = spec.data.options.get(key)
             if isinstance(value, (int, float)) and not isinstance(value, bool) and value > cap:
-                raise SpecError(("data", "options", key), f"{key} must be at most {cap} for a built-in data set, "
-                                f"got {value}")
+                raise SpecError(
+                    ("data", "options", key), f"{key} must be at most {cap} for a built-in data set, got {value}"
+                )
         try:
             X, y = rs_datasets.load(name, **spec.data.options)
             cols = rs_datasets.columns(name, **{k: v for k, v in spec.data.options.items() if k != "seed"})
             return DataTable(X, y, cols if len(cols) == X.shape[1] else None)
         except (TypeError, ValueError, MemoryError) as exc:
-            raise SpecError(("data", "options"), f"{type(exc).__name__}: {exc}" if isinstance(exc, MemoryError)
-                            else str(exc)) from None
+            raise SpecError(
+                ("data", "options"), f"{type(exc).__name__}: {exc}" if isinstance(exc, MemoryError) else str(exc)
+            ) from None
     assert spec.data.dataset_id is not None  # DataRef holds exactly one of the two
     rec = store.get_dataset(tenant, spec.data.dataset_id)
     if rec is None:
-        raise SpecError(("data", "dataset_id"), f"no data set {spec.data.dataset_id!r} (upload it with POST "
-                        "/v1/datasets)")
+        raise SpecError(
+            ("data", "dataset_id"), f"no data set {spec.data.dataset_id!r} (upload it with POST /v1/datasets)"
+        )
     with np.load(rec.path) as z:
         return DataTable(z["X"], z["y"], tuple(str(c) for c in z["columns"]) if "columns" in z.files else None)
 
@@ -132,8 +147,13 @@ def build(spec: RunSpec, tenant: str, store: RecordStore, executor: str = "ray")
     except ValueError as exc:
         field = "shard_strategy" if "label" in str(exc) or "strategy" in str(exc) else "num_shards"
         raise SpecError((field,), str(exc)) from None
-    pool = LocalPool([ShardSource(i, s, s.site, s.columns, s.index) for i, s in enumerate(shards)], model,
-                     algorithm, spec.seed, spec.chains)
+    pool = LocalPool(
+        [ShardSource(i, s, s.site, s.columns, s.index) for i, s in enumerate(shards)],
+        model,
+        algorithm,
+        spec.seed,
+        spec.chains,
+    )
     try:
         _, bound = bind_model(pool, model)
     except (ValueError, TypeError) as exc:
@@ -153,8 +173,11 @@ def build_site_shards(spec: RunSpec, model: Model, algorithm: Algorithm, executo
     and reads its header (never the data); the columns must agree; the model is bound from the header."""
     refs = spec.data.shards or []
     if executor != "ray":
-        raise SpecError(("data", "shards"), "shards on sites need the service to run on Ray (executor 'ray'), "
-                                           "where each shard's worker runs on a node of its site")
+        raise SpecError(
+            ("data", "shards"),
+            "shards on sites need the service to run on Ray (executor 'ray'), "
+            "where each shard's worker runs on a node of its site",
+        )
     x_cols = tuple(spec.data.x_columns) if spec.data.x_columns is not None else None
     shards = []
     for i, ref in enumerate(refs):
@@ -167,20 +190,26 @@ def build_site_shards(spec: RunSpec, model: Model, algorithm: Algorithm, executo
     for i, (ref, probe) in enumerate(zip(refs, probes)):
         assert probe is not None
         if not probe.ok:
-            raise SpecError(("data", "shards", i), f"shards[{i}] ({ref.path} on site {ref.site!r}"
-                            f"{', host ' + probe.hostname if probe.hostname else ''}): {probe.error}")
+            raise SpecError(
+                ("data", "shards", i),
+                f"shards[{i}] ({ref.path} on site {ref.site!r}"
+                f"{', host ' + probe.hostname if probe.hostname else ''}): {probe.error}",
+            )
         if first is None:
             first = probe
         elif (probe.columns, probe.n_features) != (first.columns, first.n_features):
-            raise SpecError(("data", "shards", i), f"shards[{i}] has columns "
-                            f"{list(probe.columns) if probe.columns else probe.n_features} but shards[0] has "
-                            f"{list(first.columns) if first.columns else first.n_features}: every shard must have "
-                            "the same columns")
+            raise SpecError(
+                ("data", "shards", i),
+                f"shards[{i}] has columns "
+                f"{list(probe.columns) if probe.columns else probe.n_features} but shards[0] has "
+                f"{list(first.columns) if first.columns else first.n_features}: every shard must have "
+                "the same columns",
+            )
     assert first is not None and first.n_features is not None
     rows = [p.n_rows for p in probes if p is not None]
     n = sum(r for r in rows if r is not None) if all(r is not None for r in rows) else 0
     d = 0
-    if getattr(model, "target_kind", "") != "multiclass":   # the number of classes needs the labels: at run time
+    if getattr(model, "target_kind", "") != "multiclass":  # the number of classes needs the labels: at run time
         try:
             bound = model.bind(DataSpec(n_features=first.n_features, columns=first.columns))
             d = int(bound.dim)

@@ -4,6 +4,7 @@ default, and a server database can replace it by implementing the same methods.
 Records are typed values (`RunRecord`, `EventRecord`, `DatasetRecord`). Runs are keyed by (tenant, id): tenants never
 share ids, and every lookup takes the tenant, so isolation is structural.
 """
+
 from __future__ import annotations
 
 import json
@@ -44,8 +45,17 @@ class RecordStore(ABC):
     """What the service needs from its database."""
 
     @abstractmethod
-    def create_run(self, tenant: str, run_id: str, spec: RunSpec, spec_hash: str, idempotency_key: str | None,
-                   rounds_total: int, draws_total: int, max_active: int | None = None) -> RunRecord:
+    def create_run(
+        self,
+        tenant: str,
+        run_id: str,
+        spec: RunSpec,
+        spec_hash: str,
+        idempotency_key: str | None,
+        rounds_total: int,
+        draws_total: int,
+        max_active: int | None = None,
+    ) -> RunRecord:
         """Insert a PENDING run; raise Conflict(existing) if (tenant, id) or (tenant, idempotency key) exists, and
         ActiveLimit if the tenant already has `max_active` PENDING or RUNNING runs (checked atomically)."""
 
@@ -67,8 +77,14 @@ class RecordStore(ABC):
     def update_run(self, tenant: str, run_id: str, **fields: Unpack[RunFields]) -> None: ...
 
     @abstractmethod
-    def transition(self, tenant: str, run_id: str, from_statuses: Iterable[RunStatus],
-                   event: EventPayload | None = None, **fields: Unpack[RunFields]) -> bool:
+    def transition(
+        self,
+        tenant: str,
+        run_id: str,
+        from_statuses: Iterable[RunStatus],
+        event: EventPayload | None = None,
+        **fields: Unpack[RunFields],
+    ) -> bool:
         """Atomically: if the run's status is in `from_statuses`, update `fields` and append `event`; return whether
         it did (compare-and-set, so concurrent cancels and pick-ups cannot both win)."""
 
@@ -83,8 +99,9 @@ class RecordStore(ABC):
     def events_after(self, run_key: int, after: int, limit: int = 1000) -> list[EventRecord]: ...
 
     @abstractmethod
-    def add_dataset(self, tenant: str, dataset_id: str, name: str, n: int, d: int, nbytes: int,
-                    path: Path) -> DatasetRecord: ...
+    def add_dataset(
+        self, tenant: str, dataset_id: str, name: str, n: int, d: int, nbytes: int, path: Path
+    ) -> DatasetRecord: ...
 
     @abstractmethod
     def get_dataset(self, tenant: str, dataset_id: str) -> DatasetRecord | None: ...
@@ -134,8 +151,14 @@ CREATE TABLE IF NOT EXISTS datasets (
 
 
 #: Run columns added after the first schema: (name, declaration), added to older databases on open.
-_ADDED_COLUMNS = (("plan", "TEXT"), ("failure", "TEXT"), ("diagnostics", "TEXT"),
-                  ("restarts", "INTEGER NOT NULL DEFAULT 0"), ("checkpoint_round", "INTEGER"), ("param_blocks", "TEXT"))
+_ADDED_COLUMNS = (
+    ("plan", "TEXT"),
+    ("failure", "TEXT"),
+    ("diagnostics", "TEXT"),
+    ("restarts", "INTEGER NOT NULL DEFAULT 0"),
+    ("checkpoint_round", "INTEGER"),
+    ("param_blocks", "TEXT"),
+)
 
 
 class SQLiteStore(RecordStore):
@@ -161,11 +184,22 @@ class SQLiteStore(RecordStore):
 
     # --- runs -------------------------------------------------------------------------------------------------
 
-    def create_run(self, tenant: str, run_id: str, spec: RunSpec, spec_hash: str, idempotency_key: str | None,
-                   rounds_total: int, draws_total: int, max_active: int | None = None) -> RunRecord:
+    def create_run(
+        self,
+        tenant: str,
+        run_id: str,
+        spec: RunSpec,
+        spec_hash: str,
+        idempotency_key: str | None,
+        rounds_total: int,
+        draws_total: int,
+        max_active: int | None = None,
+    ) -> RunRecord:
         with self._lock:
-            existing = self._run("SELECT * FROM runs WHERE tenant = ? AND (id = ? OR idempotency_key = ?)",
-                                 (tenant, run_id, idempotency_key))
+            existing = self._run(
+                "SELECT * FROM runs WHERE tenant = ? AND (id = ? OR idempotency_key = ?)",
+                (tenant, run_id, idempotency_key),
+            )
             if existing is not None:
                 raise Conflict(existing)
             if max_active is not None:
@@ -175,8 +209,19 @@ class SQLiteStore(RecordStore):
             self._db.execute(
                 "INSERT INTO runs (tenant, id, status, created_at, spec, spec_hash, idempotency_key, rounds_total,"
                 " draws_total, chains) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (tenant, run_id, RunStatus.PENDING.value, time.time(), spec.model_dump_json(), spec_hash,
-                 idempotency_key, rounds_total, draws_total, spec.chains))
+                (
+                    tenant,
+                    run_id,
+                    RunStatus.PENDING.value,
+                    time.time(),
+                    spec.model_dump_json(),
+                    spec_hash,
+                    idempotency_key,
+                    rounds_total,
+                    draws_total,
+                    spec.chains,
+                ),
+            )
             created = self.get_run(tenant, run_id)
             assert created is not None
             return created
@@ -202,28 +247,38 @@ class SQLiteStore(RecordStore):
     def runs_with_status(self, statuses: Iterable[RunStatus]) -> list[RunRecord]:
         values = [s.value for s in statuses]
         marks = ",".join("?" * len(values))
-        return [_run_record(r) for r in self._rows(f"SELECT * FROM runs WHERE status IN ({marks}) ORDER BY key",
-                                                   values)]
+        return [
+            _run_record(r) for r in self._rows(f"SELECT * FROM runs WHERE status IN ({marks}) ORDER BY key", values)
+        ]
 
     def update_run(self, tenant: str, run_id: str, **fields: Unpack[RunFields]) -> None:
         sets, values = _assignments(fields)
         with self._lock:
             self._db.execute(f"UPDATE runs SET {sets} WHERE tenant = ? AND id = ?", (*values, tenant, run_id))
 
-    def transition(self, tenant: str, run_id: str, from_statuses: Iterable[RunStatus],
-                   event: EventPayload | None = None, **fields: Unpack[RunFields]) -> bool:
+    def transition(
+        self,
+        tenant: str,
+        run_id: str,
+        from_statuses: Iterable[RunStatus],
+        event: EventPayload | None = None,
+        **fields: Unpack[RunFields],
+    ) -> bool:
         sets, values = _assignments(fields)
         states = [s.value for s in from_statuses]
         marks = ",".join("?" * len(states))
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                cur = self._db.execute(f"UPDATE runs SET {sets} WHERE tenant = ? AND id = ? AND status IN ({marks})",
-                                       (*values, tenant, run_id, *states))
+                cur = self._db.execute(
+                    f"UPDATE runs SET {sets} WHERE tenant = ? AND id = ? AND status IN ({marks})",
+                    (*values, tenant, run_id, *states),
+                )
                 done = cur.rowcount == 1
                 if done and event is not None:
-                    key = self._db.execute("SELECT key FROM runs WHERE tenant = ? AND id = ?",
-                                           (tenant, run_id)).fetchone()[0]
+                    key = self._db.execute(
+                        "SELECT key FROM runs WHERE tenant = ? AND id = ?", (tenant, run_id)
+                    ).fetchone()[0]
                     self._insert_event(key, event)
                 self._db.execute("COMMIT")
             except BaseException:
@@ -242,12 +297,16 @@ class SQLiteStore(RecordStore):
             self._db.execute("COMMIT")
 
     def count_runs_by_status(self) -> dict[RunStatus, int]:
-        return {RunStatus(r["status"]): r["n"]
-                for r in self._rows("SELECT status, COUNT(*) AS n FROM runs GROUP BY status", ())}
+        return {
+            RunStatus(r["status"]): r["n"]
+            for r in self._rows("SELECT status, COUNT(*) AS n FROM runs GROUP BY status", ())
+        }
 
     def count_active(self, tenant: str) -> int:
-        rows = self._rows("SELECT COUNT(*) AS n FROM runs WHERE tenant = ? AND status IN (?, ?)",
-                          (tenant, RunStatus.PENDING.value, RunStatus.RUNNING.value))
+        rows = self._rows(
+            "SELECT COUNT(*) AS n FROM runs WHERE tenant = ? AND status IN (?, ?)",
+            (tenant, RunStatus.PENDING.value, RunStatus.RUNNING.value),
+        )
         return int(rows[0]["n"])
 
     # --- events -----------------------------------------------------------------------------------------------
@@ -266,23 +325,30 @@ class SQLiteStore(RecordStore):
     def _insert_event(self, run_key: int, event: EventPayload) -> int:
         last = self._db.execute("SELECT MAX(seq) FROM events WHERE run_key = ?", (run_key,)).fetchone()[0]
         seq = (last or 0) + 1
-        self._db.execute("INSERT INTO events (run_key, seq, kind, data, ts) VALUES (?, ?, ?, ?, ?)",
-                         (run_key, seq, event.kind.value, json.dumps(event.to_json()), time.time()))
+        self._db.execute(
+            "INSERT INTO events (run_key, seq, kind, data, ts) VALUES (?, ?, ?, ?, ?)",
+            (run_key, seq, event.kind.value, json.dumps(event.to_json()), time.time()),
+        )
         return seq
 
     def events_after(self, run_key: int, after: int, limit: int = 1000) -> list[EventRecord]:
-        rows = self._rows("SELECT seq, kind, data, ts FROM events WHERE run_key = ? AND seq > ? ORDER BY seq LIMIT ?",
-                          (run_key, after, limit))
+        rows = self._rows(
+            "SELECT seq, kind, data, ts FROM events WHERE run_key = ? AND seq > ? ORDER BY seq LIMIT ?",
+            (run_key, after, limit),
+        )
         return [EventRecord(r["seq"], r["kind"], json.loads(r["data"]), r["ts"]) for r in rows]
 
     # --- datasets ---------------------------------------------------------------------------------------------
 
-    def add_dataset(self, tenant: str, dataset_id: str, name: str, n: int, d: int, nbytes: int,
-                    path: Path) -> DatasetRecord:
+    def add_dataset(
+        self, tenant: str, dataset_id: str, name: str, n: int, d: int, nbytes: int, path: Path
+    ) -> DatasetRecord:
         with self._lock:
-            self._db.execute("INSERT INTO datasets (tenant, id, name, n, d, bytes, path, created_at) "
-                             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (tenant, dataset_id, name, n, d, nbytes, str(path),
-                                                                  time.time()))
+            self._db.execute(
+                "INSERT INTO datasets (tenant, id, name, n, d, bytes, path, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (tenant, dataset_id, name, n, d, nbytes, str(path), time.time()),
+            )
             created = self.get_dataset(tenant, dataset_id)
             assert created is not None
             return created
@@ -292,8 +358,10 @@ class SQLiteStore(RecordStore):
         return _dataset_record(rows[0]) if rows else None
 
     def list_datasets(self, tenant: str) -> list[DatasetRecord]:
-        return [_dataset_record(r) for r in self._rows("SELECT * FROM datasets WHERE tenant = ? ORDER BY key DESC",
-                                                       (tenant,))]
+        return [
+            _dataset_record(r)
+            for r in self._rows("SELECT * FROM datasets WHERE tenant = ? ORDER BY key DESC", (tenant,))
+        ]
 
     def delete_dataset(self, tenant: str, dataset_id: str) -> None:
         with self._lock:
@@ -337,21 +405,48 @@ def _encode(name: str, value: Any) -> Any:
 def _run_record(r: sqlite3.Row) -> RunRecord:
     names = r["param_names"]
     return RunRecord(
-        key=r["key"], tenant=r["tenant"], id=r["id"], status=RunStatus(r["status"]), created_at=r["created_at"],
-        started_at=r["started_at"], finished_at=r["finished_at"], spec=RunSpec.model_validate_json(r["spec"]),
-        spec_hash=r["spec_hash"], idempotency_key=r["idempotency_key"], rounds_done=r["rounds_done"],
-        rounds_total=r["rounds_total"], draws_stored=r["draws_stored"], draws_total=r["draws_total"],
-        chains=r["chains"], dim=r["dim"], param_names=None if names is None else tuple(json.loads(names)),
-        timings=json.loads(r["timings"]), workers=tuple(WorkerStats(**w) for w in json.loads(r["workers"])),
-        error=r["error"], warnings=tuple(json.loads(r["warnings"])), cancel_requested=bool(r["cancel_requested"]),
+        key=r["key"],
+        tenant=r["tenant"],
+        id=r["id"],
+        status=RunStatus(r["status"]),
+        created_at=r["created_at"],
+        started_at=r["started_at"],
+        finished_at=r["finished_at"],
+        spec=RunSpec.model_validate_json(r["spec"]),
+        spec_hash=r["spec_hash"],
+        idempotency_key=r["idempotency_key"],
+        rounds_done=r["rounds_done"],
+        rounds_total=r["rounds_total"],
+        draws_stored=r["draws_stored"],
+        draws_total=r["draws_total"],
+        chains=r["chains"],
+        dim=r["dim"],
+        param_names=None if names is None else tuple(json.loads(names)),
+        timings=json.loads(r["timings"]),
+        workers=tuple(WorkerStats(**w) for w in json.loads(r["workers"])),
+        error=r["error"],
+        warnings=tuple(json.loads(r["warnings"])),
+        cancel_requested=bool(r["cancel_requested"]),
         plan=None if r["plan"] is None else json.loads(r["plan"]),
         failure=None if r["failure"] is None else FailureInfo.model_validate_json(r["failure"]),
         diagnostics=None if r["diagnostics"] is None else DiagnosticsInfo.model_validate_json(r["diagnostics"]),
-        restarts=r["restarts"], checkpoint_round=r["checkpoint_round"],
-        param_blocks=None if r["param_blocks"] is None else
-        tuple(ParamBlock.from_dict(b) for b in json.loads(r["param_blocks"])))
+        restarts=r["restarts"],
+        checkpoint_round=r["checkpoint_round"],
+        param_blocks=None
+        if r["param_blocks"] is None
+        else tuple(ParamBlock.from_dict(b) for b in json.loads(r["param_blocks"])),
+    )
 
 
 def _dataset_record(r: sqlite3.Row) -> DatasetRecord:
-    return DatasetRecord(key=r["key"], tenant=r["tenant"], id=r["id"], name=r["name"], n=r["n"], d=r["d"],
-                         nbytes=r["bytes"], path=Path(r["path"]), created_at=r["created_at"])
+    return DatasetRecord(
+        key=r["key"],
+        tenant=r["tenant"],
+        id=r["id"],
+        name=r["name"],
+        n=r["n"],
+        d=r["d"],
+        nbytes=r["bytes"],
+        path=Path(r["path"]),
+        created_at=r["created_at"],
+    )

@@ -2,6 +2,7 @@
 log, each from a client-given offset, optionally following the run until it ends. The line and frame formats are
 `raysampler.wire`'s.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -18,9 +19,17 @@ BLOCK_LINES = 4096  # draw lines per read-and-encode step (done off the event lo
 
 def header(rec: RunRecord, start: int) -> DrawsHeader:
     """The draw stream's header line for a run (chain c is seeded by SeedSequence(seed) spawned along [c])."""
-    return DrawsHeader(run_id=rec.id, param_names=rec.param_names, chains=rec.chains, dim=rec.dim,
-                       draws_total=rec.draws_total, draws_stored=rec.draws_stored, status=rec.status, start=start,
-                       chain_seeds=tuple(ChainSeed(c, rec.spec.seed, (c,)) for c in range(rec.chains)))
+    return DrawsHeader(
+        run_id=rec.id,
+        param_names=rec.param_names,
+        chains=rec.chains,
+        dim=rec.dim,
+        draws_total=rec.draws_total,
+        draws_stored=rec.draws_stored,
+        status=rec.status,
+        start=start,
+        chain_seeds=tuple(ChainSeed(c, rec.spec.seed, (c,)) for c in range(rec.chains)),
+    )
 
 
 def _render(files: DrawFiles, rec: RunRecord, i0: int, i1: int, skip: int) -> str:
@@ -30,8 +39,9 @@ def _render(files: DrawFiles, rec: RunRecord, i0: int, i1: int, skip: int) -> st
     return "".join(text.splitlines(keepends=True)[skip:]) if skip else text
 
 
-async def ndjson_draws(get_run: Callable[[], RunRecord | None], files: DrawFiles, start: int, follow: bool,
-                       poll_s: float) -> AsyncIterator[str]:
+async def ndjson_draws(
+    get_run: Callable[[], RunRecord | None], files: DrawFiles, start: int, follow: bool, poll_s: float
+) -> AsyncIterator[str]:
     """Header, then draw lines from offset `start`; with `follow`, wait for new durable draws until the run ends."""
     rec = get_run()
     while follow and rec is not None and rec.dim is None and not rec.status.is_terminal:
@@ -66,8 +76,14 @@ async def ndjson_draws(get_run: Callable[[], RunRecord | None], files: DrawFiles
         rec = latest
 
 
-async def sse_events(store: RecordStore, get_run: Callable[[], RunRecord | None], after: int, follow: bool,
-                     poll_s: float, keepalive_s: float) -> AsyncIterator[str]:
+async def sse_events(
+    store: RecordStore,
+    get_run: Callable[[], RunRecord | None],
+    after: int,
+    follow: bool,
+    poll_s: float,
+    keepalive_s: float,
+) -> AsyncIterator[str]:
     """Events with seq > `after` as SSE; keep-alive comments while waiting; ends after the run's final status."""
     rec = get_run()
     if rec is None:

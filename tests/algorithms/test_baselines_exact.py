@@ -5,6 +5,7 @@ gradient is ∇Ũ_i(x) = A_i x − a_i with A_i = P_i + P0/b, a_i = P_i m_i + P0
 affine recursion s' = F s + c + N(0, Ω) in its full state; its stationary law comes from `exact.stationary_law`
 and the draws' law (θ, or x̄ = M s with M = (1/b)[I … I]) is N(Mμ, M S Mᵀ). Tolerances: 4 MCSE from the ESS.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -32,8 +33,20 @@ def problem():
 
 def _run(problem, algorithm, seed=0, **params):
     shards, model, _, _ = problem
-    return rs.sample(model, shards, algorithm, chains=CHAINS, num_rounds=ROUNDS, burn_in=BURN, seed=seed,
-                     executor="local", progress=False, preconditioner=None, init="zeros", **params)
+    return rs.sample(
+        model,
+        shards,
+        algorithm,
+        chains=CHAINS,
+        num_rounds=ROUNDS,
+        burn_in=BURN,
+        seed=seed,
+        executor="local",
+        progress=False,
+        preconditioner=None,
+        init="zeros",
+        **params,
+    )
 
 
 def _local_affine(P, m):
@@ -42,8 +55,8 @@ def _local_affine(P, m):
     A = np.zeros((b * d, b * d))
     a = np.zeros(b * d)
     for i in range(b):
-        A[i * d:(i + 1) * d, i * d:(i + 1) * d] = P[i] + P0 / b
-        a[i * d:(i + 1) * d] = P[i] @ m[i] + P0 @ M0 / b
+        A[i * d : (i + 1) * d, i * d : (i + 1) * d] = P[i] + P0 / b
+        a[i * d : (i + 1) * d] = P[i] @ m[i] + P0 @ M0 / b
     return A, a
 
 
@@ -51,7 +64,7 @@ def _average_law(mean, cov, b, d, n_state=None):
     """Law of x̄ = M s, M = (1/b)[I_d … I_d] (padded with zeros for extra state such as v)."""
     n = n_state or b * d
     M = np.zeros((d, n))
-    M[:, :b * d] = np.tile(np.eye(d), b) / b
+    M[:, : b * d] = np.tile(np.eye(d), b) / b
     return M @ mean, M @ cov @ M.T
 
 
@@ -112,6 +125,7 @@ def _assert_sensitive(res, law, other):
 
 # --- exact laws ---------------------------------------------------------------------------------------------
 
+
 def test_ula_matches_lyapunov_law(problem):
     _, _, P, m = problem
     L = sum(np.linalg.eigvalsh(Pi).max() for Pi in P) + 1.0
@@ -124,7 +138,9 @@ def test_ula_matches_lyapunov_law(problem):
 
 def test_ula_default_step_is_tenth_of_inverse_lipschitz(problem):
     shards, model, P, _ = problem
-    res = rs.sample(model, shards, "ula", chains=2, num_rounds=5, burn_in=0, executor="local", progress=False, preconditioner=None)
+    res = rs.sample(
+        model, shards, "ula", chains=2, num_rounds=5, burn_in=0, executor="local", progress=False, preconditioner=None
+    )
     L = sum(np.linalg.eigvalsh(Pi).max() for Pi in P) + 1.0
     assert res.info["setup"]["plan"]["step_size"] == pytest.approx(0.1 / L)
 
@@ -142,6 +158,7 @@ def test_mala_targets_exact_posterior(problem):
 def test_mala_reverse_density_uses_gradient_at_proposal(problem):
     """One accept/reject by hand: log α must use ∇U(θ') in q(θ | θ'); the buggy (old-gradient) ratio differs."""
     from raysampler.algorithms.gradient import MALA, MALAState, ValueGradReply
+
     _, model, P, m = problem
     Lam = P0 + sum(P)
     b_vec = sum(Pi @ mi for Pi, mi in zip(P, m))
@@ -149,9 +166,19 @@ def test_mala_reverse_density_uses_gradient_at_proposal(problem):
     G = lambda x: x @ Lam - b_vec
     theta = np.array([[0.3, -0.2], [1.0, 1.0]])
     h = 0.05
-    state = MALAState(theta, U(theta), G(theta), np.array([[0.5, -1.0], [0.2, 0.3]]), np.log(h), np.log(h),
-                      (0, 0.0, np.log(h)), False, 0.574, rs.models.base.GaussianPrior(np.zeros(2), np.zeros(2)),
-                      np.ones(2))
+    state = MALAState(
+        theta,
+        U(theta),
+        G(theta),
+        np.array([[0.5, -1.0], [0.2, 0.3]]),
+        np.log(h),
+        np.log(h),
+        (0, 0.0, np.log(h)),
+        False,
+        0.574,
+        rs.models.base.GaussianPrior(np.zeros(2), np.zeros(2)),
+        np.ones(2),
+    )
     info = RoundInfo(100, False)
     alg = MALA(adapt=False)
     prop = alg.messages(state, np.ones(1, dtype=int), info)[0].theta
@@ -166,8 +193,8 @@ def test_mala_reverse_density_uses_gradient_at_proposal(problem):
 
     new, draws = alg.coordinator_step(state, [ValueGradReply(U(prop), G(prop))], FixedNoise(), info)
     fwd = prop - theta + h * G(theta)
-    right = -(U(prop) - U(theta)) + (np.sum(fwd**2, 1) - np.sum((theta - prop + h * G(prop))**2, 1)) / (4 * h)
-    buggy = -(U(prop) - U(theta)) + (np.sum(fwd**2, 1) - np.sum((theta - prop + h * G(theta))**2, 1)) / (4 * h)
+    right = -(U(prop) - U(theta)) + (np.sum(fwd**2, 1) - np.sum((theta - prop + h * G(prop)) ** 2, 1)) / (4 * h)
+    buggy = -(U(prop) - U(theta)) + (np.sum(fwd**2, 1) - np.sum((theta - prop + h * G(theta)) ** 2, 1)) / (4 * h)
     np.testing.assert_allclose(new.accept, np.exp(np.minimum(right, 0)))
     assert not np.allclose(np.exp(np.minimum(buggy, 0)), new.accept)
     np.testing.assert_allclose(draws, prop)
@@ -202,7 +229,7 @@ def test_dula_constant_steps_matches_lyapunov_law(problem):
     law = dula_law(P, m, alpha, beta, L)
     assert_moments(res.draws, *law)
     _assert_sensitive(res, law, dula_law(P, m, alpha / 4, beta, L))
-    with pytest.raises(AssertionError):                       # the noise √(2α)ξ (no factor b) is rejected
+    with pytest.raises(AssertionError):  # the noise √(2α)ξ (no factor b) is rejected
         assert_moments(res.draws, *dula_law(P, m, alpha, beta, L, noise_var=2 * alpha))
 
 
@@ -222,9 +249,9 @@ def test_agent_average_targets_posterior_exact_laws(problem):
             assert np.all(np.abs(r - 1) < 5 * scale), (scale, r)
             np.testing.assert_allclose(law[0], post[0], atol=0.05 * np.sqrt(np.diag(post[1])).min())
     eta = 0.02 / Lmax
-    assert _ratio(dula_law(P, m, eta / B, 0.2, L, agents=True)[1], post[1]).max() > 1.05     # agent: too wide
+    assert _ratio(dula_law(P, m, eta / B, 0.2, L, agents=True)[1], post[1]).max() > 1.05  # agent: too wide
     assert _ratio(dsgld_law(P, m, eta, W)[1], post[1]).max() < 1.02
-    wrong = dula_law(P, m, eta / B, 0.2, L, noise_var=2 * eta / B)                               # 2α instead of 2αb
+    wrong = dula_law(P, m, eta / B, 0.2, L, noise_var=2 * eta / B)  # 2α instead of 2αb
     np.testing.assert_allclose(_ratio(wrong[1], post[1]), 1 / B, rtol=0.03)
 
 
@@ -237,10 +264,11 @@ def test_dula_schedule():
     assert alg.beta(10) == pytest.approx(0.48 / 240 ** paper["delta1"])
     const = get_algorithm("dula", alpha0=0.01, beta0=0.2, delta1=0.0, delta2=0.0)
     assert const.alpha(500) == 0.01 and const.beta(500) == 0.2
-    assert get_algorithm("dula", alpha0=0.01).schedule(tuned=True)["delta2"] == 0.0   # tuned: constant steps
+    assert get_algorithm("dula", alpha0=0.01).schedule(tuned=True)["delta2"] == 0.0  # tuned: constant steps
 
 
 # --- topology and routing -----------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("spec", ["complete", "ring", "star", "edgeless", [(0, 1), (1, 2), (3, 1), (1, 0)]])
 def test_metropolis_weights(spec):
@@ -295,22 +323,26 @@ def test_routing_only_neighbours():
 
 # --- registry, params, executors ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name,params,bad", [
-    ("ula", {"step_size": -1.0}, "step_size"),
-    ("ula", {"init": "middle"}, "init"),
-    ("mala", {"step_size": 0.0}, "step_size"),
-    ("mala", {"target_accept": 1.5}, "target_accept"),
-    ("dsgld", {"step_size": float("nan")}, "step_size"),
-    ("dsgld", {"step_size": 0.1, "topology": "grid"}, "topology"),
-    ("dsghmc", {"step_size": 0.1, "friction": 0.0}, "friction"),
-    ("dsghmc", {"step_size": True}, "step_size"),
-    ("dula", {"alpha0": -1.0}, "alpha0"),
-    ("dula", {"beta0": 0.0}, "beta0"),
-    ("dula", {"delta1": -0.5}, "delta1"),
-    ("dula", {"b2": "x"}, "b2"),
-    ("dsgld", {"step_size": 0.1, "batch_size": 0}, "batch_size"),
-    ("dsghmc", {"step_size": 0.1, "batch_size": 2.5}, "batch_size"),
-])
+
+@pytest.mark.parametrize(
+    "name,params,bad",
+    [
+        ("ula", {"step_size": -1.0}, "step_size"),
+        ("ula", {"init": "middle"}, "init"),
+        ("mala", {"step_size": 0.0}, "step_size"),
+        ("mala", {"target_accept": 1.5}, "target_accept"),
+        ("dsgld", {"step_size": float("nan")}, "step_size"),
+        ("dsgld", {"step_size": 0.1, "topology": "grid"}, "topology"),
+        ("dsghmc", {"step_size": 0.1, "friction": 0.0}, "friction"),
+        ("dsghmc", {"step_size": True}, "step_size"),
+        ("dula", {"alpha0": -1.0}, "alpha0"),
+        ("dula", {"beta0": 0.0}, "beta0"),
+        ("dula", {"delta1": -0.5}, "delta1"),
+        ("dula", {"b2": "x"}, "b2"),
+        ("dsgld", {"step_size": 0.1, "batch_size": 0}, "batch_size"),
+        ("dsghmc", {"step_size": 0.1, "batch_size": 2.5}, "batch_size"),
+    ],
+)
 def test_bad_params_name_the_parameter(name, params, bad):
     with pytest.raises(ValueError, match=bad):
         get_algorithm(name, **params)
@@ -319,20 +351,43 @@ def test_bad_params_name_the_parameter(name, params, bad):
 def test_dula_beta_times_degree_checked(problem):
     shards, model, _, _ = problem
     with pytest.raises(ValueError, match="beta0"):
-        rs.sample(model, shards, "dula", beta0=0.3, delta1=0.0, topology="complete", chains=2, num_rounds=5,
-                  executor="local", progress=False, preconditioner=None)   # 0.3 · 4 ≥ 1
+        rs.sample(
+            model,
+            shards,
+            "dula",
+            beta0=0.3,
+            delta1=0.0,
+            topology="complete",
+            chains=2,
+            num_rounds=5,
+            executor="local",
+            progress=False,
+            preconditioner=None,
+        )  # 0.3 · 4 ≥ 1
 
 
 def test_bad_explicit_topology_at_run(problem):
     shards, model, _, _ = problem
     with pytest.raises(ValueError, match="topology"):
-        rs.sample(model, shards, "dsgld", step_size=0.01, topology=[(0, 7)], chains=2, num_rounds=5,
-                  executor="local", progress=False, preconditioner=None)
+        rs.sample(
+            model,
+            shards,
+            "dsgld",
+            step_size=0.01,
+            topology=[(0, 7)],
+            chains=2,
+            num_rounds=5,
+            executor="local",
+            progress=False,
+            preconditioner=None,
+        )
 
 
 def test_local_and_ray_draws_identical(problem, ray_session):
     shards, model, _, _ = problem
-    kw = dict(chains=3, num_rounds=20, burn_in=5, seed=4, progress=False, preconditioner=None, step_size=0.02, topology="ring")
+    kw = dict(
+        chains=3, num_rounds=20, burn_in=5, seed=4, progress=False, preconditioner=None, step_size=0.02, topology="ring"
+    )
     local = rs.sample(model, shards, "dsgld", executor="local", **kw)
     ray = rs.sample(model, shards, "dsgld", executor="ray", **kw)
     np.testing.assert_array_equal(local.draws, ray.draws)
@@ -342,6 +397,7 @@ def test_minibatch_gradient_unbiased_and_deterministic(problem):
     """batch_size: (n_i/B)Σ∇ℓ_r over B rows drawn from the worker's uniform stream is unbiased for ∇U_i."""
     from raysampler.algorithms.decentralized import local_gradient
     from raysampler.streams import ChainNoise
+
     shards, model, P, m = problem
     rng = np.random.default_rng(3)
     ys = rng.normal(size=(12, 2))
@@ -352,9 +408,19 @@ def test_minibatch_gradient_unbiased_and_deterministic(problem):
     est = np.stack([local_gradient(bound, X, ys, x, 3, noise) for _ in range(4000)])
     se = est.std(axis=0) / np.sqrt(len(est))
     assert np.all(np.abs(est.mean(axis=0) - full) < 4 * se)
-    np.testing.assert_array_equal(local_gradient(bound, X, ys, x, 12, noise), full)   # n_i ≤ B: exact
-    kw = dict(chains=2, num_rounds=30, burn_in=5, seed=1, executor="local", progress=False, preconditioner=None, step_size=0.02,
-              topology="ring", batch_size=2)
+    np.testing.assert_array_equal(local_gradient(bound, X, ys, x, 12, noise), full)  # n_i ≤ B: exact
+    kw = dict(
+        chains=2,
+        num_rounds=30,
+        burn_in=5,
+        seed=1,
+        executor="local",
+        progress=False,
+        preconditioner=None,
+        step_size=0.02,
+        topology="ring",
+        batch_size=2,
+    )
     a, b = rs.sample(model, shards, "dsgld", **kw), rs.sample(model, shards, "dsgld", **kw)
     np.testing.assert_array_equal(a.draws, b.draws)
     assert np.all(np.isfinite(a.draws))

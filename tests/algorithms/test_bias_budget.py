@@ -1,6 +1,7 @@
 """The bias budget: the stationary laws raysampler.budget predicts from the Laplace model agree with the exact laws the
 sampler tests verify; on a Gaussian target (where the Laplace model is exact) every unadjusted algorithm's tuned
 default keeps its exact-law bias within δ, samples that law, and a step 1.5× larger (or ρ 1.5× smaller) would not."""
+
 from __future__ import annotations
 
 import warnings
@@ -62,8 +63,9 @@ def test_budget_laws_equal_the_verified_exact_laws(problem):
     close(in_theta(lap, budget.ula_law_moments(lap, 0.02)), ula_law(P, m, 0.02))
     close(in_theta(lap, budget.dsgld_law(lap, W, 0.02)), ref_dsgld(P, m, 0.02, W))
     close(in_theta(lap, budget.dsghmc_law(lap, W, 0.05, 0.7)), ref_dsghmc(P, m, 0.05, 0.7, W))
-    close(in_theta(lap, budget.dula_law(lap, ring.laplacian(), 0.004, 0.2)), ref_dula(P, m, 0.004, 0.2,
-                                                                                    ring.laplacian()))
+    close(
+        in_theta(lap, budget.dula_law(lap, ring.laplacian(), 0.004, 0.2)), ref_dula(P, m, 0.004, 0.2, ring.laplacian())
+    )
     for noise in ("curvature", "langevin", "paper"):
         close(in_theta(lap, budget.dadmms_law(lap, ring, 2.0, noise)), ref_dadmms(P, m, 2.0, ring, noise=noise))
 
@@ -85,8 +87,18 @@ def test_tuned_default_keeps_the_exact_law_within_budget_and_samples_it(problem,
     extra = {"levels": None} if algorithm == "qlsd" else {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res = rs.sample(model, shards, algorithm, chains=16, num_rounds=3000, burn_in=500, seed=3, executor="local",
-                        progress=False, **extra)
+        res = rs.sample(
+            model,
+            shards,
+            algorithm,
+            chains=16,
+            num_rounds=3000,
+            burn_in=500,
+            seed=3,
+            executor="local",
+            progress=False,
+            **extra,
+        )
     plan = res.info["setup"]["plan"]
     lap = laplace(problem, "auto")
     top = topo.make_topology("complete", len(SIZES))
@@ -94,11 +106,12 @@ def test_tuned_default_keeps_the_exact_law_within_budget_and_samples_it(problem,
     value = plan[key]
     law = law_of(lap, value, plan, W, top)
     pred = budget.compare(lap, *law)
-    assert pred.worst <= DELTA + 1e-9 and pred.worst == pytest.approx(max(plan["predicted_mean_shift_sd"],
-                                                                           plan["predicted_sd_error"]))
+    assert pred.worst <= DELTA + 1e-9 and pred.worst == pytest.approx(
+        max(plan["predicted_mean_shift_sd"], plan["predicted_sd_error"])
+    )
     assert_moments(res.draws, *in_theta(lap, law))
     beyond = law_of(lap, value * 1.5 if kind == "step" else value / 1.5, plan, W, top)
-    if algorithm != "dadmms":        # D-ADMMS's ρ is bounded below by the non-Gaussian cap, not by this law
+    if algorithm != "dadmms":  # D-ADMMS's ρ is bounded below by the non-Gaussian cap, not by this law
         assert beyond is None or budget.compare(lap, *beyond).worst > DELTA
 
 
@@ -111,8 +124,9 @@ def test_fald_tuned_default_keeps_the_exact_law_within_budget(problem):
     shards, model, P, m = problem
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res = rs.sample(model, shards, "fald", chains=16, num_rounds=3000, burn_in=500, seed=3, executor="local",
-                        progress=False)
+        res = rs.sample(
+            model, shards, "fald", chains=16, num_rounds=3000, burn_in=500, seed=3, executor="local", progress=False
+        )
     plan = res.info["setup"]["plan"]
     lap = laplace(problem, "auto")
     L, s = lap.precond.matrix(), lap.precond.shift
@@ -121,6 +135,6 @@ def test_fald_tuned_default_keeps_the_exact_law_within_budget(problem):
     m_phi = [Li @ (mi - s) for mi in m]
     exact = fald_law(P_phi, m_phi, L.T @ L, Li @ (np.zeros(2) - s), plan["step_size"], plan["p_comm"], plan["tau"])
     predicted = budget.fald_law(lap, plan["step_size"], plan["p_comm"], plan["tau"])
-    np.testing.assert_allclose(predicted[0], exact[0] - lap.centre, atol=1e-6)       # exact (to the tail cut)
+    np.testing.assert_allclose(predicted[0], exact[0] - lap.centre, atol=1e-6)  # exact (to the tail cut)
     assert budget.compare(lap, exact[0] - lap.centre, exact[1]).worst <= DELTA + 0.01
     assert_moments(res.draws, *in_theta(lap, (exact[0] - lap.centre, exact[1])))

@@ -24,6 +24,7 @@ eigenvalue 1 on that direction and no stationary law in the full state; p starts
 {Σ_i p_i = 0} = range(Q ⊗ I) (Q an orthonormal basis of 1^⊥), so the law is computed in the reduced state
 (x, q), p = (Q ⊗ I)q, where the spectral radius is < 1 for the settings used here. Draws: x̄ = (1/b)Σ_i x_i.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -56,8 +57,9 @@ def noise_cov(noise, rho, n_i, A_i):
     """Covariance C_i of the primal step's noise s_i (raysampler.algorithms.dadmm)."""
     gamma = 1.0 / (2 * rho * n_i)
     eye = np.eye(A_i.shape[0])
-    return {"paper": eye / (2 * rho**2), "langevin": 2 * gamma * eye,
-            "curvature": 2 * gamma * eye + gamma**2 * A_i}[noise]
+    return {"paper": eye / (2 * rho**2), "langevin": 2 * gamma * eye, "curvature": 2 * gamma * eye + gamma**2 * A_i}[
+        noise
+    ]
 
 
 def dadmms_law(P, m, rho, top, full_state=False, noise="paper", agents=False):
@@ -73,8 +75,9 @@ def dadmms_law(P, m, rho, top, full_state=False, noise="paper", agents=False):
     Hinv = scipy.linalg.block_diag(*[np.linalg.inv(A[i] + 2 * rho * deg[i] * eye) for i in range(b)])
     a = np.concatenate([P[i] @ m[i] + P0 @ M0 / b for i in range(b)])
     K = rho * np.kron(np.diag(deg) + adj, eye)
-    E = -Hinv @ scipy.linalg.block_diag(*[2 * rho * deg[i] * np.linalg.cholesky(noise_cov(noise, rho, deg[i], A[i]))
-                                          for i in range(b)])
+    E = -Hinv @ scipy.linalg.block_diag(
+        *[2 * rho * deg[i] * np.linalg.cholesky(noise_cov(noise, rho, deg[i], A[i])) for i in range(b)]
+    )
     Lt = rho * np.kron(top.laplacian(), eye)
     n = b * d
     F = np.block([[Hinv @ K, -Hinv], [Lt @ Hinv @ K, np.eye(n) - Lt @ Hinv]])
@@ -93,20 +96,38 @@ def dadmms_law(P, m, rho, top, full_state=False, noise="paper", agents=False):
 
 def _run(problem, algorithm, seed=0, chains=CHAINS, num_rounds=ROUNDS, burn_in=BURN, **params):
     shards, model = problem[:2]
-    return rs.sample(model, shards, algorithm, chains=chains, num_rounds=num_rounds, burn_in=burn_in, seed=seed,
-                     executor="local", progress=False, preconditioner=None, init="zeros", **params)
+    return rs.sample(
+        model,
+        shards,
+        algorithm,
+        chains=chains,
+        num_rounds=num_rounds,
+        burn_in=burn_in,
+        seed=seed,
+        executor="local",
+        progress=False,
+        preconditioner=None,
+        init="zeros",
+        **params,
+    )
 
 
 # --- exact laws ---------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("spec,rho,noise,other", [("ring", 1.0, "curvature", "langevin"),
-                                                  ("complete", 2.0, "paper", "curvature"),
-                                                  ("ring", 2.0, "langevin", "curvature")])
+
+@pytest.mark.parametrize(
+    "spec,rho,noise,other",
+    [
+        ("ring", 1.0, "curvature", "langevin"),
+        ("complete", 2.0, "paper", "curvature"),
+        ("ring", 2.0, "langevin", "curvature"),
+    ],
+)
 def test_dadmms_matches_exact_law(problem, spec, rho, noise, other):
     _, _, P, m, _ = problem
     top = topo.make_topology(spec, B)
     law = dadmms_law(P, m, rho, top, noise=noise)
-    params = {} if noise == "curvature" else {"noise": noise}          # the default is "curvature"
+    params = {} if noise == "curvature" else {"noise": noise}  # the default is "curvature"
     res = _run(problem, "dadmms", rho=rho, topology=spec, **params)
     assert_moments(res.draws, *law)
     # sensitivity: the law with another noise scale is farther than the tolerance and the check rejects it
@@ -131,14 +152,16 @@ def test_noise_scales_exact_laws_versus_rho(problem):
     rhos = (1.0, 5.0, 20.0, 100.0)
     for spec in ("complete", "ring"):
         top = topo.make_topology(spec, B)
-        r = {nz: np.array([_var_ratio(dadmms_law(P, m, rho, top, noise=nz), post[1]) for rho in rhos])
-             for nz in ("curvature", "langevin", "paper")}
+        r = {
+            nz: np.array([_var_ratio(dadmms_law(P, m, rho, top, noise=nz), post[1]) for rho in rhos])
+            for nz in ("curvature", "langevin", "paper")
+        }
         dev = np.abs(r["curvature"] - 1).max(axis=1)
         assert dev[0] < 0.04 and dev[-1] < 1e-3 and np.all(np.diff(dev) < 0)
         assert np.all(np.diff(r["langevin"].min(axis=1)) > 0) and r["langevin"].min(axis=1)[0] < 0.9
         assert np.all(r["langevin"] < 1) and np.abs(r["langevin"][-1] - 1).max() < 0.01
         assert r["paper"].max(axis=1)[-1] < 0.02 and np.all(np.diff(r["paper"].max(axis=1)) < 0)
-        for rho in rhos:                 # the mean is the posterior mean for every scale (ADMM's fixed point)
+        for rho in rhos:  # the mean is the posterior mean for every scale (ADMM's fixed point)
             np.testing.assert_allclose(dadmms_law(P, m, rho, top, noise="curvature")[0], post[0], atol=1e-10)
 
 
@@ -170,18 +193,18 @@ def test_admm_converges_to_map_on_ring(problem):
     post_mean, _ = exact.gaussian_posterior(P, m, P0, M0)
     res = _run(problem, "admm", chains=2, num_rounds=5, burn_in=400, rho=1.0, topology="ring")
     np.testing.assert_allclose(res.draws[:, -1], np.broadcast_to(post_mean, (2, 2)), atol=1e-8)
-    assert np.allclose(res.draws[0], res.draws[1])          # noise-free: the chains coincide
+    assert np.allclose(res.draws[0], res.draws[1])  # noise-free: the chains coincide
 
 
 def test_edgeless_is_deterministic_local_maps(problem):
     shards, model, P, m, _ = problem
     res = _run(problem, "dadmms", chains=2, num_rounds=5, burn_in=2, topology="edgeless")
     local_maps = [np.linalg.solve(Pi + P0 / B, Pi @ mi + P0 @ M0 / B) for Pi, mi in zip(P, m)]
-    np.testing.assert_allclose(res.draws, np.broadcast_to(np.mean(local_maps, axis=0), res.draws.shape),
-                               atol=1e-10)
+    np.testing.assert_allclose(res.draws, np.broadcast_to(np.mean(local_maps, axis=0), res.draws.shape), atol=1e-10)
 
 
 # --- the proximal map ---------------------------------------------------------------------------------------
+
 
 def test_prox_closed_form_gaussian_and_linear(problem):
     _, _, P, m, ys = problem
@@ -191,8 +214,7 @@ def test_prox_closed_form_gaussian_and_linear(problem):
     gamma = 0.07
     out = prox(model, np.zeros((len(ys[1]), 0)), ys[1], prior, B, v, gamma, x0=np.zeros_like(v), newton_steps=1)
     A = P[1] + np.diag(prior.precision) / B
-    want = np.linalg.solve(A + np.eye(2) / gamma, (P[1] @ m[1] + prior.precision * prior.mean / B
-                                                   + v / gamma).T).T
+    want = np.linalg.solve(A + np.eye(2) / gamma, (P[1] @ m[1] + prior.precision * prior.mean / B + v / gamma).T).T
     np.testing.assert_allclose(out, want, rtol=1e-10, atol=1e-12)
 
     rng = np.random.default_rng(2)
@@ -221,6 +243,7 @@ def test_prox_logistic_optimality():
     assert np.max(np.abs(g)) < 1e-8
     # the CG path (large d) agrees with the dense one
     from raysampler.algorithms import dadmm
+
     old = dadmm.DENSE_MAX
     try:
         dadmm.DENSE_MAX = 0
@@ -235,12 +258,23 @@ def test_dadmms_runs_on_logistic():
     X = rng.normal(size=(80, 3))
     y = (rng.random(80) < 1 / (1 + np.exp(-X @ np.array([1.0, -1.0, 0.5])))).astype(float)
     shards = rs.shard(X, y, num_shards=4)
-    res = rs.sample(rs.models.LogisticRegression(), shards, "dadmms", chains=2, num_rounds=50, burn_in=10,
-                    executor="local", progress=False, preconditioner=None, topology="ring")
+    res = rs.sample(
+        rs.models.LogisticRegression(),
+        shards,
+        "dadmms",
+        chains=2,
+        num_rounds=50,
+        burn_in=10,
+        executor="local",
+        progress=False,
+        preconditioner=None,
+        topology="ring",
+    )
     assert np.all(np.isfinite(res.draws))
 
 
 # --- routing, params, executors -----------------------------------------------------------------------------
+
 
 def test_routing_only_neighbours():
     top = topo.make_topology("ring", 5)
@@ -257,6 +291,7 @@ def test_worker_rejects_non_neighbour_values(problem):
     shards, model = problem[:2]
     alg = get_algorithm("admm", topology="ring")
     from raysampler.algorithms.decentralized import AgentMessage, AgentPayload
+
     top = topo.make_topology("ring", 4)
     payload = AgentPayload(0, 4, top.neighbours[0], 0.0, np.zeros(2), np.zeros((1, 2)), None, "admm", {})
     state = alg.worker_init(payload, None, None, None)
@@ -268,7 +303,7 @@ def test_registry_and_defaults():
     a, o = get_algorithm("dadmms"), get_algorithm("admm")
     assert isinstance(a, DADMMS) and isinstance(o, ADMM)
     assert (a.rho, a.noise, a.topology, a.init, a.newton_steps) == (None, "curvature", "complete", "map", 5)
-    assert o.rho == PAPER_RHO == 5.0                     # rho=None: tuned (whitened) or the paper's 5
+    assert o.rho == PAPER_RHO == 5.0  # rho=None: tuned (whitened) or the paper's 5
     assert a.noisy and not o.noisy
 
 
@@ -280,6 +315,7 @@ def test_bad_noise_names_noise(bad):
 
 def test_curvature_noise_falls_back_to_langevin_in_high_dimension(problem, monkeypatch):
     from raysampler.algorithms import dadmm
+
     monkeypatch.setattr(dadmm, "DENSE_MAX", 1)
     res = _run(problem, "dadmms", chains=2, num_rounds=3, burn_in=0)
     assert res.info["setup"]["plan"]["noise"] == "langevin"
@@ -289,12 +325,21 @@ def test_curvature_noise_falls_back_to_langevin_in_high_dimension(problem, monke
 
 
 @pytest.mark.parametrize("name", ["dadmms", "admm"])
-@pytest.mark.parametrize("params,bad", [
-    ({"rho": 0.0}, "rho"), ({"rho": -1.0}, "rho"), ({"rho": float("nan")}, "rho"), ({"rho": True}, "rho"),
-    ({"newton_steps": 0}, "newton_steps"), ({"newton_steps": 2.5}, "newton_steps"),
-    ({"topology": "grid"}, "topology"), ({"topology": 3}, "topology"), ({"init": "middle"}, "init"),
-    ({"noisy": False}, "noisy"),
-])
+@pytest.mark.parametrize(
+    "params,bad",
+    [
+        ({"rho": 0.0}, "rho"),
+        ({"rho": -1.0}, "rho"),
+        ({"rho": float("nan")}, "rho"),
+        ({"rho": True}, "rho"),
+        ({"newton_steps": 0}, "newton_steps"),
+        ({"newton_steps": 2.5}, "newton_steps"),
+        ({"topology": "grid"}, "topology"),
+        ({"topology": 3}, "topology"),
+        ({"init": "middle"}, "init"),
+        ({"noisy": False}, "noisy"),
+    ],
+)
 def test_bad_params_name_the_parameter(name, params, bad):
     with pytest.raises(ValueError, match=bad):
         get_algorithm(name, **params)

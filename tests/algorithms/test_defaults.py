@@ -2,6 +2,7 @@
 num_rounds="auto"), against long exact references. Means must lie within the algorithm's stated bias budget plus
 4 Monte-Carlo standard errors (its own and the reference's, from the ESS) in posterior sds; sds within the budget
 plus 4 standard errors of the ratio."""
+
 from __future__ import annotations
 
 import pathlib
@@ -14,7 +15,7 @@ import raysampler as rs
 from raysampler.algorithms import ALGORITHMS
 
 DATA = pathlib.Path(__file__).resolve().parents[1] / "data"
-SAMPLERS = sorted(set(ALGORITHMS) - {"admm"})        # admm is the optimiser
+SAMPLERS = sorted(set(ALGORITHMS) - {"admm"})  # admm is the optimiser
 #: rounds after burn-in at most (num_rounds="auto" stops earlier once ESS ≥ 300 and R-hat < 1.01)
 MAX_ROUNDS = {"dadmms": 1500}
 Z = 4.0
@@ -33,8 +34,10 @@ def _check(res: rs.Result, ref: np.lib.npyio.NpzFile) -> dict[str, float]:
     mean, sd = res.draws.mean(axis=(0, 1)), res.draws.std(axis=(0, 1))
     err = np.abs(mean - ref["mean"]) / ref["sd"]
     mcse = np.sqrt((sd / np.sqrt(ess)) ** 2 + ref["mcse_mean"] ** 2) / ref["sd"]
-    assert np.all(err <= delta + Z * mcse), (f"mean off by {err.max():.3f} sd (budget {delta}, "
-                                             f"tolerance {(delta + Z * mcse)[np.argmax(err)]:.3f}, ESS {ess.min():.0f})")
+    assert np.all(err <= delta + Z * mcse), (
+        f"mean off by {err.max():.3f} sd (budget {delta}, "
+        f"tolerance {(delta + Z * mcse)[np.argmax(err)]:.3f}, ESS {ess.min():.0f})"
+    )
     ratio = sd / ref["sd"]
     se_ratio = 1.0 / np.sqrt(2.0 * ess)
     assert np.all(np.abs(ratio - 1.0) <= delta + Z * se_ratio), f"sd ratios {ratio.min():.3f}–{ratio.max():.3f}"
@@ -49,8 +52,17 @@ def test_defaults_match_the_exact_reference(problem, algorithm):
     ref = np.load(DATA / ref_file)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res = rs.sample(rs.models.LogisticRegression(prior_scale=prior_scale), rs.shard(X, y, num_shards=4),
-                        algorithm, chains=4, num_rounds="auto", target_ess=300,
-                        max_rounds=MAX_ROUNDS.get(algorithm, 20_000),
-                        burn_in=500, seed=1, executor="local", progress=False)
+        res = rs.sample(
+            rs.models.LogisticRegression(prior_scale=prior_scale),
+            rs.shard(X, y, num_shards=4),
+            algorithm,
+            chains=4,
+            num_rounds="auto",
+            target_ess=300,
+            max_rounds=MAX_ROUNDS.get(algorithm, 20_000),
+            burn_in=500,
+            seed=1,
+            executor="local",
+            progress=False,
+        )
     _check(res, ref)

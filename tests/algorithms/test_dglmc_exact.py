@@ -4,6 +4,7 @@ With LMC local steps the chain is an affine Gaussian recursion: its θ-draws mus
 law from the discrete Lyapunov equation, for N_i = 1, N_i = 5 and unequal N_i. With exact (MALA) local steps
 the θ-marginal is π_ρ in closed form. Tolerances are z = 4 Monte-Carlo standard errors from the ESS.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,9 +29,22 @@ def _run_lmc(problem, n_local, rho=0.1, gamma_frac=0.4, rounds=20_000, chains=16
     M = np.array([np.linalg.eigvalsh(Pi).max() for Pi in P])
     rho_v = np.full(3, rho)
     gamma = gamma_frac * rho_v / (rho_v * M + 1)
-    res = rs.sample(model, shards, chains=chains, num_rounds=rounds, burn_in=500, seed=seed, executor="local",
-                    progress=False, preconditioner=None, local_kernel="lmc", rho=rho_v, gamma=gamma,
-                    n_local=n_local, init="zeros")
+    res = rs.sample(
+        model,
+        shards,
+        chains=chains,
+        num_rounds=rounds,
+        burn_in=500,
+        seed=seed,
+        executor="local",
+        progress=False,
+        preconditioner=None,
+        local_kernel="lmc",
+        rho=rho_v,
+        gamma=gamma,
+        n_local=n_local,
+        init="zeros",
+    )
     law = exact.dglmc_lmc_law(P, m, np.eye(2), np.zeros(2), rho_v, gamma, np.broadcast_to(n_local, (3,)))
     return res, law
 
@@ -44,8 +58,10 @@ def test_lmc_matches_lyapunov_law(problem, n_local):
     _, model, P, m = problem
     other_mean, other_cov = exact.pi_rho(P, m, np.eye(2), np.zeros(2), [0.1] * 3)
     tol = tolerance_scale(res.draws, cov)
-    assert np.max(np.abs(np.sqrt(np.diag(other_cov)) - np.sqrt(np.diag(cov)))) > 1.5 * tol or \
-        np.max(np.abs(other_mean - mean)) > 1.5 * tol
+    assert (
+        np.max(np.abs(np.sqrt(np.diag(other_cov)) - np.sqrt(np.diag(cov)))) > 1.5 * tol
+        or np.max(np.abs(other_mean - mean)) > 1.5 * tol
+    )
 
 
 def test_lmc_law_tends_to_pi_rho_as_gamma_vanishes(problem):
@@ -63,8 +79,21 @@ def test_lmc_law_tends_to_pi_rho_as_gamma_vanishes(problem):
 def test_mala_within_gibbs_targets_pi_rho(problem):
     """Exact local steps: the θ-marginal is π_ρ (no γ-bias), here without preconditioning."""
     shards, model, P, m = problem
-    res = rs.sample(model, shards, chains=16, num_rounds=20_000, burn_in=1000, seed=1, executor="local",
-                    progress=False, preconditioner=None, local_kernel="mala", rho=0.1, n_local=3, init="zeros")
+    res = rs.sample(
+        model,
+        shards,
+        chains=16,
+        num_rounds=20_000,
+        burn_in=1000,
+        seed=1,
+        executor="local",
+        progress=False,
+        preconditioner=None,
+        local_kernel="mala",
+        rho=0.1,
+        n_local=3,
+        init="zeros",
+    )
     mean, cov = exact.pi_rho(P, m, np.eye(2), np.zeros(2), [0.1] * 3)
     assert_moments(res.draws, mean, cov)
     assert 0.3 < res.sample_stats["local_accept"].mean() < 0.95
@@ -74,8 +103,7 @@ def test_default_run_targets_whitened_pi_rho_within_bias_budget(problem):
     """The turn-key default (Laplace-whitened coupling, MALA steps, ρ from the bias budget) samples π_ρ with
     coupling metric ρLLᵀ exactly, and π_ρ's sd inflation over the true posterior stays within the budget."""
     shards, model, P, m = problem
-    res = rs.sample(model, shards, chains=16, num_rounds=20_000, burn_in=1000, seed=2, executor="local",
-                    progress=False)
+    res = rs.sample(model, shards, chains=16, num_rounds=20_000, burn_in=1000, seed=2, executor="local", progress=False)
     rho = res.stats["rho"]
     post_mean, post_cov = exact.gaussian_posterior(P, m, np.eye(2), np.zeros(2))
     mean, cov = exact.pi_rho(P, m, np.eye(2), np.zeros(2), rho, metric=post_cov)  # LLᵀ = Laplace covariance
@@ -84,8 +112,9 @@ def test_default_run_targets_whitened_pi_rho_within_bias_budget(problem):
     inflation = np.max(np.sqrt(np.diag(cov) / np.diag(post_cov)) - 1)
     mean_bias = np.max(np.abs(mean - post_mean) / np.sqrt(np.diag(post_cov)))
     # Quadratic U_i: the tuner's Laplace prediction of π_ρ's bias is exact, and ρ is the largest within budget.
-    np.testing.assert_allclose([plan["predicted_sd_inflation"], plan["predicted_mean_shift_sd"]],
-                               [inflation, mean_bias], rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(
+        [plan["predicted_sd_inflation"], plan["predicted_mean_shift_sd"]], [inflation, mean_bias], rtol=1e-6, atol=1e-12
+    )
     assert max(inflation, mean_bias) <= plan["bias_budget"] == 0.05
 
 
@@ -108,8 +137,9 @@ def test_bias_budget_also_bounds_the_mean_when_shards_disagree():
     assert shift_at(curvature_rule) / np.sqrt(post_cov[0, 0]) > 0.5  # the old rule's bias
     assert res.stats["rho"][0] < curvature_rule
     assert shift_at(res.stats["rho"][0]) / np.sqrt(post_cov[0, 0]) <= 0.05 + 1e-9
-    np.testing.assert_allclose(plan["predicted_mean_shift_sd"], shift_at(res.stats["rho"][0]) / np.sqrt(post_cov[0, 0]),
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        plan["predicted_mean_shift_sd"], shift_at(res.stats["rho"][0]) / np.sqrt(post_cov[0, 0]), rtol=1e-6
+    )
 
 
 def test_pi_rho_bias_is_order_rho(problem):

@@ -15,6 +15,7 @@ Exact laws (tolerances: 4 MCSE from the ESS, stats_helpers).
    an affine recursion with noise ε(1⊗p), whose stationary law is exact.stationary_law.
  * 5-agent ring, k = 10 (λ₂(W)^10 ≈ 2e-3): posterior mean and covariance within 4 MCSE, and both sds within 3%.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -43,6 +44,7 @@ from raysampler.algorithms.dmala import (
 from raysampler.algorithms.mcmc import DualAveraging
 
 # --- ΔH ------------------------------------------------------------------------------------------------------
+
 
 def _dH(A, x, p, eps):
     ps = p - eps * A @ x
@@ -90,6 +92,7 @@ def test_leapfrog_delta_h_is_third_order():
 
 # --- helpers -------------------------------------------------------------------------------------------------
 
+
 def _quadratic(model, shards, b):
     """A_i, a_i of V_i = U_i + U_prior/b (quadratic models): A_i = ∇²V_i, a_i = −∇V_i(0)."""
     prior = model.prior()
@@ -106,7 +109,7 @@ def _avg(law, b, d):
     mean, cov = law
     n = mean.shape[0]
     M = np.zeros((d, n))
-    M[:, :b * d] = np.tile(np.eye(d), b) / b
+    M[:, : b * d] = np.tile(np.eye(d), b) / b
     return M @ mean, M @ cov @ M.T
 
 
@@ -138,8 +141,8 @@ def euler_law(As, as_, W, eps, k):
     Wk = np.kron(np.linalg.matrix_power(W, k), np.eye(d))
     Q = np.kron(scipy.linalg.null_space(np.ones((1, b))), np.eye(d))
     Mee, Mew, ce = Q.T @ Wk @ Q, Q.T @ (Wk - I) @ A, -Q.T @ (Wk - I) @ a
-    F = np.block([[Wk - eps**2 * b * Wk @ (Q @ Mew + A), -eps**2 * b * Wk @ Q @ Mee], [Mew, Mee]])
-    c = np.concatenate([-eps**2 * b * Wk @ (Q @ ce - a), ce])
+    F = np.block([[Wk - eps**2 * b * Wk @ (Q @ Mew + A), -(eps**2) * b * Wk @ Q @ Mee], [Mew, Mee]])
+    c = np.concatenate([-(eps**2) * b * Wk @ (Q @ ce - a), ce])
     Om = np.zeros((F.shape[0],) * 2)
     Om[:n, :n] = eps**2 * Wk @ Wk.T
     return _avg(exact.stationary_law(F, c, Om), b, d)
@@ -175,6 +178,7 @@ def _ring_W(b=5):
 
 # --- one agent: exactly MALA ---------------------------------------------------------------------------------
 
+
 def test_one_agent_round_is_mala_with_exact_ratio(gauss1):
     """b = 1, by hand: proposal ω + εp − ½ε²∇U(ω), tracked y = ∇U, and the decision is MALA's exact log ratio
     log α = −ΔU + [‖ω* − ω + h∇U(ω)‖² − ‖ω − ω* + h∇U(ω*)‖²]/(4h), h = ε²/2."""
@@ -185,8 +189,9 @@ def test_one_agent_round_is_mala_with_exact_ratio(gauss1):
     gradU = lambda x: x @ A - a
     eps, h = 0.4, 0.08
     x0 = np.array([[0.3, -0.2], [1.0, 0.5], [0.6, -0.5], [-0.4, 0.9]])
-    alg = DMALA(step_size=eps, topology="edgeless", mh_burn_in=0, mixing_schedule=[(0, 3)], init=x0,
-                preconditioner=None)
+    alg = DMALA(
+        step_size=eps, topology="edgeless", mh_burn_in=0, mixing_schedule=[(0, 3)], init=x0, preconditioner=None
+    )
     plan = alg.prepare(model, _Pool(data, model), chains=4, seed=0, noise=rs.streams.ChainNoise(0, 4, 0, 2))
     st = plan.coordinator_state
     np.testing.assert_allclose(st.ys[0], gradU(x0), atol=1e-12)
@@ -202,9 +207,9 @@ def test_one_agent_round_is_mala_with_exact_ratio(gauss1):
     fwd, bwd = xs - x0 + h * gradU(x0), x0 - xs + h * gradU(xs)
     log_alpha = -(U(xs) - U(x0)) + (np.sum(fwd**2, 1) - np.sum(bwd**2, 1)) / (4 * h)
     np.testing.assert_array_equal(new.accepted[0], log_u <= log_alpha)
-    assert 0 < new.accepted[0].sum() < 4                       # both branches exercised
+    assert 0 < new.accepted[0].sum() < 4  # both branches exercised
     np.testing.assert_allclose(draws, np.where((log_u <= log_alpha)[:, None], xs, x0))
-    np.testing.assert_allclose(new.ys[0], gradU(draws), atol=1e-10)   # tracked gradient at the new point
+    np.testing.assert_allclose(new.ys[0], gradU(draws), atol=1e-10)  # tracked gradient at the new point
 
 
 class _Pool:
@@ -223,22 +228,50 @@ class _Pool:
 def test_one_agent_exact_mh_samples_posterior_and_old_rule_is_rejected(gauss1):
     shards, model, data = gauss1
     eps = 0.5
-    res = rs.sample(model, shards, "dmala", chains=8, num_rounds=3000, burn_in=200, seed=1, executor="local",
-                    progress=False, preconditioner=None, step_size=eps, mh_burn_in=0, mixing_schedule=[(0, 1)], topology="edgeless")
+    res = rs.sample(
+        model,
+        shards,
+        "dmala",
+        chains=8,
+        num_rounds=3000,
+        burn_in=200,
+        seed=1,
+        executor="local",
+        progress=False,
+        preconditioner=None,
+        step_size=eps,
+        mh_burn_in=0,
+        mixing_schedule=[(0, 1)],
+        topology="edgeless",
+    )
     post = model.posterior(data)
     assert_moments(res.draws, *post)
-    assert 0.6 < _acceptance(res.draws) < 0.9                  # measured 0.74
-    old = euler_law(*_quadratic(model, data, 1), np.ones((1, 1)), eps / np.sqrt(2), 1)   # same h = ε²/2
-    assert np.max(np.abs(np.diag(old[1]) / np.diag(post[1]) - 1)) > 0.25   # the seed's rule: 0.96, 0.68 …
-    with pytest.raises(AssertionError):                          # … which this tolerance detects
+    assert 0.6 < _acceptance(res.draws) < 0.9  # measured 0.74
+    old = euler_law(*_quadratic(model, data, 1), np.ones((1, 1)), eps / np.sqrt(2), 1)  # same h = ε²/2
+    assert np.max(np.abs(np.diag(old[1]) / np.diag(post[1]) - 1)) > 0.25  # the seed's rule: 0.96, 0.68 …
+    with pytest.raises(AssertionError):  # … which this tolerance detects
         assert_moments(res.draws, *old)
 
 
 def test_one_agent_mh_off_matches_exact_ula_law(gauss1):
     shards, model, data = gauss1
     eps = 0.5
-    res = rs.sample(model, shards, "dmala", chains=8, num_rounds=3000, burn_in=200, seed=2, executor="local",
-                    progress=False, preconditioner=None, step_size=eps, mh_burn_in=10**9, mixing_schedule=[(0, 1)], topology="edgeless")
+    res = rs.sample(
+        model,
+        shards,
+        "dmala",
+        chains=8,
+        num_rounds=3000,
+        burn_in=200,
+        seed=2,
+        executor="local",
+        progress=False,
+        preconditioner=None,
+        step_size=eps,
+        mh_burn_in=10**9,
+        mixing_schedule=[(0, 1)],
+        topology="edgeless",
+    )
     law = dmala_law(*_quadratic(model, data, 1), np.ones((1, 1)), eps, 1)
     assert_moments(res.draws, *law)
     np.testing.assert_allclose(law[0], model.posterior(data)[0], atol=1e-10)
@@ -247,13 +280,28 @@ def test_one_agent_mh_off_matches_exact_ula_law(gauss1):
 
 # --- 5 agents, linear regression -----------------------------------------------------------------------------
 
+
 def test_complete_graph_is_exact_mala(linreg):
     """Complete graph: Metropolis W = 11ᵀ/5, one round averages exactly: the posterior within 4 MCSE."""
     shards, model, parts = linreg
-    res = rs.sample(model, shards, "dmala", chains=8, num_rounds=3000, burn_in=300, seed=3, executor="local",
-                    progress=False, preconditioner=None, step_size=0.3, mh_burn_in=0, mixing_schedule=[(0, 1)], topology="complete")
+    res = rs.sample(
+        model,
+        shards,
+        "dmala",
+        chains=8,
+        num_rounds=3000,
+        burn_in=300,
+        seed=3,
+        executor="local",
+        progress=False,
+        preconditioner=None,
+        step_size=0.3,
+        mh_burn_in=0,
+        mixing_schedule=[(0, 1)],
+        topology="complete",
+    )
     assert_moments(res.draws, *model.posterior(parts))
-    assert 0.4 < _acceptance(res.draws) < 0.7                   # measured 0.52
+    assert 0.4 < _acceptance(res.draws) < 0.7  # measured 0.52
 
 
 def test_ring_close_to_posterior_and_old_rule_is_rejected(linreg):
@@ -261,14 +309,28 @@ def test_ring_close_to_posterior_and_old_rule_is_rejected(linreg):
     The seed's rule on the same ring (variance ≈ posterior/(2b)) is rejected by the same tolerance."""
     shards, model, parts = linreg
     eps, k = 0.3, 10
-    res = rs.sample(model, shards, "dmala", chains=8, num_rounds=2000, burn_in=300, seed=3, executor="local",
-                    progress=False, preconditioner=None, step_size=eps, mh_burn_in=0, mixing_schedule=[(0, k)], topology="ring")
+    res = rs.sample(
+        model,
+        shards,
+        "dmala",
+        chains=8,
+        num_rounds=2000,
+        burn_in=300,
+        seed=3,
+        executor="local",
+        progress=False,
+        preconditioner=None,
+        step_size=eps,
+        mh_burn_in=0,
+        mixing_schedule=[(0, k)],
+        topology="ring",
+    )
     mean, cov = model.posterior(parts)
     assert_moments(res.draws, mean, cov)
     sd = res.draws.reshape(-1, 2).std(axis=0)
     assert np.all(np.abs(sd / np.sqrt(np.diag(cov)) - 1) < 0.03), sd / np.sqrt(np.diag(cov))
-    old = euler_law(*_quadratic(model, parts, 5), _ring_W(), eps / np.sqrt(2), k)   # same h
-    assert np.all(np.diag(old[1]) / np.diag(cov) < 0.5)         # 0.42, 0.28 at this h (→ 1/(2b) as h → 0)
+    old = euler_law(*_quadratic(model, parts, 5), _ring_W(), eps / np.sqrt(2), k)  # same h
+    assert np.all(np.diag(old[1]) / np.diag(cov) < 0.5)  # 0.42, 0.28 at this h (→ 1/(2b) as h → 0)
     with pytest.raises(AssertionError):
         assert_moments(res.draws, *old)
 
@@ -276,13 +338,28 @@ def test_ring_close_to_posterior_and_old_rule_is_rejected(linreg):
 def test_ring_mh_off_matches_exact_law(linreg):
     shards, model, parts = linreg
     eps, k = 0.3, 2
-    res = rs.sample(model, shards, "dmala", chains=8, num_rounds=2500, burn_in=300, seed=4, executor="local",
-                    progress=False, preconditioner=None, step_size=eps, mh_burn_in=10**9, mixing_schedule=[(0, k)], topology="ring")
+    res = rs.sample(
+        model,
+        shards,
+        "dmala",
+        chains=8,
+        num_rounds=2500,
+        burn_in=300,
+        seed=4,
+        executor="local",
+        progress=False,
+        preconditioner=None,
+        step_size=eps,
+        mh_burn_in=10**9,
+        mixing_schedule=[(0, k)],
+        topology="ring",
+    )
     law = dmala_law(*_quadratic(model, parts, 5), _ring_W(), eps, k)
     assert_moments(res.draws, *law)
 
 
 # --- tracking and routing ------------------------------------------------------------------------------------
+
 
 def test_ring_tracking_converges_to_average_gradient():
     top = topo.make_topology("ring", 5)
@@ -297,7 +374,7 @@ def test_ring_tracking_converges_to_average_gradient():
         y = routed_mix(top, W, [yi + gi - pi for yi, gi, pi in zip(y, g, prev)], 1)
         prev = g
         errs.append(max(np.linalg.norm(yi - target) for yi in y))
-        np.testing.assert_allclose(np.mean(y, axis=0), target, atol=1e-12)   # the average is tracked exactly
+        np.testing.assert_allclose(np.mean(y, axis=0), target, atol=1e-12)  # the average is tracked exactly
     assert errs[10] < errs[0] and errs[-1] < 1e-10
 
 
@@ -306,8 +383,9 @@ def test_sampler_tracks_average_local_gradient_on_ring(linreg):
     and each y_i within 40% of the untracked error max_i |∇V_i(ω_i) − target| (the target moves every round)."""
     shards, model, parts = linreg
     data = [(X, y) for X, y in parts]
-    alg = DMALA(step_size=0.3, topology="ring", mh_burn_in=0, mixing_schedule=[(0, 3)], init="zeros",
-                preconditioner=None)
+    alg = DMALA(
+        step_size=0.3, topology="ring", mh_burn_in=0, mixing_schedule=[(0, 3)], init="zeros", preconditioner=None
+    )
     pool = _Pool(data, model)
     noise = rs.streams.ChainNoise(0, 2, 0, 2)
     plan = alg.prepare(model, pool, chains=2, seed=0, noise=noise)
@@ -323,9 +401,9 @@ def test_sampler_tracks_average_local_gradient_on_ring(linreg):
         target = np.mean(local, axis=0)
         np.testing.assert_allclose(np.mean(st.ys, axis=0), target, atol=1e-10)
         err = max(np.abs(yi - target).max() for yi in st.ys)
-        spread = max(np.abs(li - target).max() for li in local)   # error without tracking (y_i = local gradient)
+        spread = max(np.abs(li - target).max() for li in local)  # error without tracking (y_i = local gradient)
         if t >= 5:
-            assert err < 0.4 * spread, (t, err, spread)   # measured: max 0.22, mean 0.08
+            assert err < 0.4 * spread, (t, err, spread)  # measured: max 0.22, mean 0.08
 
 
 def test_routed_mix_uses_only_neighbours_and_equals_matrix_power(monkeypatch):
@@ -354,8 +432,9 @@ def _state(b, K, d, rng, top_name="ring", eps=0.1, mh_burn_in=1000, schedule=DEF
     W = topo.metropolis_weights(top)
     om, y, props = (tuple(rng.standard_normal((b, K, d))) for _ in range(3))
     step = StepAdaptation(np.log(eps), np.log(eps), DualAveraging.start(np.log(eps)), False, 0.574)
-    return DMALAState(top, W, om, y, rng.standard_normal((K, d)), props, np.zeros((b, K), bool), step, mh_burn_in,
-                      tuple(schedule))
+    return DMALAState(
+        top, W, om, y, rng.standard_normal((K, d)), props, np.zeros((b, K), bool), step, mh_burn_in, tuple(schedule)
+    )
 
 
 def test_messages_carry_only_own_proposal_and_worker_checks_index():
@@ -381,7 +460,7 @@ def test_coordinator_step_equals_matrix_recursion():
     Wk = np.linalg.matrix_power(st.W, k)
     dg, dv = np.stack([r.dg for r in reps]), np.stack([r.dv for r in reps])
     y = np.stack(st.ys)
-    for t in (6, 10):                                            # MH off, MH on
+    for t in (6, 10):  # MH off, MH on
         noise = rs.streams.ChainNoise(1, K, 0, d)
         ref = rs.streams.ChainNoise(1, K, 0, d)
         log_u, p_next = np.log(ref.uniform(1)[0]), ref.normal(1)[0]
@@ -421,12 +500,14 @@ def test_mixing_schedule_and_nonfinite_rejected():
     X, y = np.ones((3, 2)), np.ones(3)
     pay = AgentPayload(0, 1, (), 1.0, np.zeros(0), np.zeros((2, 2)), m.prior(), "dmala", {})
     w = alg.worker_init(pay, m, X, y)
-    _, rep = alg.worker_step(w, DMALAMessage(0, 0, np.array([[np.inf, 0.0], [1.0, 1.0]]), np.zeros(2, bool)),
-                             m, X, y, None)
+    _, rep = alg.worker_step(
+        w, DMALAMessage(0, 0, np.array([[np.inf, 0.0], [1.0, 1.0]]), np.zeros(2, bool)), m, X, y, None
+    )
     assert rep.bad.tolist() == [True, False] and np.all(np.isfinite(rep.dg)) and np.all(np.isfinite(rep.dv))
 
 
 # --- parameters, registry, executors -------------------------------------------------------------------------
+
 
 def test_registry_and_defaults():
     """No argument required: step size, MH burn-in and mixing schedule are tuned (None) unless given; the seed's
@@ -442,17 +523,23 @@ def test_registry_and_defaults():
     assert mixing_rounds_for(topo.metropolis_weights(topo.make_topology("complete", 5))) == 1
 
 
-@pytest.mark.parametrize("params,bad", [
-    ({"step_size": 0.0}, "step_size"), ({"step_size": float("nan")}, "step_size"),
-    ({"step_size": 0.1, "mh_burn_in": -1}, "mh_burn_in"), ({"step_size": 0.1, "mh_burn_in": 1.5}, "mh_burn_in"),
-    ({"step_size": 0.1, "mixing_schedule": [(1, 2)]}, "mixing_schedule"),
-    ({"step_size": 0.1, "mixing_schedule": [(0, 0)]}, "mixing_schedule"),
-    ({"step_size": 0.1, "mixing_schedule": [(0, 1), (0, 2)]}, "mixing_schedule"),
-    ({"step_size": 0.1, "mixing_schedule": []}, "mixing_schedule"),
-    ({"step_size": 0.1, "mixing_schedule": 3}, "mixing_schedule"),
-    ({"step_size": 0.1, "topology": "grid"}, "topology"), ({"step_size": 0.1, "init": "middle"}, "init"),
-    ({"step_size": 0.1, "batch_size": 3}, "batch_size"),
-])
+@pytest.mark.parametrize(
+    "params,bad",
+    [
+        ({"step_size": 0.0}, "step_size"),
+        ({"step_size": float("nan")}, "step_size"),
+        ({"step_size": 0.1, "mh_burn_in": -1}, "mh_burn_in"),
+        ({"step_size": 0.1, "mh_burn_in": 1.5}, "mh_burn_in"),
+        ({"step_size": 0.1, "mixing_schedule": [(1, 2)]}, "mixing_schedule"),
+        ({"step_size": 0.1, "mixing_schedule": [(0, 0)]}, "mixing_schedule"),
+        ({"step_size": 0.1, "mixing_schedule": [(0, 1), (0, 2)]}, "mixing_schedule"),
+        ({"step_size": 0.1, "mixing_schedule": []}, "mixing_schedule"),
+        ({"step_size": 0.1, "mixing_schedule": 3}, "mixing_schedule"),
+        ({"step_size": 0.1, "topology": "grid"}, "topology"),
+        ({"step_size": 0.1, "init": "middle"}, "init"),
+        ({"step_size": 0.1, "batch_size": 3}, "batch_size"),
+    ],
+)
 def test_bad_params_name_the_parameter(params, bad):
     with pytest.raises(ValueError, match=bad):
         get_algorithm("dmala", **params)
@@ -460,9 +547,19 @@ def test_bad_params_name_the_parameter(params, bad):
 
 def test_local_and_ray_draws_identical(linreg, ray_session):
     shards, model, _ = linreg
-    kw = dict(chains=2, num_rounds=8, burn_in=2, seed=4, progress=False, preconditioner=None, topology="ring", step_size=0.3,
-              mh_burn_in=3, mixing_schedule=[(0, 1), (5, 2)])
+    kw = dict(
+        chains=2,
+        num_rounds=8,
+        burn_in=2,
+        seed=4,
+        progress=False,
+        preconditioner=None,
+        topology="ring",
+        step_size=0.3,
+        mh_burn_in=3,
+        mixing_schedule=[(0, 1), (5, 2)],
+    )
     local = rs.sample(model, shards, "dmala", executor="local", **kw)
     ray = rs.sample(model, shards, "dmala", executor="ray", **kw)
     np.testing.assert_array_equal(local.draws, ray.draws)
-    assert _acceptance(local.draws) < 1.0                      # MH rejections happened (t ≥ 3)
+    assert _acceptance(local.draws) < 1.0  # MH rejections happened (t ≥ 3)

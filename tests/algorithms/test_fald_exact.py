@@ -19,6 +19,7 @@ m = Ā m + c̄ and the second moment M = E[s sᵀ] solves M = Σ w (A M Aᵀ + A
 (I − Σ w A ⊗ A) vec M = vec(rhs); covariance M − m mᵀ. The law is a Gaussian mixture; its first two moments
 are exact and the tests check them with ESS-based tolerances (z = 4 MCSE).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -32,7 +33,7 @@ from raysampler.algorithms import FALD, get_algorithm
 from raysampler.algorithms.fald import geometric_steps
 
 SIZES = (6, 10, 14, 8)
-CENTRES = [(1.5, -1.0), (0.0, 0.5), (-1.0, -1.5), (0.5, 1.0)]   # heterogeneous shards: the schedule matters
+CENTRES = [(1.5, -1.0), (0.0, 0.5), (-1.0, -1.5), (0.5, 1.0)]  # heterogeneous shards: the schedule matters
 GAMMA = 0.02
 ROUNDS, CHAINS = 20_000, 16
 
@@ -55,7 +56,7 @@ def fald_law(P, m, P0, m0, gamma, p, tau, variant="plain", q=1.0, grad_noise=Non
     Hbar, hbar = sum(H) / b, sum(h) / b
     B = np.zeros((b * d, b * d))
     for i in range(b):
-        B[i * d:(i + 1) * d, i * d:(i + 1) * d] = I - gamma * H[i]
+        B[i * d : (i + 1) * d, i * d : (i + 1) * d] = I - gamma * H[i]
     if variant == "plain":
         D = np.zeros((b * d, d))
         e = gamma * np.concatenate(h)
@@ -67,7 +68,7 @@ def fald_law(P, m, P0, m0, gamma, p, tau, variant="plain", q=1.0, grad_noise=Non
     Sig = 2 * gamma * ((tau / b) * np.kron(np.ones((b, b)), I) + (1 - tau) * np.eye(b * d))
     if grad_noise is not None:
         for i, Ci in enumerate(grad_noise):
-            Sig[i * d:(i + 1) * d, i * d:(i + 1) * d] += gamma**2 * Ci
+            Sig[i * d : (i + 1) * d, i * d : (i + 1) * d] += gamma**2 * Ci
     E = np.kron(np.ones((b, 1)), I)
     R = np.kron(np.ones((1, b)) / b, I)
     terms = []
@@ -137,8 +138,21 @@ def test_draws_match_exact_law(problem, case):
     shards, model, P, m, _ = problem
     case = dict(case)
     other = case.pop("other")
-    res = rs.sample(model, shards, "fald", chains=CHAINS, num_rounds=ROUNDS, burn_in=300, seed=3, executor="local",
-                    progress=False, preconditioner=None, step_size=GAMMA, init="zeros", **case)
+    res = rs.sample(
+        model,
+        shards,
+        "fald",
+        chains=CHAINS,
+        num_rounds=ROUNDS,
+        burn_in=300,
+        seed=3,
+        executor="local",
+        progress=False,
+        preconditioner=None,
+        step_size=GAMMA,
+        init="zeros",
+        **case,
+    )
     assert res.draws.shape == (CHAINS, ROUNDS, 2)
     law_kw = dict(p=case["p_comm"], tau=case["tau"], variant=case["variant"], q=case.get("q", 1.0))
     mean, cov = _law(problem, **law_kw)
@@ -175,8 +189,23 @@ def test_minibatch_plain_matches_exact_law_with_gradient_noise(problem):
     B = 2
     prec = np.linalg.inv(SIGMA1)
     C = [len(y) ** 2 * prec @ np.cov(y.T, bias=True) @ prec / B for y in ys]
-    res = rs.sample(model, shards, "fald", chains=8, num_rounds=6000, burn_in=200, seed=5, executor="local",
-                    progress=False, preconditioner=None, step_size=GAMMA, init="zeros", p_comm=0.5, tau=0.5, batch_size=B)
+    res = rs.sample(
+        model,
+        shards,
+        "fald",
+        chains=8,
+        num_rounds=6000,
+        burn_in=200,
+        seed=5,
+        executor="local",
+        progress=False,
+        preconditioner=None,
+        step_size=GAMMA,
+        init="zeros",
+        p_comm=0.5,
+        tau=0.5,
+        batch_size=B,
+    )
     law = fald_law(P, m, np.eye(2), np.zeros(2), GAMMA, p=0.5, tau=0.5, grad_noise=C)
     assert_moments(res.draws, *law)
     full = fald_law(P, m, np.eye(2), np.zeros(2), GAMMA, p=0.5, tau=0.5)
@@ -188,8 +217,21 @@ def test_vr_star_minibatch_shares_the_minibatch(problem):
     """Same minibatch for Ĝ^i(X^i) and Ĝ^i(ref): on a Gaussian model the (additive) minibatch error cancels
     exactly, so VR-FALD* with minibatches reproduces the full-gradient chain to rounding."""
     shards, model, _, _, _ = problem
-    kw = dict(chains=3, num_rounds=200, burn_in=10, seed=9, executor="local", progress=False, preconditioner=None, variant="vr_star",
-              q=0.3, tau=0.5, p_comm=0.3, step_size=GAMMA, init="zeros")
+    kw = dict(
+        chains=3,
+        num_rounds=200,
+        burn_in=10,
+        seed=9,
+        executor="local",
+        progress=False,
+        preconditioner=None,
+        variant="vr_star",
+        q=0.3,
+        tau=0.5,
+        p_comm=0.3,
+        step_size=GAMMA,
+        init="zeros",
+    )
     full = rs.sample(model, shards, "fald", **kw)
     mini = rs.sample(model, shards, "fald", batch_size=2, **kw)
     np.testing.assert_allclose(mini.draws, full.draws, rtol=0, atol=1e-9)
@@ -211,8 +253,18 @@ def test_defaults_and_registry(problem):
     alg = get_algorithm("fald")
     assert isinstance(alg, FALD) and alg.name == "fald"
     assert (alg.variant, alg.p_comm, alg.tau, alg.step_size, alg.init) == ("plain", 0.2, 1.0, None, "map")
-    res = rs.sample(model, shards, "fald", chains=2, num_rounds=50, burn_in=10, seed=0, executor="local",
-                    progress=False, preconditioner=None)
+    res = rs.sample(
+        model,
+        shards,
+        "fald",
+        chains=2,
+        num_rounds=50,
+        burn_in=10,
+        seed=0,
+        executor="local",
+        progress=False,
+        preconditioner=None,
+    )
     M = np.array([np.linalg.eigvalsh(Pi).max() for Pi in P])
     plan = res.info["setup"]["plan"]
     np.testing.assert_allclose(plan["step_size"], 0.1 / np.max(M + 1.0 / len(P)), rtol=1e-10)
@@ -221,13 +273,24 @@ def test_defaults_and_registry(problem):
     assert np.all(np.isfinite(res.draws))
 
 
-@pytest.mark.parametrize("bad, word", [
-    (dict(p_comm=0.0), "p_comm"), (dict(p_comm=1.5), "p_comm"), (dict(p_comm=True), "p_comm"),
-    (dict(tau=-0.1), "tau"), (dict(tau=1.01), "tau"), (dict(step_size=0.0), "step_size"),
-    (dict(step_size=-1e-3), "step_size"), (dict(step_size=float("nan")), "step_size"),
-    (dict(variant="fancy"), "variant"), (dict(q=0.0), "q"), (dict(init="random"), "init"),
-    (dict(batch_size=0), "batch_size"), (dict(batch_size=2.5), "batch_size"),
-])
+@pytest.mark.parametrize(
+    "bad, word",
+    [
+        (dict(p_comm=0.0), "p_comm"),
+        (dict(p_comm=1.5), "p_comm"),
+        (dict(p_comm=True), "p_comm"),
+        (dict(tau=-0.1), "tau"),
+        (dict(tau=1.01), "tau"),
+        (dict(step_size=0.0), "step_size"),
+        (dict(step_size=-1e-3), "step_size"),
+        (dict(step_size=float("nan")), "step_size"),
+        (dict(variant="fancy"), "variant"),
+        (dict(q=0.0), "q"),
+        (dict(init="random"), "init"),
+        (dict(batch_size=0), "batch_size"),
+        (dict(batch_size=2.5), "batch_size"),
+    ],
+)
 def test_bad_params_raise_naming_the_parameter(bad, word):
     with pytest.raises(ValueError, match=word):
         get_algorithm("fald", **bad)
@@ -235,8 +298,20 @@ def test_bad_params_raise_naming_the_parameter(bad, word):
 
 def test_local_and_ray_draws_identical(ray_session, problem):
     shards, model, _, _, _ = problem
-    kw = dict(chains=3, num_rounds=6, burn_in=2, seed=11, progress=False, preconditioner=None, variant="vr_star", q=0.5, tau=0.5,
-              p_comm=0.4, step_size=GAMMA, batch_size=2)
+    kw = dict(
+        chains=3,
+        num_rounds=6,
+        burn_in=2,
+        seed=11,
+        progress=False,
+        preconditioner=None,
+        variant="vr_star",
+        q=0.5,
+        tau=0.5,
+        p_comm=0.4,
+        step_size=GAMMA,
+        batch_size=2,
+    )
     local = rs.sample(model, shards, "fald", executor="local", **kw)
     on_ray = rs.sample(model, shards, "fald", executor="ray", **kw)
     np.testing.assert_array_equal(local.draws, on_ray.draws)

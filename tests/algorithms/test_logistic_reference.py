@@ -3,6 +3,7 @@
 The reference (tests/data/breast_cancer_reference.npz) is pooled-data HMC with exact Metropolis correction,
 made by scripts/make_reference.py; its Monte-Carlo error is below 0.001 posterior sd.
 """
+
 from __future__ import annotations
 
 import pathlib
@@ -19,8 +20,16 @@ REF = pathlib.Path(__file__).resolve().parents[1] / "data" / "breast_cancer_refe
 @pytest.fixture(scope="module")
 def default_run():
     X, y = rs.datasets.load("breast_cancer")
-    return rs.sample(rs.models.LogisticRegression(prior_scale=1.0), rs.shard(X, y, num_shards=4), chains=32,
-                     num_rounds=6000, burn_in=1000, seed=0, executor="local", progress=False)
+    return rs.sample(
+        rs.models.LogisticRegression(prior_scale=1.0),
+        rs.shard(X, y, num_shards=4),
+        chains=32,
+        num_rounds=6000,
+        burn_in=1000,
+        seed=0,
+        executor="local",
+        progress=False,
+    )
 
 
 def test_default_means_and_sds_match_exact_reference(default_run):
@@ -50,8 +59,16 @@ def test_default_run_is_converged(default_run):
 def test_paper_rules_run_and_report_their_settings():
     """preconditioner=None keeps the paper's plain rules: ρ_i = 1/M_i, γ_i = 0.25ρ_i/(ρ_iM_i + 1), N = 4, LMC."""
     X, y = rs.datasets.load("breast_cancer")
-    res = rs.sample(rs.models.LogisticRegression(), rs.shard(X, y, num_shards=4), chains=2, num_rounds=50,
-                    burn_in=10, executor="local", progress=False, preconditioner=None)
+    res = rs.sample(
+        rs.models.LogisticRegression(),
+        rs.shard(X, y, num_shards=4),
+        chains=2,
+        num_rounds=50,
+        burn_in=10,
+        executor="local",
+        progress=False,
+        preconditioner=None,
+    )
     M = res.stats["M"]
     np.testing.assert_allclose(res.stats["rho"], 1 / M)
     np.testing.assert_allclose(res.stats["gamma"], 0.25 * (1 / M) / 2)

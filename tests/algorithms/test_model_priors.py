@@ -3,6 +3,7 @@ against exact answers: the Normal–Inverse-Gamma posterior of linear regression
 for every algorithm, and the cached long-run references of tests/models for the default algorithm. Tolerances: the
 bias budget of the unadjusted algorithms (0.05 sd, doubled for the non-Gaussian tails) plus Z Monte-Carlo standard
 errors from the ESS."""
+
 from __future__ import annotations
 
 import warnings
@@ -57,8 +58,9 @@ def nig_problem():
 @pytest.mark.parametrize("algorithm", SAMPLERS)
 def test_unknown_noise_and_flat_prior_match_the_normal_inverse_gamma_posterior(nig_problem, algorithm):
     model, shards, post = nig_problem
-    res = _quiet_sample(model, shards, algorithm, chains=4, num_rounds=1500, burn_in=500, seed=1, executor="local",
-                        progress=False)
+    res = _quiet_sample(
+        model, shards, algorithm, chains=4, num_rounds=1500, burn_in=500, seed=1, executor="local", progress=False
+    )
     assert res.param_names == ["beta[0]", "beta[1]", "beta[2]", "sigma"]
     _assert_close(res, post.theta_mean(), post.theta_sd(), res.param_names)
     sigma = res.posterior()["sigma"]  # reported on the natural scale
@@ -72,8 +74,16 @@ def test_default_sampler_matches_the_cached_references(name):
     problem = PROBLEMS[name]
     X, y, columns = problem.load()
     ref = reference(name)
-    res = _quiet_sample(problem.model, rs.shard(X, y, num_shards=4, columns=columns), chains=4, num_rounds=2000,
-                        burn_in=500, seed=2, executor="local", progress=False)
+    res = _quiet_sample(
+        problem.model,
+        rs.shard(X, y, num_shards=4, columns=columns),
+        chains=4,
+        num_rounds=2000,
+        burn_in=500,
+        seed=2,
+        executor="local",
+        progress=False,
+    )
     assert res.param_names == ref.names
     _assert_close(res, ref.mean, ref.sd, ref.names, sd_check=False)
 
@@ -86,8 +96,7 @@ def test_offset_array_follows_each_shard_to_its_ray_worker(ray_session):
     j = columns.index("log_exposure")
     keep = [c for c in range(X.shape[1]) if c != j]
     model = rs.models.PoissonRegression(coef_prior=problem.model.coef_prior, offset=X[:, j])
-    shards = rs.shard(X[:, keep], y, num_shards=4, strategy="random", seed=5,
-                      columns=[columns[c] for c in keep])
+    shards = rs.shard(X[:, keep], y, num_shards=4, strategy="random", seed=5, columns=[columns[c] for c in keep])
     kw = dict(chains=2, num_rounds=60, burn_in=20, seed=4, progress=False, balance=False)
     local = _quiet_sample(model, shards, executor="local", **kw)
     ray = _quiet_sample(model, shards, executor="ray", **kw)

@@ -7,6 +7,7 @@ With quantisation the update stays mean-unbiased given the past (E[C(v)] = v, th
 variate are unbiased too) and ∇U is affine, so the stationary mean is still exactly Λ⁻¹(Σ P_i m_i + P0 m0), the
 posterior mean: the bias allowance for the mean is 0 — quantisation only inflates the covariance.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,8 +29,10 @@ CHAINS, ROUNDS, BURN = 16, 6000, 500
 
 def _make(offsets, seed=11):
     rng = np.random.default_rng(seed)
-    ys = [np.array([0.8, -0.5]) + off + rng.multivariate_normal(np.zeros(2), SIGMA1, size=n)
-          for n, off in zip(SIZES, offsets)]
+    ys = [
+        np.array([0.8, -0.5]) + off + rng.multivariate_normal(np.zeros(2), SIGMA1, size=n)
+        for n, off in zip(SIZES, offsets)
+    ]
     shards = rs.shard([(np.zeros((len(y), 0)), y) for y in ys])
     model = rs.models.Gaussian(prior_scale=1.0, noise_cov=SIGMA1.tolist())
     prec = np.linalg.inv(SIGMA1)
@@ -44,8 +47,13 @@ def problem():
 @pytest.fixture(scope="module")
 def hetero():
     """Strongly heterogeneous shards (means shifted by ±4): local gradients stay large at the posterior mode."""
-    offs = [np.array([4.0, 0.0]), np.array([-4.0, 0.0]), np.array([0.0, 4.0]), np.array([0.0, -4.0]),
-            np.array([4.0, 4.0])]
+    offs = [
+        np.array([4.0, 0.0]),
+        np.array([-4.0, 0.0]),
+        np.array([0.0, 4.0]),
+        np.array([0.0, -4.0]),
+        np.array([4.0, 4.0]),
+    ]
     return _make(offs)
 
 
@@ -55,8 +63,20 @@ def _L(P):
 
 def _run(prob, chains=CHAINS, rounds=ROUNDS, burn=BURN, seed=0, executor="local", **params):
     shards, model, _, _ = prob
-    return rs.sample(model, shards, "qlsd", chains=chains, num_rounds=rounds, burn_in=burn, seed=seed,
-                     executor=executor, progress=False, preconditioner=None, init="zeros", **params)
+    return rs.sample(
+        model,
+        shards,
+        "qlsd",
+        chains=chains,
+        num_rounds=rounds,
+        burn_in=burn,
+        seed=seed,
+        executor=executor,
+        progress=False,
+        preconditioner=None,
+        init="zeros",
+        **params,
+    )
 
 
 def ula_law(P, m, gamma):
@@ -67,6 +87,7 @@ def ula_law(P, m, gamma):
 
 
 # --- quantiser ---------------------------------------------------------------------------------------------
+
 
 def test_quantizer_unbiased_and_variance_bound():
     rng = np.random.default_rng(0)
@@ -79,7 +100,7 @@ def test_quantizer_unbiased_and_variance_bound():
         mean, se = C.mean(axis=0), C.std(axis=0) / math.sqrt(n)
         assert np.all(np.abs(mean - v[0]) <= Z * se + 1e-12), (s, mean, v)
         err = np.sum((C - V) ** 2, axis=1)
-        bound = omega(d, s) * np.sum(v ** 2)
+        bound = omega(d, s) * np.sum(v**2)
         assert err.mean() <= bound + Z * err.std() / math.sqrt(n), (s, err.mean(), bound)
         levels = np.abs(C) * s / np.linalg.norm(v)
         np.testing.assert_allclose(levels, np.round(levels), atol=1e-9)
@@ -89,9 +110,9 @@ def test_quantizer_zero_identity_and_rows():
     rng = np.random.default_rng(1)
     v = np.vstack([np.zeros(3), [1.0, -2.0, 0.5]])
     C = quantize(v, 4, rng.random(v.shape))
-    np.testing.assert_array_equal(C[0], 0.0)                          # C(0) = 0 (no NaN from 0/0)
+    np.testing.assert_array_equal(C[0], 0.0)  # C(0) = 0 (no NaN from 0/0)
     assert np.all(np.isfinite(C))
-    np.testing.assert_array_equal(quantize(v, None, None), v)         # no compression
+    np.testing.assert_array_equal(quantize(v, None, None), v)  # no compression
     np.testing.assert_array_equal(quantize(v, 0, None), v)
     # u decides each coordinate: u = 0 rounds up every non-integer level, u → 1 rounds down
     up, down = quantize(v[1:], 1, np.zeros((1, 3))), quantize(v[1:], 1, np.full((1, 3), 1 - 1e-12))
@@ -111,10 +132,20 @@ def test_bits_and_omega_formulas():
 
 # --- no compression = ULA ----------------------------------------------------------------------------------
 
+
 def test_uncompressed_qlsd_is_ula_bitwise(problem):
     shards, model, P, m = problem
-    kw = dict(chains=3, num_rounds=50, burn_in=5, seed=2, executor="local", progress=False, preconditioner=None, init="zeros",
-              step_size=0.02)
+    kw = dict(
+        chains=3,
+        num_rounds=50,
+        burn_in=5,
+        seed=2,
+        executor="local",
+        progress=False,
+        preconditioner=None,
+        init="zeros",
+        step_size=0.02,
+    )
     ula = rs.sample(model, shards, "ula", **kw)
     q = rs.sample(model, shards, "qlsd", variant="sharp", levels=None, **kw)
     np.testing.assert_array_equal(q.draws, ula.draws)
@@ -138,6 +169,7 @@ def test_uncompressed_qlsd_matches_ula_law(problem):
 
 # --- with compression --------------------------------------------------------------------------------------
 
+
 def test_memory_reduces_compression_error(hetero):
     _, _, P, m = hetero
     gamma = 0.2 / _L(P)
@@ -148,7 +180,7 @@ def test_memory_reduces_compression_error(hetero):
         assert np.all(np.isfinite(r.draws))
         np.testing.assert_array_equal(r.sample_stats["bits"], 5 * bits(2, 1))
     e_plain, e_mem = plain.sample_stats["sq_error"].mean(), mem.sample_stats["sq_error"].mean()
-    assert e_mem < 0.5 * e_plain, (e_mem, e_plain)   # measured: ≈ 1.0 vs ≈ 330
+    assert e_mem < 0.5 * e_plain, (e_mem, e_plain)  # measured: ≈ 1.0 vs ≈ 330
 
 
 @pytest.mark.parametrize("variant", ["sharp", "pp"])
@@ -156,10 +188,11 @@ def test_compressed_mean_is_posterior_mean(hetero, variant):
     _, _, P, m = hetero
     post_mean, post_cov = exact.gaussian_posterior(P, m, P0, M0)
     gamma = 0.3 / _L(P)
-    res = _run(hetero, chains=8, rounds=4000, burn=400, variant=variant, levels=2, batch_size=2, ref_every=20,
-               step_size=gamma)
+    res = _run(
+        hetero, chains=8, rounds=4000, burn=400, variant=variant, levels=2, batch_size=2, ref_every=20, step_size=gamma
+    )
     assert np.all(np.isfinite(res.draws))
-    bias_allowance = 0.0   # exact for affine ∇U: every compressed/minibatch gradient is conditionally unbiased
+    bias_allowance = 0.0  # exact for affine ∇U: every compressed/minibatch gradient is conditionally unbiased
     for j in range(2):
         x = res.draws[..., j]
         tol = Z * x.std() / math.sqrt(ess(x)) + bias_allowance
@@ -185,8 +218,7 @@ def test_deterministic_per_seed(hetero):
 
 
 def test_local_and_ray_draws_identical(hetero, ray_session):
-    kw = dict(chains=3, rounds=12, burn=3, seed=7, variant="pp", levels=2, batch_size=2, ref_every=4,
-              step_size=0.01)
+    kw = dict(chains=3, rounds=12, burn=3, seed=7, variant="pp", levels=2, batch_size=2, ref_every=4, step_size=0.01)
     local = _run(hetero, **kw)
     on_ray = _run(hetero, executor="ray", **kw)
     np.testing.assert_array_equal(local.draws, on_ray.draws)
@@ -195,13 +227,25 @@ def test_local_and_ray_draws_identical(hetero, ray_session):
 
 # --- parameters --------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("params, name", [
-    ({"levels": 0}, "levels"), ({"levels": -2}, "levels"), ({"levels": 1.5}, "levels"),
-    ({"step_size": 0.0}, "step_size"), ({"step_size": -1.0}, "step_size"),
-    ({"variant": "plusplus"}, "variant"), ({"ref_every": 0}, "ref_every"), ({"ref_every": 2.5}, "ref_every"),
-    ({"alpha": 0.0}, "alpha"), ({"alpha": 1.5}, "alpha"), ({"batch_size": 0}, "batch_size"),
-    ({"memory": "yes"}, "memory"), ({"init": "random"}, "init"),
-])
+
+@pytest.mark.parametrize(
+    "params, name",
+    [
+        ({"levels": 0}, "levels"),
+        ({"levels": -2}, "levels"),
+        ({"levels": 1.5}, "levels"),
+        ({"step_size": 0.0}, "step_size"),
+        ({"step_size": -1.0}, "step_size"),
+        ({"variant": "plusplus"}, "variant"),
+        ({"ref_every": 0}, "ref_every"),
+        ({"ref_every": 2.5}, "ref_every"),
+        ({"alpha": 0.0}, "alpha"),
+        ({"alpha": 1.5}, "alpha"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"memory": "yes"}, "memory"),
+        ({"init": "random"}, "init"),
+    ],
+)
 def test_bad_params_name_themselves(params, name):
     with pytest.raises(ValueError, match=name):
         get_algorithm("qlsd", **params)

@@ -3,6 +3,7 @@ of cluster-launcher configs, hadolint for the Dockerfile, kubernetes-validate (t
 Kubernetes objects, and for the RayCluster the fields we use, written down from KubeRay's CRD. Around them: the site
 contract (a Ray node label raysampler.io/site per site, the site's data at /data/<site>), the API started the way the
 CLI parses it, and one image and one Ray version across all files. Each validator also gets a broken file to reject."""
+
 from __future__ import annotations
 
 import copy
@@ -40,6 +41,7 @@ _PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 VERSION: str = _PROJECT["version"]
 RAY_PIN: str = next(d.split("==", 1)[1].strip() for d in _PROJECT["dependencies"] if re.match(r"ray\s*==", d))
 
+
 # ----------------------------------------------------------------------------------------------------------- helpers
 def load_launcher(name: str) -> dict[str, Any]:
     return yaml.safe_load(LAUNCHER_CONFIGS[name].read_text())
@@ -56,8 +58,14 @@ def ray_validate(config: dict[str, Any]) -> dict[str, Any]:
 
 def launcher_commands(config: dict[str, Any]) -> list[str]:
     """Every shell command of a launcher config, global and per node type."""
-    keys = ["initialization_commands", "setup_commands", "head_setup_commands", "worker_setup_commands",
-            "head_start_ray_commands", "worker_start_ray_commands"]
+    keys = [
+        "initialization_commands",
+        "setup_commands",
+        "head_setup_commands",
+        "worker_setup_commands",
+        "head_start_ray_commands",
+        "worker_start_ray_commands",
+    ]
     cmds = [c for k in keys for c in config.get(k, [])]
     for node_type in config["available_node_types"].values():
         cmds += [c for k in keys for c in node_type.get(k, [])]
@@ -69,10 +77,10 @@ def serve_argv(command: str) -> list[str]:
     lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
     tokens = list(lexer)
-    starts = [i for i in range(len(tokens) - 1) if tokens[i:i + 2] == ["raysampler", "serve"]]
+    starts = [i for i in range(len(tokens) - 1) if tokens[i : i + 2] == ["raysampler", "serve"]]
     assert len(starts) == 1, f"expected one `raysampler serve` in {command!r}"
     argv = []
-    for tok in tokens[starts[0] + 2:]:
+    for tok in tokens[starts[0] + 2 :]:
         if set(tok) <= set("();<>|&"):
             break
         argv.append(tok)
@@ -140,13 +148,17 @@ def _too_few_workers(c: dict) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(LAUNCHER_CONFIGS))
-@pytest.mark.parametrize("breakage, error", [
-    (_drop_node_config, jsonschema.ValidationError),
-    (_numeric_label, jsonschema.ValidationError),
-    (_misspelled_key, jsonschema.ValidationError),
-    (_unknown_head, ValueError),
-    (_too_few_workers, ValueError),
-], ids=["no-node-config", "numeric-label", "misspelled-key", "unknown-head-type", "min-workers-over-max"])
+@pytest.mark.parametrize(
+    "breakage, error",
+    [
+        (_drop_node_config, jsonschema.ValidationError),
+        (_numeric_label, jsonschema.ValidationError),
+        (_misspelled_key, jsonschema.ValidationError),
+        (_unknown_head, ValueError),
+        (_too_few_workers, ValueError),
+    ],
+    ids=["no-node-config", "numeric-label", "misspelled-key", "unknown-head-type", "min-workers-over-max"],
+)
 def test_ray_validation_rejects_a_broken_launcher_config(name: str, breakage, error: type[Exception]) -> None:
     config = load_launcher(name)
     breakage(config)
@@ -171,10 +183,12 @@ def test_launcher_config_has_one_labelled_node_type_per_site_with_its_data(name:
         site = labels[SITE_KEY]
         sites.append(site)
         assert node_type.get("min_workers", 0) >= 1, f"{type_name}: a site's node is always up"
-        mounts = [opt.split()[1] for opt in node_type.get("docker", {}).get("worker_run_options", [])
-                  if opt.startswith("-v ")]
-        assert any(m.split(":")[1:] == [f"/data/{site}", "ro"] for m in mounts), \
+        mounts = [
+            opt.split()[1] for opt in node_type.get("docker", {}).get("worker_run_options", []) if opt.startswith("-v ")
+        ]
+        assert any(m.split(":")[1:] == [f"/data/{site}", "ro"] for m in mounts), (
             f"{type_name}: site {site}'s data must be mounted read-only at /data/{site}, got {mounts}"
+        )
     assert len(sites) == len(set(sites)), f"one node type per site, got {sites}"
 
 
@@ -190,8 +204,9 @@ def test_the_launcher_hands_each_site_label_to_ray_start(name: str, monkeypatch:
     for type_name, node_type in config["available_node_types"].items():
         if type_name == config["head_node_type"]:
             continue
-        command = _with_environment_variables(f'printf %s "${LABELS_ENVIRONMENT_VARIABLE}"',
-                                              {LABELS_ENVIRONMENT_VARIABLE: node_type["labels"]})
+        command = _with_environment_variables(
+            f'printf %s "${LABELS_ENVIRONMENT_VARIABLE}"', {LABELS_ENVIRONMENT_VARIABLE: node_type["labels"]}
+        )
         exported = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=30, check=True)
         monkeypatch.setenv(LABELS_ENVIRONMENT_VARIABLE, exported.stdout)
         assert ResourceAndLabelSpec._load_env_labels() == node_type["labels"]
@@ -215,7 +230,7 @@ def test_launcher_commands_are_valid_bash(name: str) -> None:
 
 
 def test_bash_syntax_check_rejects_a_broken_command() -> None:
-    assert bash_syntax_error('set -e; if [ -e /dev/sdf ]; then mount /dev/sdf /mnt; ') is not None
+    assert bash_syntax_error("set -e; if [ -e /dev/sdf ]; then mount /dev/sdf /mnt; ") is not None
     assert bash_syntax_error('echo "unterminated') is not None
 
 
@@ -244,11 +259,15 @@ def test_dockerfile_passes_hadolint(tmp_path: Path) -> None:
     assert (rc, findings) == (0, [])
 
 
-@pytest.mark.parametrize("old, new, rule", [
-    ("pip install --no-cache-dir", "pip install", "DL3042"),  # pip's cache would stay in the image
-    ("\nUSER 1000\n", "\n", "DL3002"),  # the image would end as root
-    (f"rayproject/ray:{RAY_PIN}-py311-cpu", "rayproject/ray:latest", "DL3007"),  # an unpinned base image
-], ids=["pip-cache", "root-user", "latest-tag"])
+@pytest.mark.parametrize(
+    "old, new, rule",
+    [
+        ("pip install --no-cache-dir", "pip install", "DL3042"),  # pip's cache would stay in the image
+        ("\nUSER 1000\n", "\n", "DL3002"),  # the image would end as root
+        (f"rayproject/ray:{RAY_PIN}-py311-cpu", "rayproject/ray:latest", "DL3007"),  # an unpinned base image
+    ],
+    ids=["pip-cache", "root-user", "latest-tag"],
+)
 def test_hadolint_rejects_a_broken_dockerfile(tmp_path: Path, old: str, new: str, rule: str) -> None:
     text = DOCKERFILE.read_text()
     assert old in text
@@ -298,9 +317,25 @@ def test_dockerfile_copies_everything_raysampler_needs_to_install(tmp_path: Path
     install = re.search(r"pip install --no-cache-dir (\S+)", text)
     assert install, "the Dockerfile installs raysampler with pip"
     src = workdir / install.group(1)
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-                           "-q", "-w", str(tmp_path / "wheel"), str(src)],
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "-w",
+            str(tmp_path / "wheel"),
+            str(src),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     (wheel,) = (tmp_path / "wheel").glob("raysampler-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
@@ -329,8 +364,13 @@ def _core_objects(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("k8s_version", K8S_VERSIONS)
 def test_kubernetes_objects_pass_the_api_schemas(k8s_version: str) -> None:
     docs = load_manifests()
-    assert {d["kind"] for d in docs} >= {"RayCluster", "Service", "PersistentVolume", "PersistentVolumeClaim",
-                                          "StorageClass"}
+    assert {d["kind"] for d in docs} >= {
+        "RayCluster",
+        "Service",
+        "PersistentVolume",
+        "PersistentVolumeClaim",
+        "StorageClass",
+    }
     for obj in _core_objects(docs):
         kubernetes_validate.validate(obj, k8s_version, strict=True)
 
@@ -353,8 +393,11 @@ def _container_without_name(docs: list) -> dict:
     return _core_objects([rc])[1]
 
 
-@pytest.mark.parametrize("breakage", [_service_port_as_text, _pv_unknown_field, _container_without_name],
-                         ids=["service-port-text", "pv-misspelled-field", "container-without-name"])
+@pytest.mark.parametrize(
+    "breakage",
+    [_service_port_as_text, _pv_unknown_field, _container_without_name],
+    ids=["service-port-text", "pv-misspelled-field", "container-without-name"],
+)
 def test_kubernetes_validate_rejects_a_broken_object(breakage) -> None:
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(breakage(load_manifests()), K8S_VERSIONS[-1], strict=True)
@@ -365,8 +408,11 @@ def test_kubernetes_validate_rejects_a_broken_object(breakage) -> None:
 # additionalProperties=false keeps this list honest: a new field fails here until it is checked against KubeRay.
 _STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
 _INT32 = {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}
-_POD_TEMPLATE = {"type": "object", "required": ["spec"], "properties": {"metadata": {"type": "object"},
-                                                                        "spec": {"type": "object"}}}
+_POD_TEMPLATE = {
+    "type": "object",
+    "required": ["spec"],
+    "properties": {"metadata": {"type": "object"}, "spec": {"type": "object"}},
+}
 RAYCLUSTER_FIELDS: dict[str, Any] = {
     "type": "object",
     "required": ["apiVersion", "kind", "metadata", "spec"],
@@ -380,15 +426,21 @@ RAYCLUSTER_FIELDS: dict[str, Any] = {
             "additionalProperties": False,
             "properties": {
                 "rayVersion": {"type": "string"},
-                "authOptions": {"type": "object", "additionalProperties": False,
-                                "properties": {"mode": {"enum": ["disabled", "token"]}}},
+                "authOptions": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {"mode": {"enum": ["disabled", "token"]}},
+                },
                 "headGroupSpec": {
                     "type": "object",
                     "required": ["template"],
                     "additionalProperties": False,
-                    "properties": {"serviceType": {"enum": ["ClusterIP", "NodePort", "LoadBalancer"]},
-                                   "labels": _STRING_MAP, "rayStartParams": _STRING_MAP,
-                                   "template": _POD_TEMPLATE},
+                    "properties": {
+                        "serviceType": {"enum": ["ClusterIP", "NodePort", "LoadBalancer"]},
+                        "labels": _STRING_MAP,
+                        "rayStartParams": _STRING_MAP,
+                        "template": _POD_TEMPLATE,
+                    },
                 },
                 "workerGroupSpecs": {
                     "type": "array",
@@ -396,9 +448,15 @@ RAYCLUSTER_FIELDS: dict[str, Any] = {
                         "type": "object",
                         "required": ["groupName", "minReplicas", "maxReplicas", "template"],
                         "additionalProperties": False,
-                        "properties": {"groupName": {"type": "string", "minLength": 1}, "replicas": _INT32,
-                                       "minReplicas": _INT32, "maxReplicas": _INT32, "labels": _STRING_MAP,
-                                       "rayStartParams": _STRING_MAP, "template": _POD_TEMPLATE},
+                        "properties": {
+                            "groupName": {"type": "string", "minLength": 1},
+                            "replicas": _INT32,
+                            "minReplicas": _INT32,
+                            "maxReplicas": _INT32,
+                            "labels": _STRING_MAP,
+                            "rayStartParams": _STRING_MAP,
+                            "template": _POD_TEMPLATE,
+                        },
                     },
                 },
             },
@@ -411,8 +469,10 @@ def raycluster_problems(rc: dict[str, Any]) -> list[str]:
     """Schema errors against RAYCLUSTER_FIELDS, then the rules KubeRay's operator applies to these fields."""
     from ray._private.label_utils import validate_node_label_syntax
 
-    problems = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
-                for e in jsonschema.Draft202012Validator(RAYCLUSTER_FIELDS).iter_errors(rc)]
+    problems = [
+        f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
+        for e in jsonschema.Draft202012Validator(RAYCLUSTER_FIELDS).iter_errors(rc)
+    ]
     if problems:
         return problems
     spec = rc["spec"]
@@ -472,10 +532,27 @@ def _replicas_over_max(rc: dict) -> None:
     rc["spec"]["workerGroupSpecs"][0]["replicas"] = 2
 
 
-@pytest.mark.parametrize("breakage", [_labels_in_ray_start_params, _no_min_replicas, _numeric_site, _misspelled_groups,
-                                      _bad_label_value, _head_never_starts_ray, _replicas_over_max],
-                         ids=["labels-in-rayStartParams", "no-minReplicas", "numeric-site", "misspelled-field",
-                              "bad-label-value", "head-never-starts-ray", "replicas-over-max"])
+@pytest.mark.parametrize(
+    "breakage",
+    [
+        _labels_in_ray_start_params,
+        _no_min_replicas,
+        _numeric_site,
+        _misspelled_groups,
+        _bad_label_value,
+        _head_never_starts_ray,
+        _replicas_over_max,
+    ],
+    ids=[
+        "labels-in-rayStartParams",
+        "no-minReplicas",
+        "numeric-site",
+        "misspelled-field",
+        "bad-label-value",
+        "head-never-starts-ray",
+        "replicas-over-max",
+    ],
+)
 def test_raycluster_check_rejects_a_broken_cluster(breakage) -> None:
     rc = copy.deepcopy(one(load_manifests(), "RayCluster"))
     breakage(rc)
@@ -500,8 +577,9 @@ def test_kubernetes_sites_run_where_their_data_is() -> None:
         claim = one(docs, "PersistentVolumeClaim", volume["persistentVolumeClaim"]["claimName"])
         pv = one(docs, "PersistentVolume", claim["spec"]["volumeName"])
         terms = pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
-        assert terms == [{"matchExpressions": [{"key": SITE_KEY, "operator": "In", "values": [site]}]}], \
+        assert terms == [{"matchExpressions": [{"key": SITE_KEY, "operator": "In", "values": [site]}]}], (
             f"{name}: the volume holding site {site}'s data lives on that site's node"
+        )
         assert claim["spec"]["storageClassName"] == pv["spec"]["storageClassName"]
         storage_class = one(docs, "StorageClass", pv["spec"]["storageClassName"])
         assert storage_class["volumeBindingMode"] == "WaitForFirstConsumer"

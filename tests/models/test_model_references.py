@@ -1,6 +1,7 @@
 """The cached long-run references (scripts/make_model_references.py) are converged and target exactly the model
 posteriors the tests will build from the cached CSV files: under the posterior, E[∇U(θ)] = 0 and E[(θ − μ)∇U(θ)ᵀ] = I
 (integration by parts), checked on the stored thinned draws within Monte-Carlo error."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,5 @@
 """Every model family through rs.sample, real data with exact answers, and a model written by a user."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,8 +26,9 @@ def test_linear_regression_on_diabetes_matches_exact_pi_rho():
     m = [np.linalg.lstsq(Xi, yi, rcond=None)[0] for Xi, yi in zip(np.array_split(X, 4), np.array_split(y, 4))]
     mean, cov = exact.pi_rho(P, m, np.eye(X.shape[1]), np.zeros(X.shape[1]), res.stats["rho"], metric=post_cov)
     assert_moments(res.draws, mean, cov)
-    np.testing.assert_allclose(exact.gaussian_posterior(P, m, np.eye(X.shape[1]), np.zeros(X.shape[1]))[0],
-                               post_mean, atol=1e-8)  # the local factors are those of the model
+    np.testing.assert_allclose(
+        exact.gaussian_posterior(P, m, np.eye(X.shape[1]), np.zeros(X.shape[1]))[0], post_mean, atol=1e-8
+    )  # the local factors are those of the model
     sd_ratio = np.sqrt(np.diag(cov) / np.diag(post_cov))
     assert sd_ratio.max() <= 1 + res.info["setup"]["plan"]["bias_budget"] + 1e-12
 
@@ -85,16 +87,21 @@ def test_a_users_own_model_plugs_in(ray_session):
     np.testing.assert_allclose(mine.draws, builtin.draws, rtol=1e-6, atol=1e-8)  # same maths, same random numbers
     assert mine.summary().index[0] == "theta[beta0]"
     on_ray = rs.sample(HandWrittenLinear(), shards, executor="ray", **{**kw, "num_rounds": 20, "burn_in": 10})
-    np.testing.assert_array_equal(on_ray.draws, rs.sample(HandWrittenLinear(), shards, executor="local",
-                                                          **{**kw, "num_rounds": 20, "burn_in": 10}).draws)
+    np.testing.assert_array_equal(
+        on_ray.draws,
+        rs.sample(HandWrittenLinear(), shards, executor="local", **{**kw, "num_rounds": 20, "burn_in": 10}).draws,
+    )
 
 
-@pytest.mark.parametrize("family, data", [
-    ("softmax_regression", "digits"),
-    ("mlp_classifier", "digits"),
-    ("poisson_regression", "poisson"),
-    ("gaussian", "gaussian_toy"),
-])
+@pytest.mark.parametrize(
+    "family, data",
+    [
+        ("softmax_regression", "digits"),
+        ("mlp_classifier", "digits"),
+        ("poisson_regression", "poisson"),
+        ("gaussian", "gaussian_toy"),
+    ],
+)
 def test_every_family_samples(family, data):
     if data == "poisson":
         rng = np.random.default_rng(0)
@@ -106,7 +113,8 @@ def test_every_family_samples(family, data):
     if family == "gaussian":
         kw = {"noise_cov": rs.datasets.gaussian_toy_noise_cov(2).tolist()}
     model = rs.models.get_model(family, **kw)
-    res = rs.sample(model, rs.shard(X, y, num_shards=3), chains=2, num_rounds=40, burn_in=40, executor="local",
-                    progress=False)
+    res = rs.sample(
+        model, rs.shard(X, y, num_shards=3), chains=2, num_rounds=40, burn_in=40, executor="local", progress=False
+    )
     assert res.draws.shape[:2] == (2, 40) and np.all(np.isfinite(res.draws))
     assert res.sample_stats["local_accept"].mean() > 0.2

@@ -1,4 +1,5 @@
 """Model library: derivatives against finite differences, exact curvature, bounds, posteriors, binding, validation."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -173,7 +174,9 @@ def test_mlp_hessian_diag_is_gauss_newton_diagonal(activation):
     # Direct check of the Gauss-Newton matrix: Jacobian of the logits by central differences.
     h = 1e-6
     P = _mlp_probs(model, X, x)
-    J = np.stack([(_mlp_logits(model, X, x + h * e) - _mlp_logits(model, X, x - h * e)) / (2 * h) for e in np.eye(d)], -1)
+    J = np.stack(
+        [(_mlp_logits(model, X, x + h * e) - _mlp_logits(model, X, x - h * e)) / (2 * h) for e in np.eye(d)], -1
+    )
     G_direct = sum(J[j].T @ (np.diag(P[j]) - np.outer(P[j], P[j])) @ J[j] for j in range(X.shape[0]))
     np.testing.assert_allclose(G, G_direct, rtol=1e-6, atol=1e-7 * np.abs(G).max())
 
@@ -219,7 +222,9 @@ def test_potentials_match_direct_formulas():
 
     model, X, y = _softmax()
     x = np.random.default_rng(0).standard_normal((K, model.dim))
-    direct = [-log_softmax(X @ t.reshape(model.n_features, model.n_classes), axis=1)[np.arange(len(y)), y].sum() for t in x]
+    direct = [
+        -log_softmax(X @ t.reshape(model.n_features, model.n_classes), axis=1)[np.arange(len(y)), y].sum() for t in x
+    ]
     np.testing.assert_allclose(model.potential(X, y, x), direct, rtol=1e-12)
 
     for act in ("tanh", "sigmoid"):
@@ -399,8 +404,14 @@ def test_prior(case):
 
 def test_registry():
     assert set(FAMILIES) == {
-        "gaussian", "linear_regression", "logistic_regression", "poisson_regression", "softmax_regression",
-        "mlp_classifier", "binomial_regression", "negative_binomial_regression",
+        "gaussian",
+        "linear_regression",
+        "logistic_regression",
+        "poisson_regression",
+        "softmax_regression",
+        "mlp_classifier",
+        "binomial_regression",
+        "negative_binomial_regression",
     }
     for family, cls in FAMILIES.items():
         model = get_model(family, prior_scale=2.0)

@@ -1,5 +1,6 @@
 """Named parameters: every model's ParamBlock layout, labels from the data's columns (scikit-learn's feature names for
 the bundled data sets), and Result.to_arviz / summary / ess with one variable per parameter on the natural scale."""
+
 from __future__ import annotations
 
 import json
@@ -48,7 +49,10 @@ def test_every_model_names_its_parameters():
     assert NegativeBinomialRegression(offset="b").bind(spec).param_names() == ["beta[a]", "beta[c]", "phi"]
     assert BinomialRegression(trials="a").bind(spec).param_names() == ["beta[b]", "beta[c]"]
     assert PoissonRegression(offset=np.zeros(4)).bind(DataSpec(3, n_rows=4, columns=cols)).param_names() == [
-        "beta[a]", "beta[b]", "beta[c]"]
+        "beta[a]",
+        "beta[b]",
+        "beta[c]",
+    ]
     assert SoftmaxRegression().bind(spec).param_names()[:3] == ["w[a,0]", "w[a,1]", "w[b,0]"]
     mlp = MLPClassifier(hidden=2).bind(spec)
     names = mlp.param_names()
@@ -99,8 +103,13 @@ def test_result_without_layout_and_bad_layouts():
     clash = (ParamBlock("a", 2, "k", ("x", "y")), ParamBlock("b", 2, "k", ("p", "q")))
     with pytest.raises(ValueError, match="dim 'k'"):
         rs.Result(np.zeros((2, 5, 4)), list("abcd"), info={"param_blocks": clash}).to_arviz()
-    for bad in (dict(name="", size=1), dict(name="b", size=0), dict(name="b", size=2),
-                dict(name="b", size=2, dim="k", labels=("x",)), dict(name="b", size=1, transform="log")):
+    for bad in (
+        dict(name="", size=1),
+        dict(name="b", size=0),
+        dict(name="b", size=2),
+        dict(name="b", size=2, dim="k", labels=("x",)),
+        dict(name="b", size=1, transform="log"),
+    ):
         with pytest.raises(ValueError):
             ParamBlock(**bad)
 
@@ -111,8 +120,9 @@ def test_named_parameters_through_sample():
     shards = rs.shard(X, y, num_shards=2, columns=rs.datasets.columns("diabetes"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # too few draws for converged diagnostics, on purpose
-        res = rs.sample(LinearRegression(), shards, chains=2, num_rounds=40, burn_in=40, executor="local",
-                        progress=False)
+        res = rs.sample(
+            LinearRegression(), shards, chains=2, num_rounds=40, burn_in=40, executor="local", progress=False
+        )
     assert res.param_names[1] == "beta[age]" and res.param_names[-1] == "sigma"
     table = res.summary()
     assert list(table.index)[:2] == ["beta[(Intercept)]", "beta[age]"] and table.index[-1] == "sigma"

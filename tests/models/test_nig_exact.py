@@ -1,6 +1,7 @@
 """Closed-form posteriors of linear regression with unknown noise, checked without a sampler: the model's potential
 (likelihood over shards + prior with its log-Jacobian) equals the exact Normal–Inverse-Gamma log density up to a
 constant, and the reference functions (means, sds, quantiles of the marginals) agree with exact draws of that law."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -95,8 +96,12 @@ def test_reference_functions_agree_with_exact_draws():
     np.testing.assert_allclose(post.sigma2_marginal().mean(), post.b / (post.a - 1), rtol=1e-12)
     # the joint density is normalised: N(β; mean, σ²V) · InvGamma(σ²; a, b) · |dσ²/d log σ|
     t = theta[:5]
-    ref = [st.multivariate_normal(post.mean, np.exp(2 * r[3]) * post.V).logpdf(r[:3])
-           + st.invgamma(post.a, scale=post.b).logpdf(np.exp(2 * r[3])) + np.log(2 * np.exp(2 * r[3])) for r in t]
+    ref = [
+        st.multivariate_normal(post.mean, np.exp(2 * r[3]) * post.V).logpdf(r[:3])
+        + st.invgamma(post.a, scale=post.b).logpdf(np.exp(2 * r[3]))
+        + np.log(2 * np.exp(2 * r[3]))
+        for r in t
+    ]
     np.testing.assert_allclose(post.log_density(t), ref, rtol=1e-10)
 
 
@@ -105,10 +110,12 @@ def test_no_closed_form_for_other_priors():
     with pytest.raises(ValueError, match="coef_prior"):
         exact.linear_regression_posterior(LinearRegression(noise_prior=Flat()).bind(DataSpec(3)), [(X, y)])
     with pytest.raises(ValueError, match="noise_prior"):
-        exact.linear_regression_posterior(LinearRegression(coef_prior=Normal(0, np.inf), noise_prior=HalfNormal(1.0))
-                                          .bind(DataSpec(3)), [(X, y)])
+        exact.linear_regression_posterior(
+            LinearRegression(coef_prior=Normal(0, np.inf), noise_prior=HalfNormal(1.0)).bind(DataSpec(3)), [(X, y)]
+        )
     with pytest.raises(ValueError, match="noise_sd"):
-        exact.linear_regression_posterior(LinearRegression(noise_sd=1.0, coef_prior=StudentT(3.0)).bind(DataSpec(3)),
-                                          [(X, y)])
+        exact.linear_regression_posterior(
+            LinearRegression(noise_sd=1.0, coef_prior=StudentT(3.0)).bind(DataSpec(3)), [(X, y)]
+        )
     with pytest.raises(ValueError, match="improper"):  # flat on σ needs n > p + 1
         exact.nig_posterior(X[:3].T @ X[:3], X[:3].T @ y[:3], y[:3] @ y[:3], 3, a0=-0.5, b0=0.0)

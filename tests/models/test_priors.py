@@ -1,5 +1,6 @@
 """Prior specs: validation, densities against scipy.stats (with the log-Jacobian of sampling log σ), derivatives
 against finite differences, and how a model's prior splits into its Gaussian factor and the residual term."""
+
 from __future__ import annotations
 
 import math
@@ -52,10 +53,13 @@ def test_positive_prior_on_log_scale_matches_scipy_with_jacobian(name):
     np.testing.assert_allclose(U - U[6], target - target[6], rtol=1e-10, atol=1e-10)
 
 
-@pytest.mark.parametrize("spec, logpdf", [
-    (StudentT(4.0, 0.5, 2.0), lambda b: st.t(4.0, loc=0.5, scale=2.0).logpdf(b)),
-    (StudentT(1.0), lambda b: st.cauchy().logpdf(b)),
-])
+@pytest.mark.parametrize(
+    "spec, logpdf",
+    [
+        (StudentT(4.0, 0.5, 2.0), lambda b: st.t(4.0, loc=0.5, scale=2.0).logpdf(b)),
+        (StudentT(1.0), lambda b: st.cauchy().logpdf(b)),
+    ],
+)
 def test_student_t_matches_scipy(spec, logpdf):
     b = np.linspace(-20.0, 20.0, 17)
     U = _term(spec).potential(b[:, None])
@@ -73,8 +77,11 @@ def test_normal_prior_matches_scipy_per_coefficient():
     np.testing.assert_allclose(U - U[0], ref - ref[0], rtol=1e-12)
 
 
-ALL_TERMS = {**{k: v[0] for k, v in POSITIVE.items()}, "student_t": StudentT(3.0, [0.0, 1.0, -1.0], [1.0, 2.0, 0.5]),
-             "student_t_vector_nu": StudentT([1.0, 5.0, 30.0])}
+ALL_TERMS = {
+    **{k: v[0] for k, v in POSITIVE.items()},
+    "student_t": StudentT(3.0, [0.0, 1.0, -1.0], [1.0, 2.0, 0.5]),
+    "student_t_vector_nu": StudentT([1.0, 5.0, 30.0]),
+}
 
 
 @pytest.mark.parametrize("name", list(ALL_TERMS))
@@ -103,8 +110,12 @@ def test_half_priors_are_overflow_free_far_out():
 
 
 def test_mixed_prior_splits_into_gaussian_and_residual():
-    parts = [(np.array([0, 1]), Normal(0.0, [2.0, np.inf])), (np.array([2, 3]), StudentT(3.0)),
-             (np.array([4]), HalfCauchy(2.0)), (np.array([5]), Flat(log=True))]
+    parts = [
+        (np.array([0, 1]), Normal(0.0, [2.0, np.inf])),
+        (np.array([2, 3]), StudentT(3.0)),
+        (np.array([4]), HalfCauchy(2.0)),
+        (np.array([5]), Flat(log=True)),
+    ]
     prior = build_prior(6, parts)
     assert isinstance(prior, Prior) and prior.dim == 6
     np.testing.assert_allclose(prior.gaussian.precision, [0.25, 0, 0, 0, 0, 0])
@@ -137,26 +148,29 @@ def test_specs_are_hashable_and_normalised():
     assert Flat().nig_shape() == (-0.5, 0.0) and Flat(log=True).nig_shape() == (0.0, 0.0)
 
 
-@pytest.mark.parametrize("make, argname", [
-    (lambda: Normal(scale=-1.0), "scale"),
-    (lambda: Normal(scale=0.0), "scale"),
-    (lambda: Normal(scale=float("nan")), "scale"),
-    (lambda: Normal(mean=math.inf), "mean"),
-    (lambda: Normal(mean="zero"), "mean"),
-    (lambda: Normal(mean=[[0.0]]), "mean"),
-    (lambda: Normal(scale=[1.0, -1.0]), r"scale\[1\]"),
-    (lambda: Normal(mean=[0.0, 1.0], scale=[1.0, 2.0, 3.0]), "length"),
-    (lambda: StudentT(0.0), "nu"),
-    (lambda: StudentT(3.0, scale=math.inf), "scale"),
-    (lambda: HalfNormal(-1.0), "scale"),
-    (lambda: HalfCauchy(0), "scale"),
-    (lambda: HalfStudentT(-2.0, 1.0), "nu"),
-    (lambda: Exponential(0.0), "rate"),
-    (lambda: InverseGamma(0.0, 1.0), "a"),
-    (lambda: InverseGamma(1.0, -1.0), "b"),
-    (lambda: Flat(log="yes"), "log"),
-    (lambda: HalfNormal(True), "scale"),
-])
+@pytest.mark.parametrize(
+    "make, argname",
+    [
+        (lambda: Normal(scale=-1.0), "scale"),
+        (lambda: Normal(scale=0.0), "scale"),
+        (lambda: Normal(scale=float("nan")), "scale"),
+        (lambda: Normal(mean=math.inf), "mean"),
+        (lambda: Normal(mean="zero"), "mean"),
+        (lambda: Normal(mean=[[0.0]]), "mean"),
+        (lambda: Normal(scale=[1.0, -1.0]), r"scale\[1\]"),
+        (lambda: Normal(mean=[0.0, 1.0], scale=[1.0, 2.0, 3.0]), "length"),
+        (lambda: StudentT(0.0), "nu"),
+        (lambda: StudentT(3.0, scale=math.inf), "scale"),
+        (lambda: HalfNormal(-1.0), "scale"),
+        (lambda: HalfCauchy(0), "scale"),
+        (lambda: HalfStudentT(-2.0, 1.0), "nu"),
+        (lambda: Exponential(0.0), "rate"),
+        (lambda: InverseGamma(0.0, 1.0), "a"),
+        (lambda: InverseGamma(1.0, -1.0), "b"),
+        (lambda: Flat(log="yes"), "log"),
+        (lambda: HalfNormal(True), "scale"),
+    ],
+)
 def test_bad_specs_name_the_argument(make, argname):
     with pytest.raises(ValueError, match=argname):
         make()

@@ -1,6 +1,7 @@
 """The regression models with the new priors and inputs: derivatives of U_i and of the whole posterior potential
 (prior and log-Jacobian included) against finite differences, values against scipy.stats, curvature, per-row inputs
 (offset, trials) as columns or arrays, validation and improper-posterior errors."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -121,8 +122,11 @@ CASES = {
     "linear_flat_flat": lambda: _linear(Normal(0.0, np.inf), noise_prior=Flat()),
     "linear_half_t": lambda: _linear(noise_prior=HalfStudentT(3.0, 1.0)),
     "linear_exponential": lambda: _linear(noise_prior=Exponential(1.0)),
-    "logistic_student_t": lambda: (LogisticRegression(coef_prior=StudentT(3.0, 0.0, [5.0, 2.5, 2.5, 2.5])).bind(
-        DataSpec(4)), *_binomial("column")[1:2], None),
+    "logistic_student_t": lambda: (
+        LogisticRegression(coef_prior=StudentT(3.0, 0.0, [5.0, 2.5, 2.5, 2.5])).bind(DataSpec(4)),
+        *_binomial("column")[1:2],
+        None,
+    ),
     "poisson_offset_column": lambda: _poisson_offset("column"),
     "poisson_offset_array": lambda: _poisson_offset("array"),
     "binomial_trials_column": lambda: _binomial("column"),
@@ -283,8 +287,12 @@ def test_model_priors_split_and_defaults():
     assert m.coef_prior == Normal(0.0, 2.0) and m.bind(spec) == m.bind(spec) and hash(m.bind(spec))
     assert PoissonRegression(coef_prior=Normal(0.0, 3.0)).prior_scale == 3.0
     assert PoissonRegression(coef_prior=Normal(0.0, [1.0, 2.0, 3.0, 4.0])).prior_scale is None
-    assert get_model("linear_regression", coef_prior=Normal(0, [100, 10, 10, 10]),
-                     noise_prior=HalfCauchy(2.5)).bind(spec).dim == 5
+    assert (
+        get_model("linear_regression", coef_prior=Normal(0, [100, 10, 10, 10]), noise_prior=HalfCauchy(2.5))
+        .bind(spec)
+        .dim
+        == 5
+    )
     rowed = PoissonRegression(offset=np.zeros(10))  # an array input is held by content: still equal and hashable
     assert rowed == PoissonRegression(offset=RowValues(np.zeros(10))) != PoissonRegression(offset=np.ones(10))
     assert hash(rowed) == hash(PoissonRegression(offset=[0.0] * 10)) and repr(rowed.offset) == "RowValues(n=10)"
@@ -328,38 +336,44 @@ def test_offset_column_and_array_give_the_same_model():
     assert model_c.shard_data(Xo, y, None)[0] is Xo  # column-named inputs need nothing
 
 
-@pytest.mark.parametrize("make, spec, argname", [
-    (lambda: PoissonRegression(offset="expo"), DataSpec(3), "offset"),  # no column names
-    (lambda: PoissonRegression(offset="expo"), DataSpec(3, columns=("a", "b", "c")), "offset"),  # no such column
-    (lambda: PoissonRegression(offset=np.zeros(5)), DataSpec(3, n_rows=6), "offset"),  # wrong length
-    (lambda: NegativeBinomialRegression(offset="a"), DataSpec(1, columns=("a",)), "offset"),  # nothing left
-    (lambda: BinomialRegression(), DataSpec(3), "trials"),
-    (lambda: LogisticRegression(coef_prior=Normal(0, [1.0, 2.0])), DataSpec(3), "coef_prior"),
-    (lambda: SoftmaxRegression(coef_prior=StudentT(3.0, scale=[1.0] * 5)), DataSpec(3, n_classes=2), "coef_prior"),
-    (lambda: MLPClassifier(hidden=2, coef_prior=Normal(0, [1.0] * 3)), DataSpec(3, n_classes=2), "coef_prior"),
-    (lambda: LogisticRegression(), DataSpec(3, columns=("a", "b")), "columns"),
-])
+@pytest.mark.parametrize(
+    "make, spec, argname",
+    [
+        (lambda: PoissonRegression(offset="expo"), DataSpec(3), "offset"),  # no column names
+        (lambda: PoissonRegression(offset="expo"), DataSpec(3, columns=("a", "b", "c")), "offset"),  # no such column
+        (lambda: PoissonRegression(offset=np.zeros(5)), DataSpec(3, n_rows=6), "offset"),  # wrong length
+        (lambda: NegativeBinomialRegression(offset="a"), DataSpec(1, columns=("a",)), "offset"),  # nothing left
+        (lambda: BinomialRegression(), DataSpec(3), "trials"),
+        (lambda: LogisticRegression(coef_prior=Normal(0, [1.0, 2.0])), DataSpec(3), "coef_prior"),
+        (lambda: SoftmaxRegression(coef_prior=StudentT(3.0, scale=[1.0] * 5)), DataSpec(3, n_classes=2), "coef_prior"),
+        (lambda: MLPClassifier(hidden=2, coef_prior=Normal(0, [1.0] * 3)), DataSpec(3, n_classes=2), "coef_prior"),
+        (lambda: LogisticRegression(), DataSpec(3, columns=("a", "b")), "columns"),
+    ],
+)
 def test_bind_errors_name_the_argument(make, spec, argname):
     with pytest.raises(ValueError, match=argname):
         make().bind(spec)
 
 
-@pytest.mark.parametrize("make, argname", [
-    (lambda: LinearRegression(noise_sd=1.0, noise_prior=HalfNormal(1.0)), "noise_prior"),
-    (lambda: LinearRegression(noise_prior=Normal()), "noise_prior"),
-    (lambda: LinearRegression(noise_prior=2.0), "noise_prior"),
-    (lambda: LinearRegression(coef_prior=HalfNormal(1.0)), "coef_prior"),
-    (lambda: LogisticRegression(prior_scale=2.0, coef_prior=Normal(0, 3.0)), "prior_scale or coef_prior"),
-    (lambda: SoftmaxRegression(coef_prior=Normal(0, np.inf)), "coef_prior"),
-    (lambda: MLPClassifier(coef_prior=Normal(0, [1.0, np.inf])), "coef_prior"),
-    (lambda: NegativeBinomialRegression(dispersion_prior=StudentT(3.0)), "dispersion_prior"),
-    (lambda: PoissonRegression(offset=np.array([0.0, np.nan])), "offset"),
-    (lambda: PoissonRegression(offset=np.zeros((2, 2))), "offset"),
-    (lambda: BinomialRegression(trials=0), "trials"),
-    (lambda: BinomialRegression(trials=np.array([1.0, 2.5])), "trials"),
-    (lambda: BinomialRegression(trials=np.array([1.0, -1.0])), "trials"),
-    (lambda: LinearRegression(smoothness_safety=0.0), "smoothness_safety"),
-])
+@pytest.mark.parametrize(
+    "make, argname",
+    [
+        (lambda: LinearRegression(noise_sd=1.0, noise_prior=HalfNormal(1.0)), "noise_prior"),
+        (lambda: LinearRegression(noise_prior=Normal()), "noise_prior"),
+        (lambda: LinearRegression(noise_prior=2.0), "noise_prior"),
+        (lambda: LinearRegression(coef_prior=HalfNormal(1.0)), "coef_prior"),
+        (lambda: LogisticRegression(prior_scale=2.0, coef_prior=Normal(0, 3.0)), "prior_scale or coef_prior"),
+        (lambda: SoftmaxRegression(coef_prior=Normal(0, np.inf)), "coef_prior"),
+        (lambda: MLPClassifier(coef_prior=Normal(0, [1.0, np.inf])), "coef_prior"),
+        (lambda: NegativeBinomialRegression(dispersion_prior=StudentT(3.0)), "dispersion_prior"),
+        (lambda: PoissonRegression(offset=np.array([0.0, np.nan])), "offset"),
+        (lambda: PoissonRegression(offset=np.zeros((2, 2))), "offset"),
+        (lambda: BinomialRegression(trials=0), "trials"),
+        (lambda: BinomialRegression(trials=np.array([1.0, 2.5])), "trials"),
+        (lambda: BinomialRegression(trials=np.array([1.0, -1.0])), "trials"),
+        (lambda: LinearRegression(smoothness_safety=0.0), "smoothness_safety"),
+    ],
+)
 def test_constructor_errors_name_the_argument(make, argname):
     with pytest.raises(ValueError, match=argname):
         make()
@@ -396,11 +410,12 @@ def test_flat_prior_with_rank_deficient_pooled_x_is_an_error():
     # shards that are rank deficient on their own (fewer rows than columns) but not pooled: fine
     Xf = _design(rng, 6)
     pooled = LinearRegression(coef_prior=Normal(0.0, np.inf)).bind(DataSpec(4))
-    pooled.check_proper(sum(pooled.gram(Xf[i:i + 2], None) for i in (0, 2, 4)), 6)
+    pooled.check_proper(sum(pooled.gram(Xf[i : i + 2], None) for i in (0, 2, 4)), 6)
     assert LinearRegression().bind(DataSpec(4)).gram(X, y) is None  # nothing to check for proper priors
     with pytest.raises(ValueError, match="noise_prior"):
         LinearRegression(coef_prior=Normal(0.0, np.inf), noise_prior=Flat()).bind(DataSpec(4)).check_proper(
-            pooled.gram(Xf[:5], None), 5)
+            pooled.gram(Xf[:5], None), 5
+        )
     logistic = LogisticRegression(coef_prior=Normal(0.0, np.inf)).bind(DataSpec(4))
     with pytest.raises(ValueError, match="coef_prior"):
         logistic.check_proper(logistic.gram(X, y), 30)

@@ -1,8 +1,10 @@
 """The coordinator↔worker channels on real Ray actors: the TCP channel and the same-node shared-memory channel.
 
-Both must carry numpy payloads exactly, raise a worker's exception on the coordinator as WorkerFailed (its Failure record), and report
+Both must carry numpy payloads exactly, raise a worker's exception on the coordinator as WorkerFailed (its Failure
+record), and report
 a killed peer as ConnectionError/OSError within seconds; the shared-memory one must leave no segment behind.
 """
+
 from __future__ import annotations
 
 import os
@@ -189,8 +191,9 @@ def test_shm_worker_frees_its_memory_when_the_coordinator_is_killed(ray_session)
     actor = ray_session.remote(num_cpus=0)(ChannelHost).remote()
     address, token = ray_session.get(actor.open.remote("shm"), timeout=60)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    proc = subprocess.Popen([sys.executable, "-c", _CLIENT, address.encode().hex(), token.hex()],
-                            stdout=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CLIENT, address.encode().hex(), token.hex()], stdout=subprocess.PIPE, text=True, env=env
+    )
     try:
         assert proc.stdout.readline().strip() == "ready"
         assert ray_session.get(actor.memfds.remote()) > 0

@@ -1,6 +1,7 @@
 """Checkpointed runs: `rs.sample(..., checkpoint_dir=...)` stores every chunk of draws with its checkpoint; a run
 whose process is SIGKILLed continues in another process with `rs.resume` and ends with exactly the draws of an
 uninterrupted run; an unusable checkpoint is a clear error, never a silent restart from round 0."""
+
 from __future__ import annotations
 
 import os
@@ -69,8 +70,13 @@ def test_unusable_checkpoints_are_clear_errors(file_shards, tmp_path):
     ckpt = tmp_path / "run"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        rs.sample(rs.models.LogisticRegression(), rs.shard(file_shards), "ula", checkpoint_dir=ckpt,
-                  **{**KW, "num_rounds": 50})
+        rs.sample(
+            rs.models.LogisticRegression(),
+            rs.shard(file_shards),
+            "ula",
+            checkpoint_dir=ckpt,
+            **{**KW, "num_rounds": 50},
+        )
     with pytest.raises(ValueError, match="holds a run already"):
         rs.sample(rs.models.LogisticRegression(), rs.shard(file_shards), "ula", checkpoint_dir=ckpt, **KW)
     (ckpt / "checkpoint.pkl").write_bytes(b"not a pickle")
@@ -89,15 +95,15 @@ def test_in_memory_shards_must_be_given_again_and_checkpoints_hold_no_data(tmp_p
     sizes = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        first = rs.sample(rs.models.LogisticRegression(), shards, "ula", checkpoint_dir=tmp_path / "a",
-                          **{**KW, "num_rounds": 80})
-        big = rs.shard(np.repeat(X, 20, axis=0), np.repeat(y, 20), num_shards=2)     # 20x the rows
-        rs.sample(rs.models.LogisticRegression(), big, "ula", checkpoint_dir=tmp_path / "b",
-                  **{**KW, "num_rounds": 80})
+        first = rs.sample(
+            rs.models.LogisticRegression(), shards, "ula", checkpoint_dir=tmp_path / "a", **{**KW, "num_rounds": 80}
+        )
+        big = rs.shard(np.repeat(X, 20, axis=0), np.repeat(y, 20), num_shards=2)  # 20x the rows
+        rs.sample(rs.models.LogisticRegression(), big, "ula", checkpoint_dir=tmp_path / "b", **{**KW, "num_rounds": 80})
     for name in ("a", "b"):
         sizes.append(sum((tmp_path / name / f).stat().st_size for f in ("manifest.pkl", "checkpoint.pkl")))
-    assert sizes[1] < 1.1 * sizes[0] and sizes[1] < X.nbytes   # state only: the same size whatever the data
+    assert sizes[1] < 1.1 * sizes[0] and sizes[1] < X.nbytes  # state only: the same size whatever the data
     with pytest.raises(ValueError, match="shards"):
         rs.resume(tmp_path / "a")
-    again = rs.resume(tmp_path / "a", shards=shards)                      # already finished: nothing more to do
+    again = rs.resume(tmp_path / "a", shards=shards)  # already finished: nothing more to do
     np.testing.assert_array_equal(again.draws, first.draws)

@@ -1,5 +1,6 @@
 """One failure record end to end: a raising worker, a diverging chain and a killed worker process each stop the run
 with SamplingError whose `.failure` names the kind, shard and round — no message parsing — and keeps the draws."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -49,8 +50,16 @@ def test_raising_worker_is_a_worker_error_record(request, executor):
     if executor == "ray":
         request.getfixturevalue("ray_session")
     with pytest.raises(rs.SamplingError) as err:
-        rs.sample(FailingLogistic(), _marked(77.0), chains=2, num_rounds=30, burn_in=0, executor=executor,
-                  progress=False, **PLAIN)
+        rs.sample(
+            FailingLogistic(),
+            _marked(77.0),
+            chains=2,
+            num_rounds=30,
+            burn_in=0,
+            executor=executor,
+            progress=False,
+            **PLAIN,
+        )
     f = err.value.failure
     assert (f.kind, f.shard, f.round) == (FailureKind.WORKER_ERROR, 1, 0)
     assert "cannot be evaluated" in f.message and "RuntimeError" in f.traceback
@@ -60,8 +69,16 @@ def test_raising_worker_is_a_worker_error_record(request, executor):
 
 def test_diverging_chain_is_a_non_finite_record_with_draws_kept():
     with pytest.raises(rs.SamplingError) as err:
-        rs.sample(DivergingLogistic(), _marked(99.0), chains=2, num_rounds=400, burn_in=0, executor="local",
-                  progress=False, **{**PLAIN, "gamma": 1e-3, "n_local": 5})
+        rs.sample(
+            DivergingLogistic(),
+            _marked(99.0),
+            chains=2,
+            num_rounds=400,
+            burn_in=0,
+            executor="local",
+            progress=False,
+            **{**PLAIN, "gamma": 1e-3, "n_local": 5},
+        )
     f = err.value.failure
     assert f.kind == FailureKind.NON_FINITE and f.shard == 1 and f.round > 0
     assert err.value.result.draws.shape[1] == f.round and np.all(np.isfinite(err.value.result.draws))
@@ -72,8 +89,15 @@ def test_killed_worker_process_is_a_worker_lost_record(ray_session, monkeypatch)
     ends the run with a WORKER_LOST record naming the shard, its node and the round."""
     monkeypatch.setenv("RAYSAMPLER_MAX_RESTARTS", "0")
     X, y = rs.datasets.load("breast_cancer")
-    with Run(rs.models.LogisticRegression(), rs.shard(X, y, num_shards=2), chains=2, num_rounds=10**6, burn_in=5,
-             executor="ray", seed=1) as run:
+    with Run(
+        rs.models.LogisticRegression(),
+        rs.shard(X, y, num_shards=2),
+        chains=2,
+        num_rounds=10**6,
+        burn_in=5,
+        executor="ray",
+        seed=1,
+    ) as run:
         victim = run.setup.placement[1]
         assert victim.pid is not None and victim.pid != os.getpid()
         kept = 0

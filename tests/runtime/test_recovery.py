@@ -1,5 +1,6 @@
 """Runs that survive lost processes: a worker process SIGKILLed mid-run, or the coordinator actor killed, and the
 run rolls back to its last checkpoint and finishes with exactly the draws of an uninterrupted run."""
+
 from __future__ import annotations
 
 import os

@@ -1,6 +1,7 @@
 """Reproducible by default: the same spec and seed give bit-identical draws run after run and on either executor;
 balancing from timings switches on only when worker speeds really differ, says so, and its recorded N_i schedule
 replays the draws exactly."""
+
 from __future__ import annotations
 
 import warnings
@@ -34,7 +35,7 @@ def test_slow_worker_is_balanced_with_a_warning_and_its_schedule_replays(ray_ses
     """A 4x slower worker (test-only delay hook) makes "auto" balance N_i; the run warns and records the schedule;
     passing it back as n_local= replays the draws exactly, even in-process and without the slow worker."""
     X, y = rs.datasets.load("breast_cancer")
-    X, y = np.repeat(X, 40, axis=0), np.repeat(y, 40)   # enough work per step (ms) that timings are meaningful
+    X, y = np.repeat(X, 40, axis=0), np.repeat(y, 40)  # enough work per step (ms) that timings are meaningful
     shards = rs.shard(X, y, num_shards=2, strategy="random")
     model = rs.models.LogisticRegression()
     kw = dict(chains=2, num_rounds=120, burn_in=30, seed=3, progress=False, local_kernel="lmc")
@@ -49,4 +50,3 @@ def test_slow_worker_is_balanced_with_a_warning_and_its_schedule_replays(ray_ses
         replay = rs.sample(model, shards, executor="local", n_local=schedule, **kw)
     assert replay.stats["N_schedule"] == schedule
     np.testing.assert_array_equal(replay.draws, slow.draws)
-

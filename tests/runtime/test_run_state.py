@@ -1,5 +1,6 @@
 """Run state as one value: capture it at a chunk boundary, resume it in a fresh run, get exactly the same draws as
 running on — every algorithm, both executors; and a state never resumes into another run."""
+
 from __future__ import annotations
 
 import pickle
@@ -32,8 +33,8 @@ def test_restored_state_continues_with_identical_draws(request, data, algorithm,
     model = rs.models.LogisticRegression()
     with Run(model, data, algorithm, executor=executor, **KW) as run:
         chunks = run.chunks()
-        first = next(chunks)                      # 20 rounds: 10 burn-in, 10 kept
-        state = pickle.loads(pickle.dumps(run.capture()))   # a checkpoint is a picklable value
+        first = next(chunks)  # 20 rounds: 10 burn-in, 10 kept
+        state = pickle.loads(pickle.dumps(run.capture()))  # a checkpoint is a picklable value
         assert state.rounds_done == first.rounds_done and state.draws_kept == len(first.theta)
         rest = np.concatenate([c.theta for c in chunks])
     with Run(model, data, algorithm, executor=executor, resume_from=state, **KW) as resumed:

@@ -1,4 +1,5 @@
 """The runtime on real Ray actors: identical draws to the in-process executor, speed balancing, failures."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -35,8 +36,9 @@ def test_local_and_ray_identical_for_every_local_kernel(ray_session, breast_canc
     shards = rs.shard(X, y, num_shards=2)
     kw = dict(chains=2, num_rounds=30, burn_in=30, seed=3, progress=False, balance=False, local_kernel=kernel)
     model = rs.models.LogisticRegression()
-    np.testing.assert_array_equal(rs.sample(model, shards, executor="local", **kw).draws,
-                                  rs.sample(model, shards, executor="ray", **kw).draws)
+    np.testing.assert_array_equal(
+        rs.sample(model, shards, executor="local", **kw).draws, rs.sample(model, shards, executor="ray", **kw).draws
+    )
 
 
 def test_plain_actor_transport_draws_the_same(ray_session, breast_cancer):
@@ -69,8 +71,16 @@ def test_slow_worker_gets_fewer_local_steps_and_fast_workers_idle_less(ray_sessi
     X = np.repeat(X, 60, axis=0)  # enough work per step (ms) that call overhead does not hide the imbalance
     y = np.repeat(y, 60)
     shards = rs.shard(X, y, num_shards=2, strategy="random")
-    kw = dict(chains=4, num_rounds=150, burn_in=50, seed=0, progress=False, local_kernel="lmc",
-              executor="ray", _slowdown={1: 4.0})
+    kw = dict(
+        chains=4,
+        num_rounds=150,
+        burn_in=50,
+        seed=0,
+        progress=False,
+        local_kernel="lmc",
+        executor="ray",
+        _slowdown={1: 4.0},
+    )
     model = rs.models.LogisticRegression()
     balanced = rs.sample(model, shards, balance=True, **kw)
     fixed = rs.sample(model, shards, n_local=int(balanced.info["setup"]["n_avg"]), **kw)  # same N_avg, equal N_i
@@ -105,8 +115,21 @@ def test_non_finite_chain_stops_with_worker_and_round_and_keeps_draws(breast_can
     marked[0, 1] = 99.0
     shards = rs.shard([(shards[0].X, shards[0].y), (shards[1].X, shards[1].y), (marked, shards[2].y)])
     with pytest.raises(rs.SamplingError, match=r"worker 2 .*round \d+") as err:
-        rs.sample(ExplodingLogistic(), shards, chains=2, num_rounds=400, burn_in=0, executor="local", progress=False,
-                  local_kernel="lmc", preconditioner=None, rho=0.5, gamma=1e-3, n_local=5, init="zeros")
+        rs.sample(
+            ExplodingLogistic(),
+            shards,
+            chains=2,
+            num_rounds=400,
+            burn_in=0,
+            executor="local",
+            progress=False,
+            local_kernel="lmc",
+            preconditioner=None,
+            rho=0.5,
+            gamma=1e-3,
+            n_local=5,
+            init="zeros",
+        )
     e = err.value
     assert e.worker == 2 and e.round > 0
     assert e.result.draws.shape[1] == e.round  # every draw before the failing round is kept
@@ -129,17 +152,35 @@ def test_worker_exception_stops_with_shard_and_round_and_keeps_draws(ray_session
     parts = [(Xi.copy(), yi) for Xi, yi in zip(np.array_split(X, 3), np.array_split(y, 3))]
     parts[1][0][0, 1] = 77.0
     with pytest.raises(rs.SamplingError, match=r"worker 1 failed in round 0.*cannot be evaluated") as err:
-        rs.sample(FailingLogistic(), rs.shard(parts), chains=2, num_rounds=50, burn_in=0, executor=executor,
-                  progress=False, local_kernel="lmc", preconditioner=None, rho=0.5, n_local=2, init="zeros",
-                  balance=False)
+        rs.sample(
+            FailingLogistic(),
+            rs.shard(parts),
+            chains=2,
+            num_rounds=50,
+            burn_in=0,
+            executor=executor,
+            progress=False,
+            local_kernel="lmc",
+            preconditioner=None,
+            rho=0.5,
+            n_local=2,
+            init="zeros",
+            balance=False,
+        )
     assert err.value.worker == 1 and err.value.round == 0 and err.value.result.draws.shape == (2, 0, 31)
 
 
 def test_more_actors_than_free_cpus_is_refused(ray_session, breast_cancer):
     X, y = breast_cancer
     with pytest.raises(ValueError, match="max_actors"):
-        rs.sample(rs.models.LogisticRegression(), rs.shard(X, y, num_shards=4), executor="ray", max_actors=8,
-                  num_rounds=5, progress=False)
+        rs.sample(
+            rs.models.LogisticRegression(),
+            rs.shard(X, y, num_shards=4),
+            executor="ray",
+            max_actors=8,
+            num_rounds=5,
+            progress=False,
+        )
 
 
 def test_balancer_equalises_processes_when_shards_share_one():
@@ -163,23 +204,41 @@ def test_auto_balance_ignores_uneven_speeds_that_cost_under_a_millisecond_a_roun
             bal.observe(t, np.array([4 * tau, 8 * tau]), np.array([4, 4]))
         return bal
 
-    tiny, slow = run(1e-4), run(1e-3)         # gap per round: 0.4 ms vs 4 ms
+    tiny, slow = run(1e-4), run(1e-3)  # gap per round: 0.4 ms vs 4 ms
     assert not tiny.active and tiny.schedule == [(0, (4, 4))]
     assert slow.active and list(slow.n) == [5, 3]
 
 
 def test_paper_rules_with_map_curvature_and_zero_start_run():
     X, y = rs.datasets.load("breast_cancer")
-    res = rs.sample(rs.models.LogisticRegression(), rs.shard(X, y, num_shards=2), chains=2, num_rounds=20,
-                    burn_in=5, executor="local", progress=False, preconditioner=None, curvature="map", init="zeros")
+    res = rs.sample(
+        rs.models.LogisticRegression(),
+        rs.shard(X, y, num_shards=2),
+        chains=2,
+        num_rounds=20,
+        burn_in=5,
+        executor="local",
+        progress=False,
+        preconditioner=None,
+        curvature="map",
+        init="zeros",
+    )
     assert np.all(np.isfinite(res.draws)) and res.stats["M"].max() < 100  # curvature met at the MAP, not the bound
 
 
 def test_time_budget_stops_cleanly_with_draws(breast_cancer):
     X, y = breast_cancer
     with pytest.warns(UserWarning, match="time_budget_s"):
-        res = rs.sample(rs.models.LogisticRegression(), rs.shard(X, y, num_shards=2), chains=2, num_rounds=10**7,
-                        burn_in=10, executor="local", progress=False, time_budget_s=1.5)
+        res = rs.sample(
+            rs.models.LogisticRegression(),
+            rs.shard(X, y, num_shards=2),
+            chains=2,
+            num_rounds=10**7,
+            burn_in=10,
+            executor="local",
+            progress=False,
+            time_budget_s=1.5,
+        )
     assert 0 < res.num_draws < 10**7 and res.info["stopped_by_time_budget"]
     assert res.stats["wall_time_s"] < 5
     assert np.all(np.isfinite(res.draws))
@@ -187,8 +246,16 @@ def test_time_budget_stops_cleanly_with_draws(breast_cancer):
 
 def test_result_summary_and_arviz(breast_cancer):
     X, y = breast_cancer
-    res = rs.sample(rs.models.LogisticRegression(), rs.shard(X, y, num_shards=2), chains=4, num_rounds=200,
-                    burn_in=50, executor="local", progress=False, thin=2)
+    res = rs.sample(
+        rs.models.LogisticRegression(),
+        rs.shard(X, y, num_shards=2),
+        chains=4,
+        num_rounds=200,
+        burn_in=50,
+        executor="local",
+        progress=False,
+        thin=2,
+    )
     assert res.draws.shape == (4, 100, 31)
     table = res.summary()
     for col in ("mean", "sd", "ess_bulk", "ess_tail", "r_hat", "mcse_mean"):

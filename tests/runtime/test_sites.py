@@ -1,6 +1,7 @@
 """Shards pinned to sites on a real multi-node Ray (ray.cluster_utils.Cluster: a head with no CPUs and three 1-CPU
 nodes labelled raysampler.io/site = a, b, c): each worker runs on its site's node, draws equal the in-process run,
 a missing site and a node lost mid-run are failures naming the shard and its site, with the draws kept."""
+
 from __future__ import annotations
 
 import os
@@ -13,7 +14,7 @@ import raysampler as rs
 from raysampler.errors import FailureKind
 from raysampler.sampling import Run
 
-SITES = ("a", "a", "b", "c")      # site a holds two shards
+SITES = ("a", "a", "b", "c")  # site a holds two shards
 
 
 @pytest.fixture(scope="module")
@@ -42,10 +43,9 @@ def test_workers_run_on_their_sites_nodes_and_draw_as_in_process(site_cluster, s
     assert [p["site"] for p in placement] == list(SITES)
     for p in placement:
         assert p["node_id"] == site_cluster.nodes[p["site"]].node_id, p
-    assert placement[0]["pid"] == placement[1]["pid"]            # one 1-CPU node: one worker owns both of a's shards
+    assert placement[0]["pid"] == placement[1]["pid"]  # one 1-CPU node: one worker owns both of a's shards
     assert len({p["pid"] for p in placement}) == 3
-    local = rs.sample(rs.models.LogisticRegression(), [rs.Shard(path=s.path) for s in shards], executor="local",
-                      **KW)
+    local = rs.sample(rs.models.LogisticRegression(), [rs.Shard(path=s.path) for s in shards], executor="local", **KW)
     np.testing.assert_array_equal(res.draws, local.draws)
 
 
@@ -94,8 +94,9 @@ def test_node_replaced_mid_run_resumes_and_finishes_identically(site_cluster, si
     np.testing.assert_array_equal(np.concatenate(draws), _uninterrupted(shards, **RECOVERY_KW))
 
 
-def test_node_lost_for_good_fails_naming_shard_and_site_then_resumes_when_it_returns(site_cluster, site_files,
-                                                                                     monkeypatch):
+def test_node_lost_for_good_fails_naming_shard_and_site_then_resumes_when_it_returns(
+    site_cluster, site_files, monkeypatch
+):
     """Site b's node goes away for good: after RAYSAMPLER_SITE_WAIT_S the run fails naming shard 2 and site b, with
     its draws and its checkpoint kept; once a node of site b is back, resuming from that checkpoint finishes the
     run with exactly the uninterrupted draws."""
@@ -126,6 +127,10 @@ def test_columns_differing_between_shards_are_refused(site_cluster, site_files, 
     other = tmp_path / "other.parquet"
     pd.DataFrame(X[:50], columns=[n + "_x" for n in names]).assign(y=y[:50]).to_parquet(other)
     with pytest.raises(ValueError, match=r"shards\[3\].*columns"):
-        rs.sample(rs.models.LogisticRegression(), list(shards[:3]) + [rs.Shard(path=str(other), site="c")],
-                  executor="ray", **KW)
+        rs.sample(
+            rs.models.LogisticRegression(),
+            list(shards[:3]) + [rs.Shard(path=str(other), site="c")],
+            executor="ray",
+            **KW,
+        )
     assert os.path.exists(other)

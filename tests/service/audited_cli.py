@@ -1,5 +1,6 @@
 """Run the raysampler CLI with an audit hook that appends every file path this process opens to a log (argv[1]):
 the site tests check that the service never opens a site shard's file."""
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """What the service tests share: the tenants' keys, a small run spec, auth headers, polling."""
+
 from __future__ import annotations
 
 import time
@@ -13,9 +14,15 @@ T = TypeVar("T")
 
 def spec(**over: Any) -> dict[str, Any]:
     """Logistic regression on breast_cancer (d = 31), 2 shards, 4 chains, 300 rounds after 50 of burn-in."""
-    base = {"model": {"family": "logistic_regression", "prior_scale": 1.0},
-            "data": {"dataset": "builtin:breast_cancer"}, "num_shards": 2, "chains": 4, "num_rounds": 300,
-            "burn_in": 50, "seed": 3}
+    base = {
+        "model": {"family": "logistic_regression", "prior_scale": 1.0},
+        "data": {"dataset": "builtin:breast_cancer"},
+        "num_shards": 2,
+        "chains": 4,
+        "num_rounds": 300,
+        "burn_in": 50,
+        "seed": 3,
+    }
     return base | over
 
 

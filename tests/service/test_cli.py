@@ -1,4 +1,5 @@
 """The `raysampler` CLI against the real service (fixture `service`), and the demo end to end."""
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,17 @@ from conftest import SERVICE_KEYS, service_env
 
 
 def cli(service, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "raysampler.cli", *args[:1], "--url", service.url, "--api-key",
-           SERVICE_KEYS["alice"], *args[1:]]
+    cmd = [
+        sys.executable,
+        "-m",
+        "raysampler.cli",
+        *args[:1],
+        "--url",
+        service.url,
+        "--api-key",
+        SERVICE_KEYS["alice"],
+        *args[1:],
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if check:
         assert out.returncode == 0, out.stderr
@@ -23,9 +33,11 @@ def cli(service, *args: str, check: bool = True) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def submitted(service, tmp_path_factory):
     path = tmp_path_factory.mktemp("cli") / "spec.yaml"
-    path.write_text("model:\n  family: logistic_regression\n  prior_scale: 1.0\n"
-                    "data:\n  dataset: builtin:breast_cancer\nnum_shards: 2\nchains: 3\nnum_rounds: 120\n"
-                    "burn_in: 20\nseed: 5\n")
+    path.write_text(
+        "model:\n  family: logistic_regression\n  prior_scale: 1.0\n"
+        "data:\n  dataset: builtin:breast_cancer\nnum_shards: 2\nchains: 3\nnum_rounds: 120\n"
+        "burn_in: 20\nseed: 5\n"
+    )
     out = cli(service, "submit", str(path), "--wait", "--format", "json")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -58,20 +70,32 @@ def test_errors_exit_nonzero_with_the_servers_message(service, submitted, tmp_pa
     out = cli(service, "cancel", submitted["id"], check=False)
     assert out.returncode == 2 and "409" in out.stderr and "already SUCCEEDED" in out.stderr
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"model": {"family": "logistic_regression"}, "data": {"dataset": "builtin:breast_cancer"},
-                               "chains": 0}))
+    bad.write_text(
+        json.dumps(
+            {"model": {"family": "logistic_regression"}, "data": {"dataset": "builtin:breast_cancer"}, "chains": 0}
+        )
+    )
     out = cli(service, "submit", str(bad), check=False)
     assert out.returncode == 2 and "chains" in out.stderr and "422" in out.stderr
-    out = subprocess.run([sys.executable, "-m", "raysampler.cli", "status", "--url", service.url, "--api-key",
-                          "wrong-key-123456"], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "raysampler.cli", "status", "--url", service.url, "--api-key", "wrong-key-123456"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 2 and "401" in out.stderr
 
 
 def test_demo_end_to_end(tmp_path):
     """The README's main command, shortened: a local service, a DG-LMC run through the SDK, streamed draws, summary."""
     env = os.environ | service_env(tempfile.mkdtemp(prefix="rs-demo-"))
-    out = subprocess.run([sys.executable, "-m", "raysampler.demo", "--chains", "4", "--rounds", "200", "--burn-in",
-                          "50"], capture_output=True, text=True, timeout=600, env=env)
+    out = subprocess.run(
+        [sys.executable, "-m", "raysampler.demo", "--chains", "4", "--rounds", "200", "--burn-in", "50"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     text = out.stdout
     assert "service up at http://127.0.0.1:" in text and "API key (tenant 'demo')" in text

@@ -1,5 +1,6 @@
 """Models with priors over REST (in-process app): every prior and per-row input by name, the natural-scale draws and
 named parameters they report, and a 422 naming the field for a bad prior."""
+
 from __future__ import annotations
 
 import io
@@ -11,14 +12,19 @@ from reference_problems import PROBLEMS, reference
 from service_helpers import ALICE, hdr, spec
 from test_routes import final
 
-LINEAR = {"family": "linear_regression", "coef_prior": {"normal": {"mean": 0, "scale": [100, 10, 10, 10, 10, 10,
-                                                                                       10, 10, 10, 10, 10]}},
-          "noise_prior": {"half_cauchy": {"scale": 2.5}}}
+LINEAR = {
+    "family": "linear_regression",
+    "coef_prior": {"normal": {"mean": 0, "scale": [100, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10]}},
+    "noise_prior": {"half_cauchy": {"scale": 2.5}},
+}
 
 
 def _body(model, data=None, **over):
-    return spec(model=model, data=data or {"dataset": "builtin:diabetes"}, **({"num_rounds": 60, "burn_in": 20,
-                                                                                "chains": 2} | over))
+    return spec(
+        model=model,
+        data=data or {"dataset": "builtin:diabetes"},
+        **({"num_rounds": 60, "burn_in": 20, "chains": 2} | over),
+    )
 
 
 def test_linear_regression_with_unknown_noise_reports_named_parameters_on_the_natural_scale(app_client):
@@ -41,14 +47,19 @@ def test_offset_column_from_an_uploaded_file(app_client):
     """poisson_regression with offset_column: the upload keeps its column names, the offset is not a coefficient."""
     c, h = app_client, hdr(ALICE)
     X, y, columns = PROBLEMS["poisson_offset"].load()
-    text = ",".join(("y",) + columns) + "\n" + "\n".join(",".join(repr(float(v)) for v in (yi, *xi))
-                                                          for xi, yi in zip(X, y))
+    text = (
+        ",".join(("y",) + columns)
+        + "\n"
+        + "\n".join(",".join(repr(float(v)) for v in (yi, *xi)) for xi, yi in zip(X, y))
+    )
     up = c.post("/v1/datasets", files={"file": ("counts.csv", io.BytesIO(text.encode()))}, headers=h)
     assert up.status_code == 201, up.text
-    model = {"family": "poisson_regression", "coef_prior": {"normal": {"scale": [5, 1, 1]}},
-             "offset_column": "log_exposure"}
-    r = c.post("/v1/runs", json=_body(model, {"dataset_id": up.json()["id"]}, num_rounds=300, burn_in=100),
-               headers=h)
+    model = {
+        "family": "poisson_regression",
+        "coef_prior": {"normal": {"scale": [5, 1, 1]}},
+        "offset_column": "log_exposure",
+    }
+    r = c.post("/v1/runs", json=_body(model, {"dataset_id": up.json()["id"]}, num_rounds=300, burn_in=100), headers=h)
     assert r.status_code == 202, r.text
     info = final(c, r.json()["id"])
     assert info["status"] == "SUCCEEDED", info
@@ -59,17 +70,20 @@ def test_offset_column_from_an_uploaded_file(app_client):
     assert np.all(np.abs(means - ref.mean) < ref.sd)  # the offset was applied (without it the intercept moves by ~1)
 
 
-@pytest.mark.parametrize("model,field", [
-    (LINEAR | {"coef_prior": {"normal": {"scale": -1}}}, "model.coef_prior.normal.scale"),
-    (LINEAR | {"coef_prior": {"normal": {"scale": [1, 2]}}}, "model.coef_prior"),              # 11 coefficients
-    (LINEAR | {"coef_prior": {"laplace": {"scale": 1}}}, "model.coef_prior.laplace"),
-    (LINEAR | {"coef_prior": {"normal": {}, "student_t": {"nu": 3}}}, "model.coef_prior"),
-    (LINEAR | {"noise_prior": {"half_normal": {"scale": 0}}}, "model.noise_prior.half_normal.scale"),
-    (LINEAR | {"noise_prior": {"gamma": {"a": 1}}}, "model.noise_prior.gamma"),
-    (LINEAR | {"noise_sd": -0.5}, "model.noise_sd"),
-    ({"family": "poisson_regression", "offset_column": "no_such_column"}, "model.offset_column"),
-    ({"family": "logistic_regression", "noise_prior": {"half_normal": {"scale": 1}}}, "model.noise_prior"),
-])
+@pytest.mark.parametrize(
+    "model,field",
+    [
+        (LINEAR | {"coef_prior": {"normal": {"scale": -1}}}, "model.coef_prior.normal.scale"),
+        (LINEAR | {"coef_prior": {"normal": {"scale": [1, 2]}}}, "model.coef_prior"),  # 11 coefficients
+        (LINEAR | {"coef_prior": {"laplace": {"scale": 1}}}, "model.coef_prior.laplace"),
+        (LINEAR | {"coef_prior": {"normal": {}, "student_t": {"nu": 3}}}, "model.coef_prior"),
+        (LINEAR | {"noise_prior": {"half_normal": {"scale": 0}}}, "model.noise_prior.half_normal.scale"),
+        (LINEAR | {"noise_prior": {"gamma": {"a": 1}}}, "model.noise_prior.gamma"),
+        (LINEAR | {"noise_sd": -0.5}, "model.noise_sd"),
+        ({"family": "poisson_regression", "offset_column": "no_such_column"}, "model.offset_column"),
+        ({"family": "logistic_regression", "noise_prior": {"half_normal": {"scale": 1}}}, "model.noise_prior"),
+    ],
+)
 def test_bad_priors_get_422_naming_the_field(app_client, model, field):
     data = {"dataset": "builtin:breast_cancer"} if model["family"] == "logistic_regression" else None
     r = app_client.post("/v1/runs", json=_body(model, data), headers=hdr(ALICE))

@@ -5,6 +5,7 @@ bounded. The settings shared with the command line are in schemathesis.toml at t
 
 Streams are read with follow=false: a followed stream lasts as long as its run, which test_service.py covers.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -56,5 +57,12 @@ def test_stateful_sequences_keep_the_contract(contract_schema: Any) -> None:
     from hypothesis import HealthCheck, settings
 
     machine = contract_schema.as_state_machine()
-    machine.run(settings=settings(max_examples=STATEFUL_EXAMPLES, derandomize=True, deadline=None,
-                                  database=None, suppress_health_check=list(HealthCheck)))
+    machine.run(
+        settings=settings(
+            max_examples=STATEFUL_EXAMPLES,
+            derandomize=True,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
+    )

@@ -1,5 +1,6 @@
 """Per-tenant limits (in-process app, executor "local"): active runs, one run's chains × dimension and stored bytes
 each answer 429 naming the limit (with Retry-After where waiting helps); the queue serves tenants in turn."""
+
 from __future__ import annotations
 
 import io
@@ -45,16 +46,16 @@ def test_active_runs_limit_is_429_with_retry_after_and_per_tenant(quota_client):
     assert "RAYSAMPLER_QUOTA_MAX_ACTIVE_RUNS" in r.json()["detail"]
     assert c.post("/v1/runs", json=spec(num_rounds=20, burn_in=5, chains=2), headers=hdr(BOB)).status_code == 202
     c.post(f"/v1/runs/{ids[0]}/cancel", headers=hdr(ALICE))
-    wait_until(lambda: c.get(f"/v1/runs/{ids[0]}", headers=hdr(ALICE)).json()["status"] == "CANCELLED",
-               what="cancel")
-    assert c.post("/v1/runs", json=spec(num_rounds=20, burn_in=5, chains=2, seed=4), headers=hdr(ALICE)
-                  ).status_code == 202
+    wait_until(lambda: c.get(f"/v1/runs/{ids[0]}", headers=hdr(ALICE)).json()["status"] == "CANCELLED", what="cancel")
+    assert (
+        c.post("/v1/runs", json=spec(num_rounds=20, burn_in=5, chains=2, seed=4), headers=hdr(ALICE)).status_code == 202
+    )
     for rid in ids[1:]:
         c.post(f"/v1/runs/{rid}/cancel", headers=hdr(ALICE))
 
 
 def test_run_size_limit_names_chains_times_dimension(quota_client):
-    r = quota_client.post("/v1/runs", json=spec(chains=4), headers=hdr(BOB))   # 4 × 31 = 124 > 100
+    r = quota_client.post("/v1/runs", json=spec(chains=4), headers=hdr(BOB))  # 4 × 31 = 124 > 100
     assert r.status_code == 429 and "Retry-After" not in r.headers
     assert "RAYSAMPLER_QUOTA_MAX_CHAINS_X_DIM" in r.json()["detail"] and "124" in r.json()["detail"]
 
@@ -65,13 +66,13 @@ def test_stored_bytes_limit_refuses_an_upload_that_would_pass_it_per_tenant(byte
     buf = io.BytesIO()
     np.savez(buf, X=X, y=(X[:, 0] > 0).astype(float))
     up = lambda: c.post("/v1/datasets", files={"file": ("d.npz", buf.getvalue())}, headers=hdr("bob-key-0123456789"))
-    assert up().status_code == 201                     # 128 kB stored
-    r = up()                                           # another 128 kB would pass 250 kB
+    assert up().status_code == 201  # 128 kB stored
+    r = up()  # another 128 kB would pass 250 kB
     assert r.status_code == 429 and "RAYSAMPLER_QUOTA_MAX_STORED_BYTES" in r.json()["detail"]
     assert c.post("/v1/runs", json=spec(num_rounds=20, burn_in=5, chains=2), headers=hdr(BOB)).status_code == 202
-    up()                                               # refused, stores nothing
+    up()  # refused, stores nothing
     big = c.post("/v1/datasets", files={"file": ("e.npz", buf.getvalue())}, headers=hdr(ALICE))
-    assert big.status_code == 201                      # another tenant's space is its own
+    assert big.status_code == 201  # another tenant's space is its own
 
 
 def test_fair_queue_serves_tenants_in_turn():

@@ -3,6 +3,7 @@ run resumes from its checkpoint and SUCCEEDS with exactly the draws of an uninte
 following the draws across the restarts (reconnecting with its offset) receives every draw exactly once. A graceful
 stop leaves running runs to resume; a CANCELLED run resumes on request; an unusable checkpoint fails the run with the
 reason and keeps its draws."""
+
 from __future__ import annotations
 
 import tempfile
@@ -36,9 +37,18 @@ def _uninterrupted(body: dict) -> np.ndarray:
     spec_obj = RunSpec.model_validate(body)
     built = build(spec_obj, "alice", None, "local")  # built-in data: no store needed
     opts = run_options(spec_obj)
-    with Run(built.model, built.shards, spec_obj.algorithm.name, chains=opts.chains, num_rounds=opts.num_rounds,
-             burn_in=opts.burn_in, thin=opts.thin, seed=opts.seed, executor="local",
-             **spec_obj.algorithm.params) as run:
+    with Run(
+        built.model,
+        built.shards,
+        spec_obj.algorithm.name,
+        chains=opts.chains,
+        num_rounds=opts.num_rounds,
+        burn_in=opts.burn_in,
+        thin=opts.thin,
+        seed=opts.seed,
+        executor="local",
+        **spec_obj.algorithm.params,
+    ) as run:
         return np.concatenate([c.theta for c in run.chunks()])
 
 
@@ -56,8 +66,13 @@ class Follower(threading.Thread):
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
             try:
-                with httpx.stream("GET", f"{self.url}/v1/runs/{self.run_id}/draws", headers=hdr(ALICE),
-                                  params={"start": len(self.lines), "follow": "true"}, timeout=30) as r:
+                with httpx.stream(
+                    "GET",
+                    f"{self.url}/v1/runs/{self.run_id}/draws",
+                    headers=hdr(ALICE),
+                    params={"start": len(self.lines), "follow": "true"},
+                    timeout=30,
+                ) as r:
                     if r.status_code != 200:
                         raise httpx.TransportError(f"status {r.status_code}")
                     split = LineSplitter()
@@ -67,8 +82,10 @@ class Follower(threading.Thread):
                             if isinstance(item, DrawLine):
                                 self.lines.append(item)
                 info = httpx.get(f"{self.url}/v1/runs/{self.run_id}", headers=hdr(ALICE), timeout=10).json()
-                if info["status"] in ("SUCCEEDED", "FAILED", "CANCELLED") and \
-                        len(self.lines) >= info["progress"]["draws_stored"] * info["spec"]["chains"]:
+                if (
+                    info["status"] in ("SUCCEEDED", "FAILED", "CANCELLED")
+                    and len(self.lines) >= info["progress"]["draws_stored"] * info["spec"]["chains"]
+                ):
                     return
             except (httpx.TransportError, httpx.HTTPError):
                 pass
@@ -86,13 +103,14 @@ def test_service_killed_twice_mid_run_resumes_identically_and_a_follower_gets_ev
             follower = Follower(svc.url, run.id)
             follower.start()
             wait_until(lambda: run.info()["progress"]["draws_stored"] >= 100, what="draws before the first kill")
-            svc.kill()                                    # SIGKILL: server and its Ray, as a crash
+            svc.kill()  # SIGKILL: server and its Ray, as a crash
             svc.start()
             wait_until(lambda: run.info()["restarts"] >= 1, what="the run to resume")
-            svc.kill()                                    # again, while the resumed run goes on
+            svc.kill()  # again, while the resumed run goes on
             svc.start()
-            info = wait_until(lambda: (i := run.info())["status"] in ("SUCCEEDED", "FAILED") and i, timeout=240,
-                              what="the run to end")
+            info = wait_until(
+                lambda: (i := run.info())["status"] in ("SUCCEEDED", "FAILED") and i, timeout=240, what="the run to end"
+            )
             assert info["status"] == "SUCCEEDED", info
             assert info["restarts"] == 2 and info["checkpoint_round"] == info["progress"]["rounds_total"]
             stored = run.draws()
@@ -120,7 +138,7 @@ def test_graceful_stop_then_cancel_and_resume_on_request_and_a_corrupt_checkpoin
             run = c.submit(body)
             wait_until(lambda: run.info()["progress"]["draws_stored"] >= 50, what="stored draws")
             t0 = time.monotonic()
-            svc.stop(timeout_s=60)                        # SIGINT: the run stays RUNNING for the next start
+            svc.stop(timeout_s=60)  # SIGINT: the run stays RUNNING for the next start
             assert svc.proc.returncode == 0 and time.monotonic() - t0 < 30
             svc.start()
             wait_until(lambda: run.info()["restarts"] >= 1, what="the run to resume after a graceful stop")
@@ -130,8 +148,11 @@ def test_graceful_stop_then_cancel_and_resume_on_request_and_a_corrupt_checkpoin
             with pytest.raises(Exception, match="409"):
                 c.run(c.submit(spec(num_rounds=30, burn_in=5, chains=2, seed=1)).id).resume()  # not stopped
             run.resume()
-            info = wait_until(lambda: (i := run.info())["status"] in ("SUCCEEDED", "FAILED") and i, timeout=240,
-                              what="the resumed run to end")
+            info = wait_until(
+                lambda: (i := run.info())["status"] in ("SUCCEEDED", "FAILED") and i,
+                timeout=240,
+                what="the resumed run to end",
+            )
             assert info["status"] == "SUCCEEDED" and info["restarts"] == 2 and kept > 0
             np.testing.assert_array_equal(run.draws().transpose(1, 0, 2), _uninterrupted(body))
 

@@ -1,6 +1,7 @@
 """The routers in-process (FastAPI TestClient with the app's lifespan; runs sample with executor "local"): auth and
 tenant isolation, validation naming the field, uploads told apart by content, idempotent submits, paging, delete,
 version, metrics, and the OpenAPI document's error responses and enumerations."""
+
 from __future__ import annotations
 
 import io
@@ -18,8 +19,14 @@ SMALL = {"num_rounds": 40, "burn_in": 10, "chains": 2}
 
 def final(client, run_id: str, key: str = ALICE) -> dict[str, Any]:
     """The run object once the run has ended."""
-    return wait_until(lambda: (i := client.get(f"/v1/runs/{run_id}", headers=hdr(key)).json())["status"]
-                      in ("SUCCEEDED", "FAILED", "CANCELLED") and i, what=f"run {run_id} to end")
+    return wait_until(
+        lambda: (
+            (i := client.get(f"/v1/runs/{run_id}", headers=hdr(key)).json())["status"]
+            in ("SUCCEEDED", "FAILED", "CANCELLED")
+            and i
+        ),
+        what=f"run {run_id} to end",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +40,7 @@ def finished(app_client) -> dict[str, Any]:
 
 # --- auth and tenants -----------------------------------------------------------------------------------------------
 
+
 def test_auth_required_and_tenants_isolated(app_client, finished):
     c = app_client
     for headers in ({}, hdr("not-a-key-at-all"), {"Authorization": "Basic abc"}):
@@ -40,8 +48,15 @@ def test_auth_required_and_tenants_isolated(app_client, finished):
         assert r.status_code == 401 and r.headers["WWW-Authenticate"] == "Bearer"
     assert c.get("/v1/health").status_code == 200  # health needs no key
     rid = finished["id"]
-    for method, path in [("GET", ""), ("GET", "/draws"), ("GET", "/events"), ("GET", "/summary"),
-                         ("GET", "/arviz"), ("POST", "/cancel"), ("DELETE", "")]:
+    for method, path in [
+        ("GET", ""),
+        ("GET", "/draws"),
+        ("GET", "/events"),
+        ("GET", "/summary"),
+        ("GET", "/arviz"),
+        ("POST", "/cancel"),
+        ("DELETE", ""),
+    ]:
         r = c.request(method, f"/v1/runs/{rid}{path}", headers=hdr(BOB))
         assert r.status_code == 404 and r.json() == {"detail": f"no run {rid!r}"}, (method, path, r.status_code)
     assert rid not in {r["id"] for r in c.get("/v1/runs", headers=hdr(BOB)).json()["runs"]}
@@ -50,30 +65,34 @@ def test_auth_required_and_tenants_isolated(app_client, finished):
 
 # --- validation -----------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("body,field", [
-    (spec(model={"family": "no_such_family"}), "model.family"),
-    (spec(algorithm={"name": "no_such_algorithm"}), "algorithm.name"),
-    (spec(algorithm={"name": "dglmc", "params": {"n_local": -2}}), "algorithm.params"),
-    (spec(algorithm={"name": "dglmc", "params": {"bogus": 1}}), "algorithm.params"),
-    (spec(chains="four"), "chains"),
-    (spec(num_rounds=-5), "num_rounds"),
-    (spec(burn_in=-1), "burn_in"),
-    (spec(num_shards=0), "num_shards"),
-    (spec(num_shards=10**3), "num_shards"),
-    (spec(time_budget_s=0), "time_budget_s"),
-    (spec(data={"dataset": "builtin:diabetes"}), "data"),  # real-valued y for a logistic model
-    (spec(data={"dataset": "builtin:nope"}), "data.dataset"),
-    (spec(data={"dataset_id": "ds-missing"}), "data.dataset_id"),
-    (spec(data={}), "data"),
-    (spec(data={"dataset": "builtin:breast_cancer", "dataset_id": "ds-x"}), "data"),
-    (spec(data={"dataset_id": "ds-x", "options": {"n": 5}}), "data"),
-    (spec(unknown_field=1), "unknown_field"),
-    (spec(model={"family": "logistic_regression", "prior_scale": "abc"}), "model.prior_scale"),
-    (spec(algorithm={"name": "dglmc", "params": {"rho": [1.0, 2.0, 3.0]}}), "algorithm.params"),  # 2 shards
-    (spec(algorithm={"name": "dglmc", "params": {"init": [0.0, 1.0]}}), "algorithm.params"),      # d = 31
-    (spec(algorithm={"name": "dsgld", "params": {"init": "somewhere"}}), "algorithm.params"),
-    (spec(data={"dataset": "builtin:gaussian_toy", "options": {"n": 10**13}}), "data.options.n"),
-])
+
+@pytest.mark.parametrize(
+    "body,field",
+    [
+        (spec(model={"family": "no_such_family"}), "model.family"),
+        (spec(algorithm={"name": "no_such_algorithm"}), "algorithm.name"),
+        (spec(algorithm={"name": "dglmc", "params": {"n_local": -2}}), "algorithm.params"),
+        (spec(algorithm={"name": "dglmc", "params": {"bogus": 1}}), "algorithm.params"),
+        (spec(chains="four"), "chains"),
+        (spec(num_rounds=-5), "num_rounds"),
+        (spec(burn_in=-1), "burn_in"),
+        (spec(num_shards=0), "num_shards"),
+        (spec(num_shards=10**3), "num_shards"),
+        (spec(time_budget_s=0), "time_budget_s"),
+        (spec(data={"dataset": "builtin:diabetes"}), "data"),  # real-valued y for a logistic model
+        (spec(data={"dataset": "builtin:nope"}), "data.dataset"),
+        (spec(data={"dataset_id": "ds-missing"}), "data.dataset_id"),
+        (spec(data={}), "data"),
+        (spec(data={"dataset": "builtin:breast_cancer", "dataset_id": "ds-x"}), "data"),
+        (spec(data={"dataset_id": "ds-x", "options": {"n": 5}}), "data"),
+        (spec(unknown_field=1), "unknown_field"),
+        (spec(model={"family": "logistic_regression", "prior_scale": "abc"}), "model.prior_scale"),
+        (spec(algorithm={"name": "dglmc", "params": {"rho": [1.0, 2.0, 3.0]}}), "algorithm.params"),  # 2 shards
+        (spec(algorithm={"name": "dglmc", "params": {"init": [0.0, 1.0]}}), "algorithm.params"),  # d = 31
+        (spec(algorithm={"name": "dsgld", "params": {"init": "somewhere"}}), "algorithm.params"),
+        (spec(data={"dataset": "builtin:gaussian_toy", "options": {"n": 10**13}}), "data.options.n"),
+    ],
+)
 def test_bad_specs_get_422_naming_the_field(app_client, body, field):
     r = app_client.post("/v1/runs", json=body, headers=hdr(ALICE))
     assert r.status_code == 422, r.text
@@ -102,6 +121,7 @@ def test_summary_and_events_of_a_finished_run(app_client, finished):
 
 # --- uploads --------------------------------------------------------------------------------------------------------
 
+
 def test_upload_format_is_read_from_the_content_not_the_name(app_client):
     c, h = app_client, hdr(ALICE)
     buf = io.BytesIO()
@@ -121,8 +141,12 @@ def test_upload_format_is_read_from_the_content_not_the_name(app_client):
 
 def test_datasets_are_per_tenant_and_deletable(app_client):
     c = app_client
-    r = c.post("/v1/datasets", files={"file": ("d.csv", b"y,a,b\n1,2,3\n0,3,1\n1,0,0\n")}, data={"name": "mine"},
-               headers=hdr(ALICE))
+    r = c.post(
+        "/v1/datasets",
+        files={"file": ("d.csv", b"y,a,b\n1,2,3\n0,3,1\n1,0,0\n")},
+        data={"name": "mine"},
+        headers=hdr(ALICE),
+    )
     info = r.json()
     assert (info["n"], info["d"], info["name"]) == (3, 2, "mine")
     assert c.get(f"/v1/datasets/{info['id']}", headers=hdr(ALICE)).json() == info
@@ -134,6 +158,7 @@ def test_datasets_are_per_tenant_and_deletable(app_client):
 
 
 # --- idempotency, listing, delete -----------------------------------------------------------------------------------
+
 
 def test_idempotent_submit(app_client):
     c = app_client
@@ -152,8 +177,11 @@ def test_idempotent_submit(app_client):
     again = c.post("/v1/runs", json=body | {"seed": 13, "run_id": "my-run-13"}, headers=hdr(ALICE))
     assert mine.json()["id"] == again.json()["id"] == "my-run-13" and again.headers["Idempotent-Replayed"] == "true"
     # another tenant may use the same key and run id: they name different runs
-    rb = c.post("/v1/runs", json=body | {"seed": 13, "run_id": "my-run-13"},
-                headers=hdr(BOB) | {"Idempotency-Key": "same-key-1"})
+    rb = c.post(
+        "/v1/runs",
+        json=body | {"seed": 13, "run_id": "my-run-13"},
+        headers=hdr(BOB) | {"Idempotency-Key": "same-key-1"},
+    )
     assert rb.status_code == 202 and "Idempotent-Replayed" not in rb.headers
     for key, rid in ((ALICE, r1.json()["id"]), (ALICE, "my-run-13"), (BOB, "my-run-13")):
         assert final(c, rid, key)["status"] == "SUCCEEDED"
@@ -180,8 +208,10 @@ def test_list_filter_paginate_and_delete(app_client, finished):
     assert c.delete(f"/v1/runs/{tmp}", headers=h).status_code == 204
     assert c.get(f"/v1/runs/{tmp}", headers=h).status_code == 404
     running = c.post("/v1/runs", json=spec(num_rounds=10**6, burn_in=0, chains=2, seed=24), headers=h).json()["id"]
-    wait_until(lambda: c.get(f"/v1/runs/{running}", headers=h).json()["progress"]["draws_stored"] > 0,
-               what="RUNNING with draws stored")
+    wait_until(
+        lambda: c.get(f"/v1/runs/{running}", headers=h).json()["progress"]["draws_stored"] > 0,
+        what="RUNNING with draws stored",
+    )
     r = c.delete(f"/v1/runs/{running}", headers=h)
     assert r.status_code == 409 and "cancel it" in r.json()["detail"]
     assert c.post(f"/v1/runs/{running}/cancel", headers=h).status_code == 202
@@ -191,6 +221,7 @@ def test_list_filter_paginate_and_delete(app_client, finished):
 
 
 # --- system routes and the OpenAPI document -------------------------------------------------------------------------
+
 
 def test_version_and_metrics(app_client, finished):
     v = app_client.get("/v1/version").json()
@@ -216,29 +247,39 @@ def test_openapi_documents_errors_and_enumerates_names(app_client):
     assert schemas["ModelSpec"]["properties"]["family"]["enum"] == sorted(FAMILIES)
     assert schemas["AlgorithmSpec"]["properties"]["name"]["enum"] == sorted(ALGORITHMS)
     params = {p["name"]: p["schema"] for p in doc["paths"]["/v1/runs/{run_id}/events"]["get"]["parameters"]}
-    assert params["last-event-id"] == {"type": "string", "pattern": r"^\d{1,18}$", "title": "Last-Event-Id",
-                                       "description": "resume after this event id"}  # no null: absent or digits
+    assert params["last-event-id"] == {
+        "type": "string",
+        "pattern": r"^\d{1,18}$",
+        "title": "Last-Event-Id",
+        "description": "resume after this event id",
+    }  # no null: absent or digits
 
 
 # --- what the engine reports: tuned plan, placement, failure record, diagnostics ---------------------------------
 
+
 def test_run_reports_tuned_plan_placement_and_diagnostics(finished):
     plan = finished["plan"]
     assert plan["preconditioner"] == "laplace" and plan["local_kernel"] == "laplace_mh"
-    assert 0 < plan["predicted_mean_shift_sd"] <= plan["bias_budget"] + 1e-12 and len(plan["rho"]) == len(finished["workers"])
+    assert 0 < plan["predicted_mean_shift_sd"] <= plan["bias_budget"] + 1e-12 and len(plan["rho"]) == len(
+        finished["workers"]
+    )
     assert [w["shard"] for w in finished["workers"]] == list(range(finished["spec"]["num_shards"]))
     assert all(w["hostname"] and w["pid"] for w in finished["workers"])
     diag = finished["diagnostics"]
     assert diag["draws"] == SMALL["num_rounds"] and diag["chains"] == 2 and diag["max_rhat"] > 1.0
-    assert any("bulk ESS" in w for w in finished["warnings"])     # 40 draws per chain: too few, and it says so
+    assert any("bulk ESS" in w for w in finished["warnings"])  # 40 draws per chain: too few, and it says so
 
 
 def test_failure_record_arrives_over_rest_with_shard_and_round(app_client):
     """A chain that diverges (the paper's LMC rule with a far too large step) ends the run FAILED with the engine's
     failure record: its kind, shard and round as fields, and the draws before it kept."""
     params = {"preconditioner": None, "local_kernel": "lmc", "rho": 1.0, "gamma": 50.0, "n_local": 3, "init": "zeros"}
-    r = app_client.post("/v1/runs", json=spec(num_rounds=500, burn_in=0, chains=2,
-                                              algorithm={"name": "dglmc", "params": params}), headers=hdr(ALICE))
+    r = app_client.post(
+        "/v1/runs",
+        json=spec(num_rounds=500, burn_in=0, chains=2, algorithm={"name": "dglmc", "params": params}),
+        headers=hdr(ALICE),
+    )
     info = final(app_client, r.json()["id"])
     assert info["status"] == "FAILED"
     f = info["failure"]

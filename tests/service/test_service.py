@@ -2,6 +2,7 @@
 SDK and raw HTTP, where a real server is the point: sampling on Ray, streaming while running over a socket, offsets
 and reconnects, SSE keep-alives, the body limit on chunked uploads, the async client (restarts and resumes are in
 test_resume.py). Router behaviour (auth, validation, idempotency, paging) is tested in-process in test_routes.py."""
+
 from __future__ import annotations
 
 import asyncio
@@ -40,6 +41,7 @@ def _ndjson(service, run_id, key=ALICE, **params):
 
 
 # --- the main path --------------------------------------------------------------------------------------------------
+
 
 def test_completed_run_draws_summary_arviz(service, alice, finished):
     info = finished.info()
@@ -99,16 +101,23 @@ def test_events_are_numbered_and_resumable(service, finished):
     def read(headers):
         r = httpx.get(f"{service.url}/v1/runs/{finished.id}/events", headers=hdr(ALICE) | headers, timeout=60)
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
-        evs = [dict(line.split(": ", 1) for line in block.splitlines() if not line.startswith(":"))
-               for block in r.text.strip().split("\n\n") if "data: " in block]
+        evs = [
+            dict(line.split(": ", 1) for line in block.splitlines() if not line.startswith(":"))
+            for block in r.text.strip().split("\n\n")
+            if "data: " in block
+        ]
         return evs
+
     evs = read({})
     ids = [int(e["id"]) for e in evs]
     assert ids == list(range(1, len(ids) + 1))
     kinds = [e["event"] for e in evs]
     assert kinds[0] == "status" and kinds.count("progress") >= 1 and "setup" in kinds
-    assert [json.loads(e["data"])["status"] for e in evs if e["event"] == "status"] == ["PENDING", "RUNNING",
-                                                                                         "SUCCEEDED"]
+    assert [json.loads(e["data"])["status"] for e in evs if e["event"] == "status"] == [
+        "PENDING",
+        "RUNNING",
+        "SUCCEEDED",
+    ]
     again = read({"Last-Event-ID": "3"})
     assert [int(e["id"]) for e in again] == ids[3:]
 
@@ -138,14 +147,19 @@ def test_queued_run_gets_keepalives_and_cancels_while_pending(service, alice):
 
 # --- uploads --------------------------------------------------------------------------------------------------------
 
+
 def test_upload_limit_413(service):
     big = io.BytesIO(b"x" * 300_000)
     r = httpx.post(f"{service.url}/v1/datasets", files={"file": ("big.csv", big)}, headers=hdr(ALICE), timeout=60)
     assert r.status_code == 413 and "Content Too Large" in r.text
     req = httpx.Request("POST", "http://x", files={"file": ("big.csv", b"y,a\n" + b"1,2\n" * 100_000)})
     body, ctype = req.read(), req.headers["content-type"]
-    r = httpx.post(f"{service.url}/v1/datasets", timeout=60, headers=hdr(ALICE) | {"content-type": ctype},
-                   content=(body[k:k + 65536] for k in range(0, len(body), 65536)))  # chunked: no Content-Length
+    r = httpx.post(
+        f"{service.url}/v1/datasets",
+        timeout=60,
+        headers=hdr(ALICE) | {"content-type": ctype},
+        content=(body[k : k + 65536] for k in range(0, len(body), 65536)),
+    )  # chunked: no Content-Length
     assert r.status_code == 413 and "Content Too Large" in r.text
 
 
@@ -197,6 +211,7 @@ def test_async_client(service, finished):
             fresh = await c.submit(spec(num_rounds=50, burn_in=5, chains=2, seed=31))
             final = await fresh.wait(timeout=120)
             return draws, table, final
+
     draws, table, final = asyncio.run(go())
     assert draws.shape == (4, 300, 31) and len(table) == 31 and final["status"] == "SUCCEEDED"
 
@@ -206,4 +221,3 @@ def _ignore_disconnect(it):
         yield from it
     except (httpx.TransportError, APIError):
         return
-

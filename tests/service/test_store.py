@@ -1,4 +1,5 @@
 """The record store: typed records in and out, compare-and-set transitions, per-tenant keys, events in order."""
+
 from __future__ import annotations
 
 import pytest
@@ -27,8 +28,15 @@ def test_records_round_trip_typed(store):
     rec = store.create_run("t", "r1", run_spec, "h", "key-1", 350, 300)
     assert isinstance(rec, RunRecord) and rec.status is RunStatus.PENDING and rec.spec == run_spec
     assert (rec.chains, rec.dim, rec.param_names, rec.workers, rec.cancel_requested) == (3, None, None, (), False)
-    store.update_run("t", "r1", dim=2, param_names=["a", "b"], timings={"setup_s": 0.5}, cancel_requested=True,
-                     workers=[WorkerStats(shard=0, tau_s=1e-3, local_steps=5, idle_fraction=None)])
+    store.update_run(
+        "t",
+        "r1",
+        dim=2,
+        param_names=["a", "b"],
+        timings={"setup_s": 0.5},
+        cancel_requested=True,
+        workers=[WorkerStats(shard=0, tau_s=1e-3, local_steps=5, idle_fraction=None)],
+    )
     got = store.get_run("t", "r1")
     assert got is not None and got.param_names == ("a", "b") and got.timings == {"setup_s": 0.5}
     assert got.workers == (WorkerStats(shard=0, tau_s=1e-3, local_steps=5, idle_fraction=None),)
@@ -43,11 +51,13 @@ def test_records_round_trip_typed(store):
 
 def test_store_transitions_are_compare_and_set(store):
     rec = store.create_run("t", "r1", RunSpec.model_validate(spec()), "h", None, 10, 5)
-    assert store.transition("t", "r1", [RunStatus.PENDING], event=StatusEvent(RunStatus.CANCELLED),
-                            status=RunStatus.CANCELLED)
+    assert store.transition(
+        "t", "r1", [RunStatus.PENDING], event=StatusEvent(RunStatus.CANCELLED), status=RunStatus.CANCELLED
+    )
     # the executor picking the run up afterwards loses: no RUNNING after CANCELLED, no extra event
-    assert not store.transition("t", "r1", [RunStatus.PENDING], event=StatusEvent(RunStatus.RUNNING),
-                                status=RunStatus.RUNNING)
+    assert not store.transition(
+        "t", "r1", [RunStatus.PENDING], event=StatusEvent(RunStatus.RUNNING), status=RunStatus.RUNNING
+    )
     got = store.get_run("t", "r1")
     assert got is not None and got.status is RunStatus.CANCELLED
     assert [e.data["status"] for e in store.events_after(rec.key, 0)] == ["CANCELLED"]
@@ -63,5 +73,6 @@ def test_events_are_numbered_per_run(store):
     after = store.events_after(a.key, 1)
     assert [(e.seq, e.kind, e.data) for e in after] == [
         (2, "progress", {"rounds_done": 2, "rounds_total": 10, "draws_stored": 2}),
-        (3, "progress", {"rounds_done": 3, "rounds_total": 10, "draws_stored": 3})]
+        (3, "progress", {"rounds_done": 3, "rounds_total": 10, "draws_stored": 3}),
+    ]
     assert store.events_after(b.key, 0)[0].data == {"status": "FAILED", "error": "boom"}

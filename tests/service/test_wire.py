@@ -1,4 +1,5 @@
 """The wire format both ends share (raysampler.wire), the SDK's independence from the server, and its retry policy."""
+
 from __future__ import annotations
 
 import asyncio
@@ -41,9 +42,14 @@ def test_draw_lines_and_header_round_trip():
     lines = LineSplitter().feed(draw_lines(block, first_index=5))
     parsed = [parse_draw_stream_line(t) for t in lines]
     assert [(p.offset, p.chain, p.index) for p in parsed if isinstance(p, DrawLine)] == [
-        (15, 0, 5), (16, 1, 5), (17, 2, 5), (18, 0, 6), (19, 1, 6), (20, 2, 6)]
-    np.testing.assert_array_equal(np.array([p.values for p in parsed if isinstance(p, DrawLine)]),
-                                  block.reshape(6, 2))
+        (15, 0, 5),
+        (16, 1, 5),
+        (17, 2, 5),
+        (18, 0, 6),
+        (19, 1, 6),
+        (20, 2, 6),
+    ]
+    np.testing.assert_array_equal(np.array([p.values for p in parsed if isinstance(p, DrawLine)]), block.reshape(6, 2))
     head = DrawsHeader("r", ("a", "b"), 3, 2, 10, 2, RunStatus.RUNNING, 15, (ChainSeed(0, 7, (0,)),))
     assert parse_draw_stream_line(head.to_line().strip()) == head
     assert head.to_json()["shape"] == [3, 10, 2] and head.to_json()["order"] == "offset = index * chains + chain"
@@ -55,18 +61,26 @@ def test_line_splitter_keeps_partial_lines():
 
 
 def test_sse_parser_reads_what_the_server_writes():
-    text = "retry: 1000\n\n" + sse_frame(1, "status", {"status": "PENDING"}) + ": keep-alive\n\n" + \
-        sse_frame(2, "progress", {"rounds_done": 3})
+    text = (
+        "retry: 1000\n\n"
+        + sse_frame(1, "status", {"status": "PENDING"})
+        + ": keep-alive\n\n"
+        + sse_frame(2, "progress", {"rounds_done": 3})
+    )
     parser = SSEParser()
     events = [ev for line in text.split("\n") if (ev := parser.feed(line)) is not None]
-    assert events == [{"id": "1", "event": "status", "data": {"status": "PENDING"}},
-                      {"id": "2", "event": "progress", "data": {"rounds_done": 3}}]
+    assert events == [
+        {"id": "1", "event": "status", "data": {"status": "PENDING"}},
+        {"id": "2", "event": "progress", "data": {"rounds_done": 3}},
+    ]
 
 
 def test_the_sdk_imports_no_server_code():
-    code = ("import sys, raysampler.client, raysampler.wire; "
-            "print([m for m in sys.modules if m.split('.')[0] in ('fastapi', 'starlette', 'uvicorn', 'api', "
-            "'sqlite3', 'prometheus_client') or m.startswith('raysampler.service')])")
+    code = (
+        "import sys, raysampler.client, raysampler.wire; "
+        "print([m for m in sys.modules if m.split('.')[0] in ('fastapi', 'starlette', 'uvicorn', 'api', "
+        "'sqlite3', 'prometheus_client') or m.startswith('raysampler.service')])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]", out.stdout
 
@@ -97,6 +111,7 @@ def test_both_clients_follow_the_policy(asynchronous):
 
     transport = httpx.MockTransport(handler)
     if asynchronous:
+
         async def go() -> tuple[str, int]:
             async with AsyncClient("http://svc", "k" * 10, backoff_s=0.0) as c:
                 c._http = httpx.AsyncClient(transport=transport, base_url="http://svc")
@@ -104,6 +119,7 @@ def test_both_clients_follow_the_policy(asynchronous):
                 with pytest.raises(APIError) as err:
                     await (await c.run("r")).cancel()
                 return status, err.value.status_code
+
         status, code = asyncio.run(go())
     else:
         with Client("http://svc", "k" * 10, backoff_s=0.0) as c:
