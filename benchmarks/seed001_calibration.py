@@ -30,7 +30,7 @@ predict method). Metrics on the 450 test points:
 
 Usage:
   python benchmarks/seed001_calibration.py --smoke                 # tiny budgets, nothing written
-  python benchmarks/seed001_calibration.py --only sgld qlsdpp  # some samplers -> results/seed001_calibration_<name>.json
+  python benchmarks/seed001_calibration.py --only sgld qlsdpp # some samplers -> results/seed001_calibration_<name>.json
   python benchmarks/seed001_calibration.py --table           # merge the parts -> seed001_calibration.json + table
 """
 
