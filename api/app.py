@@ -5,8 +5,11 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from fastapi import FastAPI, Request, Response
+from fastapi.responses import RedirectResponse
+from fastapi.staticfiles import StaticFiles
 from starlette.middleware.body_limit import RequestBodyLimitMiddleware
 
 from raysampler import __version__
@@ -19,6 +22,9 @@ from raysampler.service.store import SQLiteStore
 from . import errors
 from .deps import Services
 from .routers import datasets, runs, system
+
+#: The dashboard's static files (HTML, JS, CSS and the vendored chart library), shipped inside the package.
+UI_DIR = Path(__file__).resolve().parent / "ui"
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -68,4 +74,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(system.router)
     app.include_router(runs.router)
     app.include_router(datasets.router)
+    # The dashboard: static files that call the API above from the browser (no key needed to load them).
+    app.mount("/ui", StaticFiles(directory=UI_DIR, html=True), name="ui")
+
+    @app.get("/", include_in_schema=False)
+    def home() -> RedirectResponse:
+        return RedirectResponse("/ui/")
+
     return app

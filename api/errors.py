@@ -55,7 +55,8 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 async def _field_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, FieldError)
-    error = {"type": "value_error", "loc": ("body", *exc.loc), "msg": str(exc), "input": None}
+    where = exc.loc if exc.loc and exc.loc[0] in ("query", "path", "header") else ("body", *exc.loc)
+    error = {"type": "value_error", "loc": where, "msg": str(exc), "input": None}
     return await request_validation_exception_handler(request, RequestValidationError([error]))
 
 

@@ -93,6 +93,24 @@ class RunDirectory:
             return np.empty((0, 0, 0))
         return np.concatenate(parts)
 
+    def read_column(self, start: int, stop: int, step: int, column: int) -> np.ndarray:
+        """Coordinate `column` of draws start, start + step, … below stop, every chain: (m, chains). Reads only
+        those values (memory-mapped chunks), so a thinned trace of a long run stays cheap."""
+        parts = []
+        chunks = self.chunks()
+        i = max(0, bisect.bisect_right([first for first, _ in chunks], start) - 1)
+        for first, path in chunks[i:]:
+            if first >= stop:
+                break
+            arr = np.load(path, mmap_mode="r")
+            lo, hi = max(start, first), min(stop, first + len(arr))
+            lo += (start - lo) % step  # the first index of the thinned sequence in this chunk
+            if lo < hi:
+                parts.append(np.array(arr[lo - first : hi - first : step, :, column], dtype=np.float64))
+        if not parts:
+            return np.empty((0, 0))
+        return np.concatenate(parts)
+
     def read_stats(self, stop: int) -> dict[str, np.ndarray]:
         """Sample stats of draws [0, stop) (name → (stop, chains)); names missing from any chunk are dropped."""
         out: dict[str, list[np.ndarray]] = {}

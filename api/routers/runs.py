@@ -11,7 +11,7 @@ from starlette.background import BackgroundTask
 
 from raysampler.service import results, streaming
 from raysampler.service.records import RunRecord
-from raysampler.service.schemas import Progress, RunInfo, RunList, RunSpec, RunSummary
+from raysampler.service.schemas import Progress, RunInfo, RunList, RunSpec, RunSummary, Trace
 from raysampler.wire import EVENT_STREAM_MEDIA_TYPE, NDJSON_MEDIA_TYPE, EventKind, RunStatus
 
 from ..deps import Absent, Services, services, tenant
@@ -162,6 +162,20 @@ def events(
 def summary(run_id: str, who: Tenant, svc: Svc, ci_prob: Annotated[float, Query(gt=0, lt=1)] = 0.94) -> RunSummary:
     """mean, sd, HDI, ESS bulk/tail, R-hat and MCSE per coordinate, on the draws stored so far (arviz-stats)."""
     return results.summary(svc.manager.get(who, run_id), svc.files, ci_prob)
+
+
+@router.get("/{run_id}/trace", response_model=Trace, responses=error_responses(404))
+def trace(
+    run_id: str,
+    who: Tenant,
+    svc: Svc,
+    param: Annotated[int, Query(ge=0, lt=10**6, description="the coordinate (position in param_names)")] = 0,
+    max_points: Annotated[int, Query(ge=2, le=20000, description="at most this many draws per chain")] = 2000,
+    last: Annotated[int | None, Query(ge=1, lt=10**12, description="only the last `last` draws (default all)")] = None,
+) -> Trace:
+    """One parameter's stored draws, evenly thinned, per chain, on its natural scale: for trace plots and
+    histograms of long runs without moving every draw (the dashboard uses it)."""
+    return results.trace(svc.manager.get(who, run_id), svc.files, param, max_points, last)
 
 
 @router.get(

@@ -35,6 +35,10 @@ class DrawFiles:
         """Draws [start, stop) of every chain, shape (stop − start, chains, d); callers bound stop by draws_stored."""
         return self.directory(tenant, run_id).read(start, stop)
 
+    def read_column(self, tenant: str, run_id: str, start: int, stop: int, step: int, column: int) -> np.ndarray:
+        """Coordinate `column` of draws start, start + step, … below stop, every chain: (m, chains)."""
+        return self.directory(tenant, run_id).read_column(start, stop, step, column)
+
     def read_stats(self, tenant: str, run_id: str, stop: int) -> dict[str, np.ndarray]:
         """Sample stats of draws [0, stop) (name → (stop, chains))."""
         return self.directory(tenant, run_id).read_stats(stop)

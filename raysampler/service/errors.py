@@ -4,7 +4,8 @@ from __future__ import annotations
 
 
 class FieldError(ValueError):
-    """A request field the service rejects (422); `loc` names the field as in pydantic's errors."""
+    """A request field the service rejects (422); `loc` names the field as in pydantic's errors: within the body,
+    unless it starts with "query", "path" or "header"."""
 
     def __init__(self, loc: tuple[str | int, ...], message: str) -> None:
         super().__init__(message)

@@ -5,15 +5,17 @@ from __future__ import annotations
 import math
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from ..models.base import ParamBlock
 from ..result import Result
 from .drawfiles import DrawFiles
-from .errors import StateConflict
+from .errors import FieldError, StateConflict
 from .records import RunRecord
-from .schemas import RunSummary
+from .schemas import RunSummary, Trace
 
 MIN_SUMMARY_DRAWS = 4  # per chain: R-hat and ESS need a few draws
 
@@ -52,6 +54,43 @@ def summary(rec: RunRecord, files: DrawFiles, ci_prob: float) -> RunSummary:
         columns=[str(c) for c in table.columns],
         rows=rows,
     )
+
+
+def trace(rec: RunRecord, files: DrawFiles, param: int, max_points: int, last: int | None) -> Trace:
+    """Coordinate `param` of the stored draws (the last `last` draws, or all), thinned evenly to at most
+    `max_points` per chain, on its natural scale; a coordinate the run does not have is a 422 naming `param`."""
+    names = list(rec.param_names or [])
+    if param >= len(names):
+        raise FieldError(("query", "param"), f"param must be below the run's {len(names)} parameters, got {param}")
+    n = rec.draws_stored
+    lo = 0 if last is None else max(0, n - last)
+    step = max(1, math.ceil((n - lo) / max_points))
+    column = files.read_column(rec.tenant, rec.id, lo, n, step, param) if n > lo else np.empty((0, rec.chains))
+    block, start = _block_of(rec.param_blocks or (), param)
+    if block is not None:
+        column = block.natural(column)
+    values = [[float(v) if math.isfinite(v) else None for v in chain] for chain in column.T.tolist()]
+    if not values:
+        values = [[] for _ in range(rec.chains)]
+    return Trace(
+        run_id=rec.id,
+        param=param,
+        name=names[param],
+        draws_stored=n,
+        step=step,
+        index=list(range(lo, lo + step * column.shape[0], step)),
+        values=values,
+    )
+
+
+def _block_of(blocks: Sequence[ParamBlock], coordinate: int) -> tuple[ParamBlock | None, int]:
+    """The parameter block holding θ's `coordinate`, and the block's first coordinate."""
+    start = 0
+    for b in blocks:
+        if coordinate < start + b.size:
+            return b, start
+        start += b.size
+    return None, start
 
 
 def netcdf_export(rec: RunRecord, files: DrawFiles, directory: Path) -> Path:

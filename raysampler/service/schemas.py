@@ -491,6 +491,19 @@ class RunSummary(BaseModel):
     )
 
 
+class Trace(BaseModel):
+    """One parameter's stored draws, evenly thinned to at most `max_points` per chain (for plots): draw indices
+    `index`, and `values[c]` chain c's values at them on the parameter's natural scale (null where not finite)."""
+
+    run_id: str
+    param: int = Field(description="the coordinate's position in param_names")
+    name: str
+    draws_stored: int
+    step: int = Field(description="every step-th draw of the window is included")
+    index: list[int]
+    values: list[list[float | None]]
+
+
 class Health(BaseModel):
     status: Literal["ok"]
     executor: Literal["ray", "local"]

@@ -5,6 +5,7 @@ version, metrics, and the OpenAPI document's error responses and enumerations.""
 from __future__ import annotations
 
 import io
+import json
 from typing import Any
 
 import numpy as np
@@ -286,3 +287,18 @@ def test_failure_record_arrives_over_rest_with_shard_and_round(app_client):
     assert f["kind"] == "non_finite" and f["shard"] in range(info["spec"]["num_shards"]) and f["round"] >= 0
     assert f"worker {f['shard']} failed in round {f['round']}" in info["error"]
     assert info["progress"]["draws_stored"] <= f["round"]
+
+
+def test_trace_is_one_parameter_evenly_thinned_and_names_a_bad_param(app_client, finished):
+    c, h, rid = app_client, hdr(ALICE), finished["id"]
+    lines = [json.loads(x) for x in c.get(f"/v1/runs/{rid}/draws", headers=h).text.splitlines()[1:]]
+    full = np.array([[line["values"][3] for line in lines if line["chain"] == k] for k in range(2)])  # (chains, 40)
+    t = c.get(f"/v1/runs/{rid}/trace", params={"param": 3, "max_points": 7}, headers=h).json()
+    assert t["name"] == finished["param_names"][3] and t["draws_stored"] == 40 and t["step"] == 6
+    assert t["index"] == list(range(0, 40, 6))
+    np.testing.assert_allclose(np.array(t["values"]), full[:, ::6])
+    tail = c.get(f"/v1/runs/{rid}/trace", params={"param": 3, "last": 10}, headers=h).json()
+    assert tail["index"] == list(range(30, 40)) and tail["step"] == 1
+    np.testing.assert_allclose(np.array(tail["values"]), full[:, 30:])
+    r = c.get(f"/v1/runs/{rid}/trace", params={"param": 31}, headers=h)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["query", "param"]
