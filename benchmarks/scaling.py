@@ -1,0 +1,115 @@
+"""Rounds/s and ESS/s of default DG-LMC against the number of sites (1, 2, 4, 8), with shards pinned to sites.
+
+Sites are Ray nodes labelled raysampler.io/site=<name>; each site holds one shard as a parquet file in its own folder
+and its worker is placed on that site's node. Two series, logistic regression on covtype_like-shaped data:
+  * weak scaling: fixed rows per site (--rows-per-site), so the total grows with the sites;
+  * strong scaling: fixed total rows (--total-rows), split across the sites.
+Efficiency (weak) = rounds/s at k sites ÷ rounds/s at 1 site; speed-up (strong) = the same ratio at fixed total work.
+
+IMPORTANT: on one machine the "sites" are simulated nodes (ray.cluster_utils.Cluster) sharing its cores, so on this
+2-core machine the numbers measure the runtime's overhead with more sites (messaging, placement, more processes on
+the same two cores), not the scaling of real machines. With 16 cores (one per site and a few spare) the weak
+efficiency measures real parallel scaling; on a cluster it is the network's turn.
+
+    python benchmarks/scaling.py                  # weak + strong, sites 1,2,4,8
+    python benchmarks/scaling.py --quick          # sites 1,2, few rounds
+
+Prints tables and writes benchmarks/results/scaling.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from common import print_table, write_json
+
+import raysampler as rs
+
+SITE_LABEL = "raysampler.io/site"
+
+
+def write_sites(X: np.ndarray, y: np.ndarray, k: int, root: Path) -> list[rs.Shard]:
+    """Split (X, y) into k parquet files, one per site folder, and the shards that name them."""
+    names = [f"x{j}" for j in range(X.shape[1])]
+    shards = []
+    for i, (Xi, yi) in enumerate(zip(np.array_split(X, k), np.array_split(y, k))):
+        folder = root / f"site{i}"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / "part.parquet"
+        pd.DataFrame(Xi, columns=names).assign(y=yi).to_parquet(path)
+        shards.append(rs.Shard(path=str(path), site=f"s{i}"))
+    return shards
+
+
+def measure(k: int, rows: int, rounds: int, chains: int, seed: int) -> dict[str, Any]:
+    """A fresh cluster of k one-CPU site nodes (and a head with one CPU for the coordinator); one default run."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "object_store_memory": 100 * 2**20,
+                                                            "include_dashboard": False})
+    for i in range(k):
+        cluster.add_node(num_cpus=1, labels={SITE_LABEL: f"s{i}"}, object_store_memory=80 * 2**20)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+    try:
+        X, y = rs.datasets.load("covtype_like", n=rows, seed=seed)
+        with tempfile.TemporaryDirectory(prefix="rs-scaling-") as tmp:
+            shards = write_sites(X, y, k, Path(tmp))
+            t0 = time.perf_counter()
+            res = rs.sample(rs.models.LogisticRegression(), rs.shard(shards), "dglmc", chains=chains,
+                            num_rounds=rounds, burn_in=max(20, rounds // 10), seed=seed, executor="ray",
+                            progress=False, balance=False)
+            wall = time.perf_counter() - t0
+        ess = float(np.min(res.ess("bulk")))
+        sampling = float(res.stats["sampling_time_s"])
+        hosts = {p["node_id"] for p in res.stats["placement"]}
+        return {"sites": k, "rows": rows, "rounds": int(res.stats["rounds"]), "sampling_s": sampling, "wall_s": wall,
+                "rounds_per_s": res.stats["rounds"] / sampling, "min_ess": ess, "ess_per_s": ess / sampling,
+                "nodes_used": len(hosts), "idle_fraction": np.asarray(res.stats["idle_fraction"]).tolist()}
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sites", default="1,2,4,8")
+    ap.add_argument("--rows-per-site", type=int, default=25_000)
+    ap.add_argument("--total-rows", type=int, default=100_000)
+    ap.add_argument("--rounds", type=int, default=300)
+    ap.add_argument("--chains", type=int, default=4)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    sites = [1, 2] if args.quick else [int(s) for s in args.sites.split(",")]
+    rounds = 40 if args.quick else args.rounds
+    out: dict[str, list[dict[str, Any]]] = {"weak": [], "strong": []}
+    for series in ("weak", "strong"):
+        for k in sites:
+            rows = args.rows_per_site * k if series == "weak" else args.total_rows
+            r = measure(k, rows, rounds, args.chains, args.seed)
+            out[series].append(r)
+            print(f"  {series} k={k}: {r['rows']} rows, {r['rounds_per_s']:.1f} rounds/s, ESS/s {r['ess_per_s']:.2f}, "
+                  f"{r['nodes_used']} nodes", flush=True)
+    for series, label in (("weak", "efficiency"), ("strong", "speed-up")):
+        base = out[series][0]["rounds_per_s"]
+        print_table(f"{series} scaling (simulated site nodes on one {os.cpu_count()}-core machine)",
+                    ["sites", "rows", "rounds/s", f"{label} (rounds/s ÷ 1 site)", "min ESS", "ESS/s", "nodes used"],
+                    [[r["sites"], r["rows"], r["rounds_per_s"], r["rounds_per_s"] / base, r["min_ess"],
+                      r["ess_per_s"], r["nodes_used"]] for r in out[series]])
+    write_json("scaling", {"settings": vars(args) | {"cpu_count": os.cpu_count(),
+                                                     "note": "simulated nodes on one machine: measures overhead"},
+                           **out})
+
+
+if __name__ == "__main__":
+    main()
