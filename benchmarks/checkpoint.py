@@ -31,11 +31,25 @@ def one(model: Any, shards: Any, rounds: int, chains: int, seed: int, checkpoint
     """A run's wall time, sampling time and, with checkpointing, the bytes written (draws and states)."""
     directory = Path(tempfile.mkdtemp(prefix="rs-ckpt-")) if checkpoint else None
     t0 = time.perf_counter()
-    res = rs.sample(model, shards, "dglmc", chains=chains, num_rounds=rounds, burn_in=100, seed=seed,
-                    executor="ray", progress=False, checkpoint_dir=directory, balance=False)
+    res = rs.sample(
+        model,
+        shards,
+        "dglmc",
+        chains=chains,
+        num_rounds=rounds,
+        burn_in=100,
+        seed=seed,
+        executor="ray",
+        progress=False,
+        checkpoint_dir=directory,
+        balance=False,
+    )
     wall = time.perf_counter() - t0
-    out: dict[str, Any] = {"wall_s": wall, "sampling_s": float(res.stats["sampling_time_s"]),
-                           "setup_s": float(res.stats.get("setup_time_s", 0.0))}
+    out: dict[str, Any] = {
+        "wall_s": wall,
+        "sampling_s": float(res.stats["sampling_time_s"]),
+        "setup_s": float(res.stats.get("setup_time_s", 0.0)),
+    }
     if directory is not None:
         states = [p for p in directory.rglob("*") if p.is_file() and "checkpoint" in p.name]
         out["state_bytes"] = max((p.stat().st_size for p in states), default=0)
@@ -65,19 +79,44 @@ def main() -> None:
                 got = {flag: one(model, shards, rounds, args.chains, rep, flag) for flag in order}
                 pairs.append(got)
                 raw.append({"problem": name, "repeat": rep, "plain": got[False], "checkpointed": got[True]})
-                print(f"  {name} repeat {rep + 1}: plain {got[False]['wall_s']:.2f} s, checkpointed "
-                      f"{got[True]['wall_s']:.2f} s", flush=True)
+                print(
+                    f"  {name} repeat {rep + 1}: plain {got[False]['wall_s']:.2f} s, checkpointed "
+                    f"{got[True]['wall_s']:.2f} s",
+                    flush=True,
+                )
             added = median(p[True]["wall_s"] / p[False]["wall_s"] - 1.0 for p in pairs)
-            rows.append([name, rounds, args.chains, median(p[False]["wall_s"] for p in pairs),
-                         median(p[True]["wall_s"] for p in pairs), 100 * added, pairs[0][True]["state_bytes"],
-                         pairs[0][True]["dir_bytes"]])
+            rows.append(
+                [
+                    name,
+                    rounds,
+                    args.chains,
+                    median(p[False]["wall_s"] for p in pairs),
+                    median(p[True]["wall_s"] for p in pairs),
+                    100 * added,
+                    pairs[0][True]["state_bytes"],
+                    pairs[0][True]["dir_bytes"],
+                ]
+            )
     finally:
         stop_ray()
-    print_table("Checkpoint cost (default DG-LMC on Ray, b = 4; medians over repeats)",
-                ["problem", "rounds", "chains", "plain wall s", "checkpointed wall s", "added %", "state bytes",
-                 "directory bytes"], rows,
-                ["added % = median over repeats of (checkpointed / plain − 1); negative = within the machine's noise.",
-                 "directory bytes = draws and their sample stats plus the latest state."])
+    print_table(
+        "Checkpoint cost (default DG-LMC on Ray, b = 4; medians over repeats)",
+        [
+            "problem",
+            "rounds",
+            "chains",
+            "plain wall s",
+            "checkpointed wall s",
+            "added %",
+            "state bytes",
+            "directory bytes",
+        ],
+        rows,
+        [
+            "added % = median over repeats of (checkpointed / plain − 1); negative = within the machine's noise.",
+            "directory bytes = draws and their sample stats plus the latest state.",
+        ],
+    )
     write_json("checkpoint", {"settings": vars(args), "rows": rows, "runs": raw})
 
 

@@ -33,8 +33,15 @@ from common import print_table, write_json
 
 from raysampler.service.local import LocalService
 
-SPEC = {"model": {"family": "gaussian"}, "data": {"dataset": "builtin:gaussian_toy"}, "num_shards": 2,
-        "algorithm": {"name": "dglmc", "params": {}}, "chains": 2, "num_rounds": 400, "burn_in": 20}
+SPEC = {
+    "model": {"family": "gaussian"},
+    "data": {"dataset": "builtin:gaussian_toy"},
+    "num_shards": 2,
+    "algorithm": {"name": "dglmc", "params": {}},
+    "chains": 2,
+    "num_rounds": 400,
+    "burn_in": 20,
+}
 
 
 def rss_mb(pid: int) -> float:
@@ -47,8 +54,13 @@ def rss_mb(pid: int) -> float:
 
 def follow_draws(url: str, key: str, run_id: str) -> dict[str, Any]:
     offsets: list[int] = []
-    with httpx.stream("GET", f"{url}/v1/runs/{run_id}/draws", params={"follow": "true"},
-                      headers={"Authorization": f"Bearer {key}"}, timeout=300) as r:
+    with httpx.stream(
+        "GET",
+        f"{url}/v1/runs/{run_id}/draws",
+        params={"follow": "true"},
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=300,
+    ) as r:
         status = r.status_code
         for line in r.iter_lines():
             obj = json.loads(line)
@@ -59,8 +71,13 @@ def follow_draws(url: str, key: str, run_id: str) -> dict[str, Any]:
 
 def follow_events(url: str, key: str, run_id: str) -> dict[str, Any]:
     last_status = None
-    with httpx.stream("GET", f"{url}/v1/runs/{run_id}/events", params={"follow": "true"},
-                      headers={"Authorization": f"Bearer {key}"}, timeout=300) as r:
+    with httpx.stream(
+        "GET",
+        f"{url}/v1/runs/{run_id}/events",
+        params={"follow": "true"},
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=300,
+    ) as r:
         code, event = r.status_code, None
         for line in r.iter_lines():
             if line.startswith("event:"):
@@ -82,8 +99,13 @@ def main() -> None:
 
     keys = {f"tenant{i}": f"load-key-{i:02d}-0123456789" for i in range(args.tenants)}
     root = Path(tempfile.mkdtemp(prefix="rs-load-"))
-    env = {"RAYSAMPLER_EXECUTOR": "local", "RAYSAMPLER_MAX_CONCURRENT_RUNS": str(args.concurrent),
-           "RAYSAMPLER_CHUNK_S": "0.2", "RAYSAMPLER_POLL_S": "0.05", "RAY_AUTH_MODE": "disabled"}
+    env = {
+        "RAYSAMPLER_EXECUTOR": "local",
+        "RAYSAMPLER_MAX_CONCURRENT_RUNS": str(args.concurrent),
+        "RAYSAMPLER_CHUNK_S": "0.2",
+        "RAYSAMPLER_POLL_S": "0.05",
+        "RAY_AUTH_MODE": "disabled",
+    }
     svc = LocalService(root / "data", keys=keys, env=env, log=root / "server.log")
     svc.start()
     pid = svc.proc.pid
@@ -135,8 +157,9 @@ def main() -> None:
                 time.sleep(0.2)
             draws = [j.result(timeout=60) for j in draw_jobs]
             events = [j.result(timeout=60) for j in sse_jobs]
-        final = {rid: client.get(f"/v1/runs/{rid}", headers={"Authorization": f"Bearer {keys[t]}"}).json()
-                 for t, rid in runs}
+        final = {
+            rid: client.get(f"/v1/runs/{rid}", headers={"Authorization": f"Bearer {keys[t]}"}).json() for t, rid in runs
+        }
     finally:
         stop.set()
         client.close()
@@ -152,20 +175,40 @@ def main() -> None:
     statuses = {s: sum(f["status"] == s for f in final.values()) for s in ("SUCCEEDED", "FAILED", "CANCELLED")}
     mem = np.array([m for _, m in memory])
     third = max(1, len(mem) // 3)
-    rows = [["submits", len(runs)], ["5xx responses", sum(c >= 500 for c in codes)],
-            ["runs SUCCEEDED / FAILED / CANCELLED", f"{statuses['SUCCEEDED']} / {statuses['FAILED']} / "
-                                                    f"{statuses['CANCELLED']}"],
-            ["NDJSON followers with every line exactly once", f"{len(draws) - len(bad_streams)} / {len(draws)}"],
-            ["SSE followers that saw the final status", f"{ended} / {len(events)}"],
-            ["submit latency p50 / p99 (ms)", f"{np.percentile(submit_ms, 50):.1f} / {np.percentile(submit_ms, 99):.1f}"],
-            ["status latency p50 / p99 (ms)", f"{np.percentile(status_ms, 50):.1f} / {np.percentile(status_ms, 99):.1f}"],
-            ["server RSS first third / last third / max (MB)",
-             f"{mem[:third].mean():.0f} / {mem[-third:].mean():.0f} / {mem.max():.0f}"],
-            ["wall time (s)", f"{time.perf_counter() - t_start:.0f}"]]
-    print_table(f"Load: {args.tenants} tenants × {args.submits} submits, {args.followers} NDJSON + {args.sse} SSE "
-                f"followers, {args.concurrent} runs at once", ["measure", "value"], rows)
-    write_json("load", {"settings": vars(args), "rows": rows, "memory_mb": memory, "bad_streams": bad_streams,
-                        "submit_ms": submit_ms, "status_ms": status_ms})
+    rows = [
+        ["submits", len(runs)],
+        ["5xx responses", sum(c >= 500 for c in codes)],
+        [
+            "runs SUCCEEDED / FAILED / CANCELLED",
+            f"{statuses['SUCCEEDED']} / {statuses['FAILED']} / {statuses['CANCELLED']}",
+        ],
+        ["NDJSON followers with every line exactly once", f"{len(draws) - len(bad_streams)} / {len(draws)}"],
+        ["SSE followers that saw the final status", f"{ended} / {len(events)}"],
+        ["submit latency p50 / p99 (ms)", f"{np.percentile(submit_ms, 50):.1f} / {np.percentile(submit_ms, 99):.1f}"],
+        ["status latency p50 / p99 (ms)", f"{np.percentile(status_ms, 50):.1f} / {np.percentile(status_ms, 99):.1f}"],
+        [
+            "server RSS first third / last third / max (MB)",
+            f"{mem[:third].mean():.0f} / {mem[-third:].mean():.0f} / {mem.max():.0f}",
+        ],
+        ["wall time (s)", f"{time.perf_counter() - t_start:.0f}"],
+    ]
+    print_table(
+        f"Load: {args.tenants} tenants × {args.submits} submits, {args.followers} NDJSON + {args.sse} SSE "
+        f"followers, {args.concurrent} runs at once",
+        ["measure", "value"],
+        rows,
+    )
+    write_json(
+        "load",
+        {
+            "settings": vars(args),
+            "rows": rows,
+            "memory_mb": memory,
+            "bad_streams": bad_streams,
+            "submit_ms": submit_ms,
+            "status_ms": status_ms,
+        },
+    )
 
 
 if __name__ == "__main__":

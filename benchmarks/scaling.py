@@ -53,8 +53,10 @@ def measure(k: int, rows: int, rounds: int, chains: int, seed: int) -> dict[str,
     import ray
     from ray.cluster_utils import Cluster
 
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "object_store_memory": 100 * 2**20,
-                                                            "include_dashboard": False})
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 1, "object_store_memory": 100 * 2**20, "include_dashboard": False},
+    )
     for i in range(k):
         cluster.add_node(num_cpus=1, labels={SITE_LABEL: f"s{i}"}, object_store_memory=80 * 2**20)
     cluster.wait_for_nodes()
@@ -64,16 +66,34 @@ def measure(k: int, rows: int, rounds: int, chains: int, seed: int) -> dict[str,
         with tempfile.TemporaryDirectory(prefix="rs-scaling-") as tmp:
             shards = write_sites(X, y, k, Path(tmp))
             t0 = time.perf_counter()
-            res = rs.sample(rs.models.LogisticRegression(), rs.shard(shards), "dglmc", chains=chains,
-                            num_rounds=rounds, burn_in=max(20, rounds // 10), seed=seed, executor="ray",
-                            progress=False, balance=False)
+            res = rs.sample(
+                rs.models.LogisticRegression(),
+                rs.shard(shards),
+                "dglmc",
+                chains=chains,
+                num_rounds=rounds,
+                burn_in=max(20, rounds // 10),
+                seed=seed,
+                executor="ray",
+                progress=False,
+                balance=False,
+            )
             wall = time.perf_counter() - t0
         ess = float(np.min(res.ess("bulk")))
         sampling = float(res.stats["sampling_time_s"])
         hosts = {p["node_id"] for p in res.stats["placement"]}
-        return {"sites": k, "rows": rows, "rounds": int(res.stats["rounds"]), "sampling_s": sampling, "wall_s": wall,
-                "rounds_per_s": res.stats["rounds"] / sampling, "min_ess": ess, "ess_per_s": ess / sampling,
-                "nodes_used": len(hosts), "idle_fraction": np.asarray(res.stats["idle_fraction"]).tolist()}
+        return {
+            "sites": k,
+            "rows": rows,
+            "rounds": int(res.stats["rounds"]),
+            "sampling_s": sampling,
+            "wall_s": wall,
+            "rounds_per_s": res.stats["rounds"] / sampling,
+            "min_ess": ess,
+            "ess_per_s": ess / sampling,
+            "nodes_used": len(hosts),
+            "idle_fraction": np.asarray(res.stats["idle_fraction"]).tolist(),
+        }
     finally:
         ray.shutdown()
         cluster.shutdown()
@@ -98,17 +118,37 @@ def main() -> None:
             rows = args.rows_per_site * k if series == "weak" else args.total_rows
             r = measure(k, rows, rounds, args.chains, args.seed)
             out[series].append(r)
-            print(f"  {series} k={k}: {r['rows']} rows, {r['rounds_per_s']:.1f} rounds/s, ESS/s {r['ess_per_s']:.2f}, "
-                  f"{r['nodes_used']} nodes", flush=True)
+            print(
+                f"  {series} k={k}: {r['rows']} rows, {r['rounds_per_s']:.1f} rounds/s, ESS/s {r['ess_per_s']:.2f}, "
+                f"{r['nodes_used']} nodes",
+                flush=True,
+            )
     for series, label in (("weak", "efficiency"), ("strong", "speed-up")):
         base = out[series][0]["rounds_per_s"]
-        print_table(f"{series} scaling (simulated site nodes on one {os.cpu_count()}-core machine)",
-                    ["sites", "rows", "rounds/s", f"{label} (rounds/s ÷ 1 site)", "min ESS", "ESS/s", "nodes used"],
-                    [[r["sites"], r["rows"], r["rounds_per_s"], r["rounds_per_s"] / base, r["min_ess"],
-                      r["ess_per_s"], r["nodes_used"]] for r in out[series]])
-    write_json("scaling", {"settings": vars(args) | {"cpu_count": os.cpu_count(),
-                                                     "note": "simulated nodes on one machine: measures overhead"},
-                           **out})
+        print_table(
+            f"{series} scaling (simulated site nodes on one {os.cpu_count()}-core machine)",
+            ["sites", "rows", "rounds/s", f"{label} (rounds/s ÷ 1 site)", "min ESS", "ESS/s", "nodes used"],
+            [
+                [
+                    r["sites"],
+                    r["rows"],
+                    r["rounds_per_s"],
+                    r["rounds_per_s"] / base,
+                    r["min_ess"],
+                    r["ess_per_s"],
+                    r["nodes_used"],
+                ]
+                for r in out[series]
+            ],
+        )
+    write_json(
+        "scaling",
+        {
+            "settings": vars(args)
+            | {"cpu_count": os.cpu_count(), "note": "simulated nodes on one machine: measures overhead"},
+            **out,
+        },
+    )
 
 
 if __name__ == "__main__":
