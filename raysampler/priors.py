@@ -27,6 +27,7 @@ import math
 import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.special import expit
@@ -56,7 +57,7 @@ __all__ = [
 # --------------------------------------------------------------------------------------------- argument checks
 
 
-def _number(owner: str, name: str, value, *, positive: bool, allow_inf: bool = False) -> float:
+def _number(owner: str, name: str, value: Any, *, positive: bool, allow_inf: bool = False) -> float:
     """A real number (finite unless `allow_inf`; > 0 if `positive`), else ValueError naming `owner`'s argument."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
         raise ValueError(f"{owner}: {name} must be a real number, got {value!r}")
@@ -68,7 +69,7 @@ def _number(owner: str, name: str, value, *, positive: bool, allow_inf: bool = F
     return value
 
 
-def _number_or_vector(owner: str, name: str, value, *, positive: bool, allow_inf: bool = False):
+def _number_or_vector(owner: str, name: str, value: Any, *, positive: bool, allow_inf: bool = False):
     """A scalar (float) or a non-empty 1-D sequence (tuple of floats), each entry checked like `_number`."""
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         return _number(owner, name, value, positive=positive, allow_inf=allow_inf)
@@ -87,7 +88,7 @@ def _number_or_vector(owner: str, name: str, value, *, positive: bool, allow_inf
     return tuple(float(v) for v in arr)
 
 
-def _size(value) -> int | None:
+def _size(value: Any) -> int | None:
     return len(value) if isinstance(value, tuple) else None
 
 
@@ -103,7 +104,7 @@ def _common_size(owner: str, **values) -> int | None:
     return next(iter(sizes.values()), None)
 
 
-def _vec(value, m: int) -> np.ndarray:
+def _vec(value: Any, m: int) -> np.ndarray:
     """A scalar or tuple parameter as an array broadcastable against (K, m)."""
     return np.asarray(value, dtype=np.float64) if isinstance(value, tuple) else np.full(m, float(value))
 
@@ -182,7 +183,7 @@ class HalfNormal:
     def __post_init__(self) -> None:
         object.__setattr__(self, "scale", _number("HalfNormal", "scale", self.scale, positive=True))
 
-    def _derivs(self, t):
+    def _derivs(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         w = np.exp(2.0 * t) / self.scale**2
         return 0.5 * w - t, w - 1.0, 2.0 * w
 
@@ -198,7 +199,7 @@ class HalfStudentT:
         object.__setattr__(self, "nu", _number("HalfStudentT", "nu", self.nu, positive=True))
         object.__setattr__(self, "scale", _number("HalfStudentT", "scale", self.scale, positive=True))
 
-    def _derivs(self, t):
+    def _derivs(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return _half_t_derivs(t, self.nu, self.scale)
 
 
@@ -211,7 +212,7 @@ class HalfCauchy:
     def __post_init__(self) -> None:
         object.__setattr__(self, "scale", _number("HalfCauchy", "scale", self.scale, positive=True))
 
-    def _derivs(self, t):
+    def _derivs(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return _half_t_derivs(t, 1.0, self.scale)
 
 
@@ -231,7 +232,7 @@ class Exponential:
     def __post_init__(self) -> None:
         object.__setattr__(self, "rate", _number("Exponential", "rate", self.rate, positive=True))
 
-    def _derivs(self, t):
+    def _derivs(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         w = self.rate * np.exp(t)
         return w - t, w - 1.0, w
 
@@ -248,7 +249,7 @@ class InverseGamma:
         object.__setattr__(self, "a", _number("InverseGamma", "a", self.a, positive=True))
         object.__setattr__(self, "b", _number("InverseGamma", "b", self.b, positive=True))
 
-    def _derivs(self, t):
+    def _derivs(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         w = self.b * np.exp(-2.0 * t)
         return 2.0 * self.a * t + w, 2.0 * self.a - 2.0 * w, 4.0 * w
 
@@ -268,7 +269,7 @@ class Flat:
         if not isinstance(self.log, bool):
             raise ValueError(f"Flat: log must be True or False, got {self.log!r}")
 
-    def _derivs(self, t):
+    def _derivs(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         zero = np.zeros_like(t)
         return (zero.copy(), zero.copy(), zero) if self.log else (-t, np.full_like(t, -1.0), zero)
 
@@ -288,7 +289,7 @@ COEF_PRIORS: tuple[type, ...] = (Normal, StudentT)
 POSITIVE_PRIORS: tuple[type, ...] = (HalfNormal, HalfCauchy, HalfStudentT, Exponential, InverseGamma, Flat)
 
 
-def check_coef_prior(value, argname: str = "coef_prior") -> CoefPrior:
+def check_coef_prior(value: Any, argname: str = "coef_prior") -> CoefPrior:
     """`value` if it is a coefficient prior spec, else ValueError naming `argname`."""
     if not isinstance(value, COEF_PRIORS):
         raise ValueError(
@@ -298,7 +299,7 @@ def check_coef_prior(value, argname: str = "coef_prior") -> CoefPrior:
     return value  # type: ignore[return-value]  # narrowed by the isinstance check above
 
 
-def check_positive_prior(value, argname: str) -> PositivePrior:
+def check_positive_prior(value: Any, argname: str) -> PositivePrior:
     """`value` if it is a prior spec for a positive parameter, else ValueError naming `argname`."""
     if not isinstance(value, POSITIVE_PRIORS):
         names = ", ".join(c.__name__ for c in POSITIVE_PRIORS)

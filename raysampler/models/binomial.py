@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from scipy.special import expit
 
+from .base import DataSpec
 from .common import _GLM, RowValues, _check_Xy, _gram_lambda_max, _rows_of, _unbound
 from .logistic import _sigmoid_inplace, _softplus_sum
 
@@ -34,7 +36,7 @@ class BinomialRegression(_GLM):
 
     trials: str | RowValues | int | None = field(default=None, kw_only=True)
 
-    def _constant_extra(self, value) -> bool:
+    def _constant_extra(self, value: Any) -> bool:
         if isinstance(value, numbers.Integral) and not isinstance(value, bool):
             if value < 1:
                 raise ValueError(f"trials must be >= 1 when one count is given for every row, got {value!r}")
@@ -42,10 +44,10 @@ class BinomialRegression(_GLM):
             return True
         return False
 
-    def _check_extra_values(self, values, name) -> None:
+    def _check_extra_values(self, values: np.ndarray, name: str) -> None:
         _check_trial_counts(values, name)
 
-    def _bind_fields(self, spec):
+    def _bind_fields(self, spec: DataSpec) -> dict[str, Any]:
         if self.trials is None:
             raise ValueError(
                 "trials: BinomialRegression needs the number of trials of each row (a column name, an "
@@ -62,7 +64,7 @@ class BinomialRegression(_GLM):
         assert isinstance(self.trials, (int, float))  # a constant count (a column or array sets _xcol)
         return np.full(X.shape[0], float(self.trials))
 
-    def validate(self, X, y, argname: str = "data") -> None:
+    def validate(self, X: np.ndarray, y: np.ndarray, argname: str = "data") -> None:
         X, y = _check_Xy(X, y, argname, self.n_features)
         m = self._m(X)
         if self._xcol is not None:
@@ -73,18 +75,18 @@ class BinomialRegression(_GLM):
             if y.min() < 0 or np.any(y > m):
                 raise ValueError(f"{argname}: successes y must lie between 0 and the number of trials")
 
-    def potential(self, X, y, x):
+    def potential(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         eta = self._eta(X, x)
         return _softplus_sum(eta, self._m(X)) - y @ eta
 
-    def grad(self, X, y, x):
+    def grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         r = self._eta(X, x)
         _sigmoid_inplace(r)
         r *= self._m(X)[:, None]
         r -= y[:, None]
         return self._pull(X, r)
 
-    def potential_and_grad(self, X, y, x):
+    def potential_and_grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         eta = self._eta(X, x)
         m = self._m(X)
         U = _softplus_sum(eta, m) - y @ eta
@@ -93,29 +95,29 @@ class BinomialRegression(_GLM):
         eta -= y[:, None]
         return U, self._pull(X, eta)
 
-    def _weights(self, X, x):
+    def _weights(self, X: np.ndarray, x: np.ndarray):
         """m σ(η)(1 − σ(η)): (n, K)."""
         s = expit(self._eta(X, x))
         return self._m(X)[:, None] * s * (1.0 - s)
 
-    def hvp(self, X, y, x, v):
+    def hvp(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, v: np.ndarray) -> np.ndarray:
         Xv = self._eta_dir(X, v)
         Xv *= self._weights(X, x)
         return self._pull(X, Xv)
 
-    def hessian(self, X, y, x):
+    def hessian(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         Xc = self._coef_X(X)
         w = self._weights(X, np.asarray(x, dtype=np.float64)[None, :])[:, 0]
         H = (Xc * w[:, None]).T @ Xc
         return 0.5 * (H + H.T)
 
-    def hessian_diag(self, X, y, x):
+    def hessian_diag(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         x, single = _rows_of(x)
         Xc = self._coef_X(X)
         diag = self._weights(X, x).T @ (Xc * Xc)
         return diag[0] if single else diag
 
-    def smoothness(self, X, y) -> float:
+    def smoothness(self, X: np.ndarray, y: np.ndarray) -> float:
         """M_i = λ_max(X_cᵀ diag(m) X_c)/4, a global bound since σ(1 − σ) ≤ 1/4."""
         X = np.asarray(X, dtype=np.float64)
         return 0.25 * _gram_lambda_max(self._coef_X(X) * np.sqrt(self._m(X))[:, None])

@@ -7,7 +7,7 @@ import hashlib
 import math
 import numbers
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from scipy import linalg
@@ -16,7 +16,7 @@ from ..priors import CoefPrior, Normal, Prior, build_prior, check_coef_prior
 from .base import DataSpec, GaussianPrior, Model, ParamBlock
 
 
-def _check_positive(name: str, value, *, integer: bool = False):
+def _check_positive(name: str, value: Any, *, integer: bool = False):
     """Return `value` as float (or int) if it is a finite number > 0 (an integer ≥ 1 if `integer`), else raise."""
     if integer:
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
@@ -27,7 +27,7 @@ def _check_positive(name: str, value, *, integer: bool = False):
     return float(value)
 
 
-def _check_optional_count(name: str, value, minimum: int):
+def _check_optional_count(name: str, value: Any, minimum: int):
     """None, or an integer ≥ `minimum` (used for the bound fields n_features / n_classes)."""
     if value is None:
         return None
@@ -53,7 +53,9 @@ def _as_numeric(a, what: str, argname: str) -> np.ndarray:
     return arr
 
 
-def _check_Xy(X, y, argname: str, n_features: int | None, y_ndim: int = 1) -> tuple[np.ndarray, np.ndarray]:
+def _check_Xy(
+    X: np.ndarray, y: np.ndarray, argname: str, n_features: int | None, y_ndim: int = 1
+) -> tuple[np.ndarray, np.ndarray]:
     """Common data checks: shapes, row counts, feature count of a bound model, finiteness. Returns arrays."""
     X = _as_numeric(X, "X", argname)
     y = _as_numeric(y, "y", argname)
@@ -132,7 +134,7 @@ def _labels(columns: tuple[str, ...] | None, positions: np.ndarray) -> tuple[str
     return None if columns is None else tuple(columns[j] for j in positions)
 
 
-def _check_columns(value) -> tuple[str, ...] | None:
+def _check_columns(value: Any) -> tuple[str, ...] | None:
     if value is None:
         return None
     if isinstance(value, (str, bytes)) or not all(isinstance(c, str) for c in value):
@@ -190,7 +192,7 @@ class _GLM(Model):
     #: whether a flat coefficient prior can give a proper posterior in this family
     _allow_flat: ClassVar[bool] = True
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "n_features", _check_optional_count("n_features", self.n_features, 1))
         object.__setattr__(self, "columns", _check_columns(self.columns))
         _resolve_coef_prior(self, self._default_coef_prior(), self._allow_flat)
@@ -247,7 +249,7 @@ class _GLM(Model):
         if ncol is not None:
             self._check_coef_prior_size()
 
-    def _constant_extra(self, value) -> bool:
+    def _constant_extra(self, value: Any) -> bool:
         """Whether `value` is an accepted constant for the per-row input (trials: one count for every row)."""
         return False
 
@@ -299,12 +301,12 @@ class _GLM(Model):
     def prior(self) -> GaussianPrior | Prior:
         return build_prior(self.dim, self._prior_parts())
 
-    def validate(self, X, y, argname: str = "data") -> None:
+    def validate(self, X: np.ndarray, y: np.ndarray, argname: str = "data") -> None:
         _check_Xy(X, y, argname, self.n_features)
 
     # ------------------------------------------------------------------ per-row input
 
-    def shard_data(self, X, y, rows):
+    def shard_data(self, X: np.ndarray, y: np.ndarray, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """Append this shard's rows of an array-valued per-row input to X (see the class docstring); a shard of
         unknown rows (`rows` None) is accepted only if it holds the whole data set."""
         extra = getattr(self, self._extra, None) if self._extra else None
@@ -362,7 +364,7 @@ class _GLM(Model):
         cp = self.coef_prior
         return np.flatnonzero(cp.flat(self.n_coef)) if isinstance(cp, Normal) else np.zeros(0, dtype=np.intp)
 
-    def gram(self, X, y) -> np.ndarray | None:
+    def gram(self, X: np.ndarray, y: np.ndarray) -> np.ndarray | None:
         """X_Fᵀ X_F over the columns F of the flat-prior coefficients (None if there are none)."""
         F = self._flat()
         if F.size == 0:
@@ -371,7 +373,7 @@ class _GLM(Model):
         XF = np.asarray(X, dtype=np.float64)[:, self._coef_cols[F]]
         return XF.T @ XF
 
-    def check_proper(self, gram, n_rows=None) -> None:
+    def check_proper(self, gram: np.ndarray | None, n_rows: int | None = None) -> None:
         """A flat prior on coefficients F needs the pooled X_F to have full column rank (checked on the sum of the
         shards' `gram`). Necessary, not sufficient, outside linear regression: e.g. separable classes (logistic) or
         all-zero counts (Poisson) leave the posterior improper too, and are not detected."""

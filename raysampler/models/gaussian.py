@@ -14,7 +14,7 @@ import numpy as np
 from scipy import linalg
 
 from ..priors import Normal, _number_or_vector
-from .base import GaussianPrior, ParamBlock
+from .base import DataSpec, GaussianPrior, ParamBlock
 from .common import _GLM, _check_optional_count, _check_positive, _check_Xy, _resolve_coef_prior, _rows_of, _unbound
 from .linear import _gaussian_from_natural
 
@@ -43,7 +43,7 @@ class Gaussian(_GLM):
     _noise_prec: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
     _noise_prec_max: float | None = field(default=None, init=False, repr=False, compare=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "noise_scale", _check_positive("noise_scale", self.noise_scale))
         object.__setattr__(self, "n_features", _check_optional_count("n_features", self.n_features, 1))
         d = self.n_features
@@ -114,7 +114,7 @@ class Gaussian(_GLM):
         object.__setattr__(self, "_noise_prec", P)
         object.__setattr__(self, "_noise_prec_max", None if P is None else float(linalg.eigvalsh(P)[-1]))
 
-    def _bind_fields(self, spec) -> dict:
+    def _bind_fields(self, spec: DataSpec) -> dict:
         return {"n_features": spec.n_features}
 
     def param_blocks(self) -> tuple[ParamBlock, ...]:
@@ -129,7 +129,7 @@ class Gaussian(_GLM):
             raise _unbound(self, "n_features")
         return self._noise_prec
 
-    def validate(self, X, y, argname: str = "data") -> None:
+    def validate(self, X: np.ndarray, y: np.ndarray, argname: str = "data") -> None:
         y_arr = np.asarray(y)
         if X is None or (isinstance(X, np.ndarray) and X.dtype == object and X.ndim == 0 and X.item() is None):
             X = np.empty((y_arr.shape[0] if y_arr.ndim else 0, 0))
@@ -139,7 +139,7 @@ class Gaussian(_GLM):
                 f"{argname}: y has {y_arr.shape[1]} columns but the model is bound to n_features={self.n_features}"
             )
 
-    def _stats(self, y):
+    def _stats(self, y: np.ndarray):
         """n, ȳ and the θ-free part ½ Σ_j (y_j − ȳ)ᵀ P (y_j − ȳ) of U_i."""
         n = y.shape[0]
         if n == 0:
@@ -150,35 +150,35 @@ class Gaussian(_GLM):
         return n, ybar, const
 
     # U_i(θ) = ½ n (θ − ȳ)ᵀ P (θ − ȳ) + const: centred form, stable and O(np + Kp²).
-    def potential(self, X, y, x):
+    def potential(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         n, ybar, const = self._stats(y)
         D = x - ybar
         return (0.5 * n) * np.einsum("kp,kp->k", D @ self.noise_precision, D) + const
 
-    def grad(self, X, y, x):
+    def grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         n = y.shape[0]
         if n == 0:
             return np.zeros_like(x, dtype=np.float64)
         return (n * (x - y.mean(axis=0))) @ self.noise_precision
 
-    def potential_and_grad(self, X, y, x):
+    def potential_and_grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         n, ybar, const = self._stats(y)
         D = x - ybar
         DP = D @ self.noise_precision
         return (0.5 * n) * np.einsum("kp,kp->k", DP, D) + const, n * DP
 
-    def hvp(self, X, y, x, v):
+    def hvp(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, v: np.ndarray) -> np.ndarray:
         return y.shape[0] * (v @ self.noise_precision)
 
-    def hessian(self, X, y, x):
+    def hessian(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         return y.shape[0] * self.noise_precision
 
-    def hessian_diag(self, X, y, x):
+    def hessian_diag(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         x, single = _rows_of(x)
         diag = y.shape[0] * np.diag(self.noise_precision)
         return diag if single else np.broadcast_to(diag, x.shape).copy()
 
-    def smoothness(self, X, y) -> float:
+    def smoothness(self, X: np.ndarray, y: np.ndarray) -> float:
         """Exact ‖∇²U_i‖ = n_i·λ_max(Σ1⁻¹) (the Hessian is constant)."""
         if self._noise_prec_max is None:
             raise _unbound(self, "n_features")

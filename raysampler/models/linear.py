@@ -38,7 +38,7 @@ class LinearRegression(_GLM):
     #: multiplies the curvature scale `smoothness` gives when σ is unknown.
     smoothness_safety: float = field(default=2.0, kw_only=True)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.noise_sd is not None:
             object.__setattr__(self, "noise_sd", _check_positive("noise_sd", self.noise_sd))
             if self.noise_prior is not None:
@@ -79,30 +79,30 @@ class LinearRegression(_GLM):
         return parts if self.known_noise else parts + [(np.array([self.n_coef]), self.noise_prior)]
 
     # residuals R = Xβ − y for all chains at once: (n, K)
-    def _resid(self, X, y, beta):
+    def _resid(self, X: np.ndarray, y: np.ndarray, beta: np.ndarray):
         R = X @ beta.T
         R -= y[:, None]
         return R
 
-    def _split(self, x):
+    def _split(self, x: np.ndarray):
         """(β (K, p), e^{−2τ} (K,)) for unknown σ."""
         p = self.n_coef
         with np.errstate(over="ignore"):
             return x[:, :p], np.exp(-2.0 * x[:, p])
 
-    def potential(self, X, y, x):
+    def potential(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         if self.known_noise:
             R = self._resid(X, y, x)
             return np.einsum("nk,nk->k", R, R) * (0.5 / self._noise_var)
         return self.potential_and_grad(X, y, x)[0]
 
-    def grad(self, X, y, x):
+    def grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         if self.known_noise:
             R = self._resid(X, y, x)
             return (R.T @ X) * (1.0 / self._noise_var)
         return self.potential_and_grad(X, y, x)[1]
 
-    def potential_and_grad(self, X, y, x):
+    def potential_and_grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if self.known_noise:
             R = self._resid(X, y, x)
             s = 1.0 / self._noise_var
@@ -116,7 +116,7 @@ class LinearRegression(_GLM):
         g[:, -1] = n - s * S
         return n * x[:, -1] + 0.5 * s * S, g
 
-    def hvp(self, X, y, x, v):
+    def hvp(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, v: np.ndarray) -> np.ndarray:
         if self.known_noise:
             return ((X @ v.T).T @ X) * (1.0 / self._noise_var)
         beta, s = self._split(x)
@@ -129,7 +129,7 @@ class LinearRegression(_GLM):
         out[:, -1] = 2.0 * s * (S * vt - np.einsum("nk,nk->k", R, Xvb))
         return out
 
-    def hessian(self, X, y, x):
+    def hessian(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         if self.known_noise:
             return (X.T @ X) * (1.0 / self._noise_var)
         beta, s = self._split(np.asarray(x, dtype=np.float64)[None, :])
@@ -141,7 +141,7 @@ class LinearRegression(_GLM):
         H[p, p] = 2.0 * s[0] * (R @ R)
         return H
 
-    def hessian_diag(self, X, y, x):
+    def hessian_diag(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         x, single = _rows_of(x)
         xx = np.einsum("np,np->p", X, X)
         if self.known_noise:
@@ -154,7 +154,7 @@ class LinearRegression(_GLM):
         diag[:, -1] = 2.0 * s * np.einsum("nk,nk->k", R, R)
         return diag[0] if single else diag
 
-    def smoothness(self, X, y) -> float:
+    def smoothness(self, X: np.ndarray, y: np.ndarray) -> float:
         """Known σ: exact ‖∇²U_i‖ = λ_max(XᵀX)/σ² (the Hessian is constant).
 
         Unknown σ: a curvature scale, *not* a bound (the Hessian grows without bound as σ → 0):
@@ -177,7 +177,7 @@ class LinearRegression(_GLM):
         var = var if var > 0 else 1.0
         return self.smoothness_safety * max(lam / var, 2.0 * n)
 
-    def check_proper(self, gram, n_rows=None) -> None:
+    def check_proper(self, gram: np.ndarray | None, n_rows: int | None = None) -> None:
         """As for every regression (flat coefficients need full-rank pooled columns), and with an improper noise prior
         Flat (density ∝ σ^(−k)) also n > p_F + 1 − k rows, p_F the number of flat coefficients (checked when n_rows is
         given). A perfect fit (zero residuals) with a Flat noise prior is improper too and is not detected."""

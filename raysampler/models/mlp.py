@@ -67,7 +67,7 @@ class MLPClassifier(Model):
     n_classes: int | None = field(default=None, kw_only=True)
     columns: tuple[str, ...] | None = field(default=None, kw_only=True)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "hidden", _check_positive("hidden", self.hidden, integer=True))
         _resolve_coef_prior(self, Normal(0.0, 1.0), allow_flat=False)
         if self.activation not in _ACTIVATIONS:
@@ -111,7 +111,7 @@ class MLPClassifier(Model):
     def prior(self) -> GaussianPrior | Prior:
         return build_prior(self.dim, [(np.arange(self.dim), self.coef_prior)])
 
-    def validate(self, X, y, argname: str = "data") -> None:
+    def validate(self, X: np.ndarray, y: np.ndarray, argname: str = "data") -> None:
         X, y = _check_Xy(X, y, argname, self.n_features)
         _check_labels(y, self.n_classes, argname)
 
@@ -124,7 +124,7 @@ class MLPClassifier(Model):
         o3 = o2 + H * C
         return o1, o2, o3
 
-    def _unpack(self, x):
+    def _unpack(self, x: np.ndarray):
         """Views (W1 (K,p,H), b1 (K,H), W2 (K,H,C), b2 (K,C)) of x (K, d)."""
         K = x.shape[0]
         (p, C), H = self._pc, self.hidden
@@ -143,7 +143,7 @@ class MLPClassifier(Model):
 
     # -------------------------------------------------------------- passes
 
-    def _forward(self, X, x, need_g: bool = True) -> _Forward:
+    def _forward(self, X: np.ndarray, x: np.ndarray, need_g: bool = True) -> _Forward:
         W1, b1, W2, b2 = self._unpack(np.asarray(x, dtype=np.float64))
         A = np.matmul(X, W1)
         A += b1[:, None, :]
@@ -172,7 +172,7 @@ class MLPClassifier(Model):
             return -2.0 * fw.h * fw.g
         return fw.g * (1.0 - 2.0 * fw.h)
 
-    def _backward(self, X, fw: _Forward, dZ):
+    def _backward(self, X: np.ndarray, fw: _Forward, dZ):
         """Gradient of Σ_j ⟨dZ_j, z_j⟩ w.r.t. θ (the transposed Jacobian Jᵀ dZ), packed (K, d)."""
         gW2 = np.matmul(fw.h.transpose(0, 2, 1), dZ)
         gb2 = dZ.sum(axis=1)
@@ -182,13 +182,13 @@ class MLPClassifier(Model):
         gb1 = dA.sum(axis=1)
         return self._pack(gW1, gb1, gW2, gb2)
 
-    def _resid(self, fw: _Forward, y, overwrite: bool = False):
+    def _resid(self, fw: _Forward, y: np.ndarray, overwrite: bool = False):
         """∂U/∂Z = P − onehot(y), (K, n, C); overwrites fw.P if `overwrite`."""
         dZ = fw.P if overwrite else fw.P.copy()
         dZ[:, np.arange(dZ.shape[1]), y] -= 1.0
         return dZ
 
-    def _jvp(self, X, fw: _Forward, v):
+    def _jvp(self, X: np.ndarray, fw: _Forward, v: np.ndarray):
         """Directional derivatives (R{A}, R{h}, R{Z}) of the forward pass along v (K, d)."""
         V1, c1, V2, c2 = self._unpack(np.asarray(v, dtype=np.float64))
         RA = np.matmul(X, V1)
@@ -206,7 +206,7 @@ class MLPClassifier(Model):
         out *= P
         return out
 
-    def _rop(self, X, y, fw: _Forward, v):
+    def _rop(self, X: np.ndarray, y: np.ndarray, fw: _Forward, v: np.ndarray):
         """Exact ∇²U v via Pearlmutter's R-operator; fw may hold one point (leading dim 1) for many v."""
         RA, Rh, RZ, V2 = self._jvp(X, fw, v)
         dZ = self._resid(fw, y)
@@ -222,36 +222,36 @@ class MLPClassifier(Model):
         Rgb1 = RdA.sum(axis=1)
         return self._pack(RgW1, Rgb1, RgW2, Rgb2)
 
-    def _ggn(self, X, fw: _Forward, v):
+    def _ggn(self, X: np.ndarray, fw: _Forward, v: np.ndarray):
         """Gauss–Newton product Jᵀ (diag(p) − ppᵀ) J v."""
         _, _, RZ, _ = self._jvp(X, fw, v)
         return self._backward(X, fw, self._softmax_jac(fw.P, RZ))
 
     # -------------------------------------------------------------- contract
 
-    def potential(self, X, y, x):
+    def potential(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         y = np.asarray(y, dtype=np.intp)
         fw = self._forward(X, x, need_g=False)
         return fw.lse.sum(axis=1) - fw.Z[:, np.arange(fw.Z.shape[1]), y].sum(axis=1)
 
-    def potential_and_grad(self, X, y, x):
+    def potential_and_grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         y = np.asarray(y, dtype=np.intp)
         fw = self._forward(X, x)
         U = fw.lse.sum(axis=1) - fw.Z[:, np.arange(fw.Z.shape[1]), y].sum(axis=1)
         return U, self._backward(X, fw, self._resid(fw, y, overwrite=True))
 
-    def grad(self, X, y, x):
+    def grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         return self.potential_and_grad(X, y, x)[1]
 
-    def hvp(self, X, y, x, v):
+    def hvp(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, v: np.ndarray) -> np.ndarray:
         y = np.asarray(y, dtype=np.intp)
         return self._rop(X, y, self._forward(X, x), v)
 
-    def ggn_vp(self, X, y, x, v):
+    def ggn_vp(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, v: np.ndarray):
         """Gauss–Newton-vector products Jᵀ(diag(p) − ppᵀ)J v_k for each chain k: (K, d). PSD; y unused."""
         return self._ggn(X, self._forward(X, x), v)
 
-    def hessian(self, X, y, x):
+    def hessian(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         """Dense exact Hessian at one point (d,): one forward pass, then R-operator products in blocks of directions."""
         y = np.asarray(y, dtype=np.intp)
         d = self.dim
@@ -264,7 +264,7 @@ class MLPClassifier(Model):
             H[s : s + block] = self._rop(X, y, fw, eye[s : s + block])
         return 0.5 * (H + H.T)
 
-    def hessian_diag(self, X, y, x):
+    def hessian_diag(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         """Exact diagonal of the Gauss–Newton matrix Σ_j J_jᵀ(diag(p_j) − p_j p_jᵀ)J_j (≥ 0), for (d,) or (K, d)."""
         x, single = _rows_of(x)
         fw = self._forward(X, x)
@@ -285,7 +285,7 @@ class MLPClassifier(Model):
         diag = self._pack(d_W1, d_b1, d_W2, d_b2)
         return diag[0] if single else diag
 
-    def smoothness(self, X, y, n_iter: int = 100, tol: float = 1e-6) -> float:
+    def smoothness(self, X: np.ndarray, y: np.ndarray, n_iter: int = 100, tol: float = 1e-6) -> float:
         """M_i: an *estimate*, not a bound (the network's Hessian is unbounded over R^d).
 
         M_i = smoothness_safety × max over 5 reference points of λ_max(Gauss–Newton matrix), the points being

@@ -19,7 +19,7 @@ __all__ = ["NegativeBinomialRegression"]
 class _Terms:
     """Per-row pieces of U_i at K points: q = μ/(μ + φ), D = log(1 + μ/φ), digamma differences; all (n, K)."""
 
-    def __init__(self, eta: np.ndarray, rho: np.ndarray, y: np.ndarray, second: bool = False):
+    def __init__(self, eta: np.ndarray, rho: np.ndarray, y: np.ndarray, second: bool = False) -> None:
         self.phi = np.exp(rho)  # (K,)
         z = eta - rho[None, :]
         self.q = expit(z)
@@ -62,7 +62,7 @@ class NegativeBinomialRegression(_GLM):
     offset: str | RowValues | None = field(default=None, kw_only=True)
     dispersion_prior: PositivePrior | None = field(default=None, kw_only=True)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "smoothness_safety", _check_positive("smoothness_safety", self.smoothness_safety))
         prior = HalfCauchy(10.0) if self.dispersion_prior is None else self.dispersion_prior
         object.__setattr__(self, "dispersion_prior", check_positive_prior(prior, "dispersion_prior"))
@@ -78,15 +78,15 @@ class NegativeBinomialRegression(_GLM):
     def _prior_parts(self) -> list:
         return super()._prior_parts() + [(np.array([self.n_coef]), self.dispersion_prior)]
 
-    def validate(self, X, y, argname: str = "data") -> None:
+    def validate(self, X: np.ndarray, y: np.ndarray, argname: str = "data") -> None:
         X, y = _check_Xy(X, y, argname, self.n_features)
         _check_counts(y, argname)
 
-    def _terms(self, X, y, x, second: bool = False) -> _Terms:
+    def _terms(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, second: bool = False) -> _Terms:
         x = np.asarray(x, dtype=np.float64)
         return _Terms(self._eta(X, x[:, :-1]), x[:, -1], np.asarray(y, dtype=np.float64), second)
 
-    def potential(self, X, y, x):
+    def potential(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, dtype=np.float64)
         y = np.asarray(y, dtype=np.float64)
         eta = self._eta(X, x[:, :-1])
@@ -101,17 +101,17 @@ class NegativeBinomialRegression(_GLM):
         )
         return -ll.sum(axis=0)
 
-    def grad(self, X, y, x):
+    def grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         t = self._terms(X, y, x)
         out = np.empty_like(np.asarray(x, dtype=np.float64))
         out[:, :-1] = self._pull(X, t.yp * t.q - np.asarray(y, dtype=np.float64)[:, None])
         out[:, -1] = t.g_rho_rows(np.asarray(y, dtype=np.float64)).sum(axis=0)
         return out
 
-    def potential_and_grad(self, X, y, x):
+    def potential_and_grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return self.potential(X, y, x), self.grad(X, y, x)
 
-    def hvp(self, X, y, x, v):
+    def hvp(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, v: np.ndarray) -> np.ndarray:
         w, h_er, h_rr = self._terms(X, y, x, second=True).hessian_rows()
         v = np.asarray(v, dtype=np.float64)
         Xv = self._eta_dir(X, v[:, :-1])
@@ -121,7 +121,7 @@ class NegativeBinomialRegression(_GLM):
         out[:, -1] = np.einsum("nk,nk->k", h_er, Xv) + h_rr.sum(axis=0) * vr
         return out
 
-    def hessian(self, X, y, x):
+    def hessian(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, dtype=np.float64)[None, :]
         w, h_er, h_rr = (a[:, 0] for a in self._terms(X, y, x, second=True).hessian_rows())
         Xc = self._coef_X(X)
@@ -132,7 +132,7 @@ class NegativeBinomialRegression(_GLM):
         H[p, p] = h_rr.sum()
         return 0.5 * (H + H.T)
 
-    def hessian_diag(self, X, y, x):
+    def hessian_diag(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         """Exact diagonal: X_c² weighted by (y + φ)q(1 − q) ≥ 0 for β; for log φ the row sum, clipped at 0."""
         x, single = _rows_of(x)
         w, _, h_rr = self._terms(X, y, x, second=True).hessian_rows()
@@ -142,7 +142,7 @@ class NegativeBinomialRegression(_GLM):
         diag[:, -1] = np.clip(h_rr.sum(axis=0), 0.0, None)
         return diag[0] if single else diag
 
-    def smoothness(self, X, y) -> float:
+    def smoothness(self, X: np.ndarray, y: np.ndarray) -> float:
         """M_i = smoothness_safety · max(λ_max(X_cᵀ diag(max(y_j, 1)) X_c), n_i): a curvature scale, *not* a bound.
 
         The β-block weights (y+φ)q(1−q) average μφ/(μ+φ) ≤ μ_j ≈ y_j at the data-generating values (as for Poisson);

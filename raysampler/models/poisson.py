@@ -39,26 +39,26 @@ class PoissonRegression(_GLM):
     smoothness_safety: float = 2.0
     offset: str | RowValues | None = field(default=None, kw_only=True)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "smoothness_safety", _check_positive("smoothness_safety", self.smoothness_safety))
         super().__post_init__()
 
-    def validate(self, X, y, argname: str = "data") -> None:
+    def validate(self, X: np.ndarray, y: np.ndarray, argname: str = "data") -> None:
         X, y = _check_Xy(X, y, argname, self.n_features)
         _check_counts(y, argname)
 
-    def potential(self, X, y, x):
+    def potential(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         eta = self._eta(X, x)
         with np.errstate(over="ignore"):
             return np.exp(eta).sum(axis=0) - y @ eta
 
-    def grad(self, X, y, x):
+    def grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         with np.errstate(over="ignore"):
             r = np.exp(self._eta(X, x))
         r -= y[:, None]
         return self._pull(X, r)
 
-    def potential_and_grad(self, X, y, x):
+    def potential_and_grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         eta = self._eta(X, x)
         with np.errstate(over="ignore"):
             r = np.exp(eta)
@@ -66,27 +66,27 @@ class PoissonRegression(_GLM):
         r -= y[:, None]
         return U, self._pull(X, r)
 
-    def hvp(self, X, y, x, v):
+    def hvp(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, v: np.ndarray) -> np.ndarray:
         Xv = self._eta_dir(X, v)
         with np.errstate(over="ignore"):
             Xv *= np.exp(self._eta(X, x))
         return self._pull(X, Xv)
 
-    def hessian(self, X, y, x):
+    def hessian(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         Xc = self._coef_X(X)
         with np.errstate(over="ignore"):
             mu = np.exp(self._eta(X, np.asarray(x, dtype=np.float64)[None, :])[:, 0])
         H = (Xc * mu[:, None]).T @ Xc
         return 0.5 * (H + H.T)
 
-    def hessian_diag(self, X, y, x):
+    def hessian_diag(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         x, single = _rows_of(x)
         Xc = self._coef_X(X)
         with np.errstate(over="ignore"):
             diag = np.exp(self._eta(X, x)).T @ (Xc * Xc)
         return diag[0] if single else diag
 
-    def smoothness(self, X, y) -> float:
+    def smoothness(self, X: np.ndarray, y: np.ndarray) -> float:
         """M_i = smoothness_safety · λ_max(X_cᵀ diag(max(y_j, 1)) X_c): a curvature scale, *not* a global bound.
 
         Since E[y_j] = μ_j, X_cᵀ diag(y) X_c estimates the Hessian X_cᵀ diag(μ) X_c at the data-generating β, where

@@ -51,7 +51,7 @@ class SoftmaxRegression(_GLM):
 
     _allow_flat = False  # adding a vector to every column of W leaves the likelihood unchanged
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "n_classes", _check_optional_count("n_classes", self.n_classes, 2))
         super().__post_init__()
 
@@ -84,20 +84,20 @@ class SoftmaxRegression(_GLM):
         labels = tuple(f"{f},{c}" for f in features for c in range(C))
         return (ParamBlock("w", self.dim, "coef", labels, "identity"),)
 
-    def validate(self, X, y, argname: str = "data") -> None:
+    def validate(self, X: np.ndarray, y: np.ndarray, argname: str = "data") -> None:
         X, y = _check_Xy(X, y, argname, self.n_features)
         _check_labels(y, self.n_classes, argname)
 
     # -------------------------------------------------------------- K-chain layout helpers
 
-    def _logits(self, X, x):
+    def _logits(self, X: np.ndarray, x: np.ndarray):
         """Z[j, k, c] = (x_jᵀ W_k)_c: one product X (n, p) @ (p, K·C); returns (n, K, C)."""
         K = x.shape[0]
         p, C = self._pc
         W = x.reshape(K, p, C).transpose(1, 0, 2).reshape(p, K * C)
         return (X @ W).reshape(X.shape[0], K, C)
 
-    def _pullback(self, X, R):
+    def _pullback(self, X: np.ndarray, R: np.ndarray):
         """Xᵀ R per chain for R (n, K, C), packed as (K, p·C)."""
         n, K, C = R.shape
         G = X.T @ R.reshape(n, K * C)
@@ -105,13 +105,13 @@ class SoftmaxRegression(_GLM):
 
     # -------------------------------------------------------------- contract
 
-    def potential(self, X, y, x):
+    def potential(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         y = np.asarray(y, dtype=np.intp)
         Z = self._logits(X, x)
         lse, _ = _log_softmax_parts(Z)
         return lse.sum(axis=0) - Z[np.arange(Z.shape[0]), :, y].sum(axis=0)
 
-    def potential_and_grad(self, X, y, x):
+    def potential_and_grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         y = np.asarray(y, dtype=np.intp)
         Z = self._logits(X, x)
         rows = np.arange(Z.shape[0])
@@ -120,17 +120,17 @@ class SoftmaxRegression(_GLM):
         P[rows, :, y] -= 1.0
         return U, self._pullback(X, P)
 
-    def grad(self, X, y, x):
+    def grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         return self.potential_and_grad(X, y, x)[1]
 
-    def hvp(self, X, y, x, v):
+    def hvp(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, v: np.ndarray) -> np.ndarray:
         _, P = _log_softmax_parts(self._logits(X, x))
         D = self._logits(X, v)  # directional change of the logits
         D -= np.einsum("nkc,nkc->nk", P, D)[..., None]
         D *= P
         return self._pullback(X, D)
 
-    def hessian(self, X, y, x):
+    def hessian(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         """Explicit Σ_j (x_j x_jᵀ) ⊗ (diag(p_j) − p_j p_jᵀ), O(n p² C²), without d Hessian-vector products."""
         p, C = self._pc
         n = X.shape[0]
@@ -143,13 +143,13 @@ class SoftmaxRegression(_GLM):
         H.reshape(p, C, p, C)[:, idx, :, idx] += B
         return 0.5 * (H + H.T)
 
-    def hessian_diag(self, X, y, x):
+    def hessian_diag(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         x, single = _rows_of(x)
         _, P = _log_softmax_parts(self._logits(X, x))
         P *= 1.0 - P
         diag = self._pullback(X * X, P)
         return diag[0] if single else diag
 
-    def smoothness(self, X, y) -> float:
+    def smoothness(self, X: np.ndarray, y: np.ndarray) -> float:
         """M_i = λ_max(XᵀX)/2, a global bound since ‖diag(p) − ppᵀ‖ ≤ 1/2."""
         return 0.5 * _gram_lambda_max(X)
