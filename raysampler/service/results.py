@@ -13,7 +13,7 @@ import numpy as np
 from ..models.base import ParamBlock
 from ..result import Result
 from .drawfiles import DrawFiles
-from .errors import FieldError, StateConflict
+from .errors import NotFound, StateConflict
 from .records import RunRecord
 from .schemas import RunSummary, Trace
 
@@ -58,10 +58,12 @@ def summary(rec: RunRecord, files: DrawFiles, ci_prob: float) -> RunSummary:
 
 def trace(rec: RunRecord, files: DrawFiles, param: int, max_points: int, last: int | None) -> Trace:
     """Coordinate `param` of the stored draws (the last `last` draws, or all), thinned evenly to at most
-    `max_points` per chain, on its natural scale; a coordinate the run does not have is a 422 naming `param`."""
+    `max_points` per chain, on its natural scale. A coordinate the run does not have (yet) is not found (404): the
+    request is well formed, the run has no such parameter."""
     names = list(rec.param_names or [])
     if param >= len(names):
-        raise FieldError(("query", "param"), f"param must be below the run's {len(names)} parameters, got {param}")
+        raise NotFound(f"run {rec.id} has no parameter {param} (it has {len(names)}: param is a position in "
+                       "param_names)")
     n = rec.draws_stored
     lo = 0 if last is None else max(0, n - last)
     step = max(1, math.ceil((n - lo) / max_points))

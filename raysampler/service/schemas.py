@@ -59,16 +59,20 @@ class _PriorArgs(BaseModel):
 class NormalArgs(_PriorArgs):
     """Normal(mean, scale²) on each coefficient: scalars for all, or one value per coefficient (length d)."""
 
-    mean: float | list[float] = Field(default=0.0, description="prior mean(s)")
-    scale: CoefScale | list[CoefScale] = Field(default=1.0, description='prior sd(s); "inf" = flat on that coefficient')
+    mean: float | Annotated[list[float], Field(min_length=1)] = Field(default=0.0, description="prior mean(s)")
+    scale: CoefScale | Annotated[list[CoefScale], Field(min_length=1)] = Field(
+        default=1.0, description='prior sd(s); "inf" = flat on that coefficient'
+    )
 
 
 class StudentTArgs(_PriorArgs):
     """Student-t(nu, mean, scale) on each coefficient (scalars, or one value per coefficient)."""
 
     nu: PositiveFloat = Field(description="degrees of freedom")
-    mean: float | list[float] = Field(default=0.0, description="location(s)")
-    scale: PositiveFloat | list[PositiveFloat] = Field(default=1.0, description="scale(s)")
+    mean: float | Annotated[list[float], Field(min_length=1)] = Field(default=0.0, description="location(s)")
+    scale: PositiveFloat | Annotated[list[PositiveFloat], Field(min_length=1)] = Field(
+        default=1.0, description="scale(s)"
+    )
 
 
 class ScaleArgs(_PriorArgs):
@@ -106,6 +110,10 @@ def _exactly_one(obj: BaseModel, what: str) -> None:
         )
 
 
+def _is_none(value: Any) -> bool:
+    return value is None
+
+
 def _one_key_schema(names: list[str]) -> dict[str, Any]:
     return {
         "minProperties": 1,
@@ -119,8 +127,8 @@ class CoefPriorSpec(BaseModel):
     {"student_t": {"nu": 3, "scale": 2.5}}."""
 
     model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_one_key_schema(["normal", "student_t"]))
-    normal: NormalArgs | None = None
-    student_t: StudentTArgs | None = None
+    normal: NormalArgs | None = Field(default=None, exclude_if=_is_none)
+    student_t: StudentTArgs | None = Field(default=None, exclude_if=_is_none)
 
     @model_validator(mode="after")
     def _one(self) -> CoefPriorSpec:
@@ -143,12 +151,12 @@ class PositivePriorSpec(BaseModel):
     {"half_cauchy": {"scale": 2.5}}, {"inverse_gamma": {"a": 2, "b": 1}} (on σ²) or {"flat": {}}."""
 
     model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_one_key_schema(_POSITIVE))
-    half_normal: ScaleArgs | None = None
-    half_cauchy: ScaleArgs | None = None
-    half_student_t: HalfStudentTArgs | None = None
-    exponential: ExponentialArgs | None = None
-    inverse_gamma: InverseGammaArgs | None = None
-    flat: FlatArgs | None = None
+    half_normal: ScaleArgs | None = Field(default=None, exclude_if=_is_none)
+    half_cauchy: ScaleArgs | None = Field(default=None, exclude_if=_is_none)
+    half_student_t: HalfStudentTArgs | None = Field(default=None, exclude_if=_is_none)
+    exponential: ExponentialArgs | None = Field(default=None, exclude_if=_is_none)
+    inverse_gamma: InverseGammaArgs | None = Field(default=None, exclude_if=_is_none)
+    flat: FlatArgs | None = Field(default=None, exclude_if=_is_none)
 
     @model_validator(mode="after")
     def _one(self) -> PositivePriorSpec:
@@ -196,6 +204,20 @@ class ModelSpec(BaseModel):
     @classmethod
     def _known_family(cls, value: str) -> str:
         return _one_of(value, MODEL_FAMILIES, "model family")
+
+    def arg_names(self) -> list[str]:
+        """The engine model arguments this spec sets: the keys of `params`, without building any prior."""
+        named = [
+            n
+            for n in ("prior_scale", "noise_sd", "coef_prior", "noise_prior", "dispersion_prior")
+            if getattr(self, n) is not None
+        ]
+        named += [
+            arg
+            for arg, field in (("offset", "offset_column"), ("trials", "trials_column"))
+            if getattr(self, field) is not None
+        ]
+        return [*(self.model_extra or {}), *named]
 
     def params(self) -> dict[str, Any]:
         """Keyword arguments of the engine model (`rs.models.get_model(family, **params)`)."""

@@ -79,7 +79,7 @@ _REST_FIELD = {"offset": "offset_column", "trials": "trials_column"}
 def model_field(spec: RunSpec, message: str) -> str | None:
     """The REST field of spec.model an engine error message is about (it starts by naming the argument), if any."""
     head = message.split(";")[0]
-    for arg in sorted(spec.model.params(), key=len, reverse=True):
+    for arg in sorted(spec.model.arg_names(), key=len, reverse=True):
         if head.startswith(arg) or f" {arg}" in head or f"{arg}=" in head or f"({arg}" in head:
             return _REST_FIELD.get(arg, arg)
     return None

@@ -75,6 +75,8 @@ def test_offset_column_from_an_uploaded_file(app_client):
     [
         (LINEAR | {"coef_prior": {"normal": {"scale": -1}}}, "model.coef_prior.normal.scale"),
         (LINEAR | {"coef_prior": {"normal": {"scale": [1, 2]}}}, "model.coef_prior"),  # 11 coefficients
+        (LINEAR | {"coef_prior": {"student_t": {"nu": 3, "scale": []}}}, "model.coef_prior.student_t.scale"),
+        (LINEAR | {"coef_prior": {"normal": {"mean": []}}}, "model.coef_prior.normal.mean"),
         (LINEAR | {"coef_prior": {"laplace": {"scale": 1}}}, "model.coef_prior.laplace"),
         (LINEAR | {"coef_prior": {"normal": {}, "student_t": {"nu": 3}}}, "model.coef_prior"),
         (LINEAR | {"noise_prior": {"half_normal": {"scale": 0}}}, "model.noise_prior.half_normal.scale"),

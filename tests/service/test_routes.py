@@ -289,7 +289,7 @@ def test_failure_record_arrives_over_rest_with_shard_and_round(app_client):
     assert info["progress"]["draws_stored"] <= f["round"]
 
 
-def test_trace_is_one_parameter_evenly_thinned_and_names_a_bad_param(app_client, finished):
+def test_trace_is_one_parameter_evenly_thinned_and_refuses_a_missing_param(app_client, finished):
     c, h, rid = app_client, hdr(ALICE), finished["id"]
     lines = [json.loads(x) for x in c.get(f"/v1/runs/{rid}/draws", headers=h).text.splitlines()[1:]]
     full = np.array([[line["values"][3] for line in lines if line["chain"] == k] for k in range(2)])  # (chains, 40)
@@ -301,4 +301,5 @@ def test_trace_is_one_parameter_evenly_thinned_and_names_a_bad_param(app_client,
     assert tail["index"] == list(range(30, 40)) and tail["step"] == 1
     np.testing.assert_allclose(np.array(tail["values"]), full[:, 30:])
     r = c.get(f"/v1/runs/{rid}/trace", params={"param": 31}, headers=h)
-    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["query", "param"]
+    assert r.status_code == 404 and "no parameter 31" in r.json()["detail"]
+    assert c.get(f"/v1/runs/{rid}/trace", params={"param": -1}, headers=h).status_code == 422
