@@ -167,6 +167,7 @@ class Run:
         self.directory = RunDirectory(checkpoint_dir) if checkpoint_dir is not None else None
         self.on_event = on_event
         self.restarts = 0
+        self.checkpoint_write_s = 0.0  # time spent writing draws and checkpoints durably (checkpoint_dir)
         self.events: list[RunEvent] = []
         self.recoverable = executor == "ray"
         try:
@@ -223,10 +224,12 @@ class Run:
             if chunk.failure is not None and self._recover(chunk.failure):
                 continue  # rolled back to the last checkpoint; its draws are all kept
             if chunk.failure is None and self.directory is not None:  # draws, then the checkpoint: the commit
+                t_write = time.perf_counter()
                 if len(chunk.theta):
                     self.directory.append(self.draws_kept, chunk.theta, chunk.stats)
                 assert chunk.state is not None
                 self.directory.save_checkpoint(chunk.state)
+                self.checkpoint_write_s += time.perf_counter() - t_write
             if chunk.state is not None:
                 self.checkpoint = chunk.state
             self.draws_kept += len(chunk.theta)
@@ -312,6 +315,8 @@ class Run:
         stats = self.stats().as_dict()
         stats["setup_time_s"] = self.setup.setup_time_s
         stats["wall_time_s"] = time.perf_counter() - self._start
+        if self.directory is not None:
+            stats["checkpoint_write_s"] = self.checkpoint_write_s
         draws = np.ascontiguousarray(theta.transpose(1, 0, 2))
         diag = diagnose(draws, FINAL_DRAWS) if draws.shape[1] >= 4 else None
         if diag is not None:

@@ -7,6 +7,7 @@ which process runs them. Draws are taken in blocks so K chains cost one generato
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -14,13 +15,72 @@ import numpy as np
 _NORMAL, _UNIFORM = 0, 1
 
 
+class Block(NamedTuple):
+    """One block of draws still (partly) unused: every chain's generator state before it was drawn, and its rows."""
+
+    states: tuple[dict[str, Any], ...]
+    rows: int
+
+
 class NoiseState(NamedTuple):
-    """Where a `ChainNoise` stands: every chain's generator states and the draws already made but not yet used."""
+    """Where a `ChainNoise` stands, in a few hundred bytes per chain: every generator's state, and the blocks drawn
+    but not used up (as the states that redraw them), with how many rows of the oldest were used. A checkpoint
+    holds this, never the buffered numbers themselves (they are regenerated on restore, bit for bit)."""
 
     normal: tuple[dict[str, Any], ...]
     uniform: tuple[dict[str, Any], ...]
-    normal_buffer: np.ndarray
-    uniform_buffer: np.ndarray
+    normal_blocks: tuple[Block, ...]
+    normal_used: int
+    uniform_blocks: tuple[Block, ...]
+    uniform_used: int
+
+
+class _Buffered:
+    """Draws from K per-chain generators taken `block` rows at a time; remembers how to redraw what it holds."""
+
+    def __init__(
+        self,
+        gens: list[np.random.Generator],
+        draw: Callable[[np.random.Generator, int], np.ndarray],
+        empty: np.ndarray,
+        block: int,
+    ) -> None:
+        self.gens, self.draw, self.block = gens, draw, block
+        self.buf = empty
+        self.blocks: list[Block] = []
+        self.used = 0  # rows of blocks[0] already handed out
+
+    def take(self, n: int) -> np.ndarray:
+        if n > len(self.buf):
+            self._append(max(n, self.block))
+        out, self.buf = self.buf[:n], self.buf[n:]
+        self.used += n
+        while self.blocks and self.used >= self.blocks[0].rows:
+            self.used -= self.blocks.pop(0).rows
+        return out
+
+    def _append(self, rows: int) -> None:
+        self.blocks.append(Block(self._states(), rows))
+        fresh = np.stack([self.draw(g, rows) for g in self.gens], axis=1)
+        self.buf = np.concatenate([self.buf, fresh]) if len(self.buf) else fresh
+
+    def _states(self) -> tuple[dict[str, Any], ...]:
+        return tuple(dict(g.bit_generator.state) for g in self.gens)
+
+    def capture(self) -> tuple[tuple[dict[str, Any], ...], tuple[Block, ...], int]:
+        return self._states(), tuple(self.blocks), self.used
+
+    def restore(self, states: tuple[dict[str, Any], ...], blocks: tuple[Block, ...], used: int) -> None:
+        """Redraw the pending blocks from their states, drop the used rows, then continue from `states`."""
+        self.buf, self.blocks, self.used = self.buf[:0], [], 0
+        for b in blocks:
+            for g, st in zip(self.gens, b.states, strict=True):
+                g.bit_generator.state = st
+            self._append(b.rows)
+            self.blocks[-1] = b
+        self.buf, self.used = self.buf[used:], used
+        for g, st in zip(self.gens, states, strict=True):
+            g.bit_generator.state = st
 
 
 class ChainNoise:
@@ -29,45 +89,39 @@ class ChainNoise:
     def __init__(self, seed: int, chains: int, role: int, dim: int, block: int = 256) -> None:
         self.dim = dim
         self.block = block
-        self._normal_gens = [_generator(seed, c, role, _NORMAL) for c in range(chains)]
-        self._uniform_gens = [_generator(seed, c, role, _UNIFORM) for c in range(chains)]
-        self._nbuf = np.empty((0, chains, dim))
-        self._ubuf = np.empty((0, chains))
+        self._normal = _Buffered(
+            [_generator(seed, c, role, _NORMAL) for c in range(chains)],
+            lambda g, rows: g.standard_normal((rows, dim)),
+            np.empty((0, chains, dim)),
+            block,
+        )
+        self._uniform = _Buffered(
+            [_generator(seed, c, role, _UNIFORM) for c in range(chains)],
+            lambda g, rows: g.random(rows),
+            np.empty((0, chains)),
+            block,
+        )
 
     def normal(self, n: int) -> np.ndarray:
         """n fresh standard normal (K, dim) arrays, stacked: shape (n, K, dim)."""
-        if n > len(self._nbuf):
-            fresh = np.stack([g.standard_normal((max(n, self.block), self.dim)) for g in self._normal_gens], axis=1)
-            self._nbuf = np.concatenate([self._nbuf, fresh]) if len(self._nbuf) else fresh
-        out, self._nbuf = self._nbuf[:n], self._nbuf[n:]
-        return out
-
-    def capture(self) -> NoiseState:
-        """The streams' position, to continue later with exactly the same numbers (`restore`)."""
-        return NoiseState(
-            tuple(dict(g.bit_generator.state) for g in self._normal_gens),
-            tuple(dict(g.bit_generator.state) for g in self._uniform_gens),
-            self._nbuf.copy(),
-            self._ubuf.copy(),
-        )
-
-    def restore(self, state: NoiseState) -> None:
-        """Continue from a captured position (same seed, chains and dimension)."""
-        if len(state.normal) != len(self._normal_gens) or state.normal_buffer.shape[1:] != self._nbuf.shape[1:]:
-            raise ValueError("noise state does not fit these streams (other number of chains or dimension)")
-        for g, st in zip(self._normal_gens, state.normal):
-            g.bit_generator.state = st
-        for g, st in zip(self._uniform_gens, state.uniform):
-            g.bit_generator.state = st
-        self._nbuf, self._ubuf = state.normal_buffer.copy(), state.uniform_buffer.copy()
+        return self._normal.take(n)
 
     def uniform(self, n: int) -> np.ndarray:
         """n fresh Uniform(0, 1) draws per chain: shape (n, K)."""
-        if n > len(self._ubuf):
-            fresh = np.stack([g.random(max(n, self.block)) for g in self._uniform_gens], axis=1)
-            self._ubuf = np.concatenate([self._ubuf, fresh]) if len(self._ubuf) else fresh
-        out, self._ubuf = self._ubuf[:n], self._ubuf[n:]
-        return out
+        return self._uniform.take(n)
+
+    def capture(self) -> NoiseState:
+        """The streams' position, to continue later with exactly the same numbers (`restore`)."""
+        normal, nblocks, nused = self._normal.capture()
+        uniform, ublocks, uused = self._uniform.capture()
+        return NoiseState(normal, uniform, nblocks, nused, ublocks, uused)
+
+    def restore(self, state: NoiseState) -> None:
+        """Continue from a captured position (same seed, chains and dimension)."""
+        if len(state.normal) != len(self._normal.gens) or len(state.uniform) != len(self._uniform.gens):
+            raise ValueError("noise state does not fit these streams (another number of chains)")
+        self._normal.restore(state.normal, state.normal_blocks, state.normal_used)
+        self._uniform.restore(state.uniform, state.uniform_blocks, state.uniform_used)
 
 
 def _generator(seed: int, chain: int, role: int, kind: int) -> np.random.Generator:

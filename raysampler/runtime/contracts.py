@@ -178,7 +178,7 @@ class RunState:
     state is never restored into a different run; `version` changes when the layout does.
     """
 
-    VERSION = 1
+    VERSION = 2  # 2: random streams stored as generator states (no buffered draws)
 
     version: int
     fingerprint: str

@@ -62,8 +62,9 @@ def trace(rec: RunRecord, files: DrawFiles, param: int, max_points: int, last: i
     request is well formed, the run has no such parameter."""
     names = list(rec.param_names or [])
     if param >= len(names):
-        raise NotFound(f"run {rec.id} has no parameter {param} (it has {len(names)}: param is a position in "
-                       "param_names)")
+        raise NotFound(
+            f"run {rec.id} has no parameter {param} (it has {len(names)}: param is a position in param_names)"
+        )
     n = rec.draws_stored
     lo = 0 if last is None else max(0, n - last)
     step = max(1, math.ceil((n - lo) / max_points))

@@ -15,9 +15,12 @@ from typing import Any
 import pytest
 import schemathesis
 from conftest import inprocess_settings
+from fastapi import FastAPI
 from service_helpers import ALICE
 
 from api import create_app
+from api.deps import Services
+from raysampler.service.datasets import delete_dataset
 
 CONFIG_FILE = Path(__file__).resolve().parents[2] / "schemathesis.toml"
 MAX_EXAMPLES = 8  # per operation and phase: the module runs in about 20 s
@@ -36,13 +39,18 @@ def contract_config() -> Any:
 
 
 @pytest.fixture(scope="module")
-def contract_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """The app's own OpenAPI document, with requests sent to the app in-process (its lifespan started on the first)."""
+def contract_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FastAPI]:
+    """The in-process app under test (its lifespan starts with the first request schemathesis sends)."""
     from schemathesis.python.asgi import shutdown_lifespans
 
-    app = create_app(inprocess_settings(tmp_path_factory.mktemp("contract") / "data", quota_max_chains_x_dim=2048))
-    yield schemathesis.openapi.from_asgi("/openapi.json", app, config=contract_config())
+    yield create_app(inprocess_settings(tmp_path_factory.mktemp("contract") / "data", quota_max_chains_x_dim=2048))
     shutdown_lifespans()  # the run manager stops; runs still sampling end FAILED
+
+
+@pytest.fixture(scope="module")
+def contract_schema(contract_app: FastAPI) -> Any:
+    """The app's own OpenAPI document, with requests sent to the app in-process."""
+    return schemathesis.openapi.from_asgi("/openapi.json", contract_app, config=contract_config())
 
 
 schema = schemathesis.pytest.from_fixture("contract_schema")
@@ -53,16 +61,40 @@ def test_operation_keeps_its_contract(case: Any) -> None:
     case.call_and_validate()
 
 
-def test_stateful_sequences_keep_the_contract(contract_schema: Any) -> None:
+def _empty_tenant(services: Services) -> None:
+    """Delete every run and data set of the test tenant."""
+    tenant = services.keys[ALICE]
+    while runs := services.store.list_runs(tenant, None, None, 500):
+        for rec in runs:  # the executor is stopped: nothing writes to them (one stopped mid-run stays RUNNING)
+            services.store.delete_run(tenant, rec.id)
+            services.files.delete(tenant, rec.id)
+    for ds in services.store.list_datasets(tenant):
+        delete_dataset(services.store, tenant, ds.id)
+
+
+def test_stateful_sequences_keep_the_contract(contract_app: FastAPI, contract_schema: Any) -> None:
+    """Hypothesis replays the sequences it generates and requires the service's answers to depend on the requests
+    alone, so here runs queue without sampling (the executor is stopped: a run stays PENDING until cancelled; the
+    per-operation test above samples them) and every scenario starts from an empty tenant."""
     from hypothesis import HealthCheck, Phase, settings
 
-    machine = contract_schema.as_state_machine()
-    machine.run(
+    contract_schema["/v1/runs"]["GET"].Case(query={"limit": 1}).call()  # starts the app's lifespan if not yet
+    services: Services = contract_app.state.services
+    services.manager.stop()  # runs still sampling end FAILED; new ones wait as PENDING
+
+    class Workflow(contract_schema.as_state_machine()):  # type: ignore[misc]
+        def setup(self) -> None:
+            _empty_tenant(services)
+
+        def before_call(self, case: Any) -> None:
+            if case.path.endswith(("/events", "/draws")):  # a followed stream of a PENDING run never ends
+                case.query = {**(case.query or {}), "follow": "false"}
+
+    Workflow.run(
         settings=settings(
             max_examples=STATEFUL_EXAMPLES,
             derandomize=True,
-            phases=[Phase.explicit, Phase.reuse, Phase.generate],  # a failure is reported as found: shrinking
-            # a sequence of runs that sample can take longer than the suite's per-test limit
+            phases=[Phase.explicit, Phase.reuse, Phase.generate],  # report a failure as found, without shrinking
             deadline=None,
             database=None,
             suppress_health_check=list(HealthCheck),
