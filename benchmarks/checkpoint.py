@@ -9,8 +9,9 @@ shards: the worst case, rounds are cheapest) and covtype_like (n rows, --covtype
 
     python benchmarks/checkpoint.py                      # breast_cancer + covtype_like (100k rows), 3 repeats
     python benchmarks/checkpoint.py --quick              # a smoke test
+    python benchmarks/checkpoint.py --problems covtype_like --repeats 9
 
-Prints a table and writes benchmarks/results/checkpoint.json.
+Prints a table and writes benchmarks/results/checkpoint.json (checkpoint_<problem>.json for one problem).
 """
 
 from __future__ import annotations
@@ -66,8 +67,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--covtype-n", type=int, default=100_000)
     ap.add_argument("--chains", type=int, default=8)
+    ap.add_argument(
+        "--problems", nargs="+", choices=["breast_cancer", "covtype_like"], default=["breast_cancer", "covtype_like"]
+    )
     args = ap.parse_args()
-    problems = {"breast_cancer": 3000 if args.quick else 20000, "covtype_like": 50 if args.quick else 400}
+    rounds = {"breast_cancer": 3000 if args.quick else 20000, "covtype_like": 50 if args.quick else 400}
+    problems = {name: rounds[name] for name in args.problems}
     start_ray(object_store_mb=400)
     rows, raw = [], []
     try:
@@ -121,7 +126,8 @@ def main() -> None:
             "directory bytes = draws and their sample stats plus the latest state.",
         ],
     )
-    write_json("checkpoint", {"settings": vars(args), "rows": rows, "runs": raw})
+    name = "checkpoint" if len(problems) == 2 else "checkpoint_" + "_".join(problems)
+    write_json(name, {"settings": vars(args), "rows": rows, "runs": raw})
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """The anchor a user would pick instead: NumPyro NUTS on the pooled data, against raysampler's default DG-LMC
 (b = 4), measured side by side in one run; logistic regression with a N(0, 1) prior on every coefficient.
 
-NUTS: 4 chains, 1000 warm-up + 2000 draws, float64, JIT compile excluded (a first short run compiles).
+NUTS: 4 chains, 1000 warm-up + 2000 draws (--nuts-warmup, --nuts-draws), float64, JIT compile excluded (a first
+short run compiles).
 ESS/s = min bulk ESS over the coordinates (arviz-stats) / sampling seconds (DG-LMC's setup, the MAP and
 tuning, is reported beside it). Accuracy: breast_cancer against the HMC reference in
 tests/data/breast_cancer_reference.npz; covtype_like (no stored reference) against the NUTS draws themselves, as
@@ -74,6 +75,8 @@ def main() -> None:
     ap.add_argument("--chains-dglmc", type=int, default=None)
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--nuts-warmup", type=int, default=1000)
+    ap.add_argument("--nuts-draws", type=int, default=2000)
     args = ap.parse_args()
     chains = args.chains_dglmc or DEFAULTS[args.data][0]
     rounds = args.rounds or DEFAULTS[args.data][1]
@@ -115,7 +118,7 @@ def main() -> None:
             "max_z": float(z.max()),
         }
 
-    samples, secs = run_nuts(X, y, chains=4, warmup=1000, draws=2000, seed=args.seed)
+    samples, secs = run_nuts(X, y, chains=4, warmup=args.nuts_warmup, draws=args.nuts_draws, seed=args.seed)
     record("NUTS (numpyro, pooled)", samples, secs, "compile excluded")
     start_ray(object_store_mb=200)
     shards = rs.shard(X, y, num_shards=4, strategy="random", seed=0)
