@@ -29,6 +29,7 @@ from .result import Result
 from .runtime import executors
 from .runtime.contracts import Chunk, RunConfig, RunState, RunStats, SetupInfo
 from .runtime.host import ShardSource
+from .runtime.pools import coordinator_hosts_shards
 from .runtime.sites import site_wait_s
 from .runtime.transports import TRANSPORTS
 from .shards import ShardSet
@@ -140,6 +141,7 @@ class Run:
             opts.seed,
             policy,
             site_wait_s=site_wait_s(),
+            coordinator_shards=coordinator_hosts_shards(),
         )
         self.executor, self.algorithm_name = executor, algorithm
         self.time_budget_s = opts.time_budget_s

@@ -33,6 +33,7 @@ class RunConfig:
     rebalance_every: int = 20
     balance_ratio: float = 1.5
     site_wait_s: float = 60.0  # how long workers wait for a live node of their site (RAYSAMPLER_SITE_WAIT_S)
+    coordinator_shards: bool = True  # the coordinator's process hosts a group of site-less shards (Ray only)
 
     @property
     def total_rounds(self) -> int:
@@ -247,9 +248,11 @@ class Transport(Protocol):
 
     name: str
 
-    def step(self, per_group: Sequence[Sequence[Any]]) -> list[tuple[list[Any], list[float]]]:
-        """Send each process its shards' messages, wait for all; (replies, seconds per shard) per process.
-        Raises `WorkerFailed` for the first failing process (after draining the others)."""
+    def step(
+        self, per_group: Sequence[Sequence[Any]], meanwhile: Callable[[], None] | None = None
+    ) -> list[tuple[list[Any], list[float]]]:
+        """Send each process its shards' messages, call `meanwhile` (the caller's own shards, if any), wait for all;
+        (replies, seconds per shard) per process. Raises `WorkerFailed` for the first failure (after draining)."""
 
     def close(self) -> None:
         """Release connections."""

@@ -50,6 +50,7 @@ class CoordinatorHost:
                 max_actors=max_actors,
                 transport=transport,
                 site_wait=config.site_wait_s,
+                coordinator_shards=config.coordinator_shards,
             )
         else:
             self.pool = LocalPool(sources, model, algorithm, config.seed, config.chains)

@@ -28,6 +28,12 @@ WORKER_ENV = {
 }
 
 
+def coordinator_hosts_shards() -> bool:
+    """Whether the coordinator's process hosts a group of site-less shards itself (RAYSAMPLER_COORDINATOR_SHARDS,
+    default 1; 0 puts every shard on a worker actor)."""
+    return os.environ.get("RAYSAMPLER_COORDINATOR_SHARDS", "1").strip() not in ("0", "false", "no")
+
+
 def startup_timeout_s() -> float:
     """Seconds the worker actors may take to start and load their shards (RAYSAMPLER_STARTUP_TIMEOUT_S, 300)."""
     return float(os.environ.get("RAYSAMPLER_STARTUP_TIMEOUT_S", 300))
@@ -121,6 +127,7 @@ class RayPool:
         max_actors: int | None = None,
         transport: str = "socket",
         site_wait: float | None = None,
+        coordinator_shards: bool = True,
     ) -> None:
         import ray
 
@@ -140,20 +147,30 @@ class RayPool:
             )
         self.groups = plan_groups(sites, site_cpus, free, max_actors)
         self._ray = ray
+        # With `coordinator_shards`, this process (the coordinator's) hosts the first group of site-less shards when
+        # at least one other goes to an actor: it computes them while the actors compute theirs, so a round wakes
+        # one process fewer (benchmarks/rounds.py --coordinator-shards measures both).
+        unsited_groups = [k for k, g in enumerate(self.groups) if sites[g[0]] is None]
+        self.home: ShardHost | None = None
+        self._home_k: int | None = None
+        if len(unsited_groups) >= 2 and coordinator_shards:
+            self._home_k = unsited_groups[0]
+            self.home = ShardHost([sources[i] for i in self.groups[self._home_k]], model, algorithm, seed, chains)
+        self.remote_groups = [g for k, g in enumerate(self.groups) if k != self._home_k]
         # A worker process that dies is restarted by Ray on a node of its site (it reloads its shards); the run rolls
         # back to its last checkpoint (`revive`, then the coordinator restores every state).
         actor_cls = ray.remote(  # type: ignore[call-overload]  # Ray's stubs omit these actor options
             num_cpus=1, max_concurrency=1, max_restarts=-1, max_task_retries=0, runtime_env={"env_vars": WORKER_ENV}
         )(ShardHost)
         self.actors = []
-        for g in self.groups:
+        for g in self.remote_groups:
             site = sites[g[0]]
             opts = {"label_selector": {SITE_LABEL: site}} if site is not None else {}
             self.actors.append(
                 actor_cls.options(**opts).remote([sources[i] for i in g], model, algorithm, seed, chains)
             )
         self.placement: list[Placement] = []
-        self._transport: SocketTransport | ActorTransport = ActorTransport(self.actors, self.groups)
+        self._transport: SocketTransport | ActorTransport = ActorTransport(self.actors, self.remote_groups)
         self._want = transport
 
     @property
@@ -163,13 +180,13 @@ class RayPool:
     def _open_transport(self) -> None:
         """The chosen transport once the actors are up (socket channels fall back to actor calls if unreachable)."""
         self._transport.close()
-        self._transport = ActorTransport(self.actors, self.groups)
+        self._transport = ActorTransport(self.actors, self.remote_groups)
         if self._want != "socket":
             return
         here = self._ray.get_runtime_context().get_node_id()
-        local = [self.placement[g[0]].node_id == here for g in self.groups]
+        local = [self.placement[g[0]].node_id == here for g in self.remote_groups]
         try:
-            self._transport = SocketTransport(self.actors, self.groups, startup_timeout_s(), local)
+            self._transport = SocketTransport(self.actors, self.remote_groups, startup_timeout_s(), local)
         except (OSError, ConnectionError) as exc:  # e.g. a firewall between nodes: plain actor calls still work
             import warnings
 
@@ -178,11 +195,20 @@ class RayPool:
             )
 
     def _all(self, method: str, per_group: Sequence[tuple[Any, ...]], timeout: float | None = None) -> list[Any]:
-        refs = [getattr(a, method).remote(*args) for a, args in zip(self.actors, per_group)]
+        """`method(*per_group[k])` on the process hosting each group (the actors' calls run while the coordinator's
+        own group computes); results in group order."""
+        remote = [args for k, args in enumerate(per_group) if k != self._home_k]
+        refs = [getattr(a, method).remote(*args) for a, args in zip(self.actors, remote)]
+        home = None
+        if self.home is not None and self._home_k is not None:
+            home = getattr(self.home, method)(*per_group[self._home_k])
         try:
-            return self._ray.get(refs, timeout=timeout)
+            out = list(self._ray.get(refs, timeout=timeout))
         except self._ray.exceptions.RayTaskError as exc:
             raise exc.as_instanceof_cause() from None
+        if self._home_k is not None:
+            out.insert(self._home_k, home)
+        return out
 
     def _split(self, items: Sequence[Any]) -> list[list[Any]]:
         return [[items[i] for i in g] for g in self.groups]
@@ -190,7 +216,7 @@ class RayPool:
     def describe(self) -> list[ShardFacts]:
         """First contact: the actors must start (and load their shards) within the startup timeout."""
         try:
-            parts = self._all("describe", [()] * len(self.actors), timeout=startup_timeout_s())
+            parts = self._all("describe", [()] * len(self.groups), timeout=startup_timeout_s())
         except self._ray.exceptions.GetTimeoutError:
             raise TimeoutError(
                 f"worker actors did not start within {startup_timeout_s():.0f} s: the Ray cluster may "
@@ -202,10 +228,10 @@ class RayPool:
         return facts
 
     def bind(self, model: Model) -> None:
-        self._all("bind", [(model,)] * len(self.actors))
+        self._all("bind", [(model,)] * len(self.groups))
 
     def gram(self) -> list[np.ndarray | None]:
-        return [g for part in self._all("gram", [()] * len(self.actors)) for g in part]
+        return [g for part in self._all("gram", [()] * len(self.groups)) for g in part]
 
     def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]]) -> list[Any]:
         return [r for part in self._all("map", [(fn, a) for a in self._split(args)]) for r in part]
@@ -214,13 +240,13 @@ class RayPool:
         self._all("init_states", [(p,) for p in self._split(payloads)])
 
     def set_slowdown(self, factors: dict[int, float]) -> None:
-        self._all("set_slowdown", [(factors,)] * len(self.actors))
+        self._all("set_slowdown", [(factors,)] * len(self.groups))
 
     def calibrate(self) -> np.ndarray:
-        return np.asarray([t for part in self._all("calibrate", [()] * len(self.actors)) for t in part])
+        return np.asarray([t for part in self._all("calibrate", [()] * len(self.groups)) for t in part])
 
     def capture(self) -> list[ShardState]:
-        return [s for part in self._all("capture", [()] * len(self.actors)) for s in part]
+        return [s for part in self._all("capture", [()] * len(self.groups)) for s in part]
 
     def revive(self, timeout_s: float) -> None:
         """Wait until every worker actor answers again (Ray restarts a dead one on a node of its site) — at most
@@ -228,7 +254,7 @@ class RayPool:
         site has no live node, or the restart failed). The caller then describes, binds and restores them."""
         self._transport.close()
         deadline = time.monotonic() + timeout_s
-        for g, actor in zip(self.groups, self.actors):
+        for g, actor in zip(self.remote_groups, self.actors):
             while True:
                 try:
                     self._ray.get(actor.ping.remote(), timeout=max(0.1, min(5.0, deadline - time.monotonic())))
@@ -259,14 +285,24 @@ class RayPool:
 
     def step(self, messages: Sequence[Any]) -> StepResult:
         """One round on every actor; a failing worker raises WorkerFailed with its shard, site and node."""
+        per_group = self._split(messages)
+        home: list[tuple[list[Any], list[float]]] = []
+
+        def step_home() -> None:
+            if self.home is not None and self._home_k is not None:
+                home.append(self.home.step(per_group[self._home_k]))
+
+        remote = [m for k, m in enumerate(per_group) if k != self._home_k]
         try:
-            parts = self._transport.step(self._split(messages))
+            parts = self._transport.step(remote, meanwhile=step_home)
         except WorkerFailed as exc:
             f = exc.failure
             if f.shard is not None and f.shard < len(self.placement):
                 p = self.placement[f.shard]
                 f = f.at(site=p.site, node_id=p.node_id)
             raise WorkerFailed(f) from None
+        if self._home_k is not None:
+            parts.insert(self._home_k, home[0])
         replies: list[Any] = [None] * self.num_shards
         work = np.empty(self.num_shards)
         busy = np.empty(self.num_shards)

@@ -9,7 +9,7 @@ workers, DG-LMC messages): shared memory 0.82× the TCP round time, plain actor 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import Failure, FailureKind, WorkerFailed
@@ -25,6 +25,15 @@ def lost(group: Sequence[int], exc: BaseException) -> Failure:
         f"the worker process owning shards {list(group)} was lost ({type(exc).__name__}: {exc})",
         shard=group[0],
     )
+
+
+def _run_meanwhile(meanwhile: Callable[[], None] | None, failures: list[Failure]) -> None:
+    """The caller's own work for this round, done while the workers compute (its failure is recorded first)."""
+    if meanwhile is not None:
+        try:
+            meanwhile()
+        except WorkerFailed as exc:
+            failures.append(exc.failure)
 
 
 def _owned(failure: Failure, group: Sequence[int]) -> Failure:
@@ -66,7 +75,9 @@ class SocketTransport:
             self.close()
             raise
 
-    def step(self, per_group: Sequence[Sequence[Any]]) -> list[tuple[list[Any], list[float]]]:
+    def step(
+        self, per_group: Sequence[Sequence[Any]], meanwhile: Callable[[], None] | None = None
+    ) -> list[tuple[list[Any], list[float]]]:
         failures: list[Failure] = []
         sent = []
         for g, c, m in zip(self.groups, self.channels, per_group):
@@ -75,6 +86,7 @@ class SocketTransport:
                 sent.append((g, c))
             except OSError as exc:
                 failures.append(lost(g, exc))
+        _run_meanwhile(meanwhile, failures)
         parts = []
         for g, c in sent:
             try:
@@ -101,11 +113,14 @@ class ActorTransport:
     def __init__(self, actors: Sequence[Any], groups: Sequence[Sequence[int]]) -> None:
         self.actors, self.groups = list(actors), [list(g) for g in groups]
 
-    def step(self, per_group: Sequence[Sequence[Any]]) -> list[tuple[list[Any], list[float]]]:
+    def step(
+        self, per_group: Sequence[Sequence[Any]], meanwhile: Callable[[], None] | None = None
+    ) -> list[tuple[list[Any], list[float]]]:
         import ray
 
         refs = [a.step.remote(m) for a, m in zip(self.actors, per_group)]
         failures: list[Failure] = []
+        _run_meanwhile(meanwhile, failures)
         parts = []
         for g, ref in zip(self.groups, refs):
             try:

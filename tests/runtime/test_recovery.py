@@ -64,7 +64,7 @@ def test_restart_budget_is_bounded(ray_session, data, monkeypatch):
     monkeypatch.setenv("RAYSAMPLER_MAX_RESTARTS", "0")
 
     def kill(run):
-        os.kill(run.setup.placement[0].pid, signal.SIGKILL)
+        os.kill(run.setup.placement[1].pid, signal.SIGKILL)  # placement[0] is in the coordinator's process
 
     with pytest.raises(AssertionError):
         res, _ = _run_with(data, kill)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import numpy as np
 import pytest
 
 import raysampler as rs
 from raysampler.models.logistic import LogisticRegression
+from raysampler.sampling import Run
 
 
 @pytest.fixture(scope="module")
@@ -148,12 +150,13 @@ class FailingLogistic(LogisticRegression):
         return super().grad(X, y, x)
 
 
-@pytest.mark.parametrize("executor", ["local", "ray"])
-def test_worker_exception_stops_with_shard_and_round_and_keeps_draws(ray_session, breast_cancer, executor):
+@pytest.mark.parametrize("executor, bad", [("local", 1), ("ray", 1), ("ray", 2)])
+def test_worker_exception_stops_with_shard_and_round_and_keeps_draws(ray_session, breast_cancer, executor, bad):
+    """On Ray (2 CPUs, 3 shards) shards 0 and 1 are stepped in the coordinator's own process, shard 2 on an actor."""
     X, y = breast_cancer
     parts = [(Xi.copy(), yi) for Xi, yi in zip(np.array_split(X, 3), np.array_split(y, 3))]
-    parts[1][0][0, 1] = 77.0
-    with pytest.raises(rs.SamplingError, match=r"worker 1 failed in round 0.*cannot be evaluated") as err:
+    parts[bad][0][0, 1] = 77.0
+    with pytest.raises(rs.SamplingError, match=rf"worker {bad} failed in round 0.*cannot be evaluated") as err:
         rs.sample(
             FailingLogistic(),
             rs.shard(parts),
@@ -169,7 +172,35 @@ def test_worker_exception_stops_with_shard_and_round_and_keeps_draws(ray_session
             init="zeros",
             balance=False,
         )
-    assert err.value.worker == 1 and err.value.round == 0 and err.value.result.draws.shape == (2, 0, 31)
+    assert err.value.worker == bad and err.value.round == 0 and err.value.result.draws.shape == (2, 0, 31)
+
+
+def _pids(run: Run) -> tuple[int, list[int]]:
+    """(the coordinator actor's process id, each shard's worker process id)."""
+    import ray
+
+    coordinator = ray.get(run._handle.actor.__ray_call__.remote(lambda host: os.getpid()))
+    return coordinator, [p.pid for p in run.setup.placement]
+
+
+def test_coordinator_process_hosts_the_first_group_and_draws_the_same(ray_session, breast_cancer, monkeypatch):
+    """By default the coordinator's process steps the first group of shards (one process fewer to wake per round);
+    RAYSAMPLER_COORDINATOR_SHARDS=0 puts every shard on an actor. Same draws either way."""
+    X, y = breast_cancer
+    shards = rs.shard(X, y, num_shards=4)
+    kw = dict(chains=2, num_rounds=40, burn_in=20, seed=5, balance=False, executor="ray")
+    model = rs.models.LogisticRegression()
+    draws = []
+    for hosts in ("1", "0"):
+        monkeypatch.setenv("RAYSAMPLER_COORDINATOR_SHARDS", hosts)
+        with Run(model, shards, **kw) as run:
+            coordinator, pids = _pids(run)
+            for _ in run.chunks():
+                pass
+            draws.append(run.result().draws)
+        assert pids[0] == pids[1] and pids[2] == pids[3] and pids[0] != pids[2]
+        assert (pids[0] == coordinator) == (hosts == "1") and pids[2] != coordinator
+    np.testing.assert_array_equal(draws[0], draws[1])
 
 
 def test_more_actors_than_free_cpus_is_refused(ray_session, breast_cancer):
