@@ -111,8 +111,9 @@ class RayPool:
     """Shards spread over Ray actors (an actor may own several shards of one site). A shard with a site is placed
     only on a node labelled with it (a hard constraint: its data never moves); each actor loads its shards itself,
     from a file path on its node or from the object store, so the data never passes through the coordinator.
-    Round messages go by value over the chosen `Transport` (direct TCP channels, or plain actor calls as the
-    fallback when a channel cannot be opened).
+    Round messages go by value over the chosen `Transport` (direct channels, or plain actor calls as the fallback
+    when a channel cannot be opened). The pool's own process (the coordinator's) may host one group of site-less
+    shards itself (`coordinator_shards`).
     """
 
     parallel = True
@@ -149,7 +150,7 @@ class RayPool:
         self._ray = ray
         # With `coordinator_shards`, this process (the coordinator's) hosts the first group of site-less shards when
         # at least one other goes to an actor: it computes them while the actors compute theirs, so a round wakes
-        # one process fewer (benchmarks/rounds.py --coordinator-shards measures both).
+        # one process fewer (benchmarks/coordinator_shards.py measures both).
         unsited_groups = [k for k, g in enumerate(self.groups) if sites[g[0]] is None]
         self.home: ShardHost | None = None
         self._home_k: int | None = None
