@@ -29,7 +29,7 @@ from .result import Result
 from .runtime import executors
 from .runtime.contracts import Chunk, RunConfig, RunState, RunStats, SetupInfo
 from .runtime.host import ShardSource
-from .runtime.pools import coordinator_hosts_shards
+from .runtime.pools import coordinator_hosts_shards, shm_spin_s
 from .runtime.sites import site_wait_s
 from .runtime.transports import TRANSPORTS
 from .shards import ShardSet
@@ -142,6 +142,7 @@ class Run:
             policy,
             site_wait_s=site_wait_s(),
             coordinator_shards=coordinator_hosts_shards(),
+            shm_spin_s=shm_spin_s(),
         )
         self.executor, self.algorithm_name = executor, algorithm
         self.time_budget_s = opts.time_budget_s

@@ -102,3 +102,10 @@ def test_shards_with_different_columns(data):
     X, y, _ = data
     with pytest.raises(ValueError, match="features|columns"):
         _sample(rs.shard([(X[:200], y[:200]), (X[200:, :10], y[200:])]))
+
+
+@pytest.mark.parametrize("value", ["fast", "-5", "nan"])
+def test_bad_spin_setting_names_the_variable(data, monkeypatch, value):
+    monkeypatch.setenv("RAYSAMPLER_SHM_SPIN_US", value)
+    with pytest.raises(ValueError, match="RAYSAMPLER_SHM_SPIN_US"):
+        _sample(data[2])

@@ -34,6 +34,7 @@ class RunConfig:
     balance_ratio: float = 1.5
     site_wait_s: float = 60.0  # how long workers wait for a live node of their site (RAYSAMPLER_SITE_WAIT_S)
     coordinator_shards: bool = True  # the coordinator's process hosts a group of site-less shards (Ray only)
+    shm_spin_s: float = 0.0  # how long shared-memory channel readers watch before sleeping (RAYSAMPLER_SHM_SPIN_US)
 
     @property
     def total_rounds(self) -> int:

@@ -51,6 +51,7 @@ class CoordinatorHost:
                 transport=transport,
                 site_wait=config.site_wait_s,
                 coordinator_shards=config.coordinator_shards,
+                spin_s=config.shm_spin_s,
             )
         else:
             self.pool = LocalPool(sources, model, algorithm, config.seed, config.chains)

@@ -230,16 +230,17 @@ class ShardHost:
         as a slower machine would)."""
         self.slowdown.update({int(k): float(v) for k, v in factors.items() if int(k) in self.slowdown})
 
-    def open_channel(self, kind: str = "tcp") -> tuple[str, Any, bytes]:
+    def open_channel(self, kind: str = "tcp", spin_s: float = 0.0) -> tuple[str, Any, bytes]:
         """Serve `step` over a direct channel (the round loop's fast path): "shm" (shared memory, for a coordinator
-        on this node; falls back to TCP where the platform lacks it) or "tcp". Returns (kind, address, token)."""
+        on this node, its reader watching `spin_s` before sleeping; falls back to TCP where the platform lacks it)
+        or "tcp". Returns (kind, address, token)."""
         import ray
 
         from . import shm_channel
         from .channel import ChannelServer
 
         if kind == "shm" and shm_channel.supported():
-            self._channel = shm_channel.ShmChannelServer(self.step, label=f"shards-{self.shard_ids}")
+            self._channel = shm_channel.ShmChannelServer(self.step, label=f"shards-{self.shard_ids}", spin_s=spin_s)
             return "shm", self._channel.address, self._channel.token
         self._channel = ChannelServer(self.step, ray.util.get_node_ip_address())
         return "tcp", self._channel.address, self._channel.token

@@ -34,6 +34,19 @@ def coordinator_hosts_shards() -> bool:
     return os.environ.get("RAYSAMPLER_COORDINATOR_SHARDS", "1").strip() not in ("0", "false", "no")
 
 
+def shm_spin_s() -> float:
+    """Seconds a shared-memory channel's reader watches for the next message, yielding its core, before it sleeps
+    (RAYSAMPLER_SHM_SPIN_US, default 1000 µs; 0 always sleeps). Measured: benchmarks/coordinator_shards.py."""
+    raw = os.environ.get("RAYSAMPLER_SHM_SPIN_US", "1000")
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"RAYSAMPLER_SHM_SPIN_US must be a number of microseconds, got {raw!r}") from None
+    if not value >= 0:
+        raise ValueError(f"RAYSAMPLER_SHM_SPIN_US must be ≥ 0, got {raw!r}")
+    return value * 1e-6
+
+
 def startup_timeout_s() -> float:
     """Seconds the worker actors may take to start and load their shards (RAYSAMPLER_STARTUP_TIMEOUT_S, 300)."""
     return float(os.environ.get("RAYSAMPLER_STARTUP_TIMEOUT_S", 300))
@@ -129,6 +142,7 @@ class RayPool:
         transport: str = "socket",
         site_wait: float | None = None,
         coordinator_shards: bool = True,
+        spin_s: float = 0.0,
     ) -> None:
         import ray
 
@@ -173,6 +187,7 @@ class RayPool:
         self.placement: list[Placement] = []
         self._transport: SocketTransport | ActorTransport = ActorTransport(self.actors, self.remote_groups)
         self._want = transport
+        self._spin_s = spin_s
 
     @property
     def transport(self) -> str:
@@ -187,7 +202,9 @@ class RayPool:
         here = self._ray.get_runtime_context().get_node_id()
         local = [self.placement[g[0]].node_id == here for g in self.remote_groups]
         try:
-            self._transport = SocketTransport(self.actors, self.remote_groups, startup_timeout_s(), local)
+            self._transport = SocketTransport(
+                self.actors, self.remote_groups, startup_timeout_s(), local, spin_s=self._spin_s
+            )
         except (OSError, ConnectionError) as exc:  # e.g. a firewall between nodes: plain actor calls still work
             import warnings
 

@@ -7,8 +7,9 @@ with one copy and read with one, whatever its size. After writing, the writer ri
 which the reader sleeps in a blocking read. A watchdog thread on each side waits in poll() on the socket and on a
 pidfd of the peer's process; when the peer ends (killed or closed: end-of-file on the socket, or the pidfd turning
 readable) it rings the reader's own eventfd, so a blocked reader raises ConnectionError at once. Optionally the
-reader first watches the sequence number for `spin_s` seconds, so that a message arriving within that time costs no
-sleep and wake-up (worth it only with idle cores: see benchmarks/transports.py). No named segment ever exists: the
+reader first watches the sequence number for `spin_s` seconds, yielding its core between looks (sched_yield), so
+that a message arriving within that time costs no sleep and wake-up while any other runnable process on the core
+still gets it (benchmarks/coordinator_shards.py measures the run's default). No named segment ever exists: the
 memfds and eventfds are handed over the socket (SCM_RIGHTS), and the kernel frees them when both processes have
 closed them, however the processes end. Linux only: elsewhere the constructors raise OSError and the caller keeps
 the TCP channel.
@@ -38,7 +39,7 @@ INITIAL_BYTES = 1 << 16
 #: Spinning reads a message without a system call in between, which relies on x86's in-order stores and loads;
 #: elsewhere readers only block (the eventfd's kernel locking then orders the writer's stores before the reads).
 SPIN_SAFE = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
-#: Default seconds a reader watches for a message before it blocks (see benchmarks/transports.py).
+#: Default seconds a reader watches for a message before it blocks (runs choose theirs: `pools.shm_spin_s`).
 DEFAULT_SPIN_S = 0.0
 _HANDSHAKE_TIMEOUT_S = 10.0
 _HEADER = struct.Struct("<QQ")  # sequence number of the last message written, its length in bytes
@@ -148,7 +149,7 @@ class _Endpoint:
         if inbox.seq() != want and self.spin_s > 0:
             deadline = time.perf_counter() + self.spin_s
             while inbox.seq() != want and time.perf_counter() < deadline:
-                pass
+                os.sched_yield()  # costs ~1 µs when nothing else wants the core; hands it over when something does
         while inbox.seq() != want:  # a ring may be stale (its message was taken while spinning): then sleep again
             self._sleep()
 

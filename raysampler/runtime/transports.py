@@ -43,7 +43,8 @@ def _owned(failure: Failure, group: Sequence[int]) -> Failure:
 
 class SocketTransport:
     """One direct channel per actor, opened at construction: shared memory where `local[i]` (the actor shares the
-    coordinator's node), TCP otherwise (raises OSError if any cannot be opened). `kinds` says which each got."""
+    coordinator's node; both readers watch for `spin_s` before sleeping), TCP otherwise (raises OSError if any
+    cannot be opened). `kinds` says which each got."""
 
     name = "socket"
 
@@ -53,6 +54,7 @@ class SocketTransport:
         groups: Sequence[Sequence[int]],
         timeout_s: float,
         local: Sequence[bool] | None = None,
+        spin_s: float = 0.0,
     ) -> None:
         import ray
 
@@ -61,14 +63,15 @@ class SocketTransport:
         self.groups = [list(g) for g in groups]
         local = list(local) if local is not None else [False] * len(actors)
         opened = ray.get(
-            [a.open_channel.remote("shm" if near else "tcp") for a, near in zip(actors, local)], timeout=timeout_s
+            [a.open_channel.remote("shm" if near else "tcp", spin_s) for a, near in zip(actors, local)],
+            timeout=timeout_s,
         )
         self.channels: list[Any] = []
         self.kinds: list[str] = []
         try:
             for kind, addr, token in opened:
                 self.channels.append(
-                    ShmChannelClient(addr, token) if kind == "shm" else ChannelClient(tuple(addr), token)
+                    ShmChannelClient(addr, token, spin_s=spin_s) if kind == "shm" else ChannelClient(tuple(addr), token)
                 )
                 self.kinds.append(kind)
         except BaseException:

@@ -184,15 +184,17 @@ def _pids(run: Run) -> tuple[int, list[int]]:
 
 
 def test_coordinator_process_hosts_the_first_group_and_draws_the_same(ray_session, breast_cancer, monkeypatch):
-    """By default the coordinator's process steps the first group of shards (one process fewer to wake per round);
-    RAYSAMPLER_COORDINATOR_SHARDS=0 puts every shard on an actor. Same draws either way."""
+    """By default the coordinator's process steps the first group of shards (one process fewer to wake per round)
+    and channel readers spin before sleeping; RAYSAMPLER_COORDINATOR_SHARDS=0 puts every shard on an actor and
+    RAYSAMPLER_SHM_SPIN_US=0 makes readers sleep at once. Same draws either way."""
     X, y = breast_cancer
     shards = rs.shard(X, y, num_shards=4)
     kw = dict(chains=2, num_rounds=40, burn_in=20, seed=5, balance=False, executor="ray")
     model = rs.models.LogisticRegression()
     draws = []
-    for hosts in ("1", "0"):
+    for hosts, spin in (("1", "1000"), ("0", "0")):
         monkeypatch.setenv("RAYSAMPLER_COORDINATOR_SHARDS", hosts)
+        monkeypatch.setenv("RAYSAMPLER_SHM_SPIN_US", spin)
         with Run(model, shards, **kw) as run:
             coordinator, pids = _pids(run)
             for _ in run.chunks():

@@ -1,19 +1,22 @@
-"""Does the coordinator's process hosting a group of shards pay? Default DG-LMC on Ray with and without it.
+"""The Ray round loop's two same-node defaults, each switched off in turn: default DG-LMC on Ray side by side.
 
-With RAYSAMPLER_COORDINATOR_SHARDS=1 (the default) the coordinator actor's own process hosts the first group of
-site-less shards and steps it while the worker actors step theirs; with 0 every shard is on a worker actor. The
-draws are identical (checked here); only the time per round differs. Measured side by side in one process and one
-private 2-CPU Ray, the variants interleaved repeat by repeat, with in-process (executor="local") as the yardstick:
+* RAYSAMPLER_COORDINATOR_SHARDS=1 (default): the coordinator actor's own process hosts the first group of site-less
+  shards and steps it while the worker actors step theirs (0: every shard on a worker actor).
+* RAYSAMPLER_SHM_SPIN_US=1000 (default): a shared-memory channel's reader watches for the next message for up to
+  1 ms, yielding its core between looks, before it sleeps on its eventfd (0: it sleeps at once).
 
+The draws are identical in every variant (checked here); only the time per round differs. Measured in one process
+and one private 2-CPU Ray, the variants interleaved repeat by repeat, with in-process (executor="local") as the
+yardstick, on
 * breast_cancer, b = 4, 4 chains, default DG-LMC (the issue's ESS/s case: 142 rows per shard, a round is messaging);
 * covtype_like, n = 100,000 by default, b = 4 random shards, 8 chains, default DG-LMC (compute-bound).
 
-Reported per case: median over repeats of the sampling time (setup excluded), of the median round time, and of
-min bulk ESS per second; the ratio "coordinator hosts / all on actors" of each repeat's time, then its median.
+Reported per case and variant: medians over repeats of the sampling time (setup excluded), of the median round time
+and of min bulk ESS per second; and the median over repeats of each variant's time / the time with both off.
 
-    python benchmarks/coordinator_shards.py [--repeats 3] [--rounds 20000] [--covtype-rounds 400]
+    python benchmarks/hot_path.py [--repeats 3] [--rounds 20000] [--covtype-rounds 400]
 
-Writes benchmarks/results/coordinator_shards.json.
+Writes benchmarks/results/hot_path.json.
 """
 
 from __future__ import annotations
@@ -28,18 +31,22 @@ from common import load_model_data, median, print_table, run_metrics, start_ray,
 
 import raysampler as rs
 
-VARIANTS = (("local", None), ("ray", "0"), ("ray", "1"))
+#: (label, executor, RAYSAMPLER_COORDINATOR_SHARDS, RAYSAMPLER_SHM_SPIN_US); the settings are read by the driver
+#: when a run is built, so one Ray serves every variant.
+VARIANTS = (
+    ("in-process", "local", "1", "1000"),
+    ("ray, both off", "ray", "0", "0"),
+    ("ray, coordinator hosts a group", "ray", "1", "0"),
+    ("ray, readers spin 1 ms", "ray", "0", "1000"),
+    ("ray, both (default)", "ray", "1", "1000"),
+)
+BASELINE = "ray, both off"
 
 
-def label(executor: str, hosts: str | None) -> str:
-    if executor == "local":
-        return "in-process"
-    return "ray, coordinator hosts a group" if hosts == "1" else "ray, every shard on an actor"
-
-
-def run_once(problem: str, executor: str, hosts: str | None, args: argparse.Namespace) -> dict[str, Any]:
-    if hosts is not None:
-        os.environ["RAYSAMPLER_COORDINATOR_SHARDS"] = hosts  # read by the driver when the run is built
+def run_once(problem: str, variant: tuple[str, str, str, str], args: argparse.Namespace) -> dict[str, Any]:
+    name, executor, hosts, spin = variant
+    os.environ["RAYSAMPLER_COORDINATOR_SHARDS"] = hosts
+    os.environ["RAYSAMPLER_SHM_SPIN_US"] = spin
     X, y, model = load_model_data(problem, covtype_n=args.covtype_n)
     if problem == "breast_cancer":
         data, chains, rounds = rs.shard(X, y, num_shards=4), 4, args.rounds
@@ -54,7 +61,7 @@ def run_once(problem: str, executor: str, hosts: str | None, args: argparse.Name
     ess = float(np.min(np.asarray(res.ess("bulk"), dtype=float)))
     m.update(
         problem=problem,
-        variant=label(executor, hosts),
+        variant=name,
         min_ess=ess,
         ess_per_s=ess / m["sampling_time_s"],
         pids=[p["pid"] for p in res.stats["placement"]],
@@ -77,53 +84,47 @@ def main() -> None:
     runs: list[dict[str, Any]] = []
     for r in range(args.repeats):
         for problem in problems:
-            for executor, hosts in VARIANTS:
-                m = run_once(problem, executor, hosts, args)
+            for variant in VARIANTS:
+                m = run_once(problem, variant, args)
                 m["repeat"] = r
                 runs.append(m)
                 print(f"repeat {r} {problem} {m['variant']}: {m['sampling_time_s']:.2f} s", flush=True)
     stop_ray()
     os.environ.pop("RAYSAMPLER_COORDINATOR_SHARDS", None)
+    os.environ.pop("RAYSAMPLER_SHM_SPIN_US", None)
 
     summary, rows = [], []
     for problem in problems:
         mine = [m for m in runs if m["problem"] == problem]
         same = len({m["checksum"] for m in mine}) == 1
-        for executor, hosts in VARIANTS:
-            ms = [m for m in mine if m["variant"] == label(executor, hosts)]
+        for name, *_ in VARIANTS:
+            ms = [m for m in mine if m["variant"] == name]
+            per = [
+                m["sampling_time_s"]
+                / next(b for b in mine if b["repeat"] == m["repeat"] and b["variant"] == BASELINE)["sampling_time_s"]
+                for m in ms
+            ]
             s = {
                 "problem": problem,
-                "variant": label(executor, hosts),
+                "variant": name,
                 "sampling_time_s": median(m["sampling_time_s"] for m in ms),
                 "median_round_ms": median(m["median_round_ms"] for m in ms),
                 "ess_per_s": median(m["ess_per_s"] for m in ms),
                 "min_ess": median(m["min_ess"] for m in ms),
+                "time_vs_both_off": median(per),
+                "time_vs_both_off_per_repeat": per,
                 "identical_draws": same,
             }
             summary.append(s)
-            rows.append([problem, s["variant"], s["sampling_time_s"], s["median_round_ms"], s["ess_per_s"], same])
-    ratios = []
-    for problem in problems:
-        per = [
-            next(m for m in runs if m["problem"] == problem and m["repeat"] == r and m["variant"] == label("ray", "1"))[
-                "sampling_time_s"
-            ]
-            / next(
-                m for m in runs if m["problem"] == problem and m["repeat"] == r and m["variant"] == label("ray", "0")
-            )["sampling_time_s"]
-            for r in range(args.repeats)
-        ]
-        ratios.append({"problem": problem, "time ratio hosts / all on actors": median(per), "per_repeat": per})
+            rows.append(
+                [problem, name, s["sampling_time_s"], s["median_round_ms"], s["ess_per_s"], s["time_vs_both_off"], same]
+            )
     print_table(
-        "Coordinator hosting a group of shards (medians over repeats)",
-        ["problem", "variant", "sampling s", "median round ms", "ESS/s", "identical draws"],
+        "The Ray round loop's same-node defaults (medians over repeats)",
+        ["problem", "variant", "sampling s", "median round ms", "ESS/s", "time / both off", "identical draws"],
         rows,
-        [
-            f"{r['problem']}: time ratio hosts / all on actors = {r['time ratio hosts / all on actors']:.3f}"
-            for r in ratios
-        ],
     )
-    write_json("coordinator_shards", {"settings": vars(args), "summary": summary, "ratios": ratios, "runs": runs})
+    write_json("hot_path", {"settings": vars(args), "summary": summary, "runs": runs})
 
 
 if __name__ == "__main__":
