@@ -24,7 +24,9 @@ process, at the shell's niceness):
   unix socket         the same protocol over an abstract AF_UNIX socket (benchmark-only: isolates TCP's cost);
   zmq ipc / zmq tcp   pyzmq REQ/REP over ipc:// (abstract) and tcp:// (benchmark-only);
   shm+eventfd         raysampler.runtime.shm_channel: memfd regions, eventfd wake-ups, a watchdog thread per side
-                      for a dead peer; "spin N us": both readers first watch shared memory for N µs before blocking;
+                      for a dead peer; "spin N us": both readers first watch shared memory for N µs
+                      before blocking (yielding the core between looks since the runs' 1 ms default came in;
+                      results/transports.json was measured before, with a pure spin);
   shm+fifo / shm+sem / shm+futex   benchmark-only: a multiprocessing.shared_memory segment with a named pipe, a
                       POSIX named semaphore (ctypes) or a raw futex (ctypes syscall) as the blocking wake-up;
   wake-up floor       shm+fifo with the same 8 bytes each way whatever the payload, no pickling and no handler:

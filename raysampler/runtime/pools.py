@@ -36,7 +36,7 @@ def coordinator_hosts_shards() -> bool:
 
 def shm_spin_s() -> float:
     """Seconds a shared-memory channel's reader watches for the next message, yielding its core, before it sleeps
-    (RAYSAMPLER_SHM_SPIN_US, default 1000 µs; 0 always sleeps). Measured: benchmarks/coordinator_shards.py."""
+    (RAYSAMPLER_SHM_SPIN_US, default 1000 µs; 0 always sleeps). Measured: benchmarks/hot_path.py."""
     raw = os.environ.get("RAYSAMPLER_SHM_SPIN_US", "1000")
     try:
         value = float(raw)
@@ -164,7 +164,7 @@ class RayPool:
         self._ray = ray
         # With `coordinator_shards`, this process (the coordinator's) hosts the first group of site-less shards when
         # at least one other goes to an actor: it computes them while the actors compute theirs, so a round wakes
-        # one process fewer (benchmarks/coordinator_shards.py measures both).
+        # one process fewer (benchmarks/hot_path.py measures both).
         unsited_groups = [k for k, g in enumerate(self.groups) if sites[g[0]] is None]
         self.home: ShardHost | None = None
         self._home_k: int | None = None
