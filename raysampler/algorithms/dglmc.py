@@ -40,8 +40,9 @@ class WorkerPayload:
 
 
 class ChainState(NamedTuple):
-    """Worker i's chains: latent z_i (K, d), cached U_i(z_i) and ∇U_i(z_i), MALA step-size adaptation, and the mean
-    acceptance of the last round."""
+    """Worker i's chains: latent z_i (K, d), cached U_i(z_i) and ∇U_i(z_i), MALA step-size adaptation, the mean
+    acceptance of the last round, and (kernel "laplace_mh") the cached remainder r(z_i) = U_i(z_i) − its Laplace
+    quadratic, so a round evaluates the quadratic once per proposal only (None: not yet computed)."""
 
     z: np.ndarray
     pot: np.ndarray
@@ -49,6 +50,7 @@ class ChainState(NamedTuple):
     log_h: float  # current MALA log step size
     da: DualAveraging
     accept: np.ndarray  # (K,)
+    remainder: np.ndarray | None = None  # (K,)
 
 
 class LocalGaussian(NamedTuple):
@@ -387,7 +389,7 @@ def _lmc_steps(
         if k:
             g = model.grad(X, y, u)
         u = u - gamma * (g + (u - msg.phi) * inv_rho) + scale * xi[k]
-    return cs._replace(z=u, grad=model.grad(X, y, u))
+    return cs._replace(z=u, grad=model.grad(X, y, u), remainder=None)
 
 
 def _mala_steps(
@@ -458,22 +460,22 @@ def _laplace_mh_steps(
     u, pot = cs.z, cs.pot
     mean = (msg.phi / p.rho + loc.shift) @ loc.a_inv
     xi, logu = noise.normal(msg.n_steps), np.log(noise.uniform(msg.n_steps))
-    rem = pot - _quadratic(loc, u)
+    rem = cs.remainder if cs.remainder is not None else pot - _quadratic(loc, u)
     acc_sum = np.zeros(u.shape[0])
-    for k in range(msg.n_steps):
-        prop = mean + xi[k] @ loc.chol.T
-        with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"):  # once per round: entering it costs as much as a small product
+        for k in range(msg.n_steps):
+            prop = mean + xi[k] @ loc.chol.T
             pot_p = model.potential(X, y, prop)
             rem_p = pot_p - _quadratic(loc, prop)
             accept, alpha = mh_accept(rem - rem_p, logu[k])
-        u = np.where(accept[:, None], prop, u)
-        pot = np.where(accept, pot_p, pot)
-        rem = np.where(accept, rem_p, rem)
-        acc_sum += alpha
-    return cs._replace(z=u, pot=pot, accept=acc_sum / max(msg.n_steps, 1))
+            u = np.where(accept[:, None], prop, u)
+            pot = np.where(accept, pot_p, pot)
+            rem = np.where(accept, rem_p, rem)
+            acc_sum += alpha
+    return cs._replace(z=u, pot=pot, accept=acc_sum / max(msg.n_steps, 1), remainder=rem)
 
 
 def _quadratic(loc: LocalGaussian, z: np.ndarray) -> np.ndarray:
     """gᵀ(z − c) + ½(z − c)ᵀP(z − c) for each row of z."""
     w = z - loc.c
-    return w @ loc.g + 0.5 * np.sum((w @ loc.P) * w, axis=1)
+    return w @ loc.g + 0.5 * ((w @ loc.P) * w).sum(axis=1)
