@@ -49,6 +49,11 @@ def _sample(shards, **kw):
         ({"rho": "abc"}, "rho"),
         ({"n_local": True}, "n_local"),
         ({"init": np.zeros(5)}, "init"),
+        ({"overrelax": -1.0}, "overrelax"),
+        ({"overrelax": 1.0}, "overrelax"),
+        ({"overrelax": "fast"}, "overrelax"),
+        ({"overrelax": True}, "overrelax"),
+        ({"overrelax": -0.5, "local_kernel": "lmc", "preconditioner": None}, "overrelax"),
     ],
 )
 def test_bad_arguments_name_themselves(data, kw, match):

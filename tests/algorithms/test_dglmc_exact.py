@@ -10,10 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from problems import gaussian_problem
-from stats_helpers import assert_moments, tolerance_scale
+from stats_helpers import Z, assert_moments, ess, tolerance_scale
 
 import raysampler as rs
 from raysampler import exact
+from raysampler.algorithms import dglmc
 
 SIZES = (6, 10, 14)
 
@@ -100,10 +101,12 @@ def test_mala_within_gibbs_targets_pi_rho(problem):
 
 
 def test_default_run_targets_whitened_pi_rho_within_bias_budget(problem):
-    """The turn-key default (Laplace-whitened coupling, MALA steps, ρ from the bias budget) samples π_ρ with
-    coupling metric ρLLᵀ exactly, and π_ρ's sd inflation over the true posterior stays within the budget."""
+    """The turn-key default (Laplace-whitened coupling, Laplace-MH local steps, ρ from the bias budget, over-relaxed
+    Gibbs updates) samples π_ρ with coupling metric ρLLᵀ exactly, and π_ρ's sd inflation over the true posterior
+    stays within the budget."""
     shards, model, P, m = problem
     res = rs.sample(model, shards, chains=16, num_rounds=20_000, burn_in=1000, seed=2, executor="local", progress=False)
+    assert -1 < res.info["setup"]["plan"]["overrelax"] < 0  # the check covers the over-relaxed updates
     rho = res.stats["rho"]
     post_mean, post_cov = exact.gaussian_posterior(P, m, np.eye(2), np.zeros(2))
     mean, cov = exact.pi_rho(P, m, np.eye(2), np.zeros(2), rho, metric=post_cov)  # LLᵀ = Laplace covariance
@@ -116,6 +119,61 @@ def test_default_run_targets_whitened_pi_rho_within_bias_budget(problem):
         [plan["predicted_sd_inflation"], plan["predicted_mean_shift_sd"]], [inflation, mean_bias], rtol=1e-6, atol=1e-12
     )
     assert max(inflation, mean_bias) <= plan["bias_budget"] == 0.05
+
+
+def test_overrelaxed_theta_step_with_mala_targets_pi_rho(problem):
+    """Over-relaxation set by hand on the θ-update, with MALA local steps and no preconditioning: still π_ρ."""
+    shards, model, P, m = problem
+    res = rs.sample(
+        model,
+        shards,
+        chains=16,
+        num_rounds=20_000,
+        burn_in=1000,
+        seed=3,
+        executor="local",
+        progress=False,
+        preconditioner=None,
+        local_kernel="mala",
+        rho=0.1,
+        n_local=3,
+        init="zeros",
+        overrelax=-0.7,
+    )
+    assert res.info["setup"]["plan"]["overrelax"] == -0.7
+    mean, cov = exact.pi_rho(P, m, np.eye(2), np.zeros(2), [0.1] * 3)
+    assert_moments(res.draws, mean, cov)
+
+
+def test_overrelaxation_autocorrelation_matches_its_prediction():
+    """One dimension, Gaussian shards: the per-direction recursion behind overrelax="auto" is then exact, so the
+    chain's autocorrelations at lags 1–5 must match `_gibbs_autocorrelation`, for the chosen α and for plain Gibbs
+    (tolerance: 4 standard errors, Bartlett-type, from the predicted IAT of θ²); and the chosen α must give at
+    least twice plain Gibbs's bulk ESS."""
+    rng = np.random.default_rng(11)
+    sizes = (20, 40, 60)
+    ys = [0.3 + rng.normal(size=(n, 1)) for n in sizes]
+    shards = rs.shard([(np.zeros((len(y), 0)), y) for y in ys])
+    model = rs.models.Gaussian(prior_scale=1.0, noise_scale=1.0)
+    bulk = {}
+    for overrelax in ("auto", 0.0):
+        res = rs.sample(
+            model, shards, chains=16, num_rounds=20_000, burn_in=500, seed=4, executor="local", progress=False,
+            overrelax=overrelax,
+        )  # fmt: skip
+        plan = res.info["setup"]["plan"]
+        alpha, rho = plan["overrelax"], np.asarray(plan["rho"])
+        var = 1.0 / (1.0 + sum(sizes))  # whitened coordinates: the Laplace metric is the posterior variance
+        p0, p = var, np.array(sizes) * var
+        c, lam = dglmc._gibbs_autocorrelation(alpha, p0, p, rho)
+        lags = np.arange(1, 6)
+        predicted = np.real(np.sum(c[None, :] * lam[None, :] ** lags[:, None], axis=1))
+        x = res.draws[..., 0] - res.draws[..., 0].mean()
+        measured = np.array([np.mean(x[:, t:] * x[:, :-t]) for t in lags]) / np.mean(x * x)
+        se = np.sqrt(4.0 * dglmc._gibbs_iat(alpha, p0, p, rho)[1] / x.size)
+        np.testing.assert_array_less(np.abs(measured - predicted), Z * se, err_msg=f"overrelax={overrelax}")
+        bulk[overrelax] = ess(res.draws[..., 0])
+    assert alpha == 0.0 and bulk["auto"] > 2.0 * bulk[0.0]
 
 
 def test_bias_budget_also_bounds_the_mean_when_shards_disagree():
