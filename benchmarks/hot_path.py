@@ -12,7 +12,9 @@ yardstick, on
 * covtype_like, n = 100,000 by default, b = 4 random shards, 8 chains, default DG-LMC (compute-bound).
 
 Reported per case and variant: medians over repeats of the sampling time (setup excluded), of the median round time
-and of min bulk ESS per second; and the median over repeats of each variant's time / the time with both off.
+and of min bulk ESS per second; and the median over repeats of each variant's time / the time with both off. On
+breast_cancer also the draws' max |mean − reference| in reference sds (and in Monte-Carlo errors, max z) against the
+pooled-data HMC reference.
 
     python benchmarks/hot_path.py [--repeats 3] [--rounds 20000] [--covtype-rounds 400]
 
@@ -28,6 +30,7 @@ from typing import Any
 
 import numpy as np
 from common import load_model_data, median, print_table, run_metrics, start_ray, stop_ray, write_json
+from ess import accuracy, breast_cancer_reference, describe_draws
 
 import raysampler as rs
 
@@ -67,6 +70,8 @@ def run_once(problem: str, variant: tuple[str, str, str, str], args: argparse.Na
         pids=[p["pid"] for p in res.stats["placement"]],
         checksum=float(np.sum(res.draws)),
     )
+    if problem == "breast_cancer":  # against the pooled-data HMC reference, in its sds
+        m.update(accuracy(describe_draws(res), breast_cancer_reference(None)))
     return m
 
 
@@ -114,6 +119,8 @@ def main() -> None:
                 "time_vs_both_off": median(per),
                 "time_vs_both_off_per_repeat": per,
                 "identical_draws": same,
+                "max_err_sd": ms[0].get("max_err_sd"),  # the same draws in every repeat and variant
+                "max_z": ms[0].get("max_z"),
             }
             summary.append(s)
             rows.append(
