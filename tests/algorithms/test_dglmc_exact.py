@@ -77,8 +77,10 @@ def test_lmc_law_tends_to_pi_rho_as_gamma_vanishes(problem):
     assert errs[1] < errs[0] / 5 and errs[1] < 1e-3
 
 
-def test_mala_within_gibbs_targets_pi_rho(problem):
-    """Exact local steps: the θ-marginal is π_ρ (no γ-bias), here without preconditioning."""
+@pytest.mark.parametrize(("overrelax", "seed"), [(0.0, 1), (-0.7, 3)], ids=["plain", "overrelaxed"])
+def test_mala_within_gibbs_targets_pi_rho(problem, overrelax, seed):
+    """Exact local steps: the θ-marginal is π_ρ (no γ-bias), here without preconditioning; also with the θ-update
+    over-relaxed by hand."""
     shards, model, P, m = problem
     res = rs.sample(
         model,
@@ -86,7 +88,7 @@ def test_mala_within_gibbs_targets_pi_rho(problem):
         chains=16,
         num_rounds=20_000,
         burn_in=1000,
-        seed=1,
+        seed=seed,
         executor="local",
         progress=False,
         preconditioner=None,
@@ -94,7 +96,9 @@ def test_mala_within_gibbs_targets_pi_rho(problem):
         rho=0.1,
         n_local=3,
         init="zeros",
+        overrelax=overrelax,
     )
+    assert res.info["setup"]["plan"]["overrelax"] == overrelax
     mean, cov = exact.pi_rho(P, m, np.eye(2), np.zeros(2), [0.1] * 3)
     assert_moments(res.draws, mean, cov)
     assert 0.3 < res.sample_stats["local_accept"].mean() < 0.95
@@ -119,30 +123,6 @@ def test_default_run_targets_whitened_pi_rho_within_bias_budget(problem):
         [plan["predicted_sd_inflation"], plan["predicted_mean_shift_sd"]], [inflation, mean_bias], rtol=1e-6, atol=1e-12
     )
     assert max(inflation, mean_bias) <= plan["bias_budget"] == 0.05
-
-
-def test_overrelaxed_theta_step_with_mala_targets_pi_rho(problem):
-    """Over-relaxation set by hand on the θ-update, with MALA local steps and no preconditioning: still π_ρ."""
-    shards, model, P, m = problem
-    res = rs.sample(
-        model,
-        shards,
-        chains=16,
-        num_rounds=20_000,
-        burn_in=1000,
-        seed=3,
-        executor="local",
-        progress=False,
-        preconditioner=None,
-        local_kernel="mala",
-        rho=0.1,
-        n_local=3,
-        init="zeros",
-        overrelax=-0.7,
-    )
-    assert res.info["setup"]["plan"]["overrelax"] == -0.7
-    mean, cov = exact.pi_rho(P, m, np.eye(2), np.zeros(2), [0.1] * 3)
-    assert_moments(res.draws, mean, cov)
 
 
 def test_overrelaxation_autocorrelation_matches_its_prediction():
