@@ -1,4 +1,5 @@
-"""The FastAPI application: lifespan (store, draw files, run manager), routers, metrics middleware, error shapes."""
+"""The FastAPI application: lifespan (store, draw files, run manager), routers, metrics, audit and security-header
+middleware, error shapes."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.middleware.body_limit import RequestBodyLimitMiddleware
 
 from raysampler import __version__
+from raysampler.service.audit import AuditLog
 from raysampler.service.drawfiles import DrawFiles
 from raysampler.service.manager import RunManager
 from raysampler.service.metrics import Metrics
@@ -20,8 +22,10 @@ from raysampler.service.settings import Settings
 from raysampler.service.store import SQLiteStore
 
 from . import errors
+from .audit import AuditMiddleware
 from .deps import Services
 from .routers import datasets, runs, system
+from .security import SecurityHeaders
 
 #: The dashboard's static files (HTML, JS, CSS and the vendored chart library), shipped inside the package.
 UI_DIR = Path(__file__).resolve().parent / "ui"
@@ -31,6 +35,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     """An app over `settings` (default: from the environment). No keys configured → every /v1 call gets 401."""
     settings = settings or Settings()
     keys = settings.keys()
+    audit = AuditLog(settings.audit_log_path, settings.audit_max_bytes, settings.audit_backups)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -47,6 +52,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             manager.stop()
             store.close()
+            audit.close()
 
     app = FastAPI(
         title="raysampler",
@@ -70,6 +76,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     # request bodies over the upload limit (plus multipart framing) get 413 as they arrive, chunked or not
     app.add_middleware(RequestBodyLimitMiddleware, max_body_size=settings.max_upload_bytes + 65536)
+    # one line in <data dir>/audit.log per state-changing request and per refused one (any 401/403)
+    app.add_middleware(AuditMiddleware, log=audit)
+    # CSP and friends on every response; the API docs pages get their own, narrower policy (api/security.py)
+    app.add_middleware(SecurityHeaders, docs_paths=(app.docs_url, app.redoc_url, app.swagger_ui_oauth2_redirect_url))
     errors.install(app)
     app.include_router(system.router)
     app.include_router(runs.router)

@@ -10,6 +10,7 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic.json_schema import SkipJsonSchema
 
+from raysampler.service.audit import key_id
 from raysampler.service.drawfiles import DrawFiles
 from raysampler.service.manager import RunManager
 from raysampler.service.metrics import Metrics
@@ -40,18 +41,23 @@ _bearer = HTTPBearer(auto_error=False, description="API key: Authorization: Bear
 
 
 def tenant(
-    creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)], svc: Annotated[Services, Depends(services)]
+    request: Request,
+    creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    svc: Annotated[Services, Depends(services)],
 ) -> str:
-    """The tenant owning the presented key; 401 without a valid key."""
+    """The tenant owning the presented key; 401 without a valid key. Leaves the key's id (audit.key_id, never the
+    key) and the tenant in the request state for the audit log."""
     if creds is None or creds.scheme.lower() != "bearer":
         raise HTTPException(
             401, "missing API key: send Authorization: Bearer <key>", headers={"WWW-Authenticate": "Bearer"}
         )
+    request.state.key_id = key_id(creds.credentials)
     given = creds.credentials.encode()
     found = None
-    for key, name in svc.keys.items():  # compare against every key in constant time
+    for key, name in svc.keys.items():  # compare against every key, each in constant time, with no early exit
         if hmac.compare_digest(given, key.encode()):
             found = name
     if found is None:
         raise HTTPException(401, "invalid API key", headers={"WWW-Authenticate": "Bearer"})
+    request.state.tenant = found
     return found

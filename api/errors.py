@@ -1,6 +1,7 @@
 """Service errors as HTTP responses, and the error responses each route declares in the OpenAPI document.
 
-FieldError → 422 (the same shape as FastAPI's validation errors, `loc` naming the field); NotFound → 404;
+FieldError → 422 (the same shape as FastAPI's validation errors, `loc` naming the field); AccessDenied → 403 (the
+same shape); NotFound → 404;
 StateConflict → 409; TooLarge → 413; QuotaExceeded → 429 (with Retry-After where waiting helps). Other errors are
 {"detail": message}. A 405's Allow header lists every method
 the path has (Starlette's names only those of the first route that matched the path).
@@ -18,7 +19,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
-from raysampler.service.errors import FieldError, NotFound, QuotaExceeded, StateConflict, TooLarge
+from raysampler.service.errors import AccessDenied, FieldError, NotFound, QuotaExceeded, StateConflict, TooLarge
 from raysampler.service.schemas import ErrorMessage
 
 _ERROR = {"model": ErrorMessage}
@@ -28,6 +29,11 @@ _DOCS: dict[int, dict[str, Any]] = {
     | {
         "description": "no or an invalid API key (send Authorization: Bearer <key>)",
         "headers": {"WWW-Authenticate": {"schema": {"type": "string"}, "description": "Bearer"}},
+    },
+    403: {
+        "description": "a field names data this tenant may not use (a site shard's path outside its data grants); "
+        "`loc` names the field, the message the rule",
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/HTTPValidationError"}}},
     },
     404: _ERROR | {"description": "no such run or data set for this tenant"},
     409: _ERROR | {"description": "the request does not fit the run's state"},
@@ -58,6 +64,12 @@ async def _field_error(request: Request, exc: Exception) -> Response:
     where = exc.loc if exc.loc and exc.loc[0] in ("query", "path", "header") else ("body", *exc.loc)
     error = {"type": "value_error", "loc": where, "msg": str(exc), "input": None}
     return await request_validation_exception_handler(request, RequestValidationError([error]))
+
+
+async def _access_denied(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, AccessDenied)
+    error = {"type": "access_denied", "loc": ["body", *exc.loc], "msg": str(exc), "input": None}
+    return JSONResponse({"detail": [error]}, status_code=403)
 
 
 def _status(code: int) -> Callable[[Request, Exception], Awaitable[Response]]:
@@ -95,6 +107,7 @@ def install(app: FastAPI) -> None:
     """Register the service errors' HTTP statuses on `app`."""
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(FieldError, _field_error)
+    app.add_exception_handler(AccessDenied, _access_denied)
     app.add_exception_handler(NotFound, _status(404))
     app.add_exception_handler(StateConflict, _status(409))
     app.add_exception_handler(TooLarge, _status(413))

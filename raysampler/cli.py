@@ -4,7 +4,7 @@
     raysampler submit spec.json|spec.yaml [--wait]      raysampler status [ID|latest]
     raysampler draws ID [--follow] [--start K]           raysampler cancel ID
     raysampler summary ID                                raysampler upload FILE [--y-column y] [--x-columns a,b]
-    raysampler demo
+    raysampler demo                                      raysampler audit [--tenant T] [--since 1h] [--action A]
 
 Client commands take --url / $RAYSAMPLER_URL and --api-key / $RAYSAMPLER_API_KEY (else the key `serve` wrote to
 <data dir>/api_keys); every command takes --format table|json. Server flags have RAYSAMPLER_* equivalents.
@@ -13,6 +13,7 @@ Client commands take --url / $RAYSAMPLER_URL and --api-key / $RAYSAMPLER_API_KEY
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import os
@@ -35,8 +36,9 @@ def _settings(**overrides: Any) -> Settings:
 
 
 def ensure_keys(settings: Settings) -> tuple[Settings, str | None]:
-    """Settings with API keys: the configured ones, else a key generated for tenant 'default' and saved (0600) in
-    <data dir>/api_keys. Returns (settings, the generated key or None)."""
+    """Settings with API keys: the configured ones, else a key generated for tenant 'default' and saved in
+    <data dir>/api_keys, a file created private (0600, O_EXCL: never through a planted link, never readable for a
+    moment). Returns (settings, the generated key or None); a keys file others may read raises ValueError."""
     if settings.keys():
         return settings, None
     path = settings.data_dir / KEYS_FILE
@@ -44,10 +46,13 @@ def ensure_keys(settings: Settings) -> tuple[Settings, str | None]:
     generated = None
     if not path.exists() or not path.read_text().strip():
         generated = secrets.token_urlsafe(24)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        path.unlink(missing_ok=True)  # an empty file left by an interrupted first start
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as fh:
             fh.write(f"default:{generated}\n")
-    return settings.model_copy(update={"api_keys_file": path}), generated
+    out = settings.model_copy(update={"api_keys_file": path})
+    out.keys()  # a key file kept from an earlier start must parse and be private too
+    return out, generated
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -62,9 +67,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
         ray_address=args.ray_address,
         executor=args.executor,
         max_concurrent_runs=args.max_concurrent_runs,
+        ssl_certfile=args.ssl_certfile,
+        ssl_keyfile=args.ssl_keyfile,
+        forwarded_allow_ips=args.forwarded_allow_ips,
     )
-    settings, generated = ensure_keys(settings)
-    url = f"http://{settings.host}:{settings.port}"
+    if (settings.ssl_certfile is None) != (settings.ssl_keyfile is None):
+        print("raysampler serve: HTTPS needs both --ssl-certfile and --ssl-keyfile", file=sys.stderr)
+        return 2
+    try:
+        settings, generated = ensure_keys(settings)
+        grants = settings.grants()
+    except (ValueError, OSError) as exc:  # malformed keys or grants: refuse to start, naming the entry
+        print(f"raysampler serve: {exc}", file=sys.stderr)
+        return 2
+    url = f"{'https' if settings.ssl_certfile else 'http'}://{settings.host}:{settings.port}"
     if args.format == "json":
         print(
             json.dumps(
@@ -73,6 +89,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     "data_dir": str(settings.data_dir),
                     "executor": settings.executor,
                     "generated_api_key": generated,
+                    "data_grants": [dataclasses.asdict(g) for g in grants.grants],
                 }
             ),
             flush=True,
@@ -85,6 +102,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"{settings.executor})",
             flush=True,
         )
+        print(
+            f"data grants: {len(grants)}"
+            + ("" if len(grants) else " (no tenant may use site shards; set RAYSAMPLER_DATA_GRANTS)")
+        )
+        for g in grants.grants:
+            print(f"  tenant {g.tenant!r} on site {g.site!r}: {g.prefix}")
+        sys.stdout.flush()
     # open follow-streams would otherwise hold a graceful stop until their runs end
     uvicorn.run(
         create_app(settings),
@@ -92,6 +116,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         port=settings.port,
         log_level=args.log_level,
         timeout_graceful_shutdown=3,
+        ssl_certfile=settings.ssl_certfile,
+        ssl_keyfile=settings.ssl_keyfile,
+        forwarded_allow_ips=settings.forwarded_allow_ips,  # whose X-Forwarded-For/-Proto uvicorn believes
     )
     return 0
 
@@ -215,6 +242,35 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_audit(args: argparse.Namespace) -> int:
+    """Print the audit log's records (rotated files included, oldest first) that match the filters."""
+    from .service.audit import AuditQuery, log_files, parse_since, read_records
+
+    path = _settings(data_dir=args.data_dir).audit_log_path
+    if not log_files(path):
+        raise SystemExit(f"error: no audit log at {path} (give the service's --data-dir)")
+    try:
+        since = parse_since(args.since) if args.since else None
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    records = read_records(path, AuditQuery(tenant=args.tenant, since=since, action=args.action))
+    if args.format == "table":
+        print(
+            f"{'time':<29} {'tenant':<12} {'key id':<12} {'action':<14} {'run/data set':<22} {'status':<12} "
+            f"{'client':<15} path"
+        )
+    for r in records:
+        if args.format == "json":
+            print(r.to_json())
+        else:
+            status = f"{r.status} {r.outcome}"
+            print(
+                f"{r.time:<29} {r.tenant or '-':<12} {r.key_id or '-':<12} {r.action:<14} "
+                f"{r.run_id or r.dataset_id or '-':<22} {status:<12} {r.client or '-':<15} {r.method} {r.path}"
+            )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="raysampler", description=__doc__.splitlines()[0] if __doc__ else None)
     sub = ap.add_subparsers(dest="command", required=True)
@@ -230,9 +286,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--host", help="bind address ($RAYSAMPLER_HOST, default 127.0.0.1)")
     s.add_argument("--port", type=int, help="port ($RAYSAMPLER_PORT, default 8000)")
     s.add_argument("--data-dir", help="state directory ($RAYSAMPLER_DATA_DIR, default ~/.raysampler)")
-    s.add_argument("--ray-address", help="Ray cluster ($RAYSAMPLER_RAY_ADDRESS or $RAY_ADDRESS; default local)")
+    s.add_argument(
+        "--ray-address",
+        help="Ray cluster to join ($RAYSAMPLER_RAY_ADDRESS or $RAY_ADDRESS; 'auto': the one `ray start` began here); "
+        "default: a private local Ray",
+    )
     s.add_argument("--executor", choices=["ray", "local"], help="$RAYSAMPLER_EXECUTOR, default ray")
     s.add_argument("--max-concurrent-runs", type=int, help="$RAYSAMPLER_MAX_CONCURRENT_RUNS, default 1")
+    s.add_argument("--ssl-certfile", help="serve HTTPS with this PEM certificate ($RAYSAMPLER_SSL_CERTFILE)")
+    s.add_argument("--ssl-keyfile", help="the certificate's PEM private key ($RAYSAMPLER_SSL_KEYFILE)")
+    s.add_argument(
+        "--forwarded-allow-ips",
+        help="reverse proxies whose X-Forwarded-For/-Proto to trust, comma-separated or * "
+        "($RAYSAMPLER_FORWARDED_ALLOW_IPS, default 127.0.0.1,::1)",
+    )
     s.add_argument("--log-level", default="warning")
     s.add_argument("--format", choices=["table", "json"], default="table")
     s.set_defaults(fn=cmd_serve)
@@ -263,6 +330,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--x-columns", default=None, help="comma-separated feature columns (default: all others)")
     p.add_argument("--name", default=None)
     p.set_defaults(fn=cmd_upload)
+    p = sub.add_parser("audit", help="print the service's audit log (<data dir>/audit.log and its rotated files)")
+    p.add_argument("--data-dir", help="the service's data directory ($RAYSAMPLER_DATA_DIR, default ~/.raysampler)")
+    p.add_argument("--tenant", help="only this tenant's records")
+    p.add_argument("--since", help="only records since: a duration back from now (30m, 1h, 2d) or an ISO time")
+    p.add_argument(
+        "--action",
+        help="only this action: submit, cancel, resume, delete_run, upload_dataset, delete_dataset, request",
+    )
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.set_defaults(fn=cmd_audit)
     p = sub.add_parser("demo", help="start a local service, run DG-LMC on breast_cancer through the SDK, summarise")
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.set_defaults(fn=cmd_demo)

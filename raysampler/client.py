@@ -19,12 +19,13 @@ import asyncio
 import io
 import itertools
 import os
+import ssl
 import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, TypeAlias
 
 import httpx
 import numpy as np
@@ -290,7 +291,20 @@ def _ends_run(ev: ServerEvent) -> bool:
     return ev["event"] == StatusEvent.kind and StatusEvent.from_json(ev["data"]).status.is_terminal
 
 
-def _connection(url: str | None, api_key: str | None, timeout: float) -> tuple[str, dict[str, Any]]:
+#: `verify=` of the clients: True (certifi's CAs, or $SSL_CERT_FILE / $SSL_CERT_DIR), False (no check: tests only),
+#: a CA bundle file or directory (e.g. the self-signed certificate of a private service), or an ssl.SSLContext.
+Verify: TypeAlias = bool | str | os.PathLike[str] | ssl.SSLContext
+
+
+def _ssl_verify(verify: Verify) -> bool | ssl.SSLContext:
+    """`verify` as httpx takes it: a CA file or directory becomes an SSLContext (httpx deprecates path strings)."""
+    if not isinstance(verify, (str, os.PathLike)):
+        return verify
+    path = os.fspath(verify)
+    return ssl.create_default_context(capath=path) if os.path.isdir(path) else ssl.create_default_context(cafile=path)
+
+
+def _connection(url: str | None, api_key: str | None, timeout: float, verify: Verify) -> tuple[str, dict[str, Any]]:
     """(base URL, httpx client options) from the arguments or $RAYSAMPLER_URL / $RAYSAMPLER_API_KEY."""
     url = (url or os.environ.get("RAYSAMPLER_URL") or "http://127.0.0.1:8000").rstrip("/")
     key = api_key or os.environ.get("RAYSAMPLER_API_KEY")
@@ -300,6 +314,7 @@ def _connection(url: str | None, api_key: str | None, timeout: float) -> tuple[s
         "base_url": url,
         "headers": {"Authorization": f"Bearer {key}"},
         "timeout": httpx.Timeout(timeout, read=None),
+        "verify": _ssl_verify(verify),
     }
 
 
@@ -339,7 +354,8 @@ def _check_deadline(deadline: float | None, run_id: str) -> None:
 
 
 class Client:
-    """Synchronous client; `url` and `api_key` default to $RAYSAMPLER_URL and $RAYSAMPLER_API_KEY."""
+    """Synchronous client; `url` and `api_key` default to $RAYSAMPLER_URL and $RAYSAMPLER_API_KEY. For an https URL,
+    `verify` is what checks the server's certificate (see `Verify`: e.g. the path of a private CA's certificate)."""
 
     def __init__(
         self,
@@ -349,9 +365,10 @@ class Client:
         timeout: float = 30.0,
         retries: int = 3,
         backoff_s: float = 0.5,
+        verify: Verify = True,
     ) -> None:
         self.retry = RetryPolicy(retries, backoff_s)
-        self.url, options = _connection(url, api_key, timeout)
+        self.url, options = _connection(url, api_key, timeout, verify)
         self._http = httpx.Client(**options)
 
     def close(self) -> None:
@@ -558,9 +575,10 @@ class AsyncClient:
         timeout: float = 30.0,
         retries: int = 3,
         backoff_s: float = 0.5,
+        verify: Verify = True,
     ) -> None:
         self.retry = RetryPolicy(retries, backoff_s)
-        self.url, options = _connection(url, api_key, timeout)
+        self.url, options = _connection(url, api_key, timeout, verify)
         self._http = httpx.AsyncClient(**options)
 
     async def aclose(self) -> None:

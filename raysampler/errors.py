@@ -24,6 +24,7 @@ class FailureKind(str, Enum):
     COORDINATOR_LOST = "coordinator_lost"  # the coordinator process died
     SITE_UNAVAILABLE = "site_unavailable"  # no live node carries the shard's site label
     CHECKPOINT = "checkpoint"  # a checkpoint could not be read or does not fit this run
+    ACCESS = "access"  # a site shard's file lies outside the data granted to the run's tenant on its site
 
 
 @dataclass(frozen=True)

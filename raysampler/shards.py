@@ -31,6 +31,8 @@ from typing import Any, NamedTuple, overload
 
 import numpy as np
 
+from .grants import check_on_site
+
 __all__ = [
     "STRATEGIES",
     "SUFFIXES",
@@ -323,6 +325,9 @@ class Shard:
     gives them when read); `y_column` and `x_columns` choose a file's target and feature columns (default: "y" and
     every other column). `index` optionally records which rows of the original data the shard holds (set by
     `shard`). In-memory arrays are validated on construction; a path is checked for a supported suffix only.
+    `grants`, when set (the service sets it from the tenant's data grants on the site), are the path prefixes the
+    file must lie under, symlinks resolved, checked on the site's node before any byte is read (`grants.py`);
+    None (the Python API, the cluster owner's own) checks nothing.
     """
 
     X: np.ndarray | None = None
@@ -333,6 +338,7 @@ class Shard:
     columns: tuple[str, ...] | None = None
     y_column: str = "y"
     x_columns: tuple[str, ...] | None = None
+    grants: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         has_arrays = self.X is not None or self.y is not None
@@ -397,9 +403,10 @@ class Shard:
             assert self.X is not None and self.y is not None
             return DataTable(self.X, self.y, self.columns)
         path = self.path
-        if not os.path.isfile(path):
+        real = check_on_site(path, self.grants) if self.grants is not None else path
+        if not os.path.isfile(real):
             raise FileNotFoundError(f"shard file {path!r} does not exist")
-        return read_table(path, y=self.y_column, x=self.x_columns)
+        return read_table(real, y=self.y_column, x=self.x_columns)
 
     def load(self) -> tuple[np.ndarray, np.ndarray]:
         """(X, y) of `read()`."""

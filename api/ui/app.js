@@ -37,11 +37,14 @@ async function api(path, options = {}) {
 }
 const getJSON = async (path) => (await api(path)).json();
 
+// `style` takes an object of CSS properties, set through the CSSOM: the page's Content-Security-Policy refuses
+// inline style attributes (setAttribute("style", ...)) but not this.
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) {
     if (k === "class") node.className = v;
     else if (k === "text") node.textContent = v;
+    else if (k === "style") Object.assign(node.style, v);
     else node.setAttribute(k, v);
   }
   for (const c of children) node.append(c);
@@ -117,7 +120,7 @@ function renderRuns(runs) {
     const p = r.progress;
     const frac = p.rounds_total ? Math.min(1, p.rounds_done / p.rounds_total) : 0;
     const bar = el("div", { class: "bar", title: `${p.rounds_done} / ${p.rounds_total} rounds` },
-                   el("div", { style: `width:${(100 * frac).toFixed(1)}%` }));
+                   el("div", { style: { width: `${(100 * frac).toFixed(1)}%` } }));
     const d = r.diagnostics || {};
     const row = el("tr", { class: "clickable", "data-run": r.id },
       el("td", {}, el("a", { href: `#/run/${r.id}`, text: r.id })),
@@ -207,7 +210,7 @@ function renderRunInfo(state) {
       el("td", { class: "num", text: w.local_steps ?? "–" }),
       el("td", { class: "num", text: w.tau_s == null ? "–" : (1e3 * w.tau_s).toFixed(3) }),
       el("td", {}, el("div", { class: "bar", title: fmt(w.idle_fraction) },
-                      el("div", { style: `width:${(100 * (w.idle_fraction || 0)).toFixed(1)}%` }))))));
+                      el("div", { style: { width: `${(100 * (w.idle_fraction || 0)).toFixed(1)}%` } }))))));
   $("#plan").textContent = r.plan ? JSON.stringify(r.plan, null, 1) : "(set when the run starts)";
 }
 

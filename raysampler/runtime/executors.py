@@ -3,9 +3,18 @@ actors ("ray"); either way the driver holds a `CoordinatorHandle`."""
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
+import re
+import shutil
+import signal
 import sys
+import tempfile
+import time
 from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from ..algorithms.base import Algorithm
@@ -17,6 +26,7 @@ from .host import ShardSource
 from .pools import WORKER_ENV, LocalPool, RayPool
 
 EXECUTORS = ("local", "ray")
+log = logging.getLogger("raysampler.runtime")
 
 
 class CoordinatorHost:
@@ -182,24 +192,171 @@ class RayHandle:
             self._ray.kill(self.actor)
 
 
-def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
-    """Connect to `address` / $RAY_ADDRESS, or start a small local Ray in-process (no dashboard; `num_cpus` CPUs,
-    default all; object store $RAYSAMPLER_OBJECT_STORE_BYTES, default 1 GiB)."""
+def cluster_address(address: str | None = None) -> str | None:
+    """The Ray cluster to join, or None for a private local Ray.
+
+    Joining is always an explicit choice: `address` (Settings.ray_address, `--ray-address`), else $RAY_ADDRESS
+    (Ray's own variable, which Ray users expect honoured). "local" or nothing means a private local Ray. Without
+    this rule `ray.init()` would join whatever cluster Ray last recorded in its temp dir (`ray start`,
+    `ray.cluster_utils.Cluster`), and the service died at start-up whenever another Ray ran on the machine.
+    """
+    chosen = address or os.environ.get("RAY_ADDRESS") or None
+    return None if chosen is None or chosen == "local" else chosen
+
+
+def ensure_ray(
+    address: str | None = None, num_cpus: int | None = None, temp_dir: str | os.PathLike | None = None
+) -> None:
+    """Connect to the cluster `cluster_address(address)` names, or start a private local Ray in-process (never
+    another process's Ray; no dashboard; `num_cpus` CPUs, default all; object store $RAYSAMPLER_OBJECT_STORE_BYTES,
+    default 1 GiB). A Ray this process already started or joined is used as it is.
+
+    `temp_dir` (the service's `embedded_ray_dir`) gives the private Ray a temp dir of its own, so that what a crashed
+    earlier process of the same service left there is found and cleared (`clear_stale_sessions`) before the start.
+    Without it the private Ray uses Ray's default temp dir ($RAY_TMPDIR/ray, else /tmp/ray), shared but harmless:
+    a "local" start reads nothing there.
+    """
     import ray
 
     if ray.is_initialized():
         return
-    address = address or os.environ.get("RAY_ADDRESS")
-    if address:
-        ray.init(address=address, configure_logging=False, log_to_driver=False)
-    else:
-        ray.init(
-            include_dashboard=False,
-            configure_logging=False,
-            log_to_driver=False,
-            num_cpus=num_cpus,
-            object_store_memory=int(os.environ.get("RAYSAMPLER_OBJECT_STORE_BYTES", 1 << 30)),
+    join = cluster_address(address)
+    if join is not None:
+        ray.init(address=join, configure_logging=False, log_to_driver=False)
+        return
+    where: dict[str, Any] = {}
+    if temp_dir is not None:
+        private = Path(temp_dir).resolve()
+        private.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if hasattr(os, "getuid") and private.stat().st_uid != os.getuid():  # a predictable name in a shared /tmp
+            raise RuntimeError(f"the private Ray's temp dir {private} belongs to another user; remove it")
+        clear_stale_sessions(private)
+        where["_temp_dir"] = str(private)
+    ray.init(
+        address="local",  # start one even when another Ray runs here, whatever its temp dir records
+        include_dashboard=False,
+        configure_logging=False,
+        log_to_driver=False,
+        num_cpus=num_cpus,
+        object_store_memory=int(os.environ.get("RAYSAMPLER_OBJECT_STORE_BYTES", 1 << 30)),
+        **where,
+    )
+    if where:
+        os.chmod(where["_temp_dir"], 0o700)  # Ray opens its temp dir to all users (made for a shared /tmp/ray)
+    log.info("started a private local Ray%s", f" in {where['_temp_dir']}" if where else "")
+
+
+# Ray's longest Unix socket is <temp dir>/session_<date>_<time>_<µs>_<pid>/sockets/plasma_store and AF_UNIX paths
+# stop at 107 bytes: 107 - len("/session_2026-01-01_00-00-00_000000_") - 7 pid digits - len("/sockets/plasma_store").
+MAX_RAY_TEMP_DIR = 43
+
+
+def embedded_ray_dir(data_dir: str | os.PathLike) -> Path:
+    """The temp dir of the service's private Ray: <data dir>/ray, or where that path is too long for Ray's Unix
+    sockets, rs-<hash of the data dir> in $RAY_TMPDIR (else the system temp dir, else /tmp). One per data dir, so a
+    restart finds the sessions its crashed predecessor left, and nobody else's."""
+    data = Path(data_dir).resolve()
+    digest = "rs-" + hashlib.sha256(os.fsencode(data)).hexdigest()[:12]
+    bases = [os.environ.get("RAY_TMPDIR") or tempfile.gettempdir(), "/tmp"]
+    candidates = [data / "ray", *(Path(b).resolve() / digest for b in bases)]
+    return next((c for c in candidates if len(os.fsencode(c)) <= MAX_RAY_TEMP_DIR), candidates[-1])
+
+
+_SESSION = re.compile(r"session_(\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d_\d{6})_(\d+)")
+
+
+def _started_at(pid: int) -> float | None:
+    """When process `pid` started (epoch seconds), or None if it is gone or a zombie. Linux only (/proc)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        boot = next(
+            float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime")
         )
+    except (OSError, IndexError, StopIteration, ValueError):
+        return None
+    if fields[0] in ("Z", "X"):
+        return None
+    return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22, starttime, in clock ticks since boot
+
+
+def _session_is_stale(name: str) -> bool:
+    """A session folder (session_<date>_<time>_<µs>_<pid>) is stale when the process that started it is gone, is
+    this process (a restarted container reuses pids), or its pid belongs to a process that started well after the
+    session did. Unknown names are never stale: in doubt a session counts as live, which costs only a late cleanup."""
+    m = _SESSION.fullmatch(name)
+    if m is None:
+        return False
+    created = datetime.strptime(m[1], "%Y-%m-%d_%H-%M-%S_%f").timestamp()  # Ray names it in local time
+    pid = int(m[2])
+    if pid == os.getpid():
+        return True
+    if not Path("/proc").is_dir():  # no /proc (macOS): only whether the pid is taken
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            pass
+        return False
+    started = _started_at(pid)
+    return started is None or started > created + 2 * 3600.0  # slack for a clock change since the session began
+
+
+def session_processes(session_dirs: Sequence[Path]) -> list[int]:
+    """Processes (other than this one) whose command line names, or whose open files lie in, one of
+    `session_dirs`: a Ray session's gcs_server, raylet, agents and workers (their logs are open there)."""
+    roots = [os.fsencode(d) for d in session_dirs]
+    if not roots or not Path("/proc").is_dir():
+        return []
+
+    def inside(path: bytes) -> bool:
+        return any(path == r or path.startswith(r + b"/") for r in roots)
+
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = Path(entry.path, "cmdline").read_bytes()
+            hit = any(r + b"/" in cmdline for r in roots)
+            if not hit:
+                fds = os.path.join(entry.path, "fd")
+                hit = any(inside(os.fsencode(os.readlink(os.path.join(fds, fd)))) for fd in os.listdir(fds))
+        except OSError:  # gone meanwhile, or not ours to look at
+            continue
+        if hit:
+            found.append(int(entry.name))
+    return found
+
+
+def clear_stale_sessions(temp_dir: Path) -> list[int]:
+    """Clear what a crashed earlier process left in the private Ray temp dir `temp_dir` (never a shared one):
+    SIGKILL the processes still tied to its stale sessions, then delete those sessions' folders but the newest
+    (kept for its logs). Returns the pids killed.
+
+    Measured (Ray 2.60, Linux) after SIGKILL of the process that started Ray in-process: gcs_server, raylet, the
+    monitors and the dashboard die with it at once (the kernel's parent-death signal), the workers (coordinator,
+    shard hosts; their own process groups) within a few seconds, but the dashboard and runtime-env agents, orphaned,
+    live on for up to about a minute; the session folder (logs, socket files) stays. Ray writes no
+    ray_current_cluster file for an in-process start, and a "local" start reads none, so none of this stops the
+    restart; clearing it frees the orphans' memory (≈ 170 MB) and keeps a crash loop from piling them up.
+    """
+    stale = sorted(p for p in temp_dir.glob("session_*") if not p.is_symlink() and _session_is_stale(p.name))
+    killed = []
+    for pid in session_processes(stale):
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        except OSError:
+            pass
+    deadline = time.monotonic() + 5.0
+    while killed and time.monotonic() < deadline and any(_started_at(p) is not None for p in killed):
+        time.sleep(0.05)
+    for old in stale[:-1]:
+        shutil.rmtree(old, ignore_errors=True)
+    if killed:
+        log.warning("killed %d leftover Ray processes of a crashed run in %s: %s", len(killed), temp_dir, killed)
+    return killed
 
 
 def _ship_by_value(model: Model) -> None:

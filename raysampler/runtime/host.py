@@ -21,6 +21,7 @@ import numpy as np
 
 from ..algorithms.base import Algorithm
 from ..errors import Failure, FailureKind, WorkerFailed
+from ..grants import AccessRefused
 from ..models.base import Model
 from ..shards import DataTable, Shard
 from ..streams import ChainNoise
@@ -110,6 +111,10 @@ class ShardHost:
                     data.append((table.X, table.y))
                     if self._columns[j] is None:
                         self._columns[j] = table.columns
+                except AccessRefused as exc:  # outside the tenant's grants: the rule only, nothing about the file
+                    raise WorkerFailed(
+                        Failure(FailureKind.ACCESS, str(exc), shard=src.shard, site=src.site, node_id=self.node_id)
+                    ) from None
                 except Exception as exc:
                     msg = f"cannot load its data on host {self.hostname}: {type(exc).__name__}: {exc}"
                     raise WorkerFailed(

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import Failure, FailureKind, WorkerFailed
+from ..grants import AccessRefused, check_on_site
 from .contracts import SITE_LABEL
 
 
@@ -61,7 +62,8 @@ def wait_for_sites(sites: Sequence[str | None], wait_s: float) -> dict[str, int]
 @dataclass(frozen=True)
 class ShardProbe:
     """What a site's node says about a shard file: its header (column names, rows when known, feature count), or
-    the error reading it; and which node answered."""
+    the error reading it; and which node answered. `refused` is True when the path lies outside the shard's grants
+    (then `error` states the rule only, whatever the file holds or whether it exists)."""
 
     path: str
     site: str
@@ -72,28 +74,50 @@ class ShardProbe:
     error: str | None = None
     node_id: str | None = None
     hostname: str | None = None
+    refused: bool = False
+    waited_s: float = 0.0
 
 
-def _probe(path: str, site: str, y_column: str, x_columns: tuple[str, ...] | None) -> ShardProbe:
-    """Runs on the site's node: stat the file and read its header (never its data)."""
+def _probe(
+    path: str, site: str, y_column: str, x_columns: tuple[str, ...] | None, grants: tuple[str, ...] | None
+) -> ShardProbe:
+    """Runs on the site's node: check the grants (symlinks resolved), then stat the file and read its header
+    (never its data)."""
     import ray
 
     from ..shards import read_header
 
+    if grants is not None:
+        try:
+            path_read = check_on_site(path, grants)
+        except AccessRefused as exc:
+            return ShardProbe(path, site, False, error=str(exc), refused=True)
+    else:
+        path_read = path
     node_id, hostname = ray.get_runtime_context().get_node_id(), socket.gethostname()
     try:
-        h = read_header(path, y=y_column, x=x_columns)
+        h = read_header(path_read, y=y_column, x=x_columns)
     except Exception as exc:  # reported to the caller, who names the shard
         return ShardProbe(path, site, False, error=f"{type(exc).__name__}: {exc}", node_id=node_id, hostname=hostname)
     return ShardProbe(path, site, True, h.columns, h.n_rows, h.n_features, node_id=node_id, hostname=hostname)
 
 
-def probe_shards(shards: Sequence[Any], timeout_s: float = 30.0) -> list[ShardProbe | None]:
+def probe_shards(
+    shards: Sequence[Any], timeout_s: float = 30.0, wait_s: float | None = None
+) -> list[ShardProbe | None]:
     """Ask a node of each site shard's site about its file (a short task pinned there by the site label); None for
-    shards without a site. A site with no live node gives a probe with ok=False saying so."""
+    shards without a site. A site with no live node is waited for, up to `wait_s` (default `site_wait_s()`), since
+    its node may still be joining; one still missing then gives a probe with ok=False saying how long it waited."""
     import ray
 
+    wait = site_wait_s() if wait_s is None else wait_s
+    wanted = {s.site for s in shards if getattr(s, "site", None) is not None}
+    t0 = time.monotonic()
     live = site_nodes()
+    while wanted - set(live) and time.monotonic() - t0 < wait:
+        time.sleep(0.25)
+        live = site_nodes()
+    waited = time.monotonic() - t0
     remote = ray.remote(num_cpus=0, max_retries=0)(_probe)
     refs: list[Any] = []
     out: list[ShardProbe | None] = []
@@ -102,11 +126,20 @@ def probe_shards(shards: Sequence[Any], timeout_s: float = 30.0) -> list[ShardPr
             refs.append(None)
         elif s.site not in live:
             refs.append(
-                ShardProbe(s.path, s.site, False, error=f"no live Ray node carries the label {SITE_LABEL}={s.site}")
+                ShardProbe(
+                    s.path,
+                    s.site,
+                    False,
+                    error=f"no live Ray node carries the label {SITE_LABEL}={s.site} (waited {waited:.0f} s, "
+                    f"RAYSAMPLER_SITE_WAIT_S={wait:g})",
+                    waited_s=waited,
+                )
             )
         else:
             refs.append(
-                remote.options(label_selector={SITE_LABEL: s.site}).remote(s.path, s.site, s.y_column, s.x_columns)
+                remote.options(label_selector={SITE_LABEL: s.site}).remote(
+                    s.path, s.site, s.y_column, s.x_columns, getattr(s, "grants", None)
+                )
             )
     for s, ref in zip(shards, refs):
         if ref is None or isinstance(ref, ShardProbe):

@@ -12,6 +12,11 @@ class FieldError(ValueError):
         self.loc = loc
 
 
+class AccessDenied(FieldError):
+    """A request field naming data the tenant may not use (403): a site shard's path outside its data grants.
+    The message names the field and the rule, never anything about the file."""
+
+
 class NotFound(LookupError):
     """No such run or data set for this tenant (404); the message names it."""
 

@@ -6,6 +6,7 @@ import os
 import secrets
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -24,7 +25,8 @@ def free_port() -> int:
 class LocalService:
     """`raysampler serve` in a subprocess. `keys` maps tenant → key (default: one generated key for 'default');
     `args` are extra `serve` flags (e.g. ["--ray-address", addr]); `launcher` replaces the command that runs the
-    CLI (default: this Python with `-m raysampler.cli`)."""
+    CLI (default: this Python with `-m raysampler.cli`). With --ssl-certfile among `args` the service speaks HTTPS
+    (`url` says https) and `ca_file` is the CA bundle that verifies it (default: the system's)."""
 
     def __init__(
         self,
@@ -35,14 +37,16 @@ class LocalService:
         log: str | os.PathLike | None = None,
         args: list[str] | None = None,
         launcher: list[str] | None = None,
+        ca_file: str | os.PathLike | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.keys = keys or {"default": secrets.token_urlsafe(24)}
         self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.args = list(args or [])
+        self.url = f"{'https' if '--ssl-certfile' in self.args else 'http'}://127.0.0.1:{self.port}"
+        self.verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=os.fspath(ca_file)) if ca_file else True
         self.extra_env = env or {}
         self.log_path = Path(log) if log else self.data_dir.with_name(self.data_dir.name + ".log")
-        self.args = list(args or [])
         self.launcher = list(launcher or [sys.executable, "-m", "raysampler.cli"])
         self.proc: subprocess.Popen | None = None
         self._log: IO | None = None
@@ -79,7 +83,7 @@ class LocalService:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"the service exited with code {self.proc.returncode}:\n{self.log_tail()}")
             try:
-                if httpx.get(self.url + "/v1/health", timeout=2.0).status_code == 200:
+                if httpx.get(self.url + "/v1/health", timeout=2.0, verify=self.verify).status_code == 200:
                     return self
             except httpx.TransportError:
                 pass

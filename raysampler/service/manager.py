@@ -25,7 +25,7 @@ from ..runtime.contracts import RunStats
 from ..sampling import Run, RunEvent
 from ..wire import ProgressEvent, ResumedEvent, RunStatus, SetupEvent, StatusEvent, WarningEvent, WorkerLostEvent
 from .drawfiles import DrawFiles
-from .errors import NotFound, QuotaExceeded, StateConflict
+from .errors import AccessDenied, NotFound, QuotaExceeded, StateConflict
 from .metrics import Metrics
 from .records import RunFields, RunRecord
 from .schemas import DiagnosticsInfo, FailureInfo, RunSpec, WorkerStats
@@ -90,6 +90,7 @@ class RunManager:
         self, store: RecordStore, files: DrawFiles, settings: Settings, metrics: Metrics | None = None
     ) -> None:
         self.store, self.files, self.settings, self.metrics = store, files, settings, metrics
+        self.grants = settings.grants()  # malformed grants refuse to start, naming the entry
         self._queue = FairQueue()
         self._cancel: dict[tuple[str, str], threading.Event] = {}
         self._lock = threading.Lock()
@@ -99,11 +100,18 @@ class RunManager:
     # --- lifecycle --------------------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Recover from a previous process, connect to Ray (executor "ray"), then start the executor threads."""
-        if self.settings.executor == "ray":
-            from ..runtime.executors import ensure_ray
+        """Recover from a previous process, connect to Ray (executor "ray"), then start the executor threads.
 
-            ensure_ray(self.settings.ray_address, num_cpus=self.settings.ray_num_cpus)
+        Without an explicit Ray address the service starts a private local Ray whose temp dir belongs to its data
+        dir, so another Ray on the machine is never joined by accident and a crash's leftovers are cleared."""
+        if self.settings.executor == "ray":
+            from ..runtime.executors import embedded_ray_dir, ensure_ray
+
+            ensure_ray(
+                self.settings.ray_address,
+                num_cpus=self.settings.ray_num_cpus,
+                temp_dir=embedded_ray_dir(self.settings.data_dir),
+            )
         for rec in self.store.runs_with_status([RunStatus.RUNNING]):  # the service stopped while they ran
             self.store.transition(
                 rec.tenant, rec.id, (RunStatus.RUNNING,), event=StatusEvent(RunStatus.PENDING), status=RunStatus.PENDING
@@ -134,7 +142,9 @@ class RunManager:
         replay = self._replay(tenant, spec, idempotency_key, h)
         if replay is not None:
             return replay, False
-        built = build(spec, tenant, self.store, self.settings.executor)  # 422 now rather than a FAILED run later
+        built = build(
+            spec, tenant, self.store, self.settings.executor, self.grants
+        )  # 422 now rather than a FAILED run later
         self._check_quotas(tenant, spec, built.d)
         run_id = spec.run_id or "run-" + secrets.token_hex(8)
         opts = run_options(spec)
@@ -343,7 +353,7 @@ class RunManager:
             )
             return None
         try:
-            built = build(spec, rec.tenant, self.store, self.settings.executor)
+            built = build(spec, rec.tenant, self.store, self.settings.executor, self.grants)
             t0 = time.perf_counter()
             opts = run_options(spec)
             run = Run(
@@ -368,6 +378,8 @@ class RunManager:
             )
         except Exception as exc:
             failure = failure_of(exc) or (exc.failure if isinstance(exc, SamplingError) else None)
+            if isinstance(exc, AccessDenied):  # a grant revoked since submit
+                failure = Failure(FailureKind.ACCESS, str(exc))
             self._finish(rec, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}", failure=failure)
             return None
         if state is not None:

@@ -434,7 +434,7 @@ class FailureInfo(BaseModel):
 
     kind: str = Field(
         description="worker_error, worker_lost, non_finite, coordinator_non_finite, coordinator_lost, "
-        "site_unavailable or checkpoint"
+        "site_unavailable, checkpoint or access"
     )
     message: str
     round: int | None = None

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from ..grants import DataGrants, parse_grants
 
 TENANT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -30,6 +34,12 @@ class Settings(BaseSettings):
     executor: Literal["ray", "local"] = "ray"
     api_keys: str | None = Field(default=None, description="comma-separated tenant:key pairs")
     api_keys_file: Path | None = Field(default=None, description="file of tenant:key lines ('#' starts a comment)")
+    data_grants: str | None = Field(
+        default=None, description="comma-separated tenant@site:/path/prefix grants of site files (none: no site shard)"
+    )
+    data_grants_file: Path | None = Field(
+        default=None, description="file of tenant@site:/path/prefix lines ('#' starts a comment)"
+    )
     max_upload_bytes: int = Field(default=256 * 2**20, ge=1, description="largest accepted data set upload (else 413)")
     max_concurrent_runs: int = Field(default=1, ge=1, description="runs sampled at once; the rest wait as PENDING")
     quota_max_active_runs: int | None = Field(default=None, ge=1, description="per tenant: PENDING + RUNNING runs")
@@ -40,6 +50,15 @@ class Settings(BaseSettings):
     keepalive_s: float = Field(default=15.0, gt=0, description="SSE keep-alive comment interval")
     poll_s: float = Field(default=0.1, gt=0, description="how often follow-streams look for new draws and events")
     chunk_s: float = Field(default=0.5, gt=0, description="target seconds of sampling between durable writes")
+    ssl_certfile: Path | None = Field(default=None, description="serve HTTPS with this PEM certificate (chain)")
+    ssl_keyfile: Path | None = Field(default=None, description="the certificate's PEM private key")
+    forwarded_allow_ips: str | None = Field(
+        default=None,
+        description="comma-separated proxy addresses whose X-Forwarded-For/-Proto are trusted (uvicorn's; default "
+        "$FORWARDED_ALLOW_IPS, else 127.0.0.1 and ::1)",
+    )
+    audit_max_bytes: int = Field(default=10 * 2**20, ge=1024, description="audit.log size at which it rotates")
+    audit_backups: int = Field(default=10, ge=1, description="rotated audit logs kept (audit.log.1 … .N)")
 
     @property
     def db_path(self) -> Path:
@@ -53,12 +72,18 @@ class Settings(BaseSettings):
     def datasets_dir(self) -> Path:
         return self.data_dir / "datasets"
 
+    @property
+    def audit_log_path(self) -> Path:
+        return self.data_dir / "audit.log"
+
     def keys(self) -> dict[str, str]:
-        """key → tenant, from api_keys and api_keys_file (both may be given). Malformed entries raise ValueError."""
+        """key → tenant, from api_keys and api_keys_file (both may be given). Malformed entries, and a keys file
+        others may read or write (check_private), raise ValueError."""
         entries: list[tuple[str, str]] = []
         if self.api_keys:
             entries += [(e.strip(), "RAYSAMPLER_API_KEYS") for e in self.api_keys.split(",") if e.strip()]
         if self.api_keys_file is not None:
+            check_private(Path(self.api_keys_file))
             text = Path(self.api_keys_file).read_text()
             entries += [(line.split("#", 1)[0].strip(), str(self.api_keys_file)) for line in text.splitlines()]
         out: dict[str, str] = {}
@@ -76,3 +101,32 @@ class Settings(BaseSettings):
                 raise ValueError(f"{where}: the same key is given to tenants {out[key]!r} and {tenant!r}")
             out[key] = tenant
         return out
+
+    def grants(self) -> DataGrants:
+        """The data grants from data_grants and data_grants_file (both may be given); a malformed entry raises
+        ValueError naming it and where it came from."""
+        entries: list[tuple[str, str]] = []
+        if self.data_grants:
+            entries += [(e, "RAYSAMPLER_DATA_GRANTS") for e in self.data_grants.split(",")]
+        if self.data_grants_file is not None:
+            lines = Path(self.data_grants_file).read_text().splitlines()
+            entries += [(line.split("#", 1)[0], f"{self.data_grants_file}:{n}") for n, line in enumerate(lines, 1)]
+        return parse_grants(entries)
+
+
+def check_private(path: Path) -> None:
+    """Raise ValueError (naming the file, its mode and the fix) if group or others may read or write `path`.
+
+    One exception, as PostgreSQL makes for its key file: a root-owned file read by a non-root server may be readable
+    by its group (never writable), which is how a Kubernetes Secret mounted with an fsGroup arrives (0440)."""
+    if os.name != "posix":
+        return
+    st = path.stat()
+    allowed = stat.S_IRGRP if st.st_uid == 0 and os.geteuid() != 0 else 0
+    loose = st.st_mode & (stat.S_IRGRP | stat.S_IWGRP | stat.S_IROTH | stat.S_IWOTH) & ~allowed
+    if loose:
+        mode = stat.S_IMODE(st.st_mode)
+        raise ValueError(
+            f"API keys file {path} has mode {mode:04o}: group or others may read or write it, so it is refused. "
+            f"Make it private to the user that runs the service: chmod 600 {path}"
+        )

@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import datasets as rs_datasets
 from ..algorithms import ALGORITHMS, Algorithm, get_algorithm
+from ..grants import ACCESS_RULE, AccessRefused, DataGrants, check_lexical
 from ..models import get_model
 from ..models.base import DataSpec, Model
 from ..options import RunOptions
@@ -20,7 +21,7 @@ from ..runtime.host import ShardSource
 from ..runtime.pools import LocalPool
 from ..runtime.sites import probe_shards
 from ..shards import DataTable, Shard, ShardSet, shard
-from .errors import FieldError
+from .errors import AccessDenied, FieldError
 from .schemas import BUILTIN_PREFIX, RunSpec
 from .store import RecordStore
 
@@ -40,6 +41,11 @@ class Built:
     shards: ShardSet
     n: int
     d: int
+
+
+def _refused(i: int) -> AccessDenied:
+    """The one answer to a site shard outside the tenant's grants: the field and the rule, nothing about the file."""
+    return AccessDenied(("data", "shards", i, "path"), f"data.shards[{i}].path is refused: {ACCESS_RULE}")
 
 
 def run_options(spec: RunSpec) -> RunOptions:
@@ -119,9 +125,12 @@ def load_data(spec: RunSpec, tenant: str, store: RecordStore) -> DataTable:
         return DataTable(z["X"], z["y"], tuple(str(c) for c in z["columns"]) if "columns" in z.files else None)
 
 
-def build(spec: RunSpec, tenant: str, store: RecordStore, executor: str = "ray") -> Built:
+def build(
+    spec: RunSpec, tenant: str, store: RecordStore, executor: str = "ray", grants: DataGrants | None = None
+) -> Built:
     """Engine objects for a spec, checked the way the run will check them; errors are SpecError naming the field.
-    Site shards are checked by asking their sites' nodes (`build_site_shards`): this process never opens them."""
+    Site shards must lie within the tenant's `grants` (none: no site shard) and are checked by asking their sites'
+    nodes (`build_site_shards`): this process never opens them."""
     try:
         model = get_model(spec.model.family, **spec.model.params())
     except ValueError as exc:
@@ -140,7 +149,7 @@ def build(spec: RunSpec, tenant: str, store: RecordStore, executor: str = "ray")
         where = ("algorithm", "name") if spec.algorithm.name not in ALGORITHMS else ("algorithm", "params")
         raise SpecError(where, str(exc)) from None
     if spec.data.shards is not None:
-        return build_site_shards(spec, model, algorithm, executor)
+        return build_site_shards(spec, model, algorithm, executor, tenant, grants or DataGrants())
     X, y, cols = load_data(spec, tenant, store)
     try:
         shards = shard(X, y, num_shards=spec.num_shards, strategy=spec.shard_strategy, seed=spec.seed, columns=cols)
@@ -168,9 +177,13 @@ def build(spec: RunSpec, tenant: str, store: RecordStore, executor: str = "ray")
     return Built(model, shards, int(X.shape[0]), int(bound.dim))
 
 
-def build_site_shards(spec: RunSpec, model: Model, algorithm: Algorithm, executor: str) -> Built:
-    """Shards that stay on their sites: each is checked by a short task on a node of its site that stats the file
-    and reads its header (never the data); the columns must agree; the model is bound from the header."""
+def build_site_shards(
+    spec: RunSpec, model: Model, algorithm: Algorithm, executor: str, tenant: str, grants: DataGrants
+) -> Built:
+    """Shards that stay on their sites: each path must lie within the tenant's grants on its site (as written here,
+    then with symlinks resolved on the site, before any byte is read); each is checked by a short task on a node of
+    its site that stats the file and reads its header (never the data); the columns must agree; the model is bound
+    from the header."""
     refs = spec.data.shards or []
     if executor != "ray":
         raise SpecError(
@@ -181,14 +194,23 @@ def build_site_shards(spec: RunSpec, model: Model, algorithm: Algorithm, executo
     x_cols = tuple(spec.data.x_columns) if spec.data.x_columns is not None else None
     shards = []
     for i, ref in enumerate(refs):
+        prefixes = grants.prefixes(tenant, ref.site)
         try:
-            shards.append(Shard(path=ref.path, site=ref.site, y_column=spec.data.y_column, x_columns=x_cols))
+            path = check_lexical(ref.path, prefixes)
+        except AccessRefused:
+            raise _refused(i) from None
+        try:
+            shards.append(
+                Shard(path=path, site=ref.site, y_column=spec.data.y_column, x_columns=x_cols, grants=prefixes)
+            )
         except ValueError as exc:
             raise SpecError(("data", "shards", i), f"shards[{i}]: {exc}") from None
     probes = probe_shards(shards)
     first = None
     for i, (ref, probe) in enumerate(zip(refs, probes)):
         assert probe is not None
+        if probe.refused:
+            raise _refused(i)
         if not probe.ok:
             raise SpecError(
                 ("data", "shards", i),

@@ -610,6 +610,30 @@ def test_kubernetes_head_runs_the_api_behind_the_service() -> None:
     assert container["readinessProbe"]["httpGet"] == {"path": "/v1/health", "port": "api"}
 
 
+def test_kubernetes_grants_give_each_site_its_own_data_mount() -> None:
+    """The head reads its data grants from the ConfigMap; they parse, and each grant lies within the data mount of
+    a site that has a worker group (a grant elsewhere would refuse every run on it)."""
+    from raysampler.grants import parse_grants
+
+    docs = load_manifests()
+    rc = one(docs, "RayCluster")
+    head = rc["spec"]["headGroupSpec"]["template"]["spec"]
+    container = head["containers"][0]
+    env = {e["name"]: e.get("value") for e in container.get("env", [])}
+    grants_file = Path(env["RAYSAMPLER_DATA_GRANTS_FILE"])
+    (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == str(grants_file.parent)]
+    (volume,) = [v for v in head["volumes"] if v["name"] == mount["name"]]
+    assert [i["path"] for i in volume["configMap"]["items"]] == [grants_file.name]
+    config = one(docs, "ConfigMap", volume["configMap"]["name"])
+    (key,) = [i["key"] for i in volume["configMap"]["items"]]
+    lines = config["data"][key].splitlines()
+    grants = parse_grants([(line.split("#", 1)[0], f"line {n}") for n, line in enumerate(lines, 1)])
+    sites = {g["labels"][SITE_KEY] for g in rc["spec"]["workerGroupSpecs"]}
+    assert len(grants) and {g.site for g in grants.grants} == sites, "one grant per site at least"
+    for g in grants.grants:
+        assert g.prefix == f"/data/{g.site}" or g.prefix.startswith(f"/data/{g.site}/"), g
+
+
 # ---------------------------------------------------------------------------------------------- across the files
 def test_every_deployment_runs_this_versions_image_and_ray() -> None:
     images = [load_launcher(n)["docker"]["image"] for n in LAUNCHER_CONFIGS]

@@ -67,37 +67,29 @@ def test_file_shards_are_read_by_the_workers(ray_session, breast_cancer, tmp_pat
     np.testing.assert_array_equal(from_files.draws, in_memory.draws)
 
 
-def test_slow_worker_gets_fewer_local_steps_and_fast_workers_idle_less(ray_session, breast_cancer):
-    """One worker made 4x slower (test-only delay hook): N_i follows 1/τ_i and the fast worker's idle time drops."""
+def test_slow_worker_gets_fewer_local_steps_in_proportion_to_its_step_time(ray_session, breast_cancer):
+    """One worker made 4x slower (test-only hook: it computes 4x as long per step): the balancer sets N_i ∝ 1/τ_i
+    from the step times τ_i it measures, so every worker does about the same work per round, N_i·τ_i. τ_i is CPU
+    time per step, so a busy machine does not change it; the idle time this saves is wall-clock and depends on the
+    machine's load: benchmarks/ measures it, this test does not assert it."""
     X, y = breast_cancer
-    X = np.repeat(X, 60, axis=0)  # enough work per step (ms) that call overhead does not hide the imbalance
+    X = np.repeat(X, 60, axis=0)  # enough work per step (ms) that timer resolution does not blur τ_i
     y = np.repeat(y, 60)
     shards = rs.shard(X, y, num_shards=2, strategy="random")
-    kw = dict(
-        chains=4,
-        num_rounds=150,
-        burn_in=50,
-        seed=0,
-        progress=False,
-        local_kernel="lmc",
-        executor="ray",
-        _slowdown={1: 4.0},
-    )
-    model = rs.models.LogisticRegression()
-    balanced = rs.sample(model, shards, balance=True, **kw)
-    fixed = rs.sample(model, shards, n_local=int(balanced.info["setup"]["n_avg"]), **kw)  # same N_avg, equal N_i
-    n_fast, n_slow = balanced.stats["N"]
-    tau = balanced.stats["tau"]
-    assert n_slow < n_fast and tau[1] / tau[0] > 2.5  # the slow worker is measured slow and does fewer steps
+    kw = dict(chains=4, num_rounds=150, burn_in=50, seed=0, progress=False, local_kernel="lmc", executor="ray")
+    balanced = rs.sample(rs.models.LogisticRegression(), shards, balance=True, _slowdown={1: 4.0}, **kw)
+    n, tau = balanced.stats["N"], balanced.stats["tau"]
+    assert tau[1] / tau[0] > 2.5  # the slow worker is measured slow
+    assert n[1] < n[0]  # and does fewer steps
     first = balanced.stats["N_history"][0]
     assert first[1] < first[0]  # already from the step times measured before sampling (round 0)
     q = (1 / tau) / np.sum(1 / tau)  # [DG-LMC] sec. 3.2.2, from the τ_i the run reports
     expected = np.maximum(1, np.round(q * balanced.info["setup"]["n_avg"] * 2))
-    assert np.all(np.abs(balanced.stats["N"] - expected) <= 1)  # τ keeps moving after the last re-estimate
-    # the fast worker waits less once balanced (a loose margin: idle times are wall-clock and the CI machine is shared;
-    # how much less is measured in benchmarks/, not asserted here)
-    assert balanced.stats["idle_fraction"][0] < 0.85 * fixed.stats["idle_fraction"][0]
-    assert fixed.stats["idle_fraction"][0] > 0.5  # with equal N the fast worker waits most of each round
+    assert np.all(np.abs(n - expected) <= 1)  # ±1: the balancer also weights τ_i by shards per process
+    # seconds of work per round: equal N_i would leave the full τ ratio between the workers; the rule's rounding
+    # (N_avg = 4 here: 8 steps to share) keeps it under 0.78 × its square root for any τ ratio from 2.5 to 20
+    work = n * tau
+    assert work.max() / work.min() < np.sqrt(tau.max() / tau.min()), (n, tau)
 
 
 @dataclasses.dataclass(frozen=True)

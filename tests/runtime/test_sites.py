@@ -5,6 +5,7 @@ a missing site and a node lost mid-run are failures naming the shard and its sit
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 import pandas as pd
@@ -134,3 +135,45 @@ def test_columns_differing_between_shards_are_refused(site_cluster, site_files, 
             **KW,
         )
     assert os.path.exists(other)
+
+
+def test_a_worker_refuses_a_path_outside_its_grants_before_reading_it(site_cluster, site_files, tmp_path):
+    """The worker checks the grants on its node, symlinks resolved: a link inside the grant to a file outside it is
+    a failure of kind `access` whose message states the rule and names no file; the draws stay empty."""
+    shards, _ = site_files
+    granted = tmp_path / "granted"
+    granted.mkdir()
+    (granted / "link.parquet").symlink_to(shards[3].path)  # the real file lies outside `granted`
+    sneaky = rs.Shard(path=str(granted / "link.parquet"), site="c", grants=(str(granted),))
+    with pytest.raises(rs.SamplingError) as err:
+        rs.sample(rs.models.LogisticRegression(), list(shards[:3]) + [sneaky], executor="ray", **KW)
+    f = err.value.failure
+    assert (f.kind, f.shard, f.site) == (FailureKind.ACCESS, 3, "c"), f
+    assert "granted" in f.message and "parquet" not in f.message and f.traceback is None, f
+    both = (str(granted), os.path.dirname(shards[3].path))  # a link between two granted directories is fine
+    allowed = rs.Shard(path=str(granted / "link.parquet"), site="c", grants=both)
+    res = rs.sample(rs.models.LogisticRegression(), list(shards[:3]) + [allowed], executor="ray", **KW)
+    assert res.draws.shape[:2] == (KW["chains"], KW["num_rounds"])
+
+
+def test_a_probe_waits_for_a_site_node_that_joins(site_cluster, site_files):
+    """A site whose node is still joining is waited for (up to the wait given), not refused at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from raysampler.runtime.sites import probe_shards
+
+    shards, _ = site_files
+    late = rs.Shard(path=shards[0].path, site="late")
+    with ThreadPoolExecutor(1) as pool:
+        asked = pool.submit(probe_shards, [late], wait_s=120)
+        time.sleep(1.0)
+        assert not asked.done()  # still waiting for the site
+        site_cluster.add_site_node("late")  # Ray starts nodes from the main thread only
+        try:
+            (probe,) = asked.result(timeout=180)
+            assert probe is not None and probe.ok, probe
+            assert probe.node_id == site_cluster.nodes["late"].node_id
+        finally:
+            site_cluster.cluster.remove_node(site_cluster.nodes.pop("late"))
+    (missing,) = probe_shards([rs.Shard(path=shards[0].path, site="never")], wait_s=1)
+    assert missing is not None and not missing.ok and "waited 1 s" in (missing.error or ""), missing

@@ -12,12 +12,16 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import SERVICE_KEYS, service_env
-from service_helpers import ALICE, hdr, wait_until
+from service_helpers import ALICE, BOB, hdr, wait_until
 
 import raysampler as rs
 from raysampler.service.local import LocalService
 
 SITES = ("a", "b", "c")
+
+
+CAROL = "carol-key-0123456789"  # a tenant with a key and no data grant
+SECRET_COLUMNS = ("bob_secret_income", "bob_secret_diagnosis")
 
 
 @pytest.fixture(scope="module")
@@ -27,15 +31,26 @@ def cluster_service(site_cluster, tmp_path_factory):
     names = ["intercept"] + [f"feature {j}" for j in range(1, X.shape[1])]
     paths = []
     for i, (Xi, yi) in enumerate(zip(np.array_split(X, 3), np.array_split(y, 3))):
-        folder = root / "sites" / SITES[i]
+        folder = root / "sites" / SITES[i] / "alice"
         folder.mkdir(parents=True)
         paths.append(folder / f"part-{i}.parquet")
         pd.DataFrame(Xi, columns=names).assign(label=yi).to_parquet(paths[-1])
+    bob = root / "sites" / "a" / "bob"
+    bob.mkdir()
+    pd.DataFrame(X[:50, :2], columns=list(SECRET_COLUMNS)).assign(label=y[:50]).to_parquet(bob / "secret.parquet")
+    lookalike = root / "sites" / "a" / "alicex"  # shares alice's prefix as a string, not as a directory
+    lookalike.mkdir()
+    pd.DataFrame(Xi, columns=names).assign(label=yi).to_parquet(lookalike / "part-0.parquet")
+    (paths[0].parent / "escape.parquet").symlink_to(bob / "secret.parquet")
+    grants = [f"alice@{s}:{root / 'sites' / s / 'alice'}" for s in SITES] + [f"bob@a:{bob}", "alice@nowhere:/srv"]
     audit = root / "opened.txt"
-    env = service_env(tempfile.mkdtemp(prefix="rs-svc-sites-")) | {"RAYSAMPLER_SITE_WAIT_S": "2"}
+    env = service_env(tempfile.mkdtemp(prefix="rs-svc-sites-")) | {
+        "RAYSAMPLER_SITE_WAIT_S": "2",
+        "RAYSAMPLER_DATA_GRANTS": ",".join(grants),
+    }
     svc = LocalService(
         root / "data",
-        keys=SERVICE_KEYS,
+        keys=SERVICE_KEYS | {"carol": CAROL},
         env=env,
         log=root / "server.log",
         args=["--ray-address", site_cluster.address],
@@ -94,14 +109,14 @@ def test_site_shards_run_over_rest_where_they_live_and_are_never_opened_by_the_s
             "does not exist",
         ),
         (
-            lambda s: s["data"]["shards"].__setitem__(2, dict(s["data"]["shards"][2], site="nowhere")),
+            lambda s: s["data"]["shards"].__setitem__(2, {"path": "/srv/part.parquet", "site": "nowhere"}),
             ["body", "data", "shards", 2],
-            "no live Ray node",
+            "no live Ray node carries the label raysampler.io/site=nowhere (waited 2 s",
         ),
         (lambda s: s["data"].__setitem__("y_column", "target"), ["body", "data", "shards", 0], "target"),
     ],
 )
-def test_bad_site_shards_are_422_naming_the_shard(cluster_service, change, field, text):
+def test_bad_site_shards_within_the_grants_are_422_naming_the_shard(cluster_service, change, field, text):
     svc, paths, _, _ = cluster_service
     import httpx
 
@@ -111,3 +126,68 @@ def test_bad_site_shards_are_422_naming_the_shard(cluster_service, change, field
     assert r.status_code == 422, r.text
     detail = r.json()["detail"][0]
     assert detail["loc"] == field and text in detail["msg"], detail
+
+
+def _refusals(paths: list[Path]) -> dict[str, tuple[str, str]]:
+    """Shard 0 replaced by each path outside alice's grants on site a: (key of the caller, path)."""
+    a = paths[0].parent  # .../sites/a/alice
+    return {
+        "another tenant's file": (ALICE, str(a.parent / "bob" / "secret.parquet")),
+        "a missing file elsewhere": (ALICE, str(a.parent / "bob" / "no-such-file.parquet")),
+        "a '..' escape": (ALICE, f"{a}/../bob/secret.parquet"),
+        "a symlink escape": (ALICE, str(a / "escape.parquet")),
+        "a prefix that is not a directory of the grant": (ALICE, str(a.parent / "alicex" / "part-0.parquet")),
+        "a relative path": (ALICE, "sites/a/alice/part-0.parquet"),
+        "a '~' path": (ALICE, "~/part-0.parquet"),
+        "a tenant without grants": (CAROL, str(paths[0])),
+        "the owner's file on a site not granted to it": (
+            BOB,
+            str(a.parent / "bob" / "secret.parquet").replace("/sites/a/", "/sites/b/"),
+        ),
+    }
+
+
+def test_paths_outside_the_grants_are_403_with_one_answer_that_names_only_field_and_rule(cluster_service):
+    svc, paths, _, _ = cluster_service
+    import httpx
+
+    answers = {}
+    with httpx.Client(base_url=svc.url, timeout=30) as c:
+        for case, (key, path) in _refusals(paths).items():
+            body = _spec(paths)
+            body["data"]["shards"][0] = {"path": path, "site": "b" if key == BOB else "a"}
+            r = c.post("/v1/runs", json=body, headers=hdr(key))
+            assert r.status_code == 403, (case, r.text)
+            detail = r.json()["detail"]
+            assert detail[0]["loc"] == ["body", "data", "shards", 0, "path"], (case, detail)
+            assert "data.shards[0].path" in detail[0]["msg"] and "granted" in detail[0]["msg"], (case, detail)
+            assert path not in r.text and "secret" not in r.text and "bob" not in r.text, (case, r.text)
+            answers[case] = r.content
+        # nothing was created for anyone, and nothing of bob's file reached alice
+        for key in (ALICE, CAROL):
+            listed = c.get("/v1/runs", headers=hdr(key)).text
+            assert not any(col in listed for col in SECRET_COLUMNS)
+    assert len(set(answers.values())) == 1, answers  # byte-identical, existing or missing, whatever the reason
+
+
+def test_bob_runs_on_his_own_file_and_alice_sees_none_of_it(cluster_service):
+    svc, paths, _, _ = cluster_service
+    import httpx
+
+    secret = str(paths[0].parent.parent / "bob" / "secret.parquet")
+    body = _spec(paths)
+    body["data"] = {"shards": [{"path": secret, "site": "a"}], "y_column": "label"}
+    with httpx.Client(base_url=svc.url, timeout=30) as c:
+        r = c.post("/v1/runs", json=body, headers=hdr(BOB))
+        assert r.status_code == 202, r.text
+        rid = r.json()["id"]
+        info = wait_until(
+            lambda: (i := c.get(f"/v1/runs/{rid}", headers=hdr(BOB)).json())["status"] in ("SUCCEEDED", "FAILED") and i,
+            what="bob's run to end",
+        )
+        assert info["status"] == "SUCCEEDED", info
+        assert any(col in name for name in info["param_names"] for col in SECRET_COLUMNS), info["param_names"]
+        assert c.get(f"/v1/runs/{rid}", headers=hdr(ALICE)).status_code == 404
+        assert c.get(f"/v1/runs/{rid}/events", headers=hdr(ALICE)).status_code == 404
+        listed = c.get("/v1/runs", headers=hdr(ALICE)).text
+        assert rid not in listed and not any(col in listed for col in SECRET_COLUMNS)

@@ -1,7 +1,8 @@
 """The dashboard at /ui in a real browser (headless Debian Chromium driven by Selenium) against a real
 `raysampler serve`: sign-in, a run submitted from the form appears in the list, its trace plot gains points while
 it samples (read from the plotted data), the summary shows every parameter, cancel, a refused key, tenant
-isolation, and an invalid form value shown at its field."""
+isolation, and an invalid form value shown at its field. All of it under the service's Content-Security-Policy:
+a violation the browser reports in its console fails the test it happened in."""
 
 from __future__ import annotations
 
@@ -46,10 +47,28 @@ def browser() -> Iterator[Any]:
         f"--user-data-dir={tempfile.mkdtemp()}",
     ):
         opts.add_argument(flag)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the console, where CSP violations are reported
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
     driver.set_script_timeout(30)
     yield driver
     driver.quit()
+
+
+def console(driver: Any) -> list[str]:
+    """The browser console's messages since the last call (reading the log empties it)."""
+    return [entry["message"] for entry in driver.get_log("browser")]
+
+
+def csp_violations(messages: list[str]) -> list[str]:
+    return [m for m in messages if "content security policy" in m.lower()]
+
+
+@pytest.fixture(autouse=True)
+def no_csp_violations(browser: Any) -> Iterator[None]:
+    """Fails the test if the browser reported a Content-Security-Policy violation while it ran."""
+    console(browser)
+    yield
+    assert csp_violations(console(browser)) == []
 
 
 def wait_for(fn: Callable[[], T], timeout: float = 60.0, what: str = "condition") -> T:
@@ -175,3 +194,46 @@ def test_an_invalid_form_value_shows_the_api_error_at_its_field(browser, service
     )
     assert "chains" in note.text and "greater than" in note.text
     assert "#/submit" in browser.current_url  # nothing was submitted
+
+
+def test_the_dashboard_is_served_under_the_strict_policy(service):
+    import httpx
+
+    from api.security import STRICT_CSP
+
+    for path in ("/ui/", "/ui/app.js", "/ui/app.css", "/ui/vendor/uPlot.iife.min.js"):
+        r = httpx.get(service.url + path)
+        assert r.status_code == 200 and r.headers["Content-Security-Policy"] == STRICT_CSP, path
+        assert r.headers["X-Content-Type-Options"] == "nosniff" and r.headers["Referrer-Policy"] == "no-referrer"
+    assert "frame-ancestors 'none'" in STRICT_CSP and "unsafe-inline" not in STRICT_CSP
+
+
+def test_the_policy_is_enforced_and_a_violation_is_seen(browser, service):
+    """An inline script injected into the dashboard does not run, and the console reports it: the check every other
+    test relies on (fixture no_csp_violations) sees violations."""
+    from selenium.webdriver.common.by import By
+
+    browser.get(f"{service.url}/ui/#/signin")
+    wait_for(lambda: browser.find_element(By.ID, "key"), what="the sign-in form")
+    ran = browser.execute_script(
+        "const s = document.createElement('script'); s.textContent = 'window.cspProbe = 1';"
+        "document.head.append(s); return window.cspProbe === 1"
+    )
+    assert ran is False
+    violations = wait_for(lambda: csp_violations(console(browser)), 10, "the violation in the console")
+    assert "inline script" in violations[0] and "script-src" in violations[0]
+
+
+def test_the_api_docs_inline_script_runs_under_its_own_policy(browser, service):
+    """/docs (Swagger UI) starts with an inline script, allowed by its hash: it runs (Swagger UI renders, or, where
+    the CDN cannot be reached, the script fails on the missing bundle) and nothing is refused."""
+    browser.get(f"{service.url}/docs")
+    seen: list[str] = []
+
+    def ran() -> bool:
+        seen.extend(console(browser))
+        rendered = browser.execute_script("return document.querySelector('.swagger-ui') !== null")
+        return rendered or any("SwaggerUIBundle is not defined" in m for m in seen)
+
+    wait_for(ran, 30, "the inline script to run")
+    assert csp_violations(seen) == []
