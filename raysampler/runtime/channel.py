@@ -1,7 +1,7 @@
 """A direct TCP channel between the coordinator and one worker actor: the round loop's fast path.
 
 A plain Ray actor call costs ≈ 1–3 ms per round on a 2-core machine against ≈ 0.1 ms for a socket round trip
-(benchmarks/rounds.py, benchmarks/transports.py). Ray still places the actors, loads their data and owns their
+(benchmarks/perf/rounds.py, benchmarks/perf/transports.py). Ray still places the actors, loads their data and owns their
 lifetime; once set up, each round's messages travel as length-prefixed pickles (protocol 5) over a socket the
 worker serves from a background thread. It works across nodes (the worker binds its node's address); if a
 connection cannot be made the pool falls back to plain actor calls. Workers on the coordinator's own node use the

@@ -9,7 +9,7 @@ pidfd of the peer's process; when the peer ends (killed or closed: end-of-file o
 readable) it rings the reader's own eventfd, so a blocked reader raises ConnectionError at once. Optionally the
 reader first watches the sequence number for `spin_s` seconds, yielding its core between looks (sched_yield), so
 that a message arriving within that time costs no sleep and wake-up while any other runnable process on the core
-still gets it (benchmarks/hot_path.py measures the run's default). No named segment ever exists: the
+still gets it (benchmarks/perf/hot_path.py measures the run's default). No named segment ever exists: the
 memfds and eventfds are handed over the socket (SCM_RIGHTS), and the kernel frees them when both processes have
 closed them, however the processes end. Linux only: elsewhere the constructors raise OSError and the caller keeps
 the TCP channel.

@@ -3,7 +3,7 @@
 `SocketTransport` sends each round over a direct channel to every actor (the fast path): shared memory for an actor
 on the coordinator's node, TCP for one on another node; `ActorTransport` uses plain Ray actor calls (the fallback
 when a channel cannot be opened). Both deliver the same messages and raise `WorkerFailed` with the failing
-process's record after draining the others. Measured side by side (benchmarks/transports.py, b = 4 shards on 2
+process's record after draining the others. Measured side by side (benchmarks/perf/transports.py, b = 4 shards on 2
 workers, DG-LMC messages): shared memory 0.82× the TCP round time, plain actor calls 5.4×.
 """
 

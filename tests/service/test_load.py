@@ -1,4 +1,4 @@
-"""A small load on a real server (the scaled-down benchmarks/load.py): two tenants submitting at once, ten clients
+"""A small load on a real server (the scaled-down benchmarks/perf/load.py): two tenants submitting at once, ten clients
 following live NDJSON draw streams and three following SSE events. No 5xx, every followed stream has each draw line
 exactly once, every event stream ends with its run's final status, and both tenants' runs all finish."""
 

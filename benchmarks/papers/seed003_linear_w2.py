@@ -10,31 +10,39 @@ agents of a chain, so every chain starts at its own N(0, I) draw, identical for 
 D-ADMMS runs twice: with raysampler's default noise ("curvature", see raysampler/algorithms/dadmm.py) and with the
 paper's scale √2/(2ρ) (noise="paper", "D-ADMMS (paper)"); on edgeless graphs both are the same deterministic
 recursion, so only the default is run there. D-ULA uses the noise N(0, b·I) of eq. 25.
-Usage: python benchmarks/seed003_linear_w2.py [T (default 1000)] [T for D-ADMMS (default 1000)]
+
+    python benchmarks/papers/seed003_linear_w2.py [T (default 1000)] [T for D-ADMMS (default 1000)]
+
+Writes benchmarks/papers/results/seed003_linear_w2.json and docs/seed003_w2.png.
 """
 
 from __future__ import annotations
 
-import json
-import sys
+import argparse
 import time
-from pathlib import Path
+from typing import Any
 
+import _path  # noqa: F401  (puts benchmarks/ on sys.path for harness)
+import harness
 import numpy as np
 
 import raysampler as rs
-from raysampler import exact
+from raysampler.testing import exact
 from raysampler.models import LinearRegression
 
-ROOT = Path(__file__).resolve().parents[1]
-T = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
-# D-ADMMS costs more per round (a prox solve and, for the default noise, a Hessian eigendecomposition per chain)
-T_ADMM = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
 EVERY = 10
 CHAINS = 100
 XI, LAM, N_I, D = 4.0, 10.0, 50, 2
 BS = (5, 20, 100)
 GRAPHS = ("complete", "ring", "edgeless")
+ALGS = ("dadmms", "dadmms_paper", "dsgld", "dsghmc", "dula")
+LABELS = {
+    "dadmms": "D-ADMMS",
+    "dadmms_paper": "D-ADMMS (paper noise)",
+    "dsgld": "D-SGLD",
+    "dsghmc": "D-SGHMC",
+    "dula": "D-ULA",
+}
 
 
 def make_data(b):
@@ -73,86 +81,100 @@ def w2_curve(draws, m, S):
     return ts + 1, np.array(out)
 
 
-def main():
-    algs = ("dadmms", "dadmms_paper", "dsgld", "dsghmc", "dula")
-    results, curves = {}, {}
+def arguments() -> argparse.ArgumentParser:
+    ap = harness.parser(__doc__, __file__)
+    ap.add_argument("T", nargs="?", type=int, default=1000, help="iterations of every sampler (default 1000)")
+    # D-ADMMS costs more per round (a prox solve and, for the default noise, a Hessian eigendecomposition per chain)
+    ap.add_argument("T_admm", nargs="?", type=int, default=1000, help="iterations of D-ADMMS (default 1000)")
+    return ap
+
+
+def measure(args: argparse.Namespace) -> harness.Report:
+    results: dict[str, Any] = {}
+    curves = {}
     init = np.random.default_rng(7).standard_normal((CHAINS, D))
     for b in BS:
         shards = make_data(b)
         model = LinearRegression(prior_scale=np.sqrt(LAM), noise_sd=XI, n_features=D)
         m, S = model.posterior(shards)
         for graph in GRAPHS:
-            for alg in algs:
+            for alg in ALGS:
                 if alg == "dadmms_paper" and graph == "edgeless":
                     continue  # no noise without edges: identical to "dadmms"
                 key = f"b{b}_{graph}_{alg}"
-                params = algo_params(alg, graph, b)
-                t0 = time.perf_counter()
-                try:
-                    res = rs.sample(
-                        model,
-                        rs.shard(shards),
-                        alg.split("_")[0],
-                        chains=CHAINS,
-                        num_rounds=T_ADMM if alg.startswith("dadmms") else T,
-                        burn_in=0,
-                        thin=1,
-                        seed=1,
-                        executor="local",
-                        progress=False,
-                        topology=graph,
-                        init=init,
-                        **params,
-                    )
-                except Exception as e:
-                    results[key] = {"error": f"{type(e).__name__}: {e}", "params": params}
-                    print(key, "ERROR", e, flush=True)
+                T = args.T_admm if alg.startswith("dadmms") else args.T
+                results[key], curve = run_one(model, shards, alg, graph, b, T, init, m, S)
+                if curve is None:
+                    print(key, "ERROR", results[key]["error"], flush=True)
                     continue
-                ts, w = w2_curve(res.draws, m, S)
-                curves[key] = (ts, w)
-                results[key] = {
-                    "final_w2": float(w[-1]),
-                    "min_w2": float(w.min()),
-                    "w2_at": {str(int(t)): float(v) for t, v in zip(ts, w) if t in (10, 50, 100, 150, 500, 1000, T)},
-                    "params": params,
-                    "wall_s": round(time.perf_counter() - t0, 2),
-                }
-                print(key, f"W2(T)={w[-1]:.4g}", f"{time.perf_counter() - t0:.1f}s", flush=True)
+                curves[key] = curve
+                print(key, f"W2(T)={results[key]['final_w2']:.4g}", f"{results[key]['wall_s']:.1f}s", flush=True)
         results[f"b{b}_posterior"] = {"mean": m.tolist(), "cov": S.tolist()}
     results["settings"] = {
-        "T": T,
-        "T_dadmms": T_ADMM,
+        "T": args.T,
+        "T_dadmms": args.T_admm,
         "every": EVERY,
         "chains": CHAINS,
         "n_i": N_I,
         "xi": XI,
         "lambda": LAM,
     }
-    (ROOT / "benchmarks/results").mkdir(parents=True, exist_ok=True)
-    (ROOT / "benchmarks/results/seed003_linear_w2.json").write_text(json.dumps(results, indent=1))
+    plot(results, curves, harness.plot_path(args, "seed003_w2.png"))
+    table = harness.Table(
+        f"Seed 003 sec. 6.2: W2(agent-average iterate, posterior), {CHAINS} chains",
+        ["run", "W2 at T", "min W2", "wall s"],
+        [[k, r["final_w2"], r["min_w2"], r["wall_s"]] for k, r in results.items() if k in curves],
+    )
+    return harness.Report("seed003_linear_w2", results, [table])
 
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(len(BS), len(GRAPHS), figsize=(13, 10), sharex=True)
-    labels = {
-        "dadmms": "D-ADMMS",
-        "dadmms_paper": "D-ADMMS (paper noise)",
-        "dsgld": "D-SGLD",
-        "dsghmc": "D-SGHMC",
-        "dula": "D-ULA",
+def run_one(model, shards, alg, graph, b, T, init, m, S):
+    """One sampler on one graph: its JSON record and its W2 curve ((iterations, W2), None if it failed)."""
+    params = algo_params(alg, graph, b)
+    t0 = time.perf_counter()
+    try:
+        res = rs.sample(
+            model,
+            rs.shard(shards),
+            alg.split("_")[0],
+            chains=CHAINS,
+            num_rounds=T,
+            burn_in=0,
+            thin=1,
+            seed=1,
+            executor="local",
+            progress=False,
+            topology=graph,
+            init=init,
+            **params,
+        )
+    except Exception as e:
+        return {"error": f"{type(e).__name__}: {e}", "params": params}, None
+    ts, w = w2_curve(res.draws, m, S)
+    record = {
+        "final_w2": float(w[-1]),
+        "min_w2": float(w.min()),
+        "w2_at": {str(int(t)): float(v) for t, v in zip(ts, w) if t in (10, 50, 100, 150, 500, 1000, T)},
+        "params": params,
+        "wall_s": round(time.perf_counter() - t0, 2),
     }
+    return record, (ts, w)
+
+
+def plot(results, curves, path):
+    plt = harness.pyplot()
+    if plt is None:
+        return
+    fig, axes = plt.subplots(len(BS), len(GRAPHS), figsize=(13, 10), sharex=True)
     for r, b in enumerate(BS):
         for c, graph in enumerate(GRAPHS):
             ax = axes[r, c]
-            for alg in algs:
+            for alg in ALGS:
                 k = f"b{b}_{graph}_{alg}"
                 if k in curves:
-                    ax.plot(*curves[k], label=labels[alg], ls="--" if alg == "dadmms_paper" else "-")
+                    ax.plot(*curves[k], label=LABELS[alg], ls="--" if alg == "dadmms_paper" else "-")
                 elif k in results:
-                    ax.plot([], [], label=labels[alg] + " (failed)")
+                    ax.plot([], [], label=LABELS[alg] + " (failed)")
             ax.set_yscale("log")
             ax.set_title(f"b = {b}, {graph}")
             if r == len(BS) - 1:
@@ -162,7 +184,12 @@ def main():
             ax.legend(fontsize=7)
     fig.suptitle(f"Seed 003 sec. 6.2 reproduction: linear regression d=2, n_i=50, {CHAINS} chains")
     fig.tight_layout()
-    fig.savefig(ROOT / "docs/seed003_w2.png", dpi=110)
+    fig.savefig(path, dpi=110)
+    print(f"plot written to {path}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    harness.run(arguments(), measure, argv)
 
 
 if __name__ == "__main__":

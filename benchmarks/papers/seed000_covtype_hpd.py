@@ -9,7 +9,8 @@ spread of U over the posterior is ≈ 5, we also report the shift-invariant "exc
 Reference: MALA (raysampler's algorithm="mala", exact MH) on the pooled data, run on a Laplace-whitened copy of the
 model (θ = θ* + Lφ, L Lᵀ the inverse Hessian at the MAP; `Whitened` below, a user model per the README's model
 contract). Plain MALA is impractical here: the posterior's condition number is ≈ 3e4. Cached in
-results/seed000_covtype_hpd_reference.json (reruns skip it). MC error of η_true: batch means over chains × time blocks.
+benchmarks/papers/results/seed000_covtype_hpd_reference.json (reruns skip it). MC error of η_true: batch means over
+chains × time blocks.
 
 Compared samplers (executor="local", K chains, burn_in=0, a wall-time budget each; draws of a prefix ending at draw m
 use draws [m // 10, m) of every chain, i.e. the paper's T_bi = T/10 applied to the prefix):
@@ -24,8 +25,9 @@ use draws [m // 10, m) of every chain, i.e. the paper's T_bi = T/10 applied to t
   callback's arrival time of its chunk, interpolated linearly over the rounds of the chunk.
 U is evaluated after each run (not timed) on up to U_EVALS draws spread evenly over every chain.
 
-Usage: python benchmarks/seed000_covtype_hpd.py [--smoke] [--budget S] [--ref-budget S] [--only name,...] [--part P]
-       python benchmarks/seed000_covtype_hpd.py --merge | --replot
+    python benchmarks/papers/seed000_covtype_hpd.py [--smoke] [--budget S] [--ref-budget S] [--only name,...] [--part P]
+    python benchmarks/papers/seed000_covtype_hpd.py --merge | --replot
+
 docs/experiments.md's numbers: `--reference-only` (600 s of MALA), then three processes at once, each
 `--budget 600 --part {a2,b2,c2} --only "<two names>"` (a2: DG-LMC default N=1, D-SGLD; b2: DG-LMC default N=10,
 FALD; c2: DG-LMC paper N=10, QLSD++), then `--merge` (table, results JSON, docs/seed000_covtype_hpd.png).
@@ -40,8 +42,9 @@ import time
 import warnings
 from dataclasses import dataclass
 
+import _path  # noqa: F401  (puts benchmarks/ on sys.path for harness)
+import harness
 import numpy as np
-from common import REPO_DIR, RESULTS_DIR, load_model_data, print_table, write_json
 
 import raysampler as rs
 from raysampler import tuning
@@ -375,10 +378,9 @@ def first_time_below(curve, key, thr):
 
 
 def plot(results, ref, path, n):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = harness.pyplot()
+    if plt is None:
+        return
     import matplotlib.ticker
 
     fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
@@ -418,8 +420,8 @@ def plot(results, ref, path, n):
     print(f"plot written to {path}", flush=True)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def arguments() -> argparse.ArgumentParser:
+    ap = harness.parser(__doc__, __file__)
     ap.add_argument("--smoke", action="store_true", help="n = 20,000, tiny budgets; writes *_smoke files")
     ap.add_argument("--budget", type=float, default=None, help="seconds per sampler (default 600; smoke 8)")
     ap.add_argument("--ref-budget", type=float, default=None, help="seconds of reference MALA (default 600; smoke 10)")
@@ -432,85 +434,93 @@ def main():
     )
     ap.add_argument("--replot", action="store_true", help="table and plot from the results JSON, no sampling")
     ap.add_argument("--merge", action="store_true", help="join the _part-*.json files into the results JSON")
-    args = ap.parse_args()
-    smoke = args.smoke
-    suffix = "_smoke" if smoke else ""
-    if args.replot or args.merge:
-        main_path = RESULTS_DIR / f"seed000_covtype_hpd{suffix}.json"
-        if args.merge:
-            parts = sorted(RESULTS_DIR.glob(f"seed000_covtype_hpd{suffix}_part-*.json"))
-            datas = [json.loads(p.read_text()) for p in parts]
-            data = {
-                "settings": datas[-1]["settings"],
-                "reference": datas[-1]["reference"],
-                "runs": {},
-                "parts": {p.name: d["environment"] for p, d in zip(parts, datas)},
-            }
-            for name in specs(1, 1.0):
-                for d in datas:
-                    if name in d["runs"]:
-                        data["runs"][name] = d["runs"][name]
-        else:
-            data = json.loads(main_path.read_text())
-        summarise(
-            data["runs"],
-            data["reference"],
-            data["settings"]["n"],
-            suffix,
-            data["settings"],
-            write=args.merge,
-            extra={"parts": data.get("parts")} if args.merge else None,
-        )
-        return
-    budget = args.budget or (8.0 if smoke else 600.0)
-    ref_budget = args.ref_budget or (10.0 if smoke else 600.0)
+    return ap
 
-    X, y, model = load_model_data("covtype_like", covtype_n=20_000 if smoke else None)
+
+def measure(args: argparse.Namespace) -> harness.Report:
+    suffix = "_smoke" if args.smoke else ""
+    if args.replot or args.merge:
+        return replot(args, suffix)
+    budget = args.budget or (8.0 if args.smoke else 600.0)
+    X, y, model = harness.load_model_data("covtype_like", covtype_n=20_000 if args.smoke else None)
     model = model.bind(DataSpec(n_features=X.shape[1]))
     n, d = X.shape
     pool = PooledPool(model, X, y)
     t0 = time.perf_counter()
     theta_map = tuning.find_map(model, pool, x0=np.zeros(d), dense_hessian=True)
     precond = tuning.laplace_preconditioner(model, pool, theta_map, "laplace")
-    H = tuning.total_hessian(model, pool, theta_map)
-    ev = np.linalg.eigvalsh(H)
+    ev = np.linalg.eigvalsh(tuning.total_hessian(model, pool, theta_map))
     print(
         f"n = {n}, MAP + Laplace in {time.perf_counter() - t0:.1f} s; Hessian eigenvalues {ev[0]:.3g} .. "
         f"{ev[-1]:.3g} (condition {ev[-1] / ev[0]:.3g})",
         flush=True,
     )
-
-    ref_path = RESULTS_DIR / f"seed000_covtype_hpd_reference{suffix}.json"
-    if ref_path.exists():
-        ref = json.loads(ref_path.read_text())["reference"]
-        print(
-            f"reference loaded from {ref_path.name}: eta_true = {ref['eta_true']:.3f} ± {ref['mcse_batch_means']:.3f}"
-        )
-    else:
-        ref = reference(model, X, y, theta_map, precond.scale, ref_budget)
-        ref["ref_budget_s"] = ref_budget
-        write_json(f"seed000_covtype_hpd_reference{suffix}", {"reference": ref, "n": n})
+    ref = cached_reference(args, suffix, model, X, y, theta_map, precond.scale)
     if args.reference_only:
-        return
-
+        return harness.Report(None)
     shards = rs.shard(X, y, num_shards=B)
     all_specs = specs(n, float(ev[-1]))
     names = list(all_specs) if not args.only else [s.strip() for s in args.only.split(",")]
     out_name = f"seed000_covtype_hpd{suffix}" + (f"_part-{args.part}" if args.part else "")
-    out_path = RESULTS_DIR / f"{out_name}.json"
+    out_path = harness.results_dir(args) / f"{out_name}.json"
     results = json.loads(out_path.read_text()).get("runs", {}) if (args.only and out_path.exists()) else {}
     for name in names:
         alg, kw = all_specs[name]
         results[name] = run_one(name, alg, kw, model, X, y, shards, budget, ref)
         results[name]["budget_s"] = budget
-        write_json(out_name, {"settings": settings(n, budget, ev), "reference": ref, "runs": results})
+        # after every run: a run takes up to `budget` seconds
+        harness.write_json(args, out_name, {"settings": settings(n, budget, ev), "reference": ref, "runs": results})
     if args.part:
-        return
-    summarise(results, ref, n, suffix, settings(n, budget, ev))
+        return harness.Report(None)
+    return summarise(args, results, ref, suffix, settings(n, budget, ev))
 
 
-def summarise(results, ref, n, suffix, sett, write=True, extra=None):
-    """Table of final errors and times to 5% / 1%, JSON, plot."""
+def cached_reference(args, suffix, model, X, y, theta_map, L):
+    """The MALA reference from results/seed000_covtype_hpd_reference[_smoke].json, or run (and cached) now."""
+    ref_path = harness.results_dir(args) / f"seed000_covtype_hpd_reference{suffix}.json"
+    if ref_path.exists():
+        ref = json.loads(ref_path.read_text())["reference"]
+        print(
+            f"reference loaded from {ref_path.name}: eta_true = {ref['eta_true']:.3f} ± {ref['mcse_batch_means']:.3f}"
+        )
+        return ref
+    ref_budget = args.ref_budget or (10.0 if args.smoke else 600.0)
+    ref = reference(model, X, y, theta_map, L, ref_budget)
+    ref["ref_budget_s"] = ref_budget
+    harness.write_json(args, f"seed000_covtype_hpd_reference{suffix}", {"reference": ref, "n": len(y)})
+    return ref
+
+
+def replot(args, suffix):
+    """--replot: table and plot from the results JSON; --merge: the same from the _part-*.json files, written."""
+    if args.merge:
+        parts = sorted(harness.results_dir(args).glob(f"seed000_covtype_hpd{suffix}_part-*.json"))
+        datas = [json.loads(p.read_text()) for p in parts]
+        data = {
+            "settings": datas[-1]["settings"],
+            "reference": datas[-1]["reference"],
+            "runs": {},
+            "parts": {p.name: d["environment"] for p, d in zip(parts, datas)},
+        }
+        for name in specs(1, 1.0):
+            for d in datas:
+                if name in d["runs"]:
+                    data["runs"][name] = d["runs"][name]
+    else:
+        data = json.loads((harness.results_dir(args) / f"seed000_covtype_hpd{suffix}.json").read_text())
+    report = summarise(
+        args,
+        data["runs"],
+        data["reference"],
+        suffix,
+        data["settings"],
+        extra={"parts": data.get("parts")} if args.merge else None,
+    )
+    return report if args.merge else harness.Report(None, tables=report.tables)
+
+
+def summarise(args, results, ref, suffix, sett, extra=None):
+    """Table of final errors and times to 5% / 1%, plot; the results JSON to write."""
     rows = []
     for name, r in results.items():
         f = r["final"] or {}
@@ -531,30 +541,16 @@ def summarise(results, ref, n, suffix, sett, write=True, extra=None):
             ]
         )
         r["time_to"] = dict(zip(["rel5", "rel1", "excess5", "excess1"], rows[-1][-4:]))
-    print_table(
+    table = harness.Table(
         f"HPD error (alpha = {ALPHA}); eta_true = {ref['eta_true']:.3f} ± {ref['mcse_batch_means']:.3f}, "
         f"U(MAP) = {ref['u_map']:.3f}",
-        [
-            "run",
-            "draws/chain",
-            "setup s",
-            "wall s",
-            "CPU s",
-            "eta",
-            "rel err",
-            "excess err",
-            "t rel<5%",
-            "t rel<1%",
-            "t exc<5%",
-            "t exc<1%",
-        ],
+        ["run", "draws/chain", "setup s", "wall s", "CPU s", "eta", "rel err", "excess err", "t rel<5%", "t rel<1%"]
+        + ["t exc<5%", "t exc<1%"],
         rows,
     )
-    if write:
-        write_json(
-            f"seed000_covtype_hpd{suffix}", {"settings": sett, "reference": ref, "runs": results, **(extra or {})}
-        )
-    plot(results, ref, REPO_DIR / "docs" / f"seed000_covtype_hpd{suffix}.png", n)
+    plot(results, ref, harness.plot_path(args, f"seed000_covtype_hpd{suffix}.png"), sett["n"])
+    payload = {"settings": sett, "reference": ref, "runs": results, **(extra or {})}
+    return harness.Report(f"seed000_covtype_hpd{suffix}", payload, [table])
 
 
 def settings(n, budget, ev):
@@ -573,6 +569,10 @@ def settings(n, budget, ev):
         "prior": "N(0, I)",
         "burn_in": "first 10% of each prefix",
     }
+
+
+def main(argv: list[str] | None = None) -> None:
+    harness.run(arguments(), measure, argv)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The worker side of benchmarks/transports.py: benchmark-only transports and the worker actor class.
+"""The worker side of benchmarks/perf/transports.py: benchmark-only transports and the worker actor class.
 
 A module of its own (not the script) so that Ray workers import it by name: the ctypes handles the POSIX-semaphore
 and futex wake-ups need cannot be pickled by value. Nothing here is part of raysampler.

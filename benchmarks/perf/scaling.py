@@ -11,10 +11,10 @@ IMPORTANT: on one machine the "sites" are simulated nodes (ray.cluster_utils.Clu
 the same two cores), not the scaling of real machines. With 16 cores (one per site and a few spare) the weak
 efficiency measures real parallel scaling; on a cluster it is the network's turn.
 
-    python benchmarks/scaling.py                  # weak + strong, sites 1,2,4,8
-    python benchmarks/scaling.py --quick          # sites 1,2, few rounds
+    python benchmarks/perf/scaling.py                  # weak + strong, sites 1,2,4,8
+    python benchmarks/perf/scaling.py --quick          # sites 1,2, few rounds
 
-Prints tables and writes benchmarks/results/scaling.json.
+Prints tables and writes benchmarks/perf/results/scaling.json.
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import _path  # noqa: F401  (puts benchmarks/ on sys.path for harness)
+import harness
 import numpy as np
 import pandas as pd
-from common import print_table, write_json
 
 import raysampler as rs
 
@@ -48,7 +49,7 @@ def write_sites(X: np.ndarray, y: np.ndarray, k: int, root: Path) -> list[rs.Sha
     return shards
 
 
-def measure(k: int, rows: int, rounds: int, chains: int, seed: int) -> dict[str, Any]:
+def measure_sites(k: int, rows: int, rounds: int, chains: int, seed: int) -> dict[str, Any]:
     """A fresh cluster of k one-CPU site nodes (and a head with one CPU for the coordinator); one default run."""
     import ray
     from ray.cluster_utils import Cluster
@@ -99,8 +100,8 @@ def measure(k: int, rows: int, rounds: int, chains: int, seed: int) -> dict[str,
         cluster.shutdown()
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def arguments() -> argparse.ArgumentParser:
+    ap = harness.parser(__doc__, __file__)
     ap.add_argument("--sites", default="1,2,4,8")
     ap.add_argument("--rows-per-site", type=int, default=25_000)
     ap.add_argument("--total-rows", type=int, default=100_000)
@@ -108,7 +109,10 @@ def main() -> None:
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true")
-    args = ap.parse_args()
+    return ap
+
+
+def measure(args: argparse.Namespace) -> harness.Report:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     sites = [1, 2] if args.quick else [int(s) for s in args.sites.split(",")]
     rounds = 40 if args.quick else args.rounds
@@ -116,39 +120,29 @@ def main() -> None:
     for series in ("weak", "strong"):
         for k in sites:
             rows = args.rows_per_site * k if series == "weak" else args.total_rows
-            r = measure(k, rows, rounds, args.chains, args.seed)
+            r = measure_sites(k, rows, rounds, args.chains, args.seed)
             out[series].append(r)
             print(
                 f"  {series} k={k}: {r['rows']} rows, {r['rounds_per_s']:.1f} rounds/s, ESS/s {r['ess_per_s']:.2f}, "
                 f"{r['nodes_used']} nodes",
                 flush=True,
             )
-    for series, label in (("weak", "efficiency"), ("strong", "speed-up")):
-        base = out[series][0]["rounds_per_s"]
-        print_table(
+    tables = [
+        harness.Table.of(
             f"{series} scaling (simulated site nodes on one {os.cpu_count()}-core machine)",
-            ["sites", "rows", "rounds/s", f"{label} (rounds/s ÷ 1 site)", "min ESS", "ESS/s", "nodes used"],
-            [
-                [
-                    r["sites"],
-                    r["rows"],
-                    r["rounds_per_s"],
-                    r["rounds_per_s"] / base,
-                    r["min_ess"],
-                    r["ess_per_s"],
-                    r["nodes_used"],
-                ]
-                for r in out[series]
-            ],
+            out[series],
+            [("sites", "sites"), ("rows", "rows"), ("rounds/s", "rounds_per_s")]
+            + [(f"{label} (rounds/s ÷ 1 site)", lambda r, s=series: r["rounds_per_s"] / out[s][0]["rounds_per_s"])]
+            + [("min ESS", "min_ess"), ("ESS/s", "ess_per_s"), ("nodes used", "nodes_used")],
         )
-    write_json(
-        "scaling",
-        {
-            "settings": vars(args)
-            | {"cpu_count": os.cpu_count(), "note": "simulated nodes on one machine: measures overhead"},
-            **out,
-        },
-    )
+        for series, label in (("weak", "efficiency"), ("strong", "speed-up"))
+    ]
+    note = {"cpu_count": os.cpu_count(), "note": "simulated nodes on one machine: measures overhead"}
+    return harness.Report("scaling", {"settings": harness.options(args) | note, **out}, tables)
+
+
+def main(argv: list[str] | None = None) -> None:
+    harness.run(arguments(), measure, argv)
 
 
 if __name__ == "__main__":

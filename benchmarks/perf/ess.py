@@ -28,15 +28,16 @@ Run (the full run takes roughly 20–35 minutes on 2 cores: breast_cancer ≈ 3 
 which the two reference runs ≈ 5 min and the paper-rule local runs ≈ 7 min;
 `--only` runs one problem; `--quick` is a smoke test under a minute):
 
-    python benchmarks/ess.py
-    python benchmarks/ess.py --only breast_cancer
-    python benchmarks/ess.py --only covtype --strategies random
-    python benchmarks/ess.py --quick
-    python benchmarks/ess.py --algorithms all --rounds 4000 --chains 4 --covtype-n 100000 --strategies random
+    python benchmarks/perf/ess.py
+    python benchmarks/perf/ess.py --only breast_cancer
+    python benchmarks/perf/ess.py --only covtype --strategies random
+    python benchmarks/perf/ess.py --quick
+    python benchmarks/perf/ess.py --algorithms all --rounds 4000 --chains 4 --covtype-n 100000 --strategies random
 
-`--algorithms all` runs every sampler with its defaults (writes ess_algorithms.json).
+`--algorithms all` runs every sampler with its defaults (writes ess_algorithms.json; with `--only covtype`,
+ess_algorithms_covtype.json).
 
-Prints the tables and writes benchmarks/results/ess.json (ess_quick.json with --quick).
+Prints the tables and writes benchmarks/perf/results/ess.json (ess_quick.json with --quick).
 """
 
 from __future__ import annotations
@@ -44,16 +45,16 @@ from __future__ import annotations
 import argparse
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
+import _path  # noqa: F401  (puts benchmarks/ on sys.path for harness)
+import harness
 import numpy as np
-from common import load_model_data, median, print_table, run_metrics, start_ray, stop_ray, write_json
 
 import raysampler as rs
 
 NUM_SHARDS = 4
-REFERENCE_NPZ = Path(__file__).resolve().parents[1] / "tests" / "data" / "breast_cancer_reference.npz"
+REFERENCE_NPZ = harness.REPO_DIR / "tests" / "data" / "breast_cancer_reference.npz"
 VARIANTS: dict[str, dict[str, Any]] = {"default": {}, "paper": {"preconditioner": None}}
 EXECUTORS = ("local", "ray")
 COVTYPE_REF_SEEDS = (101, 102)
@@ -143,7 +144,7 @@ def run_spec(spec: Spec, shards: Any, model: Any, rounds: int, burn_in: int | No
     out: dict[str, Any] = {"spec": asdict(spec), "seed": seed, "error": error}
     if result is None:
         return out
-    out.update(run_metrics(result))
+    out.update(harness.run_metrics(result))
     out.update(describe_draws(result))
     out["ess_per_s"] = out["min_ess"] / out["sampling_time_s"] if out["sampling_time_s"] > 0 else float("nan")
     out["ess_per_s_wall"] = out["min_ess"] / out["wall_time_s"] if out["wall_time_s"] > 0 else float("nan")
@@ -216,8 +217,18 @@ def covtype_reference(shards: Any, model: Any, chains: int, rounds: int, executo
 # ------------------------------------------------------------------------------------------- main
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def _algorithms(text: str) -> list[str]:
+    """--algorithms: comma-separated sampler names, or "all"."""
+    samplers = sorted(set(rs.algorithms.ALGORITHMS) - {"admm"})  # admm is an optimiser, not a sampler
+    names = samplers if text == "all" else text.split(",")
+    unknown = sorted(set(names) - set(samplers))
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown {unknown}; valid: {samplers} or all")
+    return names
+
+
+def arguments() -> argparse.ArgumentParser:
+    ap = harness.parser(__doc__, __file__)
     ap.add_argument("--quick", action="store_true", help="smoke test: few rounds, small covtype, random shards only")
     ap.add_argument(
         "--rounds",
@@ -239,6 +250,7 @@ def main() -> None:
     )
     ap.add_argument(
         "--algorithms",
+        type=_algorithms,
         default="dglmc",
         help='comma-separated algorithms, or "all" for every sampler (default dglmc); algorithms other '
         'than dglmc run with their defaults only (no "paper" variant)',
@@ -250,133 +262,149 @@ def main() -> None:
         default=None,
         help="executor of the covtype reference runs (default ray; quick local)",
     )
-    args = ap.parse_args()
+    return ap
 
-    quick = args.quick
-    problems = ["breast_cancer", "covtype_like"]
-    if args.only:
-        problems = ["covtype_like" if args.only.startswith("covtype") else "breast_cancer"]
-    rounds_for = {
-        "breast_cancer": args.rounds or (400 if quick else 20000),
-        "covtype_like": args.rounds or (100 if quick else 600),
-    }
-    strategies = (args.strategies or ("random" if quick else "random,contiguous")).split(",")
-    covtype_n = args.covtype_n or (20_000 if quick else rs.datasets.COVTYPE_N_ROWS)
-    ref_rounds = args.ref_rounds or (300 if quick else 2000)
-    ref_executor = args.ref_executor or ("local" if quick else "ray")
-    bc_chains = [int(k) for k in args.chains.split(",")]
-    samplers = sorted(set(rs.algorithms.ALGORITHMS) - {"admm"})  # admm is an optimiser, not a sampler
-    algorithms = samplers if args.algorithms == "all" else args.algorithms.split(",")
-    unknown = sorted(set(algorithms) - set(samplers))
-    if unknown:
-        ap.error(f"--algorithms: unknown {unknown}; valid: {samplers} or all")
-    executors = tuple(e for e in EXECUTORS if e in args.executors.split(","))
 
-    data: dict[tuple[str, str], tuple[Any, Any]] = {}
-    groups: list[tuple[str, str, int]] = []
-    if "breast_cancer" in problems:
-        X, y, model = load_model_data("breast_cancer")
-        data["breast_cancer", "contiguous"] = (rs.shard(X, y, num_shards=NUM_SHARDS), model)
-        groups += [("breast_cancer", "contiguous", k) for k in bc_chains]
-    if "covtype_like" in problems:
-        X, y, model = load_model_data("covtype_like", covtype_n=covtype_n)
-        for s in strategies:
-            data["covtype_like", s] = (rs.shard(X, y, num_shards=NUM_SHARDS, strategy=s, seed=0), model)
-        if "random" not in strategies:
-            data["covtype_like", "random"] = (rs.shard(X, y, num_shards=NUM_SHARDS, strategy="random", seed=0), model)
-        groups += [("covtype_like", s, args.covtype_chains) for s in strategies]
-    covtype_mb = covtype_n * 55 * 8 / 2**20 if "covtype_like" in problems else 0
-    start_ray(object_store_mb=int(200 + 2.5 * covtype_mb))
+@dataclass(frozen=True)
+class Plan:
+    """The options with the defaults of a full or a --quick run filled in (the JSON's "settings")."""
+
+    quick: bool
+    problems: list[str]
+    algorithms: list[str]
+    executors: tuple[str, ...]
+    repeats: int
+    seed: int
+    rounds: dict[str, int]
+    num_shards: int
+    breast_cancer_chains: list[int]
+    covtype_chains: int
+    covtype_n: int
+    strategies: list[str]
+    covtype_ref_rounds: int
+    covtype_ref_executor: str
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Plan:
+        quick = args.quick
+        problems = ["breast_cancer", "covtype_like"]
+        if args.only:
+            problems = ["covtype_like" if args.only.startswith("covtype") else "breast_cancer"]
+        return cls(
+            quick=quick,
+            problems=problems,
+            algorithms=args.algorithms,
+            executors=tuple(e for e in EXECUTORS if e in args.executors.split(",")),
+            repeats=args.repeats,
+            seed=args.seed,
+            rounds={
+                "breast_cancer": args.rounds or (400 if quick else 20000),
+                "covtype_like": args.rounds or (100 if quick else 600),
+            },
+            num_shards=NUM_SHARDS,
+            breast_cancer_chains=[int(k) for k in args.chains.split(",")],
+            covtype_chains=args.covtype_chains,
+            covtype_n=args.covtype_n or (20_000 if quick else rs.datasets.COVTYPE_N_ROWS),
+            strategies=(args.strategies or ("random" if quick else "random,contiguous")).split(","),
+            covtype_ref_rounds=args.ref_rounds or (300 if quick else 2000),
+            covtype_ref_executor=args.ref_executor or ("local" if quick else "ray"),
+        )
+
+
+def measure(args: argparse.Namespace) -> harness.Report:
+    plan = Plan.from_args(args)
+    data, groups = load_problems(plan)
+    covtype_mb = plan.covtype_n * 55 * 8 / 2**20 if "covtype_like" in plan.problems else 0
     print(
-        f"ESS benchmark: b={NUM_SHARDS}, repeats={args.repeats}, rounds={rounds_for}, covtype n={covtype_n}, "
-        f"strategies={strategies}, covtype reference: 2 x {ref_rounds} rounds on {ref_executor}",
+        f"ESS benchmark: b={NUM_SHARDS}, repeats={plan.repeats}, rounds={plan.rounds}, covtype n={plan.covtype_n}, "
+        f"strategies={plan.strategies}, covtype reference: 2 x {plan.covtype_ref_rounds} rounds on "
+        f"{plan.covtype_ref_executor}",
         flush=True,
     )
-
     t_start = time.perf_counter()
-    refs: dict[str, Reference] = {}
-    raw: list[dict[str, Any]] = []
-    try:
-        if "covtype_like" in problems:
-            shards, model = data["covtype_like", "random"]
-            refs["covtype_like"] = covtype_reference(shards, model, args.covtype_chains, ref_rounds, ref_executor)
-        for rep in range(args.repeats):
-            seed = args.seed + rep
-            for problem, strategy, chains in groups:
-                shards, model = data[problem, strategy]
-                for algorithm, variant in [
-                    (a, v) for a in algorithms for v in (VARIANTS if a == "dglmc" else ["default"])
-                ]:
-                    order = executors if rep % 2 == 0 else executors[::-1]
-                    for executor in order:
-                        spec = Spec(problem, strategy, chains, variant, executor, algorithm)
-                        run = run_spec(spec, shards, model, rounds_for[problem], None, seed)
-                        run["repeat"] = rep
-                        if (
-                            problem == "breast_cancer"
-                            and "breast_cancer" not in refs
-                            and run.get("theta_map") is not None
-                        ):
-                            refs["breast_cancer"] = breast_cancer_reference(run["theta_map"])
-                        raw.append(run)
-                        print(
-                            f"  repeat {rep + 1}/{args.repeats} {spec.label}: "
-                            + (
-                                f"{run['rounds_per_s']:.1f} rounds/s, min ESS {run['min_ess']:.1f}, "
-                                f"ESS/s {run['ess_per_s']:.2f}"
-                                if "min_ess" in run
-                                else "no result"
-                            )
-                            + (f"  ERROR {run['error']}" if run["error"] else "")
-                            + f"  [{time.perf_counter() - t_start:.0f} s]",
-                            flush=True,
-                        )
-    finally:
-        stop_ray()
-
-    if "breast_cancer" in problems and "breast_cancer" not in refs:
+    with harness.local_ray(object_store_mb=int(200 + 2.5 * covtype_mb)):
+        refs, raw = run_all(plan, data, groups, t_start)
+    if "breast_cancer" in plan.problems and "breast_cancer" not in refs:
         refs["breast_cancer"] = breast_cancer_reference(None)
     for run in raw:
         ref = refs.get(run["spec"]["problem"])
         run["accuracy"] = accuracy(run, ref) if ref is not None else {}
     rows, ratios = summarise(raw)
-    report(rows, ratios, refs)
-    name = "ess" if algorithms == ["dglmc"] else "ess_algorithms"
-    write_json(
-        name + "_quick" if quick else name,
-        {
-            "settings": {
-                "quick": quick,
-                "algorithms": algorithms,
-                "executors": executors,
-                "repeats": args.repeats,
-                "seed": args.seed,
-                "rounds": rounds_for,
-                "num_shards": NUM_SHARDS,
-                "breast_cancer_chains": bc_chains,
-                "covtype_chains": args.covtype_chains,
-                "covtype_n": covtype_n,
-                "strategies": strategies,
-                "covtype_ref_rounds": ref_rounds,
-                "covtype_ref_executor": ref_executor,
-                "total_time_s": time.perf_counter() - t_start,
-            },
-            "summary": rows,
-            "ratios": ratios,
-            "references": {
-                k: {
-                    "source": r.source,
-                    "info": r.info,
-                    "mean": r.mean,
-                    "sd": r.sd,
-                    "mcse": r.mcse,
-                    "theta_map": r.theta_map,
-                }
-                for k, r in refs.items()
-            },
-            "runs": raw,
+    name = "ess" if plan.algorithms == ["dglmc"] else "ess_algorithms"
+    if name == "ess_algorithms" and plan.problems == ["covtype_like"]:
+        name += "_covtype"
+    payload = {
+        "settings": asdict(plan) | {"total_time_s": time.perf_counter() - t_start},
+        "summary": rows,
+        "ratios": ratios,
+        "references": {
+            k: {
+                "source": r.source,
+                "info": r.info,
+                "mean": r.mean,
+                "sd": r.sd,
+                "mcse": r.mcse,
+                "theta_map": r.theta_map,
+            }
+            for k, r in refs.items()
         },
-    )
+        "runs": raw,
+    }
+    return harness.Report(name + "_quick" if plan.quick else name, payload, report(rows, ratios, refs))
+
+
+Data = dict[tuple[str, str], tuple[Any, Any]]  # (problem, strategy) → (shards, model)
+
+
+def load_problems(plan: Plan) -> tuple[Data, list[tuple[str, str, int]]]:
+    """Shards and model per (problem, strategy), and the (problem, strategy, chains) groups to run."""
+    data: Data = {}
+    groups: list[tuple[str, str, int]] = []
+    if "breast_cancer" in plan.problems:
+        X, y, model = harness.load_model_data("breast_cancer")
+        data["breast_cancer", "contiguous"] = (rs.shard(X, y, num_shards=NUM_SHARDS), model)
+        groups += [("breast_cancer", "contiguous", k) for k in plan.breast_cancer_chains]
+    if "covtype_like" in plan.problems:
+        X, y, model = harness.load_model_data("covtype_like", covtype_n=plan.covtype_n)
+        for s in dict.fromkeys([*plan.strategies, "random"]):  # the reference runs on random shards
+            data["covtype_like", s] = (rs.shard(X, y, num_shards=NUM_SHARDS, strategy=s, seed=0), model)
+        groups += [("covtype_like", s, plan.covtype_chains) for s in plan.strategies]
+    return data, groups
+
+
+def run_all(
+    plan: Plan, data: Data, groups: list[tuple[str, str, int]], t_start: float
+) -> tuple[dict[str, Reference], list[dict[str, Any]]]:
+    """The covtype reference, then every (repeat, group, algorithm, variant, executor) run."""
+    refs: dict[str, Reference] = {}
+    raw: list[dict[str, Any]] = []
+    if "covtype_like" in plan.problems:
+        shards, model = data["covtype_like", "random"]
+        refs["covtype_like"] = covtype_reference(
+            shards, model, plan.covtype_chains, plan.covtype_ref_rounds, plan.covtype_ref_executor
+        )
+    variants = [(a, v) for a in plan.algorithms for v in (VARIANTS if a == "dglmc" else ["default"])]
+    for rep in range(plan.repeats):
+        for problem, strategy, chains in groups:
+            shards, model = data[problem, strategy]
+            for algorithm, variant in variants:
+                for executor in plan.executors if rep % 2 == 0 else plan.executors[::-1]:
+                    spec = Spec(problem, strategy, chains, variant, executor, algorithm)
+                    run = run_spec(spec, shards, model, plan.rounds[problem], None, plan.seed + rep)
+                    run["repeat"] = rep
+                    if problem == "breast_cancer" and "breast_cancer" not in refs and run.get("theta_map") is not None:
+                        refs["breast_cancer"] = breast_cancer_reference(run["theta_map"])
+                    raw.append(run)
+                    print(f"  repeat {rep + 1}/{plan.repeats} {spec.label}: {_progress(run, t_start)}", flush=True)
+    return refs, raw
+
+
+def _progress(run: dict[str, Any], t_start: float) -> str:
+    done = "no result"
+    if "min_ess" in run:
+        done = f"{run['rounds_per_s']:.1f} rounds/s, min ESS {run['min_ess']:.1f}, ESS/s {run['ess_per_s']:.2f}"
+    error = f"  ERROR {run['error']}" if run["error"] else ""
+    return f"{done}{error}  [{time.perf_counter() - t_start:.0f} s]"
 
 
 # --------------------------------------------------------------------------------------- summary
@@ -402,8 +430,8 @@ def summarise(raw: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dic
             "N": first.get("N"),
             "errors": [r["error"] for r in runs if r["error"]],
         }
-        row.update({k: median(r.get(k) for r in runs) for k in _NUMERIC})
-        row.update({k: median(r["accuracy"].get(k) for r in runs) for k in _ACCURACY})
+        row.update({k: harness.median(r.get(k) for r in runs) for k in _NUMERIC})
+        row.update({k: harness.median(r["accuracy"].get(k) for r in runs) for k in _ACCURACY})
         rows.append(row)
 
     def ratio(num: dict[str, Any], den: dict[str, Any]) -> float:
@@ -415,7 +443,7 @@ def summarise(raw: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dic
     ratios = []
 
     def per_repeat(num_label: str, den_label: str) -> float:
-        return median(
+        return harness.median(
             ratio(index[num_label, k], index[den_label, k])
             for k in repeats
             if (num_label, k) in index and (den_label, k) in index
@@ -443,52 +471,32 @@ def summarise(raw: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dic
     return rows, ratios
 
 
-def report(rows: list[dict[str, Any]], ratios: list[dict[str, Any]], refs: dict[str, Reference]) -> None:
-    print()
-    print_table(
+def report(rows: list[dict[str, Any]], ratios: list[dict[str, Any]], refs: dict[str, Reference]) -> list[harness.Table]:
+    main = harness.Table.of(
         "ESS per second (medians over repeats); errors in reference sds",
+        rows,
         [
-            "problem/shards",
-            "K",
-            "algorithm",
-            "variant",
-            "exec",
-            "kernel",
-            "rho",
-            "N",
-            "accept",
-            "rounds/s",
-            "min ESS",
-            "ESS/s",
-            "ESS/s wall",
-            "max|dmean|/sd",
-            "sd ratio",
-            "max z",
-            "|mean-MAP|/sd",
-            "error",
-        ],
-        [
-            [
-                f"{r['problem']}/{r['strategy']}",
-                r["chains"],
-                r["algorithm"],
-                r["variant"],
-                r["executor"],
-                r["kernel"],
-                r["rho"],
-                "-" if r["N"] is None else "/".join(map(str, r["N"])),
-                r["local_accept"],
-                r["rounds_per_s"],
-                r["min_ess"],
-                r["ess_per_s"],
-                r["ess_per_s_wall"],
-                r["max_err_sd"],
-                f"{r['sd_ratio_min']:.2f}-{r['sd_ratio_max']:.2f}" if np.isfinite(r["sd_ratio_min"]) else "-",
-                r["max_z"],
-                r["max_from_map_sd"],
-                "; ".join(r["errors"])[:60] or "-",
-            ]
-            for r in rows
+            ("problem/shards", lambda r: f"{r['problem']}/{r['strategy']}"),
+            ("K", "chains"),
+            ("algorithm", "algorithm"),
+            ("variant", "variant"),
+            ("exec", "executor"),
+            ("kernel", "kernel"),
+            ("rho", "rho"),
+            ("N", lambda r: "-" if r["N"] is None else "/".join(map(str, r["N"]))),
+            ("accept", "local_accept"),
+            ("rounds/s", "rounds_per_s"),
+            ("min ESS", "min_ess"),
+            ("ESS/s", "ess_per_s"),
+            ("ESS/s wall", "ess_per_s_wall"),
+            ("max|dmean|/sd", "max_err_sd"),
+            (
+                "sd ratio",
+                lambda r: f"{r['sd_ratio_min']:.2f}-{r['sd_ratio_max']:.2f}" if np.isfinite(r["sd_ratio_min"]) else "-",
+            ),
+            ("max z", "max_z"),
+            ("|mean-MAP|/sd", "max_from_map_sd"),
+            ("error", lambda r: "; ".join(r["errors"])[:60] or "-"),
         ],
         [
             "ESS = min over coordinates of bulk ESS; ESS/s over sampling time (rounds incl. burn-in), "
@@ -500,41 +508,33 @@ def report(rows: list[dict[str, Any]], ratios: list[dict[str, Any]], refs: dict[
             "ray transport: " + ", ".join(sorted({str(r["transport"]) for r in rows if r["executor"] == "ray"})),
         ],
     )
-    print_table(
+    side_by_side = harness.Table(
         "Side-by-side ratios (medians of per-repeat ratios)",
         ["problem/shards K", "ratio", "at", "value"],
         [[r["group"], r["ratio"], r["fixed"], r["value"]] for r in ratios],
     )
     ref_rows = []
     for name, ref in refs.items():
+        i = ref.info
         if name == "covtype_like":
-            i = ref.info
-            ref_rows.append(
-                [
-                    name,
-                    ref.source,
-                    f"{i['chains']} chains x {i['rounds']} rounds on {i['executor']}",
-                    i["seed_to_seed_max_err_sd"],
-                    i["seed_to_seed_max_z"],
-                    i["ref_from_map_max_sd"],
-                ]
-            )
+            size = f"{i['chains']} chains x {i['rounds']} rounds on {i['executor']}"
+            ref_rows.append([name, ref.source, size])
+            ref_rows[-1] += [i["seed_to_seed_max_err_sd"], i["seed_to_seed_max_z"], i["ref_from_map_max_sd"]]
         else:
+            from_map = float(np.max(np.abs(ref.mean - ref.theta_map) / ref.sd)) if ref.theta_map is not None else None
             ref_rows.append(
-                [
-                    name,
-                    ref.source,
-                    f"{ref.info.get('chains')} chains x {ref.info.get('draws')} draws",
-                    None,
-                    None,
-                    float(np.max(np.abs(ref.mean - ref.theta_map) / ref.sd)) if ref.theta_map is not None else None,
-                ]
+                [name, ref.source, f"{i.get('chains')} chains x {i.get('draws')} draws", None, None, from_map]
             )
-    print_table(
+    references = harness.Table(
         "References",
         ["problem", "source", "size", "seed-to-seed max|dmean|/sd", "seed-to-seed max z", "max|ref-MAP|/sd"],
         ref_rows,
     )
+    return [main, side_by_side, references]
+
+
+def main(argv: list[str] | None = None) -> None:
+    harness.run(arguments(), measure, argv)
 
 
 if __name__ == "__main__":

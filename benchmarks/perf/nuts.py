@@ -9,23 +9,24 @@ tests/data/breast_cancer_reference.npz; covtype_like (no stored reference) again
 |Δmean| in posterior sd and as a z-score over both Monte-Carlo standard errors.
 Needs the optional packages: pip install numpyro jax (the `bench` extra).
 
-    python benchmarks/nuts.py [--data breast_cancer] [--chains-dglmc 32] [--rounds 20000]
-    python benchmarks/nuts.py --data covtype_like [--covtype-n 100000] [--chains-dglmc 8] [--rounds 2000]
+    python benchmarks/perf/nuts.py [--data breast_cancer] [--chains-dglmc 32] [--rounds 20000]
+    python benchmarks/perf/nuts.py --data covtype_like [--covtype-n 100000] [--chains-dglmc 8] [--rounds 2000]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import pathlib
 import time
+from typing import Any
 
+import _path  # noqa: F401  (puts benchmarks/ on sys.path for harness)
+import harness
 import numpy as np
-from common import load_model_data, print_table, start_ray, write_json
 
 import raysampler as rs
 
-REF = pathlib.Path(__file__).resolve().parents[1] / "tests" / "data" / "breast_cancer_reference.npz"
+REF = harness.REPO_DIR / "tests" / "data" / "breast_cancer_reference.npz"
 
 
 def run_nuts(
@@ -79,10 +80,11 @@ DEFAULTS = {  # per data set: DG-LMC chains and rounds (burn-in 10%)
     "breast_cancer": (32, 20000),
     "covtype_like": (8, 2000),
 }
+NUTS_NAME = "NUTS (numpyro, pooled)"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def arguments() -> argparse.ArgumentParser:
+    ap = harness.parser(__doc__, __file__)
     ap.add_argument("--data", choices=sorted(DEFAULTS), default="breast_cancer")
     ap.add_argument("--covtype-n", type=int, default=100_000)
     ap.add_argument("--chains-dglmc", type=int, default=None)
@@ -92,47 +94,13 @@ def main() -> None:
     ap.add_argument("--nuts-draws", type=int, default=2000)
     ap.add_argument("--nuts-chains", type=int, default=4)
     ap.add_argument("--nuts-chain-method", choices=("vectorized", "sequential"), default="vectorized")
-    args = ap.parse_args()
+    return ap
+
+
+def measure(args: argparse.Namespace) -> harness.Report:
     chains = args.chains_dglmc or DEFAULTS[args.data][0]
     rounds = args.rounds or DEFAULTS[args.data][1]
-    X, y, model = load_model_data(args.data, covtype_n=args.covtype_n)
-    rows: list[list[str]] = []
-    out: dict[str, dict[str, float]] = {}
-    ref: dict[str, np.ndarray] = dict(np.load(REF)) if args.data == "breast_cancer" else {}
-
-    def record(name: str, draws: np.ndarray, seconds: float, extra: str = "") -> None:
-        res = rs.Result(draws, [str(j) for j in range(draws.shape[2])])
-        ess = np.asarray(res.ess(), dtype=float)
-        mean, sd = draws.mean(axis=(0, 1)), draws.std(axis=(0, 1))
-        if not ref:  # the first sampler recorded (NUTS) is the reference
-            ref.update(mean=mean, sd=sd, mcse=sd / np.sqrt(ess))
-        err = float(np.max(np.abs(mean - ref["mean"]) / ref["sd"]))
-        z = np.abs(mean - ref["mean"]) / np.sqrt((sd / np.sqrt(ess)) ** 2 + ref.get("mcse", 0 * sd) ** 2)
-        ratio = sd / ref["sd"]
-        rows.append(
-            [
-                name,
-                str(draws.shape[0]),
-                str(draws.shape[1]),
-                f"{seconds:.2f}",
-                f"{ess.min():.0f}",
-                f"{ess.min() / seconds:.1f}",
-                f"{err:.3f}",
-                f"{z.max():.1f}",
-                f"{ratio.min():.3f}-{ratio.max():.3f}",
-                extra,
-            ]
-        )
-        out[name] = {
-            "chains": draws.shape[0],
-            "draws": draws.shape[1],
-            "seconds": seconds,
-            "min_ess": float(ess.min()),
-            "ess_per_s": float(ess.min() / seconds),
-            "max_mean_err_sd": err,
-            "max_z": float(z.max()),
-        }
-
+    X, y, model = harness.load_model_data(args.data, covtype_n=args.covtype_n)
     samples, secs = run_nuts(
         X,
         y,
@@ -142,39 +110,75 @@ def main() -> None:
         seed=args.seed,
         chain_method=args.nuts_chain_method,
     )
-    record("NUTS (numpyro, pooled)", samples, secs, "compile excluded")
-    start_ray(object_store_mb=200)
-    shards = rs.shard(X, y, num_shards=4, strategy="random", seed=0)
-    for executor in ("ray", "local"):
-        res = rs.sample(
-            model,
-            shards,
-            chains=chains,
-            num_rounds=rounds,
-            burn_in=rounds // 10,
-            seed=args.seed,
-            executor=executor,
-            progress=False,
-        )
-        record(
-            f"DG-LMC default, b=4 ({executor})",
-            res.draws,
-            res.stats["sampling_time_s"],
-            f"setup {res.stats['setup_time_s']:.1f}s excluded",
-        )
+    ref: dict[str, np.ndarray] = dict(np.load(REF)) if args.data == "breast_cancer" else {}
+    if not ref:  # no stored reference: the NUTS draws are it
+        ref = moments(samples)
+    runs = {NUTS_NAME: compare(samples, secs, ref)}
+    notes = {NUTS_NAME: "compile excluded"}
+    with harness.local_ray(object_store_mb=200):
+        shards = rs.shard(X, y, num_shards=4, strategy="random", seed=0)
+        for executor in ("ray", "local"):
+            res = rs.sample(
+                model,
+                shards,
+                chains=chains,
+                num_rounds=rounds,
+                burn_in=rounds // 10,
+                seed=args.seed,
+                executor=executor,
+                progress=False,
+            )
+            name = f"DG-LMC default, b=4 ({executor})"
+            runs[name] = compare(res.draws, res.stats["sampling_time_s"], ref)
+            notes[name] = f"setup {res.stats['setup_time_s']:.1f}s excluded"
+    nuts = runs[NUTS_NAME]["ess_per_s"]
+    for v in runs.values():
+        v["fraction_of_nuts"] = v["ess_per_s"] / nuts
     against = "the HMC reference" if args.data == "breast_cancer" else "NUTS"
-    table = print_table(
+    table = harness.Table(
         f"NUTS vs default DG-LMC on {args.data} (n = {len(y)}, d = {X.shape[1]}; ESS/s = min bulk ESS / sampling s)",
-        ["sampler", "chains", "draws", "seconds", "min ESS", "ESS/s", "max |Δmean|/sd", "max z", "sd ratio", "note"],
-        rows,
+        ["sampler", "chains", "draws", "seconds", "min ESS", "ESS/s", "max |Δmean|/sd", "max z", "sd ratio"]
+        + ["x NUTS ESS/s", "note"],
+        [
+            [name, r["chains"], r["draws"], f"{r['seconds']:.2f}", f"{r['min_ess']:.0f}", f"{r['ess_per_s']:.1f}"]
+            + [f"{r['max_mean_err_sd']:.3f}", f"{r['max_z']:.1f}", f"{r['sd_ratio_min']:.3f}-{r['sd_ratio_max']:.3f}"]
+            + [f"{r['fraction_of_nuts']:.2f}", notes[name]]
+            for name, r in runs.items()
+        ],
         [f"accuracy against {against}; z = |Δmean| / combined MCSE"],
     )
-    nuts = out["NUTS (numpyro, pooled)"]["ess_per_s"]
-    for k, v in out.items():
-        v["fraction_of_nuts"] = v["ess_per_s"] / nuts
-        print(f"{k}: {v['fraction_of_nuts']:.2f}x NUTS ESS/s")
     name = "nuts" if args.data == "breast_cancer" else f"nuts_{args.data}"
-    write_json(name, {"settings": vars(args), "runs": out, "table": table})
+    return harness.Report(name, {"settings": harness.options(args), "runs": runs, "table": table.markdown()}, [table])
+
+
+def moments(draws: np.ndarray) -> dict[str, np.ndarray]:
+    """Mean, sd and Monte-Carlo standard error of the mean per coordinate of (chains, draws, d) draws."""
+    ess = np.asarray(rs.Result(draws, [str(j) for j in range(draws.shape[2])]).ess(), dtype=float)
+    sd = draws.std(axis=(0, 1))
+    return {"mean": draws.mean(axis=(0, 1)), "sd": sd, "mcse": sd / np.sqrt(ess), "ess": ess}
+
+
+def compare(draws: np.ndarray, seconds: float, ref: dict[str, np.ndarray]) -> dict[str, Any]:
+    """A sampler's ESS/s and its errors against `ref` (|Δmean| in ref sds, z over both MCSEs, sd ratio)."""
+    m = moments(draws)
+    ess, err = m["ess"], np.abs(m["mean"] - ref["mean"])
+    z = err / np.sqrt(m["mcse"] ** 2 + ref.get("mcse", 0 * m["sd"]) ** 2)
+    ratio = m["sd"] / ref["sd"]
+    return {
+        "chains": draws.shape[0],
+        "draws": draws.shape[1],
+        "seconds": seconds,
+        "min_ess": float(ess.min()),
+        "ess_per_s": float(ess.min() / seconds),
+        "max_mean_err_sd": float(np.max(err / ref["sd"])),
+        "max_z": float(z.max()),
+        "sd_ratio_min": float(ratio.min()),
+        "sd_ratio_max": float(ratio.max()),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    harness.run(arguments(), measure, argv)
 
 
 if __name__ == "__main__":

@@ -16,9 +16,9 @@ and of min bulk ESS per second; and the median over repeats of each variant's ti
 breast_cancer also the draws' max |mean − reference| in reference sds (and in Monte-Carlo errors, max z) against the
 pooled-data HMC reference.
 
-    python benchmarks/hot_path.py [--repeats 3] [--rounds 20000] [--covtype-rounds 400]
+    python benchmarks/perf/hot_path.py [--repeats 3] [--rounds 20000] [--covtype-rounds 400]
 
-Writes benchmarks/results/hot_path.json.
+Writes benchmarks/perf/results/hot_path.json.
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ import os
 import warnings
 from typing import Any
 
+import _path  # noqa: F401  (puts benchmarks/ on sys.path for harness)
+import harness
 import numpy as np
-from common import load_model_data, median, print_table, run_metrics, start_ray, stop_ray, write_json
 from ess import accuracy, breast_cancer_reference, describe_draws
 
 import raysampler as rs
@@ -50,7 +51,7 @@ def run_once(problem: str, variant: tuple[str, str, str, str], args: argparse.Na
     name, executor, hosts, spin = variant
     os.environ["RAYSAMPLER_COORDINATOR_SHARDS"] = hosts
     os.environ["RAYSAMPLER_SHM_SPIN_US"] = spin
-    X, y, model = load_model_data(problem, covtype_n=args.covtype_n)
+    X, y, model = harness.load_model_data(problem, covtype_n=args.covtype_n)
     if problem == "breast_cancer":
         data, chains, rounds = rs.shard(X, y, num_shards=4), 4, args.rounds
     else:
@@ -60,7 +61,7 @@ def run_once(problem: str, variant: tuple[str, str, str, str], args: argparse.Na
         res = rs.sample(
             model, data, chains=chains, num_rounds=rounds, executor=executor, seed=args.seed, progress=False
         )
-    m = run_metrics(res)
+    m = harness.run_metrics(res)
     ess = float(np.min(np.asarray(res.ess("bulk"), dtype=float)))
     m.update(
         problem=problem,
@@ -75,63 +76,66 @@ def run_once(problem: str, variant: tuple[str, str, str, str], args: argparse.Na
     return m
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def arguments() -> argparse.ArgumentParser:
+    ap = harness.parser(__doc__, __file__)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=20000, help="breast_cancer rounds after burn-in (default 20000)")
     ap.add_argument("--covtype-rounds", type=int, default=400)
     ap.add_argument("--covtype-n", type=int, default=100_000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only", choices=("breast_cancer", "covtype_like"), default=None)
-    args = ap.parse_args()
-    start_ray(object_store_mb=512)
+    return ap
+
+
+def measure(args: argparse.Namespace) -> harness.Report:
     problems = [args.only] if args.only else ["breast_cancer", "covtype_like"]
     runs: list[dict[str, Any]] = []
-    for r in range(args.repeats):
-        for problem in problems:
-            for variant in VARIANTS:
-                m = run_once(problem, variant, args)
-                m["repeat"] = r
-                runs.append(m)
-                print(f"repeat {r} {problem} {m['variant']}: {m['sampling_time_s']:.2f} s", flush=True)
-    stop_ray()
-    os.environ.pop("RAYSAMPLER_COORDINATOR_SHARDS", None)
-    os.environ.pop("RAYSAMPLER_SHM_SPIN_US", None)
-
-    summary, rows = [], []
-    for problem in problems:
-        mine = [m for m in runs if m["problem"] == problem]
-        same = len({m["checksum"] for m in mine}) == 1
-        for name, *_ in VARIANTS:
-            ms = [m for m in mine if m["variant"] == name]
-            per = [
-                m["sampling_time_s"]
-                / next(b for b in mine if b["repeat"] == m["repeat"] and b["variant"] == BASELINE)["sampling_time_s"]
-                for m in ms
-            ]
-            s = {
-                "problem": problem,
-                "variant": name,
-                "sampling_time_s": median(m["sampling_time_s"] for m in ms),
-                "median_round_ms": median(m["median_round_ms"] for m in ms),
-                "ess_per_s": median(m["ess_per_s"] for m in ms),
-                "min_ess": median(m["min_ess"] for m in ms),
-                "time_vs_both_off": median(per),
-                "time_vs_both_off_per_repeat": per,
-                "identical_draws": same,
-                "max_err_sd": ms[0].get("max_err_sd"),  # the same draws in every repeat and variant
-                "max_z": ms[0].get("max_z"),
-            }
-            summary.append(s)
-            rows.append(
-                [problem, name, s["sampling_time_s"], s["median_round_ms"], s["ess_per_s"], s["time_vs_both_off"], same]
-            )
-    print_table(
+    try:
+        with harness.local_ray(object_store_mb=512):
+            for r in range(args.repeats):
+                for problem in problems:
+                    for variant in VARIANTS:
+                        m = run_once(problem, variant, args)
+                        m["repeat"] = r
+                        runs.append(m)
+                        print(f"repeat {r} {problem} {m['variant']}: {m['sampling_time_s']:.2f} s", flush=True)
+    finally:
+        os.environ.pop("RAYSAMPLER_COORDINATOR_SHARDS", None)
+        os.environ.pop("RAYSAMPLER_SHM_SPIN_US", None)
+    summary = [summarise(runs, problem, name) for problem in problems for name, *_ in VARIANTS]
+    table = harness.Table.of(
         "The Ray round loop's same-node defaults (medians over repeats)",
-        ["problem", "variant", "sampling s", "median round ms", "ESS/s", "time / both off", "identical draws"],
-        rows,
+        summary,
+        [("problem", "problem"), ("variant", "variant"), ("sampling s", "sampling_time_s")]
+        + [("median round ms", "median_round_ms"), ("ESS/s", "ess_per_s"), ("time / both off", "time_vs_both_off")]
+        + [("identical draws", "identical_draws")],
     )
-    write_json("hot_path", {"settings": vars(args), "summary": summary, "runs": runs})
+    return harness.Report("hot_path", {"settings": harness.options(args), "summary": summary, "runs": runs}, [table])
+
+
+def summarise(runs: list[dict[str, Any]], problem: str, variant: str) -> dict[str, Any]:
+    """One variant on one problem: medians over repeats, and its time over the both-off variant's per repeat."""
+    mine = [m for m in runs if m["problem"] == problem]
+    ms = [m for m in mine if m["variant"] == variant]
+    base = {b["repeat"]: b["sampling_time_s"] for b in mine if b["variant"] == BASELINE}
+    per = [m["sampling_time_s"] / base[m["repeat"]] for m in ms]
+    return {
+        "problem": problem,
+        "variant": variant,
+        "sampling_time_s": harness.median(m["sampling_time_s"] for m in ms),
+        "median_round_ms": harness.median(m["median_round_ms"] for m in ms),
+        "ess_per_s": harness.median(m["ess_per_s"] for m in ms),
+        "min_ess": harness.median(m["min_ess"] for m in ms),
+        "time_vs_both_off": harness.median(per),
+        "time_vs_both_off_per_repeat": per,
+        "identical_draws": len({m["checksum"] for m in mine}) == 1,
+        "max_err_sd": ms[0].get("max_err_sd"),  # the same draws in every repeat and variant
+        "max_z": ms[0].get("max_z"),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    harness.run(arguments(), measure, argv)
 
 
 if __name__ == "__main__":

@@ -36,21 +36,22 @@ work — ray − local alone goes negative as soon as the workers' parallelism o
 Run (the full run takes roughly 12–20 minutes on 2 cores, about half of it covtype set-up — the MAP and
 Laplace tuning on 581,012 rows take ≈ 10 s per run and are excluded from rounds/s; `--quick` under a minute):
 
-    python benchmarks/rounds.py                 # full: 3 repeats, 5000 toy rounds, 30 covtype rounds
-    python benchmarks/rounds.py --quick         # smoke test: 1 repeat, few rounds, covtype n = 40,000
+    python benchmarks/perf/rounds.py                 # full: 3 repeats, 5000 toy rounds, 30 covtype rounds
+    python benchmarks/perf/rounds.py --quick         # smoke test: 1 repeat, few rounds, covtype n = 40,000
 
-Prints the tables and writes benchmarks/results/rounds.json (rounds_quick.json with --quick).
+Prints the tables and writes benchmarks/perf/results/rounds.json (rounds_quick.json with --quick).
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
+import _path  # noqa: F401  (puts benchmarks/ on sys.path for harness)
+import harness
 import numpy as np
-from common import load_model_data, median, print_table, run_metrics, start_ray, stop_ray, write_json
 
 import raysampler as rs
 from raysampler.runtime.executors import WORKER_ENV
@@ -88,13 +89,14 @@ class EchoWorker:
     def step(self, x: np.ndarray) -> np.ndarray:
         return x
 
-    def open_channel(self) -> tuple[str, int]:
+    def open_channel(self) -> tuple[tuple[str, int], bytes]:
+        """Serve `step` over a TCP channel: (address, token) for the client."""
         import ray
 
         from raysampler.runtime.channel import ChannelServer
 
         self._channel = ChannelServer(self.step, ray.util.get_node_ip_address())
-        return self._channel.address
+        return self._channel.address, self._channel.token
 
 
 def floor_rounds(actors: list[Any], chains: int, dim: int, rounds: int, warmup: int) -> list[float]:
@@ -122,12 +124,12 @@ class FloorCoordinator:
         return floor_rounds(self.actors, chains, dim, rounds, warmup)
 
     def run_socket(
-        self, addresses: list[tuple[str, int]], chains: int, dim: int, rounds: int, warmup: int
+        self, channels: list[tuple[tuple[str, int], bytes]], chains: int, dim: int, rounds: int, warmup: int
     ) -> list[float]:
         """The same rounds over direct TCP channels to the workers (raysampler's socket transport)."""
         from raysampler.runtime.channel import ChannelClient
 
-        clients = [ChannelClient(tuple(a)) for a in addresses]
+        clients = [ChannelClient(tuple(address), token) for address, token in channels]
         x = np.random.default_rng(0).standard_normal((chains, dim))
         times = []
         try:
@@ -157,8 +159,8 @@ def measure_floor(ray: Any, num_shards: int, chains: int, dim: int, rounds: int)
         warmup = max(10, rounds // 10)
         from_coord = ray.get(coord.run.remote(chains, dim, rounds, warmup))
         from_driver = floor_rounds(actors, chains, dim, rounds, warmup)
-        addresses = ray.get([a.open_channel.remote() for a in actors])
-        over_socket = ray.get(coord.run_socket.remote(addresses, chains, dim, rounds, warmup))
+        channels = ray.get([a.open_channel.remote() for a in actors])
+        over_socket = ray.get(coord.run_socket.remote(channels, chains, dim, rounds, warmup))
     finally:
         for a in [coord, *actors]:
             ray.kill(a)
@@ -239,13 +241,13 @@ def run_case(
         seed=0,
         **params,
     )
-    m = run_metrics(result)
+    m = harness.run_metrics(result)
     m["shard_rows"] = list(result.info["setup"]["shard_rows"])
     return m
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def arguments() -> argparse.ArgumentParser:
+    ap = harness.parser(__doc__, __file__)
     ap.add_argument("--quick", action="store_true", help="smoke test: 1 repeat, few rounds, small covtype")
     ap.add_argument(
         "--rounds",
@@ -266,17 +268,42 @@ def main() -> None:
         default=None,
         help="round transport of the ray runs (default: raysampler's default)",
     )
-    args = ap.parse_args()
+    return ap
 
-    quick = args.quick
-    repeats = args.repeats or (1 if quick else 3)
-    burn_in = args.burn_in if args.burn_in is not None else (2 if quick else 5)
-    covtype_n = args.covtype_n or (40_000 if quick else rs.datasets.COVTYPE_N_ROWS)
-    floor_n = args.floor_rounds or (100 if quick else 1000)
-    rounds_for = {
-        "gaussian_toy": args.rounds or (300 if quick else 5000),
-        "covtype_like": args.rounds or (6 if quick else 30),
-    }
+
+@dataclass(frozen=True)
+class Plan:
+    """The options with the defaults of a full or a --quick run filled in (the JSON's "settings")."""
+
+    quick: bool
+    repeats: int
+    burn_in: int
+    rounds: dict[str, int]
+    n_local: dict[str, int]
+    num_shards: int
+    covtype_n: int
+    floor_rounds: int
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Plan:
+        quick = args.quick
+        return cls(
+            quick=quick,
+            repeats=args.repeats or (1 if quick else 3),
+            burn_in=args.burn_in if args.burn_in is not None else (2 if quick else 5),
+            rounds={
+                "gaussian_toy": args.rounds or (300 if quick else 5000),
+                "covtype_like": args.rounds or (6 if quick else 30),
+            },
+            n_local={"gaussian_toy": args.n_local_toy, "covtype_like": args.n_local_covtype},
+            num_shards=NUM_SHARDS,
+            covtype_n=args.covtype_n or (40_000 if quick else rs.datasets.COVTYPE_N_ROWS),
+            floor_rounds=args.floor_rounds or (100 if quick else 1000),
+        )
+
+
+def measure(args: argparse.Namespace) -> harness.Report:
+    plan = Plan.from_args(args)
     problems = [args.only] if args.only else ["gaussian_toy", "covtype_like"]
     cases = [
         Case(p, k, kern)
@@ -284,85 +311,64 @@ def main() -> None:
         for k in (1, 8)
         for kern in ((None,) if p == "gaussian_toy" else (None, "lmc"))
     ]
-
     data = {}
     for p in problems:
-        X, y, model = load_model_data(p, covtype_n=covtype_n)
+        X, y, model = harness.load_model_data(p, covtype_n=plan.covtype_n)
         data[p] = (rs.shard(X, y, num_shards=NUM_SHARDS), model, X.shape)
-    covtype_mb = covtype_n * (COVTYPE_D + 1) * 8 / 2**20 if "covtype_like" in problems else 0
-    ray = start_ray(object_store_mb=int(200 + 2.5 * covtype_mb))
-    n_local = {"gaussian_toy": args.n_local_toy, "covtype_like": args.n_local_covtype}
+    covtype_mb = plan.covtype_n * (COVTYPE_D + 1) * 8 / 2**20 if "covtype_like" in problems else 0
     print(
-        f"rounds benchmark: b={NUM_SHARDS}, N={n_local}, repeats={repeats}, burn-in={burn_in}, "
-        f"rounds={rounds_for}, covtype n={covtype_n}, floor rounds={floor_n}",
+        f"rounds benchmark: b={NUM_SHARDS}, N={plan.n_local}, repeats={plan.repeats}, burn-in={plan.burn_in}, "
+        f"rounds={plan.rounds}, covtype n={plan.covtype_n}, floor rounds={plan.floor_rounds}",
         flush=True,
     )
+    t_start = time.perf_counter()
+    with harness.local_ray(object_store_mb=int(200 + 2.5 * covtype_mb)) as ray:
+        raw = run_repeats(ray, plan, cases, data, args.transport, t_start)
+    summary, targets = summarise(cases, raw)
+    payload = {
+        "settings": asdict(plan) | {"total_time_s": time.perf_counter() - t_start},
+        "summary": summary,
+        "targets": targets,
+        "raw": raw,
+    }
+    return harness.Report("rounds_quick" if plan.quick else "rounds", payload, report(summary, targets, plan.n_local))
 
+
+def run_repeats(
+    ray: Any, plan: Plan, cases: list[Case], data: dict[str, Any], transport: str | None, t_start: float
+) -> dict[str, list[dict[str, Any]]]:
+    """Every case on both executors in every repeat (which goes first alternates), with its floor and numpy's rate."""
     raw: dict[str, list[dict[str, Any]]] = {c.label: [] for c in cases}
     floors: dict[tuple[int, int], list[dict[str, float]]] = {}
     gemm: dict[int, list[dict[str, float]]] = {}
-    t_start = time.perf_counter()
-    try:
-        for rep in range(repeats):
-            for case in cases:
-                shards, model, shape = data[case.problem]
-                order = ("local", "ray") if rep % 2 == 0 else ("ray", "local")
-                entry: dict[str, Any] = {}
-                for ex in order:
-                    entry[ex] = run_case(
-                        case,
-                        shards,
-                        model,
-                        ex,
-                        rounds_for[case.problem],
-                        burn_in,
-                        n_local[case.problem],
-                        args.transport,
+    for rep in range(plan.repeats):
+        for case in cases:
+            shards, model, shape = data[case.problem]
+            entry: dict[str, Any] = {}
+            for ex in ("local", "ray") if rep % 2 == 0 else ("ray", "local"):
+                rounds, n_local = plan.rounds[case.problem], plan.n_local[case.problem]
+                entry[ex] = run_case(case, shards, model, ex, rounds, plan.burn_in, n_local, transport)
+            dim = shape[1] if case.problem == "covtype_like" else 2
+            key = (case.chains, dim)
+            if len(floors.get(key, [])) <= rep:
+                floors.setdefault(key, []).append(measure_floor(ray, NUM_SHARDS, case.chains, dim, plan.floor_rounds))
+            entry["floor"] = floors[key][rep]
+            if case.problem == "covtype_like":
+                if len(gemm.get(case.chains, [])) <= rep:
+                    X0 = np.ascontiguousarray(shards[0].load()[0])
+                    gemm.setdefault(case.chains, []).append(
+                        numpy_step_rate(X0, case.chains, 0.1 if plan.quick else 0.5)
                     )
-                dim = shape[1] if case.problem == "covtype_like" else 2
-                key = (case.chains, dim)
-                if len(floors.get(key, [])) <= rep:
-                    floors.setdefault(key, []).append(measure_floor(ray, NUM_SHARDS, case.chains, dim, floor_n))
-                entry["floor"] = floors[key][rep]
-                if case.problem == "covtype_like":
-                    if len(gemm.get(case.chains, [])) <= rep:
-                        X0, _ = shards[0].load()
-                        gemm.setdefault(case.chains, []).append(
-                            numpy_step_rate(np.ascontiguousarray(X0), case.chains, 0.1 if quick else 0.5)
-                        )
-                    entry["numpy"] = gemm[case.chains][rep]
-                raw[case.label].append(entry)
-                print(
-                    f"  repeat {rep + 1}/{repeats} {case.label}: local {entry['local']['rounds_per_s']:.1f} "
-                    f"rounds/s, ray {entry['ray']['rounds_per_s']:.1f} rounds/s, floor "
-                    f"{entry['floor']['coordinator_ms']:.2f} ms (socket {entry['floor']['socket_ms']:.2f} ms)  "
-                    f"[{time.perf_counter() - t_start:.0f} s]",
-                    flush=True,
-                )
-    finally:
-        stop_ray()
-
-    summary, targets = summarise(cases, raw)
-    report(summary, targets, n_local)
-    write_json(
-        "rounds_quick" if quick else "rounds",
-        {
-            "settings": {
-                "quick": quick,
-                "repeats": repeats,
-                "burn_in": burn_in,
-                "rounds": rounds_for,
-                "n_local": n_local,
-                "num_shards": NUM_SHARDS,
-                "covtype_n": covtype_n,
-                "floor_rounds": floor_n,
-                "total_time_s": time.perf_counter() - t_start,
-            },
-            "summary": summary,
-            "targets": targets,
-            "raw": raw,
-        },
-    )
+                entry["numpy"] = gemm[case.chains][rep]
+            raw[case.label].append(entry)
+            print(
+                f"  repeat {rep + 1}/{plan.repeats} {case.label}: local {entry['local']['rounds_per_s']:.1f} "
+                f"rounds/s, ray {entry['ray']['rounds_per_s']:.1f} rounds/s, floor "
+                f"{entry['floor']['coordinator_ms']:.2f} ms (socket {entry['floor']['socket_ms']:.2f} ms)  "
+                f"[{time.perf_counter() - t_start:.0f} s]",
+                flush=True,
+            )
+    return raw
 
 
 def summarise(cases: list[Case], raw: dict[str, list[dict[str, Any]]]) -> tuple[list[dict], list[dict]]:
@@ -377,26 +383,26 @@ def summarise(cases: list[Case], raw: dict[str, list[dict[str, Any]]]) -> tuple[
             "kernel": reps[0]["local"]["local_kernel"],
         }
         for ex in ("local", "ray"):
-            row[f"{ex}_rounds_per_s"] = median(r[ex]["rounds_per_s"] for r in reps)
-            row[f"{ex}_ms_per_round"] = median(r[ex]["ms_per_round"] for r in reps)
-            row[f"{ex}_median_round_ms"] = median(r[ex]["median_round_ms"] for r in reps)
-        row["speedup"] = median(r["ray"]["rounds_per_s"] / r["local"]["rounds_per_s"] for r in reps)
-        row["floor_coordinator_ms"] = median(r["floor"]["coordinator_ms"] for r in reps)
-        row["floor_driver_ms"] = median(r["floor"]["driver_ms"] for r in reps)
-        row["floor_socket_ms"] = median(r["floor"]["socket_ms"] for r in reps)
+            row[f"{ex}_rounds_per_s"] = harness.median(r[ex]["rounds_per_s"] for r in reps)
+            row[f"{ex}_ms_per_round"] = harness.median(r[ex]["ms_per_round"] for r in reps)
+            row[f"{ex}_median_round_ms"] = harness.median(r[ex]["median_round_ms"] for r in reps)
+        row["speedup"] = harness.median(r["ray"]["rounds_per_s"] / r["local"]["rounds_per_s"] for r in reps)
+        row["floor_coordinator_ms"] = harness.median(r["floor"]["coordinator_ms"] for r in reps)
+        row["floor_driver_ms"] = harness.median(r["floor"]["driver_ms"] for r in reps)
+        row["floor_socket_ms"] = harness.median(r["floor"]["socket_ms"] for r in reps)
         row["transport"] = reps[0]["ray"]["transport"]
-        row["overhead_ms"] = median(r["ray"]["ms_per_round"] - r["local"]["ms_per_round"] for r in reps)
-        row["overhead_over_floor"] = median(
+        row["overhead_ms"] = harness.median(r["ray"]["ms_per_round"] - r["local"]["ms_per_round"] for r in reps)
+        row["overhead_over_floor"] = harness.median(
             (r["ray"]["ms_per_round"] - r["local"]["ms_per_round"]) / r["floor"]["coordinator_ms"] for r in reps
         )
-        row["overhead_over_socket_floor"] = median(
+        row["overhead_over_socket_floor"] = harness.median(
             (r["ray"]["ms_per_round"] - r["local"]["ms_per_round"]) / r["floor"]["socket_ms"] for r in reps
         )
         # ray − local/P: what Ray adds beyond a perfect split of the local work over its P worker actors
-        row["parallel_overhead_ms"] = median(
+        row["parallel_overhead_ms"] = harness.median(
             r["ray"]["ms_per_round"] - r["local"]["ms_per_round"] / r["floor"]["actors"] for r in reps
         )
-        row["parallel_overhead_over_socket_floor"] = median(
+        row["parallel_overhead_over_socket_floor"] = harness.median(
             (r["ray"]["ms_per_round"] - r["local"]["ms_per_round"] / r["floor"]["actors"]) / r["floor"]["socket_ms"]
             for r in reps
         )
@@ -405,11 +411,11 @@ def summarise(cases: list[Case], raw: dict[str, list[dict[str, Any]]]) -> tuple[
             kern = row["kernel"]
             ref_key = "gflops_lmc" if kern == "lmc" else "gflops_potential"
             row["shard_rows"] = reps[0]["local"]["shard_rows"]
-            row["numpy_gflops"] = median(r["numpy"][ref_key] for r in reps)
+            row["numpy_gflops"] = harness.median(r["numpy"][ref_key] for r in reps)
             for ex in ("local", "ray"):
                 rates = [worker_gflops(r[ex], r[ex]["shard_rows"], case.chains, kern) for r in reps]
-                row[f"{ex}_worker_gflops"] = median(rates)
-                row[f"{ex}_gemm_efficiency"] = median(g / r["numpy"][ref_key] for g, r in zip(rates, reps))
+                row[f"{ex}_worker_gflops"] = harness.median(rates)
+                row[f"{ex}_gemm_efficiency"] = harness.median(g / r["numpy"][ref_key] for g, r in zip(rates, reps))
         summary.append(row)
 
         if case.problem == "covtype_like":
@@ -446,90 +452,63 @@ def summarise(cases: list[Case], raw: dict[str, list[dict[str, Any]]]) -> tuple[
     return summary, targets
 
 
-def report(summary: list[dict], targets: list[dict], n_local: dict[str, int]) -> None:
-    print()
-    print_table(
-        "Rounds per second (medians over repeats; setup excluded)",
-        ["case", "kernel", "N", "local r/s", "ray r/s", "ray/local", "local ms/round", "ray ms/round"],
-        [
+def report(summary: list[dict], targets: list[dict], n_local: dict[str, int]) -> list[harness.Table]:
+    case = [("case", lambda r: r["case"].rsplit(" ", 1)[0]), ("kernel", "kernel")]  # the case without its kernel
+    transports = ", ".join(sorted({str(r["transport"]) for r in summary}))
+    tables = [
+        harness.Table.of(
+            "Rounds per second (medians over repeats; setup excluded)",
+            summary,
+            case
+            + [("N", lambda r: n_local[r["problem"]]), ("local r/s", "local_rounds_per_s")]
+            + [("ray r/s", "ray_rounds_per_s"), ("ray/local", "speedup"), ("local ms/round", "local_ms_per_round")]
+            + [("ray ms/round", "ray_ms_per_round")],
             [
-                r["case"].rsplit(" ", 1)[0],
-                r["kernel"],
-                n_local[r["problem"]],
-                r["local_rounds_per_s"],
-                r["ray_rounds_per_s"],
-                r["speedup"],
-                r["local_ms_per_round"],
-                r["ray_ms_per_round"],
-            ]
-            for r in summary
-        ],
-        [
-            f"b={NUM_SHARDS} shards, N local steps per shard per round, balance off; ray transport: "
-            f"{', '.join(sorted({str(r['transport']) for r in summary}))}; ray/local = median of per-repeat ratios."
-        ],
-    )
-    print_table(
-        "Per-round Ray overhead against the floor (ms/round; ratios are medians of per-repeat ratios)",
-        [
-            "case",
-            "kernel",
-            "floor actor coord",
-            "floor actor driver",
-            "floor socket",
-            "ray-local",
-            "/actor floor",
-            "/socket floor",
-            "ray-local/P",
-            "/socket floor",
-        ],
-        [
+                f"b={NUM_SHARDS} shards, N local steps per shard per round, balance off; ray transport: {transports}; "
+                "ray/local = median of per-repeat ratios."
+            ],
+        ),
+        harness.Table.of(
+            "Per-round Ray overhead against the floor (ms/round; ratios are medians of per-repeat ratios)",
+            summary,
+            case
+            + [("floor actor coord", "floor_coordinator_ms"), ("floor actor driver", "floor_driver_ms")]
+            + [("floor socket", "floor_socket_ms"), ("ray-local", "overhead_ms")]
+            + [("/actor floor", "overhead_over_floor"), ("/socket floor", "overhead_over_socket_floor")]
+            + [("ray-local/P", "parallel_overhead_ms"), ("/socket floor", "parallel_overhead_over_socket_floor")],
             [
-                r["case"].rsplit(" ", 1)[0],
-                r["kernel"],
-                r["floor_coordinator_ms"],
-                r["floor_driver_ms"],
-                r["floor_socket_ms"],
-                r["overhead_ms"],
-                r["overhead_over_floor"],
-                r["overhead_over_socket_floor"],
-                r["parallel_overhead_ms"],
-                r["parallel_overhead_over_socket_floor"],
-            ]
-            for r in summary
-        ],
-        [
-            "floor = no-op round trip on RayPool's layout (P = min(b, CPUs) actors, num_cpus=1, (K, d) array by "
-            "value): plain actor calls from a coordinator actor (num_cpus=0) / from the driver, and raysampler's "
-            "TCP channels (socket) from a coordinator actor.",
-            "ray-local = the overhead as specified (negative when the P workers' parallelism outweighs it); "
-            "ray-local/P = ray ms minus a perfect P-way split of the local work.",
-        ],
-    )
+                "floor = no-op round trip on RayPool's layout (P = min(b, CPUs) actors, num_cpus=1, (K, d) array by "
+                "value): plain actor calls from a coordinator actor (num_cpus=0) / from the driver, and raysampler's "
+                "TCP channels (socket) from a coordinator actor.",
+                "ray-local = the overhead as specified (negative when the P workers' parallelism outweighs it); "
+                "ray-local/P = ray ms minus a perfect P-way split of the local work.",
+            ],
+        ),
+    ]
     cov = [r for r in summary if r["problem"] == "covtype_like"]
     if cov:
-        print_table(
-            "Local-step GFLOP/s on covtype_like (workers' compute time vs numpy on the same shapes, 1 thread)",
-            ["case", "kernel", "rows/shard", "numpy GFLOP/s", "local GFLOP/s", "local eff", "ray GFLOP/s", "ray eff"],
-            [
+        tables.append(
+            harness.Table.of(
+                "Local-step GFLOP/s on covtype_like (workers' compute time vs numpy on the same shapes, 1 thread)",
+                cov,
+                case
+                + [("rows/shard", lambda r: r["shard_rows"][0]), ("numpy GFLOP/s", "numpy_gflops")]
+                + [("local GFLOP/s", "local_worker_gflops"), ("local eff", "local_gemm_efficiency")]
+                + [("ray GFLOP/s", "ray_worker_gflops"), ("ray eff", "ray_gemm_efficiency")],
                 [
-                    r["case"].rsplit(" ", 1)[0],
-                    r["kernel"],
-                    r["shard_rows"][0],
-                    r["numpy_gflops"],
-                    r["local_worker_gflops"],
-                    r["local_gemm_efficiency"],
-                    r["ray_worker_gflops"],
-                    r["ray_gemm_efficiency"],
-                ]
-                for r in cov
-            ],
-            [
-                "lmc step: X@Θᵀ and Rᵀ@X, 4·n_i·54·K flops; default-kernel step (potential): X@Θᵀ only, 2·n_i·54·K.",
-                "eff = workers' GFLOP/s / numpy's GFLOP/s measured in the same repeat (median of per-repeat ratios).",
-            ],
+                    "lmc step: X@Θᵀ and Rᵀ@X, 4·n_i·54·K flops; default-kernel step (potential): X@Θᵀ only, "
+                    "2·n_i·54·K.",
+                    "eff = workers' GFLOP/s / numpy's GFLOP/s measured in the same repeat (median of per-repeat "
+                    "ratios).",
+                ],
+            )
         )
-    print_table("Targets", ["target", "value", "result"], [[t["target"], t["value"], t["pass"]] for t in targets])
+    tables.append(harness.Table.of("Targets", targets, [("target", "target"), ("value", "value"), ("result", "pass")]))
+    return tables
+
+
+def main(argv: list[str] | None = None) -> None:
+    harness.run(arguments(), measure, argv)
 
 
 if __name__ == "__main__":

@@ -28,10 +28,10 @@ predict method). Metrics on the 450 test points:
   Σ_c (p_c − 1[y=c])² averaged over points, range [0, 2], sklearn >= 1.7); BS_top = mean (1[y = ŷ] − p̂(x))², the
   slides' definition; NLL = sklearn.metrics.log_loss (mean over points).
 
-Usage:
-  python benchmarks/seed001_calibration.py --smoke                 # tiny budgets, nothing written
-  python benchmarks/seed001_calibration.py --only sgld qlsdpp # some samplers -> results/seed001_calibration_<name>.json
-  python benchmarks/seed001_calibration.py --table           # merge the parts -> seed001_calibration.json + table
+Usage (results in benchmarks/papers/results/):
+  python benchmarks/papers/seed001_calibration.py --smoke             # tiny budgets, nothing written
+  python benchmarks/papers/seed001_calibration.py --only sgld qlsdpp  # some -> seed001_calibration_<name>.json
+  python benchmarks/papers/seed001_calibration.py --table             # merge the parts -> seed001_calibration.json
 """
 
 from __future__ import annotations
@@ -40,8 +40,9 @@ import argparse
 import json
 import time
 
+import _path  # noqa: F401  (puts benchmarks/ on sys.path for harness)
+import harness
 import numpy as np
-from common import RESULTS_DIR, print_table, run_metrics, write_json
 from sklearn.metrics import brier_score_loss, log_loss
 from sklearn.model_selection import train_test_split
 
@@ -174,7 +175,7 @@ def run_one(key, smoke=False):
         "chains": CHAINS,
         "draws_per_chain": draws.shape[1],
         "wall_s": wall,
-        "run": run_metrics(res),
+        "run": harness.run_metrics(res),
         "bayes": metrics(P.mean(axis=(0, 1)), yte),
         "per_chain": [metrics(P[c].mean(axis=0), yte) for c in range(P.shape[0])],
         "last_draw": metrics(P[0, -1], yte),
@@ -201,79 +202,65 @@ def run_one(key, smoke=False):
     return out
 
 
-def table():
+COLUMNS = ["method", "acc %", "ECE", "Brier(sk)", "BS_top", "NLL", "wall s"]
+
+
+def row(label, m, wall_s):
+    """A table row: 10^2 x the metrics `m`, and the wall time."""
+    return [label, *(100 * m[k] for k in ("acc", "ece15", "brier", "bs_top", "nll")), wall_s]
+
+
+def arguments() -> argparse.ArgumentParser:
+    ap = harness.parser(__doc__, __file__)
+    ap.add_argument("--only", nargs="*", choices=list(SAMPLERS), default=None)
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--table", action="store_true")
+    return ap
+
+
+def measure(args: argparse.Namespace) -> harness.Report:
+    if args.table:
+        return merge(args)
+    rows = []
+    for key in args.only or list(SAMPLERS):
+        out = run_one(key, smoke=args.smoke)
+        if not args.smoke:  # each sampler's part as soon as it is done (a full run takes hours)
+            harness.write_json(args, f"{NAME}_{key}", {"result": out})
+        rows.append(row(out["label"], out["bayes"], out["wall_s"]))
+    title = "Seed 001 calibration on digits, this run (10^2 x metrics; ECE 15 bins)"
+    return harness.Report(None, {}, [harness.Table(title, COLUMNS, rows)])
+
+
+def merge(args: argparse.Namespace) -> harness.Report:
+    """--table: the samplers' parts (results/seed001_calibration_<name>.json) → seed001_calibration.json + table."""
     parts = {}
     for key in SAMPLERS:
-        path = RESULTS_DIR / f"{NAME}_{key}.json"
+        path = harness.results_dir(args) / f"{NAME}_{key}.json"
         if path.exists():
             parts[key] = json.loads(path.read_text())["result"]
     rows = []
     if "dglmc" in parts and "map" in parts["dglmc"]:
-        m = parts["dglmc"]["map"]
-        rows.append(
-            [
-                "MAP (point estimate)",
-                100 * m["acc"],
-                100 * m["ece15"],
-                100 * m["brier"],
-                100 * m["bs_top"],
-                100 * m["nll"],
-                None,
-            ]
-        )
-    for r in parts.values():
-        m = r["bayes"]
-        rows.append(
-            [
-                r["label"],
-                100 * m["acc"],
-                100 * m["ece15"],
-                100 * m["brier"],
-                100 * m["bs_top"],
-                100 * m["nll"],
-                r["wall_s"],
-            ]
-        )
-    print_table(
-        "Seed 001 calibration on digits (10^2 x metrics; ECE 15 bins)",
-        ["method", "acc %", "ECE", "Brier(sk)", "BS_top", "NLL", "wall s"],
-        rows,
-    )
-    write_json(
-        NAME,
-        {
-            "paper": PAPER,
-            "parts": parts,
-            "setting": {
-                "test_size": TEST_SIZE,
-                "split_seed": SPLIT_SEED,
-                "clients": B_CLIENTS,
-                "alpha": ALPHA,
-                "shard_seed": SHARD_SEED,
-                "hidden": HIDDEN,
-                "chains": CHAINS,
-                "batch_size": BATCH,
-                "gamma": GAMMA,
-                "ece_bins": ECE_BINS,
-                "seed": SEED,
-            },
-        },
-    )
+        rows.append(row("MAP (point estimate)", parts["dglmc"]["map"], None))
+    rows += [row(r["label"], r["bayes"], r["wall_s"]) for r in parts.values()]
+    setting = {
+        "test_size": TEST_SIZE,
+        "split_seed": SPLIT_SEED,
+        "clients": B_CLIENTS,
+        "alpha": ALPHA,
+        "shard_seed": SHARD_SEED,
+        "hidden": HIDDEN,
+        "chains": CHAINS,
+        "batch_size": BATCH,
+        "gamma": GAMMA,
+        "ece_bins": ECE_BINS,
+        "seed": SEED,
+    }
+    table = harness.Table("Seed 001 calibration on digits (10^2 x metrics; ECE 15 bins)", COLUMNS, rows)
+    return harness.Report(NAME, {"paper": PAPER, "parts": parts, "setting": setting}, [table])
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", nargs="*", choices=list(SAMPLERS), default=None)
-    ap.add_argument("--smoke", action="store_true")
-    ap.add_argument("--table", action="store_true")
-    args = ap.parse_args(argv)
-    if args.table:
-        table()
-        return
-    for key in args.only or list(SAMPLERS):
-        out = run_one(key, smoke=args.smoke)
-        if not args.smoke:
-            write_json(f"{NAME}_{key}", {"result": out})
+def main(argv: list[str] | None = None) -> None:
+    harness.run(arguments(), measure, argv)
 
 
 if __name__ == "__main__":

@@ -7,11 +7,11 @@ without it; the run state is sampler state only, never data, so its size depends
 Repeats alternate which variant goes first; ratios are medians of per-repeat ratios. Problems: breast_cancer (tiny
 shards: the worst case, rounds are cheapest) and covtype_like (n rows, --covtype-n), both default DG-LMC on Ray.
 
-    python benchmarks/checkpoint.py                      # breast_cancer + covtype_like (100k rows), 3 repeats
-    python benchmarks/checkpoint.py --quick              # a smoke test
-    python benchmarks/checkpoint.py --problems covtype_like --repeats 9
+    python benchmarks/perf/checkpoint.py                      # breast_cancer + covtype_like (100k rows), 3 repeats
+    python benchmarks/perf/checkpoint.py --quick              # a smoke test
+    python benchmarks/perf/checkpoint.py --problems covtype_like --repeats 9
 
-Prints a table and writes benchmarks/results/checkpoint.json (checkpoint_<problem>.json for one problem).
+Prints a table and writes benchmarks/perf/results/checkpoint.json (checkpoint_<problem>.json for one problem).
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import load_model_data, median, print_table, start_ray, stop_ray, write_json
+import _path  # noqa: F401  (puts benchmarks/ on sys.path for harness)
+import harness
 
 import raysampler as rs
 
@@ -61,8 +62,8 @@ def one(model: Any, shards: Any, rounds: int, chains: int, seed: int, checkpoint
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def arguments() -> argparse.ArgumentParser:
+    ap = harness.parser(__doc__, __file__)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--covtype-n", type=int, default=100_000)
@@ -70,55 +71,22 @@ def main() -> None:
     ap.add_argument(
         "--problems", nargs="+", choices=["breast_cancer", "covtype_like"], default=["breast_cancer", "covtype_like"]
     )
-    args = ap.parse_args()
+    return ap
+
+
+def measure(args: argparse.Namespace) -> harness.Report:
     rounds = {"breast_cancer": 3000 if args.quick else 20000, "covtype_like": 50 if args.quick else 400}
-    problems = {name: rounds[name] for name in args.problems}
-    start_ray(object_store_mb=400)
+    problems = list(dict.fromkeys(args.problems))
     rows, raw = [], []
-    try:
-        for name, rounds in problems.items():
-            X, y, model = load_model_data(name, covtype_n=args.covtype_n)
-            shards = rs.shard(X, y, num_shards=4, strategy="random", seed=0)
-            pairs = []
-            for rep in range(1 if args.quick else args.repeats):
-                order = (False, True) if rep % 2 == 0 else (True, False)
-                got = {flag: one(model, shards, rounds, args.chains, rep, flag) for flag in order}
-                pairs.append(got)
-                raw.append({"problem": name, "repeat": rep, "plain": got[False], "checkpointed": got[True]})
-                print(
-                    f"  {name} repeat {rep + 1}: plain {got[False]['wall_s']:.2f} s, checkpointed "
-                    f"{got[True]['wall_s']:.2f} s",
-                    flush=True,
-                )
-            added = median(p[True]["wall_s"] / p[False]["wall_s"] - 1.0 for p in pairs)
-            rows.append(
-                [
-                    name,
-                    rounds,
-                    args.chains,
-                    median(p[False]["wall_s"] for p in pairs),
-                    median(p[True]["wall_s"] for p in pairs),
-                    100 * added,
-                    100 * median(p[True]["write_s"] / p[True]["wall_s"] for p in pairs),
-                    pairs[0][True]["state_bytes"],
-                    pairs[0][True]["dir_bytes"],
-                ]
-            )
-    finally:
-        stop_ray()
-    print_table(
+    with harness.local_ray(object_store_mb=400):
+        for name in problems:
+            row, runs = measure_problem(name, rounds[name], args)
+            rows.append(row)
+            raw += runs
+    table = harness.Table(
         "Checkpoint cost (default DG-LMC on Ray, b = 4; medians over repeats)",
-        [
-            "problem",
-            "rounds",
-            "chains",
-            "plain wall s",
-            "checkpointed wall s",
-            "added %",
-            "write % of run",
-            "state bytes",
-            "directory bytes",
-        ],
+        ["problem", "rounds", "chains", "plain wall s", "checkpointed wall s", "added %", "write % of run"]
+        + ["state bytes", "directory bytes"],
         rows,
         [
             "added % = median over repeats of (checkpointed / plain − 1); negative = within the machine's noise.",
@@ -127,7 +95,40 @@ def main() -> None:
         ],
     )
     name = "checkpoint" if len(problems) == 2 else "checkpoint_" + "_".join(problems)
-    write_json(name, {"settings": vars(args), "rows": rows, "runs": raw})
+    return harness.Report(name, {"settings": harness.options(args), "rows": rows, "runs": raw}, [table])
+
+
+def measure_problem(name: str, rounds: int, args: argparse.Namespace) -> tuple[list[Any], list[dict[str, Any]]]:
+    """Plain and checkpointed runs of one problem, repeat by repeat (which goes first alternates): its table row
+    (medians over repeats) and the raw runs."""
+    X, y, model = harness.load_model_data(name, covtype_n=args.covtype_n)
+    shards = rs.shard(X, y, num_shards=4, strategy="random", seed=0)
+    pairs, raw = [], []
+    for rep in range(1 if args.quick else args.repeats):
+        order = (False, True) if rep % 2 == 0 else (True, False)
+        got = {flag: one(model, shards, rounds, args.chains, rep, flag) for flag in order}
+        pairs.append(got)
+        raw.append({"problem": name, "repeat": rep, "plain": got[False], "checkpointed": got[True]})
+        print(
+            f"  {name} repeat {rep + 1}: plain {got[False]['wall_s']:.2f} s, checkpointed {got[True]['wall_s']:.2f} s",
+            flush=True,
+        )
+    row = [
+        name,
+        rounds,
+        args.chains,
+        harness.median(p[False]["wall_s"] for p in pairs),
+        harness.median(p[True]["wall_s"] for p in pairs),
+        100 * harness.median(p[True]["wall_s"] / p[False]["wall_s"] - 1.0 for p in pairs),
+        100 * harness.median(p[True]["write_s"] / p[True]["wall_s"] for p in pairs),
+        pairs[0][True]["state_bytes"],
+        pairs[0][True]["dir_bytes"],
+    ]
+    return row, raw
+
+
+def main(argv: list[str] | None = None) -> None:
+    harness.run(arguments(), measure, argv)
 
 
 if __name__ == "__main__":

@@ -38,16 +38,17 @@ rounds after a warm-up (ray actor calls and the compiled graph: fewer). Reported
 median single round, the overhead above in-process (paired per repeat), the ratio to the tcp socket (paired), and the
 CPU seconds the coordinator and the workers burn per round (from /proc, 10 ms ticks) — the price of spinning.
 
-    python benchmarks/transports.py             # full: 7 repeats × 2000 rounds (≈ 5–8 min on 2 busy cores)
-    python benchmarks/transports.py --quick     # smoke test
+    python benchmarks/perf/transports.py             # full: 7 repeats × 2000 rounds (≈ 5–8 min on 2 busy cores)
+    python benchmarks/perf/transports.py --quick     # smoke test
 
-Writes benchmarks/results/transports.json (transports_quick.json with --quick or a subset: --only, --setups,
+Writes benchmarks/perf/results/transports.json (transports_quick.json with --quick or a subset: --only, --setups,
 --payloads) and prints the tables.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import pickle
 import threading
@@ -56,8 +57,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+import _path  # noqa: F401  (puts benchmarks/ on sys.path for harness)
+import harness
 import numpy as np
-from common import median, print_table, start_ray, stop_ray, write_json
 from transport_candidates import FUTEX_AVAILABLE, BenchShmClient, BenchWorker, UnixClient, ZmqClient, echo
 
 from raysampler.algorithms.dglmc import Message
@@ -240,8 +242,8 @@ def run_cgraph(ray: Any, actors: list, groups: list[list[Any]], rounds: int, war
 # --------------------------------------------------------------------------------------------- main
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def arguments() -> argparse.ArgumentParser:
+    ap = harness.parser(__doc__, __file__)
     ap.add_argument("--quick", action="store_true", help="smoke test: 2 repeats, few rounds")
     ap.add_argument("--repeats", type=int, default=None, help="interleaved repeats (default 7; quick 2)")
     ap.add_argument("--rounds", type=int, default=None, help="timed rounds per block (default 2000; quick 200)")
@@ -261,77 +263,116 @@ def main() -> None:
     )
     ap.add_argument("--setups", nargs="+", default=None, choices=[s.name for s in SETUPS], help="setups to run")
     ap.add_argument("--payloads", nargs="+", default=None, choices=PAYLOADS, help="payloads to run")
-    args = ap.parse_args()
-    quick = args.quick
-    repeats = args.repeats or (2 if quick else 7)
-    rounds = args.rounds or (200 if quick else 2000)
-    slow_rounds = args.slow_rounds or (50 if quick else 300)
-    try:
-        import zmq  # noqa: F401
+    return ap
 
-        have_zmq = True
-    except ImportError:
-        have_zmq = False
-    cands = [
-        c
-        for c in candidates(have_zmq, args.no_cgraph)
-        if args.only is None or c.kind == "inproc" or any(c.name.startswith(o) for o in args.only)
-    ]
-    setups = [s for s in SETUPS if args.setups is None or s.name in args.setups]
-    payloads = [p for p in PAYLOADS if args.payloads is None or p in args.payloads]
-    partial = args.only is not None or args.setups is not None or args.payloads is not None
 
+@dataclass(frozen=True)
+class Plan:
+    """The options with the defaults of a full or a --quick run filled in."""
+
+    quick: bool
+    repeats: int
+    rounds: int
+    slow_rounds: int
+    cgraph: bool
+    candidates: list[Candidate]
+    setups: list[Setup]
+    payloads: list[str]
+    partial: bool  # a subset of candidates, setups or payloads: written as transports_quick.json
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Plan:
+        try:
+            import zmq  # noqa: F401
+
+            have_zmq = True
+        except ImportError:
+            have_zmq = False
+        return cls(
+            quick=args.quick,
+            repeats=args.repeats or (2 if args.quick else 7),
+            rounds=args.rounds or (200 if args.quick else 2000),
+            slow_rounds=args.slow_rounds or (50 if args.quick else 300),
+            cgraph=not args.no_cgraph,
+            candidates=[
+                c
+                for c in candidates(have_zmq, args.no_cgraph)
+                if args.only is None or c.kind == "inproc" or any(c.name.startswith(o) for o in args.only)
+            ],
+            setups=[s for s in SETUPS if args.setups is None or s.name in args.setups],
+            payloads=[p for p in PAYLOADS if args.payloads is None or p in args.payloads],
+            partial=args.only is not None or args.setups is not None or args.payloads is not None,
+        )
+
+
+def measure(args: argparse.Namespace) -> harness.Report:
+    plan = Plan.from_args(args)
     load_start = os.getloadavg()
-    ray = start_ray(object_store_mb=200)
+    t_start = time.perf_counter()
+    print(
+        f"transports benchmark: {plan.repeats} repeats, {plan.rounds} rounds per block ({plan.slow_rounds} for ray "
+        f"actor calls and the compiled graph); candidates: {', '.join(c.name for c in plan.candidates)}",
+        flush=True,
+    )
+    with harness.local_ray(object_store_mb=200) as ray:
+        raw, errors = run_all(ray, plan, t_start)
+    names = [c.name for c in plan.candidates]
+    summary = summarise(raw, names)
+    targets = targets_of(summary)
+    payload = {
+        "settings": {
+            "load_average_start": load_start,
+            "load_average_end": os.getloadavg(),
+            "quick": plan.quick,
+            "repeats": plan.repeats,
+            "rounds": plan.rounds,
+            "slow_rounds": plan.slow_rounds,
+            "chains": CHAINS,
+            "dim": DIM,
+            "setups": [s._asdict() for s in SETUPS],
+            "payloads": PAYLOADS,
+            "shm_spins_us": SHM_SPINS_US,
+            "total_time_s": time.perf_counter() - t_start,
+        },
+        "summary": summary,
+        "targets": targets,
+        "errors": errors,
+        "raw": raw,
+    }
+    name = "transports_quick" if plan.quick or plan.partial else "transports"
+    return harness.Report(name, payload, report(summary, names, targets, errors))
+
+
+def run_all(ray: Any, plan: Plan, t_start: float) -> tuple[dict[str, dict[str, list[dict]]], dict[str, str]]:
+    """Every candidate on every setup × payload, repeat by repeat (the order rotated each repeat): the blocks'
+    figures by "setup | payload" and candidate, and the candidates that failed (each is dropped at its first error)."""
     env = {"env_vars": WORKER_ENV}
     worker_cls = ray.remote(num_cpus=1, max_concurrency=1, runtime_env=env)(BenchWorker)
     actors = [worker_cls.remote() for _ in range(2)]
-    cg_actors = (
-        [ray.remote(num_cpus=0, runtime_env=env)(BenchWorker).remote() for _ in range(2)] if not args.no_cgraph else []
-    )
+    cg_actors = [ray.remote(num_cpus=0, runtime_env=env)(BenchWorker).remote() for _ in range(2)] if plan.cgraph else []
     clients: dict[str, Any] = {"pids": ray.get([a.pid.remote() for a in actors])}
     raw: dict[str, dict[str, list[dict[str, float]]]] = {}
     errors: dict[str, str] = {}
-    t_start = time.perf_counter()
-    print(
-        f"transports benchmark: {repeats} repeats, {rounds} rounds per block ({slow_rounds} for ray actor calls "
-        f"and the compiled graph); candidates: {', '.join(c.name for c in cands)}",
-        flush=True,
-    )
+    cands = plan.candidates
     try:
         for c in cands:
-            if c.kind in ("inproc", "pickle", "actor", "cgraph"):
-                continue
-            opened = ray.get([a.serve.remote(c.kind, c.spin_us * 1e-6) for a in actors])
-            clients[c.name] = [make_client(c, addr, tok) for addr, tok in opened]
-        for rep in range(repeats):
+            if c.kind not in ("inproc", "pickle", "actor", "cgraph"):
+                opened = ray.get([a.serve.remote(c.kind, c.spin_us * 1e-6) for a in actors])
+                clients[c.name] = [make_client(c, addr, tok) for addr, tok in opened]
+        for rep in range(plan.repeats):
             order = cands[rep % len(cands) :] + cands[: rep % len(cands)]
-            for setup in setups:
-                for payload in payloads:
-                    combo = f"{setup.name} | {payload}"
-                    for c in order:
-                        if c.name in errors:
-                            continue
-                        slow = c.kind in ("actor", "cgraph")
-                        n = slow_rounds if slow else rounds
-                        try:
-                            m = run_block(
-                                ray,
-                                c,
-                                setup,
-                                payload,
-                                clients,
-                                actors,
-                                cg_actors,
-                                n,
-                                max(5, n // 10) if slow else max(50, n // 10),
-                            )
-                        except Exception as exc:  # a candidate that misbehaves is reported, not fatal
-                            errors[c.name] = f"{type(exc).__name__}: {exc}"
-                            print(f"  {c.name} failed: {errors[c.name]}", flush=True)
-                            continue
-                        raw.setdefault(combo, {}).setdefault(c.name, []).append(m)
-            print(f"  repeat {rep + 1}/{repeats} done [{time.perf_counter() - t_start:.0f} s]", flush=True)
+            for setup, payload in itertools.product(plan.setups, plan.payloads):
+                for c in (c for c in order if c.name not in errors):
+                    n = plan.slow_rounds if c.kind in ("actor", "cgraph") else plan.rounds
+                    warmup = max(5, n // 10) if c.kind in ("actor", "cgraph") else max(50, n // 10)
+                    try:
+                        m = run_block(ray, c, setup, payload, clients, actors, cg_actors, n, warmup)
+                    except Exception as exc:  # a candidate that misbehaves is reported, not fatal
+                        errors[c.name] = f"{type(exc).__name__}: {exc}"
+                        print(f"  {c.name} failed: {errors[c.name]}", flush=True)
+                        continue
+                    raw.setdefault(f"{setup.name} | {payload}", {}).setdefault(c.name, []).append(m)
+            print(f"  repeat {rep + 1}/{plan.repeats} done [{time.perf_counter() - t_start:.0f} s]", flush=True)
     finally:
         for c in cands:
             for ch in clients.get(c.name, []):
@@ -339,33 +380,7 @@ def main() -> None:
                     ch.close()
                 except OSError:
                     pass
-        stop_ray()
-
-    summary = summarise(raw, [c.name for c in cands])
-    targets = report(summary, errors, [c.name for c in cands])
-    write_json(
-        "transports_quick" if quick or partial else "transports",
-        {
-            "settings": {
-                "load_average_start": load_start,
-                "load_average_end": os.getloadavg(),
-                "quick": quick,
-                "repeats": repeats,
-                "rounds": rounds,
-                "slow_rounds": slow_rounds,
-                "chains": CHAINS,
-                "dim": DIM,
-                "setups": [s._asdict() for s in SETUPS],
-                "payloads": PAYLOADS,
-                "shm_spins_us": SHM_SPINS_US,
-                "total_time_s": time.perf_counter() - t_start,
-            },
-            "summary": summary,
-            "targets": targets,
-            "errors": errors,
-            "raw": raw,
-        },
-    )
+    return raw, errors
 
 
 def summarise(raw: dict[str, dict[str, list[dict]]], names: list[str]) -> list[dict[str, Any]]:
@@ -385,86 +400,85 @@ def summarise(raw: dict[str, dict[str, list[dict]]], names: list[str]) -> list[d
                 "repeats": len(reps),
             }
             for key in ("us_per_round", "median_round_us", "p90_round_us", "coordinator_cpu_us", "workers_cpu_us"):
-                row[key] = median(r[key] for r in reps)
-            row["overhead_us"] = median(r["us_per_round"] - b["us_per_round"] for r, b in zip(reps, base))
-            row["median_overhead_us"] = median(r["median_round_us"] - b["median_round_us"] for r, b in zip(reps, base))
-            row["ratio_to_tcp"] = median(r["us_per_round"] / t["us_per_round"] for r, t in zip(reps, tcp))
+                row[key] = harness.median(r[key] for r in reps)
+            row["overhead_us"] = harness.median(r["us_per_round"] - b["us_per_round"] for r, b in zip(reps, base))
+            row["median_overhead_us"] = harness.median(
+                r["median_round_us"] - b["median_round_us"] for r, b in zip(reps, base)
+            )
+            row["ratio_to_tcp"] = harness.median(r["us_per_round"] / t["us_per_round"] for r, t in zip(reps, tcp))
             rows.append(row)
     return rows
 
 
-def report(summary: list[dict], errors: dict[str, str], names: list[str]) -> list[dict[str, Any]]:
+def _b4_dglmc(summary: list[dict]) -> list[dict]:
+    """The summary rows of the realistic case: b = 4 shards on 2 workers, DG-LMC's messages."""
+    return [r for r in summary if r["setup"] == "b=4 on 2" and r["payload"] == "dglmc"]
+
+
+def targets_of(summary: list[dict]) -> list[dict[str, Any]]:
+    return [
+        {
+            "target": f"{r['candidate']}: b=4 on 2 overhead ≤ {TARGET_OVERHEAD_US:.0f} µs above in-process",
+            "value": r["overhead_us"],
+            "pass": r["overhead_us"] <= TARGET_OVERHEAD_US,
+        }
+        for r in _b4_dglmc(summary)
+        if r["candidate"] != "in-process"
+    ]
+
+
+def report(summary: list[dict], names: list[str], targets: list[dict], errors: dict[str, str]) -> list[harness.Table]:
+    tables = []
     for payload in PAYLOADS:
         cols = ["candidate"]
         for s in SETUPS:
             cols += [f"{s.name} µs", "-inproc", "/tcp"]
-        table = []
+        by_key = {(r["setup"], r["candidate"]): r for r in summary if r["payload"] == payload}
+        rows = []
         for name in names:
             row: list[Any] = [name]
             for s in SETUPS:
-                r = next(
-                    (r for r in summary if r["setup"] == s.name and r["payload"] == payload and r["candidate"] == name),
-                    None,
-                )
+                r = by_key.get((s.name, name))
                 row += [r["us_per_round"], r["overhead_us"], r["ratio_to_tcp"]] if r else [None] * 3
-            table.append(row)
-        print_table(
-            f"Round floor, payload {payload!r}: µs/round (block means), overhead above in-process, ratio to "
-            "the tcp socket (medians over repeats of paired differences/ratios)",
-            cols,
-            table,
+            rows.append(row)
+        tables.append(
+            harness.Table(
+                f"Round floor, payload {payload!r}: µs/round (block means), overhead above in-process, ratio to "
+                "the tcp socket (medians over repeats of paired differences/ratios)",
+                cols,
+                rows,
+                [
+                    "coordinator = this driver; workers = Ray actors serving from a thread (compiled graph: its own "
+                    "actors); spin = µs a reader polls shared memory before blocking."
+                ],
+            )
+        )
+    tables.append(
+        harness.Table.of(
+            "b=4 on 2, DG-LMC messages: single-round medians and CPU burnt per round",
+            _b4_dglmc(summary),
+            [("candidate", "candidate"), ("µs/round", "us_per_round"), ("median round µs", "median_round_us")]
+            + [("p90 round µs", "p90_round_us"), ("median -inproc", "median_overhead_us")]
+            + [("coord CPU µs", "coordinator_cpu_us"), ("workers CPU µs", "workers_cpu_us")],
             [
-                "coordinator = this driver; workers = Ray actors serving from a thread (compiled graph: its own "
-                "actors); spin = µs a reader polls shared memory before blocking."
+                "CPU = user+system seconds of the coordinator / both workers over the block, per round (10 ms "
+                "ticks; includes Ray's own threads)."
             ],
         )
-    rows = [r for r in summary if r["setup"] == "b=4 on 2" and r["payload"] == "dglmc"]
-    print_table(
-        "b=4 on 2, DG-LMC messages: single-round medians and CPU burnt per round",
-        [
-            "candidate",
-            "µs/round",
-            "median round µs",
-            "p90 round µs",
-            "median -inproc",
-            "coord CPU µs",
-            "workers CPU µs",
-        ],
-        [
-            [
-                r["candidate"],
-                r["us_per_round"],
-                r["median_round_us"],
-                r["p90_round_us"],
-                r["median_overhead_us"],
-                r["coordinator_cpu_us"],
-                r["workers_cpu_us"],
-            ]
-            for r in rows
-        ],
-        [
-            "CPU = user+system seconds of the coordinator / both workers over the block, per round (10 ms "
-            "ticks; includes Ray's own threads)."
-        ],
     )
-    targets = []
-    for r in rows:
-        if r["candidate"] not in ("in-process",):
-            targets.append(
-                {
-                    "target": f"{r['candidate']}: b=4 on 2 overhead ≤ {TARGET_OVERHEAD_US:.0f} µs above in-process",
-                    "value": r["overhead_us"],
-                    "pass": r["overhead_us"] <= TARGET_OVERHEAD_US,
-                }
-            )
-    print_table(
-        "Target (b=4 on 2, DG-LMC messages, mean round)",
-        ["target", "value µs", "result"],
-        [[t["target"], t["value"], t["pass"]] for t in targets],
+    tables.append(
+        harness.Table.of(
+            "Target (b=4 on 2, DG-LMC messages, mean round)",
+            targets,
+            [("target", "target"), ("value µs", "value"), ("result", "pass")],
+            [f"{name}: FAILED — {err}" for name, err in errors.items()],
+        )
     )
-    for name, err in errors.items():
-        print(f"{name}: FAILED — {err}")
-    return targets
+    return tables
+
+
+def main(argv: list[str] | None = None) -> None:
+    harness.run(arguments(), measure, argv)
 
 
 if __name__ == "__main__":
