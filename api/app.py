@@ -21,7 +21,7 @@ from raysampler.service.metrics import Metrics
 from raysampler.service.settings import Settings
 from raysampler.service.store import SQLiteStore
 
-from . import errors
+from . import errors, openapi_doc
 from .audit import AuditMiddleware
 from .deps import Services
 from .routers import datasets, runs, system
@@ -81,6 +81,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # CSP and friends on every response; the API docs pages get their own, narrower policy (api/security.py)
     app.add_middleware(SecurityHeaders, docs_paths=(app.docs_url, app.redoc_url, app.swagger_ui_oauth2_redirect_url))
     errors.install(app)
+    openapi_doc.install(app)  # integer bounds exact in /openapi.json (seed ≤ 2**63 - 1)
     app.include_router(system.router)
     app.include_router(runs.router)
     app.include_router(datasets.router)

@@ -36,6 +36,12 @@ _DOCS: dict[int, dict[str, Any]] = {
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/HTTPValidationError"}}},
     },
     404: _ERROR | {"description": "no such run or data set for this tenant"},
+    422: {
+        "description": "a field fails validation, or data the schema cannot judge do not fit (an upload that does not "
+        "parse as .npz/.csv/.parquet, a CSV without a header row, no target column; a data set that does not fit "
+        "the model family); `loc` names the field, the message the rule",
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/HTTPValidationError"}}},
+    },
     409: _ERROR | {"description": "the request does not fit the run's state"},
     # JSON from the app; plain text when the body limit cuts the request off before the app answers
     429: _ERROR

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from . import datasets, models, priors
 from .errors import SamplingError
+from .models import Model
 from .result import Result
 from .sampling import Run, resume, sample
 from .shards import Shard, ShardSet, shard
@@ -11,6 +12,7 @@ from .shards import Shard, ShardSet, shard
 __version__ = "0.1.0"
 
 __all__ = [
+    "Model",
     "Result",
     "Run",
     "SamplingError",

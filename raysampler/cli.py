@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .client import Client
     from .service.settings import Settings
 
-KEYS_FILE = "api_keys"
+KEYS_FILE = "api_keys"  # = client.KEYS_FILE, not imported from there so that the CLI starts fast
 
 
 def _settings(**overrides: Any) -> Settings:
@@ -130,16 +130,12 @@ def _version() -> str:
 
 
 def _client(args: argparse.Namespace) -> Client:
-    from .client import Client
+    from .client import Client, service_address
 
-    key = args.api_key or os.environ.get("RAYSAMPLER_API_KEY")
-    if not key:  # the key `serve` generated, read by the same parser the server uses
-        path = _settings().data_dir / KEYS_FILE
-        if path.exists():
-            key = next(iter(_settings(api_keys="", api_keys_file=path).keys()), None)
+    url, key = service_address(args.url, args.api_key, key_file=True)  # else the key `serve` generated
     if not key:
         raise SystemExit("error: no API key: pass --api-key or set RAYSAMPLER_API_KEY")
-    return Client(args.url, key)
+    return Client(url, key)
 
 
 def _load_spec(path: str) -> dict[str, Any]:
@@ -277,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def client_cmd(name: str, help: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help)
-        p.add_argument("--url", default=os.environ.get("RAYSAMPLER_URL"), help="service URL ($RAYSAMPLER_URL)")
+        p.add_argument("--url", default=None, help="service URL ($RAYSAMPLER_URL, default http://127.0.0.1:8000)")
         p.add_argument("--api-key", default=None, help="API key ($RAYSAMPLER_API_KEY)")
         p.add_argument("--format", choices=["table", "json"], default="table")
         return p

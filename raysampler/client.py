@@ -304,10 +304,37 @@ def _ssl_verify(verify: Verify) -> bool | ssl.SSLContext:
     return ssl.create_default_context(capath=path) if os.path.isdir(path) else ssl.create_default_context(cafile=path)
 
 
+#: Where a client finds the service when neither `url` nor $RAYSAMPLER_URL says.
+DEFAULT_URL = "http://127.0.0.1:8000"
+#: The file in the service's data dir where `raysampler serve` saves the key it generated.
+KEYS_FILE = "api_keys"
+
+
+def service_address(
+    url: str | None = None, api_key: str | None = None, *, key_file: bool = False
+) -> tuple[str, str | None]:
+    """(URL, API key) of the service, the one rule of the SDK and the CLI: the arguments, else $RAYSAMPLER_URL /
+    $RAYSAMPLER_API_KEY, else DEFAULT_URL and, with `key_file`, the key `serve` saved in <data dir>/api_keys."""
+    url = (url or os.environ.get("RAYSAMPLER_URL") or DEFAULT_URL).rstrip("/")
+    key = api_key or os.environ.get("RAYSAMPLER_API_KEY")
+    if not key and key_file:
+        key = _served_key()
+    return url, key or None
+
+
+def _served_key() -> str | None:
+    """The key `raysampler serve` generated on this machine, read by the parser the server uses (None if none)."""
+    from .service.settings import Settings  # server code, imported only for this local fallback
+
+    path = Settings().data_dir / KEYS_FILE
+    if not path.exists():
+        return None
+    return next(iter(Settings(api_keys="", api_keys_file=path).keys()), None)
+
+
 def _connection(url: str | None, api_key: str | None, timeout: float, verify: Verify) -> tuple[str, dict[str, Any]]:
     """(base URL, httpx client options) from the arguments or $RAYSAMPLER_URL / $RAYSAMPLER_API_KEY."""
-    url = (url or os.environ.get("RAYSAMPLER_URL") or "http://127.0.0.1:8000").rstrip("/")
-    key = api_key or os.environ.get("RAYSAMPLER_API_KEY")
+    url, key = service_address(url, api_key)
     if not key:
         raise ValueError("api_key is required (or set RAYSAMPLER_API_KEY)")
     return url, {

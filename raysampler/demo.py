@@ -15,9 +15,20 @@ import tempfile
 import time
 
 import numpy as np
+import pandas as pd
 
 from .client import Client
 from .service.local import LocalService
+
+
+def summary_text(table: pd.DataFrame, max_rows: int = 40) -> str:
+    """The posterior summary as a table with one header row (parameter, mean, sd, HDI bounds, ESS, R-hat, MCSE)
+    over its numbers and a rule under it."""
+    width = max([len("parameter"), *(len(str(name)) for name in table.index)])
+    shown = table.round(3).set_axis([str(name).ljust(width) for name in table.index])
+    lines = shown.to_string(max_rows=max_rows).splitlines()
+    header = "parameter".ljust(width) + lines[0][width:]
+    return "\n".join([header, "-" * len(header), *lines[1:]])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -101,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
                         )
                     )
                     return
-                print(table.round(3).to_string(max_rows=40))
+                print(summary_text(table))
                 diag = info["diagnostics"] or {}
                 print(
                     f"\nmax R-hat {diag.get('max_rhat', float('nan')):.4f}, min bulk ESS "

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import Enum
+from typing import Any
 
 import numpy as np
 
@@ -12,6 +14,28 @@ import numpy as np
 RHAT_WARN = 1.01
 #: Minimum bulk ESS per chain below which estimates are not reliable (the same references).
 ESS_PER_CHAIN_WARN = 100
+
+
+class WarningKind(str, Enum):
+    """What a run's warning is about, so that callers filter warnings by kind rather than by their words."""
+
+    TIME_BUDGET = "time_budget"  # stopped early by time_budget_s
+    MAX_ROUNDS = "max_rounds"  # num_rounds="auto" stopped at max_rounds before converging
+    BALANCE = "balance"  # local step counts N_i were balanced from measured timings
+    RHAT = "rhat"  # max R-hat at or above RHAT_WARN
+    ESS = "ess"  # min bulk ESS below ESS_PER_CHAIN_WARN per chain
+
+
+class RunWarning(UserWarning):
+    """A warning about a run (`warnings.warn` category); `.kind` says what it is about, `str()` is its message."""
+
+    def __init__(self, kind: WarningKind, message: str) -> None:
+        super().__init__(message)
+        self.kind = WarningKind(kind)
+        self.message = message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (RunWarning, (self.kind, self.message))
 
 
 @dataclass(frozen=True)
@@ -27,18 +51,24 @@ class Diagnostics:
         """Both targets met: min bulk ESS ≥ target_ess and max R-hat < max_rhat."""
         return self.min_ess_bulk >= target_ess and self.max_rhat < max_rhat
 
-    def warnings(self) -> list[str]:
+    def warnings(self) -> list[RunWarning]:
         """What a user should hear about these draws (ArviZ/Stan thresholds), or nothing."""
         out = []
         if not math.isfinite(self.max_rhat) or self.max_rhat >= RHAT_WARN:
             out.append(
-                f"max R-hat is {self.max_rhat:.3f} (≥ {RHAT_WARN}): the chains have not converged to the same "
-                "distribution; run longer (or num_rounds='auto')"
+                RunWarning(
+                    WarningKind.RHAT,
+                    f"max R-hat is {self.max_rhat:.3f} (≥ {RHAT_WARN}): the chains have not converged to the same "
+                    "distribution; run longer (or num_rounds='auto')",
+                )
             )
         if not math.isfinite(self.min_ess_bulk) or self.min_ess_bulk < ESS_PER_CHAIN_WARN * self.chains:
             out.append(
-                f"min bulk ESS is {self.min_ess_bulk:.0f} (< {ESS_PER_CHAIN_WARN} per chain × {self.chains} "
-                "chains): posterior summaries are unreliable; run longer (or num_rounds='auto')"
+                RunWarning(
+                    WarningKind.ESS,
+                    f"min bulk ESS is {self.min_ess_bulk:.0f} (< {ESS_PER_CHAIN_WARN} per chain × {self.chains} "
+                    "chains): posterior summaries are unreliable; run longer (or num_rounds='auto')",
+                )
             )
         return out
 

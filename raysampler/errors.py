@@ -64,6 +64,27 @@ class Failure:
         return out
 
 
+#: One step of an argument path: an argument's name, or an index into a sequence argument.
+PathPart = str | int
+
+
+class ArgumentError(ValueError):
+    """A caller-facing argument was rejected. `.path` names it (e.g. ("model", "coef_prior", "scale"), ("num_rounds",),
+    ("algorithm", "step_size")), so callers map it without parsing `.message`; a ValueError for existing handlers."""
+
+    def __init__(self, path: tuple[PathPart, ...], message: str) -> None:
+        super().__init__(message)
+        self.path = tuple(path)
+        self.message = message
+
+    def within(self, *prefix: PathPart) -> ArgumentError:
+        """The same error with its path under `prefix` (a prior's ("scale",) inside ("model", "coef_prior"))."""
+        return ArgumentError((*prefix, *self.path), self.message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ArgumentError, (self.path, self.message))
+
+
 class WorkerFailed(RuntimeError):
     """Raised inside the runtime when a worker fails; carries the `Failure` record (picklable across processes)."""
 

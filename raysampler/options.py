@@ -12,6 +12,8 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .errors import ArgumentError
+
 AUTO = "auto"
 #: Defaults of a run that stops on convergence (`num_rounds="auto"`).
 AUTO_BURN_IN = 1000
@@ -27,7 +29,7 @@ def default_burn_in(num_rounds: int | Literal["auto"]) -> int:
 
 @dataclass(frozen=True)
 class RunOptions:
-    """The run's length and bookkeeping, checked once (errors are ValueError naming the argument).
+    """The run's length and bookkeeping, checked once (errors are `ArgumentError`s whose path names the argument).
 
     `num_rounds`: rounds after burn-in, or "auto" (then `max_rounds` bounds them). `burn_in` rounds come first and
     are discarded. Each chain keeps the last round of every block of `thin`. `time_budget_s` stops cleanly.
@@ -52,15 +54,21 @@ class RunOptions:
         object.__setattr__(self, "thin", positive_int(self.thin, "thin"))
         object.__setattr__(self, "seed", nonnegative_int(self.seed, "seed"))
         if self.time_budget_s is not None and not _positive_real(self.time_budget_s):
-            raise ValueError(f"time_budget_s must be a positive number of seconds or None, got {self.time_budget_s!r}")
+            raise ArgumentError(
+                ("time_budget_s",),
+                f"time_budget_s must be a positive number of seconds or None, got {self.time_budget_s!r}",
+            )
         if not _positive_real(self.target_ess):
-            raise ValueError(f"target_ess must be a positive number, got {self.target_ess!r}")
+            raise ArgumentError(("target_ess",), f"target_ess must be a positive number, got {self.target_ess!r}")
         if not (_positive_real(self.max_rhat) and self.max_rhat > 1.0):
-            raise ValueError(f"max_rhat must be a number greater than 1, got {self.max_rhat!r}")
+            raise ArgumentError(("max_rhat",), f"max_rhat must be a number greater than 1, got {self.max_rhat!r}")
         if self.max_rounds is not None:
             object.__setattr__(self, "max_rounds", positive_int(self.max_rounds, "max_rounds"))
             if self.num_rounds != AUTO:
-                raise ValueError("max_rounds only applies with num_rounds='auto' (otherwise num_rounds is the length)")
+                raise ArgumentError(
+                    ("max_rounds",),
+                    "max_rounds only applies with num_rounds='auto' (otherwise num_rounds is the length)",
+                )
 
     @property
     def auto(self) -> bool:
@@ -86,16 +94,16 @@ class RunOptions:
 
 
 def positive_int(value: Any, name: str) -> int:
-    """`value` as an int ≥ 1, else ValueError naming `name`."""
+    """`value` as an int ≥ 1, else ArgumentError naming `name`."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        raise ArgumentError((name,), f"{name} must be a positive integer, got {value!r}")
     return int(value)
 
 
 def nonnegative_int(value: Any, name: str) -> int:
-    """`value` as an int ≥ 0, else ValueError naming `name`."""
+    """`value` as an int ≥ 0, else ArgumentError naming `name`."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+        raise ArgumentError((name,), f"{name} must be a non-negative integer, got {value!r}")
     return int(value)
 
 

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from scipy.special import expit
 
-from .models.base import GaussianPrior
+from .errors import ArgumentError, PathPart
 
 __all__ = [
     "CoefPrior",
@@ -57,15 +57,20 @@ __all__ = [
 # --------------------------------------------------------------------------------------------- argument checks
 
 
-def _number(owner: str, name: str, value: Any, *, positive: bool, allow_inf: bool = False) -> float:
-    """A real number (finite unless `allow_inf`; > 0 if `positive`), else ValueError naming `owner`'s argument."""
+def _number(
+    owner: str, name: str, value: Any, *, positive: bool, allow_inf: bool = False, at: int | None = None
+) -> float:
+    """A real number (finite unless `allow_inf`; > 0 if `positive`), else ArgumentError with path (name,) or
+    (name, at) for entry `at` of a vector argument."""
+    path: tuple[PathPart, ...] = (name,) if at is None else (name, at)
+    label = name if at is None else f"{name}[{at}]"
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
-        raise ValueError(f"{owner}: {name} must be a real number, got {value!r}")
+        raise ArgumentError(path, f"{owner}: {label} must be a real number, got {value!r}")
     value = float(value)
     if math.isinf(value) and not (allow_inf and value > 0):
-        raise ValueError(f"{owner}: {name} must be finite{' or +inf' if allow_inf else ''}, got {value!r}")
+        raise ArgumentError(path, f"{owner}: {label} must be finite{' or +inf' if allow_inf else ''}, got {value!r}")
     if positive and value <= 0:
-        raise ValueError(f"{owner}: {name} must be > 0, got {value!r}")
+        raise ArgumentError(path, f"{owner}: {label} must be > 0, got {value!r}")
     return value
 
 
@@ -74,17 +79,21 @@ def _number_or_vector(owner: str, name: str, value: Any, *, positive: bool, allo
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         return _number(owner, name, value, positive=positive, allow_inf=allow_inf)
     if isinstance(value, (str, bytes)) or value is None:
-        raise ValueError(f"{owner}: {name} must be a number or a 1-D sequence of numbers, got {value!r}")
+        raise ArgumentError((name,), f"{owner}: {name} must be a number or a 1-D sequence of numbers, got {value!r}")
     try:
         arr = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
-        raise ValueError(f"{owner}: {name} must be a number or a 1-D sequence of numbers, got {value!r}") from None
+        raise ArgumentError(
+            (name,), f"{owner}: {name} must be a number or a 1-D sequence of numbers, got {value!r}"
+        ) from None
     if arr.ndim == 0:
         return _number(owner, name, float(arr), positive=positive, allow_inf=allow_inf)
     if arr.ndim != 1 or arr.size == 0:
-        raise ValueError(f"{owner}: {name} must be a number or a non-empty 1-D sequence, got shape {arr.shape}")
+        raise ArgumentError(
+            (name,), f"{owner}: {name} must be a number or a non-empty 1-D sequence, got shape {arr.shape}"
+        )
     for j, v in enumerate(arr):
-        _number(owner, f"{name}[{j}]", float(v), positive=positive, allow_inf=allow_inf)
+        _number(owner, name, float(v), positive=positive, allow_inf=allow_inf, at=j)
     return tuple(float(v) for v in arr)
 
 
@@ -96,10 +105,11 @@ def _common_size(owner: str, **values) -> int | None:
     """The length shared by the vector-valued arguments (None if all are scalars); ValueError if they differ."""
     sizes = {k: len(v) for k, v in values.items() if isinstance(v, tuple)}
     if len(set(sizes.values())) > 1:
-        raise ValueError(
+        raise ArgumentError(
+            tuple(sizes),
             f"{owner}: "
             + " and ".join(f"{k} has length {n}" for k, n in sizes.items())
-            + ": vector arguments must have the same length"
+            + ": vector arguments must have the same length",
         )
     return next(iter(sizes.values()), None)
 
@@ -267,7 +277,7 @@ class Flat:
 
     def __post_init__(self) -> None:
         if not isinstance(self.log, bool):
-            raise ValueError(f"Flat: log must be True or False, got {self.log!r}")
+            raise ArgumentError(("log",), f"Flat: log must be True or False, got {self.log!r}")
 
     def _derivs(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         zero = np.zeros_like(t)
@@ -290,26 +300,89 @@ POSITIVE_PRIORS: tuple[type, ...] = (HalfNormal, HalfCauchy, HalfStudentT, Expon
 
 
 def check_coef_prior(value: Any, argname: str = "coef_prior") -> CoefPrior:
-    """`value` if it is a coefficient prior spec, else ValueError naming `argname`."""
+    """`value` if it is a coefficient prior spec, else ArgumentError with path ("model", argname)."""
     if not isinstance(value, COEF_PRIORS):
-        raise ValueError(
+        raise ArgumentError(
+            ("model", argname),
             f"{argname} must be rs.priors.Normal(...) or rs.priors.StudentT(...) (Normal(scale=inf) "
-            f"for a flat prior), got {value!r}"
+            f"for a flat prior), got {value!r}",
         )
     return value  # type: ignore[return-value]  # narrowed by the isinstance check above
 
 
 def check_positive_prior(value: Any, argname: str) -> PositivePrior:
-    """`value` if it is a prior spec for a positive parameter, else ValueError naming `argname`."""
+    """`value` if it is a prior spec for a positive parameter, else ArgumentError with path ("model", argname)."""
     if not isinstance(value, POSITIVE_PRIORS):
         names = ", ".join(c.__name__ for c in POSITIVE_PRIORS)
-        raise ValueError(
-            f"{argname} must be one of rs.priors.{{{names}}} (a prior on a positive parameter), got {value!r}"
+        raise ArgumentError(
+            ("model", argname),
+            f"{argname} must be one of rs.priors.{{{names}}} (a prior on a positive parameter), got {value!r}",
         )
     return value  # type: ignore[return-value]  # narrowed by the isinstance check above
 
 
 # ------------------------------------------------------------------------------------------- the bound prior
+
+
+@dataclass(frozen=True)
+class GaussianPrior:
+    """N(mean, P⁻¹) prior: `precision` P is diagonal (shape (d,)) or a dense symmetric matrix (d, d) (a diagonal prior
+    seen in whitened coordinates); zeros on the diagonal mean a flat prior on those coordinates.
+
+    It is also the whole of an all-Gaussian prior: `gaussian` is itself and `residual` is None (the prior contract
+    above).
+    """
+
+    mean: np.ndarray
+    precision: np.ndarray
+
+    @property
+    def gaussian(self) -> GaussianPrior:
+        """The Gaussian factor: the prior itself."""
+        return self
+
+    @property
+    def residual(self) -> None:
+        """The non-Gaussian rest: none."""
+        return None
+
+    @property
+    def dense(self) -> bool:
+        """Whether P is a (d, d) matrix rather than its diagonal."""
+        return np.ndim(self.precision) == 2
+
+    def matrix(self) -> np.ndarray:
+        """P as a (d, d) matrix."""
+        return np.asarray(self.precision) if self.dense else np.diag(self.precision)
+
+    def max_precision(self) -> float:
+        """The largest eigenvalue of P (the prior's curvature)."""
+        return float(np.linalg.eigvalsh(self.precision)[-1]) if self.dense else float(np.max(self.precision))
+
+    def potential(self, x: np.ndarray) -> np.ndarray:
+        """½ (x − mean)ᵀ P (x − mean) for each row of x."""
+        diff = x - self.mean
+        if self.dense:
+            return 0.5 * np.sum((diff @ self.precision) * diff, axis=-1)
+        return 0.5 * np.sum(diff * diff * self.precision, axis=-1)
+
+    def grad(self, x: np.ndarray) -> np.ndarray:
+        """P (x − mean) for each row of x."""
+        diff = x - self.mean
+        return diff @ self.precision if self.dense else diff * self.precision
+
+    def hvp(self, x: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """P v for each row of v."""
+        return v @ self.precision if self.dense else v * self.precision
+
+    def hessian(self, x: np.ndarray) -> np.ndarray:
+        """P (d, d) at one point (constant)."""
+        return self.matrix()
+
+    def hessian_diag(self, x: np.ndarray) -> np.ndarray:
+        """diag(P), broadcast to x's shape."""
+        diag = np.diag(self.precision) if self.dense else np.asarray(self.precision)
+        return np.broadcast_to(diag, np.shape(x)).copy()
 
 
 @dataclass(frozen=True, eq=False)

@@ -9,11 +9,12 @@ one step size fits every direction, whatever the data's scales and correlations.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
-from .models.base import DataSpec, GaussianPrior
+from .models.contract import DataSpec, Model, ParamBlock
+from .priors import GaussianPrior, PriorTerm
 
 
 @dataclass(frozen=True)
@@ -27,10 +28,6 @@ class Preconditioner:
     @classmethod
     def identity(cls, d: int) -> Preconditioner:
         return cls(np.zeros(d), None, "none")
-
-    @property
-    def is_identity(self) -> bool:
-        return self.scale is None and not np.any(self.shift)
 
     def matrix(self) -> np.ndarray | None:
         """L as a (d, d) matrix (None for the identity)."""
@@ -106,7 +103,7 @@ class Preconditioner:
 class WhitenedTerm:
     """A (non-Gaussian) potential term seen in φ: term(shift + Lφ) with its derivatives pulled back."""
 
-    term: Any
+    term: PriorTerm | WhitenedTerm
     precond: Preconditioner
 
     def potential(self, x: np.ndarray) -> np.ndarray:
@@ -157,10 +154,11 @@ class WhitenedModel:
     """`model` seen in φ (θ = shift + Lφ): U_i(φ) = U_i^model(θ), ∇_φ = Lᵀ∇_θ, ∇²_φ = Lᵀ∇²_θ L, the prior likewise.
 
     It has every method of the model contract, so any algorithm runs on it unchanged; its `smoothness` is the
-    model's bound scaled by ‖L‖² (the curvature met at the MAP is what tuning uses instead).
+    model's bound scaled by ‖L‖² (the curvature met at the MAP is what tuning uses instead). The layout and data
+    methods are the model's own (θ's names, per-row inputs and properness do not change with the coordinates).
     """
 
-    model: Any
+    model: ModelLike
     precond: Preconditioner
 
     name = "whitened"
@@ -171,20 +169,32 @@ class WhitenedModel:
 
     @property
     def target_kind(self) -> str:
-        return str(getattr(self.model, "target_kind", "real"))
+        return self.model.target_kind
 
     def bind(self, spec: DataSpec) -> WhitenedModel:
         return WhitenedModel(self.model.bind(spec), self.precond)
 
+    def param_blocks(self) -> tuple[ParamBlock, ...]:
+        return self.model.param_blocks()
+
     def param_names(self) -> list[str]:
         return list(self.model.param_names())
+
+    def shard_data(self, X: np.ndarray, y: np.ndarray, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        return self.model.shard_data(X, y, rows)
 
     def validate(self, X: np.ndarray, y: np.ndarray, argname: str = "data") -> None:
         self.model.validate(X, y, argname=argname)
 
+    def gram(self, X: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+        return self.model.gram(X, y)
+
+    def check_proper(self, gram: np.ndarray | None, n_rows: int | None = None) -> None:
+        self.model.check_proper(gram, n_rows=n_rows)
+
     def prior(self) -> PriorInPhi:
         base = self.model.prior()
-        residual = getattr(base, "residual", None)
+        residual = base.residual
         return PriorInPhi(
             self.precond.gaussian_in_phi(base.gaussian),
             WhitenedTerm(residual, self.precond) if residual is not None else None,
@@ -221,11 +231,6 @@ class WhitenedModel:
         norm2 = 1.0 if Lm is None else float(np.linalg.norm(Lm, 2)) ** 2
         return float(self.model.smoothness(X, y)) * norm2
 
-    def __getattr__(self, name: str) -> Any:  # model-specific extras (e.g. param_blocks) pass through
-        if name.startswith("__") or name in ("model", "precond"):
-            raise AttributeError(name)
-        return getattr(self.model, name)
-
 
 @dataclass(frozen=True)
 class WithPriorShare:
@@ -233,7 +238,7 @@ class WithPriorShare:
     U_i + w·R. Algorithms whose coordinator holds only the Gaussian part of the prior (DG-LMC's exact θ | z step)
     give each of the b workers w = 1/b of the residual, so Σ_i (U_i + R/b) + Gaussian part = U exactly."""
 
-    model: Any
+    model: ModelLike
     weight: float
 
     @property
@@ -241,17 +246,37 @@ class WithPriorShare:
         return int(self.model.dim)
 
     @property
-    def term(self) -> Any:
-        return self.model.prior().residual
+    def target_kind(self) -> str:
+        return self.model.target_kind
+
+    @property
+    def term(self) -> PriorTerm | WhitenedTerm:
+        """R, the prior's non-Gaussian term (`with_prior_share` wraps only models whose prior has one)."""
+        term = self.model.prior().residual
+        if term is None:
+            raise ValueError("WithPriorShare: the model's prior has no non-Gaussian term to share")
+        return term
 
     def bind(self, spec: DataSpec) -> WithPriorShare:
         return WithPriorShare(self.model.bind(spec), self.weight)
 
+    def param_blocks(self) -> tuple[ParamBlock, ...]:
+        return self.model.param_blocks()
+
     def param_names(self) -> list[str]:
         return list(self.model.param_names())
 
+    def shard_data(self, X: np.ndarray, y: np.ndarray, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        return self.model.shard_data(X, y, rows)
+
     def validate(self, X: np.ndarray, y: np.ndarray, argname: str = "data") -> None:
         self.model.validate(X, y, argname=argname)
+
+    def gram(self, X: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+        return self.model.gram(X, y)
+
+    def check_proper(self, gram: np.ndarray | None, n_rows: int | None = None) -> None:
+        self.model.check_proper(gram, n_rows=n_rows)
 
     def prior(self) -> Any:
         return self.model.prior()
@@ -281,12 +306,11 @@ class WithPriorShare:
     def smoothness(self, X: np.ndarray, y: np.ndarray) -> float:
         return float(self.model.smoothness(X, y))
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in ("model", "weight"):
-            raise AttributeError(name)
-        return getattr(self.model, name)
+
+#: What the wrappers above wrap: a model, or a model already wrapped (a whitened model given a prior share).
+ModelLike: TypeAlias = Model | WhitenedModel | WithPriorShare
 
 
-def with_prior_share(model: Any, weight: float) -> Any:
+def with_prior_share(model: ModelLike, weight: float) -> ModelLike:
     """`model` itself when its prior is all Gaussian, else `WithPriorShare(model, weight)`."""
-    return model if getattr(model.prior(), "residual", None) is None else WithPriorShare(model, weight)
+    return model if model.prior().residual is None else WithPriorShare(model, weight)

@@ -15,23 +15,23 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
 
 from .algorithms import get_algorithm
 from .checkpoints import Manifest, RunDirectory
-from .diagnostics import FINAL_DRAWS, Diagnostics, check_draws, diagnose
+from .diagnostics import FINAL_DRAWS, Diagnostics, RunWarning, WarningKind, check_draws, diagnose
+from .enums import Balance, Executor, TransportKind, parse
 from .errors import Failure, FailureKind, SamplingError, WorkerFailed, failure_of
-from .models.base import MODEL_METHODS
+from .models.contract import as_model
 from .options import RunOptions, positive_int
 from .result import Result
 from .runtime import executors
 from .runtime.contracts import Chunk, RunConfig, RunState, RunStats, SetupInfo
 from .runtime.host import ShardSource
-from .runtime.pools import coordinator_hosts_shards, shm_spin_s
-from .runtime.sites import site_wait_s
-from .runtime.transports import TRANSPORTS
+from .settings import EngineSettings
 from .shards import ShardSet
 from .shards import shard as make_shards
 
@@ -43,21 +43,31 @@ CHECK_GROWTH = 1.5
 RECOVERABLE = (FailureKind.WORKER_LOST, FailureKind.COORDINATOR_LOST)
 
 
-def max_restarts() -> int:
-    """How many times a run may recover from lost processes (RAYSAMPLER_MAX_RESTARTS, default 10)."""
-    return int(os.environ.get("RAYSAMPLER_MAX_RESTARTS", 10))
+class StopReason(StrEnum):
+    """Why a run stopped (`Run.stop_reason`, `result.info["stop_reason"]`)."""
+
+    COMPLETED = "completed"
+    CONVERGED = "converged"
+    MAX_ROUNDS = "max_rounds"
+    TIME_BUDGET = "time_budget"
+    FAILURE = "failure"
+    STOPPED = "stopped"
+
+
+class EventKind(StrEnum):
+    """What happened to a running run (`RunEvent.kind`)."""
+
+    WORKER_LOST = "worker_lost"
+    RESUMED = "resumed"
 
 
 @dataclass(frozen=True)
 class RunEvent:
-    """Something that happened to a running run: "worker_lost" (with the failure) or "resumed" (from `round`)."""
+    """Something that happened to a running run: WORKER_LOST (with the failure) or RESUMED (from `round`)."""
 
-    kind: str
+    kind: EventKind
     round: int
     failure: Failure | None = None
-
-
-STOP_REASONS = ("completed", "converged", "max_rounds", "time_budget", "failure", "stopped")
 
 
 class Run:
@@ -70,7 +80,8 @@ class Run:
     caller too). If a worker process, its node or the coordinator is lost, the run waits for the workers to come
     back where their shards live (Ray restarts them; at most RAYSAMPLER_SITE_WAIT_S), rolls every state back to
     that capture and goes on: the draws are exactly those of an uninterrupted run. `on_event` hears of each loss
-    and resume (`RunEvent`); `restarts` counts them (at most RAYSAMPLER_MAX_RESTARTS).
+    and resume (`RunEvent`); `restarts` counts them (at most RAYSAMPLER_MAX_RESTARTS). These RAYSAMPLER_* settings
+    are read once, here (`EngineSettings`; `engine` gives them instead), and travel to every process in `RunConfig`.
 
     With `checkpoint_dir` every chunk's draws and the state at its end are written there durably (draws first,
     then the checkpoint; `raysampler.checkpoints.RunDirectory`) before the chunk is handed on, so a run stopped in
@@ -88,11 +99,11 @@ class Run:
         burn_in: int | None = None,
         thin: int = 1,
         seed: int = 0,
-        executor: str = "ray",
+        executor: Executor | str = Executor.RAY,
         time_budget_s: float | None = None,
-        balance: str | bool = "auto",
+        balance: Balance | str | bool = Balance.AUTO,
         max_actors: int | None = None,
-        transport: str = "socket",
+        transport: TransportKind | str = TransportKind.SOCKET,
         keep_draws: bool = True,
         target_ess: float = 400.0,
         max_rhat: float = 1.01,
@@ -100,10 +111,11 @@ class Run:
         resume_from: RunState | None = None,
         on_event: Callable[[RunEvent], None] | None = None,
         checkpoint_dir: str | os.PathLike | None = None,
+        engine: EngineSettings | None = None,
         _slowdown: dict[int, float] | None = None,
         **params: Any,
     ) -> None:
-        _check_model(model)
+        as_model(model)  # a TypeError now, before any process starts, if it cannot be a model
         shard_set = _as_shards(shards)
         self.options = RunOptions(
             chains=chains,
@@ -116,14 +128,11 @@ class Run:
             max_rhat=max_rhat,
             max_rounds=max_rounds,
         )
-        if executor not in executors.EXECUTORS:
-            raise ValueError(f"executor must be one of {executors.EXECUTORS}, got {executor!r}")
-        if not (balance == "auto" or isinstance(balance, bool)):
-            raise ValueError(f"balance must be 'auto', True or False, got {balance!r}")
+        executor = parse(Executor, executor, "executor")
+        balance = Balance.of(balance)
         if max_actors is not None:
             max_actors = positive_int(max_actors, "max_actors")
-        if transport not in TRANSPORTS:
-            raise ValueError(f"transport must be one of {TRANSPORTS}, got {transport!r}")
+        transport = parse(TransportKind, transport, "transport")
         if resume_from is not None and not isinstance(resume_from, RunState):
             raise TypeError(
                 f"resume_from must be a RunState (from Run.capture() or a checkpoint), got {type(resume_from).__name__}"
@@ -132,7 +141,9 @@ class Run:
         opts = self.options
         # Balancing N_i from timings only pays where workers run in parallel; "auto" switches it on only when
         # the measured speeds really differ, so equal workers keep a fixed, reproducible schedule.
-        policy: str | bool = (balance if executor == "ray" else False) if balance == "auto" else balance
+        policy = Balance.NEVER if balance == Balance.AUTO and executor != Executor.RAY else balance
+        # The engine settings are read here, once, and travel in the config: no actor reads its environment.
+        self.engine = EngineSettings.from_env() if engine is None else engine.engine()
         self.config = RunConfig(
             opts.chains,
             opts.sampling_rounds,
@@ -140,9 +151,7 @@ class Run:
             opts.thin,
             opts.seed,
             policy,
-            site_wait_s=site_wait_s(),
-            coordinator_shards=coordinator_hosts_shards(),
-            shm_spin_s=shm_spin_s(),
+            engine=self.engine,
         )
         self.executor, self.algorithm_name = executor, algorithm
         self.time_budget_s = opts.time_budget_s
@@ -172,14 +181,14 @@ class Run:
         self.restarts = 0
         self.checkpoint_write_s = 0.0  # time spent writing draws and checkpoints durably (checkpoint_dir)
         self.events: list[RunEvent] = []
-        self.recoverable = executor == "ray"
+        self.recoverable = executor == Executor.RAY
         try:
             self.checkpoint: RunState | None = resume_from or (self._handle.capture() if self.recoverable else None)
         except BaseException:
             self._handle.close()
             raise
         self.failure: Failure | None = None
-        self.stop_reason: str | None = None
+        self.stop_reason: StopReason | None = None
         self.diagnostics: Diagnostics | None = None
         self.keep_draws = bool(keep_draws) or opts.auto  # False: chunks() only yields draws (the caller stores them)
         self._draws: list[np.ndarray] = []
@@ -198,7 +207,7 @@ class Run:
 
     @property
     def stopped_by_time_budget(self) -> bool:
-        return self.stop_reason == "time_budget"
+        return self.stop_reason == StopReason.TIME_BUDGET
 
     def chunks(self, target_chunk_s: float = 0.5, capture: bool = False) -> Iterator[Chunk]:
         """Run to the end (or convergence, the time budget or a failure), yielding each chunk of draws as it
@@ -209,7 +218,7 @@ class Run:
             if self.time_budget_s is not None:
                 left = self.time_budget_s - (time.perf_counter() - self._start)
                 if left <= 0:
-                    self.stop_reason = "time_budget"
+                    self.stop_reason = StopReason.TIME_BUDGET
                     break
             t0 = time.perf_counter()
             if self.options.auto:  # end the chunk at the next check: checks at fixed draw counts
@@ -245,16 +254,16 @@ class Run:
             self.failure = chunk.failure
             yield chunk
             if chunk.failure is not None:
-                self.stop_reason = "failure"
+                self.stop_reason = StopReason.FAILURE
                 break
             if chunk.done:
-                self.stop_reason = "max_rounds" if self.options.auto else "completed"
+                self.stop_reason = StopReason.MAX_ROUNDS if self.options.auto else StopReason.COMPLETED
                 break
             if left is not None and ran < n:
-                self.stop_reason = "time_budget"
+                self.stop_reason = StopReason.TIME_BUDGET
                 break
             if self.options.auto and self.draws_kept >= self._next_check and self._converged():
-                self.stop_reason = "converged"
+                self.stop_reason = StopReason.CONVERGED
                 break
             per_round = (time.perf_counter() - t0) / max(ran, 1)
             n = int(np.clip(target_chunk_s / max(per_round, 1e-7), 10, 100_000))
@@ -263,11 +272,13 @@ class Run:
         """Roll back to the last checkpoint after a lost process (see the class doc); False if the failure is not
         one to recover from, there is no checkpoint, or the restart budget is spent. A recovery that itself fails
         (the site did not come back in time) becomes the run's failure."""
-        if failure.kind not in RECOVERABLE or self.checkpoint is None or self.restarts >= max_restarts():
+        if failure.kind not in RECOVERABLE or self.checkpoint is None or self.restarts >= self.engine.max_restarts:
             return False
         state = self.checkpoint
         self.restarts += 1
-        self._event(RunEvent("worker_lost", failure.round if failure.round is not None else self.rounds_done, failure))
+        self._event(
+            RunEvent(EventKind.WORKER_LOST, failure.round if failure.round is not None else self.rounds_done, failure)
+        )
         try:
             if failure.kind == FailureKind.COORDINATOR_LOST:
                 self._handle.close()
@@ -277,10 +288,10 @@ class Run:
                 self.setup = self._handle.recover(state)
         except WorkerFailed as exc:
             self.failure = (failure_of(exc) or _unknown(exc)).at(round=state.rounds_done)
-            self.stop_reason = "failure"
+            self.stop_reason = StopReason.FAILURE
             return True
         self.rounds_done, self.draws_kept = state.rounds_done, state.draws_kept
-        self._event(RunEvent("resumed", state.rounds_done))
+        self._event(RunEvent(EventKind.RESUMED, state.rounds_done))
         return True
 
     def _event(self, event: RunEvent) -> None:
@@ -296,9 +307,14 @@ class Run:
         """Check min bulk ESS and max R-hat (on at most CHECK_DRAWS draws per chain) and schedule the next check."""
         while self._next_check <= self.draws_kept:
             self._next_check = int(np.ceil(self._next_check * CHECK_GROWTH))
-        self.diagnostics = diagnose(
-            self._draws_array().transpose(1, 0, 2), check_draws(self.config.chains, self.options.target_ess)
-        )
+        draws = self._draws_array().transpose(1, 0, 2)
+        self.diagnostics = diagnose(draws, check_draws(self.config.chains, self.options.target_ess))
+        if self.diagnostics is None or not self.diagnostics.converged(self.options.target_ess, self.options.max_rhat):
+            return False
+        # the thinned check passed: confirm on the draws the final verdict reads, so a run stopped as converged is
+        # never then reported as not converged (thinning can move R-hat across the threshold either way)
+        if draws.shape[1] > check_draws(self.config.chains, self.options.target_ess):
+            self.diagnostics = diagnose(draws, FINAL_DRAWS)
         return self.diagnostics is not None and self.diagnostics.converged(
             self.options.target_ess, self.options.max_rhat
         )
@@ -336,7 +352,7 @@ class Run:
             "stop_reason": self.stop_reason,
             "rounds_done": self.rounds_done,
             "diagnostics": diag,
-            "warnings": notes,
+            "warnings": [str(w) for w in notes],
             "param_blocks": self.setup.param_blocks,
             "restarts": self.restarts,
             "events": list(self.events),
@@ -344,27 +360,37 @@ class Run:
         }
         return Result(draws, list(self.setup.param_names), stats, sample_stats, info)
 
-    def warnings(self) -> list[str]:
-        """What the user should hear about this run: an early stop, balancing from timings, poor convergence."""
-        out = []
-        if self.stop_reason == "time_budget":
+    def warnings(self) -> list[RunWarning]:
+        """What the user should hear about this run (each with its `WarningKind`): an early stop, balancing from
+        timings, poor convergence."""
+        out: list[RunWarning] = []
+        if self.stop_reason == StopReason.TIME_BUDGET:
             out.append(
-                f"time_budget_s={self.time_budget_s} reached after {self.rounds_done} of {self.total_rounds} "
-                f"rounds ({self.draws_kept} draws per chain kept)"
+                RunWarning(
+                    WarningKind.TIME_BUDGET,
+                    f"time_budget_s={self.time_budget_s} reached after {self.rounds_done} of {self.total_rounds} "
+                    f"rounds ({self.draws_kept} draws per chain kept)",
+                )
             )
-        if self.stop_reason == "max_rounds":
+        if self.stop_reason == StopReason.MAX_ROUNDS:
             out.append(
-                f"num_rounds='auto' stopped at max_rounds={self.config.num_rounds} before reaching "
-                f"target_ess={self.options.target_ess:g} and R-hat < {self.options.max_rhat:g}"
+                RunWarning(
+                    WarningKind.MAX_ROUNDS,
+                    f"num_rounds='auto' stopped at max_rounds={self.config.num_rounds} before reaching "
+                    f"target_ess={self.options.target_ess:g} and R-hat < {self.options.max_rhat:g}",
+                )
             )
         stats = self.stats()
         if stats.balanced:
             out.append(
-                f"worker speeds differed by more than {self.config.balance_ratio}x, so local step counts N_i "
-                f"were balanced from measured timings (schedule {list(stats.N_schedule)}); pass "
-                "n_local=result.stats['N_schedule'] to replay these draws exactly"
+                RunWarning(
+                    WarningKind.BALANCE,
+                    f"worker speeds differed by more than {self.config.balance_ratio}x, so local step counts N_i "
+                    f"were balanced from measured timings (schedule {list(stats.N_schedule)}); pass "
+                    "n_local=result.stats['N_schedule'] to replay these draws exactly",
+                )
             )
-        if self.diagnostics is not None and self.stop_reason != "failure":
+        if self.diagnostics is not None and self.stop_reason != StopReason.FAILURE:
             out += self.diagnostics.warnings()
         return out
 
@@ -392,12 +418,12 @@ def sample(
     burn_in: int | None = None,
     thin: int = 1,
     seed: int = 0,
-    executor: str = "ray",
+    executor: Executor | str = Executor.RAY,
     time_budget_s: float | None = None,
     progress: bool | None = None,
-    balance: str | bool = "auto",
+    balance: Balance | str | bool = Balance.AUTO,
     max_actors: int | None = None,
-    transport: str = "socket",
+    transport: TransportKind | str = TransportKind.SOCKET,
     target_ess: float = 400.0,
     max_rhat: float = 1.01,
     max_rounds: int | None = None,
@@ -470,7 +496,7 @@ def resume(
     checkpoint_dir: str | os.PathLike,
     *,
     shards: Any = None,
-    executor: str | None = None,
+    executor: Executor | str | None = None,
     progress: bool | None = None,
     callback: Callable[[Chunk], None] | None = None,
 ) -> Result:
@@ -526,11 +552,12 @@ def _drive(run: Run, progress: bool | None, callback: Callable[[Chunk], None] | 
             if callback is not None:
                 callback(chunk)
         result = run.result()
+        notes = run.warnings()  # as in result.info["warnings"], with their kinds (the RunWarning category)
     if run.draws_before and run.directory is not None:  # a resumed run: its result holds every stored draw
         result = _with_stored_draws(result, run.directory, run.draws_kept)
     if run.failure is not None:
         raise SamplingError(run.failure, result)
-    for note in result.info["warnings"]:
+    for note in notes:
         warnings.warn(note, stacklevel=3)
     return result
 
@@ -548,15 +575,6 @@ def _nameable(shard_set: ShardSet) -> tuple[Any, ...]:
 
 def _unknown(exc: BaseException) -> Failure:
     return Failure(FailureKind.WORKER_ERROR, f"{type(exc).__name__}: {exc}")
-
-
-def _check_model(model: Any) -> None:
-    missing = [m for m in MODEL_METHODS if not callable(getattr(model, m, None))]
-    if isinstance(model, type) or missing:
-        raise TypeError(
-            f"model must be a model instance (e.g. rs.models.LogisticRegression()) with methods "
-            f"{list(MODEL_METHODS)}; missing {missing or 'an instance'}"
-        )
 
 
 def _as_shards(shards: Any) -> ShardSet:

@@ -31,6 +31,7 @@ from typing import Any, NamedTuple, overload
 
 import numpy as np
 
+from .errors import ArgumentError
 from .grants import check_on_site
 
 __all__ = [
@@ -484,21 +485,22 @@ class ShardSet:
 # ------------------------------------------------------------------------------------ splitting
 def _check_num_shards(num_shards: Any, n_rows: int) -> int:
     if isinstance(num_shards, bool) or not isinstance(num_shards, (int, np.integer)):
-        raise ValueError(f"num_shards must be an int, got {num_shards!r}")
+        raise ArgumentError(("num_shards",), f"num_shards must be an int, got {num_shards!r}")
     if num_shards < 1:
-        raise ValueError(f"num_shards must be >= 1, got {num_shards}")
+        raise ArgumentError(("num_shards",), f"num_shards must be >= 1, got {num_shards}")
     if num_shards > n_rows:
-        raise ValueError(f"num_shards={num_shards} means more shards than rows ({n_rows})")
+        raise ArgumentError(("num_shards",), f"num_shards={num_shards} means more shards than rows ({n_rows})")
     return int(num_shards)
 
 
 def _class_labels(y: np.ndarray) -> np.ndarray:
     """Integer class codes 0..C-1 for label_skew; ValueError naming y if labels are not discrete."""
     if y.ndim != 1:
-        raise ValueError(f"y must be 1-D class labels for strategy='label_skew', got shape {y.shape}")
+        raise ArgumentError(("strategy",), f"y must be 1-D class labels for strategy='label_skew', got shape {y.shape}")
     if y.dtype.kind == "f" and not np.array_equal(y, np.round(y)):
-        raise ValueError(
-            "y must hold discrete class labels (integers) for strategy='label_skew', got continuous values"
+        raise ArgumentError(
+            ("strategy",),
+            "y must hold discrete class labels (integers) for strategy='label_skew', got continuous values",
         )
     return np.unique(y, return_inverse=True)[1].reshape(-1)
 
@@ -532,9 +534,13 @@ def _presplit(items: Sequence[Any], num_shards: Any, strategy: str) -> ShardSet:
     if len(items) == 0:
         raise ValueError("X is an empty list: give at least one (X_i, y_i) pair or path")
     if num_shards is not None and num_shards != len(items):
-        raise ValueError(f"num_shards={num_shards!r} does not match the {len(items)} shards given in X")
+        raise ArgumentError(
+            ("num_shards",), f"num_shards={num_shards!r} does not match the {len(items)} shards given in X"
+        )
     if strategy not in ("contiguous", PRESPLIT):
-        raise ValueError(f"strategy={strategy!r} cannot re-split data given as a list of shards; omit strategy")
+        raise ArgumentError(
+            ("strategy",), f"strategy={strategy!r} cannot re-split data given as a list of shards; omit strategy"
+        )
     shards: list[Shard] = []
     for i, item in enumerate(items):
         if isinstance(item, Shard):
@@ -577,11 +583,13 @@ def shard(
 
     `columns` names X's columns (a pandas DataFrame X gives them itself); they become parameter names.
 
-    Invalid arguments raise ValueError naming the argument.
+    Invalid arguments raise `ArgumentError` (a ValueError) whose path names the argument.
     """
     if isinstance(X, ShardSet) and y is None:
         if num_shards is not None and num_shards != X.num_shards:
-            raise ValueError(f"num_shards={num_shards!r} does not match the {X.num_shards} shards given in X")
+            raise ArgumentError(
+                ("num_shards",), f"num_shards={num_shards!r} does not match the {X.num_shards} shards given in X"
+            )
         return X
     if isinstance(X, (list, tuple)) and y is None:
         return _presplit(X, num_shards, strategy)
@@ -592,13 +600,13 @@ def shard(
     y = y.to_numpy() if hasattr(y, "to_numpy") else y
     cols = _names(columns, "columns") if columns is not None else None
     if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+        raise ArgumentError(("strategy",), f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
     if (
         isinstance(alpha, bool)
         or not isinstance(alpha, (int, float, np.floating, np.integer))
         or not (np.isfinite(alpha) and alpha > 0)
     ):
-        raise ValueError(f"alpha must be a positive finite number, got {alpha!r}")
+        raise ArgumentError(("alpha",), f"alpha must be a positive finite number, got {alpha!r}")
     Xa, ya = _validate(X, y)
     if cols is not None and len(cols) != Xa.shape[1]:
         raise ValueError(f"columns has {len(cols)} names but X has {Xa.shape[1]} columns")

@@ -23,7 +23,7 @@ def dataset_info(rec: DatasetRecord) -> DatasetInfo:
     return DatasetInfo(id=rec.id, name=rec.name, n=rec.n, d=rec.d, created_at=rec.created_at, bytes=rec.nbytes)
 
 
-@router.post("", status_code=201, response_model=DatasetInfo, responses=error_responses(400, 413, 429))
+@router.post("", status_code=201, response_model=DatasetInfo, responses=error_responses(400, 413, 422, 429))
 def upload(
     who: Tenant,
     svc: Svc,

@@ -66,7 +66,7 @@ def run_info(rec: RunRecord) -> RunInfo:
     "",
     status_code=202,
     response_model=RunInfo,
-    responses=error_responses(400, 403, 409, 413, 429)
+    responses=error_responses(400, 403, 409, 413, 422, 429)
     | {202: {"headers": {"Location": {"schema": {"type": "string"}, "description": "the run's URL path"}}}},
 )
 def submit(

@@ -315,7 +315,7 @@ def run_one(name, alg, kw, model, X, y, shards, budget, ref, seed=0):
                 "excess_rel_err": abs(eta - eta_true) / (eta_true - u_map),
             }
         )
-    plan = res.info["setup"].get("plan", {})
+    plan = res.info["setup"]["plan"].as_dict()
     keep = {
         k: plan.get(k)
         for k in (

@@ -30,8 +30,8 @@ import numpy as np
 
 import raysampler as rs
 from raysampler import datasets
-from raysampler.testing import exact
 from raysampler.models import Gaussian
+from raysampler.testing import exact
 
 CHAINS = 2
 B, N_ROWS, MAXLAG = 10, 20_000, 50

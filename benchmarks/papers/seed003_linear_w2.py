@@ -27,8 +27,8 @@ import harness
 import numpy as np
 
 import raysampler as rs
-from raysampler.testing import exact
 from raysampler.models import LinearRegression
+from raysampler.testing import exact
 
 EVERY = 10
 CHAINS = 100

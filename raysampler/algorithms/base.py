@@ -9,29 +9,15 @@ same algorithm runs in-process and on Ray and draws the same numbers for the sam
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ..models.base import Model
 from ..streams import ChainNoise
-
-
-class ShardPool(Protocol):
-    """What an algorithm's `prepare` may ask of the workers: run a pure function on every shard, and hand them
-    the model they are to run (e.g. the model in whitened coordinates)."""
-
-    num_shards: int
-
-    def bind(self, model: Any) -> None:
-        """Give every worker `model` (each checks its shards against it)."""
-        ...
-
-    def map(self, fn: Callable[..., Any], args: Sequence[tuple]) -> list[Any]:
-        """Return [fn(model, X_i, y_i, *args[i]) for each shard i], computed where shard i lives."""
-        ...
+from ..tuning.report import TuningReport
+from ..tuning.shards import ShardPool
 
 
 @dataclass(frozen=True)
@@ -46,7 +32,8 @@ class RoundInfo:
 
 @dataclass(frozen=True)
 class Plan:
-    """What `prepare` decided: the coordinator's initial state, one init payload per worker, reportable settings.
+    """What `prepare` decided: the coordinator's initial state, one init payload per worker, its tuned settings
+    (`report`).
 
     `local_steps` is the per-worker local step count N_i; `balance` says whether the runtime may
     re-balance N_i from measured step times (it keeps their mean at `n_avg`); `schedule`, if given, is a recorded
@@ -60,7 +47,7 @@ class Plan:
     local_steps: np.ndarray
     n_avg: float
     balance: bool
-    info: dict[str, Any] = field(default_factory=dict)
+    report: TuningReport
     schedule: tuple[tuple[int, tuple[int, ...]], ...] | None = None
     model: Any = None
     precond: Any = None

@@ -1,4 +1,4 @@
-"""Argument checks shared by the algorithms' constructors: each raises ValueError naming the parameter."""
+"""Argument checks shared by the algorithms' constructors: each raises `ArgumentError` with path ("algorithm", name)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,12 @@ from typing import Any
 import numpy as np
 
 from .. import topology as topo
+from ..errors import ArgumentError
+
+
+def _bad(name: str, message: str) -> ArgumentError:
+    """The error for the algorithm parameter `name`."""
+    return ArgumentError(("algorithm", name), message)
 
 
 def is_real(value: Any) -> bool:
@@ -22,18 +28,18 @@ def check_positive(name: str, value: Any, allow_none: bool = True) -> None:
     if value is None and allow_none:
         return
     if not (is_real(value) and value > 0):
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
+        raise _bad(name, f"{name} must be a positive number, got {value!r}")
 
 
 def check_nonnegative(name: str, value: Any) -> None:
     if not (is_real(value) and value >= 0):
-        raise ValueError(f"{name} must be a non-negative number, got {value!r}")
+        raise _bad(name, f"{name} must be a non-negative number, got {value!r}")
 
 
 def check_unit(name: str, value: Any, closed: bool = False) -> None:
     """A real number in (0, 1) (or (0, 1] if `closed`)."""
     if not (is_real(value) and value > 0 and (value < 1 or (closed and value == 1))):
-        raise ValueError(f"{name} must be a number in (0, {'1]' if closed else '1)'}, got {value!r}")
+        raise _bad(name, f"{name} must be a number in (0, {'1]' if closed else '1)'}, got {value!r}")
 
 
 def check_int(name: str, value: Any, minimum: int, allow_none: bool = False) -> None:
@@ -42,43 +48,45 @@ def check_int(name: str, value: Any, minimum: int, allow_none: bool = False) -> 
         return
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         what = "a positive integer" if minimum == 1 else f"an integer ≥ {minimum}"
-        raise ValueError(f"{name} must be {what}{' or None' if allow_none else ''}, got {value!r}")
+        raise _bad(name, f"{name} must be {what}{' or None' if allow_none else ''}, got {value!r}")
 
 
 def check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
     if value not in choices or (isinstance(value, bool) and not any(c is value for c in choices)):
-        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+        raise _bad(name, f"{name} must be one of {tuple(choices)}, got {value!r}")
 
 
 def check_init(init: Any) -> None:
     """ "map", "zeros" or something array-like (its shape is checked against the run by `check_shapes`)."""
     if isinstance(init, str):
         if init not in ("map", "zeros"):
-            raise ValueError(f"init must be 'map', 'zeros' or an array, got {init!r}")
+            raise _bad("init", f"init must be 'map', 'zeros' or an array, got {init!r}")
         return
     try:
         np.asarray(init, dtype=float)
     except (TypeError, ValueError):
-        raise ValueError(f"init must be 'map', 'zeros' or an array, got {init!r}") from None
+        raise _bad("init", f"init must be 'map', 'zeros' or an array, got {init!r}") from None
 
 
 def check_topology(spec: Any) -> None:
     """A graph name of `topology.TOPOLOGIES`, a `Topology`, or an iterable of edges (checked fully when built)."""
     if isinstance(spec, (str, topo.Topology)):
         if isinstance(spec, str) and spec not in topo.TOPOLOGIES:
-            raise ValueError(f"topology must be one of {topo.TOPOLOGIES} or a list of edges (i, j), got {spec!r}")
+            raise _bad("topology", f"topology must be one of {topo.TOPOLOGIES} or a list of edges (i, j), got {spec!r}")
         return
     try:
         iter(spec)
     except TypeError:
-        raise ValueError(f"topology must be one of {topo.TOPOLOGIES} or a list of edges (i, j), got {spec!r}") from None
+        raise _bad(
+            "topology", f"topology must be one of {topo.TOPOLOGIES} or a list of edges (i, j), got {spec!r}"
+        ) from None
 
 
 def check_per_shard(name: str, value: Any, integer: bool = False) -> None:
     """None, a positive number, or a 1-D sequence of positive numbers (one per shard; integers if `integer`)."""
     if value is None:
         return
-    bad = ValueError(f"{name} must be a positive {'integer' if integer else 'number'} or one per shard, got {value!r}")
+    bad = _bad(name, f"{name} must be a positive {'integer' if integer else 'number'} or one per shard, got {value!r}")
     if isinstance(value, bool) or np.asarray(value).dtype == bool:
         raise bad
     try:
@@ -92,10 +100,10 @@ def check_per_shard(name: str, value: Any, integer: bool = False) -> None:
 
 
 def per_shard(value: Any, b: int, name: str) -> np.ndarray:
-    """A scalar or per-shard parameter as b floats; ValueError naming it if its length is not b."""
+    """A scalar or per-shard parameter as b floats; ArgumentError naming it if its length is not b."""
     arr = np.asarray(value, dtype=float)
     if arr.ndim == 0:
         return np.full(b, float(arr))
     if arr.shape != (b,):
-        raise ValueError(f"{name} must be a scalar or have one value per shard ({b}), got {arr.shape[0]} values")
+        raise _bad(name, f"{name} must be a scalar or have one value per shard ({b}), got {arr.shape[0]} values")
     return arr.copy()

@@ -57,13 +57,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import budget, tuning
 from .. import topology as topo
 from ..models.base import Model
 from ..streams import ChainNoise
+from ..tuning import budget
+from ..tuning.laplace import Laplace
 from .base import ShardPool
 from .checks import check_choice, check_int, check_positive, check_unit
-from .decentralized import AgentMessage, AgentPayload, AgentReply, AgentWorker, _Decentralized
+from .decentralized import AgentMessage, AgentPayload, AgentReply, AgentWorker, Tuned, _Decentralized
 
 DENSE_MAX = 200  # largest d for which the prox's Newton system uses the dense Hessian
 _CG_TOL = 1e-12
@@ -167,6 +168,14 @@ class ADMMState(NamedTuple):
     started: bool  # False until the first primal update (p^0 = 0 needs no update)
 
 
+@dataclass(frozen=True)
+class ADMMConsts:
+    """D-ADMMS / ADMM's tuned constants: the penalty ρ and the primal step's noise covariance (None for ADMM)."""
+
+    rho: float
+    noise: str | None
+
+
 class _ADMMBase(_Decentralized):
     """Shared D-ADMMS / ADMM worker step; graph, routing, init and draws come from `_Decentralized`."""
 
@@ -174,16 +183,17 @@ class _ADMMBase(_Decentralized):
     rho: float | None
     newton_steps: int
 
-    def _consts(self, top: topo.Topology, W: np.ndarray, lap: tuning.Laplace, model: Model, pool: ShardPool) -> dict:
+    def _tune(self, top: topo.Topology, W: np.ndarray, lap: Laplace, model: Model, pool: ShardPool) -> Tuned:
         noise = getattr(self, "noise", "paper") if self.noisy else None
         if noise == "curvature" and model.dim > DENSE_MAX:
             noise = "langevin"  # the Hessian square root would cost d² per chain and round
         if self.rho is not None:
-            return {"rho": float(self.rho), "noise": noise}
+            return ADMMConsts(float(self.rho), noise), None, None
         if lap.quads is None or not self.noisy:
-            return {"rho": PAPER_RHO, "noise": noise}
-        rho, pred = budget.dadmms_rho(lap, top, noise, getattr(self, "bias_budget", 0.05))
-        return {"rho": rho, "noise": noise, "bias_budget": getattr(self, "bias_budget", 0.05), **pred.as_info()}
+            return ADMMConsts(PAPER_RHO, noise), None, None
+        delta = getattr(self, "bias_budget", 0.05)
+        rho, bias = budget.dadmms_rho(lap, top, noise, delta)
+        return ADMMConsts(rho, noise), delta, bias
 
     def worker_init(self, payload: AgentPayload, model: Model, X: np.ndarray, y: np.ndarray) -> AgentWorker:
         x = np.array(payload.x0, dtype=float)
@@ -197,8 +207,8 @@ class _ADMMBase(_Decentralized):
             raise RuntimeError(
                 f"shards[{p.index}]: received values from {message.neighbours}, expected its neighbours {p.neighbours}"
             )
-        rho, n_i = p.consts["rho"], len(p.neighbours)
-        noise_kind = p.consts.get("noise", "paper")
+        c: ADMMConsts = p.consts
+        rho, n_i, noise_kind = c.rho, len(p.neighbours), c.noise
         x, dual = s.x, s.p
         nb_sum = np.sum(message.values, axis=0) if n_i else np.zeros_like(x)  # Σ_{j∈N_i} x_j^t
         if s.started and n_i:  # p^t = p^{t−1} + ρ Σ_j (x_i^t − x_j^t)
@@ -211,6 +221,7 @@ class _ADMMBase(_Decentralized):
             gamma = 1.0 / (2.0 * rho * n_i)
             v = 0.5 * (x + nb_sum / n_i) - dual * gamma
             if self.noisy:
+                assert noise_kind is not None  # D-ADMMS always tunes a noise
                 v = v - noise_sample(noise_kind, noise.normal(1)[0], gamma, rho, H)
             x_new = prox(model, X, y, p.prior, p.b, v, gamma, x0=x, newton_steps=self.newton_steps, hessian0=H)
         return AgentWorker(p, ADMMState(x_new, dual, True)), AgentReply(x_new)

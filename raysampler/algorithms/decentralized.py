@@ -27,16 +27,20 @@ their full gradient.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import budget, tuning
 from .. import topology as topo
 from ..models.base import Model
 from ..streams import ChainNoise
+from ..tuning import budget
+from ..tuning.curvature import lipschitz_bound
+from ..tuning.laplace import PRECONDITIONERS, Laplace, initial_points, laplace_for
+from ..tuning.report import BiasPrediction, TuningReport
 from .base import Algorithm, Plan, RoundInfo, ShardPool, minibatch_grads
 from .checks import check_choice, check_init, check_int, check_nonnegative, check_positive, check_topology, check_unit
 
@@ -65,7 +69,7 @@ class AgentPayload:
     x0: np.ndarray  # (K, d)
     prior: Any  # the prior (Gaussian part + residual) in the sampler's coordinates
     kind: str  # "dsgld" | "dsghmc" | "dula" | …
-    consts: dict  # the rule's tuned constants (step sizes, friction, …)
+    consts: Any  # the rule's tuned constants, a frozen dataclass (`DSGLDConsts`, `DSGHMCConsts`, `DULAConsts`, …)
 
 
 class AgentState(NamedTuple):
@@ -97,8 +101,13 @@ class GraphState(NamedTuple):
     xs: tuple[np.ndarray, ...]  # the agents' current x_i, as last reported
 
 
+#: What a graph rule's tuning gives: its constants, and the bias budget with the predicted bias where the budget
+#: chose them (None, None otherwise).
+Tuned = tuple[Any, float | None, BiasPrediction | None]
+
+
 class _Decentralized(Algorithm):
-    """Shared plumbing: shared tuning step, graph, routing, initial states; subclasses define `_consts` (their tuned
+    """Shared plumbing: shared tuning step, graph, routing, initial states; subclasses define `_tune` (their tuned
     constants) and `_update` (one agent's step)."""
 
     preconditioner: str | None
@@ -106,31 +115,24 @@ class _Decentralized(Algorithm):
     topology: Any
     batch_size: int | None = None
 
-    def _consts(self, top: topo.Topology, W: np.ndarray, lap: tuning.Laplace, model: Model, pool: ShardPool) -> dict:
-        return {}
+    def _tune(self, top: topo.Topology, W: np.ndarray, lap: Laplace, model: Model, pool: ShardPool) -> Tuned:
+        """The rule's constants (a frozen dataclass whose fields the report repeats by name) and their bias."""
+        raise NotImplementedError
 
     def _common_checks(self) -> None:
         check_topology(self.topology)
         check_init(self.init)
         check_int("batch_size", self.batch_size, 1, allow_none=True)
-        check_choice("preconditioner", self.preconditioner, tuning.PRECONDITIONERS)
+        check_choice("preconditioner", self.preconditioner, PRECONDITIONERS)
 
     def prepare(self, model: Model, pool: ShardPool, *, chains: int, seed: int, noise: ChainNoise) -> Plan:
         b, d = pool.num_shards, model.dim
         top = topo.make_topology(self.topology, b)
         W = topo.metropolis_weights(top)
-        plain = self.preconditioner is None
-        lap = tuning.laplace_step(
-            model,
-            pool,
-            seed=seed,
-            preconditioner=self.preconditioner,
-            need_map=tuning.starts_at_map(self.init),
-            quadratics=not plain,
-        )
-        consts = self._consts(top, W, lap, model, pool)
+        lap = laplace_for(model, pool, seed=seed, preconditioner=self.preconditioner, init=self.init)
+        consts, bias_budget, bias = self._tune(top, W, lap, model, pool)
         wmodel = lap.adopt(model, pool)
-        x0 = tuning.initial_points(self.init, lap, chains, d, noise)
+        x0 = initial_points(self.init, lap, chains, d, noise)
         prior = wmodel.prior()
         payloads = [
             AgentPayload(
@@ -146,20 +148,22 @@ class _Decentralized(Algorithm):
             )
             for i in range(b)
         ]
-        info = {
-            "topology": top.edges,
-            "W": W,
-            "max_degree": top.max_degree,
-            "preconditioner": lap.precond.kind,
-            **consts,
-        }
+        report = TuningReport(
+            lap.precond.kind,
+            bias_budget=bias_budget,
+            bias=bias,
+            topology=top.edges,
+            W=W,
+            max_degree=top.max_degree,
+            **{f.name: getattr(consts, f.name) for f in dataclasses.fields(consts)},  # the rule's constants
+        )
         return Plan(
             GraphState(top, tuple(x0.copy() for _ in range(b))),
             payloads,
             np.ones(b, dtype=int),
             1.0,
             False,
-            info,
+            report,
             model=wmodel if lap.whitened else None,
             precond=lap.precond if lap.whitened else None,
         )
@@ -207,6 +211,13 @@ class _Decentralized(Algorithm):
 
 
 @dataclass(frozen=True)
+class DSGLDConsts:
+    """D-SGLD's tuned constant ([D-ADMMS] eq. 22): the step η."""
+
+    step_size: float
+
+
+@dataclass(frozen=True)
 class DSGLD(_Decentralized):
     """D-SGLD ([D-ADMMS], eq. 22): x_i ← Σ_j W_ij x_j − η∇Ũ_i(x_i) + √(2η)ξ_i, W Metropolis on the graph.
 
@@ -229,21 +240,28 @@ class DSGLD(_Decentralized):
         check_unit("bias_budget", self.bias_budget)
         self._common_checks()
 
-    def _consts(self, top: topo.Topology, W: np.ndarray, lap: tuning.Laplace, model: Model, pool: ShardPool) -> dict:
+    def _tune(self, top: topo.Topology, W: np.ndarray, lap: Laplace, model: Model, pool: ShardPool) -> Tuned:
         if self.step_size is not None:
-            return {"step_size": float(self.step_size)}
+            return DSGLDConsts(float(self.step_size)), None, None
         if lap.quads is None:
-            from .gradient import lipschitz_bound
-
-            return {"step_size": top.b * 0.1 / lipschitz_bound(model, pool)}
-        eta, pred = budget.dsgld_step(lap, W, self.bias_budget)
-        return {"step_size": eta, "bias_budget": self.bias_budget, **pred.as_info()}
+            return DSGLDConsts(top.b * 0.1 / lipschitz_bound(model, pool)), None, None
+        eta, bias = budget.dsgld_step(lap, W, self.bias_budget)
+        return DSGLDConsts(eta), self.bias_budget, bias
 
     def _update(
         self, p: AgentPayload, s: AgentState, msg: AgentMessage, grad: np.ndarray, xi: np.ndarray
     ) -> AgentState:
-        eta = p.consts["step_size"]
+        c: DSGLDConsts = p.consts
+        eta = c.step_size
         return s._replace(x=self._mix(p, s.x, msg) - eta * grad + math.sqrt(2.0 * eta) * xi)
+
+
+@dataclass(frozen=True)
+class DSGHMCConsts:
+    """D-SGHMC's tuned constants ([D-ADMMS] eqs. 23–24): the step η and the friction γ."""
+
+    step_size: float
+    friction: float
 
 
 @dataclass(frozen=True)
@@ -270,21 +288,20 @@ class DSGHMC(_Decentralized):
         check_unit("bias_budget", self.bias_budget)
         self._common_checks()
 
-    def _consts(self, top: topo.Topology, W: np.ndarray, lap: tuning.Laplace, model: Model, pool: ShardPool) -> dict:
+    def _tune(self, top: topo.Topology, W: np.ndarray, lap: Laplace, model: Model, pool: ShardPool) -> Tuned:
         if lap.quads is None:
-            from .gradient import lipschitz_bound
-
             eta = (
                 self.step_size if self.step_size is not None else math.sqrt(top.b * 0.1 / lipschitz_bound(model, pool))
             )
-            return {"step_size": float(eta), "friction": float(self.friction if self.friction is not None else 1.0)}
-        eta, gam, pred = budget.dsghmc_tuning(lap, W, self.bias_budget, self.step_size, self.friction)
-        return {"step_size": eta, "friction": gam, "bias_budget": self.bias_budget, **pred.as_info()}
+            return DSGHMCConsts(float(eta), float(self.friction if self.friction is not None else 1.0)), None, None
+        eta, gam, bias = budget.dsghmc_tuning(lap, W, self.bias_budget, self.step_size, self.friction)
+        return DSGHMCConsts(eta, gam), self.bias_budget, bias
 
     def _update(
         self, p: AgentPayload, s: AgentState, msg: AgentMessage, grad: np.ndarray, xi: np.ndarray
     ) -> AgentState:
-        eta, gam = p.consts["step_size"], p.consts["friction"]
+        c: DSGHMCConsts = p.consts
+        eta, gam = c.step_size, c.friction
         assert s.v is not None
         v = s.v - eta * (gam * s.v + grad) + math.sqrt(2.0 * gam * eta) * xi
         return AgentState(self._mix(p, s.x, msg) + eta * v, v)
@@ -292,6 +309,26 @@ class DSGHMC(_Decentralized):
 
 #: D-ULA's schedule constants under the paper's plain rules ([D-ADMMS] sec. 6.2 and the authors' code).
 DULA_PAPER = {"alpha0": 8.2e-4, "beta0": 0.48, "b1": 230.0, "b2": 230.0, "delta1": 0.55, "delta2": 0.05}
+
+
+@dataclass(frozen=True)
+class DULAConsts:
+    """D-ULA's schedule ([D-ADMMS] eq. 25): α_k = α0/(b1 + k)^{δ2}, β_k = β0/(b2 + k)^{δ1}."""
+
+    alpha0: float
+    beta0: float
+    b1: float
+    b2: float
+    delta1: float
+    delta2: float
+
+    def alpha(self, k: int) -> float:
+        """The gradient step α_k of round k."""
+        return dula_rate(self.alpha0, self.b1, self.delta2, k)
+
+    def beta(self, k: int) -> float:
+        """The consensus step β_k of round k."""
+        return dula_rate(self.beta0, self.b2, self.delta1, k)
 
 
 @dataclass(frozen=True)
@@ -343,34 +380,35 @@ class DULA(_Decentralized):
                 raise ValueError(f"{nm} must be positive when its exponent is positive (the step at k = 0 is 1/0^δ)")
         return out
 
-    def _consts(self, top: topo.Topology, W: np.ndarray, lap: tuning.Laplace, model: Model, pool: ShardPool) -> dict:
+    def _tune(self, top: topo.Topology, W: np.ndarray, lap: Laplace, model: Model, pool: ShardPool) -> Tuned:
         tuned = lap.quads is not None
         c = self.schedule(tuned)
-        pred_info: dict[str, float] = {}
+        bias: BiasPrediction | None = None
         if tuned:
             c.setdefault("beta0", 0.5 / max(top.max_degree, 1))
             if "alpha0" not in c:
-                c["alpha0"], pred = budget.dula_step(lap, top, c["beta0"], self.bias_budget)
-                pred_info = {"bias_budget": self.bias_budget, **pred.as_info()}
-        beta_first = dula_rate(c["beta0"], c["b2"], c["delta1"], 0)
+                c["alpha0"], bias = budget.dula_step(lap, top, c["beta0"], self.bias_budget)
+        consts = DULAConsts(**c)
+        beta_first = consts.beta(0)
         if beta_first * top.max_degree >= 1.0:
             raise ValueError(
                 f"beta0 too large for this graph: β_0·max degree = {beta_first:g}·{top.max_degree} must be < 1"
             )
-        return c | pred_info
+        return consts, None if bias is None else self.bias_budget, bias
 
-    def alpha(self, k: int, consts: dict | None = None) -> float:
-        c = consts if consts is not None else self.schedule(False)
-        return dula_rate(c["alpha0"], c["b1"], c["delta2"], k)
+    def alpha(self, k: int) -> float:
+        """α_k under the plain rules (the paper's schedule, explicit constants as given)."""
+        return DULAConsts(**self.schedule(False)).alpha(k)
 
-    def beta(self, k: int, consts: dict | None = None) -> float:
-        c = consts if consts is not None else self.schedule(False)
-        return dula_rate(c["beta0"], c["b2"], c["delta1"], k)
+    def beta(self, k: int) -> float:
+        """β_k under the plain rules (the paper's schedule, explicit constants as given)."""
+        return DULAConsts(**self.schedule(False)).beta(k)
 
     def _update(
         self, p: AgentPayload, s: AgentState, msg: AgentMessage, grad: np.ndarray, xi: np.ndarray
     ) -> AgentState:
-        a, bk = self.alpha(msg.t, p.consts), self.beta(msg.t, p.consts)
+        c: DULAConsts = p.consts
+        a, bk = c.alpha(msg.t), c.beta(msg.t)
         lap = len(msg.values) * s.x - sum(msg.values) if msg.values else 0.0  # Σ_{j∈N_i}(x_i − x_j)
         return s._replace(x=s.x - bk * lap - a * p.b * grad + math.sqrt(2.0 * a * p.b) * xi)
 

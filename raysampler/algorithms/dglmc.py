@@ -16,10 +16,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import tuning
 from ..models.base import Model
-from ..reparam import Preconditioner, with_prior_share
+from ..reparam import with_prior_share
 from ..streams import ChainNoise
+from ..tuning import budget
+from ..tuning.curvature import smoothness_bounds
+from ..tuning.laplace import PRECONDITIONERS, initial_points, laplace_step, resolve_preconditioner, starts_at_map
+from ..tuning.overrelax import overrelax_for_laplace_model
+from ..tuning.report import BiasPrediction, TuningReport
 from .base import Algorithm, Plan, RoundInfo, ShardPool
 from .checks import check_choice, check_init, check_per_shard, check_unit, per_shard
 from .mcmc import DualAveraging, dual_averaging, mala_log_ratio, mh_accept
@@ -114,7 +118,7 @@ class DGLMC(Algorithm):
         "lmc" (eq. 4; the default under the paper's rules).
       bias_budget: δ: ρ is the largest value for which π_ρ, under the workers' Laplace (quadratic) models of U_i,
         keeps every coordinate's mean within δ posterior sd and its sd within a factor 1 + δ of the posterior's
-        (`tuning.rho_for_bias_budget`).
+        (`tuning.budget.dglmc_rho`).
       rho, gamma: override ρ_i, γ_i (scalar or one per shard, in the sampler's coordinates).
       n_local: fix N_i (scalar or one per shard); fixing it turns speed balancing off.
       gamma_fraction: γ_i = gamma_fraction·ρ_i/(ρ_iM_i + 1) for LMC (paper: 0.1–0.5).
@@ -125,7 +129,7 @@ class DGLMC(Algorithm):
         for θ | z, and the same move as the Laplace proposal for z_i | θ (kernel "laplace_mh"). Each update still
         leaves its conditional of Π_ρ invariant, so the chain's law is unchanged; only its autocorrelation falls.
         "auto" (default): the α minimising the predicted integrated autocorrelation time of θ and θ² under the
-        workers' Laplace models (`overrelax_for_laplace_model`) with kernel "laplace_mh", 0 otherwise. 0 is the
+        workers' Laplace models (`tuning.overrelax`) with kernel "laplace_mh", 0 otherwise. 0 is the
         paper's plain Gibbs sampler. Needs an exact local kernel ("laplace_mh" or "mala").
     """
 
@@ -143,7 +147,7 @@ class DGLMC(Algorithm):
     name: str = field(default="dglmc", init=False)
 
     def __post_init__(self) -> None:
-        check_choice("preconditioner", self.preconditioner, tuning.PRECONDITIONERS)
+        check_choice("preconditioner", self.preconditioner, PRECONDITIONERS)
         if self.local_kernel is not None:
             check_choice("local_kernel", self.local_kernel, LOCAL_KERNELS)
         check_unit("bias_budget", self.bias_budget)
@@ -165,33 +169,30 @@ class DGLMC(Algorithm):
 
     def prepare(self, model: Model, pool: ShardPool, *, chains: int, seed: int, noise: ChainNoise) -> Plan:
         b, d = pool.num_shards, model.dim
-        kind = tuning.resolve_preconditioner(self.preconditioner, d)
+        kind = resolve_preconditioner(self.preconditioner, d)
         paper_rules = kind is None
         kernel = self.local_kernel or ("lmc" if paper_rules else "laplace_mh")
         curvature = self.curvature or ("bound" if paper_rules else "map")
         if curvature == "bound" and not paper_rules:
             raise ValueError("curvature='bound' is the paper's rule and needs preconditioner=None")
-        need_map = not paper_rules or curvature == "map" or kernel == "laplace_mh" or tuning.starts_at_map(self.init)
+        need_map = not paper_rules or curvature == "map" or kernel == "laplace_mh" or starts_at_map(self.init)
         need_quads = not paper_rules or curvature == "map" or kernel == "laplace_mh"
-        lap = tuning.laplace_step(model, pool, seed=seed, preconditioner=kind, need_map=need_map, quadratics=need_quads)
+        lap = laplace_step(model, pool, seed=seed, preconditioner=kind, need_map=need_map, quadratics=need_quads)
         if curvature == "bound":
-            M = tuning.smoothness_bounds(model, pool)
+            M = smoothness_bounds(model, pool)
         else:
             assert lap.curvature is not None
             M = lap.curvature
         M = np.maximum(M, 1e-12)
 
-        bias_info: dict[str, Any] = {}
+        bias: BiasPrediction | None = None
         if self.rho is not None:
             rho = per_shard(self.rho, b, "rho")
         elif paper_rules:
             rho = 1.0 / M  # sec. 3.2.1
         else:
-            assert lap.quads is not None and lap.prior_P is not None and lap.prior_b is not None
             start = ((1.0 + self.bias_budget) ** 2 - 1.0) / M.max()  # bounds the sd inflation in every direction
-            r, bias_info = rho_for_bias_budget(
-                lap.quads, lap.prior_P, lap.prior_b, lap.precond, self.bias_budget, start
-            )
+            r, bias = budget.dglmc_rho(lap, self.bias_budget, start)
             rho = np.full(b, r)
         if self.gamma is not None:
             gamma = per_shard(self.gamma, b, "gamma")
@@ -209,7 +210,7 @@ class DGLMC(Algorithm):
             n_avg = math.ceil(np.mean(rho / (gamma * (rho * M + 1.0)))) if kernel == "lmc" else 1  # sec. 3.2.2
             n_steps, balance = np.full(b, n_avg, dtype=int), True
 
-        phi0 = tuning.initial_points(self.init, lap, chains, d, noise)
+        phi0 = initial_points(self.init, lap, chains, d, noise)
         prior = model.prior()
         prior_P, prior_b = lap.precond.prior_in_phi(
             np.asarray(prior.gaussian.mean, dtype=float), prior.gaussian.precision
@@ -246,25 +247,25 @@ class DGLMC(Algorithm):
         worker_model = with_prior_share(lap.model(model), 1.0 / b)
         if worker_model is not model:
             pool.bind(worker_model)
-        info = {
-            "rho": rho,
-            "gamma": gamma,
-            "M": M,
-            "local_kernel": kernel,
-            "preconditioner": lap.precond.kind,
-            "theta_map": lap.theta_map,
-            "curvature": curvature,
-            "overrelax": alpha,
-            "bias_budget": None if paper_rules else self.bias_budget,
-            **bias_info,
-        }
+        report = TuningReport(
+            lap.precond.kind,
+            bias_budget=None if paper_rules else self.bias_budget,
+            bias=bias,
+            theta_map=lap.theta_map,
+            rho=rho,
+            gamma=gamma,
+            M=M,
+            local_kernel=kernel,
+            curvature=curvature,
+            overrelax=alpha,
+        )
         return Plan(
             CoordinatorState(phi0, consts),
             payloads,
             n_steps,
             float(np.mean(n_steps)),
             balance,
-            info,
+            report,
             schedule=schedule,
             model=worker_model,
             precond=lap.precond,
@@ -358,134 +359,6 @@ def check_overrelax(value: Any) -> None:
     ok = isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool)
     if not ok or not -1.0 < float(value) < 1.0:
         raise ValueError(f"overrelax must be 'auto' or a number strictly between -1 and 1, got {value!r}")
-
-
-#: Candidate over-relaxation parameters for "auto" (0 is plain Gibbs).
-OVERRELAX_GRID = tuple(round(-0.05 * k, 2) for k in range(20))
-
-
-def overrelax_for_laplace_model(
-    P: list[np.ndarray], prior_P: np.ndarray, rho: np.ndarray, max_directions: int = 9
-) -> float:
-    """The α of `OVERRELAX_GRID` that minimises the largest integrated autocorrelation time (IAT) of θ and of θ²
-    predicted for over-relaxed DG-LMC under the workers' quadratic models U_i(z) ≈ ½zᵀP_iz (φ coordinates).
-
-    The prediction treats each eigendirection v of Σ_i P_i on its own, with precisions p0 = vᵀP0v and p_i = vᵀP_iv:
-    then (θ, z_1..z_b) follow a linear Gaussian recursion whose autocorrelations are exact (`_gibbs_iat`). The
-    θ² term guards against the oscillation that α near −1 causes where the plain chain already mixes fast. The
-    choice only affects speed: every α leaves the chain's law unchanged. Up to `max_directions` directions spread
-    over the range of the plain chain's coupling are evaluated.
-    """
-    rho = np.asarray(rho, dtype=float)
-    if P[0].ndim == 2:
-        _, V = np.linalg.eigh(sum(P))
-        p0 = np.einsum("ij,ik,kj->j", V, prior_P, V)
-        p = np.stack([np.einsum("ij,ik,kj->j", V, Pi, V) for Pi in P], axis=1)  # (d, b)
-    else:
-        p0 = np.diag(prior_P).copy()
-        p = np.stack(P, axis=1)
-    p0, p = np.clip(p0, 0.0, None), np.clip(p, 0.0, None)
-    coupling = np.sum(1.0 / (rho * (1.0 + rho * p)), axis=1) / (p0 + np.sum(1.0 / rho))  # plain lag-1 autocorr.
-    order = np.argsort(coupling)
-    picks = np.unique(order[np.linspace(0, len(order) - 1, min(max_directions, len(order))).round().astype(int)])
-    worst = [max(max(_gibbs_iat(a, p0[j], p[j], rho)) for j in picks) for a in OVERRELAX_GRID]
-    return float(OVERRELAX_GRID[int(np.argmin(worst))])
-
-
-def _gibbs_iat(alpha: float, p0: float, p: np.ndarray, rho: np.ndarray) -> tuple[float, float]:
-    """IAT of θ and of θ² for one direction (`_gibbs_autocorrelation`): with θ's autocorrelation Σ_k c_k λ_k^t,
-    IAT(θ) = 1 + 2Σ c_k λ_k/(1 − λ_k) and, θ being Gaussian, IAT(θ²) = 1 + 2Σ_{k,l} c_k c_l λ_kλ_l/(1 − λ_kλ_l)."""
-    c, lam = _gibbs_autocorrelation(alpha, p0, p, rho)
-    ll = np.outer(lam, lam)
-    iat_x = 1.0 + 2.0 * np.sum(c * lam / (1.0 - lam))
-    iat_x2 = 1.0 + 2.0 * np.sum(np.outer(c, c) * ll / (1.0 - ll))
-    return float(iat_x.real), float(iat_x2.real)
-
-
-def _gibbs_autocorrelation(alpha: float, p0: float, p: np.ndarray, rho: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """θ's autocorrelation at lag t, Re Σ_k c_k λ_k^t, for one direction of over-relaxed two-block Gibbs on a
-    Gaussian Π_ρ: z_i' = β z_i + (1 − β) k_i θ + √(1 − β²) s_i ξ_i (k_i = 1/(1 + ρ_i p_i), s_i² = 1/(p_i + 1/ρ_i)),
-    then θ' = α θ + (1 − α) Σ w_i z_i' + √(1 − α²) σ ξ (w_i = σ²/ρ_i, σ² = 1/(p0 + Σ 1/ρ_i)), β = α (means
-    dropped). λ are the eigenvalues of this linear recursion; the stationary covariance solves its Lyapunov
-    equation. Returns (c, λ)."""
-    from scipy.linalg import solve_discrete_lyapunov
-
-    b = len(p)
-    k, s2 = 1.0 / (1.0 + rho * p), 1.0 / (p + 1.0 / rho)
-    var = 1.0 / (p0 + np.sum(1.0 / rho))
-    w = var / rho
-    beta = alpha
-    A = np.zeros((b + 1, b + 1))
-    A[1:, 1:] = beta * np.eye(b)
-    A[1:, 0] = (1.0 - beta) * k
-    A[0, 0] = alpha + (1.0 - alpha) * (1.0 - beta) * (w @ k)
-    A[0, 1:] = (1.0 - alpha) * beta * w
-    nz = (1.0 - beta**2) * s2
-    cz = (1.0 - alpha) * w
-    G = np.zeros((b + 1, b + 1))
-    G[1:, 1:] = np.diag(nz)
-    G[0, 1:] = G[1:, 0] = cz * nz
-    G[0, 0] = cz @ (nz * cz) + (1.0 - alpha**2) * var
-    S = solve_discrete_lyapunov(A, G)
-    lam, R = np.linalg.eig(A)
-    return R[0, :] * np.linalg.solve(R, S[:, 0]) / S[0, 0], lam
-
-
-def rho_for_bias_budget(
-    quads: list[tuple[np.ndarray, np.ndarray]],
-    prior_P: np.ndarray,
-    prior_b: np.ndarray,
-    precond: Preconditioner,
-    delta: float,
-    rho_start: float,
-) -> tuple[float, dict]:
-    """The largest common ρ ≤ `rho_start` whose π_ρ, under the workers' quadratic (Laplace) models of U_i, keeps
-    every θ coordinate's mean within δ posterior sd of the posterior's and its sd within a factor 1 + δ.
-
-    `rho_start` = ((1 + δ)² − 1)/max_i M_i already bounds the sd inflation in every direction (not only along
-    the coordinates); the search only lowers it where the means would move too far (shards that disagree).
-
-    With U_i(z) ≈ g_iᵀz + ½zᵀP_iz in φ, π_ρ is Gaussian with precision Λ_ρ = P0 + Σ_i P_i(I + ρP_i)⁻¹ and mean
-    Λ_ρ⁻¹(b0 − Σ_i (I + ρP_i)⁻¹g_i) (each local factor convolved with N(0, ρI)); ρ = 0 gives the posterior's.
-    Found by bisection in log ρ. Returns ρ and the predicted mean shift and sd inflation.
-    """
-    dense = quads[0][1].ndim == 2
-    L = precond.matrix()
-    if dense:
-        eig = [
-            (np.clip(w, 0.0, None), V, V.T @ g) for (w, V), (g, _) in zip((np.linalg.eigh(P) for _, P in quads), quads)
-        ]
-
-    def moments(rho: float) -> tuple[np.ndarray, np.ndarray]:
-        if dense:
-            Lam = prior_P + sum((V * (w / (1 + rho * w))) @ V.T for w, V, _ in eig)
-            lin = prior_b - sum(V @ (Vg / (1 + rho * w)) for w, V, Vg in eig)
-            cov = np.linalg.inv(Lam)
-            mean = cov @ lin
-        else:
-            lam = np.diag(prior_P) + sum(P / (1 + rho * P) for _, P in quads)
-            cov = np.diag(1.0 / lam)
-            mean = (prior_b - sum(g / (1 + rho * P) for g, P in quads)) / lam
-        if L is not None:
-            cov, mean = L @ cov @ L.T, L @ mean
-        return mean, np.sqrt(np.clip(np.diag(cov), 1e-300, None))
-
-    mean0, sd0 = moments(0.0)
-
-    def bias(rho: float) -> tuple[float, float]:
-        mean, sd = moments(rho)
-        return float(np.max(np.abs(mean - mean0) / sd0)), float(np.max(sd / sd0) - 1.0)
-
-    if max(bias(rho_start)) <= delta:
-        shift, infl = bias(rho_start)
-        return rho_start, {"predicted_mean_shift_sd": shift, "predicted_sd_inflation": infl}
-    lo, hi = rho_start * 1e-6, rho_start
-    for _ in range(40):
-        mid = np.sqrt(lo * hi)
-        shift, infl = bias(mid)
-        lo, hi = (mid, hi) if max(shift, infl) <= delta else (lo, mid)
-    shift, infl = bias(lo)
-    return lo, {"predicted_mean_shift_sd": shift, "predicted_sd_inflation": infl}
 
 
 def _lmc_steps(

@@ -77,13 +77,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import budget, tuning
 from .. import topology as topo
 from ..models.base import Model
 from ..streams import ChainNoise
+from ..tuning import budget
+from ..tuning.curvature import lipschitz_bound
+from ..tuning.laplace import Laplace
 from .base import Plan, RoundInfo, ShardPool
 from .checks import check_int, check_positive, check_unit
-from .decentralized import AgentPayload, AgentWorker, _Decentralized
+from .decentralized import AgentPayload, AgentWorker, Tuned, _Decentralized
 from .mcmc import DualAveraging, dual_averaging
 
 #: The seed's mixing schedule and MH burn-in (the plain rules, preconditioner=None).
@@ -216,6 +218,18 @@ class DMALAState(NamedTuple):
 
 
 @dataclass(frozen=True)
+class DMALAConsts:
+    """D-MALA's tuned constants: the initial step ε, whether it adapts (to `target_accept`), the MH burn-in and
+    the mixing schedule ((iteration, k) milestones)."""
+
+    initial_step_size: float
+    adapt: bool
+    target_accept: float
+    mh_burn_in: int
+    mixing_schedule: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True)
 class DMALA(_Decentralized):
     """Decentralised MALA with gradient tracking ([D-MALA], Algorithm 1, corrected: leapfrog step, shared
     momentum and uniform, exact MH on tracked global gradient and potential difference); see the module docstring.
@@ -251,15 +265,13 @@ class DMALA(_Decentralized):
             object.__setattr__(self, "mixing_schedule", _normalise_schedule(self.mixing_schedule))
         self._common_checks()
 
-    def _consts(self, top: topo.Topology, W: np.ndarray, lap: tuning.Laplace, model: Model, pool: ShardPool) -> dict:
+    def _tune(self, top: topo.Topology, W: np.ndarray, lap: Laplace, model: Model, pool: ShardPool) -> Tuned:
         tuned = lap.quads is not None
         if self.step_size is not None:
             eps = float(self.step_size)
         elif tuned:
             eps = math.sqrt(2.0 * budget.mala_initial_step(lap))
         else:
-            from .gradient import lipschitz_bound
-
             eps = math.sqrt(2.0 / lipschitz_bound(model, pool))
         schedule = (
             self.mixing_schedule
@@ -267,13 +279,8 @@ class DMALA(_Decentralized):
             else (((0, mixing_rounds_for(W)),) if tuned else DEFAULT_SCHEDULE)
         )
         mh_burn_in = self.mh_burn_in if self.mh_burn_in is not None else (0 if tuned else PAPER_MH_BURN_IN)
-        return {
-            "initial_step_size": eps,
-            "adapt": self.adapt if self.adapt is not None else self.step_size is None,
-            "target_accept": self.target_accept,
-            "mh_burn_in": int(mh_burn_in),
-            "mixing_schedule": schedule,
-        }
+        adapt = self.adapt if self.adapt is not None else self.step_size is None
+        return DMALAConsts(eps, adapt, self.target_accept, int(mh_burn_in), schedule), None, None
 
     # --- coordinator ----------------------------------------------------------------------------
 
@@ -281,20 +288,20 @@ class DMALA(_Decentralized):
         plan = super().prepare(model, pool, chains=chains, seed=seed, noise=noise)
         gs = plan.coordinator_state
         top, b = gs.top, gs.top.b
-        c = plan.worker_payloads[0].consts
-        W = np.asarray(plan.info["W"], dtype=float)
+        c: DMALAConsts = plan.worker_payloads[0].consts
+        W = np.asarray(plan.report.W, dtype=float)
         parts = pool.map(agent_value_and_grad, [(gs.xs[i], b) for i in range(b)])
         if not all(np.all(np.isfinite(v)) and np.all(np.isfinite(g)) for v, g in parts):
             raise FloatingPointError("the initial point gives a non-finite potential or gradient: choose another init")
-        schedule = c["mixing_schedule"]
+        schedule = c.mixing_schedule
         k0 = mixing_rounds(schedule, 0)
         ys = tuple(routed_mix(top, W, [g for _, g in parts], k0))
-        log_eps = math.log(c["initial_step_size"])
-        step = StepAdaptation(log_eps, log_eps, DualAveraging.start(log_eps), bool(c["adapt"]), c["target_accept"])
+        log_eps = math.log(c.initial_step_size)
+        step = StepAdaptation(log_eps, log_eps, DualAveraging.start(log_eps), bool(c.adapt), c.target_accept)
         p = noise.normal(1)[0]
         props = self._propose(top, W, gs.xs, ys, p, k0, step.eps(True))
         K = gs.xs[0].shape[0]
-        state = DMALAState(top, W, gs.xs, ys, p, props, np.zeros((b, K), dtype=bool), step, c["mh_burn_in"], schedule)
+        state = DMALAState(top, W, gs.xs, ys, p, props, np.zeros((b, K), dtype=bool), step, c.mh_burn_in, schedule)
         return dataclasses.replace(plan, coordinator_state=state)
 
     @staticmethod

@@ -45,9 +45,13 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import budget, tuning
 from ..models.base import Model
 from ..streams import ChainNoise
+from ..tuning import budget
+from ..tuning.curvature import smoothness_bounds
+from ..tuning.laplace import PRECONDITIONERS, initial_points, laplace_for
+from ..tuning.report import BiasPrediction, TuningReport
+from ..tuning.shards import shard_grad
 from .base import Algorithm, Plan, RoundInfo, ShardPool, minibatch_grads
 from .checks import check_choice, check_init, check_int, check_positive, check_unit, is_real
 
@@ -140,40 +144,29 @@ class FALD(Algorithm):
         check_unit("q", self.q, closed=True)
         check_int("batch_size", self.batch_size, 1, allow_none=True)
         check_init(self.init)
-        check_choice("preconditioner", self.preconditioner, tuning.PRECONDITIONERS)
+        check_choice("preconditioner", self.preconditioner, PRECONDITIONERS)
         check_unit("bias_budget", self.bias_budget)
 
     # --- tuning ---------------------------------------------------------------------------------
 
     def prepare(self, model: Model, pool: ShardPool, *, chains: int, seed: int, noise: ChainNoise) -> Plan:
         b, d = pool.num_shards, model.dim
-        plain = self.preconditioner is None
-        lap = tuning.laplace_step(
-            model,
-            pool,
-            seed=seed,
-            preconditioner=self.preconditioner,
-            need_map=tuning.starts_at_map(self.init),
-            quadratics=not plain,
-        )
-        info: dict[str, Any] = {"preconditioner": lap.precond.kind}
+        lap = laplace_for(model, pool, seed=seed, preconditioner=self.preconditioner, init=self.init)
+        M: np.ndarray | None = None
+        bias: BiasPrediction | None = None
         if self.step_size is not None:
             gamma = float(self.step_size)
-        elif plain:
-            M = tuning.smoothness_bounds(model, pool)
-            info["M"] = M
+        elif self.preconditioner is None:
+            M = smoothness_bounds(model, pool)
             gamma = 0.1 / float(np.max(M + model.prior().gaussian.max_precision() / b))
         else:
-            gamma, pred = budget.fald_step(
-                lap, float(self.p_comm), float(self.tau), self.variant, float(self.q), self.bias_budget
-            )
-            info.update(bias_budget=self.bias_budget, **pred.as_info())
+            gamma, bias = budget.fald_step(lap, float(self.p_comm), float(self.tau), self.bias_budget)
         wmodel = lap.adopt(model, pool)
         prior = wmodel.prior()
-        xbar = tuning.initial_points(self.init, lap, chains, d, noise)
+        xbar = initial_points(self.init, lap, chains, d, noise)
         cbar = refresh = None
         if self.variant != "plain":
-            grads = pool.map(tuning.shard_grad, [(xbar,)] * b)
+            grads = pool.map(shard_grad, [(xbar,)] * b)
             cbar = (np.sum(grads, axis=0) + prior.grad(xbar)) / b
             refresh = np.ones(chains, dtype=bool)
         n_steps, common = self._schedule(noise)
@@ -184,18 +177,20 @@ class FALD(Algorithm):
             )
             for _ in range(b)
         ]
-        info.update(
-            {
-                "gamma": np.full(b, gamma),
-                "step_size": gamma,
-                "lmc_step_of_average": gamma / b,
-                "p_comm": float(self.p_comm),
-                "tau": float(self.tau),
-                "variant": self.variant,
-                "q": float(self.q) if self.variant == "vr_star" else None,
-                "batch_size": self.batch_size,
-                "theta_map": lap.theta_map,
-            }
+        report = TuningReport(
+            lap.precond.kind,
+            bias_budget=None if bias is None else self.bias_budget,
+            bias=bias,
+            M=M,
+            gamma=np.full(b, gamma),
+            step_size=gamma,
+            lmc_step_of_average=gamma / b,
+            p_comm=float(self.p_comm),
+            tau=float(self.tau),
+            variant=self.variant,
+            q=float(self.q) if self.variant == "vr_star" else None,
+            batch_size=self.batch_size,
+            theta_map=lap.theta_map,
         )
         return Plan(
             state,
@@ -203,7 +198,7 @@ class FALD(Algorithm):
             np.ones(b, dtype=int),
             1.0 / self.p_comm,
             False,
-            info,
+            report,
             model=wmodel if lap.whitened else None,
             precond=lap.precond if lap.whitened else None,
         )

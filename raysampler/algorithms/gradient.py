@@ -10,9 +10,9 @@ The coordinator holds θ (K, d). Each round it sends one point to every worker, 
 
 By default both run in the Laplace-whitened coordinates of the shared tuning step (`raysampler.tuning`), where the
 posterior is close to N(0, I): ULA's step then comes from the bias budget (its exact stationary law on the
-Laplace model, `raysampler.laws`), MALA's initial step from the optimal-scaling rule h ≈ 1.36 d^{-1/3}, adapted to
-`target_accept` during burn-in. `preconditioner=None` keeps the plain rules (γ = 0.1/L, h = 1/L, L = Σ_i M_i +
-the prior's largest precision).
+Laplace model, `raysampler.tuning.laws`), MALA's initial step from the optimal-scaling rule h ≈ 1.36 d^{-1/3},
+adapted to `target_accept` during burn-in. `preconditioner=None` keeps the plain rules (γ = 0.1/L, h = 1/L,
+L = Σ_i M_i + the prior's largest precision).
 """
 
 from __future__ import annotations
@@ -23,17 +23,16 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import budget, tuning
 from ..models.base import Model
 from ..streams import ChainNoise
+from ..tuning import budget
+from ..tuning.curvature import lipschitz_bound
+from ..tuning.laplace import PRECONDITIONERS, initial_points, laplace_for
+from ..tuning.report import BiasPrediction, TuningReport
+from ..tuning.shards import shard_batch_value_and_grad
 from .base import Algorithm, Plan, RoundInfo, ShardPool
 from .checks import check_choice, check_init, check_positive, check_unit
 from .mcmc import DualAveraging, dual_averaging, mala_log_ratio, mh_accept
-
-
-def lipschitz_bound(model: Model, pool: ShardPool) -> float:
-    """L = Σ_i M_i + max prior precision (M_i = tuning.smoothness_bounds): a bound on ‖∇²U‖ (the plain rules)."""
-    return float(np.sum(tuning.smoothness_bounds(model, pool)) + model.prior().gaussian.max_precision())
 
 
 class PointMessage(NamedTuple):
@@ -84,41 +83,37 @@ class ULA(Stateless, Algorithm):
     def __post_init__(self) -> None:
         check_positive("step_size", self.step_size)
         check_init(self.init)
-        check_choice("preconditioner", self.preconditioner, tuning.PRECONDITIONERS)
+        check_choice("preconditioner", self.preconditioner, PRECONDITIONERS)
         check_unit("bias_budget", self.bias_budget)
 
     def prepare(self, model: Model, pool: ShardPool, *, chains: int, seed: int, noise: ChainNoise) -> Plan:
         b, d = pool.num_shards, model.dim
-        plain = self.preconditioner is None
-        lap = tuning.laplace_step(
-            model,
-            pool,
-            seed=seed,
-            preconditioner=self.preconditioner,
-            need_map=tuning.starts_at_map(self.init),
-            quadratics=not plain,
-        )
-        info: dict[str, Any] = {"preconditioner": lap.precond.kind}
+        lap = laplace_for(model, pool, seed=seed, preconditioner=self.preconditioner, init=self.init)
+        L: float | None = None
+        bias: BiasPrediction | None = None
         if self.step_size is not None:
             step = float(self.step_size)
-        elif plain:
-            info["L"] = lipschitz_bound(model, pool)
-            step = 0.1 / info["L"]
+        elif self.preconditioner is None:
+            L = lipschitz_bound(model, pool)
+            step = 0.1 / L
         else:
-            step, pred = budget.largest_within_budget(
-                lambda g: budget.ula_bias(lap, g), self.bias_budget, budget.ula_step_bound(lap)
-            )
-            info.update(bias_budget=self.bias_budget, **pred.as_info())
-        info["step_size"] = step
+            step, bias = budget.ula_step(lap, self.bias_budget)
+        report = TuningReport(
+            lap.precond.kind,
+            bias_budget=None if bias is None else self.bias_budget,
+            bias=bias,
+            L=L,
+            step_size=step,
+        )
         wmodel = lap.adopt(model, pool)
-        theta0 = tuning.initial_points(self.init, lap, chains, d, noise)
+        theta0 = initial_points(self.init, lap, chains, d, noise)
         return Plan(
             ULAState(theta0, step, wmodel.prior()),
             [None] * b,
             np.ones(b, dtype=int),
             1.0,
             False,
-            info,
+            report,
             model=wmodel if lap.whitened else None,
             precond=lap.precond if lap.whitened else None,
         )
@@ -186,32 +181,24 @@ class MALA(Stateless, Algorithm):
         if self.adapt is not None and not isinstance(self.adapt, bool):
             raise ValueError(f"adapt must be None, True or False, got {self.adapt!r}")
         check_init(self.init)
-        check_choice("preconditioner", self.preconditioner, tuning.PRECONDITIONERS)
+        check_choice("preconditioner", self.preconditioner, PRECONDITIONERS)
 
     def prepare(self, model: Model, pool: ShardPool, *, chains: int, seed: int, noise: ChainNoise) -> Plan:
         b, d = pool.num_shards, model.dim
-        plain = self.preconditioner is None
-        lap = tuning.laplace_step(
-            model,
-            pool,
-            seed=seed,
-            preconditioner=self.preconditioner,
-            need_map=tuning.starts_at_map(self.init),
-            quadratics=not plain,
-        )
-        info: dict[str, Any] = {"preconditioner": lap.precond.kind, "target_accept": self.target_accept}
+        lap = laplace_for(model, pool, seed=seed, preconditioner=self.preconditioner, init=self.init)
+        L: float | None = None
         if self.step_size is not None:
             h = float(self.step_size)
-        elif plain:
-            info["L"] = lipschitz_bound(model, pool)
-            h = 1.0 / info["L"]
+        elif self.preconditioner is None:
+            L = lipschitz_bound(model, pool)
+            h = 1.0 / L
         else:
             h = budget.mala_initial_step(lap)
-        info["initial_step_size"] = h
+        report = TuningReport(lap.precond.kind, target_accept=self.target_accept, L=L, initial_step_size=h)
         wmodel = lap.adopt(model, pool)
-        theta0 = tuning.initial_points(self.init, lap, chains, d, noise)
+        theta0 = initial_points(self.init, lap, chains, d, noise)
         prior = wmodel.prior()
-        parts = pool.map(tuning.shard_batch_value_and_grad, [(theta0,)] * b)
+        parts = pool.map(shard_batch_value_and_grad, [(theta0,)] * b)
         pot = sum(p[0] for p in parts) + prior.potential(theta0)
         grad = sum(p[1] for p in parts) + prior.grad(theta0)
         if not np.all(np.isfinite(pot)):
@@ -237,7 +224,7 @@ class MALA(Stateless, Algorithm):
             np.ones(b, dtype=int),
             1.0,
             False,
-            info,
+            report,
             model=wmodel if lap.whitened else None,
             precond=lap.precond if lap.whitened else None,
         )

@@ -41,21 +41,20 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import budget, tuning
 from ..models.base import Model
 from ..streams import ChainNoise
+from ..tuning import budget
+from ..tuning.curvature import lipschitz_bound
+from ..tuning.laplace import PRECONDITIONERS, initial_points, laplace_for
+from ..tuning.report import BiasPrediction, TuningReport
 from .base import Algorithm, Plan, RoundInfo, ShardPool, minibatch_grads
 from .checks import check_choice, check_init, check_int, check_positive, check_unit
-from .gradient import lipschitz_bound
 
 VARIANTS = ("sharp", "star", "pp")
+BITS_FORMULA = "32 + d*(1 + log2(s + 1)) per vector (32*d uncompressed), uplink only"
 
 
 # --- quantiser ---------------------------------------------------------------------------------------------
-
-
-def _no_compression(s: Any) -> bool:
-    return s is None or s == 0
 
 
 def quantize(v: np.ndarray, s: int | None, u: np.ndarray | None) -> np.ndarray:
@@ -155,7 +154,7 @@ class QLSD(Algorithm):
     Parameters:
       variant: "sharp" (QLSD#), "star" (QLSD# + memory, the default) or "pp" (QLSD++).
       step_size γ: default the largest within `bias_budget` under the Laplace model in whitened coordinates,
-        with the quantiser's added gradient variance (see raysampler.budget); 0.1/L as ULA under
+        with the quantiser's added gradient variance (see raysampler.tuning.laws); 0.1/L as ULA under
         preconditioner=None (L = Σ_i M_i + max prior precision).
       levels s: quantisation levels ≥ 1, default 8 (the slides give no value); None: no compression.
       memory: None (default: False for "sharp", True for "star"/"pp") or an explicit True/False.
@@ -189,7 +188,7 @@ class QLSD(Algorithm):
         check_int("batch_size", self.batch_size, 1, allow_none=True)
         check_int("ref_every", self.ref_every, 1)
         check_init(self.init)
-        check_choice("preconditioner", self.preconditioner, tuning.PRECONDITIONERS)
+        check_choice("preconditioner", self.preconditioner, PRECONDITIONERS)
         check_unit("bias_budget", self.bias_budget)
 
     def _uses_memory(self) -> bool:
@@ -197,30 +196,22 @@ class QLSD(Algorithm):
 
     def prepare(self, model: Model, pool: ShardPool, *, chains: int, seed: int, noise: ChainNoise) -> Plan:
         b, d = pool.num_shards, model.dim
-        plain = self.preconditioner is None
-        lap = tuning.laplace_step(
-            model,
-            pool,
-            seed=seed,
-            preconditioner=self.preconditioner,
-            need_map=tuning.starts_at_map(self.init),
-            quadratics=not plain,
-        )
+        lap = laplace_for(model, pool, seed=seed, preconditioner=self.preconditioner, init=self.init)
         s = None if self.levels is None or self.levels == 0 else int(self.levels)
         om = omega(d, s)
         alpha = float(self.alpha) if self.alpha is not None else 1.0 / (om + 1.0)
         memory = self._uses_memory()
-        info: dict[str, Any] = {"preconditioner": lap.precond.kind}
+        L: float | None = None
+        bias: BiasPrediction | None = None
         if self.step_size is not None:
             step = float(self.step_size)
-        elif plain:
-            info["L"] = lipschitz_bound(model, pool)
-            step = 0.1 / info["L"]
+        elif self.preconditioner is None:
+            L = lipschitz_bound(model, pool)
+            step = 0.1 / L
         else:
-            step, pred = budget.qlsd_step(lap, om, memory, self.bias_budget)
-            info.update(bias_budget=self.bias_budget, **pred.as_info())
+            step, bias = budget.qlsd_step(lap, om, memory, self.bias_budget)
         wmodel = lap.adopt(model, pool)
-        theta0 = tuning.initial_points(self.init, lap, chains, d, noise)
+        theta0 = initial_points(self.init, lap, chains, d, noise)
         wp = WorkerParams(self.variant, s, memory, alpha, None if self.batch_size is None else int(self.batch_size))
         state = QLSDState(
             theta0,
@@ -231,20 +222,22 @@ class QLSD(Algorithm):
             alpha,
             int(self.ref_every) if self.variant == "pp" else None,
         )
-        info.update(
-            {
-                "step_size": step,
-                "variant": self.variant,
-                "levels": s,
-                "omega": om,
-                "memory": memory,
-                "alpha": alpha,
-                "batch_size": self.batch_size,
-                "ref_every": state.reset_every,
-                "bits_per_vector": bits(d, s),
-                "bits_per_round": b * bits(d, s),
-                "bits_formula": "32 + d*(1 + log2(s + 1)) per vector (32*d uncompressed), uplink only",
-            }
+        report = TuningReport(
+            lap.precond.kind,
+            bias_budget=None if bias is None else self.bias_budget,
+            bias=bias,
+            L=L,
+            step_size=step,
+            variant=self.variant,
+            levels=s,
+            omega=om,
+            memory=memory,
+            alpha=alpha,
+            batch_size=self.batch_size,
+            ref_every=state.reset_every,
+            bits_per_vector=bits(d, s),
+            bits_per_round=b * bits(d, s),
+            bits_formula=BITS_FORMULA,
         )
         return Plan(
             state,
@@ -252,7 +245,7 @@ class QLSD(Algorithm):
             np.ones(b, dtype=int),
             1.0,
             False,
-            info,
+            report,
             model=wmodel if lap.whitened else None,
             precond=lap.precond if lap.whitened else None,
         )

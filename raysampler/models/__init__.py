@@ -2,16 +2,20 @@
 
 `get_model("logistic_regression", prior_scale=2.0)` builds a model by family name (see `FAMILIES`);
 bind it to the data with `model.bind(DataSpec(...))` before use. Priors are specs from `raysampler.priors`
-(`coef_prior=Normal(0, [100, 10, 10])`, `noise_prior=HalfCauchy(2.5)`, …).
+(`coef_prior=Normal(0, [100, 10, 10])`, `noise_prior=HalfCauchy(2.5)`, …). A model of your own subclasses `Model`
+(the contract, `raysampler.models.contract`; see docs/models.md, "Write your own model").
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from .base import DataSpec, GaussianPrior, Model, ParamBlock
+from ..errors import ArgumentError
+from ..priors import GaussianPrior
+from . import base, contract  # `raysampler.models.base` is the contract's old home, kept for imports
 from .binomial import BinomialRegression
 from .common import RowValues
+from .contract import DataSpec, ForeignModel, Model, ParamBlock, as_model
 from .gaussian import Gaussian, gaussian_posterior
 from .linear import LinearRegression, linear_posterior
 from .logistic import LogisticRegression
@@ -37,12 +41,15 @@ def get_model(family: str, **kwargs) -> Model:
     try:
         cls = FAMILIES[family]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown model family {family!r}; valid families: {', '.join(FAMILIES)}") from None
+        raise ArgumentError(
+            ("model", "family"), f"unknown model family {family!r}; valid families: {', '.join(FAMILIES)}"
+        ) from None
     valid = [f.name for f in dataclasses.fields(cls) if f.init]
     unknown = sorted(set(kwargs) - set(valid))
     if unknown:
-        raise ValueError(
-            f"model family {family!r} has no parameter(s) {', '.join(unknown)}; valid parameters: {', '.join(valid)}"
+        raise ArgumentError(
+            ("model", unknown[0]),
+            f"model family {family!r} has no parameter(s) {', '.join(unknown)}; valid parameters: {', '.join(valid)}",
         )
     return cls(**kwargs)
 
@@ -51,6 +58,7 @@ __all__ = [
     "FAMILIES",
     "BinomialRegression",
     "DataSpec",
+    "ForeignModel",
     "Gaussian",
     "GaussianPrior",
     "LinearRegression",
@@ -62,6 +70,9 @@ __all__ = [
     "PoissonRegression",
     "RowValues",
     "SoftmaxRegression",
+    "as_model",
+    "base",
+    "contract",
     "gaussian_posterior",
     "get_model",
     "linear_posterior",

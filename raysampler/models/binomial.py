@@ -9,8 +9,9 @@ from typing import Any
 import numpy as np
 from scipy.special import expit
 
-from .base import DataSpec
+from ..errors import ArgumentError
 from .common import _GLM, RowValues, _check_Xy, _gram_lambda_max, _rows_of, _unbound
+from .contract import DataSpec
 from .logistic import _sigmoid_inplace, _softplus_sum
 
 __all__ = ["BinomialRegression"]
@@ -39,7 +40,9 @@ class BinomialRegression(_GLM):
     def _constant_extra(self, value: Any) -> bool:
         if isinstance(value, numbers.Integral) and not isinstance(value, bool):
             if value < 1:
-                raise ValueError(f"trials must be >= 1 when one count is given for every row, got {value!r}")
+                raise ArgumentError(
+                    ("model", "trials"), f"trials must be >= 1 when one count is given for every row, got {value!r}"
+                )
             object.__setattr__(self, "trials", int(value))
             return True
         return False
@@ -49,9 +52,10 @@ class BinomialRegression(_GLM):
 
     def _bind_fields(self, spec: DataSpec) -> dict[str, Any]:
         if self.trials is None:
-            raise ValueError(
+            raise ArgumentError(
+                ("model", "trials"),
                 "trials: BinomialRegression needs the number of trials of each row (a column name, an "
-                "array over the rows, or one integer for every row)"
+                "array over the rows, or one integer for every row)",
             )
         return super()._bind_fields(spec)
 

@@ -12,18 +12,19 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy import linalg
 
-from ..priors import CoefPrior, Normal, Prior, build_prior, check_coef_prior
-from .base import DataSpec, GaussianPrior, Model, ParamBlock
+from ..errors import ArgumentError
+from ..priors import CoefPrior, GaussianPrior, Normal, Prior, build_prior, check_coef_prior
+from .contract import DataSpec, Model, ParamBlock
 
 
 def _check_positive(name: str, value: Any, *, integer: bool = False):
     """Return `value` as float (or int) if it is a finite number > 0 (an integer ≥ 1 if `integer`), else raise."""
     if integer:
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+            raise ArgumentError(("model", name), f"{name} must be an integer >= 1, got {value!r}")
         return int(value)
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        raise ArgumentError(("model", name), f"{name} must be a finite number > 0, got {value!r}")
     return float(value)
 
 
@@ -32,7 +33,9 @@ def _check_optional_count(name: str, value: Any, minimum: int):
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum} (or None before binding), got {value!r}")
+        raise ArgumentError(
+            ("model", name), f"{name} must be an integer >= {minimum} (or None before binding), got {value!r}"
+        )
     return int(value)
 
 
@@ -138,7 +141,9 @@ def _check_columns(value: Any) -> tuple[str, ...] | None:
     if value is None:
         return None
     if isinstance(value, (str, bytes)) or not all(isinstance(c, str) for c in value):
-        raise ValueError(f"columns must be a sequence of column names (strings), got {value!r}")
+        raise ArgumentError(
+            ("model", "columns"), f"columns must be a sequence of column names (strings), got {value!r}"
+        )
     return tuple(value)
 
 
@@ -152,15 +157,19 @@ def _resolve_coef_prior(model, default: CoefPrior, allow_flat: bool, default_mea
     if cp is not None:
         cp = check_coef_prior(cp)
         if ps is not None and not (isinstance(cp, Normal) and cp.scale == ps):
-            raise ValueError(f"give prior_scale or coef_prior, not both (prior_scale={ps!r}, coef_prior={cp!r})")
+            raise ArgumentError(
+                ("model", "coef_prior"),
+                f"give prior_scale or coef_prior, not both (prior_scale={ps!r}, coef_prior={cp!r})",
+            )
     elif ps is not None:
         cp = Normal(default_mean, ps)
     else:
         cp = default
     if not allow_flat and isinstance(cp, Normal) and np.any(np.isinf(cp.scale)):
-        raise ValueError(
+        raise ArgumentError(
+            ("model", "coef_prior", "scale"),
             f"coef_prior: {type(model).__name__} cannot have a flat prior (scale=inf): its likelihood "
-            "does not make the posterior proper; give a finite scale"
+            "does not make the posterior proper; give a finite scale",
         )
     scalar = isinstance(cp, Normal) and not isinstance(cp.scale, tuple) and math.isfinite(cp.scale)
     object.__setattr__(model, "coef_prior", cp)
@@ -212,26 +221,31 @@ class _GLM(Model):
             value = getattr(self, name)
             if isinstance(value, str):
                 if not value:
-                    raise ValueError(f"{name} must be a column name, an array or None, got ''")
+                    raise ArgumentError(("model", name), f"{name} must be a column name, an array or None, got ''")
                 if self.n_features is not None:
                     if self.columns is None:
-                        raise ValueError(
+                        raise ArgumentError(
+                            ("model", name),
                             f"{name}={value!r} names a column of X, but the data have no column names "
-                            "(give the shards columns=..., or a CSV/parquet header)"
+                            "(give the shards columns=..., or a CSV/parquet header)",
                         )
                     if value not in self.columns:
-                        raise ValueError(f"{name}={value!r} is not a column of X; the columns are {list(self.columns)}")
+                        raise ArgumentError(
+                            ("model", name),
+                            f"{name}={value!r} is not a column of X; the columns are {list(self.columns)}",
+                        )
                     xcol = self.columns.index(value)
             elif value is not None and not self._constant_extra(value):
                 if not isinstance(value, RowValues):
                     arr = _as_numeric(value, name, name)
                     if arr.ndim != 1 or arr.size == 0:
-                        raise ValueError(
-                            f"{name} must be a column name or a 1-D array over the data's rows, got shape {arr.shape}"
+                        raise ArgumentError(
+                            ("model", name),
+                            f"{name} must be a column name or a 1-D array over the data's rows, got shape {arr.shape}",
                         )
                     value = RowValues(arr)
                 if not np.isfinite(value.values).all():
-                    raise ValueError(f"{name} contains NaN or infinite values")
+                    raise ArgumentError(("model", name), f"{name} contains NaN or infinite values")
                 self._check_extra_values(value.values, name)
                 object.__setattr__(self, name, value)
                 if self.n_features is not None:
@@ -239,7 +253,9 @@ class _GLM(Model):
         ncol = self.n_features
         if ncol is not None:
             if xcol is not None and ncol < 2:
-                raise ValueError(f"{name}: X needs at least one feature column besides the {name}")
+                raise ArgumentError(
+                    ("model", str(name)), f"{name}: X needs at least one feature column besides the {name}"
+                )
             want = ncol - 1 if isinstance(getattr(self, name or "", None), RowValues) else ncol
             if self.columns is not None and len(self.columns) != want:
                 raise ValueError(f"columns has {len(self.columns)} names but X has {want} columns")
@@ -265,13 +281,19 @@ class _GLM(Model):
         if size is not None and size != want:
             names = self.param_blocks()[0].names() if want <= 50 else []
             which = f" ({', '.join(names)})" if names else ""
-            raise ValueError(f"coef_prior has {size} values per argument but the model has {want} coefficients{which}")
+            raise ArgumentError(
+                ("model", "coef_prior"),
+                f"coef_prior has {size} values per argument but the model has {want} coefficients{which}",
+            )
 
     def _bind_fields(self, spec: DataSpec) -> dict:
         extra = getattr(self, self._extra, None) if self._extra else None
         if isinstance(extra, RowValues):
             if spec.n_rows is not None and spec.n_rows != len(extra):
-                raise ValueError(f"{self._extra} has {len(extra)} values but the data have {spec.n_rows} rows")
+                raise ArgumentError(
+                    ("model", str(self._extra)),
+                    f"{self._extra} has {len(extra)} values but the data have {spec.n_rows} rows",
+                )
             return {"n_features": spec.n_features + 1, "columns": spec.columns}
         return {"n_features": spec.n_features, "columns": spec.columns}
 
@@ -382,20 +404,22 @@ class _GLM(Model):
             return
         names = [n for n in np.asarray(self.param_blocks()[0].names())[F]]
         if gram is None:
-            raise ValueError(
+            raise ArgumentError(
+                ("model", "coef_prior"),
                 f"coef_prior: the flat prior on {', '.join(names)} needs the pooled data's Gram matrix to "
-                "check that the posterior is proper"
+                "check that the posterior is proper",
             )
         G = np.asarray(gram, dtype=np.float64)
         eig = np.linalg.eigvalsh(0.5 * (G + G.T))
         tol = max(eig[-1], 0.0) * G.shape[0] * 1e-12
         rank = int(np.sum(eig > tol))
         if rank < F.size:
-            raise ValueError(
+            raise ArgumentError(
+                ("model", "coef_prior"),
                 f"coef_prior: flat prior (scale=inf) on {', '.join(names)}, but the pooled design "
                 f"matrix's columns for them are linearly dependent (rank {rank} < {F.size}): the "
                 "posterior is improper. Give those coefficients a proper prior (a finite scale) or drop "
-                "the redundant column(s)"
+                "the redundant column(s)",
             )
 
 

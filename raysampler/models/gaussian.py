@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import linalg
 
-from ..priors import Normal, _number_or_vector
-from .base import DataSpec, GaussianPrior, ParamBlock
+from ..errors import ArgumentError
+from ..priors import GaussianPrior, Normal, _number_or_vector
 from .common import _GLM, _check_optional_count, _check_positive, _check_Xy, _resolve_coef_prior, _rows_of, _unbound
+from .contract import DataSpec, ParamBlock
 from .linear import _gaussian_from_natural
 
 __all__ = ["Gaussian", "gaussian_posterior"]
@@ -50,26 +51,32 @@ class Gaussian(_GLM):
 
         if self.noise_cov is not None:
             if self.noise_scale != 1.0:
-                raise ValueError("noise_cov: give either noise_scale or noise_cov, not both")
+                raise ArgumentError(("model", "noise_cov"), "noise_cov: give either noise_scale or noise_cov, not both")
             try:
                 S = np.array(self.noise_cov, dtype=np.float64)
             except (TypeError, ValueError):
-                raise ValueError(f"noise_cov must be a (p, p) array of numbers, got {self.noise_cov!r}") from None
+                raise ArgumentError(
+                    ("model", "noise_cov"), f"noise_cov must be a (p, p) array of numbers, got {self.noise_cov!r}"
+                ) from None
             if S.ndim != 2 or S.shape[0] != S.shape[1] or S.shape[0] == 0:
-                raise ValueError(f"noise_cov must be a square (p, p) matrix, got shape {S.shape}")
+                raise ArgumentError(
+                    ("model", "noise_cov"), f"noise_cov must be a square (p, p) matrix, got shape {S.shape}"
+                )
             if not np.isfinite(S).all():
-                raise ValueError("noise_cov contains NaN or infinite values")
+                raise ArgumentError(("model", "noise_cov"), "noise_cov contains NaN or infinite values")
             if not np.allclose(S, S.T, rtol=1e-10, atol=1e-12 * np.abs(S).max()):
-                raise ValueError("noise_cov must be symmetric")
+                raise ArgumentError(("model", "noise_cov"), "noise_cov must be symmetric")
             S = 0.5 * (S + S.T)
             try:
                 L = linalg.cholesky(S, lower=True)
             except linalg.LinAlgError:
-                raise ValueError("noise_cov must be positive definite") from None
+                raise ArgumentError(("model", "noise_cov"), "noise_cov must be positive definite") from None
             if d is None:
                 d = S.shape[0]
             elif S.shape[0] != d:
-                raise ValueError(f"noise_cov is {S.shape[0]}×{S.shape[0]} but n_features={d}")
+                raise ArgumentError(
+                    ("model", "noise_cov"), f"noise_cov is {S.shape[0]}×{S.shape[0]} but n_features={d}"
+                )
             object.__setattr__(self, "noise_cov", tuple(tuple(float(v) for v in row) for row in S))
             P = linalg.cho_solve((L, True), np.eye(d))
             P = 0.5 * (P + P.T)
@@ -83,7 +90,9 @@ class Gaussian(_GLM):
             try:
                 m0 = _number_or_vector("Gaussian", "prior_mean", m0, positive=False)
             except ValueError as exc:
-                raise ValueError(f"prior_mean must be a number or a finite 1-D sequence ({exc})") from None
+                raise ArgumentError(
+                    ("model", "prior_mean"), f"prior_mean must be a number or a finite 1-D sequence ({exc})"
+                ) from None
             if self.coef_prior is not None and not (isinstance(self.coef_prior, Normal) and self.coef_prior.mean == m0):
                 raise ValueError(
                     f"give prior_mean or coef_prior, not both (prior_mean={m0!r}, coef_prior={self.coef_prior!r})"
@@ -102,7 +111,9 @@ class Gaussian(_GLM):
             if d is None:
                 d = size
             elif size != d:
-                raise ValueError(f"prior_mean/coef_prior has length {size} but the model has d={d}")
+                raise ArgumentError(
+                    ("model", "prior_mean"), f"prior_mean/coef_prior has length {size} but the model has d={d}"
+                )
 
         object.__setattr__(self, "n_features", d)
         object.__setattr__(self, "columns", None)

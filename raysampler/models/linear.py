@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import linalg
 
-from ..priors import Flat, HalfNormal, Normal, PositivePrior, check_positive_prior
-from .base import GaussianPrior, ParamBlock
+from ..priors import Flat, GaussianPrior, HalfNormal, Normal, PositivePrior, check_positive_prior
 from .common import _GLM, _check_positive, _gram_lambda_max, _rows_of
+from .contract import ParamBlock
 
 __all__ = ["LinearRegression", "linear_posterior"]
 
@@ -25,7 +25,7 @@ class LinearRegression(_GLM):
     * ``noise_sd=None`` (default): σ unknown with prior `noise_prior` (default HalfNormal(10)), sampled as
       τ = log σ: θ = (β, τ), U_i(θ) = n_i τ + ‖y − Xβ‖² e^{−2τ}/2 (the prior's log-Jacobian is in `prior()`).
       Default coefficient prior N(0, 10²). With a flat coefficient prior and an InverseGamma or Flat noise prior
-      the posterior is Normal–Inverse-Gamma in closed form (raysampler.exact.linear_regression_posterior).
+      the posterior is Normal–Inverse-Gamma in closed form (raysampler.testing.exact.linear_regression_posterior).
 
     The constant (n/2)·log(2π) (and n·log σ when σ is known) is dropped.
     """
@@ -196,7 +196,7 @@ class LinearRegression(_GLM):
         if not self.known_noise:
             raise ValueError(
                 "posterior: the noise sd is unknown (noise_sd=None); the exact posterior of conjugate "
-                "and flat priors is raysampler.exact.linear_regression_posterior"
+                "and flat priors is raysampler.testing.exact.linear_regression_posterior"
             )
         if not isinstance(self.coef_prior, Normal):
             raise ValueError(f"posterior: coef_prior={self.coef_prior!r} has no closed-form posterior (needs Normal)")

@@ -14,8 +14,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import expit
 
-from ..priors import CoefPrior, Normal, Prior, build_prior
-from .base import DataSpec, GaussianPrior, Model, ParamBlock
+from ..priors import CoefPrior, GaussianPrior, Normal, Prior, build_prior
 from .common import (
     _check_columns,
     _check_labels,
@@ -27,6 +26,7 @@ from .common import (
     _rows_of,
     _unbound,
 )
+from .contract import DataSpec, Model, ParamBlock
 from .softmax import _log_softmax_parts
 
 __all__ = ["MLPClassifier"]

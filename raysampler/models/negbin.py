@@ -9,8 +9,8 @@ import numpy as np
 from scipy.special import digamma, expit, gammaln, polygamma
 
 from ..priors import HalfCauchy, PositivePrior, check_positive_prior
-from .base import ParamBlock
 from .common import _GLM, RowValues, _check_positive, _check_Xy, _gram_lambda_max, _rows_of
+from .contract import ParamBlock
 from .poisson import _check_counts
 
 __all__ = ["NegativeBinomialRegression"]

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .base import DataSpec, ParamBlock
 from .common import (
     _GLM,
     _check_labels,
@@ -23,6 +22,7 @@ from .common import (
     _rows_of,
     _unbound,
 )
+from .contract import DataSpec, ParamBlock
 
 __all__ = ["SoftmaxRegression"]
 

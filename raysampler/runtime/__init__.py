@@ -22,14 +22,11 @@ from .contracts import (
     Transport,
     WorkerPool,
 )
-from .executors import EXECUTORS, ensure_ray, start
+from .executors import ensure_ray, start
 from .host import ShardHost, ShardSource
-from .transports import TRANSPORTS
 
 __all__ = [
-    "EXECUTORS",
     "SITE_LABEL",
-    "TRANSPORTS",
     "Chunk",
     "CoordinatorHandle",
     "Placement",

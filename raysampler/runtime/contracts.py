@@ -12,9 +12,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ..enums import Balance
 from ..errors import Failure
 from ..models.base import Model, ParamBlock
+from ..settings import EngineSettings
 from ..streams import NoiseState
+from ..tuning.report import TuningReport
 
 #: Ray node label naming the site whose data a node holds: `ray start --labels raysampler.io/site=<name>`.
 SITE_LABEL = "raysampler.io/site"
@@ -29,12 +32,12 @@ class RunConfig:
     burn_in: int
     thin: int
     seed: int
-    balance: str | bool  # "auto": only when measured speeds differ by more than `balance_ratio`
+    balance: Balance  # AUTO: only when measured speeds differ by more than `balance_ratio`
     rebalance_every: int = 20
     balance_ratio: float = 1.5
-    site_wait_s: float = 60.0  # how long workers wait for a live node of their site (RAYSAMPLER_SITE_WAIT_S)
-    coordinator_shards: bool = True  # the coordinator's process hosts a group of site-less shards (Ray only)
-    shm_spin_s: float = 0.0  # how long shared-memory channel readers watch before sleeping (RAYSAMPLER_SHM_SPIN_US)
+    # The engine settings the driver read from the environment once (site wait, coordinator shards, spin, start-up
+    # timeout); the coordinator and its workers use these, never the environment of their own processes.
+    engine: EngineSettings = field(default_factory=EngineSettings.from_env)
 
     @property
     def total_rounds(self) -> int:
@@ -96,7 +99,7 @@ class ShardState:
 @dataclass(frozen=True)
 class SetupInfo:
     """What setup found and decided: dimension, parameter names, shard sizes, where each shard runs, the
-    algorithm's tuned plan (`plan`: reported settings, e.g. step sizes and predicted bias), N_avg, balancing."""
+    algorithm's tuning report (`plan`: tuned settings, e.g. step sizes, and their predicted bias), N_avg, balancing."""
 
     dim: int
     param_names: list[str]
@@ -105,7 +108,7 @@ class SetupInfo:
     groups: list[list[int]]
     placement: list[Placement]
     setup_time_s: float
-    plan: dict[str, Any]
+    plan: TuningReport
     n_avg: float
     balance: bool
     transport: str
@@ -180,7 +183,7 @@ class RunState:
     state is never restored into a different run; `version` changes when the layout does.
     """
 
-    VERSION = 2  # 2: random streams stored as generator states (no buffered draws)
+    VERSION = 3  # 2: random streams stored as generator states (no buffered draws); 3: typed tuning report
 
     version: int
     fingerprint: str

@@ -17,10 +17,13 @@ from typing import Any
 import numpy as np
 
 from ..algorithms.base import Algorithm, RoundInfo
-from ..errors import Failure, FailureKind, WorkerFailed
-from ..models.base import DataSpec, Model, ParamBlock
+from ..enums import Balance
+from ..errors import ArgumentError, Failure, FailureKind, WorkerFailed
+from ..models.contract import DataSpec, Model, ParamBlock, as_model
+from ..shards import ShardSet
 from ..streams import ChainNoise
 from .contracts import BalancerState, Chunk, Placement, RunConfig, RunState, RunStats, SetupInfo, ShardFacts, WorkerPool
+from .host import ShardSource
 
 #: Consecutive window estimates of uneven speeds before balance="auto" switches balancing on.
 AUTO_ESTIMATES = 3
@@ -35,11 +38,11 @@ class StepBalancer:
 
     τ_i is shard i's seconds per local step: timed before sampling (`calibrate`), then re-estimated from the median
     of the rounds observed since the last estimate, after 5 rounds and every `every` rounds. Policies:
-      True — always balance; False — never (fixed N_i); "auto" — switch balancing on only once the measured
+      ALWAYS — always balance; NEVER — never (fixed N_i); AUTO — switch balancing on only once the measured
       speeds differ by more than `ratio` (max τ / min τ) at AUTO_ESTIMATES window estimates in a row (each the
       median of `every` rounds; the calibration and the early 5-round estimate do not count) and the slowest
       process's work per round exceeds the fastest's by MIN_GAP_S, so equal workers on a noisy machine keep a
-      fixed, reproducible schedule; "replay" — follow a recorded `schedule` of (round, N)
+      fixed, reproducible schedule; REPLAY — follow a recorded `schedule` of (round, N)
       pairs exactly.
     Every change of N is recorded in `schedule` as (round from which it applies, N).
     """
@@ -48,7 +51,7 @@ class StepBalancer:
         self,
         n_init: np.ndarray,
         n_avg: float,
-        policy: str | bool,
+        policy: Balance,
         every: int,
         group_size: np.ndarray,
         ratio: float = 1.5,
@@ -59,7 +62,7 @@ class StepBalancer:
         self.group_size = np.asarray(group_size, dtype=float)
         self.tau = np.full(len(self.n), np.nan)
         self.count = 0
-        self.active = policy is True
+        self.active = policy == Balance.ALWAYS
         self._over = 0
         self._window: list[np.ndarray] = []
         self._replay = [(int(r), np.asarray(n, dtype=int)) for r, n in schedule] if schedule is not None else None
@@ -70,7 +73,7 @@ class StepBalancer:
     @property
     def measuring(self) -> bool:
         """Whether step times feed back into N_i (never when N_i is fixed or replayed)."""
-        return self.policy in (True, "auto")
+        return self.policy in (Balance.ALWAYS, Balance.AUTO)
 
     def calibrate(self, tau: np.ndarray) -> None:
         """Start from step times measured before sampling, and set N_i from them at once if balancing is on."""
@@ -97,7 +100,7 @@ class StepBalancer:
     def _estimate(self, next_round: int, full_window: bool = False) -> None:
         if not (np.all(np.isfinite(self.tau)) and np.all(self.tau > 0)):
             return
-        if self.policy == "auto" and not self.active:
+        if self.policy == Balance.AUTO and not self.active:
             if not full_window:
                 return
             work = self.n * self.tau * self.group_size  # seconds of work per round, per process
@@ -147,7 +150,7 @@ def data_spec(facts: Sequence[ShardFacts], model: Model) -> DataSpec:
         if not f.finite:
             raise ValueError(f"shards[{f.shard}]: data contains NaN or inf")
     y_max = [f.y_max for f in facts if f.y_max is not None]
-    kind = getattr(model, "target_kind", "")
+    kind = model.target_kind
     n_classes = int(max(y_max)) + 1 if y_max and kind == "multiclass" else None
     p = first.x_shape[1]
     ywidth = {f.y_shape[1] for f in facts if len(f.y_shape) == 2}
@@ -177,15 +180,34 @@ def fingerprint(algorithm: Algorithm, model: Model, config: RunConfig, facts: Se
 
 def bind_model(pool: WorkerPool, model: Model) -> tuple[list[ShardFacts], Model]:
     """Fix the model's dimension from the shards' facts, hand the bound model to every worker, and check on the pooled
-    data that the posterior is proper (flat priors)."""
+    data that the posterior is proper (flat priors). A model object that does not subclass `Model` is bound as a
+    `ForeignModel` (`as_model`), so from here on every part of the model contract can be called directly."""
+    model = as_model(model)
     facts = pool.describe()
     bound = model.bind(data_spec(facts, model))
     pool.bind(bound)
-    check_proper = getattr(bound, "check_proper", None)  # optional in the model contract
-    if check_proper is not None:
-        grams = [g for g in pool.gram() if g is not None]
-        check_proper(np.sum(grams, axis=0) if grams else None, n_rows=sum(f.n_rows for f in facts))
+    grams = [g for g in pool.gram() if g is not None]
+    bound.check_proper(np.sum(grams, axis=0) if grams else None, n_rows=sum(f.n_rows for f in facts))
     return facts, bound
+
+
+def validate_run(model: Model, shards: ShardSet, algorithm: Algorithm, chains: int, seed: int = 0) -> tuple[Model, int]:
+    """Bind `model` to in-memory `shards` and check `algorithm`'s shapes as `Coordinator.start` will, in this process
+    and without workers: the bound model and its dimension. A shape error is an ArgumentError under ("algorithm",)."""
+    from .pools import LocalPool  # pools import the hosts and transports, which a coordinator process may not need
+
+    pool = LocalPool(
+        [ShardSource(i, s, s.site, s.columns, s.index) for i, s in enumerate(shards)], model, algorithm, seed, chains
+    )
+    _, bound = bind_model(pool, model)
+    d = int(bound.dim)
+    try:
+        algorithm.check_shapes(len(shards), d, chains)
+    except ArgumentError:
+        raise
+    except ValueError as exc:
+        raise ArgumentError(("algorithm",), str(exc)) from None
+    return bound, d
 
 
 class Coordinator:
@@ -241,9 +263,9 @@ class Coordinator:
         pool.init_states(plan.worker_payloads)
         if slowdown:
             pool.set_slowdown(slowdown)
-        policy: str | bool = config.balance if plan.balance else False
+        policy = config.balance if plan.balance else Balance.NEVER
         if plan.schedule is not None:
-            policy = "replay"
+            policy = Balance.REPLAY
         balancer = StepBalancer(
             plan.local_steps,
             plan.n_avg,
@@ -263,7 +285,7 @@ class Coordinator:
             groups=pool.groups,
             placement=[Placement.of(f) for f in facts],
             setup_time_s=time.perf_counter() - t0,
-            plan=plan.info,
+            plan=plan.report,
             n_avg=plan.n_avg,
             balance=balancer.measuring,
             transport=pool.transport,
@@ -306,7 +328,7 @@ class Coordinator:
         pool.restore(state.shards)
         noise = ChainNoise(config.seed, config.chains, role=0, dim=bound.dim)
         noise.restore(state.noise)
-        policy: str | bool = config.balance if state.setup.balance else False
+        policy = config.balance if state.setup.balance else Balance.NEVER
         balancer = StepBalancer(
             state.balancer.n,
             state.setup.n_avg,
@@ -439,9 +461,9 @@ class Coordinator:
             balanced=bool(self.balancer.active and len(self.balancer.schedule) > 1),
             tau=self.balancer.tau.copy(),
             placement=list(self.setup.placement),
-            rho=plan.get("rho"),
-            gamma=plan.get("gamma"),
-            M=plan.get("M"),
+            rho=plan.rho,
+            gamma=plan.gamma,
+            M=plan.M,
         )
 
     def close(self) -> None:
@@ -456,8 +478,7 @@ def _group_sizes(pool: WorkerPool) -> np.ndarray:
 
 
 def _param_blocks(model: Model) -> tuple[ParamBlock, ...]:
-    blocks = getattr(model, "param_blocks", None)
-    return tuple(blocks()) if callable(blocks) else ()
+    return tuple(model.param_blocks())
 
 
 def _finite(obj: Any) -> bool:

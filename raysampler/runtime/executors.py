@@ -18,14 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from ..algorithms.base import Algorithm
+from ..enums import Executor, TransportKind
 from ..errors import Failure, FailureKind, WorkerFailed
 from ..models.base import Model
+from ..settings import EngineSettings
 from .contracts import Chunk, CoordinatorHandle, RunConfig, RunState, RunStats, SetupInfo
 from .coordinator import Coordinator
 from .host import ShardSource
 from .pools import WORKER_ENV, LocalPool, RayPool
 
-EXECUTORS = ("local", "ray")
 log = logging.getLogger("raysampler.runtime")
 
 
@@ -42,15 +43,15 @@ class CoordinatorHost:
 
     def start(
         self,
-        executor: str,
+        executor: Executor,
         sources: Sequence[ShardSource],
         model: Model,
         algorithm: Algorithm,
         config: RunConfig,
         max_actors: int | None = None,
-        transport: str = "socket",
+        transport: TransportKind = TransportKind.SOCKET,
     ) -> None:
-        if executor == "ray":
+        if executor == Executor.RAY:
             self.pool = RayPool(
                 sources,
                 model,
@@ -59,9 +60,7 @@ class CoordinatorHost:
                 config.chains,
                 max_actors=max_actors,
                 transport=transport,
-                site_wait=config.site_wait_s,
-                coordinator_shards=config.coordinator_shards,
-                spin_s=config.shm_spin_s,
+                engine=config.engine,
             )
         else:
             self.pool = LocalPool(sources, model, algorithm, config.seed, config.chains)
@@ -80,7 +79,7 @@ class CoordinatorHost:
     def recover(self, state: RunState) -> SetupInfo:
         """A worker was lost: wait for the workers to come back (up to the site wait), then resume from `state`."""
         assert self.pool is not None, "start() first"
-        self.pool.revive(self.config.site_wait_s)
+        self.pool.revive(self.config.engine.site_wait_s)
         self.coordinator = Coordinator.resume(self.pool, self.model, self.algorithm, self.config, state)
         return self.coordinator.setup
 
@@ -205,11 +204,15 @@ def cluster_address(address: str | None = None) -> str | None:
 
 
 def ensure_ray(
-    address: str | None = None, num_cpus: int | None = None, temp_dir: str | os.PathLike | None = None
+    address: str | None = None,
+    num_cpus: int | None = None,
+    temp_dir: str | os.PathLike | None = None,
+    object_store_bytes: int | None = None,
 ) -> None:
     """Connect to the cluster `cluster_address(address)` names, or start a private local Ray in-process (never
-    another process's Ray; no dashboard; `num_cpus` CPUs, default all; object store $RAYSAMPLER_OBJECT_STORE_BYTES,
-    default 1 GiB). A Ray this process already started or joined is used as it is.
+    another process's Ray; no dashboard; `num_cpus` CPUs, default all; object store `object_store_bytes`, default
+    $RAYSAMPLER_OBJECT_STORE_BYTES, else 1 GiB: `EngineSettings.object_store_bytes`). A Ray this process already
+    started or joined is used as it is.
 
     `temp_dir` (the service's `embedded_ray_dir`) gives the private Ray a temp dir of its own, so that what a crashed
     earlier process of the same service left there is found and cleared (`clear_stale_sessions`) before the start.
@@ -224,6 +227,8 @@ def ensure_ray(
     if join is not None:
         ray.init(address=join, configure_logging=False, log_to_driver=False)
         return
+    if object_store_bytes is None:
+        object_store_bytes = EngineSettings.from_env().object_store_bytes
     where: dict[str, Any] = {}
     if temp_dir is not None:
         private = Path(temp_dir).resolve()
@@ -238,7 +243,7 @@ def ensure_ray(
         configure_logging=False,
         log_to_driver=False,
         num_cpus=num_cpus,
-        object_store_memory=int(os.environ.get("RAYSAMPLER_OBJECT_STORE_BYTES", 1 << 30)),
+        object_store_memory=object_store_bytes,
         **where,
     )
     if where:
@@ -370,23 +375,23 @@ def _ship_by_value(model: Model) -> None:
 
 
 def start(
-    executor: str,
+    executor: Executor,
     sources: Sequence[ShardSource],
     model: Model,
     algorithm: Algorithm,
     config: RunConfig,
     max_actors: int | None = None,
-    transport: str = "socket",
+    transport: TransportKind = TransportKind.SOCKET,
 ) -> CoordinatorHandle:
     """A handle on a new coordinator for this run (its pool started; call setup() or resume() next)."""
-    if executor == "local":
+    if executor == Executor.LOCAL:
         host = CoordinatorHost()
-        host.start("local", list(sources), model, algorithm, config)
+        host.start(Executor.LOCAL, list(sources), model, algorithm, config)
         return LocalHandle(host)
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    ensure_ray()
+    ensure_ray(object_store_bytes=config.engine.object_store_bytes)
     _ship_by_value(model)
     # In-memory shards go to the object store once; a worker reads a path shard itself, on its node.
     placed = [
@@ -403,7 +408,7 @@ def start(
     )(CoordinatorHost)
     handle = RayHandle(actor.remote())
     try:
-        handle.start("ray", placed, model, algorithm, config, max_actors, transport)
+        handle.start(Executor.RAY, placed, model, algorithm, config, max_actors, transport)
     except BaseException:
         handle.close()
         raise

@@ -163,15 +163,9 @@ class ShardHost:
         """Adopt the bound model: each shard's stored (X, y) becomes what the model reads (`Model.shard_data`, e.g.
         its rows of an offset array), then is checked against the model (errors name the shard)."""
         bound = []
-        shard_data = getattr(model, "shard_data", None)  # optional in the model contract
         for src, (X, y) in zip(self.sources, self.raw):
-            if shard_data is None:
-                Xb, yb = np.asarray(X), np.asarray(y)
-                model.validate(Xb, yb, argname=f"shards[{src.shard}]")
-                bound.append((Xb, yb))
-                continue
             try:
-                Xb, yb = shard_data(np.asarray(X), np.asarray(y), src.index)
+                Xb, yb = model.shard_data(np.asarray(X), np.asarray(y), src.index)
             except ValueError as exc:
                 raise ValueError(f"shards[{src.shard}]: {exc}") from None
             model.validate(Xb, yb, argname=f"shards[{src.shard}]")
@@ -180,8 +174,7 @@ class ShardHost:
 
     def gram(self) -> list[np.ndarray | None]:
         """Each shard's contribution to the pooled matrix the bound model's properness check reads (`Model.gram`)."""
-        gram = getattr(self.model, "gram", None)  # optional in the model contract
-        return [gram(X, y) if gram is not None else None for X, y in self.data]
+        return [self.model.gram(X, y) for X, y in self.data]
 
     def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]]) -> list[Any]:
         return [fn(self.model, X, y, *a) for (X, y), a in zip(self.data, args)]

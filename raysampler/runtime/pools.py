@@ -3,7 +3,6 @@ the nodes of their sites."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -11,12 +10,14 @@ from typing import Any
 import numpy as np
 
 from ..algorithms.base import Algorithm
+from ..enums import TransportKind
 from ..errors import Failure, FailureKind, WorkerFailed
 from ..models.base import Model
+from ..settings import EngineSettings
 from .contracts import SITE_LABEL, Placement, ShardFacts, ShardState, StepResult
 from .host import ShardHost, ShardSource
-from .sites import site_wait_s, wait_for_sites
-from .transports import TRANSPORTS, ActorTransport, SocketTransport
+from .sites import wait_for_sites
+from .transports import ActorTransport, SocketTransport
 
 #: Worker processes: single-threaded BLAS (one actor per core) and a malloc top pad so the hot loop's large
 #: temporaries are not returned to the OS and page-faulted back every step (measured up to 2x).
@@ -28,34 +29,9 @@ WORKER_ENV = {
 }
 
 
-def coordinator_hosts_shards() -> bool:
-    """Whether the coordinator's process hosts a group of site-less shards itself (RAYSAMPLER_COORDINATOR_SHARDS,
-    default 1; 0 puts every shard on a worker actor)."""
-    return os.environ.get("RAYSAMPLER_COORDINATOR_SHARDS", "1").strip() not in ("0", "false", "no")
-
-
-def shm_spin_s() -> float:
-    """Seconds a shared-memory channel's reader watches for the next message, yielding its core, before it sleeps
-    (RAYSAMPLER_SHM_SPIN_US, default 1000 µs; 0 always sleeps). Measured: benchmarks/hot_path.py."""
-    raw = os.environ.get("RAYSAMPLER_SHM_SPIN_US", "1000")
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"RAYSAMPLER_SHM_SPIN_US must be a number of microseconds, got {raw!r}") from None
-    if not value >= 0:
-        raise ValueError(f"RAYSAMPLER_SHM_SPIN_US must be ≥ 0, got {raw!r}")
-    return value * 1e-6
-
-
-def startup_timeout_s() -> float:
-    """Seconds the worker actors may take to start and load their shards (RAYSAMPLER_STARTUP_TIMEOUT_S, 300)."""
-    return float(os.environ.get("RAYSAMPLER_STARTUP_TIMEOUT_S", 300))
-
-
 class LocalPool:
     """All shards in this process, stepped one after another."""
 
-    parallel = False
     transport = "in-process"
 
     def __init__(
@@ -126,10 +102,8 @@ class RayPool:
     from a file path on its node or from the object store, so the data never passes through the coordinator.
     Round messages go by value over the chosen `Transport` (direct channels, or plain actor calls as the fallback
     when a channel cannot be opened). The pool's own process (the coordinator's) may host one group of site-less
-    shards itself (`coordinator_shards`).
+    shards itself (`engine.coordinator_shards`). `engine` holds the settings the driver read (`EngineSettings`).
     """
-
-    parallel = True
 
     def __init__(
         self,
@@ -139,20 +113,19 @@ class RayPool:
         seed: int,
         chains: int,
         max_actors: int | None = None,
-        transport: str = "socket",
-        site_wait: float | None = None,
-        coordinator_shards: bool = True,
-        spin_s: float = 0.0,
+        transport: TransportKind = TransportKind.SOCKET,
+        *,
+        engine: EngineSettings,
     ) -> None:
         import ray
 
-        if transport not in TRANSPORTS:
-            raise ValueError(f"transport must be one of {TRANSPORTS}, got {transport!r}")
+        transport = TransportKind(transport)
+        self.engine = engine  # the driver's settings: this process never reads its own environment for them
         self.num_shards = len(sources)
         self.sources = list(sources)  # holds in-memory shards' object-store references: a restarted worker reloads
         sites = [s.site for s in sources]
         self.sites = sites
-        site_cpus = wait_for_sites(sites, site_wait_s() if site_wait is None else site_wait)
+        site_cpus = wait_for_sites(sites, engine.site_wait_s)
         free = _available_cpus()
         unsited = sum(s is None for s in sites)
         if unsited and max_actors is not None and max_actors > free:
@@ -164,11 +137,11 @@ class RayPool:
         self._ray = ray
         # With `coordinator_shards`, this process (the coordinator's) hosts the first group of site-less shards when
         # at least one other goes to an actor: it computes them while the actors compute theirs, so a round wakes
-        # one process fewer (benchmarks/hot_path.py measures both).
+        # one process fewer (benchmarks/perf/hot_path.py measures both).
         unsited_groups = [k for k, g in enumerate(self.groups) if sites[g[0]] is None]
         self.home: ShardHost | None = None
         self._home_k: int | None = None
-        if len(unsited_groups) >= 2 and coordinator_shards:
+        if len(unsited_groups) >= 2 and engine.coordinator_shards:
             self._home_k = unsited_groups[0]
             self.home = ShardHost([sources[i] for i in self.groups[self._home_k]], model, algorithm, seed, chains)
         self.remote_groups = [g for k, g in enumerate(self.groups) if k != self._home_k]
@@ -187,7 +160,6 @@ class RayPool:
         self.placement: list[Placement] = []
         self._transport: SocketTransport | ActorTransport = ActorTransport(self.actors, self.remote_groups)
         self._want = transport
-        self._spin_s = spin_s
 
     @property
     def transport(self) -> str:
@@ -197,13 +169,13 @@ class RayPool:
         """The chosen transport once the actors are up (socket channels fall back to actor calls if unreachable)."""
         self._transport.close()
         self._transport = ActorTransport(self.actors, self.remote_groups)
-        if self._want != "socket":
+        if self._want != TransportKind.SOCKET:
             return
         here = self._ray.get_runtime_context().get_node_id()
         local = [self.placement[g[0]].node_id == here for g in self.remote_groups]
         try:
             self._transport = SocketTransport(
-                self.actors, self.remote_groups, startup_timeout_s(), local, spin_s=self._spin_s
+                self.actors, self.remote_groups, self.engine.startup_timeout_s, local, spin_s=self.engine.shm_spin_s
             )
         except (OSError, ConnectionError) as exc:  # e.g. a firewall between nodes: plain actor calls still work
             import warnings
@@ -234,10 +206,10 @@ class RayPool:
     def describe(self) -> list[ShardFacts]:
         """First contact: the actors must start (and load their shards) within the startup timeout."""
         try:
-            parts = self._all("describe", [()] * len(self.groups), timeout=startup_timeout_s())
+            parts = self._all("describe", [()] * len(self.groups), timeout=self.engine.startup_timeout_s)
         except self._ray.exceptions.GetTimeoutError:
             raise TimeoutError(
-                f"worker actors did not start within {startup_timeout_s():.0f} s: the Ray cluster may "
+                f"worker actors did not start within {self.engine.startup_timeout_s:.0f} s: the Ray cluster may "
                 "lack free CPUs (each worker actor needs one) or the shards may be slow to load"
             ) from None
         facts = sorted((f for part in parts for f in part), key=lambda f: f.shard)

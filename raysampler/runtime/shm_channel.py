@@ -39,7 +39,7 @@ INITIAL_BYTES = 1 << 16
 #: Spinning reads a message without a system call in between, which relies on x86's in-order stores and loads;
 #: elsewhere readers only block (the eventfd's kernel locking then orders the writer's stores before the reads).
 SPIN_SAFE = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
-#: Default seconds a reader watches for a message before it blocks (runs choose theirs: `pools.shm_spin_s`).
+#: Default seconds a reader watches for a message before it blocks (runs choose theirs: `EngineSettings.shm_spin_us`).
 DEFAULT_SPIN_S = 0.0
 _HANDSHAKE_TIMEOUT_S = 10.0
 _HEADER = struct.Struct("<QQ")  # sequence number of the last message written, its length in bytes

@@ -4,7 +4,6 @@ driver never opens a site shard itself."""
 
 from __future__ import annotations
 
-import os
 import socket
 import time
 from collections.abc import Sequence
@@ -13,12 +12,8 @@ from typing import Any
 
 from ..errors import Failure, FailureKind, WorkerFailed
 from ..grants import AccessRefused, check_on_site
+from ..settings import EngineSettings
 from .contracts import SITE_LABEL
-
-
-def site_wait_s() -> float:
-    """Seconds to wait for a live node of a shard's site (RAYSAMPLER_SITE_WAIT_S, default 60)."""
-    return float(os.environ.get("RAYSAMPLER_SITE_WAIT_S", 60))
 
 
 def site_nodes() -> dict[str, list[dict[str, Any]]]:
@@ -106,11 +101,12 @@ def probe_shards(
     shards: Sequence[Any], timeout_s: float = 30.0, wait_s: float | None = None
 ) -> list[ShardProbe | None]:
     """Ask a node of each site shard's site about its file (a short task pinned there by the site label); None for
-    shards without a site. A site with no live node is waited for, up to `wait_s` (default `site_wait_s()`), since
-    its node may still be joining; one still missing then gives a probe with ok=False saying how long it waited."""
+    shards without a site. A site with no live node is waited for, up to `wait_s` (default: RAYSAMPLER_SITE_WAIT_S,
+    read now), since its node may still be joining; one still missing then gives a probe with ok=False saying how
+    long it waited."""
     import ray
 
-    wait = site_wait_s() if wait_s is None else wait_s
+    wait = EngineSettings.from_env().site_wait_s if wait_s is None else wait_s
     wanted = {s.site for s in shards if getattr(s, "site", None) is not None}
     t0 = time.monotonic()
     live = site_nodes()

@@ -15,8 +15,6 @@ from typing import Any
 from ..errors import Failure, FailureKind, WorkerFailed
 from .channel import ChannelClient
 
-TRANSPORTS = ("socket", "actor")
-
 
 def lost(group: Sequence[int], exc: BaseException) -> Failure:
     """The record of a worker process that died or became unreachable (first shard of its group)."""

@@ -19,10 +19,11 @@ from typing import Any
 import numpy as np
 
 from ..checkpoints import CheckpointError
-from ..diagnostics import FINAL_DRAWS, diagnose
+from ..diagnostics import FINAL_DRAWS, WarningKind, diagnose
+from ..enums import Executor
 from ..errors import Failure, FailureKind, SamplingError, failure_of
 from ..runtime.contracts import RunStats
-from ..sampling import Run, RunEvent
+from ..sampling import EventKind, Run, RunEvent
 from ..wire import ProgressEvent, ResumedEvent, RunStatus, SetupEvent, StatusEvent, WarningEvent, WorkerLostEvent
 from .drawfiles import DrawFiles
 from .errors import AccessDenied, NotFound, QuotaExceeded, StateConflict
@@ -38,6 +39,7 @@ log = logging.getLogger("raysampler.service")
 LIVE_STATS_S = 2.0  # how often a running run's per-worker statistics are refreshed in its record
 RETRY_AFTER_S = 30  # what a 429 for too many active runs suggests
 _ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING)
+_CONVERGENCE = (WarningKind.RHAT, WarningKind.ESS)  # engine warnings replaced by the stored draws' diagnostics
 
 
 class FairQueue:
@@ -104,13 +106,14 @@ class RunManager:
 
         Without an explicit Ray address the service starts a private local Ray whose temp dir belongs to its data
         dir, so another Ray on the machine is never joined by accident and a crash's leftovers are cleared."""
-        if self.settings.executor == "ray":
+        if self.settings.executor == Executor.RAY:
             from ..runtime.executors import embedded_ray_dir, ensure_ray
 
             ensure_ray(
                 self.settings.ray_address,
                 num_cpus=self.settings.ray_num_cpus,
                 temp_dir=embedded_ray_dir(self.settings.data_dir),
+                object_store_bytes=self.settings.object_store_bytes,
             )
         for rec in self.store.runs_with_status([RunStatus.RUNNING]):  # the service stopped while they ran
             self.store.transition(
@@ -366,6 +369,7 @@ class RunManager:
                 thin=opts.thin,
                 seed=opts.seed,
                 executor=self.settings.executor,
+                engine=self.settings,
                 time_budget_s=opts.time_budget_s,
                 target_ess=opts.target_ess,
                 max_rhat=opts.max_rhat,
@@ -397,9 +401,9 @@ class RunManager:
 
     def _engine_event(self, rec: RunRecord, event: RunEvent) -> None:
         """A lost worker and the run's own recovery from its checkpoint, as events and the restart count."""
-        if event.kind == "worker_lost" and event.failure is not None:
+        if event.kind == EventKind.WORKER_LOST and event.failure is not None:
             self.store.add_event(rec.key, WorkerLostEvent(event.round, jsonable(event.failure.as_dict())))
-        elif event.kind == "resumed":
+        elif event.kind == EventKind.RESUMED:
             restarts = self.get(rec.tenant, rec.id).restarts + 1
             self.store.update_run(rec.tenant, rec.id, restarts=restarts, checkpoint_round=event.round)
             self.store.add_event(rec.key, ResumedEvent(event.round, restarts))
@@ -414,7 +418,7 @@ class RunManager:
             dim=len(names),
             param_names=names,
             timings=timings,
-            plan=jsonable(run.setup.plan),
+            plan=jsonable(run.setup.plan.as_dict()),
             workers=_workers(run.stats()),
             param_blocks=tuple(run.setup.param_blocks),
         )
@@ -454,13 +458,13 @@ class RunManager:
     def _warnings(self, rec: RunRecord, run: Run, sampled: _Sampled) -> list[str]:
         """The engine's warnings (time budget, max_rounds, balancing) and, for a run that sampled to its end, the
         convergence diagnostics of its stored draws against the ArviZ/Stan thresholds (also stored)."""
-        notes = [w for w in run.warnings() if "R-hat" not in w and "bulk ESS" not in w]
+        notes = [str(w) for w in run.warnings() if w.kind not in _CONVERGENCE]
         if sampled.stored >= 4:
             diag = diagnose(self.files.read(rec.tenant, rec.id, 0, sampled.stored).transpose(1, 0, 2), FINAL_DRAWS)
             if diag is not None:
                 self.store.update_run(rec.tenant, rec.id, diagnostics=DiagnosticsInfo.model_validate(diag.as_dict()))
                 if not sampled.cancelled and run.failure is None:
-                    notes += diag.warnings()
+                    notes += [str(w) for w in diag.warnings()]
         return notes
 
     def _conclude(self, rec: RunRecord, run: Run, sampled: _Sampled, warnings: list[str]) -> None:

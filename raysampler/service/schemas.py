@@ -19,6 +19,7 @@ from ..wire import RunStatus
 
 SITE_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$"
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+SEED_MAX = 2**63 - 1  # a run's seed is stored as a signed 64-bit integer
 BUILTIN_PREFIX = "builtin:"
 MODEL_FAMILIES: tuple[str, ...] = tuple(sorted(FAMILIES))
 ALGORITHM_NAMES: tuple[str, ...] = tuple(sorted(ALGORITHMS))
@@ -392,7 +393,7 @@ class RunSpec(BaseModel):
         description=f'default max(100, num_rounds // 10), or {AUTO_BURN_IN} with "auto"',
     )
     thin: int = Field(default=_RUN.thin, ge=1)
-    seed: int = Field(default=_RUN.seed, ge=0, lt=2**63)
+    seed: int = Field(default=_RUN.seed, ge=0, le=SEED_MAX, description="0 ≤ seed ≤ 2**63 - 1 (signed 64 bits)")
     time_budget_s: float | None = Field(default=None, gt=0)
     run_id: str | None = Field(
         default=None, pattern=ID_PATTERN, description="client-chosen id (makes submit idempotent)"

@@ -1,4 +1,5 @@
-"""Service settings from the environment (RAYSAMPLER_*), command-line flags override them; API keys per tenant."""
+"""Service settings from the environment (RAYSAMPLER_*), command-line flags override them; API keys per tenant.
+They extend the engine's own (`EngineSettings`), which the service hands to every run it starts."""
 
 from __future__ import annotations
 
@@ -9,17 +10,20 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
+from ..enums import Executor
 from ..grants import DataGrants, parse_grants
+from ..settings import EngineSettings
 
 TENANT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
-class Settings(BaseSettings):
-    """Where the service keeps its state and how it runs samplers. Environment: RAYSAMPLER_<FIELD>."""
+class Settings(EngineSettings):
+    """Where the service keeps its state and how it runs samplers, plus the engine's settings (`EngineSettings`).
+    Environment: RAYSAMPLER_<FIELD>."""
 
-    model_config = SettingsConfigDict(env_prefix="RAYSAMPLER_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="RAYSAMPLER_", extra="ignore", frozen=False)
 
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
@@ -31,7 +35,8 @@ class Settings(BaseSettings):
         default=None, description="Ray cluster to run on (else $RAY_ADDRESS, else a local Ray)"
     )
     ray_num_cpus: int | None = Field(default=None, ge=1, description="CPUs of the local Ray the service starts")
-    executor: Literal["ray", "local"] = "ray"
+    # The values of `Executor`, spelt out: the REST `Health.executor` is this Literal.
+    executor: Literal["ray", "local"] = Executor.RAY.value
     api_keys: str | None = Field(default=None, description="comma-separated tenant:key pairs")
     api_keys_file: Path | None = Field(default=None, description="file of tenant:key lines ('#' starts a comment)")
     data_grants: str | None = Field(

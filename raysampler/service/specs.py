@@ -4,6 +4,7 @@ run will check them, so a spec the engine would reject is a 422 naming the field
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
@@ -12,13 +13,12 @@ import numpy as np
 
 from .. import datasets as rs_datasets
 from ..algorithms import ALGORITHMS, Algorithm, get_algorithm
+from ..errors import ArgumentError, PathPart
 from ..grants import ACCESS_RULE, AccessRefused, DataGrants, check_lexical
 from ..models import get_model
 from ..models.base import DataSpec, Model
 from ..options import RunOptions
-from ..runtime.coordinator import bind_model
-from ..runtime.host import ShardSource
-from ..runtime.pools import LocalPool
+from ..runtime.coordinator import validate_run
 from ..runtime.sites import probe_shards
 from ..shards import DataTable, Shard, ShardSet, shard
 from .errors import AccessDenied, FieldError
@@ -54,8 +54,7 @@ def run_options(spec: RunSpec) -> RunOptions:
     try:
         return _options(spec)
     except ValueError as exc:
-        name = str(exc).split()[0]
-        raise SpecError((name if name in RunSpec.model_fields else "num_rounds",), str(exc)) from None
+        raise SpecError(rest_loc(spec, exc, ("num_rounds",)), str(exc)) from None
 
 
 def _options(spec: RunSpec) -> RunOptions:
@@ -78,17 +77,33 @@ def spec_hash(spec: RunSpec) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
-#: Engine model arguments whose REST field has another name.
-_REST_FIELD = {"offset": "offset_column", "trials": "trials_column"}
+Loc = tuple[str | int, ...]
+
+#: Engine argument path (`ArgumentError.path`) -> RunSpec field (a 422's `loc`); the longest listed prefix of a path
+#: decides. A model argument that is not listed keeps its name (("model", arg, ...) -> ("model", arg)).
+REST_LOC: dict[tuple[PathPart, ...], Loc] = {
+    ("model", "family"): ("model", "family"),
+    ("model", "offset"): ("model", "offset_column"),
+    ("model", "trials"): ("model", "trials_column"),
+    ("algorithm",): ("algorithm", "params"),
+    ("strategy",): ("shard_strategy",),
+    ("num_shards",): ("num_shards",),
+    **{(f.name,): (f.name,) for f in dataclasses.fields(RunOptions)},
+}
 
 
-def model_field(spec: RunSpec, message: str) -> str | None:
-    """The REST field of spec.model an engine error message is about (it starts by naming the argument), if any."""
-    head = message.split(";")[0]
-    for arg in sorted(spec.model.arg_names(), key=len, reverse=True):
-        if head.startswith(arg) or f" {arg}" in head or f"{arg}=" in head or f"({arg}" in head:
-            return _REST_FIELD.get(arg, arg)
-    return None
+def rest_loc(spec: RunSpec, exc: BaseException, default: Loc) -> Loc:
+    """The RunSpec field an engine error names by its path (`REST_LOC`), else `default`: also for a model argument
+    the spec does not set (e.g. columns, fixed from the data) and for errors that carry no path."""
+    path = exc.path if isinstance(exc, ArgumentError) else ()
+    if path[:1] == ("model",) and len(path) > 1 and path[1] != "family" and path[1] not in spec.model.arg_names():
+        return default
+    for k in range(len(path), 0, -1):
+        if path[:k] in REST_LOC:
+            return REST_LOC[path[:k]]
+    if len(path) > 1 and path[0] == "model" and isinstance(path[1], str):
+        return ("model", path[1])
+    return default
 
 
 def load_data(spec: RunSpec, tenant: str, store: RecordStore) -> DataTable:
@@ -132,17 +147,13 @@ def build(
     Site shards must lie within the tenant's `grants` (none: no site shard) and are checked by asking their sites'
     nodes (`build_site_shards`): this process never opens them."""
     try:
-        model = get_model(spec.model.family, **spec.model.params())
-    except ValueError as exc:
-        msg = str(exc)
-        if "unknown model family" in msg:
-            loc: tuple[str | int, ...] = ("model", "family")
-        else:
-            named = model_field(spec, msg)
-            loc = ("model", named) if named else ("model",)
-        raise SpecError(loc, msg) from None
-    except TypeError as exc:
+        params = spec.model.params()  # builds the priors: their errors' paths are the prior's own arguments
+    except (ValueError, TypeError) as exc:
         raise SpecError(("model",), str(exc)) from None
+    try:
+        model = get_model(spec.model.family, **params)
+    except (ValueError, TypeError) as exc:
+        raise SpecError(rest_loc(spec, exc, ("model",)), str(exc)) from None
     try:
         algorithm = get_algorithm(spec.algorithm.name, **spec.algorithm.params)
     except (ValueError, TypeError) as exc:
@@ -154,27 +165,15 @@ def build(
     try:
         shards = shard(X, y, num_shards=spec.num_shards, strategy=spec.shard_strategy, seed=spec.seed, columns=cols)
     except ValueError as exc:
-        field = "shard_strategy" if "label" in str(exc) or "strategy" in str(exc) else "num_shards"
-        raise SpecError((field,), str(exc)) from None
-    pool = LocalPool(
-        [ShardSource(i, s, s.site, s.columns, s.index) for i, s in enumerate(shards)],
-        model,
-        algorithm,
-        spec.seed,
-        spec.chains,
-    )
+        raise SpecError(rest_loc(spec, exc, ("num_shards",)), str(exc)) from None
     try:
-        _, bound = bind_model(pool, model)
+        _, d = validate_run(model, shards, algorithm, spec.chains, spec.seed)
     except (ValueError, TypeError) as exc:
-        named = model_field(spec, str(exc))
-        if named is not None:
-            raise SpecError(("model", named), str(exc)) from None
-        raise SpecError(("data",), f"the data do not fit model family {spec.model.family!r}: {exc}") from None
-    try:
-        algorithm.check_shapes(len(shards), int(bound.dim), spec.chains)
-    except ValueError as exc:
-        raise SpecError(("algorithm", "params"), str(exc)) from None
-    return Built(model, shards, int(X.shape[0]), int(bound.dim))
+        loc = rest_loc(spec, exc, ("data",))
+        if loc == ("data",):
+            raise SpecError(loc, f"the data do not fit model family {spec.model.family!r}: {exc}") from None
+        raise SpecError(loc, str(exc)) from None
+    return Built(model, shards, int(X.shape[0]), d)
 
 
 def build_site_shards(
@@ -231,7 +230,7 @@ def build_site_shards(
     rows = [p.n_rows for p in probes if p is not None]
     n = sum(r for r in rows if r is not None) if all(r is not None for r in rows) else 0
     d = 0
-    if getattr(model, "target_kind", "") != "multiclass":  # the number of classes needs the labels: at run time
+    if model.target_kind != "multiclass":  # the number of classes needs the labels: at run time
         try:
             bound = model.bind(DataSpec(n_features=first.n_features, columns=first.columns))
             d = int(bound.dim)

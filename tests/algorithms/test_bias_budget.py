@@ -1,6 +1,7 @@
-"""The bias budget: the stationary laws raysampler.budget predicts from the Laplace model agree with the exact laws the
-sampler tests verify; on a Gaussian target (where the Laplace model is exact) every unadjusted algorithm's tuned
-default keeps its exact-law bias within δ, samples that law, and a step 1.5× larger (or ρ 1.5× smaller) would not."""
+"""The bias budget: the stationary laws raysampler.tuning.laws derives from the Laplace model agree with the exact
+laws the sampler tests verify; on a Gaussian target (where the Laplace model is exact) every unadjusted algorithm's
+tuned default keeps its exact-law bias within δ, samples that law, and a step 1.5× larger (or ρ 1.5× smaller) would
+not."""
 
 from __future__ import annotations
 
@@ -17,11 +18,11 @@ from test_baselines_exact import ula_law
 from test_dadmm import dadmms_law as ref_dadmms
 
 import raysampler as rs
-from raysampler import budget, tuning
 from raysampler import topology as topo
 from raysampler.runtime.coordinator import bind_model
 from raysampler.runtime.host import ShardSource
 from raysampler.runtime.pools import LocalPool
+from raysampler.tuning import budget, laplace_step, laws
 
 SIZES = (3, 5, 4, 6, 2)
 DELTA = 0.05
@@ -37,7 +38,7 @@ def laplace(problem, preconditioner):
     shards, model, _, _ = problem
     pool = LocalPool([ShardSource(i, s) for i, s in enumerate(shards)], model, None, 0, 2)
     _, bound = bind_model(pool, model)
-    return tuning.laplace_step(bound, pool, seed=0, preconditioner=preconditioner)
+    return laplace_step(bound, pool, seed=0, preconditioner=preconditioner)
 
 
 def in_theta(lap, law):
@@ -60,23 +61,21 @@ def test_budget_laws_equal_the_verified_exact_laws(problem):
     b = len(P)
     ring = topo.make_topology("ring", b)
     W = topo.metropolis_weights(ring)
-    close(in_theta(lap, budget.ula_law_moments(lap, 0.02)), ula_law(P, m, 0.02))
-    close(in_theta(lap, budget.dsgld_law(lap, W, 0.02)), ref_dsgld(P, m, 0.02, W))
-    close(in_theta(lap, budget.dsghmc_law(lap, W, 0.05, 0.7)), ref_dsghmc(P, m, 0.05, 0.7, W))
-    close(
-        in_theta(lap, budget.dula_law(lap, ring.laplacian(), 0.004, 0.2)), ref_dula(P, m, 0.004, 0.2, ring.laplacian())
-    )
+    close(in_theta(lap, laws.ula_law_moments(lap, 0.02)), ula_law(P, m, 0.02))
+    close(in_theta(lap, laws.dsgld_law(lap, W, 0.02)), ref_dsgld(P, m, 0.02, W))
+    close(in_theta(lap, laws.dsghmc_law(lap, W, 0.05, 0.7)), ref_dsghmc(P, m, 0.05, 0.7, W))
+    close(in_theta(lap, laws.dula_law(lap, ring.laplacian(), 0.004, 0.2)), ref_dula(P, m, 0.004, 0.2, ring.laplacian()))
     for noise in ("curvature", "langevin", "paper"):
-        close(in_theta(lap, budget.dadmms_law(lap, ring, 2.0, noise)), ref_dadmms(P, m, 2.0, ring, noise=noise))
+        close(in_theta(lap, laws.dadmms_law(lap, ring, 2.0, noise)), ref_dadmms(P, m, 2.0, ring, noise=noise))
 
 
-ALGS = {  # algorithm → (plan key of its tuned value, its law, whether the search lowers (step) or raises (rho) it)
-    "ula": ("step_size", lambda lap, v, plan, W, top: budget.ula_law_moments(lap, v), "step"),
-    "qlsd": ("step_size", lambda lap, v, plan, W, top: budget.qlsd_law(lap, v, 0.0, True), "step"),
-    "dsgld": ("step_size", lambda lap, v, plan, W, top: budget.dsgld_law(lap, W, v), "step"),
-    "dsghmc": ("step_size", lambda lap, v, plan, W, top: budget.dsghmc_law(lap, W, v, plan["friction"]), "step"),
-    "dula": ("alpha0", lambda lap, v, plan, W, top: budget.dula_law(lap, top.laplacian(), v, plan["beta0"]), "step"),
-    "dadmms": ("rho", lambda lap, v, plan, W, top: budget.dadmms_law(lap, top, v, plan["noise"]), "rho"),
+ALGS = {  # algorithm → (report field of its tuned value, its law, whether the search lowers (step) or raises (rho))
+    "ula": ("step_size", lambda lap, v, plan, W, top: laws.ula_law_moments(lap, v), "step"),
+    "qlsd": ("step_size", lambda lap, v, plan, W, top: laws.qlsd_law(lap, v, 0.0, True), "step"),
+    "dsgld": ("step_size", lambda lap, v, plan, W, top: laws.dsgld_law(lap, W, v), "step"),
+    "dsghmc": ("step_size", lambda lap, v, plan, W, top: laws.dsghmc_law(lap, W, v, plan.friction), "step"),
+    "dula": ("alpha0", lambda lap, v, plan, W, top: laws.dula_law(lap, top.laplacian(), v, plan.beta0), "step"),
+    "dadmms": ("rho", lambda lap, v, plan, W, top: laws.dadmms_law(lap, top, v, plan.noise), "rho"),
 }
 
 
@@ -103,12 +102,10 @@ def test_tuned_default_keeps_the_exact_law_within_budget_and_samples_it(problem,
     lap = laplace(problem, "auto")
     top = topo.make_topology("complete", len(SIZES))
     W = topo.metropolis_weights(top)
-    value = plan[key]
+    value = getattr(plan, key)
     law = law_of(lap, value, plan, W, top)
     pred = budget.compare(lap, *law)
-    assert pred.worst <= DELTA + 1e-9 and pred.worst == pytest.approx(
-        max(plan["predicted_mean_shift_sd"], plan["predicted_sd_error"])
-    )
+    assert pred.worst <= DELTA + 1e-9 and pred.worst == pytest.approx(plan.bias.worst)
     assert_moments(res.draws, *in_theta(lap, law))
     beyond = law_of(lap, value * 1.5 if kind == "step" else value / 1.5, plan, W, top)
     if algorithm != "dadmms":  # D-ADMMS's ρ is bounded below by the non-Gaussian cap, not by this law
@@ -133,8 +130,8 @@ def test_fald_tuned_default_keeps_the_exact_law_within_budget(problem):
     Li = np.linalg.inv(L)
     P_phi = [L.T @ Pi @ L for Pi in P]
     m_phi = [Li @ (mi - s) for mi in m]
-    exact = fald_law(P_phi, m_phi, L.T @ L, Li @ (np.zeros(2) - s), plan["step_size"], plan["p_comm"], plan["tau"])
-    predicted = budget.fald_law(lap, plan["step_size"], plan["p_comm"], plan["tau"])
+    exact = fald_law(P_phi, m_phi, L.T @ L, Li @ (np.zeros(2) - s), plan.step_size, plan.p_comm, plan.tau)
+    predicted = laws.fald_law(lap, plan.step_size, plan.p_comm, plan.tau)
     np.testing.assert_allclose(predicted[0], exact[0] - lap.centre, atol=1e-6)  # exact (to the tail cut)
     assert budget.compare(lap, exact[0] - lap.centre, exact[1]).worst <= DELTA + 0.01
     assert_moments(res.draws, *in_theta(lap, (exact[0] - lap.centre, exact[1])))

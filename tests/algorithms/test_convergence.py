@@ -21,7 +21,7 @@ def gauss():
 
 def test_auto_stops_once_ess_and_rhat_targets_hold_and_draws_match_the_posterior(gauss):
     shards, model, P, m = gauss
-    from raysampler import exact
+    from raysampler.testing import exact
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a converged run warns about nothing

@@ -34,12 +34,12 @@ from problems import SIGMA1, gaussian_problem
 from stats_helpers import assert_moments, tolerance_scale
 
 import raysampler as rs
-from raysampler import exact
 from raysampler import topology as topo
 from raysampler.algorithms import RoundInfo, get_algorithm
 from raysampler.algorithms.dadmm import ADMM, DADMMS, PAPER_RHO, prox
 from raysampler.algorithms.decentralized import GraphState
 from raysampler.models.base import DataSpec
+from raysampler.testing import exact
 
 SIZES = (3, 5, 4, 6)
 B = len(SIZES)
@@ -290,10 +290,13 @@ def test_routing_only_neighbours():
 def test_worker_rejects_non_neighbour_values(problem):
     shards, model = problem[:2]
     alg = get_algorithm("admm", topology="ring")
+    from raysampler.algorithms.dadmm import ADMMConsts
     from raysampler.algorithms.decentralized import AgentMessage, AgentPayload
 
     top = topo.make_topology("ring", 4)
-    payload = AgentPayload(0, 4, top.neighbours[0], 0.0, np.zeros(2), np.zeros((1, 2)), None, "admm", {})
+    payload = AgentPayload(
+        0, 4, top.neighbours[0], 0.0, np.zeros(2), np.zeros((1, 2)), None, "admm", ADMMConsts(PAPER_RHO, None)
+    )
     state = alg.worker_init(payload, None, None, None)
     with pytest.raises(RuntimeError, match="neighbours"):
         alg.worker_step(state, AgentMessage(0, (1, 2), (np.zeros((1, 2)),) * 2), None, None, None, None)
@@ -318,10 +321,10 @@ def test_curvature_noise_falls_back_to_langevin_in_high_dimension(problem, monke
 
     monkeypatch.setattr(dadmm, "DENSE_MAX", 1)
     res = _run(problem, "dadmms", chains=2, num_rounds=3, burn_in=0)
-    assert res.info["setup"]["plan"]["noise"] == "langevin"
+    assert res.info["setup"]["plan"].noise == "langevin"
     monkeypatch.setattr(dadmm, "DENSE_MAX", 200)
     res = _run(problem, "dadmms", chains=2, num_rounds=3, burn_in=0)
-    assert res.info["setup"]["plan"]["noise"] == "curvature"
+    assert res.info["setup"]["plan"].noise == "curvature"
 
 
 @pytest.mark.parametrize("name", ["dadmms", "admm"])

@@ -29,7 +29,7 @@ PROBLEMS = {
 
 def _check(res: rs.Result, ref: np.lib.npyio.NpzFile) -> dict[str, float]:
     plan = res.info["setup"]["plan"]
-    delta = plan.get("bias_budget") or 0.0
+    delta = plan.bias_budget or 0.0
     ess = res.ess("bulk")
     mean, sd = res.draws.mean(axis=(0, 1)), res.draws.std(axis=(0, 1))
     err = np.abs(mean - ref["mean"]) / ref["sd"]

@@ -13,8 +13,8 @@ from problems import gaussian_problem
 from stats_helpers import Z, assert_moments, ess, tolerance_scale
 
 import raysampler as rs
-from raysampler import exact
-from raysampler.algorithms import dglmc
+from raysampler.testing import exact
+from raysampler.tuning.overrelax import gibbs_autocorrelation, gibbs_iat
 
 SIZES = (6, 10, 14)
 
@@ -98,7 +98,7 @@ def test_mala_within_gibbs_targets_pi_rho(problem, overrelax, seed):
         init="zeros",
         overrelax=overrelax,
     )
-    assert res.info["setup"]["plan"]["overrelax"] == overrelax
+    assert res.info["setup"]["plan"].overrelax == overrelax
     mean, cov = exact.pi_rho(P, m, np.eye(2), np.zeros(2), [0.1] * 3)
     assert_moments(res.draws, mean, cov)
     assert 0.3 < res.sample_stats["local_accept"].mean() < 0.95
@@ -110,7 +110,7 @@ def test_default_run_targets_whitened_pi_rho_within_bias_budget(problem):
     stays within the budget."""
     shards, model, P, m = problem
     res = rs.sample(model, shards, chains=16, num_rounds=20_000, burn_in=1000, seed=2, executor="local", progress=False)
-    assert -1 < res.info["setup"]["plan"]["overrelax"] < 0  # the check covers the over-relaxed updates
+    assert -1 < res.info["setup"]["plan"].overrelax < 0  # the check covers the over-relaxed updates
     rho = res.stats["rho"]
     post_mean, post_cov = exact.gaussian_posterior(P, m, np.eye(2), np.zeros(2))
     mean, cov = exact.pi_rho(P, m, np.eye(2), np.zeros(2), rho, metric=post_cov)  # LLᵀ = Laplace covariance
@@ -120,16 +120,16 @@ def test_default_run_targets_whitened_pi_rho_within_bias_budget(problem):
     mean_bias = np.max(np.abs(mean - post_mean) / np.sqrt(np.diag(post_cov)))
     # Quadratic U_i: the tuner's Laplace prediction of π_ρ's bias is exact, and ρ is the largest within budget.
     np.testing.assert_allclose(
-        [plan["predicted_sd_inflation"], plan["predicted_mean_shift_sd"]], [inflation, mean_bias], rtol=1e-6, atol=1e-12
+        [plan.bias.sd_error, plan.bias.mean_shift_sd], [inflation, mean_bias], rtol=1e-6, atol=1e-12
     )
-    assert max(inflation, mean_bias) <= plan["bias_budget"] == 0.05
+    assert max(inflation, mean_bias) <= plan.bias_budget == 0.05
 
 
 def test_overrelaxation_autocorrelation_matches_its_prediction():
     """One dimension, Gaussian shards: the per-direction recursion behind overrelax="auto" is then exact, so the
-    chain's autocorrelations at lags 1–5 must match `_gibbs_autocorrelation`, for the chosen α and for plain Gibbs
-    (tolerance: 4 standard errors, Bartlett-type, from the predicted IAT of θ²); and the chosen α must give at
-    least twice plain Gibbs's bulk ESS."""
+    chain's autocorrelations at lags 1–5 must match `tuning.overrelax.gibbs_autocorrelation`, for the chosen α and
+    for plain Gibbs (tolerance: 4 standard errors, Bartlett-type, from the predicted IAT of θ²); and the chosen α
+    must give at least twice plain Gibbs's bulk ESS."""
     rng = np.random.default_rng(11)
     sizes = (20, 40, 60)
     ys = [0.3 + rng.normal(size=(n, 1)) for n in sizes]
@@ -142,15 +142,15 @@ def test_overrelaxation_autocorrelation_matches_its_prediction():
             overrelax=overrelax,
         )  # fmt: skip
         plan = res.info["setup"]["plan"]
-        alpha, rho = plan["overrelax"], np.asarray(plan["rho"])
+        alpha, rho = plan.overrelax, np.asarray(plan.rho)
         var = 1.0 / (1.0 + sum(sizes))  # whitened coordinates: the Laplace metric is the posterior variance
         p0, p = var, np.array(sizes) * var
-        c, lam = dglmc._gibbs_autocorrelation(alpha, p0, p, rho)
+        c, lam = gibbs_autocorrelation(alpha, p0, p, rho)
         lags = np.arange(1, 6)
         predicted = np.real(np.sum(c[None, :] * lam[None, :] ** lags[:, None], axis=1))
         x = res.draws[..., 0] - res.draws[..., 0].mean()
         measured = np.array([np.mean(x[:, t:] * x[:, :-t]) for t in lags]) / np.mean(x * x)
-        se = np.sqrt(4.0 * dglmc._gibbs_iat(alpha, p0, p, rho)[1] / x.size)
+        se = np.sqrt(4.0 * gibbs_iat(alpha, p0, p, rho)[1] / x.size)
         np.testing.assert_array_less(np.abs(measured - predicted), Z * se, err_msg=f"overrelax={overrelax}")
         bulk[overrelax] = ess(res.draws[..., 0])
     assert alpha == 0.0 and bulk["auto"] > 2.0 * bulk[0.0]
@@ -170,13 +170,13 @@ def test_bias_budget_also_bounds_the_mean_when_shards_disagree():
     m = [y1.mean(axis=0), y2.mean(axis=0)]
     prior = np.array([[1e-4]])
     post_mean, post_cov = exact.gaussian_posterior(P, m, prior, np.zeros(1))
-    curvature_rule = ((1.05) ** 2 - 1) / plan["M"].max()
+    curvature_rule = ((1.05) ** 2 - 1) / plan.M.max()
     shift_at = lambda r: abs(exact.pi_rho(P, m, prior, np.zeros(1), [r, r], metric=post_cov)[0][0] - post_mean[0])
     assert shift_at(curvature_rule) / np.sqrt(post_cov[0, 0]) > 0.5  # the old rule's bias
     assert res.stats["rho"][0] < curvature_rule
     assert shift_at(res.stats["rho"][0]) / np.sqrt(post_cov[0, 0]) <= 0.05 + 1e-9
     np.testing.assert_allclose(
-        plan["predicted_mean_shift_sd"], shift_at(res.stats["rho"][0]) / np.sqrt(post_cov[0, 0]), rtol=1e-6
+        plan.bias.mean_shift_sd, shift_at(res.stats["rho"][0]) / np.sqrt(post_cov[0, 0]), rtol=1e-6
     )
 
 

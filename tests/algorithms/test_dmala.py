@@ -25,7 +25,6 @@ from problems import gaussian_problem
 from stats_helpers import assert_moments
 
 import raysampler as rs
-from raysampler import exact
 from raysampler import topology as topo
 from raysampler.algorithms import RoundInfo, get_algorithm
 from raysampler.algorithms.decentralized import AgentPayload
@@ -33,6 +32,7 @@ from raysampler.algorithms.dmala import (
     DEFAULT_SCHEDULE,
     DMALA,
     PAPER_MH_BURN_IN,
+    DMALAConsts,
     DMALAMessage,
     DMALAReply,
     DMALAState,
@@ -42,6 +42,11 @@ from raysampler.algorithms.dmala import (
     routed_mix,
 )
 from raysampler.algorithms.mcmc import DualAveraging
+from raysampler.testing import exact
+
+#: the constants an agent's payload carries (a D-MALA worker reads none of them)
+CONSTS = DMALAConsts(0.1, False, 0.574, 0, DEFAULT_SCHEDULE)
+
 
 # --- ΔH ------------------------------------------------------------------------------------------------------
 
@@ -444,7 +449,7 @@ def test_messages_carry_only_own_proposal_and_worker_checks_index():
     assert [(m.index, m.t) for m in msgs] == [(i, 3) for i in range(4)]
     assert all(m.proposal is st.proposals[i] for i, m in enumerate(msgs))
     assert all(set(m._fields) == {"t", "index", "proposal", "moved"} for m in msgs)
-    pay = AgentPayload(0, 4, (1, 3), 0.5, np.zeros(2), np.zeros((1, 2)), None, "dmala", {})
+    pay = AgentPayload(0, 4, (1, 3), 0.5, np.zeros(2), np.zeros((1, 2)), None, "dmala", CONSTS)
     with pytest.raises(RuntimeError, match="agent 2"):
         alg.worker_step((pay, None), DMALAMessage(0, 2, st.proposals[2], np.zeros(1, bool)), None, None, None, None)
 
@@ -498,7 +503,7 @@ def test_mixing_schedule_and_nonfinite_rejected():
     # a worker never sends a non-finite number
     m = rs.models.LinearRegression(prior_scale=1.0, noise_sd=1.0, n_features=2)
     X, y = np.ones((3, 2)), np.ones(3)
-    pay = AgentPayload(0, 1, (), 1.0, np.zeros(0), np.zeros((2, 2)), m.prior(), "dmala", {})
+    pay = AgentPayload(0, 1, (), 1.0, np.zeros(0), np.zeros((2, 2)), m.prior(), "dmala", CONSTS)
     w = alg.worker_init(pay, m, X, y)
     _, rep = alg.worker_step(
         w, DMALAMessage(0, 0, np.array([[np.inf, 0.0], [1.0, 1.0]]), np.zeros(2, bool)), m, X, y, None

@@ -28,9 +28,9 @@ from problems import SIGMA1, gaussian_problem
 from stats_helpers import assert_moments, tolerance_scale
 
 import raysampler as rs
-from raysampler import exact
 from raysampler.algorithms import FALD, get_algorithm
 from raysampler.algorithms.fald import geometric_steps
+from raysampler.testing import exact
 
 SIZES = (6, 10, 14, 8)
 CENTRES = [(1.5, -1.0), (0.0, 0.5), (-1.0, -1.5), (0.5, 1.0)]  # heterogeneous shards: the schedule matters
@@ -267,9 +267,9 @@ def test_defaults_and_registry(problem):
     )
     M = np.array([np.linalg.eigvalsh(Pi).max() for Pi in P])
     plan = res.info["setup"]["plan"]
-    np.testing.assert_allclose(plan["step_size"], 0.1 / np.max(M + 1.0 / len(P)), rtol=1e-10)
+    np.testing.assert_allclose(plan.step_size, 0.1 / np.max(M + 1.0 / len(P)), rtol=1e-10)
     post = exact.gaussian_posterior(P, problem[3], np.eye(2), np.zeros(2))
-    np.testing.assert_allclose(plan["theta_map"], post[0], atol=1e-6)
+    np.testing.assert_allclose(plan.theta_map, post[0], atol=1e-6)
     assert np.all(np.isfinite(res.draws))
 
 

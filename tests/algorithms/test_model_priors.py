@@ -14,9 +14,9 @@ from reference_problems import PROBLEMS, reference
 from stats_helpers import Z
 
 import raysampler as rs
-from raysampler import exact
 from raysampler.models import DataSpec
 from raysampler.priors import InverseGamma, Normal
+from raysampler.testing import exact
 
 SAMPLERS = sorted(set(rs.algorithms.ALGORITHMS) - {"admm"})  # admm is an optimiser (the MAP), not a sampler
 BIAS = 0.1  # sd units: twice the unadjusted algorithms' budget δ = 0.05, which holds exactly for Gaussian targets

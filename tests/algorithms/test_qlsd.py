@@ -17,9 +17,9 @@ import pytest
 from stats_helpers import Z, assert_moments, ess, tolerance_scale
 
 import raysampler as rs
-from raysampler import exact
 from raysampler.algorithms import get_algorithm
 from raysampler.algorithms.qlsd import QLSD, bits, omega, quantize
+from raysampler.testing import exact
 
 SIGMA1 = np.array([[1.0, 0.5], [0.5, 2.0]])
 SIZES = (3, 5, 4, 6, 2)

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import scipy.stats as st
 
-from raysampler import exact
 from raysampler.models import DataSpec, LinearRegression
 from raysampler.priors import Flat, HalfNormal, InverseGamma, Normal, StudentT
+from raysampler.testing import exact
 
 
 def _data(seed=0, n=35, p=3):

@@ -2,10 +2,9 @@
 the MAP, the Laplace preconditioner θ = θ* + Lφ, each shard's quadratic model of U_i at the MAP (its gradient and
 Hessian in φ) and the curvature met there.
 
-Each quantity is a sum over shards of something a worker computes from its own shard (value, gradient, Hessian,
-Hessian-vector products); the coordinator only adds the prior and sums. `laplace_step` returns it all as one
-`Laplace` value; algorithms derive their default step sizes from it (see raysampler.laws) and run on
-`Laplace.model(...)`, the model seen in φ.
+Each quantity is a sum over shards of something a worker computes from its own shard (`shards`, `curvature`); the
+coordinator only adds the prior and sums. `laplace_step` returns it all as one `Laplace` value; algorithms derive
+their default step sizes from it (`budget`, `laws`) and run on `Laplace.model(...)`, the model seen in φ.
 """
 
 from __future__ import annotations
@@ -17,85 +16,15 @@ import numpy as np
 import scipy.linalg
 import scipy.optimize
 
-from .algorithms.base import ShardPool
-from .models.base import Model
-from .reparam import Preconditioner, WhitenedModel
-from .streams import ChainNoise
+from ..models import Model
+from ..reparam import Preconditioner, WhitenedModel
+from ..streams import ChainNoise
+from .curvature import local_curvatures
+from .shards import ShardPool, shard_hessian, shard_hessian_diag, shard_local_quadratic, shard_value_and_grad
 
 #: Above this dimension the Laplace preconditioner is diagonal (a dense d×d factor costs d² per step).
 DENSE_PRECONDITIONER_MAX_DIM = 300
 PRECONDITIONERS = ("auto", "laplace", "diag", None)
-INITS = ("map", "zeros")
-
-
-# --- worker-side functions (run where the shard lives; module-level so Ray can ship them) ---------
-
-
-def shard_value_and_grad(model: Model, X: np.ndarray, y: np.ndarray, theta: np.ndarray) -> tuple[float, np.ndarray]:
-    u, g = model.potential_and_grad(X, y, theta[None, :])
-    return float(u[0]), g[0]
-
-
-def shard_batch_value_and_grad(
-    model: Model, X: np.ndarray, y: np.ndarray, theta: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """U_i and ∇U_i at K points (K, d) on one shard."""
-    return model.potential_and_grad(X, y, theta)
-
-
-def shard_grad(model: Model, X: np.ndarray, y: np.ndarray, theta: np.ndarray) -> np.ndarray:
-    """∇U_i at K points (K, d) on one shard."""
-    return model.grad(X, y, theta)
-
-
-def shard_hessian(model: Model, X: np.ndarray, y: np.ndarray, theta: np.ndarray) -> np.ndarray:
-    return model.hessian(X, y, theta)
-
-
-def shard_hessian_diag(model: Model, X: np.ndarray, y: np.ndarray, theta: np.ndarray) -> np.ndarray:
-    return model.hessian_diag(X, y, theta)
-
-
-def shard_smoothness(model: Model, X: np.ndarray, y: np.ndarray) -> float:
-    return float(model.smoothness(X, y))
-
-
-def shard_whitened_curvature(
-    model: Model, X: np.ndarray, y: np.ndarray, precond: Preconditioner, iters: int = 100, tol: float = 1e-4
-) -> float:
-    """λ_max(Lᵀ∇²U_i(θ*)L) by power iteration on Hessian-vector products: the curvature actually met at the MAP."""
-    wm = WhitenedModel(model, precond)
-    d = wm.dim
-    v = np.ones(d) + 0.1 * np.sin(np.arange(1, d + 1))  # fixed start: deterministic on every executor
-    v /= np.linalg.norm(v)
-    origin = np.zeros((1, d))
-    lam = 0.0
-    for _ in range(iters):
-        w = wm.hvp(X, y, origin, v[None, :])[0]
-        new = float(np.linalg.norm(w))
-        if new == 0.0 or not np.isfinite(new):
-            return max(new, 0.0) if np.isfinite(new) else float("inf")
-        v = w / new
-        if abs(new - lam) <= tol * new:
-            return new
-        lam = new
-    return lam
-
-
-def shard_local_quadratic(
-    model: Model, X: np.ndarray, y: np.ndarray, precond: Preconditioner, dense: bool
-) -> tuple[np.ndarray, np.ndarray]:
-    """Worker i's quadratic model of U_i at the MAP (φ = 0) in φ coordinates: (∇_φU_i, ∇²_φU_i), the Hessian dense
-    (d, d) or its diagonal (d,) (a PSD curvature estimate)."""
-    wm = WhitenedModel(model, precond)
-    origin = np.zeros(wm.dim)
-    g = wm.grad(X, y, origin[None, :])[0]
-    if dense:
-        return g, wm.hessian(X, y, origin)
-    return g, np.asarray(wm.hessian_diag(X, y, origin))
-
-
-# --- coordinator side ---------------------------------------------------------------------------
 
 
 def prior_hessian(prior: Any, x: np.ndarray) -> np.ndarray:
@@ -178,21 +107,11 @@ def laplace_preconditioner(model: Model, pool: ShardPool, theta_map: np.ndarray,
     return Preconditioner(theta_map, 1.0 / np.sqrt(np.clip(diag, 1e-12, None)), "diag")
 
 
-def local_curvatures(model: Model, pool: ShardPool, precond: Preconditioner) -> np.ndarray:
-    """Per-shard M_i = λ_max(Lᵀ∇²U_i(θ*)L): the curvature met near the posterior mass, in φ coordinates."""
-    return np.array(pool.map(shard_whitened_curvature, [(precond,)] * pool.num_shards), dtype=float)
-
-
 def local_quadratics(
     model: Model, pool: ShardPool, precond: Preconditioner, dense: bool
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Every worker's (gradient, Hessian) of U_i at the MAP in φ coordinates (`shard_local_quadratic`)."""
     return pool.map(shard_local_quadratic, [(precond, dense)] * pool.num_shards)
-
-
-def smoothness_bounds(model: Model, pool: ShardPool) -> np.ndarray:
-    """Per-shard worst-case M_i from the models (the paper's rule)."""
-    return np.array(pool.map(shard_smoothness, [()] * pool.num_shards), dtype=float)
 
 
 def map_start(seed: int, d: int) -> np.ndarray:
@@ -238,11 +157,15 @@ class Laplace:
             pool.bind(wmodel)
         return wmodel
 
+    def precision(self) -> np.ndarray:
+        """Λ = prior_P + Σ_i P_i: the Laplace posterior's precision in the sampler's coordinates."""
+        assert self.quads is not None and self.prior_P is not None
+        return self.prior_P + sum(np.diag(P) if P.ndim == 1 else P for _, P in self.quads)
+
     def posterior(self) -> tuple[np.ndarray, np.ndarray]:
         """Mean (in z = φ − centre) and covariance of the Gaussian (Laplace) model of the posterior."""
-        assert self.quads is not None and self.prior_P is not None and self.prior_b is not None
-        Lam = self.prior_P + sum(np.diag(P) if P.ndim == 1 else P for _, P in self.quads)
-        cov = np.linalg.inv(Lam)
+        assert self.quads is not None and self.prior_b is not None
+        cov = np.linalg.inv(self.precision())
         cov = 0.5 * (cov + cov.T)
         return cov @ (self.prior_b - sum(g for g, _ in self.quads)), cov
 
@@ -296,6 +219,19 @@ def laplace_step(
         prior_P = prior_P + 0.5 * (H + H.T)
         prior_b = prior_b - term.grad(origin)[0]
     return Laplace(theta_map, precond, centre, quads, prior_P, prior_b, np.maximum(curvature, 1e-12))
+
+
+def laplace_for(model: Model, pool: ShardPool, *, seed: int, preconditioner: str | None, init: Any) -> Laplace:
+    """The tuning step of the samplers that follow the shared defaults: the MAP where a preconditioner or the chains'
+    start needs it, the shards' quadratics unless `preconditioner` is None (the papers' plain rules)."""
+    return laplace_step(
+        model,
+        pool,
+        seed=seed,
+        preconditioner=preconditioner,
+        need_map=starts_at_map(init),
+        quadratics=preconditioner is not None,
+    )
 
 
 def starts_at_map(init: Any) -> bool:

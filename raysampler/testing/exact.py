@@ -2,7 +2,8 @@
 
 For quadratic U_i(z) = ½(z − m_i)ᵀP_i(z − m_i) every LMC-type sampler is an affine recursion with Gaussian
 noise, s' = F s + c + ε, ε ~ N(0, Ω): its stationary law is N((I − F)⁻¹c, S) with S = F S Fᵀ + Ω
-(discrete Lyapunov equation). See docs/algorithms.md, "Exact test targets".
+(discrete Lyapunov equation, solved by the tuning layer's `raysampler.tuning.laws.stationary`, which the bias
+budget uses at run time). See docs/algorithms.md, "Exact test targets".
 
 Linear regression with unknown noise and a flat or conjugate coefficient prior has a Normal–Inverse-Gamma posterior
 (`nig_posterior`, `linear_regression_posterior`): Student-t marginals for the coefficients, inverse-gamma for σ².
@@ -18,14 +19,16 @@ import scipy.linalg
 import scipy.stats
 from scipy.special import digamma, gammaln, polygamma
 
+from ..tuning.laws import stationary
+
 
 def stationary_law(F: np.ndarray, c: np.ndarray, Omega: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and covariance of the stationary law of s' = F s + c + N(0, Ω) (spectral radius of F < 1)."""
-    if np.max(np.abs(np.linalg.eigvals(F))) >= 1.0:
+    """Mean and covariance of the stationary law of s' = F s + c + N(0, Ω) (`tuning.laws.stationary`); ValueError
+    if the recursion is unstable."""
+    law = stationary(F, c, Omega)
+    if law is None:
         raise ValueError("the recursion is unstable (spectral radius of F ≥ 1): no stationary law")
-    mean = np.linalg.solve(np.eye(F.shape[0]) - F, c)
-    S = scipy.linalg.solve_discrete_lyapunov(F, Omega)
-    return mean, 0.5 * (S + S.T)
+    return law
 
 
 def gaussian_posterior(
@@ -241,8 +244,8 @@ def linear_regression_posterior(model, shards: Iterable[tuple[np.ndarray, np.nda
     """The exact posterior of a bound `LinearRegression(noise_sd=None)` with a flat coefficient prior
     (Normal(scale=inf) on every coefficient) and an InverseGamma or Flat noise prior, given all shards
     [(X_1, y_1), …]: Normal–Inverse-Gamma (`nig_posterior`). Other priors have no closed form (ValueError)."""
-    from .models.linear import LinearRegression
-    from .priors import Flat, InverseGamma, Normal
+    from ..models.linear import LinearRegression
+    from ..priors import Flat, InverseGamma, Normal
 
     if not isinstance(model, LinearRegression) or model.known_noise:
         raise ValueError("linear_regression_posterior needs a LinearRegression with unknown noise (noise_sd=None)")

@@ -1,0 +1,344 @@
+"""The model contract: what the sampler calls on a model, and what each call must compute.
+
+A model is a posterior split into per-shard potentials, π(θ) ∝ exp(−Σ_i U_i(θ)) · prior(θ), with
+U_i(θ) = −log p(y_i | X_i, θ) over the rows (X_i, y_i) of shard i. The prior is *not* part of U_i: each algorithm
+decides where it lives (the coordinator, or split across workers), so a model gives it separately (`prior()`).
+
+Every per-shard method takes one shard's data X (n_i, p) and y (n_i,) and a (K, d) batch of parameter vectors (one
+row per chain) and returns per-chain values, (K,) or (K, d): K chains cost one matrix-matrix product instead of K
+matrix-vector products.
+
+`Model` is the contract: its abstract methods are required (`dim`, `prior`, `potential`, `grad`, `hvp`,
+`smoothness`); every other method has a default that is right for a model with no per-row inputs, no improper
+priors and one unnamed parameter vector. The engine calls every method directly. An object that does not subclass
+`Model` but has the methods in `MODEL_METHODS` is also accepted: `as_model` wraps it in `ForeignModel`, which uses
+its own optional methods where it has them and `Model`'s defaults where not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..priors import GaussianPrior, Prior
+
+#: The methods an object that does not subclass `Model` must have to be used as one (`as_model`).
+MODEL_METHODS = (
+    "bind",
+    "prior",
+    "potential",
+    "grad",
+    "potential_and_grad",
+    "hvp",
+    "hessian",
+    "hessian_diag",
+    "smoothness",
+    "param_names",
+    "validate",
+)
+#: How a parameter block is reported: as sampled, or exp of the sampled value (positive parameters, sampled on the
+#: log scale).
+TRANSFORMS = ("identity", "exp")
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """What a model must know about the whole data set before it can fix its dimension."""
+
+    n_features: int
+    n_classes: int | None = None  # for classifiers: number of labels over all shards (max label + 1)
+    n_rows: int | None = None
+    columns: tuple[str, ...] | None = None  # names of X's columns (all shards agree), when the data have them
+
+
+@dataclass(frozen=True)
+class ParamBlock:
+    """A named run of consecutive coordinates of θ: one model parameter as reported (an ArviZ variable).
+
+    `dim` names the block's dimension (None: a scalar, size 1) and `labels` its coordinates (None: 0..size−1);
+    `transform` says how a sampled value maps to the reported one ("exp": sampled as log σ, reported as σ).
+    E.g. linear regression: ParamBlock("beta", p, "coef", ("(Intercept)", "age", …), "identity"),
+    ParamBlock("sigma", 1, None, None, "exp"). Frozen and picklable; `as_dict`/`from_dict` for JSON stores.
+    """
+
+    name: str
+    size: int
+    dim: str | None = None
+    labels: tuple[str, ...] | None = None
+    transform: str = "identity"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"ParamBlock: name must be a non-empty string, got {self.name!r}")
+        if isinstance(self.size, bool) or not isinstance(self.size, (int, np.integer)) or self.size < 1:
+            raise ValueError(f"ParamBlock {self.name!r}: size must be an integer >= 1, got {self.size!r}")
+        object.__setattr__(self, "size", int(self.size))
+        if self.dim is None and self.size != 1:
+            raise ValueError(f"ParamBlock {self.name!r}: a block of size {self.size} needs a dim name")
+        if self.labels is not None:
+            labels = tuple(str(v) for v in self.labels)
+            if len(labels) != self.size:
+                raise ValueError(f"ParamBlock {self.name!r}: {len(labels)} labels for size {self.size}")
+            object.__setattr__(self, "labels", labels)
+        if self.transform not in TRANSFORMS:
+            raise ValueError(f"ParamBlock {self.name!r}: transform must be one of {TRANSFORMS}, got {self.transform!r}")
+
+    def coords(self) -> list[str]:
+        """The labels of the block's coordinates (0..size−1 as strings when it has none)."""
+        return list(self.labels) if self.labels is not None else [str(j) for j in range(self.size)]
+
+    def names(self) -> list[str]:
+        """Flat names of the block's coordinates: `name` for a scalar, else `name[label]`."""
+        return [self.name] if self.dim is None else [f"{self.name}[{c}]" for c in self.coords()]
+
+    def natural(self, values: np.ndarray) -> np.ndarray:
+        """Sampled values → reported values (exp for a log-scale block)."""
+        return np.exp(values) if self.transform == "exp" else values
+
+    def as_dict(self) -> dict:
+        """The block as JSON-ready values (the service's stores)."""
+        return {
+            "name": self.name,
+            "size": self.size,
+            "dim": self.dim,
+            "labels": None if self.labels is None else list(self.labels),
+            "transform": self.transform,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Any) -> ParamBlock:
+        """The block `as_dict` wrote."""
+        return cls(
+            d["name"],
+            d["size"],
+            d.get("dim"),
+            None if d.get("labels") is None else tuple(d["labels"]),
+            d.get("transform", "identity"),
+        )
+
+
+def natural_values(blocks: Sequence[ParamBlock], theta: np.ndarray) -> np.ndarray:
+    """θ values (..., d) → the same array with every block on its natural scale (σ = exp(log σ)); θ itself when
+    no block is transformed."""
+    if all(b.transform == "identity" for b in blocks):
+        return theta
+    out = np.array(theta, dtype=np.float64, copy=True)
+    start = 0
+    for b in blocks:
+        out[..., start : start + b.size] = b.natural(out[..., start : start + b.size])
+        start += b.size
+    return out
+
+
+def block_names(blocks: Sequence[ParamBlock]) -> list[str]:
+    """Flat parameter names of a layout, in θ order."""
+    return [n for b in blocks for n in b.names()]
+
+
+@dataclass(frozen=True)
+class Model(ABC):
+    """A Bayesian model split into per-shard potentials U_i(θ) = −log p(y_i | X_i, θ), plus a prior.
+
+    Subclasses are frozen dataclasses (hashable, picklable: they travel to Ray workers); `bind(spec)` returns a copy
+    whose dimension is fixed by the data. Arrays: X (n_i, p) float64, y (n_i,), x (K, d). Returns: (K,) or (K, d).
+    Required: `dim`, `prior`, `potential`, `grad`, `hvp`, `smoothness`. Everything else has a default.
+    """
+
+    #: A short name for messages.
+    name: ClassVar[str] = "model"
+    #: What y must hold: "real" | "binary" | "count" | "multiclass" (the engine counts the labels over all shards
+    #: into `DataSpec.n_classes`) | "vector" (y is (n, p): `DataSpec.n_features` is y's width).
+    target_kind: ClassVar[str] = "real"
+
+    # ------------------------------------------------------------------ layout (driver and coordinator)
+
+    def bind(self, spec: DataSpec) -> Model:
+        """A copy of the model fitted to the whole data set's shape; the engine binds once, before anything else,
+        and every other method is called on the bound copy. Default: `dataclasses.replace` with `_bind_fields`."""
+        return dataclasses.replace(self, **self._bind_fields(spec))
+
+    def _bind_fields(self, spec: DataSpec) -> dict:
+        """The fields `bind` sets: `n_features` when the model has such a field, else none (d fixed already)."""
+        names = {f.name for f in dataclasses.fields(self) if f.init}
+        return {"n_features": spec.n_features} if "n_features" in names else {}
+
+    @property
+    @abstractmethod
+    def dim(self) -> int:
+        """Required. d, the number of coordinates of θ (of a bound model): sizes every state, draw and noise
+        stream."""
+
+    def param_blocks(self) -> tuple[ParamBlock, ...]:
+        """θ's layout as named parameters, in order (sizes sum to `dim`): the variables of `Result.posterior`,
+        ArviZ, REST summaries and draw streams (on the natural scale). Default: one block `theta` (dim `param`)."""
+        return (ParamBlock("theta", self.dim, "param", None, "identity"),)
+
+    def param_names(self) -> list[str]:
+        """One readable name per coordinate of θ (`Result.param_names`). Default: from `param_blocks`, e.g.
+        `beta[age]`, `sigma`."""
+        return block_names(self.param_blocks())
+
+    @abstractmethod
+    def prior(self) -> GaussianPrior | Prior:
+        """Required. The prior in θ's coordinates with the prior contract of `raysampler.priors` (`gaussian`,
+        `residual`, `potential`, `grad`, `hvp`, `hessian_diag`): a `GaussianPrior` when it is all Gaussian, else a
+        `Prior`. Algorithms hold the Gaussian factor in exact steps and place the residual where that stays
+        exact."""
+
+    # ------------------------------------------------------------------ per shard: data (worker, once)
+
+    def shard_data(self, X: np.ndarray, y: np.ndarray, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """The (X, y) every other method of this bound model expects for a shard holding `rows` of the original data
+        (`Shard.index`; None when unknown). The runtime calls it once per shard after loading, before `validate`.
+        Default: (X, y) unchanged; models holding per-row arrays (an offset, trial counts) append them to X."""
+        return X, y
+
+    def validate(self, X: np.ndarray, y: np.ndarray, argname: str = "data") -> None:
+        """Raise ValueError naming `argname` (e.g. `shards[2]`) if (X, y) cannot be a shard of this model's data;
+        called once per shard after `shard_data`. Default: accepts anything."""
+
+    def gram(self, X: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+        """This shard's contribution to the pooled matrix `check_proper` needs (summed over shards), or None when
+        the prior alone makes the posterior proper. Default: None."""
+        return None
+
+    def check_proper(self, gram: np.ndarray | None, n_rows: int | None = None) -> None:
+        """Raise ValueError (naming the prior argument) if the pooled data leave the posterior improper, given the
+        sum of the shards' `gram` and the total row count; the coordinator calls it once after binding. Default:
+        nothing to check."""
+
+    # ------------------------------------------------------------------ per shard: the potential (worker, every step)
+
+    @abstractmethod
+    def potential(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Required. U_i(x) = −log p(y | X, x) of this shard's rows for each of the K rows of x, up to a constant
+        that must not depend on x: shape (K,). Metropolis–Hastings corrections and the MAP search use it."""
+
+    @abstractmethod
+    def grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Required. ∇U_i(x) for each chain: shape (K, d). Every Langevin step uses it."""
+
+    def potential_and_grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(U_i(x), ∇U_i(x)) together, what MALA-type steps need. Default: `potential` and `grad`; override to share
+        one pass over the data."""
+        return self.potential(X, y, x), self.grad(X, y, x)
+
+    @abstractmethod
+    def hvp(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """Required. Hessian-vector products ∇²U_i(x_k) v_k for each chain k: shape (K, d). Tuning uses it (Newton
+        steps to the MAP, the Laplace preconditioner, curvature along directions)."""
+
+    def hessian(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Dense Hessian ∇²U_i(x) at one point x (d,): shape (d, d), for the Laplace preconditioner and Newton
+        steps. Default: d Hessian-vector products, symmetrised."""
+        d = x.shape[-1]
+        eye = np.eye(d)
+        H = self.hvp(X, y, np.broadcast_to(x, (d, d)).copy(), eye)
+        return 0.5 * (H + H.T)
+
+    def hessian_diag(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """A positive semi-definite diagonal curvature estimate at x (d,): shape (d,), for the diagonal
+        preconditioner. Default: the clipped diagonal of `hessian`."""
+        return np.clip(np.diag(self.hessian(X, y, x)), 0.0, None)
+
+    @abstractmethod
+    def smoothness(self, X: np.ndarray, y: np.ndarray) -> float:
+        """Required. M_i: an upper bound of ‖∇²U_i‖ over the whole space (the papers' worst-case step sizes and
+        tolerances use it; an overestimate only makes them cautious)."""
+
+
+@dataclass(frozen=True, repr=False)
+class ForeignModel(Model):
+    """An object with the methods of `MODEL_METHODS` that does not subclass `Model`, seen as a `Model`: every call
+    goes to the object; the optional parts it lacks are `Model`'s defaults (its θ is one block `theta` labelled by
+    its `param_names`). Its repr is the object's, so run fingerprints do not change."""
+
+    model: Any
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "target_kind", str(getattr(self.model, "target_kind", "real")))
+
+    def __repr__(self) -> str:
+        return repr(self.model)
+
+    def _own(self, method: str) -> Any:
+        """The object's own `method`, or None where it has none (then `Model`'s default applies)."""
+        own = getattr(self.model, method, None)
+        return own if callable(own) else None
+
+    def bind(self, spec: DataSpec) -> Model:
+        return as_model(self.model.bind(spec))
+
+    @property
+    def dim(self) -> int:
+        return int(self.model.dim)
+
+    def param_blocks(self) -> tuple[ParamBlock, ...]:
+        own = self._own("param_blocks")
+        if own is not None:
+            return tuple(own())
+        names = [str(n) for n in self.model.param_names()]
+        labels = tuple(names) if len(names) == self.dim and len(set(names)) == self.dim else None
+        return (ParamBlock("theta", self.dim, "param", labels, "identity"),)
+
+    def param_names(self) -> list[str]:
+        return list(self.model.param_names())
+
+    def prior(self) -> GaussianPrior | Prior:
+        return self.model.prior()
+
+    def shard_data(self, X: np.ndarray, y: np.ndarray, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        own = self._own("shard_data")
+        return own(X, y, rows) if own is not None else (X, y)
+
+    def validate(self, X: np.ndarray, y: np.ndarray, argname: str = "data") -> None:
+        self.model.validate(X, y, argname=argname)
+
+    def gram(self, X: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+        own = self._own("gram")
+        return own(X, y) if own is not None else None
+
+    def check_proper(self, gram: np.ndarray | None, n_rows: int | None = None) -> None:
+        own = self._own("check_proper")
+        if own is not None:
+            own(gram, n_rows=n_rows)
+
+    def potential(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return self.model.potential(X, y, x)
+
+    def grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return self.model.grad(X, y, x)
+
+    def potential_and_grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.model.potential_and_grad(X, y, x)
+
+    def hvp(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, v: np.ndarray) -> np.ndarray:
+        return self.model.hvp(X, y, x, v)
+
+    def hessian(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return self.model.hessian(X, y, x)
+
+    def hessian_diag(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return self.model.hessian_diag(X, y, x)
+
+    def smoothness(self, X: np.ndarray, y: np.ndarray) -> float:
+        return self.model.smoothness(X, y)
+
+
+def as_model(model: Any) -> Model:
+    """`model` itself if it is a `Model`, a `ForeignModel` around it if it has the methods of `MODEL_METHODS`, else
+    TypeError naming what it lacks."""
+    if isinstance(model, Model):
+        return model
+    missing = [m for m in MODEL_METHODS if not callable(getattr(model, m, None))]
+    if isinstance(model, type) or missing:
+        raise TypeError(
+            f"model must be a model instance (e.g. rs.models.LogisticRegression()) with methods "
+            f"{list(MODEL_METHODS)}; missing {missing or 'an instance'}"
+        )
+    return ForeignModel(model)

@@ -1,0 +1,145 @@
+"""Every module of raysampler imports on its own, in a fresh interpreter, whatever was imported before it.
+
+`import raysampler.<M>` runs raysampler/__init__.py first, whose imports can hide a cycle between two modules (it
+happens to load them in the one order that works). So each module is imported twice, each time in a process where
+no raysampler module is loaded yet: as `import raysampler.<M>` does it, and with a bare `raysampler` package (its
+__init__ not run), so that a module which works only after others were imported fails here.
+
+A fresh interpreter per module would take over a minute (numpy, scipy, Ray, FastAPI at every start), so one
+subprocess imports the third-party modules raysampler imports at module level, then forks: a child per module with
+the bare package, and one child that imports `raysampler` and forks a grandchild per module from there (what
+`python -c "import raysampler.<M>"` does). No raysampler module is loaded in the subprocess itself.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "raysampler"
+
+
+def module_names() -> list[str]:
+    """Every module of the package, dotted (`raysampler`, `raysampler.models`, `raysampler.models.base`, …)."""
+    names = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+def _module_level_imports(tree: ast.Module) -> set[str]:
+    """Absolute imports a module runs when it is imported (not those under `if TYPE_CHECKING:` or in functions)."""
+    found: set[str] = set()
+    stack: list[ast.stmt] = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
+            stack.extend(node.body + node.orelse)
+        elif isinstance(node, ast.Try):
+            stack.extend(node.body + node.orelse + node.finalbody + [s for h in node.handlers for s in h.body])
+    return found
+
+
+def third_party_imports() -> list[str]:
+    """The non-raysampler modules raysampler imports at module level, to load once before forking."""
+    found: set[str] = set()
+    for path in PACKAGE.rglob("*.py"):
+        found |= _module_level_imports(ast.parse(path.read_text(encoding="utf-8")))
+    return sorted(m for m in found if m.split(".")[0] != "raysampler")
+
+
+def _bare_package() -> None:
+    """Put an empty `raysampler` package in sys.modules: its submodules import from it, its __init__ does not run."""
+    spec = importlib.util.spec_from_file_location(
+        "raysampler", PACKAGE / "__init__.py", submodule_search_locations=[str(PACKAGE)]
+    )
+    assert spec is not None
+    sys.modules["raysampler"] = importlib.util.module_from_spec(spec)
+
+
+def _in_child(work: Callable[[], str | None]) -> str | None:
+    """Run `work` in a forked child: what it returns (None when all is well), or its traceback if it raises."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report, then exit without running the parent's cleanup
+        os.close(read)
+        try:
+            message = work()
+        except BaseException:
+            message = traceback.format_exc()[-3000:]
+        os.write(write, (message or "").encode())
+        os.close(write)
+        os._exit(0 if message is None else 1)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        message = pipe.read().decode(errors="replace")
+    _, status = os.waitpid(pid, 0)
+    return None if os.waitstatus_to_exitcode(status) == 0 else (message or f"exit status {status}")
+
+
+def _importer(name: str, bare: bool = False) -> Callable[[], None]:
+    def work() -> None:
+        if bare:
+            _bare_package()
+        importlib.import_module(name)
+
+    return work
+
+
+def _after_init(names: list[str]) -> str | None:
+    """`import raysampler.<M>` for each M as a fresh interpreter runs it: `raysampler` (its __init__) first, once,
+    then each module in a child of its own. A JSON object of the failures, or None."""
+    importlib.import_module("raysampler")
+    failures = {f"{n} (import raysampler first)": m for n in names if (m := _in_child(_importer(n))) is not None}
+    return json.dumps(failures) if failures else None
+
+
+def check_all() -> dict[str, str]:
+    """`{"<module> (<mode>)": traceback}` for every module that does not import on its own (empty when all do)."""
+    for name in third_party_imports():
+        try:
+            importlib.import_module(name)
+        except ImportError:  # an optional dependency: the module that needs it reports it
+            pass
+    assert not any(m == "raysampler" or m.startswith("raysampler.") for m in sys.modules)
+    names = module_names()
+    failures: dict[str, str] = {}
+    message = _in_child(lambda: _after_init(names))
+    if message is not None:
+        try:
+            failures.update(json.loads(message))
+        except ValueError:  # `import raysampler` itself failed: its traceback
+            failures["raysampler"] = message
+    for name in names:
+        message = _in_child(_importer(name, bare=True))
+        if message is not None:
+            failures[f"{name} (bare package)"] = message
+    return failures
+
+
+def test_every_module_imports_on_its_own():
+    out = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve())], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-5000:]
+    failures = json.loads(out.stdout)
+    assert not failures, "\n\n".join(f"{k}:\n{v}" for k, v in failures.items())
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    print(json.dumps(check_all()))
