@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,9 +31,11 @@ from .result import Result
 from .runtime import executors
 from .runtime.contracts import Chunk, RunConfig, RunState, RunStats, SetupInfo
 from .runtime.host import ShardSource
-from .settings import EngineSettings
 from .shards import ShardSet
 from .shards import shard as make_shards
+
+if TYPE_CHECKING:  # pydantic-settings loads only when a run starts: `import raysampler` (and the CLI) stays light
+    from .settings import EngineSettings
 
 #: Kept draws per chain at the first convergence check (num_rounds="auto"); each later one is CHECK_GROWTH times on.
 FIRST_CHECK_DRAWS = 100
@@ -143,6 +145,8 @@ class Run:
         # the measured speeds really differ, so equal workers keep a fixed, reproducible schedule.
         policy = Balance.NEVER if balance == Balance.AUTO and executor != Executor.RAY else balance
         # The engine settings are read here, once, and travel in the config: no actor reads its environment.
+        from .settings import EngineSettings
+
         self.engine = EngineSettings.from_env() if engine is None else engine.engine()
         self.config = RunConfig(
             opts.chains,

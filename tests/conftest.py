@@ -3,9 +3,12 @@ this machine (head with 0 CPUs and three 1-CPU nodes labelled as sites a, b, c),
 
 from __future__ import annotations
 
+import inspect
 import os
+import re
 import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -154,3 +157,47 @@ def app_client(tmp_path_factory):
 
     with TestClient(create_app(inprocess_settings(tmp_path_factory.mktemp("app") / "data"))) as client:
         yield client
+
+
+# ---- markers (registered in pyproject.toml; the rules are described in tests/markers.py and docs/development.md)
+
+_RAY_CALL = re.compile(r"""executor\s*=\s*["']ray["']""")
+_SLOW_MARKS = ("ray", "cluster", "ui")
+
+
+def _calls_ray(item: pytest.Item) -> bool:
+    """The test's own body runs something with executor="ray" (it may get Ray through request.getfixturevalue)."""
+    try:
+        return bool(_RAY_CALL.search(inspect.getsource(item.function)))  # type: ignore[attr-defined]
+    except (AttributeError, OSError, TypeError):
+        return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test ray / cluster / service / ui / deploy from its fixtures and folder, and slow where it starts
+    Ray, a cluster, a server or a browser, or where tests/markers.py lists it."""
+    from markers import is_listed_slow
+
+    root = config.rootpath
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        rel = Path(item.path).resolve().relative_to(root).as_posix() if item.path.is_relative_to(root) else ""
+        own = {m.name for m in item.iter_markers()}
+        marks: set[str] = set()
+        if "site_cluster" in names:
+            marks |= {"cluster", "ray"}
+        if "ray_session" in names or params.get("executor") == "ray" or _calls_ray(item):
+            marks.add("ray")
+        if names & {"service", "app_client"}:
+            marks.add("service")
+        if rel.startswith("tests/ui/"):
+            marks.add("ui")
+        if rel.startswith("tests/deploy/"):
+            marks.add("deploy")
+        if (marks | own) & set(_SLOW_MARKS) or "service" in names:  # a Ray, a cluster, a browser, a server process
+            marks.add("slow")
+        if is_listed_slow(rel, item.name, getattr(item, "originalname", item.name)):
+            marks.add("slow")
+        for name in sorted(marks - own):
+            item.add_marker(name)

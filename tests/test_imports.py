@@ -143,3 +143,67 @@ def test_every_module_imports_on_its_own():
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
     print(json.dumps(check_all()))
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """raysampler's modules and whom each imports, at module level or inside functions alike. Importing `a.b.c` runs
+    the packages `a` and `a.b` first, so that is an edge to each of them (except a module's own parent packages)."""
+    mods = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    edges: dict[str, set[str]] = {m: set() for m in mods}
+    for mod, path in mods.items():
+        here = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(here[: len(here) - node.level + 1] + ([node.module] if node.module else []))
+                subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in mods]
+                targets = subs + ([base] if len(subs) < len(node.names) else [])
+            else:
+                continue
+            for target in targets:
+                parts = target.split(".")
+                for k in range(1, len(parts) + 1):
+                    pkg = ".".join(parts[:k])
+                    if pkg in mods and pkg != mod and not mod.startswith(pkg + "."):
+                        edges[mod].add(pkg)
+    return edges
+
+
+def test_no_import_cycle_counting_imports_inside_functions():
+    """No two modules import each other, directly or through others, even lazily inside a function."""
+    edges = _import_graph()
+    assert len(edges) > 50 and "raysampler.priors" in edges["raysampler.models.common"]  # the graph was read
+    cycles, seen, stack, on_stack, low, index = [], set(), [], set(), {}, {}
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        seen.add(v)
+        for w in edges[v]:
+            if w not in seen:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in seen:
+            visit(v)
+    assert cycles == [], f"import cycles: {cycles}"

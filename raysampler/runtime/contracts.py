@@ -8,19 +8,28 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from ..enums import Balance
 from ..errors import Failure
 from ..models.base import Model, ParamBlock
-from ..settings import EngineSettings
 from ..streams import NoiseState
 from ..tuning.report import TuningReport
 
+if TYPE_CHECKING:  # pydantic-settings loads only when a run starts: `import raysampler` (and the CLI) stays light
+    from ..settings import EngineSettings
+
 #: Ray node label naming the site whose data a node holds: `ray start --labels raysampler.io/site=<name>`.
 SITE_LABEL = "raysampler.io/site"
+
+
+def _engine_from_env() -> EngineSettings:
+    """`EngineSettings` from the environment now (the driver's, where a `RunConfig` is made)."""
+    from ..settings import EngineSettings
+
+    return EngineSettings.from_env()
 
 
 @dataclass(frozen=True)
@@ -37,7 +46,7 @@ class RunConfig:
     balance_ratio: float = 1.5
     # The engine settings the driver read from the environment once (site wait, coordinator shards, spin, start-up
     # timeout); the coordinator and its workers use these, never the environment of their own processes.
-    engine: EngineSettings = field(default_factory=EngineSettings.from_env)
+    engine: EngineSettings = field(default_factory=_engine_from_env)
 
     @property
     def total_rounds(self) -> int:

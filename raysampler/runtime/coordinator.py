@@ -51,18 +51,18 @@ class StepBalancer:
         self,
         n_init: np.ndarray,
         n_avg: float,
-        policy: Balance,
+        policy: Balance | bool | str,
         every: int,
         group_size: np.ndarray,
         ratio: float = 1.5,
         schedule: Sequence[tuple[int, Sequence[int]]] | None = None,
     ) -> None:
         self.n = np.asarray(n_init, dtype=int).copy()
-        self.n_avg, self.policy, self.every, self.ratio = n_avg, policy, every, ratio
+        self.n_avg, self.policy, self.every, self.ratio = n_avg, Balance.of(policy, "policy"), every, ratio
         self.group_size = np.asarray(group_size, dtype=float)
         self.tau = np.full(len(self.n), np.nan)
         self.count = 0
-        self.active = policy == Balance.ALWAYS
+        self.active = self.policy == Balance.ALWAYS
         self._over = 0
         self._window: list[np.ndarray] = []
         self._replay = [(int(r), np.asarray(n, dtype=int)) for r, n in schedule] if schedule is not None else None

@@ -21,7 +21,6 @@ from ..algorithms.base import Algorithm
 from ..enums import Executor, TransportKind
 from ..errors import Failure, FailureKind, WorkerFailed
 from ..models.base import Model
-from ..settings import EngineSettings
 from .contracts import Chunk, CoordinatorHandle, RunConfig, RunState, RunStats, SetupInfo
 from .coordinator import Coordinator
 from .host import ShardSource
@@ -228,6 +227,8 @@ def ensure_ray(
         ray.init(address=join, configure_logging=False, log_to_driver=False)
         return
     if object_store_bytes is None:
+        from ..settings import EngineSettings
+
         object_store_bytes = EngineSettings.from_env().object_store_bytes
     where: dict[str, Any] = {}
     if temp_dir is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -13,11 +13,13 @@ from ..algorithms.base import Algorithm
 from ..enums import TransportKind
 from ..errors import Failure, FailureKind, WorkerFailed
 from ..models.base import Model
-from ..settings import EngineSettings
 from .contracts import SITE_LABEL, Placement, ShardFacts, ShardState, StepResult
 from .host import ShardHost, ShardSource
 from .sites import wait_for_sites
 from .transports import ActorTransport, SocketTransport
+
+if TYPE_CHECKING:  # pydantic-settings loads only when a run starts: `import raysampler` (and the CLI) stays light
+    from ..settings import EngineSettings
 
 #: Worker processes: single-threaded BLAS (one actor per core) and a malloc top pad so the hot loop's large
 #: temporaries are not returned to the OS and page-faulted back every step (measured up to 2x).

@@ -12,7 +12,6 @@ from typing import Any
 
 from ..errors import Failure, FailureKind, WorkerFailed
 from ..grants import AccessRefused, check_on_site
-from ..settings import EngineSettings
 from .contracts import SITE_LABEL
 
 
@@ -105,6 +104,8 @@ def probe_shards(
     read now), since its node may still be joining; one still missing then gives a probe with ok=False saying how
     long it waited."""
     import ray
+
+    from ..settings import EngineSettings
 
     wait = EngineSettings.from_env().site_wait_s if wait_s is None else wait_s
     wanted = {s.site for s in shards if getattr(s, "site", None) is not None}

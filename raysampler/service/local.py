@@ -55,7 +55,7 @@ class LocalService:
     def api_key(self) -> str:
         return next(iter(self.keys.values()))
 
-    def start(self, timeout_s: float = 180.0) -> LocalService:
+    def start(self, timeout_s: float = 300.0) -> LocalService:
         """Spawn the server and wait until /v1/health answers (raises RuntimeError with the log's tail if not)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         env = os.environ.copy() | {"RAYSAMPLER_API_KEYS": ",".join(f"{t}:{k}" for t, k in self.keys.items())}

@@ -49,7 +49,7 @@ def test_killed_process_resumes_elsewhere_with_identical_draws(file_shards, unin
     """)
     proc = subprocess.Popen([sys.executable, "-c", script], env=os.environ | {"PYTHONWARNINGS": "ignore"})
     directory = RunDirectory(ckpt)
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if directory.has_checkpoint() and directory.load_checkpoint().draws_kept >= 200:
             break

@@ -17,12 +17,16 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 from conftest import service_env
 from service.service_helpers import ALICE, spec, wait_until
 
 from raysampler.client import Client
 from raysampler.runtime.executors import MAX_RAY_TEMP_DIR, cluster_address, embedded_ray_dir, session_processes
 from raysampler.service.local import LocalService
+
+# starts Ray clusters and servers of its own (subprocesses)
+pytestmark = [pytest.mark.service, pytest.mark.ray, pytest.mark.slow]
 
 OTHER_CLUSTER = """
 import json, os, sys, time
@@ -88,7 +92,7 @@ def _start_other_cluster(ray_tmp: Path, env: dict[str, str]) -> tuple[subprocess
             stderr=log,
             start_new_session=True,
         )
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + 300
     while not info_path.exists():
         if proc.poll() is not None or time.monotonic() > deadline:
             raise AssertionError(f"the other cluster did not start:\n{(ray_tmp / 'other-cluster.log').read_text()}")
@@ -154,7 +158,7 @@ def test_sample_and_serve_start_their_own_ray_beside_another_cluster(tmp_path, m
         with Client(svc.url, ALICE) as c:
             run = c.submit(spec(num_rounds=30, burn_in=10, chains=2, seed=2))
             info = wait_until(
-                lambda: (i := run.info())["status"] in ("SUCCEEDED", "FAILED") and i, timeout=180, what="the run"
+                lambda: (i := run.info())["status"] in ("SUCCEEDED", "FAILED") and i, timeout=300, what="the run"
             )
         assert info["status"] == "SUCCEEDED", info
         print(f"serve beside another cluster, start and a run: {time.monotonic() - t0:.1f} s")
@@ -197,7 +201,7 @@ def test_a_service_killed_mid_run_restarts_despite_its_rays_leftovers_and_resume
             assert crashed[0] in sessions and sessions[-1].name.endswith(f"_{svc.proc.pid}")
             info = wait_until(
                 lambda: (i := run.info())["status"] in ("SUCCEEDED", "FAILED") and i,
-                timeout=240,
+                timeout=300,
                 what="the resumed run to end",
             )
         assert info["status"] == "SUCCEEDED", info

@@ -165,12 +165,12 @@ def test_a_probe_waits_for_a_site_node_that_joins(site_cluster, site_files):
     shards, _ = site_files
     late = rs.Shard(path=shards[0].path, site="late")
     with ThreadPoolExecutor(1) as pool:
-        asked = pool.submit(probe_shards, [late], wait_s=120)
+        asked = pool.submit(probe_shards, [late], wait_s=300)
         time.sleep(1.0)
         assert not asked.done()  # still waiting for the site
         site_cluster.add_site_node("late")  # Ray starts nodes from the main thread only
         try:
-            (probe,) = asked.result(timeout=180)
+            (probe,) = asked.result(timeout=300)
             assert probe is not None and probe.ok, probe
             assert probe.node_id == site_cluster.nodes["late"].node_id
         finally:

@@ -30,7 +30,7 @@ def hdr(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
-def wait_until(fn: Callable[[], T], timeout: float = 120.0, what: str = "condition") -> T:
+def wait_until(fn: Callable[[], T], timeout: float = 300.0, what: str = "condition") -> T:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         out = fn()

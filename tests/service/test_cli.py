@@ -11,6 +11,8 @@ import tempfile
 import pytest
 from conftest import SERVICE_KEYS, service_env
 
+pytestmark = pytest.mark.service  # every test talks to a server: the `service` fixture's, or the demo's own
+
 
 def cli(service, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     cmd = [

@@ -8,9 +8,12 @@ import os
 import subprocess
 import sys
 
+import pytest
 from conftest import SERVICE_KEYS
 
 from raysampler.service.local import free_port
+
+pytestmark = [pytest.mark.service, pytest.mark.slow]  # starts `raysampler serve` processes
 
 
 def _serve(tmp_path, env_extra, fmt="json"):
@@ -25,11 +28,11 @@ def test_malformed_grants_refuse_to_start_naming_the_entry(tmp_path):
     grants = tmp_path / "grants.txt"
     grants.write_text("# the operator's grants\nalice@a:/srv/data/alice\nbob@b:data/bob  # relative\n")
     proc = _serve(tmp_path, {"RAYSAMPLER_DATA_GRANTS_FILE": str(grants)})
-    out, err = proc.communicate(timeout=120)
+    out, err = proc.communicate(timeout=300)
     assert proc.returncode == 2, (out, err)
     assert f"{grants}:3" in err and "'bob@b:data/bob'" in err and "absolute" in err, err
     proc = _serve(tmp_path, {"RAYSAMPLER_DATA_GRANTS": "alice@a:/srv/data,alice"})
-    out, err = proc.communicate(timeout=120)
+    out, err = proc.communicate(timeout=300)
     assert proc.returncode == 2 and "RAYSAMPLER_DATA_GRANTS" in err and "'alice'" in err, err
 
 

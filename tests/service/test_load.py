@@ -14,6 +14,8 @@ import pytest
 
 from raysampler.service.local import LocalService
 
+pytestmark = [pytest.mark.service, pytest.mark.slow]  # starts a server of its own (LocalService)
+
 KEYS = {"t0": "load-key-00-0123456789", "t1": "load-key-01-0123456789"}
 SPEC = {
     "model": {"family": "gaussian"},
@@ -90,8 +92,8 @@ def test_concurrent_submits_and_followers_lose_nothing(server):
         followed = [runs[i % len(runs)] for i in range(10)]
         draw_jobs = [pool.submit(_follow_draws, server.url, KEYS[t], rid) for t, rid in followed]
         sse_jobs = [pool.submit(_follow_events, server.url, KEYS[t], rid) for t, rid in runs[:3]]
-        draws = [j.result(timeout=180) for j in draw_jobs]
-        events = [j.result(timeout=180) for j in sse_jobs]
+        draws = [j.result(timeout=300) for j in draw_jobs]
+        events = [j.result(timeout=300) for j in sse_jobs]
     final = {
         rid: httpx.get(f"{server.url}/v1/runs/{rid}", headers={"Authorization": f"Bearer {KEYS[t]}"}).json()
         for t, rid in runs

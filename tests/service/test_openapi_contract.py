@@ -22,6 +22,8 @@ from api import create_app
 from api.deps import Services
 from raysampler.service.datasets import delete_dataset
 
+pytestmark = pytest.mark.service  # the app in-process (executor "local")
+
 CONFIG_FILE = Path(__file__).resolve().parents[2] / "schemathesis.toml"
 MAX_EXAMPLES = 8  # per operation and phase: the module runs in about 20 s
 STATEFUL_EXAMPLES = 8
@@ -100,3 +102,23 @@ def test_stateful_sequences_keep_the_contract(contract_app: FastAPI, contract_sc
             suppress_health_check=list(HealthCheck),
         )
     )
+
+
+def test_the_document_bounds_what_the_service_accepts(app_client: Any) -> None:
+    """The two requests an independent `schemathesis run --checks all` flagged (ST202): a seed at the document's
+    bound (an exact integer, not FastAPI's float 9.223372036854776e+18) is accepted and one past it refused; an
+    upload whose CSV has no header row gets the 422 the route documents."""
+    from service_helpers import hdr, spec
+
+    doc = app_client.get("/openapi.json").json()
+    seed = doc["components"]["schemas"]["RunSpec"]["properties"]["seed"]
+    assert seed["maximum"] == 2**63 - 1 and isinstance(seed["maximum"], int) and "exclusiveMaximum" not in seed
+    top = app_client.post("/v1/runs", json=spec(seed=seed["maximum"], num_rounds=20, burn_in=10), headers=hdr(ALICE))
+    assert top.status_code == 202, top.text
+    app_client.post(f"/v1/runs/{top.json()['id']}/cancel", headers=hdr(ALICE))
+    assert app_client.post("/v1/runs", json=spec(seed=2**63 + 190), headers=hdr(ALICE)).status_code == 422
+
+    upload = doc["paths"]["/v1/datasets"]["post"]["responses"]
+    assert "header row" in upload["422"]["description"]
+    headless = app_client.post("/v1/datasets", files={"file": ("d.csv", b"1,54,0.5\n0,61,0.2\n")}, headers=hdr(ALICE))
+    assert headless.status_code == 422 and headless.json()["detail"][0]["loc"] == ["body", "file"], headless.text

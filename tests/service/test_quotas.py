@@ -13,6 +13,8 @@ from service_helpers import ALICE, BOB, hdr, spec, wait_until
 
 from raysampler.service.manager import FairQueue
 
+pytestmark = pytest.mark.service  # its own apps in-process (executor "local")
+
 LONG = {"num_rounds": 10**6, "burn_in": 0, "chains": 2}
 
 

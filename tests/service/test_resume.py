@@ -22,6 +22,8 @@ from raysampler.service.schemas import RunSpec
 from raysampler.service.specs import build, run_options
 from raysampler.wire import DrawLine, LineSplitter, parse_draw_stream_line
 
+pytestmark = [pytest.mark.service, pytest.mark.slow]  # starts, kills and restarts servers of its own (LocalService)
+
 LONG = dict(num_rounds=2500, burn_in=20, chains=2, seed=5)
 
 
@@ -63,7 +65,7 @@ class Follower(threading.Thread):
         self.reconnects = 0
 
     def run(self) -> None:
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             try:
                 with httpx.stream(
@@ -109,7 +111,7 @@ def test_service_killed_twice_mid_run_resumes_identically_and_a_follower_gets_ev
             svc.kill()  # again, while the resumed run goes on
             svc.start()
             info = wait_until(
-                lambda: (i := run.info())["status"] in ("SUCCEEDED", "FAILED") and i, timeout=240, what="the run to end"
+                lambda: (i := run.info())["status"] in ("SUCCEEDED", "FAILED") and i, timeout=300, what="the run to end"
             )
             assert info["status"] == "SUCCEEDED", info
             assert info["restarts"] == 2 and info["checkpoint_round"] == info["progress"]["rounds_total"]
@@ -150,7 +152,7 @@ def test_graceful_stop_then_cancel_and_resume_on_request_and_a_corrupt_checkpoin
             run.resume()
             info = wait_until(
                 lambda: (i := run.info())["status"] in ("SUCCEEDED", "FAILED") and i,
-                timeout=240,
+                timeout=300,
                 what="the resumed run to end",
             )
             assert info["status"] == "SUCCEEDED" and info["restarts"] == 2 and kept > 0

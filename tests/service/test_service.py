@@ -209,7 +209,7 @@ def test_async_client(service, finished):
             draws = await run.draws()
             table = await run.summary()
             fresh = await c.submit(spec(num_rounds=50, burn_in=5, chains=2, seed=31))
-            final = await fresh.wait(timeout=120)
+            final = await fresh.wait(timeout=300)
             return draws, table, final
 
     draws, table, final = asyncio.run(go())

@@ -17,6 +17,8 @@ from service_helpers import ALICE, BOB, hdr, wait_until
 import raysampler as rs
 from raysampler.service.local import LocalService
 
+pytestmark = [pytest.mark.service, pytest.mark.slow]  # starts a server of its own (LocalService) on site_cluster
+
 SITES = ("a", "b", "c")
 
 

@@ -1,0 +1,100 @@
+"""Which tests are `slow` beyond what tests/conftest.py's rules find on their own (see docs/development.md).
+
+conftest.py marks, from each test's fixtures and location:
+  ray      uses `ray_session` (or a fixture that does), `site_cluster`, or is a parametrization with executor="ray"
+           (such a test asks for `ray_session` with request.getfixturevalue), or calls executor="ray" in its body;
+  cluster  uses `site_cluster` (a multi-node Ray cluster on this machine);
+  service  uses the `service` fixture (a real `raysampler serve`) or `app_client` (the app in-process), or is in a
+           module that marks itself (`pytestmark = pytest.mark.service`: it starts its own server or app);
+  ui       is under tests/ui (a browser);  deploy  is under tests/deploy;
+  slow     any of ray, cluster, ui, or the `service` fixture (a server process) — and everything listed below.
+
+SLOW lists, per test file, the tests that take more than about a second on a 2-core machine (measured with
+`python -m pytest -n 0 --durations=0 <dir>`): "*" for the whole module, else test function names (every
+parametrization) or single parametrizations "name[id]". tests/test_markers.py checks that every name listed here
+still exists, so a rename cannot silently move a slow test into the fast lane.
+"""
+
+from __future__ import annotations
+
+ALL = "*"
+
+SLOW: dict[str, str | set[str]] = {
+    # tests/algorithms: exactness checks against closed-form laws run thousands of rounds
+    "tests/algorithms/test_baselines_exact.py": {
+        "test_dsghmc_ring_matches_lyapunov_law",
+        "test_dsgld_ring_matches_lyapunov_law",
+        "test_dula_constant_steps_matches_lyapunov_law",
+        "test_mala_targets_exact_posterior",
+        "test_ula_matches_lyapunov_law",
+    },
+    "tests/algorithms/test_bias_budget.py": {
+        "test_fald_tuned_default_keeps_the_exact_law_within_budget",
+        "test_tuned_default_keeps_the_exact_law_within_budget_and_samples_it[dadmms]",
+    },
+    "tests/algorithms/test_dadmm.py": {"test_dadmms_matches_exact_law"},
+    "tests/algorithms/test_defaults.py": ALL,  # 49 s: every algorithm's defaults on two reference posteriors
+    "tests/algorithms/test_dglmc_exact.py": {
+        "test_default_run_targets_whitened_pi_rho_within_bias_budget",
+        "test_lmc_matches_lyapunov_law",
+        "test_mala_within_gibbs_targets_pi_rho",
+        "test_overrelaxation_autocorrelation_matches_its_prediction",
+    },
+    "tests/algorithms/test_dmala.py": {
+        "test_complete_graph_is_exact_mala",
+        "test_ring_close_to_posterior_and_old_rule_is_rejected",
+        "test_ring_mh_off_matches_exact_law",
+    },
+    "tests/algorithms/test_fald_exact.py": {
+        "test_draws_match_exact_law",
+        "test_minibatch_plain_matches_exact_law_with_gradient_noise",
+    },
+    "tests/algorithms/test_logistic_reference.py": {
+        "test_default_means_and_sds_match_exact_reference",
+        "test_default_run_is_converged",
+    },
+    "tests/algorithms/test_model_priors.py": {
+        "test_default_sampler_matches_the_cached_references",
+        "test_flat_prior_on_collinear_columns_is_refused_before_sampling",
+        "test_unknown_noise_and_flat_prior_match_the_normal_inverse_gamma_posterior[dadmms]",
+        "test_unknown_noise_and_flat_prior_match_the_normal_inverse_gamma_posterior[fald]",
+        "test_unknown_noise_and_flat_prior_match_the_normal_inverse_gamma_posterior[dmala]",
+    },
+    "tests/algorithms/test_qlsd.py": {
+        "test_compressed_mean_is_posterior_mean",
+        "test_pp_variance_reduction_beats_sharp",
+    },
+    # tests/runtime (the Ray tests are slow by rule)
+    "tests/runtime/test_checkpoints.py": {"test_killed_process_resumes_elsewhere_with_identical_draws"},  # a process
+    "tests/runtime/test_runtime.py": {"test_time_budget_stops_cleanly_with_draws"},
+    # tests/service (the `service` fixture's tests are slow by rule)
+    "tests/service/test_cli.py": {"test_demo_end_to_end"},  # the demo starts a server of its own
+    "tests/service/test_openapi_contract.py": {
+        "test_operation_keeps_its_contract",  # schemathesis over every operation: about 20 s
+        "test_stateful_sequences_keep_the_contract",
+    },
+    "tests/service/test_wire.py": {"test_the_sdk_imports_no_server_code"},  # a fresh interpreter
+    # tests/deploy and the top level
+    "tests/deploy/test_deploy.py": {"test_dockerfile_copies_everything_raysampler_needs_to_install"},  # builds a wheel
+    "tests/test_code_quality.py": {"test_mypy_is_clean"},  # about 20 s
+    "tests/test_data.py": {"test_covtype_like_full_size"},
+    "tests/test_imports.py": {"test_every_module_imports_on_its_own"},  # one fresh interpreter per module
+    # tests/models
+    "tests/models/test_model_runs.py": {
+        "test_a_users_own_model_plugs_in",
+        "test_linear_regression_on_diabetes_matches_exact_pi_rho",
+        "test_every_family_samples[softmax_regression-digits]",
+        "test_every_family_samples[mlp_classifier-digits]",
+    },
+}
+
+
+def is_listed_slow(relpath: str, name: str, originalname: str) -> bool:
+    """Whether SLOW lists this test (its file relative to the repository root, its name with the parametrization
+    id, and the function's name)."""
+    entry = SLOW.get(relpath)
+    if entry is None:
+        return False
+    if entry == ALL:
+        return True
+    return name in entry or originalname in entry

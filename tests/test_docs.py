@@ -1,0 +1,163 @@
+"""The docs name only code that exists: every backticked name in docs/architecture.md, docs/models.md and
+docs/algorithms.md that looks like code — a file or folder path (`raysampler/runtime/pools.py`, `pools.py`,
+`api/routers/`), a dotted name (`rs.sample`, `Result.posterior`), an identifier with an underscore or capitals
+(`bind_model`, `RunConfig`), a call (`close()`), a RAYSAMPLER_* variable — must resolve: the path exists (whole, or
+as the tail of a path in the repository), or the name is defined (a class, function, method, module-level or
+attribute assignment, an argument, a string key such as a registry's) somewhere in raysampler/ or api/, or the
+variable is read there (by name, or as a RAYSAMPLER_-prefixed settings field).
+
+Names of other projects (Ray, NumPy, the OS) are listed in EXTERNAL; plain lowercase words (`auto`, `grad`) are
+not checked, being as often prose as code."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import functools
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ["docs/architecture.md", "docs/models.md", "docs/algorithms.md"]
+PACKAGES = ("raysampler", "api")
+SEARCHED = ("raysampler", "api", "tests", "benchmarks", "scripts", "docs", "deploy")
+
+#: Names from other projects (or a shell) that the docs mention in backticks.
+EXTERNAL = {
+    "ray",
+    "np",
+    "numpy",
+    "scipy",
+    "arviz",
+    "az",
+    "SeedSequence",
+    "sched_yield",
+    "RAY_ADDRESS",
+    "RAY_TMPDIR",
+    "ray_current_cluster",
+    "pyproject.toml",
+    "ruff",
+    "mypy",
+    "pytest",
+    "uvicorn",
+    "fastapi",
+    "httpx",
+}
+
+_SPAN = re.compile(r"`([^`\n]+)`")
+_IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+_DOTTED = re.compile(rf"^{_IDENT}(\.{_IDENT})*$")
+_PATH = re.compile(r"^[A-Za-z0-9_.\-/]+$")
+
+
+@functools.cache
+def defined_names() -> frozenset[str]:
+    """Every name raysampler/ and api/ define: classes, functions, assignments (module, class, attribute), args."""
+    names: set[str] = set()
+    for pkg in PACKAGES:
+        for path in (ROOT / pkg).rglob("*.py"):
+            names.update(path.relative_to(ROOT).with_suffix("").parts)  # packages and modules
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                    names.add(node.name)
+                elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                    names.add(node.id)
+                elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                    names.add(node.attr)
+                elif isinstance(node, ast.arg):
+                    names.add(node.arg)
+                elif isinstance(node, ast.alias):
+                    names.add((node.asname or node.name).split(".")[-1])
+                elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier():
+                    names.add(node.value)  # registry keys and JSON fields: "linear_regression", "predicted_sd_error"
+    return frozenset(names | set(dir(builtins)))
+
+
+@functools.cache
+def source_text() -> str:
+    return "\n".join(p.read_text(encoding="utf-8") for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py"))
+
+
+@functools.cache
+def repo_paths() -> frozenset[str]:
+    """Every file and folder under the searched folders, as paths relative to the repository root."""
+    out: set[str] = set()
+    for top in SEARCHED:
+        for p in (ROOT / top).rglob("*"):
+            if "__pycache__" not in p.parts:
+                out.add(p.relative_to(ROOT).as_posix())
+    return frozenset(out)
+
+
+def path_exists(text: str) -> bool:
+    tail = text.rstrip("/")
+    if (ROOT / tail).exists():
+        return True
+    return any(p == tail or p.endswith("/" + tail) for p in repo_paths())
+
+
+def code_names(text: str) -> list[str]:
+    """What in one backticked span must resolve, as "path:…", "name:…" or "env:…" (empty: nothing to check)."""
+    text = text.strip()
+    if text.startswith(("$", "-", "<", "/", ".")) or text.split("(")[0].split(".")[0] in EXTERNAL:
+        return []
+    if "(" in text:  # a call: `close()`, `step(per_group, meanwhile)`, `rs.sample(..., executor="ray")`
+        text = text.split("(", 1)[0]
+        return [f"name:{text}"] if _DOTTED.match(text) else []
+    if " " in text:  # a command or a phrase
+        return []
+    if "=" in text:  # RAYSAMPLER_COORDINATOR_SHARDS=0, transport="actor"
+        name = text.split("=", 1)[0]
+        return [f"env:{name}"] if name.startswith("RAYSAMPLER_") else []
+    if text.startswith("RAYSAMPLER_"):
+        return [f"env:{text}"]
+    if "/" in text or re.search(r"\.(py|md|toml|yaml|yml|json|npz|html|js|css|sh)$", text):
+        return [f"path:{text}"] if _PATH.match(text) else []
+    if _DOTTED.match(text) and ("." in text or "_" in text.strip("_") or not text.islower()):
+        if text.isupper() and "_" not in text:  # an acronym (`CPU`)
+            return []
+        return [f"name:{text}"]
+    return []
+
+
+def resolves(ref: str) -> bool:
+    kind, _, text = ref.partition(":")
+    if kind == "path":
+        return path_exists(text)
+    if kind == "env":  # read by name, or a field of a settings class with the RAYSAMPLER_ prefix
+        return text in source_text() or text.removeprefix("RAYSAMPLER_").lower() in defined_names()
+    parts = text.split(".")
+    if parts[0] in ("rs", "raysampler", "api"):
+        parts = parts[1:] or ["raysampler"]
+    if path_exists("/".join(parts) + ".py") or path_exists("/".join(parts)):
+        return True  # a module: raysampler.runtime.pools
+    return all(p in defined_names() or p in EXTERNAL for p in parts)
+
+
+def stale_names(doc: str) -> list[str]:
+    out, fenced = [], False
+    for lineno, line in enumerate((ROOT / doc).read_text(encoding="utf-8").splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        if fenced or line.lstrip().startswith("```"):  # a code block: an example, not a reference
+            continue
+        for span in _SPAN.findall(line):
+            out += [f"{doc}:{lineno}: `{span}`" for ref in code_names(span) if not resolves(ref)]
+    return out
+
+
+def test_the_name_rules() -> None:
+    assert code_names("raysampler/runtime/pools.py") == ["path:raysampler/runtime/pools.py"]
+    assert code_names('rs.sample(..., executor="ray")') == ["name:rs.sample"]
+    assert code_names("bind_model") == ["name:bind_model"] and code_names("RunConfig") == ["name:RunConfig"]
+    assert code_names("auto") == [] and code_names("ray start") == [] and code_names("ray.init()") == []
+    assert resolves("path:raysampler/runtime/pools.py") and resolves("path:pools.py") and resolves("name:rs.sample")
+    assert not resolves("name:coordinator_init_that_is_not_there") and not resolves("path:raysampler/nowhere.py")
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_docs_name_only_code_that_exists(doc: str) -> None:
+    stale = stale_names(doc)
+    assert not stale, "names in the docs that the code does not define:\n" + "\n".join(stale)
