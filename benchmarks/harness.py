@@ -227,8 +227,8 @@ def run_metrics(result: Any) -> dict[str, Any]:
         "worker_compute_s": _floats(st.get("worker_compute_s")),
         "idle_fraction": _floats(st.get("idle_fraction")),
         "local_accept": float(np.mean(accept)) if accept is not None and np.size(accept) else None,
-        "local_kernel": result.info["setup"]["plan"].local_kernel if "setup" in result.info else None,
-        "transport": result.info.get("setup", {}).get("transport"),
+        "local_kernel": result.setup.plan.local_kernel if result.setup is not None else None,
+        "transport": result.setup.transport if result.setup is not None else None,
     }
 
 

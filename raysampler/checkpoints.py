@@ -27,6 +27,9 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from .algorithms import Algorithm, get_algorithm
+from .enums import Balance, Executor, TransportKind
+from .options import ExecutionOptions, RunOptions
 from .runtime.contracts import RunState
 
 CHECKPOINT = "checkpoint.pkl"
@@ -39,19 +42,36 @@ class CheckpointError(RuntimeError):
 
 @dataclass(frozen=True)
 class Manifest:
-    """What a Python-API run is, for `rs.resume`: the model, algorithm and its parameters, the run's options and
-    executor settings, and its shards where they can be named (file shards; in-memory shards are None and must
+    """What a Python-API run is, for `rs.resume`: the model, the algorithm with its parameters, the run's options
+    and executor settings, and its shards where they can be named (file shards; in-memory shards are None and must
     be passed again)."""
 
     model: Any
-    algorithm: str
-    params: dict[str, Any]
-    options: Any
-    executor: str
-    transport: str
+    algorithm: Algorithm
+    options: RunOptions
+    executor: Executor
+    transport: TransportKind
     max_actors: int | None
-    balance: str | bool
+    balance: Balance
     shards: tuple[Any, ...]
+
+    @classmethod
+    def of(
+        cls, model: Any, algorithm: Algorithm, options: RunOptions, execution: ExecutionOptions, shards: tuple[Any, ...]
+    ) -> Manifest:
+        """The manifest of a run (the parts of `execution` that outlive its process: no callback, no directory)."""
+        e = execution
+        return cls(model, algorithm, options, e.executor, e.transport, e.max_actors, e.balance, shards)
+
+    def execution(self, checkpoint_dir: str | os.PathLike, executor: Executor | str | None = None) -> ExecutionOptions:
+        """How the resumed run executes: as the original run (or on `executor`), storing into `checkpoint_dir`."""
+        return ExecutionOptions(
+            executor=executor or self.executor,  # type: ignore[arg-type]  # parsed by ExecutionOptions
+            transport=self.transport,
+            balance=self.balance,
+            max_actors=self.max_actors,
+            checkpoint_dir=checkpoint_dir,
+        )
 
 
 class RunDirectory:
@@ -193,6 +213,9 @@ class RunDirectory:
             raise CheckpointError(f"{path} cannot be read ({type(exc).__name__}: {exc})") from None
         if not isinstance(manifest, Manifest):
             raise CheckpointError(f"{path} is not a raysampler run manifest")
+        if isinstance(manifest.algorithm, str):  # written before manifests held the algorithm: name and params
+            params = manifest.__dict__.pop("params", {})
+            object.__setattr__(manifest, "algorithm", get_algorithm(manifest.algorithm, **params))
         return manifest
 
     # --- housekeeping --------------------------------------------------------------------------------------

@@ -34,6 +34,17 @@ class TransportKind(StrEnum):
     ACTOR = "actor"
 
 
+class StopReason(StrEnum):
+    """Why a run stopped (`Run.stop_reason`, `result.outcome.stop_reason`)."""
+
+    COMPLETED = "completed"
+    CONVERGED = "converged"
+    MAX_ROUNDS = "max_rounds"
+    TIME_BUDGET = "time_budget"
+    FAILURE = "failure"
+    STOPPED = "stopped"
+
+
 class Balance(StrEnum):
     """Step-count balancing policy (users pass "auto", True or False; `Balance.of`); REPLAY is internal: follow a
     recorded schedule."""

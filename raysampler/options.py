@@ -1,4 +1,5 @@
-"""How long a run samples and what it keeps: one validated value used by `rs.sample` and by the service.
+"""How long a run samples and what it keeps (`RunOptions`), and where and how it executes (`ExecutionOptions`): two
+validated values used by `rs.sample`, `rs.resume` and the service to build a `Run`.
 
 `num_rounds` is a number of rounds after burn-in, or "auto": sample until the draws' minimum bulk ESS reaches
 `target_ess` and their maximum rank-normalised R-hat is below `max_rhat` (checked as the run goes), or until
@@ -9,10 +10,17 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass
-from typing import Any, Literal
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
+from .enums import Balance, Executor, TransportKind, parse
 from .errors import ArgumentError
+
+if TYPE_CHECKING:  # pydantic-settings loads only when a run starts: `import raysampler` (and the CLI) stays light
+    from .events import RunEvent
+    from .settings import EngineSettings
 
 AUTO = "auto"
 #: Defaults of a run that stops on convergence (`num_rounds="auto"`).
@@ -91,6 +99,49 @@ class RunOptions:
     def max_draws(self) -> int:
         """Draws per chain kept if the run goes to its last round."""
         return self.sampling_rounds // self.thin
+
+
+@dataclass(frozen=True)
+class ExecutionOptions:
+    """Where and how a run executes, checked once; none of it changes the draws.
+
+    `executor`: the coordinator in this process ("local") or as a Ray actor ("ray"). On Ray, `transport` picks how
+    round messages travel ("socket": direct channels, "actor": Ray actor calls), `max_actors` caps the worker actors
+    (default: one per CPU) and `balance` ("auto", True/False, or a `Balance`) whether local step counts N_i follow
+    measured worker speeds ("auto" only on Ray and only when the speeds differ). `keep_draws=False`: `Run.chunks()`
+    only yields draws, the caller stores them. `checkpoint_dir` stores every chunk of draws with its checkpoint.
+    `engine`: the RAYSAMPLER_* engine settings (default: read from the environment when the run starts).
+    `on_event` hears of each lost process and resume (`RunEvent`). `_slowdown` is a test hook (shard -> factor by
+    which its local work is slowed).
+    """
+
+    executor: Executor = Executor.RAY
+    transport: TransportKind = TransportKind.SOCKET
+    balance: Balance = Balance.AUTO
+    max_actors: int | None = None
+    keep_draws: bool = True
+    checkpoint_dir: str | os.PathLike | None = None
+    engine: EngineSettings | None = None
+    on_event: Callable[[RunEvent], None] | None = field(default=None, compare=False)
+    _slowdown: Mapping[int, float] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "executor", parse(Executor, self.executor, "executor"))
+        object.__setattr__(self, "transport", parse(TransportKind, self.transport, "transport"))
+        object.__setattr__(self, "balance", Balance.of(self.balance))
+        if self.max_actors is not None:
+            object.__setattr__(self, "max_actors", positive_int(self.max_actors, "max_actors"))
+        object.__setattr__(self, "keep_draws", bool(self.keep_draws))
+        if self.on_event is not None and not callable(self.on_event):
+            raise TypeError(f"on_event must be callable (it receives each RunEvent), got {self.on_event!r}")
+
+    @property
+    def balance_policy(self) -> Balance:
+        """The policy the coordinator follows: balancing from timings only pays where workers run in parallel, so
+        "auto" means never off Ray (equal workers keep a fixed, reproducible schedule either way)."""
+        if self.balance == Balance.AUTO and self.executor != Executor.RAY:
+            return Balance.NEVER
+        return self.balance
 
 
 def positive_int(value: Any, name: str) -> int:

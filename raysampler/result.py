@@ -1,31 +1,99 @@
-"""The outcome of a sampling run: draws (chains, draws, d), diagnostics through ArviZ, and runtime statistics."""
+"""The outcome of a sampling run: draws (chains, draws, d), diagnostics through ArviZ, and the run's typed records:
+what setup decided (`SetupInfo`), the runtime statistics (`RunStats`) and how the run went (`RunOutcome`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .models.base import ParamBlock, natural_values
 
+if TYPE_CHECKING:
+    from .diagnostics import Diagnostics, RunWarning
+    from .enums import StopReason
+    from .errors import Failure
+    from .events import RunEvent
+    from .options import RunOptions
+    from .runtime.contracts import RunConfig, RunStats, SetupInfo
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Seconds spent: setting up (binding, tuning, starting workers), sampling, in all (from the run's start), and
+    writing draws and checkpoints durably (None without a `checkpoint_dir`)."""
+
+    setup_s: float
+    sampling_s: float
+    wall_s: float
+    checkpoint_write_s: float | None = None
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How a run went: its options and the coordinator's config, timings, rounds done, why it stopped, the failure
+    that stopped it (if any), its warnings (each with its `WarningKind`), the final diagnostics, recoveries from
+    lost processes (`restarts`, `events`) and the round of its last checkpoint."""
+
+    options: RunOptions
+    config: RunConfig
+    timings: Timings
+    rounds_done: int
+    stop_reason: StopReason | None
+    failure: Failure | None = None
+    warnings: tuple[RunWarning, ...] = ()
+    diagnostics: Diagnostics | None = None
+    restarts: int = 0
+    events: tuple[RunEvent, ...] = ()
+    checkpoint_round: int | None = None
+
+    @property
+    def stopped_by_time_budget(self) -> bool:
+        return self.stop_reason == "time_budget"
+
 
 @dataclass
 class Result:
-    """Posterior draws of θ with per-draw sample stats and the run's statistics.
+    """Posterior draws of θ with per-draw sample stats and the run's typed records.
 
     draws: (chains, draws, d) of the sampler's unconstrained θ (positive parameters as logs) after burn-in and
-    thinning; `param_names` names its coordinates and `param_blocks` (from info["param_blocks"]) groups them into the
-    model's parameters, which `posterior`, `to_arviz` and `summary` report on their natural scale.
+    thinning; `param_names` names its coordinates and `layout` groups them into the model's parameters
+    (`param_blocks`), which `posterior`, `to_arviz` and `summary` report on their natural scale.
     sample_stats: name → (chains, draws).
-    stats: per-round wall time, per-worker compute/idle seconds and idle fraction, N_i, τ_i, ρ_i, γ_i, …
+    setup: what setup found and decided (`SetupInfo`: dimension, shard sizes, placement, the tuning report `plan`).
+    run_stats: the runtime statistics (`RunStats`: per-round wall time, per-worker compute/idle seconds and idle
+    fraction, N_i and its `N_schedule`, τ_i, placement, ρ_i, γ_i, M_i).
+    outcome: how the run went (`RunOutcome`: timings, stop reason, failure, warnings, diagnostics, restarts).
+    A result read back from stored draws (the service) has only draws, names, layout and sample stats.
     """
 
     draws: np.ndarray
     param_names: list[str]
-    stats: dict[str, Any] = field(default_factory=dict)
     sample_stats: dict[str, np.ndarray] = field(default_factory=dict)
-    info: dict[str, Any] = field(default_factory=dict)
+    algorithm: str | None = None
+    executor: str | None = None
+    layout: tuple[ParamBlock, ...] = ()
+    setup: SetupInfo | None = None
+    run_stats: RunStats | None = None
+    outcome: RunOutcome | None = None
+
+    @property
+    def stats(self) -> Mapping[str, Any]:
+        """A read-only dict view of `run_stats` (placement as dicts) with the timings as `setup_time_s`,
+        `wall_time_s` and `checkpoint_write_s`: the per-round and per-worker arrays by name, e.g. `stats["M"]`.
+        Prefer the typed `run_stats` and `outcome.timings`."""
+        if self.run_stats is None:
+            return MappingProxyType({})
+        out = self.run_stats.as_dict()
+        if self.outcome is not None:
+            t = self.outcome.timings
+            out |= {"setup_time_s": t.setup_s, "wall_time_s": t.wall_s}
+            if t.checkpoint_write_s is not None:
+                out["checkpoint_write_s"] = t.checkpoint_write_s
+        return MappingProxyType(out)
 
     @property
     def chains(self) -> int:
@@ -37,14 +105,13 @@ class Result:
 
     @property
     def param_blocks(self) -> tuple[ParamBlock, ...]:
-        """θ's layout as named parameters: `info["param_blocks"]` (ParamBlock objects, or their `as_dict` form from a
-        JSON store) when the run recorded one, else a single block `theta` (dim `param`) labelled by `param_names`."""
+        """θ's layout as named parameters: `layout` (ParamBlock objects, or their `as_dict` form from a JSON store)
+        when the run recorded one, else a single block `theta` (dim `param`) labelled by `param_names`."""
         d = self.draws.shape[2]
-        raw = self.info.get("param_blocks") if self.info else None
-        if raw:
-            blocks = tuple(b if isinstance(b, ParamBlock) else ParamBlock.from_dict(b) for b in raw)
+        if self.layout:
+            blocks = tuple(b if isinstance(b, ParamBlock) else ParamBlock.from_dict(b) for b in self.layout)
             if sum(b.size for b in blocks) != d:
-                raise ValueError(f"info['param_blocks'] has {sum(b.size for b in blocks)} coordinates, the draws {d}")
+                raise ValueError(f"layout has {sum(b.size for b in blocks)} coordinates, the draws {d}")
             return blocks
         labels = tuple(self.param_names) if len(self.param_names) == d and len(set(self.param_names)) == d else None
         return (ParamBlock("theta", d, "param", labels, "identity"),)
@@ -80,7 +147,7 @@ class Result:
         groups: dict[str, dict[str, np.ndarray]] = {"posterior": self.posterior()}
         if self.sample_stats:
             groups["sample_stats"] = dict(self.sample_stats)
-        attrs = {"algorithm": str(self.info.get("algorithm", "")), "executor": str(self.info.get("executor", ""))}
+        attrs = {"algorithm": str(self.algorithm or ""), "executor": str(self.executor or "")}
         return azb.from_dict(groups, dims=dims, coords=coords, attrs={"posterior": attrs})
 
     def summary(self, ci_prob: float = 0.94, round_to: int | str | None = "none"):
@@ -105,5 +172,5 @@ class Result:
     def __repr__(self) -> str:
         return (
             f"Result(chains={self.chains}, draws={self.num_draws}, d={self.draws.shape[2]}, "
-            f"algorithm={self.info.get('algorithm')!r}, executor={self.info.get('executor')!r})"
+            f"algorithm={self.algorithm!r}, executor={self.executor!r})"
         )

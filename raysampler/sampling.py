@@ -14,28 +14,24 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from .algorithms import get_algorithm
+from .algorithms import Algorithm, get_algorithm
 from .checkpoints import Manifest, RunDirectory
 from .diagnostics import FINAL_DRAWS, Diagnostics, RunWarning, WarningKind, check_draws, diagnose
-from .enums import Balance, Executor, TransportKind, parse
+from .enums import Balance, Executor, StopReason, TransportKind
 from .errors import Failure, FailureKind, SamplingError, WorkerFailed, failure_of
+from .events import EventKind, RunEvent
 from .models.contract import as_model
-from .options import RunOptions, positive_int
-from .result import Result
+from .options import DEFAULT_MAX_RHAT, DEFAULT_TARGET_ESS, ExecutionOptions, RunOptions
+from .result import Result, RunOutcome, Timings
 from .runtime import executors
 from .runtime.contracts import Chunk, RunConfig, RunState, RunStats, SetupInfo
 from .runtime.host import ShardSource
 from .shards import ShardSet
 from .shards import shard as make_shards
-
-if TYPE_CHECKING:  # pydantic-settings loads only when a run starts: `import raysampler` (and the CLI) stays light
-    from .settings import EngineSettings
 
 #: Kept draws per chain at the first convergence check (num_rounds="auto"); each later one is CHECK_GROWTH times on.
 FIRST_CHECK_DRAWS = 100
@@ -45,35 +41,12 @@ CHECK_GROWTH = 1.5
 RECOVERABLE = (FailureKind.WORKER_LOST, FailureKind.COORDINATOR_LOST)
 
 
-class StopReason(StrEnum):
-    """Why a run stopped (`Run.stop_reason`, `result.info["stop_reason"]`)."""
-
-    COMPLETED = "completed"
-    CONVERGED = "converged"
-    MAX_ROUNDS = "max_rounds"
-    TIME_BUDGET = "time_budget"
-    FAILURE = "failure"
-    STOPPED = "stopped"
-
-
-class EventKind(StrEnum):
-    """What happened to a running run (`RunEvent.kind`)."""
-
-    WORKER_LOST = "worker_lost"
-    RESUMED = "resumed"
-
-
-@dataclass(frozen=True)
-class RunEvent:
-    """Something that happened to a running run: WORKER_LOST (with the failure) or RESUMED (from `round`)."""
-
-    kind: EventKind
-    round: int
-    failure: Failure | None = None
-
-
 class Run:
     """A started run: iterate `chunks()` for draws as they are produced, then `result()`; `close()` frees workers.
+
+    A run is a model, its shards, an `Algorithm` carrying its own parameters (`get_algorithm(name, **params)`),
+    `RunOptions` (how long it samples and what it keeps) and `ExecutionOptions` (where and how it executes); each
+    record checks its values once, when it is made. `rs.sample` builds these from its keywords.
 
     `resume_from` continues a captured `RunState` (same model, data, algorithm and options) instead of tuning anew:
     the draws that follow are exactly those the original run would have made.
@@ -81,11 +54,12 @@ class Run:
     On Ray the run captures its state at the end of every chunk (in memory; `chunks(capture=True)` hands it to the
     caller too). If a worker process, its node or the coordinator is lost, the run waits for the workers to come
     back where their shards live (Ray restarts them; at most RAYSAMPLER_SITE_WAIT_S), rolls every state back to
-    that capture and goes on: the draws are exactly those of an uninterrupted run. `on_event` hears of each loss
-    and resume (`RunEvent`); `restarts` counts them (at most RAYSAMPLER_MAX_RESTARTS). These RAYSAMPLER_* settings
-    are read once, here (`EngineSettings`; `engine` gives them instead), and travel to every process in `RunConfig`.
+    that capture and goes on: the draws are exactly those of an uninterrupted run. `execution.on_event` hears of
+    each loss and resume (`RunEvent`); `restarts` counts them (at most RAYSAMPLER_MAX_RESTARTS). These RAYSAMPLER_*
+    settings are read once, here (`EngineSettings`; `execution.engine` gives them instead), and travel to every
+    process in `RunConfig`.
 
-    With `checkpoint_dir` every chunk's draws and the state at its end are written there durably (draws first,
+    With `execution.checkpoint_dir` every chunk's draws and the state at its end are written there durably (draws first,
     then the checkpoint; `raysampler.checkpoints.RunDirectory`) before the chunk is handed on, so a run stopped in
     any way — its own process killed included — continues from there (`resume_from`, or `rs.resume`).
     """
@@ -94,81 +68,51 @@ class Run:
         self,
         model: Any,
         shards: Any,
-        algorithm: str = "dglmc",
+        algorithm: Algorithm,
+        options: RunOptions,
+        execution: ExecutionOptions,
         *,
-        chains: int = 4,
-        num_rounds: int | str = 1000,
-        burn_in: int | None = None,
-        thin: int = 1,
-        seed: int = 0,
-        executor: Executor | str = Executor.RAY,
-        time_budget_s: float | None = None,
-        balance: Balance | str | bool = Balance.AUTO,
-        max_actors: int | None = None,
-        transport: TransportKind | str = TransportKind.SOCKET,
-        keep_draws: bool = True,
-        target_ess: float = 400.0,
-        max_rhat: float = 1.01,
-        max_rounds: int | None = None,
         resume_from: RunState | None = None,
-        on_event: Callable[[RunEvent], None] | None = None,
-        checkpoint_dir: str | os.PathLike | None = None,
-        engine: EngineSettings | None = None,
-        _slowdown: dict[int, float] | None = None,
-        **params: Any,
     ) -> None:
         as_model(model)  # a TypeError now, before any process starts, if it cannot be a model
-        shard_set = _as_shards(shards)
-        self.options = RunOptions(
-            chains=chains,
-            num_rounds=num_rounds,  # type: ignore[arg-type]  # checked by RunOptions (a clear error names it)
-            burn_in=burn_in,
-            thin=thin,
-            seed=seed,
-            time_budget_s=time_budget_s,
-            target_ess=target_ess,
-            max_rhat=max_rhat,
-            max_rounds=max_rounds,
-        )
-        executor = parse(Executor, executor, "executor")
-        balance = Balance.of(balance)
-        if max_actors is not None:
-            max_actors = positive_int(max_actors, "max_actors")
-        transport = parse(TransportKind, transport, "transport")
+        for value, kind, name in (
+            (algorithm, Algorithm, "algorithm"),
+            (options, RunOptions, "options"),
+            (execution, ExecutionOptions, "execution"),
+        ):
+            if not isinstance(value, kind):
+                raise TypeError(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
         if resume_from is not None and not isinstance(resume_from, RunState):
             raise TypeError(
                 f"resume_from must be a RunState (from Run.capture() or a checkpoint), got {type(resume_from).__name__}"
             )
-        alg = get_algorithm(algorithm, **params)
-        opts = self.options
-        # Balancing N_i from timings only pays where workers run in parallel; "auto" switches it on only when
-        # the measured speeds really differ, so equal workers keep a fixed, reproducible schedule.
-        policy = Balance.NEVER if balance == Balance.AUTO and executor != Executor.RAY else balance
+        shard_set = _as_shards(shards)
+        self.options, self.execution, self.algorithm = options, execution, algorithm
+        opts, exe = options, execution
         # The engine settings are read here, once, and travel in the config: no actor reads its environment.
         from .settings import EngineSettings
 
-        self.engine = EngineSettings.from_env() if engine is None else engine.engine()
+        self.engine = EngineSettings.from_env() if exe.engine is None else exe.engine.engine()
         self.config = RunConfig(
             opts.chains,
             opts.sampling_rounds,
             int(opts.burn_in or 0),
             opts.thin,
             opts.seed,
-            policy,
+            exe.balance_policy,
             engine=self.engine,
         )
-        self.executor, self.algorithm_name = executor, algorithm
-        self.time_budget_s = opts.time_budget_s
         self._start = time.perf_counter()
         sources = [ShardSource(i, s, s.site, s.columns, s.index) for i, s in enumerate(shard_set)]
-        self._launch = (executor, sources, model, alg, self.config, max_actors, transport)
+        self._launch = (exe.executor, sources, model, algorithm, self.config, exe.max_actors, exe.transport)
         try:
             self._handle = executors.start(*self._launch)
         except WorkerFailed as exc:
             raise SamplingError(failure_of(exc) or _unknown(exc), None) from None
         try:
             if resume_from is None:
-                self.setup: SetupInfo = self._handle.setup(_slowdown)
+                slowdown = dict(exe._slowdown) if exe._slowdown is not None else None
+                self.setup: SetupInfo = self._handle.setup(slowdown)
             else:
                 self.setup = self._handle.resume(resume_from)
         except WorkerFailed as exc:
@@ -180,12 +124,11 @@ class Run:
         self.rounds_done = resume_from.rounds_done if resume_from is not None else 0
         self.draws_before = resume_from.draws_kept if resume_from is not None else 0
         self.draws_kept = self.draws_before  # draws per chain kept so far, including those before a resume
-        self.directory = RunDirectory(checkpoint_dir) if checkpoint_dir is not None else None
-        self.on_event = on_event
+        self.directory = RunDirectory(exe.checkpoint_dir) if exe.checkpoint_dir is not None else None
         self.restarts = 0
         self.checkpoint_write_s = 0.0  # time spent writing draws and checkpoints durably (checkpoint_dir)
         self.events: list[RunEvent] = []
-        self.recoverable = executor == Executor.RAY
+        self.recoverable = exe.executor == Executor.RAY
         try:
             self.checkpoint: RunState | None = resume_from or (self._handle.capture() if self.recoverable else None)
         except BaseException:
@@ -194,7 +137,7 @@ class Run:
         self.failure: Failure | None = None
         self.stop_reason: StopReason | None = None
         self.diagnostics: Diagnostics | None = None
-        self.keep_draws = bool(keep_draws) or opts.auto  # False: chunks() only yields draws (the caller stores them)
+        self.keep_draws = exe.keep_draws or opts.auto  # False: chunks() only yields draws (the caller stores them)
         self._draws: list[np.ndarray] = []
         self._stats: dict[str, list[np.ndarray]] = {}
         self._next_check = FIRST_CHECK_DRAWS  # kept draws per chain at the next convergence check
@@ -204,6 +147,18 @@ class Run:
             self._draws.append(self.directory.read(0, self.draws_before))
             for k, v in self.directory.read_stats(self.draws_before).items():
                 self._stats[k] = [v]
+
+    @property
+    def executor(self) -> Executor:
+        return self.execution.executor
+
+    @property
+    def algorithm_name(self) -> str:
+        return self.algorithm.name
+
+    @property
+    def time_budget_s(self) -> float | None:
+        return self.options.time_budget_s
 
     @property
     def total_rounds(self) -> int:
@@ -300,8 +255,8 @@ class Run:
 
     def _event(self, event: RunEvent) -> None:
         self.events.append(event)
-        if self.on_event is not None:
-            self.on_event(event)
+        if self.execution.on_event is not None:
+            self.execution.on_event(event)
 
     def _check_round(self) -> int:
         """The round after which the next convergence check's draw count is reached."""
@@ -332,37 +287,45 @@ class Run:
         return self._handle.capture()
 
     def result(self) -> Result:
-        """The draws collected so far as a Result (chains, draws, d), with the run's statistics and diagnostics."""
+        """The draws collected so far as a Result (chains, draws, d), with the run's typed records: `setup`,
+        `run_stats` and `outcome` (timings, stop reason, warnings, diagnostics)."""
         theta = self._draws_array()
         sample_stats = {k: np.concatenate(v).T for k, v in self._stats.items()}
-        stats = self.stats().as_dict()
-        stats["setup_time_s"] = self.setup.setup_time_s
-        stats["wall_time_s"] = time.perf_counter() - self._start
-        if self.directory is not None:
-            stats["checkpoint_write_s"] = self.checkpoint_write_s
+        run_stats = self.stats()
+        timings = Timings(
+            setup_s=self.setup.setup_time_s,
+            sampling_s=float(run_stats.sampling_time_s),
+            wall_s=time.perf_counter() - self._start,
+            checkpoint_write_s=self.checkpoint_write_s if self.directory is not None else None,
+        )
         draws = np.ascontiguousarray(theta.transpose(1, 0, 2))
         diag = diagnose(draws, FINAL_DRAWS) if draws.shape[1] >= 4 else None
         if diag is not None:
             self.diagnostics = diag
-        notes = self.warnings()
-        info = {
-            "algorithm": self.algorithm_name,
-            "executor": self.executor,
-            "config": self.config,
-            "options": self.options,
-            "setup": self.setup.as_dict(),
-            "failure": self.failure,
-            "stopped_by_time_budget": self.stopped_by_time_budget,
-            "stop_reason": self.stop_reason,
-            "rounds_done": self.rounds_done,
-            "diagnostics": diag,
-            "warnings": [str(w) for w in notes],
-            "param_blocks": self.setup.param_blocks,
-            "restarts": self.restarts,
-            "events": list(self.events),
-            "checkpoint_round": self.checkpoint.rounds_done if self.checkpoint is not None else None,
-        }
-        return Result(draws, list(self.setup.param_names), stats, sample_stats, info)
+        outcome = RunOutcome(
+            options=self.options,
+            config=self.config,
+            timings=timings,
+            rounds_done=self.rounds_done,
+            stop_reason=self.stop_reason,
+            failure=self.failure,
+            warnings=tuple(self.warnings()),
+            diagnostics=diag,
+            restarts=self.restarts,
+            events=tuple(self.events),
+            checkpoint_round=self.checkpoint.rounds_done if self.checkpoint is not None else None,
+        )
+        return Result(
+            draws,
+            list(self.setup.param_names),
+            sample_stats,
+            algorithm=self.algorithm_name,
+            executor=self.executor.value,
+            layout=tuple(self.setup.param_blocks),
+            setup=self.setup,
+            run_stats=run_stats,
+            outcome=outcome,
+        )
 
     def warnings(self) -> list[RunWarning]:
         """What the user should hear about this run (each with its `WarningKind`): an early stop, balancing from
@@ -391,7 +354,7 @@ class Run:
                     WarningKind.BALANCE,
                     f"worker speeds differed by more than {self.config.balance_ratio}x, so local step counts N_i "
                     f"were balanced from measured timings (schedule {list(stats.N_schedule)}); pass "
-                    "n_local=result.stats['N_schedule'] to replay these draws exactly",
+                    "n_local=result.run_stats.N_schedule to replay these draws exactly",
                 )
             )
         if self.diagnostics is not None and self.stop_reason != StopReason.FAILURE:
@@ -428,11 +391,12 @@ def sample(
     balance: Balance | str | bool = Balance.AUTO,
     max_actors: int | None = None,
     transport: TransportKind | str = TransportKind.SOCKET,
-    target_ess: float = 400.0,
-    max_rhat: float = 1.01,
+    target_ess: float = DEFAULT_TARGET_ESS,
+    max_rhat: float = DEFAULT_MAX_RHAT,
     max_rounds: int | None = None,
     checkpoint_dir: str | os.PathLike | None = None,
     callback: Callable[[Chunk], None] | None = None,
+    _slowdown: dict[int, float] | None = None,
     **params: Any,
 ) -> Result:
     """Sample the posterior of `model` given data split into `shards`.
@@ -442,57 +406,49 @@ def sample(
     < `max_rhat` (or at `max_rounds`, default 100,000). Each chain keeps the last round of every block of `thin`.
     For the same seed the draws are identical on `executor="local"` and `"ray"`, run after run; `balance="auto"`
     re-balances local step counts N_i from measured worker speeds only on Ray and only when the speeds differ by
-    more than 1.5x (then it warns and records the schedule in `result.stats["N_schedule"]`, which `n_local=`
+    more than 1.5x (then it warns and records the schedule in `result.run_stats.N_schedule`, which `n_local=`
     replays). `time_budget_s` stops cleanly, returning what was drawn. On Ray, `max_actors` caps the worker actors
     (default: one per CPU) and `transport` picks how round messages travel: "socket" (direct TCP channels, the fast
     path) or "actor" (plain Ray actor calls); a lost worker, node or coordinator is recovered from the last
     checkpoint. `checkpoint_dir` stores every chunk of draws with its checkpoint, so `rs.resume(checkpoint_dir)`
     continues the run in another process. Algorithm parameters go in `**params`.
     A failure raises SamplingError naming the worker, site and round, with `.result` holding the draws so far.
+
+    The keywords are sugar for `Run(model, shards, get_algorithm(algorithm, **params), RunOptions(...),
+    ExecutionOptions(...))`.
     """
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable (it receives each chunk of draws), got {callback!r}")
-    if checkpoint_dir is not None:
-        directory = RunDirectory(checkpoint_dir)
-        if directory.has_checkpoint():
-            raise ValueError(
-                f"checkpoint_dir {str(checkpoint_dir)!r} holds a run already: continue it with "
-                "rs.resume(checkpoint_dir), or give an empty directory"
-            )
-    run = Run(
-        model,
-        shards,
-        algorithm,
+    as_model(model)  # model and shards are checked first, as `Run` checks them
+    shard_set = _as_shards(shards)
+    if checkpoint_dir is not None and RunDirectory(checkpoint_dir).has_checkpoint():
+        raise ValueError(
+            f"checkpoint_dir {str(checkpoint_dir)!r} holds a run already: continue it with "
+            "rs.resume(checkpoint_dir), or give an empty directory"
+        )
+    options = RunOptions(
         chains=chains,
-        num_rounds=num_rounds,
+        num_rounds=num_rounds,  # type: ignore[arg-type]  # checked by RunOptions (a clear error names it)
         burn_in=burn_in,
         thin=thin,
         seed=seed,
-        executor=executor,
         time_budget_s=time_budget_s,
-        balance=balance,
-        max_actors=max_actors,
-        transport=transport,
         target_ess=target_ess,
         max_rhat=max_rhat,
         max_rounds=max_rounds,
-        checkpoint_dir=checkpoint_dir,
-        **params,
     )
+    execution = ExecutionOptions(
+        executor=executor,  # type: ignore[arg-type]  # parsed by ExecutionOptions (a clear error names it)
+        transport=transport,  # type: ignore[arg-type]
+        balance=balance,  # type: ignore[arg-type]
+        max_actors=max_actors,
+        checkpoint_dir=checkpoint_dir,
+        _slowdown=_slowdown,
+    )
+    alg = get_algorithm(algorithm, **params)
+    run = Run(model, shard_set, alg, options, execution)
     if run.directory is not None:
-        run.directory.save_manifest(
-            Manifest(
-                model,
-                algorithm,
-                dict(params),
-                run.options,
-                executor,
-                transport,
-                max_actors,
-                balance,
-                _nameable(_as_shards(shards)),
-            )
-        )
+        run.directory.save_manifest(Manifest.of(model, alg, options, execution, _nameable(shard_set)))
     return _drive(run, progress, callback)
 
 
@@ -518,28 +474,8 @@ def resume(
             raise ValueError("this run's shards were in memory: pass them again, rs.resume(checkpoint_dir, shards=...)")
         shards = list(manifest.shards)
     directory.drop_from(state.draws_kept)
-    opts = manifest.options
-    run = Run(
-        manifest.model,
-        shards,
-        manifest.algorithm,
-        chains=opts.chains,
-        num_rounds=opts.num_rounds,
-        burn_in=opts.burn_in,
-        thin=opts.thin,
-        seed=opts.seed,
-        executor=executor or manifest.executor,
-        time_budget_s=opts.time_budget_s,
-        balance=manifest.balance,
-        max_actors=manifest.max_actors,
-        transport=manifest.transport,
-        target_ess=opts.target_ess,
-        max_rhat=opts.max_rhat,
-        max_rounds=opts.max_rounds,
-        resume_from=state,
-        checkpoint_dir=directory.path,
-        **manifest.params,
-    )
+    execution = manifest.execution(directory.path, executor)
+    run = Run(manifest.model, shards, manifest.algorithm, manifest.options, execution, resume_from=state)
     return _drive(run, progress, callback)
 
 
@@ -556,7 +492,7 @@ def _drive(run: Run, progress: bool | None, callback: Callable[[Chunk], None] | 
             if callback is not None:
                 callback(chunk)
         result = run.result()
-        notes = run.warnings()  # as in result.info["warnings"], with their kinds (the RunWarning category)
+        notes = run.warnings()  # as in result.outcome.warnings, with their kinds (the RunWarning category)
     if run.draws_before and run.directory is not None:  # a resumed run: its result holds every stored draw
         result = _with_stored_draws(result, run.directory, run.draws_kept)
     if run.failure is not None:

@@ -43,7 +43,7 @@ def main() -> None:
             progress=False,
         )
     ess = res.ess("bulk")
-    diag = res.info["diagnostics"]
+    diag = res.outcome.diagnostics
     mean, sd = res.draws.mean(axis=(0, 1)), res.draws.std(axis=(0, 1))
     np.savez(
         OUT,

@@ -191,7 +191,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             marks.add("ray")
         if names & {"service", "app_client"}:
             marks.add("service")
-        if rel.startswith("tests/ui/"):
+        if rel.startswith("tests/api/ui/"):
             marks.add("ui")
         if rel.startswith("tests/deploy/"):
             marks.add("deploy")

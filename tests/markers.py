@@ -28,7 +28,7 @@ SLOW: dict[str, str | set[str]] = {
         "test_mala_targets_exact_posterior",
         "test_ula_matches_lyapunov_law",
     },
-    "tests/algorithms/test_bias_budget.py": {
+    "tests/tuning/test_budget.py": {
         "test_fald_tuned_default_keeps_the_exact_law_within_budget",
         "test_tuned_default_keeps_the_exact_law_within_budget_and_samples_it[dadmms]",
     },
@@ -65,19 +65,19 @@ SLOW: dict[str, str | set[str]] = {
         "test_pp_variance_reduction_beats_sharp",
     },
     # tests/runtime (the Ray tests are slow by rule)
-    "tests/runtime/test_checkpoints.py": {"test_killed_process_resumes_elsewhere_with_identical_draws"},  # a process
+    "tests/test_checkpoints.py": {"test_killed_process_resumes_elsewhere_with_identical_draws"},  # a process
     "tests/runtime/test_runtime.py": {"test_time_budget_stops_cleanly_with_draws"},
     # tests/service (the `service` fixture's tests are slow by rule)
-    "tests/service/test_cli.py": {"test_demo_end_to_end"},  # the demo starts a server of its own
-    "tests/service/test_openapi_contract.py": {
+    "tests/test_cli.py": {"test_demo_end_to_end"},  # the demo starts a server of its own
+    "tests/api/test_openapi_contract.py": {
         "test_operation_keeps_its_contract",  # schemathesis over every operation: about 20 s
         "test_stateful_sequences_keep_the_contract",
     },
-    "tests/service/test_wire.py": {"test_the_sdk_imports_no_server_code"},  # a fresh interpreter
+    "tests/test_wire.py": {"test_the_sdk_imports_no_server_code"},  # a fresh interpreter
     # tests/deploy and the top level
     "tests/deploy/test_deploy.py": {"test_dockerfile_copies_everything_raysampler_needs_to_install"},  # builds a wheel
     "tests/test_code_quality.py": {"test_mypy_is_clean"},  # about 20 s
-    "tests/test_data.py": {"test_covtype_like_full_size"},
+    "tests/test_shards.py": {"test_covtype_like_full_size"},
     "tests/test_imports.py": {"test_every_module_imports_on_its_own"},  # one fresh interpreter per module
     # tests/models
     "tests/models/test_model_runs.py": {

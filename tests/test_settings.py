@@ -10,8 +10,11 @@ import numpy as np
 import pytest
 
 import raysampler as rs
-from raysampler.enums import Balance, Executor, TransportKind, parse
-from raysampler.sampling import EventKind, Run, StopReason
+from raysampler.algorithms import DGLMC
+from raysampler.enums import Balance, Executor, StopReason, TransportKind, parse
+from raysampler.events import EventKind
+from raysampler.options import ExecutionOptions, RunOptions
+from raysampler.sampling import Run
 from raysampler.settings import EngineSettings
 
 FIELDS = [f"RAYSAMPLER_{f.upper()}" for f in EngineSettings.model_fields]
@@ -93,7 +96,9 @@ def test_enums_take_users_strings_and_serialise_as_them():
 def test_run_refuses_a_bad_choice_naming_the_argument(arg, value):
     X, y = rs.datasets.load("breast_cancer")
     with pytest.raises(ValueError, match=f"^{arg} must be"):
-        Run(rs.models.LogisticRegression(), rs.shard(X, y, num_shards=2), num_rounds=5, **{arg: value})
+        ExecutionOptions(**{arg: value})
+    with pytest.raises(ValueError, match=f"^{arg} must be"):
+        rs.sample(rs.models.LogisticRegression(), rs.shard(X, y, num_shards=2), num_rounds=5, **{arg: value})
 
 
 def test_actors_use_the_drivers_settings(ray_session, monkeypatch):
@@ -106,8 +111,9 @@ def test_actors_use_the_drivers_settings(ray_session, monkeypatch):
     monkeypatch.setenv("RAYSAMPLER_COORDINATOR_SHARDS", "0")
     X, y = rs.datasets.load("breast_cancer")
     shards = rs.shard(X, y, num_shards=2)
-    kw = dict(chains=2, num_rounds=10, burn_in=5, seed=2, balance=False)
-    with Run(rs.models.LogisticRegression(), shards, executor="ray", **kw) as run:
+    opts = RunOptions(chains=2, num_rounds=10, burn_in=5, seed=2)
+    on_ray, local = ExecutionOptions(executor="ray", balance=False), ExecutionOptions(executor="local", balance=False)
+    with Run(rs.models.LogisticRegression(), shards, DGLMC(), opts, on_ray) as run:
         seen = ray.get(
             run._handle.actor.__ray_call__.remote(
                 lambda host: (host.config.engine, host.pool.engine, os.environ.get("RAYSAMPLER_STARTUP_TIMEOUT_S"))
@@ -119,7 +125,7 @@ def test_actors_use_the_drivers_settings(ray_session, monkeypatch):
     assert seen[0] == seen[1] == run.engine == EngineSettings.from_env()
     assert seen[0].startup_timeout_s == 123 and seen[0].shm_spin_us == 250 and not seen[0].coordinator_shards
     assert seen[2] != "123"  # the coordinator's own environment does not have it
-    with Run(rs.models.LogisticRegression(), shards, executor="local", **kw) as run:
+    with Run(rs.models.LogisticRegression(), shards, DGLMC(), opts, local) as run:
         for _ in run.chunks():
             pass
         np.testing.assert_array_equal(run.result().draws, draws)

@@ -312,11 +312,14 @@ async function refreshEvents(id, state) {
 // ------------------------------------------------------------------------------------------------ submit
 
 let schema = null;
+let families = null;
 async function enums() {
   if (!schema) schema = (await (await fetch("/openapi.json")).json()).components.schemas;
+  // the registered model families (built-in and from installed packages), as the service lists them
+  if (!families) families = (await getJSON("/v1/models")).families.map((f) => f.name);
   return {
     datasets: schema.DataRef.properties.dataset.enum.filter((v) => v),
-    families: schema.ModelSpec.properties.family.enum,
+    families,
     algorithms: schema.AlgorithmSpec.properties.name.enum,
   };
 }

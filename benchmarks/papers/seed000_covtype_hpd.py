@@ -315,7 +315,7 @@ def run_one(name, alg, kw, model, X, y, shards, budget, ref, seed=0):
                 "excess_rel_err": abs(eta - eta_true) / (eta_true - u_map),
             }
         )
-    plan = res.info["setup"]["plan"].as_dict()
+    plan = res.setup.plan.as_dict()
     keep = {
         k: plan.get(k)
         for k in (
@@ -344,16 +344,16 @@ def run_one(name, alg, kw, model, X, y, shards, budget, ref, seed=0):
         "plan": keep,
         "chains": K,
         "draws_per_chain": T,
-        "setup_s": float(res.stats.get("setup_time_s", float("nan"))),
+        "setup_s": float(res.outcome.timings.setup_s),
         "wall_s": float(times[-1]) if T else None,
         "cpu_s": float(cpu[-1]) if T else None,
         "cpu_fraction": float(cpu[-1] / times[-1]) if T else None,
-        "rounds_per_s": T / (times[-1] - res.stats.get("setup_time_s", 0.0)) if T else None,
+        "rounds_per_s": T / (times[-1] - res.outcome.timings.setup_s) if T else None,
         "u_eval_s": u_eval_s,
         "local_accept": None if accept is None else float(np.mean(accept)),
         "curve": curve,
         "final": curve[-1] if curve else None,
-        "N": [int(v) for v in np.atleast_1d(res.stats.get("N", []))],
+        "N": [int(v) for v in np.atleast_1d(res.run_stats.N)],
     }
     f = out["final"] or {}
     print(

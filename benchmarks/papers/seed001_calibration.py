@@ -180,7 +180,7 @@ def run_one(key, smoke=False):
         "per_chain": [metrics(P[c].mean(axis=0), yte) for c in range(P.shape[0])],
         "last_draw": metrics(P[0, -1], yte),
     }
-    plan = res.info["setup"]["plan"].as_dict()
+    plan = res.setup.plan.as_dict()
     out["plan"] = {k: v for k, v in plan.items() if k != "theta_map" and (np.size(v) <= 20 if v is not None else True)}
     ss = res.sample_stats
     if "bits" in ss:

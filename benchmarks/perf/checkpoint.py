@@ -49,15 +49,15 @@ def one(model: Any, shards: Any, rounds: int, chains: int, seed: int, checkpoint
     wall = time.perf_counter() - t0
     out: dict[str, Any] = {
         "wall_s": wall,
-        "sampling_s": float(res.stats["sampling_time_s"]),
-        "setup_s": float(res.stats.get("setup_time_s", 0.0)),
+        "sampling_s": float(res.run_stats.sampling_time_s),
+        "setup_s": float(res.outcome.timings.setup_s),
     }
     if directory is not None:
         states = [p for p in directory.rglob("*") if p.is_file() and "checkpoint" in p.name]
         out["state_bytes"] = max((p.stat().st_size for p in states), default=0)
         out["dir_bytes"] = sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
         out["draw_bytes"] = int(res.draws.nbytes)
-        out["write_s"] = float(res.stats["checkpoint_write_s"])
+        out["write_s"] = float(res.outcome.timings.checkpoint_write_s)
         shutil.rmtree(directory)
     return out
 

@@ -126,7 +126,7 @@ def describe_draws(result: Any) -> dict[str, Any]:
     flat = draws.reshape(-1, draws.shape[2])
     ess = np.asarray(result.ess("bulk"), dtype=float)
     sd = flat.std(axis=0, ddof=1)
-    theta_map = result.info["setup"]["plan"].theta_map if "setup" in result.info else None
+    theta_map = result.setup.plan.theta_map if result.setup is not None else None
     return {
         "mean": flat.mean(axis=0),
         "sd": sd,

@@ -68,7 +68,7 @@ def run_once(problem: str, variant: tuple[str, str, str, str], args: argparse.Na
         variant=name,
         min_ess=ess,
         ess_per_s=ess / m["sampling_time_s"],
-        pids=[p["pid"] for p in res.stats["placement"]],
+        pids=[p.pid for p in res.run_stats.placement],
         checksum=float(np.sum(res.draws)),
     )
     if problem == "breast_cancer":  # against the pooled-data HMC reference, in its sds

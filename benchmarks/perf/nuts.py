@@ -129,8 +129,8 @@ def measure(args: argparse.Namespace) -> harness.Report:
                 progress=False,
             )
             name = f"DG-LMC default, b=4 ({executor})"
-            runs[name] = compare(res.draws, res.stats["sampling_time_s"], ref)
-            notes[name] = f"setup {res.stats['setup_time_s']:.1f}s excluded"
+            runs[name] = compare(res.draws, res.run_stats.sampling_time_s, ref)
+            notes[name] = f"setup {res.outcome.timings.setup_s:.1f}s excluded"
     nuts = runs[NUTS_NAME]["ess_per_s"]
     for v in runs.values():
         v["fraction_of_nuts"] = v["ess_per_s"] / nuts

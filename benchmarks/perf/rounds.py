@@ -242,7 +242,7 @@ def run_case(
         **params,
     )
     m = harness.run_metrics(result)
-    m["shard_rows"] = list(result.info["setup"]["shard_rows"])
+    m["shard_rows"] = list(result.setup.shard_rows)
     return m
 
 

@@ -81,19 +81,19 @@ def measure_sites(k: int, rows: int, rounds: int, chains: int, seed: int) -> dic
             )
             wall = time.perf_counter() - t0
         ess = float(np.min(res.ess("bulk")))
-        sampling = float(res.stats["sampling_time_s"])
-        hosts = {p["node_id"] for p in res.stats["placement"]}
+        sampling = float(res.run_stats.sampling_time_s)
+        hosts = {p.node_id for p in res.run_stats.placement}
         return {
             "sites": k,
             "rows": rows,
-            "rounds": int(res.stats["rounds"]),
+            "rounds": int(res.run_stats.rounds),
             "sampling_s": sampling,
             "wall_s": wall,
-            "rounds_per_s": res.stats["rounds"] / sampling,
+            "rounds_per_s": res.run_stats.rounds / sampling,
             "min_ess": ess,
             "ess_per_s": ess / sampling,
             "nodes_used": len(hosts),
-            "idle_fraction": np.asarray(res.stats["idle_fraction"]).tolist(),
+            "idle_fraction": np.asarray(res.run_stats.idle_fraction).tolist(),
         }
     finally:
         ray.shutdown()

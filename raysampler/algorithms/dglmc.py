@@ -336,7 +336,7 @@ def normalise_schedule(value: Any) -> tuple[tuple[int, tuple[int, ...]], ...]:
     """A schedule as ((round, (N_1, …, N_b)), …), rounds strictly increasing from 0, counts positive integers."""
     bad = ValueError(
         "n_local as a schedule must be (round, [N_1, ..., N_b]) pairs, rounds strictly increasing "
-        f"from 0 and positive integer counts (as result.stats['N_schedule']), got {value!r}"
+        f"from 0 and positive integer counts (as result.run_stats.N_schedule), got {value!r}"
     )
     out = []
     for entry in value:

@@ -1,6 +1,7 @@
 """Model library: per-shard potentials U_i with gradients, Hessian-vector products and curvature for K chains.
 
-`get_model("logistic_regression", prior_scale=2.0)` builds a model by family name (see `FAMILIES`);
+`get_model("logistic_regression", prior_scale=2.0)` builds a model by family name (see `FAMILIES`: the built-ins and
+the families installed packages register under the entry-point group `raysampler.models`);
 bind it to the data with `model.bind(DataSpec(...))` before use. Priors are specs from `raysampler.priors`
 (`coef_prior=Normal(0, [100, 10, 10])`, `noise_prior=HalfCauchy(2.5)`, …). A model of your own subclasses `Model`
 (the contract, `raysampler.models.contract`; see docs/models.md, "Write your own model").
@@ -9,6 +10,7 @@ bind it to the data with `model.bind(DataSpec(...))` before use. Priors are spec
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ArgumentError
 from ..priors import GaussianPrior
@@ -22,27 +24,51 @@ from .logistic import LogisticRegression
 from .mlp import MLPClassifier
 from .negbin import NegativeBinomialRegression
 from .poisson import PoissonRegression
+from .registry import ENTRY_POINT_GROUP, Family, FamilyParam, family_params, load_families
 from .softmax import SoftmaxRegression
 
-FAMILIES: dict[str, type[Model]] = {
-    "gaussian": Gaussian,
-    "linear_regression": LinearRegression,
-    "logistic_regression": LogisticRegression,
-    "poisson_regression": PoissonRegression,
-    "binomial_regression": BinomialRegression,
-    "negative_binomial_regression": NegativeBinomialRegression,
-    "softmax_regression": SoftmaxRegression,
-    "mlp_classifier": MLPClassifier,
-}
+# The registry is loaded on first use (module __getattr__), not at import: a plug-in's module may itself import
+# raysampler, which must have finished importing by then.
+#   FAMILIES: name → Model subclass, the loaded registry `get_model` reads (built-ins and the entry points of the
+#     group `raysampler.models`, see `registry`);
+#   FAMILY_INFO: name → `Family` (class, description, built-in or from which distribution);
+#   REGISTRY_ERRORS: entry points that could not be registered, name → why (each also a RuntimeWarning).
+_REGISTRY: dict[str, Any] = {}
+
+
+def _registry() -> dict[str, Any]:
+    if not _REGISTRY:
+        info, errors = load_families()
+        _REGISTRY.update(
+            FAMILY_INFO=info, REGISTRY_ERRORS=errors, FAMILIES={name: fam.cls for name, fam in info.items()}
+        )
+    return _REGISTRY
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("FAMILIES", "FAMILY_INFO", "REGISTRY_ERRORS"):
+        return _registry()[name]
+    if name in ("NumPyroModel", "from_numpyro"):  # numpyro_bridge imports jax only when a model is built
+        from . import numpyro_bridge
+
+        return getattr(numpyro_bridge, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+if TYPE_CHECKING:
+    FAMILIES: dict[str, type[Model]]
+    FAMILY_INFO: dict[str, Family]
+    REGISTRY_ERRORS: dict[str, str]
 
 
 def get_model(family: str, **kwargs) -> Model:
     """Instantiate the model registered under `family` with keyword arguments (an unbound model)."""
+    families: dict[str, type[Model]] = _registry()["FAMILIES"]
     try:
-        cls = FAMILIES[family]
+        cls = families[family]
     except (KeyError, TypeError):
         raise ArgumentError(
-            ("model", "family"), f"unknown model family {family!r}; valid families: {', '.join(FAMILIES)}"
+            ("model", "family"), f"unknown model family {family!r}; valid families: {', '.join(families)}"
         ) from None
     valid = [f.name for f in dataclasses.fields(cls) if f.init]
     unknown = sorted(set(kwargs) - set(valid))
@@ -55,9 +81,14 @@ def get_model(family: str, **kwargs) -> Model:
 
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
     "FAMILIES",
+    "FAMILY_INFO",
+    "REGISTRY_ERRORS",
     "BinomialRegression",
     "DataSpec",
+    "Family",
+    "FamilyParam",
     "ForeignModel",
     "Gaussian",
     "GaussianPrior",
@@ -66,6 +97,7 @@ __all__ = [
     "MLPClassifier",
     "Model",
     "NegativeBinomialRegression",
+    "NumPyroModel",
     "ParamBlock",
     "PoissonRegression",
     "RowValues",
@@ -73,7 +105,10 @@ __all__ = [
     "as_model",
     "base",
     "contract",
+    "family_params",
+    "from_numpyro",
     "gaussian_posterior",
     "get_model",
     "linear_posterior",
+    "load_families",
 ]

@@ -1,16 +1,19 @@
-"""Bayesian linear regression y = Xβ + N(0, σ²): with a known noise sd (θ = β, an exact Gaussian posterior) or an
-unknown one (θ = (β, log σ), with a prior on σ)."""
+"""Bayesian linear regression y = Xβ + N(0, σ²): with a known noise sd — one for every row, or one per row as in a
+meta-analysis (θ = β, an exact Gaussian posterior) — or an unknown one (θ = (β, log σ), with a prior on σ)."""
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from scipy import linalg
 
+from ..errors import ArgumentError
 from ..priors import Flat, GaussianPrior, HalfNormal, Normal, PositivePrior, check_positive_prior
-from .common import _GLM, _check_positive, _gram_lambda_max, _rows_of
+from .common import _GLM, RowValues, _check_positive, _check_Xy, _gram_lambda_max, _rows_of
 from .contract import ParamBlock
 
 __all__ = ["LinearRegression", "linear_posterior"]
@@ -22,6 +25,9 @@ class LinearRegression(_GLM):
 
     * ``noise_sd=<number>``: σ known, θ = β, U_i(β) = ‖y − Xβ‖²/(2σ²). The Hessian XᵀX/σ² does not depend on θ, so
       the posterior is exactly Gaussian (`posterior`, `linear_posterior`). Default coefficient prior N(0, 1).
+    * ``noise_sd="<column>"`` or an array over the original rows: σ_j known per row (e.g. each study's standard
+      error in a meta-analysis), U_i(β) = Σ_j (y_j − x_jᵀβ)²/(2σ_j²), again exactly Gaussian. The column is not a
+      feature: it travels with the shard like an offset (see `_GLM` and `shard_data`).
     * ``noise_sd=None`` (default): σ unknown with prior `noise_prior` (default HalfNormal(10)), sampled as
       τ = log σ: θ = (β, τ), U_i(θ) = n_i τ + ‖y − Xβ‖² e^{−2τ}/2 (the prior's log-Jacobian is in `prior()`).
       Default coefficient prior N(0, 10²). With a flat coefficient prior and an InverseGamma or Flat noise prior
@@ -33,14 +39,21 @@ class LinearRegression(_GLM):
     name = "linear_regression"
     target_kind = "real"
 
-    noise_sd: float | None = None
+    noise_sd: float | str | RowValues | None = field(
+        default=None,
+        metadata={
+            "description": "known noise sd: a number (every row), a column name or an array (one per row); "
+            "absent = σ unknown, sampled with noise_prior"
+        },
+    )
     noise_prior: PositivePrior | None = field(default=None, kw_only=True)
     #: multiplies the curvature scale `smoothness` gives when σ is unknown.
     smoothness_safety: float = field(default=2.0, kw_only=True)
 
+    _extra = "noise_sd"
+
     def __post_init__(self) -> None:
         if self.noise_sd is not None:
-            object.__setattr__(self, "noise_sd", _check_positive("noise_sd", self.noise_sd))
             if self.noise_prior is not None:
                 raise ValueError(
                     f"noise_prior: the noise sd is known (noise_sd={self.noise_sd!r}); give noise_sd "
@@ -55,16 +68,52 @@ class LinearRegression(_GLM):
     def _default_coef_prior(self) -> Normal:
         return Normal(0.0, 1.0 if self.known_noise else 10.0)
 
+    def _constant_extra(self, value: Any) -> bool:
+        if isinstance(value, numbers.Real) and not isinstance(value, bool):
+            object.__setattr__(self, "noise_sd", _check_positive("noise_sd", value))
+            return True
+        return False
+
+    def _check_extra_values(self, values: np.ndarray, name: str) -> None:
+        _check_row_sds(values, name)
+
+    def _resolve_extra(self) -> None:
+        value = self.noise_sd
+        if value is not None and not isinstance(value, (str, numbers.Real)):  # an array: name its first bad row
+            arr = value.values if isinstance(value, RowValues) else np.asarray(value)
+            if arr.dtype.kind in "biuf" and arr.ndim == 1:
+                _check_row_sds(arr.astype(np.float64), "noise_sd")
+        super()._resolve_extra()
+
     @property
     def known_noise(self) -> bool:
         return self.noise_sd is not None
 
     @property
+    def per_row_noise(self) -> bool:
+        """Whether σ is known per row (a column or an array) rather than one number for every row."""
+        return self.noise_sd is not None and not isinstance(self.noise_sd, float)
+
+    @property
     def _noise_var(self) -> float:
-        """σ² of the known-noise model."""
-        if self.noise_sd is None:
-            raise ValueError("the noise sd is unknown (noise_sd=None): it is sampled, not fixed")
+        """σ² of the known-noise model with one σ for every row."""
+        if not isinstance(self.noise_sd, float):
+            raise ValueError(f"the noise sd is not one known number (noise_sd={self.noise_sd!r})")
         return float(self.noise_sd) ** 2
+
+    def _weights(self, X: np.ndarray) -> np.ndarray | float:
+        """1/σ_j² of a shard's rows (n,) for per-row noise, else the scalar 1/σ²."""
+        sd = self._extra_values(X)
+        if sd is None:
+            if self.per_row_noise:
+                raise ValueError("the per-row noise sd needs a model bound to the data (model.bind(DataSpec(...)))")
+            return 1.0 / self._noise_var
+        return 1.0 / (sd * sd)
+
+    def validate(self, X: np.ndarray, y: np.ndarray, argname: str = "data") -> None:
+        X, y = _check_Xy(X, y, argname, self.n_features)
+        if self._xcol is not None:
+            _check_row_sds(X[:, self._xcol], f"{argname}: noise_sd")
 
     @property
     def dim(self) -> int:
@@ -90,23 +139,28 @@ class LinearRegression(_GLM):
         with np.errstate(over="ignore"):
             return x[:, :p], np.exp(-2.0 * x[:, p])
 
+    def _known_terms(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Known noise: (U (K,), W R (n, K)) with residuals R = X_c βᵀ − y and weights W = 1/σ_j²."""
+        R = self._eta(X, x)
+        R -= y[:, None]
+        w = self._weights(X)
+        WR = R * (w[:, None] if isinstance(w, np.ndarray) else w)
+        return 0.5 * np.einsum("nk,nk->k", R, WR), WR
+
     def potential(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         if self.known_noise:
-            R = self._resid(X, y, x)
-            return np.einsum("nk,nk->k", R, R) * (0.5 / self._noise_var)
+            return self._known_terms(X, y, x)[0]
         return self.potential_and_grad(X, y, x)[0]
 
     def grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         if self.known_noise:
-            R = self._resid(X, y, x)
-            return (R.T @ X) * (1.0 / self._noise_var)
+            return self._pull(X, self._known_terms(X, y, x)[1])
         return self.potential_and_grad(X, y, x)[1]
 
     def potential_and_grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if self.known_noise:
-            R = self._resid(X, y, x)
-            s = 1.0 / self._noise_var
-            return np.einsum("nk,nk->k", R, R) * (0.5 * s), (R.T @ X) * s
+            U, WR = self._known_terms(X, y, x)
+            return U, self._pull(X, WR)
         beta, s = self._split(x)
         R = self._resid(X, y, beta)
         S = np.einsum("nk,nk->k", R, R)
@@ -118,7 +172,9 @@ class LinearRegression(_GLM):
 
     def hvp(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, v: np.ndarray) -> np.ndarray:
         if self.known_noise:
-            return ((X @ v.T).T @ X) * (1.0 / self._noise_var)
+            Xv = self._eta_dir(X, v)
+            w = self._weights(X)
+            return self._pull(X, Xv * (w[:, None] if isinstance(w, np.ndarray) else w))
         beta, s = self._split(x)
         R = self._resid(X, y, beta)
         S = np.einsum("nk,nk->k", R, R)
@@ -131,7 +187,7 @@ class LinearRegression(_GLM):
 
     def hessian(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         if self.known_noise:
-            return (X.T @ X) * (1.0 / self._noise_var)
+            return self._weighted_gram(X)
         beta, s = self._split(np.asarray(x, dtype=np.float64)[None, :])
         R = self._resid(X, y, beta)[:, 0]
         p = self.n_coef
@@ -143,10 +199,12 @@ class LinearRegression(_GLM):
 
     def hessian_diag(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         x, single = _rows_of(x)
-        xx = np.einsum("np,np->p", X, X)
         if self.known_noise:
-            diag = xx * (1.0 / self._noise_var)
+            Xc = self._coef_X(X)
+            w = self._weights(X)
+            diag = np.einsum("np,np->p", Xc, Xc * (w[:, None] if isinstance(w, np.ndarray) else w))
             return diag if single else np.broadcast_to(diag, x.shape).copy()
+        xx = np.einsum("np,np->p", X, X)
         beta, s = self._split(x)
         R = self._resid(X, y, beta)
         diag = np.empty_like(x)
@@ -155,16 +213,19 @@ class LinearRegression(_GLM):
         return diag[0] if single else diag
 
     def smoothness(self, X: np.ndarray, y: np.ndarray) -> float:
-        """Known σ: exact ‖∇²U_i‖ = λ_max(XᵀX)/σ² (the Hessian is constant).
+        """Known σ: exact ‖∇²U_i‖ = λ_max(X_cᵀ W X_c), W = diag(1/σ_j²) (the Hessian is constant).
 
         Unknown σ: a curvature scale, *not* a bound (the Hessian grows without bound as σ → 0):
         smoothness_safety · max(λ_max(XᵀX)/σ̂², 2n_i), the Hessian's β-block and log σ entry at σ = σ̂, with σ̂² the
         shard's residual variance after least squares (the variance of y when the shard has no more rows than
         columns). Where the posterior puts σ far below σ̂ the true curvature is larger.
         """
-        lam = _gram_lambda_max(X)
         if self.known_noise:
-            return lam / self._noise_var
+            w = self._weights(X)
+            if isinstance(w, np.ndarray):
+                return _gram_lambda_max(self._coef_X(X) * np.sqrt(w)[:, None])
+            return _gram_lambda_max(X) * w
+        lam = _gram_lambda_max(X)
         X = np.asarray(X, dtype=np.float64)
         y = np.asarray(y, dtype=np.float64)
         n, p = X.shape
@@ -190,9 +251,19 @@ class LinearRegression(_GLM):
                     f"more than {need} rows for a proper posterior, the data have {n_rows}"
                 )
 
+    def _weighted_gram(self, X: np.ndarray) -> np.ndarray:
+        """X_cᵀ W X_c, W = diag(1/σ_j²): the (constant) Hessian of a known-noise shard."""
+        Xc = self._coef_X(X)
+        w = self._weights(X)
+        if not isinstance(w, np.ndarray):
+            return (Xc.T @ Xc) * w
+        G = Xc.T @ (Xc * w[:, None])
+        return 0.5 * (G + G.T)
+
     def posterior(self, shards: Iterable[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-        """Exact posterior (mean, covariance) of β given all shards [(X_1, y_1), …], for a known noise sd and a Normal
-        coefficient prior."""
+        """Exact posterior (mean, covariance) of β given all shards [(X_1, y_1), …], for a known noise sd (one, or one
+        per row) and a Normal coefficient prior. Shards are as the model reads them (`shard_data`); with σ given as an
+        array, the whole data set without its column is accepted too."""
         if not self.known_noise:
             raise ValueError(
                 "posterior: the noise sd is unknown (noise_sd=None); the exact posterior of conjugate "
@@ -205,11 +276,30 @@ class LinearRegression(_GLM):
         Xty = np.zeros(d)
         for X, y in shards:
             X = np.asarray(X, dtype=np.float64)
-            XtX += X.T @ X
-            Xty += X.T @ np.asarray(y, dtype=np.float64)
+            y = np.asarray(y, dtype=np.float64)
+            if (
+                isinstance(self.noise_sd, RowValues)
+                and self.n_features is not None
+                and X.shape[1] == self.n_features - 1
+            ):
+                X, y = self.shard_data(X, y, None)
+            XtX += self._weighted_gram(X)
+            w = self._weights(X)
+            Xty += self._coef_X(X).T @ (y * w)
         prior = self.prior()
         assert isinstance(prior, GaussianPrior)  # a Normal coefficient prior (checked above)
-        return _gaussian_from_natural(prior, XtX / self._noise_var, Xty / self._noise_var)
+        return _gaussian_from_natural(prior, XtX, Xty)
+
+
+def _check_row_sds(sd: np.ndarray, what: str) -> None:
+    """Per-row noise sds must be finite and > 0; the error names the first bad row."""
+    bad = np.flatnonzero(~(np.isfinite(sd) & (sd > 0)))
+    if bad.size:
+        j = int(bad[0])
+        msg = f"{what} must be finite and > 0 in every row; row {j} has {sd[j]!r}"
+        if what == "noise_sd":
+            raise ArgumentError(("model", "noise_sd"), msg)
+        raise ValueError(msg)
 
 
 def linear_posterior(model: LinearRegression, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -115,7 +115,7 @@ class SetupInfo:
     num_shards: int
     shard_rows: list[int]
     groups: list[list[int]]
-    placement: list[Placement]
+    placement: tuple[Placement, ...]
     setup_time_s: float
     plan: TuningReport
     n_avg: float
@@ -124,7 +124,7 @@ class SetupInfo:
     param_blocks: tuple[ParamBlock, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        """A plain dict (what `Result.info["setup"]` holds)."""
+        """A plain dict (JSON-like: placement as dicts)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["placement"] = [dataclasses.asdict(p) for p in self.placement]
         return out
@@ -171,13 +171,13 @@ class RunStats:
     N_schedule: tuple[tuple[int, tuple[int, ...]], ...]
     balanced: bool
     tau: np.ndarray
-    placement: list[Placement]
+    placement: tuple[Placement, ...]
     rho: Any = None
     gamma: Any = None
     M: Any = None
 
     def as_dict(self) -> dict[str, Any]:
-        """A plain dict (what `Result.stats` holds)."""
+        """A plain dict (placement as dicts): what the `Result.stats` view shows."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["placement"] = [dataclasses.asdict(p) for p in self.placement]
         return out

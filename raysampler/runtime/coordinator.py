@@ -283,7 +283,7 @@ class Coordinator:
             num_shards=pool.num_shards,
             shard_rows=[f.n_rows for f in facts],
             groups=pool.groups,
-            placement=[Placement.of(f) for f in facts],
+            placement=tuple(Placement.of(f) for f in facts),
             setup_time_s=time.perf_counter() - t0,
             plan=plan.report,
             n_avg=plan.n_avg,
@@ -341,7 +341,7 @@ class Coordinator:
         setup = dataclasses.replace(
             state.setup,
             groups=pool.groups,
-            placement=[Placement.of(f) for f in facts],
+            placement=tuple(Placement.of(f) for f in facts),
             transport=pool.transport,
             setup_time_s=time.perf_counter() - t0,
         )
@@ -460,7 +460,7 @@ class Coordinator:
             N_schedule=tuple(self.balancer.schedule),
             balanced=bool(self.balancer.active and len(self.balancer.schedule) > 1),
             tau=self.balancer.tau.copy(),
-            placement=list(self.setup.placement),
+            placement=tuple(self.setup.placement),
             rho=plan.rho,
             gamma=plan.gamma,
             M=plan.M,

@@ -22,8 +22,10 @@ from ..checkpoints import CheckpointError
 from ..diagnostics import FINAL_DRAWS, WarningKind, diagnose
 from ..enums import Executor
 from ..errors import Failure, FailureKind, SamplingError, failure_of
+from ..events import EventKind, RunEvent
+from ..options import ExecutionOptions
 from ..runtime.contracts import RunStats
-from ..sampling import EventKind, Run, RunEvent
+from ..sampling import Run
 from ..wire import ProgressEvent, ResumedEvent, RunStatus, SetupEvent, StatusEvent, WarningEvent, WorkerLostEvent
 from .drawfiles import DrawFiles
 from .errors import AccessDenied, NotFound, QuotaExceeded, StateConflict
@@ -358,28 +360,14 @@ class RunManager:
         try:
             built = build(spec, rec.tenant, self.store, self.settings.executor, self.grants)
             t0 = time.perf_counter()
-            opts = run_options(spec)
-            run = Run(
-                built.model,
-                built.shards,
-                spec.algorithm.name,
-                chains=opts.chains,
-                num_rounds=opts.num_rounds,
-                burn_in=opts.burn_in,
-                thin=opts.thin,
-                seed=opts.seed,
-                executor=self.settings.executor,
+            execution = ExecutionOptions(
+                executor=Executor(self.settings.executor),
                 engine=self.settings,
-                time_budget_s=opts.time_budget_s,
-                target_ess=opts.target_ess,
-                max_rhat=opts.max_rhat,
-                max_rounds=opts.max_rounds,
                 keep_draws=False,
-                resume_from=state,
                 checkpoint_dir=directory.path,
                 on_event=lambda ev: self._engine_event(rec, ev),
-                **spec.algorithm.params,
             )
+            run = Run(built.model, built.shards, built.algorithm, run_options(spec), execution, resume_from=state)
         except Exception as exc:
             failure = failure_of(exc) or (exc.failure if isinstance(exc, SamplingError) else None)
             if isinstance(exc, AccessDenied):  # a grant revoked since submit

@@ -25,13 +25,14 @@ def stored_result(rec: RunRecord, files: DrawFiles) -> Result:
     n = rec.draws_stored
     theta = files.read(rec.tenant, rec.id, 0, n) if n else np.empty((0, rec.chains, rec.dim or 0))
     stats = {k: v.T for k, v in files.read_stats(rec.tenant, rec.id, n).items()} if n else {}
-    info = {
-        "algorithm": rec.spec.algorithm.name,
-        "executor": "service",
-        "run_id": rec.id,
-        "param_blocks": rec.param_blocks or (),
-    }
-    return Result(np.ascontiguousarray(theta.transpose(1, 0, 2)), list(rec.param_names or []), {}, stats, info)
+    return Result(
+        np.ascontiguousarray(theta.transpose(1, 0, 2)),
+        list(rec.param_names or []),
+        stats,
+        algorithm=rec.spec.algorithm.name,
+        executor="service",
+        layout=tuple(rec.param_blocks or ()),
+    )
 
 
 def summary(rec: RunRecord, files: DrawFiles, ci_prob: float) -> RunSummary:

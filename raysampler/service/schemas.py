@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
 from .. import datasets as rs_datasets
 from .. import priors
 from ..algorithms import ALGORITHMS
-from ..models import FAMILIES
+from ..models import FAMILIES, FAMILY_INFO, Family
 from ..options import AUTO_BURN_IN, AUTO_MAX_ROUNDS, DEFAULT_MAX_RHAT, DEFAULT_TARGET_ESS, RunOptions
 from ..wire import RunStatus
 
@@ -37,6 +37,8 @@ def _one_of(value: str, valid: tuple[str, ...], what: str) -> str:
 
 
 PositiveFloat = Annotated[float, Field(gt=0)]
+#: A column of the data set, by name (per-row inputs that are not features).
+ColumnName = Annotated[str, Field(min_length=1, max_length=256)]
 #: A coefficient prior's scale: a positive number, or "inf" for a flat (improper) prior on that coefficient.
 CoefScale = Annotated[float, Field(gt=0)] | Literal["inf"]
 
@@ -187,8 +189,10 @@ class ModelSpec(BaseModel):
     family: str = Field(description="engine model family", json_schema_extra={"enum": list(MODEL_FAMILIES)})
     prior_scale: float | None = Field(default=None, gt=0, description="shorthand for coef_prior normal(0, prior_scale)")
     coef_prior: CoefPriorSpec | None = Field(default=None, description="the coefficients' prior (default normal)")
-    noise_sd: PositiveFloat | None = Field(
-        default=None, description="linear_regression: a known noise sd; absent = σ unknown, sampled with noise_prior"
+    noise_sd: PositiveFloat | ColumnName | None = Field(
+        default=None,
+        description="linear_regression: a known noise sd, one number for every row or the name of a column holding "
+        "each row's sd (not a feature); absent = σ unknown, sampled with noise_prior",
     )
     noise_prior: PositivePriorSpec | None = Field(default=None, description="linear_regression: prior on σ")
     dispersion_prior: PositivePriorSpec | None = Field(
@@ -492,6 +496,78 @@ class DatasetInfo(BaseModel):
 
 class DatasetList(BaseModel):
     datasets: list[DatasetInfo]
+
+
+class ModelFamilyInfo(BaseModel):
+    """A model family a run spec may name: built-in, or registered by an installed package (entry-point group
+    `raysampler.models`), with the JSON schema of the parameters its `model` object takes."""
+
+    name: str
+    description: str = Field(description="the first line of the family's docstring")
+    builtin: bool
+    distribution: str | None = Field(description="the installed distribution that registers it (null: built-in)")
+    parameters: dict[str, Any] = Field(
+        description="JSON schema of the family's parameters in a run spec's `model` object (besides `family`)"
+    )
+
+
+class ModelFamilyList(BaseModel):
+    families: list[ModelFamilyInfo]
+
+
+#: An engine model argument → its name in ModelSpec, where the two differ (per-row inputs are given by column).
+REST_PARAM = {"offset": "offset_column", "trials": "trials_column"}
+
+
+def family_parameters_schema(family: Family) -> dict[str, Any]:
+    """The JSON schema of a family's declared parameters as a run spec gives them: the names and schemas of
+    ModelSpec's own fields (priors by name, per-row inputs by column) where the engine argument has one, else derived
+    from the dataclass field's type (pydantic), with its default and its metadata `description`."""
+    spec_schema = ModelSpec.model_json_schema()
+    spec_props = spec_schema["properties"]
+    props: dict[str, Any] = {}
+    required = []
+    for param in family.params():
+        rest = REST_PARAM.get(param.name, param.name)
+        if rest in spec_props and rest != "family":
+            prop = dict(spec_props[rest])
+        else:
+            try:
+                prop = TypeAdapter(param.type).json_schema()
+            except Exception:  # a type pydantic cannot describe: no constraint in the schema, the engine checks it
+                prop = {}
+            if not param.required:
+                try:
+                    prop["default"] = TypeAdapter(param.type).dump_python(param.default, mode="json")
+                except Exception:
+                    pass
+        if param.description and "description" not in prop:  # the REST field's own description wins
+            prop["description"] = param.description
+        if param.required:
+            required.append(rest)
+        props[rest] = prop
+    out: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": False}
+    if required:
+        out["required"] = required
+    if "$defs" in spec_schema:
+        out["$defs"] = spec_schema["$defs"]
+    return out
+
+
+def model_families() -> ModelFamilyList:
+    """Every registered family (`rs.models.FAMILY_INFO`), built-ins first in registration order."""
+    return ModelFamilyList(
+        families=[
+            ModelFamilyInfo(
+                name=fam.name,
+                description=fam.description,
+                builtin=fam.builtin,
+                distribution=fam.distribution,
+                parameters=family_parameters_schema(fam),
+            )
+            for fam in FAMILY_INFO.values()
+        ]
+    )
 
 
 class ErrorMessage(BaseModel):

@@ -35,10 +35,12 @@ class SpecError(FieldError):
 
 @dataclass(frozen=True)
 class Built:
-    """What a spec names, ready for `rs.Run`: the model, the shards, rows n and the parameter dimension d."""
+    """What a spec names, ready for `rs.Run`: the model, the shards, the algorithm with its parameters, rows n and
+    the parameter dimension d."""
 
     model: Model
     shards: ShardSet
+    algorithm: Algorithm
     n: int
     d: int
 
@@ -173,7 +175,7 @@ def build(
         if loc == ("data",):
             raise SpecError(loc, f"the data do not fit model family {spec.model.family!r}: {exc}") from None
         raise SpecError(loc, str(exc)) from None
-    return Built(model, shards, int(X.shape[0]), d)
+    return Built(model, shards, algorithm, int(X.shape[0]), d)
 
 
 def build_site_shards(
@@ -233,8 +235,11 @@ def build_site_shards(
     if model.target_kind != "multiclass":  # the number of classes needs the labels: at run time
         try:
             bound = model.bind(DataSpec(n_features=first.n_features, columns=first.columns))
-            d = int(bound.dim)
+        except ValueError as exc:  # e.g. a per-row column (offset, trials, noise_sd) the files do not have
+            raise SpecError(rest_loc(spec, exc, ("data", "shards", 0)), str(exc)) from None
+        d = int(bound.dim)
+        try:
             algorithm.check_shapes(len(shards), d, spec.chains)
         except ValueError as exc:
-            raise SpecError(("algorithm", "params"), str(exc)) from None
-    return Built(model, shard(shards), n, d)
+            raise SpecError(rest_loc(spec, exc, ("algorithm", "params")), str(exc)) from None
+    return Built(model, shard(shards), algorithm, n, d)

@@ -1,5 +1,5 @@
 """What tuning decided, as one typed value: `TuningReport` (an algorithm's `Plan.report`, the run's `SetupInfo.plan`,
-`Result.info["setup"]["plan"]`), and the predicted bias it carries (`BiasPrediction`)."""
+`Result.setup.plan`), and the predicted bias it carries (`BiasPrediction`)."""
 
 from __future__ import annotations
 

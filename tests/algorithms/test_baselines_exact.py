@@ -142,7 +142,7 @@ def test_ula_default_step_is_tenth_of_inverse_lipschitz(problem):
         model, shards, "ula", chains=2, num_rounds=5, burn_in=0, executor="local", progress=False, preconditioner=None
     )
     L = sum(np.linalg.eigvalsh(Pi).max() for Pi in P) + 1.0
-    assert res.info["setup"]["plan"].step_size == pytest.approx(0.1 / L)
+    assert res.setup.plan.step_size == pytest.approx(0.1 / L)
 
 
 def test_mala_targets_exact_posterior(problem):

@@ -36,8 +36,8 @@ def test_auto_stops_once_ess_and_rhat_targets_hold_and_draws_match_the_posterior
             executor="local",
             progress=False,
         )
-    diag = res.info["diagnostics"]
-    assert res.info["stop_reason"] == "converged"
+    diag = res.outcome.diagnostics
+    assert res.outcome.stop_reason == "converged"
     assert diag.min_ess_bulk >= 1000 and diag.max_rhat < 1.01
     assert res.num_draws < 100_000 // 10  # it stopped long before max_rounds
     assert_moments(res.draws, *exact.gaussian_posterior(P, m, np.eye(2), np.zeros(2)))
@@ -78,7 +78,7 @@ def test_auto_respects_max_rounds_and_says_so(gauss):
             executor="local",
             progress=False,
         )
-    assert res.info["stop_reason"] == "max_rounds" and res.num_draws == 300
+    assert res.outcome.stop_reason == "max_rounds" and res.num_draws == 300
 
 
 def test_unconverged_finished_run_warns_like_arviz(gauss):

@@ -321,10 +321,10 @@ def test_curvature_noise_falls_back_to_langevin_in_high_dimension(problem, monke
 
     monkeypatch.setattr(dadmm, "DENSE_MAX", 1)
     res = _run(problem, "dadmms", chains=2, num_rounds=3, burn_in=0)
-    assert res.info["setup"]["plan"].noise == "langevin"
+    assert res.setup.plan.noise == "langevin"
     monkeypatch.setattr(dadmm, "DENSE_MAX", 200)
     res = _run(problem, "dadmms", chains=2, num_rounds=3, burn_in=0)
-    assert res.info["setup"]["plan"].noise == "curvature"
+    assert res.setup.plan.noise == "curvature"
 
 
 @pytest.mark.parametrize("name", ["dadmms", "admm"])

@@ -28,7 +28,7 @@ PROBLEMS = {
 
 
 def _check(res: rs.Result, ref: np.lib.npyio.NpzFile) -> dict[str, float]:
-    plan = res.info["setup"]["plan"]
+    plan = res.setup.plan
     delta = plan.bias_budget or 0.0
     ess = res.ess("bulk")
     mean, sd = res.draws.mean(axis=(0, 1)), res.draws.std(axis=(0, 1))

@@ -98,7 +98,7 @@ def test_mala_within_gibbs_targets_pi_rho(problem, overrelax, seed):
         init="zeros",
         overrelax=overrelax,
     )
-    assert res.info["setup"]["plan"].overrelax == overrelax
+    assert res.setup.plan.overrelax == overrelax
     mean, cov = exact.pi_rho(P, m, np.eye(2), np.zeros(2), [0.1] * 3)
     assert_moments(res.draws, mean, cov)
     assert 0.3 < res.sample_stats["local_accept"].mean() < 0.95
@@ -110,12 +110,12 @@ def test_default_run_targets_whitened_pi_rho_within_bias_budget(problem):
     stays within the budget."""
     shards, model, P, m = problem
     res = rs.sample(model, shards, chains=16, num_rounds=20_000, burn_in=1000, seed=2, executor="local", progress=False)
-    assert -1 < res.info["setup"]["plan"].overrelax < 0  # the check covers the over-relaxed updates
-    rho = res.stats["rho"]
+    assert -1 < res.setup.plan.overrelax < 0  # the check covers the over-relaxed updates
+    rho = res.run_stats.rho
     post_mean, post_cov = exact.gaussian_posterior(P, m, np.eye(2), np.zeros(2))
     mean, cov = exact.pi_rho(P, m, np.eye(2), np.zeros(2), rho, metric=post_cov)  # LLᵀ = Laplace covariance
     assert_moments(res.draws, mean, cov)
-    plan = res.info["setup"]["plan"]
+    plan = res.setup.plan
     inflation = np.max(np.sqrt(np.diag(cov) / np.diag(post_cov)) - 1)
     mean_bias = np.max(np.abs(mean - post_mean) / np.sqrt(np.diag(post_cov)))
     # Quadratic U_i: the tuner's Laplace prediction of π_ρ's bias is exact, and ρ is the largest within budget.
@@ -141,7 +141,7 @@ def test_overrelaxation_autocorrelation_matches_its_prediction():
             model, shards, chains=16, num_rounds=20_000, burn_in=500, seed=4, executor="local", progress=False,
             overrelax=overrelax,
         )  # fmt: skip
-        plan = res.info["setup"]["plan"]
+        plan = res.setup.plan
         alpha, rho = plan.overrelax, np.asarray(plan.rho)
         var = 1.0 / (1.0 + sum(sizes))  # whitened coordinates: the Laplace metric is the posterior variance
         p0, p = var, np.array(sizes) * var
@@ -165,7 +165,7 @@ def test_bias_budget_also_bounds_the_mean_when_shards_disagree():
     model = rs.models.Gaussian(prior_scale=100.0, noise_scale=1.0)
     shards = rs.shard([(np.zeros((9, 0)), y1), (np.zeros((1, 0)), y2)])
     res = rs.sample(model, shards, chains=2, num_rounds=10, burn_in=5, executor="local", progress=False)
-    plan = res.info["setup"]["plan"]
+    plan = res.setup.plan
     P = [np.array([[9.0]]), np.array([[1.0]])]
     m = [y1.mean(axis=0), y2.mean(axis=0)]
     prior = np.array([[1e-4]])
@@ -173,10 +173,10 @@ def test_bias_budget_also_bounds_the_mean_when_shards_disagree():
     curvature_rule = ((1.05) ** 2 - 1) / plan.M.max()
     shift_at = lambda r: abs(exact.pi_rho(P, m, prior, np.zeros(1), [r, r], metric=post_cov)[0][0] - post_mean[0])
     assert shift_at(curvature_rule) / np.sqrt(post_cov[0, 0]) > 0.5  # the old rule's bias
-    assert res.stats["rho"][0] < curvature_rule
-    assert shift_at(res.stats["rho"][0]) / np.sqrt(post_cov[0, 0]) <= 0.05 + 1e-9
+    assert res.run_stats.rho[0] < curvature_rule
+    assert shift_at(res.run_stats.rho[0]) / np.sqrt(post_cov[0, 0]) <= 0.05 + 1e-9
     np.testing.assert_allclose(
-        plan.bias.mean_shift_sd, shift_at(res.stats["rho"][0]) / np.sqrt(post_cov[0, 0]), rtol=1e-6
+        plan.bias.mean_shift_sd, shift_at(res.run_stats.rho[0]) / np.sqrt(post_cov[0, 0]), rtol=1e-6
     )
 
 

@@ -266,7 +266,7 @@ def test_defaults_and_registry(problem):
         preconditioner=None,
     )
     M = np.array([np.linalg.eigvalsh(Pi).max() for Pi in P])
-    plan = res.info["setup"]["plan"]
+    plan = res.setup.plan
     np.testing.assert_allclose(plan.step_size, 0.1 / np.max(M + 1.0 / len(P)), rtol=1e-10)
     post = exact.gaussian_posterior(P, problem[3], np.eye(2), np.zeros(2))
     np.testing.assert_allclose(plan.theta_map, post[0], atol=1e-6)

@@ -37,7 +37,7 @@ def test_default_means_and_sds_match_exact_reference(default_run):
     1 − z·se and 1 + δ + z·se of the reference, δ bounding π_ρ's sd inflation (Laplace approximation)."""
     ref = np.load(REF)
     res = default_run
-    budget = res.info["setup"]["plan"].bias_budget
+    budget = res.setup.plan.bias_budget
     assert budget <= 0.05 + 1e-12
     ess = res.ess("bulk")
     mean, sd = res.draws.mean(axis=(0, 1)), res.draws.std(axis=(0, 1))
@@ -69,8 +69,8 @@ def test_paper_rules_run_and_report_their_settings():
         progress=False,
         preconditioner=None,
     )
-    M = res.stats["M"]
-    np.testing.assert_allclose(res.stats["rho"], 1 / M)
-    np.testing.assert_allclose(res.stats["gamma"], 0.25 * (1 / M) / 2)
-    assert list(res.stats["N"]) == [4, 4, 4, 4]
-    assert res.info["setup"]["plan"].local_kernel == "lmc"
+    M = res.run_stats.M
+    np.testing.assert_allclose(res.run_stats.rho, 1 / M)
+    np.testing.assert_allclose(res.run_stats.gamma, 0.25 * (1 / M) / 2)
+    assert list(res.run_stats.N) == [4, 4, 4, 4]
+    assert res.setup.plan.local_kernel == "lmc"

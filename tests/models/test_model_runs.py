@@ -24,13 +24,43 @@ def test_linear_regression_on_diabetes_matches_exact_pi_rho():
     post_mean, post_cov = bound.posterior([(X, y)])
     P = [Xi.T @ Xi / 0.7**2 for Xi in np.array_split(X, 4)]
     m = [np.linalg.lstsq(Xi, yi, rcond=None)[0] for Xi, yi in zip(np.array_split(X, 4), np.array_split(y, 4))]
-    mean, cov = exact.pi_rho(P, m, np.eye(X.shape[1]), np.zeros(X.shape[1]), res.stats["rho"], metric=post_cov)
+    mean, cov = exact.pi_rho(P, m, np.eye(X.shape[1]), np.zeros(X.shape[1]), res.run_stats.rho, metric=post_cov)
     assert_moments(res.draws, mean, cov)
     np.testing.assert_allclose(
         exact.gaussian_posterior(P, m, np.eye(X.shape[1]), np.zeros(X.shape[1]))[0], post_mean, atol=1e-8
     )  # the local factors are those of the model
     sd_ratio = np.sqrt(np.diag(cov) / np.diag(post_cov))
-    assert sd_ratio.max() <= 1 + res.info["setup"]["plan"].bias_budget + 1e-12
+    assert sd_ratio.max() <= 1 + res.setup.plan.bias_budget + 1e-12
+
+
+def test_meta_analysis_with_known_per_row_noise_matches_the_exact_posterior():
+    """noise_sd="se" (each study's standard error, a column that is not a feature): draws of rs.sample match the
+    closed-form Normal posterior and the run's exact target π_ρ (ESS-based tolerances)."""
+    rng = np.random.default_rng(11)
+    n = 120
+    dose = rng.uniform(-1.0, 1.0, n)
+    se = rng.uniform(0.1, 0.6, n)
+    X = np.column_stack([np.ones(n), dose, se])
+    y = 0.3 + 0.5 * dose + se * rng.standard_normal(n)
+    cols = ("(Intercept)", "dose", "se")
+    model = rs.models.LinearRegression(prior_scale=2.0, noise_sd="se")
+    shards = rs.shard(X, y, num_shards=4, columns=cols)
+    res = rs.sample(model, shards, chains=16, num_rounds=4000, burn_in=500, seed=3, executor="local", progress=False)
+    assert res.param_names == ["beta[(Intercept)]", "beta[dose]"]
+    bound = model.bind(rs.models.DataSpec(n_features=3, columns=cols))
+    mean, cov = bound.posterior([(X, y)])
+    Xc, w = X[:, :2], 1 / se**2
+    Q = Xc.T @ (Xc * w[:, None]) + np.eye(2) / 4
+    np.testing.assert_allclose(cov, np.linalg.inv(Q), rtol=1e-10)
+    np.testing.assert_allclose(mean, np.linalg.solve(Q, Xc.T @ (w * y)), rtol=1e-10)
+    # the run's target π_ρ is exactly Gaussian too: built from the shards' weighted local factors
+    parts = np.array_split(np.arange(n), 4)
+    P = [Xc[r].T @ (Xc[r] * w[r, None]) for r in parts]
+    m = [np.linalg.solve(Pi, Xc[r].T @ (w[r] * y[r])) for Pi, r in zip(P, parts)]
+    np.testing.assert_allclose(exact.gaussian_posterior(P, m, np.eye(2) / 4, np.zeros(2))[0], mean, atol=1e-8)
+    target_mean, target_cov = exact.pi_rho(P, m, np.eye(2) / 4, np.zeros(2), res.run_stats.rho, metric=cov)
+    assert_moments(res.draws, target_mean, target_cov)
+    assert np.sqrt(np.diag(target_cov) / np.diag(cov)).max() <= 1.1  # π_ρ stays close to the posterior
 
 
 class HandWrittenLinear:

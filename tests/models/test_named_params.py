@@ -68,7 +68,7 @@ def _result(blocks, seed=0, chains=3, draws=200):
     d = sum(b.size for b in blocks)
     x = np.random.default_rng(seed).standard_normal((chains, draws, d))
     x[..., -1] = np.log(2.0) + 0.1 * x[..., -1]
-    return rs.Result(x, [n for b in blocks for n in b.names()], info={"param_blocks": blocks})
+    return rs.Result(x, [n for b in blocks for n in b.names()], layout=tuple(blocks))
 
 
 def test_result_reports_one_variable_per_parameter_on_the_natural_scale():
@@ -89,7 +89,7 @@ def test_result_reports_one_variable_per_parameter_on_the_natural_scale():
     np.testing.assert_allclose(ess, theta_only, rtol=1e-10)
     # the layout survives a JSON store as dicts
     stored = json.loads(json.dumps([b.as_dict() for b in blocks]))
-    again = rs.Result(res.draws, res.param_names, info={"param_blocks": stored})
+    again = rs.Result(res.draws, res.param_names, layout=tuple(stored))
     assert again.param_blocks == blocks and list(again.summary().index) == list(table.index)
 
 
@@ -99,10 +99,10 @@ def test_result_without_layout_and_bad_layouts():
     assert res.param_blocks == (ParamBlock("theta", 2, "param", ("u", "v")),)
     assert set(res.to_arviz()["posterior"].data_vars) == {"theta"}
     with pytest.raises(ValueError, match="3 coordinates"):
-        rs.Result(x, ["u", "v"], info={"param_blocks": (ParamBlock("beta", 3, "coef"),)}).param_blocks  # noqa: B018
+        rs.Result(x, ["u", "v"], layout=(ParamBlock("beta", 3, "coef"),)).param_blocks  # noqa: B018
     clash = (ParamBlock("a", 2, "k", ("x", "y")), ParamBlock("b", 2, "k", ("p", "q")))
     with pytest.raises(ValueError, match="dim 'k'"):
-        rs.Result(np.zeros((2, 5, 4)), list("abcd"), info={"param_blocks": clash}).to_arviz()
+        rs.Result(np.zeros((2, 5, 4)), list("abcd"), layout=tuple(clash)).to_arviz()
     for bad in (
         dict(name="", size=1),
         dict(name="b", size=0),

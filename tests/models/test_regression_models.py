@@ -11,6 +11,7 @@ import pytest
 import scipy.stats as st
 from scipy.special import expit
 
+from raysampler.errors import ArgumentError
 from raysampler.models import (
     BinomialRegression,
     DataSpec,
@@ -23,6 +24,7 @@ from raysampler.models import (
     RowValues,
     SoftmaxRegression,
     get_model,
+    linear_posterior,
 )
 from raysampler.priors import (
     Exponential,
@@ -50,6 +52,21 @@ def _linear(coef_prior=None, **kw):
     y = X @ np.array([1.0, -0.5, 0.3, 0.8]) + 0.6 * rng.standard_normal(40)
     model = LinearRegression(coef_prior=coef_prior, **kw).bind(DataSpec(4, n_rows=40, columns=COLS))
     return model, X, y
+
+
+def _linear_row_sd(kind="column"):
+    """Known per-row noise sds (a meta-analysis): the column "se" between the features, or an array over the rows."""
+    rng = np.random.default_rng(9)
+    n = 40
+    X = _design(rng, n)
+    se = rng.uniform(0.2, 1.5, n)
+    y = X @ np.array([1.0, -0.5, 0.3, 0.8]) + se * rng.standard_normal(n)
+    if kind == "column":
+        cols = COLS[:1] + ("se",) + COLS[1:]
+        model = LinearRegression(coef_prior=Normal(0, [5.0, 1.0, 1.0, 2.0]), noise_sd="se")
+        return model.bind(DataSpec(5, n_rows=n, columns=cols)), np.column_stack([X[:, :1], se, X[:, 1:]]), y
+    model = LinearRegression(coef_prior=StudentT(3.0, 0.0, 2.0), noise_sd=se).bind(DataSpec(4, n_rows=n, columns=COLS))
+    return (model, *model.shard_data(X, y, np.arange(n)))
 
 
 def _poisson_offset(kind="column"):
@@ -122,6 +139,8 @@ CASES = {
     "linear_flat_flat": lambda: _linear(Normal(0.0, np.inf), noise_prior=Flat()),
     "linear_half_t": lambda: _linear(noise_prior=HalfStudentT(3.0, 1.0)),
     "linear_exponential": lambda: _linear(noise_prior=Exponential(1.0)),
+    "linear_row_sd_column": lambda: _linear_row_sd("column"),
+    "linear_row_sd_array": lambda: _linear_row_sd("array"),
     "logistic_student_t": lambda: (
         LogisticRegression(coef_prior=StudentT(3.0, 0.0, [5.0, 2.5, 2.5, 2.5])).bind(DataSpec(4)),
         *_binomial("column")[1:2],
@@ -334,6 +353,40 @@ def test_offset_column_and_array_give_the_same_model():
     with pytest.raises(ValueError, match="offset"):
         model_a.shard_data(X[:3], y[:3], np.array([0, 1, 1000]))
     assert model_c.shard_data(Xo, y, None)[0] is Xo  # column-named inputs need nothing
+
+
+def test_known_per_row_noise_posterior_is_the_weighted_least_squares_one():
+    """noise_sd="se": β | y ~ N(Q⁻¹(P0 m0 + XᵀWy), Q⁻¹), Q = XᵀWX + P0, W = diag(1/se²); the array form agrees."""
+    model, Xs, y = _linear_row_sd("column")
+    se, X = Xs[:, 1], np.delete(Xs, 1, axis=1)
+    mean, cov = model.posterior([(Xs[:15], y[:15]), (Xs[15:], y[15:])])
+    W, P0 = np.diag(1 / se**2), np.diag([1 / 25, 1.0, 1.0, 0.25])
+    Q = X.T @ W @ X + P0
+    np.testing.assert_allclose(cov, np.linalg.inv(Q), rtol=1e-10)
+    np.testing.assert_allclose(mean, np.linalg.solve(Q, X.T @ W @ y), rtol=1e-10)
+    arr = LinearRegression(coef_prior=model.coef_prior, noise_sd=se).bind(DataSpec(4, n_rows=len(y), columns=COLS))
+    m2, c2 = linear_posterior(arr, X, y)  # the whole data set without the column: shard_data appends it
+    np.testing.assert_allclose(m2, mean, rtol=1e-10)
+    np.testing.assert_allclose(c2, cov, rtol=1e-10)
+    assert model.param_names() == arr.param_names() == ["beta[(Intercept)]", "beta[x1]", "beta[x2]", "beta[x3]"]
+    assert model.smoothness(Xs, y) == pytest.approx(np.linalg.eigvalsh(X.T @ W @ X)[-1], rel=1e-10)
+
+
+def test_known_per_row_noise_errors_name_the_column_and_the_row():
+    with pytest.raises(ArgumentError, match=r"'se' is not a column of X; the columns are \['a', 'b'\]") as e:
+        LinearRegression(noise_sd="se").bind(DataSpec(2, columns=("a", "b")))
+    assert e.value.path == ("model", "noise_sd")
+    with pytest.raises(ArgumentError, match="row 2 has") as e:
+        LinearRegression(noise_sd=np.array([1.0, 0.5, 0.0, -1.0]))
+    assert e.value.path == ("model", "noise_sd")
+    with pytest.raises(ArgumentError, match="row 1 has"):
+        LinearRegression(noise_sd=[1.0, np.nan])
+    with pytest.raises(ValueError, match="noise_prior"):
+        LinearRegression(noise_sd="se", noise_prior=HalfCauchy(1.0))
+    model = LinearRegression(noise_sd="se").bind(DataSpec(2, columns=("a", "se")))
+    with pytest.raises(ValueError, match=r"shard 3: noise_sd must be finite and > 0 in every row; row 1 has"):
+        model.validate(np.array([[1.0, 0.5], [1.0, 0.0]]), np.zeros(2), "shard 3")
+    assert LinearRegression(noise_sd=2).noise_sd == 2.0 and not LinearRegression(noise_sd=2).per_row_noise
 
 
 @pytest.mark.parametrize(

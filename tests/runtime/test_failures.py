@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 
 import raysampler as rs
+from raysampler.algorithms import DGLMC
 from raysampler.errors import FailureKind
 from raysampler.models.logistic import LogisticRegression
+from raysampler.options import ExecutionOptions, RunOptions
 from raysampler.sampling import Run
 
 
@@ -92,11 +94,9 @@ def test_killed_worker_process_is_a_worker_lost_record(ray_session, monkeypatch)
     with Run(
         rs.models.LogisticRegression(),
         rs.shard(X, y, num_shards=2),
-        chains=2,
-        num_rounds=10**6,
-        burn_in=5,
-        executor="ray",
-        seed=1,
+        DGLMC(),
+        RunOptions(chains=2, num_rounds=10**6, burn_in=5, seed=1),
+        ExecutionOptions(executor="ray"),
     ) as run:
         victim = run.setup.placement[1]
         assert victim.pid is not None and victim.pid != os.getpid()

@@ -11,9 +11,12 @@ import numpy as np
 import pytest
 
 import raysampler as rs
+from raysampler.algorithms import DGLMC
+from raysampler.options import ExecutionOptions, RunOptions
 from raysampler.sampling import Run
 
 KW = dict(chains=2, num_rounds=400, burn_in=50, seed=13)
+OPTS = RunOptions(**KW)
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +34,8 @@ def uninterrupted(data):
 
 def _run_with(data, kill, at_chunk=3):
     events = []
-    with Run(rs.models.LogisticRegression(), data, executor="ray", on_event=events.append, **KW) as run:
+    execution = ExecutionOptions(executor="ray", on_event=events.append)
+    with Run(rs.models.LogisticRegression(), data, DGLMC(), OPTS, execution) as run:
         for i, _ in enumerate(run.chunks(target_chunk_s=0.02)):
             if i == at_chunk:
                 kill(run)
@@ -44,10 +48,10 @@ def test_killed_worker_process_rolls_back_and_finishes_identically(ray_session, 
         os.kill(run.setup.placement[1].pid, signal.SIGKILL)
 
     res, events = _run_with(data, kill)
-    assert res.info["failure"] is None and res.info["restarts"] == 1
+    assert res.outcome.failure is None and res.outcome.restarts == 1
     assert [e.kind for e in events] == ["worker_lost", "resumed"]
-    assert events[0].failure.shard == 1 and events[1].round == res.info["events"][1].round
-    assert res.stats["placement"][1]["pid"] != res.stats["placement"][0]["pid"]
+    assert events[0].failure.shard == 1 and events[1].round == res.outcome.events[1].round
+    assert res.run_stats.placement[1].pid != res.run_stats.placement[0].pid
     np.testing.assert_array_equal(res.draws, uninterrupted)
 
 
@@ -56,7 +60,7 @@ def test_killed_coordinator_is_recreated_from_the_checkpoint(ray_session, data, 
         ray_session.kill(run._handle.actor, no_restart=True)
 
     res, events = _run_with(data, kill)
-    assert res.info["restarts"] == 1 and events[0].failure.kind.value == "coordinator_lost"
+    assert res.outcome.restarts == 1 and events[0].failure.kind.value == "coordinator_lost"
     np.testing.assert_array_equal(res.draws, uninterrupted)
 
 
@@ -68,8 +72,8 @@ def test_restart_budget_is_bounded(ray_session, data, monkeypatch):
 
     with pytest.raises(AssertionError):
         res, _ = _run_with(data, kill)
-        assert res.info["failure"] is None
-    with Run(rs.models.LogisticRegression(), data, executor="ray", **KW) as run:
+        assert res.outcome.failure is None
+    with Run(rs.models.LogisticRegression(), data, DGLMC(), OPTS, ExecutionOptions(executor="ray")) as run:
         for i, _ in enumerate(run.chunks(target_chunk_s=0.02)):
             if i == 1:
                 kill(run)

@@ -25,7 +25,7 @@ def test_same_seed_same_draws_twice_on_ray_and_locally(ray_session, data):
     first = rs.sample(model, data, executor="ray", **kw)
     second = rs.sample(model, data, executor="ray", **kw)
     local = rs.sample(model, data, executor="local", **kw)
-    assert not first.stats["balanced"] and len(first.stats["N_schedule"]) == 1
+    assert not first.run_stats.balanced and len(first.run_stats.N_schedule) == 1
     np.testing.assert_array_equal(first.draws, second.draws)
     np.testing.assert_array_equal(first.draws, local.draws)
     assert not np.array_equal(rs.sample(model, data, executor="local", **{**kw, "seed": 22}).draws, local.draws)
@@ -41,12 +41,12 @@ def test_slow_worker_is_balanced_with_a_warning_and_its_schedule_replays(ray_ses
     kw = dict(chains=2, num_rounds=120, burn_in=30, seed=3, progress=False, local_kernel="lmc")
     with pytest.warns(UserWarning, match="balanced from measured timings"):
         slow = rs.sample(model, shards, executor="ray", _slowdown={1: 4.0}, **kw)
-    schedule = slow.stats["N_schedule"]
-    assert slow.stats["balanced"] and len(schedule) >= 2
+    schedule = slow.run_stats.N_schedule
+    assert slow.run_stats.balanced and len(schedule) >= 2
     n_fast, n_slow = schedule[-1][1]
     assert n_slow < n_fast
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         replay = rs.sample(model, shards, executor="local", n_local=schedule, **kw)
-    assert replay.stats["N_schedule"] == schedule
+    assert replay.run_stats.N_schedule == schedule
     np.testing.assert_array_equal(replay.draws, slow.draws)

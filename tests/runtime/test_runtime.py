@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 import raysampler as rs
+from raysampler.algorithms import DGLMC
 from raysampler.models.logistic import LogisticRegression
+from raysampler.options import ExecutionOptions, RunOptions
 from raysampler.sampling import Run
 
 
@@ -51,7 +53,7 @@ def test_plain_actor_transport_draws_the_same(ray_session, breast_cancer):
     model = rs.models.LogisticRegression()
     via_socket = rs.sample(model, shards, **kw)
     via_actor = rs.sample(model, shards, transport="actor", **kw)
-    assert via_socket.info["setup"]["transport"] == "socket" and via_actor.info["setup"]["transport"] == "actor"
+    assert via_socket.setup.transport == "socket" and via_actor.setup.transport == "actor"
     np.testing.assert_array_equal(via_socket.draws, via_actor.draws)
 
 
@@ -78,13 +80,13 @@ def test_slow_worker_gets_fewer_local_steps_in_proportion_to_its_step_time(ray_s
     shards = rs.shard(X, y, num_shards=2, strategy="random")
     kw = dict(chains=4, num_rounds=150, burn_in=50, seed=0, progress=False, local_kernel="lmc", executor="ray")
     balanced = rs.sample(rs.models.LogisticRegression(), shards, balance=True, _slowdown={1: 4.0}, **kw)
-    n, tau = balanced.stats["N"], balanced.stats["tau"]
+    n, tau = balanced.run_stats.N, balanced.run_stats.tau
     assert tau[1] / tau[0] > 2.5  # the slow worker is measured slow
     assert n[1] < n[0]  # and does fewer steps
-    first = balanced.stats["N_history"][0]
+    first = balanced.run_stats.N_history[0]
     assert first[1] < first[0]  # already from the step times measured before sampling (round 0)
     q = (1 / tau) / np.sum(1 / tau)  # [DG-LMC] sec. 3.2.2, from the τ_i the run reports
-    expected = np.maximum(1, np.round(q * balanced.info["setup"]["n_avg"] * 2))
+    expected = np.maximum(1, np.round(q * balanced.setup.n_avg * 2))
     assert np.all(np.abs(n - expected) <= 1)  # ±1: the balancer also weights τ_i by shards per process
     # seconds of work per round: equal N_i would leave the full τ ratio between the workers; the rule's rounding
     # (N_avg = 4 here: 8 steps to share) keeps it under 0.78 × its square root for any τ ratio from 2.5 to 20
@@ -181,13 +183,14 @@ def test_coordinator_process_hosts_the_first_group_and_draws_the_same(ray_sessio
     RAYSAMPLER_SHM_SPIN_US=0 makes readers sleep at once. Same draws either way."""
     X, y = breast_cancer
     shards = rs.shard(X, y, num_shards=4)
-    kw = dict(chains=2, num_rounds=40, burn_in=20, seed=5, balance=False, executor="ray")
+    opts = RunOptions(chains=2, num_rounds=40, burn_in=20, seed=5)
+    on_ray = ExecutionOptions(executor="ray", balance=False)
     model = rs.models.LogisticRegression()
     draws = []
     for hosts, spin in (("1", "1000"), ("0", "0")):
         monkeypatch.setenv("RAYSAMPLER_COORDINATOR_SHARDS", hosts)
         monkeypatch.setenv("RAYSAMPLER_SHM_SPIN_US", spin)
-        with Run(model, shards, **kw) as run:
+        with Run(model, shards, DGLMC(), opts, on_ray) as run:
             coordinator, pids = _pids(run)
             for _ in run.chunks():
                 pass
@@ -250,7 +253,7 @@ def test_paper_rules_with_map_curvature_and_zero_start_run():
         curvature="map",
         init="zeros",
     )
-    assert np.all(np.isfinite(res.draws)) and res.stats["M"].max() < 100  # curvature met at the MAP, not the bound
+    assert np.all(np.isfinite(res.draws)) and res.run_stats.M.max() < 100  # curvature met at the MAP, not the bound
 
 
 def test_time_budget_stops_cleanly_with_draws(breast_cancer):
@@ -266,8 +269,8 @@ def test_time_budget_stops_cleanly_with_draws(breast_cancer):
             progress=False,
             time_budget_s=1.5,
         )
-    assert 0 < res.num_draws < 10**7 and res.info["stopped_by_time_budget"]
-    assert res.stats["wall_time_s"] < 5
+    assert 0 < res.num_draws < 10**7 and res.outcome.stopped_by_time_budget
+    assert res.outcome.timings.wall_s < 5
     assert np.all(np.isfinite(res.draws))
 
 

@@ -12,7 +12,9 @@ import pandas as pd
 import pytest
 
 import raysampler as rs
+from raysampler.algorithms import DGLMC
 from raysampler.errors import FailureKind
+from raysampler.options import ExecutionOptions, RunOptions
 from raysampler.sampling import Run
 
 SITES = ("a", "a", "b", "c")  # site a holds two shards
@@ -40,12 +42,12 @@ KW = dict(chains=2, num_rounds=60, burn_in=20, seed=7, progress=False)
 def test_workers_run_on_their_sites_nodes_and_draw_as_in_process(site_cluster, site_files):
     shards, names = site_files
     res = rs.sample(rs.models.LogisticRegression(), shards, executor="ray", **KW)
-    placement = res.stats["placement"]
-    assert [p["site"] for p in placement] == list(SITES)
+    placement = res.run_stats.placement
+    assert [p.site for p in placement] == list(SITES)
     for p in placement:
-        assert p["node_id"] == site_cluster.nodes[p["site"]].node_id, p
-    assert placement[0]["pid"] == placement[1]["pid"]  # one 1-CPU node: one worker owns both of a's shards
-    assert len({p["pid"] for p in placement}) == 3
+        assert p.node_id == site_cluster.nodes[p.site].node_id, p
+    assert placement[0].pid == placement[1].pid  # one 1-CPU node: one worker owns both of a's shards
+    assert len({p.pid for p in placement}) == 3
     local = rs.sample(rs.models.LogisticRegression(), [rs.Shard(path=s.path) for s in shards], executor="local", **KW)
     np.testing.assert_array_equal(res.draws, local.draws)
 
@@ -71,19 +73,21 @@ def test_a_missing_file_on_its_site_names_shard_path_and_host(site_cluster, site
     assert f.node_id == site_cluster.nodes["c"].node_id
 
 
-def _uninterrupted(shards, **kw):
-    with Run(rs.models.LogisticRegression(), [rs.Shard(path=s.path) for s in shards], executor="local", **kw) as run:
+def _uninterrupted(shards, options):
+    in_process = [rs.Shard(path=s.path) for s in shards]
+    with Run(rs.models.LogisticRegression(), in_process, DGLMC(), options, ExecutionOptions(executor="local")) as run:
         return np.concatenate([c.theta for c in run.chunks()])
 
 
-RECOVERY_KW = dict(chains=2, num_rounds=300, burn_in=20, seed=1)
+RECOVERY = RunOptions(chains=2, num_rounds=300, burn_in=20, seed=1)
+ON_RAY = ExecutionOptions(executor="ray")
 
 
 def test_node_replaced_mid_run_resumes_and_finishes_identically(site_cluster, site_files):
     """Site c's node goes away mid-run and a new node labelled c joins: the worker is restarted there, the run rolls
     back to its last checkpoint and its draws equal an uninterrupted run's."""
     shards, _ = site_files
-    with Run(rs.models.LogisticRegression(), shards, executor="ray", **RECOVERY_KW) as run:
+    with Run(rs.models.LogisticRegression(), shards, DGLMC(), RECOVERY, ON_RAY) as run:
         draws = []
         for i, chunk in enumerate(run.chunks(target_chunk_s=0.05)):
             draws.append(chunk.theta)
@@ -91,8 +95,8 @@ def test_node_replaced_mid_run_resumes_and_finishes_identically(site_cluster, si
                 site_cluster.cluster.remove_node(site_cluster.nodes["c"])
                 site_cluster.add_site_node("c")
         assert run.failure is None and run.restarts == 1, run.failure
-        assert run.result().stats["placement"][3]["node_id"] == site_cluster.nodes["c"].node_id
-    np.testing.assert_array_equal(np.concatenate(draws), _uninterrupted(shards, **RECOVERY_KW))
+        assert run.result().run_stats.placement[3].node_id == site_cluster.nodes["c"].node_id
+    np.testing.assert_array_equal(np.concatenate(draws), _uninterrupted(shards, RECOVERY))
 
 
 def test_node_lost_for_good_fails_naming_shard_and_site_then_resumes_when_it_returns(
@@ -103,7 +107,7 @@ def test_node_lost_for_good_fails_naming_shard_and_site_then_resumes_when_it_ret
     run with exactly the uninterrupted draws."""
     shards, _ = site_files
     monkeypatch.setenv("RAYSAMPLER_SITE_WAIT_S", "2")
-    with Run(rs.models.LogisticRegression(), shards, executor="ray", **RECOVERY_KW) as run:
+    with Run(rs.models.LogisticRegression(), shards, DGLMC(), RECOVERY, ON_RAY) as run:
         draws = []
         for i, chunk in enumerate(run.chunks(target_chunk_s=0.05)):
             draws.append(chunk.theta)
@@ -116,10 +120,10 @@ def test_node_lost_for_good_fails_naming_shard_and_site_then_resumes_when_it_ret
         assert checkpoint.draws_kept == sum(len(d) for d in draws) > 0
     site_cluster.add_site_node("b")
     site_cluster.cluster.wait_for_nodes()
-    with Run(rs.models.LogisticRegression(), shards, executor="ray", resume_from=checkpoint, **RECOVERY_KW) as run:
+    with Run(rs.models.LogisticRegression(), shards, DGLMC(), RECOVERY, ON_RAY, resume_from=checkpoint) as run:
         draws += [c.theta for c in run.chunks()]
         assert run.failure is None
-    np.testing.assert_array_equal(np.concatenate(draws), _uninterrupted(shards, **RECOVERY_KW))
+    np.testing.assert_array_equal(np.concatenate(draws), _uninterrupted(shards, RECOVERY))
 
 
 def test_columns_differing_between_shards_are_refused(site_cluster, site_files, tmp_path):

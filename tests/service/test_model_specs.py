@@ -70,6 +70,43 @@ def test_offset_column_from_an_uploaded_file(app_client):
     assert np.all(np.abs(means - ref.mean) < ref.sd)  # the offset was applied (without it the intercept moves by ~1)
 
 
+def _upload(c, h, columns, X, y):
+    text = (
+        ",".join(("y", *columns))
+        + "\n"
+        + "\n".join(",".join(repr(float(v)) for v in (yi, *xi)) for xi, yi in zip(X, y))
+    )
+    up = c.post("/v1/datasets", files={"file": ("data.csv", io.BytesIO(text.encode()))}, headers=h)
+    assert up.status_code == 201, up.text
+    return up.json()["id"]
+
+
+def test_known_per_row_noise_from_a_column(app_client):
+    """linear_regression with noise_sd="se" (a meta-analysis): the column is each row's known sd, not a feature; the
+    posterior means match the closed form."""
+    c, h = app_client, hdr(ALICE)
+    rng = np.random.default_rng(5)
+    n = 80
+    dose, se = rng.uniform(-1, 1, n), rng.uniform(0.1, 0.5, n)
+    X = np.column_stack([np.ones(n), se, dose])
+    y = 0.2 + 0.7 * dose + se * rng.standard_normal(n)
+    data = {"dataset_id": _upload(c, h, ("(Intercept)", "se", "dose"), X, y)}
+    model = {"family": "linear_regression", "noise_sd": "se", "prior_scale": 2.0}
+    r = c.post("/v1/runs", json=_body(model, data, num_rounds=600, burn_in=100, chains=4), headers=h)
+    assert r.status_code == 202, r.text
+    info = final(c, r.json()["id"])
+    assert info["status"] == "SUCCEEDED", info
+    rows = c.get(f"/v1/runs/{info['id']}/summary", headers=h).json()["rows"]
+    assert [row["param"] for row in rows] == ["beta[(Intercept)]", "beta[dose]"]
+    Xc, w = X[:, [0, 2]], 1 / se**2
+    Q = Xc.T @ (Xc * w[:, None]) + np.eye(2) / 4
+    mean, sd = np.linalg.solve(Q, Xc.T @ (w * y)), np.sqrt(np.diag(np.linalg.inv(Q)))
+    assert np.all(np.abs(np.array([row["mean"] for row in rows]) - mean) < sd)
+    bad = {"dataset_id": _upload(c, h, ("(Intercept)", "se", "dose"), np.where(np.arange(n)[:, None] == 7, 0.0, X), y)}
+    r = c.post("/v1/runs", json=_body(model, bad), headers=h)
+    assert r.status_code == 422 and "row 7" in r.text, r.text
+
+
 @pytest.mark.parametrize(
     "model,field",
     [
@@ -82,6 +119,9 @@ def test_offset_column_from_an_uploaded_file(app_client):
         (LINEAR | {"noise_prior": {"half_normal": {"scale": 0}}}, "model.noise_prior.half_normal.scale"),
         (LINEAR | {"noise_prior": {"gamma": {"a": 1}}}, "model.noise_prior.gamma"),
         (LINEAR | {"noise_sd": -0.5}, "model.noise_sd"),
+        ({"family": "linear_regression", "noise_sd": ""}, "model.noise_sd"),
+        ({"family": "linear_regression", "noise_sd": "no_such_column"}, "model.noise_sd"),
+        ({"family": "linear_regression", "noise_sd": True}, "model.noise_sd"),
         ({"family": "poisson_regression", "offset_column": "no_such_column"}, "model.offset_column"),
         ({"family": "logistic_regression", "noise_prior": {"half_normal": {"scale": 1}}}, "model.noise_prior"),
     ],

@@ -38,19 +38,10 @@ def _uninterrupted(body: dict) -> np.ndarray:
 
     spec_obj = RunSpec.model_validate(body)
     built = build(spec_obj, "alice", None, "local")  # built-in data: no store needed
-    opts = run_options(spec_obj)
-    with Run(
-        built.model,
-        built.shards,
-        spec_obj.algorithm.name,
-        chains=opts.chains,
-        num_rounds=opts.num_rounds,
-        burn_in=opts.burn_in,
-        thin=opts.thin,
-        seed=opts.seed,
-        executor="local",
-        **spec_obj.algorithm.params,
-    ) as run:
+    from raysampler.options import ExecutionOptions
+
+    local = ExecutionOptions(executor="local")
+    with Run(built.model, built.shards, built.algorithm, run_options(spec_obj), local) as run:
         return np.concatenate([c.theta for c in run.chunks()])
 
 

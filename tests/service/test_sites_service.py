@@ -116,6 +116,11 @@ def test_site_shards_run_over_rest_where_they_live_and_are_never_opened_by_the_s
             "no live Ray node carries the label raysampler.io/site=nowhere (waited 2 s",
         ),
         (lambda s: s["data"].__setitem__("y_column", "target"), ["body", "data", "shards", 0], "target"),
+        (
+            lambda s: s.__setitem__("model", {"family": "poisson_regression", "offset_column": "exposure"}),
+            ["body", "model", "offset_column"],
+            "exposure",
+        ),
     ],
 )
 def test_bad_site_shards_within_the_grants_are_422_naming_the_shard(cluster_service, change, field, text):

@@ -303,3 +303,23 @@ def test_trace_is_one_parameter_evenly_thinned_and_refuses_a_missing_param(app_c
     r = c.get(f"/v1/runs/{rid}/trace", params={"param": 31}, headers=h)
     assert r.status_code == 404 and "no parameter 31" in r.json()["detail"]
     assert c.get(f"/v1/runs/{rid}/trace", params={"param": -1}, headers=h).status_code == 422
+
+
+def test_models_lists_every_builtin_family_with_its_parameter_schema(app_client):
+    assert app_client.get("/v1/models").status_code == 401
+    r = app_client.get("/v1/models", headers=hdr(ALICE))
+    assert r.status_code == 200, r.text
+    fams = {f["name"]: f for f in r.json()["families"]}
+    assert set(fams) >= {
+        "gaussian", "linear_regression", "logistic_regression", "poisson_regression", "binomial_regression",
+        "negative_binomial_regression", "softmax_regression", "mlp_classifier",
+    }  # fmt: skip
+    for f in fams.values():
+        assert f["builtin"] and f["distribution"] is None and f["description"] and f["parameters"]["type"] == "object"
+    props = fams["poisson_regression"]["parameters"]["properties"]
+    assert props["offset_column"]["anyOf"][0]["type"] == "string" and "coef_prior" in props
+    assert "n_features" not in props and "noise_prior" not in props
+    assert fams["linear_regression"]["parameters"]["properties"]["noise_prior"]["anyOf"][0] == {
+        "$ref": "#/$defs/PositivePriorSpec"
+    }
+    assert fams["mlp_classifier"]["parameters"]["properties"]["hidden"] == {"type": "integer", "default": 16}

@@ -98,7 +98,7 @@ def test_tuned_default_keeps_the_exact_law_within_budget_and_samples_it(problem,
             progress=False,
             **extra,
         )
-    plan = res.info["setup"]["plan"]
+    plan = res.setup.plan
     lap = laplace(problem, "auto")
     top = topo.make_topology("complete", len(SIZES))
     W = topo.metropolis_weights(top)
@@ -124,7 +124,7 @@ def test_fald_tuned_default_keeps_the_exact_law_within_budget(problem):
         res = rs.sample(
             model, shards, "fald", chains=16, num_rounds=3000, burn_in=500, seed=3, executor="local", progress=False
         )
-    plan = res.info["setup"]["plan"]
+    plan = res.setup.plan
     lap = laplace(problem, "auto")
     L, s = lap.precond.matrix(), lap.precond.shift
     Li = np.linalg.inv(L)
