@@ -30,9 +30,12 @@ class RunWarning(UserWarning):
     """A warning about a run (`warnings.warn` category); `.kind` says what it is about, `str()` is its message."""
 
     def __init__(self, kind: WarningKind, message: str) -> None:
-        super().__init__(message)
+        super().__init__(kind, message)  # args rebuild it (pickling, pytest-xdist's transfer of warnings)
         self.kind = WarningKind(kind)
         self.message = message
+
+    def __str__(self) -> str:
+        return self.message
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (RunWarning, (self.kind, self.message))
