@@ -28,7 +28,7 @@ SLOW: dict[str, str | set[str]] = {
         "test_mala_targets_exact_posterior",
         "test_ula_matches_lyapunov_law",
     },
-    "tests/tuning/test_budget.py": {
+    "tests/algorithms/test_bias_budget.py": {
         "test_fald_tuned_default_keeps_the_exact_law_within_budget",
         "test_tuned_default_keeps_the_exact_law_within_budget_and_samples_it[dadmms]",
     },

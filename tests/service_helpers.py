@@ -38,3 +38,15 @@ def wait_until(fn: Callable[[], T], timeout: float = 300.0, what: str = "conditi
             return out
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def final(client, run_id: str, key: str = ALICE) -> dict[str, Any]:
+    """The run object once the run has ended."""
+    return wait_until(
+        lambda: (
+            (i := client.get(f"/v1/runs/{run_id}", headers=hdr(key)).json())["status"]
+            in ("SUCCEEDED", "FAILED", "CANCELLED")
+            and i
+        ),
+        what=f"run {run_id} to end",
+    )

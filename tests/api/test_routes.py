@@ -10,24 +10,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from service_helpers import ALICE, BOB, hdr, spec, wait_until
+from service_helpers import ALICE, BOB, final, hdr, spec, wait_until
 
 from raysampler.algorithms import ALGORITHMS
 from raysampler.models import FAMILIES
 
 SMALL = {"num_rounds": 40, "burn_in": 10, "chains": 2}
-
-
-def final(client, run_id: str, key: str = ALICE) -> dict[str, Any]:
-    """The run object once the run has ended."""
-    return wait_until(
-        lambda: (
-            (i := client.get(f"/v1/runs/{run_id}", headers=hdr(key)).json())["status"]
-            in ("SUCCEEDED", "FAILED", "CANCELLED")
-            and i
-        ),
-        what=f"run {run_id} to end",
-    )
 
 
 @pytest.fixture(scope="module")

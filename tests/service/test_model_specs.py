@@ -9,8 +9,7 @@ import json
 import numpy as np
 import pytest
 from reference_problems import PROBLEMS, reference
-from service_helpers import ALICE, hdr, spec
-from test_routes import final
+from service_helpers import ALICE, final, hdr, spec
 
 LINEAR = {
     "family": "linear_regression",
