@@ -161,7 +161,7 @@ def events(
 @router.get("/{run_id}/summary", response_model=RunSummary, responses=error_responses(404, 409))
 def summary(run_id: str, who: Tenant, svc: Svc, ci_prob: Annotated[float, Query(gt=0, lt=1)] = 0.94) -> RunSummary:
     """mean, sd, HDI, ESS bulk/tail, R-hat and MCSE per coordinate, on the draws stored so far (arviz-stats)."""
-    return results.summary(svc.manager.get(who, run_id), svc.files, ci_prob)
+    return results.summary(svc.manager.get(who, run_id), svc.files, ci_prob, svc.manager.summaries)
 
 
 @router.get("/{run_id}/trace", response_model=Trace, responses=error_responses(404))

@@ -35,6 +35,7 @@ from .schemas import DiagnosticsInfo, FailureInfo, RunSpec, WorkerStats
 from .settings import Settings
 from .specs import build, run_options, spec_hash
 from .store import ActiveLimit, Conflict, RecordStore
+from .summaries import SummaryCache
 
 log = logging.getLogger("raysampler.service")
 
@@ -100,6 +101,7 @@ class RunManager:
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()
+        self.summaries = SummaryCache()  # posterior summaries by (run, stored draws, ci_prob)
 
     # --- lifecycle --------------------------------------------------------------------------------------------
 
@@ -266,6 +268,7 @@ class RunManager:
             cancel_requested=False,
         ):
             raise StateConflict(f"run {run_id} changed state meanwhile; try again")
+        self.summaries.invalidate(tenant, run_id, self.files.run_dir(tenant, run_id))
         self._enqueue(tenant, run_id)
         return self.get(tenant, run_id)
 
@@ -275,6 +278,7 @@ class RunManager:
         if not rec.status.is_terminal:
             raise StateConflict(f"run {run_id} is {rec.status.value}; cancel it before deleting it")
         self.store.delete_run(tenant, run_id)
+        self.summaries.invalidate(tenant, run_id)
         self.files.delete(tenant, run_id)
 
     # --- execution --------------------------------------------------------------------------------------------

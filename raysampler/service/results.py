@@ -16,6 +16,7 @@ from .drawfiles import DrawFiles
 from .errors import NotFound, StateConflict
 from .records import RunRecord
 from .schemas import RunSummary, Trace
+from .summaries import SummaryCache, SummaryTable, summary_table
 
 MIN_SUMMARY_DRAWS = 4  # per chain: R-hat and ESS need a few draws
 
@@ -35,16 +36,26 @@ def stored_result(rec: RunRecord, files: DrawFiles) -> Result:
     )
 
 
-def summary(rec: RunRecord, files: DrawFiles, ci_prob: float) -> RunSummary:
-    """mean, sd, HDI, ESS bulk/tail, R-hat and MCSE per coordinate of the stored draws (non-finite → None)."""
+def summary(rec: RunRecord, files: DrawFiles, ci_prob: float, cache: SummaryCache | None = None) -> RunSummary:
+    """mean, sd, HDI, ESS bulk/tail, R-hat and MCSE per coordinate of the stored draws (non-finite → None); with a
+    `cache`, computed once per (run, stored draws, ci_prob) and, for a finished run, kept next to its draws."""
     if rec.draws_stored < MIN_SUMMARY_DRAWS:
         raise StateConflict(
             f"run {rec.id} has {rec.draws_stored} draws per chain stored; a summary needs {MIN_SUMMARY_DRAWS}"
         )
-    table = stored_result(rec, files).summary(ci_prob=ci_prob)
+
+    def compute() -> SummaryTable:
+        theta = files.read(rec.tenant, rec.id, 0, rec.draws_stored).transpose(1, 0, 2)
+        return summary_table(theta, stored_result_blocks(rec), ci_prob)
+
+    if cache is None:
+        table = compute()
+    else:
+        run_dir = files.run_dir(rec.tenant, rec.id)
+        table = cache.get(rec.tenant, rec.id, rec.draws_stored, ci_prob, run_dir, rec.status.is_terminal, compute)
     rows: list[dict[str, str | float | None]] = [
-        {"param": str(idx)} | {str(k): (None if not math.isfinite(float(v)) else float(v)) for k, v in row.items()}
-        for idx, row in table.iterrows()
+        {"param": label} | {c: (float(v) if math.isfinite(v) else None) for c, v in zip(table.columns, row)}
+        for label, row in zip(table.labels, table.values.tolist())
     ]
     return RunSummary(
         run_id=rec.id,
@@ -52,9 +63,18 @@ def summary(rec: RunRecord, files: DrawFiles, ci_prob: float) -> RunSummary:
         draws_per_chain=rec.draws_stored,
         chains=rec.chains,
         ci_prob=ci_prob,
-        columns=[str(c) for c in table.columns],
+        columns=list(table.columns),
         rows=rows,
     )
+
+
+def stored_result_blocks(rec: RunRecord) -> tuple[ParamBlock, ...]:
+    """The run's parameter blocks (one `theta` block of its named coordinates for a run without a layout)."""
+    if rec.param_blocks:
+        return tuple(rec.param_blocks)
+    return Result(
+        np.empty((rec.chains, 0, rec.dim or 0)), list(rec.param_names or []), {}, algorithm=rec.spec.algorithm.name
+    ).param_blocks
 
 
 def trace(rec: RunRecord, files: DrawFiles, param: int, max_points: int, last: int | None) -> Trace:

@@ -221,3 +221,20 @@ def _ignore_disconnect(it):
         yield from it
     except (httpx.TransportError, APIError):
         return
+
+
+def test_summary_is_stored_once_for_a_finished_run_and_dropped_on_delete(service, alice):
+    run = alice.submit(spec(num_rounds=60, burn_in=10))
+    assert run.wait()["status"] == "SUCCEEDED"
+    first = httpx.get(f"{service.url}/v1/runs/{run.id}/summary", headers=hdr(ALICE), timeout=60).json()
+    run_dir = service.data_dir / "runs" / "alice" / run.id
+    stored = sorted(p.name for p in run_dir.glob("summary-*.json"))
+    assert stored == [f"summary-{first['draws_per_chain']}-0.94.json"]
+    again = httpx.get(f"{service.url}/v1/runs/{run.id}/summary", headers=hdr(ALICE), timeout=60).json()
+    assert again == first
+    other = httpx.get(
+        f"{service.url}/v1/runs/{run.id}/summary", params={"ci_prob": 0.5}, headers=hdr(ALICE), timeout=60
+    ).json()
+    assert other["columns"][2] == "hdi50_lb" and len(list(run_dir.glob("summary-*.json"))) == 2
+    run.delete()
+    assert not run_dir.exists()
