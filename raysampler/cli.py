@@ -157,6 +157,8 @@ def _print_run(info: dict[str, Any], fmt: str) -> None:
         f"{info['id']}  {info['status']:<9}  {info['spec']['algorithm']['name']:<7} rounds "
         f"{p['rounds_done']}/{p['rounds_total']}  draws {p['draws_stored']}/{p['draws_total']} per chain"
     )
+    if info.get("stop_reason"):
+        line += f"  stopped: {info['stop_reason']}"
     if info.get("error"):
         line += f"\n  error: {info['error']}"
     for w in info.get("warnings") or []:

@@ -54,7 +54,7 @@ def test_status_latest_and_list(service, submitted):
     listed = json.loads(cli(service, "status", "--format", "json").stdout)
     assert submitted["id"] in {r["id"] for r in listed}
     table = cli(service, "status", submitted["id"]).stdout
-    assert submitted["id"] in table and "SUCCEEDED" in table
+    assert submitted["id"] in table and "SUCCEEDED" in table and "stopped: num_rounds" in table
 
 
 def test_draws_and_summary(service, submitted):

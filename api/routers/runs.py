@@ -59,6 +59,7 @@ def run_info(rec: RunRecord) -> RunInfo:
         diagnostics=rec.diagnostics,
         restarts=rec.restarts,
         checkpoint_round=rec.checkpoint_round,
+        stop_reason=rec.stop_reason,
     )
 
 

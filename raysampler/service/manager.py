@@ -20,13 +20,22 @@ import numpy as np
 
 from ..checkpoints import CheckpointError
 from ..diagnostics import FINAL_DRAWS, WarningKind, diagnose
-from ..enums import Executor
+from ..enums import Executor, StopReason
 from ..errors import Failure, FailureKind, SamplingError, failure_of
 from ..events import EventKind, RunEvent
 from ..options import ExecutionOptions
 from ..runtime.contracts import RunStats
 from ..sampling import Run
-from ..wire import ProgressEvent, ResumedEvent, RunStatus, SetupEvent, StatusEvent, WarningEvent, WorkerLostEvent
+from ..wire import (
+    ProgressEvent,
+    ResumedEvent,
+    RunStatus,
+    RunStopReason,
+    SetupEvent,
+    StatusEvent,
+    WarningEvent,
+    WorkerLostEvent,
+)
 from .drawfiles import DrawFiles
 from .errors import AccessDenied, NotFound, QuotaExceeded, StateConflict
 from .metrics import Metrics
@@ -43,6 +52,16 @@ LIVE_STATS_S = 2.0  # how often a running run's per-worker statistics are refres
 RETRY_AFTER_S = 30  # what a 429 for too many active runs suggests
 _ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING)
 _CONVERGENCE = (WarningKind.RHAT, WarningKind.ESS)  # engine warnings replaced by the stored draws' diagnostics
+#: the engine's stop reasons as the service reports them
+_STOP_REASONS = {
+    StopReason.COMPLETED: RunStopReason.NUM_ROUNDS,
+    StopReason.CONVERGED: RunStopReason.CONVERGED,
+    StopReason.MAX_ROUNDS: RunStopReason.MAX_ROUNDS,
+    StopReason.TIME_BUDGET: RunStopReason.TIME_BUDGET,
+    StopReason.FAILURE: RunStopReason.FAILED,
+    StopReason.STOPPED: RunStopReason.CANCELLED,
+}
+_STATUS_STOP_REASONS = {RunStatus.FAILED: RunStopReason.FAILED, RunStatus.CANCELLED: RunStopReason.CANCELLED}
 
 
 class FairQueue:
@@ -266,6 +285,7 @@ class RunManager:
             error=None,
             failure=None,
             cancel_requested=False,
+            stop_reason=None,
         ):
             raise StateConflict(f"run {run_id} changed state meanwhile; try again")
         self.summaries.invalidate(tenant, run_id, self.files.run_dir(tenant, run_id))
@@ -475,7 +495,8 @@ class RunManager:
                 error=f"{run.failure.describe()}; {sampled.stored} draws per chain before it are kept",
             )
         else:
-            self._finish(rec, RunStatus.SUCCEEDED, warnings=warnings)
+            reason = None if run.stop_reason is None else _STOP_REASONS[run.stop_reason]
+            self._finish(rec, RunStatus.SUCCEEDED, warnings=warnings, stop_reason=reason)
 
     def _finish(
         self,
@@ -485,14 +506,17 @@ class RunManager:
         warnings: list[str] | None = None,
         only_from: tuple[RunStatus, ...] = _ACTIVE,
         failure: Failure | None = None,
+        stop_reason: RunStopReason | None = None,
     ) -> bool:
-        """Move a run to its final status if it is still in `only_from` (atomically); log the status event."""
-        fields: RunFields = {"status": status, "finished_at": time.time(), "error": error}
+        """Move a run to its final status if it is still in `only_from` (atomically) with why it stopped (FAILED:
+        failed, CANCELLED: cancelled, SUCCEEDED: the engine's reason); log the status event."""
+        reason = stop_reason or _STATUS_STOP_REASONS.get(status, RunStopReason.NUM_ROUNDS)
+        fields: RunFields = {"status": status, "finished_at": time.time(), "error": error, "stop_reason": reason}
         if failure is not None:
             fields["failure"] = FailureInfo(**failure.as_dict())
         if warnings:
             fields["warnings"] = warnings
-        done = self.store.transition(rec.tenant, rec.id, only_from, event=StatusEvent(status, error), **fields)
+        done = self.store.transition(rec.tenant, rec.id, only_from, event=StatusEvent(status, error, reason), **fields)
         if done and self.metrics is not None:
             self.metrics.finished.labels(status=status.value).inc()
         return done

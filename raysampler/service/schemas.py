@@ -15,7 +15,7 @@ from .. import priors
 from ..algorithms import ALGORITHMS
 from ..models import FAMILIES, FAMILY_INFO, Family
 from ..options import AUTO_BURN_IN, AUTO_MAX_ROUNDS, DEFAULT_MAX_RHAT, DEFAULT_TARGET_ESS, RunOptions
-from ..wire import RunStatus
+from ..wire import RunStatus, RunStopReason
 
 SITE_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$"
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
@@ -478,6 +478,10 @@ class RunInfo(BaseModel):
     diagnostics: DiagnosticsInfo | None = None
     restarts: int = Field(0, description="times the run resumed from its checkpoint after a failure or restart")
     checkpoint_round: int | None = Field(None, description="round of the last checkpoint (stored with its draws)")
+    stop_reason: RunStopReason | None = Field(
+        None,
+        description="why a finished run stopped: converged, num_rounds, time_budget, cancelled, max_rounds or failed",
+    )
 
 
 class RunList(BaseModel):

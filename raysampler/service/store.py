@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Unpack
 
 from ..models.base import ParamBlock
-from ..wire import EventPayload, RunStatus
+from ..wire import EventPayload, RunStatus, RunStopReason
 from .records import DatasetRecord, EventRecord, RunFields, RunRecord
 from .schemas import DiagnosticsInfo, FailureInfo, RunSpec, WorkerStats
 
@@ -132,7 +132,7 @@ CREATE TABLE IF NOT EXISTS runs (
     timings TEXT NOT NULL DEFAULT '{}', workers TEXT NOT NULL DEFAULT '[]',
     error TEXT, warnings TEXT NOT NULL DEFAULT '[]', cancel_requested INTEGER NOT NULL DEFAULT 0,
     plan TEXT, failure TEXT, diagnostics TEXT, restarts INTEGER NOT NULL DEFAULT 0, checkpoint_round INTEGER,
-    param_blocks TEXT,
+    param_blocks TEXT, stop_reason TEXT,
     UNIQUE (tenant, id)
 );
 CREATE UNIQUE INDEX IF NOT EXISTS runs_idem ON runs (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL;
@@ -158,6 +158,7 @@ _ADDED_COLUMNS = (
     ("restarts", "INTEGER NOT NULL DEFAULT 0"),
     ("checkpoint_round", "INTEGER"),
     ("param_blocks", "TEXT"),
+    ("stop_reason", "TEXT"),
 )
 
 
@@ -397,6 +398,8 @@ def _encode(name: str, value: Any) -> Any:
         return None if value is None else json.dumps(list(value) if name in ("param_names", "warnings") else value)
     if name in ("failure", "diagnostics"):
         return None if value is None else value.model_dump_json()
+    if name == "stop_reason":
+        return None if value is None else RunStopReason(value).value
     if name == "cancel_requested":
         return int(bool(value))
     return value
@@ -435,6 +438,7 @@ def _run_record(r: sqlite3.Row) -> RunRecord:
         param_blocks=None
         if r["param_blocks"] is None
         else tuple(ParamBlock.from_dict(b) for b in json.loads(r["param_blocks"])),
+        stop_reason=None if r["stop_reason"] is None else RunStopReason(r["stop_reason"]),
     )
 
 

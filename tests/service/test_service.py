@@ -46,6 +46,9 @@ def _ndjson(service, run_id, key=ALICE, **params):
 def test_completed_run_draws_summary_arviz(service, alice, finished):
     info = finished.info()
     assert info["progress"] == {"rounds_done": 350, "rounds_total": 350, "draws_stored": 300, "draws_total": 300}
+    assert info["stop_reason"] == "num_rounds"
+    last = list(finished.events(follow=False))[-1]
+    assert last["event"] == "status" and last["data"]["stop_reason"] == "num_rounds"
     assert len(info["workers"]) == 2 and all(w["local_steps"] >= 1 and w["tau_s"] > 0 for w in info["workers"])
     assert info["timings"]["sampling_s"] > 0 and info["started_at"] >= info["created_at"]
     draws = finished.draws()
@@ -74,7 +77,7 @@ def test_stream_while_running_then_cancel_keeps_draws(service, alice):
     assert statuses == ["RUNNING"]
     info = wait_until(lambda: (i := run.info())["status"] in ("CANCELLED",) and i, what="CANCELLED")
     kept = info["progress"]["draws_stored"]
-    assert 0 < kept < 10**6
+    assert 0 < kept < 10**6 and info["stop_reason"] == "cancelled"
     values = np.concatenate([b.values for b in streamed])
     offsets = np.concatenate([np.arange(b.offset, b.offset + len(b)) for b in streamed])
     np.testing.assert_array_equal(offsets, np.arange(len(values)))  # no gap, no duplicate
@@ -139,7 +142,8 @@ def test_queued_run_gets_keepalives_and_cancels_while_pending(service, alice):
     with pytest.raises(TimeoutError):
         queued.wait(timeout=1.0)  # no events come for a queued run: the deadline still holds
     assert time.monotonic() - t0 < 8
-    assert queued.cancel()["status"] == "CANCELLED"
+    cancelled = queued.cancel()
+    assert cancelled["status"] == "CANCELLED" and cancelled["stop_reason"] == "cancelled"
     assert queued.draws().shape[1] == 0
     blocker.cancel()
     wait_until(lambda: blocker.status() == "CANCELLED", what="blocker CANCELLED")
