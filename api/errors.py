@@ -10,7 +10,7 @@ the path has (Starlette's names only those of the first route that matched the p
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -65,6 +65,46 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {code: _DOCS[code] for code in codes}
 
 
+#: what pydantic puts before a validator's message
+_MSG_PREFIXES = ("Value error, ", "Assertion failed, ")
+#: a union branch's name in a `loc` (int, constrained-int, literal['auto'], function-after[...]), never a field name
+_BRANCH = re.compile(r"^(int|float|str|bool|bytes|dict|list|none|[a-z]+(-[a-z]+)+(\[.*\])?|[a-z-]+\[.*\])$")
+_SHOULD_BE = "Input should be "
+
+
+def _clean_message(msg: str) -> str:
+    for prefix in _MSG_PREFIXES:
+        if msg.startswith(prefix):
+            return msg[len(prefix) :]
+    return msg
+
+
+def clean_validation_errors(errors: Sequence[Any]) -> list[dict[str, Any]]:
+    """Validation errors as users should read them: no pydantic prefixes ("Value error, ") in messages, no union
+    branch names in `loc`; the errors of one field's union branches merged into one ("Input should be greater than
+    or equal to 1 or 'auto'")."""
+    merged: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for err in errors:
+        loc = tuple(p for p in err.get("loc", ()) if not (isinstance(p, str) and _BRANCH.match(p)))
+        msg = _clean_message(str(err.get("msg", "")))
+        if loc in merged:
+            first = merged[loc]
+            if msg.startswith(_SHOULD_BE) and first["msg"].startswith(_SHOULD_BE):
+                msg = msg[len(_SHOULD_BE) :]
+            first["msg"] = f"{first['msg']} or {msg}"
+            first.pop("ctx", None)
+            continue
+        merged[loc] = {**err, "loc": loc, "msg": msg}
+    return list(merged.values())
+
+
+async def _validation_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    return await request_validation_exception_handler(
+        request, RequestValidationError(clean_validation_errors(exc.errors()), body=exc.body)
+    )
+
+
 async def _field_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, FieldError)
     where = exc.loc if exc.loc and exc.loc[0] in ("query", "path", "header") else ("body", *exc.loc)
@@ -112,6 +152,7 @@ def _documented_methods(app: FastAPI, path: str) -> list[str]:
 def install(app: FastAPI) -> None:
     """Register the service errors' HTTP statuses on `app`."""
     app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(FieldError, _field_error)
     app.add_exception_handler(AccessDenied, _access_denied)
     app.add_exception_handler(NotFound, _status(404))

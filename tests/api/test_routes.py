@@ -323,3 +323,31 @@ def test_models_lists_every_builtin_family_with_its_parameter_schema(app_client)
         "$ref": "#/$defs/PositivePriorSpec"
     }
     assert fams["mlp_classifier"]["parameters"]["properties"]["hidden"] == {"type": "integer", "default": 16}
+
+
+# --- error messages (issue 24) --------------------------------------------------------------------------------------
+
+
+def test_validation_errors_have_no_pydantic_prefixes_or_union_branch_names(app_client):
+    c, h = app_client, hdr(ALICE)
+    r = c.post("/v1/runs", json=spec(num_rounds=0), headers=h)
+    assert r.status_code == 422
+    [err] = r.json()["detail"]  # the int and 'auto' branches' errors, merged
+    assert err["loc"] == ["body", "num_rounds"]
+    assert err["msg"] == "Input should be greater than or equal to 1 or 'auto'"
+    r = c.post("/v1/runs", json=spec(data={"dataset": "builtin:breast_cancer", "dataset_id": "ds-x"}), headers=h)
+    assert r.status_code == 422
+    msgs = [e["msg"] for e in r.json()["detail"]]
+    assert msgs and not any(m.startswith(("Value error", "Assertion failed")) for m in msgs), msgs
+    assert any("exactly one of" in m for m in msgs), msgs
+
+
+def test_upload_errors_say_what_the_file_was_read_as(app_client):
+    c, h = app_client, hdr(ALICE)
+    r = c.post("/v1/datasets", files={"file": ("data.bin", bytes(range(256)) * 4)}, headers=h)
+    assert r.status_code == 422
+    [err] = r.json()["detail"]
+    assert err["loc"] == ["body", "file"]
+    assert err["msg"].startswith("the file was read as CSV (it is not .npz or parquet) but is not UTF-8 text: ")
+    r = c.post("/v1/datasets", files={"file": ("d.csv", b"a,b\n1,2\n")}, headers=h)
+    assert r.status_code == 422 and r.json()["detail"][0]["msg"].startswith("the file was read as CSV")
