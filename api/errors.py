@@ -39,15 +39,16 @@ _DOCS: dict[int, dict[str, Any]] = {
     422: {
         "description": "a field fails validation, or data the schema cannot judge do not fit (an upload that does not "
         "parse as .npz/.csv/.parquet, a CSV without a header row, no target column; a data set that does not fit "
-        "the model family); `loc` names the field, the message the rule",
+        "the model family; a run that can store no draw: `thin` over the rounds after burn-in); `loc` names the "
+        "field, the message the rule",
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/HTTPValidationError"}}},
     },
     409: _ERROR | {"description": "the request does not fit the run's state"},
     # JSON from the app; plain text when the body limit cuts the request off before the app answers
     429: _ERROR
     | {
-        "description": "a per-tenant limit is reached (the message names it: active runs, stored bytes, "
-        "chains × dimension); Retry-After says when to try again where waiting helps",
+        "description": "a per-tenant or per-run limit is reached (the message names it: active runs, stored bytes, "
+        "chains × dimension, planned draw bytes); Retry-After says when to try again where waiting helps",
         "headers": {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}},
     },
     413: {

@@ -23,7 +23,7 @@ from ..diagnostics import FINAL_DRAWS, WarningKind, diagnose
 from ..enums import Executor, StopReason
 from ..errors import Failure, FailureKind, SamplingError, failure_of
 from ..events import EventKind, RunEvent
-from ..options import ExecutionOptions
+from ..options import ExecutionOptions, RunOptions
 from ..runtime.contracts import RunStats
 from ..sampling import Run
 from ..wire import (
@@ -42,7 +42,7 @@ from .metrics import Metrics
 from .records import RunFields, RunRecord
 from .schemas import DiagnosticsInfo, FailureInfo, RunSpec, WorkerStats
 from .settings import Settings
-from .specs import build, run_options, spec_hash
+from .specs import SpecError, build, run_options, spec_hash
 from .store import ActiveLimit, Conflict, RecordStore
 from .summaries import SummaryCache
 
@@ -174,6 +174,7 @@ class RunManager:
         self._check_quotas(tenant, spec, built.d)
         run_id = spec.run_id or "run-" + secrets.token_hex(8)
         opts = run_options(spec)
+        notes = self._check_draws(spec, opts, built.d)
         try:
             rec = self.store.create_run(
                 tenant,
@@ -193,7 +194,12 @@ class RunManager:
                 f"RAYSAMPLER_QUOTA_MAX_ACTIVE_RUNS allows; retry when one has ended",
                 retry_after_s=RETRY_AFTER_S,
             ) from None
+        if notes:
+            self.store.update_run(tenant, run_id, warnings=notes)
+            rec = self.get(tenant, run_id)
         self.store.add_event(rec.key, StatusEvent(RunStatus.PENDING))
+        for note in notes:
+            self.store.add_event(rec.key, WarningEvent(note))
         if self.metrics is not None:
             self.metrics.submitted.inc()
         self._enqueue(tenant, run_id)
@@ -208,6 +214,29 @@ class RunManager:
                 f"RAYSAMPLER_QUOTA_MAX_CHAINS_X_DIM = {limit}; use fewer chains"
             )
         self.check_stored_bytes(tenant)
+
+    def _check_draws(self, spec: RunSpec, opts: RunOptions, dim: int) -> list[str]:
+        """Refuse a run that can store no draw (422 on thin) or whose planned draws are over
+        RAYSAMPLER_QUOTA_MAX_DRAW_BYTES (429); returns a warning when they are over RAYSAMPLER_WARN_DRAW_BYTES."""
+        if opts.max_draws < 1:
+            rounds = "max_rounds" if opts.auto else "num_rounds"
+            raise SpecError(
+                ("thin",),
+                f"thin = {opts.thin} is more than the {opts.sampling_rounds} rounds after burn-in ({rounds} = "
+                f"{opts.sampling_rounds}): the run would store no draw; lower thin or raise {rounds}",
+            )
+        planned = spec.chains * opts.max_draws * dim * 8
+        what = (
+            f"the run plans {spec.chains} chains × {opts.max_draws} draws × {dim} parameters × 8 bytes = "
+            f"{planned} bytes of draws"
+        )
+        limit = self.settings.quota_max_draw_bytes
+        if limit is not None and planned > limit:
+            raise QuotaExceeded(f"{what}, over RAYSAMPLER_QUOTA_MAX_DRAW_BYTES = {limit}; thin more or sample less")
+        if planned > self.settings.warn_draw_bytes:
+            warn = self.settings.warn_draw_bytes
+            return [f"{what} ({planned / 1e9:.1f} GB), over RAYSAMPLER_WARN_DRAW_BYTES = {warn}"]
+        return []
 
     def check_stored_bytes(self, tenant: str, adding: int = 0) -> None:
         """429 if the tenant's stored bytes (draws, checkpoints, uploads), plus `adding`, are over their limit."""
@@ -514,8 +543,8 @@ class RunManager:
         fields: RunFields = {"status": status, "finished_at": time.time(), "error": error, "stop_reason": reason}
         if failure is not None:
             fields["failure"] = FailureInfo(**failure.as_dict())
-        if warnings:
-            fields["warnings"] = warnings
+        if warnings:  # after the submit's own warnings (planned size)
+            fields["warnings"] = [*rec.warnings, *(w for w in warnings if w not in rec.warnings)]
         done = self.store.transition(rec.tenant, rec.id, only_from, event=StatusEvent(status, error, reason), **fields)
         if done and self.metrics is not None:
             self.metrics.finished.labels(status=status.value).inc()

@@ -472,7 +472,10 @@ class RunInfo(BaseModel):
     workers: list[WorkerStats] = Field(default_factory=list)
     param_names: list[str] | None = None
     error: str | None = None
-    warnings: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="the submit's (planned draw bytes over RAYSAMPLER_WARN_DRAW_BYTES), then the run's own",
+    )
     plan: dict[str, Any] | None = Field(None, description="tuned settings and their predicted bias (from setup)")
     failure: FailureInfo | None = None
     diagnostics: DiagnosticsInfo | None = None
