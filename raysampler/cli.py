@@ -158,6 +158,11 @@ def _print_run(info: dict[str, Any], fmt: str) -> None:
         f"{info['id']}  {info['status']:<9}  {info['spec']['algorithm']['name']:<7} rounds "
         f"{p['rounds_done']}/{p['rounds_total']}  draws {p['draws_stored']}/{p['draws_total']} per chain"
     )
+    if p.get("basis") == "convergence":  # num_rounds "auto": how close to the ESS and R-hat targets
+        d = info.get("diagnostics") or {}
+        line += f"  converged {100 * p['fraction']:.0f}%"
+        if d.get("min_ess_bulk") is not None and d.get("max_rhat") is not None:
+            line += f" (min ESS {d['min_ess_bulk']:.0f}, max R-hat {d['max_rhat']:.3f})"
     if info.get("stop_reason"):
         line += f"  stopped: {info['stop_reason']}"
     if info.get("error"):

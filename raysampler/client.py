@@ -517,17 +517,24 @@ class RunHandle:
                 time.sleep(delay)
 
     def wait(self, progress: bool = False, timeout: float | None = None) -> dict[str, Any]:
-        """Block until the run ends (a tqdm bar from the event stream if `progress`); returns the final run object."""
+        """Block until the run ends (a tqdm bar from the event stream if `progress`: rounds against their total, or
+        for num_rounds="auto" the percentage of the way to convergence with the last min ESS and max R-hat); returns
+        the final run object."""
         from tqdm.auto import tqdm
 
         info = self.info()
         deadline = None if timeout is None else time.monotonic() + timeout
-        with tqdm(total=info["progress"]["rounds_total"], disable=not progress, unit="round", desc=self.id) as bar:
+        convergence = info["progress"].get("basis") == "convergence"
+        total, unit = (100, "%") if convergence else (info["progress"]["rounds_total"], "round")
+        with tqdm(total=total, disable=not progress, unit=unit, desc=self.id) as bar:
             for ev in self.events(deadline=deadline):
                 if ev["event"] == ProgressEvent.kind:
                     step = ProgressEvent.from_json(ev["data"])
-                    bar.update(step.rounds_done - bar.n)
-                    bar.set_postfix(draws=step.draws_stored, refresh=False)
+                    bar.update(_bar_position(step, convergence) - bar.n)
+                    post: dict[str, Any] = {"draws": step.draws_stored}
+                    if step.min_ess_bulk is not None and step.max_rhat is not None:
+                        post |= {"ess": f"{step.min_ess_bulk:.0f}", "rhat": f"{step.max_rhat:.3f}"}
+                    bar.set_postfix(post, refresh=False)
                 elif _ends_run(ev):
                     break
         return self.info()
@@ -580,6 +587,13 @@ class RunHandle:
 
     def delete(self) -> None:
         self.client._send(_API.delete_run(self.id))
+
+
+def _bar_position(step: ProgressEvent, convergence: bool) -> float:
+    """Where a progress bar stands: percent of the way to convergence, or rounds done."""
+    if not convergence:
+        return step.rounds_done
+    return round(100 * (step.fraction or 0.0), 1)
 
 
 def _check_stream(resp: httpx.Response) -> None:

@@ -250,19 +250,42 @@ class SetupEvent:
 
 @dataclass(frozen=True)
 class ProgressEvent:
-    """Rounds done so far (of `rounds_total`) and draws per chain stored durably."""
+    """Rounds done so far (of `rounds_total`) and draws per chain stored durably; how far the run is (`fraction`,
+    0 to 1, on `basis` "rounds" or, for num_rounds="auto", "convergence"), and for an "auto" run the last
+    convergence check's min bulk ESS and max R-hat."""
 
     kind: ClassVar[EventKind] = EventKind.PROGRESS
     rounds_done: int
     rounds_total: int
     draws_stored: int
+    fraction: float | None = None
+    basis: str | None = None
+    min_ess_bulk: float | None = None
+    max_rhat: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"rounds_done": self.rounds_done, "rounds_total": self.rounds_total, "draws_stored": self.draws_stored}
+        out: dict[str, Any] = {
+            "rounds_done": self.rounds_done,
+            "rounds_total": self.rounds_total,
+            "draws_stored": self.draws_stored,
+        }
+        for name in ("fraction", "basis", "min_ess_bulk", "max_rhat"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, float) and not math.isfinite(value)):
+                out[name] = value
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ProgressEvent:
-        return cls(data["rounds_done"], data["rounds_total"], data["draws_stored"])
+        return cls(
+            data["rounds_done"],
+            data["rounds_total"],
+            data["draws_stored"],
+            data.get("fraction"),
+            data.get("basis"),
+            data.get("min_ess_bulk"),
+            data.get("max_rhat"),
+        )
 
 
 @dataclass(frozen=True)

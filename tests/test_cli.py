@@ -161,3 +161,15 @@ def test_resume_and_delete(service):
     assert cli(service, "delete", run.id).stdout.strip() == f"{run.id}  deleted"
     out = cli(service, "status", run.id, check=False)
     assert out.returncode == 2 and "404" in out.stderr
+
+
+def test_status_of_an_auto_run_shows_convergence_progress(service, tmp_path):
+    path = tmp_path / "auto.yaml"
+    path.write_text(
+        "model:\n  family: logistic_regression\ndata:\n  dataset: builtin:breast_cancer\nnum_shards: 2\nchains: 3\n"
+        "num_rounds: auto\nmax_rounds: 3000\ntarget_ess: 40\nburn_in: 50\nseed: 2\n"
+    )
+    info = json.loads(cli(service, "submit", str(path), "--wait", "--format", "json").stdout.strip().splitlines()[-1])
+    assert info["progress"]["basis"] == "convergence"
+    table = cli(service, "status", info["id"]).stdout
+    assert "converged 100%" in table and "max R-hat" in table and f"stopped: {info['stop_reason']}" in table

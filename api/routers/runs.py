@@ -11,7 +11,7 @@ from starlette.background import BackgroundTask
 
 from raysampler.service import results, streaming
 from raysampler.service.records import RunRecord
-from raysampler.service.schemas import Progress, RunInfo, RunList, RunSpec, RunSummary, Trace
+from raysampler.service.schemas import RunInfo, RunList, RunSpec, RunSummary, Trace
 from raysampler.wire import EVENT_STREAM_MEDIA_TYPE, NDJSON_MEDIA_TYPE, EventKind, RunStatus
 
 from ..deps import Absent, Services, services, tenant
@@ -43,12 +43,7 @@ def run_info(rec: RunRecord) -> RunInfo:
         started_at=rec.started_at,
         finished_at=rec.finished_at,
         spec=rec.spec,
-        progress=Progress(
-            rounds_done=rec.rounds_done,
-            rounds_total=rec.rounds_total,
-            draws_stored=rec.draws_stored,
-            draws_total=rec.draws_total,
-        ),
+        progress=results.progress(rec),
         timings=rec.timings,
         workers=list(rec.workers),
         param_names=None if rec.param_names is None else list(rec.param_names),

@@ -40,6 +40,7 @@ from .drawfiles import DrawFiles
 from .errors import AccessDenied, NotFound, QuotaExceeded, StateConflict
 from .metrics import Metrics
 from .records import RunFields, RunRecord
+from .results import progress_fraction
 from .schemas import DiagnosticsInfo, FailureInfo, RunSpec, WorkerStats
 from .settings import Settings
 from .specs import SpecError, build, run_options, spec_hash
@@ -470,6 +471,8 @@ class RunManager:
         """Each chunk arrives already stored with its checkpoint (the run writes them); then raise the record's
         stored count and log progress; stop on a cancel."""
         t_stats = time.monotonic()
+        checked = None  # the engine's last convergence check (num_rounds "auto") already recorded
+        info = rec.diagnostics
         for chunk in run.chunks(target_chunk_s=self.settings.chunk_s):
             n = len(chunk.theta)
             if n and self.metrics is not None:
@@ -484,8 +487,26 @@ class RunManager:
                 fields["workers"] = _workers(live)
                 fields["timings"] = timings | {"sampling_s": float(live.sampling_time_s)}
                 t_stats = time.monotonic()
+            diag = run.diagnostics
+            if diag is not None and diag is not checked:  # the run checked convergence in this chunk
+                checked = diag
+                info = fields["diagnostics"] = DiagnosticsInfo.model_validate(diag.as_dict())
             self.store.update_run(rec.tenant, rec.id, **fields)
-            self.store.add_event(rec.key, ProgressEvent(chunk.rounds_done, run.total_rounds, run.draws_kept))
+            fraction, basis = progress_fraction(
+                rec.spec, RunStatus.RUNNING, chunk.rounds_done, run.total_rounds, info if run.options.auto else None
+            )
+            self.store.add_event(
+                rec.key,
+                ProgressEvent(
+                    chunk.rounds_done,
+                    run.total_rounds,
+                    run.draws_kept,
+                    fraction,
+                    basis,
+                    None if info is None or not run.options.auto else info.min_ess_bulk,
+                    None if info is None or not run.options.auto else info.max_rhat,
+                ),
+            )
             if cancel.is_set():
                 return _Sampled(run.draws_kept, True)
         return _Sampled(run.draws_kept, False)

@@ -10,15 +10,46 @@ from pathlib import Path
 
 import numpy as np
 
+from ..diagnostics import convergence_fraction
 from ..models.base import ParamBlock
 from ..result import Result
+from ..wire import RunStatus
 from .drawfiles import DrawFiles
 from .errors import NotFound, StateConflict
 from .records import RunRecord
-from .schemas import RunSummary, Trace
+from .schemas import DiagnosticsInfo, Progress, RunSpec, RunSummary, Trace
 from .summaries import SummaryCache, SummaryTable, summary_table
 
 MIN_SUMMARY_DRAWS = 4  # per chain: R-hat and ESS need a few draws
+
+
+def progress_fraction(
+    spec: RunSpec, status: RunStatus, rounds_done: int, rounds_total: int, diagnostics: DiagnosticsInfo | None
+) -> tuple[float, str]:
+    """(fraction 0..1, basis): rounds against their total, or for num_rounds "auto" how close the last convergence
+    check was to the targets (`convergence_fraction`); a SUCCEEDED run is 1."""
+    auto = spec.num_rounds == "auto"
+    basis = "convergence" if auto else "rounds"
+    if status == RunStatus.SUCCEEDED:
+        return 1.0, basis
+    if not auto:
+        return (min(1.0, rounds_done / rounds_total) if rounds_total else 0.0), basis
+    if diagnostics is None or diagnostics.min_ess_bulk is None or diagnostics.max_rhat is None:
+        return 0.0, basis
+    return convergence_fraction(diagnostics.min_ess_bulk, diagnostics.max_rhat, spec.target_ess, spec.max_rhat), basis
+
+
+def progress(rec: RunRecord) -> Progress:
+    """The run's progress as GET /v1/runs/{id} shows it."""
+    fraction, basis = progress_fraction(rec.spec, rec.status, rec.rounds_done, rec.rounds_total, rec.diagnostics)
+    return Progress(
+        rounds_done=rec.rounds_done,
+        rounds_total=rec.rounds_total,
+        draws_stored=rec.draws_stored,
+        draws_total=rec.draws_total,
+        fraction=fraction,
+        basis=basis,  # type: ignore[arg-type]
+    )
 
 
 def stored_result(rec: RunRecord, files: DrawFiles) -> Result:

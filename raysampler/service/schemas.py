@@ -421,6 +421,16 @@ class Progress(BaseModel):
     rounds_total: int = 0
     draws_stored: int = Field(0, description="durable draws per chain (each is one line per chain in /draws)")
     draws_total: int = Field(0, description="draws per chain the run will keep if it runs to the end")
+    fraction: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description='how far the run is, 0 to 1: rounds_done / rounds_total, or for num_rounds "auto" the worse of '
+        "min bulk ESS / target_ess and an R-hat term (1 once max R-hat < max_rhat) at the last convergence check",
+    )
+    basis: Literal["rounds", "convergence"] = Field(
+        "rounds", description='what `fraction` measures: "rounds", or "convergence" for num_rounds "auto"'
+    )
 
 
 class WorkerStats(BaseModel):

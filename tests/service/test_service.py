@@ -45,7 +45,14 @@ def _ndjson(service, run_id, key=ALICE, **params):
 
 def test_completed_run_draws_summary_arviz(service, alice, finished):
     info = finished.info()
-    assert info["progress"] == {"rounds_done": 350, "rounds_total": 350, "draws_stored": 300, "draws_total": 300}
+    assert info["progress"] == {
+        "rounds_done": 350,
+        "rounds_total": 350,
+        "draws_stored": 300,
+        "draws_total": 300,
+        "fraction": 1.0,
+        "basis": "rounds",
+    }
     assert info["stop_reason"] == "num_rounds"
     last = list(finished.events(follow=False))[-1]
     assert last["event"] == "status" and last["data"]["stop_reason"] == "num_rounds"
@@ -242,3 +249,21 @@ def test_summary_is_stored_once_for_a_finished_run_and_dropped_on_delete(service
     assert other["columns"][2] == "hdi50_lb" and len(list(run_dir.glob("summary-*.json"))) == 2
     run.delete()
     assert not run_dir.exists()
+
+
+def test_auto_run_progress_is_on_convergence(service, alice):
+    run = alice.submit(spec(num_rounds="auto", max_rounds=3000, target_ess=40, burn_in=50))
+    info = run.wait(progress=True)
+    assert info["status"] == "SUCCEEDED" and info["stop_reason"] in ("converged", "max_rounds")
+    assert info["progress"]["basis"] == "convergence" and info["progress"]["fraction"] == 1.0
+    steps = [e["data"] for e in run.events(follow=False) if e["event"] == "progress"]
+    assert all(s["basis"] == "convergence" and 0.0 <= s["fraction"] <= 1.0 for s in steps)
+    checked = [s for s in steps if "min_ess_bulk" in s]
+    assert checked and all(s["max_rhat"] > 0 for s in checked)  # the engine's convergence checks, surfaced
+    if info["stop_reason"] == "converged":
+        assert checked[-1]["min_ess_bulk"] >= 40
+
+
+def test_fixed_run_progress_is_on_rounds(finished):
+    p = finished.info()["progress"]
+    assert (p["basis"], p["fraction"]) == ("rounds", 1.0)
