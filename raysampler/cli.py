@@ -154,8 +154,9 @@ def _print_run(info: dict[str, Any], fmt: str) -> None:
         print(json.dumps(info))
         return
     p = info["progress"]
+    label = f" {info['name']!r}" if info.get("name") else ""
     line = (
-        f"{info['id']}  {info['status']:<9}  {info['spec']['algorithm']['name']:<7} rounds "
+        f"{info['id']}{label}  {info['status']:<9}  {info['spec']['algorithm']['name']:<7} rounds "
         f"{p['rounds_done']}/{p['rounds_total']}  draws {p['draws_stored']}/{p['draws_total']} per chain"
     )
     if p.get("basis") == "convergence":  # num_rounds "auto": how close to the ESS and R-hat targets
@@ -172,9 +173,20 @@ def _print_run(info: dict[str, Any], fmt: str) -> None:
     print(line)
 
 
+def _tags(pairs: Sequence[str] | None) -> dict[str, str]:
+    """--tag k=v flags as a mapping (a malformed one is a usage error)."""
+    out = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"error: --tag takes key=value, got {pair!r}")
+        out[key] = value
+    return out
+
+
 def cmd_submit(args: argparse.Namespace) -> int:
     with _client(args) as c:
-        run = c.submit(_load_spec(args.spec))
+        run = c.submit(_load_spec(args.spec), name=args.name, tags=_tags(args.tag))
         info = run.wait(progress=args.format != "json") if args.wait else run.info()
         _print_run(info, args.format)
         return 0 if info["status"] != "FAILED" else 1
@@ -183,7 +195,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     with _client(args) as c:
         if args.id is None:
-            runs = list(itertools.islice(c.runs(), args.limit))
+            runs = list(itertools.islice(c.runs(name=args.name, tags=_tags(args.tag)), args.limit))
             if args.format == "json":
                 print(json.dumps(runs))
             for r in runs if args.format != "json" else []:
@@ -339,10 +351,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = client_cmd("submit", "submit a run spec (JSON or YAML file, '-' for stdin)")
     p.add_argument("spec")
     p.add_argument("--wait", action="store_true", help="wait for the run to end (progress bar)")
+    p.add_argument("--name", default=None, help="a name to find the run by (status --name)")
+    p.add_argument("--tag", action="append", metavar="KEY=VALUE", help="a label to find the run by (repeatable)")
     p.set_defaults(fn=cmd_submit)
     p = client_cmd("status", "a run's status (ID or 'latest'), or the recent runs")
     p.add_argument("id", nargs="?")
     p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--name", default=None, help="only runs of this name (without ID)")
+    p.add_argument("--tag", action="append", metavar="KEY=VALUE", help="only runs with this tag (repeatable)")
     p.set_defaults(fn=cmd_status)
     p = client_cmd("draws", "print a run's draws (index chain values...)")
     p.add_argument("id")

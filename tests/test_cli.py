@@ -173,3 +173,28 @@ def test_status_of_an_auto_run_shows_convergence_progress(service, tmp_path):
     assert info["progress"]["basis"] == "convergence"
     table = cli(service, "status", info["id"]).stdout
     assert "converged 100%" in table and "max R-hat" in table and f"stopped: {info['stop_reason']}" in table
+
+
+def test_submit_with_name_and_tags_then_find_them(service, tmp_path):
+    from raysampler.client import Client
+
+    path = tmp_path / "named.yaml"
+    path.write_text(
+        "model:\n  family: logistic_regression\ndata:\n  dataset: builtin:breast_cancer\nnum_shards: 2\nchains: 2\n"
+        "num_rounds: 20\nburn_in: 5\nseed: 11\n"
+    )
+    flags = ["--name", "cli-sweep", "--tag", "lr=0.5", "--tag", "who=cli", "--format", "json"]
+    info = json.loads(cli(service, "submit", str(path), *flags).stdout)
+    assert (info["name"], info["tags"]) == ("cli-sweep", {"lr": "0.5", "who": "cli"})
+    found = json.loads(cli(service, "status", "--tag", "who=cli", "--tag", "lr=0.5", "--format", "json").stdout)
+    assert [r["id"] for r in found] == [info["id"]]
+    assert json.loads(cli(service, "status", "--name", "no-such-name", "--format", "json").stdout) == []
+    assert f"{info['id']} 'cli-sweep'" in cli(service, "status", "--name", "cli-sweep").stdout
+    bad = cli(service, "submit", str(path), "--tag", "novalue", check=False)
+    assert bad.returncode != 0 and "key=value" in bad.stderr
+    with Client(service.url, SERVICE_KEYS["alice"]) as c:
+        body = {k: v for k, v in info["spec"].items() if k not in ("name", "tags", "run_id")} | {"seed": 12}
+        run = c.submit(body, name="sdk-run", tags={"who": "sdk"})
+        assert run.info()["tags"] == {"who": "sdk"}
+        assert [r["id"] for r in c.runs(tags={"who": "sdk"}, name="sdk-run")] == [run.id]
+        run.wait(timeout=120)

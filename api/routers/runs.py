@@ -21,6 +21,7 @@ router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=error_responses(4
 Tenant = Annotated[str, Depends(tenant)]
 Svc = Annotated[Services, Depends(services)]
 RUN_ID_404 = error_responses(404)
+TAG_QUERY_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}:.{0,200}$"  # key:value, the key as RunSpec's tags have it
 Seq = Annotated[str, Field(pattern=r"^\d{1,18}$")]  # an event id or list cursor, as text
 Offset = Annotated[int, Field(ge=0, lt=10**18)]
 #: One event of the stream (keep-alive comments aside): its sequence number, kind, and JSON data.
@@ -38,6 +39,8 @@ SSE_EVENT_SCHEMA = {
 def run_info(rec: RunRecord) -> RunInfo:
     return RunInfo(
         id=rec.id,
+        name=rec.spec.name,
+        tags=dict(rec.spec.tags),
         status=rec.status,
         created_at=rec.created_at,
         started_at=rec.started_at,
@@ -87,9 +90,17 @@ def list_runs(
     status: RunStatus | Absent = None,
     cursor: Annotated[Seq | Absent, Query(description="next_cursor of the previous page")] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    name: Annotated[
+        Annotated[str, Field(min_length=1, max_length=200)] | Absent, Query(description="only runs of this name")
+    ] = None,
+    tag: Annotated[
+        list[Annotated[str, Field(pattern=TAG_QUERY_PATTERN)]] | Absent,
+        Query(description="key:value; only runs with this tag (repeat for runs with all of them)"),
+    ] = None,
 ) -> RunList:
-    """The tenant's runs, newest first, `limit` per page."""
-    rows = svc.store.list_runs(who, status, int(cursor) if cursor else None, limit + 1)
+    """The tenant's runs, newest first, `limit` per page; filtered by name and tags when asked."""
+    tags = dict(t.split(":", 1) for t in tag or ())
+    rows = svc.store.list_runs(who, status, int(cursor) if cursor else None, limit + 1, name=name, tags=tags)
     more = len(rows) > limit
     rows = rows[:limit]
     return RunList(runs=[run_info(r) for r in rows], next_cursor=str(rows[-1].key) if more else None)

@@ -19,6 +19,8 @@ from ..wire import RunStatus, RunStopReason
 
 SITE_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$"
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+TAG_KEY_PATTERN = ID_PATTERN  # a run tag's key (its value is free text)
+MAX_TAGS = 32
 SEED_MAX = 2**63 - 1  # a run's seed is stored as a signed 64-bit integer
 BUILTIN_PREFIX = "builtin:"
 MODEL_FAMILIES: tuple[str, ...] = tuple(sorted(FAMILIES))
@@ -402,6 +404,14 @@ class RunSpec(BaseModel):
     run_id: str | None = Field(
         default=None, pattern=ID_PATTERN, description="client-chosen id (makes submit idempotent)"
     )
+    name: str | None = Field(
+        default=None, min_length=1, max_length=200, description="a name to find the run by (GET /v1/runs?name=)"
+    )
+    tags: dict[Annotated[str, Field(pattern=TAG_KEY_PATTERN)], Annotated[str, Field(max_length=200)]] = Field(
+        default_factory=dict,
+        max_length=MAX_TAGS,
+        description="key → value labels to find the run by (GET /v1/runs?tag=key:value)",
+    )
 
     @model_validator(mode="after")
     def _shards_count(self) -> RunSpec:
@@ -472,6 +482,8 @@ class RunInfo(BaseModel):
     """A run as the API shows it."""
 
     id: str
+    name: str | None = Field(None, description="the spec's name")
+    tags: dict[str, str] = Field(default_factory=dict, description="the spec's tags")
     status: RunStatus
     created_at: float
     started_at: float | None = None

@@ -351,3 +351,30 @@ def test_upload_errors_say_what_the_file_was_read_as(app_client):
     assert err["msg"].startswith("the file was read as CSV (it is not .npz or parquet) but is not UTF-8 text: ")
     r = c.post("/v1/datasets", files={"file": ("d.csv", b"a,b\n1,2\n")}, headers=h)
     assert r.status_code == 422 and r.json()["detail"][0]["msg"].startswith("the file was read as CSV")
+
+
+# --- runs people can find (issue 24) --------------------------------------------------------------------------------
+
+
+def test_runs_are_found_by_name_and_tags(app_client):
+    c, h = app_client, hdr(BOB)
+    body = spec(num_rounds=10**6, burn_in=0, chains=2)
+    a = c.post("/v1/runs", json=body | {"name": "sweep", "tags": {"lr": "0.1", "team": "x"}}, headers=h).json()
+    b = c.post("/v1/runs", json=body | {"name": "sweep", "tags": {"lr": "0.2"}, "seed": 2}, headers=h).json()
+    other = c.post("/v1/runs", json=body | {"seed": 3}, headers=h).json()
+    assert (a["name"], a["tags"]) == ("sweep", {"lr": "0.1", "team": "x"}) and other["name"] is None
+
+    def ids(**params: Any) -> set[str]:
+        r = c.get("/v1/runs", params=params, headers=h)
+        assert r.status_code == 200, r.text
+        return {run["id"] for run in r.json()["runs"]}
+
+    assert ids(name="sweep") == {a["id"], b["id"]}
+    assert ids(tag="lr:0.1") == {a["id"]}
+    assert ids(tag=["lr:0.1", "team:x"]) == {a["id"]} and ids(tag=["lr:0.2", "team:x"]) == set()
+    assert ids(name="nope") == set() and other["id"] in ids()
+    assert c.get("/v1/runs", params={"tag": "no-colon"}, headers=h).status_code == 422
+    r = c.post("/v1/runs", json=body | {"tags": {"bad key!": "v"}}, headers=h)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"][:2] == ["body", "tags"]
+    for run in (a, b, other):
+        c.post(f"/v1/runs/{run['id']}/cancel", headers=h)
