@@ -10,7 +10,7 @@ the path has (Starlette's names only those of the first route that matched the p
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -39,15 +39,16 @@ _DOCS: dict[int, dict[str, Any]] = {
     422: {
         "description": "a field fails validation, or data the schema cannot judge do not fit (an upload that does not "
         "parse as .npz/.csv/.parquet, a CSV without a header row, no target column; a data set that does not fit "
-        "the model family); `loc` names the field, the message the rule",
+        "the model family; a run that can store no draw: `thin` over the rounds after burn-in); `loc` names the "
+        "field, the message the rule",
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/HTTPValidationError"}}},
     },
     409: _ERROR | {"description": "the request does not fit the run's state"},
     # JSON from the app; plain text when the body limit cuts the request off before the app answers
     429: _ERROR
     | {
-        "description": "a per-tenant limit is reached (the message names it: active runs, stored bytes, "
-        "chains × dimension); Retry-After says when to try again where waiting helps",
+        "description": "a per-tenant or per-run limit is reached (the message names it: active runs, stored bytes, "
+        "chains × dimension, planned draw bytes); Retry-After says when to try again where waiting helps",
         "headers": {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}},
     },
     413: {
@@ -63,6 +64,46 @@ _DOCS: dict[int, dict[str, Any]] = {
 def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI `responses` entries for these error statuses."""
     return {code: _DOCS[code] for code in codes}
+
+
+#: what pydantic puts before a validator's message
+_MSG_PREFIXES = ("Value error, ", "Assertion failed, ")
+#: a union branch's name in a `loc` (int, constrained-int, literal['auto'], function-after[...]), never a field name
+_BRANCH = re.compile(r"^(int|float|str|bool|bytes|dict|list|none|[a-z]+(-[a-z]+)+(\[.*\])?|[a-z-]+\[.*\])$")
+_SHOULD_BE = "Input should be "
+
+
+def _clean_message(msg: str) -> str:
+    for prefix in _MSG_PREFIXES:
+        if msg.startswith(prefix):
+            return msg[len(prefix) :]
+    return msg
+
+
+def clean_validation_errors(errors: Sequence[Any]) -> list[dict[str, Any]]:
+    """Validation errors as users should read them: no pydantic prefixes ("Value error, ") in messages, no union
+    branch names in `loc`; the errors of one field's union branches merged into one ("Input should be greater than
+    or equal to 1 or 'auto'")."""
+    merged: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for err in errors:
+        loc = tuple(p for p in err.get("loc", ()) if not (isinstance(p, str) and _BRANCH.match(p)))
+        msg = _clean_message(str(err.get("msg", "")))
+        if loc in merged:
+            first = merged[loc]
+            if msg.startswith(_SHOULD_BE) and first["msg"].startswith(_SHOULD_BE):
+                msg = msg[len(_SHOULD_BE) :]
+            first["msg"] = f"{first['msg']} or {msg}"
+            first.pop("ctx", None)
+            continue
+        merged[loc] = {**err, "loc": loc, "msg": msg}
+    return list(merged.values())
+
+
+async def _validation_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    return await request_validation_exception_handler(
+        request, RequestValidationError(clean_validation_errors(exc.errors()), body=exc.body)
+    )
 
 
 async def _field_error(request: Request, exc: Exception) -> Response:
@@ -112,6 +153,7 @@ def _documented_methods(app: FastAPI, path: str) -> list[str]:
 def install(app: FastAPI) -> None:
     """Register the service errors' HTTP statuses on `app`."""
     app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(FieldError, _field_error)
     app.add_exception_handler(AccessDenied, _access_denied)
     app.add_exception_handler(NotFound, _status(404))

@@ -1,14 +1,22 @@
-"""raysampler: distributed Bayesian posterior sampling (DG-LMC and friends) on Ray or in-process."""
+"""raysampler: distributed Bayesian posterior sampling (DG-LMC and friends) on Ray or in-process.
+
+The names below are imported on first use (PEP 562), so that `import raysampler.cli` (the command line) and
+`import raysampler.wire` stay fast: the engine, its models and scipy load only when a program uses them.
+"""
 
 from __future__ import annotations
 
-from . import datasets, models, priors
-from .errors import SamplingError
-from .models import Model
-from .options import ExecutionOptions, RunOptions
-from .result import Result
-from .sampling import Run, resume, sample
-from .shards import Shard, ShardSet, shard
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from . import datasets, models, priors
+    from .errors import SamplingError
+    from .models import Model
+    from .options import ExecutionOptions, RunOptions
+    from .result import Result
+    from .sampling import Run, resume, sample
+    from .shards import Shard, ShardSet, shard
 
 __version__ = "0.1.0"
 
@@ -29,3 +37,33 @@ __all__ = [
     "sample",
     "shard",
 ]
+
+#: public name → the module that defines it
+_LAZY = {
+    "SamplingError": ".errors",
+    "Model": ".models",
+    "ExecutionOptions": ".options",
+    "RunOptions": ".options",
+    "Result": ".result",
+    "Run": ".sampling",
+    "resume": ".sampling",
+    "sample": ".sampling",
+    "Shard": ".shards",
+    "ShardSet": ".shards",
+    "shard": ".shards",
+}
+_SUBMODULES = frozenset({"datasets", "models", "priors"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value  # later look-ups skip this function
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -2,7 +2,7 @@
 
     raysampler serve [--host 127.0.0.1] [--port 8000] [--data-dir ~/.raysampler] [--ray-address ADDR]
     raysampler submit spec.json|spec.yaml [--wait]      raysampler status [ID|latest]
-    raysampler draws ID [--follow] [--start K]           raysampler cancel ID
+    raysampler draws ID [--follow] [--start K]           raysampler cancel ID | resume ID | delete ID
     raysampler summary ID                                raysampler upload FILE [--y-column y] [--x-columns a,b]
     raysampler demo                                      raysampler audit [--tenant T] [--since 1h] [--action A]
 
@@ -19,6 +19,7 @@ import json
 import os
 import secrets
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -153,10 +154,18 @@ def _print_run(info: dict[str, Any], fmt: str) -> None:
         print(json.dumps(info))
         return
     p = info["progress"]
+    label = f" {info['name']!r}" if info.get("name") else ""
     line = (
-        f"{info['id']}  {info['status']:<9}  {info['spec']['algorithm']['name']:<7} rounds "
+        f"{info['id']}{label}  {info['status']:<9}  {info['spec']['algorithm']['name']:<7} rounds "
         f"{p['rounds_done']}/{p['rounds_total']}  draws {p['draws_stored']}/{p['draws_total']} per chain"
     )
+    if p.get("basis") == "convergence":  # num_rounds "auto": how close to the ESS and R-hat targets
+        d = info.get("diagnostics") or {}
+        line += f"  converged {100 * p['fraction']:.0f}%"
+        if d.get("min_ess_bulk") is not None and d.get("max_rhat") is not None:
+            line += f" (min ESS {d['min_ess_bulk']:.0f}, max R-hat {d['max_rhat']:.3f})"
+    if info.get("stop_reason"):
+        line += f"  stopped: {info['stop_reason']}"
     if info.get("error"):
         line += f"\n  error: {info['error']}"
     for w in info.get("warnings") or []:
@@ -164,9 +173,20 @@ def _print_run(info: dict[str, Any], fmt: str) -> None:
     print(line)
 
 
+def _tags(pairs: Sequence[str] | None) -> dict[str, str]:
+    """--tag k=v flags as a mapping (a malformed one is a usage error)."""
+    out = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"error: --tag takes key=value, got {pair!r}")
+        out[key] = value
+    return out
+
+
 def cmd_submit(args: argparse.Namespace) -> int:
     with _client(args) as c:
-        run = c.submit(_load_spec(args.spec))
+        run = c.submit(_load_spec(args.spec), name=args.name, tags=_tags(args.tag))
         info = run.wait(progress=args.format != "json") if args.wait else run.info()
         _print_run(info, args.format)
         return 0 if info["status"] != "FAILED" else 1
@@ -175,7 +195,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     with _client(args) as c:
         if args.id is None:
-            runs = list(itertools.islice(c.runs(), args.limit))
+            runs = list(itertools.islice(c.runs(name=args.name, tags=_tags(args.tag)), args.limit))
             if args.format == "json":
                 print(json.dumps(runs))
             for r in runs if args.format != "json" else []:
@@ -192,24 +212,52 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_draws(args: argparse.Namespace) -> int:
+    """Print draw lines; the table starts with a header line naming the parameters (its columns as wide as the
+    names). JSON lines are the service's own line format (NaN/±inf as strings)."""
     from .wire import draw_line
+
+    widths: list[int] | None = None
+
+    def header(names: Sequence[str] | None, d: int) -> list[int]:
+        labels = list(names) if names is not None and len(names) == d else [f"θ[{j}]" for j in range(d)]
+        out = [max(7, len(n)) for n in labels]
+        print(f"{'draw':>7} {'chain':>5}  " + " ".join(f"{n:>{w}}" for n, w in zip(labels, out)))
+        return out
 
     with _client(args) as c:
         run = c.run(args.id)
         for batch in run.stream_draws(start=args.start, follow=args.follow):
+            if args.format != "json" and widths is None:
+                widths = header(run.header.param_names if run.header else None, batch.values.shape[1])
             for k in range(len(batch)):
                 vals = batch.values[k]
-                if args.format == "json":  # the service's own line format (NaN/±inf as strings)
+                if args.format == "json":
                     print(draw_line(batch.offset + k, int(batch.chain[k]), int(batch.index[k]), vals), end="")
                 else:
-                    print(f"{int(batch.index[k]):>7} {int(batch.chain[k]):>4}  " + " ".join(f"{v:+.4f}" for v in vals))
+                    cells = " ".join(f"{v:>+{w}.4f}" for v, w in zip(vals, widths or ()))
+                    print(f"{int(batch.index[k]):>7} {int(batch.chain[k]):>5}  {cells}")
             sys.stdout.flush()
+        if args.format != "json" and widths is None and run.header is not None and run.header.dim:
+            header(run.header.param_names, run.header.dim)  # no draws (yet): the header alone
     return 0
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     with _client(args) as c:
         _print_run(c.run(args.id).cancel(), args.format)
+    return 0
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    with _client(args) as c:
+        _print_run(c.run(args.id).resume(), args.format)
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    with _client(args) as c:
+        c.run(args.id).delete()
+    print(json.dumps({"id": args.id, "deleted": True}) if args.format == "json" else f"{args.id}  deleted")
     return 0
 
 
@@ -303,10 +351,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = client_cmd("submit", "submit a run spec (JSON or YAML file, '-' for stdin)")
     p.add_argument("spec")
     p.add_argument("--wait", action="store_true", help="wait for the run to end (progress bar)")
+    p.add_argument("--name", default=None, help="a name to find the run by (status --name)")
+    p.add_argument("--tag", action="append", metavar="KEY=VALUE", help="a label to find the run by (repeatable)")
     p.set_defaults(fn=cmd_submit)
     p = client_cmd("status", "a run's status (ID or 'latest'), or the recent runs")
     p.add_argument("id", nargs="?")
     p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--name", default=None, help="only runs of this name (without ID)")
+    p.add_argument("--tag", action="append", metavar="KEY=VALUE", help="only runs with this tag (repeatable)")
     p.set_defaults(fn=cmd_status)
     p = client_cmd("draws", "print a run's draws (index chain values...)")
     p.add_argument("id")
@@ -316,6 +368,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = client_cmd("cancel", "cancel a run (stored draws are kept)")
     p.add_argument("id")
     p.set_defaults(fn=cmd_cancel)
+    p = client_cmd("resume", "continue a FAILED or CANCELLED run from its checkpoint")
+    p.add_argument("id")
+    p.set_defaults(fn=cmd_resume)
+    p = client_cmd("delete", "delete a finished run: its record, events and draws")
+    p.add_argument("id")
+    p.set_defaults(fn=cmd_delete)
     p = client_cmd("summary", "posterior summary of the stored draws")
     p.add_argument("id")
     p.add_argument("--ci-prob", type=float, default=0.94)
@@ -354,6 +412,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader went away (`raysampler draws ID | head`): stop quietly, as on SIGPIPE
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's flush of stdout at exit would complain again
+        return 128 + 13
 
 
 if __name__ == "__main__":

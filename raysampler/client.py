@@ -131,10 +131,20 @@ class _API:
     """The service's requests, built once for both clients."""
 
     @staticmethod
-    def submit(spec: Mapping[str, Any] | RunSpec, run_id: str | None, idempotency_key: str | None) -> _Call:
+    def submit(
+        spec: Mapping[str, Any] | RunSpec,
+        run_id: str | None,
+        idempotency_key: str | None,
+        name: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> _Call:
         body = dict(spec) if isinstance(spec, Mapping) else spec.model_dump(mode="json", exclude_none=True)
         if run_id is not None:
             body["run_id"] = run_id
+        if name is not None:
+            body["name"] = name
+        if tags:
+            body["tags"] = dict(body.get("tags") or {}) | dict(tags)
         return _Call("POST", "/v1/runs", json=body, headers={"Idempotency-Key": idempotency_key or str(uuid.uuid4())})
 
     @staticmethod
@@ -142,10 +152,20 @@ class _API:
         return _Call("GET", f"/v1/runs/{run_id}")
 
     @staticmethod
-    def runs(status: str | None, page_size: int, cursor: str | None) -> _Call:
+    def runs(
+        status: str | None,
+        page_size: int,
+        cursor: str | None,
+        name: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> _Call:
         params: dict[str, Any] = (
             {"limit": page_size} | ({"status": status} if status else {}) | ({"cursor": cursor} if cursor else {})
         )
+        if name is not None:
+            params["name"] = name
+        if tags:
+            params["tag"] = [f"{k}:{v}" for k, v in tags.items()]
         return _Call("GET", "/v1/runs", params=params)
 
     @staticmethod
@@ -425,21 +445,35 @@ class Client:
 
     # --- runs ---------------------------------------------------------------------------------------------------
     def submit(
-        self, spec: Mapping[str, Any] | RunSpec, *, run_id: str | None = None, idempotency_key: str | None = None
+        self,
+        spec: Mapping[str, Any] | RunSpec,
+        *,
+        run_id: str | None = None,
+        idempotency_key: str | None = None,
+        name: str | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> RunHandle:
-        """Submit a run (a RunSpec or its dict); returns its handle. Invalid specs raise APIError (422) naming the
-        field."""
-        info = self._send(_API.submit(spec, run_id, idempotency_key)).json()
+        """Submit a run (a RunSpec or its dict; `name` and `tags` label it to find it by, see `runs`); returns its
+        handle. Invalid specs raise APIError (422) naming the field."""
+        info = self._send(_API.submit(spec, run_id, idempotency_key, name, tags)).json()
         return RunHandle(self, info["id"], info)
 
     def run(self, run_id: str) -> RunHandle:
         return RunHandle(self, run_id, self._send(_API.run(run_id)).json())
 
-    def runs(self, status: str | None = None, page_size: int = 50) -> Iterator[dict[str, Any]]:
-        """All the tenant's runs, newest first (follows the cursor pages)."""
+    def runs(
+        self,
+        status: str | None = None,
+        page_size: int = 50,
+        *,
+        name: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """All the tenant's runs, newest first (follows the cursor pages); only those of `name` and with all `tags`
+        when given."""
         cursor = None
         while True:
-            page = self._send(_API.runs(status, page_size, cursor)).json()
+            page = self._send(_API.runs(status, page_size, cursor, name, tags)).json()
             yield from page["runs"]
             cursor = page["next_cursor"]
             if cursor is None:
@@ -517,17 +551,24 @@ class RunHandle:
                 time.sleep(delay)
 
     def wait(self, progress: bool = False, timeout: float | None = None) -> dict[str, Any]:
-        """Block until the run ends (a tqdm bar from the event stream if `progress`); returns the final run object."""
+        """Block until the run ends (a tqdm bar from the event stream if `progress`: rounds against their total, or
+        for num_rounds="auto" the percentage of the way to convergence with the last min ESS and max R-hat); returns
+        the final run object."""
         from tqdm.auto import tqdm
 
         info = self.info()
         deadline = None if timeout is None else time.monotonic() + timeout
-        with tqdm(total=info["progress"]["rounds_total"], disable=not progress, unit="round", desc=self.id) as bar:
+        convergence = info["progress"].get("basis") == "convergence"
+        total, unit = (100, "%") if convergence else (info["progress"]["rounds_total"], "round")
+        with tqdm(total=total, disable=not progress, unit=unit, desc=self.id) as bar:
             for ev in self.events(deadline=deadline):
                 if ev["event"] == ProgressEvent.kind:
                     step = ProgressEvent.from_json(ev["data"])
-                    bar.update(step.rounds_done - bar.n)
-                    bar.set_postfix(draws=step.draws_stored, refresh=False)
+                    bar.update(_bar_position(step, convergence) - bar.n)
+                    post: dict[str, Any] = {"draws": step.draws_stored}
+                    if step.min_ess_bulk is not None and step.max_rhat is not None:
+                        post |= {"ess": f"{step.min_ess_bulk:.0f}", "rhat": f"{step.max_rhat:.3f}"}
+                    bar.set_postfix(post, refresh=False)
                 elif _ends_run(ev):
                     break
         return self.info()
@@ -582,6 +623,13 @@ class RunHandle:
         self.client._send(_API.delete_run(self.id))
 
 
+def _bar_position(step: ProgressEvent, convergence: bool) -> float:
+    """Where a progress bar stands: percent of the way to convergence, or rounds done."""
+    if not convergence:
+        return step.rounds_done
+    return round(100 * (step.fraction or 0.0), 1)
+
+
 def _check_stream(resp: httpx.Response) -> None:
     if resp.status_code >= 400:
         resp.read()
@@ -634,18 +682,31 @@ class AsyncClient:
         raise AssertionError("unreachable")
 
     async def submit(
-        self, spec: Mapping[str, Any] | RunSpec, *, run_id: str | None = None, idempotency_key: str | None = None
+        self,
+        spec: Mapping[str, Any] | RunSpec,
+        *,
+        run_id: str | None = None,
+        idempotency_key: str | None = None,
+        name: str | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> AsyncRunHandle:
-        info = (await self._send(_API.submit(spec, run_id, idempotency_key))).json()
+        info = (await self._send(_API.submit(spec, run_id, idempotency_key, name, tags))).json()
         return AsyncRunHandle(self, info["id"], info)
 
     async def run(self, run_id: str) -> AsyncRunHandle:
         return AsyncRunHandle(self, run_id, (await self._send(_API.run(run_id))).json())
 
-    async def runs(self, status: str | None = None, page_size: int = 50) -> AsyncIterator[dict[str, Any]]:
+    async def runs(
+        self,
+        status: str | None = None,
+        page_size: int = 50,
+        *,
+        name: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> AsyncIterator[dict[str, Any]]:
         cursor = None
         while True:
-            page = (await self._send(_API.runs(status, page_size, cursor))).json()
+            page = (await self._send(_API.runs(status, page_size, cursor, name, tags))).json()
             for r in page["runs"]:
                 yield r
             cursor = page["next_cursor"]

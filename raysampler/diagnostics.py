@@ -41,6 +41,16 @@ class RunWarning(UserWarning):
         return (RunWarning, (self.kind, self.message))
 
 
+def convergence_fraction(min_ess_bulk: float, max_rhat: float, target_ess: float, rhat_target: float) -> float:
+    """How far a num_rounds="auto" run is from its stop (0 to 1): the worse of min bulk ESS / target_ess and an
+    R-hat term, 1 once max R-hat is below `rhat_target`, else (rhat_target − 1) / (R-hat − 1). Non-finite: 0."""
+    if not (math.isfinite(min_ess_bulk) and math.isfinite(max_rhat)):
+        return 0.0
+    ess = min(1.0, max(0.0, min_ess_bulk / target_ess))
+    rhat = 1.0 if max_rhat < rhat_target else min(1.0, max(0.0, (rhat_target - 1.0) / (max_rhat - 1.0)))
+    return min(ess, rhat)
+
+
 @dataclass(frozen=True)
 class Diagnostics:
     """min bulk ESS and max rank-normalised R-hat over the parameters, from `draws` per chain and `chains`."""

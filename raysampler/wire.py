@@ -43,6 +43,18 @@ class RunStatus(StrEnum):
         return self in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
 
 
+class RunStopReason(StrEnum):
+    """Why a finished run stopped; the value is what the API shows. The engine's `StopReason` maps onto it
+    (completed → num_rounds, failure → failed), and the service adds cancelled."""
+
+    CONVERGED = "converged"
+    NUM_ROUNDS = "num_rounds"
+    TIME_BUDGET = "time_budget"
+    CANCELLED = "cancelled"
+    MAX_ROUNDS = "max_rounds"
+    FAILED = "failed"
+
+
 # --- non-finite numbers --------------------------------------------------------------------------------------------
 
 NONFINITE: dict[str, float] = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
@@ -204,18 +216,24 @@ class EventPayload(Protocol):
 
 @dataclass(frozen=True)
 class StatusEvent:
-    """The run moved to `status` (with the reason when it FAILED)."""
+    """The run moved to `status` (with the error when it FAILED, and why it stopped once it has finished)."""
 
     kind: ClassVar[EventKind] = EventKind.STATUS
     status: RunStatus
     error: str | None = None
+    stop_reason: RunStopReason | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"status": self.status.value} | ({"error": self.error} if self.error else {})
+        return (
+            {"status": self.status.value}
+            | ({"error": self.error} if self.error else {})
+            | ({"stop_reason": self.stop_reason.value} if self.stop_reason else {})
+        )
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> StatusEvent:
-        return cls(RunStatus(data["status"]), data.get("error"))
+        reason = data.get("stop_reason")
+        return cls(RunStatus(data["status"]), data.get("error"), None if reason is None else RunStopReason(reason))
 
 
 @dataclass(frozen=True)
@@ -232,19 +250,42 @@ class SetupEvent:
 
 @dataclass(frozen=True)
 class ProgressEvent:
-    """Rounds done so far (of `rounds_total`) and draws per chain stored durably."""
+    """Rounds done so far (of `rounds_total`) and draws per chain stored durably; how far the run is (`fraction`,
+    0 to 1, on `basis` "rounds" or, for num_rounds="auto", "convergence"), and for an "auto" run the last
+    convergence check's min bulk ESS and max R-hat."""
 
     kind: ClassVar[EventKind] = EventKind.PROGRESS
     rounds_done: int
     rounds_total: int
     draws_stored: int
+    fraction: float | None = None
+    basis: str | None = None
+    min_ess_bulk: float | None = None
+    max_rhat: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"rounds_done": self.rounds_done, "rounds_total": self.rounds_total, "draws_stored": self.draws_stored}
+        out: dict[str, Any] = {
+            "rounds_done": self.rounds_done,
+            "rounds_total": self.rounds_total,
+            "draws_stored": self.draws_stored,
+        }
+        for name in ("fraction", "basis", "min_ess_bulk", "max_rhat"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, float) and not math.isfinite(value)):
+                out[name] = value
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ProgressEvent:
-        return cls(data["rounds_done"], data["rounds_total"], data["draws_stored"])
+        return cls(
+            data["rounds_done"],
+            data["rounds_total"],
+            data["draws_stored"],
+            data.get("fraction"),
+            data.get("basis"),
+            data.get("min_ess_bulk"),
+            data.get("max_rhat"),
+        )
 
 
 @dataclass(frozen=True)

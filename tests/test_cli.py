@@ -54,7 +54,7 @@ def test_status_latest_and_list(service, submitted):
     listed = json.loads(cli(service, "status", "--format", "json").stdout)
     assert submitted["id"] in {r["id"] for r in listed}
     table = cli(service, "status", submitted["id"]).stdout
-    assert submitted["id"] in table and "SUCCEEDED" in table
+    assert submitted["id"] in table and "SUCCEEDED" in table and "stopped: num_rounds" in table
 
 
 def test_draws_and_summary(service, submitted):
@@ -63,7 +63,8 @@ def test_draws_and_summary(service, submitted):
     first = json.loads(lines[0])
     assert (first["offset"], first["chain"], first["index"], len(first["values"])) == (0, 0, 0, 31)
     tail = cli(service, "draws", submitted["id"], "--start", "357").stdout.splitlines()
-    assert len(tail) == 3 and tail[0].split()[:2] == ["119", "0"]
+    assert len(tail) == 4 and tail[1].split()[:2] == ["119", "0"]
+    assert tail[0].split()[:2] == ["draw", "chain"] and submitted["param_names"][0] in tail[0]
     rows = json.loads(cli(service, "summary", submitted["id"], "--format", "json").stdout)
     assert len(rows) == 31 and {"mean", "sd", "ess_bulk", "r_hat"} <= set(rows[0])
 
@@ -103,3 +104,97 @@ def test_demo_end_to_end(tmp_path):
     assert "service up at http://127.0.0.1:" in text and "API key (tenant 'demo')" in text
     assert text.count("streamed draw") == 3 and "SUCCEEDED" in text
     assert "ess_bulk" in text and "beta[worst fractal dimension]" in text and "ESS/s" in text
+
+
+def _cli_cmd(service, *args: str) -> list[str]:
+    return [sys.executable, "-m", "raysampler.cli", *args[:1], "--url", service.url, "--api-key", SERVICE_KEYS["alice"]]
+
+
+def test_draws_into_a_closed_pipe_exits_quietly(service, submitted):
+    cmd = _cli_cmd(service, "draws") + [submitted["id"]]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # 360 lines: more than a pipe holds
+    assert proc.stdout is not None and proc.stderr is not None
+    first = [proc.stdout.readline(), proc.stdout.readline()]  # what `| head -2` reads, then it goes away
+    proc.stdout.close()
+    code = proc.wait(timeout=120)
+    err = proc.stderr.read().decode()
+    assert first[0].split()[:2] == [b"draw", b"chain"]
+    assert err == "" and code in (0, 141), (code, err)
+
+
+def test_help_does_not_import_the_engine():
+    code = (
+        "import sys, contextlib, io\n"
+        "from raysampler import cli\n"
+        "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+        "    cli.main(['--help'])\n"
+        "print(sorted(m for m in ('numpy', 'scipy', 'httpx', 'pydantic', 'raysampler.sampling') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_resume_and_delete(service):
+    from service_helpers import wait_until
+
+    from raysampler.client import Client
+
+    with Client(service.url, SERVICE_KEYS["alice"]) as c:
+        run = c.submit(
+            {
+                "model": {"family": "logistic_regression"},
+                "data": {"dataset": "builtin:breast_cancer"},
+                "num_shards": 2,
+                "chains": 2,
+                "num_rounds": 10**6,
+                "burn_in": 0,
+            }
+        )
+        next(run.stream_draws(follow=True))  # sampling, with a checkpoint
+        run.cancel()
+        run.wait(timeout=120)
+        resumed = json.loads(cli(service, "resume", run.id, "--format", "json").stdout)
+        assert resumed["status"] in ("PENDING", "RUNNING") and resumed["stop_reason"] is None
+        run.cancel()
+        info = wait_until(lambda: (i := run.info())["status"] == "CANCELLED" and i, what="CANCELLED")
+        assert info["stop_reason"] == "cancelled"
+    assert cli(service, "delete", run.id).stdout.strip() == f"{run.id}  deleted"
+    out = cli(service, "status", run.id, check=False)
+    assert out.returncode == 2 and "404" in out.stderr
+
+
+def test_status_of_an_auto_run_shows_convergence_progress(service, tmp_path):
+    path = tmp_path / "auto.yaml"
+    path.write_text(
+        "model:\n  family: logistic_regression\ndata:\n  dataset: builtin:breast_cancer\nnum_shards: 2\nchains: 3\n"
+        "num_rounds: auto\nmax_rounds: 3000\ntarget_ess: 40\nburn_in: 50\nseed: 2\n"
+    )
+    info = json.loads(cli(service, "submit", str(path), "--wait", "--format", "json").stdout.strip().splitlines()[-1])
+    assert info["progress"]["basis"] == "convergence"
+    table = cli(service, "status", info["id"]).stdout
+    assert "converged 100%" in table and "max R-hat" in table and f"stopped: {info['stop_reason']}" in table
+
+
+def test_submit_with_name_and_tags_then_find_them(service, tmp_path):
+    from raysampler.client import Client
+
+    path = tmp_path / "named.yaml"
+    path.write_text(
+        "model:\n  family: logistic_regression\ndata:\n  dataset: builtin:breast_cancer\nnum_shards: 2\nchains: 2\n"
+        "num_rounds: 20\nburn_in: 5\nseed: 11\n"
+    )
+    flags = ["--name", "cli-sweep", "--tag", "lr=0.5", "--tag", "who=cli", "--format", "json"]
+    info = json.loads(cli(service, "submit", str(path), *flags).stdout)
+    assert (info["name"], info["tags"]) == ("cli-sweep", {"lr": "0.5", "who": "cli"})
+    found = json.loads(cli(service, "status", "--tag", "who=cli", "--tag", "lr=0.5", "--format", "json").stdout)
+    assert [r["id"] for r in found] == [info["id"]]
+    assert json.loads(cli(service, "status", "--name", "no-such-name", "--format", "json").stdout) == []
+    assert f"{info['id']} 'cli-sweep'" in cli(service, "status", "--name", "cli-sweep").stdout
+    bad = cli(service, "submit", str(path), "--tag", "novalue", check=False)
+    assert bad.returncode != 0 and "key=value" in bad.stderr
+    with Client(service.url, SERVICE_KEYS["alice"]) as c:
+        body = {k: v for k, v in info["spec"].items() if k not in ("name", "tags", "run_id")} | {"seed": 12}
+        run = c.submit(body, name="sdk-run", tags={"who": "sdk"})
+        assert run.info()["tags"] == {"who": "sdk"}
+        assert [r["id"] for r in c.runs(tags={"who": "sdk"}, name="sdk-run")] == [run.id]
+        run.wait(timeout=120)

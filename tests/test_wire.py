@@ -130,3 +130,19 @@ def test_both_clients_follow_the_policy(asynchronous):
             code = err.value.status_code
     assert status == "RUNNING" and code == 503
     assert seen == ["GET /v1/runs/r", "GET /v1/runs/r", "GET /v1/runs/r", "GET /v1/runs/r", "POST /v1/runs/r/cancel"]
+
+
+def test_progress_event_carries_fraction_and_the_last_convergence_check():
+    from raysampler.diagnostics import convergence_fraction
+    from raysampler.wire import ProgressEvent
+
+    plain = ProgressEvent(10, 100, 5)
+    assert plain.to_json() == {"rounds_done": 10, "rounds_total": 100, "draws_stored": 5}
+    assert ProgressEvent.from_json(plain.to_json()) == plain
+    auto = ProgressEvent(10, 100, 5, 0.25, "convergence", 100.0, 1.2)
+    assert ProgressEvent.from_json(auto.to_json()) == auto
+    assert "max_rhat" not in ProgressEvent(1, 2, 3, 0.0, "convergence", 1.0, float("nan")).to_json()
+    assert convergence_fraction(100, 1.001, 400, 1.01) == 0.25  # ESS is the worse
+    assert convergence_fraction(800, 1.02, 400, 1.01) == pytest.approx(0.5)  # R-hat: (1.01 − 1) / (1.02 − 1)
+    assert convergence_fraction(800, 1.005, 400, 1.01) == 1.0
+    assert convergence_fraction(float("nan"), 1.0, 400, 1.01) == 0.0

@@ -11,7 +11,7 @@ from starlette.background import BackgroundTask
 
 from raysampler.service import results, streaming
 from raysampler.service.records import RunRecord
-from raysampler.service.schemas import Progress, RunInfo, RunList, RunSpec, RunSummary, Trace
+from raysampler.service.schemas import RunInfo, RunList, RunSpec, RunSummary, Trace
 from raysampler.wire import EVENT_STREAM_MEDIA_TYPE, NDJSON_MEDIA_TYPE, EventKind, RunStatus
 
 from ..deps import Absent, Services, services, tenant
@@ -21,6 +21,7 @@ router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=error_responses(4
 Tenant = Annotated[str, Depends(tenant)]
 Svc = Annotated[Services, Depends(services)]
 RUN_ID_404 = error_responses(404)
+TAG_QUERY_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}:.{0,200}$"  # key:value, the key as RunSpec's tags have it
 Seq = Annotated[str, Field(pattern=r"^\d{1,18}$")]  # an event id or list cursor, as text
 Offset = Annotated[int, Field(ge=0, lt=10**18)]
 #: One event of the stream (keep-alive comments aside): its sequence number, kind, and JSON data.
@@ -38,17 +39,14 @@ SSE_EVENT_SCHEMA = {
 def run_info(rec: RunRecord) -> RunInfo:
     return RunInfo(
         id=rec.id,
+        name=rec.spec.name,
+        tags=dict(rec.spec.tags),
         status=rec.status,
         created_at=rec.created_at,
         started_at=rec.started_at,
         finished_at=rec.finished_at,
         spec=rec.spec,
-        progress=Progress(
-            rounds_done=rec.rounds_done,
-            rounds_total=rec.rounds_total,
-            draws_stored=rec.draws_stored,
-            draws_total=rec.draws_total,
-        ),
+        progress=results.progress(rec),
         timings=rec.timings,
         workers=list(rec.workers),
         param_names=None if rec.param_names is None else list(rec.param_names),
@@ -59,6 +57,7 @@ def run_info(rec: RunRecord) -> RunInfo:
         diagnostics=rec.diagnostics,
         restarts=rec.restarts,
         checkpoint_round=rec.checkpoint_round,
+        stop_reason=rec.stop_reason,
     )
 
 
@@ -91,9 +90,17 @@ def list_runs(
     status: RunStatus | Absent = None,
     cursor: Annotated[Seq | Absent, Query(description="next_cursor of the previous page")] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    name: Annotated[
+        Annotated[str, Field(min_length=1, max_length=200)] | Absent, Query(description="only runs of this name")
+    ] = None,
+    tag: Annotated[
+        list[Annotated[str, Field(pattern=TAG_QUERY_PATTERN)]] | Absent,
+        Query(description="key:value; only runs with this tag (repeat for runs with all of them)"),
+    ] = None,
 ) -> RunList:
-    """The tenant's runs, newest first, `limit` per page."""
-    rows = svc.store.list_runs(who, status, int(cursor) if cursor else None, limit + 1)
+    """The tenant's runs, newest first, `limit` per page; filtered by name and tags when asked."""
+    tags = dict(t.split(":", 1) for t in tag or ())
+    rows = svc.store.list_runs(who, status, int(cursor) if cursor else None, limit + 1, name=name, tags=tags)
     more = len(rows) > limit
     rows = rows[:limit]
     return RunList(runs=[run_info(r) for r in rows], next_cursor=str(rows[-1].key) if more else None)
@@ -161,7 +168,7 @@ def events(
 @router.get("/{run_id}/summary", response_model=RunSummary, responses=error_responses(404, 409))
 def summary(run_id: str, who: Tenant, svc: Svc, ci_prob: Annotated[float, Query(gt=0, lt=1)] = 0.94) -> RunSummary:
     """mean, sd, HDI, ESS bulk/tail, R-hat and MCSE per coordinate, on the draws stored so far (arviz-stats)."""
-    return results.summary(svc.manager.get(who, run_id), svc.files, ci_prob)
+    return results.summary(svc.manager.get(who, run_id), svc.files, ci_prob, svc.manager.summaries)
 
 
 @router.get("/{run_id}/trace", response_model=Trace, responses=error_responses(404))

@@ -41,6 +41,19 @@ def sniff_suffix(head: bytes) -> str:
     return ".csv"
 
 
+def _refusal(head: bytes, exc: Exception, tmp_name: str, filename: str | None) -> str:
+    """Why an upload was refused, saying what it was read as and why: the type comes from its first bytes."""
+    kind = {
+        ".npz": "an .npz archive (it starts like a zip file)",
+        ".parquet": "parquet (it starts with PAR1)",
+        ".csv": "CSV (it is not .npz or parquet)",
+    }[sniff_suffix(head)]
+    detail = str(exc).replace(repr(tmp_name), repr(filename or "the upload")).replace(tmp_name, filename or "upload")
+    if isinstance(exc, UnicodeDecodeError):
+        return f"the file was read as {kind} but is not UTF-8 text: {detail}"
+    return f"the file was read as {kind} and refused: {detail}"
+
+
 def store_upload(
     settings: Settings,
     store: RecordStore,
@@ -71,7 +84,7 @@ def store_upload(
         try:
             X, y, columns = read_table(tmp_name, y=y_column, x=list(x_columns) if x_columns else None)
         except (ValueError, ImportError) as exc:
-            raise FieldError(("file",), str(exc).replace(repr(tmp_name), repr(filename or "the upload"))) from None
+            raise FieldError(("file",), _refusal(head, exc, tmp_name, filename)) from None
         if admit is not None:
             admit(int(X.nbytes + y.nbytes))
         dataset_id = new_dataset_id()

@@ -20,21 +20,32 @@ import numpy as np
 
 from ..checkpoints import CheckpointError
 from ..diagnostics import FINAL_DRAWS, WarningKind, diagnose
-from ..enums import Executor
+from ..enums import Executor, StopReason
 from ..errors import Failure, FailureKind, SamplingError, failure_of
 from ..events import EventKind, RunEvent
-from ..options import ExecutionOptions
+from ..options import ExecutionOptions, RunOptions
 from ..runtime.contracts import RunStats
 from ..sampling import Run
-from ..wire import ProgressEvent, ResumedEvent, RunStatus, SetupEvent, StatusEvent, WarningEvent, WorkerLostEvent
+from ..wire import (
+    ProgressEvent,
+    ResumedEvent,
+    RunStatus,
+    RunStopReason,
+    SetupEvent,
+    StatusEvent,
+    WarningEvent,
+    WorkerLostEvent,
+)
 from .drawfiles import DrawFiles
 from .errors import AccessDenied, NotFound, QuotaExceeded, StateConflict
 from .metrics import Metrics
 from .records import RunFields, RunRecord
+from .results import progress_fraction
 from .schemas import DiagnosticsInfo, FailureInfo, RunSpec, WorkerStats
 from .settings import Settings
-from .specs import build, run_options, spec_hash
+from .specs import SpecError, build, run_options, spec_hash
 from .store import ActiveLimit, Conflict, RecordStore
+from .summaries import SummaryCache
 
 log = logging.getLogger("raysampler.service")
 
@@ -42,6 +53,16 @@ LIVE_STATS_S = 2.0  # how often a running run's per-worker statistics are refres
 RETRY_AFTER_S = 30  # what a 429 for too many active runs suggests
 _ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING)
 _CONVERGENCE = (WarningKind.RHAT, WarningKind.ESS)  # engine warnings replaced by the stored draws' diagnostics
+#: the engine's stop reasons as the service reports them
+_STOP_REASONS = {
+    StopReason.COMPLETED: RunStopReason.NUM_ROUNDS,
+    StopReason.CONVERGED: RunStopReason.CONVERGED,
+    StopReason.MAX_ROUNDS: RunStopReason.MAX_ROUNDS,
+    StopReason.TIME_BUDGET: RunStopReason.TIME_BUDGET,
+    StopReason.FAILURE: RunStopReason.FAILED,
+    StopReason.STOPPED: RunStopReason.CANCELLED,
+}
+_STATUS_STOP_REASONS = {RunStatus.FAILED: RunStopReason.FAILED, RunStatus.CANCELLED: RunStopReason.CANCELLED}
 
 
 class FairQueue:
@@ -100,6 +121,7 @@ class RunManager:
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()
+        self.summaries = SummaryCache()  # posterior summaries by (run, stored draws, ci_prob)
 
     # --- lifecycle --------------------------------------------------------------------------------------------
 
@@ -153,6 +175,7 @@ class RunManager:
         self._check_quotas(tenant, spec, built.d)
         run_id = spec.run_id or "run-" + secrets.token_hex(8)
         opts = run_options(spec)
+        notes = self._check_draws(spec, opts, built.d)
         try:
             rec = self.store.create_run(
                 tenant,
@@ -172,7 +195,12 @@ class RunManager:
                 f"RAYSAMPLER_QUOTA_MAX_ACTIVE_RUNS allows; retry when one has ended",
                 retry_after_s=RETRY_AFTER_S,
             ) from None
+        if notes:
+            self.store.update_run(tenant, run_id, warnings=notes)
+            rec = self.get(tenant, run_id)
         self.store.add_event(rec.key, StatusEvent(RunStatus.PENDING))
+        for note in notes:
+            self.store.add_event(rec.key, WarningEvent(note))
         if self.metrics is not None:
             self.metrics.submitted.inc()
         self._enqueue(tenant, run_id)
@@ -187,6 +215,29 @@ class RunManager:
                 f"RAYSAMPLER_QUOTA_MAX_CHAINS_X_DIM = {limit}; use fewer chains"
             )
         self.check_stored_bytes(tenant)
+
+    def _check_draws(self, spec: RunSpec, opts: RunOptions, dim: int) -> list[str]:
+        """Refuse a run that can store no draw (422 on thin) or whose planned draws are over
+        RAYSAMPLER_QUOTA_MAX_DRAW_BYTES (429); returns a warning when they are over RAYSAMPLER_WARN_DRAW_BYTES."""
+        if opts.max_draws < 1:
+            rounds = "max_rounds" if opts.auto else "num_rounds"
+            raise SpecError(
+                ("thin",),
+                f"thin = {opts.thin} is more than the {opts.sampling_rounds} rounds after burn-in ({rounds} = "
+                f"{opts.sampling_rounds}): the run would store no draw; lower thin or raise {rounds}",
+            )
+        planned = spec.chains * opts.max_draws * dim * 8
+        what = (
+            f"the run plans {spec.chains} chains × {opts.max_draws} draws × {dim} parameters × 8 bytes = "
+            f"{planned} bytes of draws"
+        )
+        limit = self.settings.quota_max_draw_bytes
+        if limit is not None and planned > limit:
+            raise QuotaExceeded(f"{what}, over RAYSAMPLER_QUOTA_MAX_DRAW_BYTES = {limit}; thin more or sample less")
+        if planned > self.settings.warn_draw_bytes:
+            warn = self.settings.warn_draw_bytes
+            return [f"{what} ({planned / 1e9:.1f} GB), over RAYSAMPLER_WARN_DRAW_BYTES = {warn}"]
+        return []
 
     def check_stored_bytes(self, tenant: str, adding: int = 0) -> None:
         """429 if the tenant's stored bytes (draws, checkpoints, uploads), plus `adding`, are over their limit."""
@@ -264,8 +315,10 @@ class RunManager:
             error=None,
             failure=None,
             cancel_requested=False,
+            stop_reason=None,
         ):
             raise StateConflict(f"run {run_id} changed state meanwhile; try again")
+        self.summaries.invalidate(tenant, run_id, self.files.run_dir(tenant, run_id))
         self._enqueue(tenant, run_id)
         return self.get(tenant, run_id)
 
@@ -275,6 +328,7 @@ class RunManager:
         if not rec.status.is_terminal:
             raise StateConflict(f"run {run_id} is {rec.status.value}; cancel it before deleting it")
         self.store.delete_run(tenant, run_id)
+        self.summaries.invalidate(tenant, run_id)
         self.files.delete(tenant, run_id)
 
     # --- execution --------------------------------------------------------------------------------------------
@@ -417,6 +471,8 @@ class RunManager:
         """Each chunk arrives already stored with its checkpoint (the run writes them); then raise the record's
         stored count and log progress; stop on a cancel."""
         t_stats = time.monotonic()
+        checked = None  # the engine's last convergence check (num_rounds "auto") already recorded
+        info = rec.diagnostics
         for chunk in run.chunks(target_chunk_s=self.settings.chunk_s):
             n = len(chunk.theta)
             if n and self.metrics is not None:
@@ -431,8 +487,26 @@ class RunManager:
                 fields["workers"] = _workers(live)
                 fields["timings"] = timings | {"sampling_s": float(live.sampling_time_s)}
                 t_stats = time.monotonic()
+            diag = run.diagnostics
+            if diag is not None and diag is not checked:  # the run checked convergence in this chunk
+                checked = diag
+                info = fields["diagnostics"] = DiagnosticsInfo.model_validate(diag.as_dict())
             self.store.update_run(rec.tenant, rec.id, **fields)
-            self.store.add_event(rec.key, ProgressEvent(chunk.rounds_done, run.total_rounds, run.draws_kept))
+            fraction, basis = progress_fraction(
+                rec.spec, RunStatus.RUNNING, chunk.rounds_done, run.total_rounds, info if run.options.auto else None
+            )
+            self.store.add_event(
+                rec.key,
+                ProgressEvent(
+                    chunk.rounds_done,
+                    run.total_rounds,
+                    run.draws_kept,
+                    fraction,
+                    basis,
+                    None if info is None or not run.options.auto else info.min_ess_bulk,
+                    None if info is None or not run.options.auto else info.max_rhat,
+                ),
+            )
             if cancel.is_set():
                 return _Sampled(run.draws_kept, True)
         return _Sampled(run.draws_kept, False)
@@ -471,7 +545,8 @@ class RunManager:
                 error=f"{run.failure.describe()}; {sampled.stored} draws per chain before it are kept",
             )
         else:
-            self._finish(rec, RunStatus.SUCCEEDED, warnings=warnings)
+            reason = None if run.stop_reason is None else _STOP_REASONS[run.stop_reason]
+            self._finish(rec, RunStatus.SUCCEEDED, warnings=warnings, stop_reason=reason)
 
     def _finish(
         self,
@@ -481,14 +556,17 @@ class RunManager:
         warnings: list[str] | None = None,
         only_from: tuple[RunStatus, ...] = _ACTIVE,
         failure: Failure | None = None,
+        stop_reason: RunStopReason | None = None,
     ) -> bool:
-        """Move a run to its final status if it is still in `only_from` (atomically); log the status event."""
-        fields: RunFields = {"status": status, "finished_at": time.time(), "error": error}
+        """Move a run to its final status if it is still in `only_from` (atomically) with why it stopped (FAILED:
+        failed, CANCELLED: cancelled, SUCCEEDED: the engine's reason); log the status event."""
+        reason = stop_reason or _STATUS_STOP_REASONS.get(status, RunStopReason.NUM_ROUNDS)
+        fields: RunFields = {"status": status, "finished_at": time.time(), "error": error, "stop_reason": reason}
         if failure is not None:
             fields["failure"] = FailureInfo(**failure.as_dict())
-        if warnings:
-            fields["warnings"] = warnings
-        done = self.store.transition(rec.tenant, rec.id, only_from, event=StatusEvent(status, error), **fields)
+        if warnings:  # after the submit's own warnings (planned size)
+            fields["warnings"] = [*rec.warnings, *(w for w in warnings if w not in rec.warnings)]
+        done = self.store.transition(rec.tenant, rec.id, only_from, event=StatusEvent(status, error, reason), **fields)
         if done and self.metrics is not None:
             self.metrics.finished.labels(status=status.value).inc()
         return done

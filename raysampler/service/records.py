@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from ..models.base import ParamBlock
-from ..wire import RunStatus
+from ..wire import RunStatus, RunStopReason
 from .schemas import DiagnosticsInfo, FailureInfo, RunSpec, WorkerStats
 
 __all__ = ["DatasetRecord", "EventRecord", "RunFields", "RunRecord", "RunStatus"]
@@ -50,6 +50,7 @@ class RunRecord:
     restarts: int = 0
     checkpoint_round: int | None = None
     param_blocks: tuple[ParamBlock, ...] | None = None
+    stop_reason: RunStopReason | None = None  # set when the run finishes
 
 
 class RunFields(TypedDict, total=False):
@@ -73,6 +74,7 @@ class RunFields(TypedDict, total=False):
     restarts: int
     checkpoint_round: int | None
     param_blocks: Sequence[ParamBlock] | None
+    stop_reason: RunStopReason | None
 
 
 @dataclass(frozen=True)

@@ -10,14 +10,46 @@ from pathlib import Path
 
 import numpy as np
 
+from ..diagnostics import convergence_fraction
 from ..models.base import ParamBlock
 from ..result import Result
+from ..wire import RunStatus
 from .drawfiles import DrawFiles
 from .errors import NotFound, StateConflict
 from .records import RunRecord
-from .schemas import RunSummary, Trace
+from .schemas import DiagnosticsInfo, Progress, RunSpec, RunSummary, Trace
+from .summaries import SummaryCache, SummaryTable, summary_table
 
 MIN_SUMMARY_DRAWS = 4  # per chain: R-hat and ESS need a few draws
+
+
+def progress_fraction(
+    spec: RunSpec, status: RunStatus, rounds_done: int, rounds_total: int, diagnostics: DiagnosticsInfo | None
+) -> tuple[float, str]:
+    """(fraction 0..1, basis): rounds against their total, or for num_rounds "auto" how close the last convergence
+    check was to the targets (`convergence_fraction`); a SUCCEEDED run is 1."""
+    auto = spec.num_rounds == "auto"
+    basis = "convergence" if auto else "rounds"
+    if status == RunStatus.SUCCEEDED:
+        return 1.0, basis
+    if not auto:
+        return (min(1.0, rounds_done / rounds_total) if rounds_total else 0.0), basis
+    if diagnostics is None or diagnostics.min_ess_bulk is None or diagnostics.max_rhat is None:
+        return 0.0, basis
+    return convergence_fraction(diagnostics.min_ess_bulk, diagnostics.max_rhat, spec.target_ess, spec.max_rhat), basis
+
+
+def progress(rec: RunRecord) -> Progress:
+    """The run's progress as GET /v1/runs/{id} shows it."""
+    fraction, basis = progress_fraction(rec.spec, rec.status, rec.rounds_done, rec.rounds_total, rec.diagnostics)
+    return Progress(
+        rounds_done=rec.rounds_done,
+        rounds_total=rec.rounds_total,
+        draws_stored=rec.draws_stored,
+        draws_total=rec.draws_total,
+        fraction=fraction,
+        basis=basis,  # type: ignore[arg-type]
+    )
 
 
 def stored_result(rec: RunRecord, files: DrawFiles) -> Result:
@@ -35,16 +67,26 @@ def stored_result(rec: RunRecord, files: DrawFiles) -> Result:
     )
 
 
-def summary(rec: RunRecord, files: DrawFiles, ci_prob: float) -> RunSummary:
-    """mean, sd, HDI, ESS bulk/tail, R-hat and MCSE per coordinate of the stored draws (non-finite → None)."""
+def summary(rec: RunRecord, files: DrawFiles, ci_prob: float, cache: SummaryCache | None = None) -> RunSummary:
+    """mean, sd, HDI, ESS bulk/tail, R-hat and MCSE per coordinate of the stored draws (non-finite → None); with a
+    `cache`, computed once per (run, stored draws, ci_prob) and, for a finished run, kept next to its draws."""
     if rec.draws_stored < MIN_SUMMARY_DRAWS:
         raise StateConflict(
             f"run {rec.id} has {rec.draws_stored} draws per chain stored; a summary needs {MIN_SUMMARY_DRAWS}"
         )
-    table = stored_result(rec, files).summary(ci_prob=ci_prob)
+
+    def compute() -> SummaryTable:
+        theta = files.read(rec.tenant, rec.id, 0, rec.draws_stored).transpose(1, 0, 2)
+        return summary_table(theta, stored_result_blocks(rec), ci_prob)
+
+    if cache is None:
+        table = compute()
+    else:
+        run_dir = files.run_dir(rec.tenant, rec.id)
+        table = cache.get(rec.tenant, rec.id, rec.draws_stored, ci_prob, run_dir, rec.status.is_terminal, compute)
     rows: list[dict[str, str | float | None]] = [
-        {"param": str(idx)} | {str(k): (None if not math.isfinite(float(v)) else float(v)) for k, v in row.items()}
-        for idx, row in table.iterrows()
+        {"param": label} | {c: (float(v) if math.isfinite(v) else None) for c, v in zip(table.columns, row)}
+        for label, row in zip(table.labels, table.values.tolist())
     ]
     return RunSummary(
         run_id=rec.id,
@@ -52,9 +94,18 @@ def summary(rec: RunRecord, files: DrawFiles, ci_prob: float) -> RunSummary:
         draws_per_chain=rec.draws_stored,
         chains=rec.chains,
         ci_prob=ci_prob,
-        columns=[str(c) for c in table.columns],
+        columns=list(table.columns),
         rows=rows,
     )
+
+
+def stored_result_blocks(rec: RunRecord) -> tuple[ParamBlock, ...]:
+    """The run's parameter blocks (one `theta` block of its named coordinates for a run without a layout)."""
+    if rec.param_blocks:
+        return tuple(rec.param_blocks)
+    return Result(
+        np.empty((rec.chains, 0, rec.dim or 0)), list(rec.param_names or []), {}, algorithm=rec.spec.algorithm.name
+    ).param_blocks
 
 
 def trace(rec: RunRecord, files: DrawFiles, param: int, max_points: int, last: int | None) -> Trace:

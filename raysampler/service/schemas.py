@@ -15,10 +15,12 @@ from .. import priors
 from ..algorithms import ALGORITHMS
 from ..models import FAMILIES, FAMILY_INFO, Family
 from ..options import AUTO_BURN_IN, AUTO_MAX_ROUNDS, DEFAULT_MAX_RHAT, DEFAULT_TARGET_ESS, RunOptions
-from ..wire import RunStatus
+from ..wire import RunStatus, RunStopReason
 
 SITE_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$"
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+TAG_KEY_PATTERN = ID_PATTERN  # a run tag's key (its value is free text)
+MAX_TAGS = 32
 SEED_MAX = 2**63 - 1  # a run's seed is stored as a signed 64-bit integer
 BUILTIN_PREFIX = "builtin:"
 MODEL_FAMILIES: tuple[str, ...] = tuple(sorted(FAMILIES))
@@ -402,6 +404,14 @@ class RunSpec(BaseModel):
     run_id: str | None = Field(
         default=None, pattern=ID_PATTERN, description="client-chosen id (makes submit idempotent)"
     )
+    name: str | None = Field(
+        default=None, min_length=1, max_length=200, description="a name to find the run by (GET /v1/runs?name=)"
+    )
+    tags: dict[Annotated[str, Field(pattern=TAG_KEY_PATTERN)], Annotated[str, Field(max_length=200)]] = Field(
+        default_factory=dict,
+        max_length=MAX_TAGS,
+        description="key → value labels to find the run by (GET /v1/runs?tag=key:value)",
+    )
 
     @model_validator(mode="after")
     def _shards_count(self) -> RunSpec:
@@ -421,6 +431,16 @@ class Progress(BaseModel):
     rounds_total: int = 0
     draws_stored: int = Field(0, description="durable draws per chain (each is one line per chain in /draws)")
     draws_total: int = Field(0, description="draws per chain the run will keep if it runs to the end")
+    fraction: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description='how far the run is, 0 to 1: rounds_done / rounds_total, or for num_rounds "auto" the worse of '
+        "min bulk ESS / target_ess and an R-hat term (1 once max R-hat < max_rhat) at the last convergence check",
+    )
+    basis: Literal["rounds", "convergence"] = Field(
+        "rounds", description='what `fraction` measures: "rounds", or "convergence" for num_rounds "auto"'
+    )
 
 
 class WorkerStats(BaseModel):
@@ -462,6 +482,8 @@ class RunInfo(BaseModel):
     """A run as the API shows it."""
 
     id: str
+    name: str | None = Field(None, description="the spec's name")
+    tags: dict[str, str] = Field(default_factory=dict, description="the spec's tags")
     status: RunStatus
     created_at: float
     started_at: float | None = None
@@ -472,12 +494,19 @@ class RunInfo(BaseModel):
     workers: list[WorkerStats] = Field(default_factory=list)
     param_names: list[str] | None = None
     error: str | None = None
-    warnings: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="the submit's (planned draw bytes over RAYSAMPLER_WARN_DRAW_BYTES), then the run's own",
+    )
     plan: dict[str, Any] | None = Field(None, description="tuned settings and their predicted bias (from setup)")
     failure: FailureInfo | None = None
     diagnostics: DiagnosticsInfo | None = None
     restarts: int = Field(0, description="times the run resumed from its checkpoint after a failure or restart")
     checkpoint_round: int | None = Field(None, description="round of the last checkpoint (stored with its draws)")
+    stop_reason: RunStopReason | None = Field(
+        None,
+        description="why a finished run stopped: converged, num_rounds, time_budget, cancelled, max_rounds or failed",
+    )
 
 
 class RunList(BaseModel):

@@ -52,6 +52,12 @@ class Settings(EngineSettings):
         default=None, ge=1, description="per tenant: bytes of draws, checkpoints and uploaded data sets"
     )
     quota_max_chains_x_dim: int | None = Field(default=None, ge=1, description="per run: chains × parameter dimension")
+    quota_max_draw_bytes: int | None = Field(
+        default=None, ge=1, description="per run: planned draw bytes (chains × draws × dimension × 8); more is a 429"
+    )
+    warn_draw_bytes: int = Field(
+        default=10**9, ge=1, description="planned draw bytes of a run over which its submit answers with a warning"
+    )
     keepalive_s: float = Field(default=15.0, gt=0, description="SSE keep-alive comment interval")
     poll_s: float = Field(default=0.1, gt=0, description="how often follow-streams look for new draws and events")
     chunk_s: float = Field(default=0.5, gt=0, description="target seconds of sampling between durable writes")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Unpack
 
 from ..models.base import ParamBlock
-from ..wire import EventPayload, RunStatus
+from ..wire import EventPayload, RunStatus, RunStopReason
 from .records import DatasetRecord, EventRecord, RunFields, RunRecord
 from .schemas import DiagnosticsInfo, FailureInfo, RunSpec, WorkerStats
 
@@ -66,8 +66,17 @@ class RecordStore(ABC):
     def get_run_by_idempotency_key(self, tenant: str, key: str) -> RunRecord | None: ...
 
     @abstractmethod
-    def list_runs(self, tenant: str, status: RunStatus | None, after: int | None, limit: int) -> list[RunRecord]:
-        """Newest first; `after` is the `key` of the last run of the previous page."""
+    def list_runs(
+        self,
+        tenant: str,
+        status: RunStatus | None,
+        after: int | None,
+        limit: int,
+        name: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> list[RunRecord]:
+        """Newest first; `after` is the `key` of the last run of the previous page; only runs with this `name` and
+        all these `tags` (key → value) when given."""
 
     @abstractmethod
     def runs_with_status(self, statuses: Iterable[RunStatus]) -> list[RunRecord]:
@@ -132,7 +141,7 @@ CREATE TABLE IF NOT EXISTS runs (
     timings TEXT NOT NULL DEFAULT '{}', workers TEXT NOT NULL DEFAULT '[]',
     error TEXT, warnings TEXT NOT NULL DEFAULT '[]', cancel_requested INTEGER NOT NULL DEFAULT 0,
     plan TEXT, failure TEXT, diagnostics TEXT, restarts INTEGER NOT NULL DEFAULT 0, checkpoint_round INTEGER,
-    param_blocks TEXT,
+    param_blocks TEXT, stop_reason TEXT, name TEXT, tags TEXT,
     UNIQUE (tenant, id)
 );
 CREATE UNIQUE INDEX IF NOT EXISTS runs_idem ON runs (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL;
@@ -158,6 +167,9 @@ _ADDED_COLUMNS = (
     ("restarts", "INTEGER NOT NULL DEFAULT 0"),
     ("checkpoint_round", "INTEGER"),
     ("param_blocks", "TEXT"),
+    ("stop_reason", "TEXT"),
+    ("name", "TEXT"),
+    ("tags", "TEXT"),
 )
 
 
@@ -208,7 +220,7 @@ class SQLiteStore(RecordStore):
                     raise ActiveLimit(active)
             self._db.execute(
                 "INSERT INTO runs (tenant, id, status, created_at, spec, spec_hash, idempotency_key, rounds_total,"
-                " draws_total, chains) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " draws_total, chains, name, tags) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     tenant,
                     run_id,
@@ -220,6 +232,8 @@ class SQLiteStore(RecordStore):
                     rounds_total,
                     draws_total,
                     spec.chains,
+                    spec.name,
+                    json.dumps(spec.tags),
                 ),
             )
             created = self.get_run(tenant, run_id)
@@ -232,11 +246,25 @@ class SQLiteStore(RecordStore):
     def get_run_by_idempotency_key(self, tenant: str, key: str) -> RunRecord | None:
         return self._run("SELECT * FROM runs WHERE tenant = ? AND idempotency_key = ?", (tenant, key))
 
-    def list_runs(self, tenant: str, status: RunStatus | None, after: int | None, limit: int) -> list[RunRecord]:
+    def list_runs(
+        self,
+        tenant: str,
+        status: RunStatus | None,
+        after: int | None,
+        limit: int,
+        name: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> list[RunRecord]:
         sql, args = "SELECT * FROM runs WHERE tenant = ?", [tenant]  # type: tuple[str, list[Any]]
         if status is not None:
             sql += " AND status = ?"
             args.append(status.value)
+        if name is not None:
+            sql += " AND name = ?"
+            args.append(name)
+        for key, value in (tags or {}).items():  # keys match TAG_KEY_PATTERN: no quote can end the JSON path
+            sql += " AND json_extract(tags, ?) = ?"
+            args += [f'$."{key}"', value]
         if after is not None:
             sql += " AND key < ?"
             args.append(after)
@@ -397,6 +425,8 @@ def _encode(name: str, value: Any) -> Any:
         return None if value is None else json.dumps(list(value) if name in ("param_names", "warnings") else value)
     if name in ("failure", "diagnostics"):
         return None if value is None else value.model_dump_json()
+    if name == "stop_reason":
+        return None if value is None else RunStopReason(value).value
     if name == "cancel_requested":
         return int(bool(value))
     return value
@@ -435,6 +465,7 @@ def _run_record(r: sqlite3.Row) -> RunRecord:
         param_blocks=None
         if r["param_blocks"] is None
         else tuple(ParamBlock.from_dict(b) for b in json.loads(r["param_blocks"])),
+        stop_reason=None if r["stop_reason"] is None else RunStopReason(r["stop_reason"]),
     )
 
 

@@ -311,3 +311,58 @@ def test_models_lists_every_builtin_family_with_its_parameter_schema(app_client)
         "$ref": "#/$defs/PositivePriorSpec"
     }
     assert fams["mlp_classifier"]["parameters"]["properties"]["hidden"] == {"type": "integer", "default": 16}
+
+
+# --- error messages (issue 24) --------------------------------------------------------------------------------------
+
+
+def test_validation_errors_have_no_pydantic_prefixes_or_union_branch_names(app_client):
+    c, h = app_client, hdr(ALICE)
+    r = c.post("/v1/runs", json=spec(num_rounds=0), headers=h)
+    assert r.status_code == 422
+    [err] = r.json()["detail"]  # the int and 'auto' branches' errors, merged
+    assert err["loc"] == ["body", "num_rounds"]
+    assert err["msg"] == "Input should be greater than or equal to 1 or 'auto'"
+    r = c.post("/v1/runs", json=spec(data={"dataset": "builtin:breast_cancer", "dataset_id": "ds-x"}), headers=h)
+    assert r.status_code == 422
+    msgs = [e["msg"] for e in r.json()["detail"]]
+    assert msgs and not any(m.startswith(("Value error", "Assertion failed")) for m in msgs), msgs
+    assert any("exactly one of" in m for m in msgs), msgs
+
+
+def test_upload_errors_say_what_the_file_was_read_as(app_client):
+    c, h = app_client, hdr(ALICE)
+    r = c.post("/v1/datasets", files={"file": ("data.bin", bytes(range(256)) * 4)}, headers=h)
+    assert r.status_code == 422
+    [err] = r.json()["detail"]
+    assert err["loc"] == ["body", "file"]
+    assert err["msg"].startswith("the file was read as CSV (it is not .npz or parquet) but is not UTF-8 text: ")
+    r = c.post("/v1/datasets", files={"file": ("d.csv", b"a,b\n1,2\n")}, headers=h)
+    assert r.status_code == 422 and r.json()["detail"][0]["msg"].startswith("the file was read as CSV")
+
+
+# --- runs people can find (issue 24) --------------------------------------------------------------------------------
+
+
+def test_runs_are_found_by_name_and_tags(app_client):
+    c, h = app_client, hdr(BOB)
+    body = spec(num_rounds=10**6, burn_in=0, chains=2)
+    a = c.post("/v1/runs", json=body | {"name": "sweep", "tags": {"lr": "0.1", "team": "x"}}, headers=h).json()
+    b = c.post("/v1/runs", json=body | {"name": "sweep", "tags": {"lr": "0.2"}, "seed": 2}, headers=h).json()
+    other = c.post("/v1/runs", json=body | {"seed": 3}, headers=h).json()
+    assert (a["name"], a["tags"]) == ("sweep", {"lr": "0.1", "team": "x"}) and other["name"] is None
+
+    def ids(**params: Any) -> set[str]:
+        r = c.get("/v1/runs", params=params, headers=h)
+        assert r.status_code == 200, r.text
+        return {run["id"] for run in r.json()["runs"]}
+
+    assert ids(name="sweep") == {a["id"], b["id"]}
+    assert ids(tag="lr:0.1") == {a["id"]}
+    assert ids(tag=["lr:0.1", "team:x"]) == {a["id"]} and ids(tag=["lr:0.2", "team:x"]) == set()
+    assert ids(name="nope") == set() and other["id"] in ids()
+    assert c.get("/v1/runs", params={"tag": "no-colon"}, headers=h).status_code == 422
+    r = c.post("/v1/runs", json=body | {"tags": {"bad key!": "v"}}, headers=h)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"][:2] == ["body", "tags"]
+    for run in (a, b, other):
+        c.post(f"/v1/runs/{run['id']}/cancel", headers=h)

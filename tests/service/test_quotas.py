@@ -88,3 +88,46 @@ def test_fair_queue_serves_tenants_in_turn():
     assert [r for _, r in order] == ["a0", "b0", "c0", "a1", "b1", "a2", "a3"]
     q.stop_one()
     assert q.get() is None
+
+
+# --- planned draws (issue 24) ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def draws_client(tmp_path_factory):
+    with _client(tmp_path_factory, quota_max_draw_bytes=2_000_000, warn_draw_bytes=100_000) as client:
+        yield client
+
+
+def test_a_run_that_can_store_no_draw_is_refused_naming_thin_and_num_rounds(draws_client):
+    r = draws_client.post("/v1/runs", json=spec(num_rounds=20, burn_in=5, thin=50, chains=2), headers=hdr(ALICE))
+    assert r.status_code == 422
+    [err] = r.json()["detail"]
+    assert err["loc"] == ["body", "thin"]
+    assert "thin = 50" in err["msg"] and "num_rounds = 20" in err["msg"] and "no draw" in err["msg"]
+    r = draws_client.post(
+        "/v1/runs", json=spec(num_rounds="auto", max_rounds=10, thin=20, chains=2), headers=hdr(ALICE)
+    )
+    assert r.status_code == 422 and "max_rounds = 10" in r.json()["detail"][0]["msg"]
+
+
+def test_planned_draws_over_the_quota_are_429_naming_it(draws_client):
+    r = draws_client.post("/v1/runs", json=spec(num_rounds=10**4, burn_in=0, chains=2), headers=hdr(ALICE))
+    assert r.status_code == 429  # 2 × 10,000 × 31 × 8 = 4,960,000 bytes
+    assert "RAYSAMPLER_QUOTA_MAX_DRAW_BYTES = 2000000" in r.json()["detail"] and "4960000" in r.json()["detail"]
+
+
+def test_planned_draws_over_the_warning_size_are_warned_in_the_202_and_kept(draws_client):
+    c = draws_client
+    r = c.post("/v1/runs", json=spec(num_rounds=400, burn_in=0, chains=2), headers=hdr(ALICE))
+    assert r.status_code == 202  # 2 × 400 × 31 × 8 = 198,400 bytes
+    [note] = r.json()["warnings"]
+    assert "198400 bytes" in note and "RAYSAMPLER_WARN_DRAW_BYTES = 100000" in note
+    rid = r.json()["id"]
+    info = wait_until(
+        lambda: (i := c.get(f"/v1/runs/{rid}", headers=hdr(ALICE)).json())["status"] == "SUCCEEDED" and i,
+        what="SUCCEEDED",
+    )
+    assert info["warnings"][0] == note
+    small = c.post("/v1/runs", json=spec(num_rounds=20, burn_in=0, chains=2), headers=hdr(ALICE))
+    assert small.status_code == 202 and small.json()["warnings"] == []

@@ -45,7 +45,17 @@ def _ndjson(service, run_id, key=ALICE, **params):
 
 def test_completed_run_draws_summary_arviz(service, alice, finished):
     info = finished.info()
-    assert info["progress"] == {"rounds_done": 350, "rounds_total": 350, "draws_stored": 300, "draws_total": 300}
+    assert info["progress"] == {
+        "rounds_done": 350,
+        "rounds_total": 350,
+        "draws_stored": 300,
+        "draws_total": 300,
+        "fraction": 1.0,
+        "basis": "rounds",
+    }
+    assert info["stop_reason"] == "num_rounds"
+    last = list(finished.events(follow=False))[-1]
+    assert last["event"] == "status" and last["data"]["stop_reason"] == "num_rounds"
     assert len(info["workers"]) == 2 and all(w["local_steps"] >= 1 and w["tau_s"] > 0 for w in info["workers"])
     assert info["timings"]["sampling_s"] > 0 and info["started_at"] >= info["created_at"]
     draws = finished.draws()
@@ -74,7 +84,7 @@ def test_stream_while_running_then_cancel_keeps_draws(service, alice):
     assert statuses == ["RUNNING"]
     info = wait_until(lambda: (i := run.info())["status"] in ("CANCELLED",) and i, what="CANCELLED")
     kept = info["progress"]["draws_stored"]
-    assert 0 < kept < 10**6
+    assert 0 < kept < 10**6 and info["stop_reason"] == "cancelled"
     values = np.concatenate([b.values for b in streamed])
     offsets = np.concatenate([np.arange(b.offset, b.offset + len(b)) for b in streamed])
     np.testing.assert_array_equal(offsets, np.arange(len(values)))  # no gap, no duplicate
@@ -139,7 +149,8 @@ def test_queued_run_gets_keepalives_and_cancels_while_pending(service, alice):
     with pytest.raises(TimeoutError):
         queued.wait(timeout=1.0)  # no events come for a queued run: the deadline still holds
     assert time.monotonic() - t0 < 8
-    assert queued.cancel()["status"] == "CANCELLED"
+    cancelled = queued.cancel()
+    assert cancelled["status"] == "CANCELLED" and cancelled["stop_reason"] == "cancelled"
     assert queued.draws().shape[1] == 0
     blocker.cancel()
     wait_until(lambda: blocker.status() == "CANCELLED", what="blocker CANCELLED")
@@ -221,3 +232,38 @@ def _ignore_disconnect(it):
         yield from it
     except (httpx.TransportError, APIError):
         return
+
+
+def test_summary_is_stored_once_for_a_finished_run_and_dropped_on_delete(service, alice):
+    run = alice.submit(spec(num_rounds=60, burn_in=10))
+    assert run.wait()["status"] == "SUCCEEDED"
+    first = httpx.get(f"{service.url}/v1/runs/{run.id}/summary", headers=hdr(ALICE), timeout=60).json()
+    run_dir = service.data_dir / "runs" / "alice" / run.id
+    stored = sorted(p.name for p in run_dir.glob("summary-*.json"))
+    assert stored == [f"summary-{first['draws_per_chain']}-0.94.json"]
+    again = httpx.get(f"{service.url}/v1/runs/{run.id}/summary", headers=hdr(ALICE), timeout=60).json()
+    assert again == first
+    other = httpx.get(
+        f"{service.url}/v1/runs/{run.id}/summary", params={"ci_prob": 0.5}, headers=hdr(ALICE), timeout=60
+    ).json()
+    assert other["columns"][2] == "hdi50_lb" and len(list(run_dir.glob("summary-*.json"))) == 2
+    run.delete()
+    assert not run_dir.exists()
+
+
+def test_auto_run_progress_is_on_convergence(service, alice):
+    run = alice.submit(spec(num_rounds="auto", max_rounds=3000, target_ess=40, burn_in=50))
+    info = run.wait(progress=True)
+    assert info["status"] == "SUCCEEDED" and info["stop_reason"] in ("converged", "max_rounds")
+    assert info["progress"]["basis"] == "convergence" and info["progress"]["fraction"] == 1.0
+    steps = [e["data"] for e in run.events(follow=False) if e["event"] == "progress"]
+    assert all(s["basis"] == "convergence" and 0.0 <= s["fraction"] <= 1.0 for s in steps)
+    checked = [s for s in steps if "min_ess_bulk" in s]
+    assert checked and all(s["max_rhat"] > 0 for s in checked)  # the engine's convergence checks, surfaced
+    if info["stop_reason"] == "converged":
+        assert checked[-1]["min_ess_bulk"] >= 40
+
+
+def test_fixed_run_progress_is_on_rounds(finished):
+    p = finished.info()["progress"]
+    assert (p["basis"], p["fraction"]) == ("rounds", 1.0)

@@ -76,3 +76,47 @@ def test_events_are_numbered_per_run(store):
         (3, "progress", {"rounds_done": 3, "rounds_total": 10, "draws_stored": 3}),
     ]
     assert store.events_after(b.key, 0)[0].data == {"status": "FAILED", "error": "boom"}
+
+
+def test_stop_reason_is_stored_and_an_older_database_gains_its_column(tmp_path):
+    import sqlite3
+
+    from raysampler.wire import RunStopReason
+
+    path = tmp_path / "old.sqlite3"
+    old = sqlite3.connect(path)  # a database written before stop_reason existed
+    old.execute(
+        "CREATE TABLE runs (key INTEGER PRIMARY KEY AUTOINCREMENT, tenant TEXT NOT NULL, id TEXT NOT NULL, "
+        "status TEXT NOT NULL, created_at REAL NOT NULL, started_at REAL, finished_at REAL, spec TEXT NOT NULL, "
+        "spec_hash TEXT NOT NULL, idempotency_key TEXT, rounds_done INTEGER NOT NULL DEFAULT 0, "
+        "rounds_total INTEGER NOT NULL DEFAULT 0, draws_stored INTEGER NOT NULL DEFAULT 0, "
+        "draws_total INTEGER NOT NULL DEFAULT 0, chains INTEGER NOT NULL, dim INTEGER, param_names TEXT, "
+        "timings TEXT NOT NULL DEFAULT '{}', workers TEXT NOT NULL DEFAULT '[]', error TEXT, "
+        "warnings TEXT NOT NULL DEFAULT '[]', cancel_requested INTEGER NOT NULL DEFAULT 0, UNIQUE (tenant, id))"
+    )
+    old.execute(
+        "INSERT INTO runs (tenant, id, status, created_at, spec, spec_hash, chains) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        ("t", "old", "SUCCEEDED", 1.0, RunSpec.model_validate(spec()).model_dump_json(), "h", 4),
+    )
+    old.commit()
+    old.close()
+    s = SQLiteStore(str(path))
+    try:
+        rec = s.get_run("t", "old")
+        assert rec is not None and rec.stop_reason is None
+        s.create_run("t", "new", RunSpec.model_validate(spec()), "h", None, 10, 10)
+        assert s.transition(
+            "t",
+            "new",
+            (RunStatus.PENDING,),
+            event=StatusEvent(RunStatus.SUCCEEDED, stop_reason=RunStopReason.CONVERGED),
+            status=RunStatus.SUCCEEDED,
+            stop_reason=RunStopReason.CONVERGED,
+        )
+        new = s.get_run("t", "new")
+        assert new is not None and new.stop_reason is RunStopReason.CONVERGED
+        ev = s.events_after(new.key, 0)[-1]
+        assert ev.data == {"status": "SUCCEEDED", "stop_reason": "converged"}
+        assert StatusEvent.from_json(ev.data).stop_reason is RunStopReason.CONVERGED
+    finally:
+        s.close()
