@@ -7,6 +7,7 @@ The names below are imported on first use (PEP 562), so that `import raysampler.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -56,7 +57,9 @@ _SUBMODULES = frozenset({"datasets", "models", "priors"})
 
 
 def __getattr__(name: str) -> Any:
-    if name in _SUBMODULES:
+    if name in _SUBMODULES or (
+        not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None
+    ):  # any subpackage or module, as attribute access found them when the package imported them eagerly
         return importlib.import_module(f".{name}", __name__)
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name], __name__), name)
