@@ -106,17 +106,23 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
     )
 
 
+def _field_detail(exc: FieldError, kind: str) -> dict[str, Any]:
+    """One entry of a 422/403 `detail` list, in FastAPI's validation-error shape; `loc` within the body unless the
+    error names a query, path or header field."""
+    where = exc.loc if exc.loc and exc.loc[0] in ("query", "path", "header") else ("body", *exc.loc)
+    return {"type": kind, "loc": list(where), "msg": str(exc), "input": None}
+
+
 async def _field_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, FieldError)
-    where = exc.loc if exc.loc and exc.loc[0] in ("query", "path", "header") else ("body", *exc.loc)
-    error = {"type": "value_error", "loc": where, "msg": str(exc), "input": None}
-    return await request_validation_exception_handler(request, RequestValidationError([error]))
+    return await request_validation_exception_handler(
+        request, RequestValidationError([_field_detail(exc, "value_error")])
+    )
 
 
 async def _access_denied(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, AccessDenied)
-    error = {"type": "access_denied", "loc": ["body", *exc.loc], "msg": str(exc), "input": None}
-    return JSONResponse({"detail": [error]}, status_code=403)
+    return JSONResponse({"detail": [_field_detail(exc, "access_denied")]}, status_code=403)
 
 
 def _status(code: int) -> Callable[[Request, Exception], Awaitable[Response]]:

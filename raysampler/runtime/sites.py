@@ -27,17 +27,23 @@ def site_nodes() -> dict[str, list[dict[str, Any]]]:
     return out
 
 
+def live_site_nodes(wanted: set[str], wait_s: float) -> tuple[dict[str, list[dict[str, Any]]], float]:
+    """`site_nodes()` once every site in `wanted` has a live node, or when `wait_s` has passed (a node may still be
+    joining); with the seconds waited."""
+    t0 = time.monotonic()
+    nodes = site_nodes()
+    while wanted - set(nodes) and time.monotonic() - t0 < wait_s:
+        time.sleep(0.25)
+        nodes = site_nodes()
+    return nodes, time.monotonic() - t0
+
+
 def wait_for_sites(sites: Sequence[str | None], wait_s: float) -> dict[str, int]:
     """CPUs of the live nodes of every site named in `sites` (None = no site), waiting up to `wait_s` for each site
     to have a node; a site still missing raises WorkerFailed (SITE_UNAVAILABLE) naming its first shard."""
     wanted = {s for s in sites if s is not None}
-    deadline = time.monotonic() + wait_s
-    while True:
-        nodes = site_nodes()
-        missing = sorted(wanted - set(nodes))
-        if not missing or time.monotonic() >= deadline:
-            break
-        time.sleep(0.25)
+    nodes, _ = live_site_nodes(wanted, wait_s)
+    missing = sorted(wanted - set(nodes))
     if missing:
         site = missing[0]
         i = list(sites).index(site)
@@ -109,12 +115,7 @@ def probe_shards(
 
     wait = EngineSettings.from_env().site_wait_s if wait_s is None else wait_s
     wanted = {s.site for s in shards if getattr(s, "site", None) is not None}
-    t0 = time.monotonic()
-    live = site_nodes()
-    while wanted - set(live) and time.monotonic() - t0 < wait:
-        time.sleep(0.25)
-        live = site_nodes()
-    waited = time.monotonic() - t0
+    live, waited = live_site_nodes(wanted, wait)
     remote = ray.remote(num_cpus=0, max_retries=0)(_probe)
     refs: list[Any] = []
     out: list[ShardProbe | None] = []
