@@ -121,7 +121,7 @@ def trace(rec: RunRecord, files: DrawFiles, param: int, max_points: int, last: i
     lo = 0 if last is None else max(0, n - last)
     step = max(1, math.ceil((n - lo) / max_points))
     column = files.read_column(rec.tenant, rec.id, lo, n, step, param) if n > lo else np.empty((0, rec.chains))
-    block, start = _block_of(rec.param_blocks or (), param)
+    block, start = block_of(rec.param_blocks or (), param)
     if block is not None:
         column = block.natural(column)
     values = [[float(v) if math.isfinite(v) else None for v in chain] for chain in column.T.tolist()]
@@ -138,7 +138,7 @@ def trace(rec: RunRecord, files: DrawFiles, param: int, max_points: int, last: i
     )
 
 
-def _block_of(blocks: Sequence[ParamBlock], coordinate: int) -> tuple[ParamBlock | None, int]:
+def block_of(blocks: Sequence[ParamBlock], coordinate: int) -> tuple[ParamBlock | None, int]:
     """The parameter block holding θ's `coordinate`, and the block's first coordinate."""
     start = 0
     for b in blocks:

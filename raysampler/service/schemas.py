@@ -632,6 +632,29 @@ class Trace(BaseModel):
     values: list[list[float | None]]
 
 
+class ParamDiagnostics(BaseModel):
+    """The plots ArviZ users read for one parameter, as bounded arrays (arviz-stats): per-chain rank histograms,
+    per-chain autocorrelation, and bulk and tail ESS against the number of draws. Computed on at most `max_draws` per
+    chain of the stored draws, evenly thinned (every `step`-th draw; autocorrelation lags count those draws)."""
+
+    run_id: str
+    param: int = Field(description="the coordinate's position in param_names")
+    name: str
+    draws_stored: int
+    chains: int
+    step: int = Field(description="every step-th stored draw was used")
+    draws_used: int = Field(description="draws per chain the diagnostics were computed on")
+    rank_bins: int
+    rank_counts: list[list[int]] = Field(
+        description="per chain, how many of its draws fall in each of rank_bins equal bins of the ranks over all chains"
+    )
+    autocorr: list[list[float | None]] = Field(description="per chain, autocorrelation at lags 0, 1, …, max_lag")
+    ess_draws: list[int] = Field(description="draws per chain (stored, before thinning) at each ESS point")
+    ess_bulk: list[float | None]
+    ess_tail: list[float | None]
+    r_hat: float | None = Field(None, description="rank-normalised split R-hat on the draws used")
+
+
 class Health(BaseModel):
     status: Literal["ok"]
     executor: Literal["ray", "local"]
