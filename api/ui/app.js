@@ -323,7 +323,8 @@ async function showRun(id) {
   const plots = new RunPlots();
   pg.onStop(() => plots.destroy());
   const state = { info: null, param: 0, pairParam: 1, traceKey: null, pairKey: null, trace: null, pair: null,
-                  summaryAt: -1, diagKey: null, eventsAfter: 0, lost: false, streaming: false, infoAt: 0 };
+                  summaryAt: -1, diagKey: null, eventsAfter: 0, lost: false, streaming: false, infoAt: 0,
+                  tau: { t: [], byShard: new Map(), last: "" }, marks: [] };
   window.rsDashboard.state = state;
   window.rsDashboard.plots = plots;
 
@@ -351,6 +352,7 @@ async function showRun(id) {
     state.info = r;
     state.infoAt = performance.now();
     renderRunInfo(state, plots);
+    sampleWorkers(state, plots);
     res.trace.poke();
     res.summary.poke();
     res.diag.poke();
@@ -435,6 +437,11 @@ async function showRun(id) {
   // (workers, diagnostics) is asked for at most every 5 s of progress, and at once on any other event.
   const onEvent = (kind, d) => {
     const r = state.info;
+    if (["worker_lost", "resumed", "status"].includes(kind) && d.ts) {
+      const label = kind === "status" ? d.status : kind === "resumed" ? "resumed" : `shard ${d.failure?.shard ?? "?"} lost`;
+      state.marks.push({ t: d.ts, kind, label });
+      drawWorkers(state, plots);
+    }
     if (kind === "progress" && r) {
       Object.assign(r.progress, { rounds_done: d.rounds_done, rounds_total: d.rounds_total,
                                   draws_stored: d.draws_stored },
@@ -541,6 +548,32 @@ function logEvent(kind, d) {
   const item = el("li", { text, class: `ev-${kind}` });
   item.dataset.kind = kind;
   list.append(item);
+}
+
+// τ_i of each shard at each run-info answer (a new point only when a worker's numbers changed).
+function sampleWorkers(state, plots) {
+  const workers = state.info.workers.filter((w) => w.tau_s != null);
+  const key = workers.map((w) => `${w.shard}:${w.tau_s}:${w.local_steps}`).join("|");
+  if (!workers.length || key === state.tau.last) return;
+  state.tau.last = key;
+  state.tau.t.push(Date.now() / 1000);
+  const n = state.tau.t.length;
+  for (const w of workers) {
+    if (!state.tau.byShard.has(w.shard)) state.tau.byShard.set(w.shard, new Array(n - 1).fill(null));
+  }
+  for (const [shard, values] of state.tau.byShard) {
+    const w = workers.find((x) => x.shard === shard);
+    values.push(w ? 1e3 * w.tau_s : null);
+  }
+  drawWorkers(state, plots);
+}
+
+function drawWorkers(state, plots) {
+  const node = $("#workers-plot");
+  if (!node || (!state.tau.t.length && !state.marks.length)) return;
+  const shards = [...state.tau.byShard.keys()].sort((a, b) => a - b);
+  plots.workers(node, { shards, t: state.tau.t, tau: shards.map((s) => state.tau.byShard.get(s)),
+                        marks: state.marks });
 }
 
 async function act(fn) {
@@ -689,6 +722,59 @@ async function showCompare(ids) {
     meta("model · algorithm", (i) => `${i.spec.model.family} · ${i.spec.algorithm.name}`),
     meta("draws × chains", (i) => `${i.progress.draws_stored} × ${i.spec.chains}`),
     meta("tags", (i) => tagText(i.tags) || "–"), head2, ...body);
+}
+
+// ------------------------------------------------------------------------------------------------ operator
+
+const bytes = (n) => (n == null ? "no limit" : n >= 1e9 ? `${(n / 1e9).toFixed(2)} GB` : n >= 1e6
+  ? `${(n / 1e6).toFixed(1)} MB` : `${(n / 1e3).toFixed(1)} kB`);
+
+async function showOperator() {
+  mount("tpl-operator");
+  const pg = page;
+  const cluster = pg.resource(async () => {
+    const c = await getJSON("/v1/cluster");
+    if (!pg.alive) return;
+    renderOperator(c);
+    $("#op-error").textContent = "";
+  }, { onError: (e) => { if (pg.alive) $("#op-error").textContent = `${e.message} (retrying)`; } });
+  pg.every(3000, () => cluster.poke());
+}
+
+function renderOperator(c) {
+  const link = $("#ray-dashboard");
+  link.hidden = !c.ray_dashboard_url;
+  $("#ray-dashboard-none").hidden = Boolean(c.ray_dashboard_url);
+  if (c.ray_dashboard_url) link.href = c.ray_dashboard_url;
+  setText($("#op-summary"), `executor ${c.executor}${c.ray_connected ? " (Ray connected)" : ""} · `
+    + `${c.running_runs} of at most ${c.max_concurrent_runs} runs sampling · ${c.queued_total} waiting (all tenants)`);
+  $("#op-nodes-none").hidden = c.nodes.length > 0;
+  $("#op-nodes").replaceChildren(
+    el("tr", {}, ...["node", "host", "site", "CPUs", "alive", "your workers (run: shard, τ ms)", "other tenants' workers"]
+      .map((h) => el("th", { text: h }))),
+    ...c.nodes.map((n) => el("tr", { "data-node": n.node_id },
+      el("td", { text: n.node_id.slice(0, 12), title: n.node_id }), el("td", { text: n.hostname || "–" }),
+      el("td", { text: n.site || "–" }), el("td", { class: "num", text: fmt(n.cpus, 0) }),
+      el("td", { text: n.alive ? "yes" : "no" }),
+      el("td", {}, ...n.workers.map((w) => el("div", {},
+        el("a", { href: `#/run/${w.run_id}`, text: w.run_id }),
+        `: ${w.shard}${w.tau_s == null ? "" : `, ${(1e3 * w.tau_s).toFixed(3)}`}`))),
+      el("td", { class: "num", text: String(n.other_workers) }))));
+  $("#op-queue-none").hidden = c.queue.length > 0;
+  $("#op-queue").replaceChildren(
+    el("tr", {}, el("th", { text: "position" }), el("th", { text: "run" }), el("th", { text: "name" })),
+    ...c.queue.map((q) => el("tr", { "data-run": q.run_id }, el("td", { class: "num", text: String(q.position) }),
+      el("td", {}, el("a", { href: `#/run/${q.run_id}`, text: q.run_id })), el("td", { text: q.name || "–" }))));
+  const q = c.quota;
+  const row = (label, used, limit) => el("tr", {}, el("th", { text: label }), el("td", { text: used }),
+                                         el("td", { text: limit }));
+  $("#op-quota").replaceChildren(
+    el("tr", {}, el("th", { text: "" }), el("th", { text: "used" }), el("th", { text: "limit" })),
+    row("active runs (pending + running)", String(q.active_runs), q.max_active_runs == null ? "no limit"
+      : String(q.max_active_runs)),
+    row("stored (draws, checkpoints, data sets)", bytes(q.stored_bytes), bytes(q.max_stored_bytes)),
+    row("per run: chains × dimension", "–", q.max_chains_x_dim == null ? "no limit" : String(q.max_chains_x_dim)),
+    row("per run: planned draw bytes", "–", bytes(q.max_draw_bytes)));
 }
 
 // ------------------------------------------------------------------------------------------------ submit
@@ -869,6 +955,7 @@ function route() {
     if (run) shown = showRun(run[1]);
     else if (compare) shown = showCompare(compare[1].split(",").filter((s) => s));
     else if (hash === "#/submit") shown = showSubmit();
+    else if (hash === "#/operator") shown = showOperator();
     else shown = showRuns();
   }
   Promise.resolve(shown).catch((e) => { if (pg.alive) say(`Could not show this page: ${e.message}`); });

@@ -247,6 +247,46 @@ class RunPlots {
     }, [pad(xr), pad(yr)]);
     plot.redraw(false);
   }
+
+  // Workers over time: τ_i of every shard as this page saw it (one point per run-info answer), and the run's
+  // worker events (lost, resumed) and status changes as vertical marks at their times.
+  workers(node, w) {
+    const shards = w.shards;
+    const marks = w.marks;
+    this.latest.workers = w;
+    const range = extent([w.t, marks.map((m) => m.t)]);
+    if (!range) return;
+    this.latest.workersX = [range[0] - 1, range[1] + 1];
+    const colour = { worker_lost: "#b3261e", resumed: "#1f7a3a", status: "#5a6472" };
+    const drawMarks = (u) => {
+      const { marks: ms } = this.latest.workers;
+      const ctx = u.ctx;
+      ctx.save();
+      ctx.font = `${11 * devicePixelRatio}px system-ui, sans-serif`;
+      for (const m of ms) {
+        const x = u.valToPos(m.t, "x", true);
+        if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) continue;
+        ctx.strokeStyle = ctx.fillStyle = colour[m.kind] || "#5a6472";
+        ctx.lineWidth = 1.5 * devicePixelRatio;
+        ctx.beginPath();
+        ctx.moveTo(x, u.bbox.top);
+        ctx.lineTo(x, u.bbox.top + u.bbox.height);
+        ctx.stroke();
+        ctx.fillText(m.label, x + 3 * devicePixelRatio, u.bbox.top + 12 * devicePixelRatio);
+      }
+      ctx.restore();
+    };
+    const series = [{ label: "time" }];
+    for (let i = 0; i < shards.length; i++) {
+      series.push({ label: `shard ${shards[i]}`, stroke: chainColour(i, shards.length), width: 1.5,
+                    points: { show: true, size: 4 } });
+    }
+    this.draw("workers", node, `${shards.join(",")}`, false, {
+      series, scales: { x: { time: true, range: () => this.latest.workersX } },
+      axes: [{ label: "time (local)" }, { label: "τ_i (ms per local step)" }],
+      hooks: { draw: [drawMarks] },
+    }, [w.t, ...w.tau]);
+  }
 }
 
 window.RunPlots = RunPlots;

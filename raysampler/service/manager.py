@@ -85,6 +85,18 @@ class FairQueue:
             self._stops += 1
             self._ready.notify()
 
+    def order(self) -> list[tuple[str, str]]:
+        """Every waiting (tenant, run id) in the order `get` would serve them now (round-robin over tenants)."""
+        with self._ready:
+            lines = [(t, list(ids)) for t, ids in self._tenants.items()]
+        out: list[tuple[str, str]] = []
+        while lines:
+            tenant, ids = lines.pop(0)
+            out.append((tenant, ids.pop(0)))
+            if ids:
+                lines.append((tenant, ids))
+        return out
+
     def get(self) -> tuple[str, str] | None:
         with self._ready:
             while not self._stops and not self._tenants:
@@ -160,6 +172,14 @@ class RunManager:
             self._queue.stop_one()
         for t in self._threads:
             t.join(timeout)
+
+    def queue_order(self) -> list[tuple[str, str]]:
+        """The runs waiting to sample, (tenant, run id) in the order they will start."""
+        return self._queue.order()
+
+    def stored_bytes(self, tenant: str) -> int:
+        """What the tenant stores: draws, checkpoints and uploaded data sets."""
+        return _bytes_under(self.files.root / tenant) + _bytes_under(self.settings.datasets_dir / tenant)
 
     # --- requests ---------------------------------------------------------------------------------------------
 
@@ -244,7 +264,7 @@ class RunManager:
         limit = self.settings.quota_max_stored_bytes
         if limit is None:
             return
-        used = _bytes_under(self.files.root / tenant) + _bytes_under(self.settings.datasets_dir / tenant)
+        used = self.stored_bytes(tenant)
         if used + adding > limit:
             raise QuotaExceeded(
                 f"tenant {tenant!r} stores {used} bytes{f' (+{adding} uploading)' if adding else ''}"

@@ -204,7 +204,7 @@ def test_the_dashboard_is_served_under_the_strict_policy(service):
 
     from api.security import STRICT_CSP
 
-    for path in ("/ui/", "/ui/app.js", "/ui/app.css", "/ui/vendor/uPlot.iife.min.js"):
+    for path in ("/ui/", "/ui/app.js", "/ui/plots.js", "/ui/app.css", "/ui/vendor/uPlot.iife.min.js"):
         r = httpx.get(service.url + path)
         assert r.status_code == 200 and r.headers["Content-Security-Policy"] == STRICT_CSP, path
         assert r.headers["X-Content-Type-Options"] == "nosniff" and r.headers["Referrer-Policy"] == "no-referrer"
@@ -404,6 +404,20 @@ def test_a_running_run_keeps_one_request_per_resource_and_follows_its_events(bro
     browser.execute_script("document.getElementById('param').focus()")
     time.sleep(3)
     assert browser.execute_script("return document.activeElement.id") == "param"
+    # the worker timeline marks the run's status changes at their times
+    marks = browser.execute_script("return window.rsDashboard.state.marks.map(m => m.label)")
+    assert marks[:2] == ["PENDING", "RUNNING"]
+    assert plotted_axes(browser)["workers"] == ["time (local)", "τ_i (ms per local step)"]
+    # the operator view: the node (CPUs) with this run's workers on it
+    open_page(browser, service.url, "#/operator")
+    row = wait_for(
+        lambda: [r for r in browser.find_elements(By.CSS_SELECTOR, "#op-nodes tr[data-node]") if rid in r.text],
+        60,
+        "the run's workers on a node",
+    )[0]
+    assert row.find_elements(By.TAG_NAME, "td")[3].text == "2"  # the test service's Ray has 2 CPUs
+    assert browser.find_element(By.ID, "ray-dashboard-none").is_displayed()
+    open_page(browser, service.url, f"#/run/{rid}")
     browser.find_element(By.ID, "cancel").click()
     wait_for(lambda: browser.find_element(By.ID, "run-status").text == "CANCELLED", 300, "CANCELLED")
     assert browser.find_element(By.ID, "run-stop").text == "Stopped: cancelled."
@@ -495,7 +509,8 @@ def test_hand_edits_to_the_json_are_sent_as_edited(browser, service):
     box = wait_for(lambda: browser.find_element(By.ID, "spec-json"), what="the form")
     wait_for(lambda: '"family"' in box.get_attribute("value"), what="the request")
     spec = json.loads(box.get_attribute("value"))
-    spec |= {"seed": 98765, "num_rounds": 30, "chains": 2, "name": "edited-by-hand", "burn_in": 5}
+    # 2 chains × 4e6 draws × 31 parameters × 8 bytes is over the service's RAYSAMPLER_WARN_DRAW_BYTES (1e9)
+    spec |= {"seed": 98765, "num_rounds": 4_000_000, "chains": 2, "name": "edited-by-hand", "burn_in": 5}
     box.clear()
     box.send_keys(json.dumps(spec))
     assert browser.find_element(By.ID, "spec-note").is_displayed()
@@ -505,12 +520,20 @@ def test_hand_edits_to_the_json_are_sent_as_edited(browser, service):
     assert json.loads(box.get_attribute("value"))["chains"] == 2
     assert browser.find_element(By.ID, "spec-note").is_displayed()
     browser.find_element(By.ID, "submit").click()
+    # the service accepted it with a warning: the page says so before moving on
+    warning = wait_for(lambda: browser.find_element(By.ID, "submit-warnings").text, 60, "the submit's warning")
+    assert "RAYSAMPLER_WARN_DRAW_BYTES" in warning
+    browser.find_element(By.CSS_SELECTOR, "#submit-warnings a").click()
     rid = wait_for(
         lambda: browser.execute_script("const m = location.hash.match(/^#\\/run\\/(.+)$/); return m && m[1]"),
         what="the run page",
     )
     info = api_get(service, ALICE, f"/v1/runs/{rid}")
     assert info["spec"]["seed"] == 98765 and info["spec"]["chains"] == 2 and info["name"] == "edited-by-hand"
+    import httpx
+
+    httpx.post(f"{service.url}/v1/runs/{rid}/cancel", headers={"Authorization": f"Bearer {ALICE}"})
+    ended(service, ALICE, rid)
 
 
 PHONES = [(390, 844), (360, 740)]
@@ -531,6 +554,7 @@ def test_every_page_is_accessible_and_fits_the_screen(browser, service, wide_and
             f"#/run/{small['id']}": "#summary tr[data-param]",
             "#/submit": "#f-family option",
             f"#/compare/{wide['id']},{small['id']}": "#compare-table tr[data-param]",
+            "#/operator": "#op-quota tr",
         }
         for hash_, ready in pages.items():
             open_page(browser, service.url, hash_)
