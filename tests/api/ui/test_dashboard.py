@@ -334,7 +334,36 @@ def test_64_chains_draw_every_plot_with_a_legend_and_no_error(browser, service, 
     browser.find_elements(By.CSS_SELECTOR, "#chains input")[63].click()
     shown = browser.execute_script("return window.rsDashboard.plots.get('trace').series[64].show")
     assert shown is False
+    # hovering a chain's entry highlights it in the per-chain plots (the others fade)
+    alphas = browser.execute_script(
+        "document.querySelectorAll('#chains label')[5].dispatchEvent(new Event('mouseenter'));"
+        "const p = window.rsDashboard.plots; return [p.get('rank').series[6].alpha, p.get('rank').series[1].alpha]"
+    )
+    assert alphas[0] == 1 and alphas[1] < 1
     assert severe(browser) == [] and status_line(browser) == ""
+
+
+def test_page_changes_mid_request_and_stray_errors_reach_the_status_line_not_the_console(
+    browser, service, wide_and_small
+):
+    wide, small = wide_and_small
+    sign_in(browser, service.url, ALICE)
+    wait_for(lambda: "#/runs" in browser.current_url, what="the runs page")
+    browser.get_log("browser")
+    for hash_ in (f"#/run/{wide['id']}", "#/runs", f"#/run/{small['id']}", "#/submit", "#/operator", "#/runs"):
+        browser.execute_script(f"location.hash = '{hash_}'")
+        time.sleep(0.15)  # requests of the page left are still in flight
+    time.sleep(3)
+    assert severe(browser) == [] and status_line(browser) == ""
+    # a page whose loading fails (here: the network, on a fresh load of the page) says so in the status line
+    browser.refresh()
+    wait_for(lambda: browser.execute_script("return document.getElementById('runs-body') !== null"), 30, "reload")
+    browser.execute_script("window.fetch = () => Promise.reject(new Error('network down')); location.hash = '#/submit'")
+    assert wait_for(lambda: status_line(browser), 10, "the status line") == "Could not show this page: network down"
+    # an error nothing catches is shown there too, not left uncaught in the console
+    browser.execute_script("setTimeout(() => { throw new Error('stray'); }, 0)")
+    wait_for(lambda: status_line(browser).startswith("Something went wrong"), 10, "the stray error")
+    assert severe(browser) == []
 
 
 def test_switching_the_parameter_fetches_once_and_relabels_the_axes(browser, service, wide_and_small):
