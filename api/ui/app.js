@@ -4,6 +4,7 @@
 
 const KEY = "raysampler.apiKey";
 const FILTERS = "raysampler.filters";
+const AFTER_SIGNIN = "raysampler.afterSignin";
 const LIST_POLL_MS = 2000;     // the runs list: the API has no list stream
 const SAFETY_POLL_MS = 15000;  // a run page learns of changes from its event stream; this only guards against a stall
 const INFO_GAP_MS = 1000;      // at most one run-info request a second, however many events arrive
@@ -168,7 +169,10 @@ function resetFilters() { sessionStorage.removeItem(FILTERS); }
 
 async function showSignin() {
   $("#nav").hidden = true;
-  if (location.hash !== "#/signin") history.replaceState(null, "", "#/signin");
+  if (location.hash !== "#/signin") {
+    if (location.hash) sessionStorage.setItem(AFTER_SIGNIN, location.hash);  // back there once signed in
+    history.replaceState(null, "", "#/signin");
+  }
   mount("tpl-signin");
   const pg = page;
   $("#signin-form").addEventListener("submit", async (ev) => {
@@ -181,7 +185,8 @@ async function showSignin() {
       await getJSONSignin("/v1/runs?limit=1");
       if (!pg.alive) return;
       resetFilters();  // filters belong to the tenant that set them
-      location.hash = "#/runs";
+      location.hash = sessionStorage.getItem(AFTER_SIGNIN) || "#/runs";
+      sessionStorage.removeItem(AFTER_SIGNIN);
     } catch (e) {
       sessionStorage.removeItem(KEY);
       if (!pg.alive) return;
@@ -435,12 +440,24 @@ async function showRun(id) {
 
   // A progress event carries the new draw count: the plots and the summary follow it at once; the rest of the run
   // (workers, diagnostics) is asked for at most every 5 s of progress, and at once on any other event.
+  // Events come in bursts (a run's whole history when the page opens): the page is redrawn once per frame.
+  let drawing = false;
+  const render = () => {
+    if (drawing) return;
+    drawing = true;
+    requestAnimationFrame(() => {
+      drawing = false;
+      if (!pg.alive) return;
+      if (state.info) renderRunInfo(state, plots);
+      drawWorkers(state, plots);
+    });
+  };
   const onEvent = (kind, d) => {
     const r = state.info;
     if (["worker_lost", "resumed", "status"].includes(kind) && d.ts) {
       const label = kind === "status" ? d.status : kind === "resumed" ? "resumed" : `shard ${d.failure?.shard ?? "?"} lost`;
       state.marks.push({ t: d.ts, kind, label });
-      drawWorkers(state, plots);
+      render();
     }
     if (kind === "progress" && r) {
       Object.assign(r.progress, { rounds_done: d.rounds_done, rounds_total: d.rounds_total,
@@ -449,7 +466,7 @@ async function showRun(id) {
       if (d.min_ess_bulk != null) {
         r.diagnostics = Object.assign({}, r.diagnostics, { min_ess_bulk: d.min_ess_bulk, max_rhat: d.max_rhat });
       }
-      renderRunInfo(state, plots);
+      render();
       res.trace.poke();
       res.summary.poke();
       res.diag.poke();

@@ -581,6 +581,7 @@ def test_every_page_is_accessible_and_fits_the_screen(browser, service, wide_and
         pages = {
             "#/runs": "#runs-body tr",
             f"#/run/{small['id']}": "#summary tr[data-param]",
+            f"#/run/{wide['id']}": "#summary td.bad",  # the highlighted cells of a run that has not converged
             "#/submit": "#f-family option",
             f"#/compare/{wide['id']},{small['id']}": "#compare-table tr[data-param]",
             "#/operator": "#op-quota tr",
