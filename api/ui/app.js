@@ -391,6 +391,9 @@ async function showRun(id) {
   res.summary = pg.resource(async () => {
     const r = state.info;
     if (!r || r.progress.draws_stored < 4 || r.progress.draws_stored === state.summaryAt) return;
+    if (state.summaryAt < 0) {
+      setText($("#summary-note"), `Computing the summary of ${r.progress.draws_stored} draws per chain…`);
+    }
     const s = await getJSON(`/v1/runs/${id}/summary`);
     if (!pg.alive) return;
     state.summaryAt = s.draws_per_chain;

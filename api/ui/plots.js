@@ -196,13 +196,16 @@ class RunPlots {
     const n = rows.length;
     let longest = 0;
     for (const name of names) longest = Math.max(longest, name.length + 8);
+    const stride = Math.ceil(n / 70);  // at most 70 names on the axis; every row is still drawn
+    const every = [];
+    for (let i = n - 1; i >= 0; i -= stride) every.push(i);
     const labelSize = Math.round(Math.min(Math.max(80, 6.6 * longest + 12), 0.45 * (node.clientWidth || 600)));
     this.draw("forest", node, `${names.join("|")}|${lb}`, false, {
       height,
       series: [{ label: "value" }, { label: "rows", stroke: "transparent", width: 0, points: { show: false } }],
       scales: { x: { time: false, range: () => this.latest.forestX }, y: { range: [-0.5, n - 0.5] } },
       axes: [{ label: `value (mean and ${lb.replace("_lb", "").replace("hdi", "")}% HDI)` },
-             { label: "parameter (R-hat)", size: labelSize, splits: () => names.map((_, i) => i),
+             { label: "parameter (R-hat)", size: labelSize, splits: () => every,
                values: (_, ticks) => ticks.map((i) => {
                  const r = this.latest.forest.rows[n - 1 - i];
                  return r === undefined ? "" : `${r.param} (${r.r_hat === null ? "–" : r.r_hat.toFixed(3)})`;
