@@ -600,3 +600,41 @@ def test_every_page_is_accessible_and_fits_the_screen(browser, service, wide_and
         assert browser.execute_script(A11Y_JS) == []
     finally:
         browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+@pytest.fixture(scope="module")
+def quota_service(tmp_path_factory: Any) -> Iterator[Any]:
+    """A second service, sampling in-process (executor local: no Ray), that allows alice one active run at a time."""
+    from raysampler.service.local import LocalService
+
+    root = tmp_path_factory.mktemp("quota-service")
+    env = {"RAYSAMPLER_EXECUTOR": "local", "RAYSAMPLER_QUOTA_MAX_ACTIVE_RUNS": "1", "RAYSAMPLER_POLL_S": "0.05"}
+    svc = LocalService(root / "data", keys=SERVICE_KEYS, env=env, log=root / "server.log")
+    svc.start()
+    yield svc
+    svc.stop()
+
+
+def test_a_quota_refusal_is_shown_and_the_operator_view_counts_against_the_limit(browser, quota_service):
+    from selenium.webdriver.common.by import By
+
+    long = api_post(quota_service, ALICE, BASE | {"chains": 2, "num_shards": 2, "num_rounds": 10_000_000})
+    try:
+        sign_in(browser, quota_service.url, ALICE)
+        wait_for(lambda: "#/runs" in browser.current_url, what="the runs page")
+        browser.get(f"{quota_service.url}/ui/#/submit")
+        wait_for(lambda: '"family"' in browser.find_element(By.ID, "spec-json").get_attribute("value"), 60, "form")
+        browser.find_element(By.ID, "submit").click()
+        msg = wait_for(lambda: browser.find_element(By.ID, "submit-error").text, 60, "the refusal")
+        assert msg.startswith("Refused by the tenant's quota (429):") and "QUOTA_MAX_ACTIVE_RUNS" in msg
+        assert "#/submit" in browser.current_url
+        open_page(browser, quota_service.url, "#/operator")
+        quota = wait_for(lambda: browser.find_element(By.ID, "op-quota").text, 60, "the quota table")
+        assert "active runs (pending + running) 1 1" in quota
+        assert browser.find_element(By.ID, "op-nodes-none").is_displayed()  # executor local: no Ray nodes
+        assert "executor local" in browser.find_element(By.ID, "op-summary").text
+    finally:
+        import httpx
+
+        httpx.post(f"{quota_service.url}/v1/runs/{long['id']}/cancel", headers={"Authorization": f"Bearer {ALICE}"})
+        ended(quota_service, ALICE, long["id"])
