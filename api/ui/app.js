@@ -72,10 +72,11 @@ async function api(path, options = {}) {
       try { body = await response.json(); } catch (e) { body = { detail: response.statusText }; }
       throw new ApiError(response.status, body);
     }
-    if (options.keepOpen) { response.release = release; return response; }
+    if (options.keepOpen) response.release = release; else release();
     return response;
-  } finally {
-    if (!options.keepOpen) release();
+  } catch (e) {
+    release();
+    throw e;
   }
 }
 const getJSON = async (path) => (await api(path)).json();
@@ -356,6 +357,7 @@ async function showRun(id) {
     if (!pg.alive) return;
     state.info = r;
     state.infoAt = performance.now();
+    if ($("#run-error").textContent.endsWith("(retrying)")) $("#run-error").textContent = "";
     renderRunInfo(state, plots);
     sampleWorkers(state, plots);
     res.trace.poke();
