@@ -638,3 +638,28 @@ def test_a_quota_refusal_is_shown_and_the_operator_view_counts_against_the_limit
 
         httpx.post(f"{quota_service.url}/v1/runs/{long['id']}/cancel", headers={"Authorization": f"Bearer {ALICE}"})
         ended(quota_service, ALICE, long["id"])
+
+
+def test_a_failing_resource_is_retried_with_growing_waits(browser, service, wide_and_small):
+    from selenium.webdriver.support.ui import Select
+
+    _, small = wide_and_small
+    sign_in(browser, service.url, ALICE)
+    wait_for(lambda: "#/runs" in browser.current_url, what="the runs page")
+    open_page(browser, service.url, f"#/run/{small['id']}")
+    wait_for(lambda: plotted_axes(browser).keys() >= {"trace", "rank"}, 120, "the plots")
+    key = f"GET /v1/runs/{small['id']}/trace"
+    browser.execute_script(  # the network fails for trace requests only
+        "window.realFetch = window.fetch; window.fetch = (url, o) => url.includes('/trace')"
+        " ? Promise.reject(new TypeError('offline')) : realFetch(url, o)"
+    )
+    before = browser.execute_script(f"return window.rsDashboard.net.count['{key}']")
+    Select(browser.find_element("id", "param")).select_by_value("2")
+    time.sleep(8.5)  # tries at about 0, 1, 3 and 7 s: waits of 1, 2, 4 s after each failure
+    tries = browser.execute_script(f"return window.rsDashboard.net.count['{key}']") - before
+    assert 3 <= tries <= 5, tries
+    assert browser.find_element("id", "trace-note").text == "offline (retrying)"
+    browser.execute_script("window.fetch = window.realFetch")
+    name2 = small["param_names"][2]
+    wait_for(lambda: plotted_axes(browser)["trace"] == ["draw", name2], 30, "the trace once the network is back")
+    assert status_line(browser) == ""
