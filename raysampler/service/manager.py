@@ -40,12 +40,12 @@ from .drawfiles import DrawFiles
 from .errors import AccessDenied, NotFound, QuotaExceeded, StateConflict
 from .metrics import Metrics
 from .records import RunFields, RunRecord
-from .results import progress_fraction
+from .results import MIN_SUMMARY_DRAWS, progress_fraction, summary_of
 from .schemas import DiagnosticsInfo, FailureInfo, RunSpec, WorkerStats
 from .settings import Settings
 from .specs import SpecError, build, run_options, spec_hash
 from .store import ActiveLimit, Conflict, RecordStore
-from .summaries import SummaryCache
+from .summaries import DEFAULT_CI_PROB, SummaryCache, import_statistics
 
 log = logging.getLogger("raysampler.service")
 
@@ -121,7 +121,8 @@ class RunManager:
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()
-        self.summaries = SummaryCache()  # posterior summaries by (run, stored draws, ci_prob)
+        # posterior summaries by (run, stored draws, ci_prob); their CPU time counted in the metrics
+        self.summaries = SummaryCache(on_computed=None if metrics is None else metrics.summary_cpu.inc)
 
     # --- lifecycle --------------------------------------------------------------------------------------------
 
@@ -139,6 +140,7 @@ class RunManager:
                 temp_dir=embedded_ray_dir(self.settings.data_dir),
                 object_store_bytes=self.settings.object_store_bytes,
             )
+        threading.Thread(target=import_statistics, name="raysampler-import-statistics", daemon=True).start()
         for rec in self.store.runs_with_status([RunStatus.RUNNING]):  # the service stopped while they ran
             self.store.transition(
                 rec.tenant, rec.id, (RunStatus.RUNNING,), event=StatusEvent(RunStatus.PENDING), status=RunStatus.PENDING
@@ -376,6 +378,19 @@ class RunManager:
         for w in warnings:
             self.store.add_event(rec.key, WarningEvent(w))
         self._conclude(rec, run, sampled, warnings)
+        self._summarise_final(tenant, run_id)
+
+    def _summarise_final(self, tenant: str, run_id: str) -> None:
+        """Compute an ended run's summary table (the default ci_prob) now, stored next to its draws, so the first
+        request for it reads the table instead of computing it; a request meanwhile waits for this computation."""
+        self.summaries.forget_running(tenant, run_id)
+        rec = self.store.get_run(tenant, run_id)
+        if rec is None or not rec.status.is_terminal or rec.draws_stored < MIN_SUMMARY_DRAWS:
+            return
+        try:
+            summary_of(rec, self.files, DEFAULT_CI_PROB, self.summaries)
+        except Exception:  # a request computes it again; the run's outcome stands
+            log.exception("summary of run %s/%s failed", tenant, run_id)
 
     def _mark_running(self, rec: RunRecord) -> bool:
         """PENDING → RUNNING, atomically (False if a cancel or delete came first)."""

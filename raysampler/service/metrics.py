@@ -24,6 +24,11 @@ class Metrics:
         self.draws = Counter(
             "raysampler_draws_stored", "Draw vectors (one chain, one index) stored durably", registry=self.registry
         )
+        self.summary_cpu = Counter(
+            "raysampler_summary_cpu_seconds",
+            "CPU time (all threads) spent computing posterior summary tables",
+            registry=self.registry,
+        )
         self.requests = Histogram(
             "raysampler_http_request_duration_seconds",
             "HTTP request latency (to headers)",
