@@ -21,7 +21,7 @@ import numpy as np
 from ..checkpoints import CheckpointError
 from ..diagnostics import FINAL_DRAWS, WarningKind, diagnose
 from ..enums import Executor, StopReason
-from ..errors import Failure, FailureKind, SamplingError, failure_of
+from ..errors import Failure, FailureKind, RunCancelled, SamplingError, failure_of
 from ..events import EventKind, RunEvent
 from ..options import ExecutionOptions, RunOptions
 from ..runtime.contracts import RunStats
@@ -279,7 +279,8 @@ class RunManager:
         return rec
 
     def cancel(self, tenant: str, run_id: str) -> RunRecord:
-        """Ask a PENDING or RUNNING run to stop; a PENDING one is CANCELLED at once, a RUNNING one after its chunk."""
+        """Ask a PENDING or RUNNING run to stop; a PENDING one is CANCELLED at once, a RUNNING one after its chunk
+        or, while it sets up, where its set-up is (within RayHandle's CANCEL_POLL_S on Ray)."""
         rec = self.get(tenant, run_id)
         if rec.status.is_terminal:
             raise StateConflict(f"run {run_id} is already {rec.status.value}")
@@ -366,7 +367,7 @@ class RunManager:
             cancel = self._cancel.setdefault((tenant, run_id), threading.Event())
         if not self._mark_running(rec):
             return  # cancelled (or deleted) in between
-        started = self._start_engine(rec)
+        started = self._start_engine(rec, cancel)
         if started is None:
             return
         run, t0 = started
@@ -403,8 +404,9 @@ class RunManager:
             started_at=time.time(),
         )
 
-    def _start_engine(self, rec: RunRecord) -> tuple[Run, float] | None:
-        """The started engine run and its start time, or None after marking the run FAILED with the reason.
+    def _start_engine(self, rec: RunRecord, cancel: threading.Event) -> tuple[Run, float] | None:
+        """The started engine run and its start time, or None after marking the run FAILED with the reason (or
+        CANCELLED: a cancel during the set-up stops it where it is — data loaded, processes starting, tuning).
 
         A run with a checkpoint (the service restarted during it, a lost worker could not be recovered in place,
         or a resume was asked for) continues from it: draw files past it are dropped and written again, exactly.
@@ -428,6 +430,8 @@ class RunManager:
             return None
         try:
             built = build(spec, rec.tenant, self.store, self.settings.executor, self.grants)
+            if cancel.is_set():
+                raise RunCancelled("the run was cancelled while setting up")
             t0 = time.perf_counter()
             execution = ExecutionOptions(
                 executor=Executor(self.settings.executor),
@@ -435,8 +439,13 @@ class RunManager:
                 keep_draws=False,
                 checkpoint_dir=directory.path,
                 on_event=lambda ev: self._engine_event(rec, ev),
+                cancel=cancel,
             )
             run = Run(built.model, built.shards, built.algorithm, run_options(spec), execution, resume_from=state)
+        except RunCancelled:
+            if not self._stopping.is_set():  # a shutdown leaves it RUNNING: the next start resumes it
+                self._finish(rec, RunStatus.CANCELLED)
+            return None
         except Exception as exc:
             failure = failure_of(exc) or (exc.failure if isinstance(exc, SamplingError) else None)
             if isinstance(exc, AccessDenied):  # a grant revoked since submit
