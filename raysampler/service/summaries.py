@@ -15,9 +15,10 @@ when the run ends, so the first request for a finished run reads it.
 While a run samples, its stored draws grow by a chunk every few seconds, and every new count would be a new
 computation of the whole table (rank normalisation sorts every draw). A running run's latest table is served
 instead, its `draws` saying how many draws it summarises, until a newer one is due: more draws stored and at least
-`cpu_s / RUNNING_CPU_SHARE` seconds since the last one finished (its own CPU time over the share), so however often
-pages poll, a running run's summaries cost at most that share of one core; the newer table is computed in the
-background while the request is answered from the latest.
+`predicted cpu_s / RUNNING_CPU_SHARE` seconds since the last one finished (the next table's CPU time predicted from
+the last one's, in proportion to the draws), so however often pages poll, a running run's summaries cost at most
+about that share of one core; the newer table is computed in the background while the request is answered from the
+latest.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ log = logging.getLogger("raysampler.service")
 COLUMNS_AFTER_HDI = ("ess_bulk", "ess_tail", "r_hat", "mcse_mean", "mcse_sd")
 SUMMARY_FILE_PREFIX = "summary-"  # <run dir>/summary-<draws>-<ci_prob>.json
 DEFAULT_CI_PROB = 0.94  # arviz-stats' default interval: the table the manager computes when a run ends
-RUNNING_CPU_SHARE = 0.04  # of one core: the most a running run's summaries take, however often they are asked for
+RUNNING_CPU_SHARE = 0.025  # of one core: the most a running run's summaries take, however often they are asked for
 
 
 @dataclass(frozen=True)
@@ -263,7 +264,8 @@ class SummaryCache:
             latest = self._latest.get((tenant, run_id, ci_prob))
             if latest is None or latest.table.draws > draws:
                 return None
-            due = latest.table.draws < draws and self.clock() - latest.done_at >= latest.cpu_s / self.cpu_share
+            predicted_cpu_s = latest.cpu_s * draws / max(latest.table.draws, 1)  # the cost grows with the draws
+            due = latest.table.draws < draws and self.clock() - latest.done_at >= predicted_cpu_s / self.cpu_share
             if due and not latest.refreshing:
                 latest.refreshing = True
                 threading.Thread(

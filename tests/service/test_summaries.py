@@ -132,7 +132,9 @@ def test_a_due_table_is_computed_in_the_background_and_served_when_ready(tmp_pat
     cache = SummaryCache(on_computed=seen.append, cpu_share=0.05, clock=lambda: now[0])
     first = cache.get("t", "r", 10, 0.94, tmp_path, False, _costly(0.1, calls))
     assert first.draws == 10
-    now[0] += first.cpu_s / 0.05  # due: the request is answered from the latest while the next is computed
+    now[0] += first.cpu_s * 2 / 0.05 - 1e-3  # twice the draws: not due until twice the first's cost / share
+    assert cache.get("t", "r", 20, 0.94, tmp_path, False, lambda: pytest.fail("computed early")) is first
+    now[0] += 1e-3  # due: the request is answered from the latest while the next is computed
     assert cache.get("t", "r", 20, 0.94, tmp_path, False, slow) is first
     assert started.wait(10)
     assert cache.get("t", "r", 30, 0.94, tmp_path, False, lambda: pytest.fail("a second refresh")) is first
