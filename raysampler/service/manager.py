@@ -6,6 +6,7 @@ checkpoints and PENDING ones are queued again; a FAILED or CANCELLED run resumes
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import secrets
@@ -38,7 +39,7 @@ from ..wire import (
 )
 from .drawfiles import DrawFiles
 from .errors import AccessDenied, NotFound, QuotaExceeded, StateConflict
-from .metrics import Metrics
+from .metrics import LiveRun, Metrics
 from .records import RunFields, RunRecord
 from .results import MIN_SUMMARY_DRAWS, progress_fraction, summary_of
 from .schemas import DiagnosticsInfo, FailureInfo, RunSpec, WorkerStats
@@ -123,6 +124,9 @@ class RunManager:
         self._stopping = threading.Event()
         # posterior summaries by (run, stored draws, ci_prob); their CPU time counted in the metrics
         self.summaries = SummaryCache(on_computed=None if metrics is None else metrics.summary_cpu.inc)
+        self._live: dict[tuple[str, str], LiveRun] = {}  # running runs' numbers for /metrics (dropped at their end)
+        if metrics is not None:
+            metrics.watch_live_runs(self.live_runs)
 
     # --- lifecycle --------------------------------------------------------------------------------------------
 
@@ -334,6 +338,21 @@ class RunManager:
         self.summaries.invalidate(tenant, run_id)
         self.files.delete(tenant, run_id)
 
+    def live_runs(self) -> list[LiveRun]:
+        """The running runs' rounds/s, restarts and per-worker numbers (copies), as /metrics shows them."""
+        with self._lock:
+            return [
+                dataclasses.replace(r, workers=list(r.workers), worker_lost=dict(r.worker_lost))
+                for r in self._live.values()
+            ]
+
+    def _update_live(self, rec: RunRecord, **fields: Any) -> None:
+        with self._lock:
+            live = self._live.get((rec.tenant, rec.id))
+            if live is not None:
+                for name, value in fields.items():
+                    setattr(live, name, value)
+
     # --- execution --------------------------------------------------------------------------------------------
 
     def _enqueue(self, tenant: str, run_id: str) -> None:
@@ -371,11 +390,18 @@ class RunManager:
         if started is None:
             return
         run, t0 = started
-        with run:
-            timings = self._record_setup(rec, run)
-            sampled = _Sampled(0, True) if cancel.is_set() else self._sample(rec, run, cancel, timings)
-            self._record_final_stats(rec, run, timings, t0)
-            warnings = self._warnings(rec, run, sampled)
+        key, live = (tenant, run_id), LiveRun(tenant, run_id, restarts=self.get(tenant, run_id).restarts)
+        with self._lock:
+            self._live[key] = live
+        try:
+            with run:
+                timings = self._record_setup(rec, run)
+                sampled = _Sampled(0, True) if cancel.is_set() else self._sample(rec, run, cancel, timings)
+                self._record_final_stats(rec, run, timings, t0)
+                warnings = self._warnings(rec, run, sampled)
+        finally:
+            with self._lock:
+                self._live.pop(key, None)
         for w in warnings:
             self.store.add_event(rec.key, WarningEvent(w))
         self._conclude(rec, run, sampled, warnings)
@@ -469,15 +495,23 @@ class RunManager:
         """A lost worker and the run's own recovery from its checkpoint, as events and the restart count."""
         if event.kind == EventKind.WORKER_LOST and event.failure is not None:
             self.store.add_event(rec.key, WorkerLostEvent(event.round, jsonable(event.failure.as_dict())))
+            shard = event.failure.shard
+            if shard is not None:
+                with self._lock:
+                    live = self._live.get((rec.tenant, rec.id))
+                    if live is not None:
+                        live.worker_lost[shard] = live.worker_lost.get(shard, 0) + 1
         elif event.kind == EventKind.RESUMED:
             restarts = self.get(rec.tenant, rec.id).restarts + 1
             self.store.update_run(rec.tenant, rec.id, restarts=restarts, checkpoint_round=event.round)
             self.store.add_event(rec.key, ResumedEvent(event.round, restarts))
+            self._update_live(rec, restarts=restarts)
 
     def _record_setup(self, rec: RunRecord, run: Run) -> dict[str, float]:
         """Store the dimension, parameter names and set-up time; returns the run's timings so far."""
         names = list(run.setup.param_names)
         timings = {"setup_s": float(run.setup.setup_time_s)}
+        workers = _workers(run.stats())
         self.store.update_run(
             rec.tenant,
             rec.id,
@@ -485,9 +519,10 @@ class RunManager:
             param_names=names,
             timings=timings,
             plan=jsonable(run.setup.plan.as_dict()),
-            workers=_workers(run.stats()),
+            workers=workers,
             param_blocks=tuple(run.setup.param_blocks),
         )
+        self._update_live(rec, workers=workers)
         self.store.add_event(rec.key, SetupEvent(len(names), timings["setup_s"]))
         return timings
 
@@ -497,7 +532,12 @@ class RunManager:
         t_stats = time.monotonic()
         checked = None  # the engine's last convergence check (num_rounds "auto") already recorded
         info = rec.diagnostics
+        t_chunk, rounds_before = time.monotonic(), run.rounds_done
         for chunk in run.chunks(target_chunk_s=self.settings.chunk_s):
+            now = time.monotonic()
+            if now > t_chunk:
+                self._update_live(rec, rounds_per_s=(chunk.rounds_done - rounds_before) / (now - t_chunk))
+            t_chunk, rounds_before = now, chunk.rounds_done
             n = len(chunk.theta)
             if n and self.metrics is not None:
                 self.metrics.draws.inc(n * rec.chains)
@@ -509,6 +549,7 @@ class RunManager:
             if time.monotonic() - t_stats > LIVE_STATS_S:  # per-worker τ_i, N_i, idle fraction while it runs
                 live = run.stats()
                 fields["workers"] = _workers(live)
+                self._update_live(rec, workers=fields["workers"])
                 fields["timings"] = timings | {"sampling_s": float(live.sampling_time_s)}
                 t_stats = time.monotonic()
             diag = run.diagnostics
