@@ -23,6 +23,7 @@ latest.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -149,25 +150,39 @@ def _z_scale(ary: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """arviz-stats' rank normalisation (average ranks, Blom's offset 3/8, the normal quantile) in one quicksort
     arg-sort (4× faster than the stable sort scipy's rankdata uses), and the sorted values. Ties get their average
     rank, as scipy's `rankdata(method="average")` gives it: a run of equal values from 0-based position s, c long,
-    ranks s + (c + 1) / 2 (a half-integer, exact in float64)."""
+    ranks s + (c + 1) / 2 (a half-integer, exact in float64). Without ties the ranks are 1..n, whose normal scores
+    depend on n alone: computed once per n (`_normal_scores`), the same numbers."""
     from scipy import special
 
     flat = ary.ravel()
     n = flat.size
     order = np.argsort(flat)
     ordered = flat[order]
-    ranks = np.empty(n, dtype=np.float64)
     first = np.empty(n, dtype=bool)
     first[0] = True
     np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    z = np.empty(n, dtype=np.float64)
     if first.all():
-        ranks[order] = np.arange(1, n + 1, dtype=np.float64)
+        z[order] = _normal_scores(n)
     else:
         starts = np.flatnonzero(first)
         counts = np.diff(np.append(starts, n))
-        ranks[order] = np.repeat(starts + (counts + 1) / 2, counts)
-    c = 3 / 8
-    return special.ndtri((ranks - c) / (n - 2 * c + 1)).reshape(ary.shape), ordered
+        ranks = np.repeat(starts + (counts + 1) / 2, counts)  # in sorted order
+        z[order] = special.ndtri((ranks - _BLOM) / (n - 2 * _BLOM + 1))
+    return z.reshape(ary.shape), ordered
+
+
+_BLOM = 3 / 8
+
+
+@functools.lru_cache(maxsize=16)
+def _normal_scores(n: int) -> np.ndarray:
+    """ndtri((r − 3/8) / (n + 1/4)) for ranks r = 1..n (read-only: shared by threads)."""
+    from scipy import special
+
+    scores = special.ndtri((np.arange(1, n + 1, dtype=np.float64) - _BLOM) / (n - 2 * _BLOM + 1))
+    scores.flags.writeable = False
+    return scores
 
 
 @dataclass
