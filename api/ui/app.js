@@ -329,7 +329,7 @@ async function showRun(id) {
   const plots = new RunPlots();
   pg.onStop(() => plots.destroy());
   const state = { info: null, param: 0, pairParam: 1, traceKey: null, pairKey: null, trace: null, pair: null,
-                  summaryAt: -1, diagKey: null, eventsAfter: 0, lost: false, streaming: false, infoAt: 0,
+                  summaryAt: -1, summaryShown: -1, diagKey: null, eventsAfter: 0, lost: false, streaming: false, infoAt: 0,
                   tau: { t: [], byShard: new Map(), last: "" }, marks: [] };
   window.rsDashboard.state = state;
   window.rsDashboard.plots = plots;
@@ -396,9 +396,14 @@ async function showRun(id) {
     if (state.summaryAt < 0) {
       setText($("#summary-note"), `Computing the summary of ${r.progress.draws_stored} draws per chain…`);
     }
+    const asked = r.progress.draws_stored;
     const s = await getJSON(`/v1/runs/${id}/summary`);
     if (!pg.alive) return;
-    state.summaryAt = s.draws_per_chain;
+    // asked again only once more draws are stored; the table may be an earlier one (a running run's latest), and
+    // is drawn only when it is a new one
+    state.summaryAt = asked;
+    if (s.draws_per_chain === state.summaryShown) return;
+    state.summaryShown = s.draws_per_chain;
     renderSummary(s);
     plots.forest($("#forest-plot"), s);
   }, { minGapMs: INFO_GAP_MS, onError: onError("summary") });
