@@ -329,8 +329,8 @@ async function showRun(id) {
   const plots = new RunPlots();
   pg.onStop(() => plots.destroy());
   const state = { info: null, param: 0, pairParam: 1, traceKey: null, pairKey: null, trace: null, pair: null,
-                  summaryAt: -1, summaryShown: -1, diagKey: null, eventsAfter: 0, lost: false, streaming: false, infoAt: 0,
-                  tau: { t: [], byShard: new Map(), last: "" }, marks: [] };
+                  summaryAt: -1, summaryShown: -1, diagKey: null, eventsAfter: 0, lost: false, streaming: false,
+                  infoAt: 0, tau: { t: [], byShard: new Map(), last: "" }, marks: [] };
   window.rsDashboard.state = state;
   window.rsDashboard.plots = plots;
 
@@ -411,11 +411,11 @@ async function showRun(id) {
   res.diag = pg.resource(async () => {
     const r = state.info;
     if (!r || !r.param_names || r.progress.draws_stored < 4) return;
-    const key = `${state.param}|${r.progress.draws_stored}`;
-    if (key === state.diagKey) return;
+    const draws = r.progress.draws_stored;  // progress events update it while the request is out
+    if (`${state.param}|${draws}` === state.diagKey) return;
     const d = await getJSON(`/v1/runs/${id}/diagnostics?param=${state.param}`);
     if (!pg.alive) return;
-    state.diagKey = `${d.param}|${r.progress.draws_stored}`;
+    state.diagKey = `${d.param}|${draws}`;
     state.diag = d;
     $("#diag-note").textContent = `${d.name}: ${d.draws_used} draws per chain`
       + (d.step > 1 ? ` (1 in ${d.step})` : "") + ` · R-hat ${fmt(d.r_hat)}`;
