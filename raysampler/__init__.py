@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from . import datasets, models, priors
     from .errors import SamplingError
-    from .models import Model
+    from .models import GroupEffects, Model
     from .options import ExecutionOptions, RunOptions
     from .result import Result
     from .sampling import Run, resume, sample
@@ -23,6 +23,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ExecutionOptions",
+    "GroupEffects",
     "Model",
     "Result",
     "Run",
@@ -42,6 +43,7 @@ __all__ = [
 #: public name → the module that defines it
 _LAZY = {
     "SamplingError": ".errors",
+    "GroupEffects": ".models",
     "Model": ".models",
     "ExecutionOptions": ".options",
     "RunOptions": ".options",

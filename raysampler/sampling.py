@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from .algorithms import Algorithm, get_algorithm
+from .algorithms.base import check_model_support
 from .checkpoints import Manifest, RunDirectory
 from .diagnostics import FINAL_DRAWS, Diagnostics, RunWarning, WarningKind, check_draws, diagnose
 from .enums import Balance, Executor, StopReason, TransportKind
@@ -86,6 +87,7 @@ class Run:
             raise TypeError(
                 f"resume_from must be a RunState (from Run.capture() or a checkpoint), got {type(resume_from).__name__}"
             )
+        check_model_support(algorithm, as_model(model))  # group effects: before any process starts
         shard_set = _as_shards(shards)
         self.options, self.execution, self.algorithm = options, execution, algorithm
         opts, exe = options, execution

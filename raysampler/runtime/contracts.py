@@ -122,6 +122,8 @@ class SetupInfo:
     balance: bool
     transport: str
     param_blocks: tuple[ParamBlock, ...] = ()
+    #: with shard-local parameters: the order taking the shards' concatenated local draws to `param_blocks`' order
+    local_order: tuple[int, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         """A plain dict (JSON-like: placement as dicts)."""

@@ -81,11 +81,8 @@ def import_statistics() -> None:
 
 
 def labels(blocks: Sequence[ParamBlock]) -> list[str]:
-    """Row labels as arviz-stats names them: `name` for a scalar block, `name[coord]` per coordinate otherwise."""
-    out: list[str] = []
-    for b in blocks:
-        out += [b.name] if b.dim is None else [f"{b.name}[{c}]" for c in b.coords()]
-    return out
+    """Row labels, the run's parameter names: `name`, `name[coord]` or `name[coord,inner]` (`ParamBlock.names`)."""
+    return [n for b in blocks for n in b.names()]
 
 
 def summary_table(theta: np.ndarray, blocks: Sequence[ParamBlock], ci_prob: float) -> SummaryTable:
