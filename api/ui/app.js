@@ -859,6 +859,13 @@ async function showSubmit() {
     const tags = parseTags($("#f-tags").value);
     if (Object.keys(tags).length) spec.tags = tags;
     if ($("#f-prior-scale").value !== "") spec.model.prior_scale = num("#f-prior-scale");
+    const noise = $("#f-noise-sd").value.trim();
+    if (noise) spec.model.noise_sd = Number.isFinite(Number(noise)) ? Number(noise) : noise;
+    const group = $("#f-group").value.trim();
+    if (group) {
+      const slopes = $("#f-group-slopes").value.split(",").map((v) => v.trim()).filter(Boolean);
+      spec.model.group_effects = [slopes.length ? { group, slopes } : { group }];
+    }
     if (num("#f-burn") !== null) spec.burn_in = num("#f-burn");
     if (source() === "dataset") spec.data = { dataset: $("#f-dataset").value };
     else if (source() === "upload") spec.data = { dataset_id: "(set on submit, from the uploaded file)" };

@@ -663,3 +663,49 @@ def test_a_failing_resource_is_retried_with_growing_waits(browser, service, wide
     name2 = small["param_names"][2]
     wait_for(lambda: plotted_axes(browser)["trace"] == ["draw", name2], 30, "the trace once the network is back")
     assert status_line(browser) == ""
+
+
+def test_submit_form_offers_group_effects_and_known_noise(browser, service):
+    """The form's group-effects and noise-sd fields go into the JSON it sends; a hierarchical run on the built-in
+    hospitals data reports brms names (sd_hospital, r_hospital[label,(Intercept)])."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    sign_in(browser, service.url, ALICE)
+    wait_for(lambda: browser.find_element(By.ID, "runs-body"), what="the runs page")
+    browser.get(f"{service.url}/ui/#/submit")
+    wait_for(lambda: len(Select(browser.find_element(By.ID, "f-dataset")).options) > 1, what="the data sets")
+    Select(browser.find_element(By.ID, "f-family")).select_by_value("linear_regression")
+    browser.find_element(By.ID, "f-noise-sd").send_keys("0.5")
+    spec = browser.find_element(By.ID, "spec-json").get_attribute("value")
+    assert '"noise_sd": 0.5' in spec, spec
+    browser.find_element(By.ID, "f-noise-sd").clear()
+    browser.find_element(By.ID, "f-noise-sd").send_keys("se")
+    assert '"noise_sd": "se"' in browser.find_element(By.ID, "spec-json").get_attribute("value")
+    browser.find_element(By.ID, "f-noise-sd").clear()
+    Select(browser.find_element(By.ID, "f-family")).select_by_value("logistic_regression")
+    Select(browser.find_element(By.ID, "f-dataset")).select_by_value("builtin:hospitals")
+    browser.find_element(By.ID, "f-group").send_keys("hospital")
+    browser.find_element(By.ID, "f-group-slopes").send_keys("age")
+    for field, value in (("f-chains", "2"), ("f-burn", "10")):
+        box = browser.find_element(By.ID, field)
+        box.clear()
+        box.send_keys(value)
+    browser.find_element(By.ID, "f-auto").click()
+    rounds = browser.find_element(By.ID, "f-rounds")
+    rounds.clear()
+    rounds.send_keys("30")
+    spec = browser.find_element(By.ID, "spec-json").get_attribute("value")
+    assert '"group_effects"' in spec and '"slopes"' in spec and '"noise_sd"' not in spec, spec
+    browser.find_element(By.ID, "submit").click()
+    wait_for(
+        lambda: browser.execute_script("const m = location.hash.match(/^#\\/run\\/(.+)$/); return m && m[1]"),
+        what="the run page",
+    )
+    names = wait_for(
+        lambda: browser.execute_script("const i = window.rsDashboard.state.info; return i && i.param_names"),
+        300,
+        "the run's parameter names",
+    )
+    assert "sd_hospital[(Intercept)]" in names and "sd_hospital[age]" in names, names
+    assert "r_hospital[1,(Intercept)]" in names and "r_hospital[1,age]" in names, names
