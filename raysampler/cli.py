@@ -279,6 +279,20 @@ def cmd_upload(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_models(args: argparse.Namespace) -> int:
+    """The service's model families (built-in and registered packages) and the parameters each takes."""
+    with _client(args) as c:
+        families = c.models()
+    if args.format == "json":
+        print(json.dumps(families))
+        return 0
+    for f in families:
+        where = "built-in" if f["builtin"] else f"from {f['distribution']}"
+        params = ", ".join(sorted(f["parameters"].get("properties", {})))
+        print(f"{f['name']}  ({where})  {f['description']}\n    parameters: {params or '-'}")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from . import demo
 
@@ -384,6 +398,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--x-columns", default=None, help="comma-separated feature columns (default: all others)")
     p.add_argument("--name", default=None)
     p.set_defaults(fn=cmd_upload)
+    p = client_cmd("models", "the model families runs may name, with their parameters")
+    p.set_defaults(fn=cmd_models)
     p = sub.add_parser("audit", help="print the service's audit log (<data dir>/audit.log and its rotated files)")
     p.add_argument("--data-dir", help="the service's data directory ($RAYSAMPLER_DATA_DIR, default ~/.raysampler)")
     p.add_argument("--tenant", help="only this tenant's records")

@@ -192,6 +192,10 @@ class _API:
         return _Call("GET", "/v1/datasets")
 
     @staticmethod
+    def models() -> _Call:
+        return _Call("GET", "/v1/models")
+
+    @staticmethod
     def delete_dataset(dataset_id: str) -> _Call:
         return _Call("DELETE", f"/v1/datasets/{dataset_id}")
 
@@ -501,6 +505,10 @@ class Client:
     def datasets(self) -> list[dict[str, Any]]:
         return self._send(_API.datasets()).json()["datasets"]
 
+    def models(self) -> list[dict[str, Any]]:
+        """The model families a run spec may name (built-in and registered), with their parameters' JSON schema."""
+        return self._send(_API.models()).json()["families"]
+
     def delete_dataset(self, dataset_id: str) -> None:
         self._send(_API.delete_dataset(dataset_id))
 
@@ -732,6 +740,10 @@ class AsyncClient:
 
     async def datasets(self) -> list[dict[str, Any]]:
         return (await self._send(_API.datasets())).json()["datasets"]
+
+    async def models(self) -> list[dict[str, Any]]:
+        """The model families a run spec may name (built-in and registered), with their parameters' JSON schema."""
+        return (await self._send(_API.models())).json()["families"]
 
     async def delete_dataset(self, dataset_id: str) -> None:
         await self._send(_API.delete_dataset(dataset_id))

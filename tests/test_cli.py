@@ -198,3 +198,12 @@ def test_submit_with_name_and_tags_then_find_them(service, tmp_path):
         assert run.info()["tags"] == {"who": "sdk"}
         assert [r["id"] for r in c.runs(tags={"who": "sdk"}, name="sdk-run")] == [run.id]
         run.wait(timeout=120)
+
+
+def test_models_lists_the_families_and_their_parameters(service):
+    out = cli(service, "models").stdout
+    assert "logistic_regression  (built-in)" in out and "linear_regression  (built-in)" in out
+    linear = out.split("linear_regression  (built-in)")[1].split("\n")[1]
+    assert "noise_sd" in linear and "group_effects" in linear, linear
+    families = json.loads(cli(service, "models", "--format", "json").stdout)
+    assert {f["name"] for f in families} >= {"logistic_regression", "poisson_regression"}
