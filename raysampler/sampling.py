@@ -88,6 +88,7 @@ class Run:
             )
         shard_set = _as_shards(shards)
         self.options, self.execution, self.algorithm = options, execution, algorithm
+        self.shards = shard_set
         opts, exe = options, execution
         # The engine settings are read here, once, and travel in the config: no actor reads its environment.
         from .settings import EngineSettings
@@ -325,6 +326,8 @@ class Run:
             setup=self.setup,
             run_stats=run_stats,
             outcome=outcome,
+            model=self.setup.model,
+            data=self.shards,
         )
 
     def warnings(self) -> list[RunWarning]:

@@ -122,10 +122,11 @@ class SetupInfo:
     balance: bool
     transport: str
     param_blocks: tuple[ParamBlock, ...] = ()
+    model: Model | None = None  # the model bound to the data: predictions and LOO evaluate it
 
     def as_dict(self) -> dict[str, Any]:
-        """A plain dict (JSON-like: placement as dicts)."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        """A plain dict (JSON-like: placement as dicts; without the model)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "model"}
         out["placement"] = [dataclasses.asdict(p) for p in self.placement]
         return out
 

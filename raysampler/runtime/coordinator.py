@@ -290,6 +290,7 @@ class Coordinator:
             balance=balancer.measuring,
             transport=pool.transport,
             param_blocks=_param_blocks(bound),
+            model=bound,
         )
         return cls(
             pool,
