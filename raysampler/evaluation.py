@@ -23,13 +23,13 @@ from scipy.special import logsumexp
 
 from .enums import Executor, parse
 from .errors import ArgumentError, Failure, FailureKind, WorkerFailed
-from .models.contract import Model
-from .shards import Shard, ShardSet
+from .models.contract import Model, natural_values
+from .shards import Shard, ShardSet, as_shard_set
 
 if TYPE_CHECKING:
     import xarray as xr
 
-    from .result import Result
+    from .models.contract import ParamBlock
 
 #: Posterior draws a check uses by default (thinned evenly within each chain); `draws="all"` uses every one.
 DEFAULT_DRAWS = 1000
@@ -44,6 +44,19 @@ DrawsArg = int | Literal["all"]
 
 
 # ----------------------------------------------------------------------------------------------- draws
+
+
+class Fit(Protocol):
+    """What a check reads of a run (a `Result`): its draws (chains, draws, d), parameter layout, the model bound to
+    the data, the shards it was fitted on, and the executor it ran on."""
+
+    draws: np.ndarray
+    model: Model | None
+    data: ShardSet | None
+    executor: str | None
+
+    @property
+    def param_blocks(self) -> tuple[ParamBlock, ...]: ...
 
 
 def thin_draws(draws: np.ndarray, count: DrawsArg = DEFAULT_DRAWS) -> np.ndarray:
@@ -70,7 +83,7 @@ def uniforms(n: int, seed: int) -> np.ndarray:
     return np.random.default_rng([seed, 0x9E3779B9]).uniform(1e-12, 1.0 - 1e-12, size=n)
 
 
-def _model_of(result: Result) -> Model:
+def _model_of(result: Fit) -> Model:
     if result.model is None:
         raise ArgumentError(
             ("result",),
@@ -84,7 +97,7 @@ def _model_of(result: Result) -> Model:
 
 
 def predict(
-    result: Result,
+    result: Fit,
     X: Any,
     kind: PredictKind = "mean",
     *,
@@ -513,13 +526,13 @@ def run_at_shards(task: ShardTask, jobs: Sequence[tuple[Shard, ...]], executor: 
     return out
 
 
-def _executor_of(result: Result, executor: Executor | str | None) -> Executor:
+def _executor_of(result: Fit, executor: Executor | str | None) -> Executor:
     if executor is not None:
         return parse(Executor, executor, "executor")
     return Executor.RAY if result.executor == Executor.RAY.value else Executor.LOCAL
 
 
-def _shards_of(result: Result) -> ShardSet:
+def _shards_of(result: Fit) -> ShardSet:
     if result.data is None:
         raise ArgumentError(
             ("result",),
@@ -535,16 +548,12 @@ def _shards_of(result: Result) -> ShardSet:
 def r_eff(draws: np.ndarray, blocks: Sequence[Any]) -> float:
     """Relative efficiency of the thinned draws (chains, S, d), as `arviz_stats.loo` computes it: the mean "mean"
     ESS over every reported coordinate over the number of draws (1 for one chain)."""
-    import arviz_stats as azs
-
-    from .result import Result
+    from arviz_stats.base import array_stats
 
     if draws.shape[0] == 1:
         return 1.0
-    res = Result(draws, [], layout=tuple(blocks))
-    ess = azs.ess(res.to_arviz(), method="mean")
-    values = np.hstack([np.asarray(ess[v].values, dtype=np.float64).ravel() for v in ess.data_vars])
-    return float(values.mean() / (draws.shape[0] * draws.shape[1]))
+    ess = array_stats.ess(natural_values(blocks, draws), chain_axis=0, draw_axis=1, method="mean")
+    return float(np.mean(ess) / (draws.shape[0] * draws.shape[1]))
 
 
 def good_k(n_samples: int) -> float:
@@ -612,7 +621,7 @@ def combine_loo(parts: Sequence[LooPart], n_samples: int, pointwise: bool) -> An
 
 
 def loo(
-    result: Result,
+    result: Fit,
     *,
     executor: Executor | str | None = None,
     draws: DrawsArg = DEFAULT_DRAWS,
@@ -697,7 +706,7 @@ class RegressionMetrics:
 
 
 def evaluate(
-    result: Result,
+    result: Fit,
     shards: Any,
     *,
     executor: Executor | str | None = None,
@@ -707,15 +716,13 @@ def evaluate(
 ) -> ClassificationMetrics | RegressionMetrics:
     """Metrics of the run's posterior predictive on held-out `shards` (an rs.shard(...) set, or a list of (X, y)
     pairs or files, site files included), computed where the rows are; equal to the pooled computation."""
-    from .sampling import _as_shards
-
     model = _model_of(result)
     if model.target_kind == "vector":
         raise ArgumentError(("result",), "evaluate needs a scalar target; this model's observations are vectors")
     if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1:
         raise ArgumentError(("bins",), f"bins must be an integer >= 1, got {bins!r}")
     try:
-        data = _as_shards(shards)
+        data = as_shard_set(shards)
     except TypeError as exc:
         raise ArgumentError(("shards",), str(exc)) from None
     theta = _flat(thin_draws(result.draws, draws))
@@ -764,7 +771,7 @@ class Comparison:
 
 
 def compare(
-    results: Mapping[str, Result],
+    results: Mapping[str, Fit],
     *,
     executor: Executor | str | None = None,
     draws: DrawsArg = DEFAULT_DRAWS,

@@ -30,8 +30,7 @@ from .result import Result, RunOutcome, Timings
 from .runtime import executors
 from .runtime.contracts import Chunk, RunConfig, RunState, RunStats, SetupInfo
 from .runtime.host import ShardSource
-from .shards import ShardSet
-from .shards import shard as make_shards
+from .shards import ShardSet, as_shard_set
 
 #: Kept draws per chain at the first convergence check (num_rounds="auto"); each later one is CHECK_GROWTH times on.
 FIRST_CHECK_DRAWS = 100
@@ -86,7 +85,7 @@ class Run:
             raise TypeError(
                 f"resume_from must be a RunState (from Run.capture() or a checkpoint), got {type(resume_from).__name__}"
             )
-        shard_set = _as_shards(shards)
+        shard_set = as_shard_set(shards)
         self.options, self.execution, self.algorithm = options, execution, algorithm
         self.shards = shard_set
         opts, exe = options, execution
@@ -423,7 +422,7 @@ def sample(
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable (it receives each chunk of draws), got {callback!r}")
     as_model(model)  # model and shards are checked first, as `Run` checks them
-    shard_set = _as_shards(shards)
+    shard_set = as_shard_set(shards)
     if checkpoint_dir is not None and RunDirectory(checkpoint_dir).has_checkpoint():
         raise ValueError(
             f"checkpoint_dir {str(checkpoint_dir)!r} holds a run already: continue it with "
@@ -518,14 +517,3 @@ def _nameable(shard_set: ShardSet) -> tuple[Any, ...]:
 
 def _unknown(exc: BaseException) -> Failure:
     return Failure(FailureKind.WORKER_ERROR, f"{type(exc).__name__}: {exc}")
-
-
-def _as_shards(shards: Any) -> ShardSet:
-    if isinstance(shards, ShardSet):
-        return shards
-    if isinstance(shards, (list, tuple)) and len(shards) > 0:
-        return make_shards(list(shards))
-    raise TypeError(
-        "shards must come from rs.shard(X, y, num_shards=...) or be a list of (X_i, y_i) pairs or "
-        f"file paths, got {type(shards).__name__}"
-    )
