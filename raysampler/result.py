@@ -75,8 +75,8 @@ class Result:
     fraction, N_i and its `N_schedule`, τ_i, placement, ρ_i, γ_i, M_i).
     outcome: how the run went (`RunOutcome`: timings, stop reason, failure, warnings, diagnostics, restarts).
     model: the model bound to the data, and data: the shards it was fitted on (`predict`, `loo`, exports); a result
-    read back from stored draws (the service) has them only when the service gives them back, and `spec` (the run's
-    spec as JSON) when it has one.
+    read back from stored draws (the service) has them only when the service gives them back; `spec` (the run's spec
+    as JSON, from the service) and `seed` go into exports.
     """
 
     draws: np.ndarray
@@ -91,6 +91,7 @@ class Result:
     model: Model | None = None
     data: ShardSet | None = None
     spec: str | None = None
+    seed: int | None = None
 
     @property
     def stats(self) -> Mapping[str, Any]:
@@ -187,8 +188,8 @@ class Result:
         if self.sample_stats:
             groups["sample_stats"] = dict(self.sample_stats)
         attrs = {"algorithm": str(self.algorithm or ""), "executor": str(self.executor or "")}
-        if self.outcome is not None:
-            attrs["seed"] = str(self.outcome.config.seed)
+        if self.seed is not None:
+            attrs["seed"] = str(self.seed)
         if self.model is not None:
             attrs["model"] = repr(self.model)
         if self.spec is not None:

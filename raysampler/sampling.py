@@ -327,6 +327,7 @@ class Run:
             outcome=outcome,
             model=self.setup.model,
             data=self.shards,
+            seed=self.config.seed,
         )
 
     def warnings(self) -> list[RunWarning]:

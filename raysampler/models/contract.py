@@ -55,6 +55,16 @@ class DataSpec:
     n_rows: int | None = None
     columns: tuple[str, ...] | None = None  # names of X's columns (all shards agree), when the data have them
 
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready fields (the service stores a run's with it, to bind its model again)."""
+        return dataclasses.asdict(self) | {"columns": None if self.columns is None else list(self.columns)}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> DataSpec:
+        """The DataSpec `as_dict` wrote."""
+        cols = d.get("columns")
+        return cls(int(d["n_features"]), d.get("n_classes"), d.get("n_rows"), None if cols is None else tuple(cols))
+
 
 @dataclass(frozen=True)
 class ParamBlock:

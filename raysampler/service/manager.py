@@ -463,6 +463,7 @@ class RunManager:
             plan=jsonable(run.setup.plan.as_dict()),
             workers=_workers(run.stats()),
             param_blocks=tuple(run.setup.param_blocks),
+            data_spec=run.setup.data_spec,
         )
         self.store.add_event(rec.key, SetupEvent(len(names), timings["setup_s"]))
         return timings
