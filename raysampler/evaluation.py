@@ -308,14 +308,18 @@ class ShardTask(Protocol):
 def _loo_rows(
     model: Model, rows: ShardRows, theta: np.ndarray, chains: int, r_eff: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(elpd_i, pareto_k, p_loo_i) of every row, PSIS per observation by arviz-stats, in blocks of rows."""
+    """(elpd_i, pareto_k, p_loo_i) of every row, in blocks of rows: the Pareto-smoothed log weights and k of each
+    observation are arviz-stats' own (`psislw`, as its `loo` computes them); elpd_i = log Σ_s w_s p(y_i | θ_s) and
+    p_loo_i = lppd_i − elpd_i follow in one vectorised step (what its `loo` does per observation)."""
     from arviz_stats.base import array_stats
 
     out: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    S = theta.shape[0]
     for a in range(0, rows.X.shape[0], BLOCK_ROWS):
         ll = model.log_likelihood(rows.X[a : a + BLOCK_ROWS], rows.y[a : a + BLOCK_ROWS], theta)
-        ll = ll.reshape(ll.shape[0], chains, -1)
-        e, k, p = array_stats.loo(ll, chain_axis=-2, draw_axis=-1, r_eff=r_eff)
+        lw, k = array_stats.psislw(ll.reshape(ll.shape[0], chains, -1), r_eff=r_eff, axis=(-2, -1))
+        e = logsumexp(lw.reshape(ll.shape[0], S) + ll, axis=1)
+        p = logsumexp(ll, axis=1) - math.log(S) - e
         out.append((np.atleast_1d(e), np.atleast_1d(k), np.atleast_1d(p)))
     if not out:
         return np.empty(0), np.empty(0), np.empty(0)
