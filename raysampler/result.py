@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from .shards import ShardSet
 
 
-#: The most log-likelihood values (rows × draws) `to_arviz()` adds without being asked (3.2 GB of float64).
-LOG_LIK_MAX_VALUES = 400_000_000
+#: The most log-likelihood values (rows × draws) `to_arviz()` adds without being asked (160 MB of float64).
+LOG_LIK_MAX_VALUES = 20_000_000
 
 
 @dataclass(frozen=True)
@@ -209,7 +209,8 @@ class Result:
         if why is None and wanted is None:
             n = sum(s.n_rows or 0 for s in self.data or ())
             if n * self.chains * self.num_draws > LOG_LIK_MAX_VALUES:
-                why = f"{n} rows x {self.chains * self.num_draws} draws exceed {LOG_LIK_MAX_VALUES} values: ask for it"
+                size = f"{n} rows x {self.chains * self.num_draws} draws"
+                why = f"{size} exceed the {LOG_LIK_MAX_VALUES} values added unasked (to_arviz(log_likelihood=True))"
         if why is not None:
             if wanted:
                 raise ValueError(f"log_likelihood: {why}")
@@ -236,7 +237,8 @@ class Result:
         if self.num_draws < 4:
             raise ValueError(f"summary needs at least 4 draws per chain, this result has {self.num_draws}")
         names = [b.name for b in self.param_blocks]
-        return azs.summary(self.to_arviz(), var_names=names, ci_prob=ci_prob, ci_kind="hdi", round_to=round_to)
+        tree = self.to_arviz(log_likelihood=False)
+        return azs.summary(tree, var_names=names, ci_prob=ci_prob, ci_kind="hdi", round_to=round_to)
 
     def ess(self, method: str = "bulk") -> np.ndarray:
         """Effective sample size per coordinate of θ (arviz-stats), shape (d,), in θ's order. Computed on the reported
@@ -244,7 +246,7 @@ class Result:
         import arviz_stats as azs
 
         blocks = self.param_blocks
-        out = azs.ess(self.to_arviz(), var_names=[b.name for b in blocks], method=method)
+        out = azs.ess(self.to_arviz(log_likelihood=False), var_names=[b.name for b in blocks], method=method)
         return np.concatenate([np.atleast_1d(np.asarray(out[b.name].values, dtype=np.float64)) for b in blocks])
 
     def __repr__(self) -> str:
