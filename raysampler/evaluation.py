@@ -227,6 +227,25 @@ class LooPart:
     elpd_i: np.ndarray | None = None
     pareto_k: np.ndarray | None = None
 
+    def __add__(self, o: LooPart) -> LooPart:
+        """This shard's sums with those of its next range of rows."""
+
+        def cat(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
+            return None if a is None or b is None else np.concatenate([a, b])
+
+        return LooPart(
+            self.shard,
+            self.elpd + o.elpd,
+            self.p_loo + o.p_loo,
+            self.k_ok + o.k_ok,
+            self.k_high + o.k_high,
+            self.k_above_good + o.k_above_good,
+            float(np.nanmax([self.max_k, o.max_k])),
+            self.high_k_rows + o.high_k_rows,
+            cat(self.elpd_i, o.elpd_i),
+            cat(self.pareto_k, o.pareto_k),
+        )
+
 
 @dataclass(frozen=True)
 class ClassificationPart:
@@ -282,6 +301,11 @@ class PairPart:
     loo: tuple[LooPart, ...]
     diffs: dict[tuple[int, int], Moments]
 
+    def __add__(self, o: PairPart) -> PairPart:
+        return PairPart(
+            tuple(a + b for a, b in zip(self.loo, o.loo)), {k: v + o.diffs[k] for k, v in self.diffs.items()}
+        )
+
 
 # ----------------------------------------------------------------------------------------------- per-shard tasks
 
@@ -294,6 +318,14 @@ class ShardRows:
     X: np.ndarray
     y: np.ndarray
     index: np.ndarray | None
+    start: int = 0  # the position in the shard of the first of these rows (a task may take a range of them)
+
+    def part(self, k: int, parts: int) -> ShardRows:
+        """Range k of `parts` near-equal contiguous ranges of these rows."""
+        bounds = np.linspace(0, self.X.shape[0], parts + 1).astype(int)
+        a, b = int(bounds[k]), int(bounds[k + 1])
+        index = None if self.index is None else self.index[a:b]
+        return ShardRows(self.shard, self.X[a:b], self.y[a:b], index, self.start + a)
 
 
 class ShardTask(Protocol):
@@ -329,7 +361,8 @@ def _loo_rows(
 
 def _loo_part(rows: ShardRows, e: np.ndarray, k: np.ndarray, p: np.ndarray, good_k: float, pointwise: bool) -> LooPart:
     high = np.flatnonzero(k >= K_THRESHOLD)
-    refs = tuple(RowRef(rows.shard, int(j), None if rows.index is None else int(rows.index[j])) for j in high.tolist())
+    index = rows.index
+    refs = tuple(RowRef(rows.shard, rows.start + j, None if index is None else int(index[j])) for j in high.tolist())
     return LooPart(
         rows.shard,
         Moments.of(e),
@@ -486,17 +519,31 @@ def _read_rows(i: int, shards: tuple[Shard, ...], models: tuple[Model, ...]) -> 
     return tuple(out)
 
 
-def _on_shard(task: ShardTask, i: int, shards: tuple[Shard, ...]) -> Any:
-    """Runs where shard i lives: read its rows, do the task, return its record."""
-    return task.run(_read_rows(i, shards, task.models))
+def _on_shard(task: ShardTask, i: int, shards: tuple[Shard, ...], k: int = 0, parts: int = 1) -> Any:
+    """Runs where shard i lives: read its rows, do the task on range k of `parts` of them, return its record."""
+    rows = _read_rows(i, shards, task.models)
+    return task.run(tuple(r.part(k, parts) for r in rows) if parts > 1 else rows)
 
 
-def run_at_shards(task: ShardTask, jobs: Sequence[tuple[Shard, ...]], executor: Executor | str) -> list[Any]:
+def _merge(records: Sequence[Any]) -> Any:
+    """The records of a shard's ranges of rows, in order, as one (each record type adds up exactly)."""
+    total = records[0]
+    for r in records[1:]:
+        total = total + r
+    return total
+
+
+def run_at_shards(
+    task: ShardTask, jobs: Sequence[tuple[Shard, ...]], executor: Executor | str, parts: int | None = None
+) -> list[Any]:
     """`task` on every job (one shard per model, all of one site) where its rows are: in this process, or as Ray
-    tasks, a site's on a node of that site (label selector). The records, in job order."""
+    tasks, a site's on a node of that site (label selector). A job's rows are split into `parts` contiguous ranges,
+    each its own task, so that a site with more CPUs than shards uses them all (default on Ray: the site's CPUs, or
+    the cluster's for shards without a site, over its jobs; 1 in-process). The records, one per job, in job order."""
     exe = parse(Executor, executor, "executor")
     if exe == Executor.LOCAL:
-        return [_on_shard(task, i, job) for i, job in enumerate(jobs)]
+        k_of = max(1, parts or 1)
+        return [_merge([_on_shard(task, i, job, k, k_of) for k in range(k_of)]) for i, job in enumerate(jobs)]
     import ray
 
     from .runtime.contracts import SITE_LABEL
@@ -509,17 +556,28 @@ def run_at_shards(task: ShardTask, jobs: Sequence[tuple[Shard, ...]], executor: 
     for i, job in enumerate(jobs):
         if len({s.site for s in job}) > 1:
             raise ArgumentError(("shards", i), f"shards[{i}] of the models compared live on different sites")
-    wait_for_sites(sites, EngineSettings.from_env().site_wait_s)
+    site_cpus = wait_for_sites(sites, EngineSettings.from_env().site_wait_s)
+    if parts is None:
+        cpus: dict[str | None, int] = {None: int(ray.cluster_resources().get("CPU", 1))}
+        cpus.update(site_cpus)
+        split = {s: max(1, cpus.get(s, 1) // sites.count(s)) for s in set(sites)}
+    else:
+        split = {s: max(1, parts) for s in set(sites)}
     remote = ray.remote(num_cpus=1, max_retries=0)(_on_shard)
     task_ref = ray.put(task)
     refs = [
-        remote.options(**({"label_selector": {SITE_LABEL: site}} if site is not None else {})).remote(task_ref, i, job)
+        [
+            remote.options(**({"label_selector": {SITE_LABEL: site}} if site is not None else {})).remote(
+                task_ref, i, job, k, split[site]
+            )
+            for k in range(split[site])
+        ]
         for i, (job, site) in enumerate(zip(jobs, sites))
     ]
     out = []
     for i, ref in enumerate(refs):
         try:
-            out.append(ray.get(ref))
+            out.append(_merge(ray.get(ref)))
         except ray.exceptions.RayTaskError as exc:
             cause = getattr(exc, "cause", None)
             if isinstance(cause, (ArgumentError, WorkerFailed)):

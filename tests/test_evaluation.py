@@ -270,3 +270,26 @@ def test_on_ray_the_shards_compute_the_same_sums(ray_session, logistic):
     np.testing.assert_allclose([on_ray.elpd, on_ray.se, on_ray.p], [here.elpd, here.se, here.p], rtol=1e-12)
     held = rs.shard(X[te], y[te], num_shards=2)
     assert rs.evaluate(res, held) == rs.evaluate(res, held, executor="local")
+
+
+def test_a_shard_split_into_ranges_of_rows_sums_to_the_same(logistic, linear):
+    """Each shard's rows cut into several tasks (to use more CPUs than there are shards) give the same records."""
+    from raysampler.evaluation import LooTask, MetricsTask, good_k, r_eff, run_at_shards
+
+    X, y, _, te, full, _ = logistic
+    thinned = thin_draws(full.draws)
+    task = LooTask(full.model, thinned, r_eff(thinned, full.param_blocks), good_k(1000), pointwise=True)
+    jobs = [(s,) for s in full.data]
+    whole, cut = run_at_shards(task, jobs, "local"), run_at_shards(task, jobs, "local", parts=3)
+    for a, b in zip(whole, cut):
+        np.testing.assert_allclose(b.elpd_i, a.elpd_i, rtol=0, atol=0)
+        assert (b.elpd.n, b.k_ok, b.high_k_rows) == (a.elpd.n, a.k_ok, a.high_k_rows)
+        np.testing.assert_allclose([b.elpd.total, b.elpd.m2], [a.elpd.total, a.elpd.m2], rtol=1e-12)
+    _, _, res = linear
+    theta = thin_draws(res.draws).reshape(-1, res.draws.shape[2])
+    metrics = MetricsTask(res.model, theta, uniforms(len(theta), 0), 10)
+    held = [(s,) for s in rs.shard(linear[0][350:], linear[1][350:], num_shards=2)]
+    one, three = run_at_shards(metrics, held, "local"), run_at_shards(metrics, held, "local", parts=3)
+    for a, b in zip(one, three):
+        assert (a.n, a.covered) == (b.n, b.covered)
+        np.testing.assert_allclose([a.sq_err, a.nll, a.crps], [b.sq_err, b.nll, b.crps], rtol=1e-12)
