@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from . import datasets, models, priors
     from .errors import SamplingError
     from .evaluation import compare, evaluate
-    from .models import Model
+    from .models import GroupEffects, Model
     from .options import ExecutionOptions, RunOptions
     from .result import Result
     from .sampling import Run, resume, sample
@@ -24,6 +24,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ExecutionOptions",
+    "GroupEffects",
     "Model",
     "Result",
     "Run",
@@ -47,6 +48,7 @@ _LAZY = {
     "SamplingError": ".errors",
     "compare": ".evaluation",
     "evaluate": ".evaluation",
+    "GroupEffects": ".models",
     "Model": ".models",
     "ExecutionOptions": ".options",
     "RunOptions": ".options",

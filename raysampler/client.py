@@ -35,6 +35,7 @@ from .wire import (
     DrawsHeader,
     LineSplitter,
     ProgressEvent,
+    RunStatus,
     ServerEvent,
     SSEParser,
     StatusEvent,
@@ -344,6 +345,12 @@ def _ends_run(ev: ServerEvent) -> bool:
     return ev["event"] == StatusEvent.kind and StatusEvent.from_json(ev["data"]).status.is_terminal
 
 
+def _is_over(info: dict[str, Any]) -> bool:
+    """Whether the run object says the run has ended: an end in the event history may be an earlier attempt's
+    (a FAILED or CANCELLED run that was resumed since), which `wait` reads past."""
+    return RunStatus(info["status"]).is_terminal
+
+
 #: `verify=` of the clients: True (certifi's CAs, or $SSL_CERT_FILE / $SSL_CERT_DIR), False (no check: tests only),
 #: a CA bundle file or directory (e.g. the self-signed certificate of a private service), or an ssl.SSLContext.
 Verify: TypeAlias = bool | str | os.PathLike[str] | ssl.SSLContext
@@ -607,7 +614,7 @@ class RunHandle:
                     if step.min_ess_bulk is not None and step.max_rhat is not None:
                         post |= {"ess": f"{step.min_ess_bulk:.0f}", "rhat": f"{step.max_rhat:.3f}"}
                     bar.set_postfix(post, refresh=False)
-                elif _ends_run(ev):
+                elif _ends_run(ev) and _is_over(self.info()):
                     break
         return self.info()
 
@@ -844,7 +851,7 @@ class AsyncRunHandle:
 
         async def until_done() -> None:
             async for ev in self.events():
-                if _ends_run(ev):
+                if _ends_run(ev) and _is_over(await self.info()):
                     return
 
         await asyncio.wait_for(until_done(), timeout)

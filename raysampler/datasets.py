@@ -253,6 +253,35 @@ def _logistic_synthetic(seed: int, **kwargs: Any) -> tuple[np.ndarray, np.ndarra
     return X, y
 
 
+#: hospitals: the fixed effects (intercept, age, severity) and the sd of the hospitals' intercepts that generate it
+HOSPITALS_BETA = (-0.5, 0.8, -0.4)
+HOSPITALS_SD = 0.7
+_HOSPITALS_DEFAULTS = {"n_groups": 40, "min_rows": 10, "max_rows": 90}
+
+
+def _hospitals(seed: int, **kwargs: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Synthetic multilevel logistic data (a readmission-style outcome): hospital g has n_g ~ U{min_rows..max_rows}
+    patients with standardised age and severity; logit = x·β + r_g, r_g ~ N(0, 0.7²) (`HOSPITALS_BETA`). Columns
+    (Intercept), age, severity, hospital (labels 1..n_groups, not a feature): for group effects by hospital."""
+    p = _take_kwargs("hospitals", kwargs, _HOSPITALS_DEFAULTS)
+    if p["min_rows"] > p["max_rows"]:
+        raise ValueError(f"hospitals: min_rows={p['min_rows']} exceeds max_rows={p['max_rows']}")
+    prm, rng = _rng(seed, _PARAMS_STREAM), _rng(seed, _DATA_STREAM)
+    G = p["n_groups"]
+    r = HOSPITALS_SD * prm.standard_normal(G)
+    sizes = rng.integers(p["min_rows"], p["max_rows"] + 1, G)
+    g = np.repeat(np.arange(G), sizes)
+    n = g.size
+    X = np.column_stack([np.ones(n), rng.standard_normal(n), rng.standard_normal(n), g + 1.0])
+    y = (rng.random(n) < _sigmoid(X[:, :3] @ np.asarray(HOSPITALS_BETA) + r[g])).astype(np.float64)
+    return X, y
+
+
+def _hospitals_columns(**kwargs: Any) -> tuple[str, ...]:
+    _take_kwargs("hospitals", kwargs, _HOSPITALS_DEFAULTS)
+    return (INTERCEPT, "age", "severity", "hospital")
+
+
 #: Scales of scaled_logistic's covariates (the columns after the intercept) and their correlation.
 SCALED_LOGISTIC_SCALES = (1.0, 3.0, 10.0, 30.0, 100.0)
 SCALED_LOGISTIC_CORRELATION = 0.9
@@ -290,6 +319,7 @@ _LOADERS: dict[str, Callable[..., tuple[np.ndarray, np.ndarray]]] = {
     "covtype_like": _covtype_like,
     "logistic_synthetic": _logistic_synthetic,
     "scaled_logistic": _scaled_logistic,
+    "hospitals": _hospitals,
 }
 
 
@@ -364,6 +394,7 @@ _COLUMNS: dict[str, Callable[..., tuple[str, ...]]] = {
     "covtype_like": _covtype_columns,
     "logistic_synthetic": _numbered_columns("logistic_synthetic", {"n": 1000, "d": 5}),
     "scaled_logistic": _numbered_columns("scaled_logistic", {"n": 1000}),
+    "hospitals": _hospitals_columns,
 }
 
 

@@ -104,6 +104,10 @@ def failure_of(exc: BaseException) -> Failure | None:
     return failure if isinstance(failure, Failure) else None
 
 
+class RunCancelled(RuntimeError):
+    """A run was cancelled before its set-up finished (`ExecutionOptions.cancel` set): its processes are stopped."""
+
+
 class SamplingError(RuntimeError):
     """A run stopped on a failure. `.failure` says what and where; `.result` keeps every draw made before it.
 

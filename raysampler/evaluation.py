@@ -23,7 +23,7 @@ from scipy.special import logsumexp
 
 from .enums import Executor, parse
 from .errors import ArgumentError, Failure, FailureKind, WorkerFailed
-from .models.contract import Model, natural_values
+from .models.contract import Model, defines, natural_values
 from .shards import Shard, ShardSet, as_shard_set
 
 if TYPE_CHECKING:
@@ -83,12 +83,20 @@ def uniforms(n: int, seed: int) -> np.ndarray:
     return np.random.default_rng([seed, 0x9E3779B9]).uniform(1e-12, 1.0 - 1e-12, size=n)
 
 
-def _model_of(result: Fit) -> Model:
+def _model_of(result: Fit, *methods: str) -> Model:
+    """The result's bound model, which must define `methods` (ArgumentError under ("result", ...) otherwise)."""
     if result.model is None:
         raise ArgumentError(
             ("result",),
             "this result does not carry its model (a result read back from stored draws): checks need the "
             "bound model; use a result of rs.sample, or the service's endpoints",
+        )
+    missing = [m for m in methods if not defines(result.model, m)]
+    if missing:
+        raise ArgumentError(
+            ("result", "model"),
+            f"model {type(result.model).__name__} does not define {', '.join(missing)}, which this check needs "
+            "(see docs/models.md: the optional methods log_likelihood, predict_mean, predict_draw)",
         )
     return result.model
 
@@ -108,9 +116,9 @@ def predict(
     """The posterior predictive at new rows X (n, p), as the run's model reads them: "mean" E[y | x] (n,), or the
     class probabilities (n, C) for a multiclass model; "draws" (S, n) predictive draws; "interval" (n, 2), the
     central `prob` interval of the predictive draws. Errors name the argument (X, kind, draws, prob)."""
-    model = _model_of(result)
-    Xn = new_rows(model, X, "X")
     kind = _check_kind(kind)
+    model = _model_of(result, "predict_mean" if kind == "mean" else "predict_draw")
+    Xn = new_rows(model, X, "X")
     theta = _flat(thin_draws(result.draws, draws))
     if kind == "mean":
         return mean_prediction(model, Xn, theta)
@@ -693,7 +701,7 @@ def loo(
     """PSIS-LOO of the run on the rows it was fitted on, computed where they are (see the module docstring): an
     arviz-stats `ELPDData` (`SiteLoo`) with elpd, its SE, p_loo, Pareto-k counts and the rows with k ≥ 0.7.
     `pointwise=True` brings back one elpd and one k per row too (what `arviz_stats.compare` needs)."""
-    model = _model_of(result)
+    model = _model_of(result, "log_likelihood")
     data = shards if shards is not None else _shards_of(result)
     thinned = thin_draws(result.draws, draws)
     S = thinned.shape[0] * thinned.shape[1]
@@ -778,7 +786,7 @@ def evaluate(
 ) -> ClassificationMetrics | RegressionMetrics:
     """Metrics of the run's posterior predictive on held-out `shards` (an rs.shard(...) set, or a list of (X, y)
     pairs or files, site files included), computed where the rows are; equal to the pooled computation."""
-    model = _model_of(result)
+    model = _model_of(result, "log_likelihood", "predict_mean", "predict_draw")
     if model.target_kind == "vector":
         raise ArgumentError(("result",), "evaluate needs a scalar target; this model's observations are vectors")
     if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1:
@@ -846,7 +854,7 @@ def compare(
         raise ArgumentError(("results",), "compare needs a mapping of at least two named results")
     names = list(results)
     res = [results[n] for n in names]
-    models = tuple(_model_of(r) for r in res)
+    models = tuple(_model_of(r, "log_likelihood") for r in res)
     datas = [shards[n] if shards is not None and n in shards else _shards_of(r) for n, r in zip(names, res)]
     for n, d in zip(names[1:], datas[1:]):
         if len(d) != len(datas[0]):

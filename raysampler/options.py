@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -111,8 +112,9 @@ class ExecutionOptions:
     measured worker speeds ("auto" only on Ray and only when the speeds differ). `keep_draws=False`: `Run.chunks()`
     only yields draws, the caller stores them. `checkpoint_dir` stores every chunk of draws with its checkpoint.
     `engine`: the RAYSAMPLER_* engine settings (default: read from the environment when the run starts).
-    `on_event` hears of each lost process and resume (`RunEvent`). `_slowdown` is a test hook (shard -> factor by
-    which its local work is slowed).
+    `on_event` hears of each lost process and resume (`RunEvent`). `cancel`, once set, stops the run's set-up (the
+    processes starting, tuning) where it is: the run's constructor raises `RunCancelled` (sampling itself stops at
+    the caller's next chunk). `_slowdown` is a test hook (shard -> factor by which its local work is slowed).
     """
 
     executor: Executor = Executor.RAY
@@ -123,6 +125,7 @@ class ExecutionOptions:
     checkpoint_dir: str | os.PathLike | None = None
     engine: EngineSettings | None = None
     on_event: Callable[[RunEvent], None] | None = field(default=None, compare=False)
+    cancel: threading.Event | None = field(default=None, compare=False, repr=False)
     _slowdown: Mapping[int, float] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:

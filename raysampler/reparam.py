@@ -200,18 +200,50 @@ class WhitenedModel:
             WhitenedTerm(residual, self.precond) if residual is not None else None,
         )
 
+    # local parameters (group effects): x is (K, d + l_i), φ first; the change of variables acts on φ only
+
+    def has_local_params(self) -> bool:
+        return bool(self.model.has_local_params())
+
+    def local_dim(self, X: np.ndarray, y: np.ndarray) -> int:
+        return int(self.model.local_dim(X, y))
+
+    def local_blocks(self, X: np.ndarray, y: np.ndarray) -> tuple[Any, ...]:
+        return tuple(self.model.local_blocks(X, y))
+
+    def local_natural(self, phi: np.ndarray, eta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return self.model.local_natural(self.precond.to_theta(phi), eta, X, y)
+
+    def _theta(self, x: np.ndarray) -> np.ndarray:
+        d = self.dim
+        if x.shape[-1] == d:
+            return self.precond.to_theta(x)
+        return np.concatenate([self.precond.to_theta(x[:, :d]), x[:, d:]], axis=1)
+
+    def _pull(self, g: np.ndarray) -> np.ndarray:
+        d = self.dim
+        if g.shape[-1] == d:
+            return self.precond.pull_grad(g)
+        return np.concatenate([self.precond.pull_grad(g[:, :d]), g[:, d:]], axis=1)
+
+    def _push(self, v: np.ndarray) -> np.ndarray:
+        d = self.dim
+        if v.shape[-1] == d:
+            return self.precond.push(v)
+        return np.concatenate([self.precond.push(v[:, :d]), v[:, d:]], axis=1)
+
     def potential(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
-        return self.model.potential(X, y, self.precond.to_theta(x))
+        return self.model.potential(X, y, self._theta(x))
 
     def grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
-        return self.precond.pull_grad(self.model.grad(X, y, self.precond.to_theta(x)))
+        return self._pull(self.model.grad(X, y, self._theta(x)))
 
     def potential_and_grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        pot, g = self.model.potential_and_grad(X, y, self.precond.to_theta(x))
-        return pot, self.precond.pull_grad(g)
+        pot, g = self.model.potential_and_grad(X, y, self._theta(x))
+        return pot, self._pull(g)
 
     def hvp(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, v: np.ndarray) -> np.ndarray:
-        return self.precond.pull_grad(self.model.hvp(X, y, self.precond.to_theta(x), self.precond.push(v)))
+        return self._pull(self.model.hvp(X, y, self._theta(x), self._push(v)))
 
     def hessian(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         theta = self.precond.to_theta(np.asarray(x, dtype=float)[None, :])[0]
@@ -281,19 +313,42 @@ class WithPriorShare:
     def prior(self) -> Any:
         return self.model.prior()
 
+    # local parameters (group effects): x is (K, d + l_i); the prior (and its share) is on the global part only
+
+    def has_local_params(self) -> bool:
+        return bool(self.model.has_local_params())
+
+    def local_dim(self, X: np.ndarray, y: np.ndarray) -> int:
+        return int(self.model.local_dim(X, y))
+
+    def local_blocks(self, X: np.ndarray, y: np.ndarray) -> tuple[Any, ...]:
+        return tuple(self.model.local_blocks(X, y))
+
+    def local_natural(self, theta: np.ndarray, eta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return self.model.local_natural(theta, eta, X, y)
+
+    def _pad(self, g: np.ndarray, width: int) -> np.ndarray:
+        """A gradient or Hessian-vector product on the global part, padded with zeros over the local part."""
+        if width == g.shape[-1]:
+            return g
+        out = np.zeros((g.shape[0], width))
+        out[:, : g.shape[-1]] = g
+        return out
+
     def potential(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
-        return self.model.potential(X, y, x) + self.weight * self.term.potential(x)
+        return self.model.potential(X, y, x) + self.weight * self.term.potential(x[:, : self.dim])
 
     def grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
-        return self.model.grad(X, y, x) + self.weight * self.term.grad(x)
+        return self.model.grad(X, y, x) + self.weight * self._pad(self.term.grad(x[:, : self.dim]), x.shape[1])
 
     def potential_and_grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         pot, g = self.model.potential_and_grad(X, y, x)
-        term = self.term
-        return pot + self.weight * term.potential(x), g + self.weight * term.grad(x)
+        term, xg = self.term, x[:, : self.dim]
+        return pot + self.weight * term.potential(xg), g + self.weight * self._pad(term.grad(xg), x.shape[1])
 
     def hvp(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, v: np.ndarray) -> np.ndarray:
-        return self.model.hvp(X, y, x, v) + self.weight * self.term.hvp(x, v)
+        d = self.dim
+        return self.model.hvp(X, y, x, v) + self.weight * self._pad(self.term.hvp(x[:, :d], v[:, :d]), x.shape[1])
 
     def hessian(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         d = self.dim

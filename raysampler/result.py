@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .models.base import ParamBlock, natural_values
+from .models.contract import defines
 
 if TYPE_CHECKING:
     from .diagnostics import Diagnostics, RunWarning
@@ -138,7 +139,7 @@ class Result:
         start = 0
         for b in blocks:
             block = values[..., start : start + b.size]
-            out[b.name] = block[..., 0] if b.dim is None else block
+            out[b.name] = block.reshape(block.shape[:-1] + b.shape)
             start += b.size
         return out
 
@@ -180,10 +181,11 @@ class Result:
         for b in blocks:
             if b.dim is None:
                 continue
-            if b.dim in coords and coords[b.dim] != b.coords():
-                raise ValueError(f"parameter blocks share the dim {b.dim!r} with different labels")
-            dims[b.name] = [b.dim]
-            coords[b.dim] = b.coords()
+            dims[b.name] = b.dims()
+            for dim, labels in zip(b.dims(), (b.coords(), list(b.inner_labels or ()))):
+                if dim in coords and coords[dim] != labels:
+                    raise ValueError(f"parameter blocks share the dim {dim!r} with different labels")
+                coords[dim] = labels
         groups: dict[str, dict[str, np.ndarray]] = {"posterior": self.posterior()}
         if self.sample_stats:
             groups["sample_stats"] = dict(self.sample_stats)
@@ -206,6 +208,8 @@ class Result:
         if wanted is False:
             return "not asked for"
         why = self.data_movable()
+        if why is None and self.model is not None and not defines(self.model, "log_likelihood"):
+            why = f"model {type(self.model).__name__} does not define log_likelihood"
         if why is None and wanted is None:
             n = sum(s.n_rows or 0 for s in self.data or ())
             if n * self.chains * self.num_draws > LOG_LIK_MAX_VALUES:
@@ -236,9 +240,11 @@ class Result:
 
         if self.num_draws < 4:
             raise ValueError(f"summary needs at least 4 draws per chain, this result has {self.num_draws}")
-        names = [b.name for b in self.param_blocks]
+        blocks = self.param_blocks
         tree = self.to_arviz(log_likelihood=False)
-        return azs.summary(tree, var_names=names, ci_prob=ci_prob, ci_kind="hdi", round_to=round_to)
+        table = azs.summary(tree, var_names=[b.name for b in blocks], ci_prob=ci_prob, ci_kind="hdi", round_to=round_to)
+        table.index = [n for b in blocks for n in b.names()]  # brms-style `r_g[a,(Intercept)]`, as param_names
+        return table
 
     def ess(self, method: str = "bulk") -> np.ndarray:
         """Effective sample size per coordinate of θ (arviz-stats), shape (d,), in θ's order. Computed on the reported
@@ -247,7 +253,7 @@ class Result:
 
         blocks = self.param_blocks
         out = azs.ess(self.to_arviz(log_likelihood=False), var_names=[b.name for b in blocks], method=method)
-        return np.concatenate([np.atleast_1d(np.asarray(out[b.name].values, dtype=np.float64)) for b in blocks])
+        return np.concatenate([np.asarray(out[b.name].values, dtype=np.float64).reshape(-1) for b in blocks])
 
     def __repr__(self) -> str:
         return (

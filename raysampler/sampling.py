@@ -19,10 +19,11 @@ from typing import Any
 import numpy as np
 
 from .algorithms import Algorithm, get_algorithm
+from .algorithms.base import check_model_support
 from .checkpoints import Manifest, RunDirectory
 from .diagnostics import FINAL_DRAWS, Diagnostics, RunWarning, WarningKind, check_draws, diagnose
 from .enums import Balance, Executor, StopReason, TransportKind
-from .errors import Failure, FailureKind, SamplingError, WorkerFailed, failure_of
+from .errors import Failure, FailureKind, RunCancelled, SamplingError, WorkerFailed, failure_of
 from .events import EventKind, RunEvent
 from .models.contract import as_model
 from .options import DEFAULT_MAX_RHAT, DEFAULT_TARGET_ESS, ExecutionOptions, RunOptions
@@ -85,6 +86,7 @@ class Run:
             raise TypeError(
                 f"resume_from must be a RunState (from Run.capture() or a checkpoint), got {type(resume_from).__name__}"
             )
+        check_model_support(algorithm, as_model(model))  # group effects: before any process starts
         shard_set = as_shard_set(shards)
         self.options, self.execution, self.algorithm = options, execution, algorithm
         self.shards = shard_set
@@ -106,10 +108,12 @@ class Run:
         sources = [ShardSource(i, s, s.site, s.columns, s.index) for i, s in enumerate(shard_set)]
         self._launch = (exe.executor, sources, model, algorithm, self.config, exe.max_actors, exe.transport)
         try:
-            self._handle = executors.start(*self._launch)
+            self._handle = executors.start(*self._launch, cancel=exe.cancel)
         except WorkerFailed as exc:
             raise SamplingError(failure_of(exc) or _unknown(exc), None) from None
         try:
+            if exe.cancel is not None and exe.cancel.is_set():  # between the start and the set-up
+                raise RunCancelled("the run was cancelled while setting up")
             if resume_from is None:
                 slowdown = dict(exe._slowdown) if exe._slowdown is not None else None
                 self.setup: SetupInfo = self._handle.setup(slowdown)

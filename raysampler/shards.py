@@ -560,6 +560,35 @@ def _presplit(items: Sequence[Any], num_shards: Any, strategy: str) -> ShardSet:
     return ShardSet(tuple(shards), PRESPLIT)
 
 
+def _group_labels(by: Any, X: np.ndarray, cols: tuple[str, ...] | None) -> np.ndarray:
+    """The group label of every row: X's column named `by`, or `by` itself (an array over the rows)."""
+    if isinstance(by, str):
+        if cols is None or by not in cols:
+            raise ArgumentError(
+                ("by",), f"by={by!r} is not a column of X (columns: {None if cols is None else list(cols)})"
+            )
+        return X[:, cols.index(by)]
+    labels = np.asarray(by.to_numpy() if hasattr(by, "to_numpy") else by)
+    if labels.ndim != 1 or labels.shape[0] != X.shape[0]:
+        msg = f"by must be a column name or one label per row ({X.shape[0]}), got shape {labels.shape}"
+        raise ArgumentError(("by",), msg)
+    return labels
+
+
+def _group_parts(labels: np.ndarray, k: int) -> list[np.ndarray]:
+    """Row indices of k shards holding whole groups, balanced by rows (largest group first to the lightest shard)."""
+    _, code, sizes = np.unique(labels, return_inverse=True, return_counts=True)
+    if sizes.size < k:
+        raise ArgumentError(("by",), f"by: {sizes.size} groups cannot fill {k} shards (each group stays in one shard)")
+    load, owner = np.zeros(k, dtype=np.int64), np.empty(sizes.size, dtype=np.intp)
+    for g in np.argsort(-sizes, kind="stable"):
+        i = int(np.argmin(load))
+        owner[g] = i
+        load[i] += sizes[g]
+    shard_of_row = owner[code.reshape(-1)]
+    return [np.flatnonzero(shard_of_row == i) for i in range(k)]
+
+
 def shard(
     X: Any,
     y: Any = None,
@@ -569,6 +598,7 @@ def shard(
     alpha: float = 1.0,
     seed: int = 0,
     columns: Sequence[str] | None = None,
+    by: str | Any = None,
 ) -> ShardSet:
     """Split (X, y) into `num_shards` shards (default 4), or wrap data that is already split.
 
@@ -582,6 +612,11 @@ def shard(
     exist where this is called. A ShardSet passed as X is returned unchanged.
 
     `columns` names X's columns (a pandas DataFrame X gives them itself); they become parameter names.
+
+    `by` keeps each group in one shard: a column name of X (its values are group labels) or an array of labels over
+    the rows. Whole groups go to shards largest first, each to the shard with the fewest rows so far (balanced by
+    rows); rows keep their order within a shard; the strategy is "by_group". Models with `group_effects` need it
+    (a group's effects are local to the shard holding its rows).
 
     Invalid arguments raise `ArgumentError` (a ValueError) whose path names the argument.
     """
@@ -612,6 +647,11 @@ def shard(
         raise ValueError(f"columns has {len(cols)} names but X has {Xa.shape[1]} columns")
     n = Xa.shape[0]
     k = _check_num_shards(_DEFAULT_NUM_SHARDS if num_shards is None else num_shards, n)
+    if by is not None:
+        if strategy != "contiguous":
+            raise ArgumentError(("by",), f"by= splits by group; it cannot be combined with strategy={strategy!r}")
+        parts = _group_parts(_group_labels(by, Xa, cols), k)
+        return ShardSet(tuple(Shard(X=Xa[p], y=ya[p], index=p, columns=cols) for p in parts), "by_group")
 
     if strategy == "contiguous":
         parts = np.array_split(np.arange(n), k)

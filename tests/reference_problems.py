@@ -18,6 +18,7 @@ import numpy as np
 from raysampler.models import (
     BinomialRegression,
     DataSpec,
+    GroupEffects,
     LinearRegression,
     LogisticRegression,
     Model,
@@ -95,8 +96,47 @@ PROBLEMS: dict[str, ReferenceProblem] = {
 }
 
 
+@dataclass(frozen=True)
+class GroupProblem(ReferenceProblem):
+    """A hierarchical GLM with group effects by column "g" (intercept, plus `slopes`), sd prior HalfNormal(1) and
+    coefficient prior Normal(0, coef_scale); referenced by NUTS on the pooled data (scripts/make_group_references.py),
+    in brms names on the natural scale (sd, σ)."""
+
+    family: str = "logistic"
+    slopes: tuple[str, ...] = ()
+    coef_scale: float = 2.5
+
+
+def _group_problem(name: str, family: str, slopes: tuple[str, ...] = ()) -> GroupProblem:
+    ge = GroupEffects("g", slopes=slopes, sd_prior=HalfNormal(1.0))
+    prior = Normal(0.0, 2.5)
+    model: Model
+    if family == "linear":
+        model = LinearRegression(coef_prior=prior, noise_prior=HalfNormal(10.0), group_effects=ge)
+    elif family == "logistic":
+        model = LogisticRegression(coef_prior=prior, group_effects=ge)
+    else:
+        model = PoissonRegression(coef_prior=prior, offset="log_exposure", group_effects=ge)
+    return GroupProblem(name, model, family, slopes, 2.5)
+
+
+#: group effects: a varying intercept and slope (linear), a logistic and a Poisson case, the funnel (2–5 rows per
+#: group) and 400 groups (hundreds per shard)
+GROUP_PROBLEMS: dict[str, GroupProblem] = {
+    p.name: p
+    for p in (
+        _group_problem("hier_linear", "linear", ("x",)),
+        _group_problem("hier_logistic", "logistic"),
+        _group_problem("hier_poisson", "poisson"),
+        _group_problem("hier_funnel", "logistic"),
+        _group_problem("hier_many", "poisson"),
+    )
+}
+
+
 def reference(name: str) -> Reference:
-    with np.load(PROBLEMS[name].reference_path, allow_pickle=False) as f:
+    problem = PROBLEMS[name] if name in PROBLEMS else GROUP_PROBLEMS[name]
+    with np.load(problem.reference_path, allow_pickle=False) as f:
         return Reference(
             [str(n) for n in f["names"]],
             f["mean"],

@@ -293,3 +293,21 @@ def test_a_shard_split_into_ranges_of_rows_sums_to_the_same(logistic, linear):
     for a, b in zip(one, three):
         assert (a.n, a.covered) == (b.n, b.covered)
         np.testing.assert_allclose([a.sq_err, a.nll, a.crps], [b.sq_err, b.nll, b.crps], rtol=1e-12)
+
+
+def test_a_model_with_group_effects_is_refused_by_name_and_exports_without_pointwise_groups():
+    """Group effects live on the workers and the contract's checks are not defined for them yet: each check says so
+    (under ("result", "model")), and the export leaves the pointwise groups out, saying why."""
+    rng = np.random.default_rng(2)
+    g = np.repeat(np.arange(6), 30).astype(float)
+    X = np.column_stack([np.ones(180), rng.normal(size=180), g])
+    y = (X[:, 1] + 0.5 * (g - 2.5) + rng.logistic(size=180) > 0).astype(float)
+    shards = rs.shard(X, y, num_shards=2, columns=["(Intercept)", "x", "g"], by="g")
+    model = rs.models.LogisticRegression(group_effects=rs.GroupEffects("g"))
+    res = rs.sample(model, shards, chains=2, num_rounds=50, executor="local", progress=False)
+    for call in (lambda: res.loo(), lambda: res.predict(X[:3]), lambda: rs.evaluate(res, shards)):
+        with pytest.raises(ArgumentError, match="does not define") as err:
+            call()
+        assert err.value.path == ("result", "model")
+    tree = res.to_arviz()
+    assert "log_likelihood" not in tree.children and "does not define" in tree["posterior"].attrs["log_likelihood"]

@@ -9,13 +9,14 @@ from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from pydantic import Field
 from starlette.background import BackgroundTask
 
-from raysampler.service import checks, results, streaming
+from raysampler.service import checks, plotdata, results, streaming
 from raysampler.service.errors import StateConflict
 from raysampler.service.records import RunRecord
 from raysampler.service.schemas import (
     EvaluateRequest,
     Evaluation,
     LooInfo,
+    ParamDiagnostics,
     Prediction,
     PredictRequest,
     RunInfo,
@@ -195,6 +196,23 @@ def trace(
     """One parameter's stored draws, evenly thinned, per chain, on its natural scale: for trace plots and
     histograms of long runs without moving every draw (the dashboard uses it)."""
     return results.trace(svc.manager.get(who, run_id), svc.files, param, max_points, last)
+
+
+@router.get("/{run_id}/diagnostics", response_model=ParamDiagnostics, responses=error_responses(404, 409))
+def diagnostics(
+    run_id: str,
+    who: Tenant,
+    svc: Svc,
+    param: Annotated[int, Query(ge=0, lt=10**6, description="the coordinate (position in param_names)")] = 0,
+    max_draws: Annotated[int, Query(ge=8, le=20000, description="at most this many draws per chain are used")] = 4000,
+    max_lag: Annotated[int, Query(ge=1, le=1000, description="autocorrelation up to this lag")] = 100,
+    rank_bins: Annotated[int, Query(ge=2, le=200, description="bins of the rank histograms")] = 20,
+    ess_points: Annotated[int, Query(ge=2, le=100, description="points of the ESS evolution")] = 20,
+) -> ParamDiagnostics:
+    """One parameter's rank histograms and autocorrelation per chain, and its bulk and tail ESS as the draws grow
+    (arviz-stats), on an evenly thinned window of the stored draws: the dashboard's diagnostic plots."""
+    rec = svc.manager.get(who, run_id)
+    return plotdata.param_diagnostics(rec, svc.files, param, max_draws, max_lag, rank_bins, ess_points)
 
 
 @router.get(

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ArgumentError
 from ..models.base import Model
 from ..streams import ChainNoise
 from ..tuning.report import TuningReport
@@ -57,6 +58,8 @@ class Algorithm(ABC):
     """A distributed sampler: pure init/step functions for workers and coordinator."""
 
     name: str = "algorithm"
+    #: whether the algorithm samples shard-local parameters (a model with `has_local_params()`, e.g. group effects)
+    supports_local_params: bool = False
 
     @abstractmethod
     def prepare(self, model: Model, pool: ShardPool, *, chains: int, seed: int, noise: ChainNoise) -> Plan:
@@ -84,6 +87,11 @@ class Algorithm(ABC):
 
     #: parameters that may be given per shard (a scalar or one value per shard)
     per_shard_params: tuple[str, ...] = ("rho", "gamma", "n_local")
+
+    def local_draws(self, replies: list[Any]) -> tuple[np.ndarray, np.ndarray] | None:
+        """With shard-local parameters: (the θ they were drawn given (K, d), in the algorithm's coordinates; the
+        round's local parameters to report after it (K, Σ l_i)); None without local parameters."""
+        return None
 
     def check_shapes(self, num_shards: int, dim: int, chains: int) -> None:
         """Raise ValueError naming the parameter if a per-shard parameter or `init` does not fit the run's
@@ -135,3 +143,14 @@ def minibatch_grads(
         for o, gk in zip(out, g):
             o[k] = gk * (n / B)
     return out
+
+
+def check_model_support(algorithm: Algorithm, model: Model) -> None:
+    """Raise ArgumentError at ("model", "group_effects") if `model` has shard-local parameters (group effects) that
+    `algorithm` cannot sample."""
+    if model.has_local_params() and not algorithm.supports_local_params:
+        raise ArgumentError(
+            ("model", "group_effects"),
+            f"group_effects: algorithm {algorithm.name!r} cannot sample group effects (parameters local to the shard "
+            "holding the group's rows); use algorithm 'dglmc' (the default) or 'mala'",
+        )

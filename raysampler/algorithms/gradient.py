@@ -23,11 +23,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..errors import ArgumentError
 from ..models.base import Model
 from ..streams import ChainNoise
 from ..tuning import budget
 from ..tuning.curvature import lipschitz_bound
-from ..tuning.laplace import PRECONDITIONERS, initial_points, laplace_for
+from ..tuning.laplace import PRECONDITIONERS, initial_points, laplace_for, laplace_step_local
 from ..tuning.report import BiasPrediction, TuningReport
 from ..tuning.shards import shard_batch_value_and_grad
 from .base import Algorithm, Plan, RoundInfo, ShardPool
@@ -137,6 +138,43 @@ class ULA(Stateless, Algorithm):
 # --- MALA --------------------------------------------------------------------------------------------------
 
 
+class LocalMALAPayload(NamedTuple):
+    """MALA with shard-local parameters (group effects): the worker's starting θ (φ) and η_i (K, l_i)."""
+
+    theta0: np.ndarray
+    eta0: np.ndarray
+
+
+class LocalMALAWorker(NamedTuple):
+    """Shard i's part of the joint MALA chain: η_i with ∇_η U_i at the current (θ, η_i), and the pending proposal
+    (η_i', ∇_η U_i at (θ', η_i')) that the coordinator's next message accepts or rejects."""
+
+    eta: np.ndarray
+    grad: np.ndarray
+    pending: tuple[np.ndarray, np.ndarray] | None
+
+
+class LocalPointMessage(NamedTuple):
+    """θ's proposal (K, d) and step h; the current θ (after the last accept/reject) and, per chain, whether the last
+    proposal was accepted (None before the first)."""
+
+    theta: np.ndarray
+    h: float
+    current: np.ndarray
+    accepted: np.ndarray | None
+
+
+class LocalValueGradReply(NamedTuple):
+    """U_i and ∇_θ U_i at the joint proposal (θ', η_i'), the η_i part of the proposal's log density ratio, and the
+    shard's current η_i on the reported scale with the θ it goes with (the previous round's state)."""
+
+    pot: np.ndarray  # (K,)
+    grad: np.ndarray  # (K, d)
+    log_ratio: np.ndarray  # (K,)
+    local: np.ndarray  # (K, l_i)
+    given: np.ndarray  # (K, d)
+
+
 class MALAState(NamedTuple):
     """θ (K, d) with U(θ), ∇U(θ) (prior included); the pending proposal's noise ξ (K, d); step-size adaptation."""
 
@@ -151,6 +189,8 @@ class MALAState(NamedTuple):
     target_accept: float
     prior: Any
     accept: np.ndarray  # (K,) acceptance probability of the last round
+    accepted: np.ndarray | None = None  # (K,) with local parameters: whether the last proposal was accepted
+    local: bool = False  # the workers hold shard-local parameters (group effects): joint proposals
 
 
 @dataclass(frozen=True)
@@ -183,7 +223,11 @@ class MALA(Stateless, Algorithm):
         check_init(self.init)
         check_choice("preconditioner", self.preconditioner, PRECONDITIONERS)
 
+    supports_local_params = True  # group effects: one joint MALA chain on (θ, η_1..η_b), η_i kept by worker i
+
     def prepare(self, model: Model, pool: ShardPool, *, chains: int, seed: int, noise: ChainNoise) -> Plan:
+        if model.has_local_params():
+            return self._prepare_local(model, pool, chains=chains, seed=seed, noise=noise)
         b, d = pool.num_shards, model.dim
         lap = laplace_for(model, pool, seed=seed, preconditioner=self.preconditioner, init=self.init)
         L: float | None = None
@@ -229,6 +273,56 @@ class MALA(Stateless, Algorithm):
             precond=lap.precond if lap.whitened else None,
         )
 
+    def _prepare_local(self, model: Model, pool: ShardPool, *, chains: int, seed: int, noise: ChainNoise) -> Plan:
+        """Joint MALA on (θ, η_1..η_b) with shard-local η_i (group effects): the coordinator proposes θ' and each
+        worker its η_i' with the same step h; the worker returns U_i, ∇_θ U_i at (θ', η_i') and its part of the
+        proposal's density ratio (the ratio is a sum over blocks), the coordinator accepts or rejects all blocks
+        together and tells the workers in the next message. θ is whitened by the joint MAP's Laplace-marginal
+        Hessian (`tuning.laplace.laplace_step_local`), η is left alone (non-centred: prior N(0, I))."""
+        b, d = pool.num_shards, model.dim
+        if self.preconditioner is None:
+            raise ArgumentError(
+                ("algorithm", "preconditioner"),
+                "preconditioner=None (the plain rules) is not available with group effects: use 'auto'",
+            )
+        ll = laplace_step_local(model, pool, seed=seed, preconditioner=self.preconditioner)
+        lap = ll.lap
+        total = d + sum(ll.local_dims)
+        h = float(self.step_size) if self.step_size is not None else 1.36 * total ** (-1.0 / 3.0)
+        report = TuningReport(lap.precond.kind, target_accept=self.target_accept, initial_step_size=h)
+        wmodel = lap.adopt(model, pool)
+        theta0 = initial_points(self.init, lap, chains, d, noise)
+        etas = [np.repeat(e[None, :], chains, axis=0) for e in ll.eta_map]
+        prior = wmodel.prior()
+        parts = pool.map(shard_batch_value_and_grad, [(np.concatenate([theta0, e], axis=1),) for e in etas])
+        pot = sum(p[0] for p in parts) + prior.potential(theta0)
+        grad = sum(p[1][:, :d] for p in parts) + prior.grad(theta0)
+        if not np.all(np.isfinite(pot)):
+            raise FloatingPointError("the initial point gives a non-finite potential U: choose another init")
+        log_h = math.log(h)
+        adapt = self.adapt if self.adapt is not None else self.step_size is None
+        state = MALAState(
+            theta0, pot, grad, noise.normal(1)[0], log_h, log_h, DualAveraging.start(log_h), adapt,
+            self.target_accept, prior, np.ones(chains), None, True,
+        )  # fmt: skip
+        return Plan(
+            state,
+            [LocalMALAPayload(theta0, e) for e in etas],
+            np.ones(b, dtype=int),
+            1.0,
+            False,
+            report,
+            model=wmodel,
+            precond=lap.precond,
+        )
+
+    def worker_init(self, payload: Any, model: Model, X: np.ndarray, y: np.ndarray) -> Any:
+        if not isinstance(payload, LocalMALAPayload):
+            return None
+        d = payload.theta0.shape[1]
+        _, g = model.potential_and_grad(X, y, np.concatenate([payload.theta0, payload.eta0], axis=1))
+        return LocalMALAWorker(np.array(payload.eta0, dtype=float), g[:, d:], None)
+
     @staticmethod
     def _step(state: MALAState, info: RoundInfo) -> float:
         if not state.adapt:
@@ -241,8 +335,17 @@ class MALA(Stateless, Algorithm):
         return state.theta - h * state.grad + math.sqrt(2.0 * h) * state.xi, h
 
     def worker_step(
-        self, state: None, message: PointMessage, model: Model, X: np.ndarray, y: np.ndarray, noise: ChainNoise
-    ) -> tuple[None, ValueGradReply]:
+        self,
+        state: LocalMALAWorker | None,
+        message: PointMessage | LocalPointMessage,
+        model: Model,
+        X: np.ndarray,
+        y: np.ndarray,
+        noise: ChainNoise,
+    ) -> tuple[LocalMALAWorker | None, ValueGradReply | LocalValueGradReply]:
+        if isinstance(message, LocalPointMessage):
+            assert state is not None
+            return _local_worker_step(state, message, model, X, y, noise)
         with np.errstate(all="ignore"):
             pot, grad = model.potential_and_grad(X, y, message.theta)
         # A non-finite value at a proposal is a rejection, not a failure: send +inf/0 so the runtime's
@@ -253,18 +356,29 @@ class MALA(Stateless, Algorithm):
             grad = np.where(bad[:, None], 0.0, grad)
         return None, ValueGradReply(pot, grad)
 
-    def messages(self, state: MALAState, local_steps: np.ndarray, info: RoundInfo) -> list[PointMessage]:
-        prop, _ = self._proposal(state, info)
+    def messages(
+        self, state: MALAState, local_steps: np.ndarray, info: RoundInfo
+    ) -> list[PointMessage] | list[LocalPointMessage]:
+        prop, h = self._proposal(state, info)
+        if state.local:
+            return [LocalPointMessage(prop, h, state.theta, state.accepted)] * len(local_steps)
         return [PointMessage(prop)] * len(local_steps)
 
     def coordinator_step(
-        self, state: MALAState, replies: list[ValueGradReply], noise: ChainNoise, info: RoundInfo
+        self,
+        state: MALAState,
+        replies: list[ValueGradReply] | list[LocalValueGradReply],
+        noise: ChainNoise,
+        info: RoundInfo,
     ) -> tuple[MALAState, np.ndarray]:
         prop, h = self._proposal(state, info)  # the same proposal `messages` sent (pure in state, info)
         with np.errstate(all="ignore"):
             pot_p = sum(r.pot for r in replies) + state.prior.potential(prop)
             grad_p = sum(r.grad for r in replies) + state.prior.grad(prop)
             log_alpha = -(pot_p - state.pot) + mala_log_ratio(state.theta, state.grad, prop, grad_p, h)
+            for r in replies:  # the shards' local blocks' share of the joint proposal's density ratio
+                if isinstance(r, LocalValueGradReply):
+                    log_alpha = log_alpha + r.log_ratio
         accept, alpha = mh_accept(log_alpha, np.log(noise.uniform(1)[0]))
         theta = np.where(accept[:, None], prop, state.theta)
         pot = np.where(accept, pot_p, state.pot)
@@ -273,7 +387,43 @@ class MALA(Stateless, Algorithm):
         if info.warmup and state.adapt:
             log_h, da = dual_averaging(da, float(alpha.mean()), state.target_accept, state.log_h0)
         new = state._replace(theta=theta, pot=pot, grad=grad, xi=noise.normal(1)[0], log_h=log_h, da=da, accept=alpha)
+        if replies and isinstance(replies[0], LocalValueGradReply):
+            new = new._replace(accepted=accept)
         return new, theta
 
-    def reply_stats(self, replies: list[ValueGradReply]) -> dict[str, np.ndarray]:
+    def local_draws(self, replies: list[Any]) -> tuple[np.ndarray, np.ndarray] | None:
+        """(the previous round's θ, the shards' η_i of that round on the reported scale, shard order): a worker
+        learns whether its proposal was accepted only from the next message."""
+        if not replies or not isinstance(replies[0], LocalValueGradReply):
+            return None
+        return replies[0].given, np.concatenate([r.local for r in replies], axis=1)
+
+    def reply_stats(self, replies: list[Any]) -> dict[str, np.ndarray]:
         return {}
+
+
+def _local_worker_step(
+    w: LocalMALAWorker, msg: LocalPointMessage, model: Model, X: np.ndarray, y: np.ndarray, noise: ChainNoise
+) -> tuple[LocalMALAWorker, LocalValueGradReply]:
+    """Shard i's half of a joint MALA round: settle the last proposal by the coordinator's decision, report η_i with
+    the θ it goes with, propose η_i' = η_i − h∇_η U_i + √(2h)ξ and evaluate U_i at (θ', η_i')."""
+    d = msg.theta.shape[1]
+    eta, grad = w.eta, w.grad
+    if w.pending is not None and msg.accepted is not None:
+        eta = np.where(msg.accepted[:, None], w.pending[0], eta)
+        grad = np.where(msg.accepted[:, None], w.pending[1], grad)
+    local = np.asarray(model.local_natural(msg.current, eta, X, y))
+    h = msg.h
+    prop = eta - h * grad + math.sqrt(2.0 * h) * noise.normal(1)[0][:, d:]
+    with np.errstate(all="ignore"):
+        pot, g = model.potential_and_grad(X, y, np.concatenate([msg.theta, prop], axis=1))
+        g_eta = g[:, d:]
+        ratio = mala_log_ratio(eta, grad, prop, g_eta, h)
+    bad = ~(np.isfinite(pot) & np.all(np.isfinite(g), axis=1) & np.isfinite(ratio))
+    if np.any(bad):  # a non-finite proposal is a rejection, not a failure (as for θ alone)
+        pot = np.where(bad, np.finfo(float).max, pot)
+        g = np.where(bad[:, None], 0.0, g)
+        g_eta = np.where(bad[:, None], 0.0, g_eta)
+        ratio = np.where(bad, 0.0, ratio)
+    reply = LocalValueGradReply(pot, g[:, :d], ratio, local, msg.current)
+    return LocalMALAWorker(eta, grad, (prop, g_eta)), reply

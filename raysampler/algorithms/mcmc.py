@@ -4,7 +4,7 @@ averaging of a step size towards an acceptance target (Hoffman & Gelman 2014, Al
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -17,7 +17,8 @@ class DualAveraging(NamedTuple):
     log_hbar: float
 
     @classmethod
-    def start(cls, log_h0: float) -> DualAveraging:
+    def start(cls, log_h0: Any) -> DualAveraging:
+        """A fresh state at log step size `log_h0` (a float, or one per chain (K,))."""
         return cls(0, 0.0, log_h0)
 
 
@@ -45,9 +46,14 @@ def mh_accept(log_alpha: np.ndarray, log_u: np.ndarray) -> tuple[np.ndarray, np.
     return log_u < log_alpha, np.exp(np.minimum(log_alpha, 0.0))
 
 
-def mala_log_ratio(x: np.ndarray, grad_x: np.ndarray, prop: np.ndarray, grad_prop: np.ndarray, h: float) -> np.ndarray:
+def mala_log_ratio(
+    x: np.ndarray, grad_x: np.ndarray, prop: np.ndarray, grad_prop: np.ndarray, h: float | np.ndarray
+) -> np.ndarray:
     """log q(x | x') − log q(x' | x) for the MALA proposal x' = x − h∇V(x) + √(2h)ξ, q(a | b) ∝
-    exp(−‖a − b + h∇V(b)‖²/(4h)): the reverse density uses the gradient at the proposal. Per row (K,)."""
-    fwd = prop - x + h * grad_x
-    bwd = x - prop + h * grad_prop
-    return (np.sum(fwd * fwd, axis=1) - np.sum(bwd * bwd, axis=1)) / (4.0 * h)
+    exp(−‖a − b + h∇V(b)‖²/(4h)): the reverse density uses the gradient at the proposal. Per row (K,); h is one
+    step for all rows or one per row (K,)."""
+    hh = np.asarray(h, dtype=np.float64)  # a scalar, or one step per chain (K,)
+    hc = hh[:, None] if hh.ndim == 1 else hh
+    fwd = prop - x + hc * grad_x
+    bwd = x - prop + hc * grad_prop
+    return (np.sum(fwd * fwd, axis=1) - np.sum(bwd * bwd, axis=1)) / (4.0 * hh)

@@ -19,6 +19,7 @@ from .binomial import BinomialRegression
 from .common import RowValues
 from .contract import DataSpec, ForeignModel, Model, ParamBlock, as_model
 from .gaussian import Gaussian, gaussian_posterior
+from .groups import GroupEffects, HierarchicalGLM
 from .linear import LinearRegression, linear_posterior
 from .logistic import LogisticRegression
 from .mlp import MLPClassifier
@@ -92,6 +93,8 @@ __all__ = [
     "ForeignModel",
     "Gaussian",
     "GaussianPrior",
+    "GroupEffects",
+    "HierarchicalGLM",
     "LinearRegression",
     "LogisticRegression",
     "MLPClassifier",

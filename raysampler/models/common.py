@@ -15,6 +15,7 @@ from scipy import linalg
 from ..errors import ArgumentError
 from ..priors import CoefPrior, GaussianPrior, Normal, Prior, build_prior, check_coef_prior
 from .contract import DataSpec, Model, ParamBlock
+from .groups import bind_hierarchical, normalise_group_effects
 
 
 def _check_positive(name: str, value: Any, *, integer: bool = False):
@@ -192,6 +193,11 @@ class _GLM(Model):
     coef_prior: CoefPrior = field(default=None, kw_only=True)  # type: ignore[assignment]
     n_features: int | None = field(default=None, kw_only=True)
     columns: tuple[str, ...] | None = field(default=None, kw_only=True)
+    group_effects: Any = field(
+        default=None,
+        kw_only=True,
+        metadata={"description": "varying effects by group: rs.GroupEffects(group=..., ...) or a tuple of them"},
+    )
     # derived in __post_init__ (not arguments): the per-row input's column of X, and the coefficients' columns
     _xcol: int | None = field(default=None, init=False, repr=False, compare=False)
     _coef_cols: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
@@ -205,6 +211,7 @@ class _GLM(Model):
         object.__setattr__(self, "n_features", _check_optional_count("n_features", self.n_features, 1))
         object.__setattr__(self, "columns", _check_columns(self.columns))
         _resolve_coef_prior(self, self._default_coef_prior(), self._allow_flat)
+        object.__setattr__(self, "group_effects", normalise_group_effects(self.group_effects))
         self._resolve_extra()
 
     # ------------------------------------------------------------------ construction
@@ -285,6 +292,15 @@ class _GLM(Model):
                 ("model", "coef_prior"),
                 f"coef_prior has {size} values per argument but the model has {want} coefficients{which}",
             )
+
+    def bind(self, spec: DataSpec) -> Model:
+        """The model bound to the data; with `group_effects`, a `HierarchicalGLM` (global θ, local group effects)."""
+        if self.group_effects is not None:
+            return bind_hierarchical(self, spec)
+        return super().bind(spec)
+
+    def has_local_params(self) -> bool:
+        return self.group_effects is not None
 
     def _bind_fields(self, spec: DataSpec) -> dict:
         extra = getattr(self, self._extra, None) if self._extra else None

@@ -81,6 +81,10 @@ class ParamBlock:
     dim: str | None = None
     labels: tuple[str, ...] | None = None
     transform: str = "identity"
+    #: a second dimension (a matrix parameter such as group effects `r_hospital[H12,(Intercept)]`): its name and
+    #: labels; the block's `size` coordinates are then row-major over (labels, inner_labels)
+    inner_dim: str | None = None
+    inner_labels: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -90,7 +94,17 @@ class ParamBlock:
         object.__setattr__(self, "size", int(self.size))
         if self.dim is None and self.size != 1:
             raise ValueError(f"ParamBlock {self.name!r}: a block of size {self.size} needs a dim name")
-        if self.labels is not None:
+        if self.inner_dim is not None:
+            if self.dim is None or self.labels is None or not self.inner_labels:
+                raise ValueError(f"ParamBlock {self.name!r}: a second dim needs dim, labels and inner_labels")
+            inner = tuple(str(v) for v in self.inner_labels)
+            if len(self.labels) * len(inner) != self.size:
+                raise ValueError(
+                    f"ParamBlock {self.name!r}: {len(self.labels)} × {len(inner)} labels for size {self.size}"
+                )
+            object.__setattr__(self, "labels", tuple(str(v) for v in self.labels))
+            object.__setattr__(self, "inner_labels", inner)
+        elif self.labels is not None:
             labels = tuple(str(v) for v in self.labels)
             if len(labels) != self.size:
                 raise ValueError(f"ParamBlock {self.name!r}: {len(labels)} labels for size {self.size}")
@@ -99,12 +113,29 @@ class ParamBlock:
             raise ValueError(f"ParamBlock {self.name!r}: transform must be one of {TRANSFORMS}, got {self.transform!r}")
 
     def coords(self) -> list[str]:
-        """The labels of the block's coordinates (0..size−1 as strings when it has none)."""
+        """The labels of the block's (first) dimension (0..size−1 as strings when it has none)."""
         return list(self.labels) if self.labels is not None else [str(j) for j in range(self.size)]
 
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The parameter's shape per draw: () for a scalar, (size,), or (rows, columns) with a second dim."""
+        if self.dim is None:
+            return ()
+        if self.inner_labels is not None:
+            return (self.size // len(self.inner_labels), len(self.inner_labels))
+        return (self.size,)
+
+    def dims(self) -> list[str]:
+        """The parameter's dimension names (ArviZ dims): [], [dim] or [dim, inner_dim]."""
+        return [d for d in (self.dim, self.inner_dim) if d is not None]
+
     def names(self) -> list[str]:
-        """Flat names of the block's coordinates: `name` for a scalar, else `name[label]`."""
-        return [self.name] if self.dim is None else [f"{self.name}[{c}]" for c in self.coords()]
+        """Flat names of the block's coordinates: `name` for a scalar, `name[label]`, or `name[label,inner]`."""
+        if self.dim is None:
+            return [self.name]
+        if self.inner_labels is not None:
+            return [f"{self.name}[{c},{e}]" for c in self.coords() for e in self.inner_labels]
+        return [f"{self.name}[{c}]" for c in self.coords()]
 
     def natural(self, values: np.ndarray) -> np.ndarray:
         """Sampled values → reported values (exp for a log-scale block)."""
@@ -118,6 +149,8 @@ class ParamBlock:
             "dim": self.dim,
             "labels": None if self.labels is None else list(self.labels),
             "transform": self.transform,
+            "inner_dim": self.inner_dim,
+            "inner_labels": None if self.inner_labels is None else list(self.inner_labels),
         }
 
     @classmethod
@@ -129,7 +162,50 @@ class ParamBlock:
             d.get("dim"),
             None if d.get("labels") is None else tuple(d["labels"]),
             d.get("transform", "identity"),
+            d.get("inner_dim"),
+            None if d.get("inner_labels") is None else tuple(d["inner_labels"]),
         )
+
+
+def join_local_blocks(per_shard: Sequence[Sequence[ParamBlock]]) -> tuple[tuple[ParamBlock, ...], tuple[int, ...]]:
+    """The shards' local blocks (`Model.local_blocks`, shard order) → one block per name (in order of first
+    appearance), joined along the first dim with its labels sorted (numbers numerically), and the order taking the
+    shards' concatenated local coordinates to the joined blocks' coordinates. Unlabelled rows get "<shard>.<j>"."""
+    parts: dict[str, list[tuple[int, ParamBlock, int]]] = {}
+    offset = 0
+    for i, blocks in enumerate(per_shard):
+        for b in blocks:
+            parts.setdefault(b.name, []).append((i, b, offset))
+            offset += b.size
+    joined: list[ParamBlock] = []
+    order: list[int] = []
+    for name, items in parts.items():
+        first = items[0][1]
+        shape = (first.dim, first.transform, first.inner_dim, first.inner_labels)
+        if any((b.dim, b.transform, b.inner_dim, b.inner_labels) != shape for _, b, _ in items):
+            raise ValueError(f"local parameter block {name!r} differs between shards (dims, transform or labels)")
+        rows: list[tuple[str, list[int]]] = []  # (label, its coordinates in the shards' concatenation)
+        for i, b, off in items:
+            width = len(b.inner_labels) if b.inner_labels is not None else 1
+            labels = b.coords() if b.labels is not None else [f"{i}.{j}" for j in range(len(b.coords()))]
+            rows += [(lab, list(range(off + k * width, off + (k + 1) * width))) for k, lab in enumerate(labels)]
+        rows.sort(key=lambda row: _label_key(row[0]))
+        size = sum(b.size for _, b, _ in items)
+        joined.append(
+            ParamBlock(name, size, first.dim or "local", tuple(r[0] for r in rows), first.transform,
+                       first.inner_dim, first.inner_labels)
+        )  # fmt: skip
+        for _, coords in rows:
+            order.extend(coords)
+    return tuple(joined), tuple(order)
+
+
+def _label_key(label: str) -> tuple[int, float, str]:
+    """Sort key of a label: numbers in numeric order first, then other labels in string order."""
+    try:
+        return (0, float(label), label)
+    except ValueError:
+        return (1, 0.0, label)
 
 
 def natural_values(blocks: Sequence[ParamBlock], theta: np.ndarray) -> np.ndarray:
@@ -199,6 +275,29 @@ class Model(ABC):
         `residual`, `potential`, `grad`, `hvp`, `hessian_diag`): a `GaussianPrior` when it is all Gaussian, else a
         `Prior`. Algorithms hold the Gaussian factor in exact steps and place the residual where that stays
         exact."""
+
+    # ------------------------------------------------------------------ local parameters (hierarchical models)
+
+    def has_local_params(self) -> bool:
+        """Whether shards carry local parameters besides θ (e.g. group effects). Then every per-shard method takes
+        x of shape (K, d + l_i), θ first and the shard's l_i = `local_dim(X, y)` local parameters after, and the
+        potential includes their prior: π(θ, η_1..η_b) ∝ prior(θ) Π_i exp(−U_i(θ, η_i)). Default: False."""
+        return False
+
+    def local_dim(self, X: np.ndarray, y: np.ndarray) -> int:
+        """l_i, the number of local parameters of the shard (X, y) (as `shard_data` returned it). Default: 0."""
+        return 0
+
+    def local_blocks(self, X: np.ndarray, y: np.ndarray) -> tuple[ParamBlock, ...]:
+        """The shard's local parameters as named blocks, in the order of its l_i coordinates (on the reported
+        scale). Blocks of the same name from several shards are joined along their first dim, in shard order
+        (e.g. `r_hospital`, dims (hospital, hospital_effect)). Default: one block `local` (dim `local`)."""
+        lsize = int(self.local_dim(X, y))
+        return (ParamBlock("local", lsize, "local"),) if lsize else ()
+
+    def local_natural(self, theta: np.ndarray, eta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Local draws η (..., l_i) on their reported scale, given the global draws θ (..., d). Default: η itself."""
+        return eta
 
     # ------------------------------------------------------------------ per shard: data (worker, once)
 
@@ -323,6 +422,18 @@ class ForeignModel(Model):
     def prior(self) -> GaussianPrior | Prior:
         return self.model.prior()
 
+    def has_local_params(self) -> bool:
+        own = self._own("has_local_params")
+        return bool(own()) if own is not None else False
+
+    def local_dim(self, X: np.ndarray, y: np.ndarray) -> int:
+        own = self._own("local_dim")
+        return int(own(X, y)) if own is not None else 0
+
+    def local_blocks(self, X: np.ndarray, y: np.ndarray) -> tuple[ParamBlock, ...]:
+        own = self._own("local_blocks")
+        return tuple(own(X, y)) if own is not None else super().local_blocks(X, y)
+
     def shard_data(self, X: np.ndarray, y: np.ndarray, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         own = self._own("shard_data")
         return own(X, y, rows) if own is not None else (X, y)
@@ -371,6 +482,14 @@ class ForeignModel(Model):
     def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
         own = self._own("predict_draw")
         return own(X, x, u) if own is not None else super().predict_draw(X, x, u)
+
+
+def defines(model: Model, method: str) -> bool:
+    """Whether `model` has its own `method` (one of the contract's optional checks of a fit) rather than the
+    contract's default, which raises NotImplementedError."""
+    if isinstance(model, ForeignModel):
+        return model._own(method) is not None
+    return getattr(type(model), method, None) is not getattr(Model, method)
 
 
 def _undefined(model: Model, method: str, used_by: str) -> str:

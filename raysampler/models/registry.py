@@ -49,7 +49,8 @@ BUILTIN: dict[str, type[Model]] = {
     "mlp_classifier": MLPClassifier,
 }
 #: Fields that `bind` fills from the data: arguments of the constructor, but not parameters a user chooses.
-BOUND_FIELDS = frozenset({"n_features", "n_classes", "columns"})
+#: `group_effects` is a typed field of the REST model spec itself (`GroupEffectsSpec`), not a generic family parameter.
+BOUND_FIELDS = frozenset({"n_features", "n_classes", "columns", "group_effects"})
 
 
 @dataclass(frozen=True)

@@ -122,6 +122,8 @@ class SetupInfo:
     balance: bool
     transport: str
     param_blocks: tuple[ParamBlock, ...] = ()
+    #: with shard-local parameters: the order taking the shards' concatenated local draws to `param_blocks`' order
+    local_order: tuple[int, ...] = ()
     model: Model | None = None  # the model bound to the data: predictions and LOO evaluate it
     data_spec: DataSpec | None = None  # what the model was bound to (the service binds a run's model again from it)
 

@@ -16,10 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from ..algorithms.base import Algorithm, RoundInfo
+from ..algorithms.base import Algorithm, RoundInfo, check_model_support
 from ..enums import Balance
 from ..errors import ArgumentError, Failure, FailureKind, WorkerFailed
-from ..models.contract import DataSpec, Model, ParamBlock, as_model
+from ..models.contract import DataSpec, Model, ParamBlock, as_model, join_local_blocks
+from ..models.groups import check_groups_disjoint
 from ..shards import ShardSet
 from ..streams import ChainNoise
 from .contracts import BalancerState, Chunk, Placement, RunConfig, RunState, RunStats, SetupInfo, ShardFacts, WorkerPool
@@ -187,6 +188,12 @@ def bind_model(pool: WorkerPool, model: Model) -> tuple[list[ShardFacts], Model,
     spec = data_spec(facts, model)
     bound = model.bind(spec)
     pool.bind(bound)
+    if bound.has_local_params():  # group effects are local to a shard: no group may span two shards
+        from ..tuning.shards import shard_group_labels
+
+        labels = pool.map(shard_group_labels, [()] * len(facts))
+        for f, ge in enumerate(getattr(bound, "factors", ())):
+            check_groups_disjoint([lab[f] for lab in labels], ge.group)
     grams = [g for g in pool.gram() if g is not None]
     bound.check_proper(np.sum(grams, axis=0) if grams else None, n_rows=sum(f.n_rows for f in facts))
     return facts, bound, spec
@@ -200,6 +207,7 @@ def validate_run(model: Model, shards: ShardSet, algorithm: Algorithm, chains: i
     pool = LocalPool(
         [ShardSource(i, s, s.site, s.columns, s.index) for i, s in enumerate(shards)], model, algorithm, seed, chains
     )
+    check_model_support(algorithm, as_model(model))
     _, bound, _ = bind_model(pool, model)
     d = int(bound.dim)
     try:
@@ -255,6 +263,7 @@ class Coordinator:
     ) -> Coordinator:
         """Bind the model to the data, tune the algorithm, create the worker states."""
         t0 = time.perf_counter()
+        check_model_support(algorithm, as_model(model))
         facts, bound, spec = bind_model(pool, model)
         d = bound.dim
         algorithm.check_shapes(pool.num_shards, d, config.chains)
@@ -278,9 +287,17 @@ class Coordinator:
         )
         if balancer.measuring:
             balancer.calibrate(pool.calibrate())
+        names, blocks = bound.param_names(), _param_blocks(bound)
+        local_order: tuple[int, ...] = ()
+        if bound.has_local_params():  # the draws report the shards' local parameters after θ, joined by name
+            from ..tuning.shards import shard_local_blocks
+
+            local, local_order = join_local_blocks(pool.map(shard_local_blocks, [()] * pool.num_shards))
+            blocks = blocks + local
+            names = list(names) + [n for b in local for n in b.names()]
         setup = SetupInfo(
-            dim=d,
-            param_names=bound.param_names(),
+            dim=len(names) if bound.has_local_params() else d,
+            param_names=names,
             num_shards=pool.num_shards,
             shard_rows=[f.n_rows for f in facts],
             groups=pool.groups,
@@ -290,7 +307,8 @@ class Coordinator:
             n_avg=plan.n_avg,
             balance=balancer.measuring,
             transport=pool.transport,
-            param_blocks=_param_blocks(bound),
+            param_blocks=blocks,
+            local_order=local_order,
             model=bound,
             data_spec=spec,
         )
@@ -405,7 +423,11 @@ class Coordinator:
                 )
                 break
             self.state, theta = alg.coordinator_step(self.state, step.replies, self.noise, info)
-            if self.precond is not None:
+            local = alg.local_draws(step.replies)
+            if local is not None:  # shard-local parameters (group effects) follow the θ they were drawn given
+                given = local[0] if self.precond is None else self.precond.to_theta(local[0])
+                theta = np.concatenate([given, local[1][:, list(self.setup.local_order)]], axis=1)
+            elif self.precond is not None:
                 theta = self.precond.to_theta(theta)
             if not np.all(np.isfinite(theta)):
                 failure = self._located(
@@ -428,7 +450,7 @@ class Coordinator:
             if deadline is not None and time.perf_counter() >= deadline:
                 break
         self.draws_kept += len(kept)
-        theta_arr = np.stack(kept) if kept else np.empty((0, cfg.chains, self.model.dim))
+        theta_arr = np.stack(kept) if kept else np.empty((0, cfg.chains, self.setup.dim))
         stats = {k: np.stack(v) for k, v in kept_stats.items()}
         state = self.capture() if capture and failure is None else None
         return Chunk(theta_arr, stats, self.t, self.t >= self.total_rounds or failure is not None, failure, state)

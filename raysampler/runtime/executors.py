@@ -11,6 +11,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from datetime import datetime
@@ -19,7 +20,7 @@ from typing import Any
 
 from ..algorithms.base import Algorithm
 from ..enums import Executor, TransportKind
-from ..errors import Failure, FailureKind, WorkerFailed
+from ..errors import Failure, FailureKind, RunCancelled, WorkerFailed
 from ..models.base import Model
 from .contracts import Chunk, CoordinatorHandle, RunConfig, RunState, RunStats, SetupInfo
 from .coordinator import Coordinator
@@ -27,6 +28,8 @@ from .host import ShardSource
 from .pools import WORKER_ENV, LocalPool, RayPool
 
 log = logging.getLogger("raysampler.runtime")
+
+CANCEL_POLL_S = 0.1  # how often a set-up call on Ray looks at its cancel event while it waits
 
 
 class CoordinatorHost:
@@ -143,14 +146,24 @@ class LocalHandle:
 
 
 class RayHandle:
-    """Calls the coordinator actor; the driver talks to nothing else. Errors arrive with their own type."""
+    """Calls the coordinator actor; the driver talks to nothing else. Errors arrive with their own type.
 
-    def __init__(self, actor: Any) -> None:
+    With a `cancel` event, the set-up calls (start, setup, resume) wait for their answer in short slices and, once
+    it is set, kill the coordinator actor (its worker actors share its fate) and raise `RunCancelled`: a cancel
+    never waits for tuning or the workers' start to finish."""
+
+    def __init__(self, actor: Any, cancel: threading.Event | None = None) -> None:
         import ray
 
-        self.actor, self._ray = actor, ray
+        self.actor, self._ray, self.cancel = actor, ray, cancel
+        self._killed = False
 
-    def _get(self, ref: Any) -> Any:
+    def _get(self, ref: Any, interruptible: bool = False) -> Any:
+        if interruptible and self.cancel is not None:
+            while not self._ray.wait([ref], timeout=CANCEL_POLL_S)[0]:
+                if self.cancel.is_set():
+                    self.kill()
+                    raise RunCancelled("the run was cancelled while setting up")
         try:
             return self._ray.get(ref)
         except self._ray.exceptions.RayTaskError as exc:
@@ -161,13 +174,13 @@ class RayHandle:
             ) from None
 
     def start(self, *args: Any) -> None:
-        self._get(self.actor.start.remote(*args))
+        self._get(self.actor.start.remote(*args), interruptible=True)
 
     def setup(self, slowdown: dict[int, float] | None = None) -> SetupInfo:
-        return self._get(self.actor.setup.remote(slowdown))
+        return self._get(self.actor.setup.remote(slowdown), interruptible=True)
 
     def resume(self, state: RunState) -> SetupInfo:
-        return self._get(self.actor.resume.remote(state))
+        return self._get(self.actor.resume.remote(state), interruptible=True)
 
     def run(self, max_rounds: int, time_left_s: float | None = None, capture: bool = False) -> Chunk:
         return self._get(self.actor.run.remote(max_rounds, time_left_s, capture))
@@ -182,12 +195,19 @@ class RayHandle:
         return self._get(self.actor.stats.remote())
 
     def close(self) -> None:
+        if self._killed:  # cancelled mid-call: a graceful close would queue behind that call
+            return
         try:
             self._ray.get(self.actor.close.remote())
         except Exception:
             pass  # closing must not mask the error that ended the run
         finally:
-            self._ray.kill(self.actor)
+            self.kill()
+
+    def kill(self) -> None:
+        """Stop the coordinator actor now; the worker actors it started die with it (Ray's owner fate-sharing)."""
+        self._killed = True
+        self._ray.kill(self.actor)
 
 
 def cluster_address(address: str | None = None) -> str | None:
@@ -383,8 +403,10 @@ def start(
     config: RunConfig,
     max_actors: int | None = None,
     transport: TransportKind = TransportKind.SOCKET,
+    cancel: threading.Event | None = None,
 ) -> CoordinatorHandle:
-    """A handle on a new coordinator for this run (its pool started; call setup() or resume() next)."""
+    """A handle on a new coordinator for this run (its pool started; call setup() or resume() next). On Ray, a
+    `cancel` set meanwhile stops the start (and later the set-up) and raises `RunCancelled` (see RayHandle)."""
     if executor == Executor.LOCAL:
         host = CoordinatorHost()
         host.start(Executor.LOCAL, list(sources), model, algorithm, config)
@@ -403,11 +425,13 @@ def start(
         )
         for s in sources
     ]
+    if cancel is not None and cancel.is_set():
+        raise RunCancelled("the run was cancelled while setting up")
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
     actor = ray.remote(  # type: ignore[call-overload]  # Ray's stubs omit these actor options
         num_cpus=0, runtime_env={"env_vars": WORKER_ENV}, scheduling_strategy=here
     )(CoordinatorHost)
-    handle = RayHandle(actor.remote())
+    handle = RayHandle(actor.remote(), cancel)
     try:
         handle.start(Executor.RAY, placed, model, algorithm, config, max_actors, transport)
     except BaseException:

@@ -83,7 +83,22 @@ class ShardHost:
         self._channel: Any = None
 
     def _failure(self, j: int, kind: FailureKind, exc: BaseException) -> WorkerFailed:
+        """The shard's failure for `exc`; an error raised in a user's model code names the model's method and
+        carries the user's frames only (`user_model_frames`)."""
         src = self.sources[j]
+        user = user_model_frames(exc)
+        if user is not None:
+            method, frames = user
+            return WorkerFailed(
+                Failure(
+                    kind,
+                    f"the model's {method}() raised {type(exc).__name__}: {exc}",
+                    shard=src.shard,
+                    site=src.site,
+                    node_id=self.node_id,
+                    traceback="".join(traceback.format_list(frames)) + f"{type(exc).__name__}: {exc}\n",
+                )
+            )
         return WorkerFailed(
             Failure(
                 kind,
@@ -94,6 +109,19 @@ class ShardHost:
                 traceback=traceback.format_exc(),
             )
         )
+
+    def _per_shard(self, fn: Callable[[int, np.ndarray, np.ndarray], Any]) -> list[Any]:
+        """fn(j, X_j, y_j) for each of this host's shards; an exception raised in a user's model code becomes the
+        shard's WorkerFailed naming the method (others propagate unchanged)."""
+        out = []
+        for j, (X, y) in enumerate(self.data):
+            try:
+                out.append(fn(j, X, y))
+            except Exception as exc:
+                if user_model_frames(exc) is None:
+                    raise
+                raise self._failure(j, FailureKind.WORKER_ERROR, exc) from exc
+        return out
 
     @property
     def data(self) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -174,24 +202,37 @@ class ShardHost:
 
     def gram(self) -> list[np.ndarray | None]:
         """Each shard's contribution to the pooled matrix the bound model's properness check reads (`Model.gram`)."""
-        return [self.model.gram(X, y) for X, y in self.data]
+        return self._per_shard(lambda j, X, y: self.model.gram(X, y))
 
     def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]]) -> list[Any]:
-        return [fn(self.model, X, y, *a) for (X, y), a in zip(self.data, args)]
+        return self._per_shard(lambda j, X, y: fn(self.model, X, y, *args[j]))
+
+    def _width(self, X: np.ndarray, y: np.ndarray) -> int:
+        """The width of a shard's worker state: d, plus the shard's local parameters (group effects) if any."""
+        d = int(self.model.dim)
+        has_local = getattr(self.model, "has_local_params", None)
+        return d + int(self.model.local_dim(X, y)) if has_local is not None and has_local() else d
 
     def _new_noises(self) -> list[ChainNoise]:
-        d = self.model.dim
-        return [ChainNoise(self.seed, self.chains, role=i + 1, dim=d) for i in self.shard_ids]
+        """Shard i's streams, sized to its worker state (d + l_i with local parameters; the coordinator's stays d)."""
+        return [
+            ChainNoise(self.seed, self.chains, role=i + 1, dim=self._width(X, y))
+            for i, (X, y) in zip(self.shard_ids, self.data)
+        ]
 
     def init_states(self, payloads: Sequence[Any]) -> None:
         assert self.algorithm is not None
         self.noises = self._new_noises()
         self.states = []
-        for i, p, (X, y) in zip(self.shard_ids, payloads, self.data):
+        for j, (i, p, (X, y)) in enumerate(zip(self.shard_ids, payloads, self.data)):
             try:
                 self.states.append(self.algorithm.worker_init(p, self.model, X, y))
-            except (ValueError, FloatingPointError) as exc:
-                raise type(exc)(f"shards[{i}]: {exc}") from None
+            except Exception as exc:
+                if user_model_frames(exc) is not None:
+                    raise self._failure(j, FailureKind.WORKER_ERROR, exc) from exc
+                if isinstance(exc, (ValueError, FloatingPointError)):
+                    raise type(exc)(f"shards[{i}]: {exc}") from None
+                raise
 
     def capture(self) -> list[ShardState]:
         """Each shard's algorithm state and random-stream position."""
@@ -212,16 +253,17 @@ class ShardHost:
     def calibrate(self, repeats: int = 5) -> list[float]:
         """CPU seconds per model evaluation (U_i and ∇U_i for the K chains) on each shard, slowdown included: the
         τ_i estimate taken before sampling (median of `repeats`). Touches no chain state or random stream."""
-        x = np.zeros((self.chains, self.model.dim))
-        out = []
-        for i, (X, y) in zip(self.shard_ids, self.data):
+
+        def seconds(j: int, X: np.ndarray, y: np.ndarray) -> float:
+            x = np.zeros((self.chains, self._width(X, y)))
             times = []
             for _ in range(repeats):
                 t0 = time.thread_time()
                 self.model.potential_and_grad(X, y, x)
                 times.append(time.thread_time() - t0)
-            out.append(float(np.median(times)) * self.slowdown[i])
-        return out
+            return float(np.median(times)) * self.slowdown[self.shard_ids[j]]
+
+        return self._per_shard(seconds)
 
     def set_slowdown(self, factors: dict[int, float]) -> None:
         """Test hook: shard i's local work takes `factors[i]` times as long (the host computes for the difference,
@@ -270,3 +312,38 @@ def _compute_for(seconds: float) -> None:
     end = time.thread_time() + seconds
     while time.thread_time() < end:
         pass
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # raysampler/
+_ADAPTERS = (os.path.join(_PACKAGE_DIR, "models", "contract.py"),)  # the contract's defaults and ForeignModel
+
+
+def user_model_frames(exc: BaseException) -> tuple[str, list[traceback.FrameSummary]] | None:
+    """If `exc` was raised in a user's model code (a model class defined outside raysampler: a subclass of rs.Model,
+    a foreign model, a registered package's family), (the model method raysampler called, the frames from that call
+    on); else None. The call is the first frame after the last raysampler frame (the contract's default methods and
+    adapter aside) whose `self` is such a model."""
+    tbs = []
+    tb = exc.__traceback__
+    while tb is not None:
+        tbs.append(tb)
+        tb = tb.tb_next
+    last = max((k for k, t in enumerate(tbs) if _ours(t.tb_frame.f_code.co_filename)), default=None)
+    if last is None:
+        return None
+    for k in range(last + 1, len(tbs)):
+        frame = tbs[k].tb_frame
+        if os.path.abspath(frame.f_code.co_filename) in _ADAPTERS:
+            continue
+        owner = frame.f_locals.get("self")
+        if owner is None or not hasattr(owner, "potential") or type(owner).__module__.startswith("raysampler."):
+            return None
+        summary = traceback.extract_tb(tbs[k])
+        return frame.f_code.co_name, list(summary)
+    return None
+
+
+def _ours(filename: str) -> bool:
+    """A frame of raysampler itself (not the contract's adapter code, which calls into the user's methods)."""
+    path = os.path.abspath(filename)
+    return path.startswith(_PACKAGE_DIR + os.sep) and path not in _ADAPTERS

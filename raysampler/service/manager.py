@@ -6,6 +6,7 @@ checkpoints and PENDING ones are queued again; a FAILED or CANCELLED run resumes
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import secrets
@@ -21,7 +22,7 @@ import numpy as np
 from ..checkpoints import CheckpointError
 from ..diagnostics import FINAL_DRAWS, WarningKind, diagnose
 from ..enums import Executor, StopReason
-from ..errors import Failure, FailureKind, SamplingError, failure_of
+from ..errors import Failure, FailureKind, RunCancelled, SamplingError, failure_of
 from ..events import EventKind, RunEvent
 from ..options import ExecutionOptions, RunOptions
 from ..runtime.contracts import RunStats
@@ -38,14 +39,14 @@ from ..wire import (
 )
 from .drawfiles import DrawFiles
 from .errors import AccessDenied, NotFound, QuotaExceeded, StateConflict
-from .metrics import Metrics
+from .metrics import LiveRun, Metrics
 from .records import RunFields, RunRecord
-from .results import progress_fraction
+from .results import MIN_SUMMARY_DRAWS, progress_fraction, summary_of
 from .schemas import DiagnosticsInfo, FailureInfo, RunSpec, WorkerStats
 from .settings import Settings
 from .specs import SpecError, build, run_options, spec_hash
 from .store import ActiveLimit, Conflict, RecordStore
-from .summaries import SummaryCache
+from .summaries import DEFAULT_CI_PROB, SummaryCache, import_statistics
 
 log = logging.getLogger("raysampler.service")
 
@@ -85,6 +86,18 @@ class FairQueue:
             self._stops += 1
             self._ready.notify()
 
+    def order(self) -> list[tuple[str, str]]:
+        """Every waiting (tenant, run id) in the order `get` would serve them now (round-robin over tenants)."""
+        with self._ready:
+            lines = [(t, list(ids)) for t, ids in self._tenants.items()]
+        out: list[tuple[str, str]] = []
+        while lines:
+            tenant, ids = lines.pop(0)
+            out.append((tenant, ids.pop(0)))
+            if ids:
+                lines.append((tenant, ids))
+        return out
+
     def get(self) -> tuple[str, str] | None:
         with self._ready:
             while not self._stops and not self._tenants:
@@ -121,7 +134,11 @@ class RunManager:
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()
-        self.summaries = SummaryCache()  # posterior summaries by (run, stored draws, ci_prob)
+        # posterior summaries by (run, stored draws, ci_prob); their CPU time counted in the metrics
+        self.summaries = SummaryCache(on_computed=None if metrics is None else metrics.summary_cpu.inc)
+        self._live: dict[tuple[str, str], LiveRun] = {}  # running runs' numbers for /metrics (dropped at their end)
+        if metrics is not None:
+            metrics.watch_live_runs(self.live_runs)
 
     # --- lifecycle --------------------------------------------------------------------------------------------
 
@@ -139,6 +156,7 @@ class RunManager:
                 temp_dir=embedded_ray_dir(self.settings.data_dir),
                 object_store_bytes=self.settings.object_store_bytes,
             )
+        threading.Thread(target=import_statistics, name="raysampler-import-statistics", daemon=True).start()
         for rec in self.store.runs_with_status([RunStatus.RUNNING]):  # the service stopped while they ran
             self.store.transition(
                 rec.tenant, rec.id, (RunStatus.RUNNING,), event=StatusEvent(RunStatus.PENDING), status=RunStatus.PENDING
@@ -160,6 +178,14 @@ class RunManager:
             self._queue.stop_one()
         for t in self._threads:
             t.join(timeout)
+
+    def queue_order(self) -> list[tuple[str, str]]:
+        """The runs waiting to sample, (tenant, run id) in the order they will start."""
+        return self._queue.order()
+
+    def stored_bytes(self, tenant: str) -> int:
+        """What the tenant stores: draws, checkpoints and uploaded data sets."""
+        return _bytes_under(self.files.root / tenant) + _bytes_under(self.settings.datasets_dir / tenant)
 
     # --- requests ---------------------------------------------------------------------------------------------
 
@@ -244,7 +270,7 @@ class RunManager:
         limit = self.settings.quota_max_stored_bytes
         if limit is None:
             return
-        used = _bytes_under(self.files.root / tenant) + _bytes_under(self.settings.datasets_dir / tenant)
+        used = self.stored_bytes(tenant)
         if used + adding > limit:
             raise QuotaExceeded(
                 f"tenant {tenant!r} stores {used} bytes{f' (+{adding} uploading)' if adding else ''}"
@@ -277,7 +303,8 @@ class RunManager:
         return rec
 
     def cancel(self, tenant: str, run_id: str) -> RunRecord:
-        """Ask a PENDING or RUNNING run to stop; a PENDING one is CANCELLED at once, a RUNNING one after its chunk."""
+        """Ask a PENDING or RUNNING run to stop; a PENDING one is CANCELLED at once, a RUNNING one after its chunk
+        or, while it sets up, where its set-up is (within RayHandle's CANCEL_POLL_S on Ray)."""
         rec = self.get(tenant, run_id)
         if rec.status.is_terminal:
             raise StateConflict(f"run {run_id} is already {rec.status.value}")
@@ -331,6 +358,21 @@ class RunManager:
         self.summaries.invalidate(tenant, run_id)
         self.files.delete(tenant, run_id)
 
+    def live_runs(self) -> list[LiveRun]:
+        """The running runs' rounds/s, restarts and per-worker numbers (copies), as /metrics shows them."""
+        with self._lock:
+            return [
+                dataclasses.replace(r, workers=list(r.workers), worker_lost=dict(r.worker_lost))
+                for r in self._live.values()
+            ]
+
+    def _update_live(self, rec: RunRecord, **fields: Any) -> None:
+        with self._lock:
+            live = self._live.get((rec.tenant, rec.id))
+            if live is not None:
+                for name, value in fields.items():
+                    setattr(live, name, value)
+
     # --- execution --------------------------------------------------------------------------------------------
 
     def _enqueue(self, tenant: str, run_id: str) -> None:
@@ -364,18 +406,38 @@ class RunManager:
             cancel = self._cancel.setdefault((tenant, run_id), threading.Event())
         if not self._mark_running(rec):
             return  # cancelled (or deleted) in between
-        started = self._start_engine(rec)
+        started = self._start_engine(rec, cancel)
         if started is None:
             return
         run, t0 = started
-        with run:
-            timings = self._record_setup(rec, run)
-            sampled = _Sampled(0, True) if cancel.is_set() else self._sample(rec, run, cancel, timings)
-            self._record_final_stats(rec, run, timings, t0)
-            warnings = self._warnings(rec, run, sampled)
+        key, live = (tenant, run_id), LiveRun(tenant, run_id, restarts=self.get(tenant, run_id).restarts)
+        with self._lock:
+            self._live[key] = live
+        try:
+            with run:
+                timings = self._record_setup(rec, run)
+                sampled = _Sampled(0, True) if cancel.is_set() else self._sample(rec, run, cancel, timings)
+                self._record_final_stats(rec, run, timings, t0)
+                warnings = self._warnings(rec, run, sampled)
+        finally:
+            with self._lock:
+                self._live.pop(key, None)
         for w in warnings:
             self.store.add_event(rec.key, WarningEvent(w))
         self._conclude(rec, run, sampled, warnings)
+        self._summarise_final(tenant, run_id)
+
+    def _summarise_final(self, tenant: str, run_id: str) -> None:
+        """Compute an ended run's summary table (the default ci_prob) now, stored next to its draws, so the first
+        request for it reads the table instead of computing it; a request meanwhile waits for this computation."""
+        self.summaries.forget_running(tenant, run_id)
+        rec = self.store.get_run(tenant, run_id)
+        if rec is None or not rec.status.is_terminal or rec.draws_stored < MIN_SUMMARY_DRAWS:
+            return
+        try:
+            summary_of(rec, self.files, DEFAULT_CI_PROB, self.summaries)
+        except Exception:  # a request computes it again; the run's outcome stands
+            log.exception("summary of run %s/%s failed", tenant, run_id)
 
     def _mark_running(self, rec: RunRecord) -> bool:
         """PENDING → RUNNING, atomically (False if a cancel or delete came first)."""
@@ -388,8 +450,9 @@ class RunManager:
             started_at=time.time(),
         )
 
-    def _start_engine(self, rec: RunRecord) -> tuple[Run, float] | None:
-        """The started engine run and its start time, or None after marking the run FAILED with the reason.
+    def _start_engine(self, rec: RunRecord, cancel: threading.Event) -> tuple[Run, float] | None:
+        """The started engine run and its start time, or None after marking the run FAILED with the reason (or
+        CANCELLED: a cancel during the set-up stops it where it is — data loaded, processes starting, tuning).
 
         A run with a checkpoint (the service restarted during it, a lost worker could not be recovered in place,
         or a resume was asked for) continues from it: draw files past it are dropped and written again, exactly.
@@ -413,6 +476,8 @@ class RunManager:
             return None
         try:
             built = build(spec, rec.tenant, self.store, self.settings.executor, self.grants)
+            if cancel.is_set():
+                raise RunCancelled("the run was cancelled while setting up")
             t0 = time.perf_counter()
             execution = ExecutionOptions(
                 executor=Executor(self.settings.executor),
@@ -420,8 +485,13 @@ class RunManager:
                 keep_draws=False,
                 checkpoint_dir=directory.path,
                 on_event=lambda ev: self._engine_event(rec, ev),
+                cancel=cancel,
             )
             run = Run(built.model, built.shards, built.algorithm, run_options(spec), execution, resume_from=state)
+        except RunCancelled:
+            if not self._stopping.is_set():  # a shutdown leaves it RUNNING: the next start resumes it
+                self._finish(rec, RunStatus.CANCELLED)
+            return None
         except Exception as exc:
             failure = failure_of(exc) or (exc.failure if isinstance(exc, SamplingError) else None)
             if isinstance(exc, AccessDenied):  # a grant revoked since submit
@@ -445,15 +515,23 @@ class RunManager:
         """A lost worker and the run's own recovery from its checkpoint, as events and the restart count."""
         if event.kind == EventKind.WORKER_LOST and event.failure is not None:
             self.store.add_event(rec.key, WorkerLostEvent(event.round, jsonable(event.failure.as_dict())))
+            shard = event.failure.shard
+            if shard is not None:
+                with self._lock:
+                    live = self._live.get((rec.tenant, rec.id))
+                    if live is not None:
+                        live.worker_lost[shard] = live.worker_lost.get(shard, 0) + 1
         elif event.kind == EventKind.RESUMED:
             restarts = self.get(rec.tenant, rec.id).restarts + 1
             self.store.update_run(rec.tenant, rec.id, restarts=restarts, checkpoint_round=event.round)
             self.store.add_event(rec.key, ResumedEvent(event.round, restarts))
+            self._update_live(rec, restarts=restarts)
 
     def _record_setup(self, rec: RunRecord, run: Run) -> dict[str, float]:
         """Store the dimension, parameter names and set-up time; returns the run's timings so far."""
         names = list(run.setup.param_names)
         timings = {"setup_s": float(run.setup.setup_time_s)}
+        workers = _workers(run.stats())
         self.store.update_run(
             rec.tenant,
             rec.id,
@@ -461,10 +539,11 @@ class RunManager:
             param_names=names,
             timings=timings,
             plan=jsonable(run.setup.plan.as_dict()),
-            workers=_workers(run.stats()),
+            workers=workers,
             param_blocks=tuple(run.setup.param_blocks),
             data_spec=run.setup.data_spec,
         )
+        self._update_live(rec, workers=workers)
         self.store.add_event(rec.key, SetupEvent(len(names), timings["setup_s"]))
         return timings
 
@@ -474,7 +553,12 @@ class RunManager:
         t_stats = time.monotonic()
         checked = None  # the engine's last convergence check (num_rounds "auto") already recorded
         info = rec.diagnostics
+        t_chunk, rounds_before = time.monotonic(), run.rounds_done
         for chunk in run.chunks(target_chunk_s=self.settings.chunk_s):
+            now = time.monotonic()
+            if now > t_chunk:
+                self._update_live(rec, rounds_per_s=(chunk.rounds_done - rounds_before) / (now - t_chunk))
+            t_chunk, rounds_before = now, chunk.rounds_done
             n = len(chunk.theta)
             if n and self.metrics is not None:
                 self.metrics.draws.inc(n * rec.chains)
@@ -486,6 +570,7 @@ class RunManager:
             if time.monotonic() - t_stats > LIVE_STATS_S:  # per-worker τ_i, N_i, idle fraction while it runs
                 live = run.stats()
                 fields["workers"] = _workers(live)
+                self._update_live(rec, workers=fields["workers"])
                 fields["timings"] = timings | {"sampling_s": float(live.sampling_time_s)}
                 t_stats = time.monotonic()
             diag = run.diagnostics

@@ -52,6 +52,19 @@ def progress(rec: RunRecord) -> Progress:
     )
 
 
+def summary_of(rec: RunRecord, files: DrawFiles, ci_prob: float, cache: SummaryCache | None = None) -> SummaryTable:
+    """The summary table of the run's stored draws (through `cache` when given)."""
+
+    def compute() -> SummaryTable:
+        theta = files.read(rec.tenant, rec.id, 0, rec.draws_stored).transpose(1, 0, 2)
+        return summary_table(theta, stored_result_blocks(rec), ci_prob)
+
+    if cache is None:
+        return compute()
+    run_dir = files.run_dir(rec.tenant, rec.id)
+    return cache.get(rec.tenant, rec.id, rec.draws_stored, ci_prob, run_dir, rec.status.is_terminal, compute)
+
+
 def stored_result(rec: RunRecord, files: DrawFiles) -> Result:
     """The run's durable draws so far as an engine Result (summary, ArviZ export)."""
     n = rec.draws_stored
@@ -69,21 +82,14 @@ def stored_result(rec: RunRecord, files: DrawFiles) -> Result:
 
 def summary(rec: RunRecord, files: DrawFiles, ci_prob: float, cache: SummaryCache | None = None) -> RunSummary:
     """mean, sd, HDI, ESS bulk/tail, R-hat and MCSE per coordinate of the stored draws (non-finite → None); with a
-    `cache`, computed once per (run, stored draws, ci_prob) and, for a finished run, kept next to its draws."""
+    `cache`, computed once per (run, stored draws, ci_prob) and, for a finished run, kept next to its draws; for a
+    running run, the cache's latest table (`draws_per_chain` says how many draws it summarises)."""
     if rec.draws_stored < MIN_SUMMARY_DRAWS:
         raise StateConflict(
             f"run {rec.id} has {rec.draws_stored} draws per chain stored; a summary needs {MIN_SUMMARY_DRAWS}"
         )
 
-    def compute() -> SummaryTable:
-        theta = files.read(rec.tenant, rec.id, 0, rec.draws_stored).transpose(1, 0, 2)
-        return summary_table(theta, stored_result_blocks(rec), ci_prob)
-
-    if cache is None:
-        table = compute()
-    else:
-        run_dir = files.run_dir(rec.tenant, rec.id)
-        table = cache.get(rec.tenant, rec.id, rec.draws_stored, ci_prob, run_dir, rec.status.is_terminal, compute)
+    table = summary_of(rec, files, ci_prob, cache)
     rows: list[dict[str, str | float | None]] = [
         {"param": label} | {c: (float(v) if math.isfinite(v) else None) for c, v in zip(table.columns, row)}
         for label, row in zip(table.labels, table.values.tolist())
@@ -91,7 +97,7 @@ def summary(rec: RunRecord, files: DrawFiles, ci_prob: float, cache: SummaryCach
     return RunSummary(
         run_id=rec.id,
         status=rec.status,
-        draws_per_chain=rec.draws_stored,
+        draws_per_chain=table.draws,
         chains=rec.chains,
         ci_prob=ci_prob,
         columns=list(table.columns),
@@ -121,7 +127,7 @@ def trace(rec: RunRecord, files: DrawFiles, param: int, max_points: int, last: i
     lo = 0 if last is None else max(0, n - last)
     step = max(1, math.ceil((n - lo) / max_points))
     column = files.read_column(rec.tenant, rec.id, lo, n, step, param) if n > lo else np.empty((0, rec.chains))
-    block, start = _block_of(rec.param_blocks or (), param)
+    block, start = block_of(rec.param_blocks or (), param)
     if block is not None:
         column = block.natural(column)
     values = [[float(v) if math.isfinite(v) else None for v in chain] for chain in column.T.tolist()]
@@ -138,7 +144,7 @@ def trace(rec: RunRecord, files: DrawFiles, param: int, max_points: int, last: i
     )
 
 
-def _block_of(blocks: Sequence[ParamBlock], coordinate: int) -> tuple[ParamBlock | None, int]:
+def block_of(blocks: Sequence[ParamBlock], coordinate: int) -> tuple[ParamBlock | None, int]:
     """The parameter block holding θ's `coordinate`, and the block's first coordinate."""
     start = 0
     for b in blocks:

@@ -14,6 +14,7 @@ from .. import datasets as rs_datasets
 from .. import priors
 from ..algorithms import ALGORITHMS
 from ..models import FAMILIES, FAMILY_INFO, Family
+from ..models.groups import GroupEffects
 from ..options import AUTO_BURN_IN, AUTO_MAX_ROUNDS, DEFAULT_MAX_RHAT, DEFAULT_TARGET_ESS, RunOptions
 from ..wire import RunStatus, RunStopReason
 
@@ -183,6 +184,22 @@ class PositivePriorSpec(BaseModel):
         return priors.Flat(log=self.flat.log)
 
 
+class GroupEffectsSpec(BaseModel):
+    """Varying effects by a grouping column (brms `(1 + slopes | group)`): r_g ~ N(0, diag(sd²)) per group label g,
+    on the intercept and each slope column; each sd with `sd_prior` (default half_normal(1))."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    group: ColumnName = Field(description="the column of group labels (labels, not a feature)")
+    intercept: bool = Field(default=True, description="a varying intercept per group")
+    slopes: list[ColumnName] = Field(default_factory=list, max_length=64, description="columns with varying slopes")
+    sd_prior: PositivePriorSpec | None = Field(default=None, description="prior on each effect's sd")
+
+    def to_engine(self) -> GroupEffects:
+        """The engine's `rs.GroupEffects` (its own checks name model.group_effects)."""
+        sd_prior = self.sd_prior.to_prior() if self.sd_prior is not None else priors.HalfNormal(1.0)
+        return GroupEffects(self.group, self.intercept, tuple(self.slopes), sd_prior)
+
+
 class ModelSpec(BaseModel):
     """A model family of the engine (`rs.models.FAMILIES`) and its parameters: priors by name, per-row inputs by
     column, and any other parameter of the family (e.g. `hidden` for mlp_classifier)."""
@@ -206,6 +223,13 @@ class ModelSpec(BaseModel):
     trials_column: str | None = Field(
         default=None, min_length=1, description="binomial_regression: the column of trial counts (not a feature)"
     )
+    group_effects: list[GroupEffectsSpec] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=8,
+        description="GLM families: group-level effects, one entry per grouping column; each group's effects are "
+        "sampled on the worker holding its rows (the run's shards keep each group in one shard: see shard_by)",
+    )
 
     @field_validator("family")
     @classmethod
@@ -216,7 +240,7 @@ class ModelSpec(BaseModel):
         """The engine model arguments this spec sets: the keys of `params`, without building any prior."""
         named = [
             n
-            for n in ("prior_scale", "noise_sd", "coef_prior", "noise_prior", "dispersion_prior")
+            for n in ("prior_scale", "noise_sd", "coef_prior", "noise_prior", "dispersion_prior", "group_effects")
             if getattr(self, n) is not None
         ]
         named += [
@@ -240,6 +264,8 @@ class ModelSpec(BaseModel):
             out["offset"] = self.offset_column
         if self.trials_column is not None:
             out["trials"] = self.trials_column
+        if self.group_effects is not None:
+            out["group_effects"] = tuple(g.to_engine() for g in self.group_effects)
         return out
 
 
@@ -376,7 +402,16 @@ class RunSpec(BaseModel):
     model: ModelSpec
     data: DataRef
     num_shards: int = Field(default=4, ge=1, le=4096)
-    shard_strategy: Literal["contiguous", "random", "label_skew"] = "contiguous"
+    shard_strategy: Literal["contiguous", "random", "label_skew"] | None = Field(
+        default=None,
+        description='how uploaded or built-in data are split: default "contiguous" (with model.group_effects: by '
+        "the first grouping column, see shard_by)",
+    )
+    shard_by: ColumnName | None = Field(
+        default=None,
+        description="keep each group of this column in one shard (balanced by rows); default with "
+        "model.group_effects: the first grouping column (not with site shards, which are split already)",
+    )
     algorithm: AlgorithmSpec = Field(default_factory=AlgorithmSpec)
     chains: int = Field(default=_RUN.chains, ge=1, le=4096)
     num_rounds: Annotated[int, Field(ge=1, le=10_000_000)] | Literal["auto"] = Field(
@@ -423,7 +458,22 @@ class RunSpec(BaseModel):
                     "shards (omit num_shards with site shards)"
                 )
             self.num_shards = len(self.data.shards)
+            if self.shard_by is not None:
+                raise ValueError("shard_by splits uploaded or built-in data; site shards are split already")
+        elif self.shard_by is not None and self.shard_strategy is not None:
+            raise ValueError("give shard_by or shard_strategy, not both (shard_by splits by group)")
         return self
+
+    def sharding_column(self) -> str | None:
+        """The column whose groups stay in one shard: `shard_by`, else with group effects the first grouping
+        column (site shards: none, they are split already)."""
+        if self.data.shards is not None:
+            return None
+        if self.shard_by is not None:
+            return self.shard_by
+        if self.model.group_effects and self.shard_strategy is None:
+            return self.model.group_effects[0].group
+        return None
 
 
 class Progress(BaseModel):
@@ -630,6 +680,83 @@ class Trace(BaseModel):
     step: int = Field(description="every step-th draw of the window is included")
     index: list[int]
     values: list[list[float | None]]
+
+
+class ParamDiagnostics(BaseModel):
+    """The plots ArviZ users read for one parameter, as bounded arrays (arviz-stats): per-chain rank histograms,
+    per-chain autocorrelation, and bulk and tail ESS against the number of draws. Computed on at most `max_draws` per
+    chain of the stored draws, evenly thinned (every `step`-th draw; autocorrelation lags count those draws)."""
+
+    run_id: str
+    param: int = Field(description="the coordinate's position in param_names")
+    name: str
+    draws_stored: int
+    chains: int
+    step: int = Field(description="every step-th stored draw was used")
+    draws_used: int = Field(description="draws per chain the diagnostics were computed on")
+    rank_bins: int
+    rank_counts: list[list[int]] = Field(
+        description="per chain, how many of its draws fall in each of rank_bins equal bins of the ranks over all chains"
+    )
+    autocorr: list[list[float | None]] = Field(description="per chain, autocorrelation at lags 0, 1, …, max_lag")
+    ess_draws: list[int] = Field(description="draws per chain (stored, before thinning) at each ESS point")
+    ess_bulk: list[float | None]
+    ess_tail: list[float | None]
+    r_hat: float | None = Field(None, description="rank-normalised split R-hat on the draws used")
+
+
+class NodeWorker(BaseModel):
+    """A worker of one of the caller's running runs, placed on a node."""
+
+    run_id: str
+    shard: int
+    tau_s: float | None = Field(None, description="measured seconds per local step τ_i")
+
+
+class ClusterNode(BaseModel):
+    """A Ray node: its site label, CPUs, and the workers placed on it."""
+
+    node_id: str
+    hostname: str | None = None
+    alive: bool
+    site: str | None = Field(None, description="the node's raysampler.io/site label (none: not a site's node)")
+    cpus: float = Field(0.0, description="the node's CPU resource")
+    workers: list[NodeWorker] = Field(default_factory=list, description="the caller's running workers on the node")
+    other_workers: int = Field(0, description="workers of other tenants' runs on the node (a count only)")
+
+
+class QueuedRun(BaseModel):
+    """One of the caller's runs waiting to sample, and where it stands in the service's queue."""
+
+    run_id: str
+    name: str | None = None
+    position: int = Field(description="1 starts next; counts every tenant's waiting runs (served round-robin)")
+
+
+class QuotaUse(BaseModel):
+    """The caller's use of the service's limits (a limit of null is no limit)."""
+
+    active_runs: int = Field(description="PENDING + RUNNING runs")
+    max_active_runs: int | None = None
+    stored_bytes: int = Field(description="draws, checkpoints and uploaded data sets")
+    max_stored_bytes: int | None = None
+    max_chains_x_dim: int | None = None
+    max_draw_bytes: int | None = None
+
+
+class ClusterView(BaseModel):
+    """What an operator looks at: the nodes and the caller's workers on them, the queue, the caller's quota use,
+    and where Ray's own dashboard is (when the operator gave its address)."""
+
+    executor: Literal["ray", "local"]
+    ray_connected: bool
+    nodes: list[ClusterNode]
+    running_runs: int = Field(description="runs sampling now, every tenant's")
+    max_concurrent_runs: int
+    queued_total: int = Field(description="runs waiting, every tenant's")
+    queue: list[QueuedRun] = Field(description="the caller's waiting runs, in queue order")
+    quota: QuotaUse
+    ray_dashboard_url: str | None = Field(None, description="RAYSAMPLER_RAY_DASHBOARD_URL, for a link")
 
 
 class Health(BaseModel):

@@ -34,6 +34,9 @@ class Settings(EngineSettings):
     ray_address: str | None = Field(
         default=None, description="Ray cluster to run on (else $RAY_ADDRESS, else a local Ray)"
     )
+    ray_dashboard_url: str | None = Field(
+        default=None, description="where browsers reach Ray's own dashboard (the dashboard's operator view links it)"
+    )
     ray_num_cpus: int | None = Field(default=None, ge=1, description="CPUs of the local Ray the service starts")
     # The values of `Executor`, spelt out: the REST `Health.executor` is this Literal.
     executor: Literal["ray", "local"] = Executor.RAY.value

@@ -89,6 +89,7 @@ REST_LOC: dict[tuple[PathPart, ...], Loc] = {
     ("model", "trials"): ("model", "trials_column"),
     ("algorithm",): ("algorithm", "params"),
     ("strategy",): ("shard_strategy",),
+    ("by",): ("shard_by",),
     ("num_shards",): ("num_shards",),
     **{(f.name,): (f.name,) for f in dataclasses.fields(RunOptions)},
 }
@@ -168,8 +169,25 @@ def build(
     if spec.data.shards is not None:
         return build_site_shards(spec, model, algorithm, executor, tenant, grants or DataGrants())
     X, y, cols = load_data(spec, tenant, store)
+    by = spec.sharding_column()
+    if by is not None and spec.shard_by is None and (cols is None or by not in cols):  # by from group_effects[0]
+        raise SpecError(
+            ("model", "group_effects", 0, "group"),
+            f"group_effects[0].group: {by!r} is not a column of the data (columns: {list(cols or ())})",
+        )
     try:
-        shards = shard(X, y, num_shards=spec.num_shards, strategy=spec.shard_strategy, seed=spec.seed, columns=cols)
+        shards = (
+            shard(X, y, num_shards=spec.num_shards, seed=spec.seed, columns=cols, by=by)
+            if by is not None
+            else shard(
+                X,
+                y,
+                num_shards=spec.num_shards,
+                strategy=spec.shard_strategy or "contiguous",
+                seed=spec.seed,
+                columns=cols,
+            )
+        )
     except ValueError as exc:
         raise SpecError(rest_loc(spec, exc, ("num_shards",)), str(exc)) from None
     try:

@@ -9,20 +9,31 @@ everything else is arviz-stats' own array code, so the table equals `arviz_stats
 The cache keys a table by (tenant, run, stored draws per chain, ci_prob): a run's stored draws below `draws_stored`
 never change, so a key's table never goes stale. Tables are kept in memory (least recently used first out, bounded)
 and, for a finished run, written as JSON next to its draws, so they outlive a restart; a resume or a delete drops
-them. Concurrent requests for one key wait for one computation (a lock per key).
+them. Concurrent requests for one key wait for one computation (a lock per key). The manager computes a run's table
+when the run ends, so the first request for a finished run reads it.
+
+While a run samples, its stored draws grow by a chunk every few seconds, and every new count would be a new
+computation of the whole table (rank normalisation sorts every draw). A running run's latest table is served
+instead, its `draws` saying how many draws it summarises, until a newer one is due: more draws stored and at least
+`predicted cpu_s / RUNNING_CPU_SHARE` seconds since the last one finished (the next table's CPU time predicted from
+the last one's, in proportion to the draws), so however often pages poll, a running run's summaries cost at most
+about that share of one core; the newer table is computed in the background while the request is answered from the
+latest.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +44,8 @@ log = logging.getLogger("raysampler.service")
 
 COLUMNS_AFTER_HDI = ("ess_bulk", "ess_tail", "r_hat", "mcse_mean", "mcse_sd")
 SUMMARY_FILE_PREFIX = "summary-"  # <run dir>/summary-<draws>-<ci_prob>.json
+DEFAULT_CI_PROB = 0.94  # arviz-stats' default interval: the table the manager computes when a run ends
+RUNNING_CPU_SHARE = 0.025  # of one core: the most a running run's summaries take, however often they are asked for
 
 
 @dataclass(frozen=True)
@@ -42,6 +55,8 @@ class SummaryTable:
     labels: tuple[str, ...]
     columns: tuple[str, ...]
     values: np.ndarray  # (rows, columns) float64
+    draws: int = 0  # draws per chain summarised
+    cpu_s: float = field(default=0.0, compare=False)  # CPU seconds of its computation in `summary_table`'s threads
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -51,17 +66,23 @@ class SummaryTable:
         }
 
     @classmethod
-    def from_json(cls, obj: dict) -> SummaryTable:
+    def from_json(cls, obj: dict, draws: int = 0) -> SummaryTable:
         vals = np.array([[np.nan if v is None else v for v in row] for row in obj["values"]], dtype=np.float64)
-        return cls(tuple(obj["labels"]), tuple(obj["columns"]), vals.reshape(len(obj["labels"]), len(obj["columns"])))
+        shape = (len(obj["labels"]), len(obj["columns"]))
+        return cls(tuple(obj["labels"]), tuple(obj["columns"]), vals.reshape(shape), draws)
+
+
+def import_statistics() -> None:
+    """Import what a table's computation needs (arviz-stats, scipy: about a second), so a service's first summary
+    does not pay for it; the manager calls it on a background thread when it starts."""
+    import arviz_base  # noqa: F401
+    import scipy.special  # noqa: F401
+    from arviz_stats.base import array_stats  # noqa: F401
 
 
 def labels(blocks: Sequence[ParamBlock]) -> list[str]:
-    """Row labels as arviz-stats names them: `name` for a scalar block, `name[coord]` per coordinate otherwise."""
-    out: list[str] = []
-    for b in blocks:
-        out += [b.name] if b.dim is None else [f"{b.name}[{c}]" for c in b.coords()]
-    return out
+    """Row labels, the run's parameter names: `name`, `name[coord]` or `name[coord,inner]` (`ParamBlock.names`)."""
+    return [n for b in blocks for n in b.names()]
 
 
 def summary_table(theta: np.ndarray, blocks: Sequence[ParamBlock], ci_prob: float) -> SummaryTable:
@@ -71,36 +92,50 @@ def summary_table(theta: np.ndarray, blocks: Sequence[ParamBlock], ci_prob: floa
     pct = int(ci_prob * 100)  # arviz-stats' label
     columns = ("mean", "sd", f"hdi{pct}_lb", f"hdi{pct}_ub", *COLUMNS_AFTER_HDI)
     workers = max(1, min(d, os.cpu_count() or 1, 16))
-    columns_of = [np.ascontiguousarray(values[:, :, j]) for j in range(d)]
-    del values
-    if workers == 1:
-        rows = [coordinate_summary(x, ci_prob) for x in columns_of]
-    else:  # numpy's sorts and FFTs release the GIL: coordinates in parallel
-        with ThreadPoolExecutor(workers, thread_name_prefix="raysampler-summary") as pool:
-            rows = list(pool.map(lambda x: coordinate_summary(x, ci_prob), columns_of))
-    return SummaryTable(tuple(labels(blocks)), columns, np.array(rows, dtype=np.float64).reshape(d, len(columns)))
+    cpu = [0.0] * d
+
+    def row(j: int) -> list[float]:  # the column copy happens in the worker too
+        t = time.thread_time()
+        out = coordinate_summary(np.ascontiguousarray(values[:, :, j]), ci_prob)
+        cpu[j] = time.thread_time() - t
+        return out
+
+    # numpy's sorts and FFTs release the GIL: coordinates in parallel (always in the pool, so `cpu` counts the
+    # coordinates' CPU time apart from the caller's)
+    with ThreadPoolExecutor(workers, thread_name_prefix="raysampler-summary") as pool:
+        rows = list(pool.map(row, range(d)))
+    vals = np.array(rows, dtype=np.float64).reshape(d, len(columns))
+    return SummaryTable(tuple(labels(blocks)), columns, vals, values.shape[1], sum(cpu))
 
 
 def coordinate_summary(x: np.ndarray, ci_prob: float) -> list[float]:
     """mean, sd, interval bounds, ess_bulk, ess_tail, r_hat, mcse_mean, mcse_sd of one coordinate's (chains, draws),
     as `arviz_stats.summary(ci_kind="hdi")` computes them: arviz-stats 0.8 takes the interval as the equal-tailed
-    one (under the hdi label) and the tail ESS at its default `stats.ci_prob` quantiles; the table keeps them so."""
+    one (under the hdi label) and the tail ESS at its default `stats.ci_prob` quantiles; the table keeps them so.
+
+    Work arviz-stats would repeat is done once: the mean ESS behind both MCSEs (its `_mcse_mean` and `_mcse_sd`
+    formulas, applied to one `ess(method="mean")`), and for finite draws one arg-sort per rank normalisation."""
     from arviz_base import rcParams
     from arviz_stats.base import array_stats as azs
 
     chains, draws = x.shape
     lo, hi = (float(v) for v in np.asarray(azs.eti(x.ravel(), ci_prob)))
     ess_tail = float(azs.ess(x, method="tail", prob=rcParams["stats.ci_prob"]))
-    mcse_mean = float(azs.mcse(x, method="mean"))
-    mcse_sd = float(azs.mcse(x, method="sd"))
+    ess_mean = float(azs.ess(x, method="mean"))
+    mcse_mean = float(np.std(x, ddof=1) / np.sqrt(ess_mean))
+    sims_c2 = (x - x.mean()) ** 2
+    evar = sims_c2.mean()
+    mcse_sd = float(np.sqrt(((sims_c2**2).mean() - evar**2) / ess_mean / evar / 4))
     if np.isfinite(x).all() and draws >= 4:
         split = np.vstack((x[:, : draws // 2], x[:, -(draws // 2) :]))  # arviz-stats' split chains
-        z = _z_scale(split)
+        z, ordered = _z_scale(split)
         ess_bulk = float(azs.ess(z, method="identity"))
         if chains < 2:
             r_hat = math.nan  # what arviz-stats reports for one chain
         else:
-            folded = _z_scale(np.abs(split - np.median(split)))
+            h = ordered.size // 2  # split chains hold an even number of draws: the median is the middle pair's mean
+            median = (ordered[h - 1] + ordered[h]) / 2
+            folded, _ = _z_scale(np.abs(split - median))
             r_hat = max(float(azs.rhat(z, method="identity")), float(azs.rhat(folded, method="identity")))
     else:  # non-finite draws or too few: arviz-stats' own path (NaN where undefined)
         ess_bulk = float(azs.ess(x, method="bulk"))
@@ -108,33 +143,75 @@ def coordinate_summary(x: np.ndarray, ci_prob: float) -> list[float]:
     return [float(x.mean()), float(x.std()), lo, hi, ess_bulk, ess_tail, r_hat, mcse_mean, mcse_sd]
 
 
-def _z_scale(ary: np.ndarray) -> np.ndarray:
-    """arviz-stats' rank normalisation (average ranks, Blom's offset 3/8, the normal quantile), in one arg-sort."""
-    from scipy import special, stats
+def _z_scale(ary: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """arviz-stats' rank normalisation (average ranks, Blom's offset 3/8, the normal quantile) in one quicksort
+    arg-sort (4× faster than the stable sort scipy's rankdata uses), and the sorted values. Ties get their average
+    rank, as scipy's `rankdata(method="average")` gives it: a run of equal values from 0-based position s, c long,
+    ranks s + (c + 1) / 2 (a half-integer, exact in float64). Without ties the ranks are 1..n, whose normal scores
+    depend on n alone: computed once per n (`_normal_scores`), the same numbers."""
+    from scipy import special
 
     flat = ary.ravel()
     n = flat.size
-    order = np.argsort(flat)  # quicksort: 4× faster than the stable sort scipy's rankdata uses
+    order = np.argsort(flat)
     ordered = flat[order]
-    if np.any(ordered[1:] == ordered[:-1]):
-        ranks = stats.rankdata(flat, method="average")  # ties get their average rank
+    first = np.empty(n, dtype=bool)
+    first[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    z = np.empty(n, dtype=np.float64)
+    if first.all():
+        z[order] = _normal_scores(n)
     else:
-        ranks = np.empty(n, dtype=np.float64)
-        ranks[order] = np.arange(1, n + 1, dtype=np.float64)
-    c = 3 / 8
-    return special.ndtri((ranks - c) / (n - 2 * c + 1)).reshape(ary.shape)
+        starts = np.flatnonzero(first)
+        counts = np.diff(np.append(starts, n))
+        ranks = np.repeat(starts + (counts + 1) / 2, counts)  # in sorted order
+        z[order] = special.ndtri((ranks - _BLOM) / (n - 2 * _BLOM + 1))
+    return z.reshape(ary.shape), ordered
+
+
+_BLOM = 3 / 8
+
+
+@functools.lru_cache(maxsize=16)
+def _normal_scores(n: int) -> np.ndarray:
+    """ndtri((r − 3/8) / (n + 1/4)) for ranks r = 1..n (read-only: shared by threads)."""
+    from scipy import special
+
+    scores = special.ndtri((np.arange(1, n + 1, dtype=np.float64) - _BLOM) / (n - 2 * _BLOM + 1))
+    scores.flags.writeable = False
+    return scores
+
+
+@dataclass
+class _Latest:
+    """A running run's newest table for one ci_prob, when its computation ended and what it cost."""
+
+    table: SummaryTable
+    done_at: float  # the cache's clock
+    cpu_s: float
+    refreshing: bool = False
 
 
 class SummaryCache:
     """Computed summary tables by (tenant, run, stored draws, ci_prob): in memory (at most `max_entries`, least
-    recently used out) and, for finished runs, as JSON files in the run's directory."""
+    recently used out) and, for finished runs, as JSON files in the run's directory; a running run's latest table
+    per ci_prob, served until a newer one is due (see the module's docstring). `on_computed(cpu_s)` is told the CPU
+    time of every computation (the service's metrics count it)."""
 
-    def __init__(self, max_entries: int = 64) -> None:
-        self.max_entries = max_entries
+    def __init__(
+        self,
+        max_entries: int = 64,
+        on_computed: Callable[[float], None] | None = None,
+        cpu_share: float = RUNNING_CPU_SHARE,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.max_entries, self.on_computed, self.cpu_share, self.clock = max_entries, on_computed, cpu_share, clock
         self._tables: OrderedDict[tuple[str, str, int, float], SummaryTable] = OrderedDict()
         self._locks: dict[tuple[str, str, int, float], threading.Lock] = {}
+        self._latest: dict[tuple[str, str, float], _Latest] = {}
         self._lock = threading.Lock()
         self.computed = 0  # tables computed (not found in memory or on disk): what tests and benchmarks count
+        self.cpu_seconds = 0.0  # their CPU time, all threads
 
     def get(
         self,
@@ -146,6 +223,12 @@ class SummaryCache:
         finished: bool,
         compute: Callable[[], SummaryTable],
     ) -> SummaryTable:
+        """The table of the first `draws` draws per chain; for a running run (`finished` False) possibly the latest
+        table of fewer draws (its `draws` says how many) while a newer one is not yet due or is being computed."""
+        if not finished:
+            latest = self._running(tenant, run_id, draws, ci_prob, compute)
+            if latest is not None:
+                return latest
         key = (tenant, run_id, draws, ci_prob)
         with self._lock:
             table = self._hit(key)
@@ -158,18 +241,66 @@ class SummaryCache:
             if table is not None:
                 return table
             path = run_dir / f"{SUMMARY_FILE_PREFIX}{draws}-{ci_prob!r}.json"
-            table = _load(path) if finished else None
+            table = _load(path, draws) if finished else None
             if table is None:
-                table = compute()
-                self.computed += 1
+                table = self._compute(compute, draws)
                 if finished:
                     _save(path, table)
             with self._lock:
+                if not finished:
+                    self._latest[(tenant, run_id, ci_prob)] = _Latest(table, self.clock(), table.cpu_s)
                 self._tables[key] = table
                 while len(self._tables) > self.max_entries:
                     self._tables.popitem(last=False)
                 self._locks.pop(key, None)
             return table
+
+    def _compute(self, compute: Callable[[], SummaryTable], draws: int) -> SummaryTable:
+        t = time.thread_time()
+        table = compute()
+        cpu = time.thread_time() - t + table.cpu_s
+        table = replace(table, draws=draws, cpu_s=cpu)
+        with self._lock:
+            self.computed += 1
+            self.cpu_seconds += cpu
+        if self.on_computed is not None:
+            self.on_computed(cpu)
+        return table
+
+    def _running(
+        self, tenant: str, run_id: str, draws: int, ci_prob: float, compute: Callable[[], SummaryTable]
+    ) -> SummaryTable | None:
+        """A running run's latest table unless there is none yet or it summarises more draws than asked for (a
+        resumed run's stored draws may have been cut back); starts the next one in the background when due."""
+        with self._lock:
+            latest = self._latest.get((tenant, run_id, ci_prob))
+            if latest is None or latest.table.draws > draws:
+                return None
+            predicted_cpu_s = latest.cpu_s * draws / max(latest.table.draws, 1)  # the cost grows with the draws
+            due = latest.table.draws < draws and self.clock() - latest.done_at >= predicted_cpu_s / self.cpu_share
+            if due and not latest.refreshing:
+                latest.refreshing = True
+                threading.Thread(
+                    target=self._refresh,
+                    args=(tenant, run_id, draws, ci_prob, compute),
+                    name="raysampler-summary-refresh",
+                    daemon=True,
+                ).start()
+            return latest.table
+
+    def _refresh(
+        self, tenant: str, run_id: str, draws: int, ci_prob: float, compute: Callable[[], SummaryTable]
+    ) -> None:
+        try:
+            table = self._compute(compute, draws)
+        except Exception:  # the run was deleted or resumed meanwhile: the next request computes again
+            log.exception("summary of %s/%s failed", tenant, run_id)
+            with self._lock:
+                self._latest.pop((tenant, run_id, ci_prob), None)
+            return
+        with self._lock:
+            if (tenant, run_id, ci_prob) in self._latest:  # not invalidated meanwhile
+                self._latest[(tenant, run_id, ci_prob)] = _Latest(table, self.clock(), table.cpu_s)
 
     def _hit(self, key: tuple[str, str, int, float]) -> SummaryTable | None:
         table = self._tables.get(key)
@@ -182,14 +313,22 @@ class SummaryCache:
         with self._lock:
             for key in [k for k in self._tables if k[0] == tenant and k[1] == run_id]:
                 del self._tables[key]
+            for lkey in [k for k in self._latest if k[0] == tenant and k[1] == run_id]:
+                del self._latest[lkey]
         if run_dir is not None and run_dir.is_dir():
             for path in run_dir.glob(f"{SUMMARY_FILE_PREFIX}*.json"):
                 path.unlink(missing_ok=True)
 
+    def forget_running(self, tenant: str, run_id: str) -> None:
+        """Drop a run's latest running tables (it has ended: its tables are keyed by its final draws from now)."""
+        with self._lock:
+            for lkey in [k for k in self._latest if k[0] == tenant and k[1] == run_id]:
+                del self._latest[lkey]
 
-def _load(path: Path) -> SummaryTable | None:
+
+def _load(path: Path, draws: int) -> SummaryTable | None:
     try:
-        return SummaryTable.from_json(json.loads(path.read_text()))
+        return SummaryTable.from_json(json.loads(path.read_text()), draws)
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as exc:  # a torn or foreign file: compute again

@@ -163,19 +163,20 @@ def fald_step(lap: Laplace, p_comm: float, tau: float, delta: float) -> tuple[fl
     return largest_within_budget(lambda g: predict(lap, fald_law(lap, g, p_comm, tau)), delta, b * ula_step_bound(lap))
 
 
+def dglmc_bias(lap: Laplace, rho: float) -> BiasPrediction:
+    """π_ρ's predicted bias (`laws.pi_rho_moments`) at a common ρ: the largest |Δmean|/sd and sd inflation."""
+    moments = pi_rho_moments(lap)
+    mean0, sd0 = moments(0.0)
+    mean, sd = moments(rho)
+    return BiasPrediction(float(np.max(np.abs(mean - mean0) / sd0)), float(np.max(sd / sd0) - 1.0))
+
+
 def dglmc_rho(lap: Laplace, delta: float, rho_start: float) -> tuple[float, BiasPrediction]:
-    """DG-LMC's largest common ρ ≤ `rho_start` whose π_ρ (`laws.pi_rho_moments`) keeps every θ coordinate's mean
-    within δ posterior sd of the posterior's and its sd within a factor 1 + δ.
+    """DG-LMC's largest common ρ ≤ `rho_start` whose π_ρ (`dglmc_bias`) keeps every θ coordinate's mean within δ
+    posterior sd of the posterior's and its sd within a factor 1 + δ.
 
     `rho_start` = ((1 + δ)² − 1)/max_i M_i already bounds the sd inflation in every direction (not only along the
     coordinates); the search (40 halvings of log ρ over [10⁻⁶ρ_start, ρ_start]) only lowers it where the means
     would move too far (shards that disagree). π_ρ only widens the posterior, so its sd error is max sd/sd0 − 1.
     """
-    moments = pi_rho_moments(lap)
-    mean0, sd0 = moments(0.0)
-
-    def bias(rho: float) -> BiasPrediction:
-        mean, sd = moments(rho)
-        return BiasPrediction(float(np.max(np.abs(mean - mean0) / sd0)), float(np.max(sd / sd0) - 1.0))
-
-    return largest_within_budget(bias, delta, rho_start, iters=40, floor=1e-6)
+    return largest_within_budget(lambda rho: dglmc_bias(lap, rho), delta, rho_start, iters=40, floor=1e-6)

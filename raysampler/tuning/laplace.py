@@ -20,7 +20,15 @@ from ..models import Model
 from ..reparam import Preconditioner, WhitenedModel
 from ..streams import ChainNoise
 from .curvature import local_curvatures
-from .shards import ShardPool, shard_hessian, shard_hessian_diag, shard_local_quadratic, shard_value_and_grad
+from .shards import (
+    ShardPool,
+    shard_hessian,
+    shard_hessian_diag,
+    shard_local_dim,
+    shard_local_quadratic,
+    shard_schur,
+    shard_value_and_grad,
+)
 
 #: Above this dimension the Laplace preconditioner is diagonal (a dense d×d factor costs d² per step).
 DENSE_PRECONDITIONER_MAX_DIM = 300
@@ -260,3 +268,75 @@ def initial_points(init: Any, lap: Laplace, chains: int, d: int, noise: ChainNoi
     if arr.shape != (chains, d) or not np.all(np.isfinite(arr)):
         raise ValueError(f"init must have shape ({d},) or ({chains}, {d}) with finite values, got shape {arr.shape}")
     return lap.precond.to_phi(arr)
+
+
+@dataclass(frozen=True)
+class LocalLaplace:
+    """The tuning step for a model with shard-local parameters (group effects): `lap` describes the global θ only
+    (its quadratics are the shards' Laplace-marginal potentials in θ: gradient and Schur complement of the joint
+    Hessian at the joint MAP, in φ; the preconditioner whitens θ and leaves the local η alone), `eta_map[i]` is shard
+    i's η at the joint MAP and `local_dims[i]` = l_i."""
+
+    lap: Laplace
+    eta_map: list[np.ndarray]
+    local_dims: list[int]
+
+
+def laplace_step_local(model: Model, pool: ShardPool, *, seed: int, preconditioner: str) -> LocalLaplace:
+    """The joint MAP of (θ, η_1..η_b) (L-BFGS on Σ_i U_i(θ, η_i) + prior(θ), each term from its worker), then every
+    shard's marginal quadratic in θ by the Schur complement of its Hessian, the Laplace preconditioner of θ from their
+    sum plus the prior Hessian, and those quadratics in φ (`Laplace`, centre 0), as `laplace_step` gives them."""
+    d, b = model.dim, pool.num_shards
+    dims = [int(v) for v in pool.map(shard_local_dim, [()] * b)]
+    cuts = np.cumsum([d, *dims])
+    prior = model.prior()
+
+    def split(v: np.ndarray) -> list[np.ndarray]:
+        return [np.concatenate([v[:d], v[cuts[i] : cuts[i + 1]]]) for i in range(b)]
+
+    def value_and_grad(v: np.ndarray) -> tuple[float, np.ndarray]:
+        parts = pool.map(shard_value_and_grad, [(x,) for x in split(v)])
+        th = v[None, :d]
+        grad = np.zeros_like(v)
+        grad[:d] = prior.grad(th)[0]
+        value = float(prior.potential(th)[0])
+        for i, (u, g) in enumerate(parts):
+            value += u
+            grad[:d] += g[:d]
+            grad[cuts[i] : cuts[i + 1]] = g[d:]
+        return value, grad
+
+    x0 = np.concatenate([map_start(seed, d), np.zeros(int(cuts[-1]) - d)])
+    res = scipy.optimize.minimize(
+        value_and_grad, x0, jac=True, method="L-BFGS-B", options={"maxiter": 20000, "gtol": 1e-9}
+    )
+    v = res.x
+    if not np.all(np.isfinite(v)):
+        raise FloatingPointError("MAP search diverged: the posterior may be improper for this data and prior")
+    theta_map = v[:d]
+    eta_map = [v[cuts[i] : cuts[i + 1]] for i in range(b)]
+    marg = pool.map(shard_schur, [(x, d) for x in split(v)])
+    H = sum(S for _, S in marg) + prior_hessian(prior, theta_map)
+    H = 0.5 * (H + H.T)
+    kind = resolve_preconditioner(preconditioner, d)
+    precond = None
+    if kind == "laplace":
+        try:
+            C = np.linalg.cholesky(H)
+            precond = Preconditioner(theta_map, scipy.linalg.solve_triangular(C, np.eye(d), lower=True).T, "laplace")
+        except np.linalg.LinAlgError:
+            precond = None
+    if precond is None:
+        precond = Preconditioner(theta_map, 1.0 / np.sqrt(np.clip(np.diag(H), 1e-12, None)), "diag")
+    quads = [(precond.pull_grad(g[None, :])[0], precond.pull_matrix(S)) for g, S in marg]
+    curvature = np.array([np.linalg.eigvalsh(P)[-1] for _, P in quads])
+    prior_P, prior_b = precond.prior_in_phi(np.asarray(prior.gaussian.mean, dtype=float), prior.gaussian.precision)
+    if prior.residual is not None:
+        term = WhitenedModel(model, precond).prior().residual
+        assert term is not None
+        origin = np.zeros((1, d))
+        Hr = term.hvp(np.repeat(origin, d, axis=0), np.eye(d))
+        prior_P = prior_P + 0.5 * (Hr + Hr.T)
+        prior_b = prior_b - term.grad(origin)[0]
+    lap = Laplace(theta_map, precond, np.zeros(d), quads, prior_P, prior_b, np.maximum(curvature, 1e-12))
+    return LocalLaplace(lap, eta_map, dims)

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..models import Model
+from ..models.contract import ParamBlock
 from ..reparam import Preconditioner, WhitenedModel
 
 
@@ -66,3 +67,32 @@ def shard_local_quadratic(
     if dense:
         return g, wm.hessian(X, y, origin)
     return g, np.asarray(wm.hessian_diag(X, y, origin))
+
+
+def shard_local_dim(model: Model, X: np.ndarray, y: np.ndarray) -> int:
+    """l_i, the number of the shard's local parameters (group effects; 0 without)."""
+    return int(model.local_dim(X, y)) if model.has_local_params() else 0
+
+
+def shard_local_blocks(model: Model, X: np.ndarray, y: np.ndarray) -> tuple[ParamBlock, ...]:
+    """The shard's local parameters as named blocks, in the order of its local coordinates (reported scale)."""
+    return tuple(model.local_blocks(X, y)) if model.has_local_params() else ()
+
+
+def shard_group_labels(model: Model, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The shard's distinct group labels per grouping factor (a model with `group_labels`; else none)."""
+    own = getattr(model, "group_labels", None)
+    return tuple(own(X, y)) if own is not None else ()
+
+
+def shard_schur(model: Model, X: np.ndarray, y: np.ndarray, x: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """At one point x = (θ, η_i) (d + l_i,) at which ∇_η U_i = 0 (the joint MAP): the gradient in θ and the Schur
+    complement S_i = H_θθ − H_θη H_ηη⁻¹ H_ηθ of the Hessian of U_i, i.e. the Hessian of the shard's Laplace-marginal
+    potential −log ∫ exp(−U_i(θ, η)) dη in θ (d, d)."""
+    g = model.grad(X, y, x[None, :])[0][:d]
+    H = model.hessian(X, y, x)
+    H = 0.5 * (H + H.T)
+    S = H[:d, :d]
+    if H.shape[0] > d:
+        S = S - H[:d, d:] @ np.linalg.solve(H[d:, d:], H[d:, :d])
+    return g, 0.5 * (S + S.T)

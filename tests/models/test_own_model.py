@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import sys
 import types
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ from scipy.special import ndtr
 
 import raysampler as rs
 from raysampler.models import DataSpec
+from raysampler.priors import GaussianPrior
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "models.md"
 MODULE = "own_model_from_docs"
@@ -98,3 +100,59 @@ def test_samples_the_same_on_both_executors_and_finds_the_posterior(probit, ray_
     mean, sd = _posterior_by_quadrature(probit().bind(DataSpec(n_features=2)), X, y)
     np.testing.assert_array_less(np.abs(long.draws.reshape(-1, 2).mean(axis=0) - mean), 0.25 * sd)
     np.testing.assert_allclose(long.draws.reshape(-1, 2).std(axis=0), sd, rtol=0.2)
+
+
+@dataclass(frozen=True)
+class _BuggyLinear(rs.Model):
+    """A user's linear model whose gradient fails on shards of fewer than 35 rows (a bug in user code)."""
+
+    n_features: int | None = None
+
+    def bind(self, spec: DataSpec) -> _BuggyLinear:
+        return _BuggyLinear(spec.n_features)
+
+    @property
+    def dim(self) -> int:
+        assert self.n_features is not None
+        return self.n_features
+
+    def prior(self) -> GaussianPrior:
+        return GaussianPrior(np.zeros(self.dim), np.ones(self.dim))
+
+    def potential(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        r = y[None, :] - x @ X.T
+        return 0.5 * (r * r).sum(axis=1)
+
+    def grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        if X.shape[0] < 35:
+            return self._scaled(X, y, x)
+        return -((y[None, :] - x @ X.T) @ X)
+
+    def _scaled(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        scale = 1 / (int(X.shape[0]) - len(y))  # the bug: 1 / 0
+        return -((y[None, :] - x @ X.T) @ X) * scale
+
+    def hvp(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, v: np.ndarray) -> np.ndarray:
+        return v @ (X.T @ X)
+
+    def smoothness(self, X: np.ndarray, y: np.ndarray) -> float:
+        return float(np.linalg.eigvalsh(X.T @ X)[-1])
+
+
+@pytest.mark.parametrize("executor", ["local", "ray"])
+def test_an_error_in_user_code_names_the_shard_the_method_and_the_users_traceback(executor, request):
+    """The run stops with SamplingError naming the worker (shard 1, the one with 30 rows), the model method raysampler
+    called (grad) and the user's traceback: their frames only, down to the raising line."""
+    if executor == "ray":
+        request.getfixturevalue("ray_session")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(100, 2))
+    y = X @ [1.0, 2.0] + rng.normal(size=100)
+    shards = rs.shard([(X[:40], y[:40]), (X[40:70], y[40:70]), (X[70:], y[70:])])
+    with pytest.raises(rs.SamplingError) as e:
+        rs.sample(_BuggyLinear(), shards, num_rounds=20, executor=executor, progress=False)
+    failure = e.value.failure
+    assert failure.shard == 1 and "the model's grad() raised" in failure.message, failure
+    tb = failure.traceback or ""
+    assert "in grad" in tb and "in _scaled" in tb and "the bug: 1 / 0" in tb and "ZeroDivisionError" in tb, tb
+    assert "raysampler/" not in tb.replace("tests/models", ""), tb  # the user's frames only

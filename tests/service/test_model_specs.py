@@ -131,3 +131,65 @@ def test_bad_priors_get_422_naming_the_field(app_client, model, field):
     assert r.status_code == 422, r.text
     locs = [".".join(str(p) for p in e["loc"] if p != "body") for e in r.json()["detail"]]
     assert any(loc == field or loc.startswith(field + ".") for loc in locs), (field, r.json())
+
+
+def test_group_effects_over_rest(app_client):
+    """A hierarchical logistic model over REST on the built-in hospitals data: the run is sharded by hospital (the
+    default with group_effects), reports beta, sd_hospital and every r_hospital[label,(Intercept)] in brms names, and
+    its NetCDF holds r_hospital with dims (hospital, hospital_effect)."""
+    import arviz_base as azb  # noqa: F401  (the NetCDF reader below needs the ArviZ stack)
+    import xarray as xr
+
+    c, h = app_client, hdr(ALICE)
+    model = {
+        "family": "logistic_regression",
+        "prior_scale": 2.5,
+        "group_effects": [{"group": "hospital", "sd_prior": {"half_normal": {"scale": 1.0}}}],
+    }
+    body = _body(model, {"dataset": "builtin:hospitals", "options": {"n_groups": 12}}, num_rounds=150)
+    r = c.post("/v1/runs", json=body, headers=h)
+    assert r.status_code == 202, r.text
+    info = final(c, r.json()["id"])
+    assert info["status"] == "SUCCEEDED", (info.get("error"), info.get("failure"))
+    rows = c.get(f"/v1/runs/{info['id']}/summary", headers=h).json()["rows"]
+    names = [row["param"] for row in rows]
+    assert names[:4] == ["beta[(Intercept)]", "beta[age]", "beta[severity]", "sd_hospital[(Intercept)]"]
+    assert names[4:] == [f"r_hospital[{g},(Intercept)]" for g in range(1, 13)]
+    assert rows[3]["mean"] > 0  # the sd itself, not its log
+    nc = c.get(f"/v1/runs/{info['id']}/arviz", headers=h)
+    assert nc.status_code == 200
+    with xr.open_dataset(io.BytesIO(nc.content), group="posterior") as post:
+        assert post["r_hospital"].dims == ("chain", "draw", "hospital", "hospital_effect")
+        assert list(post["hospital"].values) == [str(g) for g in range(1, 13)]
+
+
+@pytest.mark.parametrize(
+    "over,field",
+    [
+        ({"model": {"family": "logistic_regression", "group_effects": [{"group": "ward"}]}}, "model.group_effects"),
+        (
+            {"model": {"family": "logistic_regression", "group_effects": [{"group": "hospital", "slopes": ["x9"]}]}},
+            "model.group_effects",
+        ),
+        ({"model": {"family": "logistic_regression", "group_effects": []}}, "model.group_effects"),
+        (
+            {"model": {"family": "logistic_regression", "group_effects": [{"group": "hospital", "bad": 1}]}},
+            "model.group_effects.0.bad",
+        ),
+        ({"algorithm": {"name": "dsgld"}}, "model.group_effects"),
+        ({"shard_by": "hospital", "shard_strategy": "random"}, "body"),
+    ],
+)
+def test_bad_group_effects_get_422_naming_the_field(app_client, over, field):
+    body = (
+        _body(
+            {"family": "logistic_regression", "group_effects": [{"group": "hospital"}]},
+            {"dataset": "builtin:hospitals", "options": {"n_groups": 8}},
+        )
+        | over
+    )
+    r = app_client.post("/v1/runs", json=body, headers=hdr(ALICE))
+    assert r.status_code == 422, r.text
+    locs = [".".join(str(p) for p in e["loc"]) for e in r.json()["detail"]]
+    want = field if field == "body" else "body." + field
+    assert any(loc == want or loc.startswith(want + ".") for loc in locs), (field, r.json())

@@ -88,10 +88,68 @@ def test_finished_tables_are_stored_next_to_the_draws_and_dropped_on_invalidate(
 
 
 def test_memory_is_bounded(tmp_path):
-    cache = SummaryCache(max_entries=2)
+    cache, nowhere = SummaryCache(max_entries=2), tmp_path / "absent"  # no run directory: memory only
     for n in range(5):
-        cache.get("t", "r", n, 0.94, tmp_path, False, _table)
+        cache.get("t", "r", n, 0.94, nowhere, True, _table)
     assert cache.computed == 5
-    cache.get("t", "r", 4, 0.94, tmp_path, False, lambda: pytest.fail("the newest entry was evicted"))
-    cache.get("t", "r", 0, 0.94, tmp_path, False, _table)
+    cache.get("t", "r", 4, 0.94, nowhere, True, lambda: pytest.fail("the newest entry was evicted"))
+    cache.get("t", "r", 0, 0.94, nowhere, True, _table)
     assert cache.computed == 6
+
+
+def _costly(cpu_s: float, calls: list[int]):
+    def compute() -> SummaryTable:
+        calls.append(1)
+        return SummaryTable(("a",), ("mean",), np.array([[float(len(calls))]]), cpu_s=cpu_s)
+
+    return compute
+
+
+def test_a_running_run_is_served_its_latest_table_until_a_newer_one_is_due(tmp_path):
+    calls: list[int] = []
+    cache = SummaryCache(cpu_share=0.05)
+    first = cache.get("t", "r", 10, 0.94, tmp_path, False, _costly(0.1, calls))  # none yet: computed at once
+    assert first.draws == 10 and calls == [1] and first.cpu_s >= 0.1
+    # more draws within cpu_s / share = 2 s of it: the latest table, saying which draws it summarises
+    for n in (11, 12, 13):
+        got = cache.get("t", "r", n, 0.94, tmp_path, False, _costly(0.1, calls))
+        assert got is first and got.draws == 10
+    assert calls == [1] and cache.computed == 1
+    assert cache.cpu_seconds >= 0.1
+
+
+def test_a_due_table_is_computed_in_the_background_and_served_when_ready(tmp_path):
+    calls: list[int] = []
+    started, release = threading.Event(), threading.Event()
+
+    def slow() -> SummaryTable:
+        started.set()
+        release.wait(10)
+        return _costly(0.0, calls)()
+
+    seen: list[float] = []
+    now = [0.0]
+    cache = SummaryCache(on_computed=seen.append, cpu_share=0.05, clock=lambda: now[0])
+    first = cache.get("t", "r", 10, 0.94, tmp_path, False, _costly(0.1, calls))
+    assert first.draws == 10
+    now[0] += first.cpu_s * 2 / 0.05 - 1e-3  # twice the draws: not due until twice the first's cost / share
+    assert cache.get("t", "r", 20, 0.94, tmp_path, False, lambda: pytest.fail("computed early")) is first
+    now[0] += 1e-3  # due: the request is answered from the latest while the next is computed
+    assert cache.get("t", "r", 20, 0.94, tmp_path, False, slow) is first
+    assert started.wait(10)
+    assert cache.get("t", "r", 30, 0.94, tmp_path, False, lambda: pytest.fail("a second refresh")) is first
+    release.set()
+    deadline = time.monotonic() + 10
+    while cache.computed < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    newer = cache.get("t", "r", 20, 0.94, tmp_path, False, lambda: pytest.fail("computed again"))
+    assert newer.draws == 20 and newer.values.tolist() == [[2.0]] and len(seen) == 2
+    # fewer draws than the latest (a resume cut them back) and a finished run: their own exact tables
+    assert cache.get("t", "r", 5, 0.94, tmp_path, False, _costly(0.0, calls)).draws == 5
+    assert cache.get("t", "r", 25, 0.94, tmp_path, True, _costly(0.0, calls)).draws == 25
+
+
+def test_summary_table_counts_its_threads_cpu_time():
+    theta = np.random.default_rng(1).normal(size=(4, 2000, 6))
+    table = summary_table(theta, Result(theta, [f"x{j}" for j in range(6)], {}).param_blocks, 0.94)
+    assert table.draws == 2000 and table.cpu_s > 0

@@ -6,6 +6,9 @@ a violation the browser reports in its console fails the test it happened in."""
 
 from __future__ import annotations
 
+import json
+import pathlib
+import re
 import shutil
 import tempfile
 import time
@@ -201,7 +204,7 @@ def test_the_dashboard_is_served_under_the_strict_policy(service):
 
     from api.security import STRICT_CSP
 
-    for path in ("/ui/", "/ui/app.js", "/ui/app.css", "/ui/vendor/uPlot.iife.min.js"):
+    for path in ("/ui/", "/ui/app.js", "/ui/plots.js", "/ui/app.css", "/ui/vendor/uPlot.iife.min.js"):
         r = httpx.get(service.url + path)
         assert r.status_code == 200 and r.headers["Content-Security-Policy"] == STRICT_CSP, path
         assert r.headers["X-Content-Type-Options"] == "nosniff" and r.headers["Referrer-Policy"] == "no-referrer"
@@ -237,3 +240,426 @@ def test_the_api_docs_inline_script_runs_under_its_own_policy(browser, service):
 
     wait_for(ran, 300, "the inline script to run")
     assert csp_violations(seen) == []
+
+
+# ---- the run page's requests, plots, accessibility and phones -----------------------------------------------------
+
+#: Accessibility checks written for these tests: WCAG contrast of visible text, labels, names, alt, lang.
+A11Y_JS = (pathlib.Path(__file__).parent / "a11y_check.js").read_text()
+
+
+def api_post(service: Any, key: str, body: dict[str, Any]) -> dict[str, Any]:
+    import httpx
+
+    r = httpx.post(f"{service.url}/v1/runs", json=body, headers={"Authorization": f"Bearer {key}"})
+    assert r.status_code == 202, r.text
+    return r.json()
+
+
+def api_get(service: Any, key: str, path: str) -> dict[str, Any]:
+    import httpx
+
+    return httpx.get(f"{service.url}{path}", headers={"Authorization": f"Bearer {key}"}).json()
+
+
+def ended(service: Any, key: str, run_id: str) -> dict[str, Any]:
+    return wait_for(
+        lambda: (
+            (i := api_get(service, key, f"/v1/runs/{run_id}"))["status"] in ("SUCCEEDED", "FAILED", "CANCELLED") and i
+        ),
+        300,
+        f"run {run_id} to end",
+    )
+
+
+BASE = {"model": {"family": "logistic_regression"}, "data": {"dataset": "builtin:breast_cancer"}, "seed": 4}
+
+
+@pytest.fixture(scope="module")
+def wide_and_small(service: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Two finished runs of alice: 64 chains with a name and a tag, and a 4-chain run until converged."""
+    wide = api_post(
+        service,
+        ALICE,
+        BASE | {"chains": 64, "num_shards": 2, "num_rounds": 60, "burn_in": 10, "name": "wide", "tags": {"team": "a"}},
+    )
+    small = api_post(service, ALICE, BASE | {"chains": 4, "num_shards": 2, "num_rounds": "auto", "name": "small"})
+    return ended(service, ALICE, wide["id"]), ended(service, ALICE, small["id"])
+
+
+def open_page(driver: Any, url: str, hash_: str) -> None:
+    driver.get(f"{url}/ui/{hash_}")
+
+
+def severe(driver: Any) -> list[str]:
+    """Console errors since the last read, other than the browser's note of a refused request (a 404 expected)."""
+    return [
+        e["message"]
+        for e in driver.get_log("browser")
+        if e["level"] == "SEVERE" and "Failed to load resource" not in e["message"]
+    ]
+
+
+def status_line(driver: Any) -> str:
+    return driver.execute_script(
+        "const s = document.getElementById('status-line'); return s.hidden ? '' : s.textContent"
+    )
+
+
+def plotted_axes(driver: Any) -> dict[str, list[str]]:
+    return driver.execute_script("return window.rsDashboard.plots ? window.rsDashboard.plots.axes() : {}")
+
+
+def test_64_chains_draw_every_plot_with_a_legend_and_no_error(browser, service, wide_and_small):
+    from selenium.webdriver.common.by import By
+
+    wide, _ = wide_and_small
+    sign_in(browser, service.url, ALICE)
+    wait_for(lambda: browser.find_element(By.ID, "runs-body"), what="the runs page")
+    browser.get_log("browser")
+    open_page(browser, service.url, f"#/run/{wide['id']}")
+    axes = wait_for(
+        lambda: (
+            (a := plotted_axes(browser)).keys() >= {"trace", "hist", "rank", "autocorr", "ess", "forest", "pair"} and a
+        ),
+        120,
+        "every plot",
+    )
+    name0 = wide["param_names"][0]
+    assert axes["trace"] == ["draw", name0] and axes["hist"] == [name0, "density"]
+    assert browser.execute_script("return window.rsDashboard.plotted()") == [60] * 64
+    # the chain list is the legend: every chain, with a box to show or hide it
+    labels = browser.execute_script("return [...document.querySelectorAll('#chains label')].map(l => l.textContent)")
+    assert labels == [f"chain {c}" for c in range(64)]
+    browser.find_elements(By.CSS_SELECTOR, "#chains input")[63].click()
+    shown = browser.execute_script("return window.rsDashboard.plots.get('trace').series[64].show")
+    assert shown is False
+    # hovering a chain's entry highlights it in the per-chain plots (the others fade)
+    alphas = browser.execute_script(
+        "document.querySelectorAll('#chains label')[5].dispatchEvent(new Event('mouseenter'));"
+        "const p = window.rsDashboard.plots; return [p.get('rank').series[6].alpha, p.get('rank').series[1].alpha]"
+    )
+    assert alphas[0] == 1 and alphas[1] < 1
+    assert severe(browser) == [] and status_line(browser) == ""
+
+
+def test_page_changes_mid_request_and_stray_errors_reach_the_status_line_not_the_console(
+    browser, service, wide_and_small
+):
+    wide, small = wide_and_small
+    sign_in(browser, service.url, ALICE)
+    wait_for(lambda: "#/runs" in browser.current_url, what="the runs page")
+    browser.get_log("browser")
+    for hash_ in (f"#/run/{wide['id']}", "#/runs", f"#/run/{small['id']}", "#/submit", "#/operator", "#/runs"):
+        browser.execute_script(f"location.hash = '{hash_}'")
+        time.sleep(0.15)  # requests of the page left are still in flight
+    time.sleep(3)
+    assert severe(browser) == [] and status_line(browser) == ""
+    # a page whose loading fails (here: the network, on a fresh load of the page) says so in the status line
+    browser.refresh()
+    wait_for(lambda: browser.execute_script("return document.getElementById('runs-body') !== null"), 30, "reload")
+    browser.execute_script("window.fetch = () => Promise.reject(new Error('network down')); location.hash = '#/submit'")
+    assert wait_for(lambda: status_line(browser), 10, "the status line") == "Could not show this page: network down"
+    # an error nothing catches is shown there too, not left uncaught in the console
+    browser.execute_script("setTimeout(() => { throw new Error('stray'); }, 0)")
+    wait_for(lambda: status_line(browser).startswith("Something went wrong"), 10, "the stray error")
+    assert severe(browser) == []
+
+
+def test_switching_the_parameter_fetches_once_and_relabels_the_axes(browser, service, wide_and_small):
+    from selenium.webdriver.support.ui import Select
+
+    _, small = wide_and_small
+    sign_in(browser, service.url, ALICE)
+    wait_for(lambda: "#/runs" in browser.current_url, what="the runs page")
+    open_page(browser, service.url, f"#/run/{small['id']}")
+    wait_for(lambda: plotted_axes(browser).keys() >= {"trace", "rank", "pair", "forest"}, 120, "the plots")
+    time.sleep(1.5)  # settled: a finished run asks for nothing more
+
+    def urls() -> dict[str, int]:
+        return browser.execute_script("return window.rsDashboard.net.urls")
+
+    before = urls()
+    Select(browser.find_element("id", "param")).select_by_value("3")
+    name3 = small["param_names"][3]
+    wait_for(lambda: plotted_axes(browser)["trace"] == ["draw", name3], 60, "the new trace")
+    wait_for(lambda: name3 in plotted_axes(browser)["rank"][0], 60, "the new rank plot")
+    time.sleep(2.5)
+    after = urls()
+    grew = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    rid = small["id"]
+    assert grew == {
+        f"GET /v1/runs/{rid}/trace?param=3&max_points=2000": 1,
+        f"GET /v1/runs/{rid}/diagnostics?param=3": 1,
+    }
+    axes = plotted_axes(browser)
+    assert axes["hist"][0] == name3 and axes["pair"][0] == name3
+    assert name3 in axes["autocorr"][1] and name3 in axes["ess"][1]
+    # the summary of a finished run was asked for once, and nothing is in flight twice
+    assert after[f"GET /v1/runs/{rid}/summary"] == 1
+    assert max(browser.execute_script("return window.rsDashboard.net.maxInflight").values()) == 1
+    # honest progress of a run until converged: the targets, and why it stopped
+    conv = browser.find_element("id", "run-convergence").text
+    assert "target 400" in conv and "R-hat" in conv
+    assert browser.find_element("id", "run-stop").text == "Stopped: converged."
+
+
+def test_a_running_run_keeps_one_request_per_resource_and_follows_its_events(browser, service):
+    from selenium.webdriver.common.by import By
+
+    run = api_post(service, ALICE, BASE | {"chains": 2, "num_shards": 2, "num_rounds": 400000, "burn_in": 20})
+    sign_in(browser, service.url, ALICE)
+    wait_for(lambda: "#/runs" in browser.current_url, what="the runs page")
+    open_page(browser, service.url, f"#/run/{run['id']}")
+    rid = run["id"]
+    counted = f"GET /v1/runs/{rid}/trace"
+
+    def traces() -> int:
+        return browser.execute_script(f"return window.rsDashboard.net.count['{counted}'] || 0")
+
+    first = wait_for(traces, 300, "the first trace")
+    wait_for(lambda: traces() > first + 2, 300, "the trace to follow the stored draws")
+    net = browser.execute_script("return window.rsDashboard.net")
+    assert max(net["maxInflight"].values()) == 1, net["maxInflight"]
+    assert net["inflight"][f"GET /v1/runs/{rid}/events"] == 1  # the event stream is open
+    # event log: one readable line per event, at local time, no raw JSON
+    lines = wait_for(
+        lambda: [li.text for li in browser.find_elements(By.CSS_SELECTOR, "#events li")], 60, "the event log"
+    )
+    assert any(line.endswith("status RUNNING") for line in lines)
+    for line in lines:
+        assert re.match(r"^\d{1,2}:\d{2}:\d{2}( [AP]M)? \w", line) and "{" not in line, line
+    # keyboard focus stays on the parameter list while the page refreshes
+    browser.execute_script("document.getElementById('param').focus()")
+    time.sleep(3)
+    assert browser.execute_script("return document.activeElement.id") == "param"
+    # the worker timeline marks the run's status changes at their times
+    marks = browser.execute_script("return window.rsDashboard.state.marks.map(m => m.label)")
+    assert marks[:2] == ["PENDING", "RUNNING"]
+    assert plotted_axes(browser)["workers"] == ["time (local)", "τ_i (ms per local step)"]
+    # the operator view: the node (CPUs) with this run's workers on it
+    open_page(browser, service.url, "#/operator")
+    row = wait_for(
+        lambda: [r for r in browser.find_elements(By.CSS_SELECTOR, "#op-nodes tr[data-node]") if rid in r.text],
+        60,
+        "the run's workers on a node",
+    )[0]
+    assert row.find_elements(By.TAG_NAME, "td")[3].text == "2"  # the test service's Ray has 2 CPUs
+    assert browser.find_element(By.ID, "ray-dashboard-none").is_displayed()
+    open_page(browser, service.url, f"#/run/{rid}")
+    browser.find_element(By.ID, "cancel").click()
+    wait_for(lambda: browser.find_element(By.ID, "run-status").text == "CANCELLED", 300, "CANCELLED")
+    assert browser.find_element(By.ID, "run-stop").text == "Stopped: cancelled."
+    stream = f"GET /v1/runs/{rid}/events"
+    wait_for(lambda: browser.execute_script(f"return window.rsDashboard.net.inflight['{stream}']") == 0, 30, "the end")
+
+
+def test_another_tenants_run_is_not_polled(browser, service, wide_and_small):
+    from selenium.webdriver.common.by import By
+
+    wide, _ = wide_and_small
+    sign_in(browser, service.url, BOB)
+    wait_for(lambda: "#/runs" in browser.current_url, what="bob's runs page")
+    open_page(browser, service.url, f"#/run/{wide['id']}")
+    msg = wait_for(lambda: browser.find_element(By.ID, "run-error").text, 60, "the not-found message")
+    assert f"No run {wide['id']}" in msg
+    total = "return Object.values(window.rsDashboard.net.count).reduce((a, b) => a + b, 0)"
+    sent = browser.execute_script(total)
+    time.sleep(4)
+    assert browser.execute_script(total) == sent
+
+
+def test_runs_list_names_tags_filters_focus_and_compare(browser, service, wide_and_small):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    wide, small = wide_and_small
+    sign_in(browser, service.url, ALICE)
+    wait_for(lambda: {wide["id"], small["id"]} <= run_ids_listed(browser), 60, "the runs")
+    row = browser.find_element(By.CSS_SELECTOR, f'tr[data-run="{wide["id"]}"]')
+    assert "wide" in row.text and "team=a" in row.text
+    # focus on a row's link survives the 2-second refreshes (rows are updated in place)
+    browser.execute_script(f"document.querySelector('tr[data-run=\"{wide['id']}\"] a').focus()")
+    time.sleep(4.5)
+    assert browser.execute_script("return document.activeElement.textContent") == wide["id"]
+    # filter by tag
+    browser.find_element(By.ID, "tag-filter").send_keys("team:a")
+    browser.find_element(By.CSS_SELECTOR, "#runs-filters button").click()
+    wait_for(lambda: run_ids_listed(browser) == {wide["id"]}, 30, "only the tagged run")
+    browser.find_element(By.ID, "tag-filter").clear()
+    browser.find_element(By.ID, "name-filter").send_keys("small")
+    browser.find_element(By.CSS_SELECTOR, "#runs-filters button").click()
+    wait_for(lambda: run_ids_listed(browser) == {small["id"]}, 30, "only the named run")
+    browser.find_element(By.ID, "name-filter").clear()
+    browser.find_element(By.CSS_SELECTOR, "#runs-filters button").click()
+    wait_for(lambda: {wide["id"], small["id"]} <= run_ids_listed(browser), 30, "every run again")
+    # compare two runs side by side
+    for rid in (wide["id"], small["id"]):
+        browser.find_element(By.CSS_SELECTOR, f'input[value="{rid}"]').click()
+    browser.find_element(By.ID, "compare").click()
+    wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "#compare-table tr[data-param]"), 60, "the comparison")
+    heads = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "#compare-table th.run-head a")]
+    assert heads == [f"wide ({wide['id']})", f"small ({small['id']})"]
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#compare-table tr[data-param]")) == 31
+    # a status filter is the tenant's: it does not carry over to the next one signed in
+    browser.get(f"{service.url}/ui/#/runs")
+    Select(wait_for(lambda: browser.find_element(By.ID, "status-filter"))).select_by_visible_text("FAILED")
+    wait_for(lambda: run_ids_listed(browser) == set(), 30, "no FAILED runs")
+    browser.find_element(By.ID, "signout").click()  # and bob signs in in the same tab (session storage kept)
+    box = wait_for(lambda: browser.find_element(By.ID, "key"), what="the sign-in form")
+    box.send_keys(BOB)
+    browser.find_element(By.CSS_SELECTOR, "#signin-form button").click()
+    wait_for(lambda: "#/runs" in browser.current_url, what="bob's runs page")
+    assert wait_for(lambda: browser.find_element(By.ID, "status-filter")).get_attribute("value") == ""
+
+
+def test_the_sign_in_page_hides_the_nav_and_says_why_a_key_fails(browser, service):
+    from selenium.webdriver.common.by import By
+
+    browser.get(f"{service.url}/ui/")
+    browser.execute_script("sessionStorage.clear()")
+    browser.get(f"{service.url}/ui/#/runs")
+    browser.refresh()
+    box = wait_for(lambda: browser.find_element(By.ID, "key"), what="the sign-in form")
+    assert not browser.find_element(By.ID, "nav").is_displayed()
+    box.send_keys("wrong-key-wrong-key")
+    browser.find_element(By.CSS_SELECTOR, "#signin-form button").click()
+    msg = wait_for(lambda: browser.find_element(By.ID, "signin-error").text, 30, "the message")
+    assert "refused" in msg
+    assert browser.find_element(By.ID, "key").get_attribute("value") == "wrong-key-wrong-key"
+
+
+def test_hand_edits_to_the_json_are_sent_as_edited(browser, service):
+    from selenium.webdriver.common.by import By
+
+    sign_in(browser, service.url, ALICE)
+    wait_for(lambda: "#/runs" in browser.current_url, what="the runs page")
+    browser.get(f"{service.url}/ui/#/submit")
+    box = wait_for(lambda: browser.find_element(By.ID, "spec-json"), what="the form")
+    wait_for(lambda: '"family"' in box.get_attribute("value"), what="the request")
+    spec = json.loads(box.get_attribute("value"))
+    # 2 chains × 4e6 draws × 31 parameters × 8 bytes is over the service's RAYSAMPLER_WARN_DRAW_BYTES (1e9)
+    spec |= {"seed": 98765, "num_rounds": 4_000_000, "chains": 2, "name": "edited-by-hand", "burn_in": 5}
+    box.clear()
+    box.send_keys(json.dumps(spec))
+    assert browser.find_element(By.ID, "spec-note").is_displayed()
+    chains = browser.find_element(By.ID, "f-chains")
+    chains.clear()
+    chains.send_keys("7")  # a form change no longer rewrites the hand-edited request
+    assert json.loads(box.get_attribute("value"))["chains"] == 2
+    assert browser.find_element(By.ID, "spec-note").is_displayed()
+    browser.find_element(By.ID, "submit").click()
+    # the service accepted it with a warning: the page says so before moving on
+    warning = wait_for(lambda: browser.find_element(By.ID, "submit-warnings").text, 60, "the submit's warning")
+    assert "RAYSAMPLER_WARN_DRAW_BYTES" in warning
+    browser.find_element(By.CSS_SELECTOR, "#submit-warnings a").click()
+    rid = wait_for(
+        lambda: browser.execute_script("const m = location.hash.match(/^#\\/run\\/(.+)$/); return m && m[1]"),
+        what="the run page",
+    )
+    info = api_get(service, ALICE, f"/v1/runs/{rid}")
+    assert info["spec"]["seed"] == 98765 and info["spec"]["chains"] == 2 and info["name"] == "edited-by-hand"
+    import httpx
+
+    httpx.post(f"{service.url}/v1/runs/{rid}/cancel", headers={"Authorization": f"Bearer {ALICE}"})
+    ended(service, ALICE, rid)
+
+
+PHONES = [(390, 844), (360, 740)]
+
+
+@pytest.mark.parametrize("width,height", [(1400, 1000), *PHONES])
+def test_every_page_is_accessible_and_fits_the_screen(browser, service, wide_and_small, width, height):
+    wide, small = wide_and_small
+    browser.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 800},
+    )
+    try:
+        sign_in(browser, service.url, ALICE)
+        wait_for(lambda: "#/runs" in browser.current_url, what="the runs page")
+        pages = {
+            "#/runs": "#runs-body tr",
+            f"#/run/{small['id']}": "#summary tr[data-param]",
+            f"#/run/{wide['id']}": "#summary td.bad",  # the highlighted cells of a run that has not converged
+            "#/submit": "#f-family option",
+            f"#/compare/{wide['id']},{small['id']}": "#compare-table tr[data-param]",
+            "#/operator": "#op-quota tr",
+        }
+        for hash_, ready in pages.items():
+            open_page(browser, service.url, hash_)
+            probe = f"return document.querySelector('{ready}') !== null"
+            wait_for(lambda p=probe: browser.execute_script(p), 120, hash_)
+            time.sleep(1.0)
+            # a phone widens its layout viewport to fit what overflows: compare with the screen's width
+            wide = browser.execute_script("return Math.max(document.documentElement.scrollWidth, innerWidth)")
+            assert wide <= width, (hash_, width, wide)
+            assert browser.execute_script(A11Y_JS) == [], hash_
+        browser.get(f"{service.url}/ui/#/signin")
+        wait_for(lambda: browser.execute_script("return document.getElementById('key') !== null"), what="sign-in")
+        assert browser.execute_script(A11Y_JS) == []
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+@pytest.fixture(scope="module")
+def quota_service(tmp_path_factory: Any) -> Iterator[Any]:
+    """A second service, sampling in-process (executor local: no Ray), that allows alice one active run at a time."""
+    from raysampler.service.local import LocalService
+
+    root = tmp_path_factory.mktemp("quota-service")
+    env = {"RAYSAMPLER_EXECUTOR": "local", "RAYSAMPLER_QUOTA_MAX_ACTIVE_RUNS": "1", "RAYSAMPLER_POLL_S": "0.05"}
+    svc = LocalService(root / "data", keys=SERVICE_KEYS, env=env, log=root / "server.log")
+    svc.start()
+    yield svc
+    svc.stop()
+
+
+def test_a_quota_refusal_is_shown_and_the_operator_view_counts_against_the_limit(browser, quota_service):
+    from selenium.webdriver.common.by import By
+
+    long = api_post(quota_service, ALICE, BASE | {"chains": 2, "num_shards": 2, "num_rounds": 10_000_000})
+    try:
+        sign_in(browser, quota_service.url, ALICE)
+        wait_for(lambda: "#/runs" in browser.current_url, what="the runs page")
+        browser.get(f"{quota_service.url}/ui/#/submit")
+        wait_for(lambda: '"family"' in browser.find_element(By.ID, "spec-json").get_attribute("value"), 60, "form")
+        browser.find_element(By.ID, "submit").click()
+        msg = wait_for(lambda: browser.find_element(By.ID, "submit-error").text, 60, "the refusal")
+        assert msg.startswith("Refused by the tenant's quota (429):") and "QUOTA_MAX_ACTIVE_RUNS" in msg
+        assert "#/submit" in browser.current_url
+        open_page(browser, quota_service.url, "#/operator")
+        quota = wait_for(lambda: browser.find_element(By.ID, "op-quota").text, 60, "the quota table")
+        assert "active runs (pending + running) 1 1" in quota
+        assert browser.find_element(By.ID, "op-nodes-none").is_displayed()  # executor local: no Ray nodes
+        assert "executor local" in browser.find_element(By.ID, "op-summary").text
+    finally:
+        import httpx
+
+        httpx.post(f"{quota_service.url}/v1/runs/{long['id']}/cancel", headers={"Authorization": f"Bearer {ALICE}"})
+        ended(quota_service, ALICE, long["id"])
+
+
+def test_a_failing_resource_is_retried_with_growing_waits(browser, service, wide_and_small):
+    from selenium.webdriver.support.ui import Select
+
+    _, small = wide_and_small
+    sign_in(browser, service.url, ALICE)
+    wait_for(lambda: "#/runs" in browser.current_url, what="the runs page")
+    open_page(browser, service.url, f"#/run/{small['id']}")
+    wait_for(lambda: plotted_axes(browser).keys() >= {"trace", "rank"}, 120, "the plots")
+    key = f"GET /v1/runs/{small['id']}/trace"
+    browser.execute_script(  # the network fails for trace requests only
+        "window.realFetch = window.fetch; window.fetch = (url, o) => url.includes('/trace')"
+        " ? Promise.reject(new TypeError('offline')) : realFetch(url, o)"
+    )
+    before = browser.execute_script(f"return window.rsDashboard.net.count['{key}']")
+    Select(browser.find_element("id", "param")).select_by_value("2")
+    time.sleep(8.5)  # tries at about 0, 1, 3 and 7 s: waits of 1, 2, 4 s after each failure
+    tries = browser.execute_script(f"return window.rsDashboard.net.count['{key}']") - before
+    assert 3 <= tries <= 5, tries
+    assert browser.find_element("id", "trace-note").text == "offline (retrying)"
+    browser.execute_script("window.fetch = window.realFetch")
+    name2 = small["param_names"][2]
+    wait_for(lambda: plotted_axes(browser)["trace"] == ["draw", name2], 30, "the trace once the network is back")
+    assert status_line(browser) == ""

@@ -1,0 +1,302 @@
+"""Group-level effects: layout and names, potentials against direct formulas, gradients and Hessian-vector products by
+finite differences, the group-spanning check, rs.shard(by=), DG-LMC and MALA against the exact hierarchical-linear
+posterior and across executors, and the refusal of every other algorithm."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import raysampler as rs
+from raysampler.algorithms import ALGORITHMS
+from raysampler.algorithms.base import check_model_support
+from raysampler.errors import ArgumentError
+from raysampler.models.contract import DataSpec, join_local_blocks
+from raysampler.models.groups import HierarchicalGLM, check_groups_disjoint
+from raysampler.priors import Exponential, HalfNormal
+
+COLS = ("(Intercept)", "age", "dose", "hospital", "ward", "aux")
+
+
+def _data(n: int = 80, n_hosp: int = 6, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = np.column_stack(
+        [
+            np.ones(n),
+            rng.normal(size=n),
+            rng.normal(size=n),
+            rng.integers(0, n_hosp, n) + 100.0,
+            rng.integers(0, 3, n),
+            rng.uniform(0.5, 2.0, n),  # offset / noise sd / trials, as a family needs
+        ]
+    )
+    return X, rng.normal(size=n)
+
+
+GE = (rs.GroupEffects("hospital", slopes=("age",)), rs.GroupEffects("ward", sd_prior=Exponential(1.0)))
+
+
+def _families(y: np.ndarray, X: np.ndarray):
+    """(model, y) for each family, with two grouping factors; "aux" is the family's per-row input (or a feature)."""
+    counts = np.round(np.exp(0.3 * X[:, 1]) * 2)
+    return [
+        (rs.models.LinearRegression(noise_sd="aux", group_effects=GE), y),
+        (rs.models.LinearRegression(group_effects=GE), y),
+        (rs.models.LogisticRegression(group_effects=GE), (y > 0).astype(float)),
+        (rs.models.PoissonRegression(offset="aux", group_effects=GE), counts),
+        (rs.models.NegativeBinomialRegression(offset="aux", group_effects=GE), counts),
+        (rs.models.BinomialRegression(trials=10, group_effects=GE), np.minimum(counts, 10)),
+    ]
+
+
+def _bound(model, X, y):
+    b = model.bind(DataSpec(X.shape[1], None, X.shape[0], COLS))
+    Xs, ys = b.shard_data(X, y, np.arange(X.shape[0]))
+    b.validate(Xs, ys)
+    return b, Xs, ys
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_gradients_and_hvps_by_finite_differences(case: int) -> None:
+    X, y0 = _data()
+    model, y = _families(y0, X)[case]
+    b, Xs, ys = _bound(model, X, y)
+    assert isinstance(b, HierarchicalGLM) and b.has_local_params()
+    rng = np.random.default_rng(case)
+    x = 0.3 * rng.normal(size=(3, b.dim + b.local_dim(Xs, ys)))
+    U, g = b.potential_and_grad(Xs, ys, x)
+    np.testing.assert_allclose(U, b.potential(Xs, ys, x))
+    np.testing.assert_allclose(g, b.grad(Xs, ys, x))
+    eps = 1e-6
+    E = np.eye(x.shape[1])
+    fd = np.array([(b.potential(Xs, ys, x + eps * e) - b.potential(Xs, ys, x - eps * e)) / (2 * eps) for e in E]).T
+    np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-5 * (1 + np.abs(g).max()))
+    v = rng.normal(size=x.shape)
+    h = b.hvp(Xs, ys, x, v)
+    fdh = (b.grad(Xs, ys, x + eps * v) - b.grad(Xs, ys, x - eps * v)) / (2 * eps)
+    np.testing.assert_allclose(h, fdh, rtol=1e-5, atol=1e-5 * (1 + np.abs(h).max()))
+    H = b.hessian(Xs, ys, x[0])
+    np.testing.assert_allclose(H, H.T)
+    np.testing.assert_allclose(H @ v[0], h[0], rtol=1e-8, atol=1e-8 * (1 + np.abs(h).max()))
+
+
+def test_linear_potential_matches_the_hierarchical_formula() -> None:
+    """U(β, τ, η) = Σ_j (y_j − x_jᵀβ − Σ_f z_fjᵀ (sd_f ⊙ η_{f,g_f(j)}))²/(2σ_j²) + ½‖η‖², written out directly."""
+    X, y = _data()
+    b, Xs, ys = _bound(rs.models.LinearRegression(noise_sd="aux", group_effects=GE), X, y)
+    hosp, ward = np.unique(X[:, 3]), np.unique(X[:, 4])
+    assert b.local_dim(Xs, ys) == 2 * hosp.size + ward.size
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(2, b.dim + b.local_dim(Xs, ys)))
+    for k in range(2):
+        beta, tau, eta = x[k, :3], x[k, 3:6], x[k, 6:]
+        r_h = np.exp(tau[:2]) * eta[: 2 * hosp.size].reshape(-1, 2)
+        r_w = np.exp(tau[2]) * eta[2 * hosp.size :]
+        gh, gw = np.searchsorted(hosp, X[:, 3]), np.searchsorted(ward, X[:, 4])
+        mean = X[:, :3] @ beta + r_h[gh, 0] + r_h[gh, 1] * X[:, 1] + r_w[gw]
+        want = 0.5 * np.sum(((y - mean) / X[:, 5]) ** 2) + 0.5 * eta @ eta
+        np.testing.assert_allclose(b.potential(Xs, ys, x[k : k + 1])[0], want, rtol=1e-12)
+
+
+def test_names_blocks_and_prior() -> None:
+    X, y = _data()
+    b, Xs, ys = _bound(rs.models.LinearRegression(noise_sd="aux", group_effects=GE), X, y)
+    assert b.param_names() == [
+        "beta[(Intercept)]",
+        "beta[age]",
+        "beta[dose]",
+        "sd_hospital[(Intercept)]",
+        "sd_hospital[age]",
+        "sd_ward[(Intercept)]",
+    ]
+    blocks = b.param_blocks()
+    assert [(p.name, p.dim, p.transform) for p in blocks[1:]] == [
+        ("sd_hospital", "hospital_effect", "exp"),
+        ("sd_ward", "ward_effect", "exp"),
+    ]
+    names = [n for blk in b.local_blocks(Xs, ys) for n in blk.names()]
+    assert names[:3] == ["r_hospital[100,(Intercept)]", "r_hospital[100,age]", "r_hospital[101,(Intercept)]"]
+    assert names[-1] == "r_ward[2,(Intercept)]" and len(names) == b.local_dim(Xs, ys)
+    prior = b.prior()
+    x = np.zeros((1, b.dim))
+    x[0, 3:] = np.log([0.5, 2.0, 1.5])
+    assert np.isfinite(prior.potential(x)).all()
+    assert [p.spec for p in prior.residual.pieces] == [HalfNormal(1.0), Exponential(1.0)]
+    theta = np.array([[0.0, 0.0, 0.0, np.log(2.0), 0.0, 0.0]])
+    eta = np.ones((1, b.local_dim(Xs, ys)))
+    r = b.local_natural(theta, eta, Xs, ys)
+    assert np.allclose(r[0, :2], [2.0, 1.0]) and np.allclose(r[0, -1], 1.0)
+
+
+def test_many_groups_per_shard_and_few_rows_per_group() -> None:
+    """Hundreds of groups with 1–3 rows each (the funnel's regime): layout and derivatives still hold."""
+    rng = np.random.default_rng(3)
+    n = 600
+    X = np.column_stack([np.ones(n), rng.normal(size=n), rng.integers(0, 300, n)])
+    y = rng.poisson(1.0, n).astype(float)
+    model = rs.models.PoissonRegression(group_effects=rs.GroupEffects("g"))
+    b = model.bind(DataSpec(3, None, n, ("(Intercept)", "x", "g")))
+    Xs, ys = b.shard_data(X, y, None)
+    G = np.unique(X[:, 2]).size
+    assert b.dim == 3 and b.local_dim(Xs, ys) == G > 250
+    x = 0.2 * rng.normal(size=(2, 3 + G))
+    x[:, 2] = -4.0  # sd ≈ 0.02: the neck of the funnel
+    v = rng.normal(size=x.shape)
+    eps = 1e-6
+    fdh = (b.grad(Xs, ys, x + eps * v) - b.grad(Xs, ys, x - eps * v)) / (2 * eps)
+    np.testing.assert_allclose(b.hvp(Xs, ys, x, v), fdh, rtol=1e-5, atol=1e-5)
+    e = np.zeros_like(x)
+    e[:, 2] = 1.0
+    fd = (b.potential(Xs, ys, x + eps * e) - b.potential(Xs, ys, x - eps * e)) / (2 * eps)
+    np.testing.assert_allclose(b.grad(Xs, ys, x)[:, 2], fd, rtol=1e-5, atol=1e-6)
+
+
+def test_argument_errors() -> None:
+    with pytest.raises(ArgumentError) as e:
+        rs.GroupEffects("g", intercept=False)
+    assert e.value.path == ("model", "group_effects")
+    with pytest.raises(ArgumentError) as e:
+        rs.GroupEffects("g", sd_prior=rs.priors.Normal(0, 1))
+    assert e.value.path == ("model", "group_effects", "sd_prior")
+    with pytest.raises(ArgumentError):
+        rs.models.LogisticRegression(group_effects=(rs.GroupEffects("g"), rs.GroupEffects("g")))
+    model = rs.models.LogisticRegression(group_effects=rs.GroupEffects("site", slopes=("age",)))
+    with pytest.raises(ArgumentError, match="'site' is not a column"):
+        model.bind(DataSpec(6, None, 10, COLS))
+    with pytest.raises(ArgumentError, match="no column names"):
+        model.bind(DataSpec(6, None, 10, None))
+
+
+def test_a_group_spanning_two_shards_is_an_error_and_shard_by_fixes_it() -> None:
+    X, y = _data(n=200, n_hosp=9)
+    parts = rs.shard(X, y, num_shards=3, columns=COLS)
+    labels = [s.X[:, 3] for s in parts]
+    with pytest.raises(ArgumentError, match=r"group hospital=10\d has rows in shards \d and \d.*by='hospital'") as e:
+        check_groups_disjoint(labels, "hospital")
+    assert e.value.path == ("model", "group_effects")
+    by = rs.shard(X, y, num_shards=3, columns=COLS, by="hospital")
+    assert by.strategy == "by_group"
+    check_groups_disjoint([s.X[:, 3] for s in by], "hospital")
+    rows = np.concatenate([s.index for s in by])
+    assert np.array_equal(np.sort(rows), np.arange(200))
+    sizes = np.array([s.X.shape[0] for s in by])
+    biggest = np.unique(X[:, 3], return_counts=True)[1].max()
+    assert sizes.max() - sizes.min() <= biggest
+    for s in by:
+        assert np.array_equal(s.X, X[s.index]) and np.all(np.diff(s.index) > 0)
+    same = rs.shard(X, y, num_shards=3, by=X[:, 3])
+    assert [list(s.index) for s in same] == [list(s.index) for s in by]
+    with pytest.raises(ArgumentError) as e:
+        rs.shard(X, y, num_shards=10, columns=COLS, by="hospital")
+    assert e.value.path == ("by",)
+    with pytest.raises(ArgumentError):
+        rs.shard(X, y, num_shards=3, columns=COLS, by="nope")
+    with pytest.raises(ArgumentError):
+        rs.shard(X, y, num_shards=3, strategy="random", columns=COLS, by="hospital")
+
+
+@pytest.mark.parametrize("name", sorted(n for n in ALGORITHMS if not ALGORITHMS[n].supports_local_params))
+def test_every_other_algorithm_refuses_group_effects(name: str) -> None:
+    model = rs.models.LogisticRegression(group_effects=rs.GroupEffects("hospital"))
+    with pytest.raises(ArgumentError, match="group_effects") as e:
+        check_model_support(ALGORITHMS[name](), model)
+    assert e.value.path == ("model", "group_effects")
+    check_model_support(ALGORITHMS[name](), rs.models.LogisticRegression())
+
+
+def test_sample_refuses_before_any_process_starts() -> None:
+    X, y = _data()
+    model = rs.models.LogisticRegression(group_effects=rs.GroupEffects("hospital"))
+    with pytest.raises(ArgumentError) as e:
+        rs.sample(
+            model,
+            rs.shard(X, (y > 0).astype(float), num_shards=2, columns=COLS, by="hospital"),
+            algorithm="dsgld",
+            num_rounds=5,
+        )
+    assert e.value.path == ("model", "group_effects")
+
+
+# --- DG-LMC samples group effects ------------------------------------------------------------------------------------
+
+
+def _hier_linear(n: int = 240, G: int = 12, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    g = rng.integers(0, G, n).astype(float)
+    x = rng.normal(size=n)
+    y = 0.5 + x + rng.normal(scale=0.7, size=G)[g.astype(int)] + rng.normal(size=n)
+    X = np.column_stack([np.ones(n), x, g, np.ones(n)])
+    return X, y, ("(Intercept)", "x", "g", "s")
+
+
+@pytest.mark.parametrize("algorithm", ["dglmc", "mala"])
+def test_group_effects_names_and_executors(ray_session, algorithm: str) -> None:
+    """DG-LMC runs a hierarchical linear model: draws are θ then each shard's r = sd ⊙ η in shard order, named
+    accordingly; the Ray executor draws exactly what the local one does; the run is finite and roughly centred."""
+    X, y, cols = _hier_linear()
+    model = rs.models.LinearRegression(noise_sd="s", group_effects=rs.GroupEffects("g"))
+    shards = rs.shard(X, y, num_shards=3, columns=cols, by="g")
+    kw = dict(algorithm=algorithm, num_rounds=150, chains=2, seed=3, progress=False)
+    local = rs.sample(model, shards, executor="local", **kw)
+    names = local.param_names
+    assert names[:3] == ["beta[(Intercept)]", "beta[x]", "sd_g[(Intercept)]"]
+    want = [f"r_g[{int(v)},(Intercept)]" for v in np.unique(X[:, 2])]  # labels sorted across shards
+    assert names[3:] == want and local.draws.shape[2] == 3 + 12
+    assert np.all(np.isfinite(local.draws))
+    assert abs(local.draws[..., 1].mean() - 1.0) < 0.3
+    post = local.posterior()
+    assert set(post) == {"beta", "sd_g", "r_g"} and post["r_g"].shape == (2, local.num_draws, 12, 1)
+    tree = local.to_arviz()
+    assert tree.posterior["r_g"].dims == ("chain", "draw", "g", "g_effect")
+    assert list(local.summary().index[3:5]) == names[3:5]
+    on_ray = rs.sample(model, shards, executor="ray", **kw)
+    np.testing.assert_array_equal(on_ray.draws, local.draws)
+
+
+def test_dglmc_refuses_a_group_split_across_shards() -> None:
+    X, y, cols = _hier_linear()
+    model = rs.models.LinearRegression(noise_sd="s", group_effects=rs.GroupEffects("g"))
+    shards = rs.shard(X, y, num_shards=3, columns=cols)  # rows split at random: groups span shards
+    with pytest.raises(ArgumentError, match=r"group g=\d+ has rows in shards \d and \d") as e:
+        rs.sample(model, shards, algorithm="dglmc", num_rounds=5, executor="local", progress=False)
+    assert e.value.path == ("model", "group_effects")
+
+
+def test_dglmc_refuses_laplace_mh_with_group_effects() -> None:
+    X, y, cols = _hier_linear()
+    model = rs.models.LinearRegression(noise_sd="s", group_effects=rs.GroupEffects("g"))
+    shards = rs.shard(X, y, num_shards=2, columns=cols, by="g")
+    with pytest.raises(ArgumentError, match="laplace_mh"):
+        rs.sample(model, shards, algorithm="dglmc", local_kernel="laplace_mh", num_rounds=5, executor="local")
+
+
+@pytest.mark.parametrize(("algorithm", "rounds"), [("dglmc", 1500), ("mala", 4000)])
+def test_hierarchical_linear_matches_the_exact_posterior(algorithm: str, rounds: int) -> None:
+    """Correctness at the defaults: DG-LMC's and MALA's means and sds of β, log sd and every r against the exact
+    posterior (Gaussian in (β, η) given log sd, log sd on a fine grid; `hier_oracle`): means within 0.1 sd, sds
+    within 10%, each plus Z Monte-Carlo standard errors from the ESS. DG-LMC reports the r's from each worker's chain
+    of η_i given the coordinator's θ (not the worker's copy z_i, which shifted a shard's effects by up to 0.5 sd)."""
+    from hier_oracle import exact_moments
+    from stats_helpers import Z, ess
+
+    X, y, cols = _hier_linear()
+    model = rs.models.LinearRegression(noise_sd="s", group_effects=rs.GroupEffects("g"))
+    shards = rs.shard(X, y, num_shards=3, columns=cols, by="g")
+    b = model.bind(DataSpec(X.shape[1], None, X.shape[0], cols))
+    data = [b.shard_data(s.X, s.y, None) for s in shards]
+    mu, sd = exact_moments(b, data, np.linspace(-5.0, 2.5, 600))
+    _, order = join_local_blocks([b.local_blocks(X_i, y_i) for X_i, y_i in data])  # the draws' order of the r's
+    keep = np.concatenate([np.arange(b.dim), b.dim + np.asarray(order)])
+    mu, sd = mu[keep], sd[keep]
+    res = rs.sample(
+        model, shards, algorithm=algorithm, num_rounds=rounds, chains=16, seed=1, executor="local", progress=False
+    )
+    D = res.draws
+    assert D.shape[2] == mu.size == 15
+    for j in range(D.shape[2]):
+        e = ess(D[..., j])
+        assert e > 100, f"{res.param_names[j]}: ESS {e:.0f}"
+        m_err = abs(D[..., j].mean() - mu[j]) / sd[j]
+        assert m_err < 0.1 + Z / np.sqrt(e), f"{res.param_names[j]}: mean off by {m_err:.3f} sd (ESS {e:.0f})"
+        s_err = abs(D[..., j].std() / sd[j] - 1.0)
+        assert s_err < 0.1 + Z / np.sqrt(2.0 * e), f"{res.param_names[j]}: sd off by {s_err:.1%} (ESS {e:.0f})"
