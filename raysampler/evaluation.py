@@ -6,9 +6,10 @@ shard's site, or in this process) from the posterior draws it is sent, and retur
 their shard: only those sums travel (and, for `loo(pointwise=True)`, one elpd and one Pareto k per row).
 
 Draws: by default at most `DEFAULT_DRAWS` posterior draws, thinned evenly within each chain, so a shard's work and
-memory are O(rows × S) with S bounded; `draws="all"` uses every stored draw. PSIS is arviz-stats' own
-(`arviz_stats.base.array_stats.loo`), run per observation on the shard; the relative efficiency r_eff is computed once
-from the thinned posterior as `arviz_stats.loo` does.
+memory are bounded by S (the log-likelihood is held BLOCK_ROWS rows × S at a time); `draws="all"` uses every stored
+draw. The Pareto smoothing is arviz-stats' own (`arviz_stats.base.array_stats.psislw`), run per observation on the
+shard; the relative efficiency r_eff is computed once from the thinned posterior, as `arviz_stats.loo` does. On Ray a
+shard's rows may be cut into ranges, one task each, to use every CPU of its site (`run_at_shards`).
 """
 
 from __future__ import annotations
