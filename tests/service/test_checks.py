@@ -168,3 +168,21 @@ def test_bad_input_is_a_4xx_naming_the_field(service, alice, fits):
         assert err.value.status_code == 409 and "no draws yet" in str(err.value.detail)
     finally:
         waiting.cancel()
+
+
+def test_the_async_client_gives_the_same_checks(service, alice, fits):
+    import asyncio
+
+    from raysampler.client import AsyncClient
+
+    X, _, ids, full, drop = fits
+
+    async def checks():
+        async with AsyncClient(service.url, ALICE) as c:
+            run = await c.run(full.id)
+            return await run.loo(), await run.predict(X[800:805]), await c.compare([full.id, drop.id])
+
+    lo, pred, table = asyncio.run(checks())
+    assert lo == full.loo()
+    np.testing.assert_array_equal(pred, full.predict(X[800:805]))
+    assert list(table.index) == list(alice.compare([full.id, drop.id]).index)
