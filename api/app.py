@@ -24,7 +24,7 @@ from raysampler.service.store import SQLiteStore
 from . import errors, openapi_doc
 from .audit import AuditMiddleware
 from .deps import Services
-from .routers import cluster, datasets, models, runs, system
+from .routers import cluster, compare, datasets, models, runs, system
 from .security import SecurityHeaders
 
 #: The dashboard's static files (HTML, JS, CSS and the vendored chart library), shipped inside the package.
@@ -87,6 +87,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(datasets.router)
     app.include_router(models.router)
     app.include_router(cluster.router)
+    app.include_router(compare.router)
     # The dashboard: static files that call the API above from the browser (no key needed to load them).
     app.mount("/ui", StaticFiles(directory=UI_DIR, html=True), name="ui")
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import hmac
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic.json_schema import SkipJsonSchema
 
 from raysampler.service.audit import key_id
+from raysampler.service.checks import Context
 from raysampler.service.drawfiles import DrawFiles
 from raysampler.service.manager import RunManager
 from raysampler.service.metrics import Metrics
@@ -61,3 +62,17 @@ def tenant(
         raise HTTPException(401, "invalid API key", headers={"WWW-Authenticate": "Bearer"})
     request.state.tenant = found
     return found
+
+
+#: `draws` as a query parameter: a count of draws, or "all".
+DRAWS_QUERY_PATTERN = r"^(all|[1-9][0-9]{0,5})$"
+
+
+def draws_arg(value: str) -> int | Literal["all"]:
+    """A `draws` query value (checked by DRAWS_QUERY_PATTERN) as the engine takes it."""
+    return "all" if value == "all" else int(value)
+
+
+def check_context(svc: Services) -> Context:
+    """What the checks of a fit need of this app's service objects."""
+    return Context(svc.store, svc.files, svc.manager.grants, svc.settings.executor)

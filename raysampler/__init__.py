@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from . import datasets, models, priors
     from .errors import SamplingError
+    from .evaluation import compare, evaluate
     from .models import GroupEffects, Model
     from .options import ExecutionOptions, RunOptions
     from .result import Result
@@ -32,7 +33,9 @@ __all__ = [
     "Shard",
     "ShardSet",
     "__version__",
+    "compare",
     "datasets",
+    "evaluate",
     "models",
     "priors",
     "resume",
@@ -43,6 +46,8 @@ __all__ = [
 #: public name → the module that defines it
 _LAZY = {
     "SamplingError": ".errors",
+    "compare": ".evaluation",
+    "evaluate": ".evaluation",
     "GroupEffects": ".models",
     "Model": ".models",
     "ExecutionOptions": ".options",

@@ -4,6 +4,8 @@
     raysampler submit spec.json|spec.yaml [--wait]      raysampler status [ID|latest]
     raysampler draws ID [--follow] [--start K]           raysampler cancel ID | resume ID | delete ID
     raysampler summary ID                                raysampler upload FILE [--y-column y] [--x-columns a,b]
+    raysampler loo ID [--draws N|all]                    raysampler compare ID1 ID2 [...] [--draws N|all]
+    raysampler evaluate ID --dataset-id DS | --data REF.json    raysampler predict ID --dataset-id DS [--kind K]
     raysampler demo                                      raysampler audit [--tenant T] [--since 1h] [--action A]
 
 Client commands take --url / $RAYSAMPLER_URL and --api-key / $RAYSAMPLER_API_KEY (else the key `serve` wrote to
@@ -290,6 +292,85 @@ def cmd_models(args: argparse.Namespace) -> int:
         where = "built-in" if f["builtin"] else f"from {f['distribution']}"
         params = ", ".join(sorted(f["parameters"].get("properties", {})))
         print(f"{f['name']}  ({where})  {f['description']}\n    parameters: {params or '-'}")
+
+
+def _draws(value: str) -> int | str:
+    """--draws: a count or 'all'."""
+    if value == "all":
+        return value
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"--draws takes an integer >= 1 or 'all', got {value!r}")
+    return n
+
+
+def cmd_loo(args: argparse.Namespace) -> int:
+    """PSIS-LOO of a run, computed where its rows are."""
+    with _client(args) as c:
+        lo = c.run(args.id).loo(draws=args.draws)
+    if args.format == "json":
+        print(json.dumps(lo))
+        return 0
+    elpd = "nan" if lo["elpd"] is None else f"{lo['elpd']:.2f}"
+    se = "nan" if lo["se"] is None else f"{lo['se']:.2f}"
+    p = "nan" if lo["p_loo"] is None else f"{lo['p_loo']:.2f}"
+    print(
+        f"{lo['run_id']}  elpd_loo {elpd} (SE {se})  p_loo {p}  ({lo['n_data_points']} rows, {lo['n_samples']} draws)"
+    )
+    print(f"  Pareto k < 0.7: {lo['k_ok']}   k >= 0.7: {lo['k_high']}")
+    for r in lo["high_k_rows"][:20]:
+        where = f"row {r['row']} of shard {r['shard']}" + (
+            f" (original row {r['index']})" if r["index"] is not None else ""
+        )
+        print(f"  high k: {where}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Runs fitted on the same rows, best first by PSIS-LOO elpd."""
+    with _client(args) as c:
+        table = c.compare(args.ids, draws=args.draws)
+    if args.format == "json":
+        print(table.reset_index(names="run_id").to_json(orient="records"))
+    else:
+        print(table.round(3).to_string())
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """Held-out metrics of a run on an uploaded data set or a data reference (JSON, as a run spec's `data`)."""
+    if (args.dataset_id is None) == (args.data is None):
+        raise SystemExit("error: give --dataset-id or --data (a data reference, JSON)")
+    data = {"dataset_id": args.dataset_id} if args.dataset_id else json.loads(args.data)
+    with _client(args) as c:
+        m = c.run(args.id).evaluate(data, draws=args.draws, bins=args.bins)
+    if args.format == "json":
+        print(json.dumps(m))
+        return 0
+    keys = ("accuracy", "nll", "brier", "ece") if m["kind"] == "classification" else ("rmse", "nll", "crps")
+    line = "  ".join(f"{k} {m[k]:.4f}" for k in keys)
+    if m["kind"] == "regression":
+        line += f"  coverage 50% {m['coverage_50']:.3f}  90% {m['coverage_90']:.3f}"
+    print(f"{m['run_id']}  {m['kind']} on {m['n']} rows: {line}")
+    for b in m.get("reliability") or []:
+        if b["count"]:
+            print(
+                f"  [{b['lo']:.1f}, {b['hi']:.1f})  n={b['count']:<6} confidence {b['confidence']:.3f}  "
+                f"accuracy {b['accuracy']:.3f}"
+            )
+    return 0
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    """The posterior predictive at the rows of an uploaded data set, one line per row."""
+    with _client(args) as c:
+        values = c.run(args.id).predict(dataset_id=args.dataset_id, kind=args.kind, draws=args.draws)
+    rows = values.T if args.kind == "draws" else values
+    for i, v in enumerate(rows):
+        print(json.dumps({"row": i, "value": v.tolist()}) if args.format == "json" else f"{i}\t{v}")
     return 0
 
 
@@ -400,6 +481,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_upload)
     p = client_cmd("models", "the model families runs may name, with their parameters")
     p.set_defaults(fn=cmd_models)
+
+    p = client_cmd("loo", "PSIS-LOO of a run, computed where its rows are")
+    p.add_argument("id")
+    p.add_argument("--draws", type=_draws, default=1000, help="at most this many draws (thinned), or 'all'")
+    p.set_defaults(fn=cmd_loo)
+    p = client_cmd("compare", "compare runs fitted on the same rows by PSIS-LOO")
+    p.add_argument("ids", nargs="+", metavar="ID")
+    p.add_argument("--draws", type=_draws, default=1000, help="at most this many draws (thinned), or 'all'")
+    p.set_defaults(fn=cmd_compare)
+    p = client_cmd("evaluate", "held-out metrics of a run (accuracy, NLL, Brier, ECE / RMSE, CRPS, coverage)")
+    p.add_argument("id")
+    p.add_argument("--dataset-id", default=None, help="an uploaded data set")
+    p.add_argument("--data", default=None, help='a data reference as JSON, e.g. {"shards": [...], "y_column": "y"}')
+    p.add_argument("--draws", type=_draws, default=1000)
+    p.add_argument("--bins", type=int, default=10, help="confidence bins of the ECE")
+    p.set_defaults(fn=cmd_evaluate)
+    p = client_cmd("predict", "the posterior predictive at the rows of an uploaded data set")
+    p.add_argument("id")
+    p.add_argument("--dataset-id", required=True)
+    p.add_argument("--kind", choices=["mean", "draws", "interval"], default="mean")
+    p.add_argument("--draws", type=_draws, default=1000)
+    p.set_defaults(fn=cmd_predict)
     p = sub.add_parser("audit", help="print the service's audit log (<data dir>/audit.log and its rotated files)")
     p.add_argument("--data-dir", help="the service's data directory ($RAYSAMPLER_DATA_DIR, default ~/.raysampler)")
     p.add_argument("--tenant", help="only this tenant's records")

@@ -240,6 +240,39 @@ class _API:
     def delete_run(run_id: str) -> _Call:
         return _Call("DELETE", f"/v1/runs/{run_id}")
 
+    @staticmethod
+    def predict(
+        run_id: str,
+        rows: Any,
+        dataset_id: str | None,
+        columns: list[str] | None,
+        kind: str,
+        draws: int | str,
+        prob: float,
+        seed: int,
+    ) -> _Call:
+        body: dict[str, Any] = {"kind": kind, "draws": draws, "prob": prob, "seed": seed}
+        if rows is not None:
+            body["rows"] = np.asarray(rows, dtype=np.float64).tolist()
+        if dataset_id is not None:
+            body["dataset_id"] = dataset_id
+        if columns is not None:
+            body["columns"] = list(columns)
+        return _Call("POST", f"/v1/runs/{run_id}/predict", json=body)
+
+    @staticmethod
+    def evaluate(run_id: str, data: Mapping[str, Any], draws: int | str, bins: int, seed: int) -> _Call:
+        body = {"data": dict(data), "draws": draws, "bins": bins, "seed": seed}
+        return _Call("POST", f"/v1/runs/{run_id}/evaluate", json=body)
+
+    @staticmethod
+    def loo(run_id: str, draws: int | str) -> _Call:
+        return _Call("GET", f"/v1/runs/{run_id}/loo", params={"draws": str(draws)})
+
+    @staticmethod
+    def compare(run_ids: list[str], draws: int | str) -> _Call:
+        return _Call("POST", "/v1/compare", json={"runs": list(run_ids), "draws": draws})
+
 
 @dataclass(frozen=True)
 class RetryPolicy:
@@ -518,6 +551,11 @@ class Client:
     def version(self) -> dict[str, Any]:
         return self._send(_API.version()).json()
 
+    def compare(self, run_ids: list[str], draws: int | str = 1000) -> pd.DataFrame:
+        """Rank runs fitted on the same rows by PSIS-LOO computed at their shards: a DataFrame indexed by run id,
+        best first (rank, elpd, se, p_loo, elpd_diff, dse, weight, warning)."""
+        return _comparison_frame(self._send(_API.compare(run_ids, draws)).json())
+
 
 class RunHandle:
     """One run on the service."""
@@ -637,6 +675,31 @@ class RunHandle:
     def delete(self) -> None:
         self.client._send(_API.delete_run(self.id))
 
+    def predict(
+        self,
+        rows: Any = None,
+        *,
+        dataset_id: str | None = None,
+        columns: list[str] | None = None,
+        kind: str = "mean",
+        draws: int | str = 1000,
+        prob: float = 0.9,
+        seed: int = 0,
+    ) -> np.ndarray:
+        """The posterior predictive at `rows` (inline) or an uploaded data set: kind "mean" (rows,) or (rows,
+        classes), "draws" (draws, rows), "interval" (rows, 2)."""
+        call = _API.predict(self.id, rows, dataset_id, columns, kind, draws, prob, seed)
+        return _prediction_values(self.client._send(call).json())
+
+    def evaluate(self, data: Mapping[str, Any], *, draws: int | str = 1000, bins: int = 10, seed: int = 0) -> dict:
+        """Held-out metrics on `data` (a data reference as in a run spec: {"dataset_id": ...}, {"dataset":
+        "builtin:..."} or {"shards": [...], "y_column": ...}), computed where the rows are."""
+        return self.client._send(_API.evaluate(self.id, data, draws, bins, seed)).json()
+
+    def loo(self, draws: int | str = 1000) -> dict[str, Any]:
+        """PSIS-LOO on the run's own rows, computed at its shards: elpd, se, p_loo, Pareto-k counts, high-k rows."""
+        return self.client._send(_API.loo(self.id, draws)).json()
+
 
 def _bar_position(step: ProgressEvent, convergence: bool) -> float:
     """Where a progress bar stands: percent of the way to convergence, or rounds done."""
@@ -754,6 +817,9 @@ class AsyncClient:
     async def version(self) -> dict[str, Any]:
         return (await self._send(_API.version())).json()
 
+    async def compare(self, run_ids: list[str], draws: int | str = 1000) -> pd.DataFrame:
+        return _comparison_frame((await self._send(_API.compare(run_ids, draws))).json())
+
 
 class AsyncRunHandle:
     """One run, async: info, status, events, wait, stream_draws, draws, summary, to_arviz, cancel, delete."""
@@ -847,6 +913,42 @@ class AsyncRunHandle:
 
     async def delete(self) -> None:
         await self.client._send(_API.delete_run(self.id))
+
+    async def predict(
+        self,
+        rows: Any = None,
+        *,
+        dataset_id: str | None = None,
+        columns: list[str] | None = None,
+        kind: str = "mean",
+        draws: int | str = 1000,
+        prob: float = 0.9,
+        seed: int = 0,
+    ) -> np.ndarray:
+        call = _API.predict(self.id, rows, dataset_id, columns, kind, draws, prob, seed)
+        return _prediction_values((await self.client._send(call)).json())
+
+    async def evaluate(
+        self, data: Mapping[str, Any], *, draws: int | str = 1000, bins: int = 10, seed: int = 0
+    ) -> dict:
+        return (await self.client._send(_API.evaluate(self.id, data, draws, bins, seed))).json()
+
+    async def loo(self, draws: int | str = 1000) -> dict[str, Any]:
+        return (await self.client._send(_API.loo(self.id, draws))).json()
+
+
+def _prediction_values(body: dict[str, Any]) -> np.ndarray:
+    """A Prediction's values as an array (null → nan)."""
+    return np.array(body["values"], dtype=np.float64)
+
+
+def _comparison_frame(body: dict[str, Any]) -> pd.DataFrame:
+    """A Comparison's rows as a DataFrame indexed by run id, best first."""
+    import pandas as pd
+
+    rows = body["rows"]
+    values = [{k: v for k, v in r.items() if k != "run_id"} for r in rows]
+    return pd.DataFrame(values, index=[r["run_id"] for r in rows])
 
 
 async def _acheck_stream(resp: httpx.Response) -> None:

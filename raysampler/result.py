@@ -11,14 +11,22 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .models.base import ParamBlock, natural_values
+from .models.contract import defines
 
 if TYPE_CHECKING:
     from .diagnostics import Diagnostics, RunWarning
     from .enums import StopReason
     from .errors import Failure
+    from .evaluation import DrawsArg, PredictKind
     from .events import RunEvent
+    from .models.contract import Model
     from .options import RunOptions
     from .runtime.contracts import RunConfig, RunStats, SetupInfo
+    from .shards import ShardSet
+
+
+#: The most log-likelihood values (rows × draws) `to_arviz()` adds without being asked (160 MB of float64).
+LOG_LIK_MAX_VALUES = 20_000_000
 
 
 @dataclass(frozen=True)
@@ -67,7 +75,9 @@ class Result:
     run_stats: the runtime statistics (`RunStats`: per-round wall time, per-worker compute/idle seconds and idle
     fraction, N_i and its `N_schedule`, τ_i, placement, ρ_i, γ_i, M_i).
     outcome: how the run went (`RunOutcome`: timings, stop reason, failure, warnings, diagnostics, restarts).
-    A result read back from stored draws (the service) has only draws, names, layout and sample stats.
+    model: the model bound to the data, and data: the shards it was fitted on (`predict`, `loo`, exports); a result
+    read back from stored draws (the service) has them only when the service gives them back; `spec` (the run's spec
+    as JSON, from the service) and `seed` go into exports.
     """
 
     draws: np.ndarray
@@ -79,6 +89,10 @@ class Result:
     setup: SetupInfo | None = None
     run_stats: RunStats | None = None
     outcome: RunOutcome | None = None
+    model: Model | None = None
+    data: ShardSet | None = None
+    spec: str | None = None
+    seed: int | None = None
 
     @property
     def stats(self) -> Mapping[str, Any]:
@@ -129,9 +143,36 @@ class Result:
             start += b.size
         return out
 
-    def to_arviz(self):
+    def predict(
+        self, X_new: Any, kind: PredictKind = "mean", *, draws: DrawsArg = 1000, prob: float = 0.9, seed: int = 0
+    ) -> np.ndarray:
+        """The posterior predictive at new rows: "mean" (n,) (class probabilities (n, C) for a multiclass model),
+        "draws" (S, n), or "interval" (n, 2), the central `prob` interval (`raysampler.evaluation.predict`)."""
+        from .evaluation import predict
+
+        return predict(self, X_new, kind, draws=draws, prob=prob, seed=seed)
+
+    def loo(self, *, executor: str | None = None, draws: DrawsArg = 1000, pointwise: bool = False) -> Any:
+        """PSIS-LOO computed where the run's rows are: an arviz-stats ELPDData (`raysampler.evaluation.loo`)."""
+        from .evaluation import loo
+
+        return loo(self, executor=executor, draws=draws, pointwise=pointwise)
+
+    def data_movable(self) -> str | None:
+        """None when the run's rows may be read here (in-memory shards, files without a site), else why not."""
+        if self.model is None or self.data is None:
+            return "the result does not carry its model and data"
+        sited = [i for i, s in enumerate(self.data) if s.site is not None]
+        if sited:
+            return f"shards {sited} live on sites: their rows never leave them"
+        return None
+
+    def to_arviz(self, log_likelihood: bool | None = None):
         """An xarray DataTree: a `posterior` group with one variable per model parameter (e.g. `beta` with dim `coef`
-        labelled by column, `sigma`; `theta` with dim `param` for a model without a layout) and `sample_stats`."""
+        labelled by column, `sigma`; `theta` with dim `param` for a model without a layout) and `sample_stats`;
+        `log_likelihood` and `observed_data` (variable `y`, dim `obs`) when the rows may be moved and
+        `log_likelihood` is not False (None: only up to LOG_LIK_MAX_VALUES values); else the `log_likelihood`
+        attribute says why they are absent. Attributes: algorithm, executor, seed, model and the spec when known."""
         import arviz_base as azb
 
         blocks = self.param_blocks
@@ -149,7 +190,48 @@ class Result:
         if self.sample_stats:
             groups["sample_stats"] = dict(self.sample_stats)
         attrs = {"algorithm": str(self.algorithm or ""), "executor": str(self.executor or "")}
+        if self.seed is not None:
+            attrs["seed"] = str(self.seed)
+        if self.model is not None:
+            attrs["model"] = repr(self.model)
+        if self.spec is not None:
+            attrs["spec"] = self.spec
+        why = self._pointwise_groups(groups, dims, log_likelihood)
+        if why is not None:
+            attrs["log_likelihood"] = why
         return azb.from_dict(groups, dims=dims, coords=coords, attrs={"posterior": attrs})
+
+    def _pointwise_groups(
+        self, groups: dict[str, dict[str, np.ndarray]], dims: dict[str, list[str]], wanted: bool | None
+    ) -> str | None:
+        """Add `log_likelihood` (chain, draw, obs) and `observed_data` to `groups`; or say why not."""
+        if wanted is False:
+            return "not asked for"
+        why = self.data_movable()
+        if why is None and self.model is not None and not defines(self.model, "log_likelihood"):
+            why = f"model {type(self.model).__name__} does not define log_likelihood"
+        if why is None and wanted is None:
+            n = sum(s.n_rows or 0 for s in self.data or ())
+            if n * self.chains * self.num_draws > LOG_LIK_MAX_VALUES:
+                size = f"{n} rows x {self.chains * self.num_draws} draws"
+                why = f"{size} exceed the {LOG_LIK_MAX_VALUES} values added unasked (to_arviz(log_likelihood=True))"
+        if why is not None:
+            if wanted:
+                raise ValueError(f"log_likelihood: {why}")
+            return why
+        assert self.model is not None and self.data is not None
+        theta = self.draws.reshape(-1, self.draws.shape[2])
+        lls, ys = [], []
+        for shard in self.data:
+            X, y = shard.load()
+            X, y = self.model.shard_data(X, y, shard.index)
+            lls.append(self.model.log_likelihood(X, y, theta))
+            ys.append(np.asarray(y))
+        ll = np.concatenate(lls).T.reshape(self.chains, self.num_draws, -1)
+        groups["log_likelihood"] = {"y": ll}
+        groups["observed_data"] = {"y": np.concatenate(ys)}
+        dims["y"] = ["obs"] if ys[0].ndim == 1 else ["obs", "y_dim"]
+        return None
 
     def summary(self, ci_prob: float = 0.94, round_to: int | str | None = "none"):
         """Table per coordinate of every parameter, named `beta[age]`, `sigma`, …: mean, sd, HDI, ess_bulk, ess_tail,
@@ -159,9 +241,8 @@ class Result:
         if self.num_draws < 4:
             raise ValueError(f"summary needs at least 4 draws per chain, this result has {self.num_draws}")
         blocks = self.param_blocks
-        table = azs.summary(
-            self.to_arviz(), var_names=[b.name for b in blocks], ci_prob=ci_prob, ci_kind="hdi", round_to=round_to
-        )
+        tree = self.to_arviz(log_likelihood=False)
+        table = azs.summary(tree, var_names=[b.name for b in blocks], ci_prob=ci_prob, ci_kind="hdi", round_to=round_to)
         table.index = [n for b in blocks for n in b.names()]  # brms-style `r_g[a,(Intercept)]`, as param_names
         return table
 
@@ -171,7 +252,7 @@ class Result:
         import arviz_stats as azs
 
         blocks = self.param_blocks
-        out = azs.ess(self.to_arviz(), var_names=[b.name for b in blocks], method=method)
+        out = azs.ess(self.to_arviz(log_likelihood=False), var_names=[b.name for b in blocks], method=method)
         return np.concatenate([np.asarray(out[b.name].values, dtype=np.float64).reshape(-1) for b in blocks])
 
     def __repr__(self) -> str:

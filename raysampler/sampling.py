@@ -31,8 +31,7 @@ from .result import Result, RunOutcome, Timings
 from .runtime import executors
 from .runtime.contracts import Chunk, RunConfig, RunState, RunStats, SetupInfo
 from .runtime.host import ShardSource
-from .shards import ShardSet
-from .shards import shard as make_shards
+from .shards import ShardSet, as_shard_set
 
 #: Kept draws per chain at the first convergence check (num_rounds="auto"); each later one is CHECK_GROWTH times on.
 FIRST_CHECK_DRAWS = 100
@@ -88,8 +87,9 @@ class Run:
                 f"resume_from must be a RunState (from Run.capture() or a checkpoint), got {type(resume_from).__name__}"
             )
         check_model_support(algorithm, as_model(model))  # group effects: before any process starts
-        shard_set = _as_shards(shards)
+        shard_set = as_shard_set(shards)
         self.options, self.execution, self.algorithm = options, execution, algorithm
+        self.shards = shard_set
         opts, exe = options, execution
         # The engine settings are read here, once, and travel in the config: no actor reads its environment.
         from .settings import EngineSettings
@@ -329,6 +329,9 @@ class Run:
             setup=self.setup,
             run_stats=run_stats,
             outcome=outcome,
+            model=self.setup.model,
+            data=self.shards,
+            seed=self.config.seed,
         )
 
     def warnings(self) -> list[RunWarning]:
@@ -424,7 +427,7 @@ def sample(
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable (it receives each chunk of draws), got {callback!r}")
     as_model(model)  # model and shards are checked first, as `Run` checks them
-    shard_set = _as_shards(shards)
+    shard_set = as_shard_set(shards)
     if checkpoint_dir is not None and RunDirectory(checkpoint_dir).has_checkpoint():
         raise ValueError(
             f"checkpoint_dir {str(checkpoint_dir)!r} holds a run already: continue it with "
@@ -519,14 +522,3 @@ def _nameable(shard_set: ShardSet) -> tuple[Any, ...]:
 
 def _unknown(exc: BaseException) -> Failure:
     return Failure(FailureKind.WORKER_ERROR, f"{type(exc).__name__}: {exc}")
-
-
-def _as_shards(shards: Any) -> ShardSet:
-    if isinstance(shards, ShardSet):
-        return shards
-    if isinstance(shards, (list, tuple)) and len(shards) > 0:
-        return make_shards(list(shards))
-    raise TypeError(
-        "shards must come from rs.shard(X, y, num_shards=...) or be a list of (X_i, y_i) pairs or "
-        f"file paths, got {type(shards).__name__}"
-    )

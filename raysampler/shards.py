@@ -665,3 +665,15 @@ def shard(
     else:
         parts = _label_skew_parts(_class_labels(ya), k, float(alpha), rng)
     return ShardSet(tuple(Shard(X=Xa[p], y=ya[p], index=p, columns=cols) for p in parts), strategy)
+
+
+def as_shard_set(shards: Any) -> ShardSet:
+    """`shards` as a ShardSet: one already, or a list of (X_i, y_i) pairs, Shards or file paths (`shard`)."""
+    if isinstance(shards, ShardSet):
+        return shards
+    if isinstance(shards, (list, tuple)) and len(shards) > 0:
+        return shard(list(shards))
+    raise TypeError(
+        "shards must come from rs.shard(X, y, num_shards=...) or be a list of (X_i, y_i) pairs or "
+        f"file paths, got {type(shards).__name__}"
+    )

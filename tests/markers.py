@@ -78,6 +78,7 @@ SLOW: dict[str, str | set[str]] = {
     "tests/deploy/test_deploy.py": {"test_dockerfile_copies_everything_raysampler_needs_to_install"},  # builds a wheel
     "tests/test_code_quality.py": {"test_mypy_is_clean"},  # about 20 s
     "tests/test_shards.py": {"test_covtype_like_full_size"},
+    "tests/test_evaluation.py": ALL,  # its module fixtures sample four posteriors (about 10 s)
     "tests/test_imports.py": {"test_every_module_imports_on_its_own"},  # one fresh interpreter per module
     # tests/models
     "tests/models/test_model_runs.py": {

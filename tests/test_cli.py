@@ -207,3 +207,45 @@ def test_models_lists_the_families_and_their_parameters(service):
     assert "noise_sd" in linear and "group_effects" in linear, linear
     families = json.loads(cli(service, "models", "--format", "json").stdout)
     assert {f["name"] for f in families} >= {"logistic_regression", "poisson_regression"}
+
+
+def test_loo_compare_evaluate_and_predict(service, tmp_path):
+    """Two linear-regression runs on diabetes: `loo` and `compare` give the service's numbers, `evaluate` reports
+    the regression metrics, `predict` one line per row."""
+    ids = []
+    for seed in (1, 2):
+        path = tmp_path / f"spec{seed}.yaml"
+        path.write_text(
+            "model:\n  family: linear_regression\ndata:\n  dataset: builtin:diabetes\nnum_shards: 2\nchains: 2\n"
+            f"num_rounds: 200\nburn_in: 50\nseed: {seed}\n"
+        )
+        ids.append(
+            json.loads(cli(service, "submit", str(path), "--wait", "--format", "json").stdout.splitlines()[-1])["id"]
+        )
+    lo = json.loads(cli(service, "loo", ids[0], "--format", "json").stdout)
+    assert lo["n_data_points"] == 442 and lo["elpd"] < 0 and lo["k_ok"] + lo["k_high"] == 442
+    table = cli(service, "loo", ids[0]).stdout
+    assert f"elpd_loo {lo['elpd']:.2f}" in table and "Pareto k < 0.7" in table
+    rows = json.loads(cli(service, "compare", ids[0], ids[1], "--format", "json").stdout)
+    assert {r["run_id"] for r in rows} == set(ids) and rows[0]["rank"] == 0 and rows[1]["dse"] > 0
+    assert ids[0] in cli(service, "compare", *ids).stdout
+    ev = json.loads(
+        cli(service, "evaluate", ids[0], "--data", '{"dataset": "builtin:diabetes"}', "--format", "json").stdout
+    )
+    assert ev["kind"] == "regression" and ev["n"] == 442 and 0 < ev["coverage_90"] <= 1
+    assert "rmse" in cli(service, "evaluate", ids[0], "--data", '{"dataset": "builtin:diabetes"}').stdout
+    import pandas as pd
+
+    import raysampler as rs
+
+    X, y = rs.datasets.load("diabetes")
+    csv = tmp_path / "new.csv"
+    pd.DataFrame(X[:5], columns=rs.datasets.columns("diabetes")).assign(y=y[:5]).to_csv(csv, index=False)
+    ds = json.loads(cli(service, "upload", str(csv), "--format", "json").stdout)["id"]
+    lines = [
+        json.loads(s)
+        for s in cli(service, "predict", ids[0], "--dataset-id", ds, "--format", "json").stdout.splitlines()
+    ]
+    assert [ln["row"] for ln in lines] == list(range(5)) and all(isinstance(ln["value"], float) for ln in lines)
+    bad = cli(service, "loo", ids[0], "--draws", "0", check=False)
+    assert bad.returncode == 2 and "--draws" in bad.stderr

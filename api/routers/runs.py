@@ -2,19 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Response
-from fastapi.responses import FileResponse, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from pydantic import Field
 from starlette.background import BackgroundTask
 
-from raysampler.service import plotdata, results, streaming
+from raysampler.service import checks, plotdata, results, streaming
+from raysampler.service.errors import StateConflict
 from raysampler.service.records import RunRecord
-from raysampler.service.schemas import ParamDiagnostics, RunInfo, RunList, RunSpec, RunSummary, Trace
+from raysampler.service.schemas import (
+    EvaluateRequest,
+    Evaluation,
+    LooInfo,
+    ParamDiagnostics,
+    Prediction,
+    PredictRequest,
+    RunInfo,
+    RunList,
+    RunSpec,
+    RunSummary,
+    Trace,
+)
 from raysampler.wire import EVENT_STREAM_MEDIA_TYPE, NDJSON_MEDIA_TYPE, EventKind, RunStatus
 
-from ..deps import Absent, Services, services, tenant
+from ..deps import DRAWS_QUERY_PATTERN, Absent, Services, check_context, draws_arg, services, tenant
 from ..errors import error_responses
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=error_responses(401))
@@ -209,14 +222,63 @@ def diagnostics(
     | {200: {"content": {"application/x-netcdf": {"schema": {"type": "string", "format": "binary"}}}}},
 )
 def arviz(run_id: str, who: Tenant, svc: Svc) -> FileResponse:
-    """The stored draws as an ArviZ DataTree in NetCDF-4 (posterior and sample_stats groups)."""
-    path = results.netcdf_export(svc.manager.get(who, run_id), svc.files, svc.settings.data_dir)
+    """The stored draws as an ArviZ DataTree in NetCDF-4: posterior and sample_stats groups, and log_likelihood and
+    observed_data when the run's rows may move (built-in and uploaded data sets, never site shards: the posterior's
+    `log_likelihood` attribute then says why); the run's spec and seed in the posterior's attributes."""
+    rec = svc.manager.get(who, run_id)
+    if rec.draws_stored < 1:
+        raise StateConflict(f"run {rec.id} has no stored draws yet")
+    path = results.netcdf_export(rec, checks.export_result(rec, check_context(svc)), svc.settings.data_dir)
     return FileResponse(
         path,
         media_type="application/x-netcdf",
         filename=f"{run_id}.nc",
         background=BackgroundTask(path.unlink, missing_ok=True),
     )
+
+
+@router.post(
+    "/{run_id}/predict",
+    response_model=Prediction,
+    responses=error_responses(400, 404, 409, 413, 422)
+    | {
+        200: {
+            "content": {NDJSON_MEDIA_TYPE: {"schema": {"type": "string"}}},
+            "description": "JSON (a Prediction), or with format=ndjson a header line then one line per row",
+        }
+    },
+)
+def predict(
+    run_id: str,
+    body: PredictRequest,
+    who: Tenant,
+    svc: Svc,
+    format: Annotated[Literal["json", "ndjson"], Query(description="json, or ndjson: one line per row")] = "json",
+) -> Response:
+    """The posterior predictive at new rows: given inline (at most MAX_INLINE_ROWS) or as an uploaded data set."""
+    pred = checks.predict(svc.manager.get(who, run_id), body, check_context(svc))
+    if format == "ndjson":
+        return StreamingResponse(checks.prediction_lines(pred), media_type=NDJSON_MEDIA_TYPE)
+    return JSONResponse(pred.model_dump(mode="json"))
+
+
+@router.post("/{run_id}/evaluate", response_model=Evaluation, responses=error_responses(400, 403, 404, 409, 413, 422))
+def evaluate(run_id: str, body: EvaluateRequest, who: Tenant, svc: Svc) -> Evaluation:
+    """Held-out metrics (classification: accuracy, NLL, Brier, ECE and the reliability curve; regression and counts:
+    RMSE, NLL, CRPS, 50%/90% interval coverage), each computed where the rows are: only per-shard sums travel."""
+    return checks.evaluate(svc.manager.get(who, run_id), body, check_context(svc))
+
+
+@router.get("/{run_id}/loo", response_model=LooInfo, responses=error_responses(404, 409, 422))
+def loo(
+    run_id: str,
+    who: Tenant,
+    svc: Svc,
+    draws: Annotated[str, Query(pattern=DRAWS_QUERY_PATTERN, description="at most this many draws, or 'all'")] = "1000",
+) -> LooInfo:
+    """PSIS-LOO on the rows the run was fitted on, each shard smoothing its own observations where they live:
+    elpd, SE, p_loo, Pareto-k counts and the row positions (never the rows) with k ≥ 0.7."""
+    return checks.loo(svc.manager.get(who, run_id), draws_arg(draws), check_context(svc))
 
 
 @router.post("/{run_id}/cancel", status_code=202, response_model=RunInfo, responses=error_responses(404, 409))

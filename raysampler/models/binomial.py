@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.special import expit
+from scipy import stats
+from scipy.special import expit, gammaln
 
 from ..errors import ArgumentError
 from .common import _GLM, RowValues, _check_Xy, _gram_lambda_max, _rows_of, _unbound
@@ -125,3 +126,16 @@ class BinomialRegression(_GLM):
         """M_i = λ_max(X_cᵀ diag(m) X_c)/4, a global bound since σ(1 − σ) ≤ 1/4."""
         X = np.asarray(X, dtype=np.float64)
         return 0.25 * _gram_lambda_max(self._coef_X(X) * np.sqrt(self._m(X))[:, None])
+
+    def log_likelihood(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        eta = self._eta(X, x)
+        m = self._m(X)
+        y = np.asarray(y, dtype=np.float64)
+        log_choose = gammaln(m + 1.0) - gammaln(y + 1.0) - gammaln(m - y + 1.0)
+        return log_choose[:, None] + y[:, None] * eta - m[:, None] * np.logaddexp(0.0, eta)
+
+    def predict_mean(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return self._m(X)[:, None] * expit(self._eta(X, x))
+
+    def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        return stats.binom.ppf(np.asarray(u)[None, :], self._m(X)[:, None], expit(self._eta(X, x)))

@@ -55,6 +55,16 @@ class DataSpec:
     n_rows: int | None = None
     columns: tuple[str, ...] | None = None  # names of X's columns (all shards agree), when the data have them
 
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready fields (the service stores a run's with it, to bind its model again)."""
+        return dataclasses.asdict(self) | {"columns": None if self.columns is None else list(self.columns)}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> DataSpec:
+        """The DataSpec `as_dict` wrote."""
+        cols = d.get("columns")
+        return cls(int(d["n_features"]), d.get("n_classes"), d.get("n_rows"), None if cols is None else tuple(cols))
+
 
 @dataclass(frozen=True)
 class ParamBlock:
@@ -350,6 +360,27 @@ class Model(ABC):
         """Required. M_i: an upper bound of ‖∇²U_i‖ over the whole space (the papers' worst-case step sizes and
         tolerances use it; an overestimate only makes them cautious)."""
 
+    # ------------------------------------------------------------------ per shard: checks of the fit
+    # Optional: predictions, calibration metrics and PSIS-LOO (`raysampler.evaluation`) need them. Each reads a row's
+    # inputs from X only, so a model with per-group (local) parameters can read the row's group from X and its
+    # effects from its own block of x.
+
+    def log_likelihood(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """log p(y_j | X_j, x_k) of every row j for each of the K rows of x, normalising constants included: shape
+        (n, K). PSIS-LOO, the NLL metric and the `log_likelihood` group of exports use it. Default: not defined."""
+        raise NotImplementedError(_undefined(self, "log_likelihood", "LOO, NLL and the log_likelihood export"))
+
+    def predict_mean(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """E[y_j | X_j, x_k] for every row and each of the K rows of x: (n, K); a multiclass model gives the class
+        probabilities, (n, K, C). `Result.predict` averages it over the draws. Default: not defined."""
+        raise NotImplementedError(_undefined(self, "predict_mean", "predictions and evaluation"))
+
+    def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """A draw of y_j from p(y | X_j, x_k) for every row and each k, by inverting y's distribution function at the
+        uniform u_k ∈ (0, 1), u of shape (K,): (n, K). One uniform per draw, not per row, so that a row's predictive
+        draws do not depend on how the rows are split into shards. Default: not defined."""
+        raise NotImplementedError(_undefined(self, "predict_draw", "predictive draws, intervals, CRPS and coverage"))
+
 
 @dataclass(frozen=True, repr=False)
 class ForeignModel(Model):
@@ -439,6 +470,34 @@ class ForeignModel(Model):
 
     def smoothness(self, X: np.ndarray, y: np.ndarray) -> float:
         return self.model.smoothness(X, y)
+
+    def log_likelihood(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        own = self._own("log_likelihood")
+        return own(X, y, x) if own is not None else super().log_likelihood(X, y, x)
+
+    def predict_mean(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
+        own = self._own("predict_mean")
+        return own(X, x) if own is not None else super().predict_mean(X, x)
+
+    def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        own = self._own("predict_draw")
+        return own(X, x, u) if own is not None else super().predict_draw(X, x, u)
+
+
+def defines(model: Model, method: str) -> bool:
+    """Whether `model` has its own `method` (one of the contract's optional checks of a fit) rather than the
+    contract's default, which raises NotImplementedError."""
+    if isinstance(model, ForeignModel):
+        return model._own(method) is not None
+    return getattr(type(model), method, None) is not getattr(Model, method)
+
+
+def _undefined(model: Model, method: str, used_by: str) -> str:
+    """The message of a model that lacks an optional method of the contract."""
+    return (
+        f"model {model.name!r} ({type(model).__name__}) does not define {method}(), which {used_by} need; "
+        "add it to the model (see docs/models.md)"
+    )
 
 
 def as_model(model: Any) -> Model:

@@ -195,6 +195,17 @@ class Gaussian(_GLM):
             raise _unbound(self, "n_features")
         return np.asarray(y).shape[0] * self._noise_prec_max
 
+    def log_likelihood(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """log N(y_j; θ_k, Σ1) of every observation (n, K)."""
+        P = self.noise_precision
+        D = np.asarray(y, dtype=np.float64)[:, None, :] - np.asarray(x, dtype=np.float64)[None, :, :]
+        _, logdet = np.linalg.slogdet(P)
+        return -0.5 * np.einsum("nkp,pq,nkq->nk", D, P, D) + 0.5 * logdet - 0.5 * P.shape[0] * np.log(2.0 * np.pi)
+
+    def predict_mean(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """θ_k for every row: (n, K, p) (the observations are vectors)."""
+        return np.broadcast_to(np.asarray(x, dtype=np.float64)[None], (X.shape[0],) + np.shape(x)).copy()
+
     def posterior(self, shards: Iterable[tuple[np.ndarray | None, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
         """Exact posterior (mean, covariance) given all shards [(X_1, y_1), …] (X ignored) and the prior."""
         return gaussian_posterior(self, [y for _, y in shards])

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import linalg
+from scipy import linalg, special
 
 from ..errors import ArgumentError
 from ..priors import Flat, GaussianPrior, HalfNormal, Normal, PositivePrior, check_positive_prior
@@ -237,6 +237,26 @@ class LinearRegression(_GLM):
             var = float(np.var(y)) if n > 1 else 0.0
         var = var if var > 0 else 1.0
         return self.smoothness_safety * max(lam / var, 2.0 * n)
+
+    def _mean_sd(self, X: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray | float]:
+        """(X_c βᵀ (n, K), σ: per row (n, 1), per draw (1, K) or one number)."""
+        x = np.asarray(x, dtype=np.float64)
+        if self.known_noise:
+            sd = self._extra_values(X)
+            return self._eta(X, x), (sd[:, None] if sd is not None else float(np.sqrt(self._noise_var)))
+        return self._eta(X, x[:, :-1]), np.exp(x[:, -1])[None, :]
+
+    def log_likelihood(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        mu, sd = self._mean_sd(X, x)
+        z = (np.asarray(y, dtype=np.float64)[:, None] - mu) / sd
+        return -0.5 * z * z - np.log(sd) - 0.5 * np.log(2.0 * np.pi)
+
+    def predict_mean(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return self._mean_sd(X, x)[0]
+
+    def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        mu, sd = self._mean_sd(X, x)
+        return mu + sd * special.ndtri(np.asarray(u))[None, :]
 
     def check_proper(self, gram: np.ndarray | None, n_rows: int | None = None) -> None:
         """As for every regression (flat coefficients need full-rank pooled columns), and with an improper noise prior

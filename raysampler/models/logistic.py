@@ -73,6 +73,17 @@ class LogisticRegression(_GLM):
         """M_i = λ_max(XᵀX)/4, a global bound since σ(1 − σ) ≤ 1/4."""
         return 0.25 * _gram_lambda_max(X)
 
+    def log_likelihood(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        eta = X @ x.T
+        return np.asarray(y, dtype=np.float64)[:, None] * eta - np.logaddexp(0.0, eta)
+
+    def predict_mean(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return expit(X @ x.T)
+
+    def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """1 where u_k > 1 − P(y = 1): Bernoulli's inverse distribution function."""
+        return (np.asarray(u)[None, :] > 1.0 - self.predict_mean(X, x)).astype(np.float64)
+
 
 def _softplus_sum(eta: np.ndarray, ones: np.ndarray) -> np.ndarray:
     """Σ_j log(1 + exp(η_jk)) per column k, stably: max(η, 0) + log1p(exp(−|η|))."""

@@ -27,7 +27,7 @@ from .common import (
     _unbound,
 )
 from .contract import DataSpec, Model, ParamBlock
-from .softmax import _log_softmax_parts
+from .softmax import _log_softmax_parts, categorical_draw
 
 __all__ = ["MLPClassifier"]
 
@@ -284,6 +284,17 @@ class MLPClassifier(Model):
         d_W1 = np.matmul((X * X).T, var)  # ∂z_jc/∂W1[a, k] = X_ja g_jk W2[k, c]
         diag = self._pack(d_W1, d_b1, d_W2, d_b2)
         return diag[0] if single else diag
+
+    def log_likelihood(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        fw = self._forward(X, x, need_g=False)
+        picked = np.take_along_axis(fw.Z, np.asarray(y, dtype=np.intp)[None, :, None], axis=2)[..., 0]
+        return (picked - fw.lse).T
+
+    def predict_mean(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return self._forward(X, x, need_g=False).P.transpose(1, 0, 2)
+
+    def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        return categorical_draw(self.predict_mean(X, x), u)
 
     def smoothness(self, X: np.ndarray, y: np.ndarray, n_iter: int = 100, tol: float = 1e-6) -> float:
         """M_i: an *estimate*, not a bound (the network's Hessian is unbounded over R^d).

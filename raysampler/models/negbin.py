@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy import stats
 from scipy.special import digamma, expit, gammaln, polygamma
 
 from ..priors import HalfCauchy, PositivePrior, check_positive_prior
@@ -152,3 +153,23 @@ class NegativeBinomialRegression(_GLM):
         w = np.maximum(np.asarray(y, dtype=np.float64), 1.0)
         Xc = self._coef_X(X)
         return self.smoothness_safety * max(_gram_lambda_max(Xc * np.sqrt(w)[:, None]), float(X.shape[0]))
+
+    def log_likelihood(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        y = np.asarray(y, dtype=np.float64)
+        z = self._eta(X, x[:, :-1]) - x[None, :, -1]
+        phi = np.exp(x[:, -1])
+        yp = y[:, None] + phi[None, :]
+        return (
+            gammaln(yp) - gammaln(phi)[None, :] - gammaln(y + 1.0)[:, None] + y[:, None] * z - yp * np.logaddexp(0.0, z)
+        )
+
+    def predict_mean(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
+        with np.errstate(over="ignore"):
+            return np.exp(self._eta(X, np.asarray(x, dtype=np.float64)[:, :-1]))
+
+    def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        phi = np.exp(x[:, -1])[None, :]
+        q = expit(x[None, :, -1] - self._eta(X, x[:, :-1]))  # φ/(φ + μ), NB's success probability
+        return stats.nbinom.ppf(np.asarray(u)[None, :], phi, q)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy import stats
+from scipy.special import gammaln
 
 from .common import _GLM, RowValues, _check_positive, _check_Xy, _gram_lambda_max, _rows_of
 
@@ -96,3 +98,16 @@ class PoissonRegression(_GLM):
         Xc = np.asarray(self._coef_X(np.asarray(X, dtype=np.float64)), dtype=np.float64)
         w = np.maximum(np.asarray(y, dtype=np.float64), 1.0)
         return self.smoothness_safety * _gram_lambda_max(Xc * np.sqrt(w)[:, None])
+
+    def log_likelihood(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        eta = self._eta(X, x)
+        y = np.asarray(y, dtype=np.float64)
+        with np.errstate(over="ignore"):
+            return y[:, None] * eta - np.exp(eta) - gammaln(y + 1.0)[:, None]
+
+    def predict_mean(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
+        with np.errstate(over="ignore"):
+            return np.exp(self._eta(X, x))
+
+    def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        return stats.poisson.ppf(np.asarray(u)[None, :], self.predict_mean(X, x))

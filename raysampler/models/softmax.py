@@ -153,3 +153,21 @@ class SoftmaxRegression(_GLM):
     def smoothness(self, X: np.ndarray, y: np.ndarray) -> float:
         """M_i = λ_max(XᵀX)/2, a global bound since ‖diag(p) − ppᵀ‖ ≤ 1/2."""
         return 0.5 * _gram_lambda_max(X)
+
+    def log_likelihood(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        Z = self._logits(X, x)
+        lse, _ = _log_softmax_parts(Z)
+        return Z[np.arange(Z.shape[0]), :, np.asarray(y, dtype=np.intp)] - lse
+
+    def predict_mean(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return _log_softmax_parts(self._logits(X, x))[1]
+
+    def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        return categorical_draw(self.predict_mean(X, x), u)
+
+
+def categorical_draw(P: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """The class whose cumulative probability first exceeds u_k, for probabilities P (n, K, C): (n, K) floats."""
+    cum = np.cumsum(P, axis=-1)
+    C = P.shape[-1]
+    return np.minimum((cum < np.asarray(u)[None, :, None]).sum(axis=-1), C - 1).astype(np.float64)

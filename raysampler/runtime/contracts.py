@@ -14,7 +14,7 @@ import numpy as np
 
 from ..enums import Balance
 from ..errors import Failure
-from ..models.base import Model, ParamBlock
+from ..models.base import DataSpec, Model, ParamBlock
 from ..streams import NoiseState
 from ..tuning.report import TuningReport
 
@@ -124,10 +124,12 @@ class SetupInfo:
     param_blocks: tuple[ParamBlock, ...] = ()
     #: with shard-local parameters: the order taking the shards' concatenated local draws to `param_blocks`' order
     local_order: tuple[int, ...] = ()
+    model: Model | None = None  # the model bound to the data: predictions and LOO evaluate it
+    data_spec: DataSpec | None = None  # what the model was bound to (the service binds a run's model again from it)
 
     def as_dict(self) -> dict[str, Any]:
-        """A plain dict (JSON-like: placement as dicts)."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        """A plain dict (JSON-like: placement as dicts; without the model)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("model", "data_spec")}
         out["placement"] = [dataclasses.asdict(p) for p in self.placement]
         return out
 

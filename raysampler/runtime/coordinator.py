@@ -179,13 +179,14 @@ def fingerprint(algorithm: Algorithm, model: Model, config: RunConfig, facts: Se
     return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
-def bind_model(pool: WorkerPool, model: Model) -> tuple[list[ShardFacts], Model]:
+def bind_model(pool: WorkerPool, model: Model) -> tuple[list[ShardFacts], Model, DataSpec]:
     """Fix the model's dimension from the shards' facts, hand the bound model to every worker, and check on the pooled
     data that the posterior is proper (flat priors). A model object that does not subclass `Model` is bound as a
     `ForeignModel` (`as_model`), so from here on every part of the model contract can be called directly."""
     model = as_model(model)
     facts = pool.describe()
-    bound = model.bind(data_spec(facts, model))
+    spec = data_spec(facts, model)
+    bound = model.bind(spec)
     pool.bind(bound)
     if bound.has_local_params():  # group effects are local to a shard: no group may span two shards
         from ..tuning.shards import shard_group_labels
@@ -195,7 +196,7 @@ def bind_model(pool: WorkerPool, model: Model) -> tuple[list[ShardFacts], Model]
             check_groups_disjoint([lab[f] for lab in labels], ge.group)
     grams = [g for g in pool.gram() if g is not None]
     bound.check_proper(np.sum(grams, axis=0) if grams else None, n_rows=sum(f.n_rows for f in facts))
-    return facts, bound
+    return facts, bound, spec
 
 
 def validate_run(model: Model, shards: ShardSet, algorithm: Algorithm, chains: int, seed: int = 0) -> tuple[Model, int]:
@@ -207,7 +208,7 @@ def validate_run(model: Model, shards: ShardSet, algorithm: Algorithm, chains: i
         [ShardSource(i, s, s.site, s.columns, s.index) for i, s in enumerate(shards)], model, algorithm, seed, chains
     )
     check_model_support(algorithm, as_model(model))
-    _, bound = bind_model(pool, model)
+    _, bound, _ = bind_model(pool, model)
     d = int(bound.dim)
     try:
         algorithm.check_shapes(len(shards), d, chains)
@@ -263,7 +264,7 @@ class Coordinator:
         """Bind the model to the data, tune the algorithm, create the worker states."""
         t0 = time.perf_counter()
         check_model_support(algorithm, as_model(model))
-        facts, bound = bind_model(pool, model)
+        facts, bound, spec = bind_model(pool, model)
         d = bound.dim
         algorithm.check_shapes(pool.num_shards, d, config.chains)
         noise = ChainNoise(config.seed, config.chains, role=0, dim=d)
@@ -308,6 +309,8 @@ class Coordinator:
             transport=pool.transport,
             param_blocks=blocks,
             local_order=local_order,
+            model=bound,
+            data_spec=spec,
         )
         return cls(
             pool,
@@ -334,7 +337,7 @@ class Coordinator:
                 f"(it reads version {RunState.VERSION})"
             )
         t0 = time.perf_counter()
-        facts, bound = bind_model(pool, model)
+        facts, bound, spec = bind_model(pool, model)
         fp = fingerprint(algorithm, model, config, facts)
         if fp != state.fingerprint:
             raise ValueError(
@@ -362,6 +365,8 @@ class Coordinator:
             placement=tuple(Placement.of(f) for f in facts),
             transport=pool.transport,
             setup_time_s=time.perf_counter() - t0,
+            model=bound,
+            data_spec=spec,
         )
         return cls(
             pool,

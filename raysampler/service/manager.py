@@ -541,6 +541,7 @@ class RunManager:
             plan=jsonable(run.setup.plan.as_dict()),
             workers=workers,
             param_blocks=tuple(run.setup.param_blocks),
+            data_spec=run.setup.data_spec,
         )
         self._update_live(rec, workers=workers)
         self.store.add_event(rec.key, SetupEvent(len(names), timings["setup_s"]))

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
-from ..models.base import ParamBlock
+from ..models.base import DataSpec, ParamBlock
 from ..wire import RunStatus, RunStopReason
 from .schemas import DiagnosticsInfo, FailureInfo, RunSpec, WorkerStats
 
@@ -51,6 +51,7 @@ class RunRecord:
     checkpoint_round: int | None = None
     param_blocks: tuple[ParamBlock, ...] | None = None
     stop_reason: RunStopReason | None = None  # set when the run finishes
+    data_spec: DataSpec | None = None  # what the run's model was bound to (known after setup)
 
 
 class RunFields(TypedDict, total=False):
@@ -75,6 +76,7 @@ class RunFields(TypedDict, total=False):
     checkpoint_round: int | None
     param_blocks: Sequence[ParamBlock] | None
     stop_reason: RunStopReason | None
+    data_spec: DataSpec | None
 
 
 @dataclass(frozen=True)

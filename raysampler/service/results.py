@@ -154,15 +154,16 @@ def block_of(blocks: Sequence[ParamBlock], coordinate: int) -> tuple[ParamBlock 
     return None, start
 
 
-def netcdf_export(rec: RunRecord, files: DrawFiles, directory: Path) -> Path:
-    """The stored draws as an ArviZ DataTree in a NetCDF-4 file under `directory`; the caller removes it."""
+def netcdf_export(rec: RunRecord, result: Result, directory: Path) -> Path:
+    """The run's `result` (its stored draws) as an ArviZ DataTree in a NetCDF-4 file under `directory` (with the
+    log_likelihood and observed_data groups when the result carries rows that may move); the caller removes it."""
     if rec.draws_stored < 1:
         raise StateConflict(f"run {rec.id} has no stored draws yet")
     fd, name = tempfile.mkstemp(suffix=".nc", dir=directory)
     os.close(fd)
     path = Path(name)
     try:
-        stored_result(rec, files).to_arviz().to_netcdf(path, engine="h5netcdf")
+        result.to_arviz().to_netcdf(path, engine="h5netcdf")
     except BaseException:
         path.unlink(missing_ok=True)
         raise

@@ -770,3 +770,173 @@ class VersionInfo(BaseModel):
     algorithms: list[str]
     model_families: list[str]
     builtin_datasets: list[str]
+
+
+# --- checks of a fit: predictions, held-out metrics, PSIS-LOO, comparison ------------------------------------------
+
+#: Most rows a predict request may carry inline (larger sets: upload them and give dataset_id).
+MAX_INLINE_ROWS = 10_000
+#: How many posterior draws a check uses: at most this many (thinned evenly within each chain), or "all".
+DrawsChoice = Annotated[int, Field(ge=1, le=1_000_000)] | Literal["all"]
+_DRAWS_DOC = 'posterior draws used: at most this many, thinned evenly within each chain, or "all" (every stored draw)'
+
+
+class PredictRequest(BaseModel):
+    """Body of POST /v1/runs/{id}/predict: new rows inline (`rows`, with their `columns` when known) or an uploaded
+    data set (`dataset_id`: its X), and what to return."""
+
+    # exactly one of rows and dataset_id, in the schema too; columns only with rows
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "oneOf": [
+                {"required": ["rows"], "properties": {"rows": {"type": "array"}, "dataset_id": {"type": "null"}}},
+                {
+                    "required": ["dataset_id"],
+                    "properties": {
+                        "dataset_id": {"type": "string"},
+                        "rows": {"type": "null"},
+                        "columns": {"type": "null"},
+                    },
+                },
+            ]
+        },
+    )
+    rows: list[Annotated[list[float], Field(min_length=1, max_length=100_000)]] | None = Field(
+        default=None, min_length=1, max_length=MAX_INLINE_ROWS, description="rows of X, as the run's data has them"
+    )
+    columns: list[ColumnName] | None = Field(
+        default=None, min_length=1, description="the rows' column names; must be the run's data's columns"
+    )
+    dataset_id: str | None = Field(default=None, pattern=ID_PATTERN, description="id from POST /v1/datasets")
+    kind: Literal["mean", "draws", "interval"] = Field(
+        default="mean",
+        description="mean: E[y|x] per row (class probabilities for a multiclass model); draws: predictive draws "
+        "(draws × rows); interval: the central `prob` interval per row",
+    )
+    draws: DrawsChoice = Field(default=1000, description=_DRAWS_DOC)
+    prob: float = Field(default=0.9, gt=0, lt=1, description="with kind=interval")
+    seed: int = Field(default=0, ge=0, le=SEED_MAX, description="seeds the predictive draws")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> PredictRequest:
+        if (self.rows is None) == (self.dataset_id is None):
+            raise ValueError("give exactly one of rows (inline) or dataset_id (an uploaded data set)")
+        if self.columns is not None and self.rows is None:
+            raise ValueError("columns names the inline rows' columns; an uploaded data set has its own")
+        return self
+
+
+class Prediction(BaseModel):
+    """The posterior predictive at the rows asked for: `values` is (rows,) for kind=mean ((rows, classes) for a
+    multiclass model), (draws, rows) for kind=draws, (rows, 2) [lower, upper] for kind=interval."""
+
+    run_id: str
+    kind: Literal["mean", "draws", "interval"]
+    n_rows: int
+    draws_used: int
+    values: list[Any]
+
+
+class EvaluateRequest(BaseModel):
+    """Body of POST /v1/runs/{id}/evaluate: held-out data (a built-in data set, an uploaded one, or shard files on
+    their sites, read only there) and the metrics' settings."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    data: DataRef
+    draws: DrawsChoice = Field(default=1000, description=_DRAWS_DOC)
+    bins: int = Field(default=10, ge=1, le=1000, description="equal-width confidence bins of the ECE")
+    seed: int = Field(default=0, ge=0, le=SEED_MAX, description="seeds the predictive draws (CRPS, coverage)")
+
+
+class ReliabilityBinInfo(BaseModel):
+    """One bin of the reliability curve: confidence in [lo, hi), rows in it, their mean confidence and accuracy."""
+
+    lo: float
+    hi: float
+    count: int
+    confidence: float | None
+    accuracy: float | None
+
+
+class Evaluation(BaseModel):
+    """Held-out metrics computed where the rows are. kind=classification: accuracy, nll, brier (on the predicted
+    class), ece and the reliability curve; kind=regression: rmse, nll, crps, coverage_50 and coverage_90."""
+
+    run_id: str
+    kind: Literal["classification", "regression"]
+    n: int
+    draws_used: int
+    nll: float
+    accuracy: float | None = None
+    brier: float | None = None
+    ece: float | None = None
+    reliability: list[ReliabilityBinInfo] | None = None
+    rmse: float | None = None
+    crps: float | None = None
+    coverage_50: float | None = None
+    coverage_90: float | None = None
+
+
+class RowRefInfo(BaseModel):
+    """A row by position only: its shard, its position there, and its row of the original data when known."""
+
+    shard: int
+    row: int
+    index: int | None = None
+
+
+class LooInfo(BaseModel):
+    """PSIS-LOO of a run on the rows it was fitted on, computed where they are: elpd and its SE, p_loo, Pareto-k
+    counts by band (k < 0.7, k ≥ 0.7) and the rows with k ≥ 0.7."""
+
+    run_id: str
+    elpd: float | None
+    se: float | None
+    p_loo: float | None
+    n_data_points: int
+    n_samples: int
+    good_k: float
+    warning: bool
+    k_ok: int
+    k_high: int
+    high_k_rows: list[RowRefInfo]
+
+
+class CompareRequest(BaseModel):
+    """Body of POST /v1/compare: runs fitted on the same rows, by id."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    runs: list[Annotated[str, Field(pattern=ID_PATTERN)]] = Field(
+        min_length=2, max_length=20, json_schema_extra={"uniqueItems": True}, description="distinct run ids"
+    )
+    draws: DrawsChoice = Field(default=1000, description=_DRAWS_DOC)
+
+    @field_validator("runs")
+    @classmethod
+    def _distinct(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("runs must be distinct run ids")
+        return value
+
+
+class ComparisonRowInfo(BaseModel):
+    """One run in a comparison (arviz-stats' columns): rank (0 best), elpd and SE, p_loo, elpd difference to the
+    best and its SE from paired per-row differences, pseudo-BMA weight, and whether a Pareto k was high."""
+
+    run_id: str
+    rank: int
+    elpd: float | None
+    se: float | None
+    p_loo: float | None
+    elpd_diff: float | None
+    dse: float | None
+    weight: float | None
+    warning: bool
+
+
+class Comparison(BaseModel):
+    """POST /v1/compare's answer: runs best first."""
+
+    rows: list[ComparisonRowInfo]

@@ -22,7 +22,7 @@ from ..runtime.coordinator import validate_run
 from ..runtime.sites import probe_shards
 from ..shards import DataTable, Shard, ShardSet, shard
 from .errors import AccessDenied, FieldError
-from .schemas import BUILTIN_PREFIX, RunSpec
+from .schemas import BUILTIN_PREFIX, DataRef, RunSpec
 from .store import RecordStore
 
 MAX_BUILTIN_ROWS = 5_000_000  # generated data sets are built in the service process: bound their size
@@ -111,8 +111,14 @@ def rest_loc(spec: RunSpec, exc: BaseException, default: Loc) -> Loc:
 
 def load_data(spec: RunSpec, tenant: str, store: RecordStore) -> DataTable:
     """(X, y) and X's column names, named by spec.data: a built-in data set or one the tenant uploaded."""
-    if spec.data.dataset is not None:
-        name = spec.data.dataset.removeprefix(BUILTIN_PREFIX)
+    return load_data_ref(spec.data, tenant, store)
+
+
+def load_data_ref(data: DataRef, tenant: str, store: RecordStore) -> DataTable:
+    """(X, y) and X's column names of a built-in or uploaded data set (`data` names one); SpecError naming the
+    field for an unknown one, or one of another tenant (never found)."""
+    if data.dataset is not None:
+        name = data.dataset.removeprefix(BUILTIN_PREFIX)
         if name not in rs_datasets.available():
             raise SpecError(
                 ("data", "dataset"),
@@ -120,25 +126,23 @@ def load_data(spec: RunSpec, tenant: str, store: RecordStore) -> DataTable:
                 f"{', '.join(BUILTIN_PREFIX + n for n in rs_datasets.available())}",
             )
         for key, cap in (("n", MAX_BUILTIN_ROWS), ("d", MAX_BUILTIN_DIM)):
-            value = spec.data.options.get(key)
+            value = data.options.get(key)
             if isinstance(value, (int, float)) and not isinstance(value, bool) and value > cap:
                 raise SpecError(
                     ("data", "options", key), f"{key} must be at most {cap} for a built-in data set, got {value}"
                 )
         try:
-            X, y = rs_datasets.load(name, **spec.data.options)
-            cols = rs_datasets.columns(name, **{k: v for k, v in spec.data.options.items() if k != "seed"})
+            X, y = rs_datasets.load(name, **data.options)
+            cols = rs_datasets.columns(name, **{k: v for k, v in data.options.items() if k != "seed"})
             return DataTable(X, y, cols if len(cols) == X.shape[1] else None)
         except (TypeError, ValueError, MemoryError) as exc:
             raise SpecError(
                 ("data", "options"), f"{type(exc).__name__}: {exc}" if isinstance(exc, MemoryError) else str(exc)
             ) from None
-    assert spec.data.dataset_id is not None  # DataRef holds exactly one of the two
-    rec = store.get_dataset(tenant, spec.data.dataset_id)
+    assert data.dataset_id is not None  # DataRef holds exactly one of the two
+    rec = store.get_dataset(tenant, data.dataset_id)
     if rec is None:
-        raise SpecError(
-            ("data", "dataset_id"), f"no data set {spec.data.dataset_id!r} (upload it with POST /v1/datasets)"
-        )
+        raise SpecError(("data", "dataset_id"), f"no data set {data.dataset_id!r} (upload it with POST /v1/datasets)")
     with np.load(rec.path) as z:
         return DataTable(z["X"], z["y"], tuple(str(c) for c in z["columns"]) if "columns" in z.files else None)
 
@@ -196,6 +200,25 @@ def build(
     return Built(model, shards, algorithm, int(X.shape[0]), d)
 
 
+def site_shards(data: DataRef, tenant: str, grants: DataGrants) -> list[Shard]:
+    """`data.shards` as engine Shards that only their sites read, each path checked against the tenant's grants on
+    its site as written (AccessDenied naming data.shards[i]); the site checks it again, links resolved, before
+    reading."""
+    x_cols = tuple(data.x_columns) if data.x_columns is not None else None
+    shards = []
+    for i, ref in enumerate(data.shards or []):
+        prefixes = grants.prefixes(tenant, ref.site)
+        try:
+            path = check_lexical(ref.path, prefixes)
+        except AccessRefused:
+            raise _refused(i) from None
+        try:
+            shards.append(Shard(path=path, site=ref.site, y_column=data.y_column, x_columns=x_cols, grants=prefixes))
+        except ValueError as exc:
+            raise SpecError(("data", "shards", i), f"shards[{i}]: {exc}") from None
+    return shards
+
+
 def build_site_shards(
     spec: RunSpec, model: Model, algorithm: Algorithm, executor: str, tenant: str, grants: DataGrants
 ) -> Built:
@@ -210,20 +233,7 @@ def build_site_shards(
             "shards on sites need the service to run on Ray (executor 'ray'), "
             "where each shard's worker runs on a node of its site",
         )
-    x_cols = tuple(spec.data.x_columns) if spec.data.x_columns is not None else None
-    shards = []
-    for i, ref in enumerate(refs):
-        prefixes = grants.prefixes(tenant, ref.site)
-        try:
-            path = check_lexical(ref.path, prefixes)
-        except AccessRefused:
-            raise _refused(i) from None
-        try:
-            shards.append(
-                Shard(path=path, site=ref.site, y_column=spec.data.y_column, x_columns=x_cols, grants=prefixes)
-            )
-        except ValueError as exc:
-            raise SpecError(("data", "shards", i), f"shards[{i}]: {exc}") from None
+    shards = site_shards(spec.data, tenant, grants)
     probes = probe_shards(shards)
     first = None
     for i, (ref, probe) in enumerate(zip(refs, probes)):

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Unpack
 
-from ..models.base import ParamBlock
+from ..models.base import DataSpec, ParamBlock
 from ..wire import EventPayload, RunStatus, RunStopReason
 from .records import DatasetRecord, EventRecord, RunFields, RunRecord
 from .schemas import DiagnosticsInfo, FailureInfo, RunSpec, WorkerStats
@@ -141,7 +141,7 @@ CREATE TABLE IF NOT EXISTS runs (
     timings TEXT NOT NULL DEFAULT '{}', workers TEXT NOT NULL DEFAULT '[]',
     error TEXT, warnings TEXT NOT NULL DEFAULT '[]', cancel_requested INTEGER NOT NULL DEFAULT 0,
     plan TEXT, failure TEXT, diagnostics TEXT, restarts INTEGER NOT NULL DEFAULT 0, checkpoint_round INTEGER,
-    param_blocks TEXT, stop_reason TEXT, name TEXT, tags TEXT,
+    param_blocks TEXT, stop_reason TEXT, name TEXT, tags TEXT, data_spec TEXT,
     UNIQUE (tenant, id)
 );
 CREATE UNIQUE INDEX IF NOT EXISTS runs_idem ON runs (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL;
@@ -170,6 +170,7 @@ _ADDED_COLUMNS = (
     ("stop_reason", "TEXT"),
     ("name", "TEXT"),
     ("tags", "TEXT"),
+    ("data_spec", "TEXT"),
 )
 
 
@@ -421,6 +422,8 @@ def _encode(name: str, value: Any) -> Any:
         return json.dumps([w.model_dump() for w in value])
     if name == "param_blocks":
         return None if value is None else json.dumps([b.as_dict() for b in value])
+    if name == "data_spec":
+        return None if value is None else json.dumps(value.as_dict())
     if name in ("timings", "param_names", "warnings", "plan"):
         return None if value is None else json.dumps(list(value) if name in ("param_names", "warnings") else value)
     if name in ("failure", "diagnostics"):
@@ -466,6 +469,7 @@ def _run_record(r: sqlite3.Row) -> RunRecord:
         if r["param_blocks"] is None
         else tuple(ParamBlock.from_dict(b) for b in json.loads(r["param_blocks"])),
         stop_reason=None if r["stop_reason"] is None else RunStopReason(r["stop_reason"]),
+        data_spec=None if r["data_spec"] is None else DataSpec.from_dict(json.loads(r["data_spec"])),
     )
 
 

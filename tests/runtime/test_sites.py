@@ -181,3 +181,20 @@ def test_a_probe_waits_for_a_site_node_that_joins(site_cluster, site_files):
             site_cluster.cluster.remove_node(site_cluster.nodes.pop("late"))
     (missing,) = probe_shards([rs.Shard(path=shards[0].path, site="never")], wait_s=1)
     assert missing is not None and not missing.ok and "waited 1 s" in (missing.error or ""), missing
+
+
+def test_loo_and_evaluate_run_at_the_sites_and_equal_the_in_process_sums(site_cluster, site_files, monkeypatch):
+    """The per-shard work of loo and evaluate runs as Ray tasks on each site's node (a site with no node is waited
+    for, then a failure naming the shard) and sums to what the same checks give in-process."""
+    shards, _ = site_files
+    res = rs.sample(rs.models.LogisticRegression(), shards, executor="ray", **KW)
+    here = [rs.Shard(path=s.path) for s in shards]
+    on_sites, local = res.loo(pointwise=True), res.loo(executor="local")
+    np.testing.assert_allclose([on_sites.elpd, on_sites.se, on_sites.p], [local.elpd, local.se, local.p], rtol=1e-12)
+    assert (on_sites.k_ok, on_sites.k_high) == (local.k_ok, local.k_high)
+    held = list(shards[2:])
+    assert rs.evaluate(res, held) == rs.evaluate(res, here[2:], executor="local")
+    monkeypatch.setenv("RAYSAMPLER_SITE_WAIT_S", "1")
+    with pytest.raises(rs.errors.WorkerFailed) as err:
+        rs.evaluate(res, [rs.Shard(path=shards[0].path, site="z")])
+    assert err.value.failure.kind == FailureKind.SITE_UNAVAILABLE and err.value.failure.shard == 0

@@ -198,3 +198,53 @@ def test_bob_runs_on_his_own_file_and_alice_sees_none_of_it(cluster_service):
         assert c.get(f"/v1/runs/{rid}/events", headers=hdr(ALICE)).status_code == 404
         listed = c.get("/v1/runs", headers=hdr(ALICE)).text
         assert rid not in listed and not any(col in listed for col in SECRET_COLUMNS)
+
+
+def test_checks_of_a_site_run_are_computed_on_the_sites_and_the_service_opens_no_shard(cluster_service):
+    """loo, evaluate (held-out shards on the sites), predict, compare and the export of a run on site shards: each
+    answers, and the audit hook still records no open of any site file by the service process; the export says why
+    it has no log_likelihood group; a held-out shard outside the grants is a 403 naming it."""
+    svc, paths, names, audit = cluster_service
+    import httpx
+
+    held = [{"path": str(p), "site": s} for p, s in zip(paths, SITES)]
+    with httpx.Client(base_url=svc.url, timeout=120) as c:
+        rids = []
+        for seed in (2, 3):
+            r = c.post("/v1/runs", json=_spec(paths, seed=seed), headers=hdr(ALICE))
+            assert r.status_code in (200, 202), r.text
+            rids.append(r.json()["id"])
+        for rid in rids:
+            info = wait_until(
+                lambda rid=rid: (
+                    (i := c.get(f"/v1/runs/{rid}", headers=hdr(ALICE)).json())["status"] in ("SUCCEEDED", "FAILED")
+                    and i
+                ),
+                what="the site run to end",
+            )
+            assert info["status"] == "SUCCEEDED", info
+        lo = c.get(f"/v1/runs/{rids[0]}/loo", headers=hdr(ALICE))
+        assert lo.status_code == 200, lo.text
+        assert lo.json()["n_data_points"] == 569 and lo.json()["k_ok"] + lo.json()["k_high"] == 569
+        ev = c.post(
+            f"/v1/runs/{rids[0]}/evaluate",
+            json={"data": {"shards": held, "y_column": "label"}},
+            headers=hdr(ALICE),
+        )
+        assert ev.status_code == 200 and ev.json()["n"] == 569 and ev.json()["kind"] == "classification", ev.text
+        comp = c.post("/v1/compare", json={"runs": rids}, headers=hdr(ALICE))
+        assert comp.status_code == 200 and {row["run_id"] for row in comp.json()["rows"]} == set(rids), comp.text
+        pred = c.post(f"/v1/runs/{rids[0]}/predict", json={"rows": [[1.0] + [0.0] * 30]}, headers=hdr(ALICE))
+        assert pred.status_code == 200 and 0 < pred.json()["values"][0] < 1, pred.text
+        nc = c.get(f"/v1/runs/{rids[0]}/arviz", headers=hdr(ALICE))
+        assert nc.status_code == 200 and b"live on sites" in nc.content
+        secret = str(paths[0].parent.parent / "bob" / "secret.parquet")
+        refused = c.post(
+            f"/v1/runs/{rids[0]}/evaluate",
+            json={"data": {"shards": [{"path": secret, "site": "a"}], "y_column": "label"}},
+            headers=hdr(ALICE),
+        )
+        assert refused.status_code == 403 and refused.json()["detail"][0]["loc"][:4] == ["body", "data", "shards", 0]
+    opened = set(audit.read_text().splitlines())
+    for p in paths:
+        assert str(p) not in opened and not any(o.startswith(str(p.parent)) for o in opened), p

@@ -1,0 +1,279 @@
+"""Checks of a stored run over REST: predictions, held-out metrics, PSIS-LOO, comparison and the ArviZ export with
+the pointwise groups. A run is read back as an engine `Result` with its model bound again (from the DataSpec stored at
+setup) and its shards rebuilt from its spec; the per-shard work is the engine's (`raysampler.evaluation`), so site
+shards are read only on their sites. Engine errors become FieldError naming the request's field."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import evaluation
+from ..errors import ArgumentError, WorkerFailed
+from ..evaluation import DrawsArg
+from ..grants import DataGrants
+from ..models import get_model
+from ..models.contract import Model
+from ..result import Result
+from ..shards import ShardSet, shard
+from .drawfiles import DrawFiles
+from .errors import FieldError, StateConflict
+from .records import RunRecord
+from .results import stored_result
+from .schemas import (
+    Comparison,
+    ComparisonRowInfo,
+    DataRef,
+    EvaluateRequest,
+    Evaluation,
+    LooInfo,
+    Prediction,
+    PredictRequest,
+    ReliabilityBinInfo,
+    RowRefInfo,
+)
+from .specs import SpecError, build, load_data_ref, site_shards
+from .store import RecordStore
+
+
+@dataclasses.dataclass(frozen=True)
+class Context:
+    """What a check needs of the service: the store, the draw files, the tenant's grants and the executor."""
+
+    store: RecordStore
+    files: DrawFiles
+    grants: DataGrants
+    executor: str
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
+
+
+def bound_model(rec: RunRecord) -> Model:
+    """The run's model bound to its data as at setup; StateConflict before the run has set up or stored a draw."""
+    if rec.draws_stored < 1 or rec.data_spec is None:
+        raise StateConflict(f"run {rec.id} has no draws yet ({rec.status.value}): checks need posterior draws")
+    return get_model(rec.spec.model.family, **rec.spec.model.params()).bind(rec.data_spec)
+
+
+def fitted(rec: RunRecord, ctx: Context, with_data: bool = True) -> Result:
+    """The run's stored draws as a Result carrying its bound model, spec and seed, and (`with_data`) its shards:
+    rebuilt from its spec (site shards by path: never opened here). StateConflict if its data cannot be had now."""
+    model = bound_model(rec)
+    data: ShardSet | None = None
+    if with_data:
+        try:
+            if rec.spec.data.shards is not None:
+                data = shard(site_shards(rec.spec.data, rec.tenant, ctx.grants))
+            else:
+                data = build(rec.spec, rec.tenant, ctx.store, ctx.executor, ctx.grants).shards
+        except FieldError as exc:
+            raise StateConflict(f"run {rec.id}'s data cannot be used now: {exc}") from None
+    res = stored_result(rec, ctx.files)
+    return dataclasses.replace(
+        res, model=model, data=data, spec=rec.spec.model_dump_json(), seed=rec.spec.seed, executor=ctx.executor
+    )
+
+
+def _field(exc: ArgumentError, rename: dict[Any, tuple[str | int, ...]]) -> FieldError | StateConflict:
+    """An engine argument error as the request field it came from (`rename` maps the engine's first path part); one
+    about the run itself as a StateConflict."""
+    head = exc.path[0] if exc.path else None
+    if head == "result":
+        return StateConflict(exc.message)
+    loc = rename.get(head, (head,) if head is not None else ())
+    return FieldError((*loc, *exc.path[1:]), exc.message)
+
+
+# --- predictions -------------------------------------------------------------------------------------------------
+
+
+def predict(rec: RunRecord, req: PredictRequest, ctx: Context) -> Prediction:
+    """The posterior predictive at the request's rows (inline or an uploaded data set of the tenant)."""
+    model = bound_model(rec)
+    want = None if rec.data_spec is None else rec.data_spec.columns
+    if req.rows is not None:
+        widths = {len(r) for r in req.rows}
+        if len(widths) != 1:
+            raise FieldError(("rows",), "every row must have the same number of values")
+        if req.columns is not None and want is not None and tuple(req.columns) != tuple(want):
+            raise FieldError(("columns",), f"columns {req.columns} are not the run's data's columns {list(want)}")
+        X = np.asarray(req.rows, dtype=np.float64)
+        where: tuple[str | int, ...] = ("rows",)
+    else:
+        assert req.dataset_id is not None
+        try:
+            table = load_data_ref(DataRef(dataset_id=req.dataset_id), rec.tenant, ctx.store)
+        except SpecError as exc:
+            raise FieldError(("dataset_id",), str(exc)) from None
+        if table.columns is not None and want is not None and tuple(table.columns) != tuple(want):
+            raise FieldError(
+                ("dataset_id",), f"data set {req.dataset_id} has columns {list(table.columns)}, the run {list(want)}"
+            )
+        X = table.X
+        where = ("dataset_id",)
+    res = dataclasses.replace(stored_result(rec, ctx.files), model=model)
+    try:
+        values = evaluation.predict(res, X, req.kind, draws=req.draws, prob=req.prob, seed=req.seed)
+    except ArgumentError as exc:
+        raise _field(exc, {"X": where}) from None
+    used = evaluation.thin_draws(res.draws, req.draws)
+    return Prediction(
+        run_id=rec.id,
+        kind=req.kind,
+        n_rows=int(X.shape[0]),
+        draws_used=int(used.shape[0] * used.shape[1]),
+        values=_jsonable(values),
+    )
+
+
+def _jsonable(values: np.ndarray) -> list[Any]:
+    out: list[Any] = np.where(np.isfinite(values), values, np.nan).tolist()
+    return out
+
+
+def prediction_lines(pred: Prediction) -> Iterator[bytes]:
+    """A prediction as NDJSON: a header line, then one line per row ({"row": i, "value": ...}; for kind=draws the
+    row's draws)."""
+    import json
+
+    head = {"run_id": pred.run_id, "kind": pred.kind, "n_rows": pred.n_rows, "draws_used": pred.draws_used}
+    yield (json.dumps(head) + "\n").encode()
+    rows: Sequence[Any] = np.asarray(pred.values).T.tolist() if pred.kind == "draws" else pred.values
+    for i, v in enumerate(rows):
+        yield (json.dumps({"row": i, "value": v}) + "\n").encode()
+
+
+# --- held-out metrics --------------------------------------------------------------------------------------------
+
+
+def heldout_shards(data: DataRef, rec: RunRecord, ctx: Context) -> ShardSet:
+    """The held-out rows a request names, as shards: a built-in or uploaded data set split like the run's data, or
+    site shard files (read only on their sites)."""
+    if data.shards is not None:
+        if ctx.executor != "ray":
+            raise FieldError(("data", "shards"), "shards on sites need the service to run on Ray (executor 'ray')")
+        return shard(site_shards(data, rec.tenant, ctx.grants))
+    try:
+        table = load_data_ref(data, rec.tenant, ctx.store)
+    except SpecError as exc:
+        raise FieldError(exc.loc, str(exc)) from None
+    parts = max(1, min(rec.spec.num_shards, table.X.shape[0]))
+    return shard(table.X, table.y, num_shards=parts, columns=table.columns)
+
+
+def evaluate(rec: RunRecord, req: EvaluateRequest, ctx: Context) -> Evaluation:
+    """Held-out metrics of the run's posterior predictive, computed where the rows are."""
+    res = fitted(rec, ctx, with_data=False)
+    shards = heldout_shards(req.data, rec, ctx)
+    try:
+        m = evaluation.evaluate(res, shards, draws=req.draws, bins=req.bins, seed=req.seed)
+    except ArgumentError as exc:
+        raise _field(exc, {"shards": ("data", "shards")}) from None
+    except WorkerFailed as exc:
+        f = exc.failure
+        raise FieldError(("data", "shards", f.shard if f.shard is not None else 0), f.message) from None
+    used = evaluation.thin_draws(res.draws, req.draws)
+    n_used = int(used.shape[0] * used.shape[1])
+    if isinstance(m, evaluation.ClassificationMetrics):
+        return Evaluation(
+            run_id=rec.id,
+            kind="classification",
+            n=m.n,
+            draws_used=n_used,
+            nll=m.nll,
+            accuracy=m.accuracy,
+            brier=m.brier,
+            ece=m.ece,
+            reliability=[ReliabilityBinInfo(**dataclasses.asdict(b)) for b in m.reliability],
+        )
+    return Evaluation(
+        run_id=rec.id,
+        kind="regression",
+        n=m.n,
+        draws_used=n_used,
+        nll=m.nll,
+        rmse=m.rmse,
+        crps=m.crps,
+        coverage_50=m.coverage_50,
+        coverage_90=m.coverage_90,
+    )
+
+
+# --- PSIS-LOO and comparison ---------------------------------------------------------------------------------------
+
+
+def loo(rec: RunRecord, draws: DrawsArg, ctx: Context) -> LooInfo:
+    """PSIS-LOO of the run on the rows it was fitted on, computed where they are."""
+    res = fitted(rec, ctx)
+    try:
+        lo = evaluation.loo(res, draws=draws)
+    except ArgumentError as exc:
+        raise _field(exc, {"draws": ("query", "draws")}) from None
+    except WorkerFailed as exc:
+        raise StateConflict(f"run {rec.id}'s data could not be read: {exc.failure.message}") from None
+    return LooInfo(
+        run_id=rec.id,
+        elpd=_finite(lo.elpd),
+        se=_finite(lo.se),
+        p_loo=_finite(lo.p),
+        n_data_points=int(lo.n_data_points),
+        n_samples=int(lo.n_samples),
+        good_k=float(lo.good_k),
+        warning=bool(lo.warning),
+        k_ok=int(lo.k_ok),
+        k_high=int(lo.k_high),
+        high_k_rows=[RowRefInfo(**dataclasses.asdict(r)) for r in lo.high_k_rows],
+    )
+
+
+def compare(recs: Sequence[RunRecord], draws: DrawsArg, ctx: Context) -> Comparison:
+    """Rank runs fitted on the same rows by PSIS-LOO elpd (paired SE of the differences, computed at the shards)."""
+    results = {}
+    for i, rec in enumerate(recs):
+        try:
+            results[rec.id] = fitted(rec, ctx)
+        except StateConflict as exc:
+            raise FieldError(("runs", i), str(exc)) from None
+    try:
+        comp = evaluation.compare(results, draws=draws)
+    except ArgumentError as exc:
+        if exc.path[:1] == ("results",) and len(exc.path) > 1:
+            which = exc.path[1]
+            index = which if isinstance(which, int) else [r.id for r in recs].index(str(which))
+            raise FieldError(("runs", index), exc.message) from None
+        raise _field(exc, {}) from None
+    return Comparison(
+        rows=[
+            ComparisonRowInfo(
+                run_id=r.name,
+                rank=r.rank,
+                elpd=_finite(r.elpd),
+                se=_finite(r.se),
+                p_loo=_finite(r.p),
+                elpd_diff=_finite(r.elpd_diff),
+                dse=_finite(r.dse),
+                weight=_finite(r.weight),
+                warning=r.warning,
+            )
+            for r in comp.rows
+        ]
+    )
+
+
+def export_result(rec: RunRecord, ctx: Context) -> Result:
+    """The run as the NetCDF export writes it: with its model and shards when set up (the pointwise groups then come
+    with it where the rows may move), else its draws alone; spec and seed in the attributes."""
+    if rec.data_spec is None:
+        res = stored_result(rec, ctx.files)
+        return dataclasses.replace(res, spec=rec.spec.model_dump_json(), seed=rec.spec.seed)
+    try:
+        return fitted(rec, ctx)
+    except StateConflict:
+        res = stored_result(rec, ctx.files)
+        return dataclasses.replace(res, spec=rec.spec.model_dump_json(), seed=rec.spec.seed)

@@ -1,0 +1,188 @@
+"""Checks of a fit over REST against a real server on Ray (fixture `service`), through the SDK: predict (JSON and
+NDJSON), evaluate on an uploaded held-out set, LOO and compare give what the engine gives on the same stored draws
+and rows; the NetCDF export carries log_likelihood and observed_data; bad input is a 4xx naming the field."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import numpy as np
+import pytest
+import xarray as xr
+from service_helpers import ALICE, BOB, hdr, spec
+
+import raysampler as rs
+from raysampler import evaluation
+from raysampler.client import APIError, Client
+from raysampler.models.contract import DataSpec
+
+ROUNDS = dict(chains=2, num_rounds=300, burn_in=50, seed=4, num_shards=3)
+
+
+@pytest.fixture(scope="module")
+def alice(service):
+    with Client(service.url, ALICE) as c:
+        yield c
+
+
+COLUMNS = ["one", "x1", "x2", "x3", "x4"]
+
+
+def _upload(client, tmp, name, X, y):
+    """Rows with named columns, uploaded as parquet."""
+    import pandas as pd
+
+    path = tmp / f"{name}.parquet"
+    pd.DataFrame(X, columns=COLUMNS[: X.shape[1]]).assign(y=y).to_parquet(path)
+    return client.upload_file(str(path), name=name)["id"]
+
+
+@pytest.fixture(scope="module")
+def fits(alice, tmp_path_factory):
+    """logistic_synthetic uploaded as 800 training rows (all features, and without the last, informative one) and
+    200 held-out rows; a run on each training set."""
+    X, y = rs.datasets.load("logistic_synthetic")
+    tmp = tmp_path_factory.mktemp("uploads")
+    ids = {
+        "train": _upload(alice, tmp, "train", X[:800], y[:800]),
+        "drop": _upload(alice, tmp, "drop", X[:800, :-1], y[:800]),
+        "test": _upload(alice, tmp, "test", X[800:], y[800:]),
+    }
+    model = {"family": "logistic_regression"}
+    full = alice.submit(spec(model=model, data={"dataset_id": ids["train"]}, **ROUNDS))
+    drop = alice.submit(spec(model=model, data={"dataset_id": ids["drop"]}, **ROUNDS))
+    assert full.wait()["status"] == "SUCCEEDED" and drop.wait()["status"] == "SUCCEEDED"
+    return X, y, ids, full, drop
+
+
+def local(handle, X, y):
+    """The run's stored draws with its model and the same rows, in this process: what the engine computes."""
+    draws = handle.draws()
+    model = rs.models.LogisticRegression().bind(DataSpec(X.shape[1], n_rows=len(y)))
+    return rs.Result(
+        draws, handle.info()["param_names"], model=model, data=rs.shard(X, y, num_shards=3), executor="local"
+    )
+
+
+def test_loo_and_compare_over_rest_equal_the_engine_on_the_same_draws(alice, fits):
+    X, y, _, full, drop = fits
+    lo = full.loo()
+    ref = local(full, X[:800], y[:800]).loo()
+    assert lo["n_data_points"] == 800 and lo["n_samples"] == 600
+    np.testing.assert_allclose([lo["elpd"], lo["se"], lo["p_loo"]], [ref.elpd, ref.se, ref.p], rtol=1e-10)
+    assert (lo["k_ok"], lo["k_high"]) == (ref.k_ok, ref.k_high)
+    table = alice.compare([drop.id, full.id])
+    assert list(table.index) == [full.id, drop.id]  # the run without an informative feature loses
+    pair = evaluation.compare({full.id: local(full, X[:800], y[:800]), drop.id: local(drop, X[:800, :-1], y[:800])})
+    assert table.loc[drop.id, "elpd_diff"] > 2 * table.loc[drop.id, "dse"] > 0
+    np.testing.assert_allclose(
+        table[["elpd", "se", "elpd_diff", "dse", "weight"]].to_numpy(float),
+        [[r.elpd, r.se, r.elpd_diff, r.dse, r.weight] for r in pair.rows],
+        rtol=1e-10,
+    )
+    assert full.loo(draws="all")["n_samples"] == 600
+
+
+def test_predict_json_and_ndjson_and_evaluate_on_an_uploaded_set(service, alice, fits):
+    X, y, ids, full, _ = fits
+    here = local(full, X[:800], y[:800])
+    np.testing.assert_allclose(full.predict(X[800:810]), here.predict(X[800:810]), rtol=1e-12)
+    np.testing.assert_allclose(full.predict(dataset_id=ids["test"], kind="interval"), here.predict(X[800:], "interval"))
+    r = httpx.post(
+        f"{service.url}/v1/runs/{full.id}/predict",
+        params={"format": "ndjson"},
+        json={"rows": X[800:803].tolist(), "kind": "draws", "draws": 50},
+        headers=hdr(ALICE),
+    )
+    assert r.status_code == 200 and r.headers["content-type"].startswith("application/x-ndjson")
+    head, *lines = [json.loads(s) for s in r.text.splitlines()]
+    assert head["kind"] == "draws" and head["n_rows"] == 3 and [ln["row"] for ln in lines] == [0, 1, 2]
+    np.testing.assert_array_equal(
+        np.array([ln["value"] for ln in lines]).T, here.predict(X[800:803], "draws", draws=50)
+    )
+    m = full.evaluate({"dataset_id": ids["test"]}, bins=5)
+    ref = rs.evaluate(here, [(X[800:], y[800:])], bins=5)
+    assert m["kind"] == "classification" and m["n"] == 200
+    np.testing.assert_allclose(
+        [m["accuracy"], m["nll"], m["brier"], m["ece"]], [ref.accuracy, ref.nll, ref.brier, ref.ece], rtol=1e-10
+    )
+    assert [b["count"] for b in m["reliability"]] == [b.count for b in ref.reliability]
+
+
+def test_netcdf_export_has_the_pointwise_groups_spec_and_seed(alice, fits):
+    X, y, _, full, _ = fits
+    tree = full.to_arviz()
+    assert tree["log_likelihood"]["y"].shape == (2, 300, 800)
+    np.testing.assert_array_equal(tree["observed_data"]["y"].values, y[:800])
+    attrs = tree["posterior"].attrs
+    assert attrs["seed"] == "4" and json.loads(attrs["spec"])["seed"] == 4
+    ref = local(full, X[:800], y[:800])
+    np.testing.assert_allclose(
+        tree["log_likelihood"]["y"].values, ref.to_arviz(log_likelihood=True)["log_likelihood"]["y"].values, rtol=1e-12
+    )
+    assert isinstance(tree, xr.DataTree)
+
+
+def _detail(err: pytest.ExceptionInfo) -> tuple[int, list]:
+    detail = err.value.detail
+    return err.value.status_code, (detail[0]["loc"] if isinstance(detail, list) else detail)
+
+
+def test_bad_input_is_a_4xx_naming_the_field(service, alice, fits):
+    X, y, ids, full, drop = fits
+    with Client(service.url, BOB) as bob:
+        bobs = bob.upload_dataset(X[800:], y[800:], name="bobs")["id"]
+    cases = [
+        (lambda: full.predict(X[:3, :-1]), 422, ["body", "rows"]),
+        (lambda: full.predict(X[:3], columns=["a", "b", "c", "d", "e"]), 422, ["body", "columns"]),
+        (lambda: full.predict(dataset_id=bobs), 422, ["body", "dataset_id"]),
+        (lambda: full.predict(dataset_id=ids["drop"]), 422, ["body", "dataset_id"]),
+        (lambda: full.evaluate({"dataset_id": bobs}), 422, ["body", "data", "dataset_id"]),
+        (lambda: full.evaluate({"dataset_id": ids["drop"]}), 422, ["body", "data", "shards", 0]),
+        (lambda: full.loo(draws="some"), 422, ["query", "draws"]),
+        (lambda: alice.compare([full.id, "run-nobody"]), 422, ["body", "runs", 1]),
+    ]
+    for call, status, loc in cases:
+        with pytest.raises(APIError) as err:
+            call()
+        assert _detail(err) == (status, loc), err.value.detail
+    # a run on other rows cannot be compared; a run with no draws yet has nothing to check
+    other = alice.submit(spec(model={"family": "logistic_regression"}, data={"dataset_id": ids["test"]}, **ROUNDS))
+    assert other.wait()["status"] == "SUCCEEDED"
+    with pytest.raises(APIError) as err:
+        alice.compare([full.id, other.id])
+    assert err.value.status_code == 422 and err.value.detail[0]["loc"] == ["body", "runs", 1]
+    waiting = alice.submit(
+        spec(
+            model={"family": "logistic_regression"},
+            data={"dataset_id": ids["train"]},
+            chains=2,
+            num_rounds=100_000,
+            burn_in=100_000,
+        )
+    )
+    try:
+        with pytest.raises(APIError) as err:
+            waiting.loo()
+        assert err.value.status_code == 409 and "no draws yet" in str(err.value.detail)
+    finally:
+        waiting.cancel()
+
+
+def test_the_async_client_gives_the_same_checks(service, alice, fits):
+    import asyncio
+
+    from raysampler.client import AsyncClient
+
+    X, _, ids, full, drop = fits
+
+    async def checks():
+        async with AsyncClient(service.url, ALICE) as c:
+            run = await c.run(full.id)
+            return await run.loo(), await run.predict(X[800:805]), await c.compare([full.id, drop.id])
+
+    lo, pred, table = asyncio.run(checks())
+    assert lo == full.loo()
+    np.testing.assert_array_equal(pred, full.predict(X[800:805]))
+    assert list(table.index) == list(alice.compare([full.id, drop.id]).index)

@@ -1,0 +1,313 @@
+"""Checks of a fit where the data are (raysampler.evaluation): predictions, PSIS-LOO, held-out metrics and model
+comparison, computed per shard and summed, against the same quantities computed on the pooled draws and rows
+(arviz-stats' own loo and compare, numpy by hand), in-process and on Ray."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+import arviz_stats as azs
+import numpy as np
+import pytest
+from scipy.special import logsumexp
+
+import raysampler as rs
+from raysampler.errors import ArgumentError
+from raysampler.evaluation import thin_draws, uniforms
+
+KW = dict(chains=4, num_rounds=1000, seed=3, progress=False)
+
+
+@pytest.fixture(scope="module")
+def logistic():
+    """logistic_synthetic: 800 training rows in 3 shards, 200 held out; a fit on all features and one without the
+    last (informative) feature."""
+    X, y = rs.datasets.load("logistic_synthetic")
+    tr, te = slice(0, 800), slice(800, 1000)
+    full = rs.sample(
+        rs.models.LogisticRegression(), rs.shard(X[tr], y[tr], num_shards=3, seed=0), executor="local", **KW
+    )
+    drop = rs.sample(
+        rs.models.LogisticRegression(), rs.shard(X[tr, :-1], y[tr], num_shards=3, seed=0), executor="local", **KW
+    )
+    return X, y, tr, te, full, drop
+
+
+@pytest.fixture(scope="module")
+def linear():
+    """diabetes, σ unknown: 350 training rows in 3 shards, 92 held out."""
+    X, y = rs.datasets.load("diabetes")
+    res = rs.sample(
+        rs.models.LinearRegression(), rs.shard(X[:350], y[:350], num_shards=3, seed=0), executor="local", **KW
+    )
+    return X, y, res
+
+
+def pooled_loo(result, draws=1000, pointwise=True):
+    """arviz-stats' loo on the thinned draws and the pooled rows (the result's own export)."""
+    thinned = dataclasses.replace(result, draws=thin_draws(result.draws, draws))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return azs.loo(thinned.to_arviz(log_likelihood=True), pointwise=pointwise)
+
+
+@pytest.mark.parametrize("which", ["logistic", "linear"])
+def test_loo_at_the_shards_equals_arviz_loo_on_the_pooled_draws_and_rows(which, request):
+    result = request.getfixturevalue(which)[-1] if which == "linear" else request.getfixturevalue(which)[4]
+    ours = result.loo(pointwise=True)
+    ref = pooled_loo(result)
+    assert ours.n_data_points == ref.n_data_points and ours.n_samples == ref.n_samples == 1000
+    np.testing.assert_allclose([ours.elpd, ours.se, ours.p], [ref.elpd, ref.se, ref.p], rtol=1e-12)
+    np.testing.assert_allclose(ours.elpd_i.values, ref.elpd_i.values, rtol=1e-12)
+    np.testing.assert_allclose(ours.pareto_k.values, ref.pareto_k.values, rtol=1e-12)
+    k = ref.pareto_k.values
+    assert (ours.k_ok, ours.k_high) == (int(np.sum(k < 0.7)), int(np.sum(k >= 0.7)))
+    assert ours.good_k == ref.good_k and ours.warning == ref.warning
+    # only sums by default: no per-row values come back
+    plain = result.loo()
+    assert plain.elpd_i is None and plain.pareto_k is None
+    np.testing.assert_allclose([plain.elpd, plain.se], [ref.elpd, ref.se], rtol=1e-12)
+
+
+def test_loo_with_all_draws_uses_every_stored_draw(linear):
+    res = linear[-1]
+    ours = res.loo(draws="all")
+    ref = pooled_loo(res, draws="all", pointwise=False)
+    assert ours.n_samples == res.chains * res.num_draws
+    np.testing.assert_allclose([ours.elpd, ours.se, ours.p], [ref.elpd, ref.se, ref.p], rtol=1e-12)
+
+
+def test_high_pareto_k_rows_come_back_by_position_only():
+    """A heavy outlier under a known-noise model has k ≥ 0.7: its shard and row (and original index) come back."""
+    rng = np.random.default_rng(0)
+    X = np.column_stack([np.ones(60), rng.normal(size=60)])
+    y = X @ np.array([1.0, 2.0]) + 0.3 * rng.normal(size=60)
+    y[41] += 6.0
+    res = rs.sample(rs.models.LinearRegression(noise_sd=0.3), rs.shard(X, y, num_shards=2), executor="local", **KW)
+    lo = res.loo()
+    ref = pooled_loo(res)
+    high = np.flatnonzero(ref.pareto_k.values >= 0.7)
+    assert 41 in high
+    assert sorted(r.index for r in lo.high_k_rows) == high.tolist()
+    assert all(res.data[r.shard].index[r.row] == r.index for r in lo.high_k_rows)
+    assert lo.k_high == high.size and lo.k_ok + lo.k_high == 60
+
+
+def test_loo_is_accepted_by_arviz_compare_and_matches_pooled(logistic):
+    *_, full, drop = logistic
+    ours = azs.compare({"full": full.loo(pointwise=True), "drop": drop.loo(pointwise=True)})
+    ref = azs.compare({"full": pooled_loo(full), "drop": pooled_loo(drop)})
+    np.testing.assert_allclose(
+        ours[["elpd", "se", "elpd_diff", "dse", "weight"]], ref[["elpd", "se", "elpd_diff", "dse", "weight"]], rtol=1e-8
+    )
+
+
+def test_a_model_without_an_informative_feature_loses_in_compare_with_the_pooled_se(logistic):
+    *_, full, drop = logistic
+    comp = rs.compare({"full": full, "drop": drop})
+    assert [r.name for r in comp.rows] == ["full", "drop"]
+    best, worse = comp.rows
+    ref = azs.compare({"full": pooled_loo(full), "drop": pooled_loo(drop)}, method="pseudo-bma")
+    assert worse.elpd_diff > 4 * worse.dse > 0  # clearly worse, by construction
+    np.testing.assert_allclose(
+        [best.elpd, worse.elpd, worse.se, worse.elpd_diff, worse.dse, worse.weight],
+        [
+            ref.loc["full", "elpd"],
+            ref.loc["drop", "elpd"],
+            ref.loc["drop", "se"],
+            ref.loc["drop", "elpd_diff"],
+            ref.loc["drop", "dse"],
+            ref.loc["drop", "weight"],
+        ],
+        rtol=1e-9,
+    )
+    table = comp.table()
+    assert list(table.index) == ["full", "drop"] and table.loc["drop", "rank"] == 1
+
+
+def test_compare_refuses_runs_on_other_rows(logistic, linear):
+    X, y, tr, _, full, _ = logistic
+    other = rs.sample(
+        rs.models.LogisticRegression(),
+        rs.shard(X[tr], 1 - y[tr], num_shards=3, seed=0),
+        executor="local",
+        chains=2,
+        num_rounds=20,
+        progress=False,
+    )
+    with pytest.raises(ArgumentError, match="same rows") as err:
+        rs.compare({"full": full, "other": other})
+    assert err.value.path == ("results", 1)
+    with pytest.raises(ArgumentError) as err:
+        rs.compare({"full": full})
+    assert err.value.path == ("results",)
+
+
+def test_classification_metrics_at_the_shards_equal_the_pooled_computation(logistic):
+    X, y, _, te, full, _ = logistic
+    Xt, yt = X[te], y[te]
+    split = rs.evaluate(full, rs.shard(Xt, yt, num_shards=3, seed=1))
+    # by hand on the pooled rows: the predicted class's posterior predictive probability, 10 equal-width bins
+    theta = thin_draws(full.draws).reshape(-1, full.draws.shape[2])
+    p1 = (1 / (1 + np.exp(-(Xt @ theta.T)))).mean(axis=1)
+    pred = (p1 > 0.5).astype(int)
+    conf = np.where(pred == 1, p1, 1 - p1)
+    hit = (pred == yt).astype(float)
+    b = np.minimum((conf * 10).astype(int), 9)
+    ece = sum(
+        np.sum(b == m) / len(yt) * abs(hit[b == m].mean() - conf[b == m].mean()) for m in range(10) if np.any(b == m)
+    )
+    ll = yt[:, None] * (Xt @ theta.T) - np.logaddexp(0, Xt @ theta.T)
+    nll = -np.mean(logsumexp(ll, axis=1) - np.log(theta.shape[0]))
+    assert split.n == 200
+    np.testing.assert_allclose(
+        [split.accuracy, split.brier, split.ece, split.nll],
+        [hit.mean(), np.mean((conf - hit) ** 2), ece, nll],
+        rtol=1e-10,
+    )
+    curve = [(c.count, c.accuracy) for c in split.reliability]
+    assert curve == [(int(np.sum(b == m)), hit[b == m].mean() if np.any(b == m) else None) for m in range(10)]
+
+
+def test_regression_metrics_do_not_depend_on_the_split(linear):
+    X, y, res = linear
+    Xt, yt = X[350:], y[350:]
+    pooled = rs.evaluate(res, [(Xt, yt)], seed=5)
+    split = rs.evaluate(res, rs.shard(Xt, yt, num_shards=4, seed=2), seed=5)
+    assert pooled.n == split.n == 92
+    np.testing.assert_allclose(dataclasses.astuple(split)[:6], dataclasses.astuple(pooled)[:6], rtol=1e-10)
+    # CRPS from its definition E|Y − y| − ½E|Y − Y'| on the same predictive draws
+    ydraw = res.predict(Xt, "draws", seed=5)
+    crps = np.abs(ydraw - yt).mean(0) - 0.5 * np.abs(ydraw[:, None, :] - ydraw[None, :, :]).mean((0, 1))
+    np.testing.assert_allclose(split.crps, crps.mean(), rtol=1e-10)
+    lo, hi = np.quantile(ydraw, [0.05, 0.95], axis=0)
+    assert split.coverage_90 == np.mean((yt >= lo) & (yt <= hi))
+    assert 0.75 < split.coverage_90 <= 1.0 and 0.3 < split.coverage_50 < 0.7
+
+
+def test_predict_mean_draws_and_interval(linear):
+    X, _, res = linear
+    Xt = X[350:360]
+    theta = thin_draws(res.draws).reshape(-1, res.draws.shape[2])
+    np.testing.assert_allclose(res.predict(Xt), (Xt @ theta[:, :-1].T).mean(axis=1), rtol=1e-12)
+    draws = res.predict(Xt, "draws", seed=1)
+    sd = np.exp(theta[:, -1])
+    from scipy.special import ndtri
+
+    np.testing.assert_allclose(draws, theta[:, :-1] @ Xt.T + (sd * ndtri(uniforms(len(theta), 1)))[:, None], rtol=1e-12)
+    iv = res.predict(Xt, "interval", prob=0.5, seed=1)
+    np.testing.assert_allclose(iv, np.quantile(draws, [0.25, 0.75], axis=0).T)
+    assert res.predict(Xt, "draws", draws="all").shape == (res.chains * res.num_draws, 10)
+
+
+def test_predict_multiclass_gives_class_probabilities():
+    rng = np.random.default_rng(1)
+    X = np.column_stack([np.ones(300), rng.normal(size=(300, 2))])
+    y = np.argmax(X @ rng.normal(size=(3, 3)) + rng.gumbel(size=(300, 3)), axis=1)
+    res = rs.sample(
+        rs.models.SoftmaxRegression(),
+        rs.shard(X, y, num_shards=2),
+        executor="local",
+        chains=2,
+        num_rounds=100,
+        progress=False,
+    )
+    P = res.predict(X[:5])
+    assert P.shape == (5, 3)
+    np.testing.assert_allclose(P.sum(axis=1), 1.0)
+    assert set(np.unique(res.predict(X[:5], "draws"))) <= {0.0, 1.0, 2.0}
+    with pytest.raises(ArgumentError) as err:
+        res.predict(X[:5], "interval")
+    assert err.value.path == ("kind",)
+    m = rs.evaluate(res, [(X, y)])
+    assert m.kind == "classification" and 0 <= m.ece <= 1
+
+
+def test_bad_input_names_the_argument(linear):
+    X, y, res = linear
+    for call, path in [
+        (lambda: res.predict(X[:3, :-1]), ("X",)),
+        (lambda: res.predict(X[:3], kind="median"), ("kind",)),
+        (lambda: res.predict(X[:3], draws=0), ("draws",)),
+        (lambda: res.loo(draws="some"), ("draws",)),
+        (lambda: rs.evaluate(res, [(X[:5, :-1], y[:5])]), ("shards", 0)),
+        (lambda: rs.evaluate(res, [(X[:5], y[:5])], bins=0), ("bins",)),
+        (lambda: dataclasses.replace(res, model=None).loo(), ("result",)),
+    ]:
+        with pytest.raises(ArgumentError) as err:
+            call()
+        assert err.value.path == path
+
+
+def test_export_has_log_likelihood_and_observed_data_unless_rows_live_on_sites(linear, tmp_path):
+    _, _, res = linear
+    tree = res.to_arviz()
+    assert tree["log_likelihood"]["y"].shape == (res.chains, res.num_draws, 350)
+    np.testing.assert_array_equal(tree["observed_data"]["y"].values, np.concatenate([s.y for s in res.data]))
+    assert tree["posterior"].attrs["seed"] == "3" and "LinearRegression" in tree["posterior"].attrs["model"]
+    path = tmp_path / "sited.parquet"
+    sited = dataclasses.replace(res, data=rs.ShardSet((rs.Shard(path=str(path), site="a"),), "files"))
+    tree = sited.to_arviz()
+    assert "log_likelihood" not in tree.children and "observed_data" not in tree.children
+    assert "sites" in tree["posterior"].attrs["log_likelihood"]
+    with pytest.raises(ValueError, match="log_likelihood"):
+        sited.to_arviz(log_likelihood=True)
+
+
+def test_on_ray_the_shards_compute_the_same_sums(ray_session, logistic):
+    X, y, tr, te, _, _ = logistic
+    res = rs.sample(
+        rs.models.LogisticRegression(),
+        rs.shard(X[tr], y[tr], num_shards=3, seed=0),
+        executor="ray",
+        chains=2,
+        num_rounds=150,
+        progress=False,
+    )
+    assert res.executor == "ray"
+    on_ray, here = res.loo(), res.loo(executor="local")
+    np.testing.assert_allclose([on_ray.elpd, on_ray.se, on_ray.p], [here.elpd, here.se, here.p], rtol=1e-12)
+    held = rs.shard(X[te], y[te], num_shards=2)
+    assert rs.evaluate(res, held) == rs.evaluate(res, held, executor="local")
+
+
+def test_a_shard_split_into_ranges_of_rows_sums_to_the_same(logistic, linear):
+    """Each shard's rows cut into several tasks (to use more CPUs than there are shards) give the same records."""
+    from raysampler.evaluation import LooTask, MetricsTask, good_k, r_eff, run_at_shards
+
+    X, y, _, te, full, _ = logistic
+    thinned = thin_draws(full.draws)
+    task = LooTask(full.model, thinned, r_eff(thinned, full.param_blocks), good_k(1000), pointwise=True)
+    jobs = [(s,) for s in full.data]
+    whole, cut = run_at_shards(task, jobs, "local"), run_at_shards(task, jobs, "local", parts=3)
+    for a, b in zip(whole, cut):
+        np.testing.assert_allclose(b.elpd_i, a.elpd_i, rtol=0, atol=0)
+        assert (b.elpd.n, b.k_ok, b.high_k_rows) == (a.elpd.n, a.k_ok, a.high_k_rows)
+        np.testing.assert_allclose([b.elpd.total, b.elpd.m2], [a.elpd.total, a.elpd.m2], rtol=1e-12)
+    _, _, res = linear
+    theta = thin_draws(res.draws).reshape(-1, res.draws.shape[2])
+    metrics = MetricsTask(res.model, theta, uniforms(len(theta), 0), 10)
+    held = [(s,) for s in rs.shard(linear[0][350:], linear[1][350:], num_shards=2)]
+    one, three = run_at_shards(metrics, held, "local"), run_at_shards(metrics, held, "local", parts=3)
+    for a, b in zip(one, three):
+        assert (a.n, a.covered) == (b.n, b.covered)
+        np.testing.assert_allclose([a.sq_err, a.nll, a.crps], [b.sq_err, b.nll, b.crps], rtol=1e-12)
+
+
+def test_a_model_with_group_effects_is_refused_by_name_and_exports_without_pointwise_groups():
+    """Group effects live on the workers and the contract's checks are not defined for them yet: each check says so
+    (under ("result", "model")), and the export leaves the pointwise groups out, saying why."""
+    rng = np.random.default_rng(2)
+    g = np.repeat(np.arange(6), 30).astype(float)
+    X = np.column_stack([np.ones(180), rng.normal(size=180), g])
+    y = (X[:, 1] + 0.5 * (g - 2.5) + rng.logistic(size=180) > 0).astype(float)
+    shards = rs.shard(X, y, num_shards=2, columns=["(Intercept)", "x", "g"], by="g")
+    model = rs.models.LogisticRegression(group_effects=rs.GroupEffects("g"))
+    res = rs.sample(model, shards, chains=2, num_rounds=50, executor="local", progress=False)
+    for call in (lambda: res.loo(), lambda: res.predict(X[:3]), lambda: rs.evaluate(res, shards)):
+        with pytest.raises(ArgumentError, match="does not define") as err:
+            call()
+        assert err.value.path == ("result", "model")
+    tree = res.to_arviz()
+    assert "log_likelihood" not in tree.children and "does not define" in tree["posterior"].attrs["log_likelihood"]
