@@ -84,6 +84,7 @@ class ReportChain(NamedTuple):
     eta: np.ndarray  # (K, l_i)
     log_h: float | np.ndarray  # current MALA log step size (one per chain with `per_chain_step`)
     da: DualAveraging
+    given: np.ndarray | None = None  # (K, d): the θ (φ) the last round's η_i were drawn given
 
 
 class LocalGaussian(NamedTuple):
@@ -636,6 +637,10 @@ def _report_steps(
     phi, eta = msg.phi, rc.eta
     d = phi.shape[1]
     xi, logu = noise.normal(msg.n_steps)[:, :, d:], np.log(noise.uniform(msg.n_steps))
+    if rc.given is not None:  # follow the conditional's move with θ first, so that a few steps keep up
+        with np.errstate(all="ignore"):
+            shift = _conditional_shift(model, X, y, np.concatenate([phi, eta], axis=1), phi - rc.given)
+        eta = np.where(np.isfinite(shift).all(axis=1, keepdims=True), eta + shift, eta)
     log_h, da = rc.log_h, rc.da
     with np.errstate(all="ignore"):
         pot, g = model.potential_and_grad(X, y, np.concatenate([phi, eta], axis=1))
@@ -654,7 +659,41 @@ def _report_steps(
         g = np.where(accept[:, None], g_p, g)
         if msg.warmup:
             log_h, da = dual_averaging(da, _accept_stat(alpha, log_h), p.target_accept, math.log(p.gamma))
-    return ReportChain(eta, log_h, da)
+    return ReportChain(eta, log_h, da, phi)
+
+
+def _conditional_shift(
+    model: Model, X: np.ndarray, y: np.ndarray, x: np.ndarray, delta: np.ndarray, iters: int = 3
+) -> np.ndarray:
+    """How far the mode of η_i | θ moves when θ moves by `delta` (K, d), to first order: −H_ηη⁻¹ H_ηθ δ at x = (θ, η_i)
+    (K, l_i). Shifting a draw by it keeps it a draw of the new conditional when that is Gaussian (a linear model);
+    H_ηη⁻¹ by `iters` conjugate-gradient steps preconditioned with |H_ηη 1| (exact in one step for one varying
+    intercept, whose H_ηη is diagonal), each a Hessian-vector product."""
+    K, d = delta.shape
+    lsize = x.shape[1] - d
+
+    def h_eta(v: np.ndarray) -> np.ndarray:
+        return model.hvp(X, y, x, np.concatenate([np.zeros((K, d)), v], axis=1))[:, d:]
+
+    b = -model.hvp(X, y, x, np.concatenate([delta, np.zeros((K, lsize))], axis=1))[:, d:]
+    m_inv = 1.0 / np.maximum(np.abs(h_eta(np.ones((K, lsize)))), 1.0)  # H_ηη ⪰ I (the prior N(0, I) on η)
+    s = np.zeros_like(b)
+    r = b.copy()
+    z = m_inv * r
+    p = z.copy()
+    rz = np.einsum("kl,kl->k", r, z)
+    for _ in range(iters):
+        hp = h_eta(p)
+        php = np.einsum("kl,kl->k", p, hp)
+        alpha = np.where(php > 0, rz / np.where(php > 0, php, 1.0), 0.0)
+        s = s + alpha[:, None] * p
+        r = r - alpha[:, None] * hp
+        z = m_inv * r
+        rz_new = np.einsum("kl,kl->k", r, z)
+        beta = np.where(rz > 0, rz_new / np.where(rz > 0, rz, 1.0), 0.0)
+        p = z + beta[:, None] * p
+        rz = rz_new
+    return s
 
 
 def _accept_stat(alpha: np.ndarray, log_h: float | np.ndarray) -> Any:
