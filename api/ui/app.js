@@ -333,6 +333,7 @@ async function showRun(id) {
                   infoAt: 0, tau: { t: [], byShard: new Map(), last: "" }, marks: [] };
   window.rsDashboard.state = state;
   window.rsDashboard.plots = plots;
+  wireChecks(id, plots);
 
   // A run this key cannot see (404, or 403): say so once and stop asking.
   const lose = (e) => {
@@ -712,6 +713,65 @@ function renderSummary(s) {
   $("#summary-note").textContent = `${s.draws_per_chain} draws per chain × ${s.chains} chains, ${s.ci_prob} HDI`;
 }
 
+// ------------------------------------------------------------------------------------------------ checks
+
+const postJSON = async (path, body) => (await api(path, {
+  method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) })).json();
+
+// A 4xx's message, naming the field where the API gives one.
+const problem = (e) => (Array.isArray(e.body?.detail)
+  ? e.body.detail.map((d) => `${d.loc.filter((p) => p !== "body").join(".")}: ${d.msg}`).join("; ") : e.message);
+
+const table = (node, head, rows) => node.replaceChildren(
+  el("tr", {}, ...head.map((h, i) => el("th", { class: i ? "num" : "", text: h }))),
+  ...rows.map((r) => el("tr", {}, ...r.map((v, i) => el("td", { class: i ? "num" : "", text: v })))));
+
+// The run page's checks: PSIS-LOO of the run's own rows, and held-out metrics on a data set (uploaded or built-in),
+// both computed on the shards; the reliability curve of a classifier.
+async function wireChecks(id, plots) {
+  const pg = page;
+  const select = $("#eval-data");
+  $("#loo-btn").addEventListener("click", async () => {
+    $("#checks-error").textContent = "";
+    $("#loo-btn").disabled = true;
+    try {
+      const lo = await getJSON(`/v1/runs/${id}/loo`);
+      if (!pg.alive) return;
+      table($("#loo-table"), ["PSIS-LOO", "value"], [
+        ["elpd_loo", fmt(lo.elpd, 2)], ["SE", fmt(lo.se, 2)], ["p_loo", fmt(lo.p_loo, 2)],
+        ["rows", String(lo.n_data_points)], ["draws", String(lo.n_samples)],
+        ["Pareto k < 0.7", String(lo.k_ok)], ["Pareto k ≥ 0.7", String(lo.k_high)],
+      ]);
+    } catch (e) { if (pg.alive) $("#checks-error").textContent = problem(e); }
+    finally { if (pg.alive) $("#loo-btn").disabled = false; }
+  });
+  $("#eval-btn").addEventListener("click", async () => {
+    $("#checks-error").textContent = "";
+    const v = select.value;
+    if (!v) return;
+    const data = v.startsWith("id:") ? { dataset_id: v.slice(3) } : { dataset: v };
+    $("#eval-btn").disabled = true;
+    try {
+      const m = await postJSON(`/v1/runs/${id}/evaluate`, { data });
+      if (!pg.alive) return;
+      const keys = m.kind === "classification" ? ["accuracy", "nll", "brier", "ece"]
+        : ["rmse", "nll", "crps", "coverage_50", "coverage_90"];
+      table($("#eval-table"), [`held-out (${m.n} rows)`, "value"], keys.map((k) => [k, fmt(m[k], 4)]));
+      const bins = (m.reliability || []).filter((b) => b.count > 0);
+      $("#reliability-fig").hidden = !bins.length;
+      if (bins.length) plots.reliability($("#reliability-plot"), bins);
+    } catch (e) { if (pg.alive) $("#checks-error").textContent = problem(e); }
+    finally { if (pg.alive) $("#eval-btn").disabled = false; }
+  });
+  try {  // the held-out choices: the tenant's uploads, then the built-in data sets
+    const uploaded = (await getJSON("/v1/datasets")).datasets || [];
+    const builtins = (await enums()).datasets;
+    if (!pg.alive) return;
+    select.replaceChildren(...uploaded.map((d) => el("option", { value: `id:${d.id}`, text: `${d.name} (${d.id})` })),
+                           ...builtins.map((d) => el("option", { value: d, text: d })));
+  } catch (e) { if (pg.alive) $("#checks-error").textContent = problem(e); }
+}
+
 // ------------------------------------------------------------------------------------------------ compare
 
 async function showCompare(ids) {
@@ -744,6 +804,17 @@ async function showCompare(ids) {
       const row = r.summary?.rows.find((x) => x.param === p);
       return cols.map((c) => el("td", { class: "num", text: row ? fmt(row[c], c === "ess_bulk" ? 0 : 3) : "–" }));
     })));
+  $("#loo-compare").addEventListener("click", async () => {
+    $("#loo-compare-error").textContent = "";
+    try {
+      const got = await postJSON("/v1/compare", { runs: runs.map((r) => r.id) });
+      if (!pg.alive) return;
+      table($("#loo-compare-table"), ["run", "rank", "elpd_loo", "SE", "elpd_diff", "dSE", "p_loo", "weight"],
+        got.rows.map((r) => [r.run_id, String(r.rank), fmt(r.elpd, 2), fmt(r.se, 2), fmt(r.elpd_diff, 2),
+                             fmt(r.dse, 2), fmt(r.p_loo, 2), fmt(r.weight, 3)]));
+    } catch (e) { if (pg.alive) $("#loo-compare-error").textContent = problem(e); }
+  });
+  $("#loo-compare").disabled = runs.length < 2;
   $("#compare-table").replaceChildren(head1,
     meta("status", (i) => `${i.status}${i.stop_reason ? ` (${i.stop_reason})` : ""}`),
     meta("model · algorithm", (i) => `${i.spec.model.family} · ${i.spec.algorithm.name}`),

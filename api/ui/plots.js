@@ -253,6 +253,18 @@ class RunPlots {
 
   // Workers over time: τ_i of every shard as this page saw it (one point per run-info answer), and the run's
   // worker events (lost, resumed) and status changes as vertical marks at their times.
+  // A classifier's reliability curve: per bin, the mean confidence (x) against the accuracy (y), with the diagonal.
+  reliability(node, bins) {
+    const x = bins.map((b) => b.confidence);
+    this.draw("reliability", node, `reliability|${bins.length}`, false, {
+      height: 220, scales: { x: { time: false, range: [0, 1] }, y: { range: [0, 1] } },
+      series: [{ label: "confidence" },
+               { label: "accuracy", stroke: "#1f5f99", width: 2, points: { show: true, size: 6 } },
+               { label: "perfect calibration", stroke: "#767676", dash: [4, 4], width: 1, points: { show: false } }],
+      axes: [{ label: "confidence (predicted class)" }, { label: "accuracy" }],
+    }, [x, bins.map((b) => b.accuracy), x]);
+  }
+
   workers(node, w) {
     const shards = w.shards;
     const marks = w.marks;

@@ -709,3 +709,49 @@ def test_submit_form_offers_group_effects_and_known_noise(browser, service):
     )
     assert "sd_hospital[(Intercept)]" in names and "sd_hospital[age]" in names, names
     assert "r_hospital[1,(Intercept)]" in names and "r_hospital[1,age]" in names, names
+
+
+def test_checks_loo_held_out_metrics_reliability_curve_and_loo_comparison(browser, service):
+    """The run page computes PSIS-LOO and held-out metrics (on the shards) and draws a classifier's reliability
+    curve; the compare view ranks runs by PSIS-LOO with the paired SE."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    ids = []
+    for seed in (1, 2):
+        body = {
+            "model": {"family": "logistic_regression", "prior_scale": 1.0},
+            "data": {"dataset": "builtin:breast_cancer"},
+            "num_rounds": 60, "burn_in": 20, "chains": 2, "num_shards": 2, "seed": seed,
+        }  # fmt: skip
+        ids.append(api_post(service, ALICE, body)["id"])
+    for rid in ids:
+        wait_for(lambda rid=rid: api_get(service, ALICE, f"/v1/runs/{rid}")["status"] == "SUCCEEDED", 300, "the end")
+    sign_in(browser, service.url, ALICE)
+    wait_for(lambda: browser.find_element(By.ID, "runs-body"), what="the runs page")
+    browser.get(f"{service.url}/ui/#/run/{ids[0]}")
+    wait_for(lambda: len(Select(browser.find_element(By.ID, "eval-data")).options) > 1, what="the held-out choices")
+    browser.find_element(By.ID, "loo-btn").click()
+    loo = wait_for(lambda: browser.find_element(By.ID, "loo-table").text, 120, "the LOO table")
+    assert "elpd_loo" in loo and "Pareto k" in loo
+    Select(browser.find_element(By.ID, "eval-data")).select_by_value("builtin:breast_cancer")
+    browser.find_element(By.ID, "eval-btn").click()
+    metrics = wait_for(lambda: browser.find_element(By.ID, "eval-table").text, 120, "the held-out metrics")
+    assert "accuracy" in metrics and "ece" in metrics
+    assert browser.find_element(By.ID, "reliability-fig").is_displayed()
+    assert browser.execute_script("return window.rsDashboard.plots.axes().reliability") == [
+        "confidence (predicted class)",
+        "accuracy",
+    ]
+    browser.get(f"{service.url}/ui/#/compare/{','.join(ids)}")
+    button = wait_for(lambda: (b := browser.find_element(By.ID, "loo-compare")).is_enabled() and b, what="compare")
+    button.click()
+    rows = wait_for(
+        lambda: browser.find_elements(By.CSS_SELECTOR, "#loo-compare-table tr")[1:]
+        or (browser.find_element(By.ID, "loo-compare-error").text and pytest.fail(
+            browser.find_element(By.ID, "loo-compare-error").text)),
+        120,
+        "the LOO comparison",
+    )
+    assert len(rows) == 2 and {r.text.split()[0] for r in rows} == set(ids)
+    assert not [m for m in console(browser) if "SEVERE" in m], "console errors"
