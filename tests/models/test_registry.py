@@ -131,7 +131,14 @@ def test_a_third_party_entry_point_may_not_take_a_builtin_name():
 
 def test_family_params_are_the_declared_fields():
     params = {p.name: p for p in family_params(LinearRegression)}
-    assert list(params) == ["prior_scale", "coef_prior", "group_effects", "noise_sd", "noise_prior", "smoothness_safety"]
+    assert list(params) == [
+        "prior_scale",
+        "coef_prior",
+        "group_effects",
+        "noise_sd",
+        "noise_prior",
+        "smoothness_safety",
+    ]
     assert params["smoothness_safety"].default == 2.0 and "column" in (params["noise_sd"].description or "")
     with pytest.raises(TypeError, match="not a subclass"):
         family_params(dict)

@@ -747,9 +747,13 @@ def test_checks_loo_held_out_metrics_reliability_curve_and_loo_comparison(browse
     button = wait_for(lambda: (b := browser.find_element(By.ID, "loo-compare")).is_enabled() and b, what="compare")
     button.click()
     rows = wait_for(
-        lambda: browser.find_elements(By.CSS_SELECTOR, "#loo-compare-table tr")[1:]
-        or (browser.find_element(By.ID, "loo-compare-error").text and pytest.fail(
-            browser.find_element(By.ID, "loo-compare-error").text)),
+        lambda: (
+            browser.find_elements(By.CSS_SELECTOR, "#loo-compare-table tr")[1:]
+            or (
+                browser.find_element(By.ID, "loo-compare-error").text
+                and pytest.fail(browser.find_element(By.ID, "loo-compare-error").text)
+            )
+        ),
         120,
         "the LOO comparison",
     )
