@@ -292,6 +292,7 @@ def cmd_models(args: argparse.Namespace) -> int:
         where = "built-in" if f["builtin"] else f"from {f['distribution']}"
         params = ", ".join(sorted(f["parameters"].get("properties", {})))
         print(f"{f['name']}  ({where})  {f['description']}\n    parameters: {params or '-'}")
+    return 0
 
 
 def _draws(value: str) -> int | str:

@@ -37,7 +37,7 @@ def problem():
 def laplace(problem, preconditioner):
     shards, model, _, _ = problem
     pool = LocalPool([ShardSource(i, s) for i, s in enumerate(shards)], model, None, 0, 2)
-    _, bound = bind_model(pool, model)
+    _, bound, _ = bind_model(pool, model)
     return laplace_step(bound, pool, seed=0, preconditioner=preconditioner)
 
 
