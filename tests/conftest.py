@@ -173,6 +173,26 @@ def _calls_ray(item: pytest.Item) -> bool:
         return False
 
 
+#: the modules that take longest (seconds of one process, measured with --durations), longest first
+HEAVY_MODULES = (
+    "tests/api/ui/test_dashboard.py",
+    "tests/runtime/test_sites.py",
+    "tests/models/test_group_references.py",
+    "tests/service/test_resume.py",
+    "tests/service/test_sites_service.py",
+    "tests/runtime/test_run_state.py",
+    "tests/models/test_group_effects.py",
+    "tests/runtime/test_embedded_ray.py",
+    "tests/algorithms/test_dglmc_exact.py",
+    "tests/test_cli.py",
+    "tests/algorithms/test_defaults.py",
+)
+
+
+def _rel(root: Path, item: pytest.Item) -> str:
+    return Path(item.path).resolve().relative_to(root).as_posix() if item.path.is_relative_to(root) else ""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark every test ray / cluster / service / ui / deploy from its fixtures and folder, and slow where it starts
     Ray, a cluster, a server or a browser, or where tests/markers.py lists it."""
@@ -201,3 +221,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             marks.add("slow")
         for name in sorted(marks - own):
             item.add_marker(name)
+    # the longest modules first (measured), so that the two processes of `--dist loadfile` finish together
+    heavy = {path: rank for rank, path in enumerate(HEAVY_MODULES)}
+    items.sort(key=lambda it: heavy.get(_rel(root, it), len(heavy)))
