@@ -34,7 +34,12 @@ def test_running_runs_have_worker_series_that_go_when_they_end(service):
         run = c.submit(spec(num_rounds=10**6, burn_in=10, chains=2, num_shards=2, seed=8))
         # τ_i is refreshed every LIVE_STATS_S (2 s) while it samples
         series = wait_until(
-            lambda: (s := _series(service, run.id)) and _value(s, "raysampler_worker_step_seconds", shard="1") and s,
+            lambda: (
+                (s := _series(service, run.id))
+                and _value(s, "raysampler_worker_step_seconds", shard="1")
+                and _value(s, "raysampler_run_rounds_per_second")
+                and s
+            ),
             timeout=120,
             what="per-worker series",
         )
