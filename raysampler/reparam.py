@@ -149,8 +149,24 @@ class PriorInPhi:
         return self.gaussian.max_precision()
 
 
+class _LocalLayout:
+    """The local-parameter layout of a wrapper's `model` (group effects): a change of coordinates or a prior share
+    acts on θ only, so whether a shard has local parameters, how many and their names are the model's."""
+
+    model: ModelLike
+
+    def has_local_params(self) -> bool:
+        return bool(self.model.has_local_params())
+
+    def local_dim(self, X: np.ndarray, y: np.ndarray) -> int:
+        return int(self.model.local_dim(X, y))
+
+    def local_blocks(self, X: np.ndarray, y: np.ndarray) -> tuple[Any, ...]:
+        return tuple(self.model.local_blocks(X, y))
+
+
 @dataclass(frozen=True)
-class WhitenedModel:
+class WhitenedModel(_LocalLayout):
     """`model` seen in φ (θ = shift + Lφ): U_i(φ) = U_i^model(θ), ∇_φ = Lᵀ∇_θ, ∇²_φ = Lᵀ∇²_θ L, the prior likewise.
 
     It has every method of the model contract, so any algorithm runs on it unchanged; its `smoothness` is the
@@ -201,15 +217,6 @@ class WhitenedModel:
         )
 
     # local parameters (group effects): x is (K, d + l_i), φ first; the change of variables acts on φ only
-
-    def has_local_params(self) -> bool:
-        return bool(self.model.has_local_params())
-
-    def local_dim(self, X: np.ndarray, y: np.ndarray) -> int:
-        return int(self.model.local_dim(X, y))
-
-    def local_blocks(self, X: np.ndarray, y: np.ndarray) -> tuple[Any, ...]:
-        return tuple(self.model.local_blocks(X, y))
 
     def local_natural(self, phi: np.ndarray, eta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
         return self.model.local_natural(self.precond.to_theta(phi), eta, X, y)
@@ -265,7 +272,7 @@ class WhitenedModel:
 
 
 @dataclass(frozen=True)
-class WithPriorShare:
+class WithPriorShare(_LocalLayout):
     """`model` whose every shard potential also carries `weight` × the prior's non-Gaussian term:
     U_i + w·R. Algorithms whose coordinator holds only the Gaussian part of the prior (DG-LMC's exact θ | z step)
     give each of the b workers w = 1/b of the residual, so Σ_i (U_i + R/b) + Gaussian part = U exactly."""
@@ -314,15 +321,6 @@ class WithPriorShare:
         return self.model.prior()
 
     # local parameters (group effects): x is (K, d + l_i); the prior (and its share) is on the global part only
-
-    def has_local_params(self) -> bool:
-        return bool(self.model.has_local_params())
-
-    def local_dim(self, X: np.ndarray, y: np.ndarray) -> int:
-        return int(self.model.local_dim(X, y))
-
-    def local_blocks(self, X: np.ndarray, y: np.ndarray) -> tuple[Any, ...]:
-        return tuple(self.model.local_blocks(X, y))
 
     def local_natural(self, theta: np.ndarray, eta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
         return self.model.local_natural(theta, eta, X, y)

@@ -125,6 +125,40 @@ def mala(model, X, y, *, chains: int, draws: int, warmup: int, seed: int) -> np.
     return out.transpose(1, 0, 2)
 
 
+def save_reference(
+    path: pathlib.Path,
+    name: str,
+    names: list[str],
+    draws: np.ndarray,
+    ess: np.ndarray,
+    rhat: np.ndarray,
+    min_ess: float,
+    thinned: int,
+) -> None:
+    """Check convergence (SystemExit if min ESS < `min_ess` or max R-hat > MAX_RHAT), then store the summaries of
+    draws (chains, draws, d) and `thinned` of them (all chains together) as the tests read them (`reference`)."""
+    if ess.min() < min_ess or rhat.max() > MAX_RHAT:
+        raise SystemExit(f"{name}: min ESS {ess.min():.0f}, max R-hat {rhat.max():.4f}: run longer (--draws)")
+    chains, n = draws.shape[:2]
+    flat = draws.reshape(-1, draws.shape[-1])
+    sd = flat.std(axis=0)
+    step = max(1, n * chains // thinned)
+    np.savez_compressed(
+        path,
+        names=np.array(names),
+        mean=flat.mean(axis=0),
+        sd=sd,
+        quantiles=np.quantile(flat, PROBS, axis=0),
+        probs=PROBS,
+        mcse_mean=sd / np.sqrt(ess),
+        ess_bulk=ess,
+        rhat=rhat,
+        thinned=draws[:, ::step, :],
+        chains=chains,
+        draws=n,
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--draws", type=int, default=20_000)
@@ -147,25 +181,7 @@ def main() -> None:
         res = rs.Result(draws, names)
         ess = res.ess("bulk")
         rhat = np.asarray(azs.rhat(res.to_arviz(), var_names=["theta"])["theta"].values)
-        if ess.min() < MIN_ESS or rhat.max() > MAX_RHAT:
-            raise SystemExit(f"{name}: min ESS {ess.min():.0f}, max R-hat {rhat.max():.4f}: run longer (--draws)")
-        flat = draws.reshape(-1, draws.shape[-1])
-        sd = flat.std(axis=0)
-        step = max(1, args.draws * args.chains // args.thinned)
-        np.savez_compressed(
-            problem.reference_path,
-            names=np.array(names),
-            mean=flat.mean(axis=0),
-            sd=sd,
-            quantiles=np.quantile(flat, PROBS, axis=0),
-            probs=PROBS,
-            mcse_mean=sd / np.sqrt(ess),
-            ess_bulk=ess,
-            rhat=rhat,
-            thinned=draws[:, ::step, :],
-            chains=args.chains,
-            draws=args.draws,
-        )
+        save_reference(problem.reference_path, name, names, draws, ess, rhat, MIN_ESS, args.thinned)
         print(f"{name}: d={model.dim}, min ESS {ess.min():.0f}, max R-hat {rhat.max():.4f}, {time.time() - t0:.1f}s")
 
 

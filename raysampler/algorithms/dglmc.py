@@ -232,17 +232,7 @@ class DGLMC(Algorithm):
             gamma = per_shard(self.gamma, b, "gamma")
         else:
             gamma = self.gamma_fraction * rho / (rho * M + 1.0)  # sec. 3.2.1; MALA: initial step
-        schedule = None
-        if isinstance(self.n_local, tuple) and self.n_local and isinstance(self.n_local[0], tuple):
-            schedule = self.n_local
-            if any(len(n) != b for _, n in schedule):
-                raise ValueError(f"n_local schedule entries must have one step count per shard ({b})")
-            n_steps, balance = np.asarray(schedule[0][1], dtype=int), False
-        elif self.n_local is not None:
-            n_steps, balance = per_shard(self.n_local, b, "n_local").astype(int), False
-        else:
-            n_avg = math.ceil(np.mean(rho / (gamma * (rho * M + 1.0)))) if kernel == "lmc" else 1  # sec. 3.2.2
-            n_steps, balance = np.full(b, n_avg, dtype=int), True
+        n_steps, balance, schedule = self._local_steps(b, rho, gamma, M, kernel, exact_default=1)
 
         phi0 = initial_points(self.init, lap, chains, d, noise)
         prior = model.prior()
@@ -260,10 +250,7 @@ class DGLMC(Algorithm):
                     "overrelax needs an exact local kernel (local_kernel='laplace_mh' or 'mala'): with 'lmc' the "
                     "chain's law would change"
                 )
-        Q = prior_P + np.eye(d) * np.sum(1.0 / rho)
-        q_inv = np.linalg.inv(Q)
-        q_inv = 0.5 * (q_inv + q_inv.T)
-        consts = CoordinatorConsts(q_inv, np.linalg.cholesky(q_inv), prior_b, 1.0 / rho, alpha)
+        consts = _coordinator_consts(prior_P, prior_b, rho, alpha)
         quads = lap.quads
         payloads = [
             WorkerPayload(
@@ -293,17 +280,7 @@ class DGLMC(Algorithm):
             curvature=curvature,
             overrelax=alpha,
         )
-        return Plan(
-            CoordinatorState(phi0, consts),
-            payloads,
-            n_steps,
-            float(np.mean(n_steps)),
-            balance,
-            report,
-            schedule=schedule,
-            model=worker_model,
-            precond=lap.precond,
-        )
+        return _plan(phi0, consts, payloads, n_steps, balance, report, schedule, worker_model, lap)
 
     def _prepare_local(self, model: Model, pool: ShardPool, *, chains: int, seed: int, noise: ChainNoise) -> Plan:
         """Tuning with shard-local parameters η_i (group effects). Worker i's state is (z_i, η_i) (K, d + l_i) and
@@ -343,19 +320,9 @@ class DGLMC(Algorithm):
         gamma = (
             per_shard(self.gamma, b, "gamma") if self.gamma is not None else self.gamma_fraction * rho / (rho * M + 1.0)
         )
-        schedule = None
-        if isinstance(self.n_local, tuple) and self.n_local and isinstance(self.n_local[0], tuple):
-            schedule = self.n_local
-            if any(len(n) != b for _, n in schedule):
-                raise ValueError(f"n_local schedule entries must have one step count per shard ({b})")
-            n_steps, balance = np.asarray(schedule[0][1], dtype=int), False
-        elif self.n_local is not None:
-            n_steps, balance = per_shard(self.n_local, b, "n_local").astype(int), False
-        else:
-            # MALA: several steps per round, so that η_i (which only the local steps move) keeps up with θ; on the
-            # hierarchical linear test model 10 steps gave 2x the min bulk ESS/s of 1 step (and 40 steps 1x)
-            n_avg = math.ceil(np.mean(rho / (gamma * (rho * M + 1.0)))) if kernel == "lmc" else LOCAL_MALA_STEPS
-            n_steps, balance = np.full(b, n_avg, dtype=int), True
+        # MALA: several steps per round, so that η_i (which only the local steps move) keeps up with θ; on the
+        # hierarchical linear test model 10 steps gave 2x the min bulk ESS/s of 1 step (and 40 steps 1x)
+        n_steps, balance, schedule = self._local_steps(b, rho, gamma, M, kernel, exact_default=LOCAL_MALA_STEPS)
         phi0 = initial_points(self.init, lap, chains, d, noise)
         alpha = 0.0 if self.overrelax == "auto" else float(self.overrelax)
         if alpha != 0.0 and kernel == "lmc":
@@ -364,10 +331,7 @@ class DGLMC(Algorithm):
         prior_P, prior_b = lap.precond.prior_in_phi(
             np.asarray(prior.gaussian.mean, dtype=float), prior.gaussian.precision
         )
-        Q = prior_P + np.eye(d) * np.sum(1.0 / rho)
-        q_inv = np.linalg.inv(Q)
-        q_inv = 0.5 * (q_inv + q_inv.T)
-        consts = CoordinatorConsts(q_inv, np.linalg.cholesky(q_inv), prior_b, 1.0 / rho, alpha)
+        consts = _coordinator_consts(prior_P, prior_b, rho, alpha)
         payloads = [
             WorkerPayload(
                 np.concatenate([phi0, np.repeat(ll.eta_map[i][None, :], chains, axis=0)], axis=1),
@@ -393,17 +357,22 @@ class DGLMC(Algorithm):
             curvature="map",
             overrelax=alpha,
         )
-        return Plan(
-            CoordinatorState(phi0, consts),
-            payloads,
-            n_steps,
-            float(np.mean(n_steps)),
-            balance,
-            report,
-            schedule=schedule,
-            model=worker_model,
-            precond=lap.precond,
-        )
+        return _plan(phi0, consts, payloads, n_steps, balance, report, schedule, worker_model, lap)
+
+    def _local_steps(
+        self, b: int, rho: np.ndarray, gamma: np.ndarray, M: np.ndarray, kernel: str, exact_default: int
+    ) -> tuple[np.ndarray, bool, Any]:
+        """(N_i per shard, whether the balancer may change them, the n_local schedule or None): `n_local` as given
+        (per shard, or a schedule), else sec. 3.2.2's N_avg for LMC and `exact_default` for an exact kernel."""
+        if isinstance(self.n_local, tuple) and self.n_local and isinstance(self.n_local[0], tuple):
+            schedule = self.n_local
+            if any(len(n) != b for _, n in schedule):
+                raise ValueError(f"n_local schedule entries must have one step count per shard ({b})")
+            return np.asarray(schedule[0][1], dtype=int), False, schedule
+        if self.n_local is not None:
+            return per_shard(self.n_local, b, "n_local").astype(int), False, None
+        n_avg = math.ceil(np.mean(rho / (gamma * (rho * M + 1.0)))) if kernel == "lmc" else exact_default
+        return np.full(b, n_avg, dtype=int), True, None
 
     # --- worker ---------------------------------------------------------------------------------
 
@@ -710,3 +679,35 @@ def _reply(cs: ChainState, exact: bool, msg: Message, model: Model, X: np.ndarra
         return Reply(cs.z, accept)
     local = np.asarray(model.local_natural(msg.phi, cs.report.eta, X, y))
     return Reply(cs.z[:, :d], accept, local, msg.phi)
+
+
+def _coordinator_consts(prior_P: np.ndarray, prior_b: np.ndarray, rho: np.ndarray, alpha: float) -> CoordinatorConsts:
+    """The coordinator's fixed Gaussian step: Q⁻¹ = (prior precision + Σ_i I/ρ_i)⁻¹ and its Cholesky factor."""
+    q_inv = np.linalg.inv(prior_P + np.eye(prior_P.shape[0]) * np.sum(1.0 / rho))
+    q_inv = 0.5 * (q_inv + q_inv.T)
+    return CoordinatorConsts(q_inv, np.linalg.cholesky(q_inv), prior_b, 1.0 / rho, alpha)
+
+
+def _plan(
+    phi0: np.ndarray,
+    consts: CoordinatorConsts,
+    payloads: list[WorkerPayload],
+    n_steps: np.ndarray,
+    balance: bool,
+    report: TuningReport,
+    schedule: Any,
+    worker_model: Any,
+    lap: Any,
+) -> Plan:
+    """The tuned run: the coordinator's start, the workers' payloads, N_i and the report."""
+    return Plan(
+        CoordinatorState(phi0, consts),
+        payloads,
+        n_steps,
+        float(np.mean(n_steps)),
+        balance,
+        report,
+        schedule=schedule,
+        model=worker_model,
+        precond=lap.precond,
+    )

@@ -249,6 +249,7 @@ class Coordinator:
         self.compute = np.zeros(b)
         self.idle = np.zeros(b)
         self.n_history: list[np.ndarray] = [balancer.n.copy()]
+        self._local_order = np.asarray(setup.local_order, dtype=np.intp)  # indexes the local draws every round
 
     # --- construction ---------------------------------------------------------------------------
 
@@ -426,7 +427,7 @@ class Coordinator:
             local = alg.local_draws(step.replies)
             if local is not None:  # shard-local parameters (group effects) follow the θ they were drawn given
                 given = local[0] if self.precond is None else self.precond.to_theta(local[0])
-                theta = np.concatenate([given, local[1][:, list(self.setup.local_order)]], axis=1)
+                theta = np.concatenate([given, local[1][:, self._local_order]], axis=1)
             elif self.precond is not None:
                 theta = self.precond.to_theta(theta)
             if not np.all(np.isfinite(theta)):

@@ -86,29 +86,12 @@ class ShardHost:
         """The shard's failure for `exc`; an error raised in a user's model code names the model's method and
         carries the user's frames only (`user_model_frames`)."""
         src = self.sources[j]
+        what, tb = f"{type(exc).__name__}: {exc}", traceback.format_exc()
         user = user_model_frames(exc)
         if user is not None:
             method, frames = user
-            return WorkerFailed(
-                Failure(
-                    kind,
-                    f"the model's {method}() raised {type(exc).__name__}: {exc}",
-                    shard=src.shard,
-                    site=src.site,
-                    node_id=self.node_id,
-                    traceback="".join(traceback.format_list(frames)) + f"{type(exc).__name__}: {exc}\n",
-                )
-            )
-        return WorkerFailed(
-            Failure(
-                kind,
-                f"{type(exc).__name__}: {exc}",
-                shard=src.shard,
-                site=src.site,
-                node_id=self.node_id,
-                traceback=traceback.format_exc(),
-            )
-        )
+            what, tb = f"the model's {method}() raised {what}", "".join(traceback.format_list(frames)) + what + "\n"
+        return WorkerFailed(Failure(kind, what, shard=src.shard, site=src.site, node_id=self.node_id, traceback=tb))
 
     def _per_shard(self, fn: Callable[[int, np.ndarray, np.ndarray], Any]) -> list[Any]:
         """fn(j, X_j, y_j) for each of this host's shards; an exception raised in a user's model code becomes the
