@@ -10,7 +10,10 @@ def test_queue_positions_follow_the_round_robin_and_stay_per_tenant(app_client):
     c = app_client
     assert c.get("/v1/cluster").status_code == 401
     long = c.post("/v1/runs", json=spec(num_rounds=10_000_000, chains=2), headers=hdr(ALICE)).json()["id"]
-    wait_until(lambda: c.get(f"/v1/runs/{long}", headers=hdr(ALICE)).json()["status"] == "RUNNING", what="RUNNING")
+    wait_until(  # running and past its first stored chunk: the quota's stored bytes count it
+        lambda: c.get(f"/v1/runs/{long}", headers=hdr(ALICE)).json()["progress"]["draws_stored"] > 0,
+        what="the long run's first stored draws",
+    )
     a1 = c.post("/v1/runs", json=spec(name="a1"), headers=hdr(ALICE)).json()["id"]
     b1 = c.post("/v1/runs", json=spec(), headers=hdr(BOB)).json()["id"]
     a2 = c.post("/v1/runs", json=spec(), headers=hdr(ALICE)).json()["id"]
