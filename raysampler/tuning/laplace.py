@@ -21,12 +21,14 @@ from ..reparam import Preconditioner, WhitenedModel
 from ..streams import ChainNoise
 from .curvature import local_curvatures
 from .shards import (
+    MarginalPoint,
     ShardPool,
     shard_hessian,
     shard_hessian_diag,
     shard_local_dim,
     shard_local_quadratic,
-    shard_schur,
+    shard_marginal,
+    shard_marginal_value,
     shard_value_and_grad,
 )
 
@@ -273,19 +275,74 @@ def initial_points(init: Any, lap: Laplace, chains: int, d: int, noise: ChainNoi
 @dataclass(frozen=True)
 class LocalLaplace:
     """The tuning step for a model with shard-local parameters (group effects): `lap` describes the global θ only
-    (its quadratics are the shards' Laplace-marginal potentials in θ: gradient and Schur complement of the joint
-    Hessian at the joint MAP, in φ; the preconditioner whitens θ and leaves the local η alone), `eta_map[i]` is shard
-    i's η at the joint MAP and `local_dims[i]` = l_i."""
+    (its centre is the mode of θ's Laplace-marginal posterior, its quadratics the shards' Laplace-marginal potentials
+    V_i there, in φ; the preconditioner whitens θ and leaves the local η alone), `eta_map[i]` is shard i's
+    conditional mode η̂_i at that θ and `local_dims[i]` = l_i."""
 
     lap: Laplace
     eta_map: list[np.ndarray]
     local_dims: list[int]
 
 
+#: the Laplace-marginal mode's Newton steps at most, and the decrement ½ gᵀH⁻¹g that ends them
+MARGINAL_NEWTON_MAX = 50
+MARGINAL_NEWTON_TOL = 1e-10
+#: no Newton step moves a coordinate of θ by more than this (the marginal need not be convex away from its mode,
+#: where a negative curvature's direction is taken with its sign flipped)
+MARGINAL_MAX_STEP = 1.0
+
+
+def marginal_mode(
+    model: Model, pool: ShardPool, theta: np.ndarray, etas: list[np.ndarray]
+) -> tuple[np.ndarray, list[np.ndarray], list[MarginalPoint]]:
+    """The mode θ* of prior(θ) + Σ_i V_i(θ), the shards' Laplace-marginal potentials (`shards.shard_marginal`: the
+    local η_i integrated out by Laplace's method), by damped Newton steps from θ (the log-determinant's Hessian
+    taken as diagonal on the way, whole at the end); returns θ*, each shard's η̂_i(θ*) and its `MarginalPoint`
+    there. This, not the joint mode of (θ, η), is where θ's posterior lies: with many groups of weak data the joint
+    mode puts a group scale far out in its tail (the effects' ½‖η‖² pulls η → 0 and the scale up), where its
+    curvature is a fraction of the marginal's."""
+    prior = model.prior()
+    b = pool.num_shards
+
+    def at(
+        th: np.ndarray, es: list[np.ndarray], cross: bool = False
+    ) -> tuple[float, np.ndarray, np.ndarray, list[MarginalPoint]]:
+        parts = pool.map(shard_marginal, [(th, es[i], cross) for i in range(b)])
+        value = float(prior.potential(th[None, :])[0]) + sum(m.value for m in parts)
+        grad = prior.grad(th[None, :])[0] + np.sum([m.grad for m in parts], axis=0)
+        H = prior_hessian(prior, th) + np.sum([m.hessian for m in parts], axis=0)
+        return value, grad, 0.5 * (H + H.T), parts
+
+    value, grad, H, parts = at(theta, etas)
+    for _ in range(MARGINAL_NEWTON_MAX):
+        w, Q = np.linalg.eigh(H)
+        step = Q @ ((Q.T @ grad) / np.maximum(np.abs(w), 1e-6 * max(np.abs(w).max(), 1e-12)))
+        step *= min(1.0, MARGINAL_MAX_STEP / max(np.abs(step).max(), 1e-300))
+        dec = float(grad @ step)
+        if not 0.5 * dec > MARGINAL_NEWTON_TOL:
+            break
+        es = [m.eta for m in parts]
+        t = 1.0
+        while t > 1e-10:
+            trial = theta - t * step
+            vals = pool.map(shard_marginal_value, [(trial, es[i]) for i in range(b)])
+            v_new = float(prior.potential(trial[None, :])[0]) + sum(vals)
+            if np.isfinite(v_new) and v_new <= value - 1e-4 * t * dec:
+                break
+            t *= 0.5
+        else:
+            break
+        theta = trial
+        value, grad, H, parts = at(theta, es)
+    parts = at(theta, [m.eta for m in parts], cross=True)[3]
+    return theta, [m.eta for m in parts], parts
+
+
 def laplace_step_local(model: Model, pool: ShardPool, *, seed: int, preconditioner: str) -> LocalLaplace:
-    """The joint MAP of (θ, η_1..η_b) (L-BFGS on Σ_i U_i(θ, η_i) + prior(θ), each term from its worker), then every
-    shard's marginal quadratic in θ by the Schur complement of its Hessian, the Laplace preconditioner of θ from their
-    sum plus the prior Hessian, and those quadratics in φ (`Laplace`, centre 0), as `laplace_step` gives them."""
+    """The joint MAP of (θ, η_1..η_b) (L-BFGS on Σ_i U_i(θ, η_i) + prior(θ), each term from its worker) as the start
+    of `marginal_mode`, the mode of θ with the η_i integrated out by Laplace's method; there every shard's
+    Laplace-marginal quadratic in θ (`shards.shard_marginal`), the Laplace preconditioner of θ from their sum plus
+    the prior Hessian, and those quadratics in φ (`Laplace`, centre 0), as `laplace_step` gives them."""
     d, b = model.dim, pool.num_shards
     dims = [int(v) for v in pool.map(shard_local_dim, [()] * b)]
     cuts = np.cumsum([d, *dims])
@@ -313,10 +370,8 @@ def laplace_step_local(model: Model, pool: ShardPool, *, seed: int, precondition
     v = res.x
     if not np.all(np.isfinite(v)):
         raise FloatingPointError("MAP search diverged: the posterior may be improper for this data and prior")
-    theta_map = v[:d]
-    eta_map = [v[cuts[i] : cuts[i + 1]] for i in range(b)]
-    marg = pool.map(shard_schur, [(x, d) for x in split(v)])
-    H = sum(S for _, S in marg) + prior_hessian(prior, theta_map)
+    theta_map, eta_map, marg = marginal_mode(model, pool, v[:d], [v[cuts[i] : cuts[i + 1]] for i in range(b)])
+    H = sum(m.hessian for m in marg) + prior_hessian(prior, theta_map)
     H = 0.5 * (H + H.T)
     kind = resolve_preconditioner(preconditioner, d)
     precond = None
@@ -328,7 +383,7 @@ def laplace_step_local(model: Model, pool: ShardPool, *, seed: int, precondition
             precond = None
     if precond is None:
         precond = Preconditioner(theta_map, 1.0 / np.sqrt(np.clip(np.diag(H), 1e-12, None)), "diag")
-    quads = [(precond.pull_grad(g[None, :])[0], precond.pull_matrix(S)) for g, S in marg]
+    quads = [(precond.pull_grad(m.grad[None, :])[0], precond.pull_matrix(m.hessian)) for m in marg]
     curvature = np.array([np.linalg.eigvalsh(P)[-1] for _, P in quads])
     prior_P, prior_b = precond.prior_in_phi(np.asarray(prior.gaussian.mean, dtype=float), prior.gaussian.precision)
     if prior.residual is not None:
