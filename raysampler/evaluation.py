@@ -59,6 +59,9 @@ class Fit(Protocol):
     @property
     def param_blocks(self) -> tuple[ParamBlock, ...]: ...
 
+    @property
+    def param_names(self) -> list[str]: ...
+
 
 def thin_draws(draws: np.ndarray, count: DrawsArg = DEFAULT_DRAWS) -> np.ndarray:
     """(chains, draws, d) → the same chains with at most `count` draws in all, every k-th draw of each chain (k the
@@ -120,7 +123,8 @@ def predict(
     kind = _check_kind(kind)
     model = _model_of(result, "predict_mean" if kind == "mean" else "predict_draw")
     Xn = new_rows(model, X, "X")
-    theta = _flat(thin_draws(result.draws, draws))
+    draws_ = _flat(thin_draws(result.draws, draws))
+    theta = model.evaluation_x(Xn, np.zeros(Xn.shape[0]), draws_, tuple(result.param_names), seed)
     if kind == "mean":
         return mean_prediction(model, Xn, theta)
     if model.target_kind in ("multiclass", "vector") and kind == "interval":
@@ -161,6 +165,8 @@ def new_rows(model: Model, X: Any, argname: str) -> np.ndarray:
         raise ArgumentError((argname,), f"{argname} must be a 2-D array (rows, columns), got shape {arr.shape}")
     if not np.isfinite(arr).all():
         raise ArgumentError((argname,), f"{argname} contains NaN or infinite values")
+    if model.has_local_params():
+        return _rows_with_groups(model, arr, argname)
     extra = getattr(model, "_extra", None)
     if extra and isinstance(getattr(model, extra, None), RowValues):
         raise ArgumentError(
@@ -174,6 +180,21 @@ def new_rows(model: Model, X: Any, argname: str) -> np.ndarray:
         named = f" ({', '.join(cols)})" if cols else ""
         raise ArgumentError((argname,), f"{argname} has {arr.shape[1]} columns but the run's model reads {want}{named}")
     return arr
+
+
+def _rows_with_groups(model: Model, arr: np.ndarray, argname: str) -> np.ndarray:
+    """New rows of a model with group effects, as loaded (coefficient, group and slope columns), in the layout its
+    methods read (`shard_data`: the group design and the groups' labels)."""
+    source = getattr(model, "source", None)
+    want = getattr(source, "n_features", None)
+    if want is not None and arr.shape[1] != want:
+        cols = getattr(source, "columns", None)
+        named = f" ({', '.join(cols)})" if cols else ""
+        raise ArgumentError((argname,), f"{argname} has {arr.shape[1]} columns but the run's model reads {want}{named}")
+    try:
+        return np.asarray(model.shard_data(arr, np.zeros(arr.shape[0]), None)[0], dtype=np.float64)
+    except ValueError as exc:
+        raise ArgumentError((argname,), f"{argname}: {exc}") from None
 
 
 # ----------------------------------------------------------------------------------------------- per-shard records
@@ -347,7 +368,7 @@ class ShardTask(Protocol):
 
 
 def _loo_rows(
-    model: Model, rows: ShardRows, theta: np.ndarray, chains: int, r_eff: float
+    model: Model, rows: ShardRows, theta: np.ndarray, chains: int, r_eff: float, names: tuple[str, ...]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(elpd_i, pareto_k, p_loo_i) of every row, in blocks of rows: the Pareto-smoothed log weights and k of each
     observation are arviz-stats' own (`psislw`, as its `loo` computes them); elpd_i = log Σ_s w_s p(y_i | θ_s) and
@@ -357,7 +378,8 @@ def _loo_rows(
     out: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     S = theta.shape[0]
     for a in range(0, rows.X.shape[0], BLOCK_ROWS):
-        ll = model.log_likelihood(rows.X[a : a + BLOCK_ROWS], rows.y[a : a + BLOCK_ROWS], theta)
+        Xb, yb = rows.X[a : a + BLOCK_ROWS], rows.y[a : a + BLOCK_ROWS]
+        ll = model.log_likelihood(Xb, yb, model.evaluation_x(Xb, yb, theta, names, 0))
         lw, k = array_stats.psislw(ll.reshape(ll.shape[0], chains, -1), r_eff=r_eff, axis=(-2, -1))
         e = logsumexp(lw.reshape(ll.shape[0], S) + ll, axis=1)
         p = logsumexp(ll, axis=1) - math.log(S) - e
@@ -388,12 +410,13 @@ def _loo_part(rows: ShardRows, e: np.ndarray, k: np.ndarray, p: np.ndarray, good
 
 @dataclass(frozen=True)
 class LooTask:
-    """PSIS-LOO of one model on a shard's rows with draws (chains, S, d)."""
+    """PSIS-LOO of one model on a shard's rows with draws (chains, S, d) named `names` (the run's parameters)."""
 
     model: Model
     draws: np.ndarray
     r_eff: float
     good_k: float
+    names: tuple[str, ...]
     pointwise: bool = False
 
     @property
@@ -401,7 +424,7 @@ class LooTask:
         return (self.model,)
 
     def run(self, rows: tuple[ShardRows, ...]) -> LooPart:
-        e, k, p = _loo_rows(self.model, rows[0], _flat(self.draws), self.draws.shape[0], self.r_eff)
+        e, k, p = _loo_rows(self.model, rows[0], _flat(self.draws), self.draws.shape[0], self.r_eff, self.names)
         return _loo_part(rows[0], e, k, p, self.good_k, self.pointwise)
 
 
@@ -413,6 +436,7 @@ class PairTask:
     draws: tuple[np.ndarray, ...]
     r_eff: tuple[float, ...]
     good_k: tuple[float, ...]
+    names: tuple[tuple[str, ...], ...]
 
     def run(self, rows: tuple[ShardRows, ...]) -> PairPart:
         y0 = rows[0].y
@@ -424,7 +448,8 @@ class PairTask:
                     "runs on the same rows",
                 )
         pw = [
-            _loo_rows(m, r, _flat(d), d.shape[0], re) for m, r, d, re in zip(self.models, rows, self.draws, self.r_eff)
+            _loo_rows(m, r, _flat(d), d.shape[0], re, n)
+            for m, r, d, re, n in zip(self.models, rows, self.draws, self.r_eff, self.names)
         ]
         parts = tuple(_loo_part(r, *v, g, False) for r, v, g in zip(rows, pw, self.good_k))
         diffs = {(a, b): Moments.of(pw[a][0] - pw[b][0]) for a in range(len(pw)) for b in range(len(pw)) if a != b}
@@ -439,6 +464,8 @@ class MetricsTask:
     draws: np.ndarray  # (S, d)
     u: np.ndarray  # (S,) uniforms of the predictive draws
     bins: int
+    names: tuple[str, ...]  # the draws' parameter names
+    seed: int = 0  # of a new group's effects (`Model.evaluation_x`)
 
     @property
     def models(self) -> tuple[Model, ...]:
@@ -458,10 +485,11 @@ class MetricsTask:
 
     def _block(self, X: np.ndarray, y: np.ndarray) -> ClassificationPart | RegressionPart:
         S = self.draws.shape[0]
-        ll = self.model.log_likelihood(X, y, self.draws) if X.shape[0] else np.empty((0, S))
+        x = self.model.evaluation_x(X, y, self.draws, self.names, self.seed) if X.shape[0] else self.draws
+        ll = self.model.log_likelihood(X, y, x) if X.shape[0] else np.empty((0, S))
         nll = float(-(logsumexp(ll, axis=1) - math.log(S)).sum())
         if is_classifier(self.model):
-            P = class_probabilities(self.model, X, self.draws)
+            P = class_probabilities(self.model, X, x)
             pred = np.argmax(P, axis=1)
             conf = P[np.arange(P.shape[0]), pred]
             hit = (pred == np.asarray(y, dtype=np.intp)).astype(np.float64)
@@ -475,8 +503,8 @@ class MetricsTask:
                 np.bincount(which, weights=conf, minlength=self.bins),
                 np.bincount(which, weights=hit, minlength=self.bins),
             )
-        mean = self.model.predict_mean(X, self.draws).mean(axis=1) if X.shape[0] else np.empty(0)
-        yd = np.sort(self.model.predict_draw(X, self.draws, self.u), axis=1) if X.shape[0] else np.empty((0, S))
+        mean = self.model.predict_mean(X, x).mean(axis=1) if X.shape[0] else np.empty(0)
+        yd = np.sort(self.model.predict_draw(X, x, self.u), axis=1) if X.shape[0] else np.empty((0, S))
         yv = np.asarray(y, dtype=np.float64)
         # CRPS from S predictive draws: E|Y − y| − ½ E|Y − Y'|, the second term from the sorted draws
         w = (2.0 * np.arange(1, S + 1) - S - 1) / (S * S)
@@ -706,7 +734,9 @@ def loo(
     data = shards if shards is not None else _shards_of(result)
     thinned = thin_draws(result.draws, draws)
     S = thinned.shape[0] * thinned.shape[1]
-    task = LooTask(model, thinned, r_eff(thinned, result.param_blocks), good_k(S), bool(pointwise))
+    task = LooTask(
+        model, thinned, r_eff(thinned, result.param_blocks), good_k(S), tuple(result.param_names), bool(pointwise)
+    )
     parts = run_at_shards(task, [(s,) for s in data], _executor_of(result, executor))
     return combine_loo(parts, S, bool(pointwise))
 
@@ -797,7 +827,7 @@ def evaluate(
     except TypeError as exc:
         raise ArgumentError(("shards",), str(exc)) from None
     theta = _flat(thin_draws(result.draws, draws))
-    task = MetricsTask(model, theta, uniforms(theta.shape[0], seed), int(bins))
+    task = MetricsTask(model, theta, uniforms(theta.shape[0], seed), int(bins), tuple(result.param_names), seed)
     parts = run_at_shards(task, [(s,) for s in data], _executor_of(result, executor))
     total = parts[0]
     for p in parts[1:]:
@@ -866,7 +896,11 @@ def compare(
     thinned = tuple(thin_draws(r.draws, draws) for r in res)
     S = [t.shape[0] * t.shape[1] for t in thinned]
     task = PairTask(
-        models, thinned, tuple(r_eff(t, r.param_blocks) for t, r in zip(thinned, res)), tuple(good_k(s) for s in S)
+        models,
+        thinned,
+        tuple(r_eff(t, r.param_blocks) for t, r in zip(thinned, res)),
+        tuple(good_k(s) for s in S),
+        tuple(tuple(r.param_names) for r in res),
     )
     jobs = [tuple(d[i] for d in datas) for i in range(len(datas[0]))]
     parts: list[PairPart] = run_at_shards(task, jobs, _executor_of(res[0], executor))

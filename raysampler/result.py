@@ -225,7 +225,7 @@ class Result:
         for shard in self.data:
             X, y = shard.load()
             X, y = self.model.shard_data(X, y, shard.index)
-            lls.append(self.model.log_likelihood(X, y, theta))
+            lls.append(self.model.log_likelihood(X, y, self.model.evaluation_x(X, y, theta, self.param_names, 0)))
             ys.append(np.asarray(y))
         ll = np.concatenate(lls).T.reshape(self.chains, self.num_draws, -1)
         groups["log_likelihood"] = {"y": ll}

@@ -278,7 +278,8 @@ def test_a_shard_split_into_ranges_of_rows_sums_to_the_same(logistic, linear):
 
     X, y, _, te, full, _ = logistic
     thinned = thin_draws(full.draws)
-    task = LooTask(full.model, thinned, r_eff(thinned, full.param_blocks), good_k(1000), pointwise=True)
+    names = tuple(full.param_names)
+    task = LooTask(full.model, thinned, r_eff(thinned, full.param_blocks), good_k(1000), names, pointwise=True)
     jobs = [(s,) for s in full.data]
     whole, cut = run_at_shards(task, jobs, "local"), run_at_shards(task, jobs, "local", parts=3)
     for a, b in zip(whole, cut):
@@ -287,7 +288,7 @@ def test_a_shard_split_into_ranges_of_rows_sums_to_the_same(logistic, linear):
         np.testing.assert_allclose([b.elpd.total, b.elpd.m2], [a.elpd.total, a.elpd.m2], rtol=1e-12)
     _, _, res = linear
     theta = thin_draws(res.draws).reshape(-1, res.draws.shape[2])
-    metrics = MetricsTask(res.model, theta, uniforms(len(theta), 0), 10)
+    metrics = MetricsTask(res.model, theta, uniforms(len(theta), 0), 10, tuple(res.param_names))
     held = [(s,) for s in rs.shard(linear[0][350:], linear[1][350:], num_shards=2)]
     one, three = run_at_shards(metrics, held, "local"), run_at_shards(metrics, held, "local", parts=3)
     for a, b in zip(one, three):
@@ -295,19 +296,61 @@ def test_a_shard_split_into_ranges_of_rows_sums_to_the_same(logistic, linear):
         np.testing.assert_allclose([a.sq_err, a.nll, a.crps], [b.sq_err, b.nll, b.crps], rtol=1e-12)
 
 
-def test_a_model_with_group_effects_is_refused_by_name_and_exports_without_pointwise_groups():
-    """Group effects live on the workers and the contract's checks are not defined for them yet: each check says so
-    (under ("result", "model")), and the export leaves the pointwise groups out, saying why."""
+@pytest.fixture(scope="module")
+def grouped():
+    """A logistic model with a group intercept (8 groups in 2 shards split by group), and 2 held-out groups."""
     rng = np.random.default_rng(2)
-    g = np.repeat(np.arange(6), 30).astype(float)
-    X = np.column_stack([np.ones(180), rng.normal(size=180), g])
-    y = (X[:, 1] + 0.5 * (g - 2.5) + rng.logistic(size=180) > 0).astype(float)
-    shards = rs.shard(X, y, num_shards=2, columns=["(Intercept)", "x", "g"], by="g")
+    g = np.repeat(np.arange(10), 30).astype(float)
+    X = np.column_stack([np.ones(300), rng.normal(size=300), g])
+    r = 0.8 * rng.normal(size=10)
+    y = (X[:, 1] + r[g.astype(int)] + rng.logistic(size=300) > 0).astype(float)
+    cols = ["(Intercept)", "x", "g"]
+    train = g < 8
+    shards = rs.shard(X[train], y[train], num_shards=2, columns=cols, by="g")
     model = rs.models.LogisticRegression(group_effects=rs.GroupEffects("g"))
-    res = rs.sample(model, shards, chains=2, num_rounds=50, executor="local", progress=False)
-    for call in (lambda: res.loo(), lambda: res.predict(X[:3]), lambda: rs.evaluate(res, shards)):
-        with pytest.raises(ArgumentError, match="does not define") as err:
-            call()
-        assert err.value.path == ("result", "model")
-    tree = res.to_arviz()
-    assert "log_likelihood" not in tree.children and "does not define" in tree["posterior"].attrs["log_likelihood"]
+    res = rs.sample(model, shards, chains=4, num_rounds=300, executor="local", seed=1, progress=False)
+    return X, y, cols, train, res
+
+
+def test_group_effects_loo_equals_arviz_loo_on_the_pooled_draws_and_rows(grouped):
+    """Each shard's rows read their own groups' effects from the draws (by name): the same pointwise log-likelihood
+    as the pooled export, so the same LOO."""
+    res = grouped[-1]
+    ours = res.loo(pointwise=True)
+    ref = pooled_loo(res)
+    np.testing.assert_allclose([ours.elpd, ours.se, ours.p], [ref.elpd, ref.se, ref.p], rtol=1e-12)
+    np.testing.assert_allclose(ours.elpd_i.values, ref.elpd_i.values, rtol=1e-12)
+
+
+def test_group_effects_predict_known_and_new_groups(grouped):
+    """A known group's rows use its own r from each draw; a new group's get r = sd·z, z from a stream seeded by the
+    label alone, so the rows' predictions do not depend on which other rows come with them."""
+    from scipy.special import expit
+
+    X, _, _, _, res = grouped
+    theta = thin_draws(res.draws).reshape(-1, res.draws.shape[2])
+    where = {n: j for j, n in enumerate(res.param_names)}
+    known = X[:3].copy()  # group 0
+    want = expit(known[:, :2] @ theta[:, :2].T + theta[:, where["r_g[0,(Intercept)]"]][None, :]).mean(axis=1)
+    np.testing.assert_allclose(res.predict(known), want, rtol=1e-12)
+    new = X[-3:].copy()  # group 9, never seen
+    key = int(np.float64(9.0).view(np.uint64))
+    z = np.random.default_rng([0, 0, key]).standard_normal((theta.shape[0], 1))[:, 0]
+    r_new = np.exp(theta[:, 2]) * z
+    np.testing.assert_allclose(res.predict(new), expit(new[:, :2] @ theta[:, :2].T + r_new).mean(axis=1), rtol=1e-12)
+    both = res.predict(np.vstack([known, new]))
+    np.testing.assert_allclose(both, np.concatenate([res.predict(known), res.predict(new)]), rtol=1e-12)
+    assert res.predict(new, kind="draws").shape == (theta.shape[0], 3)
+    with pytest.raises(ArgumentError) as err:
+        res.predict(X[:3, :2])
+    assert err.value.path == ("X",)
+
+
+def test_group_effects_evaluate_on_held_out_groups_adds_up_exactly(grouped):
+    """Held-out rows of known and new groups, split over shards two ways: the same metrics as in one piece."""
+    X, y, cols, train, res = grouped
+    held = ~train | (np.arange(X.shape[0]) % 10 == 0)
+    one = rs.evaluate(res, rs.shard(X[held], y[held], num_shards=1, columns=cols))
+    two = rs.evaluate(res, rs.shard(X[held], y[held], num_shards=3, columns=cols, by="g"))
+    assert one.n == two.n == int(held.sum())
+    np.testing.assert_allclose([one.accuracy, one.nll, one.brier, one.ece], [two.accuracy, two.nll, two.brier, two.ece])

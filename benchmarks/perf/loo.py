@@ -61,7 +61,11 @@ def memory(ray: Any, result: rs.Result, draws: int) -> list[dict[str, float]]:
     thinned = evaluation.thin_draws(result.draws, draws)
     S = thinned.shape[0] * thinned.shape[1]
     task = evaluation.LooTask(
-        result.model, thinned, evaluation.r_eff(thinned, result.param_blocks), evaluation.good_k(S)
+        result.model,
+        thinned,
+        evaluation.r_eff(thinned, result.param_blocks),
+        evaluation.good_k(S),
+        tuple(result.param_names),
     )
     fresh = ray.remote(num_cpus=1)(_shard_task_memory)
     assert result.data is not None

@@ -363,7 +363,18 @@ class Model(ABC):
     # ------------------------------------------------------------------ per shard: checks of the fit
     # Optional: predictions, calibration metrics and PSIS-LOO (`raysampler.evaluation`) need them. Each reads a row's
     # inputs from X only, so a model with per-group (local) parameters can read the row's group from X and its
-    # effects from its own block of x.
+    # effects from its own block of x: `evaluation_x` builds that x from a run's draws.
+
+    def evaluation_x(
+        self, X: np.ndarray, y: np.ndarray, draws: np.ndarray, names: Sequence[str], seed: int
+    ) -> np.ndarray:
+        """The x (S, ·) that this model's checks (`log_likelihood`, `predict_mean`, `predict_draw`) take at rows X
+        (some or all of a shard's rows, as `shard_data` gives them), from a run's draws (S, len(names)) on the
+        reported scale with their parameter names. Default: the draws themselves (no local parameters). A model
+        with local parameters picks the effects of the groups in X by name, and draws a group the run never saw from
+        its population given each draw, seeded by `seed` and the group alone (so that a row's value does not depend
+        on how rows are split)."""
+        return draws
 
     def log_likelihood(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         """log p(y_j | X_j, x_k) of every row j for each of the K rows of x, normalising constants included: shape

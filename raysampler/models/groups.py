@@ -369,6 +369,57 @@ class HierarchicalGLM(Model):
         out[:, d:] = sd * h_r + g_r * sd * vt + ve
         return out
 
+    # ------------------------------------------------------------------ checks of the fit (x = (θ, r), reported r)
+
+    def evaluation_x(
+        self, X: np.ndarray, y: np.ndarray, draws: np.ndarray, names: Sequence[str], seed: int
+    ) -> np.ndarray:
+        """(θ, r) (S, d + l) for the groups of these rows: each group's r from the draws by its brms name
+        `r_<group>[label,effect]`; a group the run never saw gets r = sd ⊙ z, z ~ N(0, I) per draw from a stream
+        seeded by (seed, factor, label): a new group drawn from the population. Codes absent from X get 0."""
+        if not names:
+            raise ValueError("evaluation_x needs the draws' parameter names (the group effects are picked by name)")
+        d = self.dim
+        S = draws.shape[0]
+        col = {n: j for j, n in enumerate(names)}
+        w = X.shape[1] - _META * len(self.factors)
+        counts = self._counts(X)
+        out = np.zeros((S, d + int(sum(G * len(g.effects) for g, G in zip(self.factors, counts)))))
+        out[:, :d] = draws[:, :d]
+        start, tau = d, self.n_family
+        for f, (ge, G) in enumerate(zip(self.factors, counts)):
+            q = len(ge.effects)
+            code, lab = X[:, w + _META * f].astype(np.intp), X[:, w + _META * f + 1]
+            present, first = np.unique(code, return_index=True)
+            for g, row in zip(present.tolist(), first.tolist()):
+                label = group_label(float(lab[row]))
+                cols = [col.get(f"r_{ge.group}[{label},{e}]", -1) for e in ge.effects]
+                at = start + g * q
+                if min(cols) >= 0:
+                    out[:, at : at + q] = draws[:, cols]
+                    continue
+                key = int(np.float64(lab[row]).view(np.uint64))
+                z = np.random.default_rng([seed, f, key]).standard_normal((S, q))
+                out[:, at : at + q] = np.exp(draws[:, tau : tau + q]) * z
+            start += G * q
+            tau += q
+        return out
+
+    def _inner_at(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """The family's coefficients (β, r, family parameters) from x = (θ, r)."""
+        p, nf, d = self.family.n_coef, self.n_family, self.dim
+        return np.concatenate([x[:, :p], x[:, d:], x[:, p:nf]], axis=1)
+
+    def log_likelihood(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """log p(y_j | β, r) per row and draw, x = (θ, r) (`evaluation_x`): the family's on [X_c, Z, extra]."""
+        return self._inner_model(X).log_likelihood(self._design(X), y, self._inner_at(X, x))
+
+    def predict_mean(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return self._inner_model(X).predict_mean(self._design(X), self._inner_at(X, x))
+
+    def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        return self._inner_model(X).predict_draw(self._design(X), self._inner_at(X, x), u)
+
     def smoothness(self, X: np.ndarray, y: np.ndarray) -> float:
         """Not a global bound (the non-centred potential's curvature grows like sd²): the family's bound on the
         design [X_c, Z] at sd = 1, plus 1 for ½‖η‖². Tuning uses the MAP's curvature instead."""

@@ -11,6 +11,8 @@ import pytest
 from reference_problems import PROBLEMS, reference
 from service_helpers import ALICE, final, hdr, spec
 
+import raysampler as rs
+
 LINEAR = {
     "family": "linear_regression",
     "coef_prior": {"normal": {"mean": 0, "scale": [100, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10]}},
@@ -161,6 +163,18 @@ def test_group_effects_over_rest(app_client):
     with xr.open_dataset(io.BytesIO(nc.content), group="posterior") as post:
         assert post["r_hospital"].dims == ("chain", "draw", "hospital", "hospital_effect")
         assert list(post["hospital"].values) == [str(g) for g in range(1, 13)]
+    # checks: LOO at the shards, predictions for a known hospital and a new one (drawn from the population)
+    lo = c.get(f"/v1/runs/{info['id']}/loo", headers=h)
+    assert lo.status_code == 200, lo.text
+    X, _ = rs.datasets.load("hospitals", n_groups=12)
+    assert lo.json()["n_data_points"] == X.shape[0] and lo.json()["elpd"] < 0
+    rows = [[1.0, 0.2, -0.3, 1.0], [1.0, 0.2, -0.3, 999.0]]
+    pr = c.post(f"/v1/runs/{info['id']}/predict", json={"rows": rows}, headers=h)
+    assert pr.status_code == 200, pr.text
+    values = pr.json()["values"]
+    assert len(values) == 2 and all(0.0 < v < 1.0 for v in values) and values[0] != values[1]
+    bad = c.post(f"/v1/runs/{info['id']}/predict", json={"rows": [r[:3] for r in rows]}, headers=h)
+    assert bad.status_code == 422 and "rows" in json.dumps(bad.json()["detail"]), bad.text
 
 
 @pytest.mark.parametrize(
