@@ -43,7 +43,7 @@ MODEL_METHODS = (
 )
 #: How a parameter block is reported: as sampled, or exp of the sampled value (positive parameters, sampled on the
 #: log scale).
-TRANSFORMS = ("identity", "exp")
+TRANSFORMS = ("identity", "exp", "sigmoid")
 
 
 @dataclass(frozen=True)
@@ -138,8 +138,12 @@ class ParamBlock:
         return [f"{self.name}[{c}]" for c in self.coords()]
 
     def natural(self, values: np.ndarray) -> np.ndarray:
-        """Sampled values → reported values (exp for a log-scale block)."""
-        return np.exp(values) if self.transform == "exp" else values
+        """Sampled values → reported values (exp for a log-scale block, the logistic function for a logit-scale one)."""
+        if self.transform == "exp":
+            return np.exp(values)
+        if self.transform == "sigmoid":
+            return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(values)))  # expit, without overflow warnings
+        return values
 
     def as_dict(self) -> dict:
         """The block as JSON-ready values (the service's stores)."""

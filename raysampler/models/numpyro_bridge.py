@@ -55,7 +55,8 @@ def _require() -> tuple[Any, Any]:
 @dataclass(frozen=True)
 class _Site:
     """One global latent site as laid out in θ: its shapes (constrained, unconstrained) and how it is reported
-    ("identity": real support, "exp": positive support, "other": reported on the unconstrained scale)."""
+    ("identity": real support, "exp": positive support, "sigmoid": the unit interval, "other": reported on the
+    unconstrained scale)."""
 
     name: str
     shape: tuple[int, ...]
@@ -68,7 +69,7 @@ class _Site:
 
 
 def _transform_kind(transform: Any) -> str:
-    """ "identity", "exp" or "other" for a NumPyro bijection (looking through `IndependentTransform`)."""
+    """ "identity", "exp", "sigmoid" or "other" for a NumPyro bijection (looking through `IndependentTransform`)."""
     from numpyro.distributions import transforms as T
 
     while isinstance(transform, T.IndependentTransform):
@@ -77,6 +78,8 @@ def _transform_kind(transform: Any) -> str:
         return "identity"
     if isinstance(transform, T.ExpTransform):
         return "exp"
+    if isinstance(transform, T.SigmoidTransform):
+        return "sigmoid"
     return "other"
 
 
@@ -356,12 +359,13 @@ class NumPyroModel(Model):
         return sum(s.size for s in self._bound())
 
     def param_blocks(self) -> tuple[ParamBlock, ...]:
-        """One block per site: `beta[0]`…, `sigma` (reported as exp of log σ); a site whose support is neither the
-        reals nor the positive reals (an interval, a simplex, …) is reported as `<name>_unconstrained`."""
+        """One block per site: `beta[0]`…, `sigma` (reported as exp of log σ), `p` on (0, 1) (reported as the logistic
+        function of logit p); a site with another support (an interval other than (0, 1), a simplex, …) is reported
+        as `<name>_unconstrained` (`constrain` maps it)."""
         blocks = []
         for s in self._bound():
             name = s.name if s.kind != "other" else f"{s.name}_unconstrained"
-            transform = "exp" if s.kind == "exp" else "identity"
+            transform = s.kind if s.kind in ("exp", "sigmoid") else "identity"
             if s.ushape == ():
                 blocks.append(ParamBlock(name, 1, None, None, transform))
             else:

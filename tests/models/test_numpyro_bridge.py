@@ -143,6 +143,33 @@ def test_positive_site_is_sampled_on_the_log_scale_and_reported_natural():
     assert "sigma" in result.summary().index
 
 
+def test_unit_interval_site_is_sampled_on_the_logit_scale_and_reported_as_a_probability():
+    """A Beta(2, 3) success probability of Bernoulli rows: θ holds logit p; posterior() and the summary report p,
+    which is what NumPyro's constrain gives, and its posterior is the conjugate Beta(2 + Σy, 3 + n − Σy)."""
+
+    def coin(X, y=None):
+        p = numpyro.sample("p", dist.Beta(2.0, 3.0))
+        numpyro.sample("y", dist.Bernoulli(probs=p).expand([X.shape[0]]), obs=y)
+
+    rng = np.random.default_rng(4)
+    X, y = np.ones((120, 1)), (rng.random(120) < 0.3).astype(float)
+    model = rs.models.from_numpyro(coin, global_sites=("p",))
+    bound = model.bind(DataSpec(n_features=1))
+    assert [(b.name, b.transform) for b in bound.param_blocks()] == [("p", "sigmoid")]
+    x = rng.normal(size=(5, 1))
+    np.testing.assert_allclose(bound.param_blocks()[0].natural(x), bound.constrain(x)["p"][:, None], rtol=1e-12)
+    result = rs.sample(
+        model, rs.shard(X, y, num_shards=2), chains=4, num_rounds=1500, seed=2, executor="local", progress=False
+    )
+    p = result.posterior()["p"]
+    assert np.all((p > 0) & (p < 1))
+    a, b = 2.0 + y.sum(), 3.0 + y.size - y.sum()
+    mean, sd = a / (a + b), np.sqrt(a * b / ((a + b) ** 2 * (a + b + 1)))
+    e = ess(p)
+    assert abs(p.mean() - mean) < 0.1 * sd + Z * sd / np.sqrt(e), (p.mean(), mean, e)
+    assert abs(p.std() / sd - 1) < 0.1 + Z / np.sqrt(2 * e)
+
+
 @pytest.mark.filterwarnings("ignore:max R-hat:UserWarning", "ignore:min bulk ESS:UserWarning")  # 20 rounds
 def test_ray_draws_equal_local(ray_session):
     X, y = _logistic_data(120)
