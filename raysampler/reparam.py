@@ -8,6 +8,7 @@ one step size fits every direction, whatever the data's scales and correlations.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -288,9 +289,10 @@ class WithPriorShare(_LocalLayout):
     def target_kind(self) -> str:
         return self.model.target_kind
 
-    @property
+    @functools.cached_property
     def term(self) -> PriorTerm | WhitenedTerm:
-        """R, the prior's non-Gaussian term (`with_prior_share` wraps only models whose prior has one)."""
+        """R, the prior's non-Gaussian term (`with_prior_share` wraps only models whose prior has one); found once
+        (every shard potential of every local step adds it)."""
         term = self.model.prior().residual
         if term is None:
             raise ValueError("WithPriorShare: the model's prior has no non-Gaussian term to share")

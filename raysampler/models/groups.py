@@ -21,6 +21,7 @@ through r = exp(τ) ⊙ η gives them in (β, τ, η).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -183,18 +184,28 @@ class HierarchicalGLM(Model):
     def bind(self, spec: DataSpec) -> Model:
         return self
 
-    @property
+    # the layout's sizes and index arrays are read on every potential of every local step: computed once
+    @functools.cached_property
     def n_family(self) -> int:
         """Coordinates of (β, family parameters): the first of θ."""
         return int(self.family.dim)
 
-    @property
+    @functools.cached_property
     def n_tau(self) -> int:
         return sum(len(g.effects) for g in self.factors)
 
-    @property
+    @functools.cached_property
     def dim(self) -> int:
         return self.n_family + self.n_tau
+
+    def _tau_of(self, X: np.ndarray) -> np.ndarray:
+        """`_tau_index` for this shard's group counts (cached per counts)."""
+        counts = self._counts(X)
+        key = ("tau", counts)
+        idx = self._inner.get(key)
+        if idx is None:
+            idx = self._inner[key] = _tau_index(self.factors, counts, self.n_family)
+        return idx
 
     def has_local_params(self) -> bool:
         return True
@@ -206,6 +217,13 @@ class HierarchicalGLM(Model):
         return tuple(self.family.param_blocks()) + sds
 
     def prior(self) -> GaussianPrior | Prior:
+        cached = self._inner.get("prior")
+        if cached is not None:
+            return cached
+        self._inner["prior"] = self._build_prior()
+        return self._inner["prior"]
+
+    def _build_prior(self) -> GaussianPrior | Prior:
         parts, start = list(self.family._prior_parts()), self.n_family
         for g in self.factors:
             q = len(g.effects)
@@ -274,7 +292,7 @@ class HierarchicalGLM(Model):
 
     def local_natural(self, theta: np.ndarray, eta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Local draws η (..., l_i) → r = sd ⊙ η on the natural scale, sd = exp(τ) from the global draws θ (..., d)."""
-        idx = _tau_index(self.factors, self._counts(X), self.n_family)
+        idx = self._tau_of(X)
         return np.exp(theta[..., idx]) * eta
 
     def validate(self, X: np.ndarray, y: np.ndarray, argname: str = "data") -> None:
@@ -316,7 +334,7 @@ class HierarchicalGLM(Model):
     def _split(self, X: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(inner coefficients (β, r, family params) (K, p + l), η (K, l), sd per local coordinate (K, l), τ index)."""
         p, nf, d = self.family.n_coef, self.n_family, self.dim
-        idx = _tau_index(self.factors, self._counts(X), nf)
+        idx = self._tau_of(X)
         eta = x[:, d:]
         if eta.shape[1] != idx.size:
             raise ValueError(f"x has {x.shape[1]} columns, but this shard has d + l = {d} + {idx.size}")
