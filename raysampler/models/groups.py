@@ -366,6 +366,31 @@ class HierarchicalGLM(Model):
         U, gi = self._inner_model(X).potential_and_grad(self._design(X), y, inner_x)
         return U + 0.5 * np.einsum("kl,kl->k", eta, eta), self._outer_grad(gi, x, eta, sd, idx)
 
+    def hessian(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """∇²U at one point x (d + l,): Jᵀ H_f J + Σ_l ∂_r_l U_f ∇²r_l + (0, I_ηη), from the family's own dense
+        Hessian H_f in (β, r, θ_f) (one pass over the rows, where d + l Hessian-vector products take several)."""
+        p, nf, d = self.family.n_coef, self.n_family, self.dim
+        xk = np.asarray(x, dtype=np.float64)[None, :]
+        inner_x, eta, sd, idx = self._split(X, xk)
+        inner, D = self._inner_model(X), self._design(X)
+        lsize = eta.shape[1]
+        r, s = (sd * eta)[0], sd[0]
+        m = inner_x.shape[1]
+        J = np.zeros((m, d + lsize))
+        J[np.arange(p), np.arange(p)] = 1.0
+        J[p + lsize + np.arange(nf - p), p + np.arange(nf - p)] = 1.0
+        rows = p + np.arange(lsize)
+        J[rows, d + np.arange(lsize)] = s
+        J[rows, idx] = r
+        Hf = inner.hessian(D, y, inner_x[0])
+        H = J.T @ Hf @ J
+        g_r = inner.grad(D, y, inner_x)[0, p : p + lsize]
+        np.add.at(H, (idx, idx), g_r * r)
+        H[idx, d + np.arange(lsize)] += g_r * s
+        H[d + np.arange(lsize), idx] += g_r * s
+        H[d:, d:] += np.eye(lsize)
+        return 0.5 * (H + H.T)
+
     def hvp(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, v: np.ndarray) -> np.ndarray:
         """∇²U v = Jᵀ H_f (J v) + Σ_l ∂_r_l U_f ∇²r_l v + (0, 0, v_η), with J = ∂(β, r, θ_f)/∂(β, θ_f, τ, η):
         J v = (v_β, sd ⊙ v_η + r ⊙ v_τ[l], v_f); ∂²r_l/∂τ² = r_l, ∂²r_l/∂τ∂η_l = sd_l."""

@@ -86,10 +86,11 @@ def shard_group_labels(model: Model, X: np.ndarray, y: np.ndarray) -> tuple[np.n
     return tuple(own(X, y)) if own is not None else ()
 
 
-#: the local parameters' conditional mode: Newton steps at most, and the Newton decrement ½ gᵀH⁻¹g below which one
-#: last full step (quadratic convergence) ends them at rounding level
+#: the local parameters' conditional mode: steps at most, the Newton decrement ½ gᵀH⁻¹g that ends them (rounding
+#: level), and the one below which steps reuse the last Hessian
 ETA_NEWTON_MAX = 100
-ETA_NEWTON_TOL = 1e-12
+ETA_NEWTON_TOL = 1e-20
+ETA_CHORD = 1e-6
 #: the central differences of ½ log det ∇²_ηη U_i take steps of this fraction of θ_j's conditional sd (H_θθ's)
 LOGDET_STEP = 1e-2
 
@@ -108,32 +109,39 @@ class MarginalPoint:
 def _eta_mode(
     model: Model, X: np.ndarray, y: np.ndarray, theta: np.ndarray, eta: np.ndarray
 ) -> tuple[np.ndarray, float, np.ndarray, np.ndarray]:
-    """(x = (θ, η̂), U_i, ∇U_i, ∇²U_i at x): η̂ = argmin_η U_i(θ, η) by Newton steps with backtracking from `eta`
-    (U_i is convex in η for the log-concave families, with the non-centred prior ½‖η‖² making it strictly so)."""
+    """(x = (θ, η̂), U_i, ∇U_i, ∇²U_i at x): η̂ = argmin_η U_i(θ, η) from `eta` (U_i is convex in η for the
+    log-concave families, with the non-centred prior ½‖η‖² making it strictly so). Newton steps with backtracking
+    while the decrement ½ gᵀH⁻¹g is above ETA_CHORD; below it, full steps with the last Hessian (a chord method:
+    from a good start, as in the central differences, one Hessian there and one at the end, not one per step)."""
     d = theta.shape[0]
     x = np.concatenate([theta, eta])
     u, g = model.potential_and_grad(X, y, x[None, :])
     U, G = float(u[0]), g[0]
+    H = model.hessian(X, y, x)
+    fresh = True
     for _ in range(ETA_NEWTON_MAX):
-        H = model.hessian(X, y, x)
         step = np.linalg.solve(H[d:, d:], G[d:])
-        dec = float(G[d:] @ step)
-        if not 0.5 * dec > ETA_NEWTON_TOL:
+        half_dec = 0.5 * float(G[d:] @ step)
+        if not half_dec > ETA_NEWTON_TOL:
+            return x, U, G, (H if fresh else model.hessian(X, y, x))
+        if half_dec < ETA_CHORD:
             x = x.copy()
             x[d:] -= step
             u, g = model.potential_and_grad(X, y, x[None, :])
-            return x, float(u[0]), g[0], model.hessian(X, y, x)
+            U, G, fresh = float(u[0]), g[0], False
+            continue
         t = 1.0
         while t > 1e-12:
             xn = x.copy()
             xn[d:] -= t * step
             un, gn = model.potential_and_grad(X, y, xn[None, :])
-            if np.isfinite(un[0]) and un[0] <= U - 1e-4 * t * dec:
+            if np.isfinite(un[0]) and un[0] <= U - 2e-4 * t * half_dec:
                 break
             t *= 0.5
         else:
-            return x, U, G, H  # no descent left at machine precision
+            return x, U, G, (H if fresh else model.hessian(X, y, x))  # no descent left at machine precision
         x, U, G = xn, float(un[0]), gn[0]
+        H, fresh = model.hessian(X, y, x), True
     raise FloatingPointError(f"the local parameters' conditional mode was not found in {ETA_NEWTON_MAX} Newton steps")
 
 
