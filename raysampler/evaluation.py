@@ -165,32 +165,23 @@ def new_rows(model: Model, X: Any, argname: str) -> np.ndarray:
         raise ArgumentError((argname,), f"{argname} must be a 2-D array (rows, columns), got shape {arr.shape}")
     if not np.isfinite(arr).all():
         raise ArgumentError((argname,), f"{argname} contains NaN or infinite values")
-    if model.has_local_params():
-        return _rows_with_groups(model, arr, argname)
+    local = model.has_local_params()
     extra = getattr(model, "_extra", None)
-    if extra and isinstance(getattr(model, extra, None), RowValues):
+    if not local and extra and isinstance(getattr(model, extra, None), RowValues):
         raise ArgumentError(
             (argname,),
             f"the model's {extra} is an array over the training rows, so new rows have none: fit with "
             f"{extra}='<column name>' to predict",
         )
-    want = getattr(model, "n_features", None)
+    # a model with group effects reads rows as loaded (group and slope columns included) through `shard_data`
+    reader = getattr(model, "source", None) if local else model
+    want = getattr(reader, "n_features", None)
     if model.target_kind != "vector" and want is not None and arr.shape[1] != want:
-        cols = getattr(model, "columns", None)
+        cols = getattr(reader, "columns", None)
         named = f" ({', '.join(cols)})" if cols else ""
         raise ArgumentError((argname,), f"{argname} has {arr.shape[1]} columns but the run's model reads {want}{named}")
-    return arr
-
-
-def _rows_with_groups(model: Model, arr: np.ndarray, argname: str) -> np.ndarray:
-    """New rows of a model with group effects, as loaded (coefficient, group and slope columns), in the layout its
-    methods read (`shard_data`: the group design and the groups' labels)."""
-    source = getattr(model, "source", None)
-    want = getattr(source, "n_features", None)
-    if want is not None and arr.shape[1] != want:
-        cols = getattr(source, "columns", None)
-        named = f" ({', '.join(cols)})" if cols else ""
-        raise ArgumentError((argname,), f"{argname} has {arr.shape[1]} columns but the run's model reads {want}{named}")
+    if not local:
+        return arr
     try:
         return np.asarray(model.shard_data(arr, np.zeros(arr.shape[0]), None)[0], dtype=np.float64)
     except ValueError as exc:

@@ -21,3 +21,16 @@ def gaussian_problem(sizes: Sequence[int], seed: int, centres: Sequence[Sequence
     model = rs.models.Gaussian(prior_scale=1.0, noise_cov=SIGMA1.tolist())
     prec = np.linalg.inv(SIGMA1)
     return shards, model, [n * prec for n in sizes], [y.mean(axis=0) for y in ys], ys
+
+
+class InProcessPool:
+    """A `ShardPool` over (X, y) shards in this process, for an algorithm's `prepare` or a tuning step."""
+
+    def __init__(self, data, model):
+        self.data, self.model, self.num_shards = data, model, len(data)
+
+    def map(self, fn, args):
+        return [fn(self.model, X, y, *a) for (X, y), a in zip(self.data, args)]
+
+    def bind(self, model):
+        self.model = model

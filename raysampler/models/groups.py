@@ -217,10 +217,8 @@ class HierarchicalGLM(Model):
         return tuple(self.family.param_blocks()) + sds
 
     def prior(self) -> GaussianPrior | Prior:
-        cached = self._inner.get("prior")
-        if cached is not None:
-            return cached
-        self._inner["prior"] = self._build_prior()
+        if "prior" not in self._inner:  # read by every shard potential of every local step: built once
+            self._inner["prior"] = self._build_prior()
         return self._inner["prior"]
 
     def _build_prior(self) -> GaussianPrior | Prior:
@@ -427,7 +425,7 @@ class HierarchicalGLM(Model):
         col = {n: j for j, n in enumerate(names)}
         w = X.shape[1] - _META * len(self.factors)
         counts = self._counts(X)
-        out = np.zeros((S, d + int(sum(G * len(g.effects) for g, G in zip(self.factors, counts)))))
+        out = np.zeros((S, d + self.local_dim(X, y)))
         out[:, :d] = draws[:, :d]
         start, tau = d, self.n_family
         for f, (ge, G) in enumerate(zip(self.factors, counts)):

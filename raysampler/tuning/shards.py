@@ -162,13 +162,13 @@ def shard_marginal(
     d = theta.shape[0]
     x, U, G, H = _eta_mode(model, X, y, theta, eta)
     eta0 = x[d:]
-    Hee, Het = H[d:, d:], H[d:, :d]
-    S = H[:d, :d] - Het.T @ np.linalg.solve(Hee, Het)
+    Het = H[d:, :d]
+    dirs = np.linalg.solve(H[d:, d:], Het)  # H_ηη⁻¹H_ηθ: dη̂/dθ = −dirs
+    S = H[:d, :d] - Het.T @ dirs
     S = 0.5 * (S + S.T)
     if eta0.size == 0:
         return MarginalPoint(U, G[:d], S, eta0)
     L0 = _half_logdet(H, d)
-    dirs = np.linalg.solve(Hee, Het)  # dη̂/dθ = −dirs
     h = LOGDET_STEP / np.sqrt(np.maximum(np.diag(H[:d, :d]), 1e-4))
 
     def logdet_at(delta: np.ndarray) -> float:

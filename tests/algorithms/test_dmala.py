@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.linalg
-from problems import gaussian_problem
+from problems import InProcessPool, gaussian_problem
 from stats_helpers import assert_moments
 
 import raysampler as rs
@@ -197,7 +197,7 @@ def test_one_agent_round_is_mala_with_exact_ratio(gauss1):
     alg = DMALA(
         step_size=eps, topology="edgeless", mh_burn_in=0, mixing_schedule=[(0, 3)], init=x0, preconditioner=None
     )
-    plan = alg.prepare(model, _Pool(data, model), chains=4, seed=0, noise=rs.streams.ChainNoise(0, 4, 0, 2))
+    plan = alg.prepare(model, InProcessPool(data, model), chains=4, seed=0, noise=rs.streams.ChainNoise(0, 4, 0, 2))
     st = plan.coordinator_state
     np.testing.assert_allclose(st.ys[0], gradU(x0), atol=1e-12)
     np.testing.assert_allclose(st.proposals[0], x0 + eps * st.p - h * gradU(x0), atol=1e-12)
@@ -215,19 +215,6 @@ def test_one_agent_round_is_mala_with_exact_ratio(gauss1):
     assert 0 < new.accepted[0].sum() < 4  # both branches exercised
     np.testing.assert_allclose(draws, np.where((log_u <= log_alpha)[:, None], xs, x0))
     np.testing.assert_allclose(new.ys[0], gradU(draws), atol=1e-10)  # tracked gradient at the new point
-
-
-class _Pool:
-    """In-process ShardPool over `data` for `prepare`."""
-
-    def __init__(self, data, model):
-        self.data, self.model, self.num_shards = data, model, len(data)
-
-    def map(self, fn, args):
-        return [fn(self.model, X, y, *a) for (X, y), a in zip(self.data, args)]
-
-    def bind(self, model):
-        self.model = model
 
 
 def test_one_agent_exact_mh_samples_posterior_and_old_rule_is_rejected(gauss1):
@@ -391,7 +378,7 @@ def test_sampler_tracks_average_local_gradient_on_ring(linreg):
     alg = DMALA(
         step_size=0.3, topology="ring", mh_burn_in=0, mixing_schedule=[(0, 3)], init="zeros", preconditioner=None
     )
-    pool = _Pool(data, model)
+    pool = InProcessPool(data, model)
     noise = rs.streams.ChainNoise(0, 2, 0, 2)
     plan = alg.prepare(model, pool, chains=2, seed=0, noise=noise)
     st = plan.coordinator_state

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.optimize
 import scipy.stats
+from problems import InProcessPool
 
 import raysampler as rs
 from raysampler.models.contract import DataSpec
@@ -75,19 +76,6 @@ def test_shard_marginal_is_the_exact_marginal_likelihood() -> None:
     assert np.abs(full[3:]).max() < 1e-8
 
 
-class _Pool:
-    """An in-process ShardPool over bound shards."""
-
-    def __init__(self, model, data):
-        self.model, self.data, self.num_shards = model, data, len(data)
-
-    def map(self, fn, args):
-        return [fn(self.model, X, y, *a) for (X, y), a in zip(self.data, args)]
-
-    def bind(self, model):
-        self.model = model
-
-
 def test_laplace_step_local_centres_on_the_marginal_mode() -> None:
     """θ* is the mode of prior(θ) + Σ_i V_i(θ) (not the joint mode of (θ, η), which puts the scale elsewhere), and the
     preconditioner's Hessian is the exact marginal's there."""
@@ -98,7 +86,7 @@ def test_laplace_step_local_centres_on_the_marginal_mode() -> None:
         return _exact_v(raw, t) + float(prior.potential(t[None, :])[0])
 
     want = scipy.optimize.minimize(f, np.zeros(3), method="BFGS", options={"gtol": 1e-9}).x
-    ll = laplace_step_local(b, _Pool(b, data), seed=0, preconditioner="laplace")
+    ll = laplace_step_local(b, InProcessPool(data, b), seed=0, preconditioner="laplace")
     np.testing.assert_allclose(ll.lap.theta_map, want, atol=1e-5)
     _, H = _fd_grad_hess(f, want)
     L = ll.lap.precond.matrix()
