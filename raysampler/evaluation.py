@@ -25,7 +25,7 @@ from scipy.special import logsumexp
 from .enums import Executor, parse
 from .errors import ArgumentError, Failure, FailureKind, WorkerFailed
 from .models.contract import Model, defines, natural_values
-from .shards import Shard, ShardSet, as_shard_set
+from .shards import Shard, ShardSet, as_shard_set, encode_rows
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -157,15 +157,16 @@ def new_rows(model: Model, X: Any, argname: str) -> np.ndarray:
     model holding a per-row input as an array over the training rows cannot take new rows (give it as a column)."""
     from .models.common import RowValues
 
+    local = model.has_local_params()
+    reader = getattr(model, "source", None) if local else model  # group effects read rows as loaded
     try:
-        arr = np.asarray(X, dtype=np.float64)
+        arr = np.asarray(encode_rows(X, getattr(reader, "columns", None), argname), dtype=np.float64)
     except (TypeError, ValueError):
-        raise ArgumentError((argname,), f"{argname} must be a 2-D array of numbers") from None
+        raise ArgumentError((argname,), f"{argname} must be a 2-D array of numbers (or group labels)") from None
     if arr.ndim != 2:
         raise ArgumentError((argname,), f"{argname} must be a 2-D array (rows, columns), got shape {arr.shape}")
     if not np.isfinite(arr).all():
         raise ArgumentError((argname,), f"{argname} contains NaN or infinite values")
-    local = model.has_local_params()
     extra = getattr(model, "_extra", None)
     if not local and extra and isinstance(getattr(model, extra, None), RowValues):
         raise ArgumentError(
@@ -173,8 +174,6 @@ def new_rows(model: Model, X: Any, argname: str) -> np.ndarray:
             f"the model's {extra} is an array over the training rows, so new rows have none: fit with "
             f"{extra}='<column name>' to predict",
         )
-    # a model with group effects reads rows as loaded (group and slope columns included) through `shard_data`
-    reader = getattr(model, "source", None) if local else model
     want = getattr(reader, "n_features", None)
     if model.target_kind != "vector" and want is not None and arr.shape[1] != want:
         cols = getattr(reader, "columns", None)

@@ -16,16 +16,21 @@ File formats for path shards:
   column (in file order) is a feature. Numbers only, no missing values.
 * ``.parquet`` / ``.pq``: same column convention as CSV; needs pyarrow (ImportError otherwise).
 
-Shards hold X as float64; y keeps an integer dtype (class labels) and is float64 otherwise.
+Shards hold X as float64; y keeps an integer dtype (class labels) and is float64 otherwise. A column of X may hold
+text labels (a hospital's name: a DataFrame's string column, a CSV or parquet text column): X then holds each row's
+`label_code` (a stable number computed from the text alone, so every shard and site codes a label alike without
+asking the others) and the shard keeps the column's labels (`levels`), which name the group effects as given.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import os
 import re
 import warnings
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, overload
 
@@ -39,8 +44,11 @@ __all__ = [
     "SUFFIXES",
     "DataTable",
     "FileHeader",
+    "Levels",
     "Shard",
     "ShardSet",
+    "encode_rows",
+    "label_code",
     "read_data_file",
     "read_header",
     "read_table",
@@ -54,6 +62,102 @@ SUFFIXES: tuple[str, ...] = (".npz", ".csv", ".parquet", ".pq")
 #: `ShardSet.strategy` for data the caller split already.
 PRESPLIT = "presplit"
 _DEFAULT_NUM_SHARDS = 4
+
+
+#: Text labels of a data set's columns: column name → the distinct labels found (sorted); X holds `label_code`s.
+Levels = dict[str, tuple[str, ...]]
+#: Text codes start here: apart from the small integers numeric labels usually are (hospital 1, 2, …).
+_CODE_BASE = float(2**48)
+
+
+def label_code(label: str) -> float:
+    """The number a text label is stored as in X: 48 bits of its SHA-256 plus 2⁴⁸, an integer a float64 holds
+    exactly, the same wherever it is computed (a site codes its labels without knowing the others'). Two distinct
+    labels with one code are refused where shards' labels are joined (`join_levels`); 48 bits make that a matter of
+    millions of labels."""
+    return _CODE_BASE + float(int.from_bytes(hashlib.sha256(label.encode("utf-8")).digest()[:6], "big"))
+
+
+def encode_text(values: Any) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Text labels (n,) → (their `label_code`s (n,) float64, the distinct labels sorted)."""
+    uniq, inverse = np.unique(np.asarray(values).astype(str), return_inverse=True)
+    codes = np.array([label_code(u) for u in uniq.tolist()], dtype=np.float64)
+    return codes[inverse.reshape(-1)], tuple(uniq.tolist())
+
+
+def join_levels(parts: Sequence[Mapping[str, Sequence[str]] | None]) -> Levels | None:
+    """The text labels of several shards as one `Levels` (each column's labels merged and sorted); ValueError if two
+    distinct labels share a code (`label_code`)."""
+    merged: dict[str, set[str]] = {}
+    for part in parts:
+        for col, labels in (part or {}).items():
+            merged.setdefault(col, set()).update(labels)
+    if not merged:
+        return None
+    out = {col: tuple(sorted(labels)) for col, labels in merged.items()}
+    for col, labels in out.items():
+        codes = {label_code(v) for v in labels}
+        if len(codes) != len(labels):
+            raise ValueError(f"column {col!r}: two of its {len(labels)} text labels have the same code; rename one")
+    return out
+
+
+def levels_in(
+    X: np.ndarray, columns: Sequence[str] | None, levels: Mapping[str, Sequence[str]] | None
+) -> Levels | None:
+    """`levels` cut down to the labels whose codes occur in X's rows (a shard's own labels)."""
+    if not levels or columns is None:
+        return None
+    out = {}
+    for col, labels in levels.items():
+        if col in columns:
+            present = set(np.unique(X[:, list(columns).index(col)]).tolist())
+            out[col] = tuple(v for v in labels if label_code(v) in present)
+    return out or None
+
+
+def _is_text(column: np.ndarray) -> bool:
+    """Whether a column of an object or string array holds text: every value a str (a DataFrame's string column),
+    or, in an all-string array (np.str_), a value that does not read as a number."""
+    if column.dtype.kind == "O":
+        return column.size > 0 and all(isinstance(v, str) for v in column.tolist())
+    try:
+        column.astype(np.float64)
+    except ValueError:
+        return True
+    return False
+
+
+def _encode_features(X: Any, columns: Sequence[str] | None, name: str) -> tuple[Any, Levels | None]:
+    """X with its text columns replaced by their `label_code`s, and those columns' labels; X unchanged when it holds
+    no text. A text column needs a name (`columns`): it can only group effects, which name it."""
+    arr = np.asarray(X)
+    if arr.dtype.kind not in "OUS" or arr.ndim != 2:
+        return X, None
+    out = np.empty(arr.shape, dtype=np.float64)
+    levels: Levels = {}
+    for j in range(arr.shape[1]):
+        col = arr[:, j]
+        if not _is_text(col):
+            try:
+                out[:, j] = col.astype(np.float64)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"{name}: column {j} mixes numbers with other values: {exc}") from None
+            continue
+        if columns is None or len(columns) != arr.shape[1]:
+            raise ArgumentError(
+                ("columns",),
+                f"{name}: column {j} holds text labels (e.g. {str(col[0])!r}); name X's columns (columns=[...]) so "
+                "that group effects can read it by name",
+            )
+        out[:, j], levels[str(columns[j])] = encode_text(col)
+    return out, levels or None
+
+
+def encode_rows(X: Any, columns: Sequence[str] | None, argname: str) -> Any:
+    """New rows for a fitted model (predictions, held-out checks): a DataFrame's values, with text columns (group
+    labels) replaced by their `label_code`s, so that a known group is found by its label and a new one is new."""
+    return _encode_features(_frame_values(X), columns, argname)[0]
 
 
 # ------------------------------------------------------------------------------------ validation
@@ -121,11 +225,13 @@ def _check_path(path: str) -> str:
 
 # ----------------------------------------------------------------------------------- file readers
 class DataTable(NamedTuple):
-    """A file's (or array's) data: X (n, p) float64, y, and X's column names when the source has them."""
+    """A file's (or array's) data: X (n, p) float64, y, X's column names when the source has them, and the labels
+    of its text columns (`Levels`; X holds their `label_code`s)."""
 
     X: np.ndarray
     y: np.ndarray
     columns: tuple[str, ...] | None
+    levels: Levels | None = None
 
 
 def read_table(path: str, *, y: str = "y", x: Sequence[str] | None = None) -> DataTable:
@@ -134,14 +240,15 @@ def read_table(path: str, *, y: str = "y", x: Sequence[str] | None = None) -> Da
     ValueError naming the file."""
     lower = _check_path(path).lower()
     columns: tuple[str, ...] | None = None
+    levels: Levels | None = None
     if lower.endswith(".npz"):
         X, Y = _read_npz(path, x[0] if x else "X", y)
     elif lower.endswith(".csv"):
-        X, Y, columns = _read_csv(path, y, x)
+        X, Y, columns, levels = _read_csv(path, y, x)
     else:
-        X, Y, columns = _read_parquet(path, y, x)
+        X, Y, columns, levels = _read_parquet(path, y, x)
     Xa, Ya = _validate(X, Y, f"X in {path!r}", f"y in {path!r}")
-    return DataTable(Xa, Ya, columns)
+    return DataTable(Xa, Ya, columns, levels)
 
 
 class FileHeader(NamedTuple):
@@ -265,9 +372,10 @@ def _split_columns(
     return data[:, [names.index(c) for c in x]], data[:, j], tuple(x)
 
 
-def _read_csv(
-    path: str, y: str = "y", x: Sequence[str] | None = None
-) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+_Columns = tuple[np.ndarray, np.ndarray, tuple[str, ...], "Levels | None"]
+
+
+def _read_csv(path: str, y: str = "y", x: Sequence[str] | None = None) -> _Columns:
     with open(path, encoding="utf-8") as fh:
         header = fh.readline()
     names = [c.strip().strip('"').strip("'") for c in header.strip().split(",")]
@@ -277,27 +385,58 @@ def _read_csv(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "no data": reported below as "has no rows"
             data = np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2, dtype=np.float64)
-    except ValueError as exc:
-        raise ValueError(f"shard file {path!r} has a non-numeric or missing value: {exc}") from None
+    except ValueError:  # a text column (group labels), or a missing value: read with column types
+        import pyarrow.csv as pa_csv
+
+        try:
+            return _from_arrow(path, pa_csv.read_csv(path), y, x)
+        except Exception as exc:  # pyarrow's own errors name the row and column
+            if isinstance(exc, (ValueError, ArgumentError)) and not type(exc).__module__.startswith("pyarrow"):
+                raise
+            raise ValueError(f"shard file {path!r} cannot be read as a table: {exc}") from None
     if data.size == 0:
         data = data.reshape(0, len(names))
     if data.shape[1] != len(names):
         raise ValueError(f"shard file {path!r}: header has {len(names)} columns, rows have {data.shape[1]}")
-    return _split_columns(path, names, data, y, x)
+    return (*_split_columns(path, names, data, y, x), None)
 
 
-def _read_parquet(
-    path: str, y: str = "y", x: Sequence[str] | None = None
-) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+def _read_parquet(path: str, y: str = "y", x: Sequence[str] | None = None) -> _Columns:
     try:
         import pyarrow.parquet as pq
     except ImportError:
         raise ImportError(f"reading parquet shard {path!r} needs pyarrow (pip install pyarrow)") from None
-    table = pq.read_table(path)
+    return _from_arrow(path, pq.read_table(path), y, x)
+
+
+def _from_arrow(path: str, table: Any, y: str, x: Sequence[str] | None) -> _Columns:
+    """X, y, X's names and its text columns' labels from an Arrow table (parquet, or a CSV with a text column):
+    numeric columns as float64, text columns as `label_code`s; the target must be numeric, no value missing."""
+    import pyarrow as pa
+
     names = list(table.column_names)
-    cols = [np.asarray(table.column(c).to_numpy(), dtype=np.float64) for c in names]
-    data = np.column_stack(cols) if cols else np.empty((table.num_rows, 0))
-    return _split_columns(path, names, data, y, x)
+    columns: list[np.ndarray] = []
+    text: dict[str, tuple[str, ...]] = {}
+    for name in names:
+        col = table.column(name)
+        if col.null_count:
+            raise ValueError(f"shard file {path!r}: column {name!r} has {col.null_count} missing value(s)")
+        kind = col.type.value_type if pa.types.is_dictionary(col.type) else col.type
+        if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+            if name == y:
+                raise ValueError(f"shard file {path!r}: the target column {y!r} holds text; it must hold numbers")
+            codes, labels = encode_text(col.to_numpy(zero_copy_only=False))
+            columns.append(codes)
+            text[name] = labels
+        else:
+            try:
+                columns.append(np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.float64))
+            except (TypeError, ValueError, pa.ArrowException) as exc:
+                raise ValueError(f"shard file {path!r}: column {name!r} is neither numbers nor text: {exc}") from None
+    data = np.column_stack(columns) if columns else np.empty((table.num_rows, 0))
+    X, Y, feats = _split_columns(path, names, data, y, x)
+    levels = {c: labels for c, labels in text.items() if c in feats}
+    return X, Y, feats, levels or None
 
 
 def _npz_rows(path: str) -> int | None:
@@ -328,7 +467,9 @@ class Shard:
     `shard`). In-memory arrays are validated on construction; a path is checked for a supported suffix only.
     `grants`, when set (the service sets it from the tenant's data grants on the site), are the path prefixes the
     file must lie under, symlinks resolved, checked on the site's node before any byte is read (`grants.py`);
-    None (the Python API, the cluster owner's own) checks nothing.
+    None (the Python API, the cluster owner's own) checks nothing. X may hold text columns (group labels: a
+    DataFrame's string column, an object array): they need `columns`, and are stored as `label_code`s with their
+    labels in `levels` (a file's text columns likewise, when read).
     """
 
     X: np.ndarray | None = None
@@ -340,6 +481,7 @@ class Shard:
     y_column: str = "y"
     x_columns: tuple[str, ...] | None = None
     grants: tuple[str, ...] | None = None
+    levels: Levels | None = None
 
     def __post_init__(self) -> None:
         has_arrays = self.X is not None or self.y is not None
@@ -353,15 +495,19 @@ class Shard:
             if not isinstance(self.path, (str, os.PathLike)):
                 raise ValueError(f"path must be a str or os.PathLike, got {type(self.path).__name__}")
             object.__setattr__(self, "path", _check_path(os.fspath(self.path)))
-        else:
-            X, y = _validate(self.X, self.y)
-            object.__setattr__(self, "X", X)
-            object.__setattr__(self, "y", y)
         if self.columns is not None:
             cols = _names(self.columns, "columns")
-            if self.X is not None and len(cols) != self.X.shape[1]:
-                raise ValueError(f"columns has {len(cols)} names but X has {self.X.shape[1]} columns")
+            width = np.shape(self.X)[1] if self.X is not None and np.ndim(self.X) == 2 else None
+            if width is not None and len(cols) != width:
+                raise ArgumentError(("columns",), f"columns has {len(cols)} names but X has {width} columns")
             object.__setattr__(self, "columns", cols)
+        if self.path is None:
+            X, text = _encode_features(self.X, self.columns, "X")
+            X, y = _validate(X, self.y)
+            object.__setattr__(self, "X", X)
+            object.__setattr__(self, "y", y)
+            if text is not None:
+                object.__setattr__(self, "levels", join_levels([self.levels, text]))
         if self.x_columns is not None:
             object.__setattr__(self, "x_columns", _names(self.x_columns, "x_columns"))
         if not isinstance(self.y_column, str) or not self.y_column:
@@ -402,12 +548,23 @@ class Shard:
         """X, y and column names: the held arrays, or the file's contents checked like in-memory data."""
         if self.path is None:
             assert self.X is not None and self.y is not None
-            return DataTable(self.X, self.y, self.columns)
+            return DataTable(self.X, self.y, self.columns, self.levels)
         path = self.path
         real = check_on_site(path, self.grants) if self.grants is not None else path
         if not os.path.isfile(real):
             raise FileNotFoundError(f"shard file {path!r} does not exist")
-        return read_table(real, y=self.y_column, x=self.x_columns)
+        table = read_table(real, y=self.y_column, x=self.x_columns)
+        if self.columns is not None:  # names given for the file's columns (an .npz has none of its own)
+            if len(self.columns) != table.X.shape[1]:
+                raise ArgumentError(
+                    ("columns",), f"columns has {len(self.columns)} names but {path!r} has {table.X.shape[1]} columns"
+                )
+            if table.columns is not None and table.columns != self.columns:
+                raise ArgumentError(
+                    ("columns",), f"columns {list(self.columns)} differ from {path!r}'s header {list(table.columns)}"
+                )
+            table = table._replace(columns=self.columns)
+        return table
 
     def load(self) -> tuple[np.ndarray, np.ndarray]:
         """(X, y) of `read()`."""
@@ -529,8 +686,9 @@ def _label_skew_parts(codes: np.ndarray, num_shards: int, alpha: float, rng: np.
     return out
 
 
-def _presplit(items: Sequence[Any], num_shards: Any, strategy: str) -> ShardSet:
-    """ShardSet from already-split data: (X_i, y_i) pairs, paths or Shards, one per shard."""
+def _presplit(items: Sequence[Any], num_shards: Any, strategy: str, columns: Any = None) -> ShardSet:
+    """ShardSet from already-split data: (X_i, y_i) pairs (arrays or DataFrames), paths or Shards, one per shard;
+    `columns` names every shard's columns (each shard's width is checked against it)."""
     if len(items) == 0:
         raise ValueError("X is an empty list: give at least one (X_i, y_i) pair or path")
     if num_shards is not None and num_shards != len(items):
@@ -541,23 +699,56 @@ def _presplit(items: Sequence[Any], num_shards: Any, strategy: str) -> ShardSet:
         raise ArgumentError(
             ("strategy",), f"strategy={strategy!r} cannot re-split data given as a list of shards; omit strategy"
         )
+    cols = _names(columns, "columns") if columns is not None else None
     shards: list[Shard] = []
     for i, item in enumerate(items):
         if isinstance(item, Shard):
-            shards.append(item)
+            if cols is not None and item.columns is not None and item.columns != cols:
+                raise ArgumentError(
+                    ("columns",), f"columns {list(cols)} differ from X[{i}]'s own columns {list(item.columns)}"
+                )
+            shards.append(item if cols is None or item.columns is not None else _with_columns(item, cols, i))
         elif isinstance(item, (str, os.PathLike)):
             path = _check_path(os.fspath(item))
             if not os.path.isfile(path):
                 raise FileNotFoundError(f"shard file {path!r} (X[{i}]) does not exist")
-            shards.append(Shard(path=path))
+            shards.append(Shard(path=path, columns=cols))
         elif isinstance(item, (tuple, list)) and len(item) == 2:
+            Xi, yi = item
+            names = cols if cols is not None else _frame_columns(Xi)
+            if cols is not None and np.ndim(Xi) == 2 and len(cols) != np.shape(Xi)[1]:
+                raise ArgumentError(
+                    ("columns",), f"columns has {len(cols)} names but X[{i}] (shard {i}) has {np.shape(Xi)[1]} columns"
+                )
             try:
-                shards.append(Shard(X=item[0], y=item[1]))
+                shards.append(Shard(X=_frame_values(Xi), y=_frame_values(yi), columns=names))
+            except ArgumentError as exc:
+                raise ArgumentError(exc.path, f"X[{i}] (shard {i}): {exc.message}") from None
             except ValueError as exc:
                 raise ValueError(f"X[{i}] (shard {i}): {exc}") from None
         else:
             raise ValueError(f"X[{i}] must be an (X_i, y_i) pair, a file path or a Shard, got {type(item).__name__}")
     return ShardSet(tuple(shards), PRESPLIT)
+
+
+def _with_columns(item: Shard, cols: tuple[str, ...], i: int) -> Shard:
+    """A Shard given without column names, named by `columns` (its width checked)."""
+    try:
+        return dataclasses.replace(item, columns=cols)
+    except ArgumentError as exc:
+        raise ArgumentError(exc.path, f"X[{i}] (shard {i}): {exc.message}") from None
+
+
+def _frame_columns(X: Any) -> tuple[str, ...] | None:
+    """A DataFrame's column names (None for an array)."""
+    if hasattr(X, "columns") and hasattr(X, "to_numpy"):
+        return tuple(str(c) for c in X.columns)
+    return None
+
+
+def _frame_values(X: Any) -> Any:
+    """A DataFrame's or Series' values (an object array where columns mix numbers and text); arrays unchanged."""
+    return X.to_numpy() if hasattr(X, "to_numpy") else X
 
 
 def _group_labels(by: Any, X: np.ndarray, cols: tuple[str, ...] | None) -> np.ndarray:
@@ -599,6 +790,7 @@ def shard(
     seed: int = 0,
     columns: Sequence[str] | None = None,
     by: str | Any = None,
+    levels: Mapping[str, Sequence[str]] | None = None,
 ) -> ShardSet:
     """Split (X, y) into `num_shards` shards (default 4), or wrap data that is already split.
 
@@ -611,7 +803,13 @@ def shard(
     "contiguous" (the data are not re-split) and the result's strategy is "presplit". Paths must
     exist where this is called. A ShardSet passed as X is returned unchanged.
 
-    `columns` names X's columns (a pandas DataFrame X gives them itself); they become parameter names.
+    `columns` names X's columns (a pandas DataFrame X gives them itself); they become parameter names. With
+    already-split data it names every shard's columns (each shard's width is checked against it; DataFrames name
+    their own). A column of text (a DataFrame's string column, an object array's) holds group labels: it needs a
+    name, is stored as `label_code`s, and names the group effects as given (`r_hospital[St Mary,(Intercept)]`).
+
+    `levels` gives the labels of text columns that X already holds as codes (a `DataTable`'s, e.g. a stored
+    upload); each shard keeps those its rows use.
 
     `by` keeps each group in one shard: a column name of X (its values are group labels) or an array of labels over
     the rows. Whole groups go to shards largest first, each to the shard with the fewest rows so far (balanced by
@@ -627,13 +825,16 @@ def shard(
             )
         return X
     if isinstance(X, (list, tuple)) and y is None:
-        return _presplit(X, num_shards, strategy)
+        return _presplit(X, num_shards, strategy, columns)
 
-    if columns is None and hasattr(X, "columns") and hasattr(X, "to_numpy"):  # a DataFrame
-        columns = [str(c) for c in X.columns]
-    X = X.to_numpy() if hasattr(X, "to_numpy") else X
-    y = y.to_numpy() if hasattr(y, "to_numpy") else y
+    if columns is None:
+        columns = _frame_columns(X)
+    X, y = _frame_values(X), _frame_values(y)
     cols = _names(columns, "columns") if columns is not None else None
+    if cols is not None and np.ndim(X) == 2 and len(cols) != np.shape(X)[1]:
+        raise ArgumentError(("columns",), f"columns has {len(cols)} names but X has {np.shape(X)[1]} columns")
+    X, text = _encode_features(X, cols, "X")
+    levels = join_levels([None if levels is None else {str(k): tuple(v) for k, v in levels.items()}, text])
     if strategy not in STRATEGIES:
         raise ArgumentError(("strategy",), f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
     if (
@@ -643,28 +844,28 @@ def shard(
     ):
         raise ArgumentError(("alpha",), f"alpha must be a positive finite number, got {alpha!r}")
     Xa, ya = _validate(X, y)
-    if cols is not None and len(cols) != Xa.shape[1]:
-        raise ValueError(f"columns has {len(cols)} names but X has {Xa.shape[1]} columns")
     n = Xa.shape[0]
     k = _check_num_shards(_DEFAULT_NUM_SHARDS if num_shards is None else num_shards, n)
+
+    def part(rows: np.ndarray | slice, index: np.ndarray) -> Shard:
+        Xp = Xa[rows]
+        return Shard(X=Xp, y=ya[rows], index=index, columns=cols, levels=levels_in(Xp, cols, levels))
+
     if by is not None:
         if strategy != "contiguous":
             raise ArgumentError(("by",), f"by= splits by group; it cannot be combined with strategy={strategy!r}")
         parts = _group_parts(_group_labels(by, Xa, cols), k)
-        return ShardSet(tuple(Shard(X=Xa[p], y=ya[p], index=p, columns=cols) for p in parts), "by_group")
+        return ShardSet(tuple(part(p, p) for p in parts), "by_group")
 
     if strategy == "contiguous":
         parts = np.array_split(np.arange(n), k)
-        return ShardSet(
-            tuple(Shard(X=Xa[p[0] : p[-1] + 1], y=ya[p[0] : p[-1] + 1], index=p, columns=cols) for p in parts),
-            strategy,
-        )
+        return ShardSet(tuple(part(slice(p[0], p[-1] + 1), p) for p in parts), strategy)
     rng = np.random.default_rng(seed)
     if strategy == "random":
         parts = [np.sort(p) for p in np.array_split(rng.permutation(n), k)]
     else:
         parts = _label_skew_parts(_class_labels(ya), k, float(alpha), rng)
-    return ShardSet(tuple(Shard(X=Xa[p], y=ya[p], index=p, columns=cols) for p in parts), strategy)
+    return ShardSet(tuple(part(p, p) for p in parts), strategy)
 
 
 def as_shard_set(shards: Any) -> ShardSet:

@@ -294,9 +294,11 @@ class _GLM(Model):
             )
 
     def bind(self, spec: DataSpec) -> Model:
-        """The model bound to the data; with `group_effects`, a `HierarchicalGLM` (global θ, local group effects)."""
+        """The model bound to the data; with `group_effects`, a `HierarchicalGLM` (global θ, local group effects).
+        A column of text labels (`DataSpec.levels`) can only group effects: as a feature it is an error."""
         if self.group_effects is not None:
             return bind_hierarchical(self, spec)
+        refuse_text_columns(spec, ())
         return super().bind(spec)
 
     def has_local_params(self) -> bool:
@@ -436,6 +438,19 @@ class _GLM(Model):
                 f"matrix's columns for them are linearly dependent (rank {rank} < {F.size}): the "
                 "posterior is improper. Give those coefficients a proper prior (a finite scale) or drop "
                 "the redundant column(s)",
+            )
+
+
+def refuse_text_columns(spec: DataSpec, groups: Any) -> None:
+    """ArgumentError if a column of text labels (`DataSpec.levels`) would be read as a number: text can only name
+    groups (`groups`: the grouping columns of the model's group effects)."""
+    for col, labels in spec.text_levels().items():
+        if col not in groups:
+            example = f" (e.g. {labels[0]!r})" if labels else ""
+            raise ArgumentError(
+                ("model", "group_effects") if groups else ("model",),
+                f"column {col!r} holds text labels{example}: text can only name groups "
+                f"(group_effects=rs.GroupEffects({col!r})); a feature, offset or trials column must hold numbers",
             )
 
 

@@ -54,16 +54,36 @@ class DataSpec:
     n_classes: int | None = None  # for classifiers: number of labels over all shards (max label + 1)
     n_rows: int | None = None
     columns: tuple[str, ...] | None = None  # names of X's columns (all shards agree), when the data have them
+    #: the text columns' labels over all shards, as (column, sorted labels) pairs: X holds their `label_code`s
+    #: (`raysampler.shards`); only a grouping column may hold text
+    levels: tuple[tuple[str, tuple[str, ...]], ...] | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.levels, dict):
+            object.__setattr__(self, "levels", tuple((str(k), tuple(v)) for k, v in self.levels.items()) or None)
+
+    def text_levels(self) -> dict[str, tuple[str, ...]]:
+        """The text columns' labels by column name ({} when no column holds text)."""
+        return dict(self.levels or ())
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready fields (the service stores a run's with it, to bind its model again)."""
-        return dataclasses.asdict(self) | {"columns": None if self.columns is None else list(self.columns)}
+        return dataclasses.asdict(self) | {
+            "columns": None if self.columns is None else list(self.columns),
+            "levels": None if self.levels is None else {k: list(v) for k, v in self.levels},
+        }
 
     @classmethod
     def from_dict(cls, d: Any) -> DataSpec:
         """The DataSpec `as_dict` wrote."""
-        cols = d.get("columns")
-        return cls(int(d["n_features"]), d.get("n_classes"), d.get("n_rows"), None if cols is None else tuple(cols))
+        cols, levels = d.get("columns"), d.get("levels")
+        return cls(
+            int(d["n_features"]),
+            d.get("n_classes"),
+            d.get("n_rows"),
+            None if cols is None else tuple(cols),
+            None if not levels else tuple((str(k), tuple(str(v) for v in vs)) for k, vs in levels.items()),
+        )
 
 
 @dataclass(frozen=True)

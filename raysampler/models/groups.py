@@ -1,8 +1,8 @@
 """Group-level effects (hierarchical GLMs) whose per-group parameters are local to the shard holding the group's rows.
 
 A GLM with group effects has linear predictor η_j = x_jᵀβ + Σ_f z_{f,j}ᵀ r_{f, g_f(j)}: for each grouping factor f
-(`GroupEffects`), row j's group g_f(j) (a label column of the data) and its effect columns z_{f,j} (1 for the
-intercept, then the slope columns). r_{f,g} ~ N(0, diag(sd_f²)), sd_f with prior `sd_prior` on each entry.
+(`GroupEffects`), row j's group g_f(j) (a label column of the data: numbers or text) and its effect columns z_{f,j}
+(1 for the intercept, then the slope columns). r_{f,g} ~ N(0, diag(sd_f²)), sd_f with prior `sd_prior` on each entry.
 
 Layout. The global parameters θ (the coordinator's) are (β, the family's own positive parameters, τ_f = log sd_f per
 factor); the local parameters of a shard are the non-centred η_{f,g} ~ N(0, I), r_{f,g} = sd_f ⊙ η_{f,g}, one per
@@ -91,22 +91,22 @@ def normalise_group_effects(value: Any) -> tuple[GroupEffects, ...] | None:
 
 
 def group_label(value: float) -> str:
-    """A group label as named in parameters: integral values without a decimal point (12.0 → "12")."""
+    """A numeric group label as named in parameters: integral values without a decimal point (12.0 → "12")."""
     v = float(value)
     return str(int(v)) if v.is_integer() and abs(v) < 2**53 else repr(v)
 
 
-def check_groups_disjoint(labels: Sequence[np.ndarray], group: str) -> None:
-    """Raise ArgumentError if a label of grouping column `group` occurs in two shards (`labels[i]`: shard i's labels):
-    a group's effects are local to one shard, so its rows must be in one shard."""
-    owner: dict[float, int] = {}
-    for i, lab in enumerate(labels):
-        for v in np.unique(np.asarray(lab, dtype=np.float64)):
-            j = owner.setdefault(float(v), i)
+def check_groups_disjoint(labels: Sequence[Sequence[str]], group: str) -> None:
+    """Raise ArgumentError if a label of grouping column `group` occurs in two shards (`labels[i]`: shard i's labels,
+    as named, or numbers): a group's effects are local to one shard, so its rows must be in one shard."""
+    owner: dict[str, int] = {}
+    for i, labs in enumerate(labels):
+        for v in dict.fromkeys(v if isinstance(v, str) else group_label(v) for v in np.asarray(labs).tolist()):
+            j = owner.setdefault(v, i)
             if j != i:
                 raise ArgumentError(
                     _PATH,
-                    f"group {group}={group_label(v)} has rows in shards {j} and {i}: each group's effects are local "
+                    f"group {group}={v} has rows in shards {j} and {i}: each group's effects are local "
                     f"to the shard holding its rows, so a group must lie in one shard. Reshard with "
                     f"rs.shard(X, y, ..., by={group!r}) (keeps each group in one shard, balanced by rows)",
                 )
@@ -114,7 +114,10 @@ def check_groups_disjoint(labels: Sequence[np.ndarray], group: str) -> None:
 
 def bind_hierarchical(model: Any, spec: DataSpec) -> HierarchicalGLM:
     """Bind a `_GLM` with `group_effects` to the data: locate the group and slope columns, leave the group columns
-    out of the coefficients, and bind the family to the remaining columns."""
+    out of the coefficients, and bind the family to the remaining columns. A grouping column may hold text labels
+    (`DataSpec.levels`); no other column may."""
+    from .common import refuse_text_columns
+
     factors = model.group_effects
     if spec.columns is None:
         raise ArgumentError(
@@ -134,8 +137,9 @@ def bind_hierarchical(model: Any, spec: DataSpec) -> HierarchicalGLM:
         for s in ge.slopes:
             if s in {g.group for g in factors}:
                 raise ArgumentError((*_PATH, "slopes"), f"group_effects: slope {s!r} is a grouping column")
+    refuse_text_columns(spec, {ge.group for ge in factors})
     placeholder = dataclasses.replace(model, group_effects=None, coef_prior=Normal(0.0, 1.0), prior_scale=None)
-    loaded = placeholder.bind(spec)
+    loaded = placeholder.bind(dataclasses.replace(spec, levels=None))
     gpos = tuple(cols.index(ge.group) for ge in factors)
     coef = tuple(int(j) for j in loaded._coef_cols if j not in gpos)
     if not coef:
@@ -147,7 +151,9 @@ def bind_hierarchical(model: Any, spec: DataSpec) -> HierarchicalGLM:
         fspec = DataSpec(len(coef), columns=labels, n_rows=spec.n_rows)
     family = dataclasses.replace(model, group_effects=None).bind(fspec)
     slopes = tuple(tuple(cols.index(s) for s in ge.slopes) for ge in factors)
-    return HierarchicalGLM(family, factors, coef, loaded._xcol, gpos, slopes, source=loaded)
+    text = spec.text_levels()
+    levels = tuple((ge.group, text[ge.group]) for ge in factors if ge.group in text)
+    return HierarchicalGLM(family, factors, coef, loaded._xcol, gpos, slopes, levels, source=loaded)
 
 
 def _tau_index(factors: tuple[GroupEffects, ...], counts: Sequence[int], tau0: int) -> np.ndarray:
@@ -164,7 +170,8 @@ def _tau_index(factors: tuple[GroupEffects, ...], counts: Sequence[int], tau0: i
 class HierarchicalGLM(Model):
     """A bound GLM family with group effects (what `_GLM.bind` returns when `group_effects` is given); see the module
     docstring. `family` is the family bound to the coefficient columns (its θ is (β, family parameters)); `coef_cols`,
-    `extra_col` and `group_cols`/`slope_cols` locate those columns in the shards' X as loaded."""
+    `extra_col` and `group_cols`/`slope_cols` locate those columns in the shards' X as loaded; `levels` holds the
+    text labels of grouping columns that have them ((column, labels) pairs: X holds their `shards.label_code`s)."""
 
     family: Any  # a bound _GLM without group effects
     factors: tuple[GroupEffects, ...]
@@ -172,6 +179,7 @@ class HierarchicalGLM(Model):
     extra_col: int | None
     group_cols: tuple[int, ...]
     slope_cols: tuple[tuple[int, ...], ...]
+    levels: tuple[tuple[str, tuple[str, ...]], ...] = ()
     source: Any = field(default=None, repr=False, compare=False)  # the model bound to X as loaded (for shard_data)
     _inner: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -197,6 +205,21 @@ class HierarchicalGLM(Model):
     @functools.cached_property
     def dim(self) -> int:
         return self.n_family + self.n_tau
+
+    @functools.cached_property
+    def _labels(self) -> dict[int, dict[float, str]]:
+        """Per factor with text labels: label code → label."""
+        from ..shards import label_code
+
+        text = dict(self.levels)
+        return {f: {label_code(v): v for v in text[ge.group]} for f, ge in enumerate(self.factors) if ge.group in text}
+
+    def label(self, f: int, value: float) -> str:
+        """Factor f's group label as named in parameters: the text itself, or the number (`group_label`)."""
+        named = self._labels.get(f)
+        if named is not None and float(value) in named:
+            return named[float(value)]
+        return group_label(value)
 
     def _tau_of(self, X: np.ndarray) -> np.ndarray:
         """`_tau_index` for this shard's group counts (cached per counts)."""
@@ -265,28 +288,31 @@ class HierarchicalGLM(Model):
         """l_i = Σ_f G_f q_f: the number of local parameters (η) of this shard."""
         return sum(G * len(g.effects) for g, G in zip(self.factors, self._counts(X)))
 
+    def _first_labels(self, X: np.ndarray, f: int, G: int) -> list[str]:
+        """Factor f's label of each dense group index 0..G−1 of this shard."""
+        w = X.shape[1] - _META * len(self.factors)
+        code, lab = X[:, w + _META * f].astype(np.intp), X[:, w + _META * f + 1]
+        first = np.zeros(G, dtype=np.intp)
+        first[code[::-1]] = np.arange(code.size)[::-1]
+        return [self.label(f, lab[first[g]]) for g in range(G)]
+
     def local_blocks(self, X: np.ndarray, y: np.ndarray) -> tuple[ParamBlock, ...]:
         """One block per grouping factor, reported as r = sd ⊙ η: `r_<group>` with dims (<group>, <group>_effect),
-        labelled by the shard's group labels and the effects (brms names `r_<group>[<label>,<effect>]`)."""
-        w = X.shape[1] - _META * len(self.factors)
+        labelled by the shard's group labels as given and the effects (brms names `r_<group>[<label>,<effect>]`)."""
         blocks = []
         for f, (ge, G) in enumerate(zip(self.factors, self._counts(X))):
             if G == 0:
                 continue
-            code, lab = X[:, w + _META * f].astype(np.intp), X[:, w + _META * f + 1]
-            first = np.zeros(G, dtype=np.intp)
-            first[code[::-1]] = np.arange(code.size)[::-1]
-            labels = tuple(group_label(lab[first[g]]) for g in range(G))
+            labels = tuple(self._first_labels(X, f, G))
             q = len(ge.effects)
             blocks.append(
                 ParamBlock(f"r_{ge.group}", G * q, ge.group, labels, "identity", f"{ge.group}_effect", ge.effects)
             )
         return tuple(blocks)
 
-    def group_labels(self, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, ...]:
-        """This shard's distinct labels per grouping factor (for `check_groups_disjoint`)."""
-        w = X.shape[1] - _META * len(self.factors)
-        return tuple(np.unique(X[:, w + _META * f + 1]) for f in range(len(self.factors)))
+    def group_labels(self, X: np.ndarray, y: np.ndarray) -> tuple[list[str], ...]:
+        """This shard's distinct labels per grouping factor, as named (for `check_groups_disjoint`)."""
+        return tuple(self._first_labels(X, f, G) for f, G in enumerate(self._counts(X)))
 
     def local_natural(self, theta: np.ndarray, eta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Local draws η (..., l_i) → r = sd ⊙ η on the natural scale, sd = exp(τ) from the global draws θ (..., d)."""
@@ -433,7 +459,7 @@ class HierarchicalGLM(Model):
             code, lab = X[:, w + _META * f].astype(np.intp), X[:, w + _META * f + 1]
             present, first = np.unique(code, return_index=True)
             for g, row in zip(present.tolist(), first.tolist()):
-                label = group_label(float(lab[row]))
+                label = self.label(f, float(lab[row]))
                 cols = [col.get(f"r_{ge.group}[{label},{e}]", -1) for e in ge.effects]
                 at = start + g * q
                 if min(cols) >= 0:

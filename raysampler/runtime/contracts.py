@@ -56,7 +56,8 @@ class RunConfig:
 @dataclass(frozen=True)
 class ShardFacts:
     """What a worker reports about its shard at setup (never the data): shape, finiteness, labels, column names,
-    and where it lives (site, node, host, process)."""
+    the labels of its text columns (group labels, which name the group effects anyway), and where it lives (site,
+    node, host, process)."""
 
     shard: int
     n_rows: int
@@ -65,6 +66,7 @@ class ShardFacts:
     finite: bool
     y_max: float | None
     columns: tuple[str, ...] | None = None
+    levels: dict[str, tuple[str, ...]] | None = None
     site: str | None = None
     path: str | None = None
     node_id: str | None = None

@@ -21,7 +21,7 @@ from ..enums import Balance
 from ..errors import ArgumentError, Failure, FailureKind, WorkerFailed
 from ..models.contract import DataSpec, Model, ParamBlock, as_model, join_local_blocks
 from ..models.groups import check_groups_disjoint
-from ..shards import ShardSet
+from ..shards import ShardSet, join_levels
 from ..streams import ChainNoise
 from .contracts import BalancerState, Chunk, Placement, RunConfig, RunState, RunStats, SetupInfo, ShardFacts, WorkerPool
 from .host import ShardSource
@@ -158,7 +158,14 @@ def data_spec(facts: Sequence[ShardFacts], model: Model) -> DataSpec:
     if kind == "vector" and ywidth:
         p = ywidth.pop()
     columns = next((f.columns for f in facts if f.columns is not None), None)
-    return DataSpec(n_features=int(p), n_classes=n_classes, n_rows=sum(f.n_rows for f in facts), columns=columns)
+    levels = join_levels([f.levels for f in facts])
+    return DataSpec(
+        n_features=int(p),
+        n_classes=n_classes,
+        n_rows=sum(f.n_rows for f in facts),
+        columns=columns,
+        levels=tuple(levels.items()) if levels else None,
+    )
 
 
 def fingerprint(algorithm: Algorithm, model: Model, config: RunConfig, facts: Sequence[ShardFacts]) -> str:

@@ -41,14 +41,16 @@ class ShardSource:
 
 
 def load_source(source: Any) -> DataTable:
-    """X, y (and column names when known) from a Shard (in memory or a file path), an (X, y) pair, or a Ray
-    ObjectRef to an (X, y) pair."""
+    """X, y (and column names and text labels when known) from a Shard (in memory or a file path), a `DataTable`,
+    an (X, y) pair, or a Ray ObjectRef to one of these."""
     if isinstance(source, Shard):
         return source.read()
     if type(source).__name__ == "ObjectRef":
         import ray
 
         source = ray.get(source)
+    if isinstance(source, DataTable):
+        return source
     X, y = source
     return DataTable(X, y, None)
 
@@ -77,6 +79,7 @@ class ShardHost:
         self._raw: list[tuple[np.ndarray, np.ndarray]] | None = None
         self._bound: list[tuple[np.ndarray, np.ndarray]] | None = None
         self._columns: list[tuple[str, ...] | None] = [s.columns for s in self.sources]
+        self._levels: list[dict[str, tuple[str, ...]] | None] = [None] * len(self.sources)
         self.states: list[Any] = []
         self.noises: list[ChainNoise] = []
         self.slowdown = {i: 1.0 for i in self.shard_ids}
@@ -122,6 +125,7 @@ class ShardHost:
                     data.append((table.X, table.y))
                     if self._columns[j] is None:
                         self._columns[j] = table.columns
+                    self._levels[j] = table.levels
                 except AccessRefused as exc:  # outside the tenant's grants: the rule only, nothing about the file
                     raise WorkerFailed(
                         Failure(FailureKind.ACCESS, str(exc), shard=src.shard, site=src.site, node_id=self.node_id)
@@ -148,7 +152,7 @@ class ShardHost:
     def describe(self) -> list[ShardFacts]:
         """Shape, label and column facts of each shard and where it lives (loads the data if not yet loaded)."""
         out = []
-        for src, (X, y), columns in zip(self.sources, self.raw, self._columns):
+        for src, (X, y), columns, levels in zip(self.sources, self.raw, self._columns, self._levels):
             X, y = np.asarray(X), np.asarray(y)
             finite_y = y.size == 0 or bool(np.all(np.isfinite(y))) if y.dtype.kind in "fc" else True
             y_max = float(np.max(y)) if y.size and y.dtype.kind in "iuf" and np.all(np.isfinite(y)) else None
@@ -161,6 +165,7 @@ class ShardHost:
                     finite=bool(np.all(np.isfinite(X))) and finite_y,
                     y_max=y_max,
                     columns=tuple(columns) if columns is not None else None,
+                    levels=levels,
                     site=src.site,
                     path=getattr(src.data, "path", None),
                     node_id=self.node_id,

@@ -103,7 +103,8 @@ def predict(rec: RunRecord, req: PredictRequest, ctx: Context) -> Prediction:
             raise FieldError(("rows",), "every row must have the same number of values")
         if req.columns is not None and want is not None and tuple(req.columns) != tuple(want):
             raise FieldError(("columns",), f"columns {req.columns} are not the run's data's columns {list(want)}")
-        X = np.asarray(req.rows, dtype=np.float64)
+        text = any(isinstance(v, str) for r in req.rows for v in r)  # group labels: read by the model's columns
+        X = np.array(req.rows, dtype=object) if text else np.asarray(req.rows, dtype=np.float64)
         where: tuple[str | int, ...] = ("rows",)
     else:
         assert req.dataset_id is not None
@@ -164,7 +165,7 @@ def heldout_shards(data: DataRef, rec: RunRecord, ctx: Context) -> ShardSet:
     except SpecError as exc:
         raise FieldError(exc.loc, str(exc)) from None
     parts = max(1, min(rec.spec.num_shards, table.X.shape[0]))
-    return shard(table.X, table.y, num_shards=parts, columns=table.columns)
+    return shard(table.X, table.y, num_shards=parts, columns=table.columns, levels=table.levels)
 
 
 def evaluate(rec: RunRecord, req: EvaluateRequest, ctx: Context) -> Evaluation:

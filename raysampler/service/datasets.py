@@ -9,7 +9,7 @@ import secrets
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -82,18 +82,21 @@ def store_upload(
                 tmp.write(chunk)
                 chunk = upload.read(_READ_CHUNK)
         try:
-            X, y, columns = read_table(tmp_name, y=y_column, x=list(x_columns) if x_columns else None)
+            table = read_table(tmp_name, y=y_column, x=list(x_columns) if x_columns else None)
         except (ValueError, ImportError) as exc:
             raise FieldError(("file",), _refusal(head, exc, tmp_name, filename)) from None
+        X, y, columns = table.X, table.y, table.columns
         if admit is not None:
             admit(int(X.nbytes + y.nbytes))
         dataset_id = new_dataset_id()
         path = dataset_path(settings, tenant, dataset_id)
         path.parent.mkdir(parents=True, exist_ok=True)
+        arrays: dict[str, Any] = {"X": X, "y": y}
         if columns is not None:  # kept so that runs name their parameters after the columns
-            np.savez(path, X=X, y=y, columns=np.array(columns, dtype=str))
-        else:
-            np.savez(path, X=X, y=y)
+            arrays["columns"] = np.array(columns, dtype=str)
+        for k, (col, labels) in enumerate((table.levels or {}).items()):  # text columns' labels (X holds codes)
+            arrays[f"levels_{k}"] = np.array([col, *labels], dtype=str)
+        np.savez(path, **arrays)
         return store.add_dataset(
             tenant,
             dataset_id,

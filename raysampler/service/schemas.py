@@ -803,8 +803,12 @@ class PredictRequest(BaseModel):
             ]
         },
     )
-    rows: list[Annotated[list[float], Field(min_length=1, max_length=100_000)]] | None = Field(
-        default=None, min_length=1, max_length=MAX_INLINE_ROWS, description="rows of X, as the run's data has them"
+    rows: list[Annotated[list[float | str], Field(min_length=1, max_length=100_000)]] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_INLINE_ROWS,
+        description="rows of X, as the run's data has them: numbers, and text in a grouping column whose labels are "
+        'text (a group effect\'s label, e.g. "St Mary")',
     )
     columns: list[ColumnName] | None = Field(
         default=None, min_length=1, description="the rows' column names; must be the run's data's columns"

@@ -144,7 +144,9 @@ def load_data_ref(data: DataRef, tenant: str, store: RecordStore) -> DataTable:
     if rec is None:
         raise SpecError(("data", "dataset_id"), f"no data set {data.dataset_id!r} (upload it with POST /v1/datasets)")
     with np.load(rec.path) as z:
-        return DataTable(z["X"], z["y"], tuple(str(c) for c in z["columns"]) if "columns" in z.files else None)
+        levels = {str(a[0]): tuple(str(v) for v in a[1:]) for k in z.files if k.startswith("levels_") for a in [z[k]]}
+        columns = tuple(str(c) for c in z["columns"]) if "columns" in z.files else None
+        return DataTable(z["X"], z["y"], columns, levels or None)
 
 
 def build(
@@ -168,7 +170,7 @@ def build(
         raise SpecError(where, str(exc)) from None
     if spec.data.shards is not None:
         return build_site_shards(spec, model, algorithm, executor, tenant, grants or DataGrants())
-    X, y, cols = load_data(spec, tenant, store)
+    X, y, cols, levels = load_data(spec, tenant, store)
     by = spec.sharding_column()
     if by is not None and spec.shard_by is None and (cols is None or by not in cols):  # by from group_effects[0]
         raise SpecError(
@@ -177,7 +179,7 @@ def build(
         )
     try:
         shards = (
-            shard(X, y, num_shards=spec.num_shards, seed=spec.seed, columns=cols, by=by)
+            shard(X, y, num_shards=spec.num_shards, seed=spec.seed, columns=cols, by=by, levels=levels)
             if by is not None
             else shard(
                 X,
@@ -186,6 +188,7 @@ def build(
                 strategy=spec.shard_strategy or "contiguous",
                 seed=spec.seed,
                 columns=cols,
+                levels=levels,
             )
         )
     except ValueError as exc:

@@ -177,6 +177,37 @@ def test_group_effects_over_rest(app_client):
     assert bad.status_code == 422 and "rows" in json.dumps(bad.json()["detail"]), bad.text
 
 
+def test_text_group_labels_from_an_upload_name_the_effects(app_client):
+    """An uploaded CSV whose hospital column holds names: the run is split by hospital, its effects are named by the
+    text (`r_hospital[St Mary,(Intercept)]`, ArviZ coordinates too), and a prediction row may name a hospital."""
+    import arviz_base as azb  # noqa: F401  (the NetCDF reader below needs the ArviZ stack)
+    import xarray as xr
+
+    c, h = app_client, hdr(ALICE)
+    rng = np.random.default_rng(7)
+    names = ["St Mary", "Royal Free", "Guy's", "Homerton", "Whittington", "Barts"]
+    hosp = np.repeat(names, 20)
+    age = rng.normal(size=hosp.size)
+    y = (rng.random(hosp.size) < 1.0 / (1.0 + np.exp(-0.5 * age))).astype(int)
+    text = "y,(Intercept),age,hospital\n" + "".join(f"{v},1,{float(a)!r},{g}\n" for v, a, g in zip(y, age, hosp))
+    up = c.post("/v1/datasets", files={"file": ("wards.csv", io.BytesIO(text.encode()))}, headers=h)
+    assert up.status_code == 201, up.text
+    model = {"family": "logistic_regression", "prior_scale": 2.5, "group_effects": [{"group": "hospital"}]}
+    r = c.post("/v1/runs", json=_body(model, {"dataset_id": up.json()["id"]}, num_shards=2), headers=h)
+    assert r.status_code == 202, r.text
+    info = final(c, r.json()["id"])
+    assert info["status"] == "SUCCEEDED", (info.get("error"), info.get("failure"))
+    rows = c.get(f"/v1/runs/{info['id']}/summary", headers=h).json()["rows"]
+    assert [row["param"] for row in rows][3:] == [f"r_hospital[{n},(Intercept)]" for n in sorted(names)]
+    nc = c.get(f"/v1/runs/{info['id']}/arviz", headers=h)
+    with xr.open_dataset(io.BytesIO(nc.content), group="posterior") as post:
+        assert list(post["hospital"].values) == sorted(names)
+    rows = [[1.0, 0.3, "St Mary"], [1.0, 0.3, "Elsewhere"]]
+    pr = c.post(f"/v1/runs/{info['id']}/predict", json={"rows": rows}, headers=h)
+    assert pr.status_code == 200, pr.text
+    assert len(pr.json()["values"]) == 2
+
+
 @pytest.mark.parametrize(
     "over,field",
     [
