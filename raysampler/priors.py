@@ -6,7 +6,9 @@ Specs (what a user writes; frozen, hashable, validated at construction — error
   on that coefficient) and `StudentT(nu, mean, scale)`;
 * positive parameters (a noise sd σ, a dispersion φ): `HalfNormal(scale)`, `HalfCauchy(scale)`,
   `HalfStudentT(nu, scale)`, `Exponential(rate)`, `InverseGamma(a, b)` (a prior on σ², not σ) and `Flat()`
-  (uniform on σ > 0; ``Flat(log=True)`` is uniform on log σ, i.e. density ∝ 1/σ).
+  (uniform on σ > 0; ``Flat(log=True)`` is uniform on log σ, i.e. density ∝ 1/σ);
+* correlation matrices (correlated group effects): `LKJ(eta)`, sampled in its Cholesky factor's partial
+  correlations (`PartialCorrelations`).
 
 The samplers work in unconstrained coordinates θ: a positive parameter σ is sampled as t = log σ, and its prior
 potential includes the log-Jacobian, U(t) = −log p_σ(eᵗ) − t (additive constants dropped). A bound model's
@@ -35,6 +37,7 @@ from scipy.special import expit
 from .errors import ArgumentError, PathPart
 
 __all__ = [
+    "LKJ",
     "CoefPrior",
     "Exponential",
     "Flat",
@@ -44,6 +47,7 @@ __all__ = [
     "HalfStudentT",
     "InverseGamma",
     "Normal",
+    "PartialCorrelations",
     "PositivePrior",
     "Prior",
     "PriorTerm",
@@ -293,6 +297,46 @@ class Flat:
         return 1 if self.log else 0
 
 
+# --------------------------------------------------------------------------------- priors on correlation matrices
+
+
+@dataclass(frozen=True)
+class LKJ:
+    """LKJ(eta) on a correlation matrix Ω, density ∝ det(Ω)^(eta − 1) (Lewandowski, Kurowicka & Joe 2009): eta = 1 is
+    uniform over correlation matrices, eta > 1 favours weak correlations (brms' default for correlated group effects
+    is lkj(1)). Sampled through Ω's Cholesky factor (`PartialCorrelations`)."""
+
+    eta: float = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "eta", _number("LKJ", "eta", self.eta, positive=True))
+
+    def partial_correlations(self, q: int, columns: Sequence[int]) -> PartialCorrelations:
+        """The prior's pieces for a q × q matrix whose Cholesky factor's canonical partial correlations, one per
+        coordinate, sit in column `columns[i]` of the factor."""
+        return PartialCorrelations(tuple(self.eta + 0.5 * (q - 2 - j) for j in columns))
+
+
+@dataclass(frozen=True)
+class PartialCorrelations:
+    """LKJ in the coordinates y = atanh(z) of the canonical partial correlations z of Ω's Cholesky factor L
+    (L[i, j] = z_ij Π_{k<j} √(1 − z_ik²)). Under LKJ(η) these are independent, z ~ Beta(β, β) on (−1, 1) with
+    β = η + (q − 2 − j)/2 for column j (LKJ 2009, sec. 3.2); with tanh's Jacobian the potential of each y is
+    U(y) = −β log(1 − tanh² y) = 2β log cosh y (a constant dropped), one β per coordinate."""
+
+    beta: tuple[float, ...]
+
+    @property
+    def size(self) -> int:
+        return len(self.beta)
+
+    def _derivs(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        b = 2.0 * np.asarray(self.beta, dtype=np.float64)
+        a = np.abs(t)
+        th = np.tanh(t)
+        return b * (a + np.log1p(np.exp(-2.0 * a)) - math.log(2.0)), b * th, b * (1.0 - th * th)
+
+
 CoefPrior = Normal | StudentT
 PositivePrior = HalfNormal | HalfCauchy | HalfStudentT | Exponential | InverseGamma | Flat
 COEF_PRIORS: tuple[type, ...] = (Normal, StudentT)
@@ -390,7 +434,7 @@ class TermPiece:
     """One spec applied elementwise to the coordinates `index` of θ (a Student-t on coefficients, a prior on log σ)."""
 
     index: np.ndarray
-    spec: StudentT | PositivePrior
+    spec: StudentT | PositivePrior | PartialCorrelations
 
 
 @dataclass(frozen=True, eq=False)
@@ -471,7 +515,9 @@ def as_prior(prior: GaussianPrior | Prior) -> Prior:
     raise TypeError(f"expected a GaussianPrior or a Prior, got {type(prior).__name__}")
 
 
-def build_prior(dim: int, parts: Sequence[tuple[np.ndarray, CoefPrior | PositivePrior]]) -> GaussianPrior | Prior:
+def build_prior(
+    dim: int, parts: Sequence[tuple[np.ndarray, CoefPrior | PositivePrior | PartialCorrelations]]
+) -> GaussianPrior | Prior:
     """The bound prior of a model whose coordinates `index` (int arrays, disjoint, covering 0..dim−1) carry the given
     specs: Normal coordinates form the Gaussian factor (precision 0 where scale = inf), all others the residual.
     Returns the GaussianPrior itself when nothing is left for the residual."""

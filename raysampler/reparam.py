@@ -14,7 +14,7 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
-from .models.contract import DataSpec, Model, ParamBlock
+from .models.contract import DataSpec, LocalCurvature, Model, ParamBlock
 from .priors import GaussianPrior, PriorTerm
 
 
@@ -165,6 +165,18 @@ class _LocalLayout:
     def local_blocks(self, X: np.ndarray, y: np.ndarray) -> tuple[Any, ...]:
         return tuple(self.model.local_blocks(X, y))
 
+    def block_potential(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """The model's potential per η block (θ-only terms, such as a prior share, are in none of them)."""
+        return self.model.block_potential(X, y, self._theta(x))
+
+    def centring(self, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """The model's own (in θ's coordinates: a change of coordinates keeps θ's meaning)."""
+        return np.asarray(self.model.centring(X, y), dtype=bool)
+
+    def _theta(self, x: np.ndarray) -> np.ndarray:
+        """x in the wrapped model's coordinates (the identity, unless the wrapper changes θ's)."""
+        return x
+
 
 @dataclass(frozen=True)
 class WhitenedModel(_LocalLayout):
@@ -256,6 +268,24 @@ class WhitenedModel(_LocalLayout):
     def hessian(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         theta = self.precond.to_theta(np.asarray(x, dtype=float)[None, :])[0]
         return self.precond.pull_matrix(self.model.hessian(X, y, theta))
+
+    def centred_move(
+        self, X: np.ndarray, y: np.ndarray, x: np.ndarray, dtheta: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The model's move, x in φ and dtheta in θ's coordinates (the Jacobian of θ ↔ φ is constant)."""
+        moved, delta = self.model.centred_move(X, y, self._theta(x), dtheta)
+        d = self.dim
+        return np.concatenate([self.precond.to_phi(moved[:, :d]), moved[:, d:]], axis=1), delta
+
+    def local_curvature(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, parts: str = "all") -> LocalCurvature:
+        """The model's, with θ's parts seen in φ: ∇_φ = Lᵀ∇_θ, ∇²_ηφ = ∇²_ηθ L, ∇²_φφ = Lᵀ∇²_θθ L."""
+        lc = self.model.local_curvature(X, y, self._theta(x), parts)
+        Lm = self.precond.matrix()
+        cross = lc.cross if lc.cross is None or Lm is None else lc.cross @ Lm
+        theta = lc.theta
+        if theta is not None and Lm is not None:
+            theta = np.einsum("ia,kij,jb->kab", Lm, theta, Lm)
+        return LocalCurvature(lc.value, self._pull(lc.grad), lc.eta, cross, theta, lc.blocks)
 
     def hessian_diag(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, dtype=float)
@@ -357,6 +387,29 @@ class WithPriorShare(_LocalLayout):
 
     def hessian_diag(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         return self.model.hessian_diag(X, y, x) + self.weight * np.clip(self.term.hessian_diag(x), 0.0, None)
+
+    def centred_move(
+        self, X: np.ndarray, y: np.ndarray, x: np.ndarray, dtheta: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The model's move, plus the change of the prior share."""
+        moved, delta = self.model.centred_move(X, y, x, dtheta)
+        d = self.dim
+        return moved, delta + self.weight * (self.term.potential(moved[:, :d]) - self.term.potential(x[:, :d]))
+
+    def local_curvature(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, parts: str = "all") -> LocalCurvature:
+        """The model's, plus the prior share on θ (its value, gradient and, when asked, Hessian)."""
+        lc = self.model.local_curvature(X, y, x, parts)
+        d = self.dim
+        xg = x[:, :d]
+        grad = lc.grad + self.weight * self._pad(self.term.grad(xg), x.shape[1])
+        theta = lc.theta
+        if theta is not None:
+            K = x.shape[0]
+            hr = self.term.hvp(np.repeat(xg, d, axis=0), np.tile(np.eye(d), (K, 1))).reshape(K, d, d)
+            theta = theta + self.weight * 0.5 * (hr + np.swapaxes(hr, 1, 2))
+        return LocalCurvature(
+            lc.value + self.weight * self.term.potential(xg), grad, lc.eta, lc.cross, theta, lc.blocks
+        )
 
     def smoothness(self, X: np.ndarray, y: np.ndarray) -> float:
         return float(self.model.smoothness(X, y))

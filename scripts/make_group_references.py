@@ -2,7 +2,8 @@
 problem's data (CSV, seeded) and a reference from NumPyro's NUTS on the pooled data to tests/data/models/.
 
 The NumPyro model is written out here from the model's definition, independently of raysampler's own potentials:
-β ~ the problem's Normal prior, sd ~ HalfNormal(1) per effect, η_g ~ N(0, I), r_g = sd ⊙ η_g (non-centred), the
+β ~ the problem's Normal prior, sd ~ HalfNormal(1) per effect, η_g ~ N(0, I), r_g = sd ⊙ η_g (non-centred; with
+correlated effects r_g = diag(sd) L η_g, L the Cholesky factor of Ω ~ LKJ(1), NumPyro's LKJCholesky), the
 family's likelihood on x·β + z·r_g (+ offset); linear regression adds σ ~ HalfNormal(10). Stored per reported
 parameter (brms names, natural scale: sd and σ, not their logs): mean, sd, quantiles, Monte-Carlo standard error of
 the mean, bulk ESS and R-hat (arviz-stats), plus a thinned subset of the draws. The run stops with an error if
@@ -59,6 +60,13 @@ def make_data(name: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
         r = 0.7 * rng.standard_normal(G)
         y = (rng.random(n) < expit(-0.3 + 0.8 * x + r[g])).astype(float)
         return np.column_stack([np.ones(n), x, g + 1.0]), y, ["(Intercept)", "x", "g"]
+    if name == "hier_correlated":  # a varying intercept and slope, correlated 0.6
+        g = groups(48, 20, 45)
+        n, x = g.size, rng.standard_normal(g.size)
+        cov = np.array([[0.8**2, 0.6 * 0.8 * 0.5], [0.6 * 0.8 * 0.5, 0.5**2]])
+        r = rng.multivariate_normal(np.zeros(2), cov, 48)
+        y = (rng.random(n) < expit(-0.3 + 0.8 * x + r[g, 0] + r[g, 1] * x)).astype(float)
+        return np.column_stack([np.ones(n), x, g + 1.0]), y, ["(Intercept)", "x", "g"]
     if name in ("hier_poisson", "hier_many"):  # hier_many: 400 groups (100 per shard of four)
         G, lo, hi = (25, 5, 30) if name == "hier_poisson" else (400, 3, 8)
         g = groups(G, lo, hi)
@@ -90,7 +98,12 @@ def numpyro_model(problem: GroupProblem, X: np.ndarray, columns: tuple[str, ...]
         beta = numpyro.sample("beta", dist.Normal(0.0, problem.coef_scale).expand([len(coef)]))
         sd = numpyro.sample("sd", dist.HalfNormal(1.0).expand([Z.shape[1]]))
         eta = numpyro.sample("eta", dist.Normal(0.0, 1.0).expand([G, Z.shape[1]]))
-        r = numpyro.deterministic("r", sd * eta)
+        if problem.correlated:  # r_g = diag(sd) L η_g, L the Cholesky factor of Ω ~ LKJ(1)
+            L = numpyro.sample("L", dist.LKJCholesky(Z.shape[1], 1.0))
+            numpyro.deterministic("cor", (L @ L.T)[jnp.triu_indices(Z.shape[1], 1)])
+            r = numpyro.deterministic("r", (eta @ L.T) * sd)
+        else:
+            r = numpyro.deterministic("r", sd * eta)
         lin = Xc @ beta + jnp.sum(Z * r[code_j], axis=1) + offset
         if problem.family == "linear":
             sigma = numpyro.sample("sigma", dist.HalfNormal(10.0))
@@ -104,17 +117,21 @@ def numpyro_model(problem: GroupProblem, X: np.ndarray, columns: tuple[str, ...]
     names = [f"beta[{c}]" for c in coef]
     names += ["sigma"] if problem.family == "linear" else []
     names += [f"sd_g[{e}]" for e in effect_names]
+    if problem.correlated:
+        q = len(effect_names)
+        names += [f"cor_g[{effect_names[a]},{effect_names[b]}]" for a in range(q) for b in range(a + 1, q)]
     names += [f"r_g[{int(v)},{e}]" for v in labels for e in effect_names]
     return model, names
 
 
 def flat_draws(samples: dict, family: str) -> np.ndarray:
-    """NUTS draws (chains, draws, ·) in `names` order: β, (σ), sd, r (groups × effects, row-major)."""
+    """NUTS draws (chains, draws, ·) in `names` order: β, (σ), sd, (the correlations, pairs in order a < b), r (groups
+    × effects, row-major)."""
     c, n = samples["beta"].shape[:2]
     parts = [samples["beta"]]
     if family == "linear":
         parts.append(samples["sigma"][..., None])
-    parts += [samples["sd"], samples["r"].reshape(c, n, -1)]
+    parts += [samples["sd"]] + ([samples["cor"]] if "cor" in samples else []) + [samples["r"].reshape(c, n, -1)]
     return np.concatenate([np.asarray(p) for p in parts], axis=-1)
 
 

@@ -105,10 +105,11 @@ class GroupProblem(ReferenceProblem):
     family: str = "logistic"
     slopes: tuple[str, ...] = ()
     coef_scale: float = 2.5
+    correlated: bool = False  # correlated effects, LKJ(1) on their correlation matrix
 
 
-def _group_problem(name: str, family: str, slopes: tuple[str, ...] = ()) -> GroupProblem:
-    ge = GroupEffects("g", slopes=slopes, sd_prior=HalfNormal(1.0))
+def _group_problem(name: str, family: str, slopes: tuple[str, ...] = (), correlated: bool = False) -> GroupProblem:
+    ge = GroupEffects("g", slopes=slopes, sd_prior=HalfNormal(1.0), correlated=correlated)
     prior = Normal(0.0, 2.5)
     model: Model
     if family == "linear":
@@ -117,11 +118,11 @@ def _group_problem(name: str, family: str, slopes: tuple[str, ...] = ()) -> Grou
         model = LogisticRegression(coef_prior=prior, group_effects=ge)
     else:
         model = PoissonRegression(coef_prior=prior, offset="log_exposure", group_effects=ge)
-    return GroupProblem(name, model, family, slopes, 2.5)
+    return GroupProblem(name, model, family, slopes, 2.5, correlated)
 
 
 #: group effects: a varying intercept and slope (linear), a logistic and a Poisson case, the funnel (2–5 rows per
-#: group) and 400 groups (hundreds per shard)
+#: group), 400 groups (hundreds per shard), and a correlated intercept and slope (logistic, LKJ(1))
 GROUP_PROBLEMS: dict[str, GroupProblem] = {
     p.name: p
     for p in (
@@ -130,6 +131,7 @@ GROUP_PROBLEMS: dict[str, GroupProblem] = {
         _group_problem("hier_poisson", "poisson"),
         _group_problem("hier_funnel", "logistic"),
         _group_problem("hier_many", "poisson"),
+        _group_problem("hier_correlated", "logistic", ("x",), correlated=True),
     )
 }
 

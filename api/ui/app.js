@@ -935,7 +935,9 @@ async function showSubmit() {
     const group = $("#f-group").value.trim();
     if (group) {
       const slopes = $("#f-group-slopes").value.split(",").map((v) => v.trim()).filter(Boolean);
-      spec.model.group_effects = [slopes.length ? { group, slopes } : { group }];
+      const effects = slopes.length ? { group, slopes } : { group };
+      if ($("#f-group-correlated").checked) effects.correlated = true;
+      spec.model.group_effects = [effects];
     }
     if (num("#f-burn") !== null) spec.burn_in = num("#f-burn");
     if (source() === "dataset") spec.data = { dataset: $("#f-dataset").value };

@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
+from scipy.special import log_ndtr
 
 from ..errors import ArgumentError
 from ..models.base import Model
+from ..models.contract import EtaHessian, LocalCurvature
 from ..reparam import with_prior_share
 from ..streams import ChainNoise
 from ..tuning import budget
@@ -32,12 +34,23 @@ from ..tuning.laplace import (
 )
 from ..tuning.overrelax import overrelax_for_laplace_model
 from ..tuning.report import BiasPrediction, TuningReport
+from ..tuning.shards import shard_centring
 from .base import Algorithm, Plan, RoundInfo, ShardPool
 from .checks import check_choice, check_init, check_per_shard, check_unit, per_shard
-from .mcmc import DualAveraging, dual_averaging, mala_log_ratio, mh_accept
+from .mcmc import (
+    DualAveraging,
+    block_cholesky,
+    dual_averaging,
+    mala_log_ratio,
+    mh_accept,
+    newton_log_density,
+    newton_proposal,
+)
 
-LOCAL_KERNELS = ("laplace_mh", "mala", "lmc")
+LOCAL_KERNELS = ("laplace_mh", "newton_mh", "mala", "lmc")
 LOCAL_MALA_STEPS = 10  # default N_i of the MALA local kernel with group effects (shard-local η_i)
+#: kernel "newton_mh": interweaving (centred) random-walk steps per sweep (each O(l_i), no pass over the rows)
+CENTRE_STEPS = 3
 
 
 @dataclass(frozen=True)
@@ -54,6 +67,10 @@ class WorkerPayload:
     #: MALA: adapt one step size per chain (with group effects: a chain far in the sd's tail, where the non-centred
     #: η's curvature grows like sd², would otherwise keep the common step and stop moving)
     per_chain_step: bool = False
+    #: kernel "newton_mh": the coordinates of θ the interweaving move changes on this shard (`Model.centring`) and
+    #: the Cholesky factor (in θ's units) of its random-walk proposal, ρ times their conditional covariance under
+    #: the Laplace approximation (the step is scaled per chain during burn-in)
+    centre: tuple[np.ndarray, np.ndarray] | None = None
 
 
 class ChainState(NamedTuple):
@@ -69,6 +86,8 @@ class ChainState(NamedTuple):
     accept: np.ndarray  # (K,)
     remainder: np.ndarray | None = None  # (K,)
     report: ReportChain | None = None  # with local parameters: the chain of η_i given θ whose draws are reported
+    curv: LocalCurvature | None = None  # kernel "newton_mh": the model's curvature at z (what the next step reuses)
+    eta_accept: np.ndarray | None = None  # kernel "newton_mh": the mean acceptance of the η blocks' moves (K,)
 
 
 class ReportChain(NamedTuple):
@@ -81,6 +100,9 @@ class ReportChain(NamedTuple):
     log_h: float | np.ndarray  # current MALA log step size (one per chain with `per_chain_step`)
     da: DualAveraging
     given: np.ndarray | None = None  # (K, d): the θ (φ) the last round's η_i were drawn given
+    #: kernel "newton_mh": ∇²_ηη U_i and ∇²_ηθ U_i at (given, eta), for the next round's conditional shift
+    hess: EtaHessian | None = None
+    cross: np.ndarray | None = None
 
 
 class LocalGaussian(NamedTuple):
@@ -202,6 +224,12 @@ class DGLMC(Algorithm):
         kind = resolve_preconditioner(self.preconditioner, d)
         paper_rules = kind is None
         kernel = self.local_kernel or ("lmc" if paper_rules else "laplace_mh")
+        if kernel == "newton_mh":
+            raise ArgumentError(
+                ("algorithm", "local_kernel"),
+                "local_kernel='newton_mh' moves a model's local parameters (group effects) block by block; this "
+                "model has none: use 'laplace_mh' (the default), 'mala' or 'lmc'",
+            )
         curvature = self.curvature or ("bound" if paper_rules else "map")
         if curvature == "bound" and not paper_rules:
             raise ValueError("curvature='bound' is the paper's rule and needs preconditioner=None")
@@ -292,7 +320,7 @@ class DGLMC(Algorithm):
                 ("algorithm", "preconditioner"),
                 "preconditioner=None (the paper's plain rules) is not available with group effects: use 'auto'",
             )
-        kernel = self.local_kernel or "mala"
+        kernel = self.local_kernel or "newton_mh"
         if kernel == "laplace_mh":
             raise ArgumentError(
                 ("algorithm", "local_kernel"),
@@ -317,17 +345,28 @@ class DGLMC(Algorithm):
             per_shard(self.gamma, b, "gamma") if self.gamma is not None else self.gamma_fraction * rho / (rho * M + 1.0)
         )
         # MALA: several steps per round, so that η_i (which only the local steps move) keeps up with θ; on the
-        # hierarchical linear test model 10 steps gave 2x the min bulk ESS/s of 1 step (and 40 steps 1x)
-        n_steps, balance, schedule = self._local_steps(b, rho, gamma, M, kernel, exact_default=LOCAL_MALA_STEPS)
+        # hierarchical linear test model 10 steps gave 2x the min bulk ESS/s of 1 step (and 40 steps 1x).
+        # Newton–MH: one sweep (nearly an exact draw of each block)
+        n_steps, balance, schedule = self._local_steps(
+            b, rho, gamma, M, kernel, exact_default=1 if kernel == "newton_mh" else LOCAL_MALA_STEPS
+        )
         phi0 = initial_points(self.init, lap, chains, d, noise)
-        alpha = 0.0 if self.overrelax == "auto" else float(self.overrelax)
-        if alpha != 0.0 and kernel == "lmc":
-            raise ValueError("overrelax needs an exact local kernel (local_kernel='mala' with group effects)")
         prior = model.prior()
         prior_P, prior_b = lap.precond.prior_in_phi(
             np.asarray(prior.gaussian.mean, dtype=float), prior.gaussian.precision
         )
+        if self.overrelax != "auto":
+            alpha = float(self.overrelax)
+        elif kernel == "newton_mh" and lap.quads is not None:  # the local moves are near-exact Gibbs steps
+            alpha = overrelax_for_laplace_model([P for _, P in lap.quads], prior_P, rho)
+        else:
+            alpha = 0.0
+        if alpha != 0.0 and kernel == "lmc":
+            raise ValueError("overrelax needs an exact local kernel (local_kernel='mala' with group effects)")
         consts = _coordinator_consts(prior_P, prior_b, rho, alpha)
+        centres: list[tuple[np.ndarray, np.ndarray] | None] = [None] * b
+        if kernel == "newton_mh":
+            centres = _centring_proposals(pool.map(shard_centring, [()] * b), lap.precond, rho)
         payloads = [
             WorkerPayload(
                 np.concatenate([phi0, np.repeat(ll.eta_map[i][None, :], chains, axis=0)], axis=1),
@@ -335,7 +374,9 @@ class DGLMC(Algorithm):
                 float(gamma[i]),
                 kernel,
                 self.target_accept,
+                overrelax=alpha if kernel == "newton_mh" else 0.0,
                 per_chain_step=True,
+                centre=centres[i],
             )
             for i in range(b)
         ]
@@ -383,10 +424,11 @@ class DGLMC(Algorithm):
         local = _local_gaussian(payload) if payload.kernel == "laplace_mh" else None
         d = int(model.dim)
         report = ReportChain(z[:, d:].copy(), log_h, DualAveraging.start(log_h)) if z.shape[1] > d else None
+        curv = model.local_curvature(X, y, z, "theta") if payload.kernel == "newton_mh" else None
         return WorkerState(
             payload,
             local,
-            ChainState(z, pot, grad, log_h, DualAveraging.start(log_h), np.ones(z.shape[0]), report=report),
+            ChainState(z, pot, grad, log_h, DualAveraging.start(log_h), np.ones(z.shape[0]), report=report, curv=curv),
         )
 
     def worker_step(
@@ -398,9 +440,11 @@ class DGLMC(Algorithm):
         elif payload.kernel == "laplace_mh":
             assert local is not None
             cs = _laplace_mh_steps(cs, message, payload, local, model, X, y, noise)
+        elif payload.kernel == "newton_mh":
+            cs = _newton_steps(cs, message, payload, model, X, y, noise)
         else:
             cs = _mala_steps(cs, message, payload, model, X, y, noise)
-        if cs.report is not None:
+        if cs.report is not None and payload.kernel != "newton_mh":  # (newton_mh moves its report chain itself)
             cs = cs._replace(report=_report_steps(cs.report, message, payload, model, X, y, noise))
         return WorkerState(payload, local, cs), _reply(cs, payload.kernel != "lmc", message, model, X, y)
 
@@ -435,6 +479,25 @@ class DGLMC(Algorithm):
         if replies[0].accept is None:
             return {}
         return {"local_accept": np.mean([r.accept for r in replies if r.accept is not None], axis=0)}
+
+
+def _centring_proposals(
+    masks: list[np.ndarray], precond: Any, rho: np.ndarray
+) -> list[tuple[np.ndarray, np.ndarray] | None]:
+    """Per shard, the interweaving move's coordinates (`Model.centring`) and its proposal's Cholesky factor in θ's
+    units: ρ_i times the covariance of those coordinates given the others under the Laplace approximation
+    (precision H = (L Lᵀ)⁻¹ from the preconditioner θ = shift + Lφ), the spread the coupling allows them."""
+    Lm = precond.matrix()
+    H = np.eye(len(masks[0])) if Lm is None else np.linalg.inv(Lm @ Lm.T)
+    out: list[tuple[np.ndarray, np.ndarray] | None] = []
+    for mask, r in zip(masks, rho):
+        idx = np.flatnonzero(mask)
+        if idx.size == 0:
+            out.append(None)
+            continue
+        cov = float(r) * np.linalg.inv(H[np.ix_(idx, idx)])
+        out.append((idx, np.linalg.cholesky(0.5 * (cov + cov.T))))
+    return out
 
 
 def is_schedule(value: Any) -> bool:
@@ -520,6 +583,190 @@ def _mala_steps(
         if msg.warmup:
             log_h, da = dual_averaging(da, _accept_stat(alpha, log_h), p.target_accept, math.log(p.gamma))
     return cs._replace(z=u, pot=pot, grad=gU, log_h=log_h, da=da, accept=acc_sum / max(msg.n_steps, 1))
+
+
+def _newton_steps(
+    cs: ChainState, msg: Message, p: WorkerPayload, model: Model, X: np.ndarray, y: np.ndarray, noise: ChainNoise
+) -> ChainState:
+    """N_i sweeps of Newton–Metropolis–Hastings within Gibbs on worker i's (z_i, η_i) (group effects), each followed
+    by one such move of the report chain η_i | θ:
+
+    1. η_i | z_i, block by block (`Model.local_curvature`: one block per group, independent given z_i): propose
+       η_b' ~ N(η_b − H_b⁻¹g_b, H_b⁻¹) from the gradient and curvature at the current point, accept or reject each
+       block on its own with the reverse move's density (gradient and curvature at the proposal). Near a Gaussian
+       conditional (many rows per group, or few rows and a small sd) this is nearly an exact draw.
+    2. z_i | η_i: the same Newton proposal on exp(−U_i(z, η_i) − ‖z − θ‖²/(2ρ)) in z (d coordinates; the curvature's
+       eigenvalues kept at least 1/(2ρ), a function of the point, so the move stays exact).
+    3. The report chain's η_i | θ at the coordinator's θ, as in 1.
+
+    Every move is an exact Metropolis–Hastings step, so Π_ρ(z_i, η_i | θ) and p(η_i | θ) stay invariant; no step
+    size to adapt. Each sweep is five passes over the shard's rows."""
+    phi = msg.phi
+    K, width = cs.z.shape
+    d = phi.shape[1]
+    inv_rho = 1.0 / p.rho
+    x = cs.z
+    lc = cs.curv if cs.curv is not None else model.local_curvature(X, y, x, "theta")
+    report = cs.report
+    assert report is not None
+    eta_r = report.eta
+    acc_z, acc_eta = np.zeros(K), np.zeros(K)
+    with np.errstate(all="ignore"):  # a proposal with a non-finite potential is a rejection
+        for _ in range(msg.n_steps):
+            rows = noise.normal(4 + CENTRE_STEPS)
+            x, a_eta, _ = _newton_blocks(model, X, y, x, lc, rows[0][:, d:], rows[1][:, d:])
+            if p.centre is not None:
+                x, _ = _centred_steps(model, X, y, x, phi, inv_rho, p.centre, rows[4:])
+            lc = model.local_curvature(X, y, x, "theta")
+            x, lc, a_z = _newton_global(
+                model, X, y, x, lc, phi, inv_rho, rows[0][:, :d], noise.uniform(1)[0], p.overrelax
+            )
+            if report.given is not None and report.hess is not None and report.cross is not None:
+                # follow the conditional's move with θ first (exact where it is Gaussian), so that a block the MH
+                # step keeps is a draw given this θ, not the last one (over-relaxed θ jumps far between rounds)
+                shift = -report.hess.solve(np.einsum("kld,kd->kl", report.cross, phi - report.given))
+                eta_r = np.where(np.isfinite(shift).all(axis=1, keepdims=True), eta_r + shift, eta_r)
+            xr = np.concatenate([phi, eta_r], axis=1)
+            xr, _, (hess_r, cross_r) = _newton_blocks(
+                model, X, y, xr, model.local_curvature(X, y, xr, "cross"), rows[2][:, d:], rows[3][:, d:], "cross"
+            )
+            eta_r = xr[:, d:]
+            report = report._replace(eta=eta_r, given=phi, hess=hess_r, cross=cross_r)
+            acc_z += a_z
+            acc_eta += a_eta
+    n = max(msg.n_steps, 1)
+    return cs._replace(
+        z=x,
+        pot=lc.value,
+        grad=lc.grad,
+        accept=acc_z / n,
+        curv=lc,
+        eta_accept=acc_eta / n,
+        report=report,
+    )
+
+
+def _centred_steps(
+    model: Model,
+    X: np.ndarray,
+    y: np.ndarray,
+    x: np.ndarray,
+    phi: np.ndarray,
+    inv_rho: float,
+    centre: tuple[np.ndarray, np.ndarray],
+    rows: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Random-walk Metropolis–Hastings in the centred parameterisation (`Model.centred_move`): the group scales (and
+    the coefficients an effect duplicates) move with every row's linear predictor kept, so a step needs no pass over
+    the rows; with the non-centred Newton steps around it this is interweaving (Yu & Meng 2011), which keeps the
+    scales moving where the groups' data pin their effects down. The proposal's covariance is the coupling's own
+    spread for those coordinates (`_centring_proposals`). rows: (steps, K, width) normals (the proposal's, and one
+    whose Φ is the uniform). Returns x and the mean acceptance probability per chain (K,)."""
+    idx, C = centre
+    K, d = x.shape[0], phi.shape[1]
+    m = idx.size
+    acc = np.zeros(K)
+    for row in rows:
+        dtheta = np.zeros((K, d))
+        dtheta[:, idx] = row[:, :m] @ C.T
+        prop, delta = model.centred_move(X, y, x, dtheta)
+        old, new = x[:, :d] - phi, prop[:, :d] - phi
+        coupling = 0.5 * inv_rho * (np.einsum("kd,kd->k", new, new) - np.einsum("kd,kd->k", old, old))
+        accept, alpha = mh_accept(-(delta + coupling), log_ndtr(row[:, m]))
+        x = np.where(accept[:, None], prop, x)
+        acc += alpha
+    return x, acc / len(rows)
+
+
+def _newton_blocks(
+    model: Model,
+    X: np.ndarray,
+    y: np.ndarray,
+    x: np.ndarray,
+    lc: LocalCurvature,
+    xi: np.ndarray,
+    z_u: np.ndarray,
+    parts: str = "eta",
+) -> tuple[np.ndarray, np.ndarray, tuple[EtaHessian, np.ndarray | None]]:
+    """One Newton–MH move of every block of the local parameters at fixed global part (`_newton_steps`, 1): x
+    (K, d + l) and its `LocalCurvature` lc (as far as `parts`); xi (K, l) the proposal's normals, z_u (K, ≥ B)
+    normals whose Φ are the blocks' uniforms. Returns the new x, each chain's mean acceptance probability over blocks
+    (K,), and ∇²_ηη U and (with parts "cross") ∇²_ηθ U at the new x, block by block from the current point's or the
+    proposal's pass (a block's rows are its own)."""
+    K, width = x.shape
+    _, B, e, _ = lc.eta.blocks.shape
+    d = width - B * e
+    eta = x[:, d:].reshape(K, B, e)
+    L = block_cholesky(lc.eta.blocks)
+    prop, fwd = newton_proposal(eta, lc.grad[:, d:].reshape(K, B, e), L, xi.reshape(K, B, e))
+    xp = x.copy()
+    xp[:, d:] = prop.reshape(K, B * e)
+    lcp = model.local_curvature(X, y, xp, parts)
+    bwd = newton_log_density(eta, prop, lcp.grad[:, d:].reshape(K, B, e), block_cholesky(lcp.eta.blocks))
+    accept, alpha = mh_accept(-(lcp.blocks - lc.blocks) + bwd - fwd, log_ndtr(z_u[:, :B]))
+    out = x.copy()
+    out[:, d:] = np.where(accept[:, :, None], prop, eta).reshape(K, B * e)
+    hess = EtaHessian(np.where(accept[:, :, None, None], lcp.eta.blocks, lc.eta.blocks))
+    cross = None
+    if lc.cross is not None and lcp.cross is not None:
+        rows = np.repeat(accept, e, axis=1)[:, :, None]
+        cross = np.where(rows, lcp.cross, lc.cross)
+    return out, alpha.mean(axis=1), (hess, cross)
+
+
+def _newton_global(
+    model: Model,
+    X: np.ndarray,
+    y: np.ndarray,
+    x: np.ndarray,
+    lc: LocalCurvature,
+    phi: np.ndarray,
+    inv_rho: float,
+    xi: np.ndarray,
+    u: np.ndarray,
+    beta: float = 0.0,
+) -> tuple[np.ndarray, LocalCurvature, np.ndarray]:
+    """One Newton–MH move of z_i (the first d coordinates of x) on exp(−U_i(z, η) − ‖z − θ‖²/(2ρ)) at fixed η
+    (`_newton_steps`, 2), over-relaxed by β (the coordinator's α). Returns the new x, its curvature (parts "theta")
+    and the acceptance probability (K,)."""
+    d = phi.shape[1]
+
+    def parts(c: LocalCurvature, pt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        assert c.theta is not None
+        diff = pt[:, :d] - phi
+        value = c.value + 0.5 * inv_rho * np.einsum("kd,kd->k", diff, diff)
+        w, V = np.linalg.eigh(c.theta)
+        H = np.einsum("kij,kj,klj->kil", V, np.maximum(w + inv_rho, 0.5 * inv_rho), V)
+        return value, c.grad[:, :d] + inv_rho * diff, block_cholesky(H)
+
+    T, g, L = parts(lc, x)
+    prop, fwd = newton_proposal(x[:, :d], g, L, xi, beta)
+    xq = x.copy()
+    xq[:, :d] = prop
+    lcq = model.local_curvature(X, y, xq, "theta")
+    Tq, gq, Lq = parts(lcq, xq)
+    bwd = newton_log_density(x[:, :d], prop, gq, Lq, beta)
+    accept, alpha = mh_accept(-(Tq - T) + bwd - fwd, np.log(u))
+    return np.where(accept[:, None], xq, x), _choose(accept, lcq, lc), alpha
+
+
+def _choose(mask: np.ndarray, a: LocalCurvature, b: LocalCurvature) -> LocalCurvature:
+    """Per chain, a's curvature where `mask` holds, else b's."""
+
+    def pick(u: Any, v: Any) -> Any:
+        if u is None:
+            return None
+        m = mask.reshape((-1,) + (1,) * (u.ndim - 1))
+        return np.where(m, u, v)
+
+    return LocalCurvature(
+        pick(a.value, b.value),
+        pick(a.grad, b.grad),
+        type(a.eta)(pick(a.eta.blocks, b.eta.blocks)),
+        pick(a.cross, b.cross),
+        pick(a.theta, b.theta),
+        pick(a.blocks, b.blocks),
+    )
 
 
 def _local_gaussian(p: WorkerPayload) -> LocalGaussian:
@@ -627,38 +874,13 @@ def _report_steps(
     return ReportChain(eta, log_h, da, phi)
 
 
-def _conditional_shift(
-    model: Model, X: np.ndarray, y: np.ndarray, x: np.ndarray, delta: np.ndarray, iters: int = 3
-) -> np.ndarray:
-    """How far the mode of η_i | θ moves when θ moves by `delta` (K, d), to first order: −H_ηη⁻¹ H_ηθ δ at x = (θ, η_i)
-    (K, l_i). Shifting a draw by it keeps it a draw of the new conditional when that is Gaussian (a linear model);
-    H_ηη⁻¹ by `iters` conjugate-gradient steps preconditioned with |H_ηη 1| (exact in one step for one varying
-    intercept, whose H_ηη is diagonal), each a Hessian-vector product."""
-    K, d = delta.shape
-    lsize = x.shape[1] - d
-
-    def h_eta(v: np.ndarray) -> np.ndarray:
-        return model.hvp(X, y, x, np.concatenate([np.zeros((K, d)), v], axis=1))[:, d:]
-
-    b = -model.hvp(X, y, x, np.concatenate([delta, np.zeros((K, lsize))], axis=1))[:, d:]
-    m_inv = 1.0 / np.maximum(np.abs(h_eta(np.ones((K, lsize)))), 1.0)  # H_ηη ⪰ I (the prior N(0, I) on η)
-    s = np.zeros_like(b)
-    r = b.copy()
-    z = m_inv * r
-    p = z.copy()
-    rz = np.einsum("kl,kl->k", r, z)
-    for _ in range(iters):
-        hp = h_eta(p)
-        php = np.einsum("kl,kl->k", p, hp)
-        alpha = np.where(php > 0, rz / np.where(php > 0, php, 1.0), 0.0)
-        s = s + alpha[:, None] * p
-        r = r - alpha[:, None] * hp
-        z = m_inv * r
-        rz_new = np.einsum("kl,kl->k", r, z)
-        beta = np.where(rz > 0, rz_new / np.where(rz > 0, rz, 1.0), 0.0)
-        p = z + beta[:, None] * p
-        rz = rz_new
-    return s
+def _conditional_shift(model: Model, X: np.ndarray, y: np.ndarray, x: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    """How far the mode of η_i | θ moves when θ moves by `delta` (K, d), to first order: −H_ηη⁻¹ H_ηθ δ at
+    x = (θ, η_i) (K, l_i), solved exactly block by block (`Model.local_curvature`: with group effects one block per
+    group). Shifting a draw by it keeps it a draw of the new conditional when that is Gaussian (a linear model)."""
+    lc = model.local_curvature(X, y, x, "cross")
+    assert lc.cross is not None
+    return -lc.eta.solve(np.einsum("kld,kd->kl", lc.cross, delta))
 
 
 def _accept_stat(alpha: np.ndarray, log_h: float | np.ndarray) -> Any:

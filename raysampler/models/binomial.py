@@ -11,9 +11,9 @@ from scipy import stats
 from scipy.special import expit, gammaln
 
 from ..errors import ArgumentError
-from .common import _GLM, RowValues, _check_Xy, _gram_lambda_max, _rows_of, _unbound
+from .common import _GLM, RowTerms, RowValues, _check_Xy, _gram_lambda_max, _rows_of, _unbound
 from .contract import DataSpec
-from .logistic import _sigmoid_inplace, _softplus_sum
+from .logistic import _sigmoid_inplace, _softplus_sum, logistic_rows
 
 __all__ = ["BinomialRegression"]
 
@@ -35,6 +35,7 @@ class BinomialRegression(_GLM):
     name = "binomial_regression"
     target_kind = "count"
     _extra = "trials"
+    _takes_groups = True
 
     trials: str | RowValues | int | None = field(default=None, kw_only=True)
 
@@ -128,14 +129,28 @@ class BinomialRegression(_GLM):
         return 0.25 * _gram_lambda_max(self._coef_X(X) * np.sqrt(self._m(X))[:, None])
 
     def log_likelihood(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
-        eta = self._eta(X, x)
+        return self.eta_log_likelihood(X, y, self._eta(X, x), x[:, :0])
+
+    def predict_mean(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return self.eta_mean(X, self._eta(X, x), x[:, :0])
+
+    def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        return self.eta_draw(X, self._eta(X, x), x[:, :0], u)
+
+    # ------------------------------------------------------------------ per row (group effects)
+
+    def row_terms(self, X: np.ndarray, y: np.ndarray, eta: np.ndarray, psi: np.ndarray, order: int) -> RowTerms:
+        """ℓ_j = m log(1 + e^η) − yη; ∂ℓ/∂η = mσ(η) − y; ∂²ℓ/∂η² = mσ(1 − σ) (`logistic_rows`)."""
+        return logistic_rows(eta, y, self._m(X), psi, order)
+
+    def eta_log_likelihood(self, X: np.ndarray, y: np.ndarray, eta: np.ndarray, psi: np.ndarray) -> np.ndarray:
         m = self._m(X)
         y = np.asarray(y, dtype=np.float64)
         log_choose = gammaln(m + 1.0) - gammaln(y + 1.0) - gammaln(m - y + 1.0)
         return log_choose[:, None] + y[:, None] * eta - m[:, None] * np.logaddexp(0.0, eta)
 
-    def predict_mean(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
-        return self._m(X)[:, None] * expit(self._eta(X, x))
+    def eta_mean(self, X: np.ndarray, eta: np.ndarray, psi: np.ndarray) -> np.ndarray:
+        return self._m(X)[:, None] * expit(eta)
 
-    def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
-        return stats.binom.ppf(np.asarray(u)[None, :], self._m(X)[:, None], expit(self._eta(X, x)))
+    def eta_draw(self, X: np.ndarray, eta: np.ndarray, psi: np.ndarray, u: np.ndarray) -> np.ndarray:
+        return stats.binom.ppf(np.asarray(u)[None, :], self._m(X)[:, None], expit(eta))

@@ -178,6 +178,22 @@ def _resolve_coef_prior(model, default: CoefPrior, allow_flat: bool, default_mea
 
 
 @dataclass(frozen=True)
+class RowTerms:
+    """A family's potential as a function of each row's linear predictor η_j (offset included) and the family's own
+    parameters ψ (log σ, log φ; none for most), at K points: the per-row losses ℓ_j (n, K) with U = Σ_j ℓ_j, and
+    (order ≥ 1) d1 = ∂ℓ_j/∂η_j (n, K), g_psi = Σ_j ∂ℓ_j/∂ψ (K, m); (order 2) d2 = ∂²ℓ_j/∂η_j² (n, K),
+    h_eta_psi = ∂²ℓ_j/∂η_j∂ψ (n, K, m) and h_psi = Σ_j ∂²ℓ_j/∂ψ² (K, m, m). What group effects are computed from
+    (`HierarchicalGLM`): the rows' group parts enter η_j by gathers, their derivatives leave by segment sums."""
+
+    loss: np.ndarray
+    d1: np.ndarray | None = None
+    g_psi: np.ndarray | None = None
+    d2: np.ndarray | None = None
+    h_eta_psi: np.ndarray | None = None
+    h_psi: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
 class _GLM(Model):
     """Common base of the regression models: coefficients β ∈ R^p, one per feature column of X, with prior
     `coef_prior` (`prior_scale` is shorthand for coef_prior=Normal(0, prior_scale)).
@@ -206,6 +222,9 @@ class _GLM(Model):
     _extra: ClassVar[str | None] = None
     #: whether a flat coefficient prior can give a proper posterior in this family
     _allow_flat: ClassVar[bool] = True
+    #: whether the family takes group effects: it defines `row_terms` and the per-row checks `eta_log_likelihood`,
+    #: `eta_mean` and `eta_draw` (functions of each row's linear predictor)
+    _takes_groups: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "n_features", _check_optional_count("n_features", self.n_features, 1))
@@ -297,9 +316,38 @@ class _GLM(Model):
         """The model bound to the data; with `group_effects`, a `HierarchicalGLM` (global θ, local group effects).
         A column of text labels (`DataSpec.levels`) can only group effects: as a feature it is an error."""
         if self.group_effects is not None:
+            if not self._takes_groups:
+                raise ArgumentError(
+                    ("model", "group_effects"),
+                    f"group_effects are not available for {type(self).__name__} (linear, logistic, Poisson, binomial "
+                    "and negative binomial regression take them)",
+                )
             return bind_hierarchical(self, spec)
         refuse_text_columns(spec, ())
         return super().bind(spec)
+
+    # ------------------------------------------------------------------ per row (group effects)
+
+    def _psi(self, x: np.ndarray) -> np.ndarray:
+        """The family's own parameters (log σ, log φ) of K points x (K, dim): (K, m), m = dim − n_coef."""
+        return x[:, self.n_coef :]
+
+    def row_terms(self, X: np.ndarray, y: np.ndarray, eta: np.ndarray, psi: np.ndarray, order: int) -> RowTerms:
+        """U's per-row pieces at linear predictors eta (n, K) (offset included) and family parameters psi (K, m), up
+        to derivative `order` (0, 1 or 2): see `RowTerms`. X supplies the per-row input (trials, noise sd)."""
+        raise NotImplementedError(f"{type(self).__name__} has no per-row terms (it takes no group effects)")
+
+    def eta_log_likelihood(self, X: np.ndarray, y: np.ndarray, eta: np.ndarray, psi: np.ndarray) -> np.ndarray:
+        """`log_likelihood` from the rows' linear predictors eta (n, K) and family parameters psi (K, m)."""
+        raise NotImplementedError(f"{type(self).__name__} has no per-row checks (it takes no group effects)")
+
+    def eta_mean(self, X: np.ndarray, eta: np.ndarray, psi: np.ndarray) -> np.ndarray:
+        """`predict_mean` from the rows' linear predictors."""
+        raise NotImplementedError(f"{type(self).__name__} has no per-row checks (it takes no group effects)")
+
+    def eta_draw(self, X: np.ndarray, eta: np.ndarray, psi: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """`predict_draw` from the rows' linear predictors."""
+        raise NotImplementedError(f"{type(self).__name__} has no per-row checks (it takes no group effects)")
 
     def has_local_params(self) -> bool:
         return self.group_effects is not None

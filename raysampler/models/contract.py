@@ -41,9 +41,52 @@ MODEL_METHODS = (
     "param_names",
     "validate",
 )
-#: How a parameter block is reported: as sampled, or exp of the sampled value (positive parameters, sampled on the
-#: log scale).
-TRANSFORMS = ("identity", "exp", "sigmoid")
+#: How a parameter block is reported: as sampled, exp of the sampled value (positive parameters, sampled on the
+#: log scale), the logistic function (probabilities), or "cholesky_corr": the block holds the partial correlations
+#: of a correlation matrix's Cholesky factor, unconstrained (`cholesky_factor`), and reports the correlations (the
+#: whole block maps together, not coordinate by coordinate).
+TRANSFORMS = ("identity", "exp", "sigmoid", "cholesky_corr")
+
+
+def correlation_pairs(q: int) -> list[tuple[int, int]]:
+    """The pairs (a, b), a < b, of a q × q correlation matrix in brms' order: (0, 1), (0, 2), …, (1, 2), …"""
+    return [(a, b) for a in range(q) for b in range(a + 1, q)]
+
+
+def correlation_size(c: int) -> int:
+    """q from the number c = q(q − 1)/2 of a q × q correlation matrix's pairs."""
+    q = int(round((1.0 + np.sqrt(1.0 + 8.0 * c)) / 2.0))
+    if q * (q - 1) // 2 != c:
+        raise ValueError(f"{c} is not the number of pairs of a correlation matrix")
+    return q
+
+
+def cholesky_factor(y: np.ndarray, q: int) -> np.ndarray:
+    """The Cholesky factors L (..., q, q) of correlation matrices from unconstrained coordinates y (..., q(q−1)/2),
+    one per pair (a, b) of `correlation_pairs`: z = tanh(y) is the canonical partial correlation at L[b, a], and
+    L[b, j] = z_bj Π_{k<j} √(1 − z_bk²), L[b, b] = Π_{k<b} √(1 − z_bk²) (each row has unit length)."""
+    y = np.asarray(y, dtype=np.float64)
+    L = np.zeros(y.shape[:-1] + (q, q))
+    L[..., 0, 0] = 1.0
+    z = np.tanh(y)
+    c = np.sqrt(np.maximum(1.0 - z * z, 0.0))
+    where = {pair: k for k, pair in enumerate(correlation_pairs(q))}
+    for b in range(1, q):
+        prod = np.ones(y.shape[:-1])
+        for j in range(b):
+            k = where[(j, b)]
+            L[..., b, j] = z[..., k] * prod
+            prod = prod * c[..., k]
+        L[..., b, b] = prod
+    return L
+
+
+def correlations(y: np.ndarray) -> np.ndarray:
+    """The correlations (..., c) in `correlation_pairs` order of the matrices whose Cholesky factors `y` describes."""
+    q = correlation_size(np.shape(y)[-1])
+    L = cholesky_factor(y, q)
+    omega = L @ np.swapaxes(L, -1, -2)
+    return np.stack([omega[..., a, b] for a, b in correlation_pairs(q)], axis=-1)
 
 
 @dataclass(frozen=True)
@@ -157,12 +200,22 @@ class ParamBlock:
             return [f"{self.name}[{c},{e}]" for c in self.coords() for e in self.inner_labels]
         return [f"{self.name}[{c}]" for c in self.coords()]
 
+    @property
+    def elementwise(self) -> bool:
+        """Whether each coordinate's reported value depends on that coordinate alone (not for "cholesky_corr" with
+        more than one pair)."""
+        return self.transform != "cholesky_corr" or self.size == 1
+
     def natural(self, values: np.ndarray) -> np.ndarray:
-        """Sampled values → reported values (exp for a log-scale block, the logistic function for a logit-scale one)."""
+        """Sampled values → reported values (exp for a log-scale block, the logistic function for a logit-scale one,
+        correlations for a Cholesky factor's partial correlations: then `values` is the whole block, (..., size),
+        unless the block is `elementwise`)."""
         if self.transform == "exp":
             return np.exp(values)
         if self.transform == "sigmoid":
             return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(values)))  # expit, without overflow warnings
+        if self.transform == "cholesky_corr":
+            return np.tanh(values) if self.size == 1 else correlations(values)
         return values
 
     def as_dict(self) -> dict:
@@ -250,6 +303,73 @@ def block_names(blocks: Sequence[ParamBlock]) -> list[str]:
     return [n for b in blocks for n in b.names()]
 
 
+@dataclass(frozen=True, eq=False)
+class EtaHessian:
+    """∇²_ηη U_i over a shard's local parameters η at K points, as `blocks` (K, B, e, e): B independent e × e blocks
+    in η's order (a model with one grouping factor: one block per group, e its number of effects; else one block,
+    e = l_i). Positive definite where the local parameters have a proper prior (group effects: ∇²_ηη ⪰ I). Solves
+    and log-determinants go block by block, batched over chains and blocks, exactly (Cholesky)."""
+
+    blocks: np.ndarray
+
+    @property
+    def size(self) -> int:
+        """l_i = B·e."""
+        return int(self.blocks.shape[1] * self.blocks.shape[2])
+
+    def cholesky(self) -> np.ndarray:
+        """The lower Cholesky factors (K, B, e, e) (LinAlgError where a block is not positive definite)."""
+        if self.blocks.shape[-1] == 1:
+            if not np.all(self.blocks > 0):
+                raise np.linalg.LinAlgError("a local Hessian block is not positive definite")
+            return np.sqrt(self.blocks)
+        return np.linalg.cholesky(self.blocks)
+
+    def solve(self, rhs: np.ndarray) -> np.ndarray:
+        """H⁻¹ rhs per chain for rhs (K, l) or (K, l, c) (c right-hand sides)."""
+        K, B, e, _ = self.blocks.shape
+        r = np.asarray(rhs, dtype=np.float64)
+        cols = r.shape[2:]
+        rb = r.reshape(K, B, e, -1)
+        if e == 1:
+            out = rb / self.blocks
+        else:
+            out = np.linalg.solve(self.blocks, rb)
+        return out.reshape((K, B * e) + cols)
+
+    def matmul(self, v: np.ndarray) -> np.ndarray:
+        """H v per chain for v (K, l)."""
+        K, B, e, _ = self.blocks.shape
+        return np.einsum("kbij,kbj->kbi", self.blocks, v.reshape(K, B, e)).reshape(K, B * e)
+
+    def half_logdet(self, per_block: bool = False) -> np.ndarray:
+        """½ log det H per chain (K,), or per block (K, B)."""
+        L = self.cholesky()
+        out = np.log(np.diagonal(L, axis1=-2, axis2=-1)).sum(axis=-1)
+        return out if per_block else out.sum(axis=-1)
+
+
+@dataclass(frozen=True, eq=False)
+class LocalCurvature:
+    """A shard's potential at K points x = (θ, η) (K, d + l_i) with the second derivatives the local parameters'
+    set-up and kernels need (`Model.local_curvature`): U (K,), ∇U (K, d + l_i), ∇²_ηη U (`EtaHessian`), the cross
+    block ∇²_ηθ U (K, l_i, d) and ∇²_θθ U (K, d, d) when asked for (`parts`), and the potential per η block (K, B):
+    the terms of U that involve that block's η (for one accept/reject per block; their sum is U less the θ-only
+    terms)."""
+
+    value: np.ndarray
+    grad: np.ndarray
+    eta: EtaHessian
+    cross: np.ndarray | None
+    theta: np.ndarray | None
+    blocks: np.ndarray
+
+
+#: What `Model.local_curvature` computes: "eta" (U, ∇U, ∇²_ηη U, block potentials), "cross" (and ∇²_ηθ U), "theta"
+#: (and ∇²_θθ U) or "all" (both).
+CURVATURE_PARTS = ("eta", "cross", "theta", "all")
+
+
 @dataclass(frozen=True)
 class Model(ABC):
     """A Bayesian model split into per-shard potentials U_i(θ) = −log p(y_i | X_i, θ), plus a prior.
@@ -322,6 +442,43 @@ class Model(ABC):
     def local_natural(self, theta: np.ndarray, eta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Local draws η (..., l_i) on their reported scale, given the global draws θ (..., d). Default: η itself."""
         return eta
+
+    def local_curvature(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, parts: str = "all") -> LocalCurvature:
+        """U_i, ∇U_i and the second derivatives around the local parameters at K points x (K, d + l_i), as far as
+        `parts` (`CURVATURE_PARTS`; see `LocalCurvature`). The set-up's conditional modes and Laplace-marginal terms
+        and DG-LMC's local kernels use it. Default: from the dense `hessian` of each point, η as one block; a model
+        whose η splits into independent blocks (group effects) gives them block by block."""
+        x = np.asarray(x, dtype=np.float64)
+        d = int(self.dim)
+        U, g = self.potential_and_grad(X, y, x)
+        H = np.stack([self.hessian(X, y, xk) for xk in x])
+        return LocalCurvature(
+            U,
+            g,
+            EtaHessian(H[:, None, d:, d:]),
+            H[:, d:, :d] if parts in ("cross", "all") else None,
+            H[:, :d, :d] if parts in ("theta", "all") else None,
+            U[:, None],
+        )
+
+    def block_potential(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """The potential per block of η (`LocalCurvature.blocks`) at K points: (K, B). Default: one block, U_i."""
+        return np.asarray(self.potential(X, y, x))[:, None]
+
+    def centring(self, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Which coordinates of θ (bool (d,)) `centred_move` may move on this shard: those the local parameters can
+        follow with the likelihood unchanged (group effects: the group scales, and a coefficient whose column is
+        also an effect's). Default: none."""
+        return np.zeros(int(self.dim), dtype=bool)
+
+    def centred_move(
+        self, X: np.ndarray, y: np.ndarray, x: np.ndarray, dtheta: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Move θ by dtheta (K, d) (zero outside `centring`) and the local parameters with it so that every row's
+        likelihood stays as it is: (the new points x' (K, d + l_i), U_i(x') − U_i(x) − log|det ∂η'/∂η|), computed
+        without the data. A Metropolis–Hastings step on this move samples θ in the centred parameterisation while
+        the other steps use the non-centred one (interweaving, Yu & Meng 2011). Default: not defined."""
+        raise NotImplementedError(_undefined(self, "centred_move", "interweaving moves"))
 
     # ------------------------------------------------------------------ per shard: data (worker, once)
 
@@ -468,6 +625,28 @@ class ForeignModel(Model):
     def local_blocks(self, X: np.ndarray, y: np.ndarray) -> tuple[ParamBlock, ...]:
         own = self._own("local_blocks")
         return tuple(own(X, y)) if own is not None else super().local_blocks(X, y)
+
+    def local_natural(self, theta: np.ndarray, eta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+        own = self._own("local_natural")
+        return own(theta, eta, X, y) if own is not None else eta
+
+    def local_curvature(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, parts: str = "all") -> LocalCurvature:
+        own = self._own("local_curvature")
+        return own(X, y, x, parts) if own is not None else super().local_curvature(X, y, x, parts)
+
+    def block_potential(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        own = self._own("block_potential")
+        return own(X, y, x) if own is not None else super().block_potential(X, y, x)
+
+    def centring(self, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+        own = self._own("centring")
+        return np.asarray(own(X, y), dtype=bool) if own is not None else super().centring(X, y)
+
+    def centred_move(
+        self, X: np.ndarray, y: np.ndarray, x: np.ndarray, dtheta: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        own = self._own("centred_move")
+        return own(X, y, x, dtheta) if own is not None else super().centred_move(X, y, x, dtheta)
 
     def shard_data(self, X: np.ndarray, y: np.ndarray, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         own = self._own("shard_data")

@@ -2,26 +2,36 @@
 
 A GLM with group effects has linear predictor η_j = x_jᵀβ + Σ_f z_{f,j}ᵀ r_{f, g_f(j)}: for each grouping factor f
 (`GroupEffects`), row j's group g_f(j) (a label column of the data: numbers or text) and its effect columns z_{f,j}
-(1 for the intercept, then the slope columns). r_{f,g} ~ N(0, diag(sd_f²)), sd_f with prior `sd_prior` on each entry.
+(1 for the intercept, then the slope columns). r_{f,g} ~ N(0, Σ_f) with Σ_f = diag(sd_f) Ω_f diag(sd_f): Ω_f = I, or
+with `correlated=True` a correlation matrix with an LKJ prior; each sd with prior `sd_prior`.
 
-Layout. The global parameters θ (the coordinator's) are (β, the family's own positive parameters, τ_f = log sd_f per
-factor); the local parameters of a shard are the non-centred η_{f,g} ~ N(0, I), r_{f,g} = sd_f ⊙ η_{f,g}, one per
-group of the shard's rows, g-major within a factor, factors in order. A shard's potential takes x = (θ, η) of shape
-(K, d + l_i), global first, and is U_i(θ, η) = −log p(y_i | X_i, β, r(τ, η)) + ½‖η‖². Marginally over each shard's η
-this is the shard's marginal likelihood, so sampling (θ, η_1..η_b) targets the hierarchical posterior whenever no
-group spans two shards (`check_groups_disjoint`; `rs.shard(..., by=group)` splits data that way).
+Layout. The global parameters θ (the coordinator's) are (β, the family's own parameters ψ, then per factor its
+scales s_f = (τ_f = log sd_f, and when correlated the partial correlations y_f of Ω_f's Cholesky factor L_f,
+`contract.cholesky_factor`)); the local parameters of a shard are the non-centred η_{f,g} ~ N(0, I),
+r_{f,g} = M_f η_{f,g} with M_f = diag(sd_f) L_f, one per group of the shard's rows, g-major within a factor, factors
+in order. A shard's potential takes x = (θ, η) of shape (K, d + l_i), global first:
+U_i(θ, η) = −log p(y_i | X_i, β, ψ, r(s, η)) + ½‖η‖². Marginally over each shard's η this is the shard's marginal
+likelihood, so sampling (θ, η_1..η_b) targets the hierarchical posterior whenever no group spans two shards
+(`check_groups_disjoint`; `rs.shard(..., by=group)` splits data that way).
 
-Computation. `shard_data` turns a shard's X into [X_c, Z, extra | meta]: the coefficient columns, the group design Z
-(n, l_i) (column (f, g, k) holds row j's effect column k if g_f(j) = g, else 0), the family's per-row input, then three
-columns per factor (dense group code, original label, group count). The family's own methods, on the design
-[X_c, Z, extra] with coefficients (β, r, family parameters), give U and its derivatives in (β, r); the chain rule
-through r = exp(τ) ⊙ η gives them in (β, τ, η).
+Computation: groups as indices. `shard_data` keeps each row's group index, not a column per group: X becomes
+[family design | effect columns z_f | meta], the family design being the coefficient columns and the family's
+per-row input (offset, trials, noise sd), meta three columns per factor (dense group index in the shard, the
+original label, the shard's group count). Every round's potential, gradient and Hessian-vector product is one pass
+over the rows: the rows' group parts enter the linear predictor by a gather (a sparse product with one entry per row
+and effect), the family's per-row derivatives (`common.RowTerms`) leave to the groups by segment sums, so a round
+costs O(n·(d + e)) for e effects per group, whatever the number of groups. Groups are independent given θ, so with
+one grouping factor ∇²_ηη U_i is block diagonal, one e × e block per group (`local_curvature`, `EtaHessian`):
+conditional modes, Newton steps, log-determinants and the conditional shift of the set-up and of DG-LMC's kernels
+are done block by block, batched and exact. (With several grouping factors the groups of different factors share
+rows, and η is one dense block.)
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,26 +39,55 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArgumentError
-from ..priors import GaussianPrior, HalfNormal, Normal, PositivePrior, Prior, build_prior, check_positive_prior
-from .contract import DataSpec, Model, ParamBlock
+from ..priors import (
+    LKJ,
+    GaussianPrior,
+    HalfNormal,
+    Normal,
+    PositivePrior,
+    Prior,
+    build_prior,
+    check_positive_prior,
+)
+from .contract import (
+    DataSpec,
+    EtaHessian,
+    LocalCurvature,
+    Model,
+    ParamBlock,
+    correlation_pairs,
+)
 
-__all__ = ["GroupEffects", "HierarchicalGLM", "check_groups_disjoint", "group_label", "normalise_group_effects"]
+__all__ = [
+    "GroupEffects",
+    "HierarchicalGLM",
+    "check_groups_disjoint",
+    "group_label",
+    "normalise_group_effects",
+]
 
 _PATH = ("model", "group_effects")
-#: columns of shard metadata per grouping factor: dense code, original label, number of groups in the shard
+#: columns of shard metadata per grouping factor: dense group index, original label, number of groups in the shard
 _META = 3
 
 
 @dataclass(frozen=True)
 class GroupEffects:
-    """Varying effects by `group` (brms `(1 + slopes | group)`): r_g ~ N(0, diag(sd²)) for each group label g of the
-    data's column `group`, on the intercept (when `intercept`) and on each column of `slopes`; each sd has prior
-    `sd_prior` (default HalfNormal(1)). The group column holds labels, not a feature: it gets no coefficient."""
+    """Varying effects by `group` (brms `(1 + slopes | group)`, or `(1 + slopes || group)` uncorrelated): for each
+    group label g of the data's column `group`, r_g ~ N(0, diag(sd) Ω diag(sd)) on the intercept (when `intercept`)
+    and on each column of `slopes`. Each sd has prior `sd_prior` (default HalfNormal(1)). Ω = I unless `correlated`
+    (brms' default for `(1 + x | g)`), then Ω has prior `cor_prior` (default LKJ(1), uniform over correlation
+    matrices). The group column holds labels (numbers or text), not a feature: it gets no coefficient.
+
+    Reported (brms names): `sd_<group>[<effect>]`, `cor_<group>[<effect a>,<effect b>]` for each pair a < b when
+    correlated, and `r_<group>[<label>,<effect>]`."""
 
     group: str
     intercept: bool = True
     slopes: tuple[str, ...] = ()
     sd_prior: PositivePrior = field(default_factory=lambda: HalfNormal(1.0))
+    correlated: bool = False
+    cor_prior: LKJ = field(default_factory=LKJ)
 
     def __post_init__(self) -> None:
         if not isinstance(self.group, str) or not self.group:
@@ -68,11 +107,32 @@ class GroupEffects:
             check_positive_prior(self.sd_prior, "sd_prior")
         except ArgumentError as exc:
             raise ArgumentError((*_PATH, "sd_prior"), exc.message) from None
+        if not isinstance(self.correlated, bool):
+            raise ArgumentError((*_PATH, "correlated"), f"correlated must be True or False, got {self.correlated!r}")
+        if self.correlated and len(self.effects) < 2:
+            raise ArgumentError(
+                (*_PATH, "correlated"),
+                f"correlated=True needs at least two effects by {self.group!r} (an intercept and a slope, or two "
+                "slopes): one effect has no correlation",
+            )
+        if not isinstance(self.cor_prior, LKJ):
+            raise ArgumentError((*_PATH, "cor_prior"), f"cor_prior must be rs.priors.LKJ(eta), got {self.cor_prior!r}")
 
     @property
     def effects(self) -> tuple[str, ...]:
         """The effects' labels: "(Intercept)" first when present, then the slopes."""
         return (("(Intercept)",) if self.intercept else ()) + self.slopes
+
+    @property
+    def n_cor(self) -> int:
+        """Correlation parameters: q(q − 1)/2 when correlated, else 0."""
+        q = len(self.effects)
+        return q * (q - 1) // 2 if self.correlated else 0
+
+    @property
+    def n_scale(self) -> int:
+        """This factor's global parameters: one log sd per effect, plus the correlations."""
+        return len(self.effects) + self.n_cor
 
 
 def normalise_group_effects(value: Any) -> tuple[GroupEffects, ...] | None:
@@ -138,8 +198,9 @@ def bind_hierarchical(model: Any, spec: DataSpec) -> HierarchicalGLM:
             if s in {g.group for g in factors}:
                 raise ArgumentError((*_PATH, "slopes"), f"group_effects: slope {s!r} is a grouping column")
     refuse_text_columns(spec, {ge.group for ge in factors})
+    numeric = dataclasses.replace(spec, levels=None)
     placeholder = dataclasses.replace(model, group_effects=None, coef_prior=Normal(0.0, 1.0), prior_scale=None)
-    loaded = placeholder.bind(dataclasses.replace(spec, levels=None))
+    loaded = placeholder.bind(numeric)
     gpos = tuple(cols.index(ge.group) for ge in factors)
     coef = tuple(int(j) for j in loaded._coef_cols if j not in gpos)
     if not coef:
@@ -156,22 +217,238 @@ def bind_hierarchical(model: Any, spec: DataSpec) -> HierarchicalGLM:
     return HierarchicalGLM(family, factors, coef, loaded._xcol, gpos, slopes, levels, source=loaded)
 
 
-def _tau_index(factors: tuple[GroupEffects, ...], counts: Sequence[int], tau0: int) -> np.ndarray:
-    """For each local coordinate (factor f, group g, effect k), the global index of its τ_{f,k}: (l,)."""
-    parts, start = [], tau0
-    for ge, G in zip(factors, counts):
-        q = len(ge.effects)
-        parts.append(np.tile(np.arange(start, start + q), G))
-        start += q
-    return np.concatenate(parts).astype(np.intp) if parts else np.zeros(0, dtype=np.intp)
+# ------------------------------------------------------------------------------------------ the scale matrices
+
+
+@dataclass(frozen=True, eq=False)
+class _Scale:
+    """A factor's M = diag(sd) L at K points (K, q, q) (r_g = M η_g) and, as asked, its derivatives in the factor's
+    scale parameters s = (τ, y): dM (K, q, q, n_s) and d2M (K, q, q, n_s, n_s)."""
+
+    M: np.ndarray
+    sd: np.ndarray  # (K, q)
+    diagonal: bool
+    dM: np.ndarray = field(default_factory=lambda: np.empty(0))  # (empty below order 1)
+    d2M: np.ndarray = field(default_factory=lambda: np.empty(0))  # (empty below order 2)
+
+
+def _scale(ge: GroupEffects, s: np.ndarray, order: int) -> _Scale:
+    """M_f and its derivatives (up to `order`) from the factor's scale coordinates s (K, n_s) of θ."""
+    K, q = s.shape[0], len(ge.effects)
+    with np.errstate(over="ignore"):
+        sd = np.exp(s[:, :q])
+    ns = ge.n_scale
+    eye = np.arange(q)
+    if not ge.correlated:
+        M = np.zeros((K, q, q))
+        M[:, eye, eye] = sd
+        dM = d2M = np.empty(0)
+        if order >= 1:
+            dM = np.zeros((K, q, q, q))
+            dM[:, eye, eye, eye] = sd
+        if order >= 2:
+            d2M = np.zeros((K, q, q, q, q))
+            d2M[:, eye, eye, eye, eye] = sd
+        return _Scale(M, sd, True, dM, d2M)
+    L, dL, d2L = _cholesky_jet(s[:, q:], q, order)
+    M = sd[:, :, None] * L
+    dM = d2M = np.empty(0)
+    if order >= 1:
+        assert dL is not None
+        dM = np.zeros((K, q, q, ns))
+        dM[:, eye, :, eye] = np.moveaxis(M, 1, 0)  # ∂M/∂τ_i: row i of M
+        dM[..., q:] = sd[:, :, None, None] * dL
+    if order >= 2:
+        assert dL is not None and d2L is not None
+        d2M = np.zeros((K, q, q, ns, ns))
+        d2M[:, eye, :, eye, eye] = np.moveaxis(M, 1, 0)
+        rows = sd[:, :, None, None] * dL  # ∂²M/∂τ_i∂y_k: row i of sd ⊙ ∂L/∂y_k
+        for i in range(q):
+            d2M[:, i, :, i, q:] = rows[:, i]
+            d2M[:, i, :, q:, i] = rows[:, i]
+        d2M[..., q:, q:] = sd[:, :, None, None, None] * d2L
+    return _Scale(M, sd, False, dM, d2M)
+
+
+def _cholesky_jet(y: np.ndarray, q: int, order: int) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """`contract.cholesky_factor` L (K, q, q) with its first (K, q, q, c) and second (K, q, q, c, c) derivatives in
+    y. Row b of L depends on the row's own partial correlations z_j = tanh(y_(j,b)), j < b, in closed form:
+    L[b, j] = z_j P_j and L[b, b] = P_b with P_j = Π_{k<j} sech(y_k), so ∂P_j/∂y_m = −z_m P_j (m < j)."""
+    K, c = y.shape
+    where = {pair: k for k, pair in enumerate(correlation_pairs(q))}
+    t = np.tanh(y)
+    sech2 = 1.0 - t * t
+    sech = np.sqrt(sech2)
+    L = np.zeros((K, q, q))
+    dL = np.zeros((K, q, q, c)) if order >= 1 else None
+    d2L = np.zeros((K, q, q, c, c)) if order >= 2 else None
+    L[:, 0, 0] = 1.0
+    for b in range(1, q):
+        ks = [where[(j, b)] for j in range(b)]
+        P = np.ones(K)
+        for j in range(b + 1):
+            own = j < b
+            val = t[:, ks[j]] * P if own else P
+            L[:, b, j] = val
+            if dL is not None:
+                for m in range(j):
+                    dL[:, b, j, ks[m]] = -t[:, ks[m]] * val
+                if own:
+                    dL[:, b, j, ks[j]] = sech2[:, ks[j]] * P
+            if d2L is not None:
+                for m in range(j):
+                    for m2 in range(j):
+                        coef = 2.0 * t[:, ks[m]] ** 2 - 1.0 if m == m2 else t[:, ks[m]] * t[:, ks[m2]]
+                        d2L[:, b, j, ks[m], ks[m2]] = coef * val
+                if own:
+                    d2L[:, b, j, ks[j], ks[j]] = -2.0 * t[:, ks[j]] * sech2[:, ks[j]] * P
+                    for m in range(j):
+                        v = -t[:, ks[m]] * sech2[:, ks[j]] * P
+                        d2L[:, b, j, ks[j], ks[m]] = v
+                        d2L[:, b, j, ks[m], ks[j]] = v
+            if own:
+                P = P * sech[:, ks[j]]
+    return L, dL, d2L
+
+
+def _apply_many(M: np.ndarray, P: np.ndarray) -> np.ndarray:
+    """Mᵀ P_g for every chain and group: M (K, q, q), P (K, G, q, c) → (K, G, q, c)."""
+    if M.shape[1] == 1:
+        return M[:, 0, 0][:, None, None, None] * P
+    return np.einsum("kba,kgbc->kgac", M, P)
+
+
+def _apply(M: np.ndarray, e: np.ndarray, transpose: bool = False) -> np.ndarray:
+    """M e_g (or Mᵀ e_g) for every chain and group: M (K, q, q), e (K, G, q) → (K, G, q)."""
+    if M.shape[1] == 1:
+        return M[:, :, 0][:, None, :] * e
+    return np.einsum("kba,kgb->kga" if transpose else "kab,kgb->kga", M, e)
+
+
+# ------------------------------------------------------------------------------------------ a shard's index
+
+
+@dataclass(frozen=True, eq=False)
+class _Factor:
+    """One grouping factor on one shard: each row's group index `code` (n,), its effect values Z (n, q), the number
+    of groups G and its first local coordinate `start`; the sparse gather A (n, G·q) (row j holds z_j in its group's
+    columns: the group part of the linear predictor is A r), its transpose At (G·q, n) (segment sums per group and
+    effect) and S (G, n) (segment sums per group)."""
+
+    code: np.ndarray
+    Z: np.ndarray
+    G: int
+    q: int
+    start: int
+    A: Any
+    At: Any
+    S: Any
+
+    @property
+    def width(self) -> int:
+        return self.G * self.q
+
+    def gather(self, r: np.ndarray) -> np.ndarray:
+        """Σ_k z_jk r_{g(j),k} per row and chain for r (K, G, q): (n, K)."""
+        return self.A @ r.reshape(r.shape[0], -1).T
+
+    def scatter(self, w: np.ndarray) -> np.ndarray:
+        """Σ_{j in g} w_j z_j per group and chain for row values w (n, K): (K, G, q)."""
+        K = w.shape[1]
+        return (self.At @ w).reshape(self.G, self.q, K).transpose(2, 0, 1)
+
+    def scatter_many(self, w: np.ndarray) -> np.ndarray:
+        """As `scatter` for row values w (n, K, c): (K, G, q, c)."""
+        n, K, c = w.shape
+        return (self.At @ w.reshape(n, K * c)).reshape(self.G, self.q, K, c).transpose(2, 0, 1, 3)
+
+    def blocks(self, w: np.ndarray) -> np.ndarray:
+        """Σ_{j in g} w_j z_j z_jᵀ per group and chain for row weights w (n, K): (K, G, q, q)."""
+        n, K = w.shape
+        q = self.q
+        if q == 1:
+            return (self.S @ (w * (self.Z[:, 0] ** 2)[:, None])).T[:, :, None, None]
+        zz = (self.Z[:, :, None] * self.Z[:, None, :]).reshape(n, q * q)
+        out = self.S @ (w[:, None, :] * zz[:, :, None]).reshape(n, q * q * K)
+        return out.reshape(self.G, q, q, K).transpose(3, 0, 1, 2)
+
+    def per_group(self, w: np.ndarray) -> np.ndarray:
+        """Σ_{j in g} w_j per group and chain for row values w (n, K): (K, G)."""
+        return (self.S @ w).T
+
+
+@dataclass(frozen=True, eq=False)
+class _Index:
+    """What every pass over a shard reads, built once per shard (`HierarchicalGLM._index`): the family's design Xf
+    (coefficient columns and per-row input, as the family reads them), its coefficient columns Xc and offset (n,)
+    (or None) apart and contiguous, and each factor's `_Factor`."""
+
+    Xf: np.ndarray
+    Xc: np.ndarray
+    offset: np.ndarray | None
+    factors: tuple[_Factor, ...]
+
+    def linear(self, beta: np.ndarray) -> np.ndarray:
+        """X_c βᵀ (+ the offset) (n, K): the rows' linear predictors without their groups' parts."""
+        lin = self.Xc @ beta.T
+        if self.offset is not None:
+            lin += self.offset[:, None]
+        return lin
+
+    @property
+    def local(self) -> int:
+        return sum(f.width for f in self.factors)
+
+
+def _factor(code: np.ndarray, Z: np.ndarray, G: int, start: int) -> _Factor:
+    import scipy.sparse as sp
+
+    n, q = Z.shape
+    cols = (code[:, None] * q + np.arange(q)[None, :]).reshape(-1)
+    A = sp.csr_matrix((Z.reshape(-1), cols, np.arange(0, n * q + 1, q)), shape=(n, G * q))
+    S = sp.csr_matrix((np.ones(n), code, np.arange(n + 1)), shape=(n, G)).T.tocsr()
+    return _Factor(code, np.ascontiguousarray(Z), G, q, start, A, A.T.tocsr(), S)
+
+
+class _IndexCache(dict):
+    """Shard indices by id of the X they were built from, each dropped when its X is collected (so an id reused
+    by a new array never finds an old index); pickled empty (it travels with the model to workers)."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_IndexCache, ())
+
+    def find(self, X: np.ndarray) -> _Index | None:
+        hit = self.get(id(X))
+        return hit[1] if hit is not None and hit[0] == (X.shape, X.ctypes.data) else None
+
+    def keep(self, X: np.ndarray, index: _Index) -> None:
+        key = id(X)
+        self[key] = ((X.shape, X.ctypes.data), index)
+        weakref.finalize(X, self.pop, key, None)
+
+
+@dataclass(frozen=True, eq=False)
+class _Point:
+    """One pass over a shard at K points x: the family's per-row terms at the rows' linear predictors, and per
+    factor its scales, η (K, G, q) and r = M η."""
+
+    index: _Index
+    x: np.ndarray
+    terms: Any  # common.RowTerms
+    scales: tuple[_Scale, ...]
+    etas: tuple[np.ndarray, ...]
+    rs: tuple[np.ndarray, ...]
+
+
+# ------------------------------------------------------------------------------------------ the model
 
 
 @dataclass(frozen=True)
 class HierarchicalGLM(Model):
     """A bound GLM family with group effects (what `_GLM.bind` returns when `group_effects` is given); see the module
-    docstring. `family` is the family bound to the coefficient columns (its θ is (β, family parameters)); `coef_cols`,
-    `extra_col` and `group_cols`/`slope_cols` locate those columns in the shards' X as loaded; `levels` holds the
-    text labels of grouping columns that have them ((column, labels) pairs: X holds their `shards.label_code`s)."""
+    docstring. `family` is the family bound to the coefficient columns (its θ is (β, ψ)); `coef_cols`, `extra_col`
+    and `group_cols`/`slope_cols` locate those columns in the shards' X as loaded; `levels` holds the text labels of
+    grouping columns that have them ((column, labels) pairs: X holds their `shards.label_code`s)."""
 
     family: Any  # a bound _GLM without group effects
     factors: tuple[GroupEffects, ...]
@@ -181,7 +458,7 @@ class HierarchicalGLM(Model):
     slope_cols: tuple[tuple[int, ...], ...]
     levels: tuple[tuple[str, tuple[str, ...]], ...] = ()
     source: Any = field(default=None, repr=False, compare=False)  # the model bound to X as loaded (for shard_data)
-    _inner: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _cache: _IndexCache = field(default_factory=_IndexCache, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "name", str(self.family.name))
@@ -192,19 +469,24 @@ class HierarchicalGLM(Model):
     def bind(self, spec: DataSpec) -> Model:
         return self
 
-    # the layout's sizes and index arrays are read on every potential of every local step: computed once
+    # the layout's sizes are read on every potential of every local step: computed once
     @functools.cached_property
     def n_family(self) -> int:
-        """Coordinates of (β, family parameters): the first of θ."""
+        """Coordinates of (β, ψ): the first of θ."""
         return int(self.family.dim)
 
     @functools.cached_property
-    def n_tau(self) -> int:
-        return sum(len(g.effects) for g in self.factors)
+    def scale_starts(self) -> tuple[int, ...]:
+        """Where each factor's scale coordinates (log sds, then correlations) start in θ."""
+        starts, at = [], self.n_family
+        for ge in self.factors:
+            starts.append(at)
+            at += ge.n_scale
+        return tuple(starts)
 
     @functools.cached_property
     def dim(self) -> int:
-        return self.n_family + self.n_tau
+        return self.n_family + sum(ge.n_scale for ge in self.factors)
 
     @functools.cached_property
     def _labels(self) -> dict[int, dict[float, str]]:
@@ -221,41 +503,38 @@ class HierarchicalGLM(Model):
             return named[float(value)]
         return group_label(value)
 
-    def _tau_of(self, X: np.ndarray) -> np.ndarray:
-        """`_tau_index` for this shard's group counts (cached per counts)."""
-        counts = self._counts(X)
-        key = ("tau", counts)
-        idx = self._inner.get(key)
-        if idx is None:
-            idx = self._inner[key] = _tau_index(self.factors, counts, self.n_family)
-        return idx
-
     def has_local_params(self) -> bool:
         return True
 
     def param_blocks(self) -> tuple[ParamBlock, ...]:
-        sds = tuple(
-            ParamBlock(f"sd_{g.group}", len(g.effects), f"{g.group}_effect", g.effects, "exp") for g in self.factors
-        )
-        return tuple(self.family.param_blocks()) + sds
+        blocks = list(self.family.param_blocks())
+        for g in self.factors:
+            blocks.append(ParamBlock(f"sd_{g.group}", len(g.effects), f"{g.group}_effect", g.effects, "exp"))
+            if g.correlated:
+                pairs = tuple(f"{g.effects[a]},{g.effects[b]}" for a, b in correlation_pairs(len(g.effects)))
+                blocks.append(ParamBlock(f"cor_{g.group}", g.n_cor, f"{g.group}_cor", pairs, "cholesky_corr"))
+        return tuple(blocks)
 
     def prior(self) -> GaussianPrior | Prior:
-        if "prior" not in self._inner:  # read by every shard potential of every local step: built once
-            self._inner["prior"] = self._build_prior()
-        return self._inner["prior"]
+        return self._prior
 
-    def _build_prior(self) -> GaussianPrior | Prior:
-        parts, start = list(self.family._prior_parts()), self.n_family
-        for g in self.factors:
+    @functools.cached_property
+    def _prior(self) -> GaussianPrior | Prior:
+        """The family's prior on (β, ψ), `sd_prior` on each log sd, LKJ on each factor's partial correlations
+        (read by every shard potential of every local step: built once)."""
+        parts: list[Any] = list(self.family._prior_parts())
+        for g, start in zip(self.factors, self.scale_starts):
             q = len(g.effects)
             parts.append((np.arange(start, start + q), g.sd_prior))
-            start += q
+            if g.correlated:
+                columns = [a for a, _ in correlation_pairs(q)]
+                parts.append((np.arange(start + q, start + q + g.n_cor), g.cor_prior.partial_correlations(q, columns)))
         return build_prior(self.dim, parts)
 
     # ------------------------------------------------------------------ per shard: data
 
     def shard_data(self, X: np.ndarray, y: np.ndarray, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        """[X_c, Z, extra | meta] (module docstring) from a shard's X as loaded."""
+        """[family design | effect columns | meta] (module docstring) from a shard's X as loaded."""
         if self.source is not None:
             X, y = self.source.shard_data(X, y, rows)
         X = np.asarray(X, dtype=np.float64)
@@ -266,23 +545,44 @@ class HierarchicalGLM(Model):
             if not np.isfinite(labels).all():
                 raise ValueError(f"group column {ge.group!r} contains NaN or infinite labels")
             uniq, code = np.unique(labels, return_inverse=True)
-            G, q = uniq.size, len(ge.effects)
-            vals = np.column_stack(([np.ones(n)] if ge.intercept else []) + [X[:, c] for c in scols])
-            Z = np.zeros((n, G * q))
-            for k in range(q):
-                Z[np.arange(n), code * q + k] = vals[:, k]
-            zs.append(Z)
-            meta.append(np.column_stack([code.astype(np.float64), labels, np.full(n, float(G))]))
+            zs += ([np.ones(n)] if ge.intercept else []) + [X[:, c] for c in scols]
+            meta.append(np.column_stack([code.reshape(-1).astype(np.float64), labels, np.full(n, float(uniq.size))]))
         extra = [] if self.extra_col is None else [X[:, [self.extra_col]]]
-        out = np.hstack([X[:, list(self.coef_cols)], *zs, *extra, *meta])
+        out = np.hstack([X[:, list(self.coef_cols)], *extra, np.column_stack(zs), *meta])
         return np.ascontiguousarray(out), y
+
+    @functools.cached_property
+    def _widths(self) -> tuple[int, int]:
+        """(the family design's width, where the meta columns start)."""
+        nf = int(self.family.n_features)
+        return nf, nf + sum(len(ge.effects) for ge in self.factors)
 
     def _counts(self, X: np.ndarray) -> tuple[int, ...]:
         """Groups per factor in a shard (from its metadata columns)."""
         if X.shape[0] == 0:
             return tuple(0 for _ in self.factors)
-        w = X.shape[1] - _META * len(self.factors)
+        w = self._widths[1]
         return tuple(int(X[0, w + _META * f + 2]) for f in range(len(self.factors)))
+
+    def _index(self, X: np.ndarray) -> _Index:
+        """The shard's `_Index`, built on first use for this X (cached while X lives)."""
+        hit = self._cache.find(X)
+        if hit is not None:
+            return hit
+        nf, w = self._widths
+        factors, start, col = [], 0, nf
+        for f, (ge, G) in enumerate(zip(self.factors, self._counts(X))):
+            q = len(ge.effects)
+            code = X[:, w + _META * f].astype(np.intp)
+            factors.append(_factor(code, X[:, col : col + q], G, start))
+            start += G * q
+            col += q
+        Xf = np.ascontiguousarray(X[:, :nf])
+        fam = self.family
+        offset = Xf[:, fam._xcol].copy() if fam._xcol is not None and fam._extra == "offset" else None
+        index = _Index(Xf, np.ascontiguousarray(fam._coef_X(Xf)), offset, tuple(factors))
+        self._cache.keep(X, index)
+        return index
 
     def local_dim(self, X: np.ndarray, y: np.ndarray) -> int:
         """l_i = Σ_f G_f q_f: the number of local parameters (η) of this shard."""
@@ -290,14 +590,14 @@ class HierarchicalGLM(Model):
 
     def _first_labels(self, X: np.ndarray, f: int, G: int) -> list[str]:
         """Factor f's label of each dense group index 0..G−1 of this shard."""
-        w = X.shape[1] - _META * len(self.factors)
+        w = self._widths[1]
         code, lab = X[:, w + _META * f].astype(np.intp), X[:, w + _META * f + 1]
         first = np.zeros(G, dtype=np.intp)
         first[code[::-1]] = np.arange(code.size)[::-1]
         return [self.label(f, lab[first[g]]) for g in range(G)]
 
     def local_blocks(self, X: np.ndarray, y: np.ndarray) -> tuple[ParamBlock, ...]:
-        """One block per grouping factor, reported as r = sd ⊙ η: `r_<group>` with dims (<group>, <group>_effect),
+        """One block per grouping factor, reported as r = M η: `r_<group>` with dims (<group>, <group>_effect),
         labelled by the shard's group labels as given and the effects (brms names `r_<group>[<label>,<effect>]`)."""
         blocks = []
         for f, (ge, G) in enumerate(zip(self.factors, self._counts(X))):
@@ -315,149 +615,316 @@ class HierarchicalGLM(Model):
         return tuple(self._first_labels(X, f, G) for f, G in enumerate(self._counts(X)))
 
     def local_natural(self, theta: np.ndarray, eta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """Local draws η (..., l_i) → r = sd ⊙ η on the natural scale, sd = exp(τ) from the global draws θ (..., d)."""
-        idx = self._tau_of(X)
-        return np.exp(theta[..., idx]) * eta
+        """Local draws η (..., l_i) → r = M η on the natural scale, M from the global draws θ (..., d)."""
+        th = np.asarray(theta, dtype=np.float64)
+        e = np.asarray(eta, dtype=np.float64)
+        lead = e.shape[:-1]
+        th2, e2 = th.reshape(-1, th.shape[-1]), e.reshape(-1, e.shape[-1])
+        out = np.empty_like(e2)
+        at = 0
+        for f, (ge, G) in enumerate(zip(self.factors, self._counts(X))):
+            q = len(ge.effects)
+            M = _scale(ge, th2[:, self.scale_starts[f] : self.scale_starts[f] + ge.n_scale], 0).M
+            block = e2[:, at : at + G * q].reshape(-1, G, q)
+            out[:, at : at + G * q] = _apply(M, block).reshape(-1, G * q)
+            at += G * q
+        return out.reshape(lead + (out.shape[-1],))
 
     def validate(self, X: np.ndarray, y: np.ndarray, argname: str = "data") -> None:
-        self._inner_model(X).validate(self._design(X), y, argname)
+        self.family.validate(self._index(X).Xf, y, argname)
 
     def gram(self, X: np.ndarray, y: np.ndarray) -> np.ndarray | None:
-        F = self.family._flat()
-        if F.size == 0:
-            return None
-        XF = X[:, F]
-        return XF.T @ XF
+        return self.family.gram(self._index(X).Xf, y)
 
     def check_proper(self, gram: np.ndarray | None, n_rows: int | None = None) -> None:
         self.family.check_proper(gram, n_rows)
 
-    # ------------------------------------------------------------------ the family on the extended design
+    # ------------------------------------------------------------------ one pass over the rows
 
-    def _design(self, X: np.ndarray) -> np.ndarray:
-        """[X_c, Z, extra]: a column slice (no copy; BLAS reads it with its row stride)."""
-        return X[:, : X.shape[1] - _META * len(self.factors)]
+    def _point(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, order: int) -> _Point:
+        """The rows' linear predictors at K points x (K, d + l_i) (β's part, plus each factor's gathered r = M η) and
+        the family's per-row terms there up to derivative `order`."""
+        index = self._index(X)
+        x = np.asarray(x, dtype=np.float64)
+        K, d, p = x.shape[0], self.dim, self.family.n_coef
+        if x.shape[1] != d + index.local:
+            raise ValueError(f"x has {x.shape[1]} columns, but this shard has d + l = {d} + {index.local}")
+        lin = index.linear(x[:, :p])
+        scales, etas, rs = [], [], []
+        for ge, fi, s0 in zip(self.factors, index.factors, self.scale_starts):
+            sc = _scale(ge, x[:, s0 : s0 + ge.n_scale], order)
+            e = x[:, d + fi.start : d + fi.start + fi.width].reshape(K, fi.G, fi.q)
+            r = _apply(sc.M, e)
+            lin += fi.gather(r)
+            scales.append(sc)
+            etas.append(e)
+            rs.append(r)
+        terms = self.family.row_terms(index.Xf, y, lin, x[:, p : self.n_family], order)
+        return _Point(index, x, terms, tuple(scales), tuple(etas), tuple(rs))
 
-    def _inner_model(self, X: np.ndarray) -> Any:
-        """The family on the design [X_c, Z, extra] with coefficients (β, r) (cached by width)."""
-        width = X.shape[1] - _META * len(self.factors)
-        inner = self._inner.get(width)
-        if inner is None:
-            fam = self.family
-            p = fam.n_coef
-            e = 0 if fam._xcol is None else 1
-            extra = getattr(fam, fam._extra, None) if fam._extra else None
-            labels = list(fam._coef_labels() or [f"x{j}" for j in range(p)])
-            labels += [f"__r{j}" for j in range(width - p - e)]
-            if isinstance(extra, str):
-                labels.append(extra)
-            inner = dataclasses.replace(fam, n_features=width, columns=tuple(labels))
-            self._inner[width] = inner
-        return inner
+    def _value(self, pt: _Point) -> np.ndarray:
+        """U at the pass's points: Σ_j ℓ_j + ½‖η‖² (K,)."""
+        loss = pt.terms.loss
+        eta = pt.x[:, self.dim :]
+        return np.ones(loss.shape[0]) @ loss + 0.5 * np.einsum("kl,kl->k", eta, eta)
 
-    def _split(self, X: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(inner coefficients (β, r, family params) (K, p + l), η (K, l), sd per local coordinate (K, l), τ index)."""
-        p, nf, d = self.family.n_coef, self.n_family, self.dim
-        idx = self._tau_of(X)
-        eta = x[:, d:]
-        if eta.shape[1] != idx.size:
-            raise ValueError(f"x has {x.shape[1]} columns, but this shard has d + l = {d} + {idx.size}")
-        sd = np.exp(x[:, idx])
-        inner_x = np.concatenate([x[:, :p], sd * eta, x[:, p:nf]], axis=1)
-        return inner_x, eta, sd, idx
-
-    def _outer_grad(self, gi: np.ndarray, x: np.ndarray, eta: np.ndarray, sd: np.ndarray, idx: np.ndarray):
-        """Chain rule: ∇_(β,θ_f) = the family's; ∇_η = sd ⊙ ∇_r + η; ∇_τ_j = Σ_{l→j} ∇_r_l r_l."""
-        p, nf, d = self.family.n_coef, self.n_family, self.dim
-        K, lsize = eta.shape
-        g_r = gi[:, p : p + lsize]
-        out = np.zeros((K, d + lsize))
-        out[:, :p] = gi[:, :p]
-        out[:, p:nf] = gi[:, p + lsize :]
-        np.add.at(out.T, idx, (g_r * sd * eta).T)
-        out[:, d:] = g_r * sd + eta
-        return out
+    def _grad(self, pt: _Point) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
+        """∇U (K, d + l) from a pass (order ≥ 1), with each factor's g_r = Σ_{j in g} ∂ℓ_j/∂η_j z_j (K, G, q) and
+        C = Σ_g g_r η_gᵀ (K, q, q) (what the Hessian's second-order terms reuse)."""
+        d, p, nf = self.dim, self.family.n_coef, self.n_family
+        x, a = pt.x, pt.terms.d1
+        out = np.empty_like(x)
+        out[:, :p] = a.T @ pt.index.Xc
+        out[:, p:nf] = pt.terms.g_psi
+        grs, Cs = [], []
+        for ge, fi, sc, e, s0 in zip(self.factors, pt.index.factors, pt.scales, pt.etas, self.scale_starts):
+            gr = fi.scatter(a)
+            out[:, d + fi.start : d + fi.start + fi.width] = (_apply(sc.M, gr, transpose=True) + e).reshape(
+                x.shape[0], -1
+            )
+            C = np.einsum("kga,kgb->kab", gr, e)
+            out[:, s0 : s0 + ge.n_scale] = np.einsum("kabp,kab->kp", sc.dM, C)
+            grs.append(gr)
+            Cs.append(C)
+        return out, grs, Cs
 
     def potential(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
-        inner_x, eta, _, _ = self._split(X, x)
-        return self._inner_model(X).potential(self._design(X), y, inner_x) + 0.5 * np.einsum("kl,kl->k", eta, eta)
+        return self._value(self._point(X, y, x, 0))
 
     def grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         return self.potential_and_grad(X, y, x)[1]
 
     def potential_and_grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        inner_x, eta, sd, idx = self._split(X, x)
-        U, gi = self._inner_model(X).potential_and_grad(self._design(X), y, inner_x)
-        return U + 0.5 * np.einsum("kl,kl->k", eta, eta), self._outer_grad(gi, x, eta, sd, idx)
-
-    def hessian(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
-        """∇²U at one point x (d + l,): Jᵀ H_f J + Σ_l ∂_r_l U_f ∇²r_l + (0, I_ηη), from the family's own dense
-        Hessian H_f in (β, r, θ_f) (one pass over the rows, where d + l Hessian-vector products take several)."""
-        p, nf, d = self.family.n_coef, self.n_family, self.dim
-        xk = np.asarray(x, dtype=np.float64)[None, :]
-        inner_x, eta, sd, idx = self._split(X, xk)
-        inner, D = self._inner_model(X), self._design(X)
-        lsize = eta.shape[1]
-        r, s = (sd * eta)[0], sd[0]
-        m = inner_x.shape[1]
-        J = np.zeros((m, d + lsize))
-        J[np.arange(p), np.arange(p)] = 1.0
-        J[p + lsize + np.arange(nf - p), p + np.arange(nf - p)] = 1.0
-        rows = p + np.arange(lsize)
-        J[rows, d + np.arange(lsize)] = s
-        J[rows, idx] = r
-        Hf = inner.hessian(D, y, inner_x[0])
-        H = J.T @ Hf @ J
-        g_r = inner.grad(D, y, inner_x)[0, p : p + lsize]
-        np.add.at(H, (idx, idx), g_r * r)
-        H[idx, d + np.arange(lsize)] += g_r * s
-        H[d + np.arange(lsize), idx] += g_r * s
-        H[d:, d:] += np.eye(lsize)
-        return 0.5 * (H + H.T)
+        pt = self._point(X, y, x, 1)
+        return self._value(pt), self._grad(pt)[0]
 
     def hvp(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, v: np.ndarray) -> np.ndarray:
-        """∇²U v = Jᵀ H_f (J v) + Σ_l ∂_r_l U_f ∇²r_l v + (0, 0, v_η), with J = ∂(β, r, θ_f)/∂(β, θ_f, τ, η):
-        J v = (v_β, sd ⊙ v_η + r ⊙ v_τ[l], v_f); ∂²r_l/∂τ² = r_l, ∂²r_l/∂τ∂η_l = sd_l."""
-        p, nf, d = self.family.n_coef, self.n_family, self.dim
-        inner_x, eta, sd, idx = self._split(X, x)
-        lsize = eta.shape[1]
-        r = sd * eta
-        vt, ve = v[:, idx], v[:, d:]
-        dr = sd * ve + r * vt
-        vi = np.concatenate([v[:, :p], dr, v[:, p:nf]], axis=1)
-        inner, D = self._inner_model(X), self._design(X)
-        hi = inner.hvp(D, y, inner_x, vi)
-        g_r = inner.grad(D, y, inner_x)[:, p : p + lsize]
-        h_r = hi[:, p : p + lsize]
-        out = np.zeros_like(v, dtype=np.float64)
-        out[:, :p] = hi[:, :p]
-        out[:, p:nf] = hi[:, p + lsize :]
-        np.add.at(out.T, idx, (h_r * r + g_r * (r * vt + sd * ve)).T)
-        out[:, d:] = sd * h_r + g_r * sd * vt + ve
+        """∇²U v in one pass (the family's first and second per-row derivatives together): the direction moves each
+        row's linear predictor by δ_j = x_jᵀv_β + Σ_f z_fjᵀ δr_f, δr = M v_η + (Σ_p ∂M/∂s_p v_s,p) η; the family's
+        curvature turns it into s_j = ∂²ℓ_j/∂η_j² δ_j + ∂²ℓ_j/∂η_j∂ψ v_ψ, which flows back to β by Xᵀ, to the groups
+        by segment sums, and to the scales through ∂M/∂s (with M's own second derivatives on g_r)."""
+        pt = self._point(X, y, x, 2)
+        _, grs, Cs = self._grad(pt)
+        d, p, nf = self.dim, self.family.n_coef, self.n_family
+        v = np.asarray(v, dtype=np.float64)
+        K = v.shape[0]
+        t = pt.terms
+        vpsi = v[:, p:nf]
+        dlin = pt.index.Xc @ v[:, :p].T
+        moves = []
+        for ge, fi, sc, e, s0 in zip(self.factors, pt.index.factors, pt.scales, pt.etas, self.scale_starts):
+            vs = v[:, s0 : s0 + ge.n_scale]
+            ve = v[:, d + fi.start : d + fi.start + fi.width].reshape(K, fi.G, fi.q)
+            D = np.einsum("kabp,kp->kab", sc.dM, vs)
+            dr = _apply(sc.M, ve) + _apply(D, e)
+            dlin += fi.gather(dr)
+            moves.append((vs, ve, D))
+        sj = t.d2 * dlin
+        if vpsi.shape[1]:
+            sj += np.einsum("nkm,km->nk", t.h_eta_psi, vpsi)
+        out = np.empty_like(v)
+        out[:, :p] = sj.T @ pt.index.Xc
+        if vpsi.shape[1]:
+            out[:, p:nf] = np.einsum("nkm,nk->km", t.h_eta_psi, dlin) + np.einsum("kmj,kj->km", t.h_psi, vpsi)
+        for ge, fi, sc, e, gr, C, (vs, ve, D), s0 in zip(
+            self.factors, pt.index.factors, pt.scales, pt.etas, grs, Cs, moves, self.scale_starts
+        ):
+            dgr = fi.scatter(sj)
+            oe = _apply(sc.M, dgr, transpose=True) + _apply(D, gr, transpose=True) + ve
+            out[:, d + fi.start : d + fi.start + fi.width] = oe.reshape(K, -1)
+            dC = np.einsum("kga,kgb->kab", dgr, e) + np.einsum("kga,kgb->kab", gr, ve)
+            E = np.einsum("kabpq,kq->kabp", sc.d2M, vs)
+            out[:, s0 : s0 + ge.n_scale] = np.einsum("kabp,kab->kp", sc.dM, dC) + np.einsum("kabp,kab->kp", E, C)
         return out
+
+    def hessian(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """∇²U at one point x (d + l,), dense: d + l Hessian-vector products at once (one pass at d + l points)."""
+        x = np.asarray(x, dtype=np.float64)
+        n = x.shape[0]
+        H = self.hvp(X, y, np.broadcast_to(x, (n, n)).copy(), np.eye(n))
+        return 0.5 * (H + H.T)
+
+    # ------------------------------------------------------------------ the local blocks
+
+    def block_potential(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Per group (one grouping factor) the terms of U that involve its η_g, Σ_{j in g} ℓ_j + ½‖η_g‖², (K, G);
+        with several factors one block, U (K, 1)."""
+        pt = self._point(X, y, x, 0)
+        return self._blocks(pt)
+
+    def _blocks(self, pt: _Point) -> np.ndarray:
+        if len(pt.index.factors) != 1:
+            return self._value(pt)[:, None]
+        fi, e = pt.index.factors[0], pt.etas[0]
+        return fi.per_group(pt.terms.loss) + 0.5 * np.einsum("kgq,kgq->kg", e, e)
+
+    def local_curvature(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, parts: str = "all") -> LocalCurvature:
+        """U, ∇U, ∇²_ηη U block by block and, as far as `parts` asks, ∇²_ηθ U and ∇²_θθ U at K points, in one pass.
+
+        With r_g = M η_g and W_g = Σ_{j in g} ∂²ℓ_j/∂η_j² z_j z_jᵀ, group g's block is Mᵀ W_g M + I. The cross and θ
+        blocks come from the Jacobian J_j of row j's linear predictor in θ's coordinates other than ψ (β: x_j; a
+        scale s_p of factor f: z_fjᵀ ∂M/∂s_p η): ∇²_{η_g θ} = Mᵀ Σ_{j in g} ∂²ℓ_j z_j J_jᵀ (+ ∂M/∂s_pᵀ g_r for the
+        group's own scales, + the ψ column), ∇²_θθ = Σ_j ∂²ℓ_j J_j J_jᵀ plus ψ's terms and M's second derivatives on
+        C = Σ_g g_r η_gᵀ."""
+        pt = self._point(X, y, x, 2)
+        value = self._value(pt)
+        g, grs, Cs = self._grad(pt)
+        t, index = pt.terms, pt.index
+        etas = []
+        for fi, sc in zip(index.factors, pt.scales):
+            W = fi.blocks(t.d2)
+            if fi.q == 1:
+                Hb = (sc.M[:, 0, 0] ** 2)[:, None, None, None] * W + 1.0
+            else:
+                Hb = np.einsum("kba,kgbc,kcd->kgad", sc.M, W, sc.M)
+                Hb[..., np.arange(fi.q), np.arange(fi.q)] += 1.0
+            etas.append(Hb)
+        eta_h = EtaHessian(etas[0] if len(etas) == 1 else self._dense_eta_hessian(pt)[:, None])
+        if parts == "eta":
+            return LocalCurvature(value, g, eta_h, None, None, self._blocks(pt))
+        d, p, nf = self.dim, self.family.n_coef, self.n_family
+        K, n = pt.x.shape[0], index.Xf.shape[0]
+        m = nf - p
+        # J's columns: β (θ's 0..p−1), then every factor's scales (θ's nf..d−1)
+        nJ = p + d - nf
+        J = np.empty((n, K, nJ))
+        J[:, :, :p] = index.Xc[:, None, :]
+        at = p
+        for ge, fi, sc, e in zip(self.factors, index.factors, pt.scales, pt.etas):
+            for k in range(ge.n_scale):
+                J[:, :, at] = fi.gather(_apply(sc.dM[..., k], e))
+                at += 1
+        d2J = t.d2[:, :, None] * J
+        cross = None
+        if parts in ("cross", "all"):
+            cols = np.r_[0:p, nf:d]
+            cross = np.zeros((K, index.local, d))
+            for ge, fi, sc, gr, s0 in zip(self.factors, index.factors, pt.scales, grs, self.scale_starts):
+                block = np.zeros((K, fi.G, fi.q, d))
+                block[..., cols] = _apply_many(sc.M, fi.scatter_many(d2J))
+                if m:
+                    block[..., p:nf] = _apply_many(sc.M, fi.scatter_many(t.h_eta_psi))
+                block[..., s0 : s0 + ge.n_scale] += np.einsum("kbap,kgb->kgap", sc.dM, gr)
+                cross[:, fi.start : fi.start + fi.width] = block.reshape(K, fi.width, d)
+        th = None
+        if parts in ("theta", "all"):
+            lin = np.matmul(d2J.transpose(1, 2, 0), J.transpose(1, 0, 2))  # Σ_j ∂²ℓ_j J_j J_jᵀ (K, nJ, nJ)
+            th = np.zeros((K, d, d))
+            th[:, :p, :p] = lin[:, :p, :p]
+            th[:, :p, nf:] = lin[:, :p, p:]
+            th[:, nf:, :p] = lin[:, p:, :p]
+            th[:, nf:, nf:] = lin[:, p:, p:]
+            if m:
+                th[:, p:nf, p:nf] = t.h_psi
+                hpj = np.matmul(t.h_eta_psi.transpose(1, 2, 0), J.transpose(1, 0, 2))  # (K, m, nJ)
+                th[:, p:nf, :p] = hpj[:, :, :p]
+                th[:, p:nf, nf:] = hpj[:, :, p:]
+                th[:, :p, p:nf] = np.swapaxes(hpj[:, :, :p], 1, 2)
+                th[:, nf:, p:nf] = np.swapaxes(hpj[:, :, p:], 1, 2)
+            for ge, sc, C, s0 in zip(self.factors, pt.scales, Cs, self.scale_starts):
+                sl = slice(s0, s0 + ge.n_scale)
+                th[:, sl, sl] += np.einsum("kabpq,kab->kpq", sc.d2M, C)
+            th = 0.5 * (th + np.swapaxes(th, 1, 2))
+        return LocalCurvature(value, g, eta_h, cross, th, self._blocks(pt))
+
+    def _dense_eta_hessian(self, pt: _Point) -> np.ndarray:
+        """∇²_ηη U (K, l, l) with several grouping factors: Jᵀ diag(∂²ℓ) J + I with J = ∂(linear predictor)/∂η, a
+        sparse (n, l) matrix per chain (row j: z_fjᵀ M_f in its group's columns of each factor)."""
+        import scipy.sparse as sp
+
+        K = pt.x.shape[0]
+        index = pt.index
+        out = np.empty((K, index.local, index.local))
+        for k in range(K):
+            parts = []
+            for fi, sc in zip(index.factors, pt.scales):
+                vals = (fi.Z @ sc.M[k]).reshape(-1)
+                parts.append(sp.csr_matrix((vals, fi.A.indices, fi.A.indptr), shape=fi.A.shape))
+            Jk = sp.hstack(parts).tocsr()
+            H = (Jk.T @ Jk.multiply(pt.terms.d2[:, k][:, None])).toarray()
+            out[k] = 0.5 * (H + H.T) + np.eye(index.local)
+        return out
+
+    # ------------------------------------------------------------------ interweaving (the centred parameterisation)
+
+    @functools.cached_property
+    def _locations(self) -> tuple[tuple[int, int, int], ...]:
+        """(factor, effect, coefficient) triples: effect k of factor f whose column is coefficient a's too (the
+        intercept and a slope that is also a feature), each coefficient with its first such factor."""
+        labels = list(self.family._coef_labels() or ())
+        out, taken = [], set()
+        for f, ge in enumerate(self.factors):
+            for k, eff in enumerate(ge.effects):
+                if eff in labels and labels.index(eff) not in taken:
+                    taken.add(labels.index(eff))
+                    out.append((f, k, labels.index(eff)))
+        return tuple(out)
+
+    def centring(self, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """The group scales (every factor's log sds and correlations), and each coefficient whose column equals a
+        group effect's column on this shard (`_locations`): moving it by δ and that effect of every group by −δ
+        leaves each row's linear predictor as it is."""
+        mask = np.zeros(self.dim, dtype=bool)
+        mask[self.n_family :] = True
+        index = self._index(X)
+        Xc = index.Xc
+        for f, k, a in self._locations:
+            if np.array_equal(index.factors[f].Z[:, k], Xc[:, a]):
+                mask[a] = True
+        return mask
+
+    def centred_move(
+        self, X: np.ndarray, y: np.ndarray, x: np.ndarray, dtheta: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """θ' = θ + dθ, and per group r' = r − δ (δ: the moved coefficients matched to its effects), η' = M(s')⁻¹ r':
+        every row's linear predictor is unchanged, so U changes by ½(‖η'‖² − ‖η‖²) alone, and
+        log|det ∂η'/∂η| = Σ_f G_f (log det M_f(s) − log det M_f(s')). O(l_i), no pass over the rows."""
+        index = self._index(X)
+        x = np.asarray(x, dtype=np.float64)
+        K, d = x.shape[0], self.dim
+        out = x.copy()
+        out[:, :d] = x[:, :d] + dtheta
+        delta = np.zeros(K)
+        for f, (ge, fi, s0) in enumerate(zip(self.factors, index.factors, self.scale_starts)):
+            sl = slice(s0, s0 + ge.n_scale)
+            M, M2 = _scale(ge, x[:, sl], 0).M, _scale(ge, out[:, sl], 0).M
+            e = x[:, d + fi.start : d + fi.start + fi.width].reshape(K, fi.G, fi.q)
+            r = _apply(M, e)
+            for ff, k, a in self._locations:
+                if ff == f:
+                    r[:, :, k] -= dtheta[:, a][:, None]
+            e2 = r / M2[:, :, 0][:, None, :] if fi.q == 1 else np.linalg.solve(M2[:, None], r[..., None])[..., 0]
+            out[:, d + fi.start : d + fi.start + fi.width] = e2.reshape(K, -1)
+            logdet = np.log(np.abs(np.diagonal(M, axis1=1, axis2=2))).sum(axis=1)
+            logdet2 = np.log(np.abs(np.diagonal(M2, axis1=1, axis2=2))).sum(axis=1)
+            delta += 0.5 * (np.einsum("kgq,kgq->k", e2, e2) - np.einsum("kgq,kgq->k", e, e)) - fi.G * (logdet - logdet2)
+        return out, delta
 
     # ------------------------------------------------------------------ checks of the fit (x = (θ, r), reported r)
 
     def evaluation_x(
         self, X: np.ndarray, y: np.ndarray, draws: np.ndarray, names: Sequence[str], seed: int
     ) -> np.ndarray:
-        """(θ, r) (S, d + l) for the groups of these rows: each group's r from the draws by its brms name
-        `r_<group>[label,effect]`; a group the run never saw gets r = sd ⊙ z, z ~ N(0, I) per draw from a stream
+        """(θ, r) (S, d + l) for the groups of these rows from a run's draws (θ as sampled, the effects r as
+        reported): each group's r from the draws by its brms name
+        `r_<group>[label,effect]`; a group the run never saw gets r = M z, z ~ N(0, I) per draw from a stream
         seeded by (seed, factor, label): a new group drawn from the population. Codes absent from X get 0."""
         if not names:
             raise ValueError("evaluation_x needs the draws' parameter names (the group effects are picked by name)")
         d = self.dim
         S = draws.shape[0]
         col = {n: j for j, n in enumerate(names)}
-        w = X.shape[1] - _META * len(self.factors)
+        w = self._widths[1]
         counts = self._counts(X)
         out = np.zeros((S, d + self.local_dim(X, y)))
         out[:, :d] = draws[:, :d]
-        start, tau = d, self.n_family
+        start = d
         for f, (ge, G) in enumerate(zip(self.factors, counts)):
             q = len(ge.effects)
+            s0 = self.scale_starts[f]
             code, lab = X[:, w + _META * f].astype(np.intp), X[:, w + _META * f + 1]
             present, first = np.unique(code, return_index=True)
+            M = None
             for g, row in zip(present.tolist(), first.tolist()):
                 label = self.label(f, float(lab[row]))
                 cols = [col.get(f"r_{ge.group}[{label},{e}]", -1) for e in ge.effects]
@@ -465,29 +932,43 @@ class HierarchicalGLM(Model):
                 if min(cols) >= 0:
                     out[:, at : at + q] = draws[:, cols]
                     continue
+                if M is None:
+                    M = _scale(ge, draws[:, s0 : s0 + ge.n_scale], 0).M
                 key = int(np.float64(lab[row]).view(np.uint64))
                 z = np.random.default_rng([seed, f, key]).standard_normal((S, q))
-                out[:, at : at + q] = np.exp(draws[:, tau : tau + q]) * z
+                out[:, at : at + q] = np.einsum("kab,kb->ka", M, z)
             start += G * q
-            tau += q
         return out
 
-    def _inner_at(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
-        """The family's coefficients (β, r, family parameters) from x = (θ, r)."""
-        p, nf, d = self.family.n_coef, self.n_family, self.dim
-        return np.concatenate([x[:, :p], x[:, d:], x[:, p:nf]], axis=1)
+    def _linear(self, X: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the rows' linear predictors (n, S), ψ (S, m)) at x = (θ, r) (`evaluation_x`)."""
+        index = self._index(X)
+        p, d = self.family.n_coef, self.dim
+        x = np.asarray(x, dtype=np.float64)
+        lin = index.linear(x[:, :p])
+        for fi in index.factors:
+            lin += fi.gather(x[:, d + fi.start : d + fi.start + fi.width].reshape(x.shape[0], fi.G, fi.q))
+        return lin, x[:, p : self.n_family]
 
     def log_likelihood(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
-        """log p(y_j | β, r) per row and draw, x = (θ, r) (`evaluation_x`): the family's on [X_c, Z, extra]."""
-        return self._inner_model(X).log_likelihood(self._design(X), y, self._inner_at(X, x))
+        """log p(y_j | β, ψ, r) per row and draw, x = (θ, r) (`evaluation_x`)."""
+        lin, psi = self._linear(X, x)
+        return self.family.eta_log_likelihood(self._index(X).Xf, y, lin, psi)
 
     def predict_mean(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
-        return self._inner_model(X).predict_mean(self._design(X), self._inner_at(X, x))
+        lin, psi = self._linear(X, x)
+        return self.family.eta_mean(self._index(X).Xf, lin, psi)
 
     def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
-        return self._inner_model(X).predict_draw(self._design(X), self._inner_at(X, x), u)
+        lin, psi = self._linear(X, x)
+        return self.family.eta_draw(self._index(X).Xf, lin, psi, u)
 
     def smoothness(self, X: np.ndarray, y: np.ndarray) -> float:
-        """Not a global bound (the non-centred potential's curvature grows like sd²): the family's bound on the
-        design [X_c, Z] at sd = 1, plus 1 for ½‖η‖². Tuning uses the MAP's curvature instead."""
-        return float(self._inner_model(X).smoothness(self._design(X), y)) + 1.0
+        """Not a global bound (the non-centred potential's curvature grows like sd²): the family's bound on its own
+        design plus, per factor, its effect columns' Gram bound at sd = 1, plus 1 for ½‖η‖². Tuning uses the
+        curvature at the Laplace-marginal mode instead."""
+        from .common import _gram_lambda_max
+
+        index = self._index(X)
+        extra = sum(_gram_lambda_max(fi.Z) for fi in index.factors)
+        return float(self.family.smoothness(index.Xf, y)) + extra + 1.0

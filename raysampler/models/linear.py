@@ -13,7 +13,7 @@ from scipy import linalg, special
 
 from ..errors import ArgumentError
 from ..priors import Flat, GaussianPrior, HalfNormal, Normal, PositivePrior, check_positive_prior
-from .common import _GLM, RowValues, _check_positive, _check_Xy, _gram_lambda_max, _rows_of
+from .common import _GLM, RowTerms, RowValues, _check_positive, _check_Xy, _gram_lambda_max, _rows_of
 from .contract import ParamBlock
 
 __all__ = ["LinearRegression", "linear_posterior"]
@@ -38,6 +38,7 @@ class LinearRegression(_GLM):
 
     name = "linear_regression"
     target_kind = "real"
+    _takes_groups = True
 
     noise_sd: float | str | RowValues | None = field(
         default=None,
@@ -238,25 +239,65 @@ class LinearRegression(_GLM):
         var = var if var > 0 else 1.0
         return self.smoothness_safety * max(lam / var, 2.0 * n)
 
-    def _mean_sd(self, X: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray | float]:
-        """(X_c βᵀ (n, K), σ: per row (n, 1), per draw (1, K) or one number)."""
-        x = np.asarray(x, dtype=np.float64)
+    def _sd(self, X: np.ndarray, psi: np.ndarray) -> np.ndarray | float:
+        """σ of the rows: per row (n, 1), per draw (1, K) from psi = log σ (K, 1), or one number."""
         if self.known_noise:
             sd = self._extra_values(X)
-            return self._eta(X, x), (sd[:, None] if sd is not None else float(np.sqrt(self._noise_var)))
-        return self._eta(X, x[:, :-1]), np.exp(x[:, -1])[None, :]
+            return sd[:, None] if sd is not None else float(np.sqrt(self._noise_var))
+        return np.exp(psi[:, 0])[None, :]
 
     def log_likelihood(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
-        mu, sd = self._mean_sd(X, x)
-        z = (np.asarray(y, dtype=np.float64)[:, None] - mu) / sd
-        return -0.5 * z * z - np.log(sd) - 0.5 * np.log(2.0 * np.pi)
+        x = np.asarray(x, dtype=np.float64)
+        return self.eta_log_likelihood(X, y, self._eta(X, x[:, : self.n_coef]), self._psi(x))
 
     def predict_mean(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
-        return self._mean_sd(X, x)[0]
+        return self._eta(X, np.asarray(x, dtype=np.float64)[:, : self.n_coef])
 
     def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
-        mu, sd = self._mean_sd(X, x)
-        return mu + sd * special.ndtri(np.asarray(u))[None, :]
+        x = np.asarray(x, dtype=np.float64)
+        return self.eta_draw(X, self._eta(X, x[:, : self.n_coef]), self._psi(x), u)
+
+    # ------------------------------------------------------------------ per row (group effects)
+
+    def row_terms(self, X: np.ndarray, y: np.ndarray, eta: np.ndarray, psi: np.ndarray, order: int) -> RowTerms:
+        """Known σ_j: ℓ_j = w_j R_j²/2 with R = η − y, w = 1/σ_j². Unknown σ = e^τ (ψ = τ): ℓ_j = τ + s R_j²/2 with
+        s = e^{−2τ}; ∂ℓ/∂τ = 1 − sR², ∂²ℓ/∂η∂τ = −2sR, ∂²ℓ/∂τ² = 2sR²."""
+        R = eta - y[:, None]
+        if self.known_noise:
+            w = self._weights(X)
+            wv = w[:, None] if isinstance(w, np.ndarray) else w
+            WR = wv * R
+            loss = 0.5 * R * WR
+            if order == 0:
+                return RowTerms(loss)
+            if order == 1:
+                return RowTerms(loss, WR, psi[:, :0])
+            return RowTerms(loss, WR, psi[:, :0], np.broadcast_to(wv, R.shape))
+        tau = psi[:, 0]
+        with np.errstate(over="ignore"):
+            s = np.exp(-2.0 * tau)
+        sR = s * R
+        loss = tau + 0.5 * R * sR
+        if order == 0:
+            return RowTerms(loss)
+        sR2 = np.einsum("nk,nk->k", R, sR)
+        g_psi = (R.shape[0] - sR2)[:, None]
+        if order == 1:
+            return RowTerms(loss, sR, g_psi)
+        return RowTerms(
+            loss, sR, g_psi, np.broadcast_to(s, R.shape), (-2.0 * sR)[:, :, None], (2.0 * sR2)[:, None, None]
+        )
+
+    def eta_log_likelihood(self, X: np.ndarray, y: np.ndarray, eta: np.ndarray, psi: np.ndarray) -> np.ndarray:
+        sd = self._sd(X, psi)
+        z = (np.asarray(y, dtype=np.float64)[:, None] - eta) / sd
+        return -0.5 * z * z - np.log(sd) - 0.5 * np.log(2.0 * np.pi)
+
+    def eta_mean(self, X: np.ndarray, eta: np.ndarray, psi: np.ndarray) -> np.ndarray:
+        return eta
+
+    def eta_draw(self, X: np.ndarray, eta: np.ndarray, psi: np.ndarray, u: np.ndarray) -> np.ndarray:
+        return eta + self._sd(X, psi) * special.ndtri(np.asarray(u))[None, :]
 
     def check_proper(self, gram: np.ndarray | None, n_rows: int | None = None) -> None:
         """As for every regression (flat coefficients need full-rank pooled columns), and with an improper noise prior

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit
 
-from .common import _GLM, _check_Xy, _gram_lambda_max, _rows_of
+from .common import _GLM, RowTerms, _check_Xy, _gram_lambda_max, _rows_of
 
 __all__ = ["LogisticRegression"]
 
@@ -21,6 +21,7 @@ class LogisticRegression(_GLM):
 
     name = "logistic_regression"
     target_kind = "binary"
+    _takes_groups = True
 
     def validate(self, X: np.ndarray, y: np.ndarray, argname: str = "data") -> None:
         X, y = _check_Xy(X, y, argname, self.n_features)
@@ -74,15 +75,57 @@ class LogisticRegression(_GLM):
         return 0.25 * _gram_lambda_max(X)
 
     def log_likelihood(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
-        eta = X @ x.T
-        return np.asarray(y, dtype=np.float64)[:, None] * eta - np.logaddexp(0.0, eta)
+        return self.eta_log_likelihood(X, y, X @ x.T, x[:, :0])
 
     def predict_mean(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
-        return expit(X @ x.T)
+        return self.eta_mean(X, X @ x.T, x[:, :0])
 
     def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        return self.eta_draw(X, X @ x.T, x[:, :0], u)
+
+    # ------------------------------------------------------------------ per row (group effects)
+
+    def row_terms(self, X: np.ndarray, y: np.ndarray, eta: np.ndarray, psi: np.ndarray, order: int) -> RowTerms:
+        """ℓ_j = log(1 + e^η) − yη; ∂ℓ/∂η = σ(η) − y; ∂²ℓ/∂η² = σ(1 − σ) — all from one t = e^{−|η|}:
+        log(1 + e^η) = max(η, 0) + log(1 + t), σ = 1/(1 + t) for η ≥ 0 and t/(1 + t) below, σ(1 − σ) = t/(1 + t)²."""
+        return logistic_rows(eta, y, np.ones(1), psi, order)
+
+    def eta_log_likelihood(self, X: np.ndarray, y: np.ndarray, eta: np.ndarray, psi: np.ndarray) -> np.ndarray:
+        return np.asarray(y, dtype=np.float64)[:, None] * eta - np.logaddexp(0.0, eta)
+
+    def eta_mean(self, X: np.ndarray, eta: np.ndarray, psi: np.ndarray) -> np.ndarray:
+        return expit(eta)
+
+    def eta_draw(self, X: np.ndarray, eta: np.ndarray, psi: np.ndarray, u: np.ndarray) -> np.ndarray:
         """1 where u_k > 1 − P(y = 1): Bernoulli's inverse distribution function."""
-        return (np.asarray(u)[None, :] > 1.0 - self.predict_mean(X, x)).astype(np.float64)
+        return (np.asarray(u)[None, :] > 1.0 - expit(eta)).astype(np.float64)
+
+
+def logistic_rows(eta: np.ndarray, y: np.ndarray, m: np.ndarray, psi: np.ndarray, order: int) -> RowTerms:
+    """`RowTerms` of m_j log(1 + e^η) − y_j η (logistic: m = 1; binomial: m the trials, (n,) or (1,)), from one
+    exponential per element (see `LogisticRegression.row_terms`)."""
+    t = np.abs(eta)
+    np.negative(t, out=t)
+    np.exp(t, out=t)
+    inv = 1.0 + t  # 1 + t ∈ [1, 2]: log(1 + t) loses nothing that matters against the row's other terms
+    loss = np.log(inv)
+    loss += np.maximum(eta, 0.0)
+    mm = m[:, None] if m.size > 1 else float(m[0])
+    if m.size > 1 or mm != 1.0:
+        loss *= mm
+    loss -= y[:, None] * eta
+    if order == 0:
+        return RowTerms(loss)
+    np.reciprocal(inv, out=inv)  # 1/(1 + t)
+    s = np.where(eta >= 0.0, inv, t * inv)
+    d1 = s * mm if (m.size > 1 or mm != 1.0) else s
+    d1 = d1 - y[:, None]
+    if order == 1:
+        return RowTerms(loss, d1, psi[:, :0])
+    w = t * inv * inv
+    if m.size > 1 or mm != 1.0:
+        w *= mm
+    return RowTerms(loss, d1, psi[:, :0], w)
 
 
 def _softplus_sum(eta: np.ndarray, ones: np.ndarray) -> np.ndarray:

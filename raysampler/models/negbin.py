@@ -10,7 +10,7 @@ from scipy import stats
 from scipy.special import digamma, expit, gammaln, polygamma
 
 from ..priors import HalfCauchy, PositivePrior, check_positive_prior
-from .common import _GLM, RowValues, _check_positive, _check_Xy, _gram_lambda_max, _rows_of
+from .common import _GLM, RowTerms, RowValues, _check_positive, _check_Xy, _gram_lambda_max, _rows_of
 from .contract import ParamBlock
 from .poisson import _check_counts
 
@@ -57,6 +57,7 @@ class NegativeBinomialRegression(_GLM):
     name = "negative_binomial_regression"
     target_kind = "count"
     _extra = "offset"
+    _takes_groups = True
 
     #: multiplies the reference curvature in `smoothness`.
     smoothness_safety: float = 2.0
@@ -156,20 +157,46 @@ class NegativeBinomialRegression(_GLM):
 
     def log_likelihood(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, dtype=np.float64)
+        return self.eta_log_likelihood(X, y, self._eta(X, x[:, :-1]), x[:, -1:])
+
+    def predict_mean(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        return self.eta_mean(X, self._eta(X, x[:, :-1]), x[:, -1:])
+
+    def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        return self.eta_draw(X, self._eta(X, x[:, :-1]), x[:, -1:], u)
+
+    # ------------------------------------------------------------------ per row (group effects)
+
+    def row_terms(self, X: np.ndarray, y: np.ndarray, eta: np.ndarray, psi: np.ndarray, order: int) -> RowTerms:
+        """The per-row pieces of U (class docstring) and their derivatives in η_j and ρ = log φ (`_Terms`)."""
         y = np.asarray(y, dtype=np.float64)
-        z = self._eta(X, x[:, :-1]) - x[None, :, -1]
-        phi = np.exp(x[:, -1])
+        t = _Terms(eta, psi[:, 0], y, second=order == 2)
+        loss = -(gammaln(t.yp) - gammaln(t.phi)[None, :] + y[:, None] * (eta - psi[:, 0][None, :]) - t.yp * t.D)
+        if order == 0:
+            return RowTerms(loss)
+        d1 = t.yp * t.q - y[:, None]
+        g_psi = t.g_rho_rows(y).sum(axis=0)[:, None]
+        if order == 1:
+            return RowTerms(loss, d1, g_psi)
+        w, h_er, h_rr = t.hessian_rows()
+        return RowTerms(loss, d1, g_psi, w, h_er[:, :, None], h_rr.sum(axis=0)[:, None, None])
+
+    def eta_log_likelihood(self, X: np.ndarray, y: np.ndarray, eta: np.ndarray, psi: np.ndarray) -> np.ndarray:
+        y = np.asarray(y, dtype=np.float64)
+        z = eta - psi[:, 0][None, :]
+        phi = np.exp(psi[:, 0])
         yp = y[:, None] + phi[None, :]
         return (
             gammaln(yp) - gammaln(phi)[None, :] - gammaln(y + 1.0)[:, None] + y[:, None] * z - yp * np.logaddexp(0.0, z)
         )
 
-    def predict_mean(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
+    def eta_mean(self, X: np.ndarray, eta: np.ndarray, psi: np.ndarray) -> np.ndarray:
         with np.errstate(over="ignore"):
-            return np.exp(self._eta(X, np.asarray(x, dtype=np.float64)[:, :-1]))
+            return np.exp(eta)
 
-    def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
-        x = np.asarray(x, dtype=np.float64)
-        phi = np.exp(x[:, -1])[None, :]
-        q = expit(x[None, :, -1] - self._eta(X, x[:, :-1]))  # φ/(φ + μ), NB's success probability
+    def eta_draw(self, X: np.ndarray, eta: np.ndarray, psi: np.ndarray, u: np.ndarray) -> np.ndarray:
+        phi = np.exp(psi[:, 0])[None, :]
+        q = expit(psi[:, 0][None, :] - eta)  # φ/(φ + μ), NB's success probability
         return stats.nbinom.ppf(np.asarray(u)[None, :], phi, q)

@@ -9,7 +9,7 @@ import numpy as np
 from scipy import stats
 from scipy.special import gammaln
 
-from .common import _GLM, RowValues, _check_positive, _check_Xy, _gram_lambda_max, _rows_of
+from .common import _GLM, RowTerms, RowValues, _check_positive, _check_Xy, _gram_lambda_max, _rows_of
 
 __all__ = ["PoissonRegression"]
 
@@ -36,6 +36,7 @@ class PoissonRegression(_GLM):
     name = "poisson_regression"
     target_kind = "count"
     _extra = "offset"
+    _takes_groups = True
 
     #: multiplies the reference curvature in `smoothness`.
     smoothness_safety: float = 2.0
@@ -100,14 +101,34 @@ class PoissonRegression(_GLM):
         return self.smoothness_safety * _gram_lambda_max(Xc * np.sqrt(w)[:, None])
 
     def log_likelihood(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
-        eta = self._eta(X, x)
+        return self.eta_log_likelihood(X, y, self._eta(X, x), x[:, :0])
+
+    def predict_mean(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return self.eta_mean(X, self._eta(X, x), x[:, :0])
+
+    def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        return self.eta_draw(X, self._eta(X, x), x[:, :0], u)
+
+    # ------------------------------------------------------------------ per row (group effects)
+
+    def row_terms(self, X: np.ndarray, y: np.ndarray, eta: np.ndarray, psi: np.ndarray, order: int) -> RowTerms:
+        """ℓ_j = e^η − yη; ∂ℓ/∂η = e^η − y; ∂²ℓ/∂η² = e^η."""
+        with np.errstate(over="ignore"):
+            mu = np.exp(eta)
+        loss = mu - y[:, None] * eta
+        if order == 0:
+            return RowTerms(loss)
+        d1 = mu - y[:, None]
+        return RowTerms(loss, d1, psi[:, :0]) if order == 1 else RowTerms(loss, d1, psi[:, :0], mu)
+
+    def eta_log_likelihood(self, X: np.ndarray, y: np.ndarray, eta: np.ndarray, psi: np.ndarray) -> np.ndarray:
         y = np.asarray(y, dtype=np.float64)
         with np.errstate(over="ignore"):
             return y[:, None] * eta - np.exp(eta) - gammaln(y + 1.0)[:, None]
 
-    def predict_mean(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
+    def eta_mean(self, X: np.ndarray, eta: np.ndarray, psi: np.ndarray) -> np.ndarray:
         with np.errstate(over="ignore"):
-            return np.exp(self._eta(X, x))
+            return np.exp(eta)
 
-    def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
-        return stats.poisson.ppf(np.asarray(u)[None, :], self.predict_mean(X, x))
+    def eta_draw(self, X: np.ndarray, eta: np.ndarray, psi: np.ndarray, u: np.ndarray) -> np.ndarray:
+        return stats.poisson.ppf(np.asarray(u)[None, :], self.eta_mean(X, eta, psi))

@@ -184,20 +184,42 @@ class PositivePriorSpec(BaseModel):
         return priors.Flat(log=self.flat.log)
 
 
-class GroupEffectsSpec(BaseModel):
-    """Varying effects by a grouping column (brms `(1 + slopes | group)`): r_g ~ N(0, diag(sd²)) per group label g,
-    on the intercept and each slope column; each sd with `sd_prior` (default half_normal(1))."""
+class LKJArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    eta: PositiveFloat = Field(default=1.0, description="LKJ shape: 1 is uniform over correlation matrices")
+
+
+class CorPriorSpec(BaseModel):
+    """The prior on a grouping factor's correlation matrix: {"lkj": {"eta": 1}} (brms' lkj(1) is the default)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
-    group: ColumnName = Field(description="the column of group labels (labels, not a feature)")
+    lkj: LKJArgs = Field(description="LKJ(eta) on the correlation matrix")
+
+    def to_prior(self) -> priors.LKJ:
+        return priors.LKJ(self.lkj.eta)
+
+
+class GroupEffectsSpec(BaseModel):
+    """Varying effects by a grouping column (brms `(1 + slopes || group)`, or `(1 + slopes | group)` with
+    `correlated`): r_g ~ N(0, diag(sd) Ω diag(sd)) per group label g, on the intercept and each slope column; each sd
+    with `sd_prior` (default half_normal(1)); Ω = I, or with `correlated` a correlation matrix with `cor_prior`
+    (default lkj(1))."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    group: ColumnName = Field(description="the column of group labels (numbers or text; labels, not a feature)")
     intercept: bool = Field(default=True, description="a varying intercept per group")
     slopes: list[ColumnName] = Field(default_factory=list, max_length=64, description="columns with varying slopes")
     sd_prior: PositivePriorSpec | None = Field(default=None, description="prior on each effect's sd")
+    correlated: bool = Field(
+        default=False, description="correlated effects (brms' default for (1 + x | g)): needs two effects or more"
+    )
+    cor_prior: CorPriorSpec | None = Field(default=None, description="with correlated: the correlations' prior")
 
     def to_engine(self) -> GroupEffects:
         """The engine's `rs.GroupEffects` (its own checks name model.group_effects)."""
         sd_prior = self.sd_prior.to_prior() if self.sd_prior is not None else priors.HalfNormal(1.0)
-        return GroupEffects(self.group, self.intercept, tuple(self.slopes), sd_prior)
+        cor_prior = self.cor_prior.to_prior() if self.cor_prior is not None else priors.LKJ(1.0)
+        return GroupEffects(self.group, self.intercept, tuple(self.slopes), sd_prior, self.correlated, cor_prior)
 
 
 class ModelSpec(BaseModel):

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..models import Model
-from ..models.contract import ParamBlock
+from ..models.contract import LocalCurvature, ParamBlock
 from ..reparam import Preconditioner, WhitenedModel
 
 
@@ -80,17 +80,24 @@ def shard_local_blocks(model: Model, X: np.ndarray, y: np.ndarray) -> tuple[Para
     return tuple(model.local_blocks(X, y)) if model.has_local_params() else ()
 
 
+def shard_centring(model: Model, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Which coordinates of θ the shard's interweaving move may change (`Model.centring`; none without local
+    parameters)."""
+    return np.asarray(model.centring(X, y), dtype=bool)
+
+
 def shard_group_labels(model: Model, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, ...]:
     """The shard's distinct group labels per grouping factor (a model with `group_labels`; else none)."""
     own = getattr(model, "group_labels", None)
     return tuple(own(X, y)) if own is not None else ()
 
 
-#: the local parameters' conditional mode: steps at most, the Newton decrement ½ gᵀH⁻¹g that ends them (rounding
-#: level), and the one below which steps reuse the last Hessian
+#: the local parameters' conditional mode: Newton steps at most, the decrement ½ gᵀH⁻¹g (per block) that ends them
+#: (rounding level), and the one below which steps are taken in full (no line search: Newton's quadratic phase, where
+#: a block's potential changes by less than its rounding); two such rounds end the search
 ETA_NEWTON_MAX = 100
 ETA_NEWTON_TOL = 1e-20
-ETA_CHORD = 1e-6
+ETA_FULL_STEP = 1e-8
 #: the central differences of ½ log det ∇²_ηη U_i take steps of this fraction of θ_j's conditional sd (H_θθ's)
 LOGDET_STEP = 1e-2
 
@@ -106,93 +113,88 @@ class MarginalPoint:
     eta: np.ndarray  # (l_i,) η̂, the next point's starting guess
 
 
-def _eta_mode(
-    model: Model, X: np.ndarray, y: np.ndarray, theta: np.ndarray, eta: np.ndarray
-) -> tuple[np.ndarray, float, np.ndarray, np.ndarray]:
-    """(x = (θ, η̂), U_i, ∇U_i, ∇²U_i at x): η̂ = argmin_η U_i(θ, η) from `eta` (U_i is convex in η for the
-    log-concave families, with the non-centred prior ½‖η‖² making it strictly so). Newton steps with backtracking
-    while the decrement ½ gᵀH⁻¹g is above ETA_CHORD; below it, full steps with the last Hessian (a chord method:
-    from a good start, as in the central differences, one Hessian there and one at the end, not one per step)."""
-    d = theta.shape[0]
-    x = np.concatenate([theta, eta])
-    u, g = model.potential_and_grad(X, y, x[None, :])
-    U, G = float(u[0]), g[0]
-    H = model.hessian(X, y, x)
-    fresh = True
+def conditional_modes(
+    model: Model, X: np.ndarray, y: np.ndarray, theta: np.ndarray, eta: np.ndarray, parts: str = "eta"
+) -> tuple[np.ndarray, LocalCurvature]:
+    """η̂ = argmin_η U_i(θ, η) at K points θ (K, d) from starting values `eta` (K, l_i), and the `LocalCurvature`
+    there (as far as `parts`): Newton steps on every block of η at once (`EtaHessian`: with group effects one block
+    per group, independent given θ), each block with its own backtracking on its own potential, until every
+    block's decrement ½ gᵀH⁻¹g is at rounding level. U_i is convex in η for the log-concave families (with the
+    non-centred prior ½‖η‖² strictly so). Returns x = (θ, η̂) (K, d + l_i)."""
+    K, d = theta.shape
+    x = np.concatenate([theta, eta], axis=1)
+    lc = model.local_curvature(X, y, x, "eta")
+    final = 0
     for _ in range(ETA_NEWTON_MAX):
-        step = np.linalg.solve(H[d:, d:], G[d:])
-        half_dec = 0.5 * float(G[d:] @ step)
-        if not half_dec > ETA_NEWTON_TOL:
-            return x, U, G, (H if fresh else model.hessian(X, y, x))
-        if half_dec < ETA_CHORD:
-            x = x.copy()
-            x[d:] -= step
-            u, g = model.potential_and_grad(X, y, x[None, :])
-            U, G, fresh = float(u[0]), g[0], False
-            continue
-        t = 1.0
-        while t > 1e-12:
-            xn = x.copy()
-            xn[d:] -= t * step
-            un, gn = model.potential_and_grad(X, y, xn[None, :])
-            if np.isfinite(un[0]) and un[0] <= U - 2e-4 * t * half_dec:
+        g = lc.grad[:, d:]
+        blocks = lc.eta.blocks
+        B, e = blocks.shape[1], blocks.shape[2]
+        step = lc.eta.solve(g).reshape(K, B, e)
+        dec = 0.5 * np.einsum("kbe,kbe->kb", g.reshape(K, B, e), step)
+        t = np.where(dec > ETA_NEWTON_TOL, 1.0, 0.0)
+        final = final + 1 if dec.max() < ETA_FULL_STEP else 0
+        if final > 2 or not t.any():
+            return x, (lc if parts == "eta" else model.local_curvature(X, y, x, parts))
+        while not final:  # backtracking, block by block
+            trial = x.copy()
+            trial[:, d:] -= (t[:, :, None] * step).reshape(K, B * e)
+            with np.errstate(all="ignore"):
+                tv = model.block_potential(X, y, trial)
+                ok = (t == 0.0) | (np.isfinite(tv) & (tv <= lc.blocks - 2e-4 * t * dec))
+            if ok.all():
                 break
-            t *= 0.5
-        else:
-            return x, U, G, (H if fresh else model.hessian(X, y, x))  # no descent left at machine precision
-        x, U, G = xn, float(un[0]), gn[0]
-        H, fresh = model.hessian(X, y, x), True
+            t = np.where(ok, t, 0.5 * t)
+            t[t < 1e-12] = 0.0  # no descent left at machine precision: that block stays
+        x = x.copy()
+        x[:, d:] -= (t[:, :, None] * step).reshape(K, B * e)
+        lc = model.local_curvature(X, y, x, "eta")
     raise FloatingPointError(f"the local parameters' conditional mode was not found in {ETA_NEWTON_MAX} Newton steps")
-
-
-def _half_logdet(H: np.ndarray, d: int) -> float:
-    """½ log det ∇²_ηη U_i (the η block of the Hessian H, positive definite at η̂)."""
-    return float(np.sum(np.log(np.diag(np.linalg.cholesky(H[d:, d:])))))
 
 
 def shard_marginal(
     model: Model, X: np.ndarray, y: np.ndarray, theta: np.ndarray, eta: np.ndarray, cross: bool
 ) -> MarginalPoint:
     """Shard i's Laplace-marginal potential V_i at θ (`MarginalPoint`), computed on the shard. The profile part
-    U_i(θ, η̂(θ)) has gradient ∇_θU_i (envelope theorem) and Hessian the Schur complement H_θθ − H_θη H_ηη⁻¹ H_ηθ;
-    the log-determinant part, by central differences in θ with η̂ followed (Newton from its first-order prediction
-    η̂ − H_ηη⁻¹H_ηθ δ). Without that part the curvature of a group scale is read off the profile alone, which where
-    groups are many and their data weak can be many times too small. The log-determinant's mixed second differences
-    (4 points per pair of coordinates) only where `cross` is true; else its Hessian is taken as diagonal."""
+    U_i(θ, η̂(θ)) has gradient ∇_θU_i (envelope theorem) and Hessian the Schur complement H_θθ − H_θη H_ηη⁻¹ H_ηθ
+    (block by block); the log-determinant part by central differences in θ with η̂ followed (Newton from its
+    first-order prediction η̂ − H_ηη⁻¹H_ηθ δ), all difference points in one batch. Without that part the curvature
+    of a group scale is read off the profile alone, which where groups are many and their data weak can be many
+    times too small. The log-determinant's mixed second differences (4 points per pair of coordinates) only where
+    `cross` is true; else its Hessian is taken as diagonal."""
     d = theta.shape[0]
-    x, U, G, H = _eta_mode(model, X, y, theta, eta)
-    eta0 = x[d:]
-    Het = H[d:, :d]
-    dirs = np.linalg.solve(H[d:, d:], Het)  # H_ηη⁻¹H_ηθ: dη̂/dθ = −dirs
-    S = H[:d, :d] - Het.T @ dirs
+    x, lc = conditional_modes(model, X, y, theta[None, :], eta[None, :], "all")
+    assert lc.theta is not None and lc.cross is not None
+    U, G, Htt = float(lc.value[0]), lc.grad[0], lc.theta[0]
+    eta0 = x[0, d:]
+    Het = lc.cross[0]
+    dirs = lc.eta.solve(Het[None])[0]  # H_ηη⁻¹H_ηθ (l, d): dη̂/dθ = −dirs
+    S = Htt - Het.T @ dirs
     S = 0.5 * (S + S.T)
     if eta0.size == 0:
         return MarginalPoint(U, G[:d], S, eta0)
-    L0 = _half_logdet(H, d)
-    h = LOGDET_STEP / np.sqrt(np.maximum(np.diag(H[:d, :d]), 1e-4))
-
-    def logdet_at(delta: np.ndarray) -> float:
-        _, _, _, Hd = _eta_mode(model, X, y, theta + delta, eta0 - dirs @ delta)
-        return _half_logdet(Hd, d)
-
+    L0 = float(lc.eta.half_logdet()[0])
+    h = LOGDET_STEP / np.sqrt(np.maximum(np.diag(Htt), 1e-4))
     e = np.eye(d)
-    plus = np.array([logdet_at(h[j] * e[j]) for j in range(d)])
-    minus = np.array([logdet_at(-h[j] * e[j]) for j in range(d)])
+    deltas = [h[j] * e[j] for j in range(d)] + [-h[j] * e[j] for j in range(d)]
+    pairs = [(j, k) for j in range(d) for k in range(j + 1, d)] if cross else []
+    for j, k in pairs:
+        deltas += [h[j] * e[j] + s * h[k] * e[k] for s in (1.0, -1.0)]
+        deltas += [-h[j] * e[j] + s * h[k] * e[k] for s in (1.0, -1.0)]
+    D = np.array(deltas)
+    _, lcs = conditional_modes(model, X, y, theta[None, :] + D, eta0[None, :] - D @ dirs.T)
+    logdet = lcs.eta.half_logdet()
+    plus, minus = logdet[:d], logdet[d : 2 * d]
     HL = np.diag((plus - 2.0 * L0 + minus) / h**2)
-    for j in range(d if cross else 0):
-        for k in range(j + 1, d):
-            pp = logdet_at(h[j] * e[j] + h[k] * e[k])
-            pm = logdet_at(h[j] * e[j] - h[k] * e[k])
-            mp = logdet_at(-h[j] * e[j] + h[k] * e[k])
-            mm = logdet_at(-h[j] * e[j] - h[k] * e[k])
-            HL[j, k] = HL[k, j] = (pp - pm - mp + mm) / (4.0 * h[j] * h[k])
+    for n, (j, k) in enumerate(pairs):
+        pp, pm, mp, mm = logdet[2 * d + 4 * n : 2 * d + 4 * n + 4]
+        HL[j, k] = HL[k, j] = (pp - pm - mp + mm) / (4.0 * h[j] * h[k])
     return MarginalPoint(U + L0, G[:d] + (plus - minus) / (2.0 * h), S + HL, eta0)
 
 
 def shard_marginal_value(model: Model, X: np.ndarray, y: np.ndarray, theta: np.ndarray, eta: np.ndarray) -> float:
     """V_i(θ) alone (see `shard_marginal`), for a line search: +∞ where η̂ is not found (a trial point too far out)."""
     try:
-        x, U, _, H = _eta_mode(model, X, y, theta, eta)
-        return U + (_half_logdet(H, theta.shape[0]) if x.shape[0] > theta.shape[0] else 0.0)
+        x, lc = conditional_modes(model, X, y, theta[None, :], eta[None, :])
+        return float(lc.value[0]) + (float(lc.eta.half_logdet()[0]) if x.shape[1] > theta.shape[0] else 0.0)
     except (FloatingPointError, np.linalg.LinAlgError):
         return float("inf")

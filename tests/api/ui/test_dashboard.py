@@ -667,7 +667,8 @@ def test_a_failing_resource_is_retried_with_growing_waits(browser, service, wide
 
 def test_submit_form_offers_group_effects_and_known_noise(browser, service):
     """The form's group-effects and noise-sd fields go into the JSON it sends; a hierarchical run on the built-in
-    hospitals data reports brms names (sd_hospital, r_hospital[label,(Intercept)])."""
+    hospitals data with a correlated intercept and slope reports brms names (sd_hospital,
+    cor_hospital[(Intercept),age], r_hospital[label,(Intercept)])."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
@@ -687,6 +688,7 @@ def test_submit_form_offers_group_effects_and_known_noise(browser, service):
     Select(browser.find_element(By.ID, "f-dataset")).select_by_value("builtin:hospitals")
     browser.find_element(By.ID, "f-group").send_keys("hospital")
     browser.find_element(By.ID, "f-group-slopes").send_keys("age")
+    browser.find_element(By.ID, "f-group-correlated").click()
     for field, value in (("f-chains", "2"), ("f-burn", "10")):
         box = browser.find_element(By.ID, field)
         box.clear()
@@ -697,6 +699,7 @@ def test_submit_form_offers_group_effects_and_known_noise(browser, service):
     rounds.send_keys("30")
     spec = browser.find_element(By.ID, "spec-json").get_attribute("value")
     assert '"group_effects"' in spec and '"slopes"' in spec and '"noise_sd"' not in spec, spec
+    assert '"correlated": true' in spec, spec
     browser.find_element(By.ID, "submit").click()
     wait_for(
         lambda: browser.execute_script("const m = location.hash.match(/^#\\/run\\/(.+)$/); return m && m[1]"),
@@ -709,6 +712,7 @@ def test_submit_form_offers_group_effects_and_known_noise(browser, service):
     )
     assert "sd_hospital[(Intercept)]" in names and "sd_hospital[age]" in names, names
     assert "r_hospital[1,(Intercept)]" in names and "r_hospital[1,age]" in names, names
+    assert "cor_hospital[(Intercept),age]" in names, names
 
 
 def test_checks_loo_held_out_metrics_reliability_curve_and_loo_comparison(browser, service):
