@@ -31,7 +31,7 @@ from .result import Result, RunOutcome, Timings
 from .runtime import executors
 from .runtime.contracts import Chunk, RunConfig, RunState, RunStats, SetupInfo
 from .runtime.host import ShardSource
-from .shards import ShardSet, as_shard_set
+from .shards import ShardSet, as_shard_set, split_site_groups
 
 #: Kept draws per chain at the first convergence check (num_rounds="auto"); each later one is CHECK_GROWTH times on.
 FIRST_CHECK_DRAWS = 100
@@ -89,12 +89,14 @@ class Run:
         check_model_support(algorithm, as_model(model))  # group effects: before any process starts
         shard_set = as_shard_set(shards)
         self.options, self.execution, self.algorithm = options, execution, algorithm
-        self.shards = shard_set
         opts, exe = options, execution
         # The engine settings are read here, once, and travel in the config: no actor reads its environment.
         from .settings import EngineSettings
 
         self.engine = EngineSettings.from_env() if exe.engine is None else exe.engine.engine()
+        if exe.executor == Executor.RAY:
+            shard_set = _split_at_sites(model, shard_set, self.engine)
+        self.shards = shard_set
         self.config = RunConfig(
             opts.chains,
             opts.sampling_rounds,
@@ -518,6 +520,25 @@ def _with_stored_draws(result: Result, directory: RunDirectory, n: int) -> Resul
 def _nameable(shard_set: ShardSet) -> tuple[Any, ...]:
     """The shards as a manifest keeps them: file shards as themselves, in-memory shards as None (data stay out)."""
     return tuple(s if s.path is not None else None for s in shard_set)
+
+
+def _split_at_sites(model: Any, shard_set: ShardSet, engine: Any) -> ShardSet:
+    """Site files of a model with one grouping factor, split at their sites into parts of whole groups, as many as
+    the site's cores allow (`runtime.sites.site_parts`, `shards.split_site_groups`): each part is a shard of its
+    own, in a worker process of its own on the site's node. Other shards and models: as they are."""
+    factors: tuple[Any, ...] = tuple(getattr(model, "group_effects", None) or ())
+    if len(factors) != 1 or not any(s.site is not None and s.path is not None and s.parts != 1 for s in shard_set):
+        return shard_set
+    from .runtime.executors import ensure_ray
+    from .runtime.sites import site_parts
+
+    ensure_ray(object_store_bytes=engine.object_store_bytes)
+    by = factors[0].group
+    try:
+        parts = site_parts(list(shard_set), by, engine.site_wait_s)
+    except WorkerFailed as exc:
+        raise SamplingError(failure_of(exc) or _unknown(exc), None) from None
+    return split_site_groups(shard_set, by, parts)
 
 
 def _unknown(exc: BaseException) -> Failure:

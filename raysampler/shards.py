@@ -44,6 +44,7 @@ __all__ = [
     "SUFFIXES",
     "DataTable",
     "FileHeader",
+    "GroupPart",
     "Levels",
     "Shard",
     "ShardSet",
@@ -53,6 +54,7 @@ __all__ = [
     "read_header",
     "read_table",
     "shard",
+    "split_site_groups",
 ]
 
 #: Split strategies accepted by `shard`.
@@ -456,6 +458,38 @@ def _npz_rows(path: str) -> int | None:
 
 
 # ------------------------------------------------------------------------------------------ Shard
+@dataclass(frozen=True)
+class GroupPart:
+    """Which rows of a site file a part shard holds: part `k` of `m` of the file's groups by column `by` (whole groups,
+    largest first to the part with the fewest rows so far, as `shard(..., by=...)`), decided from the file itself
+    wherever it is read, so nothing but (k, m, by) travels."""
+
+    k: int
+    m: int
+    by: str
+
+    def rows_of(self, table: DataTable, path: str) -> DataTable:
+        """The part's rows of a file's table, in file order."""
+        if table.columns is None or self.by not in table.columns:
+            raise ValueError(f"shard file {path!r} has no column {self.by!r} to split its groups by")
+        labels = table.X[:, table.columns.index(self.by)]
+        rows = _group_parts(labels, self.m)[self.k]
+        X = table.X[rows]
+        return DataTable(X, table.y[rows], table.columns, levels_in(X, table.columns, table.levels))
+
+
+def split_site_groups(shard_set: ShardSet, by: str, parts: Sequence[int]) -> ShardSet:
+    """Each shard i split into `parts[i]` part shards of whole groups by column `by` (`GroupPart`), in order; a
+    shard with parts 1 stays as it is."""
+    out: list[Shard] = []
+    for s, m in zip(shard_set, parts):
+        if m <= 1:
+            out.append(s)
+        else:
+            out += [dataclasses.replace(s, parts=1, part=GroupPart(k, m, by)) for k in range(m)]
+    return ShardSet(tuple(out), shard_set.strategy)
+
+
 @dataclass(frozen=True, eq=False)
 class Shard:
     """One worker's data: in-memory arrays (X, y) or a `path` the worker reads with `read()`.
@@ -465,6 +499,10 @@ class Shard:
     gives them when read); `y_column` and `x_columns` choose a file's target and feature columns (default: "y" and
     every other column). `index` optionally records which rows of the original data the shard holds (set by
     `shard`). In-memory arrays are validated on construction; a path is checked for a supported suffix only.
+    A site file may be split at its site into parts of whole groups, each its own worker process (a model with
+    group effects, `split_site_groups`): `parts` is "auto" (as many as the site's cores for its shards), or a
+    number (1 keeps it whole); a part records which one it is (`part`: part k of m of the file's groups by column
+    `by`, balanced by rows like `shard(..., by=...)`) and reads only those rows, at the site, from the file.
     `grants`, when set (the service sets it from the tenant's data grants on the site), are the path prefixes the
     file must lie under, symlinks resolved, checked on the site's node before any byte is read (`grants.py`);
     None (the Python API, the cluster owner's own) checks nothing. X may hold text columns (group labels: a
@@ -482,6 +520,8 @@ class Shard:
     x_columns: tuple[str, ...] | None = None
     grants: tuple[str, ...] | None = None
     levels: Levels | None = None
+    parts: int | str = "auto"
+    part: GroupPart | None = None
 
     def __post_init__(self) -> None:
         has_arrays = self.X is not None or self.y is not None
@@ -510,6 +550,10 @@ class Shard:
                 object.__setattr__(self, "levels", join_levels([self.levels, text]))
         if self.x_columns is not None:
             object.__setattr__(self, "x_columns", _names(self.x_columns, "x_columns"))
+        if self.parts != "auto" and (isinstance(self.parts, bool) or not isinstance(self.parts, int) or self.parts < 1):
+            raise ArgumentError(("parts",), f"parts must be 'auto' or an integer >= 1, got {self.parts!r}")
+        if self.part is not None and self.path is None:
+            raise ValueError("part: only a file shard is split into parts at its site")
         if not isinstance(self.y_column, str) or not self.y_column:
             raise ValueError(f"y_column must be a non-empty column name, got {self.y_column!r}")
         if self.index is not None:
@@ -564,6 +608,8 @@ class Shard:
                     ("columns",), f"columns {list(self.columns)} differ from {path!r}'s header {list(table.columns)}"
                 )
             table = table._replace(columns=self.columns)
+        if self.part is not None:
+            table = self.part.rows_of(table, path)
         return table
 
     def load(self) -> tuple[np.ndarray, np.ndarray]:
@@ -573,6 +619,8 @@ class Shard:
 
     def __repr__(self) -> str:
         where = f", site={self.site!r}" if self.site is not None else ""
+        if self.part is not None:
+            where += f", part {self.part.k + 1} of {self.part.m} by {self.part.by!r}"
         if self.path is not None:
             return f"Shard(path={self.path!r}{where})"
         assert self.X is not None and self.y is not None

@@ -1,14 +1,19 @@
-"""Group effects at scale: a hierarchical logistic model with 4 sites × `--groups-per-site` hospitals (the built-in
-`hospitals` data), default DG-LMC on Ray (one shard per site, split by hospital) against NumPyro NUTS on the pooled
-data, measured side by side in one run.
+"""Group effects at scale: a hierarchical logistic model with 4 sites × G hospitals (the built-in `hospitals` data),
+default DG-LMC on Ray (one shard per site, split by hospital) against NumPyro NUTS on the pooled data, measured side
+by side in one run, for each case:
+
+- "hospitals": 4 × 100 hospitals of 10-90 patients (n = 19,814, 404 parameters), as before;
+- "easy": 4 × 60 well-identified hospitals of 40-98 patients (n ≈ 16,500), where NUTS mixes well;
+- "large": 4 × 1,000 hospitals (n ≈ 200,000, 4,004 parameters): DG-LMC's set-up and ESS/s.
 
 Both sample the same posterior: β ~ N(0, 2.5²), sd ~ HalfNormal(1), r_g = sd·η_g, η_g ~ N(0, 1). NUTS: 4 chains
-vectorized, float64, JIT compile excluded (a short first run compiles). ESS/s = min bulk ESS (arviz-stats) over
-every reported parameter (β, sd and all r_g), and over the global ones (β, sd) alone, per sampling second; DG-LMC's
-setup (joint MAP, tuning, actors) is reported beside it. Accuracy: DG-LMC's means against NUTS' in NUTS posterior
-sds, and the ratio of sds.
+vectorized, float64, JIT compile excluded (a short first run compiles), warm-up included in its time. DG-LMC: its
+defaults, `--chains` chains (several values: one DG-LMC run each; K chains cost one matrix product), burn-in
+included in its sampling time, set-up (the marginal mode, tuning, actors) reported beside it. ESS/s = min bulk ESS
+(arviz-stats) over every reported parameter (β, sd and all r_g) per second. Accuracy: DG-LMC's means against NUTS'
+in NUTS posterior sds, and the ratio of sds. Per round: DG-LMC's wall time and its workers' compute time.
 
-    python benchmarks/perf/groups.py [--groups-per-site 100] [--rounds 2000] [--nuts-draws 1000]
+    python benchmarks/perf/groups.py [--cases hospitals,easy,large] [--chains 4,16] [--rounds 2000]
 Results: benchmarks/perf/results/groups.json. Needs the `bench` extra (numpyro, jax).
 """
 
@@ -27,6 +32,12 @@ import raysampler as rs
 from raysampler.models.contract import natural_values
 
 SITES = 4
+#: the cases: hospitals per site and the data set's other options
+CASES: dict[str, dict[str, Any]] = {
+    "hospitals": {"per_site": 100, "options": {}},
+    "easy": {"per_site": 60, "options": {"min_rows": 40, "max_rows": 98}},
+    "large": {"per_site": 1000, "options": {}},
+}
 
 
 def run_nuts(X: np.ndarray, y: np.ndarray, chains: int, warmup: int, draws: int, seed: int) -> tuple[dict, float]:
@@ -72,98 +83,99 @@ def ess_all(draws: np.ndarray) -> np.ndarray:
 
 def arguments() -> argparse.ArgumentParser:
     ap = harness.parser(__doc__, __file__)
-    ap.add_argument("--groups-per-site", type=int, default=100)
+    ap.add_argument("--cases", default="hospitals,easy", help=f"comma-separated, of {', '.join(CASES)}")
     ap.add_argument("--rounds", type=int, default=2000)
-    ap.add_argument("--chains", type=int, default=4)
+    ap.add_argument("--chains", default="4,16", help="DG-LMC chains, comma-separated (one run each)")
+    ap.add_argument("--nuts-chains", type=int, default=4)
     ap.add_argument("--nuts-warmup", type=int, default=500)
     ap.add_argument("--nuts-draws", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     return ap
 
 
-def measure(args: argparse.Namespace) -> harness.Report:
-    G = SITES * args.groups_per_site
-    X, y = rs.datasets.load("hospitals", seed=args.seed, n_groups=G)
-    cols = rs.datasets.columns("hospitals", n_groups=G)
-    nuts, nuts_s = run_nuts(X, y, args.chains, args.nuts_warmup, args.nuts_draws, args.seed)
+def summary(draws: np.ndarray, secs: float) -> dict[str, Any]:
+    e = ess_all(draws)
+    return {
+        "chains": draws.shape[0],
+        "draws": draws.shape[1],
+        "seconds": secs,
+        "min_ess_all": float(e.min()),
+        "min_ess_global": float(e[:4].min()),
+        "ess_per_s_all": float(e.min() / secs),
+        "ess_per_s_global": float(e[:4].min() / secs),
+    }
+
+
+def measure_case(name: str, args: argparse.Namespace) -> tuple[dict[str, Any], harness.Table]:
+    case = CASES[name]
+    G = SITES * case["per_site"]
+    X, y = rs.datasets.load("hospitals", seed=args.seed, n_groups=G, **case["options"])
+    cols = rs.datasets.columns("hospitals", n_groups=G, **case["options"])
+    nuts, nuts_s = run_nuts(X, y, args.nuts_chains, args.nuts_warmup, args.nuts_draws, args.seed)
     nuts_flat = np.concatenate([nuts["beta"], nuts["sd"], nuts["r"]], axis=-1)
+    runs: dict[str, dict[str, Any]] = {"NUTS (numpyro, pooled)": summary(nuts_flat, nuts_s)}
+    ref_mean, ref_sd = nuts_flat.mean(axis=(0, 1)), nuts_flat.std(axis=(0, 1))
     model = rs.models.LogisticRegression(
         prior_scale=2.5, group_effects=rs.GroupEffects("hospital", sd_prior=rs.priors.HalfNormal(1.0))
     )
     shards = rs.shard(X, y, num_shards=SITES, columns=cols, by="hospital")
-    with harness.local_ray(object_store_mb=300):
-        t0 = time.perf_counter()
-        res = rs.sample(model, shards, chains=args.chains, num_rounds=args.rounds, seed=args.seed, executor="ray",
-                        progress=False)  # fmt: skip
-        wall = time.perf_counter() - t0
-    dg = natural_values(res.param_blocks, res.draws)  # β, sd, r in label order (1..G), as NUTS'
-    runs: dict[str, dict[str, Any]] = {}
-    for name, draws, secs in (("NUTS (numpyro, pooled)", nuts_flat, nuts_s),
-                              ("DG-LMC default, 4 sites (ray)", dg, res.run_stats.sampling_time_s)):  # fmt: skip
-        e = ess_all(draws)
-        runs[name] = {
-            "chains": draws.shape[0],
-            "draws": draws.shape[1],
-            "seconds": secs,
-            "min_ess_all": float(e.min()),
-            "min_ess_global": float(e[:4].min()),
-            "ess_per_s_all": float(e.min() / secs),
-            "ess_per_s_global": float(e[:4].min() / secs),
-        }
-    ref_mean, ref_sd = nuts_flat.mean(axis=(0, 1)), nuts_flat.std(axis=(0, 1))
-    err = np.abs(dg.mean(axis=(0, 1)) - ref_mean) / ref_sd
-    ratio = dg.std(axis=(0, 1)) / ref_sd
-    dgr = runs["DG-LMC default, 4 sites (ray)"]
-    dgr.update(
-        setup_s=res.outcome.timings.setup_s,
-        wall_s=wall,
-        max_mean_err_sd=float(err.max()),
-        mean_mean_err_sd=float(err.mean()),
-        sd_ratio_min=float(ratio.min()),
-        sd_ratio_max=float(ratio.max()),
-    )
+    for chains in [int(c) for c in str(args.chains).split(",")]:
+        with harness.local_ray(object_store_mb=300):
+            t0 = time.perf_counter()
+            res = rs.sample(model, shards, chains=chains, num_rounds=args.rounds, seed=args.seed, executor="ray",
+                            progress=False)  # fmt: skip
+            wall = time.perf_counter() - t0
+        dg = natural_values(res.param_blocks, res.draws)  # β, sd, r in label order (1..G), as NUTS'
+        stats = res.run_stats
+        r = summary(dg, stats.sampling_time_s)
+        err = np.abs(dg.mean(axis=(0, 1)) - ref_mean) / ref_sd
+        ratio = dg.std(axis=(0, 1)) / ref_sd
+        r.update(
+            setup_s=res.outcome.timings.setup_s,
+            wall_s=wall,
+            rounds=int(stats.rounds),
+            round_ms=1000.0 * stats.sampling_time_s / stats.rounds,
+            worker_compute_ms=(1000.0 * np.asarray(stats.worker_compute_s) / stats.rounds).tolist(),
+            max_mean_err_sd=float(err.max()),
+            mean_mean_err_sd=float(err.mean()),
+            sd_ratio_min=float(ratio.min()),
+            sd_ratio_max=float(ratio.max()),
+        )
+        runs[f"DG-LMC default, {chains} chains, 4 sites (ray)"] = r
     nuts_r = runs["NUTS (numpyro, pooled)"]
     for r in runs.values():
         r["x_nuts_all"] = r["ess_per_s_all"] / nuts_r["ess_per_s_all"]
-        r["x_nuts_global"] = r["ess_per_s_global"] / nuts_r["ess_per_s_global"]
+    notes = [f"n = {len(y)}, {G} group effects; NUTS {args.nuts_chains} chains, warm-up {args.nuts_warmup} (timed), "
+             f"compile excluded"]  # fmt: skip
+    for k, r in runs.items():
+        if "setup_s" in r:
+            notes.append(
+                f"{k}: set-up {r['setup_s']:.1f} s (excluded), {r['round_ms']:.1f} ms per round (workers' compute "
+                f"{', '.join(f'{v:.1f}' for v in r['worker_compute_ms'])} ms); against NUTS |Δmean|/sd max "
+                f"{r['max_mean_err_sd']:.3f}, sd ratio {r['sd_ratio_min']:.3f}-{r['sd_ratio_max']:.3f}"
+            )
     table = harness.Table(
-        f"Hierarchical logistic, {SITES} sites × {args.groups_per_site} hospitals (n = {len(y)}, {G} group effects): "
-        "NUTS vs default DG-LMC",
-        [
-            "sampler",
-            "chains",
-            "draws",
-            "seconds",
-            "min ESS (all)",
-            "ESS/s (all)",
-            "x NUTS",
-            "min ESS (β, sd)",
-            "ESS/s (β, sd)",
-            "x NUTS",
-        ],
-        [
-            [
-                name,
-                r["chains"],
-                r["draws"],
-                f"{r['seconds']:.1f}",
-                f"{r['min_ess_all']:.0f}",
-                f"{r['ess_per_s_all']:.2f}",
-                f"{r['x_nuts_all']:.2f}",
-                f"{r['min_ess_global']:.0f}",
-                f"{r['ess_per_s_global']:.2f}",
-                f"{r['x_nuts_global']:.2f}",
-            ]
-            for name, r in runs.items()
-        ],
-        [
-            f"DG-LMC setup {dgr['setup_s']:.1f}s excluded (wall {dgr['wall_s']:.1f}s); NUTS compile excluded",
-            f"DG-LMC against NUTS: |Δmean|/sd max {dgr['max_mean_err_sd']:.3f}, mean {dgr['mean_mean_err_sd']:.3f}; "
-            f"sd ratio {dgr['sd_ratio_min']:.3f}-{dgr['sd_ratio_max']:.3f}",
-        ],
+        f"{name}: hierarchical logistic, {SITES} sites × {case['per_site']} hospitals (n = {len(y)}): NUTS vs DG-LMC",
+        ["sampler", "chains", "draws", "seconds", "min ESS (all)", "ESS/s (all)", "x NUTS", "set-up s"],
+        [_row(k, r) for k, r in runs.items()],
+        notes,
     )
-    return harness.Report("groups", {"settings": harness.options(args), "runs": runs, "table": table.markdown()},
-                          [table])  # fmt: skip
+    return {"n": len(y), "groups": G, "runs": runs, "table": table.markdown()}, table
+
+
+def _row(name: str, r: dict[str, Any]) -> list[Any]:
+    setup = f"{r['setup_s']:.1f}" if "setup_s" in r else "-"
+    return [name, r["chains"], r["draws"], f"{r['seconds']:.1f}", f"{r['min_ess_all']:.0f}",
+            f"{r['ess_per_s_all']:.2f}", f"{r['x_nuts_all']:.2f}", setup]  # fmt: skip
+
+
+def measure(args: argparse.Namespace) -> harness.Report:
+    cases: dict[str, Any] = {}
+    tables = []
+    for name in str(args.cases).split(","):
+        cases[name], table = measure_case(name, args)
+        tables.append(table)
+    return harness.Report("groups", {"settings": harness.options(args), "cases": cases}, tables)
 
 
 def main(argv: list[str] | None = None) -> None:

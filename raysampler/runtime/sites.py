@@ -1,6 +1,7 @@
 """Sites: Ray nodes labelled `raysampler.io/site=<name>` hold a site's data. Which sites have live nodes, how many
-CPUs they offer, and a probe that asks a site's node about a shard file (its header only, never the data), so the
-driver never opens a site shard itself."""
+CPUs they offer, a probe that asks a site's node about a shard file (its header only, never the data), and how many
+parts a site splits its groups into (`site_parts`: counted on the site), so the driver never opens a site shard
+itself."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from ..errors import Failure, FailureKind, WorkerFailed
 from ..grants import AccessRefused, check_on_site
@@ -147,4 +150,43 @@ def probe_shards(
             out.append(ray.get(ref, timeout=timeout_s))
         except Exception as exc:
             out.append(ShardProbe(s.path, s.site, False, error=f"the site's node did not answer: {exc}"))
+    return out
+
+
+def _group_count(shard: Any, by: str) -> int:
+    """Runs on the site's node: how many groups by column `by` the shard's file holds (its rows stay there)."""
+    table = shard.read()
+    if table.columns is None or by not in table.columns:
+        raise ValueError(f"shard file {shard.path!r} has no column {by!r} to split its groups by")
+    return int(np.unique(table.X[:, table.columns.index(by)]).size)
+
+
+def site_parts(shards: Sequence[Any], by: str, wait_s: float, timeout_s: float = 120.0) -> list[int]:
+    """How many parts each shard is split into where it lives (`shards.split_site_groups`): a site file with
+    `parts="auto"` gets its site's CPUs shared among the site's such shards, a number is taken as given; either is
+    capped by the file's number of groups by column `by`, which a short task on a node of the site counts (the
+    driver never reads a site's rows). Other shards: 1."""
+    import ray
+
+    eligible = [s.site is not None and s.path is not None and s.part is None and s.parts != 1 for s in shards]
+    cpus = wait_for_sites([s.site for s, ok in zip(shards, eligible) if ok], wait_s)
+    per_site: dict[str, int] = {}
+    for s, ok in zip(shards, eligible):
+        if ok:
+            per_site[s.site] = per_site.get(s.site, 0) + 1
+    want = [
+        (max(1, cpus[s.site] // per_site[s.site]) if s.parts == "auto" else int(s.parts)) if ok else 1
+        for s, ok in zip(shards, eligible)
+    ]
+    count = ray.remote(num_cpus=0, max_retries=0)(_group_count)
+    refs = [
+        count.options(label_selector={SITE_LABEL: s.site}).remote(s, by) if w > 1 else None
+        for s, w in zip(shards, want)
+    ]
+    out = []
+    for ref, w in zip(refs, want):
+        try:
+            out.append(1 if ref is None else max(1, min(w, int(ray.get(ref, timeout=timeout_s)))))
+        except Exception:  # the file unreadable or without the column: kept whole, its worker reports why
+            out.append(1)
     return out

@@ -198,3 +198,29 @@ def test_loo_and_evaluate_run_at_the_sites_and_equal_the_in_process_sums(site_cl
     with pytest.raises(rs.errors.WorkerFailed) as err:
         rs.evaluate(res, [rs.Shard(path=shards[0].path, site="z")])
     assert err.value.failure.kind == FailureKind.SITE_UNAVAILABLE and err.value.failure.shard == 0
+
+
+def test_a_site_splits_its_groups_over_its_cores(site_cluster, tmp_path):
+    """A site node with 2 CPUs holding one file of 10 hospitals: with group effects the file is split at the site into
+    2 part shards of whole hospitals (counted there: the driver reads no row), each in a worker process of its own on
+    that node; site a's 1-CPU node keeps its file whole; every hospital is reported once; parts=1 keeps d's whole."""
+    X, y = rs.datasets.load("hospitals", seed=3, n_groups=14)
+    cols = list(rs.datasets.columns("hospitals", n_groups=14))
+    node = site_cluster.cluster.add_node(num_cpus=2, labels={"raysampler.io/site": "d"}, object_store_memory=80 * 2**20)
+    try:
+        files = []
+        for site, keep in (("a", X[:, 3] <= 4), ("d", X[:, 3] > 4)):
+            (tmp_path / site).mkdir()
+            path = tmp_path / site / "hospitals.parquet"
+            pd.DataFrame(X[keep], columns=cols).assign(y=y[keep]).to_parquet(path)
+            files.append(rs.Shard(path=str(path), site=site))
+        model = rs.models.LogisticRegression(prior_scale=2.5, group_effects=rs.GroupEffects("hospital"))
+        res = rs.sample(model, files, executor="ray", **KW)
+        placement = res.run_stats.placement
+        assert [p.site for p in placement] == ["a", "d", "d"]
+        assert placement[1].node_id == placement[2].node_id == node.node_id and placement[1].pid != placement[2].pid
+        assert sorted(res.param_names[4:]) == sorted(f"r_hospital[{g},(Intercept)]" for g in range(1, 15))
+        whole = [files[0], rs.Shard(path=files[1].path, site="d", parts=1)]
+        assert [p.site for p in rs.sample(model, whole, executor="ray", **KW).run_stats.placement] == ["a", "d"]
+    finally:
+        site_cluster.cluster.remove_node(node)
