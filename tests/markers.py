@@ -31,6 +31,16 @@ SLOW: dict[str, str | set[str]] = {
     "tests/algorithms/test_bias_budget.py": {
         "test_fald_tuned_default_keeps_the_exact_law_within_budget",
         "test_tuned_default_keeps_the_exact_law_within_budget_and_samples_it[dadmms]",
+        # the fast lane under a minute (issue 29): 5-10 s each on a loaded 2-core machine
+        "test_tuned_default_keeps_the_exact_law_within_budget_and_samples_it[dsghmc]",
+        "test_tuned_default_keeps_the_exact_law_within_budget_and_samples_it[dsgld]",
+        "test_tuned_default_keeps_the_exact_law_within_budget_and_samples_it[dula]",
+        "test_tuned_default_keeps_the_exact_law_within_budget_and_samples_it[qlsd]",
+        "test_tuned_default_keeps_the_exact_law_within_budget_and_samples_it[ula]",
+    },
+    "tests/algorithms/test_convergence.py": {
+        "test_auto_stops_at_the_same_draw_whatever_the_timing",
+        "test_auto_stops_once_ess_and_rhat_targets_hold_and_draws_match_the_posterior",
     },
     "tests/algorithms/test_dadmm.py": {"test_dadmms_matches_exact_law"},
     "tests/algorithms/test_defaults.py": ALL,  # 49 s: every algorithm's defaults on two reference posteriors
@@ -41,11 +51,14 @@ SLOW: dict[str, str | set[str]] = {
         "test_overrelaxation_autocorrelation_matches_its_prediction",
     },
     "tests/algorithms/test_dmala.py": {
+        "test_one_agent_mh_off_matches_exact_ula_law",
+        "test_one_agent_exact_mh_samples_posterior_and_old_rule_is_rejected",
         "test_complete_graph_is_exact_mala",
         "test_ring_close_to_posterior_and_old_rule_is_rejected",
         "test_ring_mh_off_matches_exact_law",
     },
     "tests/algorithms/test_fald_exact.py": {
+        "test_vr_star_minibatch_shares_the_minibatch",
         "test_draws_match_exact_law",
         "test_minibatch_plain_matches_exact_law_with_gradient_noise",
     },
@@ -54,6 +67,7 @@ SLOW: dict[str, str | set[str]] = {
         "test_default_run_is_converged",
     },
     "tests/algorithms/test_model_priors.py": {
+        "test_unknown_noise_and_flat_prior_match_the_normal_inverse_gamma_posterior",  # every sampler: ~60 s together
         "test_default_sampler_matches_the_cached_references",
         "test_flat_prior_on_collinear_columns_is_refused_before_sampling",
         "test_unknown_noise_and_flat_prior_match_the_normal_inverse_gamma_posterior[dadmms]",
@@ -61,6 +75,8 @@ SLOW: dict[str, str | set[str]] = {
         "test_unknown_noise_and_flat_prior_match_the_normal_inverse_gamma_posterior[dmala]",
     },
     "tests/algorithms/test_qlsd.py": {
+        "test_memory_reduces_compression_error",
+        "test_uncompressed_qlsd_matches_ula_law",
         "test_compressed_mean_is_posterior_mean",
         "test_pp_variance_reduction_beats_sharp",
     },
@@ -81,7 +97,45 @@ SLOW: dict[str, str | set[str]] = {
     "tests/test_evaluation.py": ALL,  # its module fixtures sample four posteriors (about 10 s)
     "tests/test_imports.py": {"test_every_module_imports_on_its_own"},  # one fresh interpreter per module
     # tests/models
+    "tests/models/test_group_references.py": ALL,  # DG-LMC against NUTS, 16 chains, hundreds of rounds each
+    "tests/models/test_group_effects.py": {
+        "test_hierarchical_linear_matches_the_exact_posterior",
+        "test_newton_blocks_leave_the_conditional_of_each_group_invariant",
+    },
+    "tests/models/test_group_labels.py": {
+        "test_already_split_arrays_keep_their_columns_and_text_labels",
+        "test_dataframe_labels_shard_by_group_and_predict_by_label",
+        "test_text_labels_in_csv_and_parquet_files",
+    },
+    "tests/models/test_numpyro_bridge.py": {  # NumPyro's JIT compiles each model: 5-30 s each
+        "test_logistic_matches_the_builtin_per_shard_with_the_prior_once",
+        "test_positive_site_is_sampled_on_the_log_scale_and_reported_natural",
+        "test_unit_interval_site_is_sampled_on_the_logit_scale_and_reported_as_a_probability",
+        "test_logistic_draws_match_the_builtin",
+        "test_import_raysampler_does_not_import_jax",
+        "test_sites_are_checked",  # the first JAX import in its process
+        "test_pickles_without_compiled_functions_and_keeps_its_repr",
+    },
+    "tests/service/test_sdk_wait.py": {  # a run resumed in a service of their own: ~15 s each with set-up
+        "test_wait_after_a_resume_waits_for_the_resumed_attempt",
+        "test_async_wait_after_a_resume_waits_for_the_resumed_attempt",
+    },
+    "tests/service/test_live_summaries.py": {  # runs that sample in an app of their own: ~15 s together
+        "test_an_ended_runs_table_is_made_when_it_ends",
+        "test_a_running_runs_page_is_served_its_latest_table_until_a_newer_one_is_due",
+    },
+    "tests/models/test_registry.py": {"test_a_third_party_family_is_registered_and_broken_ones_are_skipped"},
+    "tests/runtime/test_run_state.py": {
+        "test_restored_state_continues_with_identical_draws[dadmms-local]",
+        "test_restored_state_continues_with_identical_draws[admm-local]",
+    },
+    "tests/service/test_model_specs.py": {
+        "test_group_effects_over_rest",
+        "test_correlated_group_effects_over_rest",
+        "test_text_group_labels_from_an_upload_name_the_effects",
+    },
     "tests/models/test_model_runs.py": {
+        "test_meta_analysis_with_known_per_row_noise_matches_the_exact_posterior",
         "test_a_users_own_model_plugs_in",
         "test_linear_regression_on_diabetes_matches_exact_pi_rho",
         "test_every_family_samples[softmax_regression-digits]",

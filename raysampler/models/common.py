@@ -15,7 +15,7 @@ from scipy import linalg
 from ..errors import ArgumentError
 from ..priors import CoefPrior, GaussianPrior, Normal, Prior, build_prior, check_coef_prior
 from .contract import DataSpec, Model, ParamBlock
-from .groups import bind_hierarchical, normalise_group_effects
+from .groups import bind_hierarchical, normalise_group_effects, refuse_text_columns
 
 
 def _check_positive(name: str, value: Any, *, integer: bool = False):
@@ -486,19 +486,6 @@ class _GLM(Model):
                 f"matrix's columns for them are linearly dependent (rank {rank} < {F.size}): the "
                 "posterior is improper. Give those coefficients a proper prior (a finite scale) or drop "
                 "the redundant column(s)",
-            )
-
-
-def refuse_text_columns(spec: DataSpec, groups: Any) -> None:
-    """ArgumentError if a column of text labels (`DataSpec.levels`) would be read as a number: text can only name
-    groups (`groups`: the grouping columns of the model's group effects)."""
-    for col, labels in spec.text_levels().items():
-        if col not in groups:
-            example = f" (e.g. {labels[0]!r})" if labels else ""
-            raise ArgumentError(
-                ("model", "group_effects") if groups else ("model",),
-                f"column {col!r} holds text labels{example}: text can only name groups "
-                f"(group_effects=rs.GroupEffects({col!r})); a feature, offset or trials column must hold numbers",
             )
 
 

@@ -172,12 +172,23 @@ def check_groups_disjoint(labels: Sequence[Sequence[str]], group: str) -> None:
                 )
 
 
+def refuse_text_columns(spec: DataSpec, groups: Any) -> None:
+    """ArgumentError if a column of text labels (`DataSpec.levels`) would be read as a number: text can only name
+    groups (`groups`: the grouping columns of the model's group effects)."""
+    for col, labels in spec.text_levels().items():
+        if col not in groups:
+            example = f" (e.g. {labels[0]!r})" if labels else ""
+            raise ArgumentError(
+                ("model", "group_effects") if groups else ("model",),
+                f"column {col!r} holds text labels{example}: text can only name groups "
+                f"(group_effects=rs.GroupEffects({col!r})); a feature, offset or trials column must hold numbers",
+            )
+
+
 def bind_hierarchical(model: Any, spec: DataSpec) -> HierarchicalGLM:
     """Bind a `_GLM` with `group_effects` to the data: locate the group and slope columns, leave the group columns
     out of the coefficients, and bind the family to the remaining columns. A grouping column may hold text labels
     (`DataSpec.levels`); no other column may."""
-    from .common import refuse_text_columns
-
     factors = model.group_effects
     if spec.columns is None:
         raise ArgumentError(
@@ -967,8 +978,6 @@ class HierarchicalGLM(Model):
         """Not a global bound (the non-centred potential's curvature grows like sd²): the family's bound on its own
         design plus, per factor, its effect columns' Gram bound at sd = 1, plus 1 for ½‖η‖². Tuning uses the
         curvature at the Laplace-marginal mode instead."""
-        from .common import _gram_lambda_max
-
         index = self._index(X)
-        extra = sum(_gram_lambda_max(fi.Z) for fi in index.factors)
+        extra = sum(float(np.linalg.norm(fi.Z, 2)) ** 2 for fi in index.factors)
         return float(self.family.smoothness(index.Xf, y)) + extra + 1.0

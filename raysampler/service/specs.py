@@ -157,8 +157,8 @@ def build(
     nodes (`build_site_shards`): this process never opens them."""
     try:
         params = spec.model.params()  # builds the priors: their errors' paths are the prior's own arguments
-    except (ValueError, TypeError) as exc:
-        raise SpecError(("model",), str(exc)) from None
+    except (ValueError, TypeError) as exc:  # group effects name their own field (model.group_effects)
+        raise SpecError(rest_loc(spec, exc, ("model",)), str(exc)) from None
     try:
         model = get_model(spec.model.family, **params)
     except (ValueError, TypeError) as exc:

@@ -177,6 +177,27 @@ def test_group_effects_over_rest(app_client):
     assert bad.status_code == 422 and "rows" in json.dumps(bad.json()["detail"]), bad.text
 
 
+def test_correlated_group_effects_over_rest(app_client):
+    """A correlated intercept and slope by hospital over REST (cor_prior LKJ): the run reports sd_hospital for both
+    effects, cor_hospital[(Intercept),age] as a correlation in (−1, 1), and every r_hospital[label,effect]."""
+    c, h = app_client, hdr(ALICE)
+    model = {
+        "family": "logistic_regression",
+        "prior_scale": 2.5,
+        "group_effects": [
+            {"group": "hospital", "slopes": ["age"], "correlated": True, "cor_prior": {"lkj": {"eta": 2}}}
+        ],
+    }
+    body = _body(model, {"dataset": "builtin:hospitals", "options": {"n_groups": 12}}, num_rounds=60)
+    r = c.post("/v1/runs", json=body, headers=h)
+    assert r.status_code == 202, r.text
+    info = final(c, r.json()["id"])
+    assert info["status"] == "SUCCEEDED", (info.get("error"), info.get("failure"))
+    rows = {row["param"]: row for row in c.get(f"/v1/runs/{info['id']}/summary", headers=h).json()["rows"]}
+    assert {"sd_hospital[(Intercept)]", "sd_hospital[age]", "r_hospital[12,age]"} <= set(rows)
+    assert -1.0 < rows["cor_hospital[(Intercept),age]"]["mean"] < 1.0
+
+
 def test_text_group_labels_from_an_upload_name_the_effects(app_client):
     """An uploaded CSV whose hospital column holds names: the run is split by hospital, its effects are named by the
     text (`r_hospital[St Mary,(Intercept)]`, ArviZ coordinates too), and a prediction row may name a hospital."""
@@ -217,6 +238,19 @@ def test_text_group_labels_from_an_upload_name_the_effects(app_client):
             "model.group_effects",
         ),
         ({"model": {"family": "logistic_regression", "group_effects": []}}, "model.group_effects"),
+        (
+            {"model": {"family": "logistic_regression", "group_effects": [{"group": "hospital", "correlated": True}]}},
+            "model.group_effects",
+        ),
+        (
+            {
+                "model": {
+                    "family": "logistic_regression",
+                    "group_effects": [{"group": "hospital", "slopes": ["age"], "cor_prior": {"lkj": {"eta": 0}}}],
+                }
+            },
+            "model.group_effects.0.cor_prior.lkj.eta",
+        ),
         (
             {"model": {"family": "logistic_regression", "group_effects": [{"group": "hospital", "bad": 1}]}},
             "model.group_effects.0.bad",
