@@ -71,7 +71,7 @@ def ess_all(draws: np.ndarray) -> np.ndarray:
 
 
 def arguments() -> argparse.ArgumentParser:
-    ap = harness.parser(__doc__, __file__)
+    ap = harness.parser(__doc__, __file__, ray=True)
     ap.add_argument("--groups-per-site", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=2000)
     ap.add_argument("--chains", type=int, default=4)
@@ -91,7 +91,7 @@ def measure(args: argparse.Namespace) -> harness.Report:
         prior_scale=2.5, group_effects=rs.GroupEffects("hospital", sd_prior=rs.priors.HalfNormal(1.0))
     )
     shards = rs.shard(X, y, num_shards=SITES, columns=cols, by="hospital")
-    with harness.local_ray(object_store_mb=300):
+    with harness.local_ray(object_store_mb=300, num_cpus=args.cpus):
         t0 = time.perf_counter()
         res = rs.sample(model, shards, chains=args.chains, num_rounds=args.rounds, seed=args.seed, executor="ray",
                         progress=False)  # fmt: skip

@@ -77,7 +77,7 @@ def run_once(problem: str, variant: tuple[str, str, str, str], args: argparse.Na
 
 
 def arguments() -> argparse.ArgumentParser:
-    ap = harness.parser(__doc__, __file__)
+    ap = harness.parser(__doc__, __file__, ray=True)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=20000, help="breast_cancer rounds after burn-in (default 20000)")
     ap.add_argument("--covtype-rounds", type=int, default=400)
@@ -91,7 +91,7 @@ def measure(args: argparse.Namespace) -> harness.Report:
     problems = [args.only] if args.only else ["breast_cancer", "covtype_like"]
     runs: list[dict[str, Any]] = []
     try:
-        with harness.local_ray(object_store_mb=512):
+        with harness.local_ray(object_store_mb=512, num_cpus=args.cpus):
             for r in range(args.repeats):
                 for problem in problems:
                     for variant in VARIANTS:

@@ -23,12 +23,11 @@ from raysampler import evaluation
 
 
 def arguments() -> argparse.ArgumentParser:
-    ap = harness.parser(__doc__, __file__)
+    ap = harness.parser(__doc__, __file__, ray=True)
     ap.add_argument("--rows", type=int, default=100_000)
     ap.add_argument("--shards", type=int, default=4)
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--draws", type=int, default=1000, help="kept draws in all (over the chains)")
-    ap.add_argument("--cpus", type=int, default=2, help="CPUs of the local Ray")
     ap.add_argument("--seed", type=int, default=0)
     return ap
 

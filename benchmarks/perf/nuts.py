@@ -84,7 +84,7 @@ NUTS_NAME = "NUTS (numpyro, pooled)"
 
 
 def arguments() -> argparse.ArgumentParser:
-    ap = harness.parser(__doc__, __file__)
+    ap = harness.parser(__doc__, __file__, ray=True)
     ap.add_argument("--data", choices=sorted(DEFAULTS), default="breast_cancer")
     ap.add_argument("--covtype-n", type=int, default=100_000)
     ap.add_argument("--chains-dglmc", type=int, default=None)
@@ -115,7 +115,7 @@ def measure(args: argparse.Namespace) -> harness.Report:
         ref = moments(samples)
     runs = {NUTS_NAME: compare(samples, secs, ref)}
     notes = {NUTS_NAME: "compile excluded"}
-    with harness.local_ray(object_store_mb=200):
+    with harness.local_ray(object_store_mb=200, num_cpus=args.cpus):
         shards = rs.shard(X, y, num_shards=4, strategy="random", seed=0)
         for executor in ("ray", "local"):
             res = rs.sample(

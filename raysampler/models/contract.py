@@ -341,6 +341,19 @@ class Model(ABC):
         one pass over the data."""
         return self.potential(X, y, x), self.grad(X, y, x)
 
+    # ------------------------------------------------------------------ several shards of one shape at once (worker)
+
+    def potential_stacked(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """`potential` of B shards with the same shapes at once: X (B, n, p), y (B, n, ...), x (B, K, d) → (B, K). A
+        worker process holding several shards steps them as one batch with it. Default: one `potential` call per
+        shard; a model overrides it only with arithmetic that gives every shard bit for bit what `potential` gives
+        (same-seed draws must not depend on which shards share a process)."""
+        return per_shard(self.potential, X, y, x)
+
+    def grad_stacked(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """`grad` of B shards with the same shapes at once: (B, K, d); as `potential_stacked`."""
+        return per_shard(self.grad, X, y, x)
+
     @abstractmethod
     def hvp(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, v: np.ndarray) -> np.ndarray:
         """Required. Hessian-vector products ∇²U_i(x_k) v_k for each chain k: shape (K, d). Tuning uses it (Newton
@@ -497,6 +510,18 @@ class ForeignModel(Model):
     def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
         own = self._own("predict_draw")
         return own(X, x, u) if own is not None else super().predict_draw(X, x, u)
+
+
+def per_shard(method: Any, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """`method(X_j, y_j, x_j)` of each of B stacked shards, stacked: what a `*_stacked` method is without arithmetic
+    of its own."""
+    return np.stack([method(X[j], y[j], x[j]) for j in range(x.shape[0])])
+
+
+def runs_own(model: Any, owner: type, *methods: str) -> bool:
+    """Whether `model`'s `methods` are `owner`'s own (not a subclass's override), so that `owner`'s stacked
+    arithmetic computes what they compute."""
+    return all(getattr(type(model), m) is getattr(owner, m) for m in methods)
 
 
 def defines(model: Model, method: str) -> bool:

@@ -23,7 +23,19 @@ from ..models.contract import DataSpec, Model, ParamBlock, as_model, join_local_
 from ..models.groups import check_groups_disjoint
 from ..shards import ShardSet
 from ..streams import ChainNoise
-from .contracts import BalancerState, Chunk, Placement, RunConfig, RunState, RunStats, SetupInfo, ShardFacts, WorkerPool
+from .batches import nonfinite_shard
+from .contracts import (
+    ROUND_PARTS,
+    BalancerState,
+    Chunk,
+    Placement,
+    RunConfig,
+    RunState,
+    RunStats,
+    SetupInfo,
+    ShardFacts,
+    WorkerPool,
+)
 from .host import ShardSource
 
 #: Consecutive window estimates of uneven speeds before balance="auto" switches balancing on.
@@ -246,6 +258,8 @@ class Coordinator:
         self.t, self.draws_kept = rounds_done, draws_kept
         b = pool.num_shards
         self.round_time: list[float] = []
+        #: per round: the coordinator's own compute, encode, send, hosted, wait, receive, slowest process's compute
+        self.parts: list[tuple[float, ...]] = []
         self.compute = np.zeros(b)
         self.idle = np.zeros(b)
         self.n_history: list[np.ndarray] = [balancer.n.copy()]
@@ -412,12 +426,15 @@ class Coordinator:
             info = RoundInfo(self.t, self.t < cfg.burn_in, cfg.burn_in)
             steps = self.balancer.n
             t0 = time.perf_counter()
+            message = alg.round_message(self.state, steps, info)
+            t1 = time.perf_counter()
             try:
-                step = pool.step(alg.messages(self.state, steps, info))
+                step = pool.step(message)
             except WorkerFailed as exc:  # a worker raised or died: stop, keep the draws, say where
                 failure = self._located(exc.failure)
                 break
-            bad = next((i for i, r in enumerate(step.replies) if not _finite(r)), None)
+            t2 = time.perf_counter()
+            bad = _nonfinite(step.replies)
             if bad is not None:
                 failure = self._located(
                     Failure(FailureKind.NON_FINITE, "produced a non-finite state (NaN or inf)", shard=bad)
@@ -435,10 +452,7 @@ class Coordinator:
                     Failure(FailureKind.COORDINATOR_NON_FINITE, "the coordinator's draw became non-finite (NaN or inf)")
                 )
                 break
-            wall = time.perf_counter() - t0
-            self.round_time.append(wall)
             self.compute += step.work_s
-            self.idle += np.maximum(wall - step.busy_s, 0.0)
             before = self.balancer.n
             self.balancer.observe(self.t, step.work_s, steps)
             if self.balancer.n is not before and not np.array_equal(self.balancer.n, before):
@@ -447,6 +461,14 @@ class Coordinator:
                 kept.append(theta)
                 for k, v in alg.reply_stats(step.replies).items():
                     kept_stats.setdefault(k, []).append(v)
+            t3 = time.perf_counter()
+            wall = t3 - t0
+            self.round_time.append(wall)
+            self.idle += np.maximum(wall - step.busy_s, 0.0)
+            tm, slowest = step.timing, float(step.busy_s.max())
+            self.parts.append(
+                ((t1 - t0) + (t3 - t2), tm.encode_s, tm.send_s, tm.hosted_s, tm.wait_s, tm.receive_s, slowest)
+            )
             self.t += 1
             if deadline is not None and time.perf_counter() >= deadline:
                 break
@@ -492,7 +514,16 @@ class Coordinator:
             rho=plan.rho,
             gamma=plan.gamma,
             M=plan.M,
+            round_parts=self._round_parts(),
         )
+
+    def _round_parts(self) -> np.ndarray:
+        """(rounds, len(ROUND_PARTS)): the recorded parts and the overhead, round time minus the slowest process's."""
+        if not self.parts:
+            return np.empty((0, len(ROUND_PARTS)))
+        parts = np.asarray(self.parts)
+        overhead = np.asarray(self.round_time[-len(parts) :]) - parts[:, -1]
+        return np.column_stack([parts, overhead])
 
     def close(self) -> None:
         self.pool.close()
@@ -507,6 +538,13 @@ def _group_sizes(pool: WorkerPool) -> np.ndarray:
 
 def _param_blocks(model: Model) -> tuple[ParamBlock, ...]:
     return tuple(model.param_blocks())
+
+
+def _nonfinite(replies: Any) -> int | None:
+    """The first shard whose reply holds a non-finite number (replies one per shard, or one block), else None."""
+    if not isinstance(replies, list):
+        return nonfinite_shard(replies)
+    return next((i for i, r in enumerate(replies) if not _finite(r)), None)
 
 
 def _finite(obj: Any) -> bool:

@@ -13,7 +13,8 @@ from ..algorithms.base import Algorithm
 from ..enums import TransportKind
 from ..errors import Failure, FailureKind, WorkerFailed
 from ..models.base import Model
-from .contracts import SITE_LABEL, Placement, ShardFacts, ShardState, StepResult
+from .batches import join_blocks
+from .contracts import SITE_LABEL, Broadcast, Placement, ShardFacts, ShardState, StepResult
 from .host import ShardHost, ShardSource
 from .sites import wait_for_sites
 from .transports import ActorTransport, SocketTransport
@@ -67,9 +68,9 @@ class LocalPool:
     def calibrate(self) -> np.ndarray:
         return np.asarray(self.host.calibrate())
 
-    def step(self, messages: Sequence[Any]) -> StepResult:
+    def step(self, messages: Any) -> StepResult:
         replies, times = self.host.step(messages)
-        work = np.asarray(times)
+        work = np.asarray(times, dtype=float)
         return StepResult(replies, work, np.full(self.num_shards, work.sum()))
 
     def capture(self) -> list[ShardState]:
@@ -136,6 +137,7 @@ class RayPool:
                 "needs one (lower max_actors, or free CPUs)"
             )
         self.groups = plan_groups(sites, site_cpus, free, max_actors)
+        self._where = [np.asarray(g, dtype=np.intp) for g in self.groups]
         self._ray = ray
         # With `coordinator_shards`, this process (the coordinator's) hosts the first group of site-less shards when
         # at least one other goes to an actor: it computes them while the actors compute theirs, so a round wakes
@@ -275,18 +277,25 @@ class RayPool:
         by_shard = {s.shard: s for s in states}
         self._all("restore", [([by_shard[i] for i in g],) for g in self.groups])
 
-    def step(self, messages: Sequence[Any]) -> StepResult:
-        """One round on every actor; a failing worker raises WorkerFailed with its shard, site and node."""
-        per_group = self._split(messages)
-        home: list[tuple[list[Any], list[float]]] = []
+    def step(self, messages: Any) -> StepResult:
+        """One round on every actor; a failing worker raises WorkerFailed with its shard, site and node. `messages`:
+        one per shard (each process is sent its shards'), or one for all shards (every process is sent it; the
+        replies come back as one block per process, joined into one over all shards)."""
+        per_group: list[Any] | Broadcast
+        if isinstance(messages, list):
+            per_group = self._split(messages)
+            home_msg = per_group[self._home_k] if self._home_k is not None else None
+            remote: list[Any] | Broadcast = [m for k, m in enumerate(per_group) if k != self._home_k]
+        else:
+            home_msg, remote = messages, Broadcast(messages)
+        home: list[tuple[Any, Any]] = []
 
         def step_home() -> None:
-            if self.home is not None and self._home_k is not None:
-                home.append(self.home.step(per_group[self._home_k]))
+            if self.home is not None:
+                home.append(self.home.step(home_msg))
 
-        remote = [m for k, m in enumerate(per_group) if k != self._home_k]
         try:
-            parts = self._transport.step(remote, meanwhile=step_home)
+            parts, timing = self._transport.step(remote, meanwhile=step_home)
         except WorkerFailed as exc:
             f = exc.failure
             if f.shard is not None and f.shard < len(self.placement):
@@ -295,14 +304,21 @@ class RayPool:
             raise WorkerFailed(f) from None
         if self._home_k is not None:
             parts.insert(self._home_k, home[0])
-        replies: list[Any] = [None] * self.num_shards
         work = np.empty(self.num_shards)
         busy = np.empty(self.num_shards)
-        for g, (rep, tm) in zip(self.groups, parts):
-            total = float(sum(tm))
-            for j, i in enumerate(g):
-                replies[i], work[i], busy[i] = rep[j], tm[j], total
-        return StepResult(replies, work, busy)
+        for where, (_, tm) in zip(self._where, parts):
+            work[where] = tm
+            busy[where] = float(np.sum(tm))
+        t0 = time.perf_counter()
+        if isinstance(messages, list):
+            replies: Any = [None] * self.num_shards
+            for g, (rep, _) in zip(self.groups, parts):
+                for j, i in enumerate(g):
+                    replies[i] = rep[j]
+        else:
+            replies = join_blocks([(where, rep) for where, (rep, _) in zip(self._where, parts)], self.num_shards)
+        timing.receive_s += time.perf_counter() - t0
+        return StepResult(replies, work, busy, timing)
 
     def close(self) -> None:
         self._transport.close()

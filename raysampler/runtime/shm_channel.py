@@ -2,18 +2,17 @@
 wake the reader, a Unix socket hands both over and reports a dead peer.
 
 Same interface as the TCP channel (`ChannelServer` / `ChannelClient`), for a worker on the coordinator's node. Each
-direction is a memfd that both processes map: a header (sequence number, length), then the pickled message, written
-with one copy and read with one, whatever its size. After writing, the writer rings that direction's eventfd, on
-which the reader sleeps in a blocking read. A watchdog thread on each side waits in poll() on the socket and on a
-pidfd of the peer's process; when the peer ends (killed or closed: end-of-file on the socket, or the pidfd turning
-readable) it rings the reader's own eventfd, so a blocked reader raises ConnectionError at once. Optionally the
-reader first watches the sequence number for `spin_s` seconds, yielding its core between looks (sched_yield), so
-that a message arriving within that time costs no sleep and wake-up while any other runnable process on the core
-still gets it (benchmarks/perf/hot_path.py measures the run's default). No named segment ever exists: the
-memfds and eventfds are handed over the socket (SCM_RIGHTS), and the kernel frees them when both processes have
-closed them, however the processes end. Linux only: elsewhere the constructors raise OSError and the caller keeps
-the TCP channel.
-"""
+direction is a memfd that both processes map: a header (sequence number, length), then the message as a binary frame
+(frames.py: fixed layout, no pickling per message), written with one copy and read with one, whatever its size. After
+writing, the writer rings that direction's eventfd, on which the reader sleeps in a blocking read. A watchdog thread
+on each side waits in poll() on the socket and on a pidfd of the peer's process; when the peer ends (killed or closed:
+end-of-file on the socket, or the pidfd turning readable) it rings the reader's own eventfd, so a blocked reader
+raises ConnectionError at once. Optionally the reader first watches the sequence number for `spin_s` seconds, yielding
+its core between looks (sched_yield), so that a message arriving within that time costs no sleep and wake-up while any
+other runnable process on the core still gets it (benchmarks/perf/hot_path.py measures the run's default). No named
+segment ever exists: the memfds and eventfds are handed over the socket (SCM_RIGHTS), and the kernel frees them when
+both processes have closed them, however the processes end. Linux only: elsewhere the constructors raise OSError and
+the caller keeps the TCP channel."""
 
 from __future__ import annotations
 
@@ -33,6 +32,7 @@ from typing import Any
 
 from ..errors import Failure, FailureKind
 from .channel import Reply, _recv_exact, answer, unwrap
+from .frames import HEADER, FrameReader, FrameWriter
 
 #: Bytes each direction's region starts with; it grows (doubling) when a message needs more.
 INITIAL_BYTES = 1 << 16
@@ -64,7 +64,7 @@ def _require_support() -> None:
 
 
 class _Region:
-    """One direction's shared memory: a memfd mapped by both processes, header then the pickled message."""
+    """One direction's shared memory: a memfd mapped by both processes, header then the message's frame."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -73,25 +73,32 @@ class _Region:
     def seq(self) -> int:
         return _U64.unpack_from(self.map, 0)[0]
 
-    def write(self, payload: bytes, seq: int) -> None:
-        """Store the payload, then its length, then the sequence number (a reader acts on the sequence number)."""
-        end = _HEADER.size + len(payload)
+    def write(self, head: bytes, payload: bytes | bytearray, seq: int) -> None:
+        """Store the frame (its head, then its payload), then its length, then the sequence number (a reader acts on
+        the sequence number)."""
+        start = _HEADER.size + len(head)
+        end = start + len(payload)
         if end > len(self.map):
             size = max(end, 2 * len(self.map))
             size = -(-size // mmap.PAGESIZE) * mmap.PAGESIZE
             os.ftruncate(self.fd, size)
             self._remap(size)
-        self.map[_HEADER.size : end] = payload
-        _U64.pack_into(self.map, 8, len(payload))
+        self.map[_HEADER.size : start] = head
+        self.map[start:end] = payload
+        _U64.pack_into(self.map, 8, end - _HEADER.size)
         _U64.pack_into(self.map, 0, seq)
 
-    def read(self) -> Any:
-        """Unpickle the current message (a copy: nothing returned refers to the shared memory)."""
+    def read(self, reader: FrameReader) -> Any:
+        """The current message, its payload copied once out of the shared memory (nothing returned refers to it)."""
         end = _HEADER.size + _U64.unpack_from(self.map, 8)[0]
         if end > len(self.map):  # the writer grew the memfd
             self._remap(os.fstat(self.fd).st_size)
-        with memoryview(self.map) as whole, whole[_HEADER.size : end] as view:
-            return pickle.loads(view)
+        kind, ident, def_len, size = HEADER.unpack_from(self.map, _HEADER.size)
+        start = _HEADER.size + HEADER.size
+        with memoryview(self.map) as whole:
+            definition = bytes(whole[start : start + def_len]) if def_len else b""
+            payload = bytearray(whole[start + def_len : start + def_len + size])
+        return reader.value(kind, ident, definition, payload)
 
     def _remap(self, size: int) -> None:
         self.map.close()
@@ -116,32 +123,45 @@ class _Endpoint:
         self.sock, self.outbox, self.inbox = sock, outbox, inbox
         self.ring_fd, self.wait_fd = ring_fd, wait_fd
         self.spin_s = spin_s if SPIN_SAFE else 0.0
-        self.sent = self.seen = 0
+        self.sent = self.seen = self.arrived = 0
         self.peer_gone: str | None = None  # why the peer is known to be gone, set by the watchdog
         self.peer_fd = _peer_pidfd(sock)
+        self.writer, self.reader = FrameWriter(), FrameReader()
         self.closed = False
         self.watchdog = threading.Thread(target=self._watch, name="raysampler-shm-watchdog", daemon=True)
         self.watchdog.start()
 
     def send(self, obj: Any) -> None:
+        layout, payload = self.writer.encode(obj)
+        self.send_frame(self.writer.head(self, layout, len(payload)), payload)
+
+    def send_frame(self, head: bytes, payload: bytes | bytearray) -> None:
+        """Send a frame encoded by any writer (its head made for this channel)."""
         if self.closed:
             raise ConnectionError("the shared-memory channel is closed")
         if self.peer_gone:
             raise ConnectionError(self.peer_gone)
-        payload = pickle.dumps(obj, protocol=5)
         self.sent += 1
-        self.outbox.write(payload, self.sent)
+        self.outbox.write(head, payload, self.sent)
         os.eventfd_write(self.ring_fd, 1)
 
-    def receive(self) -> Any:
-        """The next message; ConnectionError once the peer's process has ended or either side closed the channel."""
+    def wait(self) -> None:
+        """Until the next message has arrived (`receive` then reads it); ConnectionError once the peer's process has
+        ended or either side closed the channel."""
         want = self.seen + 1
+        if self.arrived == want:
+            return
         if SPIN_SAFE:
             self._wait_trusting_loads(want)
         else:
             self._wait_ordered(want)
-        self.seen = want
-        return self.inbox.read()
+        self.arrived = want
+
+    def receive(self) -> Any:
+        """The next message (waiting for it first, if `wait` did not)."""
+        self.wait()
+        self.seen = self.arrived
+        return self.inbox.read(self.reader)
 
     def _wait_trusting_loads(self, want: int) -> None:
         """x86: the writer's stores are seen in order, so a current sequence number means the message is complete."""
@@ -351,6 +371,14 @@ class ShmChannelClient:
 
     def send(self, request: Any) -> None:
         self.endpoint.send(request)
+
+    def send_frame(self, head: bytes, payload: bytes | bytearray) -> None:
+        """Send a request another writer encoded (a round's message, encoded once for every worker)."""
+        self.endpoint.send_frame(head, payload)
+
+    def wait(self) -> None:
+        """Until the worker's reply has arrived (ConnectionError if its process ended)."""
+        self.endpoint.wait()
 
     def receive(self) -> Any:
         """The worker's reply: WorkerFailed if its handler raised, ConnectionError if its process ended."""
