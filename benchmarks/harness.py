@@ -324,6 +324,7 @@ def environment() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,  # 1, 5, 15 min, at the end
         "numpy": numpy.__version__,
         "scipy": scipy.__version__,
         "argv": sys.argv,

@@ -24,6 +24,11 @@ class EngineSettings(BaseSettings):
     coordinator_shards: bool = Field(
         default=True, description="the coordinator's process hosts a group of site-less shards (0: all on actors)"
     )
+    worker_processes: int = Field(
+        default=0,
+        ge=0,
+        description="worker processes per node (at most its CPUs and shards); 0: as many as the shards' size pays for",
+    )
     shm_spin_us: float = Field(
         default=1000.0,
         ge=0,

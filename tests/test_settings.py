@@ -33,6 +33,7 @@ def test_defaults_and_environment(clean_env):
         object_store_bytes=1 << 30,
         site_wait_s=60,
         coordinator_shards=True,
+        worker_processes=0,
         shm_spin_us=1000,
         startup_timeout_s=300,
     )
@@ -41,6 +42,7 @@ def test_defaults_and_environment(clean_env):
         "RAYSAMPLER_OBJECT_STORE_BYTES": str(100 * 2**20),
         "RAYSAMPLER_SITE_WAIT_S": "2.5",
         "RAYSAMPLER_COORDINATOR_SHARDS": "0",
+        "RAYSAMPLER_WORKER_PROCESSES": "3",
         "RAYSAMPLER_SHM_SPIN_US": "250",
         "RAYSAMPLER_STARTUP_TIMEOUT_S": "30",
     }
@@ -49,7 +51,7 @@ def test_defaults_and_environment(clean_env):
         clean_env.setenv(k, v)
     s = EngineSettings.from_env()
     assert (s.max_restarts, s.object_store_bytes, s.site_wait_s, s.coordinator_shards) == (0, 100 * 2**20, 2.5, False)
-    assert s.shm_spin_s == pytest.approx(250e-6) and s.startup_timeout_s == 30
+    assert s.shm_spin_s == pytest.approx(250e-6) and s.startup_timeout_s == 30 and s.worker_processes == 3
 
 
 @pytest.mark.parametrize(
@@ -60,6 +62,7 @@ def test_defaults_and_environment(clean_env):
         ("RAYSAMPLER_OBJECT_STORE_BYTES", "1000"),
         ("RAYSAMPLER_SITE_WAIT_S", "nan"),
         ("RAYSAMPLER_COORDINATOR_SHARDS", "sometimes"),
+        ("RAYSAMPLER_WORKER_PROCESSES", "-1"),
         ("RAYSAMPLER_SHM_SPIN_US", "-5"),
         ("RAYSAMPLER_STARTUP_TIMEOUT_S", "0"),
     ],

@@ -421,7 +421,12 @@ def start(
         s
         if getattr(s.data, "path", None) is not None
         else ShardSource(
-            s.shard, ray.put(s.data.load() if hasattr(s.data, "load") else s.data), s.site, s.columns, s.index
+            s.shard,
+            ray.put(s.data.load() if hasattr(s.data, "load") else s.data),
+            s.site,
+            s.columns,
+            s.index,
+            s.elements,
         )
         for s in sources
     ]

@@ -39,6 +39,13 @@ class ShardSource:
     site: str | None = None
     columns: tuple[str, ...] | None = None
     index: np.ndarray | None = None  # which rows of the original data the shard holds (Shard.index), if known
+    elements: int | None = None  # X's size where known without reading anything (in-memory data): sizes processes
+
+    def __post_init__(self) -> None:
+        if self.elements is None:
+            X = self.data.X if isinstance(self.data, Shard) else self.data[0] if isinstance(self.data, tuple) else None
+            if X is not None:
+                object.__setattr__(self, "elements", int(np.size(X)))
 
 
 def load_source(source: Any) -> DataTable:

@@ -83,18 +83,40 @@ class LocalPool:
         pass
 
 
+#: Element-chains (X's elements times chains, summed over the shards) that a worker process must have to step each
+#: round for it to pay for itself: every process adds its messages and its wake-up to every round (≈ 0.1 ms on the
+#: 2-core machine the default was measured on), which buys nothing while the compute it would take over is smaller
+#: (benchmarks/perf/round_cost.py, 4 shards in 1, 2 and 4 processes).
+PROCESS_WORK = 2_000_000
+
+
+def processes_for(work: Sequence[int | None], cap: int) -> int:
+    """Worker processes for one node's (or the site-less) shards with `work` element-chains each (None: unknown, as
+    for a file the worker reads): as many as fit `cap` CPUs and the shards, but no more than the work pays for."""
+    n = len(work) if any(w is None for w in work) else int(sum(w for w in work if w is not None) // PROCESS_WORK)
+    return max(1, min(len(work), cap, n))
+
+
 def plan_groups(
-    sites: Sequence[str | None], site_cpus: dict[str, int], free_cpus: int, max_actors: int | None
+    sites: Sequence[str | None],
+    site_cpus: dict[str, int],
+    free_cpus: int,
+    max_actors: int | None,
+    work: Sequence[int | None] | None = None,
+    processes: int = 0,
 ) -> list[list[int]]:
     """Shards per worker process: a process owns shards of one site only (or only site-less shards); each site gets
-    at most as many processes as its nodes have CPUs, site-less shards at most `max_actors` or the free CPUs."""
+    at most as many processes as its nodes have CPUs, site-less shards at most `max_actors` or the free CPUs, and
+    within that `processes` each (0: as many as the shards' `work` pays for, `processes_for`)."""
     groups: list[list[int]] = []
     by_site: dict[str | None, list[int]] = {}
     for i, s in enumerate(sites):
         by_site.setdefault(s, []).append(i)
     for site, shards in by_site.items():
         cap = site_cpus[site] if site is not None else (max_actors or free_cpus)
-        n = max(1, min(len(shards), cap))
+        sizes = [work[i] for i in shards] if work is not None else [None] * len(shards)
+        wanted = processes or processes_for(sizes, cap)
+        n = max(1, min(len(shards), cap, wanted))
         groups += [[int(i) for i in part] for part in np.array_split(np.asarray(shards), n)]
     return sorted(groups)
 
@@ -136,16 +158,17 @@ class RayPool:
                 f"max_actors={max_actors} but the Ray cluster has {free} free CPU(s): each worker actor "
                 "needs one (lower max_actors, or free CPUs)"
             )
-        self.groups = plan_groups(sites, site_cpus, free, max_actors)
+        work = [s.elements * chains if s.elements is not None else None for s in sources]
+        self.groups = plan_groups(sites, site_cpus, free, max_actors, work, engine.worker_processes)
         self._where = [np.asarray(g, dtype=np.intp) for g in self.groups]
         self._ray = ray
-        # With `coordinator_shards`, this process (the coordinator's) hosts the first group of site-less shards when
-        # at least one other goes to an actor: it computes them while the actors compute theirs, so a round wakes
-        # one process fewer (benchmarks/perf/hot_path.py measures both).
+        # With `coordinator_shards`, this process (the coordinator's) hosts the first group of site-less shards: it
+        # computes them while the actors compute theirs, so a round wakes one process fewer (benchmarks/perf/
+        # hot_path.py measures both), and shards small enough for one process need no message at all.
         unsited_groups = [k for k, g in enumerate(self.groups) if sites[g[0]] is None]
         self.home: ShardHost | None = None
         self._home_k: int | None = None
-        if len(unsited_groups) >= 2 and engine.coordinator_shards:
+        if unsited_groups and engine.coordinator_shards:
             self._home_k = unsited_groups[0]
             self.home = ShardHost([sources[i] for i in self.groups[self._home_k]], model, algorithm, seed, chains)
         self.remote_groups = [g for k, g in enumerate(self.groups) if k != self._home_k]
@@ -167,7 +190,7 @@ class RayPool:
 
     @property
     def transport(self) -> str:
-        return self._transport.name
+        return self._transport.name if self.actors else "in-process"
 
     def _open_transport(self) -> None:
         """The chosen transport once the actors are up (socket channels fall back to actor calls if unreachable)."""

@@ -90,6 +90,7 @@ def test_killed_worker_process_is_a_worker_lost_record(ray_session, monkeypatch)
     """With no restarts allowed (RAYSAMPLER_MAX_RESTARTS=0; by default the run would recover), a killed worker
     ends the run with a WORKER_LOST record naming the shard, its node and the round."""
     monkeypatch.setenv("RAYSAMPLER_MAX_RESTARTS", "0")
+    monkeypatch.setenv("RAYSAMPLER_WORKER_PROCESSES", "2")  # shard 1 on a worker actor (tiny shards: else one)
     X, y = rs.datasets.load("breast_cancer")
     with Run(
         rs.models.LogisticRegression(),

@@ -12,6 +12,8 @@ import raysampler as rs
 from raysampler.algorithms import DGLMC
 from raysampler.models.logistic import LogisticRegression
 from raysampler.options import ExecutionOptions, RunOptions
+from raysampler.runtime.contracts import ROUND_PARTS
+from raysampler.runtime.pools import PROCESS_WORK, plan_groups, processes_for
 from raysampler.sampling import Run
 
 
@@ -21,9 +23,22 @@ def breast_cancer():
     return X, y
 
 
-def test_local_and_ray_draw_identical_numbers(ray_session, breast_cancer):
+@pytest.fixture
+def two_processes(monkeypatch):
+    """Shards on two processes (the coordinator's and a worker actor) however small: by default shards this small
+    share one process, the coordinator's (`pools.processes_for`)."""
+    monkeypatch.setenv("RAYSAMPLER_WORKER_PROCESSES", "2")
+
+
+@pytest.mark.parametrize("processes", [0, 2])
+def test_local_and_ray_draw_identical_numbers(ray_session, breast_cancer, monkeypatch, processes):
+    """By default shards this small share one process, the coordinator's (no message crosses a channel); in two
+    processes each round's one message reaches the actor, which steps its shards as batches (7 shards: two row
+    counts) and sends their replies back as one block. Either way the draws are the in-process ones, and the run
+    reports each round's parts."""
+    monkeypatch.setenv("RAYSAMPLER_WORKER_PROCESSES", str(processes))
     X, y = breast_cancer
-    shards = rs.shard(X, y, num_shards=4)
+    shards = rs.shard(X, y, num_shards=7)
     kw = dict(chains=3, num_rounds=60, burn_in=40, seed=11, progress=False, balance=False)
     model = rs.models.LogisticRegression(prior_scale=1.0)
     local = rs.sample(model, shards, executor="local", **kw)
@@ -32,6 +47,26 @@ def test_local_and_ray_draw_identical_numbers(ray_session, breast_cancer):
     np.testing.assert_array_equal(local.draws, on_ray.draws)
     other = rs.sample(model, shards, executor="local", **{**kw, "seed": 12})
     assert not np.array_equal(other.draws, local.draws)
+    stats = on_ray.run_stats
+    assert len({p.pid for p in stats.placement}) == stats.breakdown().processes == max(processes, 1)
+    assert on_ray.setup.transport == ("socket" if processes else "in-process")
+    parts = stats.round_parts
+    assert parts.shape == (100, len(ROUND_PARTS)) and np.all(parts[:, :-1] >= 0)
+    np.testing.assert_allclose(parts[:, -1], stats.round_time - parts[:, ROUND_PARTS.index("slowest_worker")])
+    assert (parts[:, ROUND_PARTS.index("wait")].max() > 0) == bool(processes)
+
+
+def test_processes_follow_the_cpus_and_the_shards_size():
+    """A node gets a worker process per CPU only while each has PROCESS_WORK element-chains to step a round."""
+    assert processes_for([10_000] * 4, cap=8) == 1  # small shards: one process
+    assert processes_for([PROCESS_WORK] * 4, cap=2) == 2
+    assert processes_for([PROCESS_WORK] * 4, cap=8) == 4
+    assert processes_for([2 * PROCESS_WORK, PROCESS_WORK // 2], cap=8) == 2
+    assert processes_for([None, 5], cap=3) == 2  # a size unknown (a file the worker reads): one per CPU
+    work = [10] * 4 + [PROCESS_WORK] * 2
+    assert plan_groups([None] * 4 + ["a", "a"], {"a": 2}, 2, None, work) == [[0, 1, 2, 3], [4], [5]]
+    assert plan_groups([None] * 4, {}, 2, None, [10] * 4, processes=2) == [[0, 1], [2, 3]]
+    assert plan_groups([None] * 4, {}, 2, None, [10] * 4, processes=4) == [[0, 1], [2, 3]]  # at most the CPUs
 
 
 @pytest.mark.parametrize("kernel", ["lmc", "mala"])
@@ -45,7 +80,7 @@ def test_local_and_ray_identical_for_every_local_kernel(ray_session, breast_canc
     )
 
 
-def test_plain_actor_transport_draws_the_same(ray_session, breast_cancer):
+def test_plain_actor_transport_draws_the_same(ray_session, breast_cancer, two_processes):
     """The fallback path (plain Ray actor calls instead of direct channels) moves the same messages."""
     X, y = breast_cancer
     shards = rs.shard(X, y, num_shards=3)
@@ -69,7 +104,7 @@ def test_file_shards_are_read_by_the_workers(ray_session, breast_cancer, tmp_pat
     np.testing.assert_array_equal(from_files.draws, in_memory.draws)
 
 
-def test_slow_worker_gets_fewer_local_steps_in_proportion_to_its_step_time(ray_session, breast_cancer):
+def test_slow_worker_gets_fewer_local_steps_in_proportion_to_its_step_time(ray_session, breast_cancer, two_processes):
     """One worker made 4x slower (test-only hook: it computes 4x as long per step): the balancer sets N_i ∝ 1/τ_i
     from the step times τ_i it measures, so every worker does about the same work per round, N_i·τ_i. τ_i is CPU
     time per step, so a busy machine does not change it; the idle time this saves is wall-clock and depends on the
@@ -145,7 +180,9 @@ class FailingLogistic(LogisticRegression):
 
 
 @pytest.mark.parametrize("executor, bad", [("local", 1), ("ray", 1), ("ray", 2)])
-def test_worker_exception_stops_with_shard_and_round_and_keeps_draws(ray_session, breast_cancer, executor, bad):
+def test_worker_exception_stops_with_shard_and_round_and_keeps_draws(
+    ray_session, breast_cancer, executor, bad, two_processes
+):
     """On Ray (2 CPUs, 3 shards) shards 0 and 1 are stepped in the coordinator's own process, shard 2 on an actor."""
     X, y = breast_cancer
     parts = [(Xi.copy(), yi) for Xi, yi in zip(np.array_split(X, 3), np.array_split(y, 3))]
@@ -177,7 +214,9 @@ def _pids(run: Run) -> tuple[int, list[int]]:
     return coordinator, [p.pid for p in run.setup.placement]
 
 
-def test_coordinator_process_hosts_the_first_group_and_draws_the_same(ray_session, breast_cancer, monkeypatch):
+def test_coordinator_process_hosts_the_first_group_and_draws_the_same(
+    ray_session, breast_cancer, monkeypatch, two_processes
+):
     """By default the coordinator's process steps the first group of shards (one process fewer to wake per round)
     and channel readers spin before sleeping; RAYSAMPLER_COORDINATOR_SHARDS=0 puts every shard on an actor and
     RAYSAMPLER_SHM_SPIN_US=0 makes readers sleep at once. Same draws either way."""
