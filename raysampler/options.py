@@ -42,6 +42,10 @@ class RunOptions:
 
     `num_rounds`: rounds after burn-in, or "auto" (then `max_rounds` bounds them). `burn_in` rounds come first and
     are discarded. Each chain keeps the last round of every block of `thin`. `time_budget_s` stops cleanly.
+    `pipeline`: run each round as two halves, one per group of chains, so that on Ray the workers step one group
+    while the coordinator updates the other; each chain draws the same random numbers, but a group's products
+    over fewer chains round differently in the last bits, so a pipelined run's draws equal a pipelined run's (on
+    either executor), not an unpipelined one's.
     """
 
     chains: int = 4
@@ -53,9 +57,12 @@ class RunOptions:
     target_ess: float = DEFAULT_TARGET_ESS
     max_rhat: float = DEFAULT_MAX_RHAT
     max_rounds: int | None = None
+    pipeline: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "chains", positive_int(self.chains, "chains"))
+        if not isinstance(self.pipeline, bool):
+            raise ArgumentError(("pipeline",), f"pipeline must be True or False, got {self.pipeline!r}")
         if self.num_rounds != AUTO:
             object.__setattr__(self, "num_rounds", positive_int(self.num_rounds, "num_rounds"))
         burn = default_burn_in(self.num_rounds) if self.burn_in is None else nonnegative_int(self.burn_in, "burn_in")

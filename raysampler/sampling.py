@@ -103,6 +103,7 @@ class Run:
             opts.seed,
             exe.balance_policy,
             engine=self.engine,
+            pipeline=opts.pipeline,
         )
         self._start = time.perf_counter()
         sources = [ShardSource(i, s, s.site, s.columns, s.index) for i, s in enumerate(shard_set)]
@@ -401,6 +402,7 @@ def sample(
     target_ess: float = DEFAULT_TARGET_ESS,
     max_rhat: float = DEFAULT_MAX_RHAT,
     max_rounds: int | None = None,
+    pipeline: bool = False,
     checkpoint_dir: str | os.PathLike | None = None,
     callback: Callable[[Chunk], None] | None = None,
     _slowdown: dict[int, float] | None = None,
@@ -417,8 +419,11 @@ def sample(
     replays). `time_budget_s` stops cleanly, returning what was drawn. On Ray, `max_actors` caps the worker actors
     (default: one per CPU) and `transport` picks how round messages travel: "socket" (direct TCP channels, the fast
     path) or "actor" (plain Ray actor calls); a lost worker, node or coordinator is recovered from the last
-    checkpoint. `checkpoint_dir` stores every chunk of draws with its checkpoint, so `rs.resume(checkpoint_dir)`
-    continues the run in another process. Algorithm parameters go in `**params`.
+    checkpoint. `pipeline=True` runs each round as two halves, one per group of chains, so that on Ray the workers
+    step one group while the coordinator updates the other (DG-LMC's batched kernels; the draws then equal another
+    pipelined run's, on either executor: see `RunOptions`). `checkpoint_dir` stores every chunk of draws with its
+    checkpoint, so `rs.resume(checkpoint_dir)` continues the run in another process. Algorithm parameters go in
+    `**params`.
     A failure raises SamplingError naming the worker, site and round, with `.result` holding the draws so far.
 
     The keywords are sugar for `Run(model, shards, get_algorithm(algorithm, **params), RunOptions(...),
@@ -443,6 +448,7 @@ def sample(
         target_ess=target_ess,
         max_rhat=max_rhat,
         max_rounds=max_rounds,
+        pipeline=pipeline,
     )
     execution = ExecutionOptions(
         executor=executor,  # type: ignore[arg-type]  # parsed by ExecutionOptions (a clear error names it)

@@ -24,12 +24,14 @@ from ..tuning.shards import ShardPool
 
 @dataclass(frozen=True)
 class RoundInfo:
-    """Where the run is: the global round index t (burn-in included), whether it is still burn-in, and how many
-    burn-in rounds there are."""
+    """Where the run is: the global round index t (burn-in included), whether it is still burn-in, how many burn-in
+    rounds there are, and in a pipelined run which group of chains this half-round steps."""
 
     t: int
     warmup: bool
     burn_in: int = 0
+    #: a pipelined run's chain group [a, b) that this half of round t steps (`Algorithm.splits_chains`); None: all
+    chains: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,14 @@ class Algorithm(ABC):
         as one block (a named tuple of arrays whose first axis runs over the shards)."""
         return self.messages(state, local_steps, info)
 
+    def splits_chains(self, state: Any) -> bool:
+        """Whether a round may run as two halves, one per group of chains (a pipelined run: the workers step one
+        group while the coordinator updates the other), `RoundInfo.chains` telling `round_message` and
+        `coordinator_step` which. The groups' chains must be independent (no adaptation shared across chains) and
+        draw the same random numbers as in a whole round: the first group's half draws the round's numbers for every
+        chain and keeps the other group's for its half. Default: False."""
+        return False
+
     def stack_key(self, state: Any) -> Hashable | None:
         """Shards whose worker states give equal keys (and whose data have the same shapes) may share a batch; None:
         this shard steps alone. Default: None."""
@@ -111,8 +121,14 @@ class Algorithm(ABC):
         raise NotImplementedError(f"{self.name} does not step shards as one batch")
 
     def unstack_states(self, stacked: Any) -> list[Any]:
-        """The shards' worker states from a batch state, equal to those stepping each alone would have given."""
+        """The shards' worker states from a batch state (between rounds), equal to those stepping each alone would
+        have given."""
         raise NotImplementedError(f"{self.name} does not step shards as one batch")
+
+    def split_stacked(self, stacked: Any) -> list[Any]:
+        """A batch state as one batch state per shard, at any point of a round (a failed batch's shards are
+        stepped one at a time to find the one that fails). Default: unstack, then stack each."""
+        return [self.stack_states([state]) for state in self.unstack_states(stacked)]
 
     def step_stacked(
         self,

@@ -120,6 +120,7 @@ class RoundMessage(NamedTuple):
     phi: np.ndarray
     n_steps: np.ndarray
     warmup: bool
+    chains: tuple[int, int] | None = None  # a pipelined run's half-round: its chain group [a, b) (phi is theirs)
 
 
 class Reply(NamedTuple):
@@ -150,6 +151,8 @@ class StackedWorkers(NamedTuple):
     grad: np.ndarray  # (B, K, d)
     accept: np.ndarray  # (B, K)
     remainder: np.ndarray | None  # (B, K), kernel "laplace_mh"
+    #: a pipelined round's random numbers for the later chain group, drawn with the first group's (normals, log u)
+    pending: tuple[np.ndarray, np.ndarray | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -168,6 +171,7 @@ class CoordinatorConsts:
 class CoordinatorState(NamedTuple):
     phi: np.ndarray  # (K, d)
     consts: CoordinatorConsts
+    pending: np.ndarray | None = None  # a pipelined round's noise for the later chain group, drawn with the first's
 
 
 @dataclass(frozen=True)
@@ -452,7 +456,13 @@ class DGLMC(Algorithm):
         """One `RoundMessage` for every shard when the kernel steps shards as one batch, else one per shard."""
         if not state.consts.stacked:
             return self.messages(state, local_steps, info)
-        return RoundMessage(state.phi, np.asarray(local_steps, dtype=np.int64), info.warmup)
+        phi = state.phi if info.chains is None else state.phi[info.chains[0] : info.chains[1]]
+        return RoundMessage(phi, np.asarray(local_steps, dtype=np.int64), info.warmup, info.chains)
+
+    def splits_chains(self, state: CoordinatorState) -> bool:
+        """The batched kernels' chains are independent (no adaptation), so a round may run one chain group at a
+        time."""
+        return state.consts.stacked
 
     def coordinator_step(
         self, state: CoordinatorState, replies: Reply | list[Reply], noise: ChainNoise, info: RoundInfo
@@ -464,13 +474,26 @@ class DGLMC(Algorithm):
             s = c.b0 + shard_sum(replies.z * c.inv_rho[:, None, None])
         else:
             s = c.b0 + sum(r.z * w for r, w in zip(replies, c.inv_rho))
-        xi = noise.normal(1)[0] @ c.chol_q_inv.T
+        group, pending = info.chains, None
+        if group is None or group[0] == 0:  # a whole round, or its first half: the round's numbers for every chain
+            draw = noise.normal(1)[0]
+            if group is not None:
+                draw, pending = draw[: group[1]], draw[group[1] :]
+        else:  # the second half: the numbers the first drew for these chains
+            assert state.pending is not None
+            draw = state.pending
+        xi = draw @ c.chol_q_inv.T
+        before = state.phi if group is None else state.phi[group[0] : group[1]]
         if c.overrelax == 0.0:
             phi = s @ c.q_inv + xi
         else:
             mu = s @ c.q_inv
-            phi = mu + c.overrelax * (state.phi - mu) + math.sqrt(1.0 - c.overrelax**2) * xi
-        return CoordinatorState(phi, c), phi
+            phi = mu + c.overrelax * (before - mu) + math.sqrt(1.0 - c.overrelax**2) * xi
+        if group is not None:
+            whole = state.phi.copy()
+            whole[group[0] : group[1]] = phi
+            phi = whole
+        return CoordinatorState(phi, c, pending), phi
 
     def local_draws(self, replies: Reply | list[Reply]) -> tuple[np.ndarray, np.ndarray] | None:
         """(θ in coordinates φ (K, d), the shards' local parameters drawn given it, reported scale, in shard order
@@ -539,7 +562,25 @@ class DGLMC(Algorithm):
             remainder,
         )
 
+    def split_stacked(self, sw: StackedWorkers) -> list[StackedWorkers]:
+        """Each shard's slice of every stacked array (and of a pipelined round's pending numbers)."""
+        out = []
+        for j, state in enumerate(sw.states):
+            one: list[Any] = [(state,)]
+            for value in sw[1:]:
+                if isinstance(value, np.ndarray):
+                    one.append(value[j : j + 1])
+                elif isinstance(value, LocalGaussian):
+                    one.append(LocalGaussian(*(v[j : j + 1] for v in value)))
+                elif isinstance(value, tuple):  # pending: arrays (N, B, K, ...) along axis 1
+                    one.append(tuple(v[:, j : j + 1] if v is not None else None for v in value))
+                else:
+                    one.append(value)
+            out.append(StackedWorkers(*one))
+        return out
+
     def unstack_states(self, sw: StackedWorkers) -> list[WorkerState]:
+        assert sw.pending is None, "a batch is unstacked between rounds, never within a pipelined round"
         rem = sw.remainder
         return [
             WorkerState(
@@ -568,18 +609,31 @@ class DGLMC(Algorithm):
     ) -> tuple[StackedWorkers, Reply]:
         """`worker_step` of B shards with the same shapes and N_i at once: X (B, n, p), y (B, n); the reply stacked."""
         n_steps = int(message.n_steps[shards[0]])
-        xi = noise.normal(n_steps)  # (N, B, K, d)
+        group, exact = message.chains, sw.local is not None
+        if group is None or group[0] == 0:  # a whole round, or its first half: the round's numbers for every chain
+            xi = noise.normal(n_steps)  # (N, B, K, d)
+            logu = np.log(noise.uniform(n_steps)) if exact else None  # (N, B, K)
+            pending = None
+            if group is not None:
+                cut = group[1]
+                pending = (xi[:, :, cut:], logu[:, :, cut:] if logu is not None else None)
+                xi, logu = xi[:, :, :cut], logu[:, :, :cut] if logu is not None else None
+        else:  # the second half: the numbers the first drew for these chains
+            assert sw.pending is not None
+            (xi, logu), pending = sw.pending, None
+        chains = slice(None) if group is None else slice(group[0], group[1])
         if sw.local is None:  # "lmc", eq. (4)
-            u, g, phi = sw.z, sw.grad, message.phi
+            u, g, phi = sw.z[:, chains], sw.grad[:, chains], message.phi
             for k in range(n_steps):
                 if k:
                     g = model.grad_stacked(X, y, u)
                 u = u - sw.gamma * (g + (u - phi) * sw.inv_rho) + sw.scale * xi[k]
-            sw = sw._replace(z=u, grad=model.grad_stacked(X, y, u))
+            g = model.grad_stacked(X, y, u)
+            sw = sw._replace(z=_put(sw.z, chains, u), grad=_put(sw.grad, chains, g), pending=pending)
             return sw, Reply(u, None)
-        loc, u, pot, rem = sw.local, sw.z, sw.pot, sw.remainder
-        assert rem is not None
-        logu = np.log(noise.uniform(n_steps))  # (N, B, K)
+        loc, u, pot = sw.local, sw.z[:, chains], sw.pot[:, chains]
+        assert sw.remainder is not None and logu is not None
+        rem = sw.remainder[:, chains]
         mean = (message.phi / sw.rho + loc.shift[:, None, :]) @ loc.a_inv
         chol_t = loc.chol.swapaxes(1, 2)
         acc_sum = np.zeros(u.shape[:2])
@@ -598,7 +652,24 @@ class DGLMC(Algorithm):
                 rem = np.where(accept, rem_p, rem)
                 acc_sum += alpha
         acc = acc_sum / max(n_steps, 1)
-        return sw._replace(z=u, pot=pot, accept=acc, remainder=rem), Reply(u, acc)
+        sw = sw._replace(
+            z=_put(sw.z, chains, u),
+            pot=_put(sw.pot, chains, pot),
+            accept=_put(sw.accept, chains, acc),
+            remainder=_put(sw.remainder, chains, rem),
+            pending=pending,
+        )
+        return sw, Reply(u, acc)
+
+
+def _put(whole: np.ndarray, chains: slice, part: np.ndarray) -> np.ndarray:
+    """`part` as the new value of a batch array's chains `chains` (axis 1): itself for all chains, else a copy of
+    `whole` with those chains replaced."""
+    if chains == slice(None):
+        return part
+    out = whole.copy()
+    out[:, chains] = part
+    return out
 
 
 def is_schedule(value: Any) -> bool:

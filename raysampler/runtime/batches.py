@@ -168,11 +168,10 @@ class ShardBatches:
         checkpoint) after a failure anyway."""
         stacked, noise = self.stacked(batch.positions)
         noise.sync()
-        states = self.algorithm.unstack_states(stacked)
-        for k, (j, state) in enumerate(zip(batch.positions, states)):
+        for k, (j, alone) in enumerate(zip(batch.positions, self.algorithm.split_stacked(stacked))):
             try:
                 self.algorithm.step_stacked(
-                    self.algorithm.stack_states([state]),
+                    alone,
                     message,
                     batch.shards[k : k + 1],
                     model,

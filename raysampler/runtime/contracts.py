@@ -44,6 +44,8 @@ class RunConfig:
     balance: Balance  # AUTO: only when measured speeds differ by more than `balance_ratio`
     rebalance_every: int = 20
     balance_ratio: float = 1.5
+    #: run each round as two halves, one per chain group, overlapped on Ray (`Coordinator._rounds_in_halves`)
+    pipeline: bool = False
     # The engine settings the driver read from the environment once (site wait, coordinator shards, spin, start-up
     # timeout); the coordinator and its workers use these, never the environment of their own processes.
     engine: EngineSettings = field(default_factory=_engine_from_env)
@@ -312,6 +314,13 @@ class WorkerPool(Protocol):
         """One round on every shard: `messages` one per shard (a list) or one for all shards (`round_message`);
         raises `WorkerFailed` naming the shard if a worker fails."""
 
+    def send(self, messages: Any) -> None:
+        """`step` in two halves: start a round (the workers start on it) ..."""
+
+    def collect(self) -> StepResult:
+        """... and finish the oldest one started. Two rounds may be outstanding (a pipelined round's two chain
+        groups: the workers step one while the coordinator updates the other), never more."""
+
     def capture(self) -> list[ShardState]:
         """Every shard's state."""
 
@@ -337,6 +346,12 @@ class Transport(Protocol):
         """Send each process its shards' messages (or every process the same `Broadcast`), call `meanwhile` (the
         caller's own shards, if any), wait for all: ((replies, seconds per shard) per process, where the time went).
         Raises `WorkerFailed` for the first failure (after draining)."""
+
+    def send(self, per_group: Sequence[Any] | Broadcast) -> None:
+        """`step`'s first half: send (at most two sends outstanding) ..."""
+
+    def collect(self) -> tuple[list[tuple[Any, Any]], RoundTiming]:
+        """... and its second: the replies to the oldest outstanding send."""
 
     def close(self) -> None:
         """Release connections."""

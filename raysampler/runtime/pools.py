@@ -4,6 +4,7 @@ the nodes of their sites."""
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +44,7 @@ class LocalPool:
         self.num_shards = len(sources)
         self.host = ShardHost(sources, model, algorithm, seed, chains)
         self.groups = [list(range(self.num_shards))]
+        self._pending: deque[StepResult] = deque()
 
     def describe(self) -> list[ShardFacts]:
         return self.host.describe()
@@ -72,6 +74,13 @@ class LocalPool:
         replies, times = self.host.step(messages)
         work = np.asarray(times, dtype=float)
         return StepResult(replies, work, np.full(self.num_shards, work.sum()))
+
+    def send(self, messages: Any) -> None:
+        """Step now (in this process a round has nothing to overlap with); `collect` returns the result."""
+        self._pending.append(self.step(messages))
+
+    def collect(self) -> StepResult:
+        return self._pending.popleft()
 
     def capture(self) -> list[ShardState]:
         return self.host.capture()
@@ -187,6 +196,7 @@ class RayPool:
         self.placement: list[Placement] = []
         self._transport: SocketTransport | ActorTransport = ActorTransport(self.actors, self.remote_groups)
         self._want = transport
+        self._pending: deque[tuple[bool, Any, Failure | None, float]] = deque()
 
     @property
     def transport(self) -> str:
@@ -195,6 +205,7 @@ class RayPool:
     def _open_transport(self) -> None:
         """The chosen transport once the actors are up (socket channels fall back to actor calls if unreachable)."""
         self._transport.close()
+        self._pending.clear()
         self._transport = ActorTransport(self.actors, self.remote_groups)
         if self._want != TransportKind.SOCKET:
             return
@@ -304,6 +315,13 @@ class RayPool:
         """One round on every actor; a failing worker raises WorkerFailed with its shard, site and node. `messages`:
         one per shard (each process is sent its shards'), or one for all shards (every process is sent it; the
         replies come back as one block per process, joined into one over all shards)."""
+        self.send(messages)
+        return self.collect()
+
+    def send(self, messages: Any) -> None:
+        """Start a round: send the worker processes their messages, then step the shards this process hosts (while
+        the workers step theirs). `collect` finishes it; a second round may be sent before (a pipelined round's
+        other chain group), never a third."""
         per_group: list[Any] | Broadcast
         if isinstance(messages, list):
             per_group = self._split(messages)
@@ -311,29 +329,39 @@ class RayPool:
             remote: list[Any] | Broadcast = [m for k, m in enumerate(per_group) if k != self._home_k]
         else:
             home_msg, remote = messages, Broadcast(messages)
-        home: list[tuple[Any, Any]] = []
+        self._transport.send(remote)
+        home: tuple[Any, Any] | None = None
+        failure: Failure | None = None
+        t0 = time.perf_counter()
+        if self.home is not None:
+            try:
+                home = self.home.step(home_msg)
+            except WorkerFailed as exc:
+                failure = exc.failure
+        self._pending.append((isinstance(messages, list), home, failure, time.perf_counter() - t0))
 
-        def step_home() -> None:
-            if self.home is not None:
-                home.append(self.home.step(home_msg))
-
+    def collect(self) -> StepResult:
+        """The oldest sent round's replies (see `send`)."""
+        per_shard, home, failure, hosted = self._pending.popleft()
         try:
-            parts, timing = self._transport.step(remote, meanwhile=step_home)
+            parts, timing = self._transport.collect()
         except WorkerFailed as exc:
-            f = exc.failure
-            if f.shard is not None and f.shard < len(self.placement):
-                p = self.placement[f.shard]
-                f = f.at(site=p.site, node_id=p.node_id)
-            raise WorkerFailed(f) from None
+            failure = failure or exc.failure
+        if failure is not None:
+            if failure.shard is not None and failure.shard < len(self.placement):
+                p = self.placement[failure.shard]
+                failure = failure.at(site=p.site, node_id=p.node_id)
+            raise WorkerFailed(failure) from None
+        timing.hosted_s = hosted
         if self._home_k is not None:
-            parts.insert(self._home_k, home[0])
+            parts.insert(self._home_k, home)
         work = np.empty(self.num_shards)
         busy = np.empty(self.num_shards)
         for where, (_, tm) in zip(self._where, parts):
             work[where] = tm
             busy[where] = float(np.sum(tm))
         t0 = time.perf_counter()
-        if isinstance(messages, list):
+        if per_shard:
             replies: Any = [None] * self.num_shards
             for g, (rep, _) in zip(self.groups, parts):
                 for j, i in enumerate(g):

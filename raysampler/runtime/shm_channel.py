@@ -2,17 +2,19 @@
 wake the reader, a Unix socket hands both over and reports a dead peer.
 
 Same interface as the TCP channel (`ChannelServer` / `ChannelClient`), for a worker on the coordinator's node. Each
-direction is a memfd that both processes map: a header (sequence number, length), then the message as a binary frame
-(frames.py: fixed layout, no pickling per message), written with one copy and read with one, whatever its size. After
-writing, the writer rings that direction's eventfd, on which the reader sleeps in a blocking read. A watchdog thread
-on each side waits in poll() on the socket and on a pidfd of the peer's process; when the peer ends (killed or closed:
-end-of-file on the socket, or the pidfd turning readable) it rings the reader's own eventfd, so a blocked reader
-raises ConnectionError at once. Optionally the reader first watches the sequence number for `spin_s` seconds, yielding
-its core between looks (sched_yield), so that a message arriving within that time costs no sleep and wake-up while any
-other runnable process on the core still gets it (benchmarks/perf/hot_path.py measures the run's default). No named
-segment ever exists: the memfds and eventfds are handed over the socket (SCM_RIGHTS), and the kernel frees them when
-both processes have closed them, however the processes end. Linux only: elsewhere the constructors raise OSError and
-the caller keeps the TCP channel."""
+direction has two memfds that both processes map (message s goes to the one numbered s mod 2, so that a pipelined
+round can have a second message in flight while the first is still being read): a header (sequence number, length),
+then the message as a binary frame (frames.py: fixed layout, no pickling per message), written with one copy and read
+with one, whatever its size. After writing, the writer rings that direction's eventfd, on which the reader sleeps in a
+blocking read. A watchdog thread on each side waits in poll() on the socket and on a pidfd of the peer's process; when
+the peer ends (killed or closed: end-of-file on the socket, or the pidfd turning readable) it rings the reader's own
+eventfd, so a blocked reader raises ConnectionError at once. Optionally the reader first watches the sequence number
+for `spin_s` seconds, yielding its core between looks (sched_yield), so that a message arriving within that time
+costs no sleep and wake-up while any other runnable process on the core still gets it (benchmarks/perf/hot_path.py
+measures the run's default). No named segment ever exists: the memfds and eventfds are handed over the socket
+(SCM_RIGHTS), and the kernel frees them when both processes have closed them, however the processes end. Linux only:
+elsewhere the constructors raise OSError and the caller keeps the TCP channel.
+"""
 
 from __future__ import annotations
 
@@ -44,7 +46,7 @@ DEFAULT_SPIN_S = 0.0
 _HANDSHAKE_TIMEOUT_S = 10.0
 _HEADER = struct.Struct("<QQ")  # sequence number of the last message written, its length in bytes
 _U64 = struct.Struct("<Q")
-_HELLO = b"raysampler-shm-1"
+_HELLO = b"raysampler-shm-2"
 
 
 def supported() -> bool:
@@ -109,6 +111,28 @@ class _Region:
         os.close(self.fd)
 
 
+class _Slots:
+    """One direction's two regions: message s goes to region s mod 2, so that a second message may be written while
+    the reader still has the first to read (a pipelined round keeps two in flight; never more)."""
+
+    def __init__(self, fds: tuple[int, int]) -> None:
+        self.regions = (_Region(fds[0]), _Region(fds[1]))
+
+    def seq(self, want: int) -> int:
+        """The sequence number in the region message `want` goes to."""
+        return self.regions[want % 2].seq()
+
+    def write(self, head: bytes, payload: bytes | bytearray, seq: int) -> None:
+        self.regions[seq % 2].write(head, payload, seq)
+
+    def read(self, seq: int, reader: FrameReader) -> Any:
+        return self.regions[seq % 2].read(reader)
+
+    def close(self) -> None:
+        for region in self.regions:
+            region.close()
+
+
 class _Endpoint:
     """One side of an open channel: writes to `outbox` and rings `ring_fd`; reads `inbox`, sleeping on `wait_fd`.
 
@@ -118,12 +142,13 @@ class _Endpoint:
     """
 
     def __init__(
-        self, sock: socket.socket, outbox: _Region, inbox: _Region, ring_fd: int, wait_fd: int, spin_s: float
+        self, sock: socket.socket, outbox: _Slots, inbox: _Slots, ring_fd: int, wait_fd: int, spin_s: float
     ) -> None:
         self.sock, self.outbox, self.inbox = sock, outbox, inbox
         self.ring_fd, self.wait_fd = ring_fd, wait_fd
         self.spin_s = spin_s if SPIN_SAFE else 0.0
         self.sent = self.seen = self.arrived = 0
+        self.rung = 0  # rings read from the eventfd: every message up to this one is complete (each rings once)
         self.peer_gone: str | None = None  # why the peer is known to be gone, set by the watchdog
         self.peer_fd = _peer_pidfd(sock)
         self.writer, self.reader = FrameWriter(), FrameReader()
@@ -161,32 +186,30 @@ class _Endpoint:
         """The next message (waiting for it first, if `wait` did not)."""
         self.wait()
         self.seen = self.arrived
-        return self.inbox.read(self.reader)
+        return self.inbox.read(self.seen, self.reader)
 
     def _wait_trusting_loads(self, want: int) -> None:
         """x86: the writer's stores are seen in order, so a current sequence number means the message is complete."""
         inbox = self.inbox
-        if inbox.seq() != want and self.spin_s > 0:
+        if inbox.seq(want) != want and self.spin_s > 0:
             deadline = time.perf_counter() + self.spin_s
-            while inbox.seq() != want and time.perf_counter() < deadline:
+            while inbox.seq(want) != want and time.perf_counter() < deadline:
                 os.sched_yield()  # costs ~1 µs when nothing else wants the core; hands it over when something does
-        while inbox.seq() != want:  # a ring may be stale (its message was taken while spinning): then sleep again
+        while inbox.seq(want) != want:  # a ring may be stale (its message was taken while spinning): sleep again
             self._sleep()
 
     def _wait_ordered(self, want: int) -> None:
-        """Elsewhere: look at the region only after the eventfd read, whose kernel locking orders the writer's stores
-        before this side's loads."""
-        while True:
+        """Elsewhere: look at a region only once the eventfd reads have counted its message's ring, the kernel's
+        locking ordering the writer's stores before this side's loads (one read may count two rings)."""
+        while self.rung < want:
             self._sleep()
-            if self.inbox.seq() == want:
-                return
 
     def _sleep(self) -> None:
         if self.closed:
             raise ConnectionError("the shared-memory channel is closed")
         if self.peer_gone:
             raise ConnectionError(self.peer_gone)
-        os.eventfd_read(self.wait_fd)
+        self.rung += os.eventfd_read(self.wait_fd)
 
     def _watch(self) -> None:
         """Wait for the peer to end (socket end-of-file or its pidfd readable), then wake this side's reader."""
@@ -298,20 +321,20 @@ class ShmChannelServer:
         """Create both regions and both eventfds (request bell, reply bell) and hand them to the client."""
         fds: list[int] = []
         try:
-            for name in ("raysampler-request", "raysampler-reply"):
+            for name in ("raysampler-request", "raysampler-request", "raysampler-reply", "raysampler-reply"):
                 fd = os.memfd_create(name, os.MFD_CLOEXEC)
                 fds.append(fd)
                 os.ftruncate(fd, INITIAL_BYTES)
             for _ in range(2):
                 fds.append(os.eventfd(0, os.EFD_CLOEXEC))
             socket.send_fds(conn, [_HELLO], fds)
-            request, reply = _Region(fds[0]), _Region(fds[1])
+            request, reply = _Slots((fds[0], fds[1])), _Slots((fds[2], fds[3]))
         except BaseException:
             for fd in fds:
                 os.close(fd)
             raise
         conn.settimeout(None)
-        return _Endpoint(conn, outbox=reply, inbox=request, ring_fd=fds[3], wait_fd=fds[2], spin_s=self.spin_s)
+        return _Endpoint(conn, outbox=reply, inbox=request, ring_fd=fds[5], wait_fd=fds[4], spin_s=self.spin_s)
 
     def _serve(self) -> None:
         conn = self._accept()
@@ -356,8 +379,8 @@ class ShmChannelClient:
             sock.settimeout(timeout_s)
             sock.connect(address)
             sock.sendall(token)
-            hello, fds, _, _ = socket.recv_fds(sock, len(_HELLO), 4)
-            if hello != _HELLO or len(fds) != 4:
+            hello, fds, _, _ = socket.recv_fds(sock, len(_HELLO), 6)
+            if hello != _HELLO or len(fds) != 6:
                 for fd in fds:
                     os.close(fd)
                 raise ConnectionError("the shared-memory channel's handshake failed (wrong token or address?)")
@@ -366,7 +389,12 @@ class ShmChannelClient:
             sock.close()
             raise
         self.endpoint = _Endpoint(
-            sock, outbox=_Region(fds[0]), inbox=_Region(fds[1]), ring_fd=fds[2], wait_fd=fds[3], spin_s=spin_s
+            sock,
+            outbox=_Slots((fds[0], fds[1])),
+            inbox=_Slots((fds[2], fds[3])),
+            ring_fd=fds[4],
+            wait_fd=fds[5],
+            spin_s=spin_s,
         )
 
     def send(self, request: Any) -> None:

@@ -10,6 +10,7 @@ workers, DG-LMC messages): shared memory 0.82× the TCP round time, plain actor 
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,6 +36,27 @@ def _run_meanwhile(meanwhile: Callable[[], None] | None, failures: list[Failure]
             meanwhile()
         except WorkerFailed as exc:
             failures.append(exc.failure)
+
+
+def _step(
+    transport: SocketTransport | ActorTransport,
+    per_group: Sequence[Any] | Broadcast,
+    meanwhile: Callable[[], None] | None,
+) -> tuple[list[tuple[Any, Any]], RoundTiming]:
+    """One round: send, the caller's own work meanwhile (its failure is reported first), collect."""
+    transport.send(per_group)
+    t0 = time.perf_counter()
+    failures: list[Failure] = []
+    _run_meanwhile(meanwhile, failures)
+    hosted = time.perf_counter() - t0
+    try:
+        parts, timing = transport.collect()
+    except WorkerFailed as exc:
+        failures.append(exc.failure)
+    if failures:
+        raise WorkerFailed(failures[0])
+    timing.hosted_s = hosted
+    return parts, timing
 
 
 def _messages(per_group: Sequence[Any] | Broadcast, n: int) -> list[Any]:
@@ -68,6 +90,7 @@ class SocketTransport:
 
         self.groups = [list(g) for g in groups]
         self.writer = FrameWriter()  # one for every channel: a broadcast is encoded once
+        self._pending: deque[tuple[list[tuple[list[int], Any]], list[Failure], RoundTiming]] = deque()
         local = list(local) if local is not None else [False] * len(actors)
         opened = ray.get(
             [a.open_channel.remote("shm" if near else "tcp", spin_s) for a, near in zip(actors, local)],
@@ -85,9 +108,9 @@ class SocketTransport:
             self.close()
             raise
 
-    def step(
-        self, per_group: Sequence[Any] | Broadcast, meanwhile: Callable[[], None] | None = None
-    ) -> tuple[list[tuple[Any, Any]], RoundTiming]:
+    def send(self, per_group: Sequence[Any] | Broadcast) -> None:
+        """Send each process its message (every worker starts before any reply is awaited); `collect` reads the
+        replies. At most two sends may be outstanding (a pipelined round's two chain groups)."""
         timing = RoundTiming()
         failures: list[Failure] = []
         sent = []
@@ -106,16 +129,18 @@ class SocketTransport:
                 layout, payload = common
             t1 = time.perf_counter()
             try:
-                c.send_frame(writer.head(c, layout, len(payload)), payload)  # every worker starts before any reply
+                c.send_frame(writer.head(c, layout, len(payload)), payload)
                 sent.append((g, c))
             except OSError as exc:
                 failures.append(lost(g, exc))
             timing.encode_s += t1 - t0
             timing.send_s += time.perf_counter() - t1
-        t2 = time.perf_counter()
-        _run_meanwhile(meanwhile, failures)
-        t3 = time.perf_counter()
-        timing.hosted_s = t3 - t2
+        self._pending.append((sent, failures, timing))
+
+    def collect(self) -> tuple[list[tuple[Any, Any]], RoundTiming]:
+        """The replies to the oldest outstanding `send`, one per process, and where its time went. Every channel it
+        went to is drained, even after a failure; then WorkerFailed for the first."""
+        sent, failures, timing = self._pending.popleft()
         parts = []
         for g, c in sent:
             try:
@@ -123,7 +148,7 @@ class SocketTransport:
                 c.wait()
                 t_in = time.perf_counter()
                 timing.wait_s += t_in - t
-                parts.append(c.receive())  # drain every channel, even after a failure
+                parts.append(c.receive())
                 timing.receive_s += time.perf_counter() - t_in
             except WorkerFailed as exc:
                 failures.append(_owned(exc.failure, g))
@@ -132,6 +157,11 @@ class SocketTransport:
         if failures:
             raise WorkerFailed(failures[0])
         return parts, timing
+
+    def step(
+        self, per_group: Sequence[Any] | Broadcast, meanwhile: Callable[[], None] | None = None
+    ) -> tuple[list[tuple[Any, Any]], RoundTiming]:
+        return _step(self, per_group, meanwhile)
 
     def close(self) -> None:
         for c in self.channels:
@@ -147,21 +177,21 @@ class ActorTransport:
 
     def __init__(self, actors: Sequence[Any], groups: Sequence[Sequence[int]]) -> None:
         self.actors, self.groups = list(actors), [list(g) for g in groups]
+        self._pending: deque[tuple[list[Any], RoundTiming]] = deque()
 
-    def step(
-        self, per_group: Sequence[Any] | Broadcast, meanwhile: Callable[[], None] | None = None
-    ) -> tuple[list[tuple[Any, Any]], RoundTiming]:
-        import ray
-
+    def send(self, per_group: Sequence[Any] | Broadcast) -> None:
         timing = RoundTiming()
         t0 = time.perf_counter()
         refs = [a.step.remote(m) for a, m in zip(self.actors, _messages(per_group, len(self.actors)))]
-        t1 = time.perf_counter()
-        timing.send_s = t1 - t0  # Ray pickles each call's arguments as it sends them
+        timing.send_s = time.perf_counter() - t0  # Ray pickles each call's arguments as it sends them
+        self._pending.append((refs, timing))
+
+    def collect(self) -> tuple[list[tuple[Any, Any]], RoundTiming]:
+        import ray
+
+        refs, timing = self._pending.popleft()
+        t0 = time.perf_counter()
         failures: list[Failure] = []
-        _run_meanwhile(meanwhile, failures)
-        t2 = time.perf_counter()
-        timing.hosted_s = t2 - t1
         parts = []
         for g, ref in zip(self.groups, refs):
             try:
@@ -175,10 +205,15 @@ class ActorTransport:
                 )
             except ray.exceptions.RayError as exc:  # the actor died (its process, or its node)
                 failures.append(lost(g, exc))
-        timing.wait_s = time.perf_counter() - t2
+        timing.wait_s = time.perf_counter() - t0
         if failures:
             raise WorkerFailed(failures[0])
         return parts, timing
+
+    def step(
+        self, per_group: Sequence[Any] | Broadcast, meanwhile: Callable[[], None] | None = None
+    ) -> tuple[list[tuple[Any, Any]], RoundTiming]:
+        return _step(self, per_group, meanwhile)
 
     def close(self) -> None:
         pass

@@ -10,6 +10,7 @@ import pytest
 
 import raysampler as rs
 from raysampler.algorithms import DGLMC
+from raysampler.errors import ArgumentError
 from raysampler.models.logistic import LogisticRegression
 from raysampler.options import ExecutionOptions, RunOptions
 from raysampler.runtime.contracts import ROUND_PARTS
@@ -336,3 +337,44 @@ def test_result_summary_and_arviz(breast_cancer):
     assert tree["sample_stats"]["local_accept"].shape == (4, 100)
     for key in ("round_time", "worker_compute_s", "worker_idle_s", "idle_fraction", "N", "tau", "rho", "gamma"):
         assert key in res.stats
+
+
+def test_pipelined_rounds_draw_the_same_on_both_executors(ray_session, breast_cancer, two_processes):
+    """pipeline=True: each round runs as two halves, one per chain group (5 chains: 3 and 2), the actor stepping one
+    group while the coordinator updates the other. In-process and on Ray (both transports) the draws are the same
+    bits, a replayed N_i schedule included (round 1's N_i is fixed before round 0 ends); an unpipelined run draws the
+    same numbers but rounds them over all chains at once, so it agrees to the last bits only."""
+    X, y = breast_cancer
+    shards = rs.shard(X, y, num_shards=7)
+    schedule = ((0, (1,) * 7), (1, (2,) * 7), (40, (1, 2, 1, 2, 1, 2, 1)))
+    kw = dict(chains=5, num_rounds=60, burn_in=20, seed=4, progress=False, balance=False, n_local=schedule)
+    model = rs.models.LogisticRegression(prior_scale=1.0)
+    local = rs.sample(model, shards, executor="local", pipeline=True, **kw)
+    for transport in ("socket", "actor"):
+        on_ray = rs.sample(model, shards, executor="ray", transport=transport, pipeline=True, **kw)
+        np.testing.assert_array_equal(on_ray.draws, local.draws)
+        assert on_ray.run_stats.N_schedule == local.run_stats.N_schedule == schedule
+    whole = rs.sample(model, shards, executor="local", **kw)
+    np.testing.assert_allclose(whole.draws, local.draws, rtol=0, atol=1e-9)
+    assert local.sample_stats["local_accept"].shape == (5, 60)
+
+
+def test_a_pipelined_run_resumes_exactly_and_needs_independent_chains(breast_cancer):
+    X, y = breast_cancer
+    shards = rs.shard(X, y, num_shards=3)
+    opts = RunOptions(chains=2, num_rounds=120, burn_in=10, seed=8, pipeline=True)
+    model, local = rs.models.LogisticRegression(), ExecutionOptions(executor="local")
+    with Run(model, shards, DGLMC(), opts, local) as run:
+        chunks = iter(run.chunks(target_chunk_s=0.01))
+        next(chunks)
+        state = run.capture()
+        for _ in chunks:
+            pass
+        whole = run.result().draws
+    with Run(model, shards, DGLMC(), opts, local, resume_from=state) as again:
+        for _ in again.chunks():
+            pass
+        np.testing.assert_array_equal(again.result().draws, whole[:, state.draws_kept :])
+    with pytest.raises(ArgumentError, match="pipeline") as err:
+        rs.sample(model, shards, executor="local", pipeline=True, chains=2, num_rounds=5, local_kernel="mala")
+    assert err.value.path == ("pipeline",)
