@@ -1,12 +1,14 @@
-"""Shared test problems with exact answers."""
+"""Shared test problems with exact answers, and a user model that fails on a marked shard."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
 
 import raysampler as rs
+from raysampler.models.logistic import LogisticRegression
 
 SIGMA1 = np.array([[1.0, 0.5], [0.5, 2.0]])
 
@@ -34,3 +36,13 @@ class InProcessPool:
 
     def bind(self, model):
         self.model = model
+
+
+@dataclasses.dataclass(frozen=True)
+class FailingLogistic(LogisticRegression):
+    """A user's model whose gradient raises on the shard marked by X[0, 1] == 77 once θ has left zero."""
+
+    def grad(self, X, y, x):
+        if X[0, 1] == 77.0 and np.abs(x).max() > 0.0:
+            raise RuntimeError("this shard's likelihood cannot be evaluated")
+        return super().grad(X, y, x)

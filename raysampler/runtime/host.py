@@ -190,6 +190,8 @@ class ShardHost:
                 raise ValueError(f"shards[{src.shard}]: {exc}") from None
             model.validate(Xb, yb, argname=f"shards[{src.shard}]")
             bound.append((Xb, yb))
+        if self._batches is not None:  # the per-shard states must be current before the batches go
+            self._batches.sync()
         self._bound, self.model = bound, model
         self._batches = None
 

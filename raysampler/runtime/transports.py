@@ -113,9 +113,12 @@ class SocketTransport:
         replies. At most two sends may be outstanding (a pipelined round's two chain groups)."""
         timing = RoundTiming()
         failures: list[Failure] = []
-        sent = []
+        sent: list[tuple[list[int], Any]] = []
         writer = self.writer
         common = None
+        if not self.channels:  # every shard in the coordinator's process: nothing to send
+            self._pending.append((sent, failures, timing))
+            return
         if isinstance(per_group, Broadcast):  # encoded once, the same bytes to every process
             t0 = time.perf_counter()
             common = writer.encode(per_group.value)

@@ -9,6 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
+from problems import FailingLogistic
 
 import raysampler as rs
 from raysampler.algorithms.dglmc import DGLMC, Reply
@@ -78,24 +79,14 @@ def test_join_blocks_and_the_first_nonfinite_shard():
     assert nonfinite_shard(joined) == 2
 
 
-@dataclasses.dataclass(frozen=True)
-class FailsOnMarkedShard(LogisticRegression):
-    """A user's model whose gradient raises on the shard marked by X[0, 1] == 55 once θ has left zero."""
-
-    def grad(self, X, y, x):
-        if X[0, 1] == 55.0 and np.abs(x).max() > 0.0:
-            raise RuntimeError("this shard's likelihood cannot be evaluated")
-        return super().grad(X, y, x)
-
-
 def test_a_failing_shard_inside_a_batch_is_named(shards):
     """Shard 3 shares its batch with shards of its size: the batch raises, and stepping its shards one at a time
     finds the one that fails."""
     parts = [(s.X.copy(), s.y) for s in shards]
-    parts[3][0][0, 1] = 55.0
+    parts[3][0][0, 1] = 77.0
     with pytest.raises(SamplingError, match=r"worker 3 failed in round 0.*cannot be evaluated") as err:
         rs.sample(
-            FailsOnMarkedShard(),
+            FailingLogistic(),
             rs.shard(parts),
             chains=2,
             num_rounds=20,

@@ -9,6 +9,7 @@ import signal
 
 import numpy as np
 import pytest
+from problems import FailingLogistic
 
 import raysampler as rs
 from raysampler.algorithms import DGLMC
@@ -16,16 +17,6 @@ from raysampler.errors import FailureKind
 from raysampler.models.logistic import LogisticRegression
 from raysampler.options import ExecutionOptions, RunOptions
 from raysampler.sampling import Run
-
-
-@dataclasses.dataclass(frozen=True)
-class FailingLogistic(LogisticRegression):
-    """Raises on the shard marked by X[0, 1] == 77 once θ has left zero."""
-
-    def grad(self, X, y, x):
-        if X[0, 1] == 77.0 and np.abs(x).max() > 0.0:
-            raise RuntimeError("this shard's likelihood cannot be evaluated")
-        return super().grad(X, y, x)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,6 +7,7 @@ import os
 
 import numpy as np
 import pytest
+from problems import FailingLogistic
 
 import raysampler as rs
 from raysampler.algorithms import DGLMC
@@ -168,16 +169,6 @@ def test_non_finite_chain_stops_with_worker_and_round_and_keeps_draws(breast_can
     assert e.worker == 2 and e.round > 0
     assert e.result.draws.shape[1] == e.round  # every draw before the failing round is kept
     assert np.all(np.isfinite(e.result.draws))
-
-
-@dataclasses.dataclass(frozen=True)
-class FailingLogistic(LogisticRegression):
-    """A user model whose gradient raises on the shard marked by X[0, 1] == 77 once θ has left zero."""
-
-    def grad(self, X, y, x):
-        if X[0, 1] == 77.0 and np.abs(x).max() > 0.0:
-            raise RuntimeError("this shard's likelihood cannot be evaluated")
-        return super().grad(X, y, x)
 
 
 @pytest.mark.parametrize("executor, bad", [("local", 1), ("ray", 1), ("ray", 2)])
