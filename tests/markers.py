@@ -66,7 +66,11 @@ SLOW: dict[str, str | set[str]] = {
     },
     # tests/runtime (the Ray tests are slow by rule)
     "tests/test_checkpoints.py": {"test_killed_process_resumes_elsewhere_with_identical_draws"},  # a process
-    "tests/runtime/test_runtime.py": {"test_time_budget_stops_cleanly_with_draws"},
+    "tests/runtime/test_runtime.py": {
+        "test_time_budget_stops_cleanly_with_draws",
+        "test_a_pipelined_run_resumes_exactly_and_needs_independent_chains",
+    },
+    "tests/runtime/test_batches.py": {"test_batched_shards_draw_bit_for_bit_what_each_draws_alone"},
     # tests/service (the `service` fixture's tests are slow by rule)
     "tests/test_cli.py": {"test_demo_end_to_end"},  # the demo starts a server of its own
     "tests/api/test_openapi_contract.py": {

@@ -270,7 +270,7 @@ class Coordinator:
         b = pool.num_shards
         self.round_time: list[float] = []
         #: per round: the coordinator's own compute, encode, send, hosted, wait, receive, slowest process's compute
-        self.parts: list[tuple[float, ...]] = []
+        self.parts = _Rows(len(ROUND_PARTS) - 1)
         self.compute = np.zeros(b)
         self.idle = np.zeros(b)
         self.n_history: list[np.ndarray] = [balancer.n.copy()]
@@ -644,10 +644,8 @@ class Coordinator:
 
     def _round_parts(self) -> np.ndarray:
         """(rounds, len(ROUND_PARTS)): the recorded parts and the overhead, round time minus the slowest process's."""
-        if not self.parts:
-            return np.empty((0, len(ROUND_PARTS)))
-        parts = np.asarray(self.parts)
-        overhead = np.asarray(self.round_time[-len(parts) :]) - parts[:, -1]
+        parts = self.parts.array()
+        overhead = np.asarray(self.round_time, dtype=float) - parts[:, -1]  # a row per round, as round_time
         return np.column_stack([parts, overhead])
 
     def close(self) -> None:
@@ -671,6 +669,23 @@ class _Stop(Exception):
     def __init__(self, failure: Failure) -> None:
         super().__init__(failure.message)
         self.failure = failure
+
+
+class _Rows:
+    """A growing (n, width) float array, one row appended per round (rows in a preallocated block, not tuples)."""
+
+    def __init__(self, width: int) -> None:
+        self.data = np.empty((256, width))
+        self.n = 0
+
+    def append(self, row: Sequence[float]) -> None:
+        if self.n == len(self.data):
+            self.data = np.concatenate([self.data, np.empty_like(self.data)])
+        self.data[self.n] = row
+        self.n += 1
+
+    def array(self) -> np.ndarray:
+        return self.data[: self.n].copy()
 
 
 class _Kept:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import pickle
 import struct
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +74,7 @@ class Layout:
     slots: list[tuple[int, str, Any, tuple[int, ...], int]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        self._build = _builder(self.signature, [0])
         offset = 0
         for entry in self.signature:
             if entry is None or (isinstance(entry, tuple) and isinstance(entry[0], type)):
@@ -119,23 +121,25 @@ class Layout:
             np.ndarray(shape, dtype, payload, offset) if kind == "a" else _SCALARS[kind].unpack_from(payload, offset)[0]
             for offset, kind, dtype, shape, _ in self.slots
         ]
-        return _build(self.signature, iter(leaves), [0])
+        return self._build(iter(leaves))
 
 
-def _build(signature: tuple[Any, ...], leaves: Any, pos: list[int]) -> Any:
+def _builder(signature: tuple[Any, ...], pos: list[int]) -> Callable[[Iterator[Any]], Any]:
+    """A function rebuilding the value at `signature[pos[0]]` from an iterator over the leaves (made once per layout,
+    so decoding walks no signature)."""
     entry = signature[pos[0]]
     pos[0] += 1
     if entry is None:
-        return None
+        return lambda leaves: None
     if isinstance(entry, tuple) and isinstance(entry[0], type):
         cls, n = entry
-        items = [_build(signature, leaves, pos) for _ in range(n)]
+        parts = [_builder(signature, pos) for _ in range(n)]
         if cls is tuple:
-            return tuple(items)
+            return lambda leaves: tuple([part(leaves) for part in parts])
         if cls is list:
-            return items
-        return cls(*items)  # a named tuple
-    return next(leaves)
+            return lambda leaves: [part(leaves) for part in parts]
+        return lambda leaves: cls(*[part(leaves) for part in parts])  # a named tuple
+    return next
 
 
 class FrameWriter:
