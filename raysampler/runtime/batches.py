@@ -33,18 +33,19 @@ MAX_STACKED_ELEMENTS = 1 << 20
 
 def join_blocks(parts: Sequence[tuple[np.ndarray, Any]], total: int) -> Any:
     """One block of `total` shards from blocks of some of them: `parts` holds (the shards' positions, their block), a
-    block being a named tuple of arrays whose first axis runs over those shards (None fields stay None)."""
+    block being a named tuple of arrays whose first axis runs over those shards (None fields stay None). Each field is
+    one concatenation and one assignment, however many parts."""
     positions, first = parts[0]
     if len(parts) == 1 and len(positions) == total and positions[0] == 0 and positions[-1] == total - 1:
         return first  # one block over every shard, in order (positions always come increasing)
+    order = np.concatenate([where for where, _ in parts])
     fields: list[Any] = []
     for f, value in enumerate(first):
         if value is None:
             fields.append(None)
             continue
         out = np.empty((total,) + value.shape[1:], dtype=value.dtype)
-        for where, block in parts:
-            out[where] = block[f]
+        out[order] = np.concatenate([block[f] for _, block in parts])
         fields.append(out)
     return type(first)(*fields)
 

@@ -170,6 +170,9 @@ class RayPool:
         work = [s.elements * chains if s.elements is not None else None for s in sources]
         self.groups = plan_groups(sites, site_cpus, free, max_actors, work, engine.worker_processes)
         self._where = [np.asarray(g, dtype=np.intp) for g in self.groups]
+        self._order = np.concatenate(self._where)  # the shards process by process
+        self._sizes = np.asarray([len(g) for g in self.groups])
+        self._starts = np.concatenate([[0], np.cumsum(self._sizes)[:-1]])
         self._ray = ray
         # With `coordinator_shards`, this process (the coordinator's) hosts the first group of site-less shards: it
         # computes them while the actors compute theirs, so a round wakes one process fewer (benchmarks/perf/
@@ -355,11 +358,10 @@ class RayPool:
         timing.hosted_s = hosted
         if self._home_k is not None:
             parts.insert(self._home_k, home)
-        work = np.empty(self.num_shards)
-        busy = np.empty(self.num_shards)
-        for where, (_, tm) in zip(self._where, parts):
-            work[where] = tm
-            busy[where] = float(np.sum(tm))
+        times = np.concatenate([np.asarray(tm, dtype=float) for _, tm in parts])
+        work, busy = np.empty(self.num_shards), np.empty(self.num_shards)
+        work[self._order] = times
+        busy[self._order] = np.repeat(np.add.reduceat(times, self._starts), self._sizes)  # each process's total
         t0 = time.perf_counter()
         if per_shard:
             replies: Any = [None] * self.num_shards
