@@ -200,8 +200,9 @@ class _Endpoint:
 
     def _wait_ordered(self, want: int) -> None:
         """Elsewhere: look at a region only once the eventfd reads have counted its message's ring, the kernel's
-        locking ordering the writer's stores before this side's loads (one read may count two rings)."""
-        while self.rung < want:
+        locking ordering the writer's stores before this side's loads (one read may count two rings; a ring from the
+        watchdog counts too, so the sequence number must agree, else the next sleep reports the peer gone)."""
+        while self.rung < want or self.inbox.seq(want) != want:
             self._sleep()
 
     def _sleep(self) -> None:
