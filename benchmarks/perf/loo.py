@@ -52,7 +52,7 @@ def _shard_task_memory(task: evaluation.LooTask, i: int, shard: rs.Shard) -> dic
         fh.write("5")  # resets VmHWM to the current resident size
     before = _status_mb("VmRSS")
     t = time.perf_counter()
-    evaluation._on_shard(task, i, (shard,))
+    evaluation.on_shard(task, i, (shard,))
     return {"baseline_mb": before, "peak_mb": _status_mb("VmHWM"), "seconds": time.perf_counter() - t}
 
 
