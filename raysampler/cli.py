@@ -4,7 +4,7 @@
     raysampler submit spec.json|spec.yaml [--wait]      raysampler status [ID|latest]
     raysampler draws ID [--follow] [--start K]           raysampler cancel ID | resume ID | delete ID
     raysampler summary ID                                raysampler upload FILE [--y-column y] [--x-columns a,b]
-    raysampler loo ID [--draws N|all]                    raysampler compare ID1 ID2 [...] [--draws N|all]
+    raysampler loo ID [--draws N|all] [--moment-match]   raysampler compare ID1 ID2 [...] [--draws N|all] [--method M]
     raysampler evaluate ID --dataset-id DS | --data REF.json    raysampler predict ID --dataset-id DS [--kind K]
     raysampler demo                                      raysampler audit [--tenant T] [--since 1h] [--action A]
 
@@ -311,29 +311,45 @@ def _draws(value: str) -> int | str:
 def cmd_loo(args: argparse.Namespace) -> int:
     """PSIS-LOO of a run, computed where its rows are."""
     with _client(args) as c:
-        lo = c.run(args.id).loo(draws=args.draws)
+        lo = c.run(args.id).loo(draws=args.draws, moment_match=args.moment_match)
     if args.format == "json":
         print(json.dumps(lo))
         return 0
-    elpd = "nan" if lo["elpd"] is None else f"{lo['elpd']:.2f}"
-    se = "nan" if lo["se"] is None else f"{lo['se']:.2f}"
-    p = "nan" if lo["p_loo"] is None else f"{lo['p_loo']:.2f}"
     print(
-        f"{lo['run_id']}  elpd_loo {elpd} (SE {se})  p_loo {p}  ({lo['n_data_points']} rows, {lo['n_samples']} draws)"
+        f"{lo['run_id']}  elpd_loo {_num(lo['elpd'])} (SE {_num(lo['se'])})  p_loo {_num(lo['p_loo'])}  "
+        f"({lo['n_data_points']} rows, {lo['n_samples']} draws)"
     )
-    print(f"  Pareto k < 0.7: {lo['k_ok']}   k >= 0.7: {lo['k_high']}")
+    print(
+        f"  flat (log-lik span < {lo['flat_span']:g}, uniform weights): {lo['k_flat']}   "
+        f"Pareto k < 0.7: {lo['k_ok']}   k >= 0.7: {lo['k_high']}"
+    )
     for r in lo["high_k_rows"][:20]:
-        where = f"row {r['row']} of shard {r['shard']}" + (
-            f" (original row {r['index']})" if r["index"] is not None else ""
-        )
-        print(f"  high k: {where}")
+        print(f"  high k: {_where(r)}")
+    matched = lo.get("moment_matched")
+    if matched is not None:
+        print(f"  moment matching: {len(matched)} rows, {sum(1 for m in matched if m['used'])} improved")
+        for m in matched[:20]:
+            print(
+                f"    {_where(m['row'])}: k {_num(m['k_psis'])} -> {_num(m['k_after'])}, elpd_i "
+                f"{_num(m['elpd_psis'], 4)} -> {_num(m['elpd_after'], 4)} (MCSE {_num(m['mcse_after'], 4)}), "
+                f"{m['maps']} maps{'' if m['used'] else ', PSIS kept'}"
+            )
     return 0
+
+
+def _num(value: float | None, digits: int = 2) -> str:
+    return "nan" if value is None else f"{value:.{digits}f}"
+
+
+def _where(r: dict) -> str:
+    """A row by position, as the service names it."""
+    return f"row {r['row']} of shard {r['shard']}" + (f" (original row {r['index']})" if r["index"] is not None else "")
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Runs fitted on the same rows, best first by PSIS-LOO elpd."""
     with _client(args) as c:
-        table = c.compare(args.ids, draws=args.draws)
+        table = c.compare(args.ids, draws=args.draws, method=args.method)
     if args.format == "json":
         print(table.reset_index(names="run_id").to_json(orient="records"))
     else:
@@ -486,10 +502,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = client_cmd("loo", "PSIS-LOO of a run, computed where its rows are")
     p.add_argument("id")
     p.add_argument("--draws", type=_draws, default=1000, help="at most this many draws (thinned), or 'all'")
+    p.add_argument(
+        "--moment-match", action="store_true", help="improve the rows with Pareto k >= 0.7 by moment matching"
+    )
     p.set_defaults(fn=cmd_loo)
     p = client_cmd("compare", "compare runs fitted on the same rows by PSIS-LOO")
     p.add_argument("ids", nargs="+", metavar="ID")
     p.add_argument("--draws", type=_draws, default=1000, help="at most this many draws (thinned), or 'all'")
+    p.add_argument(
+        "--method", choices=["pseudo-bma", "stacking"], default="pseudo-bma", help="how the models are weighed"
+    )
     p.set_defaults(fn=cmd_compare)
     p = client_cmd("evaluate", "held-out metrics of a run (accuracy, NLL, Brier, ECE / RMSE, CRPS, coverage)")
     p.add_argument("id")

@@ -266,12 +266,13 @@ class _API:
         return _Call("POST", f"/v1/runs/{run_id}/evaluate", json=body)
 
     @staticmethod
-    def loo(run_id: str, draws: int | str) -> _Call:
-        return _Call("GET", f"/v1/runs/{run_id}/loo", params={"draws": str(draws)})
+    def loo(run_id: str, draws: int | str, moment_match: bool = False) -> _Call:
+        params = {"draws": str(draws)} | ({"moment_match": "true"} if moment_match else {})
+        return _Call("GET", f"/v1/runs/{run_id}/loo", params=params)
 
     @staticmethod
-    def compare(run_ids: list[str], draws: int | str) -> _Call:
-        return _Call("POST", "/v1/compare", json={"runs": list(run_ids), "draws": draws})
+    def compare(run_ids: list[str], draws: int | str, method: str = "pseudo-bma") -> _Call:
+        return _Call("POST", "/v1/compare", json={"runs": list(run_ids), "draws": draws, "method": method})
 
 
 @dataclass(frozen=True)
@@ -551,10 +552,11 @@ class Client:
     def version(self) -> dict[str, Any]:
         return self._send(_API.version()).json()
 
-    def compare(self, run_ids: list[str], draws: int | str = 1000) -> pd.DataFrame:
+    def compare(self, run_ids: list[str], draws: int | str = 1000, method: str = "pseudo-bma") -> pd.DataFrame:
         """Rank runs fitted on the same rows by PSIS-LOO computed at their shards: a DataFrame indexed by run id,
-        best first (rank, elpd, se, p_loo, elpd_diff, dse, weight, warning)."""
-        return _comparison_frame(self._send(_API.compare(run_ids, draws)).json())
+        best first (rank, elpd, se, p_loo, elpd_diff, dse, weight, warning); weights by `method` ("pseudo-bma" or
+        "stacking")."""
+        return _comparison_frame(self._send(_API.compare(run_ids, draws, method)).json())
 
 
 class RunHandle:
@@ -696,9 +698,10 @@ class RunHandle:
         "builtin:..."} or {"shards": [...], "y_column": ...}), computed where the rows are."""
         return self.client._send(_API.evaluate(self.id, data, draws, bins, seed)).json()
 
-    def loo(self, draws: int | str = 1000) -> dict[str, Any]:
-        """PSIS-LOO on the run's own rows, computed at its shards: elpd, se, p_loo, Pareto-k counts, high-k rows."""
-        return self.client._send(_API.loo(self.id, draws)).json()
+    def loo(self, draws: int | str = 1000, moment_match: bool = False) -> dict[str, Any]:
+        """PSIS-LOO on the run's own rows, computed at its shards: elpd, se, p_loo, Pareto-k counts by band (flat
+        rows apart), high-k rows; with `moment_match`, what moment matching did to each of them."""
+        return self.client._send(_API.loo(self.id, draws, moment_match)).json()
 
 
 def _bar_position(step: ProgressEvent, convergence: bool) -> float:
@@ -817,8 +820,8 @@ class AsyncClient:
     async def version(self) -> dict[str, Any]:
         return (await self._send(_API.version())).json()
 
-    async def compare(self, run_ids: list[str], draws: int | str = 1000) -> pd.DataFrame:
-        return _comparison_frame((await self._send(_API.compare(run_ids, draws))).json())
+    async def compare(self, run_ids: list[str], draws: int | str = 1000, method: str = "pseudo-bma") -> pd.DataFrame:
+        return _comparison_frame((await self._send(_API.compare(run_ids, draws, method))).json())
 
 
 class AsyncRunHandle:
@@ -933,8 +936,8 @@ class AsyncRunHandle:
     ) -> dict:
         return (await self.client._send(_API.evaluate(self.id, data, draws, bins, seed))).json()
 
-    async def loo(self, draws: int | str = 1000) -> dict[str, Any]:
-        return (await self.client._send(_API.loo(self.id, draws))).json()
+    async def loo(self, draws: int | str = 1000, moment_match: bool = False) -> dict[str, Any]:
+        return (await self.client._send(_API.loo(self.id, draws, moment_match))).json()
 
 
 def _prediction_values(body: dict[str, Any]) -> np.ndarray:

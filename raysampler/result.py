@@ -152,11 +152,19 @@ class Result:
 
         return predict(self, X_new, kind, draws=draws, prob=prob, seed=seed)
 
-    def loo(self, *, executor: str | None = None, draws: DrawsArg = 1000, pointwise: bool = False) -> Any:
-        """PSIS-LOO computed where the run's rows are: an arviz-stats ELPDData (`raysampler.evaluation.loo`)."""
+    def loo(
+        self,
+        *,
+        executor: str | None = None,
+        draws: DrawsArg = 1000,
+        pointwise: bool = False,
+        moment_match: bool = False,
+    ) -> Any:
+        """PSIS-LOO computed where the run's rows are: an arviz-stats ELPDData (`raysampler.evaluation.loo`);
+        `moment_match=True` improves the rows with Pareto k̂ ≥ 0.7 by moment matching at the shards."""
         from .evaluation import loo
 
-        return loo(self, executor=executor, draws=draws, pointwise=pointwise)
+        return loo(self, executor=executor, draws=draws, pointwise=pointwise, moment_match=moment_match)
 
     def data_movable(self) -> str | None:
         """None when the run's rows may be read here (in-memory shards, files without a site), else why not."""

@@ -79,6 +79,14 @@ SLOW: dict[str, str | set[str]] = {
     "tests/test_code_quality.py": {"test_mypy_is_clean"},  # about 20 s
     "tests/test_shards.py": {"test_covtype_like_full_size"},
     "tests/test_evaluation.py": ALL,  # its module fixtures sample four posteriors (about 10 s)
+    # exact LOO by closed form and by grid refits, and arviz-stats' loo on the pooled rows as the oracle (2-5 s)
+    "tests/test_moment_match.py": {"test_moment_matching_lands_within_two_mcse_of_exact_loo"},
+    "tests/test_stacking.py": {"test_stacking_weights_equal_arviz_stacking_on_the_pooled_pointwise_values"},
+    # arviz-stats' own loo on all 569 rows of breast_cancer, the oracle, and the posterior of breast_cancer (2-5 s)
+    "tests/test_psis.py": {
+        "test_loo_on_breast_cancer_is_finite_and_equals_the_pooled_computation_under_the_same_rule",
+        "test_batched_psis_equals_arviz_on_real_log_likelihoods[breast_cancer]",
+    },
     "tests/test_imports.py": {"test_every_module_imports_on_its_own"},  # one fresh interpreter per module
     # tests/models
     "tests/models/test_model_runs.py": {

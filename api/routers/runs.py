@@ -275,10 +275,14 @@ def loo(
     who: Tenant,
     svc: Svc,
     draws: Annotated[str, Query(pattern=DRAWS_QUERY_PATTERN, description="at most this many draws, or 'all'")] = "1000",
+    moment_match: Annotated[
+        bool, Query(description="improve the rows with Pareto k ≥ 0.7 by moment matching at the shards")
+    ] = False,
 ) -> LooInfo:
     """PSIS-LOO on the rows the run was fitted on, each shard smoothing its own observations where they live:
-    elpd, SE, p_loo, Pareto-k counts and the row positions (never the rows) with k ≥ 0.7."""
-    return checks.loo(svc.manager.get(who, run_id), draws_arg(draws), check_context(svc))
+    elpd, SE, p_loo, Pareto-k counts by band (flat rows apart) and the row positions (never the rows) with k ≥ 0.7;
+    with moment_match=true, what moment matching did to each of those rows."""
+    return checks.loo(svc.manager.get(who, run_id), draws_arg(draws), check_context(svc), moment_match)
 
 
 @router.post("/{run_id}/cancel", status_code=202, response_model=RunInfo, responses=error_responses(404, 409))

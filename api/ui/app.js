@@ -735,13 +735,22 @@ async function wireChecks(id, plots) {
     $("#checks-error").textContent = "";
     $("#loo-btn").disabled = true;
     try {
-      const lo = await getJSON(`/v1/runs/${id}/loo`);
+      const mm = $("#loo-mm").checked;
+      const lo = await getJSON(`/v1/runs/${id}/loo${mm ? "?moment_match=true" : ""}`);
       if (!pg.alive) return;
       table($("#loo-table"), ["PSIS-LOO", "value"], [
         ["elpd_loo", fmt(lo.elpd, 2)], ["SE", fmt(lo.se, 2)], ["p_loo", fmt(lo.p_loo, 2)],
         ["rows", String(lo.n_data_points)], ["draws", String(lo.n_samples)],
+        [`flat rows (log-lik span < ${lo.flat_span}, uniform weights)`, String(lo.k_flat)],
         ["Pareto k < 0.7", String(lo.k_ok)], ["Pareto k ≥ 0.7", String(lo.k_high)],
       ]);
+      const matched = lo.moment_matched || [];
+      $("#loo-mm-table").hidden = lo.moment_matched == null;
+      const at = (r) => `shard ${r.shard} row ${r.row}${r.index == null ? "" : ` (#${r.index})`}`;
+      table($("#loo-mm-table"), ["moment matched row", "k (PSIS)", "k (matched)", "elpd_i (PSIS)", "elpd_i (matched)",
+                                 "MCSE", "maps", "used"],
+        matched.map((m) => [at(m.row), fmt(m.k_psis, 2), fmt(m.k_after, 2), fmt(m.elpd_psis, 4),
+                            fmt(m.elpd_after, 4), fmt(m.mcse_after, 4), String(m.maps), m.used ? "yes" : "no"]));
     } catch (e) { if (pg.alive) $("#checks-error").textContent = problem(e); }
     finally { if (pg.alive) $("#loo-btn").disabled = false; }
   });
@@ -807,9 +816,11 @@ async function showCompare(ids) {
   $("#loo-compare").addEventListener("click", async () => {
     $("#loo-compare-error").textContent = "";
     try {
-      const got = await postJSON("/v1/compare", { runs: runs.map((r) => r.id) });
+      const method = $("#loo-compare-method").value;
+      const got = await postJSON("/v1/compare", { runs: runs.map((r) => r.id), method });
       if (!pg.alive) return;
-      table($("#loo-compare-table"), ["run", "rank", "elpd_loo", "SE", "elpd_diff", "dSE", "p_loo", "weight"],
+      table($("#loo-compare-table"), ["run", "rank", "elpd_loo", "SE", "elpd_diff", "dSE", "p_loo",
+                                      `weight (${got.method})`],
         got.rows.map((r) => [r.run_id, String(r.rank), fmt(r.elpd, 2), fmt(r.se, 2), fmt(r.elpd_diff, 2),
                              fmt(r.dse, 2), fmt(r.p_loo, 2), fmt(r.weight, 3)]));
     } catch (e) { if (pg.alive) $("#loo-compare-error").textContent = problem(e); }

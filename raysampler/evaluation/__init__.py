@@ -10,12 +10,13 @@ memory are bounded by S (the log-likelihood is held BLOCK_ROWS rows × S at a ti
 draw. On Ray a shard's rows may be cut into ranges, one task each, to use every CPU of its site (`run_at_shards`).
 
 The modules: `fits` (what a check reads of a run), `records` (sums that merge exactly), `shard_tasks` (running a
-task where a shard's rows are), `predictions`, `metrics` (held-out metrics), `psis_loo` and `comparison`.
+task where a shard's rows are, once or over several rounds), `predictions`, `metrics` (held-out metrics), `psis`
+(Pareto smoothing of a block of rows), `psis_loo`, `moment_match`, `comparison` and `stacking`.
 """
 
 from __future__ import annotations
 
-from .comparison import Comparison, ComparisonRow, PairPart, PairTask, compare
+from .comparison import WEIGHT_METHODS, Comparison, ComparisonRow, PairPart, PairTask, WeightMethod, compare
 from .fits import (
     BLOCK_ROWS,
     DEFAULT_DRAWS,
@@ -40,35 +41,61 @@ from .metrics import (
     evaluate,
     is_classifier,
 )
+from .moment_match import MatchedRow
 from .predictions import PredictKind, mean_prediction, new_rows, predict
-from .psis_loo import K_THRESHOLD, LooPart, LooTask, combine_loo, good_k, loo, r_eff, site_loo_class
+from .psis import FLAT_K, FLAT_SPAN, Smoothed, pareto_smooth, smooth_rows
+from .psis_loo import (
+    K_THRESHOLD,
+    HighRow,
+    LooPart,
+    LooTask,
+    PointwiseLoo,
+    combine_loo,
+    good_k,
+    loo,
+    r_eff,
+    site_loo_class,
+)
 from .records import Moments, RowRef
-from .shard_tasks import ShardRows, ShardTask, on_shard, run_at_shards
+from .shard_tasks import ShardRows, ShardSession, ShardTask, on_shard, run_at_shards, split_parts
+from .stacking import StackingPart, StackingShare, StackingStart
 
 __all__ = [
     "BLOCK_ROWS",
     "COVERAGE_PROBS",
     "DEFAULT_DRAWS",
+    "FLAT_K",
+    "FLAT_SPAN",
     "K_THRESHOLD",
+    "WEIGHT_METHODS",
     "ClassificationMetrics",
     "ClassificationPart",
     "Comparison",
     "ComparisonRow",
     "DrawsArg",
     "Fit",
+    "HighRow",
     "LooPart",
     "LooTask",
+    "MatchedRow",
     "MetricsTask",
     "Moments",
     "PairPart",
     "PairTask",
+    "PointwiseLoo",
     "PredictKind",
     "RegressionMetrics",
     "RegressionPart",
     "ReliabilityBin",
     "RowRef",
     "ShardRows",
+    "ShardSession",
     "ShardTask",
+    "Smoothed",
+    "StackingPart",
+    "StackingShare",
+    "StackingStart",
+    "WeightMethod",
     "class_probabilities",
     "combine_loo",
     "compare",
@@ -82,11 +109,14 @@ __all__ = [
     "model_of",
     "new_rows",
     "on_shard",
+    "pareto_smooth",
     "predict",
     "r_eff",
     "run_at_shards",
     "shards_of",
     "site_loo_class",
+    "smooth_rows",
+    "split_parts",
     "thin_draws",
     "uniforms",
 ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -15,9 +15,14 @@ from ..errors import ArgumentError
 from ..models.contract import Model
 from ..shards import ShardSet
 from .fits import DEFAULT_DRAWS, DrawsArg, Fit, executor_of, flat_draws, model_of, shards_of, thin_draws
-from .psis_loo import LooPart, combine_loo, good_k, loo_part, loo_rows, r_eff
+from .psis_loo import LooPart, PointwiseLoo, combine_loo, good_k, loo_part, loo_rows, r_eff
 from .records import Moments
-from .shard_tasks import ShardRows, run_at_shards
+from .shard_tasks import ShardRows, ShardSession, run_at_shards
+from .stacking import StackingStart, stacking_weights
+
+#: How `compare` weighs the models: pseudo-BMA (exp(elpd), normalised) or stacking of predictive distributions.
+WeightMethod = Literal["pseudo-bma", "stacking"]
+WEIGHT_METHODS: tuple[WeightMethod, ...] = ("pseudo-bma", "stacking")
 
 
 @dataclass(frozen=True)
@@ -44,7 +49,8 @@ class PairTask:
     good_k: tuple[float, ...]
     names: tuple[tuple[str, ...], ...]
 
-    def run(self, rows: tuple[ShardRows, ...]) -> PairPart:
+    def pointwise(self, rows: tuple[ShardRows, ...]) -> list[PointwiseLoo]:
+        """Each model's pointwise LOO on the same rows (ArgumentError naming the run whose rows differ)."""
         y0 = rows[0].y
         for m, r in enumerate(rows[1:], start=1):
             if r.y.shape != y0.shape or not np.array_equal(r.y, y0):
@@ -53,19 +59,27 @@ class PairTask:
                     f"shards[{r.shard}] of model {m} does not hold the same rows (y) as model 0's: compare needs "
                     "runs on the same rows",
                 )
-        pw = [
-            loo_rows(m, r, flat_draws(d), d.shape[0], re, n)
+        return [
+            loo_rows(m, r, flat_draws(d), re, n)
             for m, r, d, re, n in zip(self.models, rows, self.draws, self.r_eff, self.names)
         ]
-        parts = tuple(loo_part(r, *v, g, False) for r, v, g in zip(rows, pw, self.good_k))
-        diffs = {(a, b): Moments.of(pw[a][0] - pw[b][0]) for a in range(len(pw)) for b in range(len(pw)) if a != b}
+
+    def part(self, rows: tuple[ShardRows, ...], pw: list[PointwiseLoo]) -> PairPart:
+        """The shard's record: each model's `LooPart` and the moments of every pair's differences."""
+        parts = tuple(loo_part(r, v, g, False) for r, v, g in zip(rows, pw, self.good_k))
+        n = len(pw)
+        diffs = {(a, b): Moments.of(pw[a].elpd - pw[b].elpd) for a in range(n) for b in range(n) if a != b}
         return PairPart(parts, diffs)
+
+    def run(self, rows: tuple[ShardRows, ...]) -> PairPart:
+        return self.part(rows, self.pointwise(rows))
 
 
 @dataclass(frozen=True)
 class ComparisonRow:
     """One model in a comparison, in arviz-stats' columns: rank (0 best), elpd, its SE, p_loo, elpd difference to
-    the best and its SE from the paired per-row differences, pseudo-BMA weight, and whether any Pareto k was high."""
+    the best and its SE from the paired per-row differences, weight (pseudo-BMA or stacking), and whether any
+    Pareto k was high."""
 
     name: str
     rank: int
@@ -80,10 +94,11 @@ class ComparisonRow:
 
 @dataclass(frozen=True)
 class Comparison:
-    """`compare`'s result: rows best first, and each model's `SiteLoo`."""
+    """`compare`'s result: rows best first, each model's `SiteLoo`, and how the weights were found."""
 
     rows: tuple[ComparisonRow, ...]
     loo: Mapping[str, Any]
+    method: WeightMethod = "pseudo-bma"
 
     def table(self) -> Any:
         """The rows as a pandas DataFrame indexed by name, columns as arviz-stats' `compare`."""
@@ -100,13 +115,17 @@ def compare(
     *,
     executor: Executor | str | None = None,
     draws: DrawsArg = DEFAULT_DRAWS,
+    method: WeightMethod = "pseudo-bma",
     shards: Mapping[str, ShardSet] | None = None,
 ) -> Comparison:
     """Rank runs fitted on the same rows by PSIS-LOO elpd. Each shard computes every model's elpd on its rows and
-    the sums of the paired differences, so the SE of a difference is exact without pointwise values travelling;
-    weights are pseudo-BMA (exp(elpd) normalised)."""
+    the sums of the paired differences, so the SE of a difference is exact without pointwise values travelling.
+    Weights: `method="pseudo-bma"` (exp(elpd) normalised), or "stacking" (Yao et al. 2018: the shards keep their
+    pointwise elpd while the optimiser asks each for its share of the objective, `stacking.py`)."""
     if not isinstance(results, Mapping) or len(results) < 2:
         raise ArgumentError(("results",), "compare needs a mapping of at least two named results")
+    if method not in WEIGHT_METHODS:
+        raise ArgumentError(("method",), f"method must be one of {', '.join(WEIGHT_METHODS)}, got {method!r}")
     names = list(results)
     res = [results[n] for n in names]
     models = tuple(model_of(r, "log_likelihood") for r in res)
@@ -127,13 +146,21 @@ def compare(
         tuple(tuple(r.param_names) for r in res),
     )
     jobs = [tuple(d[i] for d in datas) for i in range(len(datas[0]))]
-    parts: list[PairPart] = run_at_shards(task, jobs, executor_of(res[0], executor))
-    loos = {n: combine_loo([p.loo[m] for p in parts], S[m], False) for m, n in enumerate(names)}
-    order = sorted(range(len(names)), key=lambda m: -loos[names[m]].elpd)
+    exe = executor_of(res[0], executor)
+    if method == "stacking":
+        with ShardSession(models, jobs, exe) as session:
+            parts: list[PairPart] = session.run(StackingStart(task))
+            loos = {n: combine_loo([p.loo[m] for p in parts], S[m], False) for m, n in enumerate(names)}
+            order = sorted(range(len(names)), key=lambda m: -loos[names[m]].elpd)
+            w = stacking_weights(session, order)
+    else:
+        parts = run_at_shards(task, jobs, exe)
+        loos = {n: combine_loo([p.loo[m] for p in parts], S[m], False) for m, n in enumerate(names)}
+        order = sorted(range(len(names)), key=lambda m: -loos[names[m]].elpd)
+        elpds = np.array([loos[n].elpd for n in names])
+        w = np.exp(elpds - elpds.max())
+        w /= w.sum()
     best = order[0]
-    elpds = np.array([loos[n].elpd for n in names])
-    w = np.exp(elpds - elpds.max())
-    w /= w.sum()
     rows = []
     for rank, m in enumerate(order):
         diff = Moments()
@@ -154,4 +181,4 @@ def compare(
                 bool(lo.warning),
             )
         )
-    return Comparison(tuple(rows), loos)
+    return Comparison(tuple(rows), loos, method)

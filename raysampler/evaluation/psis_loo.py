@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from scipy.special import logsumexp
 
 from ..enums import Executor
+from ..errors import ArgumentError
 from ..models.contract import Model, natural_values
 from ..shards import ShardSet
 from .fits import (
@@ -25,31 +25,47 @@ from .fits import (
     shards_of,
     thin_draws,
 )
+from .psis import FLAT_SPAN, row_logsumexp, smooth_rows
 from .records import Moments, RowRef
 from .shard_tasks import ShardRows, run_at_shards
 
 if TYPE_CHECKING:
     import xarray as xr
 
+    from .moment_match import MatchedRow
+
 #: The Pareto k above which PSIS-LOO's estimate for an observation is unreliable (its row comes back by index).
 K_THRESHOLD = 0.7
 
 
 @dataclass(frozen=True)
+class HighRow:
+    """A row whose PSIS k̂ was ≥ 0.7: where it is and its own elpd_i, p_loo_i and k̂ (numbers, never the row), so that
+    moment matching can replace them and the bands can be counted again."""
+
+    ref: RowRef
+    elpd: float
+    p_loo: float
+    k: float
+
+
+@dataclass(frozen=True)
 class LooPart:
-    """One shard's PSIS-LOO sums: elpd moments, Σ p_loo, Pareto-k counts by band, the rows with k ≥ 0.7 and the
-    largest k; pointwise elpd and k only when asked for."""
+    """One shard's PSIS-LOO sums: elpd moments and Σ p_loo over its rows below k̂ = 0.7 (flat rows included), the
+    counts of its flat rows, of the others with k̂ < 0.7 and of those above good_k, their largest k̂, and its rows
+    with k̂ ≥ 0.7 one by one (`HighRow`); pointwise elpd, k̂ and flatness only when asked for."""
 
     shard: int
     elpd: Moments
     p_loo: float
+    k_flat: int
     k_ok: int
-    k_high: int
     k_above_good: int
     max_k: float
-    high_k_rows: tuple[RowRef, ...]
+    high: tuple[HighRow, ...]
     elpd_i: np.ndarray | None = None
     pareto_k: np.ndarray | None = None
+    flat_i: np.ndarray | None = None
 
     def __add__(self, o: LooPart) -> LooPart:
         """This shard's sums with those of its next range of rows."""
@@ -61,54 +77,70 @@ class LooPart:
             self.shard,
             self.elpd + o.elpd,
             self.p_loo + o.p_loo,
+            self.k_flat + o.k_flat,
             self.k_ok + o.k_ok,
-            self.k_high + o.k_high,
             self.k_above_good + o.k_above_good,
             float(np.nanmax([self.max_k, o.max_k])),
-            self.high_k_rows + o.high_k_rows,
+            self.high + o.high,
             cat(self.elpd_i, o.elpd_i),
             cat(self.pareto_k, o.pareto_k),
+            cat(self.flat_i, o.flat_i),
         )
 
 
-def loo_rows(
-    model: Model, rows: ShardRows, theta: np.ndarray, chains: int, r_eff: float, names: tuple[str, ...]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(elpd_i, pareto_k, p_loo_i) of every row, in blocks of rows: the Pareto-smoothed log weights and k of each
-    observation are arviz-stats' own (`psislw`, as its `loo` computes them); elpd_i = log Σ_s w_s p(y_i | θ_s) and
-    p_loo_i = lppd_i − elpd_i follow in one vectorised step (what its `loo` does per observation)."""
-    from arviz_stats.base import array_stats
+@dataclass(frozen=True)
+class PointwiseLoo:
+    """elpd_i, k̂_i, p_loo_i and whether the row is flat, for a range of rows (`loo_rows`)."""
 
-    out: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    elpd: np.ndarray
+    k: np.ndarray
+    p_loo: np.ndarray
+    flat: np.ndarray
+
+
+def loo_rows(model: Model, rows: ShardRows, theta: np.ndarray, r_eff: float, names: tuple[str, ...]) -> PointwiseLoo:
+    """PSIS-LOO of every row, in blocks of BLOCK_ROWS rows: the batched Pareto smoothing of `psis.smooth_rows` (flat
+    rows get uniform weights), then elpd_i = log Σ_s w_s p(y_i | θ_s) and p_loo_i = lppd_i − elpd_i, lppd_i =
+    log mean_s p(y_i | θ_s) (Vehtari et al. 2017, eqs. 10 and 4)."""
+    out: list[PointwiseLoo] = []
     S = theta.shape[0]
     for a in range(0, rows.X.shape[0], BLOCK_ROWS):
         Xb, yb = rows.X[a : a + BLOCK_ROWS], rows.y[a : a + BLOCK_ROWS]
-        ll = model.log_likelihood(Xb, yb, model.evaluation_x(Xb, yb, theta, names, 0))
-        lw, k = array_stats.psislw(ll.reshape(ll.shape[0], chains, -1), r_eff=r_eff, axis=(-2, -1))
-        e = logsumexp(lw.reshape(ll.shape[0], S) + ll, axis=1)
-        p = logsumexp(ll, axis=1) - math.log(S) - e
-        out.append((np.atleast_1d(e), np.atleast_1d(k), np.atleast_1d(p)))
+        ll = np.atleast_2d(model.log_likelihood(Xb, yb, model.evaluation_x(Xb, yb, theta, names, 0)))
+        sm = smooth_rows(ll, r_eff)
+        lw = sm.log_weights
+        lw += ll
+        e = row_logsumexp(lw)
+        del lw
+        out.append(PointwiseLoo(e, sm.k, row_logsumexp(ll) - math.log(S) - e, sm.flat))
     if not out:
-        return np.empty(0), np.empty(0), np.empty(0)
-    e, k, p = (np.concatenate([o[j] for o in out]) for j in range(3))
-    return e, k, p
+        empty = np.empty(0)
+        return PointwiseLoo(empty, empty, empty, np.zeros(0, dtype=bool))
+    return PointwiseLoo(*(np.concatenate([getattr(o, f) for o in out]) for f in ("elpd", "k", "p_loo", "flat")))
 
 
-def loo_part(rows: ShardRows, e: np.ndarray, k: np.ndarray, p: np.ndarray, good_k: float, pointwise: bool) -> LooPart:
-    high = np.flatnonzero(k >= K_THRESHOLD)
+def loo_part(rows: ShardRows, pw: PointwiseLoo, good_k: float, pointwise: bool) -> LooPart:
+    """A range of rows' `LooPart` from their pointwise values: flat rows, rows below 0.7 and rows at or above it (a
+    k̂ of ∞, a fit that failed, counts as high)."""
+    e, k, p, flat = pw.elpd, pw.k, pw.p_loo, pw.flat
+    high = ~flat & ~(k < K_THRESHOLD)
+    low = ~high
+    ok = low & ~flat
     index = rows.index
-    refs = tuple(RowRef(rows.shard, rows.start + j, None if index is None else int(index[j])) for j in high.tolist())
+    at = np.flatnonzero(high)
+    refs = [RowRef(rows.shard, rows.start + int(j), None if index is None else int(index[j])) for j in at]
     return LooPart(
         rows.shard,
-        Moments.of(e),
-        float(np.sum(p)),
-        int(np.sum(k < K_THRESHOLD)),
-        int(high.size),
-        int(np.sum(k > good_k)),
-        float(np.max(k)) if k.size else float("nan"),
-        refs,
+        Moments.of(e[low]),
+        float(np.sum(p[low])),
+        int(np.sum(flat)),
+        int(np.sum(ok)),
+        int(np.sum(ok & (k > good_k))),
+        float(np.max(k[ok])) if np.any(ok) else float("nan"),
+        tuple(HighRow(r, float(e[j]), float(p[j]), float(k[j])) for r, j in zip(refs, at)),
         e if pointwise else None,
         k if pointwise else None,
+        flat if pointwise else None,
     )
 
 
@@ -128,8 +160,8 @@ class LooTask:
         return (self.model,)
 
     def run(self, rows: tuple[ShardRows, ...]) -> LooPart:
-        e, k, p = loo_rows(self.model, rows[0], flat_draws(self.draws), self.draws.shape[0], self.r_eff, self.names)
-        return loo_part(rows[0], e, k, p, self.good_k, self.pointwise)
+        pw = loo_rows(self.model, rows[0], flat_draws(self.draws), self.r_eff, self.names)
+        return loo_part(rows[0], pw, self.good_k, self.pointwise)
 
 
 def r_eff(draws: np.ndarray, blocks: Sequence[Any]) -> float:
@@ -154,11 +186,33 @@ def _elpd_data_cls() -> type:
     @dataclass
     class SiteLoo(ELPDData):
         """arviz-stats' `ELPDData` (so `arviz_stats.compare` and plots accept it) with where the sums came from:
-        Pareto-k counts by band and the rows with k ≥ 0.7, by shard and position only."""
+        Pareto-k̂ counts by band — flat rows (log-likelihood span below `flat_span`: uniform weights, k̂ = 0), the
+        others below 0.7 and at or above it — the rows with k̂ ≥ 0.7 by shard and position only, and, after
+        `moment_match=True`, what moment matching did to each row it took (`MatchedRow`)."""
 
+        k_flat: int = 0
         k_ok: int = 0
         k_high: int = 0
         high_k_rows: tuple[RowRef, ...] = field(default=())
+        flat_span: float = FLAT_SPAN
+        flat_i: Any = None
+        moment_matched: tuple[Any, ...] | None = None
+
+        def __str__(self) -> str:
+            lines = [
+                super().__str__(),
+                "",
+                f"Pareto k̂ bands: flat (span < {self.flat_span:g}, uniform weights) {self.k_flat}, "
+                f"k̂ < {K_THRESHOLD} {self.k_ok}, k̂ ≥ {K_THRESHOLD} {self.k_high}",
+            ]
+            if self.moment_matched is not None:
+                better = sum(1 for m in self.moment_matched if m.k_after < K_THRESHOLD)
+                lines.append(
+                    f"Moment matching: {len(self.moment_matched)} rows with k̂ ≥ {K_THRESHOLD}, {better} now below"
+                )
+            return "\n".join(lines)
+
+        __repr__ = __str__
 
     return SiteLoo
 
@@ -173,37 +227,51 @@ def site_loo_class() -> type:
     return _SITE_LOO[0]
 
 
-def combine_loo(parts: Sequence[LooPart], n_samples: int, pointwise: bool) -> Any:
-    """The shards' `LooPart`s as one `SiteLoo` (arviz-stats' ELPDData)."""
+def combine_loo(
+    parts: Sequence[LooPart], n_samples: int, pointwise: bool, matched: tuple[MatchedRow, ...] | None = None
+) -> Any:
+    """The shards' `LooPart`s as one `SiteLoo` (arviz-stats' ELPDData): the rows with k̂ ≥ 0.7 (`LooPart.high`, with
+    their values after moment matching, if any) are added to the sums here and counted in the band of their k̂."""
+    good = good_k(n_samples)
+    high = [h for p in parts for h in p.high]
     elpd = Moments()
     for p in parts:
         elpd = elpd + p.elpd
-    k_above = sum(p.k_above_good for p in parts)
+    elpd = elpd + Moments.of(np.array([h.elpd for h in high]))
+    still = [h for h in high if not h.k < K_THRESHOLD]
+    now_ok = [h for h in high if h.k < K_THRESHOLD]
+    k_above = sum(p.k_above_good for p in parts) + len(still) + sum(1 for h in now_ok if h.k > good)
     elpd_i: xr.DataArray | None = None
     pareto_k: xr.DataArray | None = None
+    flat_i: xr.DataArray | None = None
     if pointwise:
         import xarray as xr
 
-        e = np.concatenate([p.elpd_i for p in parts if p.elpd_i is not None])
-        k = np.concatenate([p.pareto_k for p in parts if p.pareto_k is not None])
-        elpd_i = xr.DataArray(e, dims=["obs"], name="y")
-        pareto_k = xr.DataArray(k, dims=["obs"], name="y")
+        def joined(name: str) -> np.ndarray:
+            return np.concatenate([getattr(p, name) for p in parts if getattr(p, name) is not None])
+
+        elpd_i = xr.DataArray(joined("elpd_i"), dims=["obs"], name="y")
+        pareto_k = xr.DataArray(joined("pareto_k"), dims=["obs"], name="y")
+        flat_i = xr.DataArray(joined("flat_i"), dims=["obs"], name="y")
     cls = site_loo_class()
     return cls(
         kind="loo",
         elpd=elpd.total,
         se=elpd.se,
-        p=float(sum(p.p_loo for p in parts)),
+        p=float(sum(p.p_loo for p in parts) + sum(h.p_loo for h in high)),
         n_samples=n_samples,
         n_data_points=elpd.n,
         scale="log",
         warning=bool(k_above > 0),
-        good_k=good_k(n_samples),
+        good_k=good,
         elpd_i=elpd_i,
         pareto_k=pareto_k,
-        k_ok=sum(p.k_ok for p in parts),
-        k_high=sum(p.k_high for p in parts),
-        high_k_rows=tuple(r for p in parts for r in p.high_k_rows),
+        k_flat=sum(p.k_flat for p in parts),
+        k_ok=sum(p.k_ok for p in parts) + len(now_ok),
+        k_high=len(still),
+        high_k_rows=tuple(h.ref for h in still),
+        flat_i=flat_i,
+        moment_matched=matched,
     )
 
 
@@ -213,17 +281,30 @@ def loo(
     executor: Executor | str | None = None,
     draws: DrawsArg = DEFAULT_DRAWS,
     pointwise: bool = False,
+    moment_match: bool = False,
     shards: ShardSet | None = None,
 ) -> Any:
-    """PSIS-LOO of the run on the rows it was fitted on, computed where they are (see the module docstring): an
-    arviz-stats `ELPDData` (`SiteLoo`) with elpd, its SE, p_loo, Pareto-k counts and the rows with k ≥ 0.7.
-    `pointwise=True` brings back one elpd and one k per row too (what `arviz_stats.compare` needs)."""
+    """PSIS-LOO of the run on the rows it was fitted on, computed where they are (see the package docstring): an
+    arviz-stats `ELPDData` (`SiteLoo`) with elpd, its SE, p_loo, Pareto-k̂ counts by band and the rows with
+    k̂ ≥ 0.7. `pointwise=True` brings back one elpd, k̂ and flatness per row too (what `arviz_stats.compare` needs).
+    `moment_match=True` then improves the rows with k̂ ≥ 0.7 by moment matching at the shards (`moment_match.py`)."""
+    if not isinstance(moment_match, bool):
+        raise ArgumentError(("moment_match",), f"moment_match must be True or False, got {moment_match!r}")
     model = model_of(result, "log_likelihood")
+    if moment_match:
+        from .moment_match import check_matchable
+
+        check_matchable(model)
     data = shards if shards is not None else shards_of(result)
     thinned = thin_draws(result.draws, draws)
     S = thinned.shape[0] * thinned.shape[1]
-    task = LooTask(
-        model, thinned, r_eff(thinned, result.param_blocks), good_k(S), tuple(result.param_names), bool(pointwise)
-    )
-    parts = run_at_shards(task, [(s,) for s in data], executor_of(result, executor))
-    return combine_loo(parts, S, bool(pointwise))
+    reff = r_eff(thinned, result.param_blocks)
+    task = LooTask(model, thinned, reff, good_k(S), tuple(result.param_names), bool(pointwise))
+    exe = executor_of(result, executor)
+    parts = run_at_shards(task, [(s,) for s in data], exe)
+    if not moment_match:
+        return combine_loo(parts, S, bool(pointwise))
+    from .moment_match import match_high_rows
+
+    parts, matched = match_high_rows(model, parts, thinned, reff, tuple(result.param_names), data, exe)
+    return combine_loo(parts, S, bool(pointwise), matched)

@@ -33,6 +33,11 @@ class ShardRows:
         index = None if self.index is None else self.index[a:b]
         return ShardRows(self.shard, self.X[a:b], self.y[a:b], index, self.start + a)
 
+    def copy(self) -> ShardRows:
+        """These rows in arrays of their own (a range no longer keeps the whole shard's arrays alive)."""
+        index = None if self.index is None else self.index.copy()
+        return ShardRows(self.shard, self.X.copy(), self.y.copy(), index, self.start)
+
 
 class ShardTask(Protocol):
     """Work a shard does on its own rows: the models that read them, and the per-shard record it returns."""
@@ -84,20 +89,42 @@ def merge(records: Sequence[Any]) -> Any:
     return total
 
 
-def run_at_shards(
-    task: ShardTask, jobs: Sequence[tuple[Shard, ...]], executor: Executor | str, parts: int | None = None
-) -> list[Any]:
-    """`task` on every job (one shard per model, all of one site) where its rows are: in this process, or as Ray
-    tasks, a site's on a node of that site (label selector). A job's rows are split into `parts` contiguous ranges,
-    each its own task, so that a site with more CPUs than shards uses them all (default on Ray: the site's CPUs, or
-    the cluster's for shards without a site, over its jobs; 1 in-process). The records, one per job, in job order."""
-    exe = parse(Executor, executor, "executor")
-    if exe == Executor.LOCAL:
-        k_of = max(1, parts or 1)
-        return [merge([on_shard(task, i, job, k, k_of) for k in range(k_of)]) for i, job in enumerate(jobs)]
+def split_parts(rows: Sequence[int | None], cpus: int) -> list[int]:
+    """Tasks for each of a site's jobs (their row counts; None when unknown) so that the site's `cpus` CPUs all take
+    part: `cpus` tasks in all (at least one a job), shared in proportion to the rows (largest remainder)."""
+    known = [r for r in rows if r is not None and r > 0]
+    mean = sum(known) / len(known) if known else 1.0
+    size = [float(r) if r is not None and r > 0 else mean for r in rows]
+    total = max(int(cpus), len(rows))
+    share = [total * z / sum(size) for z in size]
+    out = [max(1, int(x)) for x in share]
+    for j in sorted(range(len(rows)), key=lambda j: out[j] - share[j]):
+        if sum(out) >= total:
+            break
+        out[j] += 1
+    return out
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where each job runs on Ray: its site (None: anywhere) and how many contiguous ranges its rows are cut into."""
+
+    sites: tuple[str | None, ...]
+    parts: tuple[int, ...]
+
+    def options(self, i: int) -> dict[str, Any]:
+        """Ray options placing job i on a node of its site (label selector)."""
+        from ..runtime.contracts import SITE_LABEL
+
+        site = self.sites[i]
+        return {"label_selector": {SITE_LABEL: site}} if site is not None else {}
+
+
+def place(jobs: Sequence[tuple[Shard, ...]], parts: int | None = None) -> Placement:
+    """Each job's site (waited for: `RAYSAMPLER_SITE_WAIT_S`) and its ranges: `parts` each, or by default the CPUs of
+    its site (of the cluster for jobs without a site) shared among the site's jobs by rows (`split_parts`)."""
     import ray
 
-    from ..runtime.contracts import SITE_LABEL
     from ..runtime.executors import ensure_ray
     from ..runtime.sites import wait_for_sites
     from ..settings import EngineSettings
@@ -108,27 +135,29 @@ def run_at_shards(
         if len({s.site for s in job}) > 1:
             raise ArgumentError(("shards", i), f"shards[{i}] of the models compared live on different sites")
     site_cpus = wait_for_sites(sites, EngineSettings.from_env().site_wait_s)
-    if parts is None:
-        cpus: dict[str | None, int] = {None: int(ray.cluster_resources().get("CPU", 1))}
-        cpus.update(site_cpus)
-        split = {s: max(1, cpus.get(s, 1) // sites.count(s)) for s in set(sites)}
-    else:
-        split = {s: max(1, parts) for s in set(sites)}
-    remote = ray.remote(num_cpus=1, max_retries=0)(on_shard)
-    task_ref = ray.put(task)
-    refs = [
-        [
-            remote.options(**({"label_selector": {SITE_LABEL: site}} if site is not None else {})).remote(
-                task_ref, i, job, k, split[site]
-            )
-            for k in range(split[site])
-        ]
-        for i, (job, site) in enumerate(zip(jobs, sites))
-    ]
+    if parts is not None:
+        return Placement(tuple(sites), tuple(max(1, parts) for _ in jobs))
+    cpus: dict[str | None, int] = {None: int(ray.cluster_resources().get("CPU", 1))}
+    cpus.update(site_cpus)
+    split = [1] * len(jobs)
+    for site in set(sites):
+        mine = [i for i, s in enumerate(sites) if s == site]
+        for i, n in zip(mine, split_parts([jobs[i][0].n_rows for i in mine], cpus.get(site, 1))):
+            split[i] = n
+    return Placement(tuple(sites), tuple(split))
+
+
+def gather(refs: Sequence[Sequence[Any]], sites: Sequence[str | None]) -> list[Any]:
+    """The records of each job's Ray tasks (or actor calls), merged per job; a task's ArgumentError or WorkerFailed
+    is raised as itself, any other error as WorkerFailed naming the job's shard and site."""
+    import ray
+
     out = []
     for i, ref in enumerate(refs):
         try:
-            out.append(merge(ray.get(ref)))
+            out.append(merge(ray.get(list(ref))))
+        except ray.exceptions.RayActorError as exc:
+            raise WorkerFailed(Failure(FailureKind.WORKER_ERROR, str(exc), shard=i, site=sites[i])) from None
         except ray.exceptions.RayTaskError as exc:
             cause = getattr(exc, "cause", None)
             if isinstance(cause, (ArgumentError, WorkerFailed)):
@@ -137,3 +166,102 @@ def run_at_shards(
                 Failure(FailureKind.WORKER_ERROR, f"{type(cause).__name__}: {cause}", shard=i, site=sites[i])
             ) from None
     return out
+
+
+def run_at_shards(
+    task: ShardTask, jobs: Sequence[tuple[Shard, ...]], executor: Executor | str, parts: int | None = None
+) -> list[Any]:
+    """`task` on every job (one shard per model, all of one site) where its rows are: in this process, or as Ray
+    tasks, a site's on a node of that site (label selector). A job's rows are split into contiguous ranges, each its
+    own task, so that every CPU of a site takes part (`place`; `parts` ranges each when given; 1 in-process). The
+    records, one per job, in job order."""
+    exe = parse(Executor, executor, "executor")
+    if exe == Executor.LOCAL:
+        k_of = max(1, parts or 1)
+        return [merge([on_shard(task, i, job, k, k_of) for k in range(k_of)]) for i, job in enumerate(jobs)]
+    import ray
+
+    where = place(jobs, parts)
+    remote = ray.remote(num_cpus=1, max_retries=0)(on_shard)
+    task_ref = ray.put(task)
+    refs = [
+        [remote.options(**where.options(i)).remote(task_ref, i, job, k, n) for k in range(n)]
+        for i, (job, n) in enumerate(zip(jobs, where.parts))
+    ]
+    return gather(refs, where.sites)
+
+
+# ----------------------------------------------------------------------------------------------- sessions
+
+
+class HeldTask(Protocol):
+    """Work a shard does on rows it keeps between calls (`ShardSession`), with what earlier calls kept beside them."""
+
+    def run_held(self, rows: tuple[ShardRows, ...], kept: dict[str, Any]) -> Any: ...
+
+
+class ShardHolder:
+    """A range of one job's rows, loaded once where they live, and what the session's tasks keep beside them."""
+
+    def __init__(self, i: int, shards: tuple[Shard, ...], models: tuple[Model, ...], k: int, parts: int) -> None:
+        self.where = (i, shards, models, k, parts)
+        self.rows: tuple[ShardRows, ...] | None = None
+        self.kept: dict[str, Any] = {}
+
+    def held_rows(self) -> tuple[ShardRows, ...]:
+        """The rows, read on the first call (so that a bad shard's error comes back from a call, naming it)."""
+        if self.rows is None:
+            i, shards, models, k, parts = self.where
+            rows = read_rows(i, shards, models)
+            self.rows = tuple(r.part(k, parts).copy() for r in rows) if parts > 1 else rows
+        return self.rows
+
+    def run(self, task: HeldTask) -> Any:
+        return task.run_held(self.held_rows(), self.kept)
+
+
+class ShardSession:
+    """Each job's rows held where they live for a check that takes several rounds (moment matching, stacking): in
+    this process, or in Ray actors placed on each shard's site (a job's rows cut into ranges as `run_at_shards` does),
+    so that a round sends only the task and gets back sums. Close it (a context manager) to free the actors."""
+
+    def __init__(self, models: tuple[Model, ...], jobs: Sequence[tuple[Shard, ...]], executor: Executor | str):
+        self.executor = parse(Executor, executor, "executor")
+        self.local: list[list[ShardHolder]] = []
+        self.actors: list[list[Any]] = []
+        self.sites: tuple[str | None, ...] = tuple(job[0].site for job in jobs)
+        if self.executor == Executor.LOCAL:
+            self.local = [[ShardHolder(i, tuple(job), models, 0, 1)] for i, job in enumerate(jobs)]
+            return
+        import ray
+
+        where = place(jobs)
+        actor = ray.remote(num_cpus=0, max_restarts=0)(ShardHolder)
+        self.actors = [
+            [actor.options(**where.options(i)).remote(i, tuple(job), models, k, n) for k in range(n)]
+            for i, (job, n) in enumerate(zip(jobs, where.parts))
+        ]
+
+    def run(self, task: HeldTask) -> list[Any]:
+        """`task` on every held range; its records merged per job, in job order."""
+        if self.executor == Executor.LOCAL:
+            return [merge([h.run(task) for h in holders]) for holders in self.local]
+        import ray
+
+        task_ref = ray.put(task)
+        return gather([[a.run.remote(task_ref) for a in actors] for actors in self.actors], self.sites)
+
+    def close(self) -> None:
+        if self.actors:
+            import ray
+
+            for actors in self.actors:
+                for a in actors:
+                    ray.kill(a)
+        self.actors, self.local = [], []
+
+    def __enter__(self) -> ShardSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -21,7 +21,7 @@ from ..models.contract import Model
 from ..result import Result
 from ..shards import ShardSet, shard
 from .drawfiles import DrawFiles
-from .errors import FieldError, StateConflict
+from .errors import FieldError, NotFound, StateConflict
 from .records import RunRecord
 from .results import stored_result
 from .schemas import (
@@ -31,6 +31,7 @@ from .schemas import (
     EvaluateRequest,
     Evaluation,
     LooInfo,
+    MatchedRowInfo,
     Prediction,
     PredictRequest,
     ReliabilityBinInfo,
@@ -93,6 +94,14 @@ def _field(exc: ArgumentError, rename: dict[Any, tuple[str | int, ...]]) -> Fiel
 # --- predictions -------------------------------------------------------------------------------------------------
 
 
+def known_dataset(dataset_id: str, loc: tuple[str | int, ...], tenant: str, ctx: Context) -> None:
+    """NotFound (404) naming the body field `loc` when the tenant has no uploaded data set `dataset_id` (another
+    tenant's is never found), as an unknown id in a path is."""
+    if ctx.store.get_dataset(tenant, dataset_id) is None:
+        where = ".".join(str(p) for p in loc)
+        raise NotFound(f"{where}: no data set {dataset_id!r} (upload it with POST /v1/datasets)")
+
+
 def predict(rec: RunRecord, req: PredictRequest, ctx: Context) -> Prediction:
     """The posterior predictive at the request's rows (inline or an uploaded data set of the tenant)."""
     model = bound_model(rec)
@@ -107,6 +116,7 @@ def predict(rec: RunRecord, req: PredictRequest, ctx: Context) -> Prediction:
         where: tuple[str | int, ...] = ("rows",)
     else:
         assert req.dataset_id is not None
+        known_dataset(req.dataset_id, ("dataset_id",), rec.tenant, ctx)
         try:
             table = load_data_ref(DataRef(dataset_id=req.dataset_id), rec.tenant, ctx.store)
         except SpecError as exc:
@@ -159,6 +169,8 @@ def heldout_shards(data: DataRef, rec: RunRecord, ctx: Context) -> ShardSet:
         if ctx.executor != "ray":
             raise FieldError(("data", "shards"), "shards on sites need the service to run on Ray (executor 'ray')")
         return shard(site_shards(data, rec.tenant, ctx.grants))
+    if data.dataset_id is not None:
+        known_dataset(data.dataset_id, ("data", "dataset_id"), rec.tenant, ctx)
     try:
         table = load_data_ref(data, rec.tenant, ctx.store)
     except SpecError as exc:
@@ -208,13 +220,14 @@ def evaluate(rec: RunRecord, req: EvaluateRequest, ctx: Context) -> Evaluation:
 # --- PSIS-LOO and comparison ---------------------------------------------------------------------------------------
 
 
-def loo(rec: RunRecord, draws: DrawsArg, ctx: Context) -> LooInfo:
-    """PSIS-LOO of the run on the rows it was fitted on, computed where they are."""
+def loo(rec: RunRecord, draws: DrawsArg, ctx: Context, moment_match: bool = False) -> LooInfo:
+    """PSIS-LOO of the run on the rows it was fitted on, computed where they are (moment matching of its rows with
+    k ≥ 0.7 when asked)."""
     res = fitted(rec, ctx)
     try:
-        lo = evaluation.loo(res, draws=draws)
+        lo = evaluation.loo(res, draws=draws, moment_match=moment_match)
     except ArgumentError as exc:
-        raise _field(exc, {"draws": ("query", "draws")}) from None
+        raise _field(exc, {"draws": ("query", "draws"), "moment_match": ("query", "moment_match")}) from None
     except WorkerFailed as exc:
         raise StateConflict(f"run {rec.id}'s data could not be read: {exc.failure.message}") from None
     return LooInfo(
@@ -226,14 +239,33 @@ def loo(rec: RunRecord, draws: DrawsArg, ctx: Context) -> LooInfo:
         n_samples=int(lo.n_samples),
         good_k=float(lo.good_k),
         warning=bool(lo.warning),
+        k_flat=int(lo.k_flat),
         k_ok=int(lo.k_ok),
         k_high=int(lo.k_high),
+        flat_span=float(lo.flat_span),
         high_k_rows=[RowRefInfo(**dataclasses.asdict(r)) for r in lo.high_k_rows],
+        moment_matched=None if lo.moment_matched is None else [_matched(m) for m in lo.moment_matched],
     )
 
 
-def compare(recs: Sequence[RunRecord], draws: DrawsArg, ctx: Context) -> Comparison:
-    """Rank runs fitted on the same rows by PSIS-LOO elpd (paired SE of the differences, computed at the shards)."""
+def _matched(m: evaluation.MatchedRow) -> MatchedRowInfo:
+    return MatchedRowInfo(
+        row=RowRefInfo(**dataclasses.asdict(m.ref)),
+        k_psis=_finite(m.k_psis),
+        k_after=_finite(m.k_after),
+        elpd_psis=_finite(m.elpd_psis),
+        elpd_after=_finite(m.elpd_after),
+        mcse_after=_finite(m.mcse_after),
+        maps=m.maps,
+        used=m.used,
+    )
+
+
+def compare(
+    recs: Sequence[RunRecord], draws: DrawsArg, ctx: Context, method: evaluation.WeightMethod = "pseudo-bma"
+) -> Comparison:
+    """Rank runs fitted on the same rows by PSIS-LOO elpd (paired SE of the differences, computed at the shards),
+    weighed by pseudo-BMA or stacking."""
     results = {}
     for i, rec in enumerate(recs):
         try:
@@ -241,7 +273,7 @@ def compare(recs: Sequence[RunRecord], draws: DrawsArg, ctx: Context) -> Compari
         except StateConflict as exc:
             raise FieldError(("runs", i), str(exc)) from None
     try:
-        comp = evaluation.compare(results, draws=draws)
+        comp = evaluation.compare(results, draws=draws, method=method)
     except ArgumentError as exc:
         if exc.path[:1] == ("results",) and len(exc.path) > 1:
             which = exc.path[1]
@@ -262,7 +294,8 @@ def compare(recs: Sequence[RunRecord], draws: DrawsArg, ctx: Context) -> Compari
                 warning=r.warning,
             )
             for r in comp.rows
-        ]
+        ],
+        method=comp.method,
     )
 
 

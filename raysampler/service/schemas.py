@@ -887,9 +887,26 @@ class RowRefInfo(BaseModel):
     index: int | None = None
 
 
+class MatchedRowInfo(BaseModel):
+    """What moment matching did to one row whose Pareto k was ≥ 0.7: k and elpd_i by PSIS and after matching, the
+    Monte-Carlo SE of the matched elpd_i, the affine maps kept, and whether the matched values are used (k went
+    down)."""
+
+    row: RowRefInfo
+    k_psis: float | None
+    k_after: float | None
+    elpd_psis: float | None
+    elpd_after: float | None
+    mcse_after: float | None
+    maps: int
+    used: bool
+
+
 class LooInfo(BaseModel):
     """PSIS-LOO of a run on the rows it was fitted on, computed where they are: elpd and its SE, p_loo, Pareto-k
-    counts by band (k < 0.7, k ≥ 0.7) and the rows with k ≥ 0.7."""
+    counts by band — flat rows (log-likelihood span below `flat_span` over the draws: uniform weights, k = 0), the
+    others with k < 0.7 and k ≥ 0.7 — the rows with k ≥ 0.7, and with moment_match=true what moment matching did to
+    each of them (null when it was not asked for)."""
 
     run_id: str
     elpd: float | None
@@ -899,9 +916,12 @@ class LooInfo(BaseModel):
     n_samples: int
     good_k: float
     warning: bool
+    k_flat: int
     k_ok: int
     k_high: int
+    flat_span: float
     high_k_rows: list[RowRefInfo]
+    moment_matched: list[MatchedRowInfo] | None = None
 
 
 class CompareRequest(BaseModel):
@@ -912,6 +932,10 @@ class CompareRequest(BaseModel):
         min_length=2, max_length=20, json_schema_extra={"uniqueItems": True}, description="distinct run ids"
     )
     draws: DrawsChoice = Field(default=1000, description=_DRAWS_DOC)
+    method: Literal["pseudo-bma", "stacking"] = Field(
+        default="pseudo-bma",
+        description="model weights: pseudo-BMA (exp(elpd), normalised) or stacking of the predictive distributions",
+    )
 
     @field_validator("runs")
     @classmethod
@@ -923,7 +947,8 @@ class CompareRequest(BaseModel):
 
 class ComparisonRowInfo(BaseModel):
     """One run in a comparison (arviz-stats' columns): rank (0 best), elpd and SE, p_loo, elpd difference to the
-    best and its SE from paired per-row differences, pseudo-BMA weight, and whether a Pareto k was high."""
+    best and its SE from paired per-row differences, weight (pseudo-BMA or stacking), and whether a Pareto k was
+    high."""
 
     run_id: str
     rank: int
@@ -937,6 +962,7 @@ class ComparisonRowInfo(BaseModel):
 
 
 class Comparison(BaseModel):
-    """POST /v1/compare's answer: runs best first."""
+    """POST /v1/compare's answer: runs best first, and how the weights were found."""
 
     rows: list[ComparisonRowInfo]
+    method: Literal["pseudo-bma", "stacking"] = "pseudo-bma"

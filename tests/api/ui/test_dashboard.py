@@ -712,8 +712,9 @@ def test_submit_form_offers_group_effects_and_known_noise(browser, service):
 
 
 def test_checks_loo_held_out_metrics_reliability_curve_and_loo_comparison(browser, service):
-    """The run page computes PSIS-LOO and held-out metrics (on the shards) and draws a classifier's reliability
-    curve; the compare view ranks runs by PSIS-LOO with the paired SE."""
+    """The run page computes PSIS-LOO (its flat-row band, and moment matching when ticked) and held-out metrics (on
+    the shards) and draws a classifier's reliability curve; the compare view ranks runs by PSIS-LOO with the paired
+    SE and stacking weights."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
@@ -733,7 +734,19 @@ def test_checks_loo_held_out_metrics_reliability_curve_and_loo_comparison(browse
     wait_for(lambda: len(Select(browser.find_element(By.ID, "eval-data")).options) > 1, what="the held-out choices")
     browser.find_element(By.ID, "loo-btn").click()
     loo = wait_for(lambda: browser.find_element(By.ID, "loo-table").text, 120, "the LOO table")
-    assert "elpd_loo" in loo and "Pareto k" in loo
+    assert "elpd_loo" in loo and "Pareto k" in loo and "flat rows" in loo
+    assert not browser.find_element(By.ID, "loo-mm-table").is_displayed()
+    browser.find_element(By.ID, "loo-mm").click()
+    browser.find_element(By.ID, "loo-btn").click()
+    matched = wait_for(
+        lambda: (
+            browser.find_element(By.ID, "loo-mm-table").is_displayed()
+            and browser.find_element(By.ID, "loo-mm-table").text
+        ),
+        120,
+        "the moment-matching table",
+    )
+    assert "k (matched)" in matched
     Select(browser.find_element(By.ID, "eval-data")).select_by_value("builtin:breast_cancer")
     browser.find_element(By.ID, "eval-btn").click()
     metrics = wait_for(lambda: browser.find_element(By.ID, "eval-table").text, 120, "the held-out metrics")
@@ -745,6 +758,7 @@ def test_checks_loo_held_out_metrics_reliability_curve_and_loo_comparison(browse
     ]
     browser.get(f"{service.url}/ui/#/compare/{','.join(ids)}")
     button = wait_for(lambda: (b := browser.find_element(By.ID, "loo-compare")).is_enabled() and b, what="compare")
+    Select(browser.find_element(By.ID, "loo-compare-method")).select_by_value("stacking")
     button.click()
     rows = wait_for(
         lambda: (
@@ -758,4 +772,5 @@ def test_checks_loo_held_out_metrics_reliability_curve_and_loo_comparison(browse
         "the LOO comparison",
     )
     assert len(rows) == 2 and {r.text.split()[0] for r in rows} == set(ids)
+    assert "weight (stacking)" in browser.find_element(By.ID, "loo-compare-table").text
     assert not [m for m in console(browser) if "SEVERE" in m], "console errors"
