@@ -223,7 +223,7 @@ def test_loo_compare_evaluate_and_predict(service, tmp_path):
             json.loads(cli(service, "submit", str(path), "--wait", "--format", "json").stdout.splitlines()[-1])["id"]
         )
     lo = json.loads(cli(service, "loo", ids[0], "--format", "json").stdout)
-    assert lo["n_data_points"] == 442 and lo["elpd"] < 0 and lo["k_ok"] + lo["k_high"] == 442
+    assert lo["n_data_points"] == 442 and lo["elpd"] < 0 and lo["k_flat"] + lo["k_ok"] + lo["k_high"] == 442
     table = cli(service, "loo", ids[0]).stdout
     assert f"elpd_loo {lo['elpd']:.2f}" in table and "Pareto k < 0.7" in table
     rows = json.loads(cli(service, "compare", ids[0], ids[1], "--format", "json").stdout)

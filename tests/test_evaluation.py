@@ -272,6 +272,38 @@ def test_on_ray_the_shards_compute_the_same_sums(ray_session, logistic):
     assert rs.evaluate(res, held) == rs.evaluate(res, held, executor="local")
 
 
+def test_on_ray_a_shards_rows_are_cut_into_a_task_per_cpu(ray_session, linear):
+    """On a local Ray (2 CPUs here) one shard's rows go to two tasks, four shards' to one each; the sums are the
+    in-process ones."""
+    from raysampler.evaluation import loo
+    from raysampler.evaluation.shard_tasks import place
+
+    X, y, res = linear
+    one = rs.shard(X[:350], y[:350], num_shards=1)
+    assert place([(s,) for s in one]).parts == (2,)
+    assert place([(s,) for s in rs.shard(X[:350], y[:350], num_shards=4)]).parts == (1, 1, 1, 1)
+    on_ray = loo(res, executor="ray", shards=one, pointwise=True)
+    here = res.loo(executor="local", pointwise=True)
+    np.testing.assert_allclose(on_ray.elpd_i.values, here.elpd_i.values, rtol=1e-12)
+
+
+def test_on_ray_moment_matching_and_stacking_give_the_same(ray_session, logistic):
+    """Moment matching and stacking take several rounds of the shards (`ShardSession`: Ray tasks for moment matching,
+    actors on each shard's site keeping its pointwise elpd for stacking); the numbers are those computed
+    in-process."""
+    from loo_problems import linear_problem
+
+    result, _ = linear_problem()
+    on_ray, here = result.loo(moment_match=True, executor="ray"), result.loo(moment_match=True, executor="local")
+    assert len(here.moment_matched) == 1 and here.moment_matched[0].used
+    assert on_ray.moment_matched == here.moment_matched
+    np.testing.assert_allclose([on_ray.elpd, on_ray.se, on_ray.p], [here.elpd, here.se, here.p], rtol=1e-12)
+    *_, full, drop = logistic
+    a = rs.compare({"full": full, "drop": drop}, method="stacking", executor="ray")
+    b = rs.compare({"full": full, "drop": drop}, method="stacking", executor="local")
+    np.testing.assert_allclose([r.weight for r in a.rows], [r.weight for r in b.rows], atol=1e-9)
+
+
 def test_a_shard_split_into_ranges_of_rows_sums_to_the_same(logistic, linear):
     """Each shard's rows cut into several tasks (to use more CPUs than there are shards) give the same records."""
     from raysampler.evaluation import LooTask, MetricsTask, good_k, r_eff, run_at_shards

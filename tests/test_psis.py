@@ -15,7 +15,7 @@ from scipy.special import expit, logsumexp
 
 import raysampler as rs
 from raysampler.errors import ArgumentError
-from raysampler.evaluation import FLAT_K, FLAT_SPAN, pareto_smooth, smooth_rows, split_parts
+from raysampler.evaluation import FLAT_K, FLAT_SPAN, loo_block, pareto_smooth, split_parts
 from raysampler.models.contract import DataSpec
 
 TOL = 1e-10
@@ -114,8 +114,9 @@ def test_too_few_draws_for_a_tail_is_an_error_naming_draws():
 
 def test_flat_rows_get_uniform_weights_within_the_stated_bound():
     """A row whose log-likelihood spans δ < FLAT_SPAN: raw importance weights within e^(±δ) of 1/S (so uniform to
-    e^δ − 1), the raw-IS elpd −log mean e^(−ll) below log mean e^ll by at most δ²/4; it gets exactly uniform weights
-    and k̂ = FLAT_K, and a row just above the tolerance is smoothed as arviz-stats smooths it."""
+    e^δ − 1), the raw-IS elpd −log mean e^(−ll) below log mean e^ll by at most δ²/4. It gets uniform weights —
+    elpd_i = log mean exp(ll_i), p_loo_i = 0, k̂ = FLAT_K — and a row just above the tolerance is smoothed as
+    arviz-stats smooths it (its elpd_i = log Σ_s w_s p_s with arviz-stats' weights)."""
     rng = np.random.default_rng(1)
     S = 1000
     spans = np.array([1e-12, 1e-9, 1e-6, 0.9 * FLAT_SPAN, 2 * FLAT_SPAN, 0.5])
@@ -128,28 +129,40 @@ def test_flat_rows_get_uniform_weights_within_the_stated_bound():
     uniform_elpd = logsumexp(ll, axis=1) - math.log(S)
     is_elpd = -(logsumexp(-ll, axis=1) - math.log(S))
     assert np.all((uniform_elpd - is_elpd >= -1e-15) & (uniform_elpd - is_elpd <= delta**2 / 4 + 1e-15))
-    sm = smooth_rows(ll, 1.0)
+    pw = loo_block(ll, 1.0)
     flat = delta < FLAT_SPAN
     assert flat.tolist() == [True, True, True, True, False, False]
-    np.testing.assert_array_equal(sm.flat, flat)
-    np.testing.assert_allclose(sm.log_weights[flat], -math.log(S), rtol=0, atol=1e-15)
-    assert np.all(sm.k[flat] == FLAT_K)
+    np.testing.assert_array_equal(pw.flat, flat)
+    np.testing.assert_allclose(pw.elpd[flat], uniform_elpd[flat], rtol=1e-15)
+    assert np.all(pw.k[flat] == FLAT_K) and np.all(pw.p_loo[flat] == 0)
     lw_ref, k_ref = oracle(-ll[~flat], 1.0)
-    np.testing.assert_allclose(sm.log_weights[~flat], lw_ref, rtol=0, atol=TOL)
-    np.testing.assert_allclose(sm.k[~flat], k_ref, rtol=0, atol=TOL)
+    np.testing.assert_allclose(pw.k[~flat], k_ref, rtol=0, atol=TOL)
+    np.testing.assert_allclose(pw.elpd[~flat], logsumexp(lw_ref + ll[~flat], axis=1), rtol=1e-12)
+
+
+def test_loo_block_equals_full_psis_weights_on_rows_that_vary():
+    """The two-pass elpd (the terms outside the tail summed in closed form) is log Σ_s w_s p_s with the full PSIS
+    weights, and p_loo_i = lppd_i − elpd_i."""
+    rng = np.random.default_rng(3)
+    ll = -np.exp(rng.normal(size=(50, 800)) * rng.uniform(0.1, 2.0, size=(50, 1)))
+    pw = loo_block(ll, 0.8)
+    lw, k = pareto_smooth(-ll, 0.8)
+    np.testing.assert_allclose(pw.elpd, logsumexp(lw + ll, axis=1), rtol=1e-12)
+    np.testing.assert_array_equal(pw.k, k)
+    np.testing.assert_allclose(pw.p_loo, logsumexp(ll, axis=1) - math.log(800) - pw.elpd, rtol=1e-10, atol=1e-13)
 
 
 def test_a_row_without_a_tail_to_fit_keeps_raw_weights_and_counts_as_high():
     """100 of 500 draws tie at the largest log-ratio, more than the tail of 67 (arviz-stats refuses such a tail):
-    the raw weights, and k̂ = ∞."""
+    the raw weights (elpd_i = −log mean exp(−ll_i)), and k̂ = ∞."""
     ll = np.empty((1, 500))
     ll[0, :100] = -3.0
     ll[0, 100:] = np.linspace(-2.9, 0.0, 400)
     with pytest.raises(ValueError, match="tail"):
         oracle(-ll, 1.0)
-    sm = smooth_rows(ll, 1.0)
-    assert sm.k[0] == np.inf and not sm.flat[0]
-    np.testing.assert_allclose(sm.log_weights[0], -ll[0] - logsumexp(-ll[0]))
+    pw = loo_block(ll, 1.0)
+    assert pw.k[0] == np.inf and not pw.flat[0]
+    np.testing.assert_allclose(pw.elpd[0], math.log(500) - logsumexp(-ll[0]), rtol=1e-12)
 
 
 def test_loo_on_breast_cancer_is_finite_and_equals_the_pooled_computation_under_the_same_rule(breast_cancer):

@@ -43,13 +43,12 @@ from .metrics import (
 )
 from .moment_match import MatchedRow
 from .predictions import PredictKind, mean_prediction, new_rows, predict
-from .psis import FLAT_K, FLAT_SPAN, Smoothed, pareto_smooth, smooth_rows
+from .psis import FLAT_K, FLAT_SPAN, PointwiseLoo, Tails, fit_tails, loo_block, pareto_smooth
 from .psis_loo import (
     K_THRESHOLD,
     HighRow,
     LooPart,
     LooTask,
-    PointwiseLoo,
     combine_loo,
     good_k,
     loo,
@@ -91,20 +90,22 @@ __all__ = [
     "ShardRows",
     "ShardSession",
     "ShardTask",
-    "Smoothed",
     "StackingPart",
     "StackingShare",
     "StackingStart",
+    "Tails",
     "WeightMethod",
     "class_probabilities",
     "combine_loo",
     "compare",
     "evaluate",
     "executor_of",
+    "fit_tails",
     "flat_draws",
     "good_k",
     "is_classifier",
     "loo",
+    "loo_block",
     "mean_prediction",
     "model_of",
     "new_rows",
@@ -115,7 +116,6 @@ __all__ = [
     "run_at_shards",
     "shards_of",
     "site_loo_class",
-    "smooth_rows",
     "split_parts",
     "thin_draws",
     "uniforms",

@@ -38,6 +38,8 @@ from .shard_tasks import ShardRows, ShardSession
 MAX_ITERS = 30
 #: The full covariance is matched only with at least this many draws per coordinate (as R loo does).
 COV_DRAWS_PER_DIM = 10
+#: Log-likelihood values a shard holds at once while it sums them over its rows (rows × draws): 32 MB.
+SUM_CELLS = 4_000_000
 
 
 def check_matchable(model: Model) -> None:
@@ -85,7 +87,8 @@ class LogLikSums:
 
 @dataclass(frozen=True)
 class LogLikSumTask:
-    """A shard's log-likelihood summed over its rows at C sets of draws (C, S, d), in blocks of rows."""
+    """A shard's log-likelihood summed over its rows at C sets of draws (C, S, d): blocks of rows times sets of
+    draws of at most `SUM_CELLS` values at once."""
 
     model: Model
     draws: np.ndarray
@@ -93,13 +96,18 @@ class LogLikSumTask:
 
     def run_held(self, rows: tuple[ShardRows, ...], kept: dict[str, Any]) -> LogLikSums:
         r = rows[0]
-        out = np.zeros(self.draws.shape[:2])
-        for a in range(0, r.X.shape[0], BLOCK_ROWS):
-            Xb, yb = r.X[a : a + BLOCK_ROWS], r.y[a : a + BLOCK_ROWS]
-            for c in range(self.draws.shape[0]):
-                x = self.model.evaluation_x(Xb, yb, self.draws[c], self.names, 0)
-                out[c] += np.sum(np.atleast_2d(self.model.log_likelihood(Xb, yb, x)), axis=0)
-        return LogLikSums(out)
+        C, S, d = self.draws.shape
+        flat = self.draws.reshape(C * S, d)
+        out = np.zeros(C * S)
+        n = r.X.shape[0]
+        block = max(1, min(n, BLOCK_ROWS))
+        sets = max(1, SUM_CELLS // (block * S))
+        for a in range(0, n, block):
+            Xb, yb = r.X[a : a + block], r.y[a : a + block]
+            for c in range(0, C, sets):
+                x = self.model.evaluation_x(Xb, yb, flat[c * S : (c + sets) * S], self.names, 0)
+                out[c * S : (c + sets) * S] += np.sum(np.atleast_2d(self.model.log_likelihood(Xb, yb, x)), axis=0)
+        return LogLikSums(out.reshape(C, S))
 
 
 @dataclass(frozen=True)
@@ -339,8 +347,9 @@ def match_high_rows(
     executor: Executor,
 ) -> tuple[list[LooPart], tuple[MatchedRow, ...]]:
     """Moment matching of every row with k̂ ≥ 0.7 in `parts`, all rows in step (one round of the shards per map
-    tried), the shards holding their rows in a `ShardSession`. The parts come back with those rows' values replaced
-    where matching lowered k̂ (pointwise values too), and one `MatchedRow` per row."""
+        tried), over a `ShardSession` that keeps nothing between rounds (on Ray, warm task workers read the rows again:
+    no actor to start). The parts come back with those rows' values replaced
+        where matching lowered k̂ (pointwise values too), and one `MatchedRow` per row."""
     high = [h for p in parts for h in p.high]
     if not high:
         return list(parts), ()
@@ -348,7 +357,7 @@ def match_high_rows(
     S, d = theta.shape
     threshold = good_k(S)
     allow_cov = COV_DRAWS_PER_DIM * d <= S
-    with ShardSession((model,), [(s,) for s in data], executor) as session:
+    with ShardSession((model,), [(s,) for s in data], executor, hold=False) as session:
         orig = _log_prob(session, model, theta[None], names)[0]
         start = RowStepTask(model, names, orig, r_eff, tuple(RowCandidate(h.ref, theta, orig) for h in high), allow_cov)
         first = _steps(session, start)

@@ -33,17 +33,29 @@ MIN_TAIL = 5
 #: N(0.5, ·) on k (Vehtari et al. 2024, appendix C).
 PRIOR_BS = 3.0
 PRIOR_K = 10.0
-#: Rows × grid points × tail draws held at once by the fit (bounds its memory: about 16 MB).
-FIT_CELLS = 2_000_000
+#: Rows × grid points × tail draws held at once by the fit (bounds its memory, and keeps it in cache: 2 MB).
+FIT_CELLS = 250_000
 
 
 @dataclass(frozen=True)
-class Smoothed:
-    """A block of rows after Pareto smoothing: normalised log weights (rows, S), k̂ per row, and which rows were flat
-    (span of their log-ratios below `FLAT_SPAN`: uniform weights, k̂ = `FLAT_K`)."""
+class Tails:
+    """Each row's tail: the positions (rows, M) of its M largest log-ratios in ascending order, their values (shifted
+    so that the row's largest is 0), the same after smoothing (NaN in a row whose fit gave σ ≤ 0, as arviz-stats'
+    quantiles are there; the raw values where no fit was made), and k̂ (NaN where the tail's values are all equal)."""
 
-    log_weights: np.ndarray
+    where: np.ndarray
+    raw: np.ndarray
+    smoothed: np.ndarray
     k: np.ndarray
+
+
+@dataclass(frozen=True)
+class PointwiseLoo:
+    """elpd_i, k̂_i, p_loo_i and whether the row is flat, for a block of rows (`loo_block`)."""
+
+    elpd: np.ndarray
+    k: np.ndarray
+    p_loo: np.ndarray
     flat: np.ndarray
 
 
@@ -65,12 +77,14 @@ def gpd_fit(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     b = grid[None, :] / (PRIOR_BS * x[:, int(n / 4 + 0.5) - 1])[:, None]
     b += (1 / x[:, -1])[:, None]
     k_grid = np.empty((rows, m))
+    neg_b = -b
     step = max(1, FIT_CELLS // (m * n))
+    z = np.empty((min(step, rows), m, n))
     for a in range(0, rows, step):
-        z = b[a : a + step, :, None] * x[a : a + step, None, :]
-        np.negative(z, out=z)
-        np.log1p(z, out=z)
-        k_grid[a : a + step] = np.mean(z, axis=2)
+        part = z[: min(step, rows - a)]
+        np.multiply(neg_b[a : a + step, :, None], x[a : a + step, None, :], out=part)  # −b x, as arviz-stats has it
+        np.log1p(part, out=part)
+        np.mean(part, axis=2, out=k_grid[a : a + step])
     len_scale = n * (np.log(-b / k_grid) - k_grid - 1)
     weights = np.exp(len_scale - row_logsumexp(len_scale)[:, None])
     keep = weights >= 10 * np.finfo(float).eps  # negligible grid points leave the mean, as in arviz-stats
@@ -91,60 +105,88 @@ def gpd_quantiles(p: np.ndarray, kappa: np.ndarray, sigma: np.ndarray, mu: np.nd
     return np.where(s > 0, q, np.nan)
 
 
-def pareto_smooth(log_ratios: np.ndarray, r_eff: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
-    """PSIS of each row of log-ratios (rows, S): normalised log weights (rows, S) and k̂ (rows,), as arviz-stats'
-    `psislw(-log_ratios, r_eff)`. A row whose tail values are all equal has no tail to fit (arviz-stats refuses it):
-    k̂ is NaN and its weights are only normalised. ArgumentError naming `draws` when S is too small for a tail."""
-    lw = np.array(log_ratios, dtype=np.float64, ndmin=2)
+def fit_tails(lw: np.ndarray, r_eff: float) -> Tails:
+    """The Pareto tails of rows of log-ratios (rows, S), each shifted so that its largest is 0 (steps 1–3 of the
+    module docstring, before normalisation). ArgumentError naming `draws` when S is too small for a tail."""
     rows, S = lw.shape
     n = tail_length(S, r_eff)
     if n < MIN_TAIL:
         raise ArgumentError(
             ("draws",), f"Pareto smoothing needs at least {MIN_TAIL} draws in the tail: use more than {S} draws"
         )
-    lw -= np.max(lw, axis=1, keepdims=True)
     cut = S - n - 1
     top = np.argpartition(lw, cut, axis=1)[:, cut:]  # the cutoff (sorted into place) and the n largest after it
     values = np.take_along_axis(lw, top, axis=1)
     order = np.argsort(values[:, 1:], axis=1)
     where = np.take_along_axis(top[:, 1:], order, axis=1)
-    tail = np.take_along_axis(values[:, 1:], order, axis=1)
+    raw = np.take_along_axis(values[:, 1:], order, axis=1)
     cutoff = values[:, 0]
-    max_tail = tail[:, -1]
-    fit = np.abs(max_tail - tail[:, 0]) >= np.finfo(float).tiny
+    max_tail = raw[:, -1]
+    fit = np.abs(max_tail - raw[:, 0]) >= np.finfo(float).tiny
     k = np.full(rows, np.nan)
+    smoothed = raw.copy()
     if np.any(fit):
         exp_cut = np.exp(cutoff[fit])
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            kappa, sigma = gpd_fit(np.exp(tail[fit]) - exp_cut[:, None])
+            kappa, sigma = gpd_fit(np.exp(raw[fit]) - exp_cut[:, None])
             k[fit] = kappa
             ok = np.isfinite(kappa)  # arviz-stats leaves a row whose fit failed unsmoothed
-            smoothed = np.log(gpd_quantiles(np.arange(0.5, n) / n, kappa[ok], sigma[ok], exp_cut[ok]))
-        smooth = np.flatnonzero(fit)[ok]
-        top_value = max_tail[smooth][:, None]
-        lw[smooth[:, None], where[smooth]] = np.where(smoothed > top_value, top_value, smoothed)
+            q = np.log(gpd_quantiles(np.arange(0.5, n) / n, kappa[ok], sigma[ok], exp_cut[ok]))
+        rows_ok = np.flatnonzero(fit)[ok]
+        top_value = max_tail[rows_ok][:, None]
+        smoothed[rows_ok] = np.where(q > top_value, top_value, q)
+    return Tails(where, raw, smoothed, k)
+
+
+def pareto_smooth(log_ratios: np.ndarray, r_eff: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """PSIS of each row of log-ratios (rows, S): normalised log weights (rows, S) and k̂ (rows,), as arviz-stats'
+    `psislw(-log_ratios, r_eff)`. A row whose tail values are all equal has no tail to fit (arviz-stats refuses it):
+    k̂ is NaN and its weights are only normalised. ArgumentError naming `draws` when S is too small for a tail."""
+    lw = np.array(log_ratios, dtype=np.float64, ndmin=2)
+    lw -= np.max(lw, axis=1, keepdims=True)
+    tails = fit_tails(lw, r_eff)
+    done = np.flatnonzero(np.isfinite(tails.k))
+    lw[done[:, None], tails.where[done]] = tails.smoothed[done]
     lw -= row_logsumexp(lw)[:, None]
-    return lw, k
+    return lw, tails.k
 
 
-def smooth_rows(log_lik: np.ndarray, r_eff: float = 1.0) -> Smoothed:
-    """PSIS-LOO weights of a block of rows from their log-likelihood (rows, S) (log-ratios −ll): flat rows (span
-    below `FLAT_SPAN`) get uniform weights and k̂ = `FLAT_K`; every other row is Pareto-smoothed (`pareto_smooth`)."""
+def loo_block(log_lik: np.ndarray, r_eff: float = 1.0) -> PointwiseLoo:
+    """PSIS-LOO of a block of rows from their log-likelihood (rows, S), log-ratios −ll_i,s:
+
+    * a flat row (span of ll_i below `FLAT_SPAN`): uniform weights, elpd_i = log mean_s exp(ll_i,s), k̂ = `FLAT_K`;
+    * any other row: the weights of `pareto_smooth` (equal to arviz-stats' to rounding); a row whose fit fails (no
+      tail to fit, or σ̂ ≤ 0, where arviz-stats gives NaN) keeps its raw weights and gets k̂ = ∞;
+
+    elpd_i = log Σ_s w_s p(y_i | θ_s) and p_loo_i = lppd_i − elpd_i with lppd_i = log mean_s p(y_i | θ_s) (Vehtari et
+    al. 2017, eqs. 10 and 4). Two passes of exp over the block: outside the tail a weight times p(y_i | θ_s) is the
+    same for every draw (w_s ∝ 1 / p(y_i | θ_s) there), so only the tail's terms of the elpd are summed one by one."""
     ll = np.asarray(log_lik, dtype=np.float64)
     rows, S = ll.shape
-    flat = (np.max(ll, axis=1) - np.min(ll, axis=1)) < FLAT_SPAN
-    lw = np.full((rows, S), -math.log(S)) if rows else np.empty((0, S))
+    top, low = np.max(ll, axis=1), np.min(ll, axis=1)
+    work = np.subtract(ll, top[:, None])  # one scratch block, reused: exp(ll − max) here, the weights below
+    np.exp(work, out=work)
+    lppd = np.log(np.sum(work, axis=1)) + top - math.log(S)
+    flat = (top - low) < FLAT_SPAN
+    elpd = lppd.copy()
     k = np.full(rows, FLAT_K)
     vary = np.flatnonzero(~flat)
     if vary.size:
-        lw_v, k_v = pareto_smooth(-ll[vary], r_eff)
-        failed = ~np.isfinite(k_v) | ~np.all(np.isfinite(lw_v), axis=1)
-        if np.any(failed):  # no tail to fit, or a fit with σ ≤ 0: the raw weights, and k̂ = ∞ (unreliable)
-            raw = -ll[vary[failed]]
-            lw_v[failed] = raw - row_logsumexp(raw)[:, None]
-            k_v[failed] = np.inf
-        lw[vary], k[vary] = lw_v, k_v
-    return Smoothed(lw, k, flat)
+        every = vary.size == rows
+        lw = np.subtract(low[:, None], ll, out=work) if every else low[vary, None] - ll[vary]
+        # lw: −ll shifted so that each row's largest log-ratio is 0, as arviz-stats has it
+        tails = fit_tails(lw, r_eff)
+        failed = ~np.isfinite(tails.k) | np.any(np.isnan(tails.smoothed), axis=1)
+        tail = np.where(failed[:, None], tails.raw, tails.smoothed)
+        np.exp(lw, out=lw)
+        np.put_along_axis(lw, tails.where, 0.0, axis=1)
+        log_norm = np.log(np.sum(lw, axis=1) + np.sum(np.exp(tail), axis=1))
+        n = tail.shape[1]
+        # outside the tail w_s p_s = exp(low) / norm for each of the S − n draws; in it, exp(tail_s + ll_s) / norm
+        inside = row_logsumexp(tail + ll[vary[:, None], tails.where])
+        elpd[vary] = np.logaddexp(math.log(S - n) + low[vary], inside) - log_norm
+        k[vary] = np.where(failed, np.inf, tails.k)
+    return PointwiseLoo(elpd, k, lppd - elpd, flat)
 
 
 def row_logsumexp(a: np.ndarray) -> np.ndarray:

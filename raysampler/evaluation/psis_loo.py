@@ -25,7 +25,7 @@ from .fits import (
     shards_of,
     thin_draws,
 )
-from .psis import FLAT_SPAN, row_logsumexp, smooth_rows
+from .psis import FLAT_SPAN, PointwiseLoo, loo_block
 from .records import Moments, RowRef
 from .shard_tasks import ShardRows, run_at_shards
 
@@ -88,31 +88,15 @@ class LooPart:
         )
 
 
-@dataclass(frozen=True)
-class PointwiseLoo:
-    """elpd_i, k̂_i, p_loo_i and whether the row is flat, for a range of rows (`loo_rows`)."""
-
-    elpd: np.ndarray
-    k: np.ndarray
-    p_loo: np.ndarray
-    flat: np.ndarray
-
-
 def loo_rows(model: Model, rows: ShardRows, theta: np.ndarray, r_eff: float, names: tuple[str, ...]) -> PointwiseLoo:
-    """PSIS-LOO of every row, in blocks of BLOCK_ROWS rows: the batched Pareto smoothing of `psis.smooth_rows` (flat
-    rows get uniform weights), then elpd_i = log Σ_s w_s p(y_i | θ_s) and p_loo_i = lppd_i − elpd_i, lppd_i =
-    log mean_s p(y_i | θ_s) (Vehtari et al. 2017, eqs. 10 and 4)."""
+    """PSIS-LOO of every row, in blocks of BLOCK_ROWS rows: each block's log-likelihood under the draws theta (S, d),
+    then `psis.loo_block` (the batched Pareto smoothing, flat rows with uniform weights)."""
     out: list[PointwiseLoo] = []
-    S = theta.shape[0]
     for a in range(0, rows.X.shape[0], BLOCK_ROWS):
         Xb, yb = rows.X[a : a + BLOCK_ROWS], rows.y[a : a + BLOCK_ROWS]
         ll = np.atleast_2d(model.log_likelihood(Xb, yb, model.evaluation_x(Xb, yb, theta, names, 0)))
-        sm = smooth_rows(ll, r_eff)
-        lw = sm.log_weights
-        lw += ll
-        e = row_logsumexp(lw)
-        del lw
-        out.append(PointwiseLoo(e, sm.k, row_logsumexp(ll) - math.log(S) - e, sm.flat))
+        out.append(loo_block(ll, r_eff))
+        del ll
     if not out:
         empty = np.empty(0)
         return PointwiseLoo(empty, empty, empty, np.zeros(0, dtype=bool))

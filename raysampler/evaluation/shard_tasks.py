@@ -220,18 +220,37 @@ class ShardHolder:
         return task.run_held(self.held_rows(), self.kept)
 
 
-class ShardSession:
-    """Each job's rows held where they live for a check that takes several rounds (moment matching, stacking): in
-    this process, or in Ray actors placed on each shard's site (a job's rows cut into ranges as `run_at_shards` does),
-    so that a round sends only the task and gets back sums. Close it (a context manager) to free the actors."""
+@dataclass(frozen=True)
+class OneOff:
+    """A `HeldTask` run as a plain `ShardTask`: the rows read for the call, nothing kept after it."""
 
-    def __init__(self, models: tuple[Model, ...], jobs: Sequence[tuple[Shard, ...]], executor: Executor | str):
+    task: HeldTask
+    models: tuple[Model, ...]
+
+    def run(self, rows: tuple[ShardRows, ...]) -> Any:
+        return self.task.run_held(rows, {})
+
+
+class ShardSession:
+    """Each job's rows where they live, for a check that takes several rounds (moment matching, stacking), so that a
+    round sends only its task and gets back sums. In this process the rows are read once and held. On Ray, with
+    `hold=True` they are held, with what the tasks keep beside them, by actors placed on each shard's site (a job's
+    rows cut into ranges as `run_at_shards` cuts them); with `hold=False` each round is a set of Ray tasks that read
+    the rows again (no actor to start: the better choice when nothing needs keeping between rounds). Close it (a
+    context manager) to free the actors."""
+
+    def __init__(
+        self, models: tuple[Model, ...], jobs: Sequence[tuple[Shard, ...]], executor: Executor | str, hold: bool = True
+    ):
         self.executor = parse(Executor, executor, "executor")
+        self.models, self.jobs = models, list(jobs)
         self.local: list[list[ShardHolder]] = []
         self.actors: list[list[Any]] = []
         self.sites: tuple[str | None, ...] = tuple(job[0].site for job in jobs)
         if self.executor == Executor.LOCAL:
             self.local = [[ShardHolder(i, tuple(job), models, 0, 1)] for i, job in enumerate(jobs)]
+            return
+        if not hold:
             return
         import ray
 
@@ -243,9 +262,11 @@ class ShardSession:
         ]
 
     def run(self, task: HeldTask) -> list[Any]:
-        """`task` on every held range; its records merged per job, in job order."""
+        """`task` on every job's rows; its records merged per job, in job order."""
         if self.executor == Executor.LOCAL:
             return [merge([h.run(task) for h in holders]) for holders in self.local]
+        if not self.actors:
+            return run_at_shards(OneOff(task, self.models), self.jobs, self.executor)
         import ray
 
         task_ref = ray.put(task)
