@@ -59,8 +59,9 @@ def test_loo_at_the_shards_equals_arviz_loo_on_the_pooled_draws_and_rows(which, 
     ref = pooled_loo(result)
     assert ours.n_data_points == ref.n_data_points and ours.n_samples == ref.n_samples == 1000
     np.testing.assert_allclose([ours.elpd, ours.se, ours.p], [ref.elpd, ref.se, ref.p], rtol=1e-12)
-    np.testing.assert_allclose(ours.elpd_i.values, ref.elpd_i.values, rtol=1e-12)
-    np.testing.assert_allclose(ours.pareto_k.values, ref.pareto_k.values, rtol=1e-12)
+    assert ours.k_flat == 0  # every row's log-likelihood varies here: arviz-stats' PSIS on every row
+    np.testing.assert_allclose(ours.elpd_i.values, ref.elpd_i.values, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(ours.pareto_k.values, ref.pareto_k.values, rtol=0, atol=1e-10)
     k = ref.pareto_k.values
     assert (ours.k_ok, ours.k_high) == (int(np.sum(k < 0.7)), int(np.sum(k >= 0.7)))
     assert ours.good_k == ref.good_k and ours.warning == ref.warning
@@ -351,7 +352,7 @@ def test_group_effects_loo_equals_arviz_loo_on_the_pooled_draws_and_rows(grouped
     ours = res.loo(pointwise=True)
     ref = pooled_loo(res)
     np.testing.assert_allclose([ours.elpd, ours.se, ours.p], [ref.elpd, ref.se, ref.p], rtol=1e-12)
-    np.testing.assert_allclose(ours.elpd_i.values, ref.elpd_i.values, rtol=1e-12)
+    np.testing.assert_allclose(ours.elpd_i.values, ref.elpd_i.values, rtol=1e-12, atol=1e-14)
 
 
 def test_group_effects_predict_known_and_new_groups(grouped):

@@ -43,19 +43,9 @@ from .metrics import (
 )
 from .moment_match import MatchedRow
 from .predictions import PredictKind, mean_prediction, new_rows, predict
-from .psis import FLAT_K, FLAT_SPAN, PointwiseLoo, Tails, fit_tails, loo_block, pareto_smooth
-from .psis_loo import (
-    K_THRESHOLD,
-    HighRow,
-    LooPart,
-    LooTask,
-    combine_loo,
-    good_k,
-    loo,
-    r_eff,
-    site_loo_class,
-)
-from .records import Moments, RowRef
+from .psis import FLAT_K, FLAT_SPAN, K_THRESHOLD, PointwiseLoo, Tails, fit_tails, good_k, loo_block, pareto_smooth
+from .psis_loo import LooTask, combine_loo, loo, r_eff, site_loo_class
+from .records import HighRow, LooPart, Moments, RowRef
 from .shard_tasks import ShardRows, ShardSession, ShardTask, on_shard, run_at_shards, split_parts
 from .stacking import StackingPart, StackingShare, StackingStart
 

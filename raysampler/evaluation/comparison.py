@@ -15,8 +15,9 @@ from ..errors import ArgumentError
 from ..models.contract import Model
 from ..shards import ShardSet
 from .fits import DEFAULT_DRAWS, DrawsArg, Fit, executor_of, flat_draws, model_of, shards_of, thin_draws
-from .psis_loo import LooPart, PointwiseLoo, combine_loo, good_k, loo_part, loo_rows, r_eff
-from .records import Moments
+from .psis import PointwiseLoo, good_k
+from .psis_loo import combine_loo, loo_part, loo_rows, r_eff
+from .records import LooPart, Moments
 from .shard_tasks import ShardRows, ShardSession, run_at_shards
 from .stacking import StackingStart, stacking_weights
 

@@ -29,9 +29,8 @@ from ..errors import ArgumentError
 from ..models.contract import Model
 from ..shards import ShardSet
 from .fits import BLOCK_ROWS, flat_draws
-from .psis import pareto_smooth, row_logsumexp
-from .psis_loo import K_THRESHOLD, HighRow, LooPart, good_k
-from .records import RowRef
+from .psis import good_k, pareto_smooth, row_logsumexp
+from .records import HighRow, LooPart, RowRef
 from .shard_tasks import ShardRows, ShardSession
 
 #: Most affine maps tried for one row (R loo's `max_iters`).
@@ -472,6 +471,3 @@ def _patched(
             high.append(h)
         out.append(replace(p, high=tuple(high), elpd_i=elpd_i, pareto_k=pareto_k))
     return out
-
-
-__all__ = ["K_THRESHOLD", "MatchedRow", "check_matchable", "match_high_rows"]

@@ -27,6 +27,8 @@ from ..errors import ArgumentError
 FLAT_SPAN = 1e-3
 #: The k̂ reported for a flat row: there is no tail to fit, the weights are uniform (its own band, never k ≥ 0.7).
 FLAT_K = 0.0
+#: The Pareto k above which PSIS-LOO's estimate for an observation is unreliable (its row comes back by index).
+K_THRESHOLD = 0.7
 #: The smallest tail the generalized Pareto fit takes (arviz-stats refuses fewer than 5 draws in the tail).
 MIN_TAIL = 5
 #: Zhang–Stephens fit: the prior's scale for b (3 × the first quartile) and the weight (in draws) of the prior
@@ -57,6 +59,11 @@ class PointwiseLoo:
     k: np.ndarray
     p_loo: np.ndarray
     flat: np.ndarray
+
+
+def good_k(n_samples: int) -> float:
+    """The Pareto k above which arviz-stats warns, for `n_samples` draws."""
+    return min(1.0 - 1.0 / math.log10(n_samples), K_THRESHOLD) if n_samples > 1 else K_THRESHOLD
 
 
 def tail_length(n_draws: int, r_eff: float) -> int:

@@ -3,7 +3,6 @@ back (`LooPart`), merged into arviz-stats' own `ELPDData` (`SiteLoo`)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -25,67 +24,14 @@ from .fits import (
     shards_of,
     thin_draws,
 )
-from .psis import FLAT_SPAN, PointwiseLoo, loo_block
-from .records import Moments, RowRef
+from .psis import FLAT_SPAN, K_THRESHOLD, PointwiseLoo, good_k, loo_block
+from .records import HighRow, LooPart, Moments, RowRef
 from .shard_tasks import ShardRows, run_at_shards
 
 if TYPE_CHECKING:
     import xarray as xr
 
     from .moment_match import MatchedRow
-
-#: The Pareto k above which PSIS-LOO's estimate for an observation is unreliable (its row comes back by index).
-K_THRESHOLD = 0.7
-
-
-@dataclass(frozen=True)
-class HighRow:
-    """A row whose PSIS k̂ was ≥ 0.7: where it is and its own elpd_i, p_loo_i and k̂ (numbers, never the row), so that
-    moment matching can replace them and the bands can be counted again."""
-
-    ref: RowRef
-    elpd: float
-    p_loo: float
-    k: float
-
-
-@dataclass(frozen=True)
-class LooPart:
-    """One shard's PSIS-LOO sums: elpd moments and Σ p_loo over its rows below k̂ = 0.7 (flat rows included), the
-    counts of its flat rows, of the others with k̂ < 0.7 and of those above good_k, their largest k̂, and its rows
-    with k̂ ≥ 0.7 one by one (`HighRow`); pointwise elpd, k̂ and flatness only when asked for."""
-
-    shard: int
-    elpd: Moments
-    p_loo: float
-    k_flat: int
-    k_ok: int
-    k_above_good: int
-    max_k: float
-    high: tuple[HighRow, ...]
-    elpd_i: np.ndarray | None = None
-    pareto_k: np.ndarray | None = None
-    flat_i: np.ndarray | None = None
-
-    def __add__(self, o: LooPart) -> LooPart:
-        """This shard's sums with those of its next range of rows."""
-
-        def cat(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
-            return None if a is None or b is None else np.concatenate([a, b])
-
-        return LooPart(
-            self.shard,
-            self.elpd + o.elpd,
-            self.p_loo + o.p_loo,
-            self.k_flat + o.k_flat,
-            self.k_ok + o.k_ok,
-            self.k_above_good + o.k_above_good,
-            float(np.nanmax([self.max_k, o.max_k])),
-            self.high + o.high,
-            cat(self.elpd_i, o.elpd_i),
-            cat(self.pareto_k, o.pareto_k),
-            cat(self.flat_i, o.flat_i),
-        )
 
 
 def loo_rows(model: Model, rows: ShardRows, theta: np.ndarray, r_eff: float, names: tuple[str, ...]) -> PointwiseLoo:
@@ -157,11 +103,6 @@ def r_eff(draws: np.ndarray, blocks: Sequence[Any]) -> float:
         return 1.0
     ess = array_stats.ess(natural_values(blocks, draws), chain_axis=0, draw_axis=1, method="mean")
     return float(np.mean(ess) / (draws.shape[0] * draws.shape[1]))
-
-
-def good_k(n_samples: int) -> float:
-    """The Pareto k above which arviz-stats warns, for `n_samples` draws."""
-    return min(1.0 - 1.0 / math.log10(n_samples), K_THRESHOLD) if n_samples > 1 else K_THRESHOLD
 
 
 def _elpd_data_cls() -> type:

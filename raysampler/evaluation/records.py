@@ -1,5 +1,6 @@
-"""Records of sums over rows that travel from the shards and merge exactly: `Moments` of per-row values, and
-`RowRef`, a row named by its place (never its values)."""
+"""Records of sums over rows that travel from the shards and merge exactly: `Moments` of per-row values, `RowRef`, a
+row named by its place (never its values), and a shard's PSIS-LOO record `LooPart` with its rows of high k̂
+(`HighRow`)."""
 
 from __future__ import annotations
 
@@ -48,3 +49,53 @@ class RowRef:
     shard: int
     row: int
     index: int | None = None
+
+
+@dataclass(frozen=True)
+class HighRow:
+    """A row whose PSIS k̂ was ≥ 0.7: where it is and its own elpd_i, p_loo_i and k̂ (numbers, never the row), so that
+    moment matching can replace them and the bands can be counted again."""
+
+    ref: RowRef
+    elpd: float
+    p_loo: float
+    k: float
+
+
+@dataclass(frozen=True)
+class LooPart:
+    """One shard's PSIS-LOO sums: elpd moments and Σ p_loo over its rows below k̂ = 0.7 (flat rows included), the
+    counts of its flat rows, of the others with k̂ < 0.7 and of those above good_k, their largest k̂, and its rows
+    with k̂ ≥ 0.7 one by one (`HighRow`); pointwise elpd, k̂ and flatness only when asked for."""
+
+    shard: int
+    elpd: Moments
+    p_loo: float
+    k_flat: int
+    k_ok: int
+    k_above_good: int
+    max_k: float
+    high: tuple[HighRow, ...]
+    elpd_i: np.ndarray | None = None
+    pareto_k: np.ndarray | None = None
+    flat_i: np.ndarray | None = None
+
+    def __add__(self, o: LooPart) -> LooPart:
+        """This shard's sums with those of its next range of rows."""
+
+        def cat(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
+            return None if a is None or b is None else np.concatenate([a, b])
+
+        return LooPart(
+            self.shard,
+            self.elpd + o.elpd,
+            self.p_loo + o.p_loo,
+            self.k_flat + o.k_flat,
+            self.k_ok + o.k_ok,
+            self.k_above_good + o.k_above_good,
+            float(np.nanmax([self.max_k, o.max_k])),
+            self.high + o.high,
+            cat(self.elpd_i, o.elpd_i),
+            cat(self.pareto_k, o.pareto_k),
+            cat(self.flat_i, o.flat_i),
+        )

@@ -11,26 +11,33 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
+from .psis import PointwiseLoo
 from .shard_tasks import ShardRows, ShardSession
-
-if TYPE_CHECKING:
-    from .comparison import PairPart, PairTask
 
 #: Where a shard keeps its rows' pointwise elpd (rows, models) between the optimiser's calls.
 KEPT = "stacking_elpd"
 
 
+class PointwiseTask(Protocol):
+    """A comparison's per-shard work (`comparison.PairTask`): every model's pointwise LOO on the shard's rows, and the
+    shard's record from them."""
+
+    def pointwise(self, rows: tuple[ShardRows, ...]) -> list[PointwiseLoo]: ...
+
+    def part(self, rows: tuple[ShardRows, ...], pw: list[PointwiseLoo]) -> Any: ...
+
+
 @dataclass(frozen=True)
 class StackingStart:
-    """The comparison's per-shard LOO (`PairTask`), keeping each row's elpd under every model beside the rows."""
+    """The comparison's per-shard LOO (a `PairTask`), keeping each row's elpd under every model beside the rows."""
 
-    pair: PairTask
+    pair: PointwiseTask
 
-    def run_held(self, rows: tuple[ShardRows, ...], kept: dict[str, Any]) -> PairPart:
+    def run_held(self, rows: tuple[ShardRows, ...], kept: dict[str, Any]) -> Any:
         pw = self.pair.pointwise(rows)
         kept[KEPT] = np.column_stack([p.elpd for p in pw]) if pw else np.empty((0, 0))
         return self.pair.part(rows, pw)
