@@ -32,7 +32,7 @@ K_THRESHOLD = 0.7
 #: The smallest tail the generalized Pareto fit takes (arviz-stats refuses fewer than 5 draws in the tail).
 MIN_TAIL = 5
 #: Zhang–Stephens fit: the prior's scale for b (3 × the first quartile) and the weight (in draws) of the prior
-#: N(0.5, ·) on k (Vehtari et al. 2024, appendix C).
+#: N(0.5, ·) on k, as arviz-stats and R loo have them.
 PRIOR_BS = 3.0
 PRIOR_K = 10.0
 #: Rows × grid points × tail draws held at once by the fit (bounds its memory, and keeps it in cache: 2 MB).
