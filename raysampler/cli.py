@@ -203,13 +203,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             for r in runs if args.format != "json" else []:
                 _print_run(r, "table")
             return 0
-        run_id = args.id
-        if run_id == "latest":
-            latest = next(c.runs(page_size=1), None)
-            if latest is None:
-                raise SystemExit("error: no runs yet")
-            run_id = latest["id"]
-        _print_run(c.run(run_id).info(), args.format)
+        _print_run(c.run(args.id).info(), args.format)
         return 0
 
 
@@ -258,8 +252,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 def cmd_delete(args: argparse.Namespace) -> int:
     with _client(args) as c:
-        c.run(args.id).delete()
-    print(json.dumps({"id": args.id, "deleted": True}) if args.format == "json" else f"{args.id}  deleted")
+        run = c.run(args.id)
+        run.delete()
+    print(json.dumps({"id": run.id, "deleted": True}) if args.format == "json" else f"{run.id}  deleted")
     return 0
 
 
@@ -457,21 +452,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tag", action="append", metavar="KEY=VALUE", help="only runs with this tag (repeatable)")
     p.set_defaults(fn=cmd_status)
     p = client_cmd("draws", "print a run's draws (index chain values...)")
-    p.add_argument("id")
+    p.add_argument("id", help="run ID, or 'latest' for the newest run")
     p.add_argument("--follow", action="store_true", help="keep printing new draws until the run ends")
     p.add_argument("--start", type=int, default=0, help="line offset to start from")
     p.set_defaults(fn=cmd_draws)
     p = client_cmd("cancel", "cancel a run (stored draws are kept)")
-    p.add_argument("id")
+    p.add_argument("id", help="run ID, or 'latest' for the newest run")
     p.set_defaults(fn=cmd_cancel)
     p = client_cmd("resume", "continue a FAILED or CANCELLED run from its checkpoint")
-    p.add_argument("id")
+    p.add_argument("id", help="run ID, or 'latest' for the newest run")
     p.set_defaults(fn=cmd_resume)
     p = client_cmd("delete", "delete a finished run: its record, events and draws")
-    p.add_argument("id")
+    p.add_argument("id", help="run ID, or 'latest' for the newest run")
     p.set_defaults(fn=cmd_delete)
     p = client_cmd("summary", "posterior summary of the stored draws")
-    p.add_argument("id")
+    p.add_argument("id", help="run ID, or 'latest' for the newest run")
     p.add_argument("--ci-prob", type=float, default=0.94)
     p.set_defaults(fn=cmd_summary)
     p = client_cmd("upload", "upload a data set (.npz, .csv, .parquet)")
@@ -484,22 +479,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_models)
 
     p = client_cmd("loo", "PSIS-LOO of a run, computed where its rows are")
-    p.add_argument("id")
+    p.add_argument("id", help="run ID, or 'latest' for the newest run")
     p.add_argument("--draws", type=_draws, default=1000, help="at most this many draws (thinned), or 'all'")
     p.set_defaults(fn=cmd_loo)
     p = client_cmd("compare", "compare runs fitted on the same rows by PSIS-LOO")
-    p.add_argument("ids", nargs="+", metavar="ID")
+    p.add_argument("ids", nargs="+", metavar="ID", help="run IDs ('latest' for the newest run)")
     p.add_argument("--draws", type=_draws, default=1000, help="at most this many draws (thinned), or 'all'")
     p.set_defaults(fn=cmd_compare)
     p = client_cmd("evaluate", "held-out metrics of a run (accuracy, NLL, Brier, ECE / RMSE, CRPS, coverage)")
-    p.add_argument("id")
+    p.add_argument("id", help="run ID, or 'latest' for the newest run")
     p.add_argument("--dataset-id", default=None, help="an uploaded data set")
     p.add_argument("--data", default=None, help='a data reference as JSON, e.g. {"shards": [...], "y_column": "y"}')
     p.add_argument("--draws", type=_draws, default=1000)
     p.add_argument("--bins", type=int, default=10, help="confidence bins of the ECE")
     p.set_defaults(fn=cmd_evaluate)
     p = client_cmd("predict", "the posterior predictive at the rows of an uploaded data set")
-    p.add_argument("id")
+    p.add_argument("id", help="run ID, or 'latest' for the newest run")
     p.add_argument("--dataset-id", required=True)
     p.add_argument("--kind", choices=["mean", "draws", "interval"], default="mean")
     p.add_argument("--draws", type=_draws, default=1000)
@@ -529,6 +524,9 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except APIError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except LookupError as exc:  # "latest" with no runs yet
+        print(f"error: {exc.args[0] if exc.args else exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

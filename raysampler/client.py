@@ -370,6 +370,8 @@ def _ssl_verify(verify: Verify) -> bool | ssl.SSLContext:
 
 #: Where a client finds the service when neither `url` nor $RAYSAMPLER_URL says.
 DEFAULT_URL = "http://127.0.0.1:8000"
+#: The run id that names the tenant's newest run, wherever a run id is taken (SDK and CLI).
+LATEST = "latest"
 #: The file in the service's data dir where `raysampler serve` saves the key it generated.
 KEYS_FILE = "api_keys"
 
@@ -398,9 +400,12 @@ def _served_key() -> str | None:
 
 def _connection(url: str | None, api_key: str | None, timeout: float, verify: Verify) -> tuple[str, dict[str, Any]]:
     """(base URL, httpx client options) from the arguments or $RAYSAMPLER_URL / $RAYSAMPLER_API_KEY."""
-    url, key = service_address(url, api_key)
+    url, key = service_address(url, api_key, key_file=True)
     if not key:
-        raise ValueError("api_key is required (or set RAYSAMPLER_API_KEY)")
+        raise ValueError(
+            "api_key is required: pass api_key=, set RAYSAMPLER_API_KEY, or start `raysampler serve` on this machine "
+            "(its generated key is found in its data dir)"
+        )
     return url, {
         "base_url": url,
         "headers": {"Authorization": f"Bearer {key}"},
@@ -445,7 +450,8 @@ def _check_deadline(deadline: float | None, run_id: str) -> None:
 
 
 class Client:
-    """Synchronous client; `url` and `api_key` default to $RAYSAMPLER_URL and $RAYSAMPLER_API_KEY. For an https URL,
+    """Synchronous client; `url` and `api_key` default to $RAYSAMPLER_URL and $RAYSAMPLER_API_KEY, else (as the CLI
+    does) the local service's URL and the key `raysampler serve` saved in its data dir. For an https URL,
     `verify` is what checks the server's certificate (see `Verify`: e.g. the path of a private CA's certificate)."""
 
     def __init__(
@@ -503,7 +509,18 @@ class Client:
         return RunHandle(self, info["id"], info)
 
     def run(self, run_id: str) -> RunHandle:
-        return RunHandle(self, run_id, self._send(_API.run(run_id)).json())
+        """The handle of run `run_id`; "latest" is the tenant's newest run."""
+        info = self._send(_API.run(self._resolve(run_id))).json()
+        return RunHandle(self, info["id"], info)
+
+    def _resolve(self, run_id: str) -> str:
+        """`run_id`, or for "latest" the id of the tenant's newest run (LookupError if it has none)."""
+        if run_id != LATEST:
+            return run_id
+        newest = next(self.runs(page_size=1), None)
+        if newest is None:
+            raise LookupError("no runs yet: 'latest' names the newest run")
+        return str(newest["id"])
 
     def runs(
         self,
@@ -554,7 +571,8 @@ class Client:
     def compare(self, run_ids: list[str], draws: int | str = 1000) -> pd.DataFrame:
         """Rank runs fitted on the same rows by PSIS-LOO computed at their shards: a DataFrame indexed by run id,
         best first (rank, elpd, se, p_loo, elpd_diff, dse, weight, warning)."""
-        return _comparison_frame(self._send(_API.compare(run_ids, draws)).json())
+        ids = [self._resolve(r) for r in run_ids]
+        return _comparison_frame(self._send(_API.compare(ids, draws)).json())
 
 
 class RunHandle:
@@ -624,7 +642,10 @@ class RunHandle:
                     bar.set_postfix(post, refresh=False)
                 elif _ends_run(ev) and _is_over(self.info()):
                     break
-        return self.info()
+            final = self.info()
+            if final.get("stop_reason") == "converged":  # the targets are met: the bar ends full
+                bar.update(total - bar.n)
+        return final
 
     def stream_draws(self, start: int = 0, follow: bool = True) -> Iterator[DrawBatch]:
         """Draw batches from line offset `start` as the service stores them (until the run ends if `follow`)."""
@@ -772,7 +793,17 @@ class AsyncClient:
         return AsyncRunHandle(self, info["id"], info)
 
     async def run(self, run_id: str) -> AsyncRunHandle:
-        return AsyncRunHandle(self, run_id, (await self._send(_API.run(run_id))).json())
+        """The handle of run `run_id`; "latest" is the tenant's newest run."""
+        info = (await self._send(_API.run(await self._resolve(run_id)))).json()
+        return AsyncRunHandle(self, info["id"], info)
+
+    async def _resolve(self, run_id: str) -> str:
+        """`run_id`, or for "latest" the id of the tenant's newest run (LookupError if it has none)."""
+        if run_id != LATEST:
+            return run_id
+        async for newest in self.runs(page_size=1):
+            return str(newest["id"])
+        raise LookupError("no runs yet: 'latest' names the newest run")
 
     async def runs(
         self,
@@ -818,7 +849,8 @@ class AsyncClient:
         return (await self._send(_API.version())).json()
 
     async def compare(self, run_ids: list[str], draws: int | str = 1000) -> pd.DataFrame:
-        return _comparison_frame((await self._send(_API.compare(run_ids, draws))).json())
+        ids = [await self._resolve(r) for r in run_ids]
+        return _comparison_frame((await self._send(_API.compare(ids, draws))).json())
 
 
 class AsyncRunHandle:

@@ -67,6 +67,14 @@ def test_draws_and_summary(service, submitted):
     assert tail[0].split()[:2] == ["draw", "chain"] and submitted["param_names"][0] in tail[0]
     rows = json.loads(cli(service, "summary", submitted["id"], "--format", "json").stdout)
     assert len(rows) == 31 and {"mean", "sd", "ess_bulk", "r_hat"} <= set(rows[0])
+    # "latest" is a run id wherever one is taken (here the module's own run is the newest of the tenant's runs)
+    newest = json.loads(cli(service, "status", "latest", "--format", "json").stdout)["id"]
+    assert json.loads(cli(service, "summary", "latest", "--format", "json").stdout) == json.loads(
+        cli(service, "summary", newest, "--format", "json").stdout
+    )
+    assert len(cli(service, "draws", "latest", "--format", "json").stdout.splitlines()) == len(
+        cli(service, "draws", newest, "--format", "json").stdout.splitlines()
+    )
 
 
 def test_errors_exit_nonzero_with_the_servers_message(service, submitted, tmp_path):
