@@ -81,6 +81,10 @@ SLOW: dict[str, str | set[str]] = {
     "tests/test_evaluation.py": ALL,  # its module fixtures sample four posteriors (about 10 s)
     "tests/test_imports.py": {"test_every_module_imports_on_its_own"},  # one fresh interpreter per module
     # tests/models
+    "tests/models/test_formula.py": {
+        "test_a_formula_model_equals_the_hand_built_design",
+        "test_the_formula_path_gives_the_group_reference_models_exactly",
+    },
     "tests/models/test_model_runs.py": {
         "test_a_users_own_model_plugs_in",
         "test_linear_regression_on_diabetes_matches_exact_pi_rho",
