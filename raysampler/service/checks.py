@@ -16,7 +16,6 @@ from .. import evaluation
 from ..errors import ArgumentError, WorkerFailed
 from ..evaluation import DrawsArg
 from ..grants import DataGrants
-from ..models import get_model
 from ..models.contract import Model
 from ..result import Result
 from ..shards import ShardSet, shard
@@ -58,7 +57,7 @@ def bound_model(rec: RunRecord) -> Model:
     """The run's model bound to its data as at setup; StateConflict before the run has set up or stored a draw."""
     if rec.draws_stored < 1 or rec.data_spec is None:
         raise StateConflict(f"run {rec.id} has no draws yet ({rec.status.value}): checks need posterior draws")
-    return get_model(rec.spec.model.family, **rec.spec.model.params()).bind(rec.data_spec)
+    return rec.spec.model.engine_model().bind(rec.data_spec)
 
 
 def fitted(rec: RunRecord, ctx: Context, with_data: bool = True) -> Result:
@@ -69,7 +68,7 @@ def fitted(rec: RunRecord, ctx: Context, with_data: bool = True) -> Result:
     if with_data:
         try:
             if rec.spec.data.shards is not None:
-                data = shard(site_shards(rec.spec.data, rec.tenant, ctx.grants))
+                data = shard(site_shards(rec.spec.data, rec.tenant, ctx.grants, rec.spec.model.formula is not None))
             else:
                 data = build(rec.spec, rec.tenant, ctx.store, ctx.executor, ctx.grants).shards
         except FieldError as exc:
@@ -158,7 +157,7 @@ def heldout_shards(data: DataRef, rec: RunRecord, ctx: Context) -> ShardSet:
     if data.shards is not None:
         if ctx.executor != "ray":
             raise FieldError(("data", "shards"), "shards on sites need the service to run on Ray (executor 'ray')")
-        return shard(site_shards(data, rec.tenant, ctx.grants))
+        return shard(site_shards(data, rec.tenant, ctx.grants, rec.spec.model.formula is not None))
     try:
         table = load_data_ref(data, rec.tenant, ctx.store)
     except SpecError as exc:

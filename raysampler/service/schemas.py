@@ -231,10 +231,53 @@ class ModelSpec(BaseModel):
         "sampled on the worker holding its rows (the run's shards keep each group in one shard: see shard_by)",
     )
 
+    formula: str | None = Field(
+        default=None,
+        min_length=3,
+        max_length=4000,
+        description="a model written as a formula, brms' syntax ('y ~ x1 + C(region) + (1 + x1 | hospital)'): "
+        "family is then gaussian, bernoulli, poisson, binomial or negbinomial (or a built-in family's name), the "
+        "priors are coef_prior (b), sd_prior (the group sds), noise_prior (sigma) and dispersion_prior (phi), and "
+        "each site builds its design from its own rows (the data's files name no y or x columns)",
+    )
+    sd_prior: PositivePriorSpec | None = Field(default=None, description="with a formula: prior on each group sd")
+
     @field_validator("family")
     @classmethod
     def _known_family(cls, value: str) -> str:
-        return _one_of(value, MODEL_FAMILIES, "model family")
+        from ..models.formula import FORMULA_FAMILIES
+
+        return _one_of(value, (*MODEL_FAMILIES, *FORMULA_FAMILIES), "model family")
+
+    @model_validator(mode="after")
+    def _formula_fields(self) -> ModelSpec:
+        from ..models.formula import FORMULA_FAMILIES
+
+        if self.formula is None:
+            if self.family in FORMULA_FAMILIES and self.family not in MODEL_FAMILIES:
+                raise ValueError(f"model.family {self.family!r} is a formula's family: give model.formula too")
+            if self.sd_prior is not None:
+                raise ValueError("model.sd_prior goes with model.formula (else group_effects[i].sd_prior)")
+            return self
+        clash = [
+            n
+            for n in ("prior_scale", "noise_sd", "offset_column", "trials_column", "group_effects")
+            if getattr(self, n) is not None
+        ] + list(self.model_extra or {})
+        if clash:
+            raise ValueError(f"model.{clash[0]} does not go with model.formula: the formula says it")
+        return self
+
+    def engine_model(self) -> Any:
+        """The engine model this spec describes (unbound): the family with `params`, or the formula's model."""
+        from ..models import get_model
+        from ..models.formula import from_formula
+
+        if self.formula is None:
+            return get_model(self.family, **self.params())
+        kinds = {"b": self.coef_prior, "sd": self.sd_prior, "sigma": self.noise_prior, "phi": self.dispersion_prior}
+        priors = {k: v.to_prior() for k, v in kinds.items() if v is not None}
+        return from_formula(self.formula, self.family, priors)
 
     def arg_names(self) -> list[str]:
         """The engine model arguments this spec sets: the keys of `params`, without building any prior."""
@@ -248,6 +291,8 @@ class ModelSpec(BaseModel):
             for arg, field in (("offset", "offset_column"), ("trials", "trials_column"))
             if getattr(self, field) is not None
         ]
+        if self.formula is not None:  # the formula's own errors name it, its priors and its levels
+            named += ["formula", "priors", "levels"]
         return [*(self.model_extra or {}), *named]
 
     def params(self) -> dict[str, Any]:
@@ -473,6 +518,11 @@ class RunSpec(BaseModel):
             return self.shard_by
         if self.model.group_effects and self.shard_strategy is None:
             return self.model.group_effects[0].group
+        if self.model.formula is not None and self.shard_strategy is None:
+            from ..models.formula import read_formula
+
+            groups = read_formula(self.model.formula).groups
+            return groups[0][0] if groups else None
         return None
 
 

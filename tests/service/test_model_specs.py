@@ -207,3 +207,26 @@ def test_bad_group_effects_get_422_naming_the_field(app_client, over, field):
     locs = [".".join(str(p) for p in e["loc"]) for e in r.json()["detail"]]
     want = field if field == "body" else "body." + field
     assert any(loc == want or loc.startswith(want + ".") for loc in locs), (field, r.json())
+
+
+def test_a_formula_over_rest_and_a_bad_one_names_the_field(app_client):
+    """{"model": {"formula": ..., "family": "bernoulli"}}: the design is built from the rows where they are; the data
+    are split by the formula's grouping column; a formula that cannot be read is a 422 at model.formula."""
+    c, h = app_client, hdr(ALICE)
+    model = {
+        "formula": "y ~ age + severity + (1 | hospital)",
+        "family": "bernoulli",
+        "coef_prior": {"normal": {"scale": 2.5}},
+        "sd_prior": {"half_normal": {"scale": 1.0}},
+    }
+    r = c.post("/v1/runs", json=_body(model, {"dataset": "builtin:hospitals"}, num_shards=2), headers=h)
+    assert r.status_code == 202, r.text
+    info = final(c, r.json()["id"])
+    assert info["status"] == "SUCCEEDED", info
+    names = info["param_names"]
+    assert names[:4] == ["beta[(Intercept)]", "beta[age]", "beta[severity]", "sd_hospital[(Intercept)]"]
+    assert names[4].startswith("r_hospital[")
+    bad = c.post("/v1/runs", json=_body(model | {"formula": "y ~ age +"}, {"dataset": "builtin:hospitals"}), headers=h)
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"][-2:] == ["model", "formula"], bad.text
+    clash = c.post("/v1/runs", json=_body(model | {"prior_scale": 1.0}, {"dataset": "builtin:hospitals"}), headers=h)
+    assert clash.status_code == 422 and "does not go with model.formula" in clash.text
