@@ -680,6 +680,21 @@ class RunHandle:
         """pandas DataFrame per coordinate: mean, sd, HDI, ess_bulk, ess_tail, r_hat, mcse (draws stored so far)."""
         return _summary_frame(self.client._send(_API.summary(self.id, ci_prob)).json())
 
+    def effects(self, kind: str = "fixef", probs: tuple[float, float] = (0.025, 0.975)) -> pd.DataFrame:
+        """brms-style summaries of the stored draws as a DataFrame: "fixef" (coefficients), "ranef" (each group's
+        effects), "coef" (each group's coefficients, fixed plus its effect) or "prior" (the prior on every
+        parameter); rows indexed by (group,) label and effect or coefficient."""
+        import pandas as pd
+
+        params = {"kind": kind, "lower": probs[0], "upper": probs[1]}
+        body = self.client._send(_Call("GET", f"/v1/runs/{self.id}/effects", params=params)).json()
+        frame = pd.DataFrame(body["rows"])
+        if frame.empty:
+            return frame
+        keys = (["group"] if "group" in frame else []) + ["index"]
+        frame["index"] = [tuple(i) if len(i) > 1 else i[0] for i in frame["index"]]
+        return frame.set_index(keys)[body["columns"]]
+
     def to_arviz(self) -> xr.DataTree:
         """The stored draws as an ArviZ/xarray DataTree (downloaded as NetCDF)."""
         return _open_netcdf(self.client._send(_API.arviz(self.id)).content)

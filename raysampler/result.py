@@ -143,6 +143,34 @@ class Result:
             start += b.size
         return out
 
+    def fixef(self, probs: tuple[float, float] = (0.025, 0.975)) -> Any:
+        """The coefficients' summary, one row per column: Estimate, Est.Error, Q2.5, Q97.5 (`raysampler.effects`)."""
+        from .effects import fixef
+
+        return fixef(self, probs)
+
+    def ranef(self, summary: bool = True, probs: tuple[float, float] = (0.025, 0.975)) -> Any:
+        """Each grouping column's effects: {group: table by (label, effect)}, or per draw {group: DataArray (chain,
+        draw, <group>, <group>_effect)} (`summary=False`)."""
+        from .effects import ranef
+
+        return ranef(self, summary, probs)
+
+    def coef(self, summary: bool = True, probs: tuple[float, float] = (0.025, 0.975)) -> Any:
+        """Each group's coefficients, fixed plus the group's effect, per draw (`summary=False`: {group: DataArray
+        (chain, draw, <group>, coef)}) or summarised ({group: table by (label, coefficient)})."""
+        from .effects import coef
+
+        return coef(self, summary, probs)
+
+    def prior_summary(self) -> Any:
+        """The prior on every parameter: a table of prior, class (b, sd, sigma, phi), coef and group."""
+        from .effects import prior_summary
+
+        if self.model is None:
+            raise ValueError("prior_summary: the result does not carry its model")
+        return prior_summary(self.model)
+
     def predict(
         self, X_new: Any, kind: PredictKind = "mean", *, draws: DrawsArg = 1000, prob: float = 0.9, seed: int = 0
     ) -> np.ndarray:

@@ -13,6 +13,7 @@ from raysampler.service import checks, plotdata, results, streaming
 from raysampler.service.errors import StateConflict
 from raysampler.service.records import RunRecord
 from raysampler.service.schemas import (
+    EffectsTable,
     EvaluateRequest,
     Evaluation,
     LooInfo,
@@ -182,6 +183,20 @@ def events(
 def summary(run_id: str, who: Tenant, svc: Svc, ci_prob: Annotated[float, Query(gt=0, lt=1)] = 0.94) -> RunSummary:
     """mean, sd, HDI, ESS bulk/tail, R-hat and MCSE per coordinate, on the draws stored so far (arviz-stats)."""
     return results.summary(svc.manager.get(who, run_id), svc.files, ci_prob, svc.manager.summaries)
+
+
+@router.get("/{run_id}/effects", response_model=EffectsTable, responses=error_responses(404, 409, 422))
+def effects(
+    run_id: str,
+    who: Tenant,
+    svc: Svc,
+    kind: Annotated[Literal["fixef", "ranef", "coef", "prior"], Query(description="which summary")] = "fixef",
+    lower: Annotated[float, Query(ge=0, lt=1, description="the interval's lower quantile")] = 0.025,
+    upper: Annotated[float, Query(gt=0, le=1, description="the interval's upper quantile")] = 0.975,
+) -> EffectsTable:
+    """brms-style summaries of the stored draws: the coefficients (fixef), each group's effects (ranef), each group's
+    coefficients, fixed plus its effect (coef), or the prior on every parameter (prior)."""
+    return checks.effects(svc.manager.get(who, run_id), kind, (lower, upper), check_context(svc))
 
 
 @router.get("/{run_id}/trace", response_model=Trace, responses=error_responses(404))

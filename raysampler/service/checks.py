@@ -27,6 +27,7 @@ from .schemas import (
     Comparison,
     ComparisonRowInfo,
     DataRef,
+    EffectsTable,
     EvaluateRequest,
     Evaluation,
     LooInfo,
@@ -276,3 +277,37 @@ def export_result(rec: RunRecord, ctx: Context) -> Result:
     except StateConflict:
         res = stored_result(rec, ctx.files)
         return dataclasses.replace(res, spec=rec.spec.model_dump_json(), seed=rec.spec.seed)
+
+
+# --- brms-style summaries ----------------------------------------------------------------------------------------
+
+
+def effects(rec: RunRecord, kind: str, probs: tuple[float, float], ctx: Context) -> EffectsTable:
+    """fixef, ranef, coef or the prior summary of the run's stored draws (no data needed: draws and the spec)."""
+    from .. import effects as fx
+
+    res = fitted(rec, ctx, with_data=False)
+    try:
+        if kind == "prior":
+            tables = {"": fx.prior_summary(res.model)}
+        elif kind == "fixef":
+            tables = {"": fx.fixef(res, probs)}
+        else:
+            tables = dict((fx.ranef if kind == "ranef" else fx.coef)(res, True, probs))
+    except ArgumentError as exc:
+        raise _field(exc, {"probs": ("query", "probs")}) from None
+    except ValueError as exc:
+        raise StateConflict(f"run {rec.id}: {exc}") from None
+    rows: list[dict[str, str | float | list[str] | None]] = []
+    columns: list[str] = []
+    for group, table in tables.items():
+        columns = [str(c) for c in table.columns]
+        for idx, row in table.iterrows():
+            out: dict[str, Any] = {"index": [str(i) for i in idx] if isinstance(idx, tuple) else [str(idx)]}
+            if group:
+                out["group"] = group
+            for c in columns:
+                v = row[c]
+                out[c] = v if isinstance(v, str) else _finite(float(v))
+            rows.append(out)
+    return EffectsTable(run_id=rec.id, kind=kind, columns=columns, rows=rows)  # type: ignore[arg-type]

@@ -719,6 +719,19 @@ class RunSummary(BaseModel):
     )
 
 
+class EffectsTable(BaseModel):
+    """brms-style summaries of a run's stored draws (`raysampler.effects`): kind "fixef" (the coefficients), "ranef"
+    (each group's effects), "coef" (each group's coefficients, fixed plus its effect) or "prior" (the prior on every
+    parameter); one row per coefficient, effect or prior: `index` names it (group label, effect or coefficient)."""
+
+    run_id: str
+    kind: Literal["fixef", "ranef", "coef", "prior"]
+    columns: list[str]
+    rows: list[dict[str, str | float | list[str] | None]] = Field(
+        description='{"group": grouping column (ranef, coef), "index": [label, ...]} plus one value per column'
+    )
+
+
 class Trace(BaseModel):
     """One parameter's stored draws, evenly thinned to at most `max_points` per chain (for plots): draw indices
     `index`, and `values[c]` chain c's values at them on the parameter's natural scale (null where not finite)."""

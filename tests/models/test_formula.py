@@ -179,3 +179,29 @@ def test_the_formula_path_gives_the_group_reference_models_exactly(name: str) ->
     b = rs.sample(problem.model, rs.shard(X, y, num_shards=4, columns=cols, by="g"), **kw)
     assert a.param_names == b.param_names
     np.testing.assert_array_equal(a.draws, b.draws)
+
+
+def test_fixef_ranef_coef_and_prior_summary_read_the_draws_as_brms_does() -> None:
+    df = hospitals(200)
+    model = rs.models.from_formula(
+        "y ~ x1 + (1 + x1 | hospital)", family="bernoulli", priors={"b": Normal(0, 2.5), "sd": HalfNormal(0.5)}
+    )
+    res = rs.sample(
+        model, rs.shard(df, num_shards=2, by="hospital"), chains=2, num_rounds=8, executor="local", progress=False
+    )
+    beta = res.posterior()["beta"]
+    fixef = res.fixef()
+    assert list(fixef.index) == ["(Intercept)", "x1"]
+    np.testing.assert_allclose(fixef["Estimate"], beta.reshape(-1, 2).mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(fixef["Q2.5"], np.quantile(beta.reshape(-1, 2), 0.025, axis=0), rtol=1e-12)
+    r = res.ranef(summary=False)["hospital"]
+    assert r.dims == ("chain", "draw", "hospital", "hospital_effect")
+    c = res.coef(summary=False)["hospital"]
+    for k, name in enumerate(["(Intercept)", "x1"]):  # every group's coefficient, draw by draw: β_k + r_{g,k}
+        want = beta[..., k][..., None] + r.sel(hospital_effect=name).values
+        np.testing.assert_array_equal(c.sel(coef=name).values, want)
+    table = res.coef()["hospital"]
+    assert table.index[0] == (r.coords["hospital"].values[0], "(Intercept)")
+    prior = res.prior_summary()
+    assert list(prior["class"]) == ["b", "sd"] and prior["prior"][1] == "HalfNormal(scale=0.5)"
+    assert "prior_scale" not in repr(rs.models.LogisticRegression(prior_scale=2.0))  # one prior shown, not two

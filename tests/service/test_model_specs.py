@@ -226,6 +226,20 @@ def test_a_formula_over_rest_and_a_bad_one_names_the_field(app_client):
     names = info["param_names"]
     assert names[:4] == ["beta[(Intercept)]", "beta[age]", "beta[severity]", "sd_hospital[(Intercept)]"]
     assert names[4].startswith("r_hospital[")
+    # brms-style summaries of the stored draws: fixef agrees with the summary's means, coef adds the group's effect
+    summary = {row["param"]: row for row in c.get(f"/v1/runs/{info['id']}/summary", headers=h).json()["rows"]}
+    fixef = c.get(f"/v1/runs/{info['id']}/effects", params={"kind": "fixef"}, headers=h).json()
+    assert fixef["columns"] == ["Estimate", "Est.Error", "Q2.5", "Q97.5"]
+    for row in fixef["rows"]:
+        assert row["Estimate"] == pytest.approx(summary[f"beta[{row['index'][0]}]"]["mean"], rel=1e-9)
+    ranef = c.get(f"/v1/runs/{info['id']}/effects", params={"kind": "ranef"}, headers=h).json()["rows"]
+    coef = c.get(f"/v1/runs/{info['id']}/effects", params={"kind": "coef"}, headers=h).json()["rows"]
+    first = ranef[0]["index"]  # (label, "(Intercept)")
+    own = next(r for r in coef if r["index"] == first)
+    assert own["group"] == "hospital"
+    assert own["Estimate"] == pytest.approx(fixef["rows"][0]["Estimate"] + ranef[0]["Estimate"], rel=1e-9)
+    prior = c.get(f"/v1/runs/{info['id']}/effects", params={"kind": "prior"}, headers=h).json()["rows"]
+    assert [(r["class"], r["group"]) for r in prior] == [("b", ""), ("sd", "hospital")]
     bad = c.post("/v1/runs", json=_body(model | {"formula": "y ~ age +"}, {"dataset": "builtin:hospitals"}), headers=h)
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"][-2:] == ["model", "formula"], bad.text
     clash = c.post("/v1/runs", json=_body(model | {"prior_scale": 1.0}, {"dataset": "builtin:hospitals"}), headers=h)
