@@ -85,6 +85,7 @@ SLOW: dict[str, str | set[str]] = {
         "test_a_formula_model_equals_the_hand_built_design",
         "test_the_formula_path_gives_the_group_reference_models_exactly",
         "test_fixef_ranef_coef_and_prior_summary_read_the_draws_as_brms_does",
+        "test_the_formulas_section_of_the_docs_runs",
     },
     "tests/models/test_model_runs.py": {
         "test_a_users_own_model_plugs_in",
