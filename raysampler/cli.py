@@ -370,6 +370,52 @@ def cmd_predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ppc(args: argparse.Namespace) -> int:
+    """A posterior predictive check of a run, computed where its rows are: printed, as JSON, or drawn (--plot)."""
+    import dataclasses
+
+    import numpy as np
+
+    from .predictive import PpcHistogram, PpcStat
+
+    with _client(args) as c:
+        run = c.run(args.id)
+        check = run.pp_check(args.kind, args.stat, draws=args.draws, bins=args.bins, seed=args.seed)
+    if args.plot:
+        try:
+            import matplotlib
+        except ImportError:
+            raise SystemExit('error: --plot needs matplotlib: pip install "raysampler[plot]"') from None
+        matplotlib.use("Agg")  # a file, never a window
+        import matplotlib.pyplot as plt
+
+        check.plot()
+        plt.savefig(args.plot, bbox_inches="tight")
+    fields = {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in dataclasses.asdict(check).items()}
+    if args.format == "json":
+        extra = {"p_value": check.p_value} if isinstance(check, PpcStat) else {}
+        print(json.dumps({"run_id": run.id, **fields, **extra}))
+        return 0
+    S = len(fields["replicated"])
+    head = f"{run.id}  {check.n} rows, {S} replicated data sets"
+    if isinstance(check, PpcStat):
+        rep = np.asarray(check.replicated)
+        lo, mid, hi = np.nanquantile(rep, [0.05, 0.5, 0.95])
+        print(
+            f"{head}\n  T = {check.stat}:  T(y) {check.observed:.4g}   T(y_rep) median {mid:.4g}, 90% [{lo:.4g}, "
+            f"{hi:.4g}]   p = P(T(y_rep) >= T(y)) = {check.p_value:.3f}"
+        )
+    elif isinstance(check, PpcHistogram):
+        print(f"{head}\n  {'bin':>24}  {'y':>7}  y_rep median [5%, 95%]")
+        q = np.quantile(np.asarray(check.replicated), [0.05, 0.5, 0.95], axis=0)
+        for b, count in enumerate(np.asarray(check.observed).tolist()):
+            edge = f"[{check.edges[b]:.4g}, {check.edges[b + 1]:.4g})"
+            print(f"  {edge:>24}  {count:>7}  {q[1, b]:g} [{q[0, b]:g}, {q[2, b]:g}]")
+    else:
+        print(f"{head}: densities on {len(fields['grid'])} points; --plot FILE draws them, --format json gives them")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from . import demo
 
@@ -499,6 +545,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kind", choices=["mean", "draws", "interval"], default="mean")
     p.add_argument("--draws", type=_draws, default=1000)
     p.set_defaults(fn=cmd_predict)
+    p = client_cmd("ppc", "a posterior predictive check of a run, computed where its rows are")
+    p.add_argument("id", help="run ID, or 'latest' for the newest run")
+    p.add_argument(
+        "--kind", choices=["dens", "hist", "stat"], default="dens", help="density overlay, histograms, a statistic"
+    )
+    p.add_argument("--stat", default="mean", help="the statistic of --kind stat: mean, sd, var, min, max, prop_zero")
+    p.add_argument(
+        "--draws", type=_draws, default=None, help="replicated data sets (default 10, 1000 for stat), or 'all'"
+    )
+    p.add_argument("--bins", type=int, default=None, help="bins of --kind hist (default 30)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the replicated data")
+    p.add_argument("--plot", default=None, metavar="FILE", help="also draw it into FILE (.png, .pdf, .svg)")
+    p.set_defaults(fn=cmd_ppc)
     p = sub.add_parser("audit", help="print the service's audit log (<data dir>/audit.log and its rotated files)")
     p.add_argument("--data-dir", help="the service's data directory ($RAYSAMPLER_DATA_DIR, default ~/.raysampler)")
     p.add_argument("--tenant", help="only this tenant's records")

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     import pandas as pd
     import xarray as xr
 
+    from .predictive import PpcResult
     from .service.schemas import RunSpec
 
 RETRY_STATUS = frozenset({502, 503, 504})
@@ -268,6 +269,15 @@ class _API:
     @staticmethod
     def loo(run_id: str, draws: int | str) -> _Call:
         return _Call("GET", f"/v1/runs/{run_id}/loo", params={"draws": str(draws)})
+
+    @staticmethod
+    def ppc(run_id: str, kind: str, stat: str, draws: int | str | None, bins: int | None, seed: int) -> _Call:
+        params: dict[str, Any] = {"kind": kind, "stat": stat, "seed": seed}
+        if draws is not None:
+            params["draws"] = str(draws)
+        if bins is not None:
+            params["bins"] = bins
+        return _Call("GET", f"/v1/runs/{run_id}/ppc", params=params)
 
     @staticmethod
     def compare(run_ids: list[str], draws: int | str) -> _Call:
@@ -736,6 +746,19 @@ class RunHandle:
         """PSIS-LOO on the run's own rows, computed at its shards: elpd, se, p_loo, Pareto-k counts, high-k rows."""
         return self.client._send(_API.loo(self.id, draws)).json()
 
+    def pp_check(
+        self,
+        kind: str = "dens",
+        stat: str = "mean",
+        *,
+        draws: int | str | None = None,
+        bins: int | None = None,
+        seed: int = 0,
+    ) -> PpcResult:
+        """A posterior predictive check on the run's own rows, computed at its shards (only bin counts and sums come
+        back): "dens", "hist" or "stat" of `stat`, as `Result.pp_check` gives it (`.plot()` draws it)."""
+        return _ppc_result(self.client._send(_API.ppc(self.id, kind, stat, draws, bins, seed)).json())
+
 
 def _bar_position(step: ProgressEvent, convergence: bool) -> float:
     """Where a progress bar stands: percent of the way to convergence, or rounds done."""
@@ -983,10 +1006,38 @@ class AsyncRunHandle:
     async def loo(self, draws: int | str = 1000) -> dict[str, Any]:
         return (await self.client._send(_API.loo(self.id, draws))).json()
 
+    async def pp_check(
+        self,
+        kind: str = "dens",
+        stat: str = "mean",
+        *,
+        draws: int | str | None = None,
+        bins: int | None = None,
+        seed: int = 0,
+    ) -> PpcResult:
+        return _ppc_result((await self.client._send(_API.ppc(self.id, kind, stat, draws, bins, seed))).json())
+
 
 def _prediction_values(body: dict[str, Any]) -> np.ndarray:
     """A Prediction's values as an array (null → nan)."""
     return np.array(body["values"], dtype=np.float64)
+
+
+def _ppc_result(body: dict[str, Any]) -> PpcResult:
+    """A PpcInfo body as the engine's record (`PpcDensity`, `PpcHistogram` or `PpcStat`), so that it plots alike."""
+    from .predictive import PpcDensity, PpcHistogram, PpcStat
+
+    def arr(v: Any) -> np.ndarray:
+        return np.array(v, dtype=np.float64)  # null (not finite) -> nan
+
+    if body["kind"] == "stat":
+        observed = np.nan if body["observed"] is None else float(body["observed"])
+        return PpcStat(body["stat"], observed, arr(body["replicated"]), body["n"])
+    if body["kind"] == "hist":
+        counts = np.array(body["replicated"], dtype=np.int64).reshape(-1, len(body["observed"]))
+        return PpcHistogram(arr(body["edges"]), np.array(body["observed"], dtype=np.int64), counts, body["n"])
+    dens = arr(body["replicated"]).reshape(-1, len(body["grid"]))
+    return PpcDensity(arr(body["grid"]), arr(body["observed"]), dens, arr(body["bandwidth"]), body["n"])
 
 
 def _comparison_frame(body: dict[str, Any]) -> pd.DataFrame:

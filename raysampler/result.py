@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .events import RunEvent
     from .models.contract import Model
     from .options import RunOptions
+    from .predictive import PpcKind, PpcResult
     from .runtime.contracts import RunConfig, RunStats, SetupInfo
     from .shards import ShardSet
 
@@ -185,6 +186,23 @@ class Result:
         from .evaluation import loo
 
         return loo(self, executor=executor, draws=draws, pointwise=pointwise)
+
+    def pp_check(
+        self,
+        kind: PpcKind = "dens",
+        stat: str = "mean",
+        *,
+        draws: DrawsArg | None = None,
+        bins: int | None = None,
+        seed: int = 0,
+        executor: str | None = None,
+    ) -> PpcResult:
+        """A posterior predictive check computed where the run's rows are (`raysampler.evaluation.pp_check`):
+        "dens" (density overlay), "hist" (histograms) or "stat" (the statistic `stat` of y against y_rep); the
+        replicated data never leave the shards, only bin counts and sums. `.plot()` draws it with matplotlib."""
+        from .evaluation import pp_check
+
+        return pp_check(self, kind, stat, draws=draws, bins=bins, seed=seed, executor=executor)
 
     def data_movable(self) -> str | None:
         """None when the run's rows may be read here (in-memory shards, files without a site), else why not."""

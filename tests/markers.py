@@ -80,6 +80,11 @@ SLOW: dict[str, str | set[str]] = {
     "tests/test_shards.py": {"test_covtype_like_full_size"},
     "tests/test_evaluation.py": ALL,  # its module fixtures sample four posteriors (about 10 s)
     "tests/test_imports.py": {"test_every_module_imports_on_its_own"},  # one fresh interpreter per module
+    "tests/test_ppc.py": {
+        "test_every_kind_equals_the_pooled_computation_by_hand[hierarchical]",  # samples a short formula fit
+        "test_the_same_seed_gives_the_same_checks_on_one_shard_or_several[hierarchical]",
+        "test_each_kind_draws_its_plot",  # imports matplotlib
+    },
     # tests/models
     "tests/models/test_formula.py": {
         "test_a_formula_model_equals_the_hand_built_design",

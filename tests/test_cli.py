@@ -118,6 +118,23 @@ def _cli_cmd(service, *args: str) -> list[str]:
     return [sys.executable, "-m", "raysampler.cli", *args[:1], "--url", service.url, "--api-key", SERVICE_KEYS["alice"]]
 
 
+def test_ppc_prints_the_check_and_draws_it(service, submitted, tmp_path):
+    """`raysampler ppc`: a statistic as JSON (with its p-value), histograms as a table and drawn into a PNG."""
+    import numpy as np
+
+    import raysampler as rs
+
+    args = ("--kind", "stat", "--stat", "mean", "--draws", "30", "--format", "json")
+    out = json.loads(cli(service, "ppc", submitted["id"], *args).stdout)
+    _, y = rs.datasets.load("breast_cancer")
+    assert out["kind"] == "stat" and out["n"] == len(y) and len(out["replicated"]) == 30
+    assert out["observed"] == pytest.approx(float(np.mean(y)), rel=1e-12) and 0.0 <= out["p_value"] <= 1.0
+    png = tmp_path / "hist.png"
+    table = cli(service, "ppc", submitted["id"], "--kind", "hist", "--plot", str(png)).stdout
+    assert "y_rep median [5%, 95%]" in table and "[-0.5, 0.5)" in table
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_draws_into_a_closed_pipe_exits_quietly(service, submitted):
     cmd = _cli_cmd(service, "draws") + [submitted["id"]]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # 360 lines: more than a pipe holds

@@ -10,7 +10,9 @@ memory are bounded by S (the log-likelihood is held BLOCK_ROWS rows × S at a ti
 draw. On Ray a shard's rows may be cut into ranges, one task each, to use every CPU of its site (`run_at_shards`).
 
 The modules: `fits` (what a check reads of a run), `records` (sums that merge exactly), `shard_tasks` (running a
-task where a shard's rows are), `predictions`, `metrics` (held-out metrics), `psis_loo` and `comparison`.
+task where a shard's rows are), `predictions`, `metrics` (held-out metrics), `psis_loo`, `comparison` and `ppc`
+(posterior predictive checks: replicated data drawn at the shards, only bin counts and sums returned; what they
+give back is in `raysampler.predictive`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from .metrics import (
     evaluate,
     is_classifier,
 )
+from .ppc import pp_check
 from .predictions import PredictKind, mean_prediction, new_rows, predict
 from .psis_loo import K_THRESHOLD, LooPart, LooTask, combine_loo, good_k, loo, r_eff, site_loo_class
 from .records import Moments, RowRef
@@ -82,6 +85,7 @@ __all__ = [
     "model_of",
     "new_rows",
     "on_shard",
+    "pp_check",
     "predict",
     "r_eff",
     "run_at_shards",

@@ -403,9 +403,11 @@ class Model(ABC):
         raise NotImplementedError(_undefined(self, "predict_mean", "predictions and evaluation"))
 
     def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
-        """A draw of y_j from p(y | X_j, x_k) for every row and each k, by inverting y's distribution function at the
-        uniform u_k ∈ (0, 1), u of shape (K,): (n, K). One uniform per draw, not per row, so that a row's predictive
-        draws do not depend on how the rows are split into shards. Default: not defined."""
+        """A draw of y_j from p(y | X_j, x_k) for every row and each k, by inverting y's distribution function at a
+        uniform in (0, 1): (n, K). u of shape (K,) is one uniform per draw, shared by the rows (predictive draws and
+        intervals: a row's draws do not depend on how the rows are split into shards); u of shape (n, K) is one per
+        row and draw (replicated data sets, `evaluation.pp_check`, which keys each by its row). Default: not
+        defined."""
         raise NotImplementedError(_undefined(self, "predict_draw", "predictive draws, intervals, CRPS and coverage"))
 
 

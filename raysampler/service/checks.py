@@ -17,6 +17,7 @@ from ..errors import ArgumentError, WorkerFailed
 from ..evaluation import DrawsArg
 from ..grants import DataGrants
 from ..models.contract import Model
+from ..predictive import PpcHistogram, PpcStat
 from ..result import Result
 from ..shards import ShardSet, shard
 from .drawfiles import DrawFiles
@@ -31,6 +32,10 @@ from .schemas import (
     EvaluateRequest,
     Evaluation,
     LooInfo,
+    PpcDensityInfo,
+    PpcHistogramInfo,
+    PpcInfo,
+    PpcStatInfo,
     Prediction,
     PredictRequest,
     ReliabilityBinInfo,
@@ -229,6 +234,48 @@ def loo(rec: RunRecord, draws: DrawsArg, ctx: Context) -> LooInfo:
         k_ok=int(lo.k_ok),
         k_high=int(lo.k_high),
         high_k_rows=[RowRefInfo(**dataclasses.asdict(r)) for r in lo.high_k_rows],
+    )
+
+
+def ppc(
+    rec: RunRecord, kind: str, stat: str, draws: DrawsArg | None, bins: int | None, seed: int, ctx: Context
+) -> PpcInfo:
+    """A posterior predictive check on the rows the run was fitted on: replicated data drawn at the shards, only
+    bin counts and sums back (`evaluation.pp_check`)."""
+    res = fitted(rec, ctx)
+    try:
+        check = evaluation.pp_check(res, kind, stat, draws=draws, bins=bins, seed=seed)  # type: ignore[arg-type]
+    except ArgumentError as exc:
+        raise _field(exc, {k: ("query", k) for k in ("kind", "stat", "draws", "bins", "seed")}) from None
+    except WorkerFailed as exc:
+        raise StateConflict(f"run {rec.id}'s data could not be read: {exc.failure.message}") from None
+    if isinstance(check, PpcStat):
+        return PpcStatInfo(
+            run_id=rec.id,
+            kind="stat",
+            n=check.n,
+            stat=check.stat,  # type: ignore[arg-type]
+            observed=_finite(check.observed),
+            replicated=[_finite(float(v)) for v in check.replicated],
+            p_value=check.p_value,
+        )
+    if isinstance(check, PpcHistogram):
+        return PpcHistogramInfo(
+            run_id=rec.id,
+            kind="hist",
+            n=check.n,
+            edges=check.edges.tolist(),
+            observed=check.observed.tolist(),
+            replicated=check.replicated.tolist(),
+        )
+    return PpcDensityInfo(
+        run_id=rec.id,
+        kind="dens",
+        n=check.n,
+        grid=check.grid.tolist(),
+        bandwidth=check.bandwidth.tolist(),
+        observed=check.observed.tolist(),
+        replicated=check.replicated.tolist(),
     )
 
 

@@ -16,6 +16,7 @@ from ..algorithms import ALGORITHMS
 from ..models import FAMILIES, FAMILY_INFO, Family
 from ..models.groups import GroupEffects
 from ..options import AUTO_BURN_IN, AUTO_MAX_ROUNDS, DEFAULT_MAX_RHAT, DEFAULT_TARGET_ESS, RunOptions
+from ..predictive import PpcStatName
 from ..wire import RunStatus, RunStopReason
 
 SITE_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$"
@@ -730,6 +731,49 @@ class EffectsTable(BaseModel):
     rows: list[dict[str, str | float | list[str] | None]] = Field(
         description='{"group": grouping column (ranef, coef), "index": [label, ...]} plus one value per column'
     )
+
+
+class PpcDensityInfo(BaseModel):
+    """A density overlay (`kind` "dens"): on `grid`, the observed y's density and each replicated data set's
+    (`replicated`, one row per draw), each a Gaussian kernel density of counts binned at the shards, with its
+    bandwidth (`bandwidth`: the observed's, then each replicated's)."""
+
+    run_id: str
+    kind: Literal["dens"]
+    n: int = Field(description="rows of the run's data")
+    grid: list[float]
+    bandwidth: list[float]
+    observed: list[float]
+    replicated: list[list[float]]
+
+
+class PpcHistogramInfo(BaseModel):
+    """Histograms (`kind` "hist") of the observed y and of each replicated data set on the same bins (`edges`):
+    counts, summed over the shards."""
+
+    run_id: str
+    kind: Literal["hist"]
+    n: int = Field(description="rows of the run's data")
+    edges: list[float]
+    observed: list[int]
+    replicated: list[list[int]]
+
+
+class PpcStatInfo(BaseModel):
+    """A test statistic (`kind` "stat"): its value on the observed y, on each replicated data set, and the posterior
+    predictive p-value P(T(y_rep) ≥ T(y)); null where it is not finite (sd of one row)."""
+
+    run_id: str
+    kind: Literal["stat"]
+    n: int = Field(description="rows of the run's data")
+    stat: PpcStatName
+    observed: float | None
+    replicated: list[float | None]
+    p_value: float
+
+
+#: GET /v1/runs/{id}/ppc: one of the three, told apart by `kind`.
+PpcInfo = Annotated[PpcDensityInfo | PpcHistogramInfo | PpcStatInfo, Field(discriminator="kind")]
 
 
 class Trace(BaseModel):

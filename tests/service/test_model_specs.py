@@ -240,6 +240,18 @@ def test_a_formula_over_rest_and_a_bad_one_names_the_field(app_client):
     assert own["Estimate"] == pytest.approx(fixef["rows"][0]["Estimate"] + ranef[0]["Estimate"], rel=1e-9)
     prior = c.get(f"/v1/runs/{info['id']}/effects", params={"kind": "prior"}, headers=h).json()["rows"]
     assert [(r["class"], r["group"]) for r in prior] == [("b", ""), ("sd", "hospital")]
+    # posterior predictive checks at the shards, the design built there: y is 0/1, so one bin per value
+    _, y = rs.datasets.load("hospitals")
+    ppc = c.get(f"/v1/runs/{info['id']}/ppc", params={"kind": "stat", "stat": "mean", "draws": 20}, headers=h)
+    assert ppc.status_code == 200, ppc.text
+    assert ppc.json()["observed"] == pytest.approx(float(np.mean(y)), rel=1e-12) and len(ppc.json()["replicated"]) == 20
+    hist = c.get(f"/v1/runs/{info['id']}/ppc", params={"kind": "hist"}, headers=h).json()
+    assert hist["edges"] == [-0.5, 0.5, 1.5] and len(hist["replicated"]) == 10
+    assert {sum(row) for row in [hist["observed"], *hist["replicated"]]} == {len(y)}
+    dens = c.get(f"/v1/runs/{info['id']}/ppc", headers=h).json()
+    assert dens["kind"] == "dens" and len(dens["grid"]) == len(dens["observed"]) == 512
+    bad = c.get(f"/v1/runs/{info['id']}/ppc", params={"kind": "stat", "stat": "median"}, headers=h)
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "stat"], bad.text
     bad = c.post("/v1/runs", json=_body(model | {"formula": "y ~ age +"}, {"dataset": "builtin:hospitals"}), headers=h)
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"][-2:] == ["model", "formula"], bad.text
     clash = c.post("/v1/runs", json=_body(model | {"prior_scale": 1.0}, {"dataset": "builtin:hospitals"}), headers=h)
