@@ -12,7 +12,7 @@ A run's draws name the coefficients `beta[<column>]`, the group sds `sd_<group>[
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -20,9 +20,24 @@ if TYPE_CHECKING:
     import pandas as pd
     import xarray as xr
 
-    from .result import Result
+    from .models.contract import ParamBlock
 
-__all__ = ["coef", "fixef", "prior_summary", "ranef"]
+__all__ = ["Draws", "coef", "fixef", "prior_summary", "ranef"]
+
+
+class Draws(Protocol):
+    """What the summaries read of a run (a `Result`): its parameter layout and its draws on the natural scale."""
+
+    @property
+    def param_blocks(self) -> tuple[ParamBlock, ...]: ...
+
+    @property
+    def chains(self) -> int: ...
+
+    @property
+    def num_draws(self) -> int: ...
+
+    def posterior(self) -> dict[str, np.ndarray]: ...
 
 
 def _quantile_names(probs: tuple[float, float]) -> list[str]:
@@ -41,7 +56,7 @@ def _summarise(values: np.ndarray, labels: list[Any], probs: tuple[float, float]
     return pd.DataFrame(data, index=index)
 
 
-def _block(result: Result, name: str) -> Any:
+def _block(result: Draws, name: str) -> Any:
     return next((b for b in result.param_blocks if b.name == name), None)
 
 
@@ -57,7 +72,7 @@ def _check_probs(probs: Any) -> tuple[float, float]:
     return lo, hi
 
 
-def fixef(result: Result, probs: tuple[float, float] = (0.025, 0.975)) -> pd.DataFrame:
+def fixef(result: Draws, probs: tuple[float, float] = (0.025, 0.975)) -> pd.DataFrame:
     """The coefficients (block `beta`): one row per column, Estimate, Est.Error, Q2.5, Q97.5."""
     b = _block(result, "beta")
     if b is None:
@@ -67,12 +82,12 @@ def fixef(result: Result, probs: tuple[float, float] = (0.025, 0.975)) -> pd.Dat
     )
 
 
-def _factors(result: Result) -> list[str]:
+def _factors(result: Draws) -> list[str]:
     return [b.name[2:] for b in result.param_blocks if b.name.startswith("r_") and b.inner_dim is not None]
 
 
 def ranef(
-    result: Result, summary: bool = True, probs: tuple[float, float] = (0.025, 0.975)
+    result: Draws, summary: bool = True, probs: tuple[float, float] = (0.025, 0.975)
 ) -> dict[str, pd.DataFrame] | dict[str, xr.DataArray]:
     """Each grouping column's effects r_<group>: per draw as a DataArray (chain, draw, <group>, <group>_effect), or
     (`summary`) a table indexed by (label, effect)."""
@@ -99,7 +114,7 @@ def ranef(
 
 
 def coef(
-    result: Result, summary: bool = True, probs: tuple[float, float] = (0.025, 0.975)
+    result: Draws, summary: bool = True, probs: tuple[float, float] = (0.025, 0.975)
 ) -> dict[str, pd.DataFrame] | dict[str, xr.DataArray]:
     """Per grouping column, each group's coefficients: β_k + r_{g,k} where the group has an effect on k, else β_k;
     per draw a DataArray (chain, draw, <group>, coef), or (`summary`) a table indexed by (label, coefficient)."""
