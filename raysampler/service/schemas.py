@@ -14,6 +14,7 @@ from .. import datasets as rs_datasets
 from .. import priors
 from ..algorithms import ALGORITHMS
 from ..models import FAMILIES, FAMILY_INFO, Family
+from ..models.formula import FORMULA_FAMILIES
 from ..models.groups import GroupEffects
 from ..options import AUTO_BURN_IN, AUTO_MAX_ROUNDS, DEFAULT_MAX_RHAT, DEFAULT_TARGET_ESS, RunOptions
 from ..predictive import PpcStatName
@@ -240,20 +241,17 @@ class ModelSpec(BaseModel):
         "family is then gaussian, bernoulli, poisson, binomial or negbinomial (or a built-in family's name), the "
         "priors are coef_prior (b), sd_prior (the group sds), noise_prior (sigma) and dispersion_prior (phi), and "
         "each site builds its design from its own rows (the data's files name no y or x columns)",
+        json_schema_extra={"x-families": list(FORMULA_FAMILIES)},
     )
     sd_prior: PositivePriorSpec | None = Field(default=None, description="with a formula: prior on each group sd")
 
     @field_validator("family")
     @classmethod
     def _known_family(cls, value: str) -> str:
-        from ..models.formula import FORMULA_FAMILIES
-
         return _one_of(value, (*MODEL_FAMILIES, *FORMULA_FAMILIES), "model family")
 
     @model_validator(mode="after")
     def _formula_fields(self) -> ModelSpec:
-        from ..models.formula import FORMULA_FAMILIES
-
         if self.formula is None:
             if self.family in FORMULA_FAMILIES and self.family not in MODEL_FAMILIES:
                 raise ValueError(f"model.family {self.family!r} is a formula's family: give model.formula too")
