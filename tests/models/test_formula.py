@@ -205,15 +205,3 @@ def test_fixef_ranef_coef_and_prior_summary_read_the_draws_as_brms_does() -> Non
     prior = res.prior_summary()
     assert list(prior["class"]) == ["b", "sd"] and prior["prior"][1] == "HalfNormal(scale=0.5)"
     assert "prior_scale" not in repr(rs.models.LogisticRegression(prior_scale=2.0))  # one prior shown, not two
-
-
-def test_the_formulas_section_of_the_docs_runs() -> None:
-    """docs/models.md opens with formulas: its first code block runs as written."""
-    from pathlib import Path
-
-    text = (Path(__file__).resolve().parents[2] / "docs" / "models.md").read_text(encoding="utf-8")
-    block = text.split("## Formulas", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
-    scope: dict = {}
-    exec(compile(block, "docs/models.md", "exec"), scope)
-    assert scope["result"].param_names[:3] == ["beta[(Intercept)]", "beta[age]", "beta[C(region)[2]]"]
-    assert scope["hospital_3"].dims == ("chain", "draw", "coef")
