@@ -800,9 +800,9 @@ async function wirePpc(id, plots) {
     finally { if (pg.alive) $("#ppc-btn").disabled = false; }
   });
   try {
-    const e = await enums();
+    const stats = await ppcStats();
     if (!pg.alive) return;
-    stat.replaceChildren(...e.ppcStats.map((v) => el("option", { value: v, text: v.replace("_", " ") })));
+    stat.replaceChildren(...stats.map((v) => el("option", { value: v, text: v.replace("_", " ") })));
   } catch (e) { if (pg.alive) $("#ppc-error").textContent = problem(e); }
 }
 
@@ -938,18 +938,22 @@ function renderOperator(c) {
 
 let openapi = null;
 let families = null;
-async function enums() {
+// The API's own description (no key needed, fetched once): the choices it accepts.
+async function apiDoc() {
   if (!openapi) openapi = await (await fetch("/openapi.json")).json();
-  const schema = openapi.components.schemas;
+  return openapi;
+}
+const ppcStats = async () => (await apiDoc()).paths["/v1/runs/{run_id}/ppc"].get.parameters
+  .find((q) => q.name === "stat").schema.enum;
+async function enums() {
+  const schema = (await apiDoc()).components.schemas;
   // the registered model families (built-in and from installed packages), as the service lists them
   if (!families) families = (await getJSON("/v1/models")).families.map((f) => f.name);
-  const ppc = openapi.paths["/v1/runs/{run_id}/ppc"].get.parameters.find((q) => q.name === "stat").schema;
   return {
     datasets: schema.DataRef.properties.dataset.enum.filter((v) => v),
     families,
     formulaFamilies: schema.ModelSpec.properties.formula["x-families"],
     algorithms: schema.AlgorithmSpec.properties.name.enum,
-    ppcStats: ppc.enum,
   };
 }
 
