@@ -9,14 +9,17 @@ from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from pydantic import Field
 from starlette.background import BackgroundTask
 
+from raysampler.predictive import PpcStatName
 from raysampler.service import checks, plotdata, results, streaming
 from raysampler.service.errors import StateConflict
 from raysampler.service.records import RunRecord
 from raysampler.service.schemas import (
+    EffectsTable,
     EvaluateRequest,
     Evaluation,
     LooInfo,
     ParamDiagnostics,
+    PpcInfo,
     Prediction,
     PredictRequest,
     RunInfo,
@@ -182,6 +185,50 @@ def events(
 def summary(run_id: str, who: Tenant, svc: Svc, ci_prob: Annotated[float, Query(gt=0, lt=1)] = 0.94) -> RunSummary:
     """mean, sd, HDI, ESS bulk/tail, R-hat and MCSE per coordinate, on the draws stored so far (arviz-stats)."""
     return results.summary(svc.manager.get(who, run_id), svc.files, ci_prob, svc.manager.summaries)
+
+
+@router.get("/{run_id}/effects", response_model=EffectsTable, responses=error_responses(404, 409, 422))
+def effects(
+    run_id: str,
+    who: Tenant,
+    svc: Svc,
+    kind: Annotated[Literal["fixef", "ranef", "coef", "prior"], Query(description="which summary")] = "fixef",
+    lower: Annotated[float, Query(ge=0, lt=1, description="the interval's lower quantile")] = 0.025,
+    upper: Annotated[float, Query(gt=0, le=1, description="the interval's upper quantile")] = 0.975,
+) -> EffectsTable:
+    """brms-style summaries of the stored draws: the coefficients (fixef), each group's effects (ranef), each group's
+    coefficients, fixed plus its effect (coef), or the prior on every parameter (prior)."""
+    return checks.effects(svc.manager.get(who, run_id), kind, (lower, upper), check_context(svc))
+
+
+@router.get("/{run_id}/ppc", response_model=PpcInfo, responses=error_responses(404, 409, 422))
+def ppc(
+    run_id: str,
+    who: Tenant,
+    svc: Svc,
+    kind: Annotated[
+        Literal["dens", "hist", "stat"], Query(description="density overlay, histograms or a statistic")
+    ] = "dens",
+    stat: Annotated[PpcStatName, Query(description='the statistic of kind "stat"')] = "mean",
+    draws: Annotated[
+        str | None,
+        Query(pattern=DRAWS_QUERY_PATTERN, description="replicated data sets (default: 10 for a plot, 1000 for stat)"),
+    ] = None,
+    bins: Annotated[int | None, Query(ge=1, le=1000, description='bins of kind "hist" (default 30)')] = None,
+    seed: Annotated[int, Query(ge=0, le=2**63 - 1, description="seed of the replicated data")] = 0,
+) -> PpcInfo:
+    """A posterior predictive check on the rows the run was fitted on: each shard draws replicated data sets from
+    the run's draws where its rows live and sends back only bin counts or sums; the bins are agreed from the shards'
+    ranges first. No row leaves its shard."""
+    return checks.ppc(
+        svc.manager.get(who, run_id),
+        kind,
+        stat,
+        None if draws is None else draws_arg(draws),
+        bins,
+        seed,
+        check_context(svc),
+    )
 
 
 @router.get("/{run_id}/trace", response_model=Trace, responses=error_responses(404))

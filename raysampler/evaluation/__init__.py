@@ -11,7 +11,9 @@ draw. On Ray a shard's rows may be cut into ranges, one task each, to use every 
 
 The modules: `fits` (what a check reads of a run), `records` (sums that merge exactly), `shard_tasks` (running a
 task where a shard's rows are, once or over several rounds), `predictions`, `metrics` (held-out metrics), `psis`
-(Pareto smoothing of a block of rows), `psis_loo`, `moment_match`, `comparison` and `stacking`.
+(Pareto smoothing of a block of rows), `psis_loo`, `moment_match`, `comparison`, `stacking` and `ppc` (posterior
+predictive checks: replicated data drawn at the shards, only bin counts and sums returned; what they give back is in
+`raysampler.predictive`).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from .metrics import (
     is_classifier,
 )
 from .moment_match import MatchedRow
+from .ppc import pp_check
 from .predictions import PredictKind, mean_prediction, new_rows, predict
 from .psis import FLAT_K, FLAT_SPAN, K_THRESHOLD, PointwiseLoo, Tails, fit_tails, good_k, loo_block, pareto_smooth
 from .psis_loo import LooTask, combine_loo, loo, r_eff, site_loo_class
@@ -101,6 +104,7 @@ __all__ = [
     "new_rows",
     "on_shard",
     "pareto_smooth",
+    "pp_check",
     "predict",
     "r_eff",
     "run_at_shards",

@@ -16,8 +16,8 @@ from .. import evaluation
 from ..errors import ArgumentError, WorkerFailed
 from ..evaluation import DrawsArg
 from ..grants import DataGrants
-from ..models import get_model
 from ..models.contract import Model
+from ..predictive import PpcHistogram, PpcStat
 from ..result import Result
 from ..shards import ShardSet, shard
 from .drawfiles import DrawFiles
@@ -28,10 +28,15 @@ from .schemas import (
     Comparison,
     ComparisonRowInfo,
     DataRef,
+    EffectsTable,
     EvaluateRequest,
     Evaluation,
     LooInfo,
     MatchedRowInfo,
+    PpcDensityInfo,
+    PpcHistogramInfo,
+    PpcInfo,
+    PpcStatInfo,
     Prediction,
     PredictRequest,
     ReliabilityBinInfo,
@@ -59,7 +64,7 @@ def bound_model(rec: RunRecord) -> Model:
     """The run's model bound to its data as at setup; StateConflict before the run has set up or stored a draw."""
     if rec.draws_stored < 1 or rec.data_spec is None:
         raise StateConflict(f"run {rec.id} has no draws yet ({rec.status.value}): checks need posterior draws")
-    return get_model(rec.spec.model.family, **rec.spec.model.params()).bind(rec.data_spec)
+    return rec.spec.model.engine_model().bind(rec.data_spec)
 
 
 def fitted(rec: RunRecord, ctx: Context, with_data: bool = True) -> Result:
@@ -70,7 +75,7 @@ def fitted(rec: RunRecord, ctx: Context, with_data: bool = True) -> Result:
     if with_data:
         try:
             if rec.spec.data.shards is not None:
-                data = shard(site_shards(rec.spec.data, rec.tenant, ctx.grants))
+                data = shard(site_shards(rec.spec.data, rec.tenant, ctx.grants, rec.spec.model.formula is not None))
             else:
                 data = build(rec.spec, rec.tenant, ctx.store, ctx.executor, ctx.grants).shards
         except FieldError as exc:
@@ -168,7 +173,7 @@ def heldout_shards(data: DataRef, rec: RunRecord, ctx: Context) -> ShardSet:
     if data.shards is not None:
         if ctx.executor != "ray":
             raise FieldError(("data", "shards"), "shards on sites need the service to run on Ray (executor 'ray')")
-        return shard(site_shards(data, rec.tenant, ctx.grants))
+        return shard(site_shards(data, rec.tenant, ctx.grants, rec.spec.model.formula is not None))
     if data.dataset_id is not None:
         known_dataset(data.dataset_id, ("data", "dataset_id"), rec.tenant, ctx)
     try:
@@ -261,6 +266,48 @@ def _matched(m: evaluation.MatchedRow) -> MatchedRowInfo:
     )
 
 
+def ppc(
+    rec: RunRecord, kind: str, stat: str, draws: DrawsArg | None, bins: int | None, seed: int, ctx: Context
+) -> PpcInfo:
+    """A posterior predictive check on the rows the run was fitted on: replicated data drawn at the shards, only
+    bin counts and sums back (`evaluation.pp_check`)."""
+    res = fitted(rec, ctx)
+    try:
+        check = evaluation.pp_check(res, kind, stat, draws=draws, bins=bins, seed=seed)  # type: ignore[arg-type]
+    except ArgumentError as exc:
+        raise _field(exc, {k: ("query", k) for k in ("kind", "stat", "draws", "bins", "seed")}) from None
+    except WorkerFailed as exc:
+        raise StateConflict(f"run {rec.id}'s data could not be read: {exc.failure.message}") from None
+    if isinstance(check, PpcStat):
+        return PpcStatInfo(
+            run_id=rec.id,
+            kind="stat",
+            n=check.n,
+            stat=check.stat,  # type: ignore[arg-type]
+            observed=_finite(check.observed),
+            replicated=[_finite(float(v)) for v in check.replicated],
+            p_value=check.p_value,
+        )
+    if isinstance(check, PpcHistogram):
+        return PpcHistogramInfo(
+            run_id=rec.id,
+            kind="hist",
+            n=check.n,
+            edges=check.edges.tolist(),
+            observed=check.observed.tolist(),
+            replicated=check.replicated.tolist(),
+        )
+    return PpcDensityInfo(
+        run_id=rec.id,
+        kind="dens",
+        n=check.n,
+        grid=check.grid.tolist(),
+        bandwidth=check.bandwidth.tolist(),
+        observed=check.observed.tolist(),
+        replicated=check.replicated.tolist(),
+    )
+
+
 def compare(
     recs: Sequence[RunRecord], draws: DrawsArg, ctx: Context, method: evaluation.WeightMethod = "pseudo-bma"
 ) -> Comparison:
@@ -310,3 +357,37 @@ def export_result(rec: RunRecord, ctx: Context) -> Result:
     except StateConflict:
         res = stored_result(rec, ctx.files)
         return dataclasses.replace(res, spec=rec.spec.model_dump_json(), seed=rec.spec.seed)
+
+
+# --- brms-style summaries ----------------------------------------------------------------------------------------
+
+
+def effects(rec: RunRecord, kind: str, probs: tuple[float, float], ctx: Context) -> EffectsTable:
+    """fixef, ranef, coef or the prior summary of the run's stored draws (no data needed: draws and the spec)."""
+    from .. import effects as fx
+
+    res = fitted(rec, ctx, with_data=False)
+    try:
+        if kind == "prior":
+            tables = {"": fx.prior_summary(res.model)}
+        elif kind == "fixef":
+            tables = {"": fx.fixef(res, probs)}
+        else:
+            tables = dict((fx.ranef if kind == "ranef" else fx.coef)(res, True, probs))
+    except ArgumentError as exc:
+        raise _field(exc, {"probs": ("query", "probs")}) from None
+    except ValueError as exc:
+        raise StateConflict(f"run {rec.id}: {exc}") from None
+    rows: list[dict[str, str | float | list[str] | None]] = []
+    columns: list[str] = []
+    for group, table in tables.items():
+        columns = [str(c) for c in table.columns]
+        for idx, row in table.iterrows():
+            out: dict[str, Any] = {"index": [str(i) for i in idx] if isinstance(idx, tuple) else [str(idx)]}
+            if group:
+                out["group"] = group
+            for c in columns:
+                v = row[c]
+                out[c] = v if isinstance(v, str) else _finite(float(v))
+            rows.append(out)
+    return EffectsTable(run_id=rec.id, kind=kind, columns=columns, rows=rows)  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ import raysampler as rs
 from raysampler import evaluation
 from raysampler.client import APIError, Client
 from raysampler.models.contract import DataSpec
+from raysampler.predictive import PpcHistogram, PpcStat
 
 ROUNDS = dict(chains=2, num_rounds=300, burn_in=50, seed=4, num_shards=3)
 
@@ -268,3 +269,48 @@ def engine_r_eff(result: rs.Result) -> float:
     from raysampler.evaluation import r_eff, thin_draws
 
     return r_eff(thin_draws(result.draws), result.param_blocks)
+
+
+def test_pp_check_over_rest_equals_the_engine_on_the_same_draws(alice, fits):
+    """GET /v1/runs/{id}/ppc through the SDK (sync and async): the statistic, histograms and densities the shards
+    computed on Ray equal the engine's in this process on the same stored draws and rows; bad query values are 422s
+    naming them."""
+    import asyncio
+
+    from raysampler.client import AsyncClient
+
+    X, y, _, full, _ = fits
+    here = local(full, X[:800], y[:800])
+    for kind in ("stat", "hist", "dens"):
+        got, want = full.pp_check(kind, "sd", draws=20, seed=2), here.pp_check(kind, "sd", draws=20, seed=2)
+        assert type(got) is type(want) and got.n == want.n == 800
+        if isinstance(want, PpcStat):
+            np.testing.assert_allclose([got.observed, *got.replicated], [want.observed, *want.replicated], rtol=1e-10)
+            assert got.p_value == want.p_value
+        elif isinstance(want, PpcHistogram):
+            np.testing.assert_array_equal(got.edges, want.edges)
+            np.testing.assert_array_equal(
+                np.vstack([got.observed, got.replicated]), np.vstack([want.observed, want.replicated])
+            )
+        else:
+            np.testing.assert_allclose(got.grid, want.grid, rtol=1e-12)
+            np.testing.assert_allclose(
+                np.vstack([got.observed, got.replicated]),
+                np.vstack([want.observed, want.replicated]),
+                rtol=1e-9,
+                atol=1e-12,
+            )
+
+    async def stat():
+        async with AsyncClient(full.client.url, ALICE) as c:
+            return await (await c.run(full.id)).pp_check("stat", "mean", draws=20)
+
+    np.testing.assert_array_equal(asyncio.run(stat()).replicated, full.pp_check("stat", "mean", draws=20).replicated)
+    for call, loc in [
+        (lambda: full.pp_check("violin"), ["query", "kind"]),
+        (lambda: full.pp_check("stat", "median"), ["query", "stat"]),
+        (lambda: full.pp_check("hist", bins=0), ["query", "bins"]),
+    ]:
+        with pytest.raises(APIError) as err:
+            call()
+        assert _detail(err) == (422, loc), err.value.detail
