@@ -87,7 +87,7 @@ class Run:
                 f"resume_from must be a RunState (from Run.capture() or a checkpoint), got {type(resume_from).__name__}"
             )
         check_model_support(algorithm, as_model(model))  # group effects: before any process starts
-        shard_set = as_shard_set(shards)
+        shard_set = as_shard_set(shards, tables=getattr(model, "reads_tables", False))
         self.options, self.execution, self.algorithm = options, execution, algorithm
         self.shards = shard_set
         opts, exe = options, execution

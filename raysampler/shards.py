@@ -21,6 +21,7 @@ Shards hold X as float64; y keeps an integer dtype (class labels) and is float64
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import warnings
@@ -128,13 +129,16 @@ class DataTable(NamedTuple):
     columns: tuple[str, ...] | None
 
 
-def read_table(path: str, *, y: str = "y", x: Sequence[str] | None = None) -> DataTable:
+def read_table(path: str, *, y: str | None = "y", x: Sequence[str] | None = None) -> DataTable:
     """X, y and X's column names from an .npz (arrays named `x` (default "X") and `y`; no column names), .csv or
     .parquet (target column `y`, feature columns `x`, default all others), checked like in-memory data; errors are
-    ValueError naming the file."""
+    ValueError naming the file. `y=None` (a formula's table, which names its own response) keeps every column of a
+    CSV or parquet file in X, and y is zeros."""
     lower = _check_path(path).lower()
     columns: tuple[str, ...] | None = None
     if lower.endswith(".npz"):
+        if y is None:
+            raise ValueError(f"shard file {path!r}: an .npz has no column names for a formula; use CSV or parquet")
         X, Y = _read_npz(path, x[0] if x else "X", y)
     elif lower.endswith(".csv"):
         X, Y, columns = _read_csv(path, y, x)
@@ -153,7 +157,7 @@ class FileHeader(NamedTuple):
     n_features: int
 
 
-def read_header(path: str, *, y: str = "y", x: Sequence[str] | None = None) -> FileHeader:
+def read_header(path: str, *, y: str | None = "y", x: Sequence[str] | None = None) -> FileHeader:
     """The header of a data file: for CSV its first line, for parquet its schema and row count, for .npz the .npy
     headers of X and y — never the data. Errors (missing file, no target column, unknown feature columns) are
     ValueError/FileNotFoundError naming the file."""
@@ -161,6 +165,8 @@ def read_header(path: str, *, y: str = "y", x: Sequence[str] | None = None) -> F
     if not os.path.isfile(path):
         raise FileNotFoundError(f"shard file {path!r} does not exist")
     if lower.endswith(".npz"):
+        if y is None:
+            raise ValueError(f"shard file {path!r}: an .npz has no column names for a formula; use CSV or parquet")
         shapes = _npz_shapes(path, (x[0] if x else "X", y))
         xs = shapes[0]
         if len(xs) != 2:
@@ -184,8 +190,10 @@ def read_header(path: str, *, y: str = "y", x: Sequence[str] | None = None) -> F
     return FileHeader(columns, rows, len(columns))
 
 
-def _feature_names(path: str, names: list[str], y: str, x: Sequence[str] | None) -> tuple[str, ...]:
+def _feature_names(path: str, names: list[str], y: str | None, x: Sequence[str] | None) -> tuple[str, ...]:
     """The feature columns a file's target `y` and feature choice `x` select (checked like `_split_columns`)."""
+    if y is None:
+        return tuple(names)
     if sum(c == y for c in names) != 1:
         raise ValueError(f"shard file {path!r} needs exactly one column named {y!r}, has columns {names}")
     if x is None:
@@ -247,10 +255,12 @@ def _read_npz(path: str, x: str = "X", y: str = "y") -> tuple[np.ndarray, np.nda
 
 
 def _split_columns(
-    path: str, names: list[str], data: np.ndarray, y: str = "y", x: Sequence[str] | None = None
+    path: str, names: list[str], data: np.ndarray, y: str | None = "y", x: Sequence[str] | None = None
 ) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
     """Separate the target column `y` from the feature columns `x` (default: every other column); also the
-    feature columns' names."""
+    feature columns' names. `y=None`: every column is X, y zeros (a formula's table)."""
+    if y is None:
+        return data, np.zeros(data.shape[0]), tuple(names)
     hits = [i for i, c in enumerate(names) if c == y]
     if len(hits) != 1:
         raise ValueError(f"shard file {path!r} needs exactly one column named {y!r}, has columns {names}")
@@ -266,7 +276,7 @@ def _split_columns(
 
 
 def _read_csv(
-    path: str, y: str = "y", x: Sequence[str] | None = None
+    path: str, y: str | None = "y", x: Sequence[str] | None = None
 ) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
     with open(path, encoding="utf-8") as fh:
         header = fh.readline()
@@ -287,7 +297,7 @@ def _read_csv(
 
 
 def _read_parquet(
-    path: str, y: str = "y", x: Sequence[str] | None = None
+    path: str, y: str | None = "y", x: Sequence[str] | None = None
 ) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
     try:
         import pyarrow.parquet as pq
@@ -337,7 +347,7 @@ class Shard:
     index: np.ndarray | None = None
     site: str | None = None
     columns: tuple[str, ...] | None = None
-    y_column: str = "y"
+    y_column: str | None = "y"
     x_columns: tuple[str, ...] | None = None
     grants: tuple[str, ...] | None = None
 
@@ -364,8 +374,8 @@ class Shard:
             object.__setattr__(self, "columns", cols)
         if self.x_columns is not None:
             object.__setattr__(self, "x_columns", _names(self.x_columns, "x_columns"))
-        if not isinstance(self.y_column, str) or not self.y_column:
-            raise ValueError(f"y_column must be a non-empty column name, got {self.y_column!r}")
+        if self.y_column is not None and (not isinstance(self.y_column, str) or not self.y_column):
+            raise ValueError(f"y_column must be a non-empty column name or None, got {self.y_column!r}")
         if self.index is not None:
             idx = np.asarray(self.index, dtype=np.int64)
             if idx.ndim != 1 or (self.X is not None and len(idx) != len(self.X)):
@@ -631,6 +641,8 @@ def shard(
 
     if columns is None and hasattr(X, "columns") and hasattr(X, "to_numpy"):  # a DataFrame
         columns = [str(c) for c in X.columns]
+        if y is None:  # a table for a formula, which names its response: every column in X, y zeros
+            y = np.zeros(len(X))
     X = X.to_numpy() if hasattr(X, "to_numpy") else X
     y = y.to_numpy() if hasattr(y, "to_numpy") else y
     cols = _names(columns, "columns") if columns is not None else None
@@ -667,12 +679,24 @@ def shard(
     return ShardSet(tuple(Shard(X=Xa[p], y=ya[p], index=p, columns=cols) for p in parts), strategy)
 
 
-def as_shard_set(shards: Any) -> ShardSet:
-    """`shards` as a ShardSet: one already, or a list of (X_i, y_i) pairs, Shards or file paths (`shard`)."""
-    if isinstance(shards, ShardSet):
-        return shards
+def as_shard_set(shards: Any, *, tables: bool = False) -> ShardSet:
+    """`shards` as a ShardSet: one already, or a list of (X_i, y_i) pairs, Shards or file paths (`shard`).
+    `tables` (a model that reads whole tables, a formula, which names its own response): path shards that kept the
+    default target column are read with every column in X (`y_column=None`)."""
     if isinstance(shards, (list, tuple)) and len(shards) > 0:
-        return shard(list(shards))
+        shards = shard(list(shards))
+    if isinstance(shards, ShardSet):
+        if not tables:
+            return shards
+        return ShardSet(
+            tuple(
+                dataclasses.replace(s, y_column=None)
+                if s.path is not None and s.y_column == "y" and s.x_columns is None
+                else s
+                for s in shards
+            ),
+            shards.strategy,
+        )
     raise TypeError(
         "shards must come from rs.shard(X, y, num_shards=...) or be a list of (X_i, y_i) pairs or "
         f"file paths, got {type(shards).__name__}"

@@ -149,5 +149,13 @@ def test_sdk_and_cli_find_the_service_by_one_rule(clean_env, tmp_path):
     keys = tmp_path / "api_keys"
     keys.write_text("default:generated-key-123\n")
     keys.chmod(0o600)
-    assert service_address() == ("https://svc:9", None)  # the SDK never reads the server's key file
+    assert service_address() == ("https://svc:9", None)  # only with key_file is the server's key file read
     assert service_address(key_file=True) == ("https://svc:9", "generated-key-123")  # the CLI falls back to it
+    from raysampler.client import Client
+
+    with Client() as client:  # and so does the SDK: Client() finds the URL and the key `serve` saved
+        assert client.url == "https://svc:9"
+        assert client._http.headers["Authorization"] == "Bearer generated-key-123"
+    keys.unlink()
+    with pytest.raises(ValueError, match="api_key is required"):
+        Client()

@@ -138,4 +138,4 @@ class BinomialRegression(_GLM):
         return self._m(X)[:, None] * expit(self._eta(X, x))
 
     def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
-        return stats.binom.ppf(np.asarray(u)[None, :], self._m(X)[:, None], expit(self._eta(X, x)))
+        return stats.binom.ppf(np.atleast_2d(u), self._m(X)[:, None], expit(self._eta(X, x)))

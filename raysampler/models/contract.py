@@ -54,16 +54,28 @@ class DataSpec:
     n_classes: int | None = None  # for classifiers: number of labels over all shards (max label + 1)
     n_rows: int | None = None
     columns: tuple[str, ...] | None = None  # names of X's columns (all shards agree), when the data have them
+    #: for a model that reads columns as categories (a formula's `C(region)`): each such column's distinct values over
+    #: all shards, as (column, values) pairs (numbers ascending, then text sorted), reported by the shards at set-up
+    categories: tuple[tuple[str, tuple[Any, ...]], ...] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready fields (the service stores a run's with it, to bind its model again)."""
-        return dataclasses.asdict(self) | {"columns": None if self.columns is None else list(self.columns)}
+        return dataclasses.asdict(self) | {
+            "columns": None if self.columns is None else list(self.columns),
+            "categories": None if self.categories is None else {k: list(v) for k, v in self.categories},
+        }
 
     @classmethod
     def from_dict(cls, d: Any) -> DataSpec:
         """The DataSpec `as_dict` wrote."""
-        cols = d.get("columns")
-        return cls(int(d["n_features"]), d.get("n_classes"), d.get("n_rows"), None if cols is None else tuple(cols))
+        cols, cats = d.get("columns"), d.get("categories")
+        return cls(
+            int(d["n_features"]),
+            d.get("n_classes"),
+            d.get("n_rows"),
+            None if cols is None else tuple(cols),
+            None if not cats else tuple((str(k), tuple(v)) for k, v in cats.items()),
+        )
 
 
 @dataclass(frozen=True)
@@ -404,9 +416,11 @@ class Model(ABC):
         raise NotImplementedError(_undefined(self, "predict_mean", "predictions and evaluation"))
 
     def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
-        """A draw of y_j from p(y | X_j, x_k) for every row and each k, by inverting y's distribution function at the
-        uniform u_k ∈ (0, 1), u of shape (K,): (n, K). One uniform per draw, not per row, so that a row's predictive
-        draws do not depend on how the rows are split into shards. Default: not defined."""
+        """A draw of y_j from p(y | X_j, x_k) for every row and each k, by inverting y's distribution function at a
+        uniform in (0, 1): (n, K). u of shape (K,) is one uniform per draw, shared by the rows (predictive draws and
+        intervals: a row's draws do not depend on how the rows are split into shards); u of shape (n, K) is one per
+        row and draw (replicated data sets, `evaluation.pp_check`, which keys each by its row). Default: not
+        defined."""
         raise NotImplementedError(_undefined(self, "predict_draw", "predictive draws, intervals, CRPS and coverage"))
 
 

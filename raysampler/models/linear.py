@@ -256,7 +256,7 @@ class LinearRegression(_GLM):
 
     def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
         mu, sd = self._mean_sd(X, x)
-        return mu + sd * special.ndtri(np.asarray(u))[None, :]
+        return mu + sd * special.ndtri(np.atleast_2d(u))
 
     def check_proper(self, gram: np.ndarray | None, n_rows: int | None = None) -> None:
         """As for every regression (flat coefficients need full-rank pooled columns), and with an improper noise prior

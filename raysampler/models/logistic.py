@@ -100,7 +100,7 @@ class LogisticRegression(_GLM):
 
     def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
         """1 where u_k > 1 − P(y = 1): Bernoulli's inverse distribution function."""
-        return (np.asarray(u)[None, :] > 1.0 - self.predict_mean(X, x)).astype(np.float64)
+        return (np.atleast_2d(u) > 1.0 - self.predict_mean(X, x)).astype(np.float64)
 
 
 def _softplus_sum(eta: np.ndarray, ones: np.ndarray) -> np.ndarray:

@@ -172,4 +172,4 @@ class NegativeBinomialRegression(_GLM):
         x = np.asarray(x, dtype=np.float64)
         phi = np.exp(x[:, -1])[None, :]
         q = expit(x[None, :, -1] - self._eta(X, x[:, :-1]))  # φ/(φ + μ), NB's success probability
-        return stats.nbinom.ppf(np.asarray(u)[None, :], phi, q)
+        return stats.nbinom.ppf(np.atleast_2d(u), phi, q)

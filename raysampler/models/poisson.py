@@ -110,4 +110,4 @@ class PoissonRegression(_GLM):
             return np.exp(self._eta(X, x))
 
     def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
-        return stats.poisson.ppf(np.asarray(u)[None, :], self.predict_mean(X, x))
+        return stats.poisson.ppf(np.atleast_2d(u), self.predict_mean(X, x))

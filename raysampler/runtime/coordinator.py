@@ -202,6 +202,11 @@ def fingerprint(algorithm: Algorithm, model: Model, config: RunConfig, facts: Se
     return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
+def shard_category_values(model: Any, X: np.ndarray, y: np.ndarray, columns: Any) -> dict[str, list[Any]]:
+    """A shard's distinct values of the columns its (formula) model reads as categories."""
+    return dict(model.category_values(X, y, columns))
+
+
 def bind_model(pool: WorkerPool, model: Model) -> tuple[list[ShardFacts], Model, DataSpec]:
     """Fix the model's dimension from the shards' facts, hand the bound model to every worker, and check on the pooled
     data that the posterior is proper (flat priors). A model object that does not subclass `Model` is bound as a
@@ -209,6 +214,11 @@ def bind_model(pool: WorkerPool, model: Model) -> tuple[list[ShardFacts], Model,
     model = as_model(model)
     facts = pool.describe()
     spec = data_spec(facts, model)
+    if hasattr(model, "category_values"):  # a formula's categories: each shard's values (no rows), joined
+        from ..models.formula import join_categories
+
+        parts = pool.map(shard_category_values, [(spec.columns,)] * len(facts))
+        spec = dataclasses.replace(spec, categories=tuple(join_categories(parts).items()) or None)
     bound = model.bind(spec)
     pool.bind(bound)
     if bound.has_local_params():  # group effects are local to a shard: no group may span two shards

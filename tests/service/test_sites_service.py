@@ -201,9 +201,10 @@ def test_bob_runs_on_his_own_file_and_alice_sees_none_of_it(cluster_service):
 
 
 def test_checks_of_a_site_run_are_computed_on_the_sites_and_the_service_opens_no_shard(cluster_service):
-    """loo, evaluate (held-out shards on the sites), predict, compare and the export of a run on site shards: each
-    answers, and the audit hook still records no open of any site file by the service process; the export says why
-    it has no log_likelihood group; a held-out shard outside the grants is a 403 naming it."""
+    """loo, evaluate (held-out shards on the sites), a posterior predictive check, predict, compare and the export of
+    a run on site shards: each answers, and the audit hook still records no open of any site file by the service
+    process; the export says why it has no log_likelihood group; a held-out shard outside the grants is a 403 naming
+    it."""
     svc, paths, names, audit = cluster_service
     import httpx
 
@@ -225,7 +226,8 @@ def test_checks_of_a_site_run_are_computed_on_the_sites_and_the_service_opens_no
             assert info["status"] == "SUCCEEDED", info
         lo = c.get(f"/v1/runs/{rids[0]}/loo", headers=hdr(ALICE))
         assert lo.status_code == 200, lo.text
-        assert lo.json()["n_data_points"] == 569 and lo.json()["k_ok"] + lo.json()["k_high"] == 569
+        bands = lo.json()["k_flat"] + lo.json()["k_ok"] + lo.json()["k_high"]
+        assert lo.json()["n_data_points"] == 569 and bands == 569 and lo.json()["elpd"] is not None
         ev = c.post(
             f"/v1/runs/{rids[0]}/evaluate",
             json={"data": {"shards": held, "y_column": "label"}},
@@ -234,6 +236,9 @@ def test_checks_of_a_site_run_are_computed_on_the_sites_and_the_service_opens_no
         assert ev.status_code == 200 and ev.json()["n"] == 569 and ev.json()["kind"] == "classification", ev.text
         comp = c.post("/v1/compare", json={"runs": rids}, headers=hdr(ALICE))
         assert comp.status_code == 200 and {row["run_id"] for row in comp.json()["rows"]} == set(rids), comp.text
+        ppc = c.get(f"/v1/runs/{rids[0]}/ppc", params={"kind": "hist"}, headers=hdr(ALICE))  # drawn on the sites
+        assert ppc.status_code == 200 and ppc.json()["edges"] == [-0.5, 0.5, 1.5], ppc.text
+        assert {sum(row) for row in [ppc.json()["observed"], *ppc.json()["replicated"]]} == {569}
         pred = c.post(f"/v1/runs/{rids[0]}/predict", json={"rows": [[1.0] + [0.0] * 30]}, headers=hdr(ALICE))
         assert pred.status_code == 200 and 0 < pred.json()["values"][0] < 1, pred.text
         nc = c.get(f"/v1/runs/{rids[0]}/arviz", headers=hdr(ALICE))
