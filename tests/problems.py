@@ -38,6 +38,11 @@ class InProcessPool:
         self.model = model
 
 
+#: The paper's plain LMC rules with a fixed step and no tuning, from θ = 0: a run that reaches a user model's
+#: failing shard at round 0
+PLAIN = dict(local_kernel="lmc", preconditioner=None, rho=0.5, n_local=2, init="zeros", balance=False)
+
+
 @dataclasses.dataclass(frozen=True)
 class FailingLogistic(LogisticRegression):
     """A user's model whose gradient raises on the shard marked by X[0, 1] == 77 once θ has left zero."""

@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
-from problems import FailingLogistic
+from problems import PLAIN, FailingLogistic
 
 import raysampler as rs
 from raysampler.algorithms.dglmc import DGLMC, Reply
@@ -85,18 +85,6 @@ def test_a_failing_shard_inside_a_batch_is_named(shards):
     parts = [(s.X.copy(), s.y) for s in shards]
     parts[3][0][0, 1] = 77.0
     with pytest.raises(SamplingError, match=r"worker 3 failed in round 0.*cannot be evaluated") as err:
-        rs.sample(
-            FailingLogistic(),
-            rs.shard(parts),
-            chains=2,
-            num_rounds=20,
-            burn_in=0,
-            executor="local",
-            progress=False,
-            local_kernel="lmc",
-            preconditioner=None,
-            rho=0.5,
-            n_local=2,
-            init="zeros",
-        )
+        kw = dict(chains=2, num_rounds=20, burn_in=0, executor="local", progress=False)
+        rs.sample(FailingLogistic(), rs.shard(parts), **kw, **PLAIN)
     assert err.value.worker == 3 and err.value.round == 0 and "in grad" in err.value.failure.traceback

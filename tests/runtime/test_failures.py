@@ -9,7 +9,7 @@ import signal
 
 import numpy as np
 import pytest
-from problems import FailingLogistic
+from problems import PLAIN, FailingLogistic
 
 import raysampler as rs
 from raysampler.algorithms import DGLMC
@@ -33,9 +33,6 @@ def _marked(mark: float) -> rs.ShardSet:
     parts = [(Xi.copy(), yi) for Xi, yi in zip(np.array_split(X, 3), np.array_split(y, 3))]
     parts[1][0][0, 1] = mark
     return rs.shard(parts)
-
-
-PLAIN = dict(local_kernel="lmc", preconditioner=None, rho=0.5, n_local=2, init="zeros", balance=False)
 
 
 @pytest.mark.parametrize("executor", ["local", "ray"])
