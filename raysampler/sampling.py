@@ -20,7 +20,7 @@ import numpy as np
 
 from .algorithms import Algorithm, get_algorithm
 from .algorithms.base import check_model_support
-from .checkpoints import Manifest, RunDirectory
+from .checkpoints import Manifest, RunDirectory, as_run_directory
 from .diagnostics import FINAL_DRAWS, Diagnostics, RunWarning, WarningKind, check_draws, diagnose
 from .enums import Balance, Executor, StopReason, TransportKind
 from .errors import Failure, FailureKind, RunCancelled, SamplingError, WorkerFailed, failure_of
@@ -129,7 +129,7 @@ class Run:
         self.rounds_done = resume_from.rounds_done if resume_from is not None else 0
         self.draws_before = resume_from.draws_kept if resume_from is not None else 0
         self.draws_kept = self.draws_before  # draws per chain kept so far, including those before a resume
-        self.directory = RunDirectory(exe.checkpoint_dir) if exe.checkpoint_dir is not None else None
+        self.directory = as_run_directory(exe.checkpoint_dir) if exe.checkpoint_dir is not None else None
         self.restarts = 0
         self.checkpoint_write_s = 0.0  # time spent writing draws and checkpoints durably (checkpoint_dir)
         self.events: list[RunEvent] = []
@@ -433,7 +433,7 @@ def sample(
         raise TypeError(f"callback must be callable (it receives each chunk of draws), got {callback!r}")
     as_model(model)  # model and shards are checked first, as `Run` checks them
     shard_set = as_shard_set(shards)
-    if checkpoint_dir is not None and RunDirectory(checkpoint_dir).has_checkpoint():
+    if checkpoint_dir is not None and as_run_directory(checkpoint_dir).has_checkpoint():
         raise ValueError(
             f"checkpoint_dir {str(checkpoint_dir)!r} holds a run already: continue it with "
             "rs.resume(checkpoint_dir), or give an empty directory"
@@ -479,15 +479,15 @@ def resume(
     `shards` (the same data). `executor` may differ from the original run's (the draws do not depend on it).
     A checkpoint that cannot be read or belongs to another run raises CheckpointError / ValueError; nothing
     restarts from round 0."""
-    directory = RunDirectory(checkpoint_dir)
+    directory = as_run_directory(checkpoint_dir)
     manifest = directory.load_manifest()
     state = directory.load_checkpoint()
     if shards is None:
         if any(s is None for s in manifest.shards):
             raise ValueError("this run's shards were in memory: pass them again, rs.resume(checkpoint_dir, shards=...)")
         shards = list(manifest.shards)
-    directory.drop_from(state.draws_kept)
-    execution = manifest.execution(directory.path, executor)
+    state = directory.rollback() or state  # drops the draw files past the checkpoint
+    execution = manifest.execution(directory, executor)
     run = Run(manifest.model, shards, manifest.algorithm, manifest.options, execution, resume_from=state)
     return _drive(run, progress, callback)
 

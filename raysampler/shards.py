@@ -14,7 +14,13 @@ File formats for path shards:
   pickled (object) arrays are refused.
 * ``.csv``: comma-separated, one header row; the column named ``y`` is the target, every other
   column (in file order) is a feature. Numbers only, no missing values.
-* ``.parquet`` / ``.pq``: same column convention as CSV; needs pyarrow (ImportError otherwise).
+* ``.parquet`` / ``.pq``: same column convention as CSV, read with pyarrow (only the chosen columns).
+* a parquet data set: a path or URI ending in ``/`` names a folder (or object prefix) of parquet files, read in
+  the order of their names, with hive partitions (``.../hospital=3/part-0.parquet``) as columns.
+
+A shard's location is a file path or an object-storage URI (``s3://``, ``gs://``, ``abfs://``: a ``.parquet``
+object or a data set prefix), read through ``pyarrow.fs`` with the reading process's own credentials
+(`raysampler.objectstore`).
 
 Shards hold X as float64; y keeps an integer dtype (class labels) and is float64 otherwise.
 """
@@ -34,6 +40,7 @@ import numpy as np
 
 from .errors import ArgumentError
 from .grants import check_on_site
+from .objectstore import filesystem, is_uri, parse_uri
 
 __all__ = [
     "STRATEGIES",
@@ -113,11 +120,35 @@ def _validate(X: Any, y: Any, xname: str = "X", yname: str = "y") -> tuple[np.nd
     return Xa, ya
 
 
+#: Suffixes of parquet files (in a data set, the files read).
+PARQUET_SUFFIXES: tuple[str, ...] = (".parquet", ".pq")
+
+
 def _check_path(path: str) -> str:
-    """ValueError naming the path if its suffix is not a supported format."""
-    if not path.lower().endswith(SUFFIXES):
-        raise ValueError(f"shard file {path!r} has an unsupported extension; expected one of {', '.join(SUFFIXES)}")
+    """ValueError naming the location if it is no supported format: a file with one of SUFFIXES, a folder or prefix
+    ending in '/' (a parquet data set), or a well-formed object-storage URI of a parquet object or prefix."""
+    if is_uri(path):
+        try:
+            parse_uri(path)
+        except ValueError as exc:
+            raise ValueError(f"shard location {path!r} {exc}") from None
+        if not (path.endswith("/") or path.lower().endswith(PARQUET_SUFFIXES)):
+            raise ValueError(
+                f"shard location {path!r}: object-storage shards are parquet, a .parquet object or a data set prefix "
+                "ending in '/'"
+            )
+        return path
+    if not (path.endswith("/") or path.lower().endswith(SUFFIXES)):
+        raise ValueError(
+            f"shard file {path!r} has an unsupported extension; expected one of {', '.join(SUFFIXES)}, or a "
+            "folder of parquet files ending in '/'"
+        )
     return path
+
+
+def _is_parquet(path: str) -> bool:
+    """Whether a location is read as parquet: a .parquet file or object, or a data set (ending in '/')."""
+    return path.endswith("/") or path.lower().endswith(PARQUET_SUFFIXES)
 
 
 # ----------------------------------------------------------------------------------- file readers
@@ -136,14 +167,14 @@ def read_table(path: str, *, y: str | None = "y", x: Sequence[str] | None = None
     CSV or parquet file in X, and y is zeros."""
     lower = _check_path(path).lower()
     columns: tuple[str, ...] | None = None
-    if lower.endswith(".npz"):
+    if _is_parquet(path):
+        X, Y, columns = _read_parquet(path, y, x)
+    elif lower.endswith(".npz"):
         if y is None:
             raise ValueError(f"shard file {path!r}: an .npz has no column names for a formula; use CSV or parquet")
         X, Y = _read_npz(path, x[0] if x else "X", y)
-    elif lower.endswith(".csv"):
-        X, Y, columns = _read_csv(path, y, x)
     else:
-        X, Y, columns = _read_parquet(path, y, x)
+        X, Y, columns = _read_csv(path, y, x)
     Xa, Ya = _validate(X, Y, f"X in {path!r}", f"y in {path!r}")
     return DataTable(Xa, Ya, columns)
 
@@ -162,6 +193,11 @@ def read_header(path: str, *, y: str | None = "y", x: Sequence[str] | None = Non
     headers of X and y — never the data. Errors (missing file, no target column, unknown feature columns) are
     ValueError/FileNotFoundError naming the file."""
     lower = _check_path(path).lower()
+    if _is_parquet(path):
+        source = _parquet_source(path)
+        names, rows = list(source.schema.names), int(source.count_rows())
+        columns = _feature_names(path, names, y, x)
+        return FileHeader(columns, rows, len(columns))
     if not os.path.isfile(path):
         raise FileNotFoundError(f"shard file {path!r} does not exist")
     if lower.endswith(".npz"):
@@ -172,22 +208,13 @@ def read_header(path: str, *, y: str | None = "y", x: Sequence[str] | None = Non
         if len(xs) != 2:
             raise ValueError(f"shard file {path!r}: X must be 2-D, has shape {xs}")
         return FileHeader(None, int(xs[0]), int(xs[1]))
-    if lower.endswith(".csv"):
-        with open(path, encoding="utf-8") as fh:
-            header = fh.readline()
-        if not header.strip():
-            raise ValueError(f"shard file {path!r} has no header row")
-        names = [c.strip().strip('"').strip("'") for c in header.strip().split(",")]
-        rows = None
-    else:
-        try:
-            import pyarrow.parquet as pq
-        except ImportError:
-            raise ImportError(f"reading parquet shard {path!r} needs pyarrow (pip install pyarrow)") from None
-        meta = pq.ParquetFile(path)
-        names, rows = list(meta.schema_arrow.names), int(meta.metadata.num_rows)
+    with open(path, encoding="utf-8") as fh:
+        header = fh.readline()
+    if not header.strip():
+        raise ValueError(f"shard file {path!r} has no header row")
+    names = [c.strip().strip('"').strip("'") for c in header.strip().split(",")]
     columns = _feature_names(path, names, y, x)
-    return FileHeader(columns, rows, len(columns))
+    return FileHeader(columns, None, len(columns))
 
 
 def _feature_names(path: str, names: list[str], y: str | None, x: Sequence[str] | None) -> tuple[str, ...]:
@@ -296,18 +323,56 @@ def _read_csv(
     return _split_columns(path, names, data, y, x)
 
 
+def _parquet_source(path: str) -> Any:
+    """A `pyarrow.dataset.Dataset` over a parquet file, or over the parquet files below a folder or prefix (`path`
+    ending in '/'; files in name order, names starting with '_' or '.' skipped, hive partitions as columns). A path
+    or URI: a URI is reached with this process's own credentials. FileNotFoundError naming `path` if nothing is
+    there."""
+    import pyarrow.dataset as ds
+    import pyarrow.fs as pafs
+
+    if is_uri(path):
+        uri = parse_uri(path)
+        fs, root = filesystem(uri), uri.fs_path
+    else:
+        fs, root = pafs.LocalFileSystem(), path.rstrip("/") if path.endswith("/") else path
+    if not path.endswith("/"):
+        if fs.get_file_info(root).type != pafs.FileType.File:
+            raise FileNotFoundError(f"shard file {path!r} does not exist")
+        return ds.dataset(root, filesystem=fs, format="parquet")
+    found = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+    files = sorted(
+        info.path
+        for info in found
+        if info.type == pafs.FileType.File
+        and info.path.lower().endswith(PARQUET_SUFFIXES)
+        and not any(part.startswith(("_", ".")) for part in info.path[len(root) :].split("/"))
+    )
+    if not files:
+        raise FileNotFoundError(f"shard data set {path!r} holds no parquet files")
+    return ds.dataset(files, filesystem=fs, format="parquet", partitioning="hive", partition_base_dir=root)
+
+
 def _read_parquet(
     path: str, y: str | None = "y", x: Sequence[str] | None = None
 ) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
-    try:
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise ImportError(f"reading parquet shard {path!r} needs pyarrow (pip install pyarrow)") from None
-    table = pq.read_table(path)
-    names = list(table.column_names)
-    cols = [np.asarray(table.column(c).to_numpy(), dtype=np.float64) for c in names]
+    """A parquet file or data set (`_parquet_source`): only the target and the chosen feature columns are read
+    (`y=None`: every column, as `_split_columns` takes it)."""
+    source = _parquet_source(path)
+    names = list(source.schema.names)
+    features = _feature_names(path, names, y, x)
+    wanted = [*features] if y is None else [*features, y]
+    table = source.to_table(columns=wanted)
+    cols = []
+    for c in wanted:
+        try:
+            cols.append(np.asarray(table.column(c).to_numpy(), dtype=np.float64))
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"shard file {path!r}: column {c!r} is not numeric ({table.schema.field(c).type})"
+            ) from None
     data = np.column_stack(cols) if cols else np.empty((table.num_rows, 0))
-    return _split_columns(path, names, data, y, x)
+    return _split_columns(path, wanted, data, y, None if y is None else list(features))
 
 
 def _npz_rows(path: str) -> int | None:
@@ -394,8 +459,8 @@ class Shard:
         if self.X is not None:
             return int(self.X.shape[0])
         assert self.path is not None
-        if self.site is not None:
-            return None
+        if self.site is not None or is_uri(self.path) or self.path.endswith("/"):
+            return None  # never opened here: on its site, in object storage, or a data set of many files
         lower = self.path.lower()
         if lower.endswith(".npz"):
             return _npz_rows(self.path)
@@ -415,7 +480,7 @@ class Shard:
             return DataTable(self.X, self.y, self.columns)
         path = self.path
         real = check_on_site(path, self.grants) if self.grants is not None else path
-        if not os.path.isfile(real):
+        if not _is_parquet(real) and not os.path.isfile(real):
             raise FileNotFoundError(f"shard file {path!r} does not exist")
         return read_table(real, y=self.y_column, x=self.x_columns)
 
@@ -557,7 +622,7 @@ def _presplit(items: Sequence[Any], num_shards: Any, strategy: str) -> ShardSet:
             shards.append(item)
         elif isinstance(item, (str, os.PathLike)):
             path = _check_path(os.fspath(item))
-            if not os.path.isfile(path):
+            if not is_uri(path) and not os.path.exists(path):  # an object is looked up where it is read
                 raise FileNotFoundError(f"shard file {path!r} (X[{i}]) does not exist")
             shards.append(Shard(path=path))
         elif isinstance(item, (tuple, list)) and len(item) == 2:

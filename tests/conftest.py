@@ -1,5 +1,7 @@
 """Shared fixtures: one small local Ray (2 CPUs, 100 MB object store, no dashboard), a multi-node Ray cluster on
-this machine (head with 0 CPUs and three 1-CPU nodes labelled as sites a, b, c), and the service."""
+this machine (head with 0 CPUs and three 1-CPU nodes labelled as sites a, b, c), the service, and the real servers
+the service may use: a PostgreSQL (the pgserver wheel's binaries) and an S3-compatible object store (moto's server),
+each on 127.0.0.1 and a free port."""
 
 from __future__ import annotations
 
@@ -14,6 +16,9 @@ from typing import Any
 import pytest
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+# No process of the suite may ask a cloud's instance-metadata address for credentials (it is no test host): a process
+# without S3 credentials then fails at once instead of calling 169.254.169.254.
+os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
 _RAY_TMP = tempfile.mkdtemp(prefix="rs-ray-")
 _ACTIVE: dict[str, Any] = {"cluster": None}
 
@@ -96,6 +101,30 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 SERVICE_KEYS = {"alice": "alice-key-0123456789", "bob": "bob-key-0123456789"}
+
+
+# ---- real servers the service can use: PostgreSQL and an S3-compatible store, started on 127.0.0.1
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A PostgreSQL server for the session (`servers.Postgres`): `postgres.new_database()` gives a fresh database's
+    URL."""
+    from servers import Postgres
+
+    server = Postgres.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3():
+    """An S3-compatible server for the session (`servers.S3`): moto's server mode on 127.0.0.1."""
+    from servers import S3
+
+    server = S3.start()
+    yield server
+    server.stop()
 
 
 def service_env(tmp: str) -> dict[str, str]:
