@@ -148,7 +148,8 @@ class RunDirectory:
         name = f"draws/{start:012d}{self._suffix()}"
         if stats:
             buf = io.BytesIO()
-            np.savez(buf, **{k: np.asarray(v) for k, v in stats.items()})
+            arrays: dict[str, Any] = {k: np.asarray(v) for k, v in stats.items()}
+            np.savez(buf, **arrays)
             self._write(f"{name}.stats.npz", buf.getvalue())
         buf = io.BytesIO()
         np.save(buf, np.ascontiguousarray(theta, dtype=np.float64))

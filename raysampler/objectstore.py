@@ -143,7 +143,7 @@ def filesystem(uri: ObjectURI) -> pyarrow.fs.FileSystem:
             scheme, _, host = endpoint.rstrip("/").rpartition("://")
             options["endpoint_override"] = host
             options["scheme"] = scheme or "https"
-        return pafs.S3FileSystem(**options)  # type: ignore[arg-type]
+        return pafs.S3FileSystem(**options)
     if uri.scheme == "gs":
         emulator = env.get("STORAGE_EMULATOR_HOST")
         if emulator:

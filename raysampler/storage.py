@@ -19,7 +19,7 @@ import numpy as np
 
 from .objectstore import ObjectURI, filesystem, is_uri, parse_uri
 
-__all__ = ["LocalStorage", "ObjectStorage", "Storage", "storage_at"]
+__all__ = ["LocalStorage", "ObjectStorage", "Storage", "read_location", "remove_location", "storage_at"]
 
 
 class Storage(ABC):
@@ -65,9 +65,17 @@ class Storage(ABC):
         """The .npy file `name` as an array (memory-mapped where the file is local)."""
         return np.load(io.BytesIO(self.read(name)), allow_pickle=False)
 
+    def location_of(self, name: str) -> str:
+        """The path or URI of `name` (what `read_location` takes)."""
+        return self.location.rstrip("/") + "/" + name
+
     def check(self) -> None:
         """Raise OSError with the reason if the root cannot be listed (unreachable store, no permission)."""
         self.list()
+
+    def present(self) -> bool:
+        """Whether anything is stored at the root (a local folder: whether it exists)."""
+        return bool(self.list()) or any(True for _ in self.list("draws"))
 
 
 class LocalStorage(Storage):
@@ -98,6 +106,9 @@ class LocalStorage(Storage):
 
     def array(self, name: str) -> np.ndarray:
         return np.load(self.root / name, mmap_mode="r")
+
+    def present(self) -> bool:
+        return self.root.is_dir()
 
     def exists(self, name: str) -> bool:
         return (self.root / name).is_file()
@@ -210,3 +221,20 @@ def storage_at(location: str | os.PathLike) -> Storage:
     if is_uri(text):
         return ObjectStorage(parse_uri(text))
     return LocalStorage(text)
+
+
+def _split(location: str) -> tuple[Storage, str]:
+    parent, _, name = location.rstrip("/").rpartition("/")
+    return storage_at(parent + "/" if is_uri(location) else parent), name
+
+
+def read_location(location: str) -> bytes:
+    """The bytes of the file at a path or URI (`Storage.location_of`); FileNotFoundError if absent."""
+    where, name = _split(location)
+    return where.read(name)
+
+
+def remove_location(location: str) -> None:
+    """Remove the file at a path or URI (no error if it is gone)."""
+    where, name = _split(location)
+    where.remove(name)

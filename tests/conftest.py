@@ -173,9 +173,14 @@ def inprocess_settings(data_dir, **over):
     )
 
 
-@pytest.fixture(scope="session")
-def app_client(tmp_path_factory):
-    """The ASGI app in-process (lifespan run: store, run manager with executor "local") behind a TestClient."""
+#: The record stores the API suite runs against: the embedded SQLite and a real PostgreSQL.
+DATABASES = ("sqlite", "postgresql")
+
+
+@pytest.fixture(scope="session", params=DATABASES)
+def app_client(request, tmp_path_factory):
+    """The ASGI app in-process (lifespan run: store, run manager with executor "local") behind a TestClient, once
+    with SQLite and once with PostgreSQL as its record store (every test using it runs on both)."""
     import warnings
 
     with warnings.catch_warnings():  # Starlette would rather its test client ran on httpx2
@@ -184,7 +189,11 @@ def app_client(tmp_path_factory):
 
     from api import create_app
 
-    with TestClient(create_app(inprocess_settings(tmp_path_factory.mktemp("app") / "data"))) as client:
+    over = {}
+    if request.param == "postgresql":
+        over["database_url"] = request.getfixturevalue("postgres").new_database()
+    settings = inprocess_settings(tmp_path_factory.mktemp("app") / "data", **over)
+    with TestClient(create_app(settings)) as client:
         yield client
 
 
@@ -240,6 +249,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             marks.add("ray")
         if names & {"service", "app_client"}:
             marks.add("service")
+        if names & {"postgres", "s3"} or "postgresql" in params.values():  # a database or object-store server
+            marks.add("slow")
         if rel.startswith("tests/api/ui/"):
             marks.add("ui")
         if rel.startswith("tests/deploy/"):

@@ -9,8 +9,6 @@ import hashlib
 import json
 from dataclasses import dataclass
 
-import numpy as np
-
 from .. import datasets as rs_datasets
 from ..algorithms import ALGORITHMS, Algorithm, get_algorithm
 from ..errors import ArgumentError, PathPart
@@ -20,6 +18,7 @@ from ..options import RunOptions
 from ..runtime.coordinator import validate_run
 from ..runtime.sites import probe_shards
 from ..shards import DataTable, Shard, ShardSet, shard
+from .datasets import load_dataset
 from .errors import AccessDenied, FieldError
 from .schemas import BUILTIN_PREFIX, DataRef, RunSpec
 from .store import RecordStore
@@ -142,8 +141,7 @@ def load_data_ref(data: DataRef, tenant: str, store: RecordStore) -> DataTable:
     rec = store.get_dataset(tenant, data.dataset_id)
     if rec is None:
         raise SpecError(("data", "dataset_id"), f"no data set {data.dataset_id!r} (upload it with POST /v1/datasets)")
-    with np.load(rec.path) as z:
-        return DataTable(z["X"], z["y"], tuple(str(c) for c in z["columns"]) if "columns" in z.files else None)
+    return load_dataset(rec)
 
 
 def build(
