@@ -60,27 +60,39 @@ def ensure_keys(settings: Settings) -> tuple[Settings, str | None]:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
+    from pydantic import ValidationError
 
     from api import create_app
 
-    settings = _settings(
-        host=args.host,
-        port=args.port,
-        data_dir=args.data_dir,
-        ray_address=args.ray_address,
-        executor=args.executor,
-        max_concurrent_runs=args.max_concurrent_runs,
-        ssl_certfile=args.ssl_certfile,
-        ssl_keyfile=args.ssl_keyfile,
-        forwarded_allow_ips=args.forwarded_allow_ips,
-    )
+    from .service.backends import BackendError, check_storage, describe_database, open_records
+    from .settings import describe
+
+    try:
+        settings = _settings(
+            host=args.host,
+            port=args.port,
+            data_dir=args.data_dir,
+            ray_address=args.ray_address,
+            executor=args.executor,
+            max_concurrent_runs=args.max_concurrent_runs,
+            ssl_certfile=args.ssl_certfile,
+            ssl_keyfile=args.ssl_keyfile,
+            forwarded_allow_ips=args.forwarded_allow_ips,
+            database_url=args.database_url,
+            storage_url=args.storage_url,
+        )
+    except ValidationError as exc:  # a malformed setting: refuse to start, naming its variable
+        print(f"raysampler serve: {describe(exc)}", file=sys.stderr)
+        return 2
     if (settings.ssl_certfile is None) != (settings.ssl_keyfile is None):
         print("raysampler serve: HTTPS needs both --ssl-certfile and --ssl-keyfile", file=sys.stderr)
         return 2
     try:
         settings, generated = ensure_keys(settings)
         grants = settings.grants()
-    except (ValueError, OSError) as exc:  # malformed keys or grants: refuse to start, naming the entry
+        open_records(settings).close()  # reachable and migrated before the first request
+        storage = check_storage(settings)
+    except (ValueError, OSError, BackendError) as exc:  # malformed keys or grants, unusable database or storage
         print(f"raysampler serve: {exc}", file=sys.stderr)
         return 2
     url = f"{'https' if settings.ssl_certfile else 'http'}://{settings.host}:{settings.port}"
@@ -90,6 +102,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 {
                     "url": url,
                     "data_dir": str(settings.data_dir),
+                    "database": describe_database(settings.database_url),
+                    "storage": storage.location,
+                    "replica": settings.replica,
                     "executor": settings.executor,
                     "generated_api_key": generated,
                     "data_grants": [dataclasses.asdict(g) for g in grants.grants],
@@ -104,6 +119,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"raysampler {_version()} serving on {url} (docs at /docs; data in {settings.data_dir}; executor "
             f"{settings.executor})",
             flush=True,
+        )
+        print(
+            f"records: {describe_database(settings.database_url)}; draws and uploads: {storage.location}; "
+            f"replica {settings.replica!r} (lease {settings.lease_s:g} s)"
         )
         print(
             f"data grants: {len(grants)}"
@@ -479,7 +498,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--format", choices=["table", "json"], default="table")
         return p
 
-    s = sub.add_parser("serve", help="run the REST service (uvicorn, local Ray, SQLite)")
+    s = sub.add_parser("serve", help="run the REST service (uvicorn, local Ray, SQLite or PostgreSQL)")
     s.add_argument("--host", help="bind address ($RAYSAMPLER_HOST, default 127.0.0.1)")
     s.add_argument("--port", type=int, help="port ($RAYSAMPLER_PORT, default 8000)")
     s.add_argument("--data-dir", help="state directory ($RAYSAMPLER_DATA_DIR, default ~/.raysampler)")
@@ -490,6 +509,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--executor", choices=["ray", "local"], help="$RAYSAMPLER_EXECUTOR, default ray")
     s.add_argument("--max-concurrent-runs", type=int, help="$RAYSAMPLER_MAX_CONCURRENT_RUNS, default 1")
+    s.add_argument(
+        "--database-url",
+        help="run records: postgresql://user:password@host:5432/db (replicas share it) or sqlite:///path "
+        "($RAYSAMPLER_DATABASE_URL, default SQLite in the data dir; prefer the variable for a password)",
+    )
+    s.add_argument(
+        "--storage-url",
+        help="draw files, checkpoints and uploads: s3://bucket/prefix/ (or gs://, abfs://, a path) "
+        "($RAYSAMPLER_STORAGE_URL, default the data dir)",
+    )
     s.add_argument("--ssl-certfile", help="serve HTTPS with this PEM certificate ($RAYSAMPLER_SSL_CERTFILE)")
     s.add_argument("--ssl-keyfile", help="the certificate's PEM private key ($RAYSAMPLER_SSL_KEYFILE)")
     s.add_argument(

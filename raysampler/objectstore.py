@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 if TYPE_CHECKING:
     import pyarrow.fs
 
-__all__ = ["SCHEMES", "ObjectURI", "filesystem", "is_uri", "parse_uri"]
+__all__ = ["SCHEMES", "ObjectURI", "UnsafeKey", "filesystem", "is_uri", "parse_uri"]
 
 #: The object-storage schemes a location may use.
 SCHEMES: tuple[str, ...] = ("s3", "gs", "abfs")
@@ -40,6 +40,10 @@ _BUCKET = {
 _AZURE_ACCOUNT = re.compile(r"^[a-z0-9]{3,24}$")
 _AZURE_HOSTS = (".dfs.core.windows.net", ".blob.core.windows.net")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class UnsafeKey(ValueError):
+    """A well-formed URI whose key has a component a grant check must refuse ('.', '..', '~...', empty)."""
 
 
 def is_uri(location: str) -> bool:
@@ -119,11 +123,11 @@ def parse_uri(text: str) -> ObjectURI:
         components = []
     for c in components:
         if c == "":
-            raise ValueError("must not have empty components ('//')")
+            raise UnsafeKey("must not have empty components ('//')")
         if c in (".", ".."):
-            raise ValueError("must not have '.' or '..' components")
+            raise UnsafeKey("must not have '.' or '..' components")
         if c.startswith("~"):
-            raise ValueError("must not have components starting with '~'")
+            raise UnsafeKey("must not have components starting with '~'")
     return ObjectURI(scheme, host, tuple(components), account, trailing)
 
 
@@ -143,6 +147,7 @@ def filesystem(uri: ObjectURI) -> pyarrow.fs.FileSystem:
             scheme, _, host = endpoint.rstrip("/").rpartition("://")
             options["endpoint_override"] = host
             options["scheme"] = scheme or "https"
+        options["allow_delayed_open"] = True  # a small file is one PutObject, not a multipart upload: fewer requests
         return pafs.S3FileSystem(**options)
     if uri.scheme == "gs":
         emulator = env.get("STORAGE_EMULATOR_HOST")

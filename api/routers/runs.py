@@ -74,6 +74,7 @@ def run_info(rec: RunRecord) -> RunInfo:
         restarts=rec.restarts,
         checkpoint_round=rec.checkpoint_round,
         stop_reason=rec.stop_reason,
+        replica=rec.lease_owner,
     )
 
 

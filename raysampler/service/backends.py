@@ -17,7 +17,7 @@ class BackendError(RuntimeError):
     """A database or storage setting the service cannot use; the message names the setting."""
 
 
-def _database_for_humans(url: str | None) -> str:
+def describe_database(url: str | None) -> str:
     """The database URL without its password (what messages may show)."""
     if url is None:
         return "SQLite in the data dir"
@@ -34,11 +34,11 @@ def open_records(settings: Settings) -> RecordStore:
     try:
         return open_store(settings.database_url, settings.db_path)
     except SchemaTooNew as exc:
-        raise BackendError(f"RAYSAMPLER_DATABASE_URL ({_database_for_humans(settings.database_url)}): {exc}") from None
+        raise BackendError(f"RAYSAMPLER_DATABASE_URL ({describe_database(settings.database_url)}): {exc}") from None
     except Exception as exc:  # the drivers' own errors: refused connection, bad password, unknown database
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise BackendError(
-            f"RAYSAMPLER_DATABASE_URL: cannot open {_database_for_humans(settings.database_url)}: "
+            f"RAYSAMPLER_DATABASE_URL: cannot open {describe_database(settings.database_url)}: "
             f"{type(exc).__name__}: {reason}"
         ) from None
 

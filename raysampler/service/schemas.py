@@ -16,6 +16,7 @@ from ..algorithms import ALGORITHMS
 from ..models import FAMILIES, FAMILY_INFO, Family
 from ..models.formula import FORMULA_FAMILIES
 from ..models.groups import GroupEffects
+from ..objectstore import UnsafeKey, is_uri, parse_uri
 from ..options import AUTO_BURN_IN, AUTO_MAX_ROUNDS, DEFAULT_MAX_RHAT, DEFAULT_TARGET_ESS, RunOptions
 from ..predictive import PpcStatName
 from ..wire import RunStatus, RunStopReason
@@ -314,13 +315,32 @@ class ModelSpec(BaseModel):
 
 
 class ShardRef(BaseModel):
-    """A shard file that stays on its site: only a worker on a node labelled raysampler.io/site=<site> reads it."""
+    """A shard that stays on its site: only a worker on a node labelled raysampler.io/site=<site> reads it, a file
+    there or an object the site reads with its own credentials."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
     path: str = Field(
-        min_length=1, max_length=4096, description="the file's path on the site's nodes (.parquet, .csv or .npz)"
+        min_length=1,
+        max_length=4096,
+        description="the file's path on the site's nodes (.parquet, .csv or .npz; a folder of parquet files ending in "
+        "'/'), or an object-storage URI the site reads (s3://, gs://, abfs://: a .parquet object or a prefix ending "
+        "in '/')",
     )
     site: str = Field(pattern=SITE_PATTERN, description="the raysampler.io/site label of the nodes holding it")
+
+    @field_validator("path")
+    @classmethod
+    def _uri_syntax(cls, value: str) -> str:
+        """A URI must be well formed (scheme, bucket, no credentials or query): a 422. Which keys lie in a grant is
+        the grant check's (a 403 that tells nothing about the object)."""
+        if is_uri(value):
+            try:
+                parse_uri(value)
+            except UnsafeKey:
+                pass
+            except ValueError as exc:
+                raise ValueError(f"the URI {exc}") from None
+        return value
 
 
 class DataRef(BaseModel):
@@ -605,6 +625,10 @@ class RunInfo(BaseModel):
     stop_reason: RunStopReason | None = Field(
         None,
         description="why a finished run stopped: converged, num_rounds, time_budget, cancelled, max_rounds or failed",
+    )
+    replica: str | None = Field(
+        None,
+        description="the service replica driving the run (it holds the run's lease); None while no replica does",
     )
 
 

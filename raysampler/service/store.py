@@ -340,6 +340,8 @@ class SQLStore(RecordStore):
         **fields: Unpack[RunFields],
     ) -> bool:
         sets, values = _assignments(fields)
+        if "status" in fields and RunStatus(fields["status"]).is_terminal:
+            sets += ", lease_owner = NULL, lease_expires = NULL"  # a finished run has no driver
         states = [s.value for s in from_statuses]
         marks = ",".join("?" * len(states))
         fence, fence_args = _fence(lease)
@@ -545,6 +547,10 @@ class SQLiteStore(SQLStore):
         return {r["name"] for r in tx.rows("PRAGMA table_info(runs)")} if have else None
 
 
+#: How long a PostgreSQL session may sit inside a transaction before the server ends it (ms).
+IDLE_IN_TRANSACTION_MS = 5000
+
+
 class PostgresStore(SQLStore):
     """PostgreSQL, shared by every replica of the service: a pool of connections, one transaction per call."""
 
@@ -561,7 +567,13 @@ class PostgresStore(SQLStore):
             url,
             min_size=1,
             max_size=max_connections,
-            kwargs={"row_factory": dict_row, "connect_timeout": max(1, int(timeout_s))},
+            kwargs={
+                "row_factory": dict_row,
+                "connect_timeout": max(1, int(timeout_s)),
+                # a replica frozen inside a transaction (it never idles there otherwise) must not hold a run's row
+                # locked past its lease: the server ends such a session, and another replica can take the run
+                "options": f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}",
+            },
             timeout=timeout_s,
             open=False,
             name="raysampler",

@@ -246,7 +246,9 @@ def _previous_version(database: str, request, tmp_path) -> str:
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
     )
     run_args = ("t", "old", "RUNNING", 1.0, body, "h", 4, 7)
-    event = "INSERT INTO events (run_key, seq, kind, data, ts) VALUES (1, 1, 'status', '{\"status\": \"RUNNING\"}', 1.0)"
+    event = (
+        "INSERT INTO events (run_key, seq, kind, data, ts) VALUES (1, 1, 'status', '{\"status\": \"RUNNING\"}', 1.0)"
+    )
     if database == "sqlite":
         path = tmp_path / "old.sqlite3"
         conn = sqlite3.connect(path, isolation_level=None)
