@@ -58,8 +58,11 @@ class SiteCluster:
     address: str
     nodes: dict[str, Any]
 
-    def add_site_node(self, site: str) -> Any:
-        node = self.cluster.add_node(num_cpus=1, labels={"raysampler.io/site": site}, object_store_memory=80 * 2**20)
+    def add_site_node(self, site: str, num_cpus: int = 1, env: dict[str, str] | None = None) -> Any:
+        """A node labelled as `site`; `env` is its own environment (a site's own credentials for its store)."""
+        node = self.cluster.add_node(
+            num_cpus=num_cpus, labels={"raysampler.io/site": site}, object_store_memory=80 * 2**20, env_vars=env
+        )
         self.nodes[site] = node
         return node
 
