@@ -289,8 +289,9 @@ class RunDirectory:
 
     def rollback(self) -> RunState | None:
         """Prepare a resume: the checkpoint of the highest epoch (None if there is none), with every draw file that
-        is not part of it removed (begun at or past its `draws_kept`, or written by a later epoch that stored no
-        checkpoint). CheckpointError if the checkpoint cannot be used."""
+        is not part of it removed: begun at or past its `draws_kept`, written by a later epoch that stored no
+        checkpoint, or shadowed (a later epoch wrote from an earlier draw on: late writes of a replica that lost
+        its lease). CheckpointError if the checkpoint cannot be used."""
         found = self._checkpoints()
         if not found:
             state, epoch, kept = None, -1, 0
@@ -298,8 +299,13 @@ class RunDirectory:
             epoch, name = found[-1]
             state = self._load_checkpoint(name)
             kept = state.draws_kept
-        for c in self.chunks():
-            if c.start >= kept or c.epoch > max(epoch, 0):
+        chunks = self.chunks()
+        first: dict[int, int] = {}  # where each epoch's draws begin
+        for c in chunks:
+            first.setdefault(c.epoch, c.start)
+        for c in chunks:
+            later = any(e > c.epoch and start <= c.start for e, start in first.items() if e <= max(epoch, 0))
+            if c.start >= kept or c.epoch > max(epoch, 0) or later:
                 self._remove_chunk(c)
         return state
 

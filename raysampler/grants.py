@@ -134,7 +134,7 @@ def normalise_location(location: str, keep_slash: bool = True) -> str:
     if is_uri(location):
         uri = parse_uri(location)
         text = str(uri)
-        return text if keep_slash or not uri.trailing_slash else text.rstrip("/")
+        return text if keep_slash else text.rstrip("/")
     norm = normalise_path(location)
     return norm + "/" if keep_slash and location.endswith("/") and norm != "/" else norm
 

@@ -56,8 +56,8 @@ class EngineSettings(BaseSettings):
         return EngineSettings.model_construct(**{f: getattr(self, f) for f in EngineSettings.model_fields})
 
 
-#: Settings whose values may hold a secret (a password in a database URL, API keys): errors never repeat them.
-SECRET_FIELDS = frozenset({"database_url", "api_keys"})
+#: Settings whose values may hold a secret (a password in a URL, API keys): errors never repeat them.
+SECRET_FIELDS = frozenset({"database_url", "storage_url", "api_keys"})
 
 
 def describe(exc: ValidationError) -> str:

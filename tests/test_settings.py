@@ -84,6 +84,42 @@ def test_service_settings_extend_the_engine_settings(clean_env):
     assert type(engine) is EngineSettings and engine == EngineSettings.from_env()
 
 
+@pytest.mark.parametrize(
+    "name,value,why",
+    [
+        ("RAYSAMPLER_DATABASE_URL", "mysql://svc:hunter2@db:3306/runs", "scheme is 'mysql'"),
+        ("RAYSAMPLER_DATABASE_URL", "postgresql://svc:hunter2@db:port/runs", "port must be a number"),
+        ("RAYSAMPLER_DATABASE_URL", "postgresql://svc:hunter2@db:5432", "names its database"),
+        ("RAYSAMPLER_STORAGE_URL", "s3://Runs_Bucket/raysampler/", "valid bucket"),
+        ("RAYSAMPLER_STORAGE_URL", "s3://key:hunter2@runs/raysampler/", "credentials"),
+        ("RAYSAMPLER_STORAGE_URL", "runs/relative", "absolute path"),
+        ("RAYSAMPLER_LEASE_S", "0.1", "greater than or equal to 1"),
+        ("RAYSAMPLER_REPLICA_ID", "a replica", "letters, digits"),
+    ],
+)
+def test_a_bad_database_or_storage_setting_names_its_variable_and_never_a_password(clean_env, name, value, why):
+    from pydantic import ValidationError
+
+    from raysampler.service.settings import Settings
+    from raysampler.settings import describe
+
+    clean_env.setenv(name, value)
+    with pytest.raises(ValidationError) as err:
+        Settings()
+    text = describe(err.value)
+    assert text.startswith(f"{name}: ") and why in text and "Value error" not in text, text
+    assert "hunter2" not in text, text
+
+
+def test_replicas_are_named_after_their_host_and_data_dir(clean_env, tmp_path):
+    from raysampler.service.settings import Settings
+
+    a, b = Settings(data_dir=tmp_path / "a"), Settings(data_dir=tmp_path / "b")
+    assert a.replica != b.replica and a.replica == Settings(data_dir=tmp_path / "a").replica  # stable per data dir
+    assert Settings(data_dir=tmp_path / "a", replica_id="api-0").replica == "api-0"
+    assert Settings(database_url=" ").database_url is None
+
+
 def test_enums_take_users_strings_and_serialise_as_them():
     assert parse(Executor, "local", "executor") is Executor.LOCAL and parse(TransportKind, "actor", "t") == "actor"
     assert [Balance.of(v) for v in ("auto", True, False)] == [Balance.AUTO, Balance.ALWAYS, Balance.NEVER]

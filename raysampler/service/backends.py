@@ -31,15 +31,17 @@ def describe_database(url: str | None) -> str:
 def open_records(settings: Settings) -> RecordStore:
     """The record store, migrated to the newest schema; BackendError naming RAYSAMPLER_DATABASE_URL if it cannot be
     reached or is of a newer schema."""
+    name = "RAYSAMPLER_DATABASE_URL" if settings.database_url else "RAYSAMPLER_DATA_DIR"
     try:
+        if settings.database_url is None:
+            settings.data_dir.mkdir(parents=True, exist_ok=True)
         return open_store(settings.database_url, settings.db_path)
     except SchemaTooNew as exc:
-        raise BackendError(f"RAYSAMPLER_DATABASE_URL ({describe_database(settings.database_url)}): {exc}") from None
+        raise BackendError(f"{name} ({describe_database(settings.database_url)}): {exc}") from None
     except Exception as exc:  # the drivers' own errors: refused connection, bad password, unknown database
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise BackendError(
-            f"RAYSAMPLER_DATABASE_URL: cannot open {describe_database(settings.database_url)}: "
-            f"{type(exc).__name__}: {reason}"
+            f"{name}: cannot open {describe_database(settings.database_url)}: {type(exc).__name__}: {reason}"
         ) from None
 
 

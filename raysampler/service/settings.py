@@ -115,7 +115,10 @@ class Settings(EngineSettings):
             return None
         value = value.strip()
         if is_uri(value):
-            parse_uri(value)  # ValueError naming the rule
+            try:
+                parse_uri(value)
+            except ValueError as exc:
+                raise ValueError(f"the URI {exc}") from None
         elif not value.startswith("/"):
             raise ValueError("must be an s3://, gs:// or abfs:// URI or an absolute path")
         return value

@@ -559,10 +559,12 @@ class PostgresStore(SQLStore):
     FOR_UPDATE = " FOR UPDATE"
 
     def __init__(self, url: str, max_connections: int = 8, timeout_s: float = 10.0) -> None:
+        import psycopg
         from psycopg.rows import dict_row
         from psycopg_pool import ConnectionPool
 
         self.url = url
+        psycopg.connect(url, connect_timeout=max(1, int(timeout_s))).close()  # a refused connection fails at once
         self._pool = ConnectionPool(
             url,
             min_size=1,
