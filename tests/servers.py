@@ -83,8 +83,10 @@ class Postgres:
                 return server
             except psycopg.OperationalError:
                 if proc.poll() is not None or time.monotonic() > deadline:
+                    with open(os.path.join(root, "server.log")) as f:
+                        why = f.read()
                     server.stop()
-                    raise RuntimeError(f"PostgreSQL did not start: {open(os.path.join(root, 'server.log')).read()}")
+                    raise RuntimeError(f"PostgreSQL did not start: {why}") from None
                 time.sleep(0.1)
 
     def url(self, database: str) -> str:

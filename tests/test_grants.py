@@ -122,8 +122,15 @@ def test_object_uris_parse_without_looking_anything_up():
     from raysampler.objectstore import UnsafeKey, parse_uri
 
     u = parse_uri("s3://my-bucket/a/b/part-0.parquet")
-    assert (u.scheme, u.bucket, u.key, u.fs_path) == ("s3", "my-bucket", ("a", "b", "part-0.parquet"), "my-bucket/a/b/part-0.parquet")
-    assert str(parse_uri("s3://my-bucket/a/b/")) == "s3://my-bucket/a/b/" and parse_uri("s3://my-bucket/a/").trailing_slash
+    assert (u.scheme, u.bucket, u.key, u.fs_path) == (
+        "s3",
+        "my-bucket",
+        ("a", "b", "part-0.parquet"),
+        "my-bucket/a/b/part-0.parquet",
+    )
+    assert (
+        str(parse_uri("s3://my-bucket/a/b/")) == "s3://my-bucket/a/b/" and parse_uri("s3://my-bucket/a/").trailing_slash
+    )
     az = parse_uri("abfs://data@myaccount.dfs.core.windows.net/t1/x.parquet")
     assert (az.bucket, az.account, az.fs_path) == ("data", "myaccount", "data/t1/x.parquet")
     assert str(az.child("y")) == "abfs://data@myaccount.dfs.core.windows.net/t1/x.parquet/y"

@@ -129,7 +129,9 @@ def test_a_run_checkpointed_to_object_storage_resumes_in_another_process(s3, mon
             raise KeyboardInterrupt  # the machine goes away mid-run
 
     with pytest.raises(KeyboardInterrupt):
-        rs.sample(rs.models.LogisticRegression(), [str(f) for f in files], checkpoint_dir=where, callback=stop_early, **kw)
+        rs.sample(
+            rs.models.LogisticRegression(), [str(f) for f in files], checkpoint_dir=where, callback=stop_early, **kw
+        )
     script = textwrap.dedent(f"""
         import numpy as np, raysampler as rs
         res = rs.resume({where!r}, progress=False)

@@ -74,7 +74,7 @@ def test_replicas_share_runs_and_take_over_a_frozen_or_killed_driver_without_los
             follower.start()
             clients = [Client(r.url, ALICE) for r in replicas.values()]
             views = {n: cl.run(run.id) for n, cl in zip(replicas, clients)}
-            info = lambda name: views[name].info()  # noqa: E731
+            info = lambda name: views[name].info()
             wait_until(lambda: info(second)["progress"]["draws_stored"] >= 300, what="draws before the freeze")
 
             # 1. the driver freezes (SIGSTOP) until its lease has passed to the other replica, then thaws: it has
