@@ -24,6 +24,7 @@ whatever does not belong to it. So a late write of a replica that lost its lease
 
 from __future__ import annotations
 
+import bisect
 import io
 import os
 import pickle
@@ -166,22 +167,25 @@ class RunDirectory:
 
     def _segments(self) -> list[_Segment]:
         """Which chunk each draw is read from: of the chunks covering it (a chunk reaches to the next chunk of its own
-        epoch), the one of the highest epoch; consecutive draws of one chunk form one segment."""
+        epoch), the one of the highest epoch; consecutive draws of one chunk form one segment. A bisection per epoch
+        and chunk start: a long run's thousands of chunks stay cheap, and epochs are few (one per takeover)."""
         chunks = self.chunks()
-        reach: dict[Chunk, float] = {}
         by_epoch: dict[int, list[Chunk]] = {}
         for c in chunks:
             by_epoch.setdefault(c.epoch, []).append(c)
-        for same in by_epoch.values():
-            for a, b in zip(same, [*same[1:], None]):
-                reach[a] = float("inf") if b is None else b.start
-        starts = sorted({c.start for c in chunks})
+        epochs = sorted(by_epoch, reverse=True)
+        starts = {e: [c.start for c in by_epoch[e]] for e in epochs}
+        points = sorted({c.start for c in chunks})
         out: list[_Segment] = []
-        for lo, hi in zip(starts, [*starts[1:], float("inf")]):
-            covering = [c for c in chunks if c.start <= lo < reach[c]]
-            if not covering:
+        for lo, hi in zip(points, [*points[1:], float("inf")]):
+            best = None
+            for e in epochs:  # the highest epoch whose chunks cover `lo`
+                i = bisect.bisect_right(starts[e], lo) - 1
+                if i >= 0 and (i + 1 == len(starts[e]) or lo < starts[e][i + 1]):
+                    best = by_epoch[e][i]
+                    break
+            if best is None:
                 continue
-            best = max(covering, key=lambda c: c.epoch)
             if out and out[-1].chunk == best and out[-1].hi == lo:
                 out[-1] = _Segment(out[-1].lo, hi, best)
             else:

@@ -463,7 +463,8 @@ class RunManager:
                 self._execute(tenant, run_id)
             finally:
                 with self._lock:
-                    self._cancel.pop((tenant, run_id), None)
+                    if (tenant, run_id) not in self._drives:  # else another thread drives it: its cancel stays
+                        self._cancel.pop((tenant, run_id), None)
 
     def _execute(self, tenant: str, run_id: str) -> None:
         """Take the run's lease (unless another replica drives it), then drive it; give the lease up at the end."""

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import SERVICE_KEYS, service_env
-from service_helpers import ALICE, BOB, hdr, wait_until
+from service_helpers import ALICE, BOB, final, hdr, wait_until
 
 import raysampler as rs
 from raysampler.client import Client
@@ -321,12 +321,7 @@ def test_a_site_reads_a_parquet_data_set_from_object_storage_with_its_own_creden
         r = c.post("/v1/runs", json=body, headers=hdr(ALICE))
         assert r.status_code == 202, r.text
         rid = r.json()["id"]
-        info = wait_until(
-            lambda: (
-                (i := c.get(f"/v1/runs/{rid}", headers=hdr(ALICE)).json())["status"] in ("SUCCEEDED", "FAILED") and i
-            ),
-            what="the run to end",
-        )
+        info = final(c, rid)
         assert info["status"] == "SUCCEEDED", info
         assert [w["site"] for w in info["workers"]] == ["d", "b", "c"] and info["param_names"][1] == "beta[feature 1]"
         stored = Client(svc.url, ALICE).run(rid).draws()
