@@ -221,6 +221,7 @@ HEAVY_MODULES = (
     "tests/models/test_group_references.py",
     "tests/service/test_resume.py",
     "tests/service/test_sites_service.py",
+    "tests/service/test_replicas.py",
     "tests/runtime/test_run_state.py",
     "tests/models/test_group_effects.py",
     "tests/runtime/test_embedded_ray.py",

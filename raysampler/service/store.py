@@ -577,6 +577,7 @@ class PostgresStore(SQLStore):
                 "options": f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}",
             },
             timeout=timeout_s,
+            check=ConnectionPool.check_connection,  # a connection the server ended (its restart) is replaced
             open=False,
             name="raysampler",
         )

@@ -238,8 +238,8 @@ def test_an_empty_database_is_migrated_to_the_newest_schema(store):
 
 
 def _previous_version(database: str, request, tmp_path) -> str:
-    """A database at schema version LATEST - 1 holding one run and one event, as the previous release wrote it;
-    returns its URL."""
+    """A database at schema version LATEST - 1 holding one run and one event, as the previous release wrote it (for
+    SQLite: the same tables without `schema_version`, which the previous release did not keep); returns its URL."""
     body = RunSpec.model_validate(spec()).model_dump_json()
     insert_run = (
         "INSERT INTO runs (tenant, id, status, created_at, spec, spec_hash, chains, rounds_done) "
@@ -257,6 +257,7 @@ def _previous_version(database: str, request, tmp_path) -> str:
         assert migrations.step(execute, "sqlite", migrations.LATEST - 1, None) == migrations.LATEST - 1
         conn.execute(insert_run, run_args)
         conn.execute(event)
+        conn.execute("DROP TABLE schema_version")
         conn.close()
         return f"sqlite:///{path}"
     import psycopg
