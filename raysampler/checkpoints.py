@@ -72,9 +72,7 @@ class Manifest:
         e = execution
         return cls(model, algorithm, options, e.executor, e.transport, e.max_actors, e.balance, shards)
 
-    def execution(
-        self, checkpoint_dir: str | os.PathLike | RunDirectory, executor: Executor | str | None = None
-    ) -> ExecutionOptions:
+    def execution(self, checkpoint_dir: str | os.PathLike, executor: Executor | str | None = None) -> ExecutionOptions:
         """How the resumed run executes: as the original run (or on `executor`), storing into `checkpoint_dir`."""
         return ExecutionOptions(
             executor=executor or self.executor,  # type: ignore[arg-type]  # parsed by ExecutionOptions

@@ -20,7 +20,6 @@ from .enums import Balance, Executor, TransportKind, parse
 from .errors import ArgumentError
 
 if TYPE_CHECKING:  # pydantic-settings loads only when a run starts: `import raysampler` (and the CLI) stays light
-    from .checkpoints import RunDirectory
     from .events import RunEvent
     from .settings import EngineSettings
 
@@ -118,8 +117,9 @@ class ExecutionOptions:
     round messages travel ("socket": direct channels, "actor": Ray actor calls), `max_actors` caps the worker actors
     (default: one per CPU) and `balance` ("auto", True/False, or a `Balance`) whether local step counts N_i follow
     measured worker speeds ("auto" only on Ray and only when the speeds differ). `keep_draws=False`: `Run.chunks()`
-    only yields draws, the caller stores them. `checkpoint_dir` (a path, an object-storage URI or a `RunDirectory`)
-    stores every chunk of draws with its checkpoint.
+    only yields draws, the caller stores them. `checkpoint_dir` (a path or an object-storage URI) stores every chunk
+    of draws with its checkpoint; a service replica names its files by its lease epoch (`checkpoint_epoch`, 0: the
+    plain layout) and refuses a write once its lease may be gone (`checkpoint_fence`, called before each write).
     `engine`: the RAYSAMPLER_* engine settings (default: read from the environment when the run starts).
     `on_event` hears of each lost process and resume (`RunEvent`). `cancel`, once set, stops the run's set-up (the
     processes starting, tuning) where it is: the run's constructor raises `RunCancelled` (sampling itself stops at
@@ -131,7 +131,9 @@ class ExecutionOptions:
     balance: Balance = Balance.AUTO
     max_actors: int | None = None
     keep_draws: bool = True
-    checkpoint_dir: str | os.PathLike | RunDirectory | None = None
+    checkpoint_dir: str | os.PathLike | None = None
+    checkpoint_epoch: int = 0
+    checkpoint_fence: Callable[[], None] | None = field(default=None, compare=False, repr=False)
     engine: EngineSettings | None = None
     on_event: Callable[[RunEvent], None] | None = field(default=None, compare=False)
     cancel: threading.Event | None = field(default=None, compare=False, repr=False)

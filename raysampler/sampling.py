@@ -129,7 +129,11 @@ class Run:
         self.rounds_done = resume_from.rounds_done if resume_from is not None else 0
         self.draws_before = resume_from.draws_kept if resume_from is not None else 0
         self.draws_kept = self.draws_before  # draws per chain kept so far, including those before a resume
-        self.directory = as_run_directory(exe.checkpoint_dir) if exe.checkpoint_dir is not None else None
+        self.directory = (
+            None
+            if exe.checkpoint_dir is None
+            else RunDirectory(exe.checkpoint_dir, exe.checkpoint_epoch, exe.checkpoint_fence)
+        )
         self.restarts = 0
         self.checkpoint_write_s = 0.0  # time spent writing draws and checkpoints durably (checkpoint_dir)
         self.events: list[RunEvent] = []
@@ -487,7 +491,7 @@ def resume(
             raise ValueError("this run's shards were in memory: pass them again, rs.resume(checkpoint_dir, shards=...)")
         shards = list(manifest.shards)
     state = directory.rollback() or state  # drops the draw files past the checkpoint
-    execution = manifest.execution(directory, executor)
+    execution = manifest.execution(directory.location, executor)
     run = Run(manifest.model, shards, manifest.algorithm, manifest.options, execution, resume_from=state)
     return _drive(run, progress, callback)
 

@@ -593,7 +593,9 @@ class RunManager:
                 executor=Executor(self.settings.executor),
                 engine=self.settings,
                 keep_draws=False,
-                checkpoint_dir=directory,
+                checkpoint_dir=directory.location,
+                checkpoint_epoch=d.lease.epoch,
+                checkpoint_fence=d.fence,
                 on_event=lambda ev: self._engine_event(d, ev),
                 cancel=cancel,
             )
