@@ -253,7 +253,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             marks.add("ray")
         if names & {"service", "app_client"}:
             marks.add("service")
-        if names & {"postgres", "s3"} or "postgresql" in params.values():  # a database or object-store server
+        servers = {"postgres", "s3"}  # a database or object-store server (a fixture, or a parametrization naming one)
+        if names & servers or {"postgresql", "s3"} & {str(v) for v in params.values()}:
             marks.add("slow")
         if rel.startswith("tests/api/ui/"):
             marks.add("ui")
