@@ -1,5 +1,5 @@
-"""The FastAPI application: lifespan (store, draw files, run manager), routers, metrics, audit and security-header
-middleware, error shapes."""
+"""The FastAPI application: lifespan (record store, draw files, run manager), routers, metrics, audit and
+security-header middleware, error shapes."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from starlette.middleware.body_limit import RequestBodyLimitMiddleware
 
 from raysampler import __version__
 from raysampler.service.audit import AuditLog
+from raysampler.service.backends import check_storage, open_records
 from raysampler.service.drawfiles import DrawFiles
 from raysampler.service.manager import RunManager
 from raysampler.service.metrics import Metrics
 from raysampler.service.settings import Settings
-from raysampler.service.store import SQLiteStore
 
 from . import errors, openapi_doc
 from .audit import AuditMiddleware
@@ -39,10 +39,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        for d in (settings.data_dir, settings.runs_dir, settings.datasets_dir):
+        for d in (settings.data_dir, settings.datasets_dir):  # local state: audit log, keys, uploads in progress
             d.mkdir(parents=True, exist_ok=True)
-        store = SQLiteStore(str(settings.db_path))
-        files = DrawFiles(settings.runs_dir)
+        store = open_records(settings)  # RAYSAMPLER_DATABASE_URL (default SQLite in the data dir), migrated
+        files = DrawFiles(check_storage(settings).child("runs"))  # RAYSAMPLER_STORAGE_URL (default the data dir)
         metrics = Metrics(store)
         manager = RunManager(store, files, settings, metrics)
         manager.start()

@@ -104,8 +104,9 @@ class Report:
     tables: list[Table] = field(default_factory=list)
 
 
-def parser(doc: str | None, script: str) -> argparse.ArgumentParser:
-    """The script's argument parser: `--help` prints its docstring; adds `--out DIR` (see `results_dir`)."""
+def parser(doc: str | None, script: str, ray: bool = False) -> argparse.ArgumentParser:
+    """The script's argument parser: `--help` prints its docstring; adds `--out DIR` (see `results_dir`) and, for a
+    script that starts a local Ray (`ray`), `--cpus` (default: this machine's CPUs; `local_ray(num_cpus=...)`)."""
     p = argparse.ArgumentParser(
         prog=f"python {Path(script).resolve().relative_to(REPO_DIR)}",
         description=doc,
@@ -118,6 +119,13 @@ def parser(doc: str | None, script: str) -> argparse.ArgumentParser:
         metavar="DIR",
         help="read and write results (JSON, plots) in DIR instead of the stored results/ folder and docs/",
     )
+    if ray:
+        p.add_argument(
+            "--cpus",
+            type=int,
+            default=os.cpu_count() or 1,
+            help="CPUs of the local Ray (default: this machine's, %(default)s)",
+        )
     p.set_defaults(results_dir=Path(script).resolve().parent / "results")
     return p
 
@@ -182,11 +190,13 @@ def pyplot() -> Any:
 
 
 @contextlib.contextmanager
-def local_ray(object_store_mb: int, num_cpus: int = 2) -> Iterator[Any]:
+def local_ray(object_store_mb: int, num_cpus: int | None = None) -> Iterator[Any]:
     """A private local Ray (own temp dir, no dashboard, no token auth) for the block; yields the `ray` module.
 
-    The temp dir keeps this cluster apart from any other Ray running on the machine (tests, other users).
+    `num_cpus`: the CPUs it offers (default: this machine's). The temp dir keeps this cluster apart from any other
+    Ray running on the machine (tests, other users).
     """
+    num_cpus = num_cpus or os.cpu_count() or 1
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     import ray
 
@@ -314,6 +324,7 @@ def environment() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,  # 1, 5, 15 min, at the end
         "numpy": numpy.__version__,
         "scipy": scipy.__version__,
         "argv": sys.argv,

@@ -4,7 +4,7 @@
     raysampler submit spec.json|spec.yaml [--wait]      raysampler status [ID|latest]
     raysampler draws ID [--follow] [--start K]           raysampler cancel ID | resume ID | delete ID
     raysampler summary ID                                raysampler upload FILE [--y-column y] [--x-columns a,b]
-    raysampler loo ID [--draws N|all]                    raysampler compare ID1 ID2 [...] [--draws N|all]
+    raysampler loo ID [--draws N|all] [--moment-match]   raysampler compare ID1 ID2 [...] [--draws N|all] [--method M]
     raysampler evaluate ID --dataset-id DS | --data REF.json    raysampler predict ID --dataset-id DS [--kind K]
     raysampler demo                                      raysampler audit [--tenant T] [--since 1h] [--action A]
 
@@ -60,27 +60,39 @@ def ensure_keys(settings: Settings) -> tuple[Settings, str | None]:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
+    from pydantic import ValidationError
 
     from api import create_app
 
-    settings = _settings(
-        host=args.host,
-        port=args.port,
-        data_dir=args.data_dir,
-        ray_address=args.ray_address,
-        executor=args.executor,
-        max_concurrent_runs=args.max_concurrent_runs,
-        ssl_certfile=args.ssl_certfile,
-        ssl_keyfile=args.ssl_keyfile,
-        forwarded_allow_ips=args.forwarded_allow_ips,
-    )
+    from .service.backends import BackendError, check_storage, describe_database, open_records
+    from .settings import describe
+
+    try:
+        settings = _settings(
+            host=args.host,
+            port=args.port,
+            data_dir=args.data_dir,
+            ray_address=args.ray_address,
+            executor=args.executor,
+            max_concurrent_runs=args.max_concurrent_runs,
+            ssl_certfile=args.ssl_certfile,
+            ssl_keyfile=args.ssl_keyfile,
+            forwarded_allow_ips=args.forwarded_allow_ips,
+            database_url=args.database_url,
+            storage_url=args.storage_url,
+        )
+    except ValidationError as exc:  # a malformed setting: refuse to start, naming its variable
+        print(f"raysampler serve: {describe(exc)}", file=sys.stderr)
+        return 2
     if (settings.ssl_certfile is None) != (settings.ssl_keyfile is None):
         print("raysampler serve: HTTPS needs both --ssl-certfile and --ssl-keyfile", file=sys.stderr)
         return 2
     try:
         settings, generated = ensure_keys(settings)
         grants = settings.grants()
-    except (ValueError, OSError) as exc:  # malformed keys or grants: refuse to start, naming the entry
+        open_records(settings).close()  # reachable and migrated before the first request
+        storage = check_storage(settings)
+    except (ValueError, OSError, BackendError) as exc:  # malformed keys or grants, unusable database or storage
         print(f"raysampler serve: {exc}", file=sys.stderr)
         return 2
     url = f"{'https' if settings.ssl_certfile else 'http'}://{settings.host}:{settings.port}"
@@ -90,6 +102,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 {
                     "url": url,
                     "data_dir": str(settings.data_dir),
+                    "database": describe_database(settings.database_url),
+                    "storage": storage.location,
+                    "replica": settings.replica,
                     "executor": settings.executor,
                     "generated_api_key": generated,
                     "data_grants": [dataclasses.asdict(g) for g in grants.grants],
@@ -104,6 +119,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"raysampler {_version()} serving on {url} (docs at /docs; data in {settings.data_dir}; executor "
             f"{settings.executor})",
             flush=True,
+        )
+        print(
+            f"records: {describe_database(settings.database_url)}; draws and uploads: {storage.location}; "
+            f"replica {settings.replica!r} (lease {settings.lease_s:g} s)"
         )
         print(
             f"data grants: {len(grants)}"
@@ -203,13 +222,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             for r in runs if args.format != "json" else []:
                 _print_run(r, "table")
             return 0
-        run_id = args.id
-        if run_id == "latest":
-            latest = next(c.runs(page_size=1), None)
-            if latest is None:
-                raise SystemExit("error: no runs yet")
-            run_id = latest["id"]
-        _print_run(c.run(run_id).info(), args.format)
+        _print_run(c.run(args.id).info(), args.format)
         return 0
 
 
@@ -258,8 +271,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 def cmd_delete(args: argparse.Namespace) -> int:
     with _client(args) as c:
-        c.run(args.id).delete()
-    print(json.dumps({"id": args.id, "deleted": True}) if args.format == "json" else f"{args.id}  deleted")
+        run = c.run(args.id)
+        run.delete()
+    print(json.dumps({"id": run.id, "deleted": True}) if args.format == "json" else f"{run.id}  deleted")
     return 0
 
 
@@ -311,29 +325,45 @@ def _draws(value: str) -> int | str:
 def cmd_loo(args: argparse.Namespace) -> int:
     """PSIS-LOO of a run, computed where its rows are."""
     with _client(args) as c:
-        lo = c.run(args.id).loo(draws=args.draws)
+        lo = c.run(args.id).loo(draws=args.draws, moment_match=args.moment_match)
     if args.format == "json":
         print(json.dumps(lo))
         return 0
-    elpd = "nan" if lo["elpd"] is None else f"{lo['elpd']:.2f}"
-    se = "nan" if lo["se"] is None else f"{lo['se']:.2f}"
-    p = "nan" if lo["p_loo"] is None else f"{lo['p_loo']:.2f}"
     print(
-        f"{lo['run_id']}  elpd_loo {elpd} (SE {se})  p_loo {p}  ({lo['n_data_points']} rows, {lo['n_samples']} draws)"
+        f"{lo['run_id']}  elpd_loo {_num(lo['elpd'])} (SE {_num(lo['se'])})  p_loo {_num(lo['p_loo'])}  "
+        f"({lo['n_data_points']} rows, {lo['n_samples']} draws)"
     )
-    print(f"  Pareto k < 0.7: {lo['k_ok']}   k >= 0.7: {lo['k_high']}")
+    print(
+        f"  flat (log-lik span < {lo['flat_span']:g}, uniform weights): {lo['k_flat']}   "
+        f"Pareto k < 0.7: {lo['k_ok']}   k >= 0.7: {lo['k_high']}"
+    )
     for r in lo["high_k_rows"][:20]:
-        where = f"row {r['row']} of shard {r['shard']}" + (
-            f" (original row {r['index']})" if r["index"] is not None else ""
-        )
-        print(f"  high k: {where}")
+        print(f"  high k: {_where(r)}")
+    matched = lo.get("moment_matched")
+    if matched is not None:
+        print(f"  moment matching: {len(matched)} rows, {sum(1 for m in matched if m['used'])} improved")
+        for m in matched[:20]:
+            print(
+                f"    {_where(m['row'])}: k {_num(m['k_psis'])} -> {_num(m['k_after'])}, elpd_i "
+                f"{_num(m['elpd_psis'], 4)} -> {_num(m['elpd_after'], 4)} (MCSE {_num(m['mcse_after'], 4)}), "
+                f"{m['maps']} maps{'' if m['used'] else ', PSIS kept'}"
+            )
     return 0
+
+
+def _num(value: float | None, digits: int = 2) -> str:
+    return "nan" if value is None else f"{value:.{digits}f}"
+
+
+def _where(r: dict) -> str:
+    """A row by position, as the service names it."""
+    return f"row {r['row']} of shard {r['shard']}" + (f" (original row {r['index']})" if r["index"] is not None else "")
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Runs fitted on the same rows, best first by PSIS-LOO elpd."""
     with _client(args) as c:
-        table = c.compare(args.ids, draws=args.draws)
+        table = c.compare(args.ids, draws=args.draws, method=args.method)
     if args.format == "json":
         print(table.reset_index(names="run_id").to_json(orient="records"))
     else:
@@ -372,6 +402,52 @@ def cmd_predict(args: argparse.Namespace) -> int:
     rows = values.T if args.kind == "draws" else values
     for i, v in enumerate(rows):
         print(json.dumps({"row": i, "value": v.tolist()}) if args.format == "json" else f"{i}\t{v}")
+    return 0
+
+
+def cmd_ppc(args: argparse.Namespace) -> int:
+    """A posterior predictive check of a run, computed where its rows are: printed, as JSON, or drawn (--plot)."""
+    import dataclasses
+
+    import numpy as np
+
+    from .predictive import PpcHistogram, PpcStat
+
+    with _client(args) as c:
+        run = c.run(args.id)
+        check = run.pp_check(args.kind, args.stat, draws=args.draws, bins=args.bins, seed=args.seed)
+    if args.plot:
+        try:
+            import matplotlib
+        except ImportError:
+            raise SystemExit('error: --plot needs matplotlib: pip install "raysampler[plot]"') from None
+        matplotlib.use("Agg")  # a file, never a window
+        import matplotlib.pyplot as plt
+
+        check.plot()
+        plt.savefig(args.plot, bbox_inches="tight")
+    fields = {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in dataclasses.asdict(check).items()}
+    if args.format == "json":
+        extra = {"p_value": check.p_value} if isinstance(check, PpcStat) else {}
+        print(json.dumps({"run_id": run.id, **fields, **extra}))
+        return 0
+    S = len(fields["replicated"])
+    head = f"{run.id}  {check.n} rows, {S} replicated data sets"
+    if isinstance(check, PpcStat):
+        rep = np.asarray(check.replicated)
+        lo, mid, hi = np.nanquantile(rep, [0.05, 0.5, 0.95])
+        print(
+            f"{head}\n  T = {check.stat}:  T(y) {check.observed:.4g}   T(y_rep) median {mid:.4g}, 90% [{lo:.4g}, "
+            f"{hi:.4g}]   p = P(T(y_rep) >= T(y)) = {check.p_value:.3f}"
+        )
+    elif isinstance(check, PpcHistogram):
+        print(f"{head}\n  {'bin':>24}  {'y':>7}  y_rep median [5%, 95%]")
+        q = np.quantile(np.asarray(check.replicated), [0.05, 0.5, 0.95], axis=0)
+        for b, count in enumerate(np.asarray(check.observed).tolist()):
+            edge = f"[{check.edges[b]:.4g}, {check.edges[b + 1]:.4g})"
+            print(f"  {edge:>24}  {count:>7}  {q[1, b]:g} [{q[0, b]:g}, {q[2, b]:g}]")
+    else:
+        print(f"{head}: densities on {len(fields['grid'])} points; --plot FILE draws them, --format json gives them")
     return 0
 
 
@@ -422,7 +498,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--format", choices=["table", "json"], default="table")
         return p
 
-    s = sub.add_parser("serve", help="run the REST service (uvicorn, local Ray, SQLite)")
+    s = sub.add_parser("serve", help="run the REST service (uvicorn, local Ray, SQLite or PostgreSQL)")
     s.add_argument("--host", help="bind address ($RAYSAMPLER_HOST, default 127.0.0.1)")
     s.add_argument("--port", type=int, help="port ($RAYSAMPLER_PORT, default 8000)")
     s.add_argument("--data-dir", help="state directory ($RAYSAMPLER_DATA_DIR, default ~/.raysampler)")
@@ -433,6 +509,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--executor", choices=["ray", "local"], help="$RAYSAMPLER_EXECUTOR, default ray")
     s.add_argument("--max-concurrent-runs", type=int, help="$RAYSAMPLER_MAX_CONCURRENT_RUNS, default 1")
+    s.add_argument(
+        "--database-url",
+        help="run records: postgresql://user:password@host:5432/db (replicas share it) or sqlite:///path "
+        "($RAYSAMPLER_DATABASE_URL, default SQLite in the data dir; prefer the variable for a password)",
+    )
+    s.add_argument(
+        "--storage-url",
+        help="draw files, checkpoints and uploads: s3://bucket/prefix/ (or gs://, abfs://, a path) "
+        "($RAYSAMPLER_STORAGE_URL, default the data dir)",
+    )
     s.add_argument("--ssl-certfile", help="serve HTTPS with this PEM certificate ($RAYSAMPLER_SSL_CERTFILE)")
     s.add_argument("--ssl-keyfile", help="the certificate's PEM private key ($RAYSAMPLER_SSL_KEYFILE)")
     s.add_argument(
@@ -457,21 +543,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tag", action="append", metavar="KEY=VALUE", help="only runs with this tag (repeatable)")
     p.set_defaults(fn=cmd_status)
     p = client_cmd("draws", "print a run's draws (index chain values...)")
-    p.add_argument("id")
+    p.add_argument("id", help="run ID, or 'latest' for the newest run")
     p.add_argument("--follow", action="store_true", help="keep printing new draws until the run ends")
     p.add_argument("--start", type=int, default=0, help="line offset to start from")
     p.set_defaults(fn=cmd_draws)
     p = client_cmd("cancel", "cancel a run (stored draws are kept)")
-    p.add_argument("id")
+    p.add_argument("id", help="run ID, or 'latest' for the newest run")
     p.set_defaults(fn=cmd_cancel)
     p = client_cmd("resume", "continue a FAILED or CANCELLED run from its checkpoint")
-    p.add_argument("id")
+    p.add_argument("id", help="run ID, or 'latest' for the newest run")
     p.set_defaults(fn=cmd_resume)
     p = client_cmd("delete", "delete a finished run: its record, events and draws")
-    p.add_argument("id")
+    p.add_argument("id", help="run ID, or 'latest' for the newest run")
     p.set_defaults(fn=cmd_delete)
     p = client_cmd("summary", "posterior summary of the stored draws")
-    p.add_argument("id")
+    p.add_argument("id", help="run ID, or 'latest' for the newest run")
     p.add_argument("--ci-prob", type=float, default=0.94)
     p.set_defaults(fn=cmd_summary)
     p = client_cmd("upload", "upload a data set (.npz, .csv, .parquet)")
@@ -484,26 +570,45 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_models)
 
     p = client_cmd("loo", "PSIS-LOO of a run, computed where its rows are")
-    p.add_argument("id")
+    p.add_argument("id", help="run ID, or 'latest' for the newest run")
     p.add_argument("--draws", type=_draws, default=1000, help="at most this many draws (thinned), or 'all'")
+    p.add_argument(
+        "--moment-match", action="store_true", help="improve the rows with Pareto k >= 0.7 by moment matching"
+    )
     p.set_defaults(fn=cmd_loo)
     p = client_cmd("compare", "compare runs fitted on the same rows by PSIS-LOO")
-    p.add_argument("ids", nargs="+", metavar="ID")
+    p.add_argument("ids", nargs="+", metavar="ID", help="run IDs ('latest' for the newest run)")
     p.add_argument("--draws", type=_draws, default=1000, help="at most this many draws (thinned), or 'all'")
+    p.add_argument(
+        "--method", choices=["pseudo-bma", "stacking"], default="pseudo-bma", help="how the models are weighed"
+    )
     p.set_defaults(fn=cmd_compare)
     p = client_cmd("evaluate", "held-out metrics of a run (accuracy, NLL, Brier, ECE / RMSE, CRPS, coverage)")
-    p.add_argument("id")
+    p.add_argument("id", help="run ID, or 'latest' for the newest run")
     p.add_argument("--dataset-id", default=None, help="an uploaded data set")
     p.add_argument("--data", default=None, help='a data reference as JSON, e.g. {"shards": [...], "y_column": "y"}')
     p.add_argument("--draws", type=_draws, default=1000)
     p.add_argument("--bins", type=int, default=10, help="confidence bins of the ECE")
     p.set_defaults(fn=cmd_evaluate)
     p = client_cmd("predict", "the posterior predictive at the rows of an uploaded data set")
-    p.add_argument("id")
+    p.add_argument("id", help="run ID, or 'latest' for the newest run")
     p.add_argument("--dataset-id", required=True)
     p.add_argument("--kind", choices=["mean", "draws", "interval"], default="mean")
     p.add_argument("--draws", type=_draws, default=1000)
     p.set_defaults(fn=cmd_predict)
+    p = client_cmd("ppc", "a posterior predictive check of a run, computed where its rows are")
+    p.add_argument("id", help="run ID, or 'latest' for the newest run")
+    p.add_argument(
+        "--kind", choices=["dens", "hist", "stat"], default="dens", help="density overlay, histograms, a statistic"
+    )
+    p.add_argument("--stat", default="mean", help="the statistic of --kind stat: mean, sd, var, min, max, prop_zero")
+    p.add_argument(
+        "--draws", type=_draws, default=None, help="replicated data sets (default 10, 1000 for stat), or 'all'"
+    )
+    p.add_argument("--bins", type=int, default=None, help="bins of --kind hist (default 30)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the replicated data")
+    p.add_argument("--plot", default=None, metavar="FILE", help="also draw it into FILE (.png, .pdf, .svg)")
+    p.set_defaults(fn=cmd_ppc)
     p = sub.add_parser("audit", help="print the service's audit log (<data dir>/audit.log and its rotated files)")
     p.add_argument("--data-dir", help="the service's data directory ($RAYSAMPLER_DATA_DIR, default ~/.raysampler)")
     p.add_argument("--tenant", help="only this tenant's records")
@@ -529,6 +634,9 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except APIError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except LookupError as exc:  # "latest" with no runs yet
+        print(f"error: {exc.args[0] if exc.args else exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     import pandas as pd
     import xarray as xr
 
+    from .predictive import PpcResult
     from .service.schemas import RunSpec
 
 RETRY_STATUS = frozenset({502, 503, 504})
@@ -266,12 +267,22 @@ class _API:
         return _Call("POST", f"/v1/runs/{run_id}/evaluate", json=body)
 
     @staticmethod
-    def loo(run_id: str, draws: int | str) -> _Call:
-        return _Call("GET", f"/v1/runs/{run_id}/loo", params={"draws": str(draws)})
+    def loo(run_id: str, draws: int | str, moment_match: bool = False) -> _Call:
+        params = {"draws": str(draws)} | ({"moment_match": "true"} if moment_match else {})
+        return _Call("GET", f"/v1/runs/{run_id}/loo", params=params)
 
     @staticmethod
-    def compare(run_ids: list[str], draws: int | str) -> _Call:
-        return _Call("POST", "/v1/compare", json={"runs": list(run_ids), "draws": draws})
+    def ppc(run_id: str, kind: str, stat: str, draws: int | str | None, bins: int | None, seed: int) -> _Call:
+        params: dict[str, Any] = {"kind": kind, "stat": stat, "seed": seed}
+        if draws is not None:
+            params["draws"] = str(draws)
+        if bins is not None:
+            params["bins"] = bins
+        return _Call("GET", f"/v1/runs/{run_id}/ppc", params=params)
+
+    @staticmethod
+    def compare(run_ids: list[str], draws: int | str, method: str = "pseudo-bma") -> _Call:
+        return _Call("POST", "/v1/compare", json={"runs": list(run_ids), "draws": draws, "method": method})
 
 
 @dataclass(frozen=True)
@@ -370,6 +381,8 @@ def _ssl_verify(verify: Verify) -> bool | ssl.SSLContext:
 
 #: Where a client finds the service when neither `url` nor $RAYSAMPLER_URL says.
 DEFAULT_URL = "http://127.0.0.1:8000"
+#: The run id that names the tenant's newest run, wherever a run id is taken (SDK and CLI).
+LATEST = "latest"
 #: The file in the service's data dir where `raysampler serve` saves the key it generated.
 KEYS_FILE = "api_keys"
 
@@ -398,9 +411,12 @@ def _served_key() -> str | None:
 
 def _connection(url: str | None, api_key: str | None, timeout: float, verify: Verify) -> tuple[str, dict[str, Any]]:
     """(base URL, httpx client options) from the arguments or $RAYSAMPLER_URL / $RAYSAMPLER_API_KEY."""
-    url, key = service_address(url, api_key)
+    url, key = service_address(url, api_key, key_file=True)
     if not key:
-        raise ValueError("api_key is required (or set RAYSAMPLER_API_KEY)")
+        raise ValueError(
+            "api_key is required: pass api_key=, set RAYSAMPLER_API_KEY, or start `raysampler serve` on this machine "
+            "(its generated key is found in its data dir)"
+        )
     return url, {
         "base_url": url,
         "headers": {"Authorization": f"Bearer {key}"},
@@ -445,7 +461,8 @@ def _check_deadline(deadline: float | None, run_id: str) -> None:
 
 
 class Client:
-    """Synchronous client; `url` and `api_key` default to $RAYSAMPLER_URL and $RAYSAMPLER_API_KEY. For an https URL,
+    """Synchronous client; `url` and `api_key` default to $RAYSAMPLER_URL and $RAYSAMPLER_API_KEY, else (as the CLI
+    does) the local service's URL and the key `raysampler serve` saved in its data dir. For an https URL,
     `verify` is what checks the server's certificate (see `Verify`: e.g. the path of a private CA's certificate)."""
 
     def __init__(
@@ -503,7 +520,18 @@ class Client:
         return RunHandle(self, info["id"], info)
 
     def run(self, run_id: str) -> RunHandle:
-        return RunHandle(self, run_id, self._send(_API.run(run_id)).json())
+        """The handle of run `run_id`; "latest" is the tenant's newest run."""
+        info = self._send(_API.run(self._resolve(run_id))).json()
+        return RunHandle(self, info["id"], info)
+
+    def _resolve(self, run_id: str) -> str:
+        """`run_id`, or for "latest" the id of the tenant's newest run (LookupError if it has none)."""
+        if run_id != LATEST:
+            return run_id
+        newest = next(self.runs(page_size=1), None)
+        if newest is None:
+            raise LookupError("no runs yet: 'latest' names the newest run")
+        return str(newest["id"])
 
     def runs(
         self,
@@ -551,10 +579,12 @@ class Client:
     def version(self) -> dict[str, Any]:
         return self._send(_API.version()).json()
 
-    def compare(self, run_ids: list[str], draws: int | str = 1000) -> pd.DataFrame:
+    def compare(self, run_ids: list[str], draws: int | str = 1000, method: str = "pseudo-bma") -> pd.DataFrame:
         """Rank runs fitted on the same rows by PSIS-LOO computed at their shards: a DataFrame indexed by run id,
-        best first (rank, elpd, se, p_loo, elpd_diff, dse, weight, warning)."""
-        return _comparison_frame(self._send(_API.compare(run_ids, draws)).json())
+        best first (rank, elpd, se, p_loo, elpd_diff, dse, weight, warning); weights by `method` ("pseudo-bma" or
+        "stacking")."""
+        ids = [self._resolve(r) for r in run_ids]
+        return _comparison_frame(self._send(_API.compare(ids, draws, method)).json())
 
 
 class RunHandle:
@@ -624,7 +654,10 @@ class RunHandle:
                     bar.set_postfix(post, refresh=False)
                 elif _ends_run(ev) and _is_over(self.info()):
                     break
-        return self.info()
+            final = self.info()
+            if final.get("stop_reason") == "converged":  # the targets are met: the bar ends full
+                bar.update(total - bar.n)
+        return final
 
     def stream_draws(self, start: int = 0, follow: bool = True) -> Iterator[DrawBatch]:
         """Draw batches from line offset `start` as the service stores them (until the run ends if `follow`)."""
@@ -658,6 +691,21 @@ class RunHandle:
     def summary(self, ci_prob: float = 0.94) -> pd.DataFrame:
         """pandas DataFrame per coordinate: mean, sd, HDI, ess_bulk, ess_tail, r_hat, mcse (draws stored so far)."""
         return _summary_frame(self.client._send(_API.summary(self.id, ci_prob)).json())
+
+    def effects(self, kind: str = "fixef", probs: tuple[float, float] = (0.025, 0.975)) -> pd.DataFrame:
+        """brms-style summaries of the stored draws as a DataFrame: "fixef" (coefficients), "ranef" (each group's
+        effects), "coef" (each group's coefficients, fixed plus its effect) or "prior" (the prior on every
+        parameter); rows indexed by (group,) label and effect or coefficient."""
+        import pandas as pd
+
+        params = {"kind": kind, "lower": probs[0], "upper": probs[1]}
+        body = self.client._send(_Call("GET", f"/v1/runs/{self.id}/effects", params=params)).json()
+        frame = pd.DataFrame(body["rows"])
+        if frame.empty:
+            return frame
+        keys = (["group"] if "group" in frame else []) + ["index"]
+        frame["index"] = [tuple(i) if len(i) > 1 else i[0] for i in frame["index"]]
+        return frame.set_index(keys)[body["columns"]]
 
     def to_arviz(self) -> xr.DataTree:
         """The stored draws as an ArviZ/xarray DataTree (downloaded as NetCDF)."""
@@ -696,9 +744,23 @@ class RunHandle:
         "builtin:..."} or {"shards": [...], "y_column": ...}), computed where the rows are."""
         return self.client._send(_API.evaluate(self.id, data, draws, bins, seed)).json()
 
-    def loo(self, draws: int | str = 1000) -> dict[str, Any]:
-        """PSIS-LOO on the run's own rows, computed at its shards: elpd, se, p_loo, Pareto-k counts, high-k rows."""
-        return self.client._send(_API.loo(self.id, draws)).json()
+    def loo(self, draws: int | str = 1000, moment_match: bool = False) -> dict[str, Any]:
+        """PSIS-LOO on the run's own rows, computed at its shards: elpd, se, p_loo, Pareto-k counts by band (flat
+        rows apart), high-k rows; with `moment_match`, what moment matching did to each of them."""
+        return self.client._send(_API.loo(self.id, draws, moment_match)).json()
+
+    def pp_check(
+        self,
+        kind: str = "dens",
+        stat: str = "mean",
+        *,
+        draws: int | str | None = None,
+        bins: int | None = None,
+        seed: int = 0,
+    ) -> PpcResult:
+        """A posterior predictive check on the run's own rows, computed at its shards (only bin counts and sums come
+        back): "dens", "hist" or "stat" of `stat`, as `Result.pp_check` gives it (`.plot()` draws it)."""
+        return _ppc_result(self.client._send(_API.ppc(self.id, kind, stat, draws, bins, seed)).json())
 
 
 def _bar_position(step: ProgressEvent, convergence: bool) -> float:
@@ -772,7 +834,17 @@ class AsyncClient:
         return AsyncRunHandle(self, info["id"], info)
 
     async def run(self, run_id: str) -> AsyncRunHandle:
-        return AsyncRunHandle(self, run_id, (await self._send(_API.run(run_id))).json())
+        """The handle of run `run_id`; "latest" is the tenant's newest run."""
+        info = (await self._send(_API.run(await self._resolve(run_id)))).json()
+        return AsyncRunHandle(self, info["id"], info)
+
+    async def _resolve(self, run_id: str) -> str:
+        """`run_id`, or for "latest" the id of the tenant's newest run (LookupError if it has none)."""
+        if run_id != LATEST:
+            return run_id
+        async for newest in self.runs(page_size=1):
+            return str(newest["id"])
+        raise LookupError("no runs yet: 'latest' names the newest run")
 
     async def runs(
         self,
@@ -817,8 +889,9 @@ class AsyncClient:
     async def version(self) -> dict[str, Any]:
         return (await self._send(_API.version())).json()
 
-    async def compare(self, run_ids: list[str], draws: int | str = 1000) -> pd.DataFrame:
-        return _comparison_frame((await self._send(_API.compare(run_ids, draws))).json())
+    async def compare(self, run_ids: list[str], draws: int | str = 1000, method: str = "pseudo-bma") -> pd.DataFrame:
+        ids = [await self._resolve(r) for r in run_ids]
+        return _comparison_frame((await self._send(_API.compare(ids, draws, method))).json())
 
 
 class AsyncRunHandle:
@@ -933,13 +1006,41 @@ class AsyncRunHandle:
     ) -> dict:
         return (await self.client._send(_API.evaluate(self.id, data, draws, bins, seed))).json()
 
-    async def loo(self, draws: int | str = 1000) -> dict[str, Any]:
-        return (await self.client._send(_API.loo(self.id, draws))).json()
+    async def loo(self, draws: int | str = 1000, moment_match: bool = False) -> dict[str, Any]:
+        return (await self.client._send(_API.loo(self.id, draws, moment_match))).json()
+
+    async def pp_check(
+        self,
+        kind: str = "dens",
+        stat: str = "mean",
+        *,
+        draws: int | str | None = None,
+        bins: int | None = None,
+        seed: int = 0,
+    ) -> PpcResult:
+        return _ppc_result((await self.client._send(_API.ppc(self.id, kind, stat, draws, bins, seed))).json())
 
 
 def _prediction_values(body: dict[str, Any]) -> np.ndarray:
     """A Prediction's values as an array (null → nan)."""
     return np.array(body["values"], dtype=np.float64)
+
+
+def _ppc_result(body: dict[str, Any]) -> PpcResult:
+    """A PpcInfo body as the engine's record (`PpcDensity`, `PpcHistogram` or `PpcStat`), so that it plots alike."""
+    from .predictive import PpcDensity, PpcHistogram, PpcStat
+
+    def arr(v: Any) -> np.ndarray:
+        return np.array(v, dtype=np.float64)  # null (not finite) -> nan
+
+    if body["kind"] == "stat":
+        observed = np.nan if body["observed"] is None else float(body["observed"])
+        return PpcStat(body["stat"], observed, arr(body["replicated"]), body["n"])
+    if body["kind"] == "hist":
+        counts = np.array(body["replicated"], dtype=np.int64).reshape(-1, len(body["observed"]))
+        return PpcHistogram(arr(body["edges"]), np.array(body["observed"], dtype=np.int64), counts, body["n"])
+    dens = arr(body["replicated"]).reshape(-1, len(body["grid"]))
+    return PpcDensity(arr(body["grid"]), arr(body["observed"]), dens, arr(body["bandwidth"]), body["n"])
 
 
 def _comparison_frame(body: dict[str, Any]) -> pd.DataFrame:

@@ -42,6 +42,10 @@ class RunOptions:
 
     `num_rounds`: rounds after burn-in, or "auto" (then `max_rounds` bounds them). `burn_in` rounds come first and
     are discarded. Each chain keeps the last round of every block of `thin`. `time_budget_s` stops cleanly.
+    `pipeline`: run each round as two halves, one per group of chains, so that on Ray the workers step one group
+    while the coordinator updates the other; each chain draws the same random numbers, but a group's products
+    over fewer chains round differently in the last bits, so a pipelined run's draws equal a pipelined run's (on
+    either executor), not an unpipelined one's.
     """
 
     chains: int = 4
@@ -53,9 +57,12 @@ class RunOptions:
     target_ess: float = DEFAULT_TARGET_ESS
     max_rhat: float = DEFAULT_MAX_RHAT
     max_rounds: int | None = None
+    pipeline: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "chains", positive_int(self.chains, "chains"))
+        if not isinstance(self.pipeline, bool):
+            raise ArgumentError(("pipeline",), f"pipeline must be True or False, got {self.pipeline!r}")
         if self.num_rounds != AUTO:
             object.__setattr__(self, "num_rounds", positive_int(self.num_rounds, "num_rounds"))
         burn = default_burn_in(self.num_rounds) if self.burn_in is None else nonnegative_int(self.burn_in, "burn_in")
@@ -110,7 +117,9 @@ class ExecutionOptions:
     round messages travel ("socket": direct channels, "actor": Ray actor calls), `max_actors` caps the worker actors
     (default: one per CPU) and `balance` ("auto", True/False, or a `Balance`) whether local step counts N_i follow
     measured worker speeds ("auto" only on Ray and only when the speeds differ). `keep_draws=False`: `Run.chunks()`
-    only yields draws, the caller stores them. `checkpoint_dir` stores every chunk of draws with its checkpoint.
+    only yields draws, the caller stores them. `checkpoint_dir` (a path or an object-storage URI) stores every chunk
+    of draws with its checkpoint; a service replica names its files by its lease epoch (`checkpoint_epoch`, 0: the
+    plain layout) and refuses a write once its lease may be gone (`checkpoint_fence`, called before each write).
     `engine`: the RAYSAMPLER_* engine settings (default: read from the environment when the run starts).
     `on_event` hears of each lost process and resume (`RunEvent`). `cancel`, once set, stops the run's set-up (the
     processes starting, tuning) where it is: the run's constructor raises `RunCancelled` (sampling itself stops at
@@ -123,6 +132,8 @@ class ExecutionOptions:
     max_actors: int | None = None
     keep_draws: bool = True
     checkpoint_dir: str | os.PathLike | None = None
+    checkpoint_epoch: int = 0
+    checkpoint_fence: Callable[[], None] | None = field(default=None, compare=False, repr=False)
     engine: EngineSettings | None = None
     on_event: Callable[[RunEvent], None] | None = field(default=None, compare=False)
     cancel: threading.Event | None = field(default=None, compare=False, repr=False)

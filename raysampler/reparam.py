@@ -14,7 +14,7 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
-from .models.contract import DataSpec, LocalCurvature, Model, ParamBlock
+from .models.contract import DataSpec, LocalCurvature, Model, ParamBlock, per_shard
 from .priors import GaussianPrior, PriorTerm
 
 
@@ -265,6 +265,17 @@ class WhitenedModel(_LocalLayout):
     def hvp(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, v: np.ndarray) -> np.ndarray:
         return self._pull(self.model.hvp(X, y, self._theta(x), self._push(v)))
 
+    def potential_stacked(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Several shards at once (x (B, K, d)): θ = shift + Lφ is a stacked product, as in `potential`."""
+        if x.shape[-1] != self.dim:
+            return per_shard(self.potential, X, y, x)
+        return self.model.potential_stacked(X, y, self.precond.to_theta(x))
+
+    def grad_stacked(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        if x.shape[-1] != self.dim:
+            return per_shard(self.grad, X, y, x)
+        return self.precond.pull_grad(self.model.grad_stacked(X, y, self.precond.to_theta(x)))
+
     def hessian(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         theta = self.precond.to_theta(np.asarray(x, dtype=float)[None, :])[0]
         return self.precond.pull_matrix(self.model.hessian(X, y, theta))
@@ -379,6 +390,12 @@ class WithPriorShare(_LocalLayout):
     def hvp(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, v: np.ndarray) -> np.ndarray:
         d = self.dim
         return self.model.hvp(X, y, x, v) + self.weight * self._pad(self.term.hvp(x[:, :d], v[:, :d]), x.shape[1])
+
+    def potential_stacked(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return per_shard(self.potential, X, y, x)
+
+    def grad_stacked(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return per_shard(self.grad, X, y, x)
 
     def hessian(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         d = self.dim

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .events import RunEvent
     from .models.contract import Model
     from .options import RunOptions
+    from .predictive import PpcKind, PpcResult
     from .runtime.contracts import RunConfig, RunStats, SetupInfo
     from .shards import ShardSet
 
@@ -143,6 +144,34 @@ class Result:
             start += b.size
         return out
 
+    def fixef(self, probs: tuple[float, float] = (0.025, 0.975)) -> Any:
+        """The coefficients' summary, one row per column: Estimate, Est.Error, Q2.5, Q97.5 (`raysampler.effects`)."""
+        from .effects import fixef
+
+        return fixef(self, probs)
+
+    def ranef(self, summary: bool = True, probs: tuple[float, float] = (0.025, 0.975)) -> Any:
+        """Each grouping column's effects: {group: table by (label, effect)}, or per draw {group: DataArray (chain,
+        draw, <group>, <group>_effect)} (`summary=False`)."""
+        from .effects import ranef
+
+        return ranef(self, summary, probs)
+
+    def coef(self, summary: bool = True, probs: tuple[float, float] = (0.025, 0.975)) -> Any:
+        """Each group's coefficients, fixed plus the group's effect, per draw (`summary=False`: {group: DataArray
+        (chain, draw, <group>, coef)}) or summarised ({group: table by (label, coefficient)})."""
+        from .effects import coef
+
+        return coef(self, summary, probs)
+
+    def prior_summary(self) -> Any:
+        """The prior on every parameter: a table of prior, class (b, sd, sigma, phi), coef and group."""
+        from .effects import prior_summary
+
+        if self.model is None:
+            raise ValueError("prior_summary: the result does not carry its model")
+        return prior_summary(self.model)
+
     def predict(
         self, X_new: Any, kind: PredictKind = "mean", *, draws: DrawsArg = 1000, prob: float = 0.9, seed: int = 0
     ) -> np.ndarray:
@@ -152,11 +181,36 @@ class Result:
 
         return predict(self, X_new, kind, draws=draws, prob=prob, seed=seed)
 
-    def loo(self, *, executor: str | None = None, draws: DrawsArg = 1000, pointwise: bool = False) -> Any:
-        """PSIS-LOO computed where the run's rows are: an arviz-stats ELPDData (`raysampler.evaluation.loo`)."""
+    def loo(
+        self,
+        *,
+        executor: str | None = None,
+        draws: DrawsArg = 1000,
+        pointwise: bool = False,
+        moment_match: bool = False,
+    ) -> Any:
+        """PSIS-LOO computed where the run's rows are: an arviz-stats ELPDData (`raysampler.evaluation.loo`);
+        `moment_match=True` improves the rows with Pareto k̂ ≥ 0.7 by moment matching at the shards."""
         from .evaluation import loo
 
-        return loo(self, executor=executor, draws=draws, pointwise=pointwise)
+        return loo(self, executor=executor, draws=draws, pointwise=pointwise, moment_match=moment_match)
+
+    def pp_check(
+        self,
+        kind: PpcKind = "dens",
+        stat: str = "mean",
+        *,
+        draws: DrawsArg | None = None,
+        bins: int | None = None,
+        seed: int = 0,
+        executor: str | None = None,
+    ) -> PpcResult:
+        """A posterior predictive check computed where the run's rows are (`raysampler.evaluation.pp_check`):
+        "dens" (density overlay), "hist" (histograms) or "stat" (the statistic `stat` of y against y_rep); the
+        replicated data never leave the shards, only bin counts and sums. `.plot()` draws it with matplotlib."""
+        from .evaluation import pp_check
+
+        return pp_check(self, kind, stat, draws=draws, bins=bins, seed=seed, executor=executor)
 
     def data_movable(self) -> str | None:
         """None when the run's rows may be read here (in-memory shards, files without a site), else why not."""

@@ -20,7 +20,7 @@ import numpy as np
 
 from .algorithms import Algorithm, get_algorithm
 from .algorithms.base import check_model_support
-from .checkpoints import Manifest, RunDirectory
+from .checkpoints import Manifest, RunDirectory, as_run_directory
 from .diagnostics import FINAL_DRAWS, Diagnostics, RunWarning, WarningKind, check_draws, diagnose
 from .enums import Balance, Executor, StopReason, TransportKind
 from .errors import Failure, FailureKind, RunCancelled, SamplingError, WorkerFailed, failure_of
@@ -87,7 +87,7 @@ class Run:
                 f"resume_from must be a RunState (from Run.capture() or a checkpoint), got {type(resume_from).__name__}"
             )
         check_model_support(algorithm, as_model(model))  # group effects: before any process starts
-        shard_set = as_shard_set(shards)
+        shard_set = as_shard_set(shards, tables=getattr(model, "reads_tables", False))
         self.options, self.execution, self.algorithm = options, execution, algorithm
         opts, exe = options, execution
         # The engine settings are read here, once, and travel in the config: no actor reads its environment.
@@ -105,6 +105,7 @@ class Run:
             opts.seed,
             exe.balance_policy,
             engine=self.engine,
+            pipeline=opts.pipeline,
         )
         self._start = time.perf_counter()
         sources = [ShardSource(i, s, s.site, s.columns, s.index) for i, s in enumerate(shard_set)]
@@ -130,7 +131,11 @@ class Run:
         self.rounds_done = resume_from.rounds_done if resume_from is not None else 0
         self.draws_before = resume_from.draws_kept if resume_from is not None else 0
         self.draws_kept = self.draws_before  # draws per chain kept so far, including those before a resume
-        self.directory = RunDirectory(exe.checkpoint_dir) if exe.checkpoint_dir is not None else None
+        self.directory = (
+            None
+            if exe.checkpoint_dir is None
+            else RunDirectory(exe.checkpoint_dir, exe.checkpoint_epoch, exe.checkpoint_fence)
+        )
         self.restarts = 0
         self.checkpoint_write_s = 0.0  # time spent writing draws and checkpoints durably (checkpoint_dir)
         self.events: list[RunEvent] = []
@@ -403,6 +408,7 @@ def sample(
     target_ess: float = DEFAULT_TARGET_ESS,
     max_rhat: float = DEFAULT_MAX_RHAT,
     max_rounds: int | None = None,
+    pipeline: bool = False,
     checkpoint_dir: str | os.PathLike | None = None,
     callback: Callable[[Chunk], None] | None = None,
     _slowdown: dict[int, float] | None = None,
@@ -419,8 +425,11 @@ def sample(
     replays). `time_budget_s` stops cleanly, returning what was drawn. On Ray, `max_actors` caps the worker actors
     (default: one per CPU) and `transport` picks how round messages travel: "socket" (direct TCP channels, the fast
     path) or "actor" (plain Ray actor calls); a lost worker, node or coordinator is recovered from the last
-    checkpoint. `checkpoint_dir` stores every chunk of draws with its checkpoint, so `rs.resume(checkpoint_dir)`
-    continues the run in another process. Algorithm parameters go in `**params`.
+    checkpoint. `pipeline=True` runs each round as two halves, one per group of chains, so that on Ray the workers
+    step one group while the coordinator updates the other (DG-LMC's batched kernels; the draws then equal another
+    pipelined run's, on either executor: see `RunOptions`). `checkpoint_dir` stores every chunk of draws with its
+    checkpoint, so `rs.resume(checkpoint_dir)` continues the run in another process. Algorithm parameters go in
+    `**params`.
     A failure raises SamplingError naming the worker, site and round, with `.result` holding the draws so far.
 
     The keywords are sugar for `Run(model, shards, get_algorithm(algorithm, **params), RunOptions(...),
@@ -430,7 +439,7 @@ def sample(
         raise TypeError(f"callback must be callable (it receives each chunk of draws), got {callback!r}")
     as_model(model)  # model and shards are checked first, as `Run` checks them
     shard_set = as_shard_set(shards)
-    if checkpoint_dir is not None and RunDirectory(checkpoint_dir).has_checkpoint():
+    if checkpoint_dir is not None and as_run_directory(checkpoint_dir).has_checkpoint():
         raise ValueError(
             f"checkpoint_dir {str(checkpoint_dir)!r} holds a run already: continue it with "
             "rs.resume(checkpoint_dir), or give an empty directory"
@@ -445,6 +454,7 @@ def sample(
         target_ess=target_ess,
         max_rhat=max_rhat,
         max_rounds=max_rounds,
+        pipeline=pipeline,
     )
     execution = ExecutionOptions(
         executor=executor,  # type: ignore[arg-type]  # parsed by ExecutionOptions (a clear error names it)
@@ -475,15 +485,15 @@ def resume(
     `shards` (the same data). `executor` may differ from the original run's (the draws do not depend on it).
     A checkpoint that cannot be read or belongs to another run raises CheckpointError / ValueError; nothing
     restarts from round 0."""
-    directory = RunDirectory(checkpoint_dir)
+    directory = as_run_directory(checkpoint_dir)
     manifest = directory.load_manifest()
     state = directory.load_checkpoint()
     if shards is None:
         if any(s is None for s in manifest.shards):
             raise ValueError("this run's shards were in memory: pass them again, rs.resume(checkpoint_dir, shards=...)")
         shards = list(manifest.shards)
-    directory.drop_from(state.draws_kept)
-    execution = manifest.execution(directory.path, executor)
+    state = directory.rollback() or state  # drops the draw files past the checkpoint
+    execution = manifest.execution(directory.location, executor)
     run = Run(manifest.model, shards, manifest.algorithm, manifest.options, execution, resume_from=state)
     return _drive(run, progress, callback)
 

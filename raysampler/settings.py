@@ -24,6 +24,11 @@ class EngineSettings(BaseSettings):
     coordinator_shards: bool = Field(
         default=True, description="the coordinator's process hosts a group of site-less shards (0: all on actors)"
     )
+    worker_processes: int = Field(
+        default=0,
+        ge=0,
+        description="worker processes per node (at most its CPUs and shards); 0: as many as the shards' size pays for",
+    )
     shm_spin_us: float = Field(
         default=1000.0,
         ge=0,
@@ -51,10 +56,17 @@ class EngineSettings(BaseSettings):
         return EngineSettings.model_construct(**{f: getattr(self, f) for f in EngineSettings.model_fields})
 
 
+#: Settings whose values may hold a secret (a password in a URL, API keys): errors never repeat them.
+SECRET_FIELDS = frozenset({"database_url", "storage_url", "api_keys"})
+
+
 def describe(exc: ValidationError) -> str:
-    """A settings ValidationError as one line per bad value, each naming its environment variable."""
+    """A settings ValidationError as one line per bad value, each naming its environment variable (and the value
+    given, unless the setting may hold a secret)."""
     parts = []
     for err in exc.errors():
         field = ".".join(str(p) for p in err["loc"])
-        parts.append(f"{ENV_PREFIX}{field.upper()}: {err['msg']}, got {err.get('input')!r}")
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        given = "" if field in SECRET_FIELDS else f", got {err.get('input')!r}"
+        parts.append(f"{ENV_PREFIX}{field.upper()}: {msg}{given}")
     return "; ".join(parts)

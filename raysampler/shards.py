@@ -14,7 +14,13 @@ File formats for path shards:
   pickled (object) arrays are refused.
 * ``.csv``: comma-separated, one header row; the column named ``y`` is the target, every other
   column (in file order) is a feature. Numbers only, no missing values.
-* ``.parquet`` / ``.pq``: same column convention as CSV; needs pyarrow (ImportError otherwise).
+* ``.parquet`` / ``.pq``: same column convention as CSV, read with pyarrow (only the chosen columns).
+* a parquet data set: a path or URI ending in ``/`` names a folder (or object prefix) of parquet files, read in
+  the order of their names, with hive partitions (``.../hospital=3/part-0.parquet``) as columns.
+
+A shard's location is a file path or an object-storage URI (``s3://``, ``gs://``, ``abfs://``: a ``.parquet``
+object or a data set prefix), read through ``pyarrow.fs`` with the reading process's own credentials
+(`raysampler.objectstore`).
 
 Shards hold X as float64; y keeps an integer dtype (class labels) and is float64 otherwise. A column of X may hold
 text labels (a hospital's name: a DataFrame's string column, a CSV or parquet text column): X then holds each row's
@@ -38,6 +44,7 @@ import numpy as np
 
 from .errors import ArgumentError
 from .grants import check_on_site
+from .objectstore import filesystem, is_uri, parse_uri
 
 __all__ = [
     "STRATEGIES",
@@ -218,11 +225,35 @@ def _validate(X: Any, y: Any, xname: str = "X", yname: str = "y") -> tuple[np.nd
     return Xa, ya
 
 
+#: Suffixes of parquet files (in a data set, the files read).
+PARQUET_SUFFIXES: tuple[str, ...] = (".parquet", ".pq")
+
+
 def _check_path(path: str) -> str:
-    """ValueError naming the path if its suffix is not a supported format."""
-    if not path.lower().endswith(SUFFIXES):
-        raise ValueError(f"shard file {path!r} has an unsupported extension; expected one of {', '.join(SUFFIXES)}")
+    """ValueError naming the location if it is no supported format: a file with one of SUFFIXES, a folder or prefix
+    ending in '/' (a parquet data set), or a well-formed object-storage URI of a parquet object or prefix."""
+    if is_uri(path):
+        try:
+            parse_uri(path)
+        except ValueError as exc:
+            raise ValueError(f"shard location {path!r} {exc}") from None
+        if not (path.endswith("/") or path.lower().endswith(PARQUET_SUFFIXES)):
+            raise ValueError(
+                f"shard location {path!r}: object-storage shards are parquet, a .parquet object or a data set prefix "
+                "ending in '/'"
+            )
+        return path
+    if not (path.endswith("/") or path.lower().endswith(SUFFIXES)):
+        raise ValueError(
+            f"shard file {path!r} has an unsupported extension; expected one of {', '.join(SUFFIXES)}, or a "
+            "folder of parquet files ending in '/'"
+        )
     return path
+
+
+def _is_parquet(path: str) -> bool:
+    """Whether a location is read as parquet: a .parquet file or object, or a data set (ending in '/')."""
+    return path.endswith("/") or path.lower().endswith(PARQUET_SUFFIXES)
 
 
 # ----------------------------------------------------------------------------------- file readers
@@ -236,19 +267,22 @@ class DataTable(NamedTuple):
     levels: Levels | None = None
 
 
-def read_table(path: str, *, y: str = "y", x: Sequence[str] | None = None) -> DataTable:
+def read_table(path: str, *, y: str | None = "y", x: Sequence[str] | None = None) -> DataTable:
     """X, y and X's column names from an .npz (arrays named `x` (default "X") and `y`; no column names), .csv or
     .parquet (target column `y`, feature columns `x`, default all others), checked like in-memory data; errors are
-    ValueError naming the file."""
+    ValueError naming the file. `y=None` (a formula's table, which names its own response) keeps every column of a
+    CSV or parquet file in X, and y is zeros."""
     lower = _check_path(path).lower()
     columns: tuple[str, ...] | None = None
     levels: Levels | None = None
-    if lower.endswith(".npz"):
-        X, Y = _read_npz(path, x[0] if x else "X", y)
-    elif lower.endswith(".csv"):
-        X, Y, columns, levels = _read_csv(path, y, x)
-    else:
+    if _is_parquet(path):
         X, Y, columns, levels = _read_parquet(path, y, x)
+    elif lower.endswith(".npz"):
+        if y is None:
+            raise ValueError(f"shard file {path!r}: an .npz has no column names for a formula; use CSV or parquet")
+        X, Y = _read_npz(path, x[0] if x else "X", y)
+    else:
+        X, Y, columns, levels = _read_csv(path, y, x)
     Xa, Ya = _validate(X, Y, f"X in {path!r}", f"y in {path!r}")
     return DataTable(Xa, Ya, columns, levels)
 
@@ -262,39 +296,39 @@ class FileHeader(NamedTuple):
     n_features: int
 
 
-def read_header(path: str, *, y: str = "y", x: Sequence[str] | None = None) -> FileHeader:
+def read_header(path: str, *, y: str | None = "y", x: Sequence[str] | None = None) -> FileHeader:
     """The header of a data file: for CSV its first line, for parquet its schema and row count, for .npz the .npy
     headers of X and y — never the data. Errors (missing file, no target column, unknown feature columns) are
     ValueError/FileNotFoundError naming the file."""
     lower = _check_path(path).lower()
+    if _is_parquet(path):
+        source = _parquet_source(path)
+        names, rows = list(source.schema.names), int(source.count_rows())
+        columns = _feature_names(path, names, y, x)
+        return FileHeader(columns, rows, len(columns))
     if not os.path.isfile(path):
         raise FileNotFoundError(f"shard file {path!r} does not exist")
     if lower.endswith(".npz"):
+        if y is None:
+            raise ValueError(f"shard file {path!r}: an .npz has no column names for a formula; use CSV or parquet")
         shapes = _npz_shapes(path, (x[0] if x else "X", y))
         xs = shapes[0]
         if len(xs) != 2:
             raise ValueError(f"shard file {path!r}: X must be 2-D, has shape {xs}")
         return FileHeader(None, int(xs[0]), int(xs[1]))
-    if lower.endswith(".csv"):
-        with open(path, encoding="utf-8") as fh:
-            header = fh.readline()
-        if not header.strip():
-            raise ValueError(f"shard file {path!r} has no header row")
-        names = [c.strip().strip('"').strip("'") for c in header.strip().split(",")]
-        rows = None
-    else:
-        try:
-            import pyarrow.parquet as pq
-        except ImportError:
-            raise ImportError(f"reading parquet shard {path!r} needs pyarrow (pip install pyarrow)") from None
-        meta = pq.ParquetFile(path)
-        names, rows = list(meta.schema_arrow.names), int(meta.metadata.num_rows)
+    with open(path, encoding="utf-8") as fh:
+        header = fh.readline()
+    if not header.strip():
+        raise ValueError(f"shard file {path!r} has no header row")
+    names = [c.strip().strip('"').strip("'") for c in header.strip().split(",")]
     columns = _feature_names(path, names, y, x)
-    return FileHeader(columns, rows, len(columns))
+    return FileHeader(columns, None, len(columns))
 
 
-def _feature_names(path: str, names: list[str], y: str, x: Sequence[str] | None) -> tuple[str, ...]:
+def _feature_names(path: str, names: list[str], y: str | None, x: Sequence[str] | None) -> tuple[str, ...]:
     """The feature columns a file's target `y` and feature choice `x` select (checked like `_split_columns`)."""
+    if y is None:
+        return tuple(names)
     if sum(c == y for c in names) != 1:
         raise ValueError(f"shard file {path!r} needs exactly one column named {y!r}, has columns {names}")
     if x is None:
@@ -356,10 +390,12 @@ def _read_npz(path: str, x: str = "X", y: str = "y") -> tuple[np.ndarray, np.nda
 
 
 def _split_columns(
-    path: str, names: list[str], data: np.ndarray, y: str = "y", x: Sequence[str] | None = None
+    path: str, names: list[str], data: np.ndarray, y: str | None = "y", x: Sequence[str] | None = None
 ) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
     """Separate the target column `y` from the feature columns `x` (default: every other column); also the
-    feature columns' names."""
+    feature columns' names. `y=None`: every column is X, y zeros (a formula's table)."""
+    if y is None:
+        return data, np.zeros(data.shape[0]), tuple(names)
     hits = [i for i, c in enumerate(names) if c == y]
     if len(hits) != 1:
         raise ValueError(f"shard file {path!r} needs exactly one column named {y!r}, has columns {names}")
@@ -377,7 +413,7 @@ def _split_columns(
 _Columns = tuple[np.ndarray, np.ndarray, tuple[str, ...], "Levels | None"]
 
 
-def _read_csv(path: str, y: str = "y", x: Sequence[str] | None = None) -> _Columns:
+def _read_csv(path: str, y: str | None = "y", x: Sequence[str] | None = None) -> _Columns:
     with open(path, encoding="utf-8") as fh:
         header = fh.readline()
     names = [c.strip().strip('"').strip("'") for c in header.strip().split(",")]
@@ -403,15 +439,46 @@ def _read_csv(path: str, y: str = "y", x: Sequence[str] | None = None) -> _Colum
     return (*_split_columns(path, names, data, y, x), None)
 
 
-def _read_parquet(path: str, y: str = "y", x: Sequence[str] | None = None) -> _Columns:
-    try:
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise ImportError(f"reading parquet shard {path!r} needs pyarrow (pip install pyarrow)") from None
-    return _from_arrow(path, pq.read_table(path), y, x)
+def _parquet_source(path: str) -> Any:
+    """A `pyarrow.dataset.Dataset` over a parquet file, or over the parquet files below a folder or prefix (`path`
+    ending in '/'; files in name order, names starting with '_' or '.' skipped, hive partitions as columns). A path
+    or URI: a URI is reached with this process's own credentials. FileNotFoundError naming `path` if nothing is
+    there."""
+    import pyarrow.dataset as ds
+    import pyarrow.fs as pafs
+
+    if is_uri(path):
+        uri = parse_uri(path)
+        fs, root = filesystem(uri), uri.fs_path
+    else:
+        fs, root = pafs.LocalFileSystem(), path.rstrip("/") if path.endswith("/") else path
+    if not path.endswith("/"):
+        if fs.get_file_info(root).type != pafs.FileType.File:
+            raise FileNotFoundError(f"shard file {path!r} does not exist")
+        return ds.dataset(root, filesystem=fs, format="parquet")
+    found = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+    files = sorted(
+        info.path
+        for info in found
+        if info.type == pafs.FileType.File
+        and info.path.lower().endswith(PARQUET_SUFFIXES)
+        and not any(part.startswith(("_", ".")) for part in info.path[len(root) :].split("/"))
+    )
+    if not files:
+        raise FileNotFoundError(f"shard data set {path!r} holds no parquet files")
+    return ds.dataset(files, filesystem=fs, format="parquet", partitioning="hive", partition_base_dir=root)
 
 
-def _from_arrow(path: str, table: Any, y: str, x: Sequence[str] | None) -> _Columns:
+def _read_parquet(path: str, y: str | None = "y", x: Sequence[str] | None = None) -> _Columns:
+    """A parquet file or data set (`_parquet_source`): only the target and the chosen feature columns are read
+    (`y=None`: every column, as `_split_columns` takes it); text columns as labels (`_from_arrow`)."""
+    source = _parquet_source(path)
+    features = _feature_names(path, list(source.schema.names), y, x)
+    wanted = [*features] if y is None else [*features, y]
+    return _from_arrow(path, source.to_table(columns=wanted), y, None if y is None else list(features))
+
+
+def _from_arrow(path: str, table: Any, y: str | None, x: Sequence[str] | None) -> _Columns:
     """X, y, X's names and its text columns' labels from an Arrow table (parquet, or a CSV with a text column):
     numeric columns as float64, text columns as `label_code`s; the target must be numeric, no value missing."""
     import pyarrow as pa
@@ -516,7 +583,7 @@ class Shard:
     index: np.ndarray | None = None
     site: str | None = None
     columns: tuple[str, ...] | None = None
-    y_column: str = "y"
+    y_column: str | None = "y"
     x_columns: tuple[str, ...] | None = None
     grants: tuple[str, ...] | None = None
     levels: Levels | None = None
@@ -554,8 +621,8 @@ class Shard:
             raise ArgumentError(("parts",), f"parts must be 'auto' or an integer >= 1, got {self.parts!r}")
         if self.part is not None and self.path is None:
             raise ValueError("part: only a file shard is split into parts at its site")
-        if not isinstance(self.y_column, str) or not self.y_column:
-            raise ValueError(f"y_column must be a non-empty column name, got {self.y_column!r}")
+        if self.y_column is not None and (not isinstance(self.y_column, str) or not self.y_column):
+            raise ValueError(f"y_column must be a non-empty column name or None, got {self.y_column!r}")
         if self.index is not None:
             idx = np.asarray(self.index, dtype=np.int64)
             if idx.ndim != 1 or (self.X is not None and len(idx) != len(self.X)):
@@ -574,8 +641,8 @@ class Shard:
         if self.X is not None:
             return int(self.X.shape[0])
         assert self.path is not None
-        if self.site is not None:
-            return None
+        if self.site is not None or is_uri(self.path) or self.path.endswith("/"):
+            return None  # never opened here: on its site, in object storage, or a data set of many files
         lower = self.path.lower()
         if lower.endswith(".npz"):
             return _npz_rows(self.path)
@@ -595,7 +662,7 @@ class Shard:
             return DataTable(self.X, self.y, self.columns, self.levels)
         path = self.path
         real = check_on_site(path, self.grants) if self.grants is not None else path
-        if not os.path.isfile(real):
+        if not _is_parquet(real) and not os.path.isfile(real):
             raise FileNotFoundError(f"shard file {path!r} does not exist")
         table = read_table(real, y=self.y_column, x=self.x_columns)
         if self.columns is not None:  # names given for the file's columns (an .npz has none of its own)
@@ -758,7 +825,7 @@ def _presplit(items: Sequence[Any], num_shards: Any, strategy: str, columns: Any
             shards.append(item if cols is None or item.columns is not None else _with_columns(item, cols, i))
         elif isinstance(item, (str, os.PathLike)):
             path = _check_path(os.fspath(item))
-            if not os.path.isfile(path):
+            if not is_uri(path) and not os.path.exists(path):  # an object is looked up where it is read
                 raise FileNotFoundError(f"shard file {path!r} (X[{i}]) does not exist")
             shards.append(Shard(path=path, columns=cols))
         elif isinstance(item, (tuple, list)) and len(item) == 2:
@@ -877,6 +944,8 @@ def shard(
 
     if columns is None:
         columns = _frame_columns(X)
+        if columns is not None and y is None:  # a table for a formula, which names its response: y zeros
+            y = np.zeros(len(X))
     X, y = _frame_values(X), _frame_values(y)
     cols = _names(columns, "columns") if columns is not None else None
     if cols is not None and np.ndim(X) == 2 and len(cols) != np.shape(X)[1]:
@@ -916,12 +985,24 @@ def shard(
     return ShardSet(tuple(part(p, p) for p in parts), strategy)
 
 
-def as_shard_set(shards: Any) -> ShardSet:
-    """`shards` as a ShardSet: one already, or a list of (X_i, y_i) pairs, Shards or file paths (`shard`)."""
-    if isinstance(shards, ShardSet):
-        return shards
+def as_shard_set(shards: Any, *, tables: bool = False) -> ShardSet:
+    """`shards` as a ShardSet: one already, or a list of (X_i, y_i) pairs, Shards or file paths (`shard`).
+    `tables` (a model that reads whole tables, a formula, which names its own response): path shards that kept the
+    default target column are read with every column in X (`y_column=None`)."""
     if isinstance(shards, (list, tuple)) and len(shards) > 0:
-        return shard(list(shards))
+        shards = shard(list(shards))
+    if isinstance(shards, ShardSet):
+        if not tables:
+            return shards
+        return ShardSet(
+            tuple(
+                dataclasses.replace(s, y_column=None)
+                if s.path is not None and s.y_column == "y" and s.x_columns is None
+                else s
+                for s in shards
+            ),
+            shards.strategy,
+        )
     raise TypeError(
         "shards must come from rs.shard(X, y, num_shards=...) or be a list of (X_i, y_i) pairs or "
         f"file paths, got {type(shards).__name__}"

@@ -54,10 +54,14 @@ class _Buffered:
         if n > len(self.buf):
             self._append(max(n, self.block))
         out, self.buf = self.buf[:n], self.buf[n:]
+        self._advance(n)
+        return out
+
+    def _advance(self, n: int) -> None:
+        """Count n more rows used (the buffer itself is sliced by the caller)."""
         self.used += n
         while self.blocks and self.used >= self.blocks[0].rows:
             self.used -= self.blocks.pop(0).rows
-        return out
 
     def _append(self, rows: int) -> None:
         self.blocks.append(Block(self._states(), rows))
@@ -126,3 +130,62 @@ class ChainNoise:
 
 def _generator(seed: int, chain: int, role: int, kind: int) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(chain, role, kind))))
+
+
+class _Joint:
+    """The same stream kind of B `_Buffered` taken together: their buffered rows as one (rows, B, ...) array while
+    they stay aligned (the same rows left), the members' own positions brought up to date at `sync`."""
+
+    def __init__(self, parts: list[_Buffered]) -> None:
+        self.parts = parts
+        self.pending = 0
+        self.buf: np.ndarray | None = None
+        self._join()
+
+    def _join(self) -> None:
+        if len({len(p.buf) for p in self.parts}) == 1:
+            self.buf = np.stack([p.buf for p in self.parts], axis=1)
+            for p in self.parts:  # the rows live here now; `sync` hands each its column back
+                p.buf = np.empty((0,) + p.buf.shape[1:])
+        else:
+            self.buf = None
+
+    def take(self, n: int) -> np.ndarray:
+        if self.buf is None or n > len(self.buf):  # a refill (or misaligned members): each member draws itself
+            self.sync()
+            out = np.stack([p.take(n) for p in self.parts], axis=1)
+            self._join()
+            return out
+        out, self.buf = self.buf[:n], self.buf[n:]
+        self.pending += n
+        return out
+
+    def sync(self) -> None:
+        """Give every member its remaining rows and count the rows taken since the last sync as its own."""
+        if self.buf is not None:
+            for j, p in enumerate(self.parts):
+                p.buf = self.buf[:, j]
+                p._advance(self.pending)
+            self.buf = None
+        self.pending = 0
+
+
+class StackedNoise:
+    """The draws of B shards' `ChainNoise` streams taken together, bit for bit what each gives alone: normal
+    (n, B, K, dim), uniform (n, B, K). Each member's own position is brought up to date by `sync` (before it is
+    captured or used alone again)."""
+
+    def __init__(self, members: list[ChainNoise]) -> None:
+        self.members = members
+        self._normal = _Joint([m._normal for m in members])
+        self._uniform = _Joint([m._uniform for m in members])
+
+    def normal(self, n: int) -> np.ndarray:
+        return self._normal.take(n)
+
+    def uniform(self, n: int) -> np.ndarray:
+        return self._uniform.take(n)
+
+    def sync(self) -> None:
+        self._normal.sync()
+        self._uniform.sync()

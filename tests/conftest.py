@@ -1,5 +1,7 @@
 """Shared fixtures: one small local Ray (2 CPUs, 100 MB object store, no dashboard), a multi-node Ray cluster on
-this machine (head with 0 CPUs and three 1-CPU nodes labelled as sites a, b, c), and the service."""
+this machine (head with 0 CPUs and three 1-CPU nodes labelled as sites a, b, c), the service, and the real servers
+the service may use: a PostgreSQL (the pgserver wheel's binaries) and an S3-compatible object store (moto's server),
+each on 127.0.0.1 and a free port."""
 
 from __future__ import annotations
 
@@ -14,6 +16,9 @@ from typing import Any
 import pytest
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+# No process of the suite may ask a cloud's instance-metadata address for credentials (it is no test host): a process
+# without S3 credentials then fails at once instead of calling 169.254.169.254.
+os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
 _RAY_TMP = tempfile.mkdtemp(prefix="rs-ray-")
 _ACTIVE: dict[str, Any] = {"cluster": None}
 
@@ -53,8 +58,11 @@ class SiteCluster:
     address: str
     nodes: dict[str, Any]
 
-    def add_site_node(self, site: str) -> Any:
-        node = self.cluster.add_node(num_cpus=1, labels={"raysampler.io/site": site}, object_store_memory=80 * 2**20)
+    def add_site_node(self, site: str, num_cpus: int = 1, env: dict[str, str] | None = None) -> Any:
+        """A node labelled as `site`; `env` is its own environment (a site's own credentials for its store)."""
+        node = self.cluster.add_node(
+            num_cpus=num_cpus, labels={"raysampler.io/site": site}, object_store_memory=80 * 2**20, env_vars=env
+        )
         self.nodes[site] = node
         return node
 
@@ -96,6 +104,30 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 SERVICE_KEYS = {"alice": "alice-key-0123456789", "bob": "bob-key-0123456789"}
+
+
+# ---- real servers the service can use: PostgreSQL and an S3-compatible store, started on 127.0.0.1
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A PostgreSQL server for the session (`servers.Postgres`): `postgres.new_database()` gives a fresh database's
+    URL."""
+    from servers import Postgres
+
+    server = Postgres.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3():
+    """An S3-compatible server for the session (`servers.S3`): moto's server mode on 127.0.0.1."""
+    from servers import S3
+
+    server = S3.start()
+    yield server
+    server.stop()
 
 
 def service_env(tmp: str) -> dict[str, str]:
@@ -144,9 +176,14 @@ def inprocess_settings(data_dir, **over):
     )
 
 
-@pytest.fixture(scope="session")
-def app_client(tmp_path_factory):
-    """The ASGI app in-process (lifespan run: store, run manager with executor "local") behind a TestClient."""
+#: The record stores the API suite runs against: the embedded SQLite and a real PostgreSQL.
+DATABASES = ("sqlite", "postgresql")
+
+
+@pytest.fixture(scope="session", params=DATABASES)
+def app_client(request, tmp_path_factory):
+    """The ASGI app in-process (lifespan run: store, run manager with executor "local") behind a TestClient, once
+    with SQLite and once with PostgreSQL as its record store (every test using it runs on both)."""
     import warnings
 
     with warnings.catch_warnings():  # Starlette would rather its test client ran on httpx2
@@ -155,7 +192,11 @@ def app_client(tmp_path_factory):
 
     from api import create_app
 
-    with TestClient(create_app(inprocess_settings(tmp_path_factory.mktemp("app") / "data"))) as client:
+    over = {}
+    if request.param == "postgresql":
+        over["database_url"] = request.getfixturevalue("postgres").new_database()
+    settings = inprocess_settings(tmp_path_factory.mktemp("app") / "data", **over)
+    with TestClient(create_app(settings)) as client:
         yield client
 
 
@@ -180,6 +221,7 @@ HEAVY_MODULES = (
     "tests/models/test_group_references.py",
     "tests/service/test_resume.py",
     "tests/service/test_sites_service.py",
+    "tests/service/test_replicas.py",
     "tests/runtime/test_run_state.py",
     "tests/models/test_group_effects.py",
     "tests/runtime/test_embedded_ray.py",
@@ -211,6 +253,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             marks.add("ray")
         if names & {"service", "app_client"}:
             marks.add("service")
+        servers = {"postgres", "s3"}  # a database or object-store server (a fixture, or a parametrization naming one)
+        if names & servers or {"postgresql", "s3"} & {str(v) for v in params.values()}:
+            marks.add("slow")
         if rel.startswith("tests/api/ui/"):
             marks.add("ui")
         if rel.startswith("tests/deploy/"):

@@ -82,7 +82,11 @@ SLOW: dict[str, str | set[str]] = {
     },
     # tests/runtime (the Ray tests are slow by rule)
     "tests/test_checkpoints.py": {"test_killed_process_resumes_elsewhere_with_identical_draws"},  # a process
-    "tests/runtime/test_runtime.py": {"test_time_budget_stops_cleanly_with_draws"},
+    "tests/runtime/test_runtime.py": {
+        "test_time_budget_stops_cleanly_with_draws",
+        "test_a_pipelined_run_resumes_exactly_and_needs_independent_chains",
+    },
+    "tests/runtime/test_batches.py": {"test_batched_shards_draw_bit_for_bit_what_each_draws_alone"},
     # tests/service (the `service` fixture's tests are slow by rule)
     "tests/test_cli.py": {"test_demo_end_to_end"},  # the demo starts a server of its own
     "tests/api/test_openapi_contract.py": {
@@ -93,9 +97,23 @@ SLOW: dict[str, str | set[str]] = {
     # tests/deploy and the top level
     "tests/deploy/test_deploy.py": {"test_dockerfile_copies_everything_raysampler_needs_to_install"},  # builds a wheel
     "tests/test_code_quality.py": {"test_mypy_is_clean"},  # about 20 s
+    "tests/test_docs.py": {"test_every_code_block_of_the_models_doc_works"},  # short runs, NumPyro's JIT
     "tests/test_shards.py": {"test_covtype_like_full_size"},
     "tests/test_evaluation.py": ALL,  # its module fixtures sample four posteriors (about 10 s)
+    # exact LOO by closed form and by grid refits, and arviz-stats' loo on the pooled rows as the oracle (2-5 s)
+    "tests/test_moment_match.py": {"test_moment_matching_lands_within_two_mcse_of_exact_loo"},
+    "tests/test_stacking.py": {"test_stacking_weights_equal_arviz_stacking_on_the_pooled_pointwise_values"},
+    # arviz-stats' own loo on all 569 rows of breast_cancer, the oracle, and the posterior of breast_cancer (2-5 s)
+    "tests/test_psis.py": {
+        "test_loo_on_breast_cancer_is_finite_and_equals_the_pooled_computation_under_the_same_rule",
+        "test_batched_psis_equals_arviz_on_real_log_likelihoods[breast_cancer]",
+    },
     "tests/test_imports.py": {"test_every_module_imports_on_its_own"},  # one fresh interpreter per module
+    "tests/test_ppc.py": {
+        "test_every_kind_equals_the_pooled_computation_by_hand[hierarchical]",  # samples a short formula fit
+        "test_the_same_seed_gives_the_same_checks_on_one_shard_or_several[hierarchical]",
+        "test_each_kind_draws_its_plot",  # imports matplotlib
+    },
     # tests/models
     "tests/models/test_group_references.py": ALL,  # DG-LMC against NUTS, 16 chains, hundreds of rounds each
     "tests/models/test_group_effects.py": {
@@ -133,6 +151,11 @@ SLOW: dict[str, str | set[str]] = {
         "test_group_effects_over_rest",
         "test_correlated_group_effects_over_rest",
         "test_text_group_labels_from_an_upload_name_the_effects",
+    },
+    "tests/models/test_formula.py": {
+        "test_a_formula_model_equals_the_hand_built_design",
+        "test_the_formula_path_gives_the_group_reference_models_exactly",
+        "test_fixef_ranef_coef_and_prior_summary_read_the_draws_as_brms_does",
     },
     "tests/models/test_model_runs.py": {
         "test_meta_analysis_with_known_per_row_noise_matches_the_exact_posterior",

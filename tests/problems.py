@@ -1,12 +1,14 @@
-"""Shared test problems with exact answers."""
+"""Shared test problems with exact answers, and a user model that fails on a marked shard."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
 
 import raysampler as rs
+from raysampler.models.logistic import LogisticRegression
 
 SIGMA1 = np.array([[1.0, 0.5], [0.5, 2.0]])
 
@@ -34,3 +36,18 @@ class InProcessPool:
 
     def bind(self, model):
         self.model = model
+
+
+#: The paper's plain LMC rules with a fixed step and no tuning, from θ = 0: a run that reaches a user model's
+#: failing shard at round 0
+PLAIN = dict(local_kernel="lmc", preconditioner=None, rho=0.5, n_local=2, init="zeros", balance=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class FailingLogistic(LogisticRegression):
+    """A user's model whose gradient raises on the shard marked by X[0, 1] == 77 once θ has left zero."""
+
+    def grad(self, X, y, x):
+        if X[0, 1] == 77.0 and np.abs(x).max() > 0.0:
+            raise RuntimeError("this shard's likelihood cannot be evaluated")
+        return super().grad(X, y, x)

@@ -1,12 +1,18 @@
-"""What the service tests share: the tenants' keys, a small run spec, auth headers, polling."""
+"""What the service tests share: the tenants' keys, a small run spec, auth headers, polling, the draws of an
+uninterrupted run, and a client that follows a run's draws across restarts and replicas."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import httpx
+import numpy as np
 from conftest import SERVICE_KEYS
+
+from raysampler.wire import DrawLine, LineSplitter, parse_draw_stream_line
 
 ALICE, BOB = SERVICE_KEYS["alice"], SERVICE_KEYS["bob"]
 T = TypeVar("T")
@@ -50,3 +56,64 @@ def final(client, run_id: str, key: str = ALICE) -> dict[str, Any]:
         ),
         what=f"run {run_id} to end",
     )
+
+
+def uninterrupted(body: dict[str, Any]) -> np.ndarray:
+    """The draws (draws, chains, d) an uninterrupted run of this spec makes (in-process: draws do not depend on the
+    executor); built-in data, so no store is needed."""
+    from raysampler.options import ExecutionOptions
+    from raysampler.sampling import Run
+    from raysampler.service.schemas import RunSpec
+    from raysampler.service.specs import build, run_options
+
+    spec_obj = RunSpec.model_validate(body)
+    built = build(spec_obj, "alice", None, "local")  # type: ignore[arg-type]
+    local = ExecutionOptions(executor="local")
+    with Run(built.model, built.shards, built.algorithm, run_options(spec_obj), local) as run:
+        return np.concatenate([c.theta for c in run.chunks()])
+
+
+class Follower(threading.Thread):
+    """Follows a run's draws with follow=true, reconnecting from its offset whenever the server goes away (to the
+    next of `urls`: replicas of one service), until the run has ended and every stored line was read; records each
+    line's offset and values, and which URL served it."""
+
+    def __init__(self, urls: list[str], run_id: str, key: str = ALICE) -> None:
+        super().__init__(daemon=True)
+        self.urls, self.run_id, self.key = urls, run_id, key
+        self.lines: list[DrawLine] = []
+        self.served_by: list[str] = []
+        self.reconnects = 0
+
+    def run(self) -> None:
+        deadline = time.monotonic() + 300
+        turn = 0
+        while time.monotonic() < deadline:
+            url = self.urls[turn % len(self.urls)]
+            try:
+                with httpx.stream(
+                    "GET",
+                    f"{url}/v1/runs/{self.run_id}/draws",
+                    headers=hdr(self.key),
+                    params={"start": len(self.lines), "follow": "true"},
+                    timeout=10,
+                ) as r:
+                    if r.status_code != 200:
+                        raise httpx.TransportError(f"status {r.status_code}")
+                    split = LineSplitter()
+                    for text in r.iter_text():
+                        for line in split.feed(text):
+                            item = parse_draw_stream_line(line)
+                            if isinstance(item, DrawLine):
+                                self.lines.append(item)
+                                self.served_by.append(url)
+                info = httpx.get(f"{url}/v1/runs/{self.run_id}", headers=hdr(self.key), timeout=10).json()
+                if (
+                    info["status"] in ("SUCCEEDED", "FAILED", "CANCELLED")
+                    and len(self.lines) >= info["progress"]["draws_stored"] * info["spec"]["chains"]
+                ):
+                    return
+            except (httpx.TransportError, httpx.HTTPError):
+                turn += 1  # that server went away: the next replica
+            self.reconnects += 1
+            time.sleep(0.3)

@@ -67,6 +67,14 @@ def test_draws_and_summary(service, submitted):
     assert tail[0].split()[:2] == ["draw", "chain"] and submitted["param_names"][0] in tail[0]
     rows = json.loads(cli(service, "summary", submitted["id"], "--format", "json").stdout)
     assert len(rows) == 31 and {"mean", "sd", "ess_bulk", "r_hat"} <= set(rows[0])
+    # "latest" is a run id wherever one is taken (here the module's own run is the newest of the tenant's runs)
+    newest = json.loads(cli(service, "status", "latest", "--format", "json").stdout)["id"]
+    assert json.loads(cli(service, "summary", "latest", "--format", "json").stdout) == json.loads(
+        cli(service, "summary", newest, "--format", "json").stdout
+    )
+    assert len(cli(service, "draws", "latest", "--format", "json").stdout.splitlines()) == len(
+        cli(service, "draws", newest, "--format", "json").stdout.splitlines()
+    )
 
 
 def test_errors_exit_nonzero_with_the_servers_message(service, submitted, tmp_path):
@@ -108,6 +116,23 @@ def test_demo_end_to_end(tmp_path):
 
 def _cli_cmd(service, *args: str) -> list[str]:
     return [sys.executable, "-m", "raysampler.cli", *args[:1], "--url", service.url, "--api-key", SERVICE_KEYS["alice"]]
+
+
+def test_ppc_prints_the_check_and_draws_it(service, submitted, tmp_path):
+    """`raysampler ppc`: a statistic as JSON (with its p-value), histograms as a table and drawn into a PNG."""
+    import numpy as np
+
+    import raysampler as rs
+
+    args = ("--kind", "stat", "--stat", "mean", "--draws", "30", "--format", "json")
+    out = json.loads(cli(service, "ppc", submitted["id"], *args).stdout)
+    _, y = rs.datasets.load("breast_cancer")
+    assert out["kind"] == "stat" and out["n"] == len(y) and len(out["replicated"]) == 30
+    assert out["observed"] == pytest.approx(float(np.mean(y)), rel=1e-12) and 0.0 <= out["p_value"] <= 1.0
+    png = tmp_path / "hist.png"
+    table = cli(service, "ppc", submitted["id"], "--kind", "hist", "--plot", str(png)).stdout
+    assert "y_rep median [5%, 95%]" in table and "[-0.5, 0.5)" in table
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_draws_into_a_closed_pipe_exits_quietly(service, submitted):
@@ -223,7 +248,7 @@ def test_loo_compare_evaluate_and_predict(service, tmp_path):
             json.loads(cli(service, "submit", str(path), "--wait", "--format", "json").stdout.splitlines()[-1])["id"]
         )
     lo = json.loads(cli(service, "loo", ids[0], "--format", "json").stdout)
-    assert lo["n_data_points"] == 442 and lo["elpd"] < 0 and lo["k_ok"] + lo["k_high"] == 442
+    assert lo["n_data_points"] == 442 and lo["elpd"] < 0 and lo["k_flat"] + lo["k_ok"] + lo["k_high"] == 442
     table = cli(service, "loo", ids[0]).stdout
     assert f"elpd_loo {lo['elpd']:.2f}" in table and "Pareto k < 0.7" in table
     rows = json.loads(cli(service, "compare", ids[0], ids[1], "--format", "json").stdout)

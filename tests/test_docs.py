@@ -7,14 +7,21 @@ attribute assignment, an argument, a string key such as a registry's) somewhere 
 variable is read there (by name, or as a RAYSAMPLER_-prefixed settings field).
 
 Names of other projects (Ray, NumPy, the OS) are listed in EXTERNAL; plain lowercase words (`auto`, `grad`) are
-not checked, being as often prose as code."""
+not checked, being as often prose as code.
+
+And every code block of docs/models.md works as written (`test_every_code_block_of_the_models_doc_works`)."""
 
 from __future__ import annotations
 
 import ast
 import builtins
 import functools
+import json
 import re
+import sys
+import tomllib
+import types
+import warnings
 from pathlib import Path
 
 import pytest
@@ -161,3 +168,64 @@ def test_the_name_rules() -> None:
 def test_docs_name_only_code_that_exists(doc: str) -> None:
     stale = stale_names(doc)
     assert not stale, "names in the docs that the code does not define:\n" + "\n".join(stale)
+
+
+# ---- docs/models.md's code blocks ------------------------------------------------------------------------------
+
+MODELS_DOC = ROOT / "docs" / "models.md"
+MODULE = "models_md_blocks"
+
+
+def code_blocks() -> list[tuple[str, int, str]]:
+    """(language, line, code) of every fenced block of docs/models.md, in order."""
+    text = MODELS_DOC.read_text(encoding="utf-8")
+    return [
+        (m.group(1), text.count("\n", 0, m.start()) + 1, m.group(2))
+        for m in re.finditer(r"^```(\w*)\n(.*?)^```", text, flags=re.S | re.M)
+    ]
+
+
+def test_every_code_block_of_the_models_doc_works():
+    """docs/models.md's blocks work as written: the Python blocks run in order as one module (as a reader would
+    paste them into one session; a later block uses an earlier one's names), the JSON blocks are run specs the
+    service accepts, the TOML block is valid TOML; a block in any other language fails the test."""
+    import matplotlib
+
+    from raysampler.service.schemas import ModelSpec, RunSpec
+
+    matplotlib.use("Agg")  # the formulas section draws a check
+    found = code_blocks()
+    assert {lang for lang, _, _ in found} <= {"python", "json", "toml"}, [(lang, line) for lang, line, _ in found]
+    module = types.ModuleType(MODULE)  # a module of its own, so that Ray could ship its classes by value
+    module.__file__ = str(MODELS_DOC)
+    sys.modules[MODULE] = module
+    formulas: list[str] = []  # the formulas section's parameter names (its `result` is reused further down)
+    try:
+        for lang, line, code in found:
+            where = f"{MODELS_DOC}:{line}"
+            if lang == "python":
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # the examples' short runs warn about their ESS
+                    exec(compile(code, where, "exec"), module.__dict__)
+                if not formulas:
+                    formulas = list(module.__dict__["result"].param_names)
+            elif lang == "toml":
+                assert tomllib.loads(code), where
+            else:
+                body = json.loads(code)
+                if "model" in body:
+                    RunSpec.model_validate(body)
+                else:
+                    ModelSpec.model_validate(body)
+        assert formulas[:3] == ["beta[(Intercept)]", "beta[age]", "beta[C(region)[2]]"]
+        names = module.__dict__
+        assert names["hospital_3"].dims == ("chain", "draw", "coef")
+        assert 0.0 < names["deaths"].observed < 1.0 and 0.0 <= names["deaths"].p_value <= 1.0
+        assert names["res"].param_names == ["beta[(Intercept)]", "beta[dose]"]
+        assert names["post"]["r_hospital"].dims == ("chain", "draw", "hospital", "hospital_effect")
+        assert list(names["result"].posterior()) == ["beta", "sigma"]  # the NumPyro model's, last
+    finally:
+        sys.modules.pop(MODULE, None)
+        import matplotlib.pyplot as plt
+
+        plt.close("all")

@@ -70,3 +70,79 @@ def test_on_site_the_real_path_must_stay_in_the_grant(tmp_path):
             check_on_site(str(bad), [str(granted)])
         texts.add(str(err.value))
     assert len(texts) == 1  # existing or missing, the same answer
+
+
+# ---------------------------------------------------------------------------------------- object-storage prefixes
+
+
+def test_uri_grants_parse_and_are_checked_component_by_component():
+    g = parse_grants([("t1@a:s3://bucket/t1/", "env"), ("t2@a:gs://bkt/t2", "env"), ("t3@b:s3://whole-bucket/", "f:1")])
+    assert g.prefixes("t1", "a") == ("s3://bucket/t1",) and g.prefixes("t2", "a") == ("gs://bkt/t2",)
+    assert g.prefixes("t3", "b") == ("s3://whole-bucket",)
+    assert check_lexical("s3://bucket/t1/sub/x.parquet", ["s3://bucket/t1"]) == "s3://bucket/t1/sub/x.parquet"
+    assert check_lexical("s3://bucket/t1/data/", ["s3://bucket/t1"]) == "s3://bucket/t1/data/"  # a data set prefix
+    assert check_on_site("s3://bucket/t1/x.parquet", ["/srv/t1", "s3://bucket/t1"]) == "s3://bucket/t1/x.parquet"
+    assert check_lexical("s3://whole-bucket/any/x.parquet", ["s3://whole-bucket"])
+    refusals = set()
+    for bad in (
+        "s3://bucket/t1x/x.parquet",  # a look-alike prefix
+        "s3://bucket/t1/../t2/x.parquet",  # '..'
+        "s3://bucket/t1//x.parquet",  # an empty component
+        "s3://other-bucket/t1/x.parquet",  # another bucket
+        "gs://bucket/t1/x.parquet",  # another scheme
+        "s3://bucket/t2/x.parquet",  # another tenant's prefix
+        "/bucket/t1/x.parquet",  # a path is no URI
+        "s3://bucket/t1?x=1",  # a query
+    ):
+        with pytest.raises(AccessRefused) as err:
+            check_lexical(bad, ["s3://bucket/t1"])
+        refusals.add(str(err.value))
+    with pytest.raises(AccessRefused):
+        check_on_site("s3://bucket/t1/x.parquet", ["/srv/t1"])  # a path grant grants no object
+    assert len(refusals) == 1 and "bucket" not in refusals.pop()
+
+
+@pytest.mark.parametrize(
+    "entry,why",
+    [
+        ("t1@a:s3://Bucket_Name/t1", "valid bucket"),
+        ("t1@a:s3://bucket/t1/../t2", "'..'"),
+        ("t1@a:ftp://bucket/t1", "scheme 'ftp'"),
+        ("t1@a:s3://key:secret@bucket/t1", "credentials"),
+        ("t1@a:s3://bucket/t1?endpoint=x", "query"),
+    ],
+)
+def test_a_malformed_uri_grant_is_refused_naming_the_entry(entry, why):
+    with pytest.raises(ValueError) as err:
+        parse_grants([(entry, "grants.txt:4")])
+    assert "grants.txt:4" in str(err.value) and why in str(err.value)
+
+
+def test_object_uris_parse_without_looking_anything_up():
+    from raysampler.objectstore import UnsafeKey, parse_uri
+
+    u = parse_uri("s3://my-bucket/a/b/part-0.parquet")
+    assert (u.scheme, u.bucket, u.key, u.fs_path) == (
+        "s3",
+        "my-bucket",
+        ("a", "b", "part-0.parquet"),
+        "my-bucket/a/b/part-0.parquet",
+    )
+    assert (
+        str(parse_uri("s3://my-bucket/a/b/")) == "s3://my-bucket/a/b/" and parse_uri("s3://my-bucket/a/").trailing_slash
+    )
+    az = parse_uri("abfs://data@myaccount.dfs.core.windows.net/t1/x.parquet")
+    assert (az.bucket, az.account, az.fs_path) == ("data", "myaccount", "data/t1/x.parquet")
+    assert str(az.child("y")) == "abfs://data@myaccount.dfs.core.windows.net/t1/x.parquet/y"
+    for bad, why in (
+        ("s3://", "bucket"),
+        ("s3://b/x", "bucket"),
+        ("http://bucket/x", "scheme"),
+        ("s3://bucket:9000/x", "port"),
+        ("abfs://data@myaccount.example.com/x", "account"),
+        ("s3://bucket/x\n", "control"),
+    ):
+        with pytest.raises(ValueError, match=why):
+            parse_uri(bad)
+    with pytest.raises(UnsafeKey):
+        parse_uri("s3://bucket/a/./b")

@@ -33,6 +33,7 @@ def test_defaults_and_environment(clean_env):
         object_store_bytes=1 << 30,
         site_wait_s=60,
         coordinator_shards=True,
+        worker_processes=0,
         shm_spin_us=1000,
         startup_timeout_s=300,
     )
@@ -41,6 +42,7 @@ def test_defaults_and_environment(clean_env):
         "RAYSAMPLER_OBJECT_STORE_BYTES": str(100 * 2**20),
         "RAYSAMPLER_SITE_WAIT_S": "2.5",
         "RAYSAMPLER_COORDINATOR_SHARDS": "0",
+        "RAYSAMPLER_WORKER_PROCESSES": "3",
         "RAYSAMPLER_SHM_SPIN_US": "250",
         "RAYSAMPLER_STARTUP_TIMEOUT_S": "30",
     }
@@ -49,7 +51,7 @@ def test_defaults_and_environment(clean_env):
         clean_env.setenv(k, v)
     s = EngineSettings.from_env()
     assert (s.max_restarts, s.object_store_bytes, s.site_wait_s, s.coordinator_shards) == (0, 100 * 2**20, 2.5, False)
-    assert s.shm_spin_s == pytest.approx(250e-6) and s.startup_timeout_s == 30
+    assert s.shm_spin_s == pytest.approx(250e-6) and s.startup_timeout_s == 30 and s.worker_processes == 3
 
 
 @pytest.mark.parametrize(
@@ -60,6 +62,7 @@ def test_defaults_and_environment(clean_env):
         ("RAYSAMPLER_OBJECT_STORE_BYTES", "1000"),
         ("RAYSAMPLER_SITE_WAIT_S", "nan"),
         ("RAYSAMPLER_COORDINATOR_SHARDS", "sometimes"),
+        ("RAYSAMPLER_WORKER_PROCESSES", "-1"),
         ("RAYSAMPLER_SHM_SPIN_US", "-5"),
         ("RAYSAMPLER_STARTUP_TIMEOUT_S", "0"),
     ],
@@ -79,6 +82,42 @@ def test_service_settings_extend_the_engine_settings(clean_env):
     assert set(EngineSettings.model_fields) <= set(Settings.model_fields) and s.site_wait_s == 3
     engine = s.engine()
     assert type(engine) is EngineSettings and engine == EngineSettings.from_env()
+
+
+@pytest.mark.parametrize(
+    "name,value,why",
+    [
+        ("RAYSAMPLER_DATABASE_URL", "mysql://svc:hunter2@db:3306/runs", "scheme is 'mysql'"),
+        ("RAYSAMPLER_DATABASE_URL", "postgresql://svc:hunter2@db:port/runs", "port must be a number"),
+        ("RAYSAMPLER_DATABASE_URL", "postgresql://svc:hunter2@db:5432", "names its database"),
+        ("RAYSAMPLER_STORAGE_URL", "s3://Runs_Bucket/raysampler/", "valid bucket"),
+        ("RAYSAMPLER_STORAGE_URL", "s3://key:hunter2@runs/raysampler/", "credentials"),
+        ("RAYSAMPLER_STORAGE_URL", "runs/relative", "absolute path"),
+        ("RAYSAMPLER_LEASE_S", "0.1", "greater than or equal to 1"),
+        ("RAYSAMPLER_REPLICA_ID", "a replica", "letters, digits"),
+    ],
+)
+def test_a_bad_database_or_storage_setting_names_its_variable_and_never_a_password(clean_env, name, value, why):
+    from pydantic import ValidationError
+
+    from raysampler.service.settings import Settings
+    from raysampler.settings import describe
+
+    clean_env.setenv(name, value)
+    with pytest.raises(ValidationError) as err:
+        Settings()
+    text = describe(err.value)
+    assert text.startswith(f"{name}: ") and why in text and "Value error" not in text, text
+    assert "hunter2" not in text, text
+
+
+def test_replicas_are_named_after_their_host_and_data_dir(clean_env, tmp_path):
+    from raysampler.service.settings import Settings
+
+    a, b = Settings(data_dir=tmp_path / "a"), Settings(data_dir=tmp_path / "b")
+    assert a.replica != b.replica and a.replica == Settings(data_dir=tmp_path / "a").replica  # stable per data dir
+    assert Settings(data_dir=tmp_path / "a", replica_id="api-0").replica == "api-0"
+    assert Settings(database_url=" ").database_url is None
 
 
 def test_enums_take_users_strings_and_serialise_as_them():
@@ -146,5 +185,13 @@ def test_sdk_and_cli_find_the_service_by_one_rule(clean_env, tmp_path):
     keys = tmp_path / "api_keys"
     keys.write_text("default:generated-key-123\n")
     keys.chmod(0o600)
-    assert service_address() == ("https://svc:9", None)  # the SDK never reads the server's key file
+    assert service_address() == ("https://svc:9", None)  # only with key_file is the server's key file read
     assert service_address(key_file=True) == ("https://svc:9", "generated-key-123")  # the CLI falls back to it
+    from raysampler.client import Client
+
+    with Client() as client:  # and so does the SDK: Client() finds the URL and the key `serve` saved
+        assert client.url == "https://svc:9"
+        assert client._http.headers["Authorization"] == "Bearer generated-key-123"
+    keys.unlink()
+    with pytest.raises(ValueError, match="api_key is required"):
+        Client()

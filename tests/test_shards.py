@@ -336,3 +336,39 @@ def test_shardset_is_list_like_and_frozen() -> None:
         ss.strategy = "random"  # type: ignore[misc]
     with pytest.raises(AttributeError):
         ss[0].X = X  # type: ignore[misc]
+
+
+def test_a_folder_of_parquet_files_is_one_shard_with_hive_partitions_and_only_the_chosen_columns(tmp_path):
+    """A path ending in '/' names a parquet data set: its files in name order (hidden and '_' files skipped), hive
+    partition values as columns, and only the chosen columns read (a non-numeric column left out is no error)."""
+    import pandas as pd
+
+    from raysampler.shards import Shard, read_header, read_table
+
+    rng = np.random.default_rng(0)
+    parts = {}
+    for h in (2, 10, 1):  # written out of order; read in name order: hospital=1, hospital=10, hospital=2
+        frame = pd.DataFrame({"a": rng.normal(size=4), "b": rng.normal(size=4), "y": rng.integers(0, 2, 4)})
+        (tmp_path / "ds" / f"hospital={h}").mkdir(parents=True)
+        frame.assign(note="text").to_parquet(tmp_path / "ds" / f"hospital={h}" / "part-0.parquet")
+        parts[h] = frame
+    (tmp_path / "ds" / "_SUCCESS").write_text("")
+    (tmp_path / "ds" / ".part.crc").write_text("x")
+    order = [parts[1], parts[10], parts[2]]
+    header = read_header(str(tmp_path / "ds") + "/", y="y", x=["hospital", "b"])
+    assert header == (("hospital", "b"), 12, 2)
+    table = read_table(str(tmp_path / "ds") + "/", y="y", x=["a", "hospital"])
+    np.testing.assert_array_equal(table.X[:, 0], np.concatenate([p["a"] for p in order]))
+    assert table.X[:, 1].tolist() == [1.0] * 4 + [10.0] * 4 + [2.0] * 4 and table.columns == ("a", "hospital")
+    np.testing.assert_array_equal(table.y, np.concatenate([p["y"] for p in order]))
+    shard = Shard(path=str(tmp_path / "ds") + "/", x_columns=("a", "b"))
+    assert shard.n_rows is None and shard.read().X.shape == (12, 2)
+    # every column but y: the free text too, read as labels (a model refuses them unless they name groups)
+    assert read_table(str(tmp_path / "ds") + "/", y="y").levels == {"note": ("text",)}
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="holds no parquet files"):
+        read_header(str(tmp_path / "empty") + "/")
+    with pytest.raises(ValueError, match="object-storage shards are parquet"):
+        Shard(path="s3://bucket/data/part.csv")
+    with pytest.raises(ValueError, match="valid bucket"):
+        Shard(path="s3://B/data/")

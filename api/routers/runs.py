@@ -9,14 +9,17 @@ from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from pydantic import Field
 from starlette.background import BackgroundTask
 
+from raysampler.predictive import PpcStatName
 from raysampler.service import checks, plotdata, results, streaming
 from raysampler.service.errors import StateConflict
 from raysampler.service.records import RunRecord
 from raysampler.service.schemas import (
+    EffectsTable,
     EvaluateRequest,
     Evaluation,
     LooInfo,
     ParamDiagnostics,
+    PpcInfo,
     Prediction,
     PredictRequest,
     RunInfo,
@@ -71,6 +74,7 @@ def run_info(rec: RunRecord) -> RunInfo:
         restarts=rec.restarts,
         checkpoint_round=rec.checkpoint_round,
         stop_reason=rec.stop_reason,
+        replica=rec.lease_owner,
     )
 
 
@@ -184,6 +188,50 @@ def summary(run_id: str, who: Tenant, svc: Svc, ci_prob: Annotated[float, Query(
     return results.summary(svc.manager.get(who, run_id), svc.files, ci_prob, svc.manager.summaries)
 
 
+@router.get("/{run_id}/effects", response_model=EffectsTable, responses=error_responses(404, 409, 422))
+def effects(
+    run_id: str,
+    who: Tenant,
+    svc: Svc,
+    kind: Annotated[Literal["fixef", "ranef", "coef", "prior"], Query(description="which summary")] = "fixef",
+    lower: Annotated[float, Query(ge=0, lt=1, description="the interval's lower quantile")] = 0.025,
+    upper: Annotated[float, Query(gt=0, le=1, description="the interval's upper quantile")] = 0.975,
+) -> EffectsTable:
+    """brms-style summaries of the stored draws: the coefficients (fixef), each group's effects (ranef), each group's
+    coefficients, fixed plus its effect (coef), or the prior on every parameter (prior)."""
+    return checks.effects(svc.manager.get(who, run_id), kind, (lower, upper), check_context(svc))
+
+
+@router.get("/{run_id}/ppc", response_model=PpcInfo, responses=error_responses(404, 409, 422))
+def ppc(
+    run_id: str,
+    who: Tenant,
+    svc: Svc,
+    kind: Annotated[
+        Literal["dens", "hist", "stat"], Query(description="density overlay, histograms or a statistic")
+    ] = "dens",
+    stat: Annotated[PpcStatName, Query(description='the statistic of kind "stat"')] = "mean",
+    draws: Annotated[
+        str | None,
+        Query(pattern=DRAWS_QUERY_PATTERN, description="replicated data sets (default: 10 for a plot, 1000 for stat)"),
+    ] = None,
+    bins: Annotated[int | None, Query(ge=1, le=1000, description='bins of kind "hist" (default 30)')] = None,
+    seed: Annotated[int, Query(ge=0, le=2**63 - 1, description="seed of the replicated data")] = 0,
+) -> PpcInfo:
+    """A posterior predictive check on the rows the run was fitted on: each shard draws replicated data sets from
+    the run's draws where its rows live and sends back only bin counts or sums; the bins are agreed from the shards'
+    ranges first. No row leaves its shard."""
+    return checks.ppc(
+        svc.manager.get(who, run_id),
+        kind,
+        stat,
+        None if draws is None else draws_arg(draws),
+        bins,
+        seed,
+        check_context(svc),
+    )
+
+
 @router.get("/{run_id}/trace", response_model=Trace, responses=error_responses(404))
 def trace(
     run_id: str,
@@ -275,10 +323,14 @@ def loo(
     who: Tenant,
     svc: Svc,
     draws: Annotated[str, Query(pattern=DRAWS_QUERY_PATTERN, description="at most this many draws, or 'all'")] = "1000",
+    moment_match: Annotated[
+        bool, Query(description="improve the rows with Pareto k ≥ 0.7 by moment matching at the shards")
+    ] = False,
 ) -> LooInfo:
     """PSIS-LOO on the rows the run was fitted on, each shard smoothing its own observations where they live:
-    elpd, SE, p_loo, Pareto-k counts and the row positions (never the rows) with k ≥ 0.7."""
-    return checks.loo(svc.manager.get(who, run_id), draws_arg(draws), check_context(svc))
+    elpd, SE, p_loo, Pareto-k counts by band (flat rows apart) and the row positions (never the rows) with k ≥ 0.7;
+    with moment_match=true, what moment matching did to each of those rows."""
+    return checks.loo(svc.manager.get(who, run_id), draws_arg(draws), check_context(svc), moment_match)
 
 
 @router.post("/{run_id}/cancel", status_code=202, response_model=RunInfo, responses=error_responses(404, 409))

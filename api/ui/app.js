@@ -334,6 +334,8 @@ async function showRun(id) {
   window.rsDashboard.state = state;
   window.rsDashboard.plots = plots;
   wireChecks(id, plots);
+  wirePpc(id, plots);
+  wireEffects(id);
 
   // A run this key cannot see (404, or 403): say so once and stop asking.
   const lose = (e) => {
@@ -735,13 +737,22 @@ async function wireChecks(id, plots) {
     $("#checks-error").textContent = "";
     $("#loo-btn").disabled = true;
     try {
-      const lo = await getJSON(`/v1/runs/${id}/loo`);
+      const mm = $("#loo-mm").checked;
+      const lo = await getJSON(`/v1/runs/${id}/loo${mm ? "?moment_match=true" : ""}`);
       if (!pg.alive) return;
       table($("#loo-table"), ["PSIS-LOO", "value"], [
         ["elpd_loo", fmt(lo.elpd, 2)], ["SE", fmt(lo.se, 2)], ["p_loo", fmt(lo.p_loo, 2)],
         ["rows", String(lo.n_data_points)], ["draws", String(lo.n_samples)],
+        [`flat rows (log-lik span < ${lo.flat_span}, uniform weights)`, String(lo.k_flat)],
         ["Pareto k < 0.7", String(lo.k_ok)], ["Pareto k ≥ 0.7", String(lo.k_high)],
       ]);
+      const matched = lo.moment_matched || [];
+      $("#loo-mm-table").hidden = lo.moment_matched == null;
+      const at = (r) => `shard ${r.shard} row ${r.row}${r.index == null ? "" : ` (#${r.index})`}`;
+      table($("#loo-mm-table"), ["moment matched row", "k (PSIS)", "k (matched)", "elpd_i (PSIS)", "elpd_i (matched)",
+                                 "MCSE", "maps", "used"],
+        matched.map((m) => [at(m.row), fmt(m.k_psis, 2), fmt(m.k_after, 2), fmt(m.elpd_psis, 4),
+                            fmt(m.elpd_after, 4), fmt(m.mcse_after, 4), String(m.maps), m.used ? "yes" : "no"]));
     } catch (e) { if (pg.alive) $("#checks-error").textContent = problem(e); }
     finally { if (pg.alive) $("#loo-btn").disabled = false; }
   });
@@ -770,6 +781,63 @@ async function wireChecks(id, plots) {
     select.replaceChildren(...uploaded.map((d) => el("option", { value: `id:${d.id}`, text: `${d.name} (${d.id})` })),
                            ...builtins.map((d) => el("option", { value: d, text: d })));
   } catch (e) { if (pg.alive) $("#checks-error").textContent = problem(e); }
+}
+
+// A posterior predictive check of the run's own rows (GET /ppc): replicated data drawn on the shards, only bin
+// counts and sums back; a density overlay, histograms, or a statistic's distribution against its observed value.
+async function wirePpc(id, plots) {
+  const pg = page;
+  const stat = $("#ppc-stat");
+  const sync = () => { stat.disabled = $("#ppc-kind").value !== "stat"; };
+  $("#ppc-kind").addEventListener("change", sync);
+  sync();
+  $("#ppc-btn").addEventListener("click", async () => {
+    $("#ppc-error").textContent = "";
+    $("#ppc-btn").disabled = true;
+    try {
+      const q = new URLSearchParams({ kind: $("#ppc-kind").value, stat: stat.value || "mean" });
+      const c = await getJSON(`/v1/runs/${id}/ppc?${q}`);
+      if (!pg.alive) return;
+      window.rsDashboard.state.ppc = c;
+      const sets = `${c.n} rows, ${c.replicated.length} replicated data sets`;
+      if (c.kind === "stat") {
+        $("#ppc-note").textContent = `${c.stat}: T(y) = ${fmt(c.observed, 4)} · P(T(y_rep) ≥ T(y)) = `
+          + `${fmt(c.p_value, 3)} · ${sets}`;
+      } else $("#ppc-note").textContent = sets;
+      plots.ppc($("#ppc-plot"), c);
+    } catch (e) { if (pg.alive) $("#ppc-error").textContent = problem(e); }
+    finally { if (pg.alive) $("#ppc-btn").disabled = false; }
+  });
+  try {
+    const stats = await ppcStats();
+    if (!pg.alive) return;
+    stat.replaceChildren(...stats.map((v) => el("option", { value: v, text: v.replace("_", " ") })));
+  } catch (e) { if (pg.alive) $("#ppc-error").textContent = problem(e); }
+}
+
+// brms-style tables of the stored draws (GET /effects): fixef, ranef, coef or the priors.
+function wireEffects(id) {
+  const pg = page;
+  $("#effects-btn").addEventListener("click", async () => {
+    $("#effects-error").textContent = "";
+    $("#effects-btn").disabled = true;
+    try {
+      const t = await getJSON(`/v1/runs/${id}/effects?kind=${$("#effects-kind").value}`);
+      if (!pg.alive) return;
+      const grouped = t.rows.some((r) => r.group);
+      const head = [...(grouped ? ["group"] : []), "", ...t.columns];
+      $("#effects-table").replaceChildren(
+        el("tr", {}, ...head.map((h, i) => el("th", { class: i >= head.length - t.columns.length ? "num" : "", text: h }))),
+        ...t.rows.map((r) => el("tr", {},
+          ...(grouped ? [el("td", { text: r.group || "" })] : []), el("td", { text: r.index.join(", ") }),
+          ...t.columns.map((c) => el("td", { class: typeof r[c] === "number" || r[c] === null ? "num" : "",
+                                            text: typeof r[c] === "number" ? fmt(r[c], 3) : (r[c] ?? "–") })))));
+    } catch (e) {
+      if (!pg.alive) return;
+      $("#effects-table").replaceChildren();
+      $("#effects-error").textContent = problem(e);
+    } finally { if (pg.alive) $("#effects-btn").disabled = false; }
+  });
 }
 
 // ------------------------------------------------------------------------------------------------ compare
@@ -807,9 +875,11 @@ async function showCompare(ids) {
   $("#loo-compare").addEventListener("click", async () => {
     $("#loo-compare-error").textContent = "";
     try {
-      const got = await postJSON("/v1/compare", { runs: runs.map((r) => r.id) });
+      const method = $("#loo-compare-method").value;
+      const got = await postJSON("/v1/compare", { runs: runs.map((r) => r.id), method });
       if (!pg.alive) return;
-      table($("#loo-compare-table"), ["run", "rank", "elpd_loo", "SE", "elpd_diff", "dSE", "p_loo", "weight"],
+      table($("#loo-compare-table"), ["run", "rank", "elpd_loo", "SE", "elpd_diff", "dSE", "p_loo",
+                                      `weight (${got.method})`],
         got.rows.map((r) => [r.run_id, String(r.rank), fmt(r.elpd, 2), fmt(r.se, 2), fmt(r.elpd_diff, 2),
                              fmt(r.dse, 2), fmt(r.p_loo, 2), fmt(r.weight, 3)]));
     } catch (e) { if (pg.alive) $("#loo-compare-error").textContent = problem(e); }
@@ -877,15 +947,23 @@ function renderOperator(c) {
 
 // ------------------------------------------------------------------------------------------------ submit
 
-let schema = null;
+let openapi = null;
 let families = null;
+// The API's own description (no key needed, fetched once): the choices it accepts.
+async function apiDoc() {
+  if (!openapi) openapi = await (await fetch("/openapi.json")).json();
+  return openapi;
+}
+const ppcStats = async () => (await apiDoc()).paths["/v1/runs/{run_id}/ppc"].get.parameters
+  .find((q) => q.name === "stat").schema.enum;
 async function enums() {
-  if (!schema) schema = (await (await fetch("/openapi.json")).json()).components.schemas;
+  const schema = (await apiDoc()).components.schemas;
   // the registered model families (built-in and from installed packages), as the service lists them
   if (!families) families = (await getJSON("/v1/models")).families.map((f) => f.name);
   return {
     datasets: schema.DataRef.properties.dataset.enum.filter((v) => v),
     families,
+    formulaFamilies: schema.ModelSpec.properties.formula["x-families"],
     algorithms: schema.AlgorithmSpec.properties.name.enum,
   };
 }
@@ -903,6 +981,8 @@ function parseTags(text) {
 async function showSubmit() {
   mount("tpl-submit");
   const pg = page;
+  // until the form is wired (the enums below come from the API), a submit must not reload the page
+  $("#submit-form").addEventListener("submit", (ev) => ev.preventDefault());
   const e = await enums();
   if (!pg.alive) return;
   const fill = (sel, values, chosen) => {
@@ -911,15 +991,29 @@ async function showSubmit() {
   };
   fill("#f-dataset", e.datasets, "builtin:breast_cancer");
   fill("#f-family", e.families, "logistic_regression");
+  fill("#f-formula-family", e.formulaFamilies, "bernoulli");
   fill("#f-algorithm", e.algorithms, "dglmc");
   const form = $("#submit-form");
   const json = $("#spec-json");
   let edited = false;  // the JSON was edited by hand: the form no longer rewrites it
   const source = () => form.querySelector("input[name=source]:checked").value;
+  const modelKind = () => form.querySelector("input[name=model-kind]:checked").value;
   const num = (sel) => ($(sel).value === "" ? null : Number($(sel).value));
+  // A formula names its response, terms and groups itself: its family is brms', its priors are by kind (b, sd,
+  // sigma); the family fields below it do not apply.
+  const formulaModel = () => {
+    const model = { formula: $("#f-formula").value.trim(), family: $("#f-formula-family").value };
+    if (num("#f-b-scale") !== null) model.coef_prior = { normal: { scale: num("#f-b-scale") } };
+    if (num("#f-sd-scale") !== null) model.sd_prior = { half_normal: { scale: num("#f-sd-scale") } };
+    if (num("#f-sigma-scale") !== null && model.family === "gaussian") {
+      model.noise_prior = { half_normal: { scale: num("#f-sigma-scale") } };
+    }
+    return model;
+  };
   const build = () => {
+    const formula = modelKind() === "formula";
     const spec = {
-      model: { family: $("#f-family").value },
+      model: formula ? formulaModel() : { family: $("#f-family").value },
       algorithm: { name: $("#f-algorithm").value, params: {} },
       chains: num("#f-chains"),
       num_shards: num("#f-shards-n"),
@@ -929,15 +1023,17 @@ async function showSubmit() {
     if ($("#f-name").value.trim()) spec.name = $("#f-name").value.trim();
     const tags = parseTags($("#f-tags").value);
     if (Object.keys(tags).length) spec.tags = tags;
-    if ($("#f-prior-scale").value !== "") spec.model.prior_scale = num("#f-prior-scale");
-    const noise = $("#f-noise-sd").value.trim();
-    if (noise) spec.model.noise_sd = Number.isFinite(Number(noise)) ? Number(noise) : noise;
-    const group = $("#f-group").value.trim();
-    if (group) {
-      const slopes = $("#f-group-slopes").value.split(",").map((v) => v.trim()).filter(Boolean);
-      const effects = slopes.length ? { group, slopes } : { group };
-      if ($("#f-group-correlated").checked) effects.correlated = true;
-      spec.model.group_effects = [effects];
+    if (!formula) {
+      if ($("#f-prior-scale").value !== "") spec.model.prior_scale = num("#f-prior-scale");
+      const noise = $("#f-noise-sd").value.trim();
+      if (noise) spec.model.noise_sd = Number.isFinite(Number(noise)) ? Number(noise) : noise;
+      const group = $("#f-group").value.trim();
+      if (group) {
+        const slopes = $("#f-group-slopes").value.split(",").map((v) => v.trim()).filter(Boolean);
+        const effects = slopes.length ? { group, slopes } : { group };
+        if ($("#f-group-correlated").checked) effects.correlated = true;
+        spec.model.group_effects = [effects];
+      }
     }
     if (num("#f-burn") !== null) spec.burn_in = num("#f-burn");
     if (source() === "dataset") spec.data = { dataset: $("#f-dataset").value };
@@ -945,13 +1041,16 @@ async function showSubmit() {
     else {
       let shards = [];
       try { shards = JSON.parse($("#f-shards").value || "[]"); } catch (err) { shards = $("#f-shards").value; }
-      spec.data = { shards, y_column: $("#f-shards-ycol").value };
+      spec.data = formula ? { shards } : { shards, y_column: $("#f-shards-ycol").value };  // a formula names y
     }
     return JSON.stringify(spec, null, 2);
   };
   form.addEventListener("input", (ev) => {
     if (ev.target.name === "source") {
       form.querySelectorAll("[data-source]").forEach((d) => { d.hidden = d.dataset.source !== source(); });
+    }
+    if (ev.target.name === "model-kind") {
+      form.querySelectorAll("[data-model]").forEach((d) => { d.hidden = d.dataset.model !== modelKind(); });
     }
     $("#f-rounds").disabled = $("#f-auto").checked;
     if (!edited) json.value = build();
@@ -1027,6 +1126,7 @@ function showFieldError(loc, msg) {
   if (fixed) { fixed.textContent = msg; return; }
   let best = null;
   for (const f of document.querySelectorAll(".field[data-loc]")) {
+    if (f.closest("[hidden]")) continue;  // a field of the other kind of model or data source
     const l = f.dataset.loc;
     if ((loc === l || loc.startsWith(`${l}.`)) && (!best || l.length > best.dataset.loc.length)) best = f;
   }

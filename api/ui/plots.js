@@ -251,6 +251,62 @@ class RunPlots {
     plot.redraw(false);
   }
 
+  // A posterior predictive check (GET /ppc): the replicated data sets light, the observed y dark (as bayesplot).
+  // dens: every curve's density on the grid; hist: every curve's counts per bin, stepped; stat: a histogram of
+  // T(y_rep) with T(y) marked by a vertical line.
+  ppc(node, c) {
+    const light = { stroke: "#6497b1", width: 1, points: { show: false } };
+    const dark = { label: "y", stroke: "#011f4b", width: 2.5, points: { show: false } };
+    const reps = (extra) => c.replicated.map((_, k) => Object.assign({ label: `y_rep ${k + 1}` }, light, extra));
+    if (c.kind === "dens") {
+      this.draw("ppc", node, `dens|${c.replicated.length}`, false, {
+        series: [{ label: "y" }, ...reps({}), dark], scales: { x: { time: false } },
+        axes: [{ label: "y" }, { label: "density" }],
+      }, [c.grid, ...c.replicated, c.observed]);
+      return;
+    }
+    if (c.kind === "hist") {
+      const step = { paths: uPlot.paths.stepped({ align: 1 }) };
+      const close = (counts) => [...counts, counts[counts.length - 1]];  // the last bin's right edge
+      this.draw("ppc", node, `hist|${c.replicated.length}|${c.edges.length}`, false, {
+        series: [{ label: "y" }, ...reps(step), Object.assign({}, dark, step)], scales: { x: { time: false } },
+        axes: [{ label: "y" }, { label: "rows" }],
+      }, [c.edges, ...c.replicated.map(close), close(c.observed)]);
+      return;
+    }
+    const values = c.replicated.filter((v) => v !== null);
+    const range = extent([values, [c.observed]]);
+    if (!range) return;
+    let [lo, hi] = range;
+    if (hi === lo) { lo -= 0.5; hi += 0.5; }
+    const bins = 30, width = (hi - lo) / bins;
+    const edges = Array.from({ length: bins + 1 }, (_, i) => lo + i * width);
+    const counts = new Array(bins + 1).fill(0);
+    for (const v of values) counts[Math.min(bins - 1, Math.floor((v - lo) / width))]++;
+    counts[bins] = counts[bins - 1];
+    this.latest.ppcStat = c.observed;
+    this.latest.ppcX = [lo - width, hi + width];
+    const mark = (u) => {
+      const x = u.valToPos(this.latest.ppcStat, "x", true);
+      const ctx = u.ctx;
+      ctx.save();
+      ctx.strokeStyle = "#011f4b";
+      ctx.lineWidth = 2.5 * devicePixelRatio;
+      ctx.beginPath();
+      ctx.moveTo(x, u.bbox.top);
+      ctx.lineTo(x, u.bbox.top + u.bbox.height);
+      ctx.stroke();
+      ctx.restore();
+    };
+    this.draw("ppc", node, `stat|${c.stat}`, false, {
+      series: [{ label: c.stat }, Object.assign({ label: "T(y_rep)", fill: "rgba(100, 151, 177, 0.35)",
+                                                paths: uPlot.paths.stepped({ align: 1 }) }, light)],
+      scales: { x: { time: false, range: () => this.latest.ppcX } },
+      axes: [{ label: `${c.stat} (line: the observed y's)` }, { label: "replicated data sets" }],
+      hooks: { draw: [mark] },
+    }, [edges, counts]).redraw(false);
+  }
+
   // Workers over time: τ_i of every shard as this page saw it (one point per run-info answer), and the run's
   // worker events (lost, resumed) and status changes as vertical marks at their times.
   // A classifier's reliability curve: per bin, the mean confidence (x) against the accuracy (y), with the diagonal.

@@ -63,7 +63,7 @@ def one(model: Any, shards: Any, rounds: int, chains: int, seed: int, checkpoint
 
 
 def arguments() -> argparse.ArgumentParser:
-    ap = harness.parser(__doc__, __file__)
+    ap = harness.parser(__doc__, __file__, ray=True)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--covtype-n", type=int, default=100_000)
@@ -78,7 +78,7 @@ def measure(args: argparse.Namespace) -> harness.Report:
     rounds = {"breast_cancer": 3000 if args.quick else 20000, "covtype_like": 50 if args.quick else 400}
     problems = list(dict.fromkeys(args.problems))
     rows, raw = [], []
-    with harness.local_ray(object_store_mb=400):
+    with harness.local_ray(object_store_mb=400, num_cpus=args.cpus):
         for name in problems:
             row, runs = measure_problem(name, rounds[name], args)
             rows.append(row)

@@ -228,7 +228,7 @@ def _algorithms(text: str) -> list[str]:
 
 
 def arguments() -> argparse.ArgumentParser:
-    ap = harness.parser(__doc__, __file__)
+    ap = harness.parser(__doc__, __file__, ray=True)
     ap.add_argument("--quick", action="store_true", help="smoke test: few rounds, small covtype, random shards only")
     ap.add_argument(
         "--rounds",
@@ -322,7 +322,7 @@ def measure(args: argparse.Namespace) -> harness.Report:
         flush=True,
     )
     t_start = time.perf_counter()
-    with harness.local_ray(object_store_mb=int(200 + 2.5 * covtype_mb)):
+    with harness.local_ray(object_store_mb=int(200 + 2.5 * covtype_mb), num_cpus=args.cpus):
         refs, raw = run_all(plan, data, groups, t_start)
     if "breast_cancer" in plan.problems and "breast_cancer" not in refs:
         refs["breast_cancer"] = breast_cancer_reference(None)

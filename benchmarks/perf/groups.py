@@ -82,7 +82,7 @@ def ess_all(draws: np.ndarray) -> np.ndarray:
 
 
 def arguments() -> argparse.ArgumentParser:
-    ap = harness.parser(__doc__, __file__)
+    ap = harness.parser(__doc__, __file__, ray=True)
     ap.add_argument("--cases", default="hospitals,easy", help=f"comma-separated, of {', '.join(CASES)}")
     ap.add_argument("--rounds", type=int, default=2000)
     ap.add_argument("--chains", default="4,16", help="DG-LMC chains, comma-separated (one run each)")
@@ -120,7 +120,7 @@ def measure_case(name: str, args: argparse.Namespace) -> tuple[dict[str, Any], h
     )
     shards = rs.shard(X, y, num_shards=SITES, columns=cols, by="hospital")
     for chains in [int(c) for c in str(args.chains).split(",")]:
-        with harness.local_ray(object_store_mb=300):
+        with harness.local_ray(object_store_mb=300, num_cpus=args.cpus):
             t0 = time.perf_counter()
             res = rs.sample(model, shards, chains=chains, num_rounds=args.rounds, seed=args.seed, executor="ray",
                             progress=False)  # fmt: skip

@@ -5,6 +5,8 @@
 * RAYSAMPLER_SHM_SPIN_US=1000 (default): a shared-memory channel's reader watches for the next message for up to
   1 ms, yielding its core between looks, before it sleeps on its eventfd (0: it sleeps at once).
 
+Both are about two worker processes, so every variant runs in two (RAYSAMPLER_WORKER_PROCESSES=2; by default shards
+as small as breast_cancer's share the coordinator's process alone: benchmarks/perf/round_cost.py).
 The draws are identical in every variant (checked here); only the time per round differs. Measured in one process
 and one private 2-CPU Ray, the variants interleaved repeat by repeat, with in-process (executor="local") as the
 yardstick, on
@@ -51,6 +53,7 @@ def run_once(problem: str, variant: tuple[str, str, str, str], args: argparse.Na
     name, executor, hosts, spin = variant
     os.environ["RAYSAMPLER_COORDINATOR_SHARDS"] = hosts
     os.environ["RAYSAMPLER_SHM_SPIN_US"] = spin
+    os.environ["RAYSAMPLER_WORKER_PROCESSES"] = "2"  # the layout these defaults are about
     X, y, model = harness.load_model_data(problem, covtype_n=args.covtype_n)
     if problem == "breast_cancer":
         data, chains, rounds = rs.shard(X, y, num_shards=4), 4, args.rounds
@@ -77,7 +80,7 @@ def run_once(problem: str, variant: tuple[str, str, str, str], args: argparse.Na
 
 
 def arguments() -> argparse.ArgumentParser:
-    ap = harness.parser(__doc__, __file__)
+    ap = harness.parser(__doc__, __file__, ray=True)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=20000, help="breast_cancer rounds after burn-in (default 20000)")
     ap.add_argument("--covtype-rounds", type=int, default=400)
@@ -91,7 +94,7 @@ def measure(args: argparse.Namespace) -> harness.Report:
     problems = [args.only] if args.only else ["breast_cancer", "covtype_like"]
     runs: list[dict[str, Any]] = []
     try:
-        with harness.local_ray(object_store_mb=512):
+        with harness.local_ray(object_store_mb=512, num_cpus=args.cpus):
             for r in range(args.repeats):
                 for problem in problems:
                     for variant in VARIANTS:
@@ -102,6 +105,7 @@ def measure(args: argparse.Namespace) -> harness.Report:
     finally:
         os.environ.pop("RAYSAMPLER_COORDINATOR_SHARDS", None)
         os.environ.pop("RAYSAMPLER_SHM_SPIN_US", None)
+        os.environ.pop("RAYSAMPLER_WORKER_PROCESSES", None)
     summary = [summarise(runs, problem, name) for problem in problems for name, *_ in VARIANTS]
     table = harness.Table.of(
         "The Ray round loop's same-node defaults (medians over repeats)",

@@ -9,7 +9,7 @@ tests/data/breast_cancer_reference.npz; covtype_like (no stored reference) again
 |Δmean| in posterior sd and as a z-score over both Monte-Carlo standard errors.
 Needs the optional packages: pip install numpyro jax (the `bench` extra).
 
-    python benchmarks/perf/nuts.py [--data breast_cancer] [--chains-dglmc 32] [--rounds 20000]
+    python benchmarks/perf/nuts.py [--data breast_cancer] [--chains-dglmc 32,4] [--rounds 20000]
     python benchmarks/perf/nuts.py --data covtype_like [--covtype-n 100000] [--chains-dglmc 8] [--rounds 2000]
 """
 
@@ -76,18 +76,23 @@ def run_nuts(
     return samples, time.perf_counter() - t0
 
 
-DEFAULTS = {  # per data set: DG-LMC chains and rounds (burn-in 10%)
-    "breast_cancer": (32, 20000),
-    "covtype_like": (8, 2000),
+DEFAULTS = {  # per data set: DG-LMC chain counts (each measured against the same NUTS run) and rounds (burn-in 10%)
+    "breast_cancer": ((32, 4), 20000),
+    "covtype_like": ((8,), 2000),
 }
 NUTS_NAME = "NUTS (numpyro, pooled)"
 
 
 def arguments() -> argparse.ArgumentParser:
-    ap = harness.parser(__doc__, __file__)
+    ap = harness.parser(__doc__, __file__, ray=True)
     ap.add_argument("--data", choices=sorted(DEFAULTS), default="breast_cancer")
     ap.add_argument("--covtype-n", type=int, default=100_000)
-    ap.add_argument("--chains-dglmc", type=int, default=None)
+    ap.add_argument(
+        "--chains-dglmc",
+        type=lambda v: tuple(int(c) for c in v.split(",")),
+        default=None,
+        help="DG-LMC chain counts, comma-separated (default: 32,4 on breast_cancer, 8 on covtype_like)",
+    )
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--nuts-warmup", type=int, default=1000)
@@ -98,7 +103,7 @@ def arguments() -> argparse.ArgumentParser:
 
 
 def measure(args: argparse.Namespace) -> harness.Report:
-    chains = args.chains_dglmc or DEFAULTS[args.data][0]
+    chain_counts = args.chains_dglmc or DEFAULTS[args.data][0]
     rounds = args.rounds or DEFAULTS[args.data][1]
     X, y, model = harness.load_model_data(args.data, covtype_n=args.covtype_n)
     samples, secs = run_nuts(
@@ -115,22 +120,29 @@ def measure(args: argparse.Namespace) -> harness.Report:
         ref = moments(samples)
     runs = {NUTS_NAME: compare(samples, secs, ref)}
     notes = {NUTS_NAME: "compile excluded"}
-    with harness.local_ray(object_store_mb=200):
+    with harness.local_ray(object_store_mb=200, num_cpus=args.cpus):
         shards = rs.shard(X, y, num_shards=4, strategy="random", seed=0)
-        for executor in ("ray", "local"):
-            res = rs.sample(
-                model,
-                shards,
-                chains=chains,
-                num_rounds=rounds,
-                burn_in=rounds // 10,
-                seed=args.seed,
-                executor=executor,
-                progress=False,
-            )
-            name = f"DG-LMC default, b=4 ({executor})"
-            runs[name] = compare(res.draws, res.run_stats.sampling_time_s, ref)
-            notes[name] = f"setup {res.outcome.timings.setup_s:.1f}s excluded"
+        for chains in chain_counts:
+            for executor in ("ray", "local"):
+                res = rs.sample(
+                    model,
+                    shards,
+                    chains=chains,
+                    num_rounds=rounds,
+                    burn_in=rounds // 10,
+                    seed=args.seed,
+                    executor=executor,
+                    progress=False,
+                )
+                name = f"DG-LMC default, b=4, {chains} chains ({executor})"
+                runs[name] = compare(res.draws, res.run_stats.sampling_time_s, ref)
+                bd = res.run_stats.breakdown()
+                runs[name] |= {"processes": bd.processes, "median_round_ms": 1e3 * bd.round_s}
+                notes[name] = (
+                    f"setup {res.outcome.timings.setup_s:.1f}s excluded; {bd.processes} process(es), "
+                    f"median round {1e3 * bd.round_s:.3f} ms"
+                )
+                print(f"{name}: {runs[name]['ess_per_s']:.1f} ESS/s", flush=True)
     nuts = runs[NUTS_NAME]["ess_per_s"]
     for v in runs.values():
         v["fraction_of_nuts"] = v["ess_per_s"] / nuts

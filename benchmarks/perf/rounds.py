@@ -247,7 +247,7 @@ def run_case(
 
 
 def arguments() -> argparse.ArgumentParser:
-    ap = harness.parser(__doc__, __file__)
+    ap = harness.parser(__doc__, __file__, ray=True)
     ap.add_argument("--quick", action="store_true", help="smoke test: 1 repeat, few rounds, small covtype")
     ap.add_argument(
         "--rounds",
@@ -322,7 +322,7 @@ def measure(args: argparse.Namespace) -> harness.Report:
         flush=True,
     )
     t_start = time.perf_counter()
-    with harness.local_ray(object_store_mb=int(200 + 2.5 * covtype_mb)) as ray:
+    with harness.local_ray(object_store_mb=int(200 + 2.5 * covtype_mb), num_cpus=args.cpus) as ray:
         raw = run_repeats(ray, plan, cases, data, args.transport, t_start)
     summary, targets = summarise(cases, raw)
     payload = {

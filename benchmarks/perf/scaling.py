@@ -1,4 +1,7 @@
-"""Rounds/s and ESS/s of default DG-LMC against the number of sites (1, 2, 4, 8), with shards pinned to sites.
+"""Rounds/s and ESS/s of default DG-LMC against the number of sites (1 to 16), with shards pinned to sites, and
+each round's parts (`RunStats.breakdown`: the coordinator's compute, encoding, sending, waiting for the slowest
+worker, receiving, and the overhead: round time minus the slowest worker's compute) against the sites and
+processes.
 
 Sites are Ray nodes labelled raysampler.io/site=<name>; each site holds one shard as a parquet file in its own folder
 and its worker is placed on that site's node. Two series, logistic regression on covtype_like-shaped data:
@@ -11,7 +14,7 @@ IMPORTANT: on one machine the "sites" are simulated nodes (ray.cluster_utils.Clu
 the same two cores), not the scaling of real machines. With 16 cores (one per site and a few spare) the weak
 efficiency measures real parallel scaling; on a cluster it is the network's turn.
 
-    python benchmarks/perf/scaling.py                  # weak + strong, sites 1,2,4,8
+    python benchmarks/perf/scaling.py                  # weak + strong, sites 1,2,4,8,16
     python benchmarks/perf/scaling.py --quick          # sites 1,2, few rounds
 
 Prints tables and writes benchmarks/perf/results/scaling.json.
@@ -83,7 +86,10 @@ def measure_sites(k: int, rows: int, rounds: int, chains: int, seed: int) -> dic
         ess = float(np.min(res.ess("bulk")))
         sampling = float(res.run_stats.sampling_time_s)
         hosts = {p.node_id for p in res.run_stats.placement}
+        parts = {f"{k[:-2]}_ms": 1e3 * v for k, v in vars(res.run_stats.breakdown()).items() if k.endswith("_s")}
         return {
+            **parts,
+            "processes": res.run_stats.breakdown().processes,
             "sites": k,
             "rows": rows,
             "rounds": int(res.run_stats.rounds),
@@ -102,7 +108,7 @@ def measure_sites(k: int, rows: int, rounds: int, chains: int, seed: int) -> dic
 
 def arguments() -> argparse.ArgumentParser:
     ap = harness.parser(__doc__, __file__)
-    ap.add_argument("--sites", default="1,2,4,8")
+    ap.add_argument("--sites", default="1,2,4,8,16")
     ap.add_argument("--rows-per-site", type=int, default=25_000)
     ap.add_argument("--total-rows", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=300)
@@ -136,6 +142,17 @@ def measure(args: argparse.Namespace) -> harness.Report:
             + [("min ESS", "min_ess"), ("ESS/s", "ess_per_s"), ("nodes used", "nodes_used")],
         )
         for series, label in (("weak", "efficiency"), ("strong", "speed-up"))
+    ]
+    tables += [
+        harness.Table.of(
+            f"{series} scaling: the median round's parts (ms)",
+            out[series],
+            [("sites", "sites"), ("processes", "processes"), ("round", "round_ms")]
+            + [(p, f"{p}_ms") for p in ("coordinator", "encode", "send", "hosted", "wait", "receive")]
+            + [("slowest worker", "slowest_worker_ms"), ("overhead", "overhead_ms")],
+            ["overhead = round − the slowest worker process's compute; parts are medians over the rounds"],
+        )
+        for series in ("weak", "strong")
     ]
     note = {"cpu_count": os.cpu_count(), "note": "simulated nodes on one machine: measures overhead"}
     return harness.Report("scaling", {"settings": harness.options(args) | note, **out}, tables)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from raysampler.algorithms.dglmc import Message, Reply
-from raysampler.runtime.channel import ChannelServer, answer, recv_obj, send_obj, unwrap
+from raysampler.runtime.channel import ChannelServer, _recv_exact, answer, unwrap
 from raysampler.runtime.shm_channel import ShmChannelServer
 
 
@@ -33,6 +33,19 @@ def echo(items: list[Any]) -> tuple[list[Any], list[float]]:
 
 
 # ---------------------------------------------------------------------------- benchmark-only transports
+
+_LENGTH = struct.Struct("!Q")
+
+
+def send_obj(sock: socket.socket, obj: Any) -> None:
+    """A length-prefixed pickle (the tcp channel's protocol before binary frames)."""
+    payload = pickle.dumps(obj, protocol=5)
+    sock.sendall(_LENGTH.pack(len(payload)) + payload)
+
+
+def recv_obj(sock: socket.socket) -> Any:
+    (size,) = _LENGTH.unpack(_recv_exact(sock, _LENGTH.size))
+    return pickle.loads(_recv_exact(sock, size))
 
 
 class UnixServer:

@@ -243,7 +243,7 @@ def run_cgraph(ray: Any, actors: list, groups: list[list[Any]], rounds: int, war
 
 
 def arguments() -> argparse.ArgumentParser:
-    ap = harness.parser(__doc__, __file__)
+    ap = harness.parser(__doc__, __file__, ray=True)
     ap.add_argument("--quick", action="store_true", help="smoke test: 2 repeats, few rounds")
     ap.add_argument("--repeats", type=int, default=None, help="interleaved repeats (default 7; quick 2)")
     ap.add_argument("--rounds", type=int, default=None, help="timed rounds per block (default 2000; quick 200)")
@@ -314,7 +314,7 @@ def measure(args: argparse.Namespace) -> harness.Report:
         f"actor calls and the compiled graph); candidates: {', '.join(c.name for c in plan.candidates)}",
         flush=True,
     )
-    with harness.local_ray(object_store_mb=200) as ray:
+    with harness.local_ray(object_store_mb=200, num_cpus=args.cpus) as ray:
         raw, errors = run_all(ray, plan, t_start)
     names = [c.name for c in plan.candidates]
     summary = summarise(raw, names)

@@ -9,6 +9,7 @@ same algorithm runs in-process and on Ray and draws the same numbers for the sam
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,19 +17,21 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..models.base import Model
-from ..streams import ChainNoise
+from ..streams import ChainNoise, StackedNoise
 from ..tuning.report import TuningReport
 from ..tuning.shards import ShardPool
 
 
 @dataclass(frozen=True)
 class RoundInfo:
-    """Where the run is: the global round index t (burn-in included), whether it is still burn-in, and how many
-    burn-in rounds there are."""
+    """Where the run is: the global round index t (burn-in included), whether it is still burn-in, how many burn-in
+    rounds there are, and in a pipelined run which group of chains this half-round steps."""
 
     t: int
     warmup: bool
     burn_in: int = 0
+    #: a pipelined run's chain group [a, b) that this half of round t steps (`Algorithm.splits_chains`); None: all
+    chains: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,64 @@ class Algorithm(ABC):
         self, state: Any, replies: list[Any], noise: ChainNoise, info: RoundInfo
     ) -> tuple[Any, np.ndarray]:
         """Global step closing round `info.t`: (new state, the round's draws θ, shape (K, d))."""
+
+    # --- several shards stepped as one batch (optional; `runtime/batches.py`) ------------------------------------
+
+    def round_message(self, state: Any, local_steps: np.ndarray, info: RoundInfo) -> Any:
+        """What starts round `info.t`: by default `messages`' list, one per shard, each worker process getting its
+        shards' ones and stepping them one by one. An algorithm that can step several shards as one batch returns
+        instead one message for all shards (not a list): every process gets it, steps its shards in batches
+        (`stack_states`, `step_stacked`) and replies with one block, and `coordinator_step` gets all shards' replies
+        as one block (a named tuple of arrays whose first axis runs over the shards)."""
+        return self.messages(state, local_steps, info)
+
+    def splits_chains(self, state: Any) -> bool:
+        """Whether a round may run as two halves, one per group of chains (a pipelined run: the workers step one
+        group while the coordinator updates the other), `RoundInfo.chains` telling `round_message` and
+        `coordinator_step` which. The groups' chains must be independent (no adaptation shared across chains) and
+        draw the same random numbers as in a whole round: the first group's half draws the round's numbers for every
+        chain and keeps the other group's for its half. Default: False."""
+        return False
+
+    def stack_key(self, state: Any) -> Hashable | None:
+        """Shards whose worker states give equal keys (and whose data have the same shapes) may share a batch; None:
+        this shard steps alone. Default: None."""
+        return None
+
+    def batch_keys(self, message: Any, shards: np.ndarray) -> np.ndarray:
+        """What the shards of a batch must share in a round's message (e.g. their local step count): one value per
+        shard of `shards`. Default: nothing."""
+        return np.zeros(len(shards), dtype=np.int64)
+
+    def stack_states(self, states: Sequence[Any]) -> Any:
+        """Several shards' worker states (equal `stack_key`s) as one batch state."""
+        raise NotImplementedError(f"{self.name} does not step shards as one batch")
+
+    def unstack_states(self, stacked: Any) -> list[Any]:
+        """The shards' worker states from a batch state (between rounds), equal to those stepping each alone would
+        have given."""
+        raise NotImplementedError(f"{self.name} does not step shards as one batch")
+
+    def split_stacked(self, stacked: Any) -> list[Any]:
+        """A batch state as one batch state per shard, at any point of a round (a failed batch's shards are
+        stepped one at a time to find the one that fails). Default: unstack, then stack each."""
+        return [self.stack_states([state]) for state in self.unstack_states(stacked)]
+
+    def step_stacked(
+        self,
+        stacked: Any,
+        message: Any,
+        shards: np.ndarray,
+        model: Model,
+        X: np.ndarray,
+        y: np.ndarray,
+        noise: StackedNoise,
+    ) -> tuple[Any, Any]:
+        """`worker_step` of the batch's shards (ids `shards`) at once, their data stacked (X (B, n, p), y (B, n)),
+        `noise` their streams taken together: (new batch state, their replies as one block). Every shard must get
+        bit for bit what `worker_step` gives it alone: same-seed draws may not depend on which shards share a
+        process."""
+        raise NotImplementedError(f"{self.name} does not step shards as one batch")
 
     #: parameters that may be given per shard (a scalar or one value per shard)
     per_shard_params: tuple[str, ...] = ("rho", "gamma", "n_local")

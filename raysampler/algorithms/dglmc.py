@@ -11,6 +11,7 @@ paper's plain rules), so the coupling ‖z_i − φ‖²/(2ρ_i) is measured in 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -21,7 +22,7 @@ from ..errors import ArgumentError
 from ..models.base import Model
 from ..models.contract import EtaHessian, LocalCurvature
 from ..reparam import with_prior_share
-from ..streams import ChainNoise
+from ..streams import ChainNoise, StackedNoise
 from ..tuning import budget
 from ..tuning.curvature import smoothness_bounds
 from ..tuning.laplace import (
@@ -48,6 +49,9 @@ from .mcmc import (
 )
 
 LOCAL_KERNELS = ("laplace_mh", "newton_mh", "mala", "lmc")
+#: kernels whose shards a worker process steps as one batch (`DGLMC.step_stacked`): no adaptation couples a shard's
+#: chains to its own acceptance history, and no shard-local parameters make the shards' widths differ
+STACKED_KERNELS = ("laplace_mh", "lmc")
 LOCAL_MALA_STEPS = 10  # default N_i of the MALA local kernel with group effects (shard-local η_i)
 #: kernel "newton_mh": interweaving (centred) random-walk steps per sweep (each O(l_i), no pass over the rows)
 CENTRE_STEPS = 3
@@ -131,11 +135,46 @@ class Message(NamedTuple):
     warmup: bool
 
 
+class RoundMessage(NamedTuple):
+    """Round t's message to every shard at once (kernels that step several shards as one batch): θ (K, d), each
+    shard's N_i (b,), and whether it is burn-in. Every worker process gets the same bytes and reads its shards' N_i."""
+
+    phi: np.ndarray
+    n_steps: np.ndarray
+    warmup: bool
+    chains: tuple[int, int] | None = None  # a pipelined run's half-round: its chain group [a, b) (phi is theirs)
+
+
 class Reply(NamedTuple):
+    """Worker i's reply; stepped as a batch, the batch's replies stacked along a first axis over its shards (z
+    (B, K, d), accept (B, K)), and the coordinator gets every shard's that way (b, K, d)."""
+
     z: np.ndarray  # (K, d): z_i (the global part only, with local parameters)
     accept: np.ndarray | None
     local: np.ndarray | None = None  # (K, l_i): the local parameters on their reported scale (group effects r)
     given: np.ndarray | None = None  # (K, d): the θ (coordinates φ) that `local` was drawn given
+
+
+class StackedWorkers(NamedTuple):
+    """Several shards' workers as one batch (kernels "laplace_mh" and "lmc" without local parameters): their per-shard
+    constants as (B, 1, 1) arrays, their factored proposals and chains stacked along a first axis (B, ...). `states`
+    keeps what stepping never changes (payloads, the step-size state), for `unstack_states`."""
+
+    states: tuple[WorkerState, ...]
+    rho: np.ndarray
+    inv_rho: np.ndarray
+    gamma: np.ndarray
+    scale: np.ndarray  # √(2γ)
+    beta: np.ndarray  # over-relaxation β
+    beta_c: np.ndarray  # √(1 − β²)
+    local: LocalGaussian | None  # stacked: c (B, d), g (B, d), P, a_inv, chol (B, d, d), shift (B, d)
+    z: np.ndarray  # (B, K, d)
+    pot: np.ndarray  # (B, K)
+    grad: np.ndarray  # (B, K, d)
+    accept: np.ndarray  # (B, K)
+    remainder: np.ndarray | None  # (B, K), kernel "laplace_mh"
+    #: a pipelined round's random numbers for the later chain group, drawn with the first group's (normals, log u)
+    pending: tuple[np.ndarray, np.ndarray | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -148,11 +187,13 @@ class CoordinatorConsts:
     b0: np.ndarray
     inv_rho: np.ndarray
     overrelax: float = 0.0
+    stacked: bool = False  # the workers step their shards as one batch: one `RoundMessage` per round
 
 
 class CoordinatorState(NamedTuple):
     phi: np.ndarray  # (K, d)
     consts: CoordinatorConsts
+    pending: np.ndarray | None = None  # a pipelined round's noise for the later chain group, drawn with the first's
 
 
 @dataclass(frozen=True)
@@ -274,7 +315,7 @@ class DGLMC(Algorithm):
                     "overrelax needs an exact local kernel (local_kernel='laplace_mh' or 'mala'): with 'lmc' the "
                     "chain's law would change"
                 )
-        consts = _coordinator_consts(prior_P, prior_b, rho, alpha)
+        consts = _coordinator_consts(prior_P, prior_b, rho, alpha, stacked=kernel in STACKED_KERNELS)
         quads = lap.quads
         payloads = [
             WorkerPayload(
@@ -453,32 +494,226 @@ class DGLMC(Algorithm):
     def messages(self, state: CoordinatorState, local_steps: np.ndarray, info: RoundInfo) -> list[Message]:
         return [Message(state.phi, int(n), info.warmup) for n in local_steps]
 
+    def round_message(
+        self, state: CoordinatorState, local_steps: np.ndarray, info: RoundInfo
+    ) -> RoundMessage | list[Message]:
+        """One `RoundMessage` for every shard when the kernel steps shards as one batch, else one per shard."""
+        if not state.consts.stacked:
+            return self.messages(state, local_steps, info)
+        phi = state.phi if info.chains is None else state.phi[info.chains[0] : info.chains[1]]
+        return RoundMessage(phi, np.asarray(local_steps, dtype=np.int64), info.warmup, info.chains)
+
+    def splits_chains(self, state: CoordinatorState) -> bool:
+        """The batched kernels' chains are independent (no adaptation), so a round may run one chain group at a
+        time."""
+        return state.consts.stacked
+
     def coordinator_step(
-        self, state: CoordinatorState, replies: list[Reply], noise: ChainNoise, info: RoundInfo
+        self, state: CoordinatorState, replies: Reply | list[Reply], noise: ChainNoise, info: RoundInfo
     ) -> tuple[CoordinatorState, np.ndarray]:
         """Eq. (5): θ ~ N(μ, Q⁻¹), μ = Q⁻¹(b0 + Σ_i z_i/ρ_i), drawn as μ + ξ Cᵀ (C C ᵀ = Q⁻¹ factored once);
-        over-relaxed (α ≠ 0) as μ + α(θ − μ) + √(1 − α²) ξ Cᵀ."""
+        over-relaxed (α ≠ 0) as μ + α(θ − μ) + √(1 − α²) ξ Cᵀ. `replies` is one per shard, or all stacked."""
         c = state.consts
-        s = c.b0 + sum(r.z * w for r, w in zip(replies, c.inv_rho))
-        xi = noise.normal(1)[0] @ c.chol_q_inv.T
+        if isinstance(replies, Reply):
+            s = c.b0 + shard_sum(replies.z * c.inv_rho[:, None, None])
+        else:
+            s = c.b0 + sum(r.z * w for r, w in zip(replies, c.inv_rho))
+        group, pending = info.chains, None
+        if group is None or group[0] == 0:  # a whole round, or its first half: the round's numbers for every chain
+            draw = noise.normal(1)[0]
+            if group is not None:
+                draw, pending = draw[: group[1]], draw[group[1] :]
+        else:  # the second half: the numbers the first drew for these chains
+            assert state.pending is not None
+            draw = state.pending
+        xi = draw @ c.chol_q_inv.T
+        before = state.phi if group is None else state.phi[group[0] : group[1]]
         if c.overrelax == 0.0:
             phi = s @ c.q_inv + xi
         else:
             mu = s @ c.q_inv
-            phi = mu + c.overrelax * (state.phi - mu) + math.sqrt(1.0 - c.overrelax**2) * xi
-        return CoordinatorState(phi, c), phi
+            phi = mu + c.overrelax * (before - mu) + math.sqrt(1.0 - c.overrelax**2) * xi
+        if group is not None:
+            whole = state.phi.copy()
+            whole[group[0] : group[1]] = phi
+            phi = whole
+        return CoordinatorState(phi, c, pending), phi
 
-    def local_draws(self, replies: list[Reply]) -> tuple[np.ndarray, np.ndarray] | None:
+    def local_draws(self, replies: Reply | list[Reply]) -> tuple[np.ndarray, np.ndarray] | None:
         """(θ in coordinates φ (K, d), the shards' local parameters drawn given it, reported scale, in shard order
         (K, Σ l_i)): the round's θ from the message, with each shard's `ReportChain` draw."""
-        if replies[0].local is None or replies[0].given is None:
+        if isinstance(replies, Reply) or replies[0].local is None or replies[0].given is None:
             return None
         return replies[0].given, np.concatenate([r.local for r in replies if r.local is not None], axis=1)
 
-    def reply_stats(self, replies: list[Reply]) -> dict[str, np.ndarray]:
+    def reply_stats(self, replies: Reply | list[Reply]) -> dict[str, np.ndarray]:
+        if isinstance(replies, Reply):
+            return {} if replies.accept is None else {"local_accept": np.mean(replies.accept, axis=0)}
         if replies[0].accept is None:
             return {}
         return {"local_accept": np.mean([r.accept for r in replies if r.accept is not None], axis=0)}
+
+    # --- several shards as one batch (kernels "laplace_mh" and "lmc") -------------------------------------------
+    # The same operations as the per-shard functions below, on arrays with a leading shard axis: each matrix
+    # product a stacked one (one BLAS call per shard, as there), everything else elementwise, so that every shard
+    # gets bit for bit what it gets stepped alone.
+
+    def stack_key(self, state: WorkerState) -> tuple[Any, ...] | None:
+        """Which shards' states `stack_states` may put in one batch (None: this one steps alone)."""
+        p, cs = state.payload, state.chains
+        if p.kernel not in STACKED_KERNELS or cs.report is not None:
+            return None
+        return (p.kernel, p.overrelax == 0.0, cs.z.shape)
+
+    def batch_keys(self, message: RoundMessage, shards: np.ndarray) -> np.ndarray:
+        """What shards stepped as one batch must share in this round's message: their N_i."""
+        return message.n_steps[shards]
+
+    def stack_states(self, states: Sequence[WorkerState]) -> StackedWorkers:
+        ps = [s.payload for s in states]
+
+        def column(values: list[float]) -> np.ndarray:
+            return np.asarray(values, dtype=float)[:, None, None]
+
+        local = None
+        if ps[0].kernel == "laplace_mh":
+            locs = [s.local for s in states]
+            assert all(loc is not None for loc in locs)
+            local = LocalGaussian(*(np.stack(parts) for parts in zip(*locs)))
+        chains = [s.chains for s in states]
+        remainder = None
+        if local is not None:  # computed as the per-shard step computes it at its start
+            remainder = np.stack(
+                [
+                    cs.remainder if cs.remainder is not None else cs.pot - _quadratic(loc, cs.z)
+                    for cs, loc in zip(chains, (s.local for s in states))
+                    if loc is not None
+                ]
+            )
+        return StackedWorkers(
+            tuple(states),
+            column([p.rho for p in ps]),
+            column([1.0 / p.rho for p in ps]),
+            column([p.gamma for p in ps]),
+            column([math.sqrt(2.0 * p.gamma) for p in ps]),
+            column([p.overrelax for p in ps]),
+            column([math.sqrt(1.0 - p.overrelax * p.overrelax) for p in ps]),
+            local,
+            np.stack([cs.z for cs in chains]),
+            np.stack([cs.pot for cs in chains]),
+            np.stack([cs.grad for cs in chains]),
+            np.stack([cs.accept for cs in chains]),
+            remainder,
+        )
+
+    def split_stacked(self, sw: StackedWorkers) -> list[StackedWorkers]:
+        """Each shard's slice of every stacked array (and of a pipelined round's pending numbers)."""
+        out = []
+        for j, state in enumerate(sw.states):
+            one: list[Any] = [(state,)]
+            for value in sw[1:]:
+                if isinstance(value, np.ndarray):
+                    one.append(value[j : j + 1])
+                elif isinstance(value, LocalGaussian):
+                    one.append(LocalGaussian(*(v[j : j + 1] for v in value)))
+                elif isinstance(value, tuple):  # pending: arrays (N, B, K, ...) along axis 1
+                    one.append(tuple(v[:, j : j + 1] if v is not None else None for v in value))
+                else:
+                    one.append(value)
+            out.append(StackedWorkers(*one))
+        return out
+
+    def unstack_states(self, sw: StackedWorkers) -> list[WorkerState]:
+        assert sw.pending is None, "a batch is unstacked between rounds, never within a pipelined round"
+        rem = sw.remainder
+        return [
+            WorkerState(
+                s.payload,
+                s.local,
+                s.chains._replace(
+                    z=sw.z[j],
+                    pot=sw.pot[j],
+                    grad=sw.grad[j],
+                    accept=sw.accept[j],
+                    remainder=rem[j] if rem is not None else None,
+                ),
+            )
+            for j, s in enumerate(sw.states)
+        ]
+
+    def step_stacked(
+        self,
+        sw: StackedWorkers,
+        message: RoundMessage,
+        shards: np.ndarray,
+        model: Model,
+        X: np.ndarray,
+        y: np.ndarray,
+        noise: StackedNoise,
+    ) -> tuple[StackedWorkers, Reply]:
+        """`worker_step` of B shards with the same shapes and N_i at once: X (B, n, p), y (B, n); the reply stacked."""
+        n_steps = int(message.n_steps[shards[0]])
+        group, exact = message.chains, sw.local is not None
+        if group is None or group[0] == 0:  # a whole round, or its first half: the round's numbers for every chain
+            xi = noise.normal(n_steps)  # (N, B, K, d)
+            logu = np.log(noise.uniform(n_steps)) if exact else None  # (N, B, K)
+            pending = None
+            if group is not None:
+                cut = group[1]
+                pending = (xi[:, :, cut:], logu[:, :, cut:] if logu is not None else None)
+                xi, logu = xi[:, :, :cut], logu[:, :, :cut] if logu is not None else None
+        else:  # the second half: the numbers the first drew for these chains
+            assert sw.pending is not None
+            (xi, logu), pending = sw.pending, None
+        chains = slice(None) if group is None else slice(group[0], group[1])
+        if sw.local is None:  # "lmc", eq. (4)
+            u, g, phi = sw.z[:, chains], sw.grad[:, chains], message.phi
+            for k in range(n_steps):
+                if k:
+                    g = model.grad_stacked(X, y, u)
+                u = u - sw.gamma * (g + (u - phi) * sw.inv_rho) + sw.scale * xi[k]
+            g = model.grad_stacked(X, y, u)
+            sw = sw._replace(z=_put(sw.z, chains, u), grad=_put(sw.grad, chains, g), pending=pending)
+            return sw, Reply(u, None)
+        loc, u, pot = sw.local, sw.z[:, chains], sw.pot[:, chains]
+        assert sw.remainder is not None and logu is not None
+        rem = sw.remainder[:, chains]
+        mean = (message.phi / sw.rho + loc.shift[:, None, :]) @ loc.a_inv
+        chol_t = loc.chol.swapaxes(1, 2)
+        acc_sum = np.zeros(u.shape[:2])
+        plain = bool(np.all(sw.beta == 0.0))
+        with np.errstate(all="ignore"):
+            for k in range(n_steps):
+                if plain:
+                    prop = mean + xi[k] @ chol_t
+                else:
+                    prop = mean + sw.beta * (u - mean) + sw.beta_c * (xi[k] @ chol_t)
+                pot_p = model.potential_stacked(X, y, prop)
+                rem_p = pot_p - _quadratic_stacked(loc, prop)
+                accept, alpha = mh_accept(rem - rem_p, logu[k])
+                u = np.where(accept[:, :, None], prop, u)
+                pot = np.where(accept, pot_p, pot)
+                rem = np.where(accept, rem_p, rem)
+                acc_sum += alpha
+        acc = acc_sum / max(n_steps, 1)
+        sw = sw._replace(
+            z=_put(sw.z, chains, u),
+            pot=_put(sw.pot, chains, pot),
+            accept=_put(sw.accept, chains, acc),
+            remainder=_put(sw.remainder, chains, rem),
+            pending=pending,
+        )
+        return sw, Reply(u, acc)
+
+
+def _put(whole: np.ndarray, chains: slice, part: np.ndarray) -> np.ndarray:
+    """`part` as the new value of a batch array's chains `chains` (axis 1): itself for all chains, else a copy of
+    `whole` with those chains replaced."""
+    if chains == slice(None):
+        return part
+    out = whole.copy()
+    out[:, chains] = part
+    return out
 
 
 def _centring_proposals(
@@ -832,6 +1067,21 @@ def _quadratic(loc: LocalGaussian, z: np.ndarray) -> np.ndarray:
     return w @ loc.g + 0.5 * ((w @ loc.P) * w).sum(axis=1)
 
 
+def _quadratic_stacked(loc: LocalGaussian, z: np.ndarray) -> np.ndarray:
+    """`_quadratic` of B shards at once: z (B, K, d), `loc` stacked → (B, K)."""
+    w = z - loc.c[:, None, :]
+    return (w @ loc.g[:, :, None])[:, :, 0] + 0.5 * ((w @ loc.P) * w).sum(axis=2)
+
+
+def shard_sum(terms: np.ndarray) -> np.ndarray:
+    """Σ_i terms[i] over the first (shard) axis, added in shard order as `sum` over the shards' replies adds them:
+    numpy reduces a leading axis element by element in order, except when each term is one number, where it sums
+    pairwise."""
+    if terms[0].size > 1:
+        return np.add.reduce(terms, axis=0)
+    return sum(terms)
+
+
 def _pad(v: np.ndarray, width: int) -> np.ndarray:
     """The coupling's gradient (K, d) on the extended state (K, width): zeros over the local parameters."""
     if v.shape[1] == width:
@@ -899,11 +1149,13 @@ def _reply(cs: ChainState, exact: bool, msg: Message, model: Model, X: np.ndarra
     return Reply(cs.z[:, :d], accept, local, msg.phi)
 
 
-def _coordinator_consts(prior_P: np.ndarray, prior_b: np.ndarray, rho: np.ndarray, alpha: float) -> CoordinatorConsts:
+def _coordinator_consts(
+    prior_P: np.ndarray, prior_b: np.ndarray, rho: np.ndarray, alpha: float, stacked: bool = False
+) -> CoordinatorConsts:
     """The coordinator's fixed Gaussian step: Q⁻¹ = (prior precision + Σ_i I/ρ_i)⁻¹ and its Cholesky factor."""
     q_inv = np.linalg.inv(prior_P + np.eye(prior_P.shape[0]) * np.sum(1.0 / rho))
     q_inv = 0.5 * (q_inv + q_inv.T)
-    return CoordinatorConsts(q_inv, np.linalg.cholesky(q_inv), prior_b, 1.0 / rho, alpha)
+    return CoordinatorConsts(q_inv, np.linalg.cholesky(q_inv), prior_b, 1.0 / rho, alpha, stacked)
 
 
 def _plan(

@@ -18,6 +18,7 @@ from . import base, contract  # `raysampler.models.base` is the contract's old h
 from .binomial import BinomialRegression
 from .common import RowValues
 from .contract import DataSpec, ForeignModel, Model, ParamBlock, as_model
+from .formula import FormulaModel, from_formula
 from .gaussian import Gaussian, gaussian_posterior
 from .groups import GroupEffects, HierarchicalGLM
 from .linear import LinearRegression, linear_posterior
@@ -91,6 +92,7 @@ __all__ = [
     "Family",
     "FamilyParam",
     "ForeignModel",
+    "FormulaModel",
     "Gaussian",
     "GaussianPrior",
     "GroupEffects",
@@ -109,6 +111,7 @@ __all__ = [
     "base",
     "contract",
     "family_params",
+    "from_formula",
     "from_numpyro",
     "gaussian_posterior",
     "get_model",

@@ -153,4 +153,4 @@ class BinomialRegression(_GLM):
         return self._m(X)[:, None] * expit(eta)
 
     def eta_draw(self, X: np.ndarray, eta: np.ndarray, psi: np.ndarray, u: np.ndarray) -> np.ndarray:
-        return stats.binom.ppf(np.asarray(u)[None, :], self._m(X)[:, None], expit(eta))
+        return stats.binom.ppf(np.atleast_2d(u), self._m(X)[:, None], expit(eta))

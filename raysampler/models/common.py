@@ -204,7 +204,8 @@ class _GLM(Model):
     bound model reads it from column `_xcol` of X, and `n_features` counts X's columns as the methods receive them.
     """
 
-    prior_scale: float | None = None
+    # shorthand for coef_prior=Normal(0, prior_scale): not in the repr, which shows the one prior (coef_prior)
+    prior_scale: float | None = field(default=None, repr=False)
     # None means "the family's default"; __post_init__ always resolves it to a prior spec
     coef_prior: CoefPrior = field(default=None, kw_only=True)  # type: ignore[assignment]
     n_features: int | None = field(default=None, kw_only=True)

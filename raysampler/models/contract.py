@@ -97,6 +97,9 @@ class DataSpec:
     n_classes: int | None = None  # for classifiers: number of labels over all shards (max label + 1)
     n_rows: int | None = None
     columns: tuple[str, ...] | None = None  # names of X's columns (all shards agree), when the data have them
+    #: for a model that reads columns as categories (a formula's `C(region)`): each such column's distinct values over
+    #: all shards, as (column, values) pairs (numbers ascending, then text sorted), reported by the shards at set-up
+    categories: tuple[tuple[str, tuple[Any, ...]], ...] | None = None
     #: the text columns' labels over all shards, as (column, sorted labels) pairs: X holds their `label_code`s
     #: (`raysampler.shards`); only a grouping column may hold text
     levels: tuple[tuple[str, tuple[str, ...]], ...] | None = None
@@ -113,18 +116,20 @@ class DataSpec:
         """JSON-ready fields (the service stores a run's with it, to bind its model again)."""
         return dataclasses.asdict(self) | {
             "columns": None if self.columns is None else list(self.columns),
+            "categories": None if self.categories is None else {k: list(v) for k, v in self.categories},
             "levels": None if self.levels is None else {k: list(v) for k, v in self.levels},
         }
 
     @classmethod
     def from_dict(cls, d: Any) -> DataSpec:
         """The DataSpec `as_dict` wrote."""
-        cols, levels = d.get("columns"), d.get("levels")
+        cols, cats, levels = d.get("columns"), d.get("categories"), d.get("levels")
         return cls(
             int(d["n_features"]),
             d.get("n_classes"),
             d.get("n_rows"),
             None if cols is None else tuple(cols),
+            None if not cats else tuple((str(k), tuple(v)) for k, v in cats.items()),
             None if not levels else tuple((str(k), tuple(str(v) for v in vs)) for k, vs in levels.items()),
         )
 
@@ -518,6 +523,19 @@ class Model(ABC):
         one pass over the data."""
         return self.potential(X, y, x), self.grad(X, y, x)
 
+    # ------------------------------------------------------------------ several shards of one shape at once (worker)
+
+    def potential_stacked(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """`potential` of B shards with the same shapes at once: X (B, n, p), y (B, n, ...), x (B, K, d) → (B, K). A
+        worker process holding several shards steps them as one batch with it. Default: one `potential` call per
+        shard; a model overrides it only with arithmetic that gives every shard bit for bit what `potential` gives
+        (same-seed draws must not depend on which shards share a process)."""
+        return per_shard(self.potential, X, y, x)
+
+    def grad_stacked(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """`grad` of B shards with the same shapes at once: (B, K, d); as `potential_stacked`."""
+        return per_shard(self.grad, X, y, x)
+
     @abstractmethod
     def hvp(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, v: np.ndarray) -> np.ndarray:
         """Required. Hessian-vector products ∇²U_i(x_k) v_k for each chain k: shape (K, d). Tuning uses it (Newton
@@ -568,9 +586,11 @@ class Model(ABC):
         raise NotImplementedError(_undefined(self, "predict_mean", "predictions and evaluation"))
 
     def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
-        """A draw of y_j from p(y | X_j, x_k) for every row and each k, by inverting y's distribution function at the
-        uniform u_k ∈ (0, 1), u of shape (K,): (n, K). One uniform per draw, not per row, so that a row's predictive
-        draws do not depend on how the rows are split into shards. Default: not defined."""
+        """A draw of y_j from p(y | X_j, x_k) for every row and each k, by inverting y's distribution function at a
+        uniform in (0, 1): (n, K). u of shape (K,) is one uniform per draw, shared by the rows (predictive draws and
+        intervals: a row's draws do not depend on how the rows are split into shards); u of shape (n, K) is one per
+        row and draw (replicated data sets, `evaluation.pp_check`, which keys each by its row). Default: not
+        defined."""
         raise NotImplementedError(_undefined(self, "predict_draw", "predictive draws, intervals, CRPS and coverage"))
 
 
@@ -696,6 +716,18 @@ class ForeignModel(Model):
     def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
         own = self._own("predict_draw")
         return own(X, x, u) if own is not None else super().predict_draw(X, x, u)
+
+
+def per_shard(method: Any, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """`method(X_j, y_j, x_j)` of each of B stacked shards, stacked: what a `*_stacked` method is without arithmetic
+    of its own."""
+    return np.stack([method(X[j], y[j], x[j]) for j in range(x.shape[0])])
+
+
+def runs_own(model: Any, owner: type, *methods: str) -> bool:
+    """Whether `model`'s `methods` are `owner`'s own (not a subclass's override), so that `owner`'s stacked
+    arithmetic computes what they compute."""
+    return all(getattr(type(model), m) is getattr(owner, m) for m in methods)
 
 
 def defines(model: Model, method: str) -> bool:

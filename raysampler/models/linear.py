@@ -297,7 +297,7 @@ class LinearRegression(_GLM):
         return eta
 
     def eta_draw(self, X: np.ndarray, eta: np.ndarray, psi: np.ndarray, u: np.ndarray) -> np.ndarray:
-        return eta + self._sd(X, psi) * special.ndtri(np.asarray(u))[None, :]
+        return eta + self._sd(X, psi) * special.ndtri(np.atleast_2d(u))
 
     def check_proper(self, gram: np.ndarray | None, n_rows: int | None = None) -> None:
         """As for every regression (flat coefficients need full-rank pooled columns), and with an improper noise prior

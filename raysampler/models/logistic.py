@@ -8,6 +8,7 @@ import numpy as np
 from scipy.special import expit
 
 from .common import _GLM, RowTerms, _check_Xy, _gram_lambda_max, _rows_of
+from .contract import runs_own
 
 __all__ = ["LogisticRegression"]
 
@@ -49,6 +50,23 @@ class LogisticRegression(_GLM):
         _sigmoid_inplace(eta)
         eta -= y[:, None]
         return U, eta.T @ X
+
+    # Several shards of one shape at once (X (B, n, p), y (B, n), x (B, K, p)): the same operations as above, each a
+    # stacked matrix product (one BLAS call per shard, as above) or elementwise, so every shard gets the same bits.
+
+    def potential_stacked(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        if not runs_own(self, LogisticRegression, "potential"):
+            return super().potential_stacked(X, y, x)
+        eta = X @ x.swapaxes(1, 2)
+        return _softplus_sum(eta, np.ones(eta.shape[1])) - (y[:, None, :] @ eta)[:, 0, :]
+
+    def grad_stacked(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        if not runs_own(self, LogisticRegression, "grad"):
+            return super().grad_stacked(X, y, x)
+        r = X @ x.swapaxes(1, 2)
+        _sigmoid_inplace(r)
+        r -= y[:, :, None]
+        return r.swapaxes(1, 2) @ X
 
     def _weights(self, X: np.ndarray, x: np.ndarray):
         """σ(η)(1 − σ(η)) for η = X Θᵀ: (n, K)."""
@@ -98,7 +116,7 @@ class LogisticRegression(_GLM):
 
     def eta_draw(self, X: np.ndarray, eta: np.ndarray, psi: np.ndarray, u: np.ndarray) -> np.ndarray:
         """1 where u_k > 1 − P(y = 1): Bernoulli's inverse distribution function."""
-        return (np.asarray(u)[None, :] > 1.0 - expit(eta)).astype(np.float64)
+        return (np.atleast_2d(u) > 1.0 - expit(eta)).astype(np.float64)
 
 
 def logistic_rows(eta: np.ndarray, y: np.ndarray, m: np.ndarray, psi: np.ndarray, order: int) -> RowTerms:
@@ -129,7 +147,7 @@ def logistic_rows(eta: np.ndarray, y: np.ndarray, m: np.ndarray, psi: np.ndarray
 
 
 def _softplus_sum(eta: np.ndarray, ones: np.ndarray) -> np.ndarray:
-    """Σ_j log(1 + exp(η_jk)) per column k, stably: max(η, 0) + log1p(exp(−|η|))."""
+    """Σ_j log(1 + exp(η_jk)) per column k, stably: max(η, 0) + log1p(exp(−|η|)) (η (n, K), or (B, n, K) stacked)."""
     t = np.abs(eta)
     np.negative(t, out=t)
     np.exp(t, out=t)

@@ -199,4 +199,4 @@ class NegativeBinomialRegression(_GLM):
     def eta_draw(self, X: np.ndarray, eta: np.ndarray, psi: np.ndarray, u: np.ndarray) -> np.ndarray:
         phi = np.exp(psi[:, 0])[None, :]
         q = expit(psi[:, 0][None, :] - eta)  # φ/(φ + μ), NB's success probability
-        return stats.nbinom.ppf(np.asarray(u)[None, :], phi, q)
+        return stats.nbinom.ppf(np.atleast_2d(u), phi, q)

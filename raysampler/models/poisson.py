@@ -131,4 +131,4 @@ class PoissonRegression(_GLM):
             return np.exp(eta)
 
     def eta_draw(self, X: np.ndarray, eta: np.ndarray, psi: np.ndarray, u: np.ndarray) -> np.ndarray:
-        return stats.poisson.ppf(np.asarray(u)[None, :], self.eta_mean(X, eta, psi))
+        return stats.poisson.ppf(np.atleast_2d(u), self.eta_mean(X, eta, psi))

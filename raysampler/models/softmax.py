@@ -167,7 +167,8 @@ class SoftmaxRegression(_GLM):
 
 
 def categorical_draw(P: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """The class whose cumulative probability first exceeds u_k, for probabilities P (n, K, C): (n, K) floats."""
+    """The class whose cumulative probability first exceeds u_k (u (K,), or u_jk: u (n, K)), for probabilities
+    P (n, K, C): (n, K) floats."""
     cum = np.cumsum(P, axis=-1)
     C = P.shape[-1]
-    return np.minimum((cum < np.asarray(u)[None, :, None]).sum(axis=-1), C - 1).astype(np.float64)
+    return np.minimum((cum < np.atleast_2d(u)[..., None]).sum(axis=-1), C - 1).astype(np.float64)

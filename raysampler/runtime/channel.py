@@ -2,8 +2,9 @@
 
 A plain Ray actor call costs ≈ 1–3 ms per round on a 2-core machine against ≈ 0.1 ms for a socket round trip
 (benchmarks/perf/rounds.py, benchmarks/perf/transports.py). Ray still places the actors, loads their data and owns their
-lifetime; once set up, each round's messages travel as length-prefixed pickles (protocol 5) over a socket the
-worker serves from a background thread. It works across nodes (the worker binds its node's address); if a
+lifetime; once set up, each round's messages travel as fixed-layout binary frames (frames.py: a header, the layout's
+definition the first time, then the raw bytes of the arrays; no pickling per message) over a socket the worker
+serves from a background thread. It works across nodes (the worker binds its node's address); if a
 connection cannot be made the pool falls back to plain actor calls. Workers on the coordinator's own node use the
 faster shared-memory channel (shm_channel.py) instead. A worker's failure comes back as its `Failure` record.
 """
@@ -11,29 +12,51 @@ faster shared-memory channel (shm_channel.py) instead. A worker's failure comes 
 from __future__ import annotations
 
 import hmac
-import pickle
 import secrets
 import socket
-import struct
 import threading
 import traceback
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from ..errors import Failure, FailureKind, WorkerFailed
+from .frames import HEADER, FrameReader, FrameWriter
 
-_HEADER = struct.Struct("!Q")
 _CLOSE = b"close"
 
 
-def send_obj(sock: socket.socket, obj: Any) -> None:
-    payload = pickle.dumps(obj, protocol=5)
-    sock.sendall(_HEADER.pack(len(payload)) + payload)
+class SocketFrames:
+    """Frames over one connected stream socket: a writer and a reader of its own."""
 
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.writer, self.reader = FrameWriter(), FrameReader()
+        self._header: tuple[int, int, int, int] | None = None  # the next frame's, read by `wait`
 
-def recv_obj(sock: socket.socket) -> Any:
-    (size,) = _HEADER.unpack(_recv_exact(sock, _HEADER.size))
-    return pickle.loads(_recv_exact(sock, size))
+    def send(self, obj: Any) -> None:
+        layout, payload = self.writer.encode(obj)
+        self.send_frame(self.writer.head(self, layout, len(payload)), payload)
+
+    def send_frame(self, head: bytes, payload: bytes | bytearray) -> None:
+        """Send a frame encoded by any writer (its head made for this channel)."""
+        view = memoryview(payload)
+        sent = self.sock.sendmsg([head, view])
+        total = len(head) + len(view)
+        if sent < total:  # rare: the socket's buffer was full
+            self.sock.sendall((head + bytes(view))[sent:])
+
+    def wait(self) -> None:
+        """Until the next frame starts arriving (its header read; `receive` reads the rest)."""
+        if self._header is None:
+            self._header = HEADER.unpack(_recv_exact(self.sock, HEADER.size))
+
+    def receive(self) -> Any:
+        self.wait()
+        assert self._header is not None
+        kind, ident, def_len, size = self._header
+        self._header = None
+        definition = _recv_exact(self.sock, def_len) if def_len else b""
+        return self.reader.value(kind, ident, definition, _recv_exact(self.sock, size))
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytearray:
@@ -106,15 +129,16 @@ class ChannelServer:
     def _serve(self) -> None:
         conn = self._accept()
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        frames = SocketFrames(conn)
         with conn:
             while True:
                 try:
-                    request = recv_obj(conn)
+                    request = frames.receive()
                 except (ConnectionError, OSError):
                     return
                 if isinstance(request, bytes) and request == _CLOSE:
                     return
-                send_obj(conn, answer(self.handler, request))
+                frames.send(answer(self.handler, request))
 
 
 class ChannelClient:
@@ -125,16 +149,25 @@ class ChannelClient:
         self.sock.sendall(token)
         self.sock.settimeout(None)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.frames = SocketFrames(self.sock)
 
     def send(self, request: Any) -> None:
-        send_obj(self.sock, request)
+        self.frames.send(request)
+
+    def send_frame(self, head: bytes, payload: bytes | bytearray) -> None:
+        """Send a request another writer encoded (a round's message, encoded once for every worker)."""
+        self.frames.send_frame(head, payload)
+
+    def wait(self) -> None:
+        """Until the worker's reply starts arriving."""
+        self.frames.wait()
 
     def receive(self) -> Any:
-        return unwrap(recv_obj(self.sock))
+        return unwrap(self.frames.receive())
 
     def close(self) -> None:
         try:
-            send_obj(self.sock, _CLOSE)
+            self.frames.send(_CLOSE)
         except OSError:
             pass
         self.sock.close()

@@ -44,6 +44,8 @@ class RunConfig:
     balance: Balance  # AUTO: only when measured speeds differ by more than `balance_ratio`
     rebalance_every: int = 20
     balance_ratio: float = 1.5
+    #: run each round as two halves, one per chain group, overlapped on Ray (`Coordinator._rounds_in_halves`)
+    pipeline: bool = False
     # The engine settings the driver read from the environment once (site wait, coordinator shards, spin, start-up
     # timeout); the coordinator and its workers use these, never the environment of their own processes.
     engine: EngineSettings = field(default_factory=_engine_from_env)
@@ -90,12 +92,34 @@ class Placement:
 
 
 @dataclass(frozen=True)
-class StepResult:
-    """One round's replies (one per shard), seconds of work per shard, and busy seconds of the process running it."""
+class Broadcast:
+    """One message that every worker process gets (an algorithm's round message for all shards), encoded once."""
 
-    replies: list[Any]
+    value: Any
+
+
+@dataclass
+class RoundTiming:
+    """Where one round's time went in the coordinator's process around the workers' step, in seconds: encoding the
+    messages, sending them, stepping the shards this process hosts itself, waiting for the last reply to arrive, and
+    reading (decoding and joining) the replies."""
+
+    encode_s: float = 0.0
+    send_s: float = 0.0
+    hosted_s: float = 0.0
+    wait_s: float = 0.0
+    receive_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One round's replies (a list, one per shard, or one block over all shards), seconds of work per shard, busy
+    seconds of the process running each shard, and where the coordinator's time went (`RoundTiming`)."""
+
+    replies: Any
     work_s: np.ndarray
     busy_s: np.ndarray
+    timing: RoundTiming = field(default_factory=RoundTiming)
 
 
 @dataclass(frozen=True)
@@ -161,10 +185,37 @@ class Chunk:
     state: RunState | None = None
 
 
+#: The parts of a round `RunStats.round_parts` holds, in its columns' order (seconds per round): the coordinator's
+#: own compute (the algorithm's messages and global step, checks, bookkeeping), encoding the messages, sending them,
+#: stepping the shards the coordinator's process hosts, waiting for the last reply, receiving (decoding, joining)
+#: the replies; the slowest worker process's compute; the overhead, round time minus the slowest process's compute.
+ROUND_PARTS = ("coordinator", "encode", "send", "hosted", "wait", "receive", "slowest_worker", "overhead")
+
+
+@dataclass(frozen=True)
+class RoundBreakdown:
+    """The median round and its parts (`ROUND_PARTS`) in seconds, with how many worker processes and sites the
+    shards ran on: what `RunStats.breakdown` reports."""
+
+    rounds: int
+    processes: int
+    sites: int
+    round_s: float
+    coordinator_s: float
+    encode_s: float
+    send_s: float
+    hosted_s: float
+    wait_s: float
+    receive_s: float
+    slowest_worker_s: float
+    overhead_s: float
+
+
 @dataclass(frozen=True)
 class RunStats:
-    """Runtime statistics so far: per-round wall time, per-worker compute/idle seconds, N_i (and its schedule), τ_i,
-    and the tuned ρ_i, γ_i, M_i where the algorithm has them."""
+    """Runtime statistics so far: per-round wall time and its parts (`round_parts`, columns `ROUND_PARTS`),
+    per-worker compute/idle seconds, N_i (and its schedule), τ_i, and the tuned ρ_i, γ_i, M_i where the algorithm
+    has them."""
 
     rounds: int
     round_time: np.ndarray
@@ -181,6 +232,22 @@ class RunStats:
     rho: Any = None
     gamma: Any = None
     M: Any = None
+    #: (rounds, len(ROUND_PARTS)) seconds: each round's parts (this coordinator's rounds; a resumed run's start here)
+    round_parts: np.ndarray = field(default_factory=lambda: np.empty((0, len(ROUND_PARTS))))
+
+    def breakdown(self) -> RoundBreakdown:
+        """The median round's parts (medians of each part over the rounds, so they need not add up exactly), with
+        the number of worker processes (distinct process ids of the shards' hosts) and sites."""
+        parts = self.round_parts
+        med = np.median(parts, axis=0) if len(parts) else np.full(len(ROUND_PARTS), np.nan)
+        rounds = np.asarray(self.round_time)[-len(parts) :] if len(parts) else np.asarray(self.round_time)
+        return RoundBreakdown(
+            len(parts),
+            len({(p.node_id, p.pid) for p in self.placement}),
+            len({p.site for p in self.placement if p.site is not None}),
+            float(np.median(rounds)) if len(rounds) else float("nan"),
+            *(float(v) for v in med),
+        )
 
     def as_dict(self) -> dict[str, Any]:
         """A plain dict (placement as dicts): what the `Result.stats` view shows."""
@@ -245,8 +312,16 @@ class WorkerPool(Protocol):
     def calibrate(self) -> np.ndarray:
         """Seconds per local step on each shard, measured before sampling (touches no chain state)."""
 
-    def step(self, messages: Sequence[Any]) -> StepResult:
-        """One round on every shard; raises `WorkerFailed` naming the shard if a worker fails."""
+    def step(self, messages: Any) -> StepResult:
+        """One round on every shard: `messages` one per shard (a list) or one for all shards (`round_message`);
+        raises `WorkerFailed` naming the shard if a worker fails."""
+
+    def send(self, messages: Any) -> None:
+        """`step` in two halves: start a round (the workers start on it) ..."""
+
+    def collect(self) -> StepResult:
+        """... and finish the oldest one started. Two rounds may be outstanding (a pipelined round's two chain
+        groups: the workers step one while the coordinator updates the other), never more."""
 
     def capture(self) -> list[ShardState]:
         """Every shard's state."""
@@ -268,10 +343,17 @@ class Transport(Protocol):
     name: str
 
     def step(
-        self, per_group: Sequence[Sequence[Any]], meanwhile: Callable[[], None] | None = None
-    ) -> list[tuple[list[Any], list[float]]]:
-        """Send each process its shards' messages, call `meanwhile` (the caller's own shards, if any), wait for all;
-        (replies, seconds per shard) per process. Raises `WorkerFailed` for the first failure (after draining)."""
+        self, per_group: Sequence[Any] | Broadcast, meanwhile: Callable[[], None] | None = None
+    ) -> tuple[list[tuple[Any, Any]], RoundTiming]:
+        """Send each process its shards' messages (or every process the same `Broadcast`), call `meanwhile` (the
+        caller's own shards, if any), wait for all: ((replies, seconds per shard) per process, where the time went).
+        Raises `WorkerFailed` for the first failure (after draining)."""
+
+    def send(self, per_group: Sequence[Any] | Broadcast) -> None:
+        """`step`'s first half: send (at most two sends outstanding) ..."""
+
+    def collect(self) -> tuple[list[tuple[Any, Any]], RoundTiming]:
+        """... and its second: the replies to the oldest outstanding send."""
 
     def close(self) -> None:
         """Release connections."""

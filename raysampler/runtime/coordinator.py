@@ -23,7 +23,21 @@ from ..models.contract import DataSpec, Model, ParamBlock, as_model, join_local_
 from ..models.groups import check_groups_disjoint
 from ..shards import ShardSet, join_levels
 from ..streams import ChainNoise
-from .contracts import BalancerState, Chunk, Placement, RunConfig, RunState, RunStats, SetupInfo, ShardFacts, WorkerPool
+from .batches import nonfinite_shard
+from .contracts import (
+    ROUND_PARTS,
+    BalancerState,
+    Chunk,
+    Placement,
+    RoundTiming,
+    RunConfig,
+    RunState,
+    RunStats,
+    SetupInfo,
+    ShardFacts,
+    StepResult,
+    WorkerPool,
+)
 from .host import ShardSource
 
 #: Consecutive window estimates of uneven speeds before balance="auto" switches balancing on.
@@ -81,8 +95,16 @@ class StepBalancer:
         self.tau = np.asarray(tau, dtype=float).copy()
         self._estimate(0)
 
-    def observe(self, t: int, times: np.ndarray, steps: np.ndarray) -> None:
-        """Round t took `times` seconds of work per shard for `steps` local steps; N_i from round t + 1 may change."""
+    def steps_for(self, t: int) -> np.ndarray:
+        """N_i for round t as decided so far: a replayed schedule's entry in force at round t, else the current N_i
+        (a pipelined run asks before round t - 1 is observed)."""
+        if self._replay is not None:
+            return next((n for r, n in reversed(self._replay) if r <= t), self.n)
+        return self.n
+
+    def observe(self, t: int, times: np.ndarray, steps: np.ndarray, lag: int = 1) -> None:
+        """Round t took `times` seconds of work per shard for `steps` local steps; N_i from round t + `lag` may
+        change (a pipelined run has sent round t + 1's first half before round t ends: lag 2)."""
         if self._replay is not None:
             for r, n in self._replay:
                 if r == t + 1:
@@ -96,7 +118,7 @@ class StepBalancer:
         if self.count == 5 or self.count % self.every == 0:
             self.tau = np.median(np.stack(self._window), axis=0)
             self._window = []
-            self._estimate(t + 1, full_window=self.count % self.every == 0)
+            self._estimate(t + lag, full_window=self.count % self.every == 0)
 
     def _estimate(self, next_round: int, full_window: bool = False) -> None:
         if not (np.all(np.isfinite(self.tau)) and np.all(self.tau > 0)):
@@ -182,8 +204,14 @@ def fingerprint(algorithm: Algorithm, model: Model, config: RunConfig, facts: Se
             config.thin,
             shards,
         )
+        + (("pipeline",) if config.pipeline else ())  # halves give other last bits; unpipelined keys stay as they were
     )
     return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def shard_category_values(model: Any, X: np.ndarray, y: np.ndarray, columns: Any) -> dict[str, list[Any]]:
+    """A shard's distinct values of the columns its (formula) model reads as categories."""
+    return dict(model.category_values(X, y, columns))
 
 
 def bind_model(pool: WorkerPool, model: Model) -> tuple[list[ShardFacts], Model, DataSpec]:
@@ -193,6 +221,11 @@ def bind_model(pool: WorkerPool, model: Model) -> tuple[list[ShardFacts], Model,
     model = as_model(model)
     facts = pool.describe()
     spec = data_spec(facts, model)
+    if hasattr(model, "category_values"):  # a formula's categories: each shard's values (no rows), joined
+        from ..models.formula import join_categories
+
+        parts = pool.map(shard_category_values, [(spec.columns,)] * len(facts))
+        spec = dataclasses.replace(spec, categories=tuple(join_categories(parts).items()) or None)
     bound = model.bind(spec)
     pool.bind(bound)
     if bound.has_local_params():  # group effects are local to a shard: no group may span two shards
@@ -253,10 +286,25 @@ class Coordinator:
         self.t, self.draws_kept = rounds_done, draws_kept
         b = pool.num_shards
         self.round_time: list[float] = []
+        #: per round: the coordinator's own compute, encode, send, hosted, wait, receive, slowest process's compute
+        self.parts = _Rows(len(ROUND_PARTS) - 1)
         self.compute = np.zeros(b)
         self.idle = np.zeros(b)
         self.n_history: list[np.ndarray] = [balancer.n.copy()]
         self._local_order = np.asarray(setup.local_order, dtype=np.intp)  # indexes the local draws every round
+        self._kept = _Kept()
+        #: a pipelined run's two chain groups [a, b) (each round runs as two halves), else None
+        self.halves: list[tuple[int, int]] | None = None
+        if config.pipeline:
+            if config.chains < 2 or not algorithm.splits_chains(state):
+                raise ArgumentError(
+                    ("pipeline",),
+                    f"pipeline=True needs two chains or more and an algorithm whose chains step independently as one "
+                    f"batch ({algorithm.name!r} with these settings does not: use 'dglmc' with local_kernel "
+                    "'laplace_mh' or 'lmc', and no group effects)",
+                )
+            cut = (config.chains + 1) // 2
+            self.halves = [(0, cut), (cut, config.chains)]
 
     # --- construction ---------------------------------------------------------------------------
 
@@ -407,61 +455,170 @@ class Coordinator:
 
         A failing worker or a non-finite reply or draw stops the run: the chunk carries the failure (kind, shard,
         site, node, round) and the draws kept before it. With `capture`, the chunk also carries the run's state at
-        its end (only when no failure stopped it).
+        its end (only when no failure stopped it). A pipelined run (`RunConfig.pipeline`) runs each round as two
+        halves, one per chain group, the workers stepping one group while this process updates the other.
         """
-        cfg, alg, pool = self.config, self.algorithm, self.pool
+        cfg = self.config
         deadline = None if time_left_s is None else time.perf_counter() + time_left_s
-        kept: list[np.ndarray] = []
-        kept_stats: dict[str, list[np.ndarray]] = {}
+        kept = _Kept()
         end = min(self.total_rounds, self.t + max_rounds)
-        failure = None
+        try:
+            if self.halves is None:
+                self._whole_rounds(end, deadline, kept)
+            else:
+                self._rounds_in_halves(end, deadline, kept)
+            failure = None
+        except _Stop as stop:
+            failure = self._located(stop.failure)
+        self.draws_kept += len(kept.theta)
+        theta_arr = np.stack(kept.theta) if kept.theta else np.empty((0, cfg.chains, self.setup.dim))
+        stats = {k: np.stack(v) for k, v in kept.stats.items()}
+        state = self.capture() if capture and failure is None else None
+        return Chunk(theta_arr, stats, self.t, self.t >= self.total_rounds or failure is not None, failure, state)
+
+    def _info(self, t: int, half: int | None = None) -> RoundInfo:
+        cfg = self.config
+        return RoundInfo(
+            t, t < cfg.burn_in, cfg.burn_in, None if half is None or self.halves is None else self.halves[half]
+        )
+
+    def _replies(self, step: StepResult, info: RoundInfo) -> np.ndarray:
+        """Check a round's (or half-round's) replies and take the coordinator's step on them: the draws it gives
+        (in the algorithm's coordinates). Raises _Stop on a non-finite reply."""
+        bad = _nonfinite(step.replies)
+        if bad is not None:
+            raise _Stop(Failure(FailureKind.NON_FINITE, "produced a non-finite state (NaN or inf)", shard=bad))
+        self.state, theta = self.algorithm.coordinator_step(self.state, step.replies, self.noise, info)
+        return theta
+
+    def _draws(self, theta: np.ndarray, replies: Any) -> np.ndarray:
+        """A round's draws on θ's scale (with the shards' local parameters after it); _Stop if any is non-finite."""
+        local = self.algorithm.local_draws(replies) if replies is not None else None
+        if local is not None:  # shard-local parameters (group effects) follow the θ they were drawn given
+            given = local[0] if self.precond is None else self.precond.to_theta(local[0])
+            theta = np.concatenate([given, local[1][:, self._local_order]], axis=1)
+        elif self.precond is not None:
+            theta = self.precond.to_theta(theta)
+        if not np.all(np.isfinite(theta)):
+            raise _Stop(
+                Failure(FailureKind.COORDINATOR_NON_FINITE, "the coordinator's draw became non-finite (NaN or inf)")
+            )
+        return theta
+
+    def _close_round(
+        self,
+        info: RoundInfo,
+        theta: np.ndarray,
+        stats: dict[str, np.ndarray],
+        steps: np.ndarray,
+        work: np.ndarray,
+        lag: int,
+    ) -> None:
+        """The bookkeeping of a finished round: compute, N_i balancing (its decisions apply `lag` rounds on), draws."""
+        cfg = self.config
+        self.compute += work
+        before = self.balancer.n
+        self.balancer.observe(info.t, work, steps, lag)
+        if self.balancer.n is not before and not np.array_equal(self.balancer.n, before):
+            self.n_history.append(self.balancer.n.copy())
+        if not info.warmup and (info.t - cfg.burn_in + 1) % cfg.thin == 0:  # num_rounds // thin draws
+            self._kept.theta.append(theta)
+            for k, v in stats.items():
+                self._kept.stats.setdefault(k, []).append(v)
+
+    def _timed(self, wall: float, coordinator: float, busy: np.ndarray, timings: Sequence[RoundTiming]) -> None:
+        self.round_time.append(wall)
+        self.idle += np.maximum(wall - busy, 0.0)
+        parts = [sum(getattr(tm, f) for tm in timings) for f in ("encode_s", "send_s", "hosted_s", "wait_s")]
+        receive = sum(tm.receive_s for tm in timings)
+        self.parts.append((coordinator, *parts, receive, float(busy.max())))
+
+    def _whole_rounds(self, end: int, deadline: float | None, kept: _Kept) -> None:
+        alg, pool = self.algorithm, self.pool
+        self._kept = kept
         while self.t < end:
-            info = RoundInfo(self.t, self.t < cfg.burn_in, cfg.burn_in)
+            info = self._info(self.t)
             steps = self.balancer.n
             t0 = time.perf_counter()
+            message = alg.round_message(self.state, steps, info)
+            t1 = time.perf_counter()
             try:
-                step = pool.step(alg.messages(self.state, steps, info))
+                step = pool.step(message)
             except WorkerFailed as exc:  # a worker raised or died: stop, keep the draws, say where
-                failure = self._located(exc.failure)
-                break
-            bad = next((i for i, r in enumerate(step.replies) if not _finite(r)), None)
-            if bad is not None:
-                failure = self._located(
-                    Failure(FailureKind.NON_FINITE, "produced a non-finite state (NaN or inf)", shard=bad)
-                )
-                break
-            self.state, theta = alg.coordinator_step(self.state, step.replies, self.noise, info)
-            local = alg.local_draws(step.replies)
-            if local is not None:  # shard-local parameters (group effects) follow the θ they were drawn given
-                given = local[0] if self.precond is None else self.precond.to_theta(local[0])
-                theta = np.concatenate([given, local[1][:, self._local_order]], axis=1)
-            elif self.precond is not None:
-                theta = self.precond.to_theta(theta)
-            if not np.all(np.isfinite(theta)):
-                failure = self._located(
-                    Failure(FailureKind.COORDINATOR_NON_FINITE, "the coordinator's draw became non-finite (NaN or inf)")
-                )
-                break
-            wall = time.perf_counter() - t0
-            self.round_time.append(wall)
-            self.compute += step.work_s
-            self.idle += np.maximum(wall - step.busy_s, 0.0)
-            before = self.balancer.n
-            self.balancer.observe(self.t, step.work_s, steps)
-            if self.balancer.n is not before and not np.array_equal(self.balancer.n, before):
-                self.n_history.append(self.balancer.n.copy())
-            if not info.warmup and (self.t - cfg.burn_in + 1) % cfg.thin == 0:  # num_rounds // thin draws
-                kept.append(theta)
-                for k, v in alg.reply_stats(step.replies).items():
-                    kept_stats.setdefault(k, []).append(v)
+                raise _Stop(exc.failure) from None
+            t2 = time.perf_counter()
+            theta = self._draws(self._replies(step, info), step.replies)
+            self._close_round(info, theta, alg.reply_stats(step.replies), steps, step.work_s, lag=1)
+            t3 = time.perf_counter()
+            self._timed(t3 - t0, (t1 - t0) + (t3 - t2), step.busy_s, [step.timing])
             self.t += 1
             if deadline is not None and time.perf_counter() >= deadline:
                 break
-        self.draws_kept += len(kept)
-        theta_arr = np.stack(kept) if kept else np.empty((0, cfg.chains, self.setup.dim))
-        stats = {k: np.stack(v) for k, v in kept_stats.items()}
-        state = self.capture() if capture and failure is None else None
-        return Chunk(theta_arr, stats, self.t, self.t >= self.total_rounds or failure is not None, failure, state)
+
+    def _rounds_in_halves(self, end: int, deadline: float | None, kept: _Kept) -> None:
+        """Pipelined rounds: half A of round t (the first chain group) and half B (the second) go to the workers one
+        after the other; while the workers step B(t) this process takes A(t)'s coordinator step and sends A(t + 1),
+        so the workers always have the next half to step. Each group's sequence of messages and steps is the one it
+        would have alone. N_i for round t + 1 is fixed when A(t + 1) is sent, before round t is observed: balancing
+        decisions apply two rounds on. No half is in flight when this returns (or fails)."""
+        alg, pool = self.algorithm, self.pool
+        self._kept = kept
+        outstanding = 0
+        coordinator = 0.0
+
+        def start(t: int, half: int, steps: np.ndarray) -> None:
+            nonlocal outstanding, coordinator
+            t0 = time.perf_counter()
+            message = alg.round_message(self.state, steps, self._info(t, half))
+            coordinator += time.perf_counter() - t0
+            pool.send(message)
+            outstanding += 1
+
+        def finish(t: int, half: int) -> tuple[StepResult, np.ndarray]:
+            nonlocal outstanding, coordinator
+            outstanding -= 1
+            step = pool.collect()
+            t0 = time.perf_counter()
+            theta = self._replies(step, self._info(t, half))
+            coordinator += time.perf_counter() - t0
+            return step, theta
+
+        t = self.t
+        if t >= end:
+            return
+        steps = {t: self.balancer.steps_for(t)}
+        mark = time.perf_counter()
+        try:
+            start(t, 0, steps[t])
+            while True:
+                start(t, 1, steps[t])
+                step_a, _ = finish(t, 0)
+                more = t + 1 < end and (deadline is None or time.perf_counter() < deadline)
+                if more:
+                    steps[t + 1] = self.balancer.steps_for(t + 1)
+                    start(t + 1, 0, steps[t + 1])
+                step_b, theta = finish(t, 1)
+                t0 = time.perf_counter()
+                stats = _joined(alg.reply_stats(step_a.replies), alg.reply_stats(step_b.replies))
+                info = self._info(t)
+                self._close_round(
+                    info, self._draws(theta, None), stats, steps.pop(t), step_a.work_s + step_b.work_s, lag=2
+                )
+                now = time.perf_counter()
+                coordinator += now - t0
+                self._timed(now - mark, coordinator, step_a.busy_s + step_b.busy_s, [step_a.timing, step_b.timing])
+                mark, coordinator = now, 0.0
+                self.t = t = t + 1
+                if not more:
+                    return
+        except WorkerFailed as exc:
+            raise _Stop(exc.failure) from None
+        finally:
+            for _ in range(outstanding):  # a half still in flight after a failure: read its replies, keep nothing
+                try:
+                    pool.collect()
+                except WorkerFailed:
+                    pass
 
     def capture(self) -> RunState:
         """The whole run state now (between rounds)."""
@@ -499,7 +656,14 @@ class Coordinator:
             rho=plan.rho,
             gamma=plan.gamma,
             M=plan.M,
+            round_parts=self._round_parts(),
         )
+
+    def _round_parts(self) -> np.ndarray:
+        """(rounds, len(ROUND_PARTS)): the recorded parts and the overhead, round time minus the slowest process's."""
+        parts = self.parts.array()
+        overhead = np.asarray(self.round_time, dtype=float) - parts[:, -1]  # a row per round, as round_time
+        return np.column_stack([parts, overhead])
 
     def close(self) -> None:
         self.pool.close()
@@ -514,6 +678,51 @@ def _group_sizes(pool: WorkerPool) -> np.ndarray:
 
 def _param_blocks(model: Model) -> tuple[ParamBlock, ...]:
     return tuple(model.param_blocks())
+
+
+class _Stop(Exception):
+    """A failure that ends the chunk (its round filled in by `Coordinator.run`)."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+class _Rows:
+    """A growing (n, width) float array, one row appended per round (rows in a preallocated block, not tuples)."""
+
+    def __init__(self, width: int) -> None:
+        self.data = np.empty((256, width))
+        self.n = 0
+
+    def append(self, row: Sequence[float]) -> None:
+        if self.n == len(self.data):
+            self.data = np.concatenate([self.data, np.empty_like(self.data)])
+        self.data[self.n] = row
+        self.n += 1
+
+    def array(self) -> np.ndarray:
+        return self.data[: self.n].copy()
+
+
+class _Kept:
+    """The draws and per-chain statistics a chunk keeps."""
+
+    def __init__(self) -> None:
+        self.theta: list[np.ndarray] = []
+        self.stats: dict[str, list[np.ndarray]] = {}
+
+
+def _joined(first: dict[str, np.ndarray], second: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A round's per-chain statistics from its two halves' (chain groups in order)."""
+    return {k: np.concatenate([first[k], second[k]]) for k in first}
+
+
+def _nonfinite(replies: Any) -> int | None:
+    """The first shard whose reply holds a non-finite number (replies one per shard, or one block), else None."""
+    if not isinstance(replies, list):
+        return nonfinite_shard(replies)
+    return next((i for i, r in enumerate(replies) if not _finite(r)), None)
 
 
 def _finite(obj: Any) -> bool:

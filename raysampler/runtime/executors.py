@@ -258,6 +258,9 @@ def ensure_ray(
             raise RuntimeError(f"the private Ray's temp dir {private} belongs to another user; remove it")
         clear_stale_sessions(private)
         where["_temp_dir"] = str(private)
+    # Ray turns token authentication on for a new local cluster when RAY_AUTH_MODE is unset, and says so on stderr
+    # at every start; this private Ray is the service's own, so it is set to what Ray would choose, quietly.
+    os.environ.setdefault("RAY_AUTH_MODE", "token")
     ray.init(
         address="local",  # start one even when another Ray runs here, whatever its temp dir records
         include_dashboard=False,
@@ -421,7 +424,12 @@ def start(
         s
         if getattr(s.data, "path", None) is not None
         else ShardSource(
-            s.shard, ray.put(s.data.read() if hasattr(s.data, "read") else s.data), s.site, s.columns, s.index
+            s.shard,
+            ray.put(s.data.read() if hasattr(s.data, "read") else s.data),
+            s.site,
+            s.columns,
+            s.index,
+            s.elements,
         )
         for s in sources
     ]

@@ -25,6 +25,7 @@ from ..grants import AccessRefused
 from ..models.base import Model
 from ..shards import DataTable, Shard
 from ..streams import ChainNoise
+from .batches import ShardBatches, join_blocks
 from .contracts import ShardFacts, ShardState
 
 
@@ -38,6 +39,13 @@ class ShardSource:
     site: str | None = None
     columns: tuple[str, ...] | None = None
     index: np.ndarray | None = None  # which rows of the original data the shard holds (Shard.index), if known
+    elements: int | None = None  # X's size where known without reading anything (in-memory data): sizes processes
+
+    def __post_init__(self) -> None:
+        if self.elements is None:
+            X = self.data.X if isinstance(self.data, Shard) else self.data[0] if isinstance(self.data, tuple) else None
+            if X is not None:
+                object.__setattr__(self, "elements", int(np.size(X)))
 
 
 def load_source(source: Any) -> DataTable:
@@ -84,12 +92,13 @@ class ShardHost:
         self.noises: list[ChainNoise] = []
         self.slowdown = {i: 1.0 for i in self.shard_ids}
         self._channel: Any = None
+        self._batches: ShardBatches | None = None  # made at the first round sent as one message for all shards
 
     def _failure(self, j: int, kind: FailureKind, exc: BaseException) -> WorkerFailed:
         """The shard's failure for `exc`; an error raised in a user's model code names the model's method and
         carries the user's frames only (`user_model_frames`)."""
         src = self.sources[j]
-        what, tb = f"{type(exc).__name__}: {exc}", traceback.format_exc()
+        what, tb = f"{type(exc).__name__}: {exc}", "".join(traceback.format_exception(exc))
         user = user_model_frames(exc)
         if user is not None:
             method, frames = user
@@ -186,7 +195,10 @@ class ShardHost:
                 raise ValueError(f"shards[{src.shard}]: {exc}") from None
             model.validate(Xb, yb, argname=f"shards[{src.shard}]")
             bound.append((Xb, yb))
+        if self._batches is not None:  # the per-shard states must be current before the batches go
+            self._batches.sync()
         self._bound, self.model = bound, model
+        self._batches = None
 
     def gram(self) -> list[np.ndarray | None]:
         """Each shard's contribution to the pooled matrix the bound model's properness check reads (`Model.gram`)."""
@@ -212,6 +224,7 @@ class ShardHost:
         assert self.algorithm is not None
         self.noises = self._new_noises()
         self.states = []
+        self._batches = None
         for j, (i, p, (X, y)) in enumerate(zip(self.shard_ids, payloads, self.data)):
             try:
                 self.states.append(self.algorithm.worker_init(p, self.model, X, y))
@@ -224,6 +237,8 @@ class ShardHost:
 
     def capture(self) -> list[ShardState]:
         """Each shard's algorithm state and random-stream position."""
+        if self._batches is not None:
+            self._batches.sync()
         return [ShardState(i, s, n.capture()) for i, s, n in zip(self.shard_ids, self.states, self.noises)]
 
     def restore(self, states: Sequence[ShardState]) -> None:
@@ -234,6 +249,7 @@ class ShardHost:
             raise ValueError(f"no captured state for shards {missing}")
         self.noises = self._new_noises()
         self.states = []
+        self._batches = None
         for i, noise in zip(self.shard_ids, self.noises):
             noise.restore(by_shard[i].noise)
             self.states.append(by_shard[i].algorithm)
@@ -257,6 +273,9 @@ class ShardHost:
         """Test hook: shard i's local work takes `factors[i]` times as long (the host computes for the difference,
         as a slower machine would)."""
         self.slowdown.update({int(k): float(v) for k, v in factors.items() if int(k) in self.slowdown})
+        if self._batches is not None:  # a slowed shard steps alone
+            self._batches.sync()
+            self._batches = None
 
     def open_channel(self, kind: str = "tcp", spin_s: float = 0.0) -> tuple[str, Any, bytes]:
         """Serve `step` over a direct channel (the round loop's fast path): "shm" (shared memory, for a coordinator
@@ -273,11 +292,18 @@ class ShardHost:
         self._channel = ChannelServer(self.step, ray.util.get_node_ip_address())
         return "tcp", self._channel.address, self._channel.token
 
-    def step(self, messages: Sequence[Any]) -> tuple[list[Any], list[float]]:
-        """One local step on every shard: (replies, CPU seconds of work per shard). Raises WorkerFailed naming the
-        shard. Work is timed in this thread's CPU time, so other processes competing for the core (noise on a
-        shared machine) do not make a worker look slow; a slower machine or a bigger shard does."""
+    def step(self, messages: Any) -> tuple[Any, Any]:
+        """One local step on every shard: (replies, CPU seconds of work per shard). `messages` is a list, one per
+        shard, or one message for all shards (an algorithm that steps shards as one batch): then the replies come
+        as one block over this host's shards (`batches.join_blocks`). Raises WorkerFailed naming the shard. Work is
+        timed in this thread's CPU time, so other processes competing for the core (noise on a shared machine) do
+        not make a worker look slow; a slower machine or a bigger shard does."""
         assert self.algorithm is not None
+        if not isinstance(messages, list):
+            return self._step_batches(messages)
+        if self._batches is not None:  # the per-shard states must be current
+            self._batches.sync()
+            self._batches = None
         replies, times = [], []
         for j, (msg, (X, y)) in enumerate(zip(messages, self.data)):
             t0 = time.thread_time()
@@ -293,6 +319,45 @@ class ShardHost:
             times.append(time.thread_time() - t0)
             replies.append(reply)
         return replies, times
+
+    def _step_batches(self, message: Any) -> tuple[Any, np.ndarray]:
+        """Every shard stepped in batches (`batches.ShardBatches`): (one block of replies over this host's shards,
+        seconds per shard: a batch's CPU time shared equally by its shards, whose data have the same shapes)."""
+        assert self.algorithm is not None
+        if self._batches is None:
+            data = self.data
+            before = list(data)
+            self._batches = ShardBatches(
+                self.algorithm,
+                self.shard_ids,
+                data,
+                self.states,
+                self.noises,
+                lambda j: self.slowdown[self.shard_ids[j]] != 1.0,
+            )
+            if self._raw is not None and self._raw is not data:  # the stacked data replace the loaded arrays too
+                for j, (old, new) in enumerate(zip(before, data)):
+                    if new is not old and self._raw[j][0] is old[0] and self._raw[j][1] is old[1]:
+                        self._raw[j] = new
+        batches = self._batches
+        parts = []
+        times = np.empty(len(self.shard_ids))
+        for batch in batches.batches(message):
+            try:
+                reply, seconds = batches.step(batch, message, self.model)
+            except Exception as exc:
+                found = batches.culprit(batch, message, self.model)
+                j, cause = found if found is not None else (batch.positions[0], exc)
+                raise self._failure(j, FailureKind.WORKER_ERROR, cause) from cause
+            if len(batch.positions) == 1:
+                factor = self.slowdown[self.shard_ids[batch.positions[0]]]
+                if factor != 1.0:
+                    t0 = time.thread_time()
+                    _compute_for((factor - 1.0) * seconds)
+                    seconds += time.thread_time() - t0
+            times[batch.where] = seconds / len(batch.positions)
+            parts.append((batch.where, reply))
+        return join_blocks(parts, len(self.shard_ids)), times
 
 
 def _compute_for(seconds: float) -> None:

@@ -4,6 +4,7 @@ the nodes of their sites."""
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -13,7 +14,8 @@ from ..algorithms.base import Algorithm
 from ..enums import TransportKind
 from ..errors import Failure, FailureKind, WorkerFailed
 from ..models.base import Model
-from .contracts import SITE_LABEL, Placement, ShardFacts, ShardState, StepResult
+from .batches import join_blocks
+from .contracts import SITE_LABEL, Broadcast, Placement, ShardFacts, ShardState, StepResult
 from .host import ShardHost, ShardSource
 from .sites import wait_for_sites
 from .transports import ActorTransport, SocketTransport
@@ -42,6 +44,7 @@ class LocalPool:
         self.num_shards = len(sources)
         self.host = ShardHost(sources, model, algorithm, seed, chains)
         self.groups = [list(range(self.num_shards))]
+        self._pending: deque[StepResult] = deque()
 
     def describe(self) -> list[ShardFacts]:
         return self.host.describe()
@@ -67,10 +70,17 @@ class LocalPool:
     def calibrate(self) -> np.ndarray:
         return np.asarray(self.host.calibrate())
 
-    def step(self, messages: Sequence[Any]) -> StepResult:
+    def step(self, messages: Any) -> StepResult:
         replies, times = self.host.step(messages)
-        work = np.asarray(times)
+        work = np.asarray(times, dtype=float)
         return StepResult(replies, work, np.full(self.num_shards, work.sum()))
+
+    def send(self, messages: Any) -> None:
+        """Step now (in this process a round has nothing to overlap with); `collect` returns the result."""
+        self._pending.append(self.step(messages))
+
+    def collect(self) -> StepResult:
+        return self._pending.popleft()
 
     def capture(self) -> list[ShardState]:
         return self.host.capture()
@@ -82,18 +92,40 @@ class LocalPool:
         pass
 
 
+#: Element-chains (X's elements times chains, summed over the shards) that a worker process must have to step each
+#: round for it to pay for itself: every process adds its messages and its wake-up to every round (≈ 0.1 ms on the
+#: 2-core machine the default was measured on), which buys nothing while the compute it would take over is smaller
+#: (benchmarks/perf/round_cost.py, 4 shards in 1, 2 and 4 processes).
+PROCESS_WORK = 2_000_000
+
+
+def processes_for(work: Sequence[int | None], cap: int) -> int:
+    """Worker processes for one node's (or the site-less) shards with `work` element-chains each (None: unknown, as
+    for a file the worker reads): as many as fit `cap` CPUs and the shards, but no more than the work pays for."""
+    n = len(work) if any(w is None for w in work) else int(sum(w for w in work if w is not None) // PROCESS_WORK)
+    return max(1, min(len(work), cap, n))
+
+
 def plan_groups(
-    sites: Sequence[str | None], site_cpus: dict[str, int], free_cpus: int, max_actors: int | None
+    sites: Sequence[str | None],
+    site_cpus: dict[str, int],
+    free_cpus: int,
+    max_actors: int | None,
+    work: Sequence[int | None] | None = None,
+    processes: int = 0,
 ) -> list[list[int]]:
     """Shards per worker process: a process owns shards of one site only (or only site-less shards); each site gets
-    at most as many processes as its nodes have CPUs, site-less shards at most `max_actors` or the free CPUs."""
+    at most as many processes as its nodes have CPUs, site-less shards at most `max_actors` or the free CPUs, and
+    within that `processes` each (0: as many as the shards' `work` pays for, `processes_for`)."""
     groups: list[list[int]] = []
     by_site: dict[str | None, list[int]] = {}
     for i, s in enumerate(sites):
         by_site.setdefault(s, []).append(i)
     for site, shards in by_site.items():
         cap = site_cpus[site] if site is not None else (max_actors or free_cpus)
-        n = max(1, min(len(shards), cap))
+        sizes = [work[i] for i in shards] if work is not None else [None] * len(shards)
+        wanted = processes or processes_for(sizes, cap)
+        n = max(1, min(len(shards), cap, wanted))
         groups += [[int(i) for i in part] for part in np.array_split(np.asarray(shards), n)]
     return sorted(groups)
 
@@ -135,15 +167,20 @@ class RayPool:
                 f"max_actors={max_actors} but the Ray cluster has {free} free CPU(s): each worker actor "
                 "needs one (lower max_actors, or free CPUs)"
             )
-        self.groups = plan_groups(sites, site_cpus, free, max_actors)
+        work = [s.elements * chains if s.elements is not None else None for s in sources]
+        self.groups = plan_groups(sites, site_cpus, free, max_actors, work, engine.worker_processes)
+        self._where = [np.asarray(g, dtype=np.intp) for g in self.groups]
+        self._order = np.concatenate(self._where)  # the shards process by process
+        self._sizes = np.asarray([len(g) for g in self.groups])
+        self._starts = np.concatenate([[0], np.cumsum(self._sizes)[:-1]])
         self._ray = ray
-        # With `coordinator_shards`, this process (the coordinator's) hosts the first group of site-less shards when
-        # at least one other goes to an actor: it computes them while the actors compute theirs, so a round wakes
-        # one process fewer (benchmarks/perf/hot_path.py measures both).
+        # With `coordinator_shards`, this process (the coordinator's) hosts the first group of site-less shards: it
+        # computes them while the actors compute theirs, so a round wakes one process fewer (benchmarks/perf/
+        # hot_path.py measures both), and shards small enough for one process need no message at all.
         unsited_groups = [k for k, g in enumerate(self.groups) if sites[g[0]] is None]
         self.home: ShardHost | None = None
         self._home_k: int | None = None
-        if len(unsited_groups) >= 2 and engine.coordinator_shards:
+        if unsited_groups and engine.coordinator_shards:
             self._home_k = unsited_groups[0]
             self.home = ShardHost([sources[i] for i in self.groups[self._home_k]], model, algorithm, seed, chains)
         self.remote_groups = [g for k, g in enumerate(self.groups) if k != self._home_k]
@@ -162,14 +199,16 @@ class RayPool:
         self.placement: list[Placement] = []
         self._transport: SocketTransport | ActorTransport = ActorTransport(self.actors, self.remote_groups)
         self._want = transport
+        self._pending: deque[tuple[bool, Any, Failure | None, float]] = deque()
 
     @property
     def transport(self) -> str:
-        return self._transport.name
+        return self._transport.name if self.actors else "in-process"
 
     def _open_transport(self) -> None:
         """The chosen transport once the actors are up (socket channels fall back to actor calls if unreachable)."""
         self._transport.close()
+        self._pending.clear()
         self._transport = ActorTransport(self.actors, self.remote_groups)
         if self._want != TransportKind.SOCKET:
             return
@@ -275,34 +314,64 @@ class RayPool:
         by_shard = {s.shard: s for s in states}
         self._all("restore", [([by_shard[i] for i in g],) for g in self.groups])
 
-    def step(self, messages: Sequence[Any]) -> StepResult:
-        """One round on every actor; a failing worker raises WorkerFailed with its shard, site and node."""
-        per_group = self._split(messages)
-        home: list[tuple[list[Any], list[float]]] = []
+    def step(self, messages: Any) -> StepResult:
+        """One round on every actor; a failing worker raises WorkerFailed with its shard, site and node. `messages`:
+        one per shard (each process is sent its shards'), or one for all shards (every process is sent it; the
+        replies come back as one block per process, joined into one over all shards)."""
+        self.send(messages)
+        return self.collect()
 
-        def step_home() -> None:
-            if self.home is not None and self._home_k is not None:
-                home.append(self.home.step(per_group[self._home_k]))
+    def send(self, messages: Any) -> None:
+        """Start a round: send the worker processes their messages, then step the shards this process hosts (while
+        the workers step theirs). `collect` finishes it; a second round may be sent before (a pipelined round's
+        other chain group), never a third."""
+        per_group: list[Any] | Broadcast
+        if isinstance(messages, list):
+            per_group = self._split(messages)
+            home_msg = per_group[self._home_k] if self._home_k is not None else None
+            remote: list[Any] | Broadcast = [m for k, m in enumerate(per_group) if k != self._home_k]
+        else:
+            home_msg, remote = messages, Broadcast(messages)
+        self._transport.send(remote)
+        home: tuple[Any, Any] | None = None
+        failure: Failure | None = None
+        t0 = time.perf_counter()
+        if self.home is not None:
+            try:
+                home = self.home.step(home_msg)
+            except WorkerFailed as exc:
+                failure = exc.failure
+        self._pending.append((isinstance(messages, list), home, failure, time.perf_counter() - t0))
 
-        remote = [m for k, m in enumerate(per_group) if k != self._home_k]
+    def collect(self) -> StepResult:
+        """The oldest sent round's replies (see `send`)."""
+        per_shard, home, failure, hosted = self._pending.popleft()
         try:
-            parts = self._transport.step(remote, meanwhile=step_home)
+            parts, timing = self._transport.collect()
         except WorkerFailed as exc:
-            f = exc.failure
-            if f.shard is not None and f.shard < len(self.placement):
-                p = self.placement[f.shard]
-                f = f.at(site=p.site, node_id=p.node_id)
-            raise WorkerFailed(f) from None
+            failure = failure or exc.failure
+        if failure is not None:
+            if failure.shard is not None and failure.shard < len(self.placement):
+                p = self.placement[failure.shard]
+                failure = failure.at(site=p.site, node_id=p.node_id)
+            raise WorkerFailed(failure) from None
+        timing.hosted_s = hosted
         if self._home_k is not None:
-            parts.insert(self._home_k, home[0])
-        replies: list[Any] = [None] * self.num_shards
-        work = np.empty(self.num_shards)
-        busy = np.empty(self.num_shards)
-        for g, (rep, tm) in zip(self.groups, parts):
-            total = float(sum(tm))
-            for j, i in enumerate(g):
-                replies[i], work[i], busy[i] = rep[j], tm[j], total
-        return StepResult(replies, work, busy)
+            parts.insert(self._home_k, home)
+        times = np.concatenate([np.asarray(tm, dtype=float) for _, tm in parts])
+        work, busy = np.empty(self.num_shards), np.empty(self.num_shards)
+        work[self._order] = times
+        busy[self._order] = np.repeat(np.add.reduceat(times, self._starts), self._sizes)  # each process's total
+        t0 = time.perf_counter()
+        if per_shard:
+            replies: Any = [None] * self.num_shards
+            for g, (rep, _) in zip(self.groups, parts):
+                for j, i in enumerate(g):
+                    replies[i] = rep[j]
+        else:
+            replies = join_blocks([(where, rep) for where, (rep, _) in zip(self._where, parts)], self.num_shards)
+        timing.receive_s += time.perf_counter() - t0
+        return StepResult(replies, work, busy, timing)
 
     def close(self) -> None:
         self._transport.close()

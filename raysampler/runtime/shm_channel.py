@@ -2,17 +2,18 @@
 wake the reader, a Unix socket hands both over and reports a dead peer.
 
 Same interface as the TCP channel (`ChannelServer` / `ChannelClient`), for a worker on the coordinator's node. Each
-direction is a memfd that both processes map: a header (sequence number, length), then the pickled message, written
-with one copy and read with one, whatever its size. After writing, the writer rings that direction's eventfd, on
-which the reader sleeps in a blocking read. A watchdog thread on each side waits in poll() on the socket and on a
-pidfd of the peer's process; when the peer ends (killed or closed: end-of-file on the socket, or the pidfd turning
-readable) it rings the reader's own eventfd, so a blocked reader raises ConnectionError at once. Optionally the
-reader first watches the sequence number for `spin_s` seconds, yielding its core between looks (sched_yield), so
-that a message arriving within that time costs no sleep and wake-up while any other runnable process on the core
-still gets it (benchmarks/perf/hot_path.py measures the run's default). No named segment ever exists: the
-memfds and eventfds are handed over the socket (SCM_RIGHTS), and the kernel frees them when both processes have
-closed them, however the processes end. Linux only: elsewhere the constructors raise OSError and the caller keeps
-the TCP channel.
+direction has two memfds that both processes map (message s goes to the one numbered s mod 2, so that a pipelined
+round can have a second message in flight while the first is still being read): a header (sequence number, length),
+then the message as a binary frame (frames.py: fixed layout, no pickling per message), written with one copy and read
+with one, whatever its size. After writing, the writer rings that direction's eventfd, on which the reader sleeps in a
+blocking read. A watchdog thread on each side waits in poll() on the socket and on a pidfd of the peer's process; when
+the peer ends (killed or closed: end-of-file on the socket, or the pidfd turning readable) it rings the reader's own
+eventfd, so a blocked reader raises ConnectionError at once. Optionally the reader first watches the sequence number
+for `spin_s` seconds, yielding its core between looks (sched_yield), so that a message arriving within that time
+costs no sleep and wake-up while any other runnable process on the core still gets it (benchmarks/perf/hot_path.py
+measures the run's default). No named segment ever exists: the memfds and eventfds are handed over the socket
+(SCM_RIGHTS), and the kernel frees them when both processes have closed them, however the processes end. Linux only:
+elsewhere the constructors raise OSError and the caller keeps the TCP channel.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import Any
 
 from ..errors import Failure, FailureKind
 from .channel import Reply, _recv_exact, answer, unwrap
+from .frames import HEADER, FrameReader, FrameWriter
 
 #: Bytes each direction's region starts with; it grows (doubling) when a message needs more.
 INITIAL_BYTES = 1 << 16
@@ -44,7 +46,7 @@ DEFAULT_SPIN_S = 0.0
 _HANDSHAKE_TIMEOUT_S = 10.0
 _HEADER = struct.Struct("<QQ")  # sequence number of the last message written, its length in bytes
 _U64 = struct.Struct("<Q")
-_HELLO = b"raysampler-shm-1"
+_HELLO = b"raysampler-shm-2"
 
 
 def supported() -> bool:
@@ -64,7 +66,7 @@ def _require_support() -> None:
 
 
 class _Region:
-    """One direction's shared memory: a memfd mapped by both processes, header then the pickled message."""
+    """One direction's shared memory: a memfd mapped by both processes, header then the message's frame."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -73,25 +75,32 @@ class _Region:
     def seq(self) -> int:
         return _U64.unpack_from(self.map, 0)[0]
 
-    def write(self, payload: bytes, seq: int) -> None:
-        """Store the payload, then its length, then the sequence number (a reader acts on the sequence number)."""
-        end = _HEADER.size + len(payload)
+    def write(self, head: bytes, payload: bytes | bytearray, seq: int) -> None:
+        """Store the frame (its head, then its payload), then its length, then the sequence number (a reader acts on
+        the sequence number)."""
+        start = _HEADER.size + len(head)
+        end = start + len(payload)
         if end > len(self.map):
             size = max(end, 2 * len(self.map))
             size = -(-size // mmap.PAGESIZE) * mmap.PAGESIZE
             os.ftruncate(self.fd, size)
             self._remap(size)
-        self.map[_HEADER.size : end] = payload
-        _U64.pack_into(self.map, 8, len(payload))
+        self.map[_HEADER.size : start] = head
+        self.map[start:end] = payload
+        _U64.pack_into(self.map, 8, end - _HEADER.size)
         _U64.pack_into(self.map, 0, seq)
 
-    def read(self) -> Any:
-        """Unpickle the current message (a copy: nothing returned refers to the shared memory)."""
+    def read(self, reader: FrameReader) -> Any:
+        """The current message, its payload copied once out of the shared memory (nothing returned refers to it)."""
         end = _HEADER.size + _U64.unpack_from(self.map, 8)[0]
         if end > len(self.map):  # the writer grew the memfd
             self._remap(os.fstat(self.fd).st_size)
-        with memoryview(self.map) as whole, whole[_HEADER.size : end] as view:
-            return pickle.loads(view)
+        kind, ident, def_len, size = HEADER.unpack_from(self.map, _HEADER.size)
+        start = _HEADER.size + HEADER.size
+        with memoryview(self.map) as whole:
+            definition = bytes(whole[start : start + def_len]) if def_len else b""
+            payload = bytearray(whole[start + def_len : start + def_len + size])
+        return reader.value(kind, ident, definition, payload)
 
     def _remap(self, size: int) -> None:
         self.map.close()
@@ -100,6 +109,28 @@ class _Region:
     def close(self) -> None:
         self.map.close()
         os.close(self.fd)
+
+
+class _Slots:
+    """One direction's two regions: message s goes to region s mod 2, so that a second message may be written while
+    the reader still has the first to read (a pipelined round keeps two in flight; never more)."""
+
+    def __init__(self, fds: tuple[int, int]) -> None:
+        self.regions = (_Region(fds[0]), _Region(fds[1]))
+
+    def seq(self, want: int) -> int:
+        """The sequence number in the region message `want` goes to."""
+        return self.regions[want % 2].seq()
+
+    def write(self, head: bytes, payload: bytes | bytearray, seq: int) -> None:
+        self.regions[seq % 2].write(head, payload, seq)
+
+    def read(self, seq: int, reader: FrameReader) -> Any:
+        return self.regions[seq % 2].read(reader)
+
+    def close(self) -> None:
+        for region in self.regions:
+            region.close()
 
 
 class _Endpoint:
@@ -111,62 +142,75 @@ class _Endpoint:
     """
 
     def __init__(
-        self, sock: socket.socket, outbox: _Region, inbox: _Region, ring_fd: int, wait_fd: int, spin_s: float
+        self, sock: socket.socket, outbox: _Slots, inbox: _Slots, ring_fd: int, wait_fd: int, spin_s: float
     ) -> None:
         self.sock, self.outbox, self.inbox = sock, outbox, inbox
         self.ring_fd, self.wait_fd = ring_fd, wait_fd
         self.spin_s = spin_s if SPIN_SAFE else 0.0
-        self.sent = self.seen = 0
+        self.sent = self.seen = self.arrived = 0
+        self.rung = 0  # rings read from the eventfd: every message up to this one is complete (each rings once)
         self.peer_gone: str | None = None  # why the peer is known to be gone, set by the watchdog
         self.peer_fd = _peer_pidfd(sock)
+        self.writer, self.reader = FrameWriter(), FrameReader()
         self.closed = False
         self.watchdog = threading.Thread(target=self._watch, name="raysampler-shm-watchdog", daemon=True)
         self.watchdog.start()
 
     def send(self, obj: Any) -> None:
+        layout, payload = self.writer.encode(obj)
+        self.send_frame(self.writer.head(self, layout, len(payload)), payload)
+
+    def send_frame(self, head: bytes, payload: bytes | bytearray) -> None:
+        """Send a frame encoded by any writer (its head made for this channel)."""
         if self.closed:
             raise ConnectionError("the shared-memory channel is closed")
         if self.peer_gone:
             raise ConnectionError(self.peer_gone)
-        payload = pickle.dumps(obj, protocol=5)
         self.sent += 1
-        self.outbox.write(payload, self.sent)
+        self.outbox.write(head, payload, self.sent)
         os.eventfd_write(self.ring_fd, 1)
 
-    def receive(self) -> Any:
-        """The next message; ConnectionError once the peer's process has ended or either side closed the channel."""
+    def wait(self) -> None:
+        """Until the next message has arrived (`receive` then reads it); ConnectionError once the peer's process has
+        ended or either side closed the channel."""
         want = self.seen + 1
+        if self.arrived == want:
+            return
         if SPIN_SAFE:
             self._wait_trusting_loads(want)
         else:
             self._wait_ordered(want)
-        self.seen = want
-        return self.inbox.read()
+        self.arrived = want
+
+    def receive(self) -> Any:
+        """The next message (waiting for it first, if `wait` did not)."""
+        self.wait()
+        self.seen = self.arrived
+        return self.inbox.read(self.seen, self.reader)
 
     def _wait_trusting_loads(self, want: int) -> None:
         """x86: the writer's stores are seen in order, so a current sequence number means the message is complete."""
         inbox = self.inbox
-        if inbox.seq() != want and self.spin_s > 0:
+        if inbox.seq(want) != want and self.spin_s > 0:
             deadline = time.perf_counter() + self.spin_s
-            while inbox.seq() != want and time.perf_counter() < deadline:
+            while inbox.seq(want) != want and time.perf_counter() < deadline:
                 os.sched_yield()  # costs ~1 µs when nothing else wants the core; hands it over when something does
-        while inbox.seq() != want:  # a ring may be stale (its message was taken while spinning): then sleep again
+        while inbox.seq(want) != want:  # a ring may be stale (its message was taken while spinning): sleep again
             self._sleep()
 
     def _wait_ordered(self, want: int) -> None:
-        """Elsewhere: look at the region only after the eventfd read, whose kernel locking orders the writer's stores
-        before this side's loads."""
-        while True:
+        """Elsewhere: look at a region only once the eventfd reads have counted its message's ring, the kernel's
+        locking ordering the writer's stores before this side's loads (one read may count two rings; a ring from the
+        watchdog counts too, so the sequence number must agree, else the next sleep reports the peer gone)."""
+        while self.rung < want or self.inbox.seq(want) != want:
             self._sleep()
-            if self.inbox.seq() == want:
-                return
 
     def _sleep(self) -> None:
         if self.closed:
             raise ConnectionError("the shared-memory channel is closed")
         if self.peer_gone:
             raise ConnectionError(self.peer_gone)
-        os.eventfd_read(self.wait_fd)
+        self.rung += os.eventfd_read(self.wait_fd)
 
     def _watch(self) -> None:
         """Wait for the peer to end (socket end-of-file or its pidfd readable), then wake this side's reader."""
@@ -278,20 +322,20 @@ class ShmChannelServer:
         """Create both regions and both eventfds (request bell, reply bell) and hand them to the client."""
         fds: list[int] = []
         try:
-            for name in ("raysampler-request", "raysampler-reply"):
+            for name in ("raysampler-request", "raysampler-request", "raysampler-reply", "raysampler-reply"):
                 fd = os.memfd_create(name, os.MFD_CLOEXEC)
                 fds.append(fd)
                 os.ftruncate(fd, INITIAL_BYTES)
             for _ in range(2):
                 fds.append(os.eventfd(0, os.EFD_CLOEXEC))
             socket.send_fds(conn, [_HELLO], fds)
-            request, reply = _Region(fds[0]), _Region(fds[1])
+            request, reply = _Slots((fds[0], fds[1])), _Slots((fds[2], fds[3]))
         except BaseException:
             for fd in fds:
                 os.close(fd)
             raise
         conn.settimeout(None)
-        return _Endpoint(conn, outbox=reply, inbox=request, ring_fd=fds[3], wait_fd=fds[2], spin_s=self.spin_s)
+        return _Endpoint(conn, outbox=reply, inbox=request, ring_fd=fds[5], wait_fd=fds[4], spin_s=self.spin_s)
 
     def _serve(self) -> None:
         conn = self._accept()
@@ -336,8 +380,8 @@ class ShmChannelClient:
             sock.settimeout(timeout_s)
             sock.connect(address)
             sock.sendall(token)
-            hello, fds, _, _ = socket.recv_fds(sock, len(_HELLO), 4)
-            if hello != _HELLO or len(fds) != 4:
+            hello, fds, _, _ = socket.recv_fds(sock, len(_HELLO), 6)
+            if hello != _HELLO or len(fds) != 6:
                 for fd in fds:
                     os.close(fd)
                 raise ConnectionError("the shared-memory channel's handshake failed (wrong token or address?)")
@@ -346,11 +390,24 @@ class ShmChannelClient:
             sock.close()
             raise
         self.endpoint = _Endpoint(
-            sock, outbox=_Region(fds[0]), inbox=_Region(fds[1]), ring_fd=fds[2], wait_fd=fds[3], spin_s=spin_s
+            sock,
+            outbox=_Slots((fds[0], fds[1])),
+            inbox=_Slots((fds[2], fds[3])),
+            ring_fd=fds[4],
+            wait_fd=fds[5],
+            spin_s=spin_s,
         )
 
     def send(self, request: Any) -> None:
         self.endpoint.send(request)
+
+    def send_frame(self, head: bytes, payload: bytes | bytearray) -> None:
+        """Send a request another writer encoded (a round's message, encoded once for every worker)."""
+        self.endpoint.send_frame(head, payload)
+
+    def wait(self) -> None:
+        """Until the worker's reply has arrived (ConnectionError if its process ended)."""
+        self.endpoint.wait()
 
     def receive(self) -> Any:
         """The worker's reply: WorkerFailed if its handler raised, ConnectionError if its process ended."""

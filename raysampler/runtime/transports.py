@@ -9,11 +9,15 @@ workers, DG-LMC messages): shared memory 0.82× the TCP round time, plain actor 
 
 from __future__ import annotations
 
+import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import Failure, FailureKind, WorkerFailed
 from .channel import ChannelClient
+from .contracts import Broadcast, RoundTiming
+from .frames import FrameWriter
 
 
 def lost(group: Sequence[int], exc: BaseException) -> Failure:
@@ -32,6 +36,32 @@ def _run_meanwhile(meanwhile: Callable[[], None] | None, failures: list[Failure]
             meanwhile()
         except WorkerFailed as exc:
             failures.append(exc.failure)
+
+
+def _step(
+    transport: SocketTransport | ActorTransport,
+    per_group: Sequence[Any] | Broadcast,
+    meanwhile: Callable[[], None] | None,
+) -> tuple[list[tuple[Any, Any]], RoundTiming]:
+    """One round: send, the caller's own work meanwhile (its failure is reported first), collect."""
+    transport.send(per_group)
+    t0 = time.perf_counter()
+    failures: list[Failure] = []
+    _run_meanwhile(meanwhile, failures)
+    hosted = time.perf_counter() - t0
+    try:
+        parts, timing = transport.collect()
+    except WorkerFailed as exc:
+        failures.append(exc.failure)
+    if failures:
+        raise WorkerFailed(failures[0])
+    timing.hosted_s = hosted
+    return parts, timing
+
+
+def _messages(per_group: Sequence[Any] | Broadcast, n: int) -> list[Any]:
+    """One message per process: `per_group` itself, or the broadcast value n times."""
+    return [per_group.value] * n if isinstance(per_group, Broadcast) else list(per_group)
 
 
 def _owned(failure: Failure, group: Sequence[int]) -> Failure:
@@ -59,6 +89,8 @@ class SocketTransport:
         from .shm_channel import ShmChannelClient
 
         self.groups = [list(g) for g in groups]
+        self.writer = FrameWriter()  # one for every channel: a broadcast is encoded once
+        self._pending: deque[tuple[list[tuple[list[int], Any]], list[Failure], RoundTiming]] = deque()
         local = list(local) if local is not None else [False] * len(actors)
         opened = ray.get(
             [a.open_channel.remote("shm" if near else "tcp", spin_s) for a, near in zip(actors, local)],
@@ -76,33 +108,68 @@ class SocketTransport:
             self.close()
             raise
 
-    def step(
-        self, per_group: Sequence[Sequence[Any]], meanwhile: Callable[[], None] | None = None
-    ) -> list[tuple[list[Any], list[float]]]:
+    def send(self, per_group: Sequence[Any] | Broadcast) -> None:
+        """Send each process its message (every worker starts before any reply is awaited); `collect` reads the
+        replies. At most two sends may be outstanding (a pipelined round's two chain groups)."""
+        timing = RoundTiming()
         failures: list[Failure] = []
-        sent = []
-        for g, c, m in zip(self.groups, self.channels, per_group):
+        sent: list[tuple[list[int], Any]] = []
+        writer = self.writer
+        common = None
+        if not self.channels:  # every shard in the coordinator's process: nothing to send
+            self._pending.append((sent, failures, timing))
+            return
+        if isinstance(per_group, Broadcast):  # encoded once, the same bytes to every process
+            t0 = time.perf_counter()
+            common = writer.encode(per_group.value)
+            timing.encode_s = time.perf_counter() - t0
+        for k, (g, c) in enumerate(zip(self.groups, self.channels)):
+            t0 = time.perf_counter()
+            if common is None:  # sent before the next is encoded: the writer reuses its buffer per layout
+                assert not isinstance(per_group, Broadcast)
+                layout, payload = writer.encode(per_group[k])
+            else:
+                layout, payload = common
+            t1 = time.perf_counter()
             try:
-                c.send(m)  # every worker starts before any reply is awaited
+                c.send_frame(writer.head(c, layout, len(payload)), payload)
                 sent.append((g, c))
             except OSError as exc:
                 failures.append(lost(g, exc))
-        _run_meanwhile(meanwhile, failures)
+            timing.encode_s += t1 - t0
+            timing.send_s += time.perf_counter() - t1
+        self._pending.append((sent, failures, timing))
+
+    def collect(self) -> tuple[list[tuple[Any, Any]], RoundTiming]:
+        """The replies to the oldest outstanding `send`, one per process, and where its time went. Every channel it
+        went to is drained, even after a failure; then WorkerFailed for the first."""
+        sent, failures, timing = self._pending.popleft()
         parts = []
         for g, c in sent:
             try:
-                parts.append(c.receive())  # drain every channel, even after a failure
+                t = time.perf_counter()
+                c.wait()
+                t_in = time.perf_counter()
+                timing.wait_s += t_in - t
+                parts.append(c.receive())
+                timing.receive_s += time.perf_counter() - t_in
             except WorkerFailed as exc:
                 failures.append(_owned(exc.failure, g))
             except (OSError, ConnectionError, EOFError) as exc:
                 failures.append(lost(g, exc))
         if failures:
             raise WorkerFailed(failures[0])
-        return parts
+        return parts, timing
+
+    def step(
+        self, per_group: Sequence[Any] | Broadcast, meanwhile: Callable[[], None] | None = None
+    ) -> tuple[list[tuple[Any, Any]], RoundTiming]:
+        return _step(self, per_group, meanwhile)
 
     def close(self) -> None:
         for c in self.channels:
             c.close()
+            self.writer.forget(c)
         self.channels = []
 
 
@@ -113,15 +180,21 @@ class ActorTransport:
 
     def __init__(self, actors: Sequence[Any], groups: Sequence[Sequence[int]]) -> None:
         self.actors, self.groups = list(actors), [list(g) for g in groups]
+        self._pending: deque[tuple[list[Any], RoundTiming]] = deque()
 
-    def step(
-        self, per_group: Sequence[Sequence[Any]], meanwhile: Callable[[], None] | None = None
-    ) -> list[tuple[list[Any], list[float]]]:
+    def send(self, per_group: Sequence[Any] | Broadcast) -> None:
+        timing = RoundTiming()
+        t0 = time.perf_counter()
+        refs = [a.step.remote(m) for a, m in zip(self.actors, _messages(per_group, len(self.actors)))]
+        timing.send_s = time.perf_counter() - t0  # Ray pickles each call's arguments as it sends them
+        self._pending.append((refs, timing))
+
+    def collect(self) -> tuple[list[tuple[Any, Any]], RoundTiming]:
         import ray
 
-        refs = [a.step.remote(m) for a, m in zip(self.actors, per_group)]
+        refs, timing = self._pending.popleft()
+        t0 = time.perf_counter()
         failures: list[Failure] = []
-        _run_meanwhile(meanwhile, failures)
         parts = []
         for g, ref in zip(self.groups, refs):
             try:
@@ -135,9 +208,15 @@ class ActorTransport:
                 )
             except ray.exceptions.RayError as exc:  # the actor died (its process, or its node)
                 failures.append(lost(g, exc))
+        timing.wait_s = time.perf_counter() - t0
         if failures:
             raise WorkerFailed(failures[0])
-        return parts
+        return parts, timing
+
+    def step(
+        self, per_group: Sequence[Any] | Broadcast, meanwhile: Callable[[], None] | None = None
+    ) -> tuple[list[tuple[Any, Any]], RoundTiming]:
+        return _step(self, per_group, meanwhile)
 
     def close(self) -> None:
         pass

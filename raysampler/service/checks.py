@@ -16,21 +16,27 @@ from .. import evaluation
 from ..errors import ArgumentError, WorkerFailed
 from ..evaluation import DrawsArg
 from ..grants import DataGrants
-from ..models import get_model
 from ..models.contract import Model
+from ..predictive import PpcHistogram, PpcStat
 from ..result import Result
 from ..shards import ShardSet, shard
 from .drawfiles import DrawFiles
-from .errors import FieldError, StateConflict
+from .errors import FieldError, NotFound, StateConflict
 from .records import RunRecord
 from .results import stored_result
 from .schemas import (
     Comparison,
     ComparisonRowInfo,
     DataRef,
+    EffectsTable,
     EvaluateRequest,
     Evaluation,
     LooInfo,
+    MatchedRowInfo,
+    PpcDensityInfo,
+    PpcHistogramInfo,
+    PpcInfo,
+    PpcStatInfo,
     Prediction,
     PredictRequest,
     ReliabilityBinInfo,
@@ -58,7 +64,7 @@ def bound_model(rec: RunRecord) -> Model:
     """The run's model bound to its data as at setup; StateConflict before the run has set up or stored a draw."""
     if rec.draws_stored < 1 or rec.data_spec is None:
         raise StateConflict(f"run {rec.id} has no draws yet ({rec.status.value}): checks need posterior draws")
-    return get_model(rec.spec.model.family, **rec.spec.model.params()).bind(rec.data_spec)
+    return rec.spec.model.engine_model().bind(rec.data_spec)
 
 
 def fitted(rec: RunRecord, ctx: Context, with_data: bool = True) -> Result:
@@ -69,7 +75,7 @@ def fitted(rec: RunRecord, ctx: Context, with_data: bool = True) -> Result:
     if with_data:
         try:
             if rec.spec.data.shards is not None:
-                data = shard(site_shards(rec.spec.data, rec.tenant, ctx.grants))
+                data = shard(site_shards(rec.spec.data, rec.tenant, ctx.grants, rec.spec.model.formula is not None))
             else:
                 data = build(rec.spec, rec.tenant, ctx.store, ctx.executor, ctx.grants).shards
         except FieldError as exc:
@@ -93,6 +99,14 @@ def _field(exc: ArgumentError, rename: dict[Any, tuple[str | int, ...]]) -> Fiel
 # --- predictions -------------------------------------------------------------------------------------------------
 
 
+def known_dataset(dataset_id: str, loc: tuple[str | int, ...], tenant: str, ctx: Context) -> None:
+    """NotFound (404) naming the body field `loc` when the tenant has no uploaded data set `dataset_id` (another
+    tenant's is never found), as an unknown id in a path is."""
+    if ctx.store.get_dataset(tenant, dataset_id) is None:
+        where = ".".join(str(p) for p in loc)
+        raise NotFound(f"{where}: no data set {dataset_id!r} (upload it with POST /v1/datasets)")
+
+
 def predict(rec: RunRecord, req: PredictRequest, ctx: Context) -> Prediction:
     """The posterior predictive at the request's rows (inline or an uploaded data set of the tenant)."""
     model = bound_model(rec)
@@ -108,6 +122,7 @@ def predict(rec: RunRecord, req: PredictRequest, ctx: Context) -> Prediction:
         where: tuple[str | int, ...] = ("rows",)
     else:
         assert req.dataset_id is not None
+        known_dataset(req.dataset_id, ("dataset_id",), rec.tenant, ctx)
         try:
             table = load_data_ref(DataRef(dataset_id=req.dataset_id), rec.tenant, ctx.store)
         except SpecError as exc:
@@ -159,7 +174,9 @@ def heldout_shards(data: DataRef, rec: RunRecord, ctx: Context) -> ShardSet:
     if data.shards is not None:
         if ctx.executor != "ray":
             raise FieldError(("data", "shards"), "shards on sites need the service to run on Ray (executor 'ray')")
-        return shard(site_shards(data, rec.tenant, ctx.grants))
+        return shard(site_shards(data, rec.tenant, ctx.grants, rec.spec.model.formula is not None))
+    if data.dataset_id is not None:
+        known_dataset(data.dataset_id, ("data", "dataset_id"), rec.tenant, ctx)
     try:
         table = load_data_ref(data, rec.tenant, ctx.store)
     except SpecError as exc:
@@ -209,13 +226,14 @@ def evaluate(rec: RunRecord, req: EvaluateRequest, ctx: Context) -> Evaluation:
 # --- PSIS-LOO and comparison ---------------------------------------------------------------------------------------
 
 
-def loo(rec: RunRecord, draws: DrawsArg, ctx: Context) -> LooInfo:
-    """PSIS-LOO of the run on the rows it was fitted on, computed where they are."""
+def loo(rec: RunRecord, draws: DrawsArg, ctx: Context, moment_match: bool = False) -> LooInfo:
+    """PSIS-LOO of the run on the rows it was fitted on, computed where they are (moment matching of its rows with
+    k ≥ 0.7 when asked)."""
     res = fitted(rec, ctx)
     try:
-        lo = evaluation.loo(res, draws=draws)
+        lo = evaluation.loo(res, draws=draws, moment_match=moment_match)
     except ArgumentError as exc:
-        raise _field(exc, {"draws": ("query", "draws")}) from None
+        raise _field(exc, {"draws": ("query", "draws"), "moment_match": ("query", "moment_match")}) from None
     except WorkerFailed as exc:
         raise StateConflict(f"run {rec.id}'s data could not be read: {exc.failure.message}") from None
     return LooInfo(
@@ -227,14 +245,75 @@ def loo(rec: RunRecord, draws: DrawsArg, ctx: Context) -> LooInfo:
         n_samples=int(lo.n_samples),
         good_k=float(lo.good_k),
         warning=bool(lo.warning),
+        k_flat=int(lo.k_flat),
         k_ok=int(lo.k_ok),
         k_high=int(lo.k_high),
+        flat_span=float(lo.flat_span),
         high_k_rows=[RowRefInfo(**dataclasses.asdict(r)) for r in lo.high_k_rows],
+        moment_matched=None if lo.moment_matched is None else [_matched(m) for m in lo.moment_matched],
     )
 
 
-def compare(recs: Sequence[RunRecord], draws: DrawsArg, ctx: Context) -> Comparison:
-    """Rank runs fitted on the same rows by PSIS-LOO elpd (paired SE of the differences, computed at the shards)."""
+def _matched(m: evaluation.MatchedRow) -> MatchedRowInfo:
+    return MatchedRowInfo(
+        row=RowRefInfo(**dataclasses.asdict(m.ref)),
+        k_psis=_finite(m.k_psis),
+        k_after=_finite(m.k_after),
+        elpd_psis=_finite(m.elpd_psis),
+        elpd_after=_finite(m.elpd_after),
+        mcse_after=_finite(m.mcse_after),
+        maps=m.maps,
+        used=m.used,
+    )
+
+
+def ppc(
+    rec: RunRecord, kind: str, stat: str, draws: DrawsArg | None, bins: int | None, seed: int, ctx: Context
+) -> PpcInfo:
+    """A posterior predictive check on the rows the run was fitted on: replicated data drawn at the shards, only
+    bin counts and sums back (`evaluation.pp_check`)."""
+    res = fitted(rec, ctx)
+    try:
+        check = evaluation.pp_check(res, kind, stat, draws=draws, bins=bins, seed=seed)  # type: ignore[arg-type]
+    except ArgumentError as exc:
+        raise _field(exc, {k: ("query", k) for k in ("kind", "stat", "draws", "bins", "seed")}) from None
+    except WorkerFailed as exc:
+        raise StateConflict(f"run {rec.id}'s data could not be read: {exc.failure.message}") from None
+    if isinstance(check, PpcStat):
+        return PpcStatInfo(
+            run_id=rec.id,
+            kind="stat",
+            n=check.n,
+            stat=check.stat,  # type: ignore[arg-type]
+            observed=_finite(check.observed),
+            replicated=[_finite(float(v)) for v in check.replicated],
+            p_value=check.p_value,
+        )
+    if isinstance(check, PpcHistogram):
+        return PpcHistogramInfo(
+            run_id=rec.id,
+            kind="hist",
+            n=check.n,
+            edges=check.edges.tolist(),
+            observed=check.observed.tolist(),
+            replicated=check.replicated.tolist(),
+        )
+    return PpcDensityInfo(
+        run_id=rec.id,
+        kind="dens",
+        n=check.n,
+        grid=check.grid.tolist(),
+        bandwidth=check.bandwidth.tolist(),
+        observed=check.observed.tolist(),
+        replicated=check.replicated.tolist(),
+    )
+
+
+def compare(
+    recs: Sequence[RunRecord], draws: DrawsArg, ctx: Context, method: evaluation.WeightMethod = "pseudo-bma"
+) -> Comparison:
+    """Rank runs fitted on the same rows by PSIS-LOO elpd (paired SE of the differences, computed at the shards),
+    weighed by pseudo-BMA or stacking."""
     results = {}
     for i, rec in enumerate(recs):
         try:
@@ -242,7 +321,7 @@ def compare(recs: Sequence[RunRecord], draws: DrawsArg, ctx: Context) -> Compari
         except StateConflict as exc:
             raise FieldError(("runs", i), str(exc)) from None
     try:
-        comp = evaluation.compare(results, draws=draws)
+        comp = evaluation.compare(results, draws=draws, method=method)
     except ArgumentError as exc:
         if exc.path[:1] == ("results",) and len(exc.path) > 1:
             which = exc.path[1]
@@ -263,7 +342,8 @@ def compare(recs: Sequence[RunRecord], draws: DrawsArg, ctx: Context) -> Compari
                 warning=r.warning,
             )
             for r in comp.rows
-        ]
+        ],
+        method=comp.method,
     )
 
 
@@ -278,3 +358,37 @@ def export_result(rec: RunRecord, ctx: Context) -> Result:
     except StateConflict:
         res = stored_result(rec, ctx.files)
         return dataclasses.replace(res, spec=rec.spec.model_dump_json(), seed=rec.spec.seed)
+
+
+# --- brms-style summaries ----------------------------------------------------------------------------------------
+
+
+def effects(rec: RunRecord, kind: str, probs: tuple[float, float], ctx: Context) -> EffectsTable:
+    """fixef, ranef, coef or the prior summary of the run's stored draws (no data needed: draws and the spec)."""
+    from .. import effects as fx
+
+    res = fitted(rec, ctx, with_data=False)
+    try:
+        if kind == "prior":
+            tables = {"": fx.prior_summary(res.model)}
+        elif kind == "fixef":
+            tables = {"": fx.fixef(res, probs)}
+        else:
+            tables = dict((fx.ranef if kind == "ranef" else fx.coef)(res, True, probs))
+    except ArgumentError as exc:
+        raise _field(exc, {"probs": ("query", "probs")}) from None
+    except ValueError as exc:
+        raise StateConflict(f"run {rec.id}: {exc}") from None
+    rows: list[dict[str, str | float | list[str] | None]] = []
+    columns: list[str] = []
+    for group, table in tables.items():
+        columns = [str(c) for c in table.columns]
+        for idx, row in table.iterrows():
+            out: dict[str, Any] = {"index": [str(i) for i in idx] if isinstance(idx, tuple) else [str(idx)]}
+            if group:
+                out["group"] = group
+            for c in columns:
+                v = row[c]
+                out[c] = v if isinstance(v, str) else _finite(float(v))
+            rows.append(out)
+    return EffectsTable(run_id=rec.id, kind=kind, columns=columns, rows=rows)  # type: ignore[arg-type]

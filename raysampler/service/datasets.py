@@ -1,19 +1,22 @@
-"""Uploaded data sets: ids, where their files live, and turning an upload (.npz, .csv or .parquet) into a stored
-(X, y) that runs reference by id. The format is read from the file's first bytes, not from its name.
+"""Uploaded data sets: ids, where their files live (<storage>/datasets/<tenant>/<id>.npz, on the data dir or the
+service's object storage, so that every replica reads them), and turning an upload (.npz, .csv or .parquet) into a
+stored (X, y) that runs reference by id. The format is read from the file's first bytes, not from its name.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import secrets
 import tempfile
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
 
-from ..shards import read_table
+from ..shards import DataTable, read_table
+from ..storage import Storage, read_location, remove_location
+from .backends import file_storage
 from .errors import FieldError, NotFound, TooLarge
 from .records import DatasetRecord
 from .settings import Settings
@@ -28,8 +31,17 @@ def new_dataset_id() -> str:
     return "ds-" + secrets.token_hex(8)
 
 
-def dataset_path(settings: Settings, tenant: str, dataset_id: str) -> Path:
-    return settings.datasets_dir / tenant / f"{dataset_id}.npz"
+def dataset_storage(settings: Settings) -> Storage:
+    """Where uploaded data sets live: datasets/ below the service's storage (a folder per tenant)."""
+    return file_storage(settings).child("datasets")
+
+
+def load_dataset(rec: DatasetRecord) -> DataTable:
+    """X, y, the column names (when the upload had them) and the text columns' labels of a stored data set."""
+    with np.load(io.BytesIO(read_location(rec.path))) as z:
+        levels = {str(a[0]): tuple(str(v) for v in a[1:]) for k in z.files if k.startswith("levels_") for a in [z[k]]}
+        columns = tuple(str(c) for c in z["columns"]) if "columns" in z.files else None
+        return DataTable(z["X"], z["y"], columns, levels or None)
 
 
 def sniff_suffix(head: bytes) -> str:
@@ -89,22 +101,23 @@ def store_upload(
         if admit is not None:
             admit(int(X.nbytes + y.nbytes))
         dataset_id = new_dataset_id()
-        path = dataset_path(settings, tenant, dataset_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        buf = io.BytesIO()
         arrays: dict[str, Any] = {"X": X, "y": y}
         if columns is not None:  # kept so that runs name their parameters after the columns
             arrays["columns"] = np.array(columns, dtype=str)
         for k, (col, labels) in enumerate((table.levels or {}).items()):  # text columns' labels (X holds codes)
             arrays[f"levels_{k}"] = np.array([col, *labels], dtype=str)
-        np.savez(path, **arrays)
+        np.savez(buf, **arrays)
+        where = dataset_storage(settings).child(tenant)
+        where.write(f"{dataset_id}.npz", buf.getvalue())
         return store.add_dataset(
             tenant,
             dataset_id,
             name or filename or dataset_id,
             int(X.shape[0]),
             int(X.shape[1]),
-            os.path.getsize(path),
-            path,
+            len(buf.getvalue()),
+            where.location_of(f"{dataset_id}.npz"),
         )
     finally:
         os.unlink(tmp_name)
@@ -121,4 +134,4 @@ def delete_dataset(store: RecordStore, tenant: str, dataset_id: str) -> None:
     """Forget the data set and remove its file (runs that used it keep their draws)."""
     rec = get_dataset(store, tenant, dataset_id)
     store.delete_dataset(tenant, dataset_id)
-    rec.path.unlink(missing_ok=True)
+    remove_location(rec.path)

@@ -2,19 +2,24 @@
 checkpoint, log events, honour cancel requests, and carry runs through failures: a lost worker, node or
 coordinator is recovered inside the run; after a restart of the service, runs that were RUNNING resume from their
 checkpoints and PENDING ones are queued again; a FAILED or CANCELLED run resumes on request.
+
+Replicas. Several service processes may share one database and one storage. Each drives a run only while it holds
+the run's lease (`RecordStore.acquire_lease`), renewed every third of RAYSAMPLER_LEASE_S by a keeper thread that
+also looks for runs nobody drives (PENDING ones, and RUNNING ones whose driver let its lease expire: it died) and
+takes them, resuming a RUNNING one from its last checkpoint. Every write of the driver carries its lease: database
+writes are conditional on its epoch, draw files and checkpoints carry the epoch in their names and pass a fence, so a
+replica that lost its lease can no longer change what anyone reads (`raysampler.checkpoints`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import secrets
 import threading
 import time
 from collections import OrderedDict, deque
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -37,15 +42,16 @@ from ..wire import (
     WarningEvent,
     WorkerLostEvent,
 )
+from .datasets import dataset_storage
 from .drawfiles import DrawFiles
 from .errors import AccessDenied, NotFound, QuotaExceeded, StateConflict
 from .metrics import LiveRun, Metrics
-from .records import RunFields, RunRecord
+from .records import Lease, RunFields, RunRecord
 from .results import MIN_SUMMARY_DRAWS, progress_fraction, summary_of
 from .schemas import DiagnosticsInfo, FailureInfo, RunSpec, WorkerStats
 from .settings import Settings
 from .specs import SpecError, build, run_options, spec_hash
-from .store import ActiveLimit, Conflict, RecordStore
+from .store import ActiveLimit, Conflict, LeaseLost, RecordStore
 from .summaries import DEFAULT_CI_PROB, SummaryCache, import_statistics
 
 log = logging.getLogger("raysampler.service")
@@ -76,9 +82,12 @@ class FairQueue:
         self._stops = 0
 
     def put(self, tenant: str, run_id: str) -> None:
+        """Queue a run (once: a run already waiting keeps its place)."""
         with self._ready:
-            self._tenants.setdefault(tenant, deque()).append(run_id)
-            self._ready.notify()
+            waiting = self._tenants.setdefault(tenant, deque())
+            if run_id not in waiting:
+                waiting.append(run_id)
+                self._ready.notify()
 
     def stop_one(self) -> None:
         """Make one waiting `get` return None (an executor thread's signal to end)."""
@@ -121,6 +130,25 @@ class _Sampled:
     cancelled: bool
 
 
+@dataclass
+class _Drive:
+    """A run this replica drives: its record as picked up, its lease, its cancel signal, and until when (this
+    process's monotonic clock) the lease surely holds without another renewal."""
+
+    rec: RunRecord
+    lease: Lease
+    cancel: threading.Event
+    valid_until: float
+    lost: threading.Event = field(default_factory=threading.Event)
+
+    def fence(self) -> None:
+        """Raise LeaseLost unless the lease surely still holds (called before every write of draws or checkpoints:
+        a replica that stopped renewing writes nothing once another one may have taken the run)."""
+        if self.lost.is_set() or time.monotonic() > self.valid_until:
+            self.lost.set()
+            raise LeaseLost(self.lease)
+
+
 class RunManager:
     """Queues and executes runs; the only writer of run progress, draws and events."""
 
@@ -129,8 +157,10 @@ class RunManager:
     ) -> None:
         self.store, self.files, self.settings, self.metrics = store, files, settings, metrics
         self.grants = settings.grants()  # malformed grants refuse to start, naming the entry
+        self.replica = settings.replica  # this process's name in run leases
         self._queue = FairQueue()
         self._cancel: dict[tuple[str, str], threading.Event] = {}
+        self._drives: dict[tuple[str, str], _Drive | None] = {}  # runs driven here (None: acquiring the lease)
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()
@@ -157,19 +187,17 @@ class RunManager:
                 object_store_bytes=self.settings.object_store_bytes,
             )
         threading.Thread(target=import_statistics, name="raysampler-import-statistics", daemon=True).start()
-        for rec in self.store.runs_with_status([RunStatus.RUNNING]):  # the service stopped while they ran
-            self.store.transition(
-                rec.tenant, rec.id, (RunStatus.RUNNING,), event=StatusEvent(RunStatus.PENDING), status=RunStatus.PENDING
-            )
-        for rec in self.store.runs_with_status([RunStatus.PENDING]):
-            self._enqueue(rec.tenant, rec.id)
+        self._scan()  # runs of an earlier process of this replica, runs nobody drives, runs left PENDING
         for k in range(self.settings.max_concurrent_runs):
             t = threading.Thread(target=self._loop, name=f"raysampler-run-{k}", daemon=True)
             t.start()
             self._threads.append(t)
+        self._keeper = threading.Thread(target=self._keep, name="raysampler-lease-keeper", daemon=True)
+        self._keeper.start()
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Stop sampling (runs in progress end FAILED, draws kept) and join the executor threads."""
+        """Stop sampling and join the executor threads. Runs in progress stay RUNNING with their draws and
+        checkpoints, and their leases are given up: another replica (or this one's next start) resumes them."""
         self._stopping.set()
         with self._lock:
             for ev in self._cancel.values():
@@ -178,6 +206,9 @@ class RunManager:
             self._queue.stop_one()
         for t in self._threads:
             t.join(timeout)
+        keeper = getattr(self, "_keeper", None)
+        if keeper is not None:
+            keeper.join(timeout)
 
     def queue_order(self) -> list[tuple[str, str]]:
         """The runs waiting to sample, (tenant, run id) in the order they will start."""
@@ -185,7 +216,49 @@ class RunManager:
 
     def stored_bytes(self, tenant: str) -> int:
         """What the tenant stores: draws, checkpoints and uploaded data sets."""
-        return _bytes_under(self.files.root / tenant) + _bytes_under(self.settings.datasets_dir / tenant)
+        return self.files.tenant_bytes(tenant) + dataset_storage(self.settings).child(tenant).size_bytes()
+
+    # --- leases -----------------------------------------------------------------------------------------------
+
+    def _keep(self) -> None:
+        """The keeper: every third of the lease time, renew the leases of the runs driven here, pass on cancel
+        requests made through other replicas, and take up runs nobody drives."""
+        period = self.settings.lease_s / 3
+        while not self._stopping.wait(period):
+            try:
+                self._renew()
+                self._scan()
+            except Exception:  # the database is unreachable for now: leases lapse, their fences stop the writes
+                log.exception("lease keeping failed; retrying in %.1f s", period)
+
+    def _renew(self) -> None:
+        with self._lock:
+            drives = [d for d in self._drives.values() if d is not None]
+        for d in drives:
+            t0 = time.monotonic()
+            if self.store.renew_lease(d.lease, self.settings.lease_s):
+                d.valid_until = t0 + self.settings.lease_s * 0.9
+            else:
+                log.warning("run %s/%s: its lease was taken over by another replica", d.rec.tenant, d.rec.id)
+                d.lost.set()
+                d.cancel.set()
+        asked = self.store.cancel_requested([d.rec.key for d in drives])
+        for d in drives:
+            if d.rec.key in asked:
+                d.cancel.set()
+
+    def _scan(self) -> None:
+        """Queue the runs this replica may drive: PENDING ones, RUNNING ones whose lease expired (their replica
+        died) and those an earlier process of this replica held (it was restarted)."""
+        if self._stopping.is_set():
+            return
+        for rec in self.store.runs_to_drive(self.replica):
+            with self._lock:
+                if (rec.tenant, rec.id) in self._drives:
+                    continue
+            if rec.status == RunStatus.PENDING and rec.cancel_requested:
+                continue  # its cancel makes it CANCELLED
+            self._enqueue(rec.tenant, rec.id)
 
     # --- requests ---------------------------------------------------------------------------------------------
 
@@ -345,7 +418,7 @@ class RunManager:
             stop_reason=None,
         ):
             raise StateConflict(f"run {run_id} changed state meanwhile; try again")
-        self.summaries.invalidate(tenant, run_id, self.files.run_dir(tenant, run_id))
+        self.summaries.invalidate(tenant, run_id, self.files.directory(tenant, run_id))
         self._enqueue(tenant, run_id)
         return self.get(tenant, run_id)
 
@@ -377,7 +450,7 @@ class RunManager:
 
     def _enqueue(self, tenant: str, run_id: str) -> None:
         with self._lock:
-            self._cancel[(tenant, run_id)] = threading.Event()
+            self._cancel.setdefault((tenant, run_id), threading.Event())
         self._queue.put(tenant, run_id)
 
     def _loop(self) -> None:
@@ -388,43 +461,81 @@ class RunManager:
             tenant, run_id = item
             try:
                 self._execute(tenant, run_id)
-            except Exception as exc:  # never lose the thread; the run is marked FAILED with the reason
-                log.exception("run %s/%s crashed", tenant, run_id)
-                rec = self.store.get_run(tenant, run_id)
-                if rec is not None and not rec.status.is_terminal:
-                    self._finish(rec, RunStatus.FAILED, error=f"internal error: {exc!r}")
             finally:
                 with self._lock:
-                    self._cancel.pop((tenant, run_id), None)
+                    if (tenant, run_id) not in self._drives:  # else another thread drives it: its cancel stays
+                        self._cancel.pop((tenant, run_id), None)
 
     def _execute(self, tenant: str, run_id: str) -> None:
-        """Claim a queued run, start it on the engine, sample to the end (or a cancel), and record how it ended."""
-        rec = self.store.get_run(tenant, run_id)
-        if rec is None or rec.status != RunStatus.PENDING or rec.cancel_requested:
-            return
+        """Take the run's lease (unless another replica drives it), then drive it; give the lease up at the end."""
+        key = (tenant, run_id)
         with self._lock:
-            cancel = self._cancel.setdefault((tenant, run_id), threading.Event())
-        if not self._mark_running(rec):
+            if key in self._drives:
+                return  # driven here already
+            self._drives[key] = None
+        try:
+            rec = self.store.get_run(tenant, run_id)
+            if rec is None or rec.status not in _ACTIVE or (rec.status == RunStatus.PENDING and rec.cancel_requested):
+                return
+            t0 = time.monotonic()
+            lease = self.store.acquire_lease(tenant, run_id, self.replica, self.settings.lease_s)
+            if lease is None:
+                return  # another replica drives it
+            with self._lock:
+                cancel = self._cancel.setdefault(key, threading.Event())
+                drive = self._drives[key] = _Drive(rec, lease, cancel, t0 + self.settings.lease_s * 0.9)
+            try:
+                self._drive(drive)
+            except LeaseLost:
+                log.warning("run %s/%s: stopped driving it, its lease is lost to another replica", tenant, run_id)
+            except Exception as exc:  # never lose the thread; the run is marked FAILED with the reason
+                log.exception("run %s/%s crashed", tenant, run_id)
+                try:
+                    now = self.store.get_run(tenant, run_id)
+                    if now is not None and not now.status.is_terminal:
+                        self._finish(drive, RunStatus.FAILED, error=f"internal error: {exc!r}")
+                except LeaseLost:
+                    pass
+            finally:
+                if not drive.lost.is_set():
+                    self.store.release_lease(lease)
+        finally:
+            with self._lock:
+                self._drives.pop(key, None)
+
+    def _drive(self, d: _Drive) -> None:
+        """Start the run on the engine (PENDING: from the start; RUNNING: taken over from its last checkpoint),
+        sample to the end (or a cancel), and record how it ended; every write carries the lease."""
+        rec = self.store.get_run(d.rec.tenant, d.rec.id)
+        if rec is None:
+            return
+        d.rec = rec
+        if rec.cancel_requested:
+            d.cancel.set()
+        if rec.status == RunStatus.PENDING and not self._mark_running(d):
             return  # cancelled (or deleted) in between
-        started = self._start_engine(rec, cancel)
+        if rec.status == RunStatus.RUNNING:
+            log.info("run %s/%s: taken over by %s (lease epoch %d)", rec.tenant, rec.id, self.replica, d.lease.epoch)
+        started = self._start_engine(d)
         if started is None:
             return
         run, t0 = started
+        tenant, run_id = rec.tenant, rec.id
         key, live = (tenant, run_id), LiveRun(tenant, run_id, restarts=self.get(tenant, run_id).restarts)
         with self._lock:
             self._live[key] = live
         try:
             with run:
-                timings = self._record_setup(rec, run)
-                sampled = _Sampled(0, True) if cancel.is_set() else self._sample(rec, run, cancel, timings)
-                self._record_final_stats(rec, run, timings, t0)
-                warnings = self._warnings(rec, run, sampled)
+                timings = self._record_setup(d, run)
+                sampled = _Sampled(0, True) if d.cancel.is_set() else self._sample(d, run, timings)
+                self._record_final_stats(d, run, timings, t0)
+                warnings = self._warnings(d, run, sampled)
         finally:
             with self._lock:
                 self._live.pop(key, None)
         for w in warnings:
-            self.store.add_event(rec.key, WarningEvent(w))
-        self._conclude(rec, run, sampled, warnings)
+            self.store.add_event(rec.key, WarningEvent(w), lease=d.lease)
+        self._conclude(d, run, sampled, warnings)
         self._summarise_final(tenant, run_id)
 
     def _summarise_final(self, tenant: str, run_id: str) -> None:
@@ -439,36 +550,35 @@ class RunManager:
         except Exception:  # a request computes it again; the run's outcome stands
             log.exception("summary of run %s/%s failed", tenant, run_id)
 
-    def _mark_running(self, rec: RunRecord) -> bool:
+    def _mark_running(self, d: _Drive) -> bool:
         """PENDING → RUNNING, atomically (False if a cancel or delete came first)."""
         return self.store.transition(
-            rec.tenant,
-            rec.id,
+            d.rec.tenant,
+            d.rec.id,
             (RunStatus.PENDING,),
             event=StatusEvent(RunStatus.RUNNING),
+            lease=d.lease,
             status=RunStatus.RUNNING,
             started_at=time.time(),
         )
 
-    def _start_engine(self, rec: RunRecord, cancel: threading.Event) -> tuple[Run, float] | None:
+    def _start_engine(self, d: _Drive) -> tuple[Run, float] | None:
         """The started engine run and its start time, or None after marking the run FAILED with the reason (or
         CANCELLED: a cancel during the set-up stops it where it is — data loaded, processes starting, tuning).
 
-        A run with a checkpoint (the service restarted during it, a lost worker could not be recovered in place,
-        or a resume was asked for) continues from it: draw files past it are dropped and written again, exactly.
-        A checkpoint that cannot be used fails the run with the reason — it never restarts from round 0 over
-        stored draws."""
-        spec, directory = rec.spec, self.files.directory(rec.tenant, rec.id)
-        state = None
+        A run with a checkpoint (the service restarted during it, its replica died, a lost worker could not be
+        recovered in place, or a resume was asked for) continues from it: draw files past it are dropped and written
+        again, exactly. A checkpoint that cannot be used fails the run with the reason — it never restarts from
+        round 0 over stored draws."""
+        rec, cancel = d.rec, d.cancel
+        spec, directory = rec.spec, self.files.writer(rec.tenant, rec.id, d.lease.epoch, d.fence)
         try:
-            if directory.has_checkpoint():
-                state = directory.load_checkpoint()
-                directory.drop_from(state.draws_kept)
-            elif rec.draws_stored:
+            state = directory.rollback()
+            if state is None and rec.draws_stored:
                 raise CheckpointError(f"{rec.draws_stored} draws per chain are stored but their checkpoint is missing")
         except CheckpointError as exc:
             self._finish(
-                rec,
+                d,
                 RunStatus.FAILED,
                 failure=Failure(FailureKind.CHECKPOINT, str(exc)),
                 error=f"cannot resume: {exc}; the {rec.draws_stored} stored draws per chain are kept",
@@ -483,38 +593,46 @@ class RunManager:
                 executor=Executor(self.settings.executor),
                 engine=self.settings,
                 keep_draws=False,
-                checkpoint_dir=directory.path,
-                on_event=lambda ev: self._engine_event(rec, ev),
+                checkpoint_dir=directory.location,
+                checkpoint_epoch=d.lease.epoch,
+                checkpoint_fence=d.fence,
+                on_event=lambda ev: self._engine_event(d, ev),
                 cancel=cancel,
             )
             run = Run(built.model, built.shards, built.algorithm, run_options(spec), execution, resume_from=state)
         except RunCancelled:
-            if not self._stopping.is_set():  # a shutdown leaves it RUNNING: the next start resumes it
-                self._finish(rec, RunStatus.CANCELLED)
+            if not self._stopping.is_set() and not d.lost.is_set():  # a shutdown leaves it RUNNING for a resume
+                self._finish(d, RunStatus.CANCELLED)
             return None
+        except LeaseLost:
+            raise
         except Exception as exc:
             failure = failure_of(exc) or (exc.failure if isinstance(exc, SamplingError) else None)
             if isinstance(exc, AccessDenied):  # a grant revoked since submit
                 failure = Failure(FailureKind.ACCESS, str(exc))
-            self._finish(rec, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}", failure=failure)
+            self._finish(d, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}", failure=failure)
             return None
         if state is not None:
             restarts = self.get(rec.tenant, rec.id).restarts + 1
             self.store.update_run(
                 rec.tenant,
                 rec.id,
+                lease=d.lease,
                 restarts=restarts,
                 draws_stored=state.draws_kept,
                 rounds_done=state.rounds_done,
                 checkpoint_round=state.rounds_done,
             )
-            self.store.add_event(rec.key, ResumedEvent(state.rounds_done, restarts))
+            self.store.add_event(rec.key, ResumedEvent(state.rounds_done, restarts), lease=d.lease)
         return run, t0
 
-    def _engine_event(self, rec: RunRecord, event: RunEvent) -> None:
+    def _engine_event(self, d: _Drive, event: RunEvent) -> None:
         """A lost worker and the run's own recovery from its checkpoint, as events and the restart count."""
+        rec = d.rec
         if event.kind == EventKind.WORKER_LOST and event.failure is not None:
-            self.store.add_event(rec.key, WorkerLostEvent(event.round, jsonable(event.failure.as_dict())))
+            self.store.add_event(
+                rec.key, WorkerLostEvent(event.round, jsonable(event.failure.as_dict())), lease=d.lease
+            )
             shard = event.failure.shard
             if shard is not None:
                 with self._lock:
@@ -523,18 +641,20 @@ class RunManager:
                         live.worker_lost[shard] = live.worker_lost.get(shard, 0) + 1
         elif event.kind == EventKind.RESUMED:
             restarts = self.get(rec.tenant, rec.id).restarts + 1
-            self.store.update_run(rec.tenant, rec.id, restarts=restarts, checkpoint_round=event.round)
-            self.store.add_event(rec.key, ResumedEvent(event.round, restarts))
+            self.store.update_run(rec.tenant, rec.id, lease=d.lease, restarts=restarts, checkpoint_round=event.round)
+            self.store.add_event(rec.key, ResumedEvent(event.round, restarts), lease=d.lease)
             self._update_live(rec, restarts=restarts)
 
-    def _record_setup(self, rec: RunRecord, run: Run) -> dict[str, float]:
+    def _record_setup(self, d: _Drive, run: Run) -> dict[str, float]:
         """Store the dimension, parameter names and set-up time; returns the run's timings so far."""
+        rec = d.rec
         names = list(run.setup.param_names)
         timings = {"setup_s": float(run.setup.setup_time_s)}
         workers = _workers(run.stats())
         self.store.update_run(
             rec.tenant,
             rec.id,
+            lease=d.lease,
             dim=len(names),
             param_names=names,
             timings=timings,
@@ -544,12 +664,13 @@ class RunManager:
             data_spec=run.setup.data_spec,
         )
         self._update_live(rec, workers=workers)
-        self.store.add_event(rec.key, SetupEvent(len(names), timings["setup_s"]))
+        self.store.add_event(rec.key, SetupEvent(len(names), timings["setup_s"]), lease=d.lease)
         return timings
 
-    def _sample(self, rec: RunRecord, run: Run, cancel: threading.Event, timings: dict[str, float]) -> _Sampled:
+    def _sample(self, d: _Drive, run: Run, timings: dict[str, float]) -> _Sampled:
         """Each chunk arrives already stored with its checkpoint (the run writes them); then raise the record's
         stored count and log progress; stop on a cancel."""
+        rec, cancel = d.rec, d.cancel
         t_stats = time.monotonic()
         checked = None  # the engine's last convergence check (num_rounds "auto") already recorded
         info = rec.diagnostics
@@ -577,7 +698,7 @@ class RunManager:
             if diag is not None and diag is not checked:  # the run checked convergence in this chunk
                 checked = diag
                 info = fields["diagnostics"] = DiagnosticsInfo.model_validate(diag.as_dict())
-            self.store.update_run(rec.tenant, rec.id, **fields)
+            self.store.update_run(rec.tenant, rec.id, lease=d.lease, **fields)
             fraction, basis = progress_fraction(
                 rec.spec, RunStatus.RUNNING, chunk.rounds_done, run.total_rounds, info if run.options.auto else None
             )
@@ -592,39 +713,43 @@ class RunManager:
                     None if info is None or not run.options.auto else info.min_ess_bulk,
                     None if info is None or not run.options.auto else info.max_rhat,
                 ),
+                lease=d.lease,
             )
             if cancel.is_set():
                 return _Sampled(run.draws_kept, True)
         return _Sampled(run.draws_kept, False)
 
-    def _record_final_stats(self, rec: RunRecord, run: Run, timings: dict[str, float], t0: float) -> None:
+    def _record_final_stats(self, d: _Drive, run: Run, timings: dict[str, float], t0: float) -> None:
         """The per-worker statistics and the sampling and wall times at the end."""
         stats = run.stats()
         timings.update(sampling_s=float(stats.sampling_time_s), wall_s=float(time.perf_counter() - t0))
-        self.store.update_run(rec.tenant, rec.id, workers=_workers(stats), timings=timings)
+        self.store.update_run(d.rec.tenant, d.rec.id, lease=d.lease, workers=_workers(stats), timings=timings)
 
-    def _warnings(self, rec: RunRecord, run: Run, sampled: _Sampled) -> list[str]:
+    def _warnings(self, d: _Drive, run: Run, sampled: _Sampled) -> list[str]:
         """The engine's warnings (time budget, max_rounds, balancing) and, for a run that sampled to its end, the
         convergence diagnostics of its stored draws against the ArviZ/Stan thresholds (also stored)."""
+        rec = d.rec
         notes = [str(w) for w in run.warnings() if w.kind not in _CONVERGENCE]
         if sampled.stored >= 4:
             diag = diagnose(self.files.read(rec.tenant, rec.id, 0, sampled.stored).transpose(1, 0, 2), FINAL_DRAWS)
             if diag is not None:
-                self.store.update_run(rec.tenant, rec.id, diagnostics=DiagnosticsInfo.model_validate(diag.as_dict()))
+                info = DiagnosticsInfo.model_validate(diag.as_dict())
+                self.store.update_run(rec.tenant, rec.id, lease=d.lease, diagnostics=info)
                 if not sampled.cancelled and run.failure is None:
                     notes += [str(w) for w in diag.warnings()]
         return notes
 
-    def _conclude(self, rec: RunRecord, run: Run, sampled: _Sampled, warnings: list[str]) -> None:
+    def _conclude(self, d: _Drive, run: Run, sampled: _Sampled, warnings: list[str]) -> None:
         """The final status: FAILED on an engine failure, CANCELLED on request, else SUCCEEDED; a run stopped by the
-        service shutting down stays RUNNING, and the next start resumes it from its checkpoint."""
-        if sampled.cancelled and self._stopping.is_set():  # stays RUNNING: the next start resumes it
+        service shutting down stays RUNNING, and the next start (or another replica) resumes it from its
+        checkpoint; a run whose lease was lost is left to the replica that holds it now."""
+        if sampled.cancelled and (self._stopping.is_set() or d.lost.is_set()):  # stays RUNNING: resumed elsewhere
             return
         if sampled.cancelled:
-            self._finish(rec, RunStatus.CANCELLED, warnings=warnings)
+            self._finish(d, RunStatus.CANCELLED, warnings=warnings)
         elif run.failure is not None:
             self._finish(
-                rec,
+                d,
                 RunStatus.FAILED,
                 warnings=warnings,
                 failure=run.failure,
@@ -632,11 +757,11 @@ class RunManager:
             )
         else:
             reason = None if run.stop_reason is None else _STOP_REASONS[run.stop_reason]
-            self._finish(rec, RunStatus.SUCCEEDED, warnings=warnings, stop_reason=reason)
+            self._finish(d, RunStatus.SUCCEEDED, warnings=warnings, stop_reason=reason)
 
     def _finish(
         self,
-        rec: RunRecord,
+        run: RunRecord | _Drive,
         status: RunStatus,
         error: str | None = None,
         warnings: list[str] | None = None,
@@ -645,14 +770,17 @@ class RunManager:
         stop_reason: RunStopReason | None = None,
     ) -> bool:
         """Move a run to its final status if it is still in `only_from` (atomically) with why it stopped (FAILED:
-        failed, CANCELLED: cancelled, SUCCEEDED: the engine's reason); log the status event."""
+        failed, CANCELLED: cancelled, SUCCEEDED: the engine's reason); log the status event. A `_Drive` writes
+        under its lease (LeaseLost if it is gone); a record (a cancel of a PENDING run) writes as any replica."""
+        rec, lease = (run.rec, run.lease) if isinstance(run, _Drive) else (run, None)
         reason = stop_reason or _STATUS_STOP_REASONS.get(status, RunStopReason.NUM_ROUNDS)
         fields: RunFields = {"status": status, "finished_at": time.time(), "error": error, "stop_reason": reason}
         if failure is not None:
             fields["failure"] = FailureInfo(**failure.as_dict())
         if warnings:  # after the submit's own warnings (planned size)
             fields["warnings"] = [*rec.warnings, *(w for w in warnings if w not in rec.warnings)]
-        done = self.store.transition(rec.tenant, rec.id, only_from, event=StatusEvent(status, error, reason), **fields)
+        event = StatusEvent(status, error, reason)
+        done = self.store.transition(rec.tenant, rec.id, only_from, event=event, lease=lease, **fields)
         if done and self.metrics is not None:
             self.metrics.finished.labels(status=status.value).inc()
         return done
@@ -685,18 +813,6 @@ def _workers(stats: RunStats) -> list[WorkerStats]:
             )
         )
     return out
-
-
-def _bytes_under(path: Path) -> int:
-    """Bytes of the files below `path` (0 if absent)."""
-    total = 0
-    for root, _, names in os.walk(path):
-        for name in names:
-            try:
-                total += os.stat(os.path.join(root, name)).st_size
-            except OSError:
-                pass  # removed meanwhile
-    return total
 
 
 def jsonable(value: Any, max_items: int = 64) -> Any:

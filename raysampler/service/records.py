@@ -1,4 +1,4 @@
-"""What the record store holds, as typed values: runs, their events, and uploaded data sets.
+"""What the record store holds, as typed values: runs, their events, uploaded data sets, and run leases.
 
 A `RunRecord` is a snapshot read from the store (immutable); changes go through `RecordStore.update_run` /
 `transition` with the fields named in `RunFields`.
@@ -8,14 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypedDict
 
 from ..models.base import DataSpec, ParamBlock
 from ..wire import RunStatus, RunStopReason
 from .schemas import DiagnosticsInfo, FailureInfo, RunSpec, WorkerStats
 
-__all__ = ["DatasetRecord", "EventRecord", "RunFields", "RunRecord", "RunStatus"]
+__all__ = ["DatasetRecord", "EventRecord", "Lease", "RunFields", "RunRecord", "RunStatus"]
 
 
 @dataclass(frozen=True)
@@ -52,6 +51,9 @@ class RunRecord:
     param_blocks: tuple[ParamBlock, ...] | None = None
     stop_reason: RunStopReason | None = None  # set when the run finishes
     data_spec: DataSpec | None = None  # what the run's model was bound to (known after setup)
+    lease_owner: str | None = None  # the replica driving the run (its lease), None when nobody does
+    lease_expires: float | None = None  # Unix time (the database's clock) the lease ends unless renewed
+    lease_epoch: int = 0  # grows with every acquisition of the lease: the fencing token of the driver's writes
 
 
 class RunFields(TypedDict, total=False):
@@ -91,7 +93,8 @@ class EventRecord:
 
 @dataclass(frozen=True)
 class DatasetRecord:
-    """An uploaded data set: its id and name, shape (n rows, d features), stored size and file."""
+    """An uploaded data set: its id and name, shape (n rows, d features), stored size and file (a path, or a URI on
+    the service's object storage)."""
 
     key: int
     tenant: str
@@ -100,5 +103,16 @@ class DatasetRecord:
     n: int
     d: int
     nbytes: int
-    path: Path
+    path: str
     created_at: float
+
+
+@dataclass(frozen=True)
+class Lease:
+    """The right of replica `owner` to drive run (tenant, run_id) (store key `run_key`), at fencing epoch `epoch`."""
+
+    run_key: int
+    tenant: str
+    run_id: str
+    owner: str
+    epoch: int

@@ -61,8 +61,8 @@ def summary_of(rec: RunRecord, files: DrawFiles, ci_prob: float, cache: SummaryC
 
     if cache is None:
         return compute()
-    run_dir = files.run_dir(rec.tenant, rec.id)
-    return cache.get(rec.tenant, rec.id, rec.draws_stored, ci_prob, run_dir, rec.status.is_terminal, compute)
+    directory = files.directory(rec.tenant, rec.id)
+    return cache.get(rec.tenant, rec.id, rec.draws_stored, ci_prob, directory, rec.status.is_terminal, compute)
 
 
 def stored_result(rec: RunRecord, files: DrawFiles) -> Result:

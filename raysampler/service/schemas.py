@@ -14,8 +14,11 @@ from .. import datasets as rs_datasets
 from .. import priors
 from ..algorithms import ALGORITHMS
 from ..models import FAMILIES, FAMILY_INFO, Family
+from ..models.formula import FORMULA_FAMILIES
 from ..models.groups import GroupEffects
+from ..objectstore import UnsafeKey, is_uri, parse_uri
 from ..options import AUTO_BURN_IN, AUTO_MAX_ROUNDS, DEFAULT_MAX_RHAT, DEFAULT_TARGET_ESS, RunOptions
+from ..predictive import PpcStatName
 from ..wire import RunStatus, RunStopReason
 
 SITE_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$"
@@ -253,10 +256,50 @@ class ModelSpec(BaseModel):
         "sampled on the worker holding its rows (the run's shards keep each group in one shard: see shard_by)",
     )
 
+    formula: str | None = Field(
+        default=None,
+        min_length=3,
+        max_length=4000,
+        description="a model written as a formula, brms' syntax ('y ~ x1 + C(region) + (1 + x1 | hospital)'): "
+        "family is then gaussian, bernoulli, poisson, binomial or negbinomial (or a built-in family's name), the "
+        "priors are coef_prior (b), sd_prior (the group sds), noise_prior (sigma) and dispersion_prior (phi), and "
+        "each site builds its design from its own rows (the data's files name no y or x columns)",
+        json_schema_extra={"x-families": list(FORMULA_FAMILIES)},
+    )
+    sd_prior: PositivePriorSpec | None = Field(default=None, description="with a formula: prior on each group sd")
+
     @field_validator("family")
     @classmethod
     def _known_family(cls, value: str) -> str:
-        return _one_of(value, MODEL_FAMILIES, "model family")
+        return _one_of(value, (*MODEL_FAMILIES, *FORMULA_FAMILIES), "model family")
+
+    @model_validator(mode="after")
+    def _formula_fields(self) -> ModelSpec:
+        if self.formula is None:
+            if self.family in FORMULA_FAMILIES and self.family not in MODEL_FAMILIES:
+                raise ValueError(f"model.family {self.family!r} is a formula's family: give model.formula too")
+            if self.sd_prior is not None:
+                raise ValueError("model.sd_prior goes with model.formula (else group_effects[i].sd_prior)")
+            return self
+        clash = [
+            n
+            for n in ("prior_scale", "noise_sd", "offset_column", "trials_column", "group_effects")
+            if getattr(self, n) is not None
+        ] + list(self.model_extra or {})
+        if clash:
+            raise ValueError(f"model.{clash[0]} does not go with model.formula: the formula says it")
+        return self
+
+    def engine_model(self) -> Any:
+        """The engine model this spec describes (unbound): the family with `params`, or the formula's model."""
+        from ..models import get_model
+        from ..models.formula import from_formula
+
+        if self.formula is None:
+            return get_model(self.family, **self.params())
+        kinds = {"b": self.coef_prior, "sd": self.sd_prior, "sigma": self.noise_prior, "phi": self.dispersion_prior}
+        priors = {k: v.to_prior() for k, v in kinds.items() if v is not None}
+        return from_formula(self.formula, self.family, priors)
 
     def arg_names(self) -> list[str]:
         """The engine model arguments this spec sets: the keys of `params`, without building any prior."""
@@ -270,6 +313,8 @@ class ModelSpec(BaseModel):
             for arg, field in (("offset", "offset_column"), ("trials", "trials_column"))
             if getattr(self, field) is not None
         ]
+        if self.formula is not None:  # the formula's own errors name it, its priors and its levels
+            named += ["formula", "priors", "levels"]
         return [*(self.model_extra or {}), *named]
 
     def params(self) -> dict[str, Any]:
@@ -292,13 +337,32 @@ class ModelSpec(BaseModel):
 
 
 class ShardRef(BaseModel):
-    """A shard file that stays on its site: only a worker on a node labelled raysampler.io/site=<site> reads it."""
+    """A shard that stays on its site: only a worker on a node labelled raysampler.io/site=<site> reads it, a file
+    there or an object the site reads with its own credentials."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
     path: str = Field(
-        min_length=1, max_length=4096, description="the file's path on the site's nodes (.parquet, .csv or .npz)"
+        min_length=1,
+        max_length=4096,
+        description="the file's path on the site's nodes (.parquet, .csv or .npz; a folder of parquet files ending in "
+        "'/'), or an object-storage URI the site reads (s3://, gs://, abfs://: a .parquet object or a prefix ending "
+        "in '/')",
     )
     site: str = Field(pattern=SITE_PATTERN, description="the raysampler.io/site label of the nodes holding it")
+
+    @field_validator("path")
+    @classmethod
+    def _uri_syntax(cls, value: str) -> str:
+        """A URI must be well formed (scheme, bucket, no credentials or query): a 422. Which keys lie in a grant is
+        the grant check's (a 403 that tells nothing about the object)."""
+        if is_uri(value):
+            try:
+                parse_uri(value)
+            except UnsafeKey:
+                pass
+            except ValueError as exc:
+                raise ValueError(f"the URI {exc}") from None
+        return value
 
 
 class DataRef(BaseModel):
@@ -495,6 +559,11 @@ class RunSpec(BaseModel):
             return self.shard_by
         if self.model.group_effects and self.shard_strategy is None:
             return self.model.group_effects[0].group
+        if self.model.formula is not None and self.shard_strategy is None:
+            from ..models.formula import read_formula
+
+            groups = read_formula(self.model.formula).groups
+            return groups[0][0] if groups else None
         return None
 
 
@@ -578,6 +647,10 @@ class RunInfo(BaseModel):
     stop_reason: RunStopReason | None = Field(
         None,
         description="why a finished run stopped: converged, num_rounds, time_budget, cancelled, max_rounds or failed",
+    )
+    replica: str | None = Field(
+        None,
+        description="the service replica driving the run (it holds the run's lease); None while no replica does",
     )
 
 
@@ -689,6 +762,62 @@ class RunSummary(BaseModel):
     rows: list[dict[str, str | float | None]] = Field(
         description='{"param": name} plus one value per column (null where not finite)'
     )
+
+
+class EffectsTable(BaseModel):
+    """brms-style summaries of a run's stored draws (`raysampler.effects`): kind "fixef" (the coefficients), "ranef"
+    (each group's effects), "coef" (each group's coefficients, fixed plus its effect) or "prior" (the prior on every
+    parameter); one row per coefficient, effect or prior: `index` names it (group label, effect or coefficient)."""
+
+    run_id: str
+    kind: Literal["fixef", "ranef", "coef", "prior"]
+    columns: list[str]
+    rows: list[dict[str, str | float | list[str] | None]] = Field(
+        description='{"group": grouping column (ranef, coef), "index": [label, ...]} plus one value per column'
+    )
+
+
+class PpcDensityInfo(BaseModel):
+    """A density overlay (`kind` "dens"): on `grid`, the observed y's density and each replicated data set's
+    (`replicated`, one row per draw), each a Gaussian kernel density of counts binned at the shards, with its
+    bandwidth (`bandwidth`: the observed's, then each replicated's)."""
+
+    run_id: str
+    kind: Literal["dens"]
+    n: int = Field(description="rows of the run's data")
+    grid: list[float]
+    bandwidth: list[float]
+    observed: list[float]
+    replicated: list[list[float]]
+
+
+class PpcHistogramInfo(BaseModel):
+    """Histograms (`kind` "hist") of the observed y and of each replicated data set on the same bins (`edges`):
+    counts, summed over the shards."""
+
+    run_id: str
+    kind: Literal["hist"]
+    n: int = Field(description="rows of the run's data")
+    edges: list[float]
+    observed: list[int]
+    replicated: list[list[int]]
+
+
+class PpcStatInfo(BaseModel):
+    """A test statistic (`kind` "stat"): its value on the observed y, on each replicated data set, and the posterior
+    predictive p-value P(T(y_rep) ≥ T(y)); null where it is not finite (sd of one row)."""
+
+    run_id: str
+    kind: Literal["stat"]
+    n: int = Field(description="rows of the run's data")
+    stat: PpcStatName
+    observed: float | None
+    replicated: list[float | None]
+    p_value: float
+
+
+#: GET /v1/runs/{id}/ppc: one of the three, told apart by `kind`.
+PpcInfo = Annotated[PpcDensityInfo | PpcHistogramInfo | PpcStatInfo, Field(discriminator="kind")]
 
 
 class Trace(BaseModel):
@@ -913,9 +1042,26 @@ class RowRefInfo(BaseModel):
     index: int | None = None
 
 
+class MatchedRowInfo(BaseModel):
+    """What moment matching did to one row whose Pareto k was ≥ 0.7: k and elpd_i by PSIS and after matching, the
+    Monte-Carlo SE of the matched elpd_i, the affine maps kept, and whether the matched values are used (k went
+    down)."""
+
+    row: RowRefInfo
+    k_psis: float | None
+    k_after: float | None
+    elpd_psis: float | None
+    elpd_after: float | None
+    mcse_after: float | None
+    maps: int
+    used: bool
+
+
 class LooInfo(BaseModel):
     """PSIS-LOO of a run on the rows it was fitted on, computed where they are: elpd and its SE, p_loo, Pareto-k
-    counts by band (k < 0.7, k ≥ 0.7) and the rows with k ≥ 0.7."""
+    counts by band — flat rows (log-likelihood span below `flat_span` over the draws: uniform weights, k = 0), the
+    others with k < 0.7 and k ≥ 0.7 — the rows with k ≥ 0.7, and with moment_match=true what moment matching did to
+    each of them (null when it was not asked for)."""
 
     run_id: str
     elpd: float | None
@@ -925,9 +1071,12 @@ class LooInfo(BaseModel):
     n_samples: int
     good_k: float
     warning: bool
+    k_flat: int
     k_ok: int
     k_high: int
+    flat_span: float
     high_k_rows: list[RowRefInfo]
+    moment_matched: list[MatchedRowInfo] | None = None
 
 
 class CompareRequest(BaseModel):
@@ -938,6 +1087,10 @@ class CompareRequest(BaseModel):
         min_length=2, max_length=20, json_schema_extra={"uniqueItems": True}, description="distinct run ids"
     )
     draws: DrawsChoice = Field(default=1000, description=_DRAWS_DOC)
+    method: Literal["pseudo-bma", "stacking"] = Field(
+        default="pseudo-bma",
+        description="model weights: pseudo-BMA (exp(elpd), normalised) or stacking of the predictive distributions",
+    )
 
     @field_validator("runs")
     @classmethod
@@ -949,7 +1102,8 @@ class CompareRequest(BaseModel):
 
 class ComparisonRowInfo(BaseModel):
     """One run in a comparison (arviz-stats' columns): rank (0 best), elpd and SE, p_loo, elpd difference to the
-    best and its SE from paired per-row differences, pseudo-BMA weight, and whether a Pareto k was high."""
+    best and its SE from paired per-row differences, weight (pseudo-BMA or stacking), and whether a Pareto k was
+    high."""
 
     run_id: str
     rank: int
@@ -963,6 +1117,7 @@ class ComparisonRowInfo(BaseModel):
 
 
 class Comparison(BaseModel):
-    """POST /v1/compare's answer: runs best first."""
+    """POST /v1/compare's answer: runs best first, and how the weights were found."""
 
     rows: list[ComparisonRowInfo]
+    method: Literal["pseudo-bma", "stacking"] = "pseudo-bma"

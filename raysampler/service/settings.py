@@ -3,20 +3,24 @@ They extend the engine's own (`EngineSettings`), which the service hands to ever
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import socket
 import stat
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from ..enums import Executor
 from ..grants import DataGrants, parse_grants
+from ..objectstore import is_uri, parse_uri
 from ..settings import EngineSettings
 
 TENANT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+REPLICA_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 
 
 class Settings(EngineSettings):
@@ -73,6 +77,66 @@ class Settings(EngineSettings):
     )
     audit_max_bytes: int = Field(default=10 * 2**20, ge=1024, description="audit.log size at which it rotates")
     audit_backups: int = Field(default=10, ge=1, description="rotated audit logs kept (audit.log.1 … .N)")
+    database_url: str | None = Field(
+        default=None,
+        description="the run records' database: postgresql://user:password@host:5432/database (shared by replicas) "
+        "or sqlite:///path; default SQLite in the data dir",
+    )
+    storage_url: str | None = Field(
+        default=None,
+        description="where draw files, checkpoints and uploads live: an s3://, gs:// or abfs:// prefix (shared by "
+        "replicas; credentials from the cloud SDK's standard variables) or an absolute path; default the data dir",
+    )
+    replica_id: str | None = Field(
+        default=None,
+        description="this replica's name in run leases (default: host name and a digest of the data dir, so a "
+        "restarted replica takes its own runs back at once)",
+    )
+    lease_s: float = Field(
+        default=15.0,
+        ge=1.0,
+        le=3600.0,
+        allow_inf_nan=False,
+        description="seconds a run's lease lasts unless its replica renews it (every third of it); another replica "
+        "takes over a run whose lease expired",
+    )
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, value: str | None) -> str | None:
+        from .store import check_database_url
+
+        return None if value is None or not value.strip() else check_database_url(value.strip())
+
+    @field_validator("storage_url")
+    @classmethod
+    def _storage_url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        value = value.strip()
+        if is_uri(value):
+            try:
+                parse_uri(value)
+            except ValueError as exc:
+                raise ValueError(f"the URI {exc}") from None
+        elif not value.startswith("/"):
+            raise ValueError("must be an s3://, gs:// or abfs:// URI or an absolute path")
+        return value
+
+    @field_validator("replica_id")
+    @classmethod
+    def _replica_id(cls, value: str | None) -> str | None:
+        if value is not None and not REPLICA_PATTERN.match(value):
+            raise ValueError("must be 1-128 letters, digits, '_', '.', ':', '-'")
+        return value
+
+    @property
+    def replica(self) -> str:
+        """This replica's name in run leases (`replica_id`, else host name + a digest of the data dir)."""
+        if self.replica_id:
+            return self.replica_id
+        digest = hashlib.sha256(str(Path(self.data_dir).resolve()).encode()).hexdigest()[:8]
+        return f"{socket.gethostname()}-{digest}"
 
     @property
     def db_path(self) -> Path:

@@ -9,18 +9,16 @@ import hashlib
 import json
 from dataclasses import dataclass
 
-import numpy as np
-
 from .. import datasets as rs_datasets
 from ..algorithms import ALGORITHMS, Algorithm, get_algorithm
 from ..errors import ArgumentError, PathPart
 from ..grants import ACCESS_RULE, AccessRefused, DataGrants, check_lexical
-from ..models import get_model
 from ..models.base import DataSpec, Model
 from ..options import RunOptions
 from ..runtime.coordinator import validate_run
 from ..runtime.sites import probe_shards
 from ..shards import DataTable, Shard, ShardSet, shard
+from .datasets import load_dataset
 from .errors import AccessDenied, FieldError
 from .schemas import BUILTIN_PREFIX, DataRef, RunSpec
 from .store import RecordStore
@@ -143,10 +141,7 @@ def load_data_ref(data: DataRef, tenant: str, store: RecordStore) -> DataTable:
     rec = store.get_dataset(tenant, data.dataset_id)
     if rec is None:
         raise SpecError(("data", "dataset_id"), f"no data set {data.dataset_id!r} (upload it with POST /v1/datasets)")
-    with np.load(rec.path) as z:
-        levels = {str(a[0]): tuple(str(v) for v in a[1:]) for k in z.files if k.startswith("levels_") for a in [z[k]]}
-        columns = tuple(str(c) for c in z["columns"]) if "columns" in z.files else None
-        return DataTable(z["X"], z["y"], columns, levels or None)
+    return load_dataset(rec)
 
 
 def build(
@@ -156,11 +151,11 @@ def build(
     Site shards must lie within the tenant's `grants` (none: no site shard) and are checked by asking their sites'
     nodes (`build_site_shards`): this process never opens them."""
     try:
-        params = spec.model.params()  # builds the priors: their errors' paths are the prior's own arguments
+        spec.model.params()  # builds the priors: their errors' paths are the prior's own arguments
     except (ValueError, TypeError) as exc:  # group effects name their own field (model.group_effects)
         raise SpecError(rest_loc(spec, exc, ("model",)), str(exc)) from None
     try:
-        model = get_model(spec.model.family, **params)
+        model = spec.model.engine_model()
     except (ValueError, TypeError) as exc:
         raise SpecError(rest_loc(spec, exc, ("model",)), str(exc)) from None
     try:
@@ -203,11 +198,12 @@ def build(
     return Built(model, shards, algorithm, int(X.shape[0]), d)
 
 
-def site_shards(data: DataRef, tenant: str, grants: DataGrants) -> list[Shard]:
+def site_shards(data: DataRef, tenant: str, grants: DataGrants, tables: bool = False) -> list[Shard]:
     """`data.shards` as engine Shards that only their sites read, each path checked against the tenant's grants on
     its site as written (AccessDenied naming data.shards[i]); the site checks it again, links resolved, before
-    reading."""
+    reading. `tables` (a formula): files read whole, unless the spec names a target column."""
     x_cols = tuple(data.x_columns) if data.x_columns is not None else None
+    y_column: str | None = None if tables and data.y_column == "y" and x_cols is None else data.y_column
     shards = []
     for i, ref in enumerate(data.shards or []):
         prefixes = grants.prefixes(tenant, ref.site)
@@ -216,7 +212,7 @@ def site_shards(data: DataRef, tenant: str, grants: DataGrants) -> list[Shard]:
         except AccessRefused:
             raise _refused(i) from None
         try:
-            shards.append(Shard(path=path, site=ref.site, y_column=data.y_column, x_columns=x_cols, grants=prefixes))
+            shards.append(Shard(path=path, site=ref.site, y_column=y_column, x_columns=x_cols, grants=prefixes))
         except ValueError as exc:
             raise SpecError(("data", "shards", i), f"shards[{i}]: {exc}") from None
     return shards
@@ -236,7 +232,7 @@ def build_site_shards(
             "shards on sites need the service to run on Ray (executor 'ray'), "
             "where each shard's worker runs on a node of its site",
         )
-    shards = site_shards(spec.data, tenant, grants)
+    shards = site_shards(spec.data, tenant, grants, tables=getattr(model, "reads_tables", False))
     probes = probe_shards(shards)
     first = None
     for i, (ref, probe) in enumerate(zip(refs, probes)):
@@ -263,7 +259,8 @@ def build_site_shards(
     rows = [p.n_rows for p in probes if p is not None]
     n = sum(r for r in rows if r is not None) if all(r is not None for r in rows) else 0
     d = 0
-    if model.target_kind != "multiclass":  # the number of classes needs the labels: at run time
+    # the number of classes needs the labels, a formula's width the categories' levels: both at run time
+    if model.target_kind != "multiclass" and not getattr(model, "reads_tables", False):
         try:
             bound = model.bind(DataSpec(n_features=first.n_features, columns=first.columns))
         except ValueError as exc:  # e.g. a per-row column (offset, trials, noise_sd) the files do not have

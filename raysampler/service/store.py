@@ -1,8 +1,15 @@
-"""Durable run records, events and data-set records behind one small interface (`RecordStore`); SQLite is the embedded
-default, and a server database can replace it by implementing the same methods.
+"""Durable run records, events and data-set records behind one interface (`RecordStore`), with two implementations
+sharing their SQL (`SQLStore`): SQLite, the embedded default (`SQLiteStore`), and PostgreSQL for a service whose
+replicas share one database (`PostgresStore`). `open_store` picks one from RAYSAMPLER_DATABASE_URL. The schema is
+versioned (`migrations`), migrated when a store opens.
 
 Records are typed values (`RunRecord`, `EventRecord`, `DatasetRecord`). Runs are keyed by (tenant, id): tenants never
 share ids, and every lookup takes the tenant, so isolation is structural.
+
+Leases. A replica drives a run only while it holds the run's lease (`acquire_lease`): an owner, an expiry on the
+database's clock, and an epoch that every acquisition raises. The driver renews it; a lease not renewed expires and
+another replica may take the run over. The driver's writes pass its `Lease` and carry its owner and epoch as a
+condition, so once another replica holds the run, they change nothing and raise `LeaseLost` (fencing).
 """
 
 from __future__ import annotations
@@ -12,17 +19,22 @@ import sqlite3
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Unpack
+from typing import Any, ClassVar, Unpack
+from urllib.parse import urlsplit
 
 from ..models.base import DataSpec, ParamBlock
 from ..wire import EventPayload, RunStatus, RunStopReason
-from .records import DatasetRecord, EventRecord, RunFields, RunRecord
+from . import migrations
+from .migrations import Dialect
+from .records import DatasetRecord, EventRecord, Lease, RunFields, RunRecord
 from .schemas import DiagnosticsInfo, FailureInfo, RunSpec, WorkerStats
 
 #: Columns a writer may change (`_encode` says how each is stored: JSON text for the structured ones).
 RUN_FIELDS: frozenset[str] = frozenset(RunFields.__annotations__)
+_DRIVABLE = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
 
 
 class Conflict(Exception):
@@ -41,8 +53,19 @@ class ActiveLimit(Exception):
         self.active = active
 
 
+class LeaseLost(Exception):
+    """A driver's write refused: another replica holds the run's lease now (or the run is gone)."""
+
+    def __init__(self, lease: Lease) -> None:
+        super().__init__(f"run {lease.tenant}/{lease.run_id}: lease epoch {lease.epoch} of {lease.owner} is lost")
+        self.lease = lease
+
+
 class RecordStore(ABC):
     """What the service needs from its database."""
+
+    @abstractmethod
+    def close(self) -> None: ...
 
     @abstractmethod
     def create_run(
@@ -83,7 +106,8 @@ class RecordStore(ABC):
         """All tenants' runs in these states, oldest first (for start-up recovery and the queue)."""
 
     @abstractmethod
-    def update_run(self, tenant: str, run_id: str, **fields: Unpack[RunFields]) -> None: ...
+    def update_run(self, tenant: str, run_id: str, lease: Lease | None = None, **fields: Unpack[RunFields]) -> None:
+        """Change run fields; with `lease`, only while it holds (else LeaseLost)."""
 
     @abstractmethod
     def transition(
@@ -92,24 +116,27 @@ class RecordStore(ABC):
         run_id: str,
         from_statuses: Iterable[RunStatus],
         event: EventPayload | None = None,
+        lease: Lease | None = None,
         **fields: Unpack[RunFields],
     ) -> bool:
         """Atomically: if the run's status is in `from_statuses`, update `fields` and append `event`; return whether
-        it did (compare-and-set, so concurrent cancels and pick-ups cannot both win)."""
+        it did (compare-and-set, so concurrent cancels and pick-ups cannot both win). With `lease`, only while it
+        holds (else LeaseLost)."""
 
     @abstractmethod
     def delete_run(self, tenant: str, run_id: str) -> None: ...
 
     @abstractmethod
-    def add_event(self, run_key: int, event: EventPayload) -> int:
-        """Append an event to a run's log and return its sequence number (1, 2, ...)."""
+    def add_event(self, run_key: int, event: EventPayload, lease: Lease | None = None) -> int:
+        """Append an event to a run's log and return its sequence number (1, 2, ...); with `lease`, only while it
+        holds (else LeaseLost)."""
 
     @abstractmethod
     def events_after(self, run_key: int, after: int, limit: int = 1000) -> list[EventRecord]: ...
 
     @abstractmethod
     def add_dataset(
-        self, tenant: str, dataset_id: str, name: str, n: int, d: int, nbytes: int, path: Path
+        self, tenant: str, dataset_id: str, name: str, n: int, d: int, nbytes: int, path: str
     ) -> DatasetRecord: ...
 
     @abstractmethod
@@ -128,72 +155,84 @@ class RecordStore(ABC):
     def count_active(self, tenant: str) -> int:
         """The tenant's PENDING and RUNNING runs."""
 
+    @abstractmethod
+    def acquire_lease(self, tenant: str, run_id: str, owner: str, ttl_s: float) -> Lease | None:
+        """Take the lease of a PENDING or RUNNING run for `owner` for `ttl_s` seconds (on the database's clock) if
+        nobody holds it, its holder let it expire, or its holder is `owner` itself (an earlier process of the same
+        replica); the epoch grows by one. None if another replica holds it or the run is not drivable."""
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    key INTEGER PRIMARY KEY AUTOINCREMENT,
-    tenant TEXT NOT NULL, id TEXT NOT NULL, status TEXT NOT NULL,
-    created_at REAL NOT NULL, started_at REAL, finished_at REAL,
-    spec TEXT NOT NULL, spec_hash TEXT NOT NULL, idempotency_key TEXT,
-    rounds_done INTEGER NOT NULL DEFAULT 0, rounds_total INTEGER NOT NULL DEFAULT 0,
-    draws_stored INTEGER NOT NULL DEFAULT 0, draws_total INTEGER NOT NULL DEFAULT 0,
-    chains INTEGER NOT NULL, dim INTEGER, param_names TEXT,
-    timings TEXT NOT NULL DEFAULT '{}', workers TEXT NOT NULL DEFAULT '[]',
-    error TEXT, warnings TEXT NOT NULL DEFAULT '[]', cancel_requested INTEGER NOT NULL DEFAULT 0,
-    plan TEXT, failure TEXT, diagnostics TEXT, restarts INTEGER NOT NULL DEFAULT 0, checkpoint_round INTEGER,
-    param_blocks TEXT, stop_reason TEXT, name TEXT, tags TEXT, data_spec TEXT,
-    UNIQUE (tenant, id)
-);
-CREATE UNIQUE INDEX IF NOT EXISTS runs_idem ON runs (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL;
-CREATE INDEX IF NOT EXISTS runs_status ON runs (status);
-CREATE TABLE IF NOT EXISTS events (
-    run_key INTEGER NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, data TEXT NOT NULL, ts REAL NOT NULL,
-    PRIMARY KEY (run_key, seq)
-);
-CREATE TABLE IF NOT EXISTS datasets (
-    key INTEGER PRIMARY KEY AUTOINCREMENT,
-    tenant TEXT NOT NULL, id TEXT NOT NULL, name TEXT NOT NULL, n INTEGER NOT NULL, d INTEGER NOT NULL,
-    bytes INTEGER NOT NULL, path TEXT NOT NULL, created_at REAL NOT NULL,
-    UNIQUE (tenant, id)
-);
-"""
+    @abstractmethod
+    def renew_lease(self, lease: Lease, ttl_s: float) -> bool:
+        """Extend a lease to `ttl_s` seconds from now; False if it is lost (another epoch holds the run)."""
+
+    @abstractmethod
+    def release_lease(self, lease: Lease) -> None:
+        """Give a lease up (another replica may take the run at once); no-op if it is lost already."""
+
+    @abstractmethod
+    def runs_to_drive(self, owner: str) -> list[RunRecord]:
+        """PENDING and RUNNING runs that `owner` may take: nobody's lease, an expired one, or its own; oldest first."""
+
+    @abstractmethod
+    def cancel_requested(self, keys: Sequence[int]) -> set[int]:
+        """Which of these runs (by key) have a cancel request."""
 
 
-#: Run columns added after the first schema: (name, declaration), added to older databases on open.
-_ADDED_COLUMNS = (
-    ("plan", "TEXT"),
-    ("failure", "TEXT"),
-    ("diagnostics", "TEXT"),
-    ("restarts", "INTEGER NOT NULL DEFAULT 0"),
-    ("checkpoint_round", "INTEGER"),
-    ("param_blocks", "TEXT"),
-    ("stop_reason", "TEXT"),
-    ("name", "TEXT"),
-    ("tags", "TEXT"),
-    ("data_spec", "TEXT"),
-)
+class _Tx:
+    """One transaction's statements: `rows` (a query's rows, each indexable by column name) and `run` (a statement's
+    row count). SQL is written with `?` placeholders."""
+
+    def __init__(self, cursor: Any, placeholder: str) -> None:
+        self._cur, self._ph = cursor, placeholder
+
+    def _execute(self, sql: str, args: Sequence[Any]) -> Any:
+        if self._ph != "?":
+            sql = sql.replace("?", self._ph)
+        return self._cur.execute(sql, tuple(args))
+
+    def rows(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        cur = self._execute(sql, args)
+        return list(cur.fetchall()) if cur.description is not None else []
+
+    def run(self, sql: str, args: Sequence[Any] = ()) -> int:
+        return int(self._execute(sql, args).rowcount)
 
 
-class SQLiteStore(RecordStore):
-    """The embedded store: one SQLite file in WAL mode, one connection guarded by a lock (calls are short)."""
+class SQLStore(RecordStore):
+    """The store's SQL, for both databases; a subclass gives transactions (`_tx`) and its dialect's few differences:
+    the database clock `NOW`, row locks, the per-tenant lock of `create_run` and the JSON lookup of a tag."""
 
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._lock = threading.RLock()
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30.0)
-        self._db.row_factory = sqlite3.Row
-        with self._lock:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
-            have = {row[1] for row in self._db.execute("PRAGMA table_info(runs)").fetchall()}
-            for column, decl in _ADDED_COLUMNS:  # databases written by earlier versions gain the new columns
-                if column not in have:
-                    self._db.execute(f"ALTER TABLE runs ADD COLUMN {column} {decl}")
+    dialect: ClassVar[Dialect]
+    NOW: ClassVar[str]  # the database's clock, Unix seconds
+    FOR_UPDATE: ClassVar[str] = ""  # locks the selected run row until the transaction ends
 
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
+    @contextmanager
+    @abstractmethod
+    def _tx(self) -> Iterator[_Tx]:
+        """A transaction that writes (serialised with other writers where the database needs it)."""
+        yield  # type: ignore[misc]
+
+    def _lock_tenant(self, tx: _Tx, tenant: str) -> None:
+        """Serialise `create_run`s of one tenant (its active-run count is checked, then a run inserted)."""
+
+    @abstractmethod
+    def _tag_filter(self, key: str, value: str) -> tuple[str, list[Any]]:
+        """A WHERE condition matching runs whose tag `key` is `value`, with its arguments."""
+
+    def _migrate(self) -> None:
+        """Bring the schema to the newest version (`migrations`), one locked transaction per step."""
+        while True:
+            with self._tx() as tx:
+                self._lock_migrations(tx)
+                if migrations.step(tx.rows, self.dialect, migrations.LATEST, self._legacy_columns(tx)) is None:
+                    return
+
+    def _lock_migrations(self, tx: _Tx) -> None:
+        """Keep other processes from migrating at the same time (until the transaction ends)."""
+
+    def _legacy_columns(self, tx: _Tx) -> set[str] | None:
+        """The run columns of a database from before versioned schemas (None: no such table)."""
+        return None
 
     # --- runs -------------------------------------------------------------------------------------------------
 
@@ -208,18 +247,19 @@ class SQLiteStore(RecordStore):
         draws_total: int,
         max_active: int | None = None,
     ) -> RunRecord:
-        with self._lock:
-            existing = self._run(
+        with self._tx() as tx:
+            self._lock_tenant(tx, tenant)
+            existing = tx.rows(
                 "SELECT * FROM runs WHERE tenant = ? AND (id = ? OR idempotency_key = ?)",
                 (tenant, run_id, idempotency_key),
             )
-            if existing is not None:
-                raise Conflict(existing)
+            if existing:
+                raise Conflict(_run_record(existing[0]))
             if max_active is not None:
-                active = self.count_active(tenant)
+                active = self._count_active(tx, tenant)
                 if active >= max_active:
                     raise ActiveLimit(active)
-            self._db.execute(
+            tx.run(
                 "INSERT INTO runs (tenant, id, status, created_at, spec, spec_hash, idempotency_key, rounds_total,"
                 " draws_total, chains, name, tags) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
@@ -237,9 +277,8 @@ class SQLiteStore(RecordStore):
                     json.dumps(spec.tags),
                 ),
             )
-            created = self.get_run(tenant, run_id)
-            assert created is not None
-            return created
+            created = tx.rows("SELECT * FROM runs WHERE tenant = ? AND id = ?", (tenant, run_id))
+            return _run_record(created[0])
 
     def get_run(self, tenant: str, run_id: str) -> RunRecord | None:
         return self._run("SELECT * FROM runs WHERE tenant = ? AND id = ?", (tenant, run_id))
@@ -264,8 +303,9 @@ class SQLiteStore(RecordStore):
             sql += " AND name = ?"
             args.append(name)
         for key, value in (tags or {}).items():  # keys match TAG_KEY_PATTERN: no quote can end the JSON path
-            sql += " AND json_extract(tags, ?) = ?"
-            args += [f'$."{key}"', value]
+            cond, cond_args = self._tag_filter(key, value)
+            sql += f" AND {cond}"
+            args += cond_args
         if after is not None:
             sql += " AND key < ?"
             args.append(after)
@@ -280,10 +320,15 @@ class SQLiteStore(RecordStore):
             _run_record(r) for r in self._rows(f"SELECT * FROM runs WHERE status IN ({marks}) ORDER BY key", values)
         ]
 
-    def update_run(self, tenant: str, run_id: str, **fields: Unpack[RunFields]) -> None:
+    def update_run(self, tenant: str, run_id: str, lease: Lease | None = None, **fields: Unpack[RunFields]) -> None:
         sets, values = _assignments(fields)
-        with self._lock:
-            self._db.execute(f"UPDATE runs SET {sets} WHERE tenant = ? AND id = ?", (*values, tenant, run_id))
+        fence, fence_args = _fence(lease)
+        with self._tx() as tx:
+            n = tx.run(
+                f"UPDATE runs SET {sets} WHERE tenant = ? AND id = ?{fence}", (*values, tenant, run_id, *fence_args)
+            )
+            if lease is not None and n == 0:
+                raise LeaseLost(lease)
 
     def transition(
         self,
@@ -291,70 +336,122 @@ class SQLiteStore(RecordStore):
         run_id: str,
         from_statuses: Iterable[RunStatus],
         event: EventPayload | None = None,
+        lease: Lease | None = None,
         **fields: Unpack[RunFields],
     ) -> bool:
         sets, values = _assignments(fields)
+        if "status" in fields and RunStatus(fields["status"]).is_terminal:
+            sets += ", lease_owner = NULL, lease_expires = NULL"  # a finished run has no driver
         states = [s.value for s in from_statuses]
         marks = ",".join("?" * len(states))
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                cur = self._db.execute(
-                    f"UPDATE runs SET {sets} WHERE tenant = ? AND id = ? AND status IN ({marks})",
-                    (*values, tenant, run_id, *states),
+        fence, fence_args = _fence(lease)
+        with self._tx() as tx:
+            done = (
+                tx.run(
+                    f"UPDATE runs SET {sets} WHERE tenant = ? AND id = ? AND status IN ({marks}){fence}",
+                    (*values, tenant, run_id, *states, *fence_args),
                 )
-                done = cur.rowcount == 1
-                if done and event is not None:
-                    key = self._db.execute(
-                        "SELECT key FROM runs WHERE tenant = ? AND id = ?", (tenant, run_id)
-                    ).fetchone()[0]
-                    self._insert_event(key, event)
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+                == 1
+            )
+            if not done and lease is not None and not self._holds(tx, lease):
+                raise LeaseLost(lease)
+            if done and event is not None:
+                key = tx.rows("SELECT key FROM runs WHERE tenant = ? AND id = ?", (tenant, run_id))[0]["key"]
+                self._insert_event(tx, key, event)
             return done
 
     def delete_run(self, tenant: str, run_id: str) -> None:
-        with self._lock:
-            rec = self.get_run(tenant, run_id)
-            if rec is None:
+        with self._tx() as tx:
+            found = tx.rows("SELECT key FROM runs WHERE tenant = ? AND id = ?", (tenant, run_id))
+            if not found:
                 return
-            self._db.execute("BEGIN")
-            self._db.execute("DELETE FROM events WHERE run_key = ?", (rec.key,))
-            self._db.execute("DELETE FROM runs WHERE key = ?", (rec.key,))
-            self._db.execute("COMMIT")
+            key = found[0]["key"]
+            tx.run("DELETE FROM events WHERE run_key = ?", (key,))
+            tx.run("DELETE FROM runs WHERE key = ?", (key,))
 
     def count_runs_by_status(self) -> dict[RunStatus, int]:
         return {
-            RunStatus(r["status"]): r["n"]
+            RunStatus(r["status"]): int(r["n"])
             for r in self._rows("SELECT status, COUNT(*) AS n FROM runs GROUP BY status", ())
         }
 
     def count_active(self, tenant: str) -> int:
-        rows = self._rows(
-            "SELECT COUNT(*) AS n FROM runs WHERE tenant = ? AND status IN (?, ?)",
-            (tenant, RunStatus.PENDING.value, RunStatus.RUNNING.value),
-        )
+        with self._tx() as tx:
+            return self._count_active(tx, tenant)
+
+    @staticmethod
+    def _count_active(tx: _Tx, tenant: str) -> int:
+        rows = tx.rows("SELECT COUNT(*) AS n FROM runs WHERE tenant = ? AND status IN (?, ?)", (tenant, *_DRIVABLE))
         return int(rows[0]["n"])
+
+    # --- leases -----------------------------------------------------------------------------------------------
+
+    def acquire_lease(self, tenant: str, run_id: str, owner: str, ttl_s: float) -> Lease | None:
+        with self._tx() as tx:
+            n = tx.run(
+                f"UPDATE runs SET lease_owner = ?, lease_epoch = lease_epoch + 1, lease_expires = {self.NOW} + ? "
+                "WHERE tenant = ? AND id = ? AND status IN (?, ?) AND (lease_owner IS NULL OR lease_expires IS NULL "
+                f"OR lease_expires < {self.NOW} OR lease_owner = ?)",
+                (owner, ttl_s, tenant, run_id, *_DRIVABLE, owner),
+            )
+            if n != 1:
+                return None
+            row = tx.rows("SELECT key, lease_epoch FROM runs WHERE tenant = ? AND id = ?", (tenant, run_id))[0]
+            return Lease(int(row["key"]), tenant, run_id, owner, int(row["lease_epoch"]))
+
+    def renew_lease(self, lease: Lease, ttl_s: float) -> bool:
+        fence, fence_args = _fence(lease)
+        with self._tx() as tx:
+            return (
+                tx.run(
+                    f"UPDATE runs SET lease_expires = {self.NOW} + ? WHERE key = ?{fence}",
+                    (ttl_s, lease.run_key, *fence_args),
+                )
+                == 1
+            )
+
+    def release_lease(self, lease: Lease) -> None:
+        fence, fence_args = _fence(lease)
+        with self._tx() as tx:
+            tx.run(
+                f"UPDATE runs SET lease_owner = NULL, lease_expires = NULL WHERE key = ?{fence}",
+                (lease.run_key, *fence_args),
+            )
+
+    def runs_to_drive(self, owner: str) -> list[RunRecord]:
+        return [
+            _run_record(r)
+            for r in self._rows(
+                "SELECT * FROM runs WHERE status IN (?, ?) AND (lease_owner IS NULL OR lease_expires IS NULL OR "
+                f"lease_expires < {self.NOW} OR lease_owner = ?) ORDER BY key",
+                (*_DRIVABLE, owner),
+            )
+        ]
+
+    def cancel_requested(self, keys: Sequence[int]) -> set[int]:
+        if not keys:
+            return set()
+        marks = ",".join("?" * len(keys))
+        rows = self._rows(f"SELECT key FROM runs WHERE cancel_requested = 1 AND key IN ({marks})", list(keys))
+        return {int(r["key"]) for r in rows}
+
+    def _holds(self, tx: _Tx, lease: Lease) -> bool:
+        rows = tx.rows(f"SELECT lease_owner, lease_epoch FROM runs WHERE key = ?{self.FOR_UPDATE}", (lease.run_key,))
+        return bool(rows) and rows[0]["lease_owner"] == lease.owner and int(rows[0]["lease_epoch"]) == lease.epoch
 
     # --- events -----------------------------------------------------------------------------------------------
 
-    def add_event(self, run_key: int, event: EventPayload) -> int:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                seq = self._insert_event(run_key, event)
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            return seq
+    def add_event(self, run_key: int, event: EventPayload, lease: Lease | None = None) -> int:
+        with self._tx() as tx:
+            if lease is not None and not self._holds(tx, lease):
+                raise LeaseLost(lease)
+            return self._insert_event(tx, run_key, event)
 
-    def _insert_event(self, run_key: int, event: EventPayload) -> int:
-        last = self._db.execute("SELECT MAX(seq) FROM events WHERE run_key = ?", (run_key,)).fetchone()[0]
-        seq = (last or 0) + 1
-        self._db.execute(
+    def _insert_event(self, tx: _Tx, run_key: int, event: EventPayload) -> int:
+        tx.rows(f"SELECT key FROM runs WHERE key = ?{self.FOR_UPDATE}", (run_key,))  # one writer of a run's events
+        last = tx.rows("SELECT MAX(seq) AS m FROM events WHERE run_key = ?", (run_key,))[0]["m"]
+        seq = int(last or 0) + 1
+        tx.run(
             "INSERT INTO events (run_key, seq, kind, data, ts) VALUES (?, ?, ?, ?, ?)",
             (run_key, seq, event.kind.value, json.dumps(event.to_json()), time.time()),
         )
@@ -365,22 +462,21 @@ class SQLiteStore(RecordStore):
             "SELECT seq, kind, data, ts FROM events WHERE run_key = ? AND seq > ? ORDER BY seq LIMIT ?",
             (run_key, after, limit),
         )
-        return [EventRecord(r["seq"], r["kind"], json.loads(r["data"]), r["ts"]) for r in rows]
+        return [EventRecord(int(r["seq"]), r["kind"], json.loads(r["data"]), float(r["ts"])) for r in rows]
 
     # --- datasets ---------------------------------------------------------------------------------------------
 
     def add_dataset(
-        self, tenant: str, dataset_id: str, name: str, n: int, d: int, nbytes: int, path: Path
+        self, tenant: str, dataset_id: str, name: str, n: int, d: int, nbytes: int, path: str
     ) -> DatasetRecord:
-        with self._lock:
-            self._db.execute(
+        with self._tx() as tx:
+            tx.run(
                 "INSERT INTO datasets (tenant, id, name, n, d, bytes, path, created_at) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (tenant, dataset_id, name, n, d, nbytes, str(path), time.time()),
             )
-            created = self.get_dataset(tenant, dataset_id)
-            assert created is not None
-            return created
+            rows = tx.rows("SELECT * FROM datasets WHERE tenant = ? AND id = ?", (tenant, dataset_id))
+            return _dataset_record(rows[0])
 
     def get_dataset(self, tenant: str, dataset_id: str) -> DatasetRecord | None:
         rows = self._rows("SELECT * FROM datasets WHERE tenant = ? AND id = ?", (tenant, dataset_id))
@@ -393,18 +489,169 @@ class SQLiteStore(RecordStore):
         ]
 
     def delete_dataset(self, tenant: str, dataset_id: str) -> None:
-        with self._lock:
-            self._db.execute("DELETE FROM datasets WHERE tenant = ? AND id = ?", (tenant, dataset_id))
+        with self._tx() as tx:
+            tx.run("DELETE FROM datasets WHERE tenant = ? AND id = ?", (tenant, dataset_id))
 
     # --- helpers ----------------------------------------------------------------------------------------------
 
-    def _run(self, sql: str, args: Iterable[Any]) -> RunRecord | None:
+    def _run(self, sql: str, args: Sequence[Any]) -> RunRecord | None:
         rows = self._rows(sql, args)
         return _run_record(rows[0]) if rows else None
 
-    def _rows(self, sql: str, args: Iterable[Any]) -> list[sqlite3.Row]:
+    def _rows(self, sql: str, args: Sequence[Any]) -> list[Any]:
+        with self._tx() as tx:
+            return tx.rows(sql, args)
+
+
+class SQLiteStore(SQLStore):
+    """The embedded store: one SQLite file in WAL mode, one connection guarded by a lock (calls are short). Several
+    processes on one machine may share the file (SQLite locks it); machines share a PostgreSQL instead."""
+
+    dialect = "sqlite"
+    NOW = "((julianday('now') - 2440587.5) * 86400.0)"
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30.0)
+        self._db.row_factory = sqlite3.Row
         with self._lock:
-            return self._db.execute(sql, tuple(args)).fetchall()
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+        self._migrate()
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[_Tx]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")  # SQLite's write lock: one writer at a time, across processes too
+            try:
+                yield _Tx(self._db, "?")
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def _rows(self, sql: str, args: Sequence[Any]) -> list[Any]:
+        with self._lock:  # a read needs no write lock
+            return _Tx(self._db, "?").rows(sql, args)
+
+    def _tag_filter(self, key: str, value: str) -> tuple[str, list[Any]]:
+        return "json_extract(tags, ?) = ?", [f'$."{key}"', value]
+
+    def _legacy_columns(self, tx: _Tx) -> set[str] | None:
+        have = tx.rows("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'runs'")
+        return {r["name"] for r in tx.rows("PRAGMA table_info(runs)")} if have else None
+
+
+#: How long a PostgreSQL session may sit inside a transaction before the server ends it (ms).
+IDLE_IN_TRANSACTION_MS = 5000
+
+
+class PostgresStore(SQLStore):
+    """PostgreSQL, shared by every replica of the service: a pool of connections, one transaction per call."""
+
+    dialect = "postgresql"
+    NOW = "EXTRACT(EPOCH FROM clock_timestamp())::double precision"
+    FOR_UPDATE = " FOR UPDATE"
+
+    def __init__(self, url: str, max_connections: int = 8, timeout_s: float = 10.0) -> None:
+        import psycopg
+        from psycopg.rows import dict_row
+        from psycopg_pool import ConnectionPool
+
+        self.url = url
+        psycopg.connect(url, connect_timeout=max(1, int(timeout_s))).close()  # a refused connection fails at once
+        self._pool = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=max_connections,
+            kwargs={
+                "row_factory": dict_row,
+                "connect_timeout": max(1, int(timeout_s)),
+                # a replica frozen inside a transaction (it never idles there otherwise) must not hold a run's row
+                # locked past its lease: the server ends such a session, and another replica can take the run
+                "options": f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}",
+            },
+            timeout=timeout_s,
+            check=ConnectionPool.check_connection,  # a connection the server ended (its restart) is replaced
+            open=False,
+            name="raysampler",
+        )
+        self._pool.open(wait=True, timeout=timeout_s)
+        try:
+            self._migrate()
+        except BaseException:
+            self._pool.close()
+            raise
+
+    def close(self) -> None:
+        self._pool.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[_Tx]:
+        with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            yield _Tx(cur, "%s")
+
+    def _lock_tenant(self, tx: _Tx, tenant: str) -> None:
+        tx.rows("SELECT pg_advisory_xact_lock(hashtext(?))", (tenant,))
+
+    def _lock_migrations(self, tx: _Tx) -> None:
+        tx.rows("SELECT pg_advisory_xact_lock(?)", (migrations.PG_MIGRATION_LOCK,))
+
+    def _tag_filter(self, key: str, value: str) -> tuple[str, list[Any]]:
+        return "(tags::jsonb ->> ?) = ?", [key, value]
+
+
+#: The URL schemes RAYSAMPLER_DATABASE_URL may have.
+DATABASE_SCHEMES = ("sqlite", "postgresql", "postgres")
+
+
+def check_database_url(url: str) -> str:
+    """`url` if it is a database URL the service can use (sqlite:///path or postgresql://[user[:password]@]host
+    [:port]/database); ValueError saying what is wrong, never echoing a password."""
+    parts = urlsplit(url)
+    if parts.scheme not in DATABASE_SCHEMES:
+        raise ValueError(
+            f"the scheme is {parts.scheme or 'missing'!r}; give sqlite:///path/to/file.sqlite3 or "
+            "postgresql://user:password@host:5432/database"
+        )
+    if parts.scheme == "sqlite":
+        if parts.netloc or not parts.path.strip("/"):
+            raise ValueError("a SQLite URL is sqlite:///absolute/path/to/file.sqlite3 (three slashes, then the path)")
+        return url
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError("the port must be a number") from None
+    if not parts.hostname:
+        raise ValueError("a PostgreSQL URL names its host: postgresql://user:password@host:5432/database")
+    if not parts.path.strip("/"):
+        raise ValueError("a PostgreSQL URL names its database after the host: postgresql://...@host:5432/database")
+    del port
+    return url
+
+
+def open_store(url: str | None, default_sqlite: Path) -> RecordStore:
+    """The store of RAYSAMPLER_DATABASE_URL (`url`, checked by `check_database_url`), migrated to the newest schema;
+    SQLite at `default_sqlite` when there is none."""
+    if url is None:
+        return SQLiteStore(str(default_sqlite))
+    check_database_url(url)
+    parts = urlsplit(url)
+    if parts.scheme == "sqlite":
+        return SQLiteStore(parts.path)
+    return PostgresStore(url)
+
+
+def _fence(lease: Lease | None) -> tuple[str, list[Any]]:
+    """The condition that makes a write the lease holder's only (none without a lease)."""
+    if lease is None:
+        return "", []
+    return " AND lease_owner = ? AND lease_epoch = ?", [lease.owner, lease.epoch]
 
 
 def _assignments(fields: Mapping[str, Any]) -> tuple[str, list[Any]]:
@@ -435,7 +682,7 @@ def _encode(name: str, value: Any) -> Any:
     return value
 
 
-def _run_record(r: sqlite3.Row) -> RunRecord:
+def _run_record(r: Any) -> RunRecord:
     names = r["param_names"]
     return RunRecord(
         key=r["key"],
@@ -470,10 +717,13 @@ def _run_record(r: sqlite3.Row) -> RunRecord:
         else tuple(ParamBlock.from_dict(b) for b in json.loads(r["param_blocks"])),
         stop_reason=None if r["stop_reason"] is None else RunStopReason(r["stop_reason"]),
         data_spec=None if r["data_spec"] is None else DataSpec.from_dict(json.loads(r["data_spec"])),
+        lease_owner=r["lease_owner"],
+        lease_expires=None if r["lease_expires"] is None else float(r["lease_expires"]),
+        lease_epoch=int(r["lease_epoch"]),
     )
 
 
-def _dataset_record(r: sqlite3.Row) -> DatasetRecord:
+def _dataset_record(r: Any) -> DatasetRecord:
     return DatasetRecord(
         key=r["key"],
         tenant=r["tenant"],
@@ -481,7 +731,7 @@ def _dataset_record(r: sqlite3.Row) -> DatasetRecord:
         name=r["name"],
         n=r["n"],
         d=r["d"],
-        nbytes=r["bytes"],
-        path=Path(r["path"]),
+        nbytes=int(r["bytes"]),
+        path=str(r["path"]),
         created_at=r["created_at"],
     )

@@ -34,10 +34,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import numpy as np
 
+from ..checkpoints import RunDirectory, as_run_directory
 from ..models.base import ParamBlock, natural_values
 
 log = logging.getLogger("raysampler.service")
@@ -219,7 +219,7 @@ class SummaryCache:
         run_id: str,
         draws: int,
         ci_prob: float,
-        run_dir: Path,
+        run_dir: str | os.PathLike | RunDirectory,
         finished: bool,
         compute: Callable[[], SummaryTable],
     ) -> SummaryTable:
@@ -240,12 +240,12 @@ class SummaryCache:
                 table = self._hit(key)
             if table is not None:
                 return table
-            path = run_dir / f"{SUMMARY_FILE_PREFIX}{draws}-{ci_prob!r}.json"
-            table = _load(path, draws) if finished else None
+            directory, name = as_run_directory(run_dir), f"{SUMMARY_FILE_PREFIX}{draws}-{ci_prob!r}.json"
+            table = _load(directory, name, draws) if finished else None
             if table is None:
                 table = self._compute(compute, draws)
                 if finished:
-                    _save(path, table)
+                    _save(directory, name, table)
             with self._lock:
                 if not finished:
                     self._latest[(tenant, run_id, ci_prob)] = _Latest(table, self.clock(), table.cpu_s)
@@ -308,16 +308,15 @@ class SummaryCache:
             self._tables.move_to_end(key)
         return table
 
-    def invalidate(self, tenant: str, run_id: str, run_dir: Path | None = None) -> None:
+    def invalidate(self, tenant: str, run_id: str, run_dir: str | os.PathLike | RunDirectory | None = None) -> None:
         """Forget a run's tables (resume, delete), in memory and on disk."""
         with self._lock:
             for key in [k for k in self._tables if k[0] == tenant and k[1] == run_id]:
                 del self._tables[key]
             for lkey in [k for k in self._latest if k[0] == tenant and k[1] == run_id]:
                 del self._latest[lkey]
-        if run_dir is not None and run_dir.is_dir():
-            for path in run_dir.glob(f"{SUMMARY_FILE_PREFIX}*.json"):
-                path.unlink(missing_ok=True)
+        if run_dir is not None:
+            as_run_directory(run_dir).remove_files(SUMMARY_FILE_PREFIX)
 
     def forget_running(self, tenant: str, run_id: str) -> None:
         """Drop a run's latest running tables (it has ended: its tables are keyed by its final draws from now)."""
@@ -326,24 +325,21 @@ class SummaryCache:
                 del self._latest[lkey]
 
 
-def _load(path: Path, draws: int) -> SummaryTable | None:
+def _load(directory: RunDirectory, name: str, draws: int) -> SummaryTable | None:
     try:
-        return SummaryTable.from_json(json.loads(path.read_text()), draws)
+        return SummaryTable.from_json(json.loads(directory.read_file(name)), draws)
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as exc:  # a torn or foreign file: compute again
-        log.warning("ignoring summary file %s: %s", path, exc)
+        log.warning("ignoring summary file %s in %s: %s", name, directory.location, exc)
         return None
 
 
-def _save(path: Path, table: SummaryTable) -> None:
-    """Write atomically (temporary file, then rename), so a reader never sees half a table."""
-    if not path.parent.is_dir():
-        return
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}.{threading.get_ident()}")
+def _save(directory: RunDirectory, name: str, table: SummaryTable) -> None:
+    """Store the table beside the run's draws (written whole: a reader never sees half a table); not for a run
+    whose directory is gone (deleted meanwhile)."""
     try:
-        tmp.write_text(json.dumps(table.to_json()))
-        os.replace(tmp, path)
+        if directory.storage.present():
+            directory.write_file(name, json.dumps(table.to_json()).encode())
     except OSError as exc:
-        log.warning("cannot store summary %s: %s", path, exc)
-        tmp.unlink(missing_ok=True)
+        log.warning("cannot store summary %s in %s: %s", name, directory.location, exc)

@@ -314,8 +314,11 @@ def test_dockerfile_copies_everything_raysampler_needs_to_install(tmp_path: Path
     """What the image pip-installs is built from exactly the files it copies: a wheel with both packages and the CLI."""
     text = DOCKERFILE.read_text()
     workdir = _copied_tree(text, tmp_path / "image")
-    install = re.search(r"pip install --no-cache-dir (\S+)", text)
+    install = re.search(r"pip install --no-cache-dir \"?([^\s\"\[]+)(\[[a-z,]+\])?\"?", text)
     assert install, "the Dockerfile installs raysampler with pip"
+    extras = set((install.group(2) or "[]")[1:-1].split(",")) - {""}
+    assert extras <= set(_PROJECT["optional-dependencies"]), f"extras the package does not have: {extras}"
+    assert "postgres" in extras, "the image has the PostgreSQL driver (the KubeRay example's replicas share one)"
     src = workdir / install.group(1)
     proc = subprocess.run(
         [
@@ -376,7 +379,7 @@ def test_kubernetes_objects_pass_the_api_schemas(k8s_version: str) -> None:
 
 
 def _service_port_as_text(docs: list) -> dict:
-    svc = copy.deepcopy(one(docs, "Service"))
+    svc = copy.deepcopy(one(docs, "Service", "raysampler-api"))
     svc["spec"]["ports"][0]["port"] = "eight thousand"
     return svc
 
@@ -524,12 +527,13 @@ def _bad_label_value(rc: dict) -> None:
     rc["spec"]["workerGroupSpecs"][0]["labels"] = {SITE_KEY: "site a"}
 
 
-def _head_never_starts_ray(rc: dict) -> None:
-    rc["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["args"] = ["exec raysampler serve"]
+def _api_never_starts_ray(rc: dict) -> None:
+    api = next(g for g in rc["spec"]["workerGroupSpecs"] if g["groupName"] == API_GROUP)
+    api["template"]["spec"]["containers"][0]["args"] = ["exec raysampler serve"]
 
 
 def _replicas_over_max(rc: dict) -> None:
-    rc["spec"]["workerGroupSpecs"][0]["replicas"] = 2
+    rc["spec"]["workerGroupSpecs"][0]["replicas"] = rc["spec"]["workerGroupSpecs"][0]["maxReplicas"] + 1
 
 
 @pytest.mark.parametrize(
@@ -540,7 +544,7 @@ def _replicas_over_max(rc: dict) -> None:
         _numeric_site,
         _misspelled_groups,
         _bad_label_value,
-        _head_never_starts_ray,
+        _api_never_starts_ray,
         _replicas_over_max,
     ],
     ids=[
@@ -549,7 +553,7 @@ def _replicas_over_max(rc: dict) -> None:
         "numeric-site",
         "misspelled-field",
         "bad-label-value",
-        "head-never-starts-ray",
+        "api-never-starts-ray",
         "replicas-over-max",
     ],
 )
@@ -559,19 +563,47 @@ def test_raycluster_check_rejects_a_broken_cluster(breakage) -> None:
     assert raycluster_problems(rc)
 
 
+API_GROUP = "api"  # the worker group whose pods run the REST API
+
+
+def _site_groups(rc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [g for g in rc["spec"]["workerGroupSpecs"] if g["groupName"] != API_GROUP]
+
+
+def _credentials_secrets(container: dict[str, Any]) -> list[str]:
+    """The Secrets a container takes its environment from (a store's credentials)."""
+    return [e["secretRef"]["name"] for e in container.get("envFrom", []) if "secretRef" in e]
+
+
 def test_kubernetes_sites_run_where_their_data_is() -> None:
+    """A site keeps its files on a node (its pod is pinned there and mounts them read-only at /data/<site>) or its
+    data in object storage (its pod gets the site's own credentials from a Secret no other pod gets)."""
     docs = load_manifests()
     rc = one(docs, "RayCluster")
     assert SITE_KEY not in rc["spec"]["headGroupSpec"].get("labels", {})
-    sites = []
-    for group in rc["spec"]["workerGroupSpecs"]:
+    api = next(g for g in rc["spec"]["workerGroupSpecs"] if g["groupName"] == API_GROUP)
+    assert SITE_KEY not in api.get("labels", {}), "the API's pods are no site"
+    sites, kinds = [], set()
+    for group in _site_groups(rc):
         name, pod = group["groupName"], group["template"]["spec"]
         assert set(group.get("labels", {})) == {SITE_KEY}, f"{name}: a worker group names exactly its site"
         site = group["labels"][SITE_KEY]
         sites.append(site)
         assert group["minReplicas"] >= 1, f"{name}: a site's pod is always up"
+        mounts = [m for m in pod["containers"][0].get("volumeMounts", []) if m["mountPath"] == f"/data/{site}"]
+        if not mounts:  # object storage: the site's own credentials, for its pod alone
+            kinds.add("object storage")
+            (secret,) = _credentials_secrets(pod["containers"][0])
+            others = [g for g in rc["spec"]["workerGroupSpecs"] if g is not group]
+            others_secrets = {
+                n for g in others for c in g["template"]["spec"]["containers"] for n in _credentials_secrets(c)
+            }
+            assert secret not in others_secrets, f"{name}: only site {site}'s pod has its credentials"
+            assert secret in README.read_text(), "the README says how to create the site's credentials Secret"
+            continue
+        kinds.add("files")
+        (mount,) = mounts
         assert pod.get("nodeSelector") == {SITE_KEY: site}, f"{name}: pinned to the Kubernetes node of site {site}"
-        (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if m["mountPath"] == f"/data/{site}"]
         assert mount.get("readOnly") is True
         (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
         claim = one(docs, "PersistentVolumeClaim", volume["persistentVolumeClaim"]["claimName"])
@@ -584,54 +616,170 @@ def test_kubernetes_sites_run_where_their_data_is() -> None:
         storage_class = one(docs, "StorageClass", pv["spec"]["storageClassName"])
         assert storage_class["volumeBindingMode"] == "WaitForFirstConsumer"
     assert len(sites) == len(set(sites)), f"one worker group per site, got {sites}"
+    assert kinds == {"files", "object storage"}, "the example shows both kinds of site"
 
 
-def test_kubernetes_head_runs_the_api_behind_the_service() -> None:
+def _api(docs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The API's worker group, its pod spec and its container."""
+    rc = one(docs, "RayCluster")
+    group = next(g for g in rc["spec"]["workerGroupSpecs"] if g["groupName"] == API_GROUP)
+    pod = group["template"]["spec"]
+    return group, pod, pod["containers"][0]
+
+
+def replica_problems(docs: list[dict[str, Any]]) -> list[str]:
+    """What keeps the API's replicas from sharing the work: fewer than two, records or draws that are not shared
+    (SQLite or a local path), a database URL outside a Secret, settings raysampler would refuse."""
+    from pydantic import ValidationError
+
+    from raysampler.objectstore import is_uri
+    from raysampler.service.settings import Settings
+
+    group, _, container = _api(docs)
+    problems = []
+    if not 2 <= group["minReplicas"] <= group.get("replicas", group["minReplicas"]):
+        problems.append("the API needs at least two replicas")
+    env = {e["name"]: e for e in container.get("env", [])}
+    db = env.get("RAYSAMPLER_DATABASE_URL", {})
+    if "secretKeyRef" not in db.get("valueFrom", {}):
+        problems.append("RAYSAMPLER_DATABASE_URL must come from a Secret (it holds a password), shared by the replicas")
+    storage = env.get("RAYSAMPLER_STORAGE_URL", {}).get("value")
+    if storage is None or not is_uri(storage):
+        problems.append("RAYSAMPLER_STORAGE_URL must be object storage every replica reaches")
+    values = {k[len("RAYSAMPLER_") :].lower(): v["value"] for k, v in env.items() if "value" in v}
+    values.setdefault("database_url", "postgresql://user:password@db:5432/raysampler")  # the Secret's, checked apart
+    try:
+        Settings(**values)
+    except ValidationError as exc:
+        problems.append(f"raysampler refuses the API's settings: {exc}")
+    return problems
+
+
+def test_kubernetes_api_replicas_share_one_database_and_storage_behind_the_service() -> None:
     docs = load_manifests()
     rc = one(docs, "RayCluster")
-    head = rc["spec"]["headGroupSpec"]["template"]["spec"]
-    container = head["containers"][0]
+    assert replica_problems(docs) == []
+    head = rc["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    assert "raysampler serve" not in " ".join(head.get("command", []) + head.get("args", [])), (
+        "the API is not on the head"
+    )
+    group, pod, container = _api(docs)
     assert container["command"] == ["/bin/bash", "-c", "--"] and len(container["args"]) == 1
     args = parse_serve(serve_argv(container["args"][0]))
     assert args.ray_address == "auto" and args.host == "0.0.0.0"
-    (runs,) = [m for m in container["volumeMounts"] if m["mountPath"] == args.data_dir]
-    (runs_volume,) = [v for v in head["volumes"] if v["name"] == runs["name"]]
-    one(docs, "PersistentVolumeClaim", runs_volume["persistentVolumeClaim"]["claimName"])
-    env = {e["name"]: e.get("value") for e in container.get("env", [])}
-    keys_file = Path(env["RAYSAMPLER_API_KEYS_FILE"])
+    (state,) = [m for m in container["volumeMounts"] if m["mountPath"] == args.data_dir]
+    env = {e["name"]: e for e in container.get("env", [])}
+    ref = env["RAYSAMPLER_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
+    assert ref["name"] in README.read_text() and f"{ref['key']}=" in README.read_text(), "the README makes the Secret"
+    keys_file = Path(env["RAYSAMPLER_API_KEYS_FILE"]["value"])
     (keys_mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == str(keys_file.parent)]
-    (keys_volume,) = [v for v in head["volumes"] if v["name"] == keys_mount["name"]]
+    (keys_volume,) = [v for v in pod["volumes"] if v["name"] == keys_mount["name"]]
     assert [i["path"] for i in keys_volume["secret"]["items"]] == [keys_file.name]
     assert keys_volume["secret"]["secretName"] in README.read_text(), "the README says how to create the key Secret"
     svc = one(docs, "Service", "raysampler-api")
-    assert svc["spec"]["selector"] == {"ray.io/cluster": rc["metadata"]["name"], "ray.io/node-type": "head"}
+    assert svc["spec"]["selector"] == {"ray.io/cluster": rc["metadata"]["name"], "ray.io/group": API_GROUP}
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports[svc["spec"]["ports"][0]["targetPort"]] == args.port
     assert container["readinessProbe"]["httpGet"] == {"path": "/v1/health", "port": "api"}
 
 
-def test_kubernetes_grants_give_each_site_its_own_data_mount() -> None:
-    """The head reads its data grants from the ConfigMap; they parse, and each grant lies within the data mount of
-    a site that has a worker group (a grant elsewhere would refuse every run on it)."""
+def _one_replica(docs: list) -> None:
+    _api(docs)[0].update(replicas=1, minReplicas=1, maxReplicas=1)
+
+
+def _sqlite_per_replica(docs: list) -> None:
+    container = _api(docs)[2]
+    container["env"] = [e for e in container["env"] if e["name"] != "RAYSAMPLER_DATABASE_URL"]
+
+
+def _password_in_the_manifest(docs: list) -> None:
+    for e in _api(docs)[2]["env"]:
+        if e["name"] == "RAYSAMPLER_DATABASE_URL":
+            e.pop("valueFrom")
+            e["value"] = "postgresql://raysampler:hunter2@raysampler-postgres:5432/raysampler"
+
+
+def _draws_on_local_disk(docs: list) -> None:
+    for e in _api(docs)[2]["env"]:
+        if e["name"] == "RAYSAMPLER_STORAGE_URL":
+            e["value"] = "/var/lib/raysampler"
+
+
+def _malformed_bucket(docs: list) -> None:
+    for e in _api(docs)[2]["env"]:
+        if e["name"] == "RAYSAMPLER_STORAGE_URL":
+            e["value"] = "s3://My_Runs/"
+
+
+@pytest.mark.parametrize(
+    "breakage",
+    [_one_replica, _sqlite_per_replica, _password_in_the_manifest, _draws_on_local_disk, _malformed_bucket],
+    ids=["one-replica", "sqlite-per-replica", "password-in-manifest", "draws-on-local-disk", "malformed-bucket"],
+)
+def test_the_replica_check_rejects_an_api_that_cannot_be_replicated(breakage) -> None:
+    docs = copy.deepcopy(load_manifests())
+    breakage(docs)
+    assert replica_problems(docs)
+
+
+def test_kubernetes_database_url_points_at_the_postgres_service() -> None:
+    """The URL the README puts in the API's Secret reaches the example's PostgreSQL: its Service, port, user and
+    database, with the password of the Secret the server reads; raysampler accepts the URL."""
+    from urllib.parse import urlsplit
+
+    from raysampler.service.store import check_database_url
+
+    docs = load_manifests()
+    sts = one(docs, "StatefulSet", "raysampler-postgres")
+    svc = one(docs, "Service", "raysampler-postgres")
+    (container,) = sts["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    assert (
+        svc["spec"]["selector"]
+        == sts["spec"]["template"]["metadata"]["labels"]
+        == sts["spec"]["selector"]["matchLabels"]
+    )
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports[svc["spec"]["ports"][0]["targetPort"]] == 5432
+    password_secret = env["POSTGRES_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"]
+    urls = re.findall(r"url=\"?(postgresql://[^\s\"]+)", README.read_text())
+    assert urls, "the README shows the database URL it puts in the Secret"
+    for url in urls:
+        check_database_url(url)
+        parts = urlsplit(url)
+        assert (parts.hostname, parts.port or 5432) == (svc["metadata"]["name"], svc["spec"]["ports"][0]["port"])
+        assert parts.username == env["POSTGRES_USER"]["value"] and parts.path == "/" + env["POSTGRES_DB"]["value"]
+    assert password_secret in README.read_text()
+    (claim,) = sts["spec"]["volumeClaimTemplates"]
+    assert any(m["name"] == claim["metadata"]["name"] for m in container["volumeMounts"]), "its data on a volume"
+
+
+def test_kubernetes_grants_give_each_site_its_own_data() -> None:
+    """The API reads its data grants from the ConfigMap; they parse, and each grant lies within the data of a site
+    that has a worker group: a path within the site's mount, a URI only for a site that reads object storage."""
     from raysampler.grants import parse_grants
+    from raysampler.objectstore import is_uri
 
     docs = load_manifests()
     rc = one(docs, "RayCluster")
-    head = rc["spec"]["headGroupSpec"]["template"]["spec"]
-    container = head["containers"][0]
+    _, pod, container = _api(docs)
     env = {e["name"]: e.get("value") for e in container.get("env", [])}
     grants_file = Path(env["RAYSAMPLER_DATA_GRANTS_FILE"])
     (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == str(grants_file.parent)]
-    (volume,) = [v for v in head["volumes"] if v["name"] == mount["name"]]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
     assert [i["path"] for i in volume["configMap"]["items"]] == [grants_file.name]
     config = one(docs, "ConfigMap", volume["configMap"]["name"])
     (key,) = [i["key"] for i in volume["configMap"]["items"]]
     lines = config["data"][key].splitlines()
     grants = parse_grants([(line.split("#", 1)[0], f"line {n}") for n, line in enumerate(lines, 1)])
-    sites = {g["labels"][SITE_KEY] for g in rc["spec"]["workerGroupSpecs"]}
-    assert len(grants) and {g.site for g in grants.grants} == sites, "one grant per site at least"
+    groups = {g["labels"][SITE_KEY]: g for g in _site_groups(rc)}
+    assert len(grants) and {g.site for g in grants.grants} == set(groups), "one grant per site at least"
     for g in grants.grants:
-        assert g.prefix == f"/data/{g.site}" or g.prefix.startswith(f"/data/{g.site}/"), g
+        site_container = groups[g.site]["template"]["spec"]["containers"][0]
+        if is_uri(g.prefix):
+            assert _credentials_secrets(site_container), f"{g}: the site's pod has credentials for its store"
+        else:
+            assert g.prefix == f"/data/{g.site}" or g.prefix.startswith(f"/data/{g.site}/"), g
 
 
 # ---------------------------------------------------------------------------------------------- across the files

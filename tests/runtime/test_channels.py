@@ -122,6 +122,22 @@ def test_numpy_payloads_round_trip_exactly(ray_session, kind, monkeypatch):
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_two_requests_in_flight_are_answered_in_order(ray_session, kind, monkeypatch):
+    """A pipelined round sends its second half before the first's reply is read: two messages in flight each way
+    (the shared-memory channel's two slots per direction), over and over."""
+    actor, client = open_channel(ray_session, kind, monkeypatch)
+    try:
+        for i in range(5):
+            client.send(("echo", np.full(3, 2.0 * i)))
+            client.send(("echo", np.full(10_000, 2.0 * i + 1)))  # grows a slot while the other holds a message
+            np.testing.assert_array_equal(client.receive(), np.full(3, 2.0 * i))
+            np.testing.assert_array_equal(client.receive(), np.full(10_000, 2.0 * i + 1))
+    finally:
+        client.close()
+        ray_session.kill(actor)
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_worker_exception_is_raised_on_the_coordinator_and_the_channel_goes_on(ray_session, kind, monkeypatch):
     actor, client = open_channel(ray_session, kind, monkeypatch)
     try:

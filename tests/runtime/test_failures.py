@@ -9,6 +9,7 @@ import signal
 
 import numpy as np
 import pytest
+from problems import PLAIN, FailingLogistic
 
 import raysampler as rs
 from raysampler.algorithms import DGLMC
@@ -16,16 +17,6 @@ from raysampler.errors import FailureKind
 from raysampler.models.logistic import LogisticRegression
 from raysampler.options import ExecutionOptions, RunOptions
 from raysampler.sampling import Run
-
-
-@dataclasses.dataclass(frozen=True)
-class FailingLogistic(LogisticRegression):
-    """Raises on the shard marked by X[0, 1] == 77 once θ has left zero."""
-
-    def grad(self, X, y, x):
-        if X[0, 1] == 77.0 and np.abs(x).max() > 0.0:
-            raise RuntimeError("this shard's likelihood cannot be evaluated")
-        return super().grad(X, y, x)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,9 +33,6 @@ def _marked(mark: float) -> rs.ShardSet:
     parts = [(Xi.copy(), yi) for Xi, yi in zip(np.array_split(X, 3), np.array_split(y, 3))]
     parts[1][0][0, 1] = mark
     return rs.shard(parts)
-
-
-PLAIN = dict(local_kernel="lmc", preconditioner=None, rho=0.5, n_local=2, init="zeros", balance=False)
 
 
 @pytest.mark.parametrize("executor", ["local", "ray"])
@@ -90,6 +78,7 @@ def test_killed_worker_process_is_a_worker_lost_record(ray_session, monkeypatch)
     """With no restarts allowed (RAYSAMPLER_MAX_RESTARTS=0; by default the run would recover), a killed worker
     ends the run with a WORKER_LOST record naming the shard, its node and the round."""
     monkeypatch.setenv("RAYSAMPLER_MAX_RESTARTS", "0")
+    monkeypatch.setenv("RAYSAMPLER_WORKER_PROCESSES", "2")  # shard 1 on a worker actor (tiny shards: else one)
     X, y = rs.datasets.load("breast_cancer")
     with Run(
         rs.models.LogisticRegression(),

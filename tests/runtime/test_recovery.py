@@ -19,6 +19,12 @@ KW = dict(chains=2, num_rounds=400, burn_in=50, seed=13)
 OPTS = RunOptions(**KW)
 
 
+@pytest.fixture(autouse=True)
+def two_processes(monkeypatch):
+    """Shard 1 on a worker actor (shards this small otherwise share the coordinator's process)."""
+    monkeypatch.setenv("RAYSAMPLER_WORKER_PROCESSES", "2")
+
+
 @pytest.fixture(scope="module")
 def data():
     X, y = rs.datasets.load("breast_cancer")

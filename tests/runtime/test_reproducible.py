@@ -31,9 +31,10 @@ def test_same_seed_same_draws_twice_on_ray_and_locally(ray_session, data):
     assert not np.array_equal(rs.sample(model, data, executor="local", **{**kw, "seed": 22}).draws, local.draws)
 
 
-def test_slow_worker_is_balanced_with_a_warning_and_its_schedule_replays(ray_session):
+def test_slow_worker_is_balanced_with_a_warning_and_its_schedule_replays(ray_session, monkeypatch):
     """A 4x slower worker (test-only delay hook) makes "auto" balance N_i; the run warns and records the schedule;
     passing it back as n_local= replays the draws exactly, even in-process and without the slow worker."""
+    monkeypatch.setenv("RAYSAMPLER_WORKER_PROCESSES", "2")  # a worker process each
     X, y = rs.datasets.load("breast_cancer")
     X, y = np.repeat(X, 40, axis=0), np.repeat(y, 40)  # enough work per step (ms) that timings are meaningful
     shards = rs.shard(X, y, num_shards=2, strategy="random")

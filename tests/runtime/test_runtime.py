@@ -7,11 +7,15 @@ import os
 
 import numpy as np
 import pytest
+from problems import FailingLogistic
 
 import raysampler as rs
 from raysampler.algorithms import DGLMC
+from raysampler.errors import ArgumentError
 from raysampler.models.logistic import LogisticRegression
 from raysampler.options import ExecutionOptions, RunOptions
+from raysampler.runtime.contracts import ROUND_PARTS
+from raysampler.runtime.pools import PROCESS_WORK, plan_groups, processes_for
 from raysampler.sampling import Run
 
 
@@ -21,9 +25,22 @@ def breast_cancer():
     return X, y
 
 
-def test_local_and_ray_draw_identical_numbers(ray_session, breast_cancer):
+@pytest.fixture
+def two_processes(monkeypatch):
+    """Shards on two processes (the coordinator's and a worker actor) however small: by default shards this small
+    share one process, the coordinator's (`pools.processes_for`)."""
+    monkeypatch.setenv("RAYSAMPLER_WORKER_PROCESSES", "2")
+
+
+@pytest.mark.parametrize("processes", [0, 2])
+def test_local_and_ray_draw_identical_numbers(ray_session, breast_cancer, monkeypatch, processes):
+    """By default shards this small share one process, the coordinator's (no message crosses a channel); in two
+    processes each round's one message reaches the actor, which steps its shards as batches (7 shards: two row
+    counts) and sends their replies back as one block. Either way the draws are the in-process ones, and the run
+    reports each round's parts."""
+    monkeypatch.setenv("RAYSAMPLER_WORKER_PROCESSES", str(processes))
     X, y = breast_cancer
-    shards = rs.shard(X, y, num_shards=4)
+    shards = rs.shard(X, y, num_shards=7)
     kw = dict(chains=3, num_rounds=60, burn_in=40, seed=11, progress=False, balance=False)
     model = rs.models.LogisticRegression(prior_scale=1.0)
     local = rs.sample(model, shards, executor="local", **kw)
@@ -32,6 +49,26 @@ def test_local_and_ray_draw_identical_numbers(ray_session, breast_cancer):
     np.testing.assert_array_equal(local.draws, on_ray.draws)
     other = rs.sample(model, shards, executor="local", **{**kw, "seed": 12})
     assert not np.array_equal(other.draws, local.draws)
+    stats = on_ray.run_stats
+    assert len({p.pid for p in stats.placement}) == stats.breakdown().processes == max(processes, 1)
+    assert on_ray.setup.transport == ("socket" if processes else "in-process")
+    parts = stats.round_parts
+    assert parts.shape == (100, len(ROUND_PARTS)) and np.all(parts[:, :-1] >= 0)
+    np.testing.assert_allclose(parts[:, -1], stats.round_time - parts[:, ROUND_PARTS.index("slowest_worker")])
+    assert (parts[:, ROUND_PARTS.index("wait")].max() > 0) == bool(processes)
+
+
+def test_processes_follow_the_cpus_and_the_shards_size():
+    """A node gets a worker process per CPU only while each has PROCESS_WORK element-chains to step a round."""
+    assert processes_for([10_000] * 4, cap=8) == 1  # small shards: one process
+    assert processes_for([PROCESS_WORK] * 4, cap=2) == 2
+    assert processes_for([PROCESS_WORK] * 4, cap=8) == 4
+    assert processes_for([2 * PROCESS_WORK, PROCESS_WORK // 2], cap=8) == 2
+    assert processes_for([None, 5], cap=3) == 2  # a size unknown (a file the worker reads): one per CPU
+    work = [10] * 4 + [PROCESS_WORK] * 2
+    assert plan_groups([None] * 4 + ["a", "a"], {"a": 2}, 2, None, work) == [[0, 1, 2, 3], [4], [5]]
+    assert plan_groups([None] * 4, {}, 2, None, [10] * 4, processes=2) == [[0, 1], [2, 3]]
+    assert plan_groups([None] * 4, {}, 2, None, [10] * 4, processes=4) == [[0, 1], [2, 3]]  # at most the CPUs
 
 
 @pytest.mark.parametrize("kernel", ["lmc", "mala"])
@@ -45,7 +82,7 @@ def test_local_and_ray_identical_for_every_local_kernel(ray_session, breast_canc
     )
 
 
-def test_plain_actor_transport_draws_the_same(ray_session, breast_cancer):
+def test_plain_actor_transport_draws_the_same(ray_session, breast_cancer, two_processes):
     """The fallback path (plain Ray actor calls instead of direct channels) moves the same messages."""
     X, y = breast_cancer
     shards = rs.shard(X, y, num_shards=3)
@@ -69,7 +106,7 @@ def test_file_shards_are_read_by_the_workers(ray_session, breast_cancer, tmp_pat
     np.testing.assert_array_equal(from_files.draws, in_memory.draws)
 
 
-def test_slow_worker_gets_fewer_local_steps_in_proportion_to_its_step_time(ray_session, breast_cancer):
+def test_slow_worker_gets_fewer_local_steps_in_proportion_to_its_step_time(ray_session, breast_cancer, two_processes):
     """One worker made 4x slower (test-only hook: it computes 4x as long per step): the balancer sets N_i ∝ 1/τ_i
     from the step times τ_i it measures, so every worker does about the same work per round, N_i·τ_i. τ_i is CPU
     time per step, so a busy machine does not change it; the idle time this saves is wall-clock and depends on the
@@ -134,18 +171,10 @@ def test_non_finite_chain_stops_with_worker_and_round_and_keeps_draws(breast_can
     assert np.all(np.isfinite(e.result.draws))
 
 
-@dataclasses.dataclass(frozen=True)
-class FailingLogistic(LogisticRegression):
-    """A user model whose gradient raises on the shard marked by X[0, 1] == 77 once θ has left zero."""
-
-    def grad(self, X, y, x):
-        if X[0, 1] == 77.0 and np.abs(x).max() > 0.0:
-            raise RuntimeError("this shard's likelihood cannot be evaluated")
-        return super().grad(X, y, x)
-
-
 @pytest.mark.parametrize("executor, bad", [("local", 1), ("ray", 1), ("ray", 2)])
-def test_worker_exception_stops_with_shard_and_round_and_keeps_draws(ray_session, breast_cancer, executor, bad):
+def test_worker_exception_stops_with_shard_and_round_and_keeps_draws(
+    ray_session, breast_cancer, executor, bad, two_processes
+):
     """On Ray (2 CPUs, 3 shards) shards 0 and 1 are stepped in the coordinator's own process, shard 2 on an actor."""
     X, y = breast_cancer
     parts = [(Xi.copy(), yi) for Xi, yi in zip(np.array_split(X, 3), np.array_split(y, 3))]
@@ -177,7 +206,9 @@ def _pids(run: Run) -> tuple[int, list[int]]:
     return coordinator, [p.pid for p in run.setup.placement]
 
 
-def test_coordinator_process_hosts_the_first_group_and_draws_the_same(ray_session, breast_cancer, monkeypatch):
+def test_coordinator_process_hosts_the_first_group_and_draws_the_same(
+    ray_session, breast_cancer, monkeypatch, two_processes
+):
     """By default the coordinator's process steps the first group of shards (one process fewer to wake per round)
     and channel readers spin before sleeping; RAYSAMPLER_COORDINATOR_SHARDS=0 puts every shard on an actor and
     RAYSAMPLER_SHM_SPIN_US=0 makes readers sleep at once. Same draws either way."""
@@ -297,3 +328,44 @@ def test_result_summary_and_arviz(breast_cancer):
     assert tree["sample_stats"]["local_accept"].shape == (4, 100)
     for key in ("round_time", "worker_compute_s", "worker_idle_s", "idle_fraction", "N", "tau", "rho", "gamma"):
         assert key in res.stats
+
+
+def test_pipelined_rounds_draw_the_same_on_both_executors(ray_session, breast_cancer, two_processes):
+    """pipeline=True: each round runs as two halves, one per chain group (5 chains: 3 and 2), the actor stepping one
+    group while the coordinator updates the other. In-process and on Ray (both transports) the draws are the same
+    bits, a replayed N_i schedule included (round 1's N_i is fixed before round 0 ends); an unpipelined run draws the
+    same numbers but rounds them over all chains at once, so it agrees to the last bits only."""
+    X, y = breast_cancer
+    shards = rs.shard(X, y, num_shards=7)
+    schedule = ((0, (1,) * 7), (1, (2,) * 7), (40, (1, 2, 1, 2, 1, 2, 1)))
+    kw = dict(chains=5, num_rounds=60, burn_in=20, seed=4, progress=False, balance=False, n_local=schedule)
+    model = rs.models.LogisticRegression(prior_scale=1.0)
+    local = rs.sample(model, shards, executor="local", pipeline=True, **kw)
+    for transport in ("socket", "actor"):
+        on_ray = rs.sample(model, shards, executor="ray", transport=transport, pipeline=True, **kw)
+        np.testing.assert_array_equal(on_ray.draws, local.draws)
+        assert on_ray.run_stats.N_schedule == local.run_stats.N_schedule == schedule
+    whole = rs.sample(model, shards, executor="local", **kw)
+    np.testing.assert_allclose(whole.draws, local.draws, rtol=0, atol=1e-9)
+    assert local.sample_stats["local_accept"].shape == (5, 60)
+
+
+def test_a_pipelined_run_resumes_exactly_and_needs_independent_chains(breast_cancer):
+    X, y = breast_cancer
+    shards = rs.shard(X, y, num_shards=3)
+    opts = RunOptions(chains=2, num_rounds=120, burn_in=10, seed=8, pipeline=True)
+    model, local = rs.models.LogisticRegression(), ExecutionOptions(executor="local")
+    with Run(model, shards, DGLMC(), opts, local) as run:
+        chunks = iter(run.chunks(target_chunk_s=0.01))
+        next(chunks)
+        state = run.capture()
+        for _ in chunks:
+            pass
+        whole = run.result().draws
+    with Run(model, shards, DGLMC(), opts, local, resume_from=state) as again:
+        for _ in again.chunks():
+            pass
+        np.testing.assert_array_equal(again.result().draws, whole[:, state.draws_kept :])
+    with pytest.raises(ArgumentError, match="pipeline") as err:
+        rs.sample(model, shards, executor="local", pipeline=True, chains=2, num_rounds=5, local_kernel="mala")
+    assert err.value.path == ("pipeline",)

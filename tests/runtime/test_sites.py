@@ -4,6 +4,7 @@ a missing site and a node lost mid-run are failures naming the shard and its sit
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 
@@ -191,7 +192,13 @@ def test_loo_and_evaluate_run_at_the_sites_and_equal_the_in_process_sums(site_cl
     here = [rs.Shard(path=s.path) for s in shards]
     on_sites, local = res.loo(pointwise=True), res.loo(executor="local")
     np.testing.assert_allclose([on_sites.elpd, on_sites.se, on_sites.p], [local.elpd, local.se, local.p], rtol=1e-12)
-    assert (on_sites.k_ok, on_sites.k_high) == (local.k_ok, local.k_high)
+    assert (on_sites.k_flat, on_sites.k_ok, on_sites.k_high) == (local.k_flat, local.k_ok, local.k_high)
+    # stacking keeps each shard's pointwise elpd in an actor on its site between the optimiser's calls
+    pair = {"a": res, "b": dataclasses.replace(res, draws=res.draws[:, ::-1])}
+    stacked = rs.compare(pair, method="stacking")
+    here_stacked = rs.compare({n: dataclasses.replace(r, data=rs.shard(here)) for n, r in pair.items()},
+                              method="stacking", executor="local")  # fmt: skip
+    np.testing.assert_allclose([r.weight for r in stacked.rows], [r.weight for r in here_stacked.rows], atol=1e-9)
     held = list(shards[2:])
     assert rs.evaluate(res, held) == rs.evaluate(res, here[2:], executor="local")
     monkeypatch.setenv("RAYSAMPLER_SITE_WAIT_S", "1")

@@ -16,6 +16,7 @@ import raysampler as rs
 from raysampler import evaluation
 from raysampler.client import APIError, Client
 from raysampler.models.contract import DataSpec
+from raysampler.predictive import PpcHistogram, PpcStat
 
 ROUNDS = dict(chains=2, num_rounds=300, burn_in=50, seed=4, num_shards=3)
 
@@ -71,7 +72,8 @@ def test_loo_and_compare_over_rest_equal_the_engine_on_the_same_draws(alice, fit
     ref = local(full, X[:800], y[:800]).loo()
     assert lo["n_data_points"] == 800 and lo["n_samples"] == 600
     np.testing.assert_allclose([lo["elpd"], lo["se"], lo["p_loo"]], [ref.elpd, ref.se, ref.p], rtol=1e-10)
-    assert (lo["k_ok"], lo["k_high"]) == (ref.k_ok, ref.k_high)
+    assert (lo["k_flat"], lo["k_ok"], lo["k_high"]) == (ref.k_flat, ref.k_ok, ref.k_high)
+    assert lo["moment_matched"] is None
     table = alice.compare([drop.id, full.id])
     assert list(table.index) == [full.id, drop.id]  # the run without an informative feature loses
     pair = evaluation.compare({full.id: local(full, X[:800], y[:800]), drop.id: local(drop, X[:800, :-1], y[:800])})
@@ -124,9 +126,12 @@ def test_netcdf_export_has_the_pointwise_groups_spec_and_seed(alice, fits):
     assert isinstance(tree, xr.DataTree)
 
 
-def _detail(err: pytest.ExceptionInfo) -> tuple[int, list]:
+def _detail(err: pytest.ExceptionInfo) -> tuple[int, list | str]:
+    """A 422's field path, or a 404's message up to its first colon (the field it names)."""
     detail = err.value.detail
-    return err.value.status_code, (detail[0]["loc"] if isinstance(detail, list) else detail)
+    if isinstance(detail, list):
+        return err.value.status_code, detail[0]["loc"]
+    return err.value.status_code, str(detail).split(":")[0]
 
 
 def test_bad_input_is_a_4xx_naming_the_field(service, alice, fits):
@@ -136,12 +141,14 @@ def test_bad_input_is_a_4xx_naming_the_field(service, alice, fits):
     cases = [
         (lambda: full.predict(X[:3, :-1]), 422, ["body", "rows"]),
         (lambda: full.predict(X[:3], columns=["a", "b", "c", "d", "e"]), 422, ["body", "columns"]),
-        (lambda: full.predict(dataset_id=bobs), 422, ["body", "dataset_id"]),
+        (lambda: full.predict(dataset_id=bobs), 404, "dataset_id"),  # another tenant's data set is never found
+        (lambda: full.predict(dataset_id="ds-nobody"), 404, "dataset_id"),
         (lambda: full.predict(dataset_id=ids["drop"]), 422, ["body", "dataset_id"]),
-        (lambda: full.evaluate({"dataset_id": bobs}), 422, ["body", "data", "dataset_id"]),
+        (lambda: full.evaluate({"dataset_id": bobs}), 404, "data.dataset_id"),
         (lambda: full.evaluate({"dataset_id": ids["drop"]}), 422, ["body", "data", "shards", 0]),
         (lambda: full.loo(draws="some"), 422, ["query", "draws"]),
-        (lambda: alice.compare([full.id, "run-nobody"]), 422, ["body", "runs", 1]),
+        (lambda: alice.compare([full.id, drop.id], method="bma"), 422, ["body", "method"]),
+        (lambda: alice.compare([full.id, "run-nobody"]), 404, "runs[1]"),  # as an unknown id in a path
     ]
     for call, status, loc in cases:
         with pytest.raises(APIError) as err:
@@ -186,3 +193,124 @@ def test_the_async_client_gives_the_same_checks(service, alice, fits):
     assert lo == full.loo()
     np.testing.assert_array_equal(pred, full.predict(X[800:805]))
     assert list(table.index) == list(alice.compare([full.id, drop.id]).index)
+
+
+@pytest.fixture(scope="module")
+def breast(alice):
+    """The service's default run on builtin:breast_cancer (logistic regression, DG-LMC, num_rounds auto), and a
+    shorter one with a prior far too tight (prior_scale 0.05) on the same rows."""
+    default = alice.submit({"model": {"family": "logistic_regression"}, "data": {"dataset": "builtin:breast_cancer"}})
+    tight = alice.submit(
+        {
+            "model": {"family": "logistic_regression", "prior_scale": 0.05},
+            "data": {"dataset": "builtin:breast_cancer"},
+            "num_rounds": 300,
+            "seed": 1,
+        }
+    )
+    assert default.wait()["status"] == "SUCCEEDED" and tight.wait()["status"] == "SUCCEEDED"
+    return default, tight
+
+
+def test_breast_cancer_default_run_loo_is_finite_and_equals_the_pooled_computation(service, alice, breast):
+    """Rows the model classifies with near certainty have a log-likelihood constant across draws: arviz-stats' PSIS
+    gives NaN there. Over REST, in the engine and in the CLI the elpd is finite and equals the pooled computation
+    under the flat rule (arviz-stats' PSIS on the rows that vary, log mean exp(ll_i) on flat rows); the k bands count
+    only rows whose weights vary; moment matching and compare work on it."""
+    import math
+    import subprocess
+    import sys
+    import warnings
+
+    from arviz_stats.base import array_stats
+    from scipy.special import logsumexp
+
+    from raysampler.evaluation import FLAT_SPAN, thin_draws
+
+    default, tight = breast
+    X, y = rs.datasets.load("breast_cancer")
+    lo = default.loo()
+    assert lo["elpd"] is not None and math.isfinite(lo["elpd"]) and lo["n_data_points"] == 569
+    assert lo["k_flat"] > 0 and lo["k_flat"] + lo["k_ok"] + lo["k_high"] == 569 and lo["flat_span"] == FLAT_SPAN
+    draws = default.draws()
+    model = rs.models.LogisticRegression().bind(DataSpec(X.shape[1], n_rows=len(y)))
+    here = rs.Result(
+        draws, default.info()["param_names"], model=model, data=rs.shard(X, y, num_shards=4), executor="local"
+    )
+    engine = here.loo()
+    np.testing.assert_allclose([lo["elpd"], lo["se"], lo["p_loo"]], [engine.elpd, engine.se, engine.p], rtol=1e-10)
+    assert (lo["k_flat"], lo["k_ok"], lo["k_high"]) == (engine.k_flat, engine.k_ok, engine.k_high)
+    # the pooled computation: every row's log-likelihood under the thinned draws, in one matrix
+    thinned = thin_draws(draws)
+    ll = model.log_likelihood(X, y, thinned.reshape(-1, X.shape[1]))
+    flat = np.ptp(ll, axis=1) < FLAT_SPAN
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lw, k = array_stats.psislw(ll.reshape(569, thinned.shape[0], -1), r_eff=engine_r_eff(here), axis=(-2, -1))
+    psis = logsumexp(lw.reshape(569, -1) + ll, axis=1)
+    want = np.where(flat, logsumexp(ll, axis=1) - math.log(ll.shape[1]), psis)
+    np.testing.assert_allclose(lo["elpd"], want.sum(), rtol=1e-10)
+    assert lo["k_high"] == int(np.sum(~flat & (k >= 0.7))) and lo["k_flat"] == int(flat.sum())
+    cmd = [sys.executable, "-m", "raysampler.cli", "loo", default.id, "--url", service.url, "--api-key", ALICE]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True).stdout
+    assert f"elpd_loo {lo['elpd']:.2f}" in out and f"flat (log-lik span < {FLAT_SPAN:g}" in out
+    mm = default.loo(moment_match=True)
+    assert len(mm["moment_matched"]) == lo["k_high"] and mm["k_high"] <= lo["k_high"] and math.isfinite(mm["elpd"])
+    used = [m for m in mm["moment_matched"] if m["used"]]
+    assert all(m["k_after"] < m["k_psis"] for m in used)
+    np.testing.assert_allclose(mm["elpd"], lo["elpd"] + sum(m["elpd_after"] - m["elpd_psis"] for m in used), rtol=1e-10)
+    table = alice.compare([tight.id, default.id], method="stacking")
+    assert list(table.index) == [default.id, tight.id] and np.isfinite(table["elpd"]).all()
+    assert table.loc[tight.id, "elpd_diff"] > 2 * table.loc[tight.id, "dse"] > 0
+    np.testing.assert_allclose(table["weight"].sum(), 1.0, rtol=1e-9)
+
+
+def engine_r_eff(result: rs.Result) -> float:
+    from raysampler.evaluation import r_eff, thin_draws
+
+    return r_eff(thin_draws(result.draws), result.param_blocks)
+
+
+def test_pp_check_over_rest_equals_the_engine_on_the_same_draws(alice, fits):
+    """GET /v1/runs/{id}/ppc through the SDK (sync and async): the statistic, histograms and densities the shards
+    computed on Ray equal the engine's in this process on the same stored draws and rows; bad query values are 422s
+    naming them."""
+    import asyncio
+
+    from raysampler.client import AsyncClient
+
+    X, y, _, full, _ = fits
+    here = local(full, X[:800], y[:800])
+    for kind in ("stat", "hist", "dens"):
+        got, want = full.pp_check(kind, "sd", draws=20, seed=2), here.pp_check(kind, "sd", draws=20, seed=2)
+        assert type(got) is type(want) and got.n == want.n == 800
+        if isinstance(want, PpcStat):
+            np.testing.assert_allclose([got.observed, *got.replicated], [want.observed, *want.replicated], rtol=1e-10)
+            assert got.p_value == want.p_value
+        elif isinstance(want, PpcHistogram):
+            np.testing.assert_array_equal(got.edges, want.edges)
+            np.testing.assert_array_equal(
+                np.vstack([got.observed, got.replicated]), np.vstack([want.observed, want.replicated])
+            )
+        else:
+            np.testing.assert_allclose(got.grid, want.grid, rtol=1e-12)
+            np.testing.assert_allclose(
+                np.vstack([got.observed, got.replicated]),
+                np.vstack([want.observed, want.replicated]),
+                rtol=1e-9,
+                atol=1e-12,
+            )
+
+    async def stat():
+        async with AsyncClient(full.client.url, ALICE) as c:
+            return await (await c.run(full.id)).pp_check("stat", "mean", draws=20)
+
+    np.testing.assert_array_equal(asyncio.run(stat()).replicated, full.pp_check("stat", "mean", draws=20).replicated)
+    for call, loc in [
+        (lambda: full.pp_check("violin"), ["query", "kind"]),
+        (lambda: full.pp_check("stat", "median"), ["query", "stat"]),
+        (lambda: full.pp_check("hist", bins=0), ["query", "bins"]),
+    ]:
+        with pytest.raises(APIError) as err:
+            call()
+        assert _detail(err) == (422, loc), err.value.detail

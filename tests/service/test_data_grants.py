@@ -1,5 +1,6 @@
-"""`raysampler serve` and data grants: malformed grants refuse to start naming the entry; the grants it loaded are
-printed (tenant, site, prefix); with none, it says that no tenant may use site shards."""
+"""`raysampler serve` and its settings: malformed grants refuse to start naming the entry; the grants it loaded are
+printed (tenant, site, prefix); with none, it says that no tenant may use site shards. A malformed or unreachable
+database or storage refuses to start naming its setting, never a password."""
 
 from __future__ import annotations
 
@@ -52,9 +53,10 @@ def test_serve_prints_the_grants_it_loaded(tmp_path):
                     {"tenant": "bob", "site": "a", "prefix": "/srv/data/bob"},
                 ]
             else:
-                lines = [proc.stdout.readline() for _ in range(3)]
-                assert lines[0].startswith("data grants: 2"), lines
-                assert "tenant 'alice' on site 'a': /srv/data/alice" in lines[1], lines
+                lines = [proc.stdout.readline() for _ in range(4)]
+                assert lines[0].startswith("records: SQLite in the data dir; draws and uploads: "), lines
+                assert lines[1].startswith("data grants: 2"), lines
+                assert "tenant 'alice' on site 'a': /srv/data/alice" in lines[2], lines
         finally:
             proc.kill()
             proc.communicate(timeout=60)
@@ -62,7 +64,37 @@ def test_serve_prints_the_grants_it_loaded(tmp_path):
     try:
         assert proc.stdout is not None
         proc.stdout.readline()
+        proc.stdout.readline()
         assert "no tenant may use site shards" in proc.stdout.readline()
     finally:
         proc.kill()
         proc.communicate(timeout=60)
+
+
+def test_a_database_or_storage_it_cannot_use_refuses_to_start_naming_the_setting(tmp_path):
+    from servers import free_port
+
+    closed = free_port()  # nothing listens there
+    cases = [
+        ({"RAYSAMPLER_DATABASE_URL": "mysql://svc:hunter2@db:3306/runs"}, "RAYSAMPLER_DATABASE_URL: the scheme"),
+        (
+            {"RAYSAMPLER_DATABASE_URL": f"postgresql://svc:hunter2@127.0.0.1:{closed}/runs"},
+            f"RAYSAMPLER_DATABASE_URL: cannot open postgresql://svc@127.0.0.1:{closed}/runs",
+        ),
+        ({"RAYSAMPLER_STORAGE_URL": "s3://Runs_Bucket/x/"}, "RAYSAMPLER_STORAGE_URL: the URI needs a valid bucket"),
+        (
+            {
+                "RAYSAMPLER_STORAGE_URL": "s3://runs-bucket/raysampler/",
+                "AWS_ENDPOINT_URL": f"http://127.0.0.1:{closed}",
+                "AWS_ACCESS_KEY_ID": "id",
+                "AWS_SECRET_ACCESS_KEY": "hunter2",
+                "AWS_REGION": "us-east-1",
+            },
+            "RAYSAMPLER_STORAGE_URL: cannot use s3://runs-bucket/raysampler/",
+        ),
+    ]
+    for env, text in cases:
+        proc = _serve(tmp_path, env)
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 2, (env, out, err)
+        assert text in err and "hunter2" not in err + out and "Traceback" not in err, err

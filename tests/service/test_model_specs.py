@@ -272,3 +272,52 @@ def test_bad_group_effects_get_422_naming_the_field(app_client, over, field):
     locs = [".".join(str(p) for p in e["loc"]) for e in r.json()["detail"]]
     want = field if field == "body" else "body." + field
     assert any(loc == want or loc.startswith(want + ".") for loc in locs), (field, r.json())
+
+
+def test_a_formula_over_rest_and_a_bad_one_names_the_field(app_client):
+    """{"model": {"formula": ..., "family": "bernoulli"}}: the design is built from the rows where they are; the data
+    are split by the formula's grouping column; a formula that cannot be read is a 422 at model.formula."""
+    c, h = app_client, hdr(ALICE)
+    model = {
+        "formula": "y ~ age + severity + (1 | hospital)",
+        "family": "bernoulli",
+        "coef_prior": {"normal": {"scale": 2.5}},
+        "sd_prior": {"half_normal": {"scale": 1.0}},
+    }
+    r = c.post("/v1/runs", json=_body(model, {"dataset": "builtin:hospitals"}, num_shards=2), headers=h)
+    assert r.status_code == 202, r.text
+    info = final(c, r.json()["id"])
+    assert info["status"] == "SUCCEEDED", info
+    names = info["param_names"]
+    assert names[:4] == ["beta[(Intercept)]", "beta[age]", "beta[severity]", "sd_hospital[(Intercept)]"]
+    assert names[4].startswith("r_hospital[")
+    # brms-style summaries of the stored draws: fixef agrees with the summary's means, coef adds the group's effect
+    summary = {row["param"]: row for row in c.get(f"/v1/runs/{info['id']}/summary", headers=h).json()["rows"]}
+    fixef = c.get(f"/v1/runs/{info['id']}/effects", params={"kind": "fixef"}, headers=h).json()
+    assert fixef["columns"] == ["Estimate", "Est.Error", "Q2.5", "Q97.5"]
+    for row in fixef["rows"]:
+        assert row["Estimate"] == pytest.approx(summary[f"beta[{row['index'][0]}]"]["mean"], rel=1e-9)
+    ranef = c.get(f"/v1/runs/{info['id']}/effects", params={"kind": "ranef"}, headers=h).json()["rows"]
+    coef = c.get(f"/v1/runs/{info['id']}/effects", params={"kind": "coef"}, headers=h).json()["rows"]
+    first = ranef[0]["index"]  # (label, "(Intercept)")
+    own = next(r for r in coef if r["index"] == first)
+    assert own["group"] == "hospital"
+    assert own["Estimate"] == pytest.approx(fixef["rows"][0]["Estimate"] + ranef[0]["Estimate"], rel=1e-9)
+    prior = c.get(f"/v1/runs/{info['id']}/effects", params={"kind": "prior"}, headers=h).json()["rows"]
+    assert [(r["class"], r["group"]) for r in prior] == [("b", ""), ("sd", "hospital")]
+    # posterior predictive checks at the shards, the design built there: y is 0/1, so one bin per value
+    _, y = rs.datasets.load("hospitals")
+    ppc = c.get(f"/v1/runs/{info['id']}/ppc", params={"kind": "stat", "stat": "mean", "draws": 20}, headers=h)
+    assert ppc.status_code == 200, ppc.text
+    assert ppc.json()["observed"] == pytest.approx(float(np.mean(y)), rel=1e-12) and len(ppc.json()["replicated"]) == 20
+    hist = c.get(f"/v1/runs/{info['id']}/ppc", params={"kind": "hist"}, headers=h).json()
+    assert hist["edges"] == [-0.5, 0.5, 1.5] and len(hist["replicated"]) == 10
+    assert {sum(row) for row in [hist["observed"], *hist["replicated"]]} == {len(y)}
+    dens = c.get(f"/v1/runs/{info['id']}/ppc", headers=h).json()
+    assert dens["kind"] == "dens" and len(dens["grid"]) == len(dens["observed"]) == 512
+    bad = c.get(f"/v1/runs/{info['id']}/ppc", params={"kind": "stat", "stat": "median"}, headers=h)
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "stat"], bad.text
+    bad = c.post("/v1/runs", json=_body(model | {"formula": "y ~ age +"}, {"dataset": "builtin:hospitals"}), headers=h)
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"][-2:] == ["model", "formula"], bad.text
+    clash = c.post("/v1/runs", json=_body(model | {"prior_scale": 1.0}, {"dataset": "builtin:hospitals"}), headers=h)
+    assert clash.status_code == 422 and "does not go with model.formula" in clash.text

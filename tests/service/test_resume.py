@@ -7,20 +7,15 @@ reason and keeps its draws."""
 from __future__ import annotations
 
 import tempfile
-import threading
 import time
 
-import httpx
 import numpy as np
 import pytest
 from conftest import service_env
-from service_helpers import ALICE, hdr, spec, wait_until
+from service_helpers import ALICE, Follower, spec, uninterrupted, wait_until
 
 from raysampler.client import Client
 from raysampler.service.local import LocalService
-from raysampler.service.schemas import RunSpec
-from raysampler.service.specs import build, run_options
-from raysampler.wire import DrawLine, LineSplitter, parse_draw_stream_line
 
 pytestmark = [pytest.mark.service, pytest.mark.slow]  # starts, kills and restarts servers of its own (LocalService)
 
@@ -32,60 +27,6 @@ def _service(tmp_path, name="data"):
     return LocalService(tmp_path / name, keys={"alice": ALICE}, env=service_env(ray_tmp), log=tmp_path / f"{name}.log")
 
 
-def _uninterrupted(body: dict) -> np.ndarray:
-    """The draws an uninterrupted run of this spec makes (in-process: draws do not depend on the executor)."""
-    from raysampler.sampling import Run
-
-    spec_obj = RunSpec.model_validate(body)
-    built = build(spec_obj, "alice", None, "local")  # built-in data: no store needed
-    from raysampler.options import ExecutionOptions
-
-    local = ExecutionOptions(executor="local")
-    with Run(built.model, built.shards, built.algorithm, run_options(spec_obj), local) as run:
-        return np.concatenate([c.theta for c in run.chunks()])
-
-
-class Follower(threading.Thread):
-    """Follows a run's draws with follow=true, reconnecting from its offset whenever the server goes away, until
-    the run has ended and every stored line was read; records each line's offset and values."""
-
-    def __init__(self, url: str, run_id: str) -> None:
-        super().__init__(daemon=True)
-        self.url, self.run_id = url, run_id
-        self.lines: list[DrawLine] = []
-        self.reconnects = 0
-
-    def run(self) -> None:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            try:
-                with httpx.stream(
-                    "GET",
-                    f"{self.url}/v1/runs/{self.run_id}/draws",
-                    headers=hdr(ALICE),
-                    params={"start": len(self.lines), "follow": "true"},
-                    timeout=30,
-                ) as r:
-                    if r.status_code != 200:
-                        raise httpx.TransportError(f"status {r.status_code}")
-                    split = LineSplitter()
-                    for text in r.iter_text():
-                        for line in split.feed(text):
-                            item = parse_draw_stream_line(line)
-                            if isinstance(item, DrawLine):
-                                self.lines.append(item)
-                info = httpx.get(f"{self.url}/v1/runs/{self.run_id}", headers=hdr(ALICE), timeout=10).json()
-                if (
-                    info["status"] in ("SUCCEEDED", "FAILED", "CANCELLED")
-                    and len(self.lines) >= info["progress"]["draws_stored"] * info["spec"]["chains"]
-                ):
-                    return
-            except (httpx.TransportError, httpx.HTTPError):
-                pass
-            self.reconnects += 1
-            time.sleep(0.3)
-
-
 def test_service_killed_twice_mid_run_resumes_identically_and_a_follower_gets_every_draw_once(tmp_path):
     svc = _service(tmp_path)
     svc.start()
@@ -93,7 +34,7 @@ def test_service_killed_twice_mid_run_resumes_identically_and_a_follower_gets_ev
     try:
         with Client(svc.url, ALICE) as c:
             run = c.submit(body)
-            follower = Follower(svc.url, run.id)
+            follower = Follower([svc.url], run.id)
             follower.start()
             wait_until(lambda: run.info()["progress"]["draws_stored"] >= 100, what="draws before the first kill")
             svc.kill()  # SIGKILL: server and its Ray, as a crash
@@ -110,7 +51,7 @@ def test_service_killed_twice_mid_run_resumes_identically_and_a_follower_gets_ev
             kinds = [e["event"] for e in run.events(follow=False)]
             assert kinds.count("resumed") == 2 and kinds[-1] == "status"
         follower.join(120)
-        expected = _uninterrupted(body)
+        expected = uninterrupted(body)
         assert stored.shape == (2, LONG["num_rounds"], 31)
         np.testing.assert_array_equal(stored.transpose(1, 0, 2), expected)
         offsets = [line.offset for line in follower.lines]
@@ -147,12 +88,13 @@ def test_graceful_stop_then_cancel_and_resume_on_request_and_a_corrupt_checkpoin
                 what="the resumed run to end",
             )
             assert info["status"] == "SUCCEEDED" and info["restarts"] == 2 and kept > 0
-            np.testing.assert_array_equal(run.draws().transpose(1, 0, 2), _uninterrupted(body))
+            np.testing.assert_array_equal(run.draws().transpose(1, 0, 2), uninterrupted(body))
 
             doomed = c.submit(spec(**{**LONG, "seed": 9}))
             wait_until(lambda: doomed.info()["progress"]["draws_stored"] >= 30, what="stored draws")
             svc.kill()
-            (svc.data_dir / "runs" / "alice" / doomed.id / "checkpoint.pkl").write_bytes(b"garbage")
+            (checkpoint,) = (svc.data_dir / "runs" / "alice" / doomed.id).glob("checkpoint*.pkl")  # of its lease epoch
+            checkpoint.write_bytes(b"garbage")
             svc.start()
             info = wait_until(lambda: (i := doomed.info())["status"] == "FAILED" and i, what="FAILED")
             assert "cannot resume" in info["error"] and info["failure"]["kind"] == "checkpoint"

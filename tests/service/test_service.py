@@ -251,9 +251,12 @@ def test_summary_is_stored_once_for_a_finished_run_and_dropped_on_delete(service
     assert not run_dir.exists()
 
 
-def test_auto_run_progress_is_on_convergence(service, alice):
+def test_auto_run_progress_is_on_convergence(service, alice, capsys):
     run = alice.submit(spec(num_rounds="auto", max_rounds=3000, target_ess=40, burn_in=50))
     info = run.wait(progress=True)
+    bar = capsys.readouterr().err.split("\r")[-1]  # the bar as last drawn
+    if info["stop_reason"] == "converged":
+        assert "100%" in bar, bar
     assert info["status"] == "SUCCEEDED" and info["stop_reason"] in ("converged", "max_rounds")
     assert info["progress"]["basis"] == "convergence" and info["progress"]["fraction"] == 1.0
     steps = [e["data"] for e in run.events(follow=False) if e["event"] == "progress"]

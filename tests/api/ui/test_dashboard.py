@@ -187,7 +187,8 @@ def test_an_invalid_form_value_shows_the_api_error_at_its_field(browser, service
     sign_in(browser, service.url, ALICE)
     wait_for(lambda: browser.find_element(By.ID, "runs-body"), what="the runs page")
     browser.get(f"{service.url}/ui/#/submit")
-    chains = wait_for(lambda: browser.find_element(By.ID, "f-chains"), what="the form")
+    wait_for(lambda: '"family"' in browser.find_element(By.ID, "spec-json").get_attribute("value"), 60, "the form")
+    chains = browser.find_element(By.ID, "f-chains")
     chains.clear()
     chains.send_keys("0")
     browser.find_element(By.ID, "submit").click()
@@ -716,8 +717,9 @@ def test_submit_form_offers_group_effects_and_known_noise(browser, service):
 
 
 def test_checks_loo_held_out_metrics_reliability_curve_and_loo_comparison(browser, service):
-    """The run page computes PSIS-LOO and held-out metrics (on the shards) and draws a classifier's reliability
-    curve; the compare view ranks runs by PSIS-LOO with the paired SE."""
+    """The run page computes PSIS-LOO (its flat-row band, and moment matching when ticked) and held-out metrics (on
+    the shards) and draws a classifier's reliability curve; the compare view ranks runs by PSIS-LOO with the paired
+    SE and stacking weights."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
@@ -737,7 +739,19 @@ def test_checks_loo_held_out_metrics_reliability_curve_and_loo_comparison(browse
     wait_for(lambda: len(Select(browser.find_element(By.ID, "eval-data")).options) > 1, what="the held-out choices")
     browser.find_element(By.ID, "loo-btn").click()
     loo = wait_for(lambda: browser.find_element(By.ID, "loo-table").text, 120, "the LOO table")
-    assert "elpd_loo" in loo and "Pareto k" in loo
+    assert "elpd_loo" in loo and "Pareto k" in loo and "flat rows" in loo
+    assert not browser.find_element(By.ID, "loo-mm-table").is_displayed()
+    browser.find_element(By.ID, "loo-mm").click()
+    browser.find_element(By.ID, "loo-btn").click()
+    matched = wait_for(
+        lambda: (
+            browser.find_element(By.ID, "loo-mm-table").is_displayed()
+            and browser.find_element(By.ID, "loo-mm-table").text
+        ),
+        120,
+        "the moment-matching table",
+    )
+    assert "k (matched)" in matched
     Select(browser.find_element(By.ID, "eval-data")).select_by_value("builtin:breast_cancer")
     browser.find_element(By.ID, "eval-btn").click()
     metrics = wait_for(lambda: browser.find_element(By.ID, "eval-table").text, 120, "the held-out metrics")
@@ -749,6 +763,7 @@ def test_checks_loo_held_out_metrics_reliability_curve_and_loo_comparison(browse
     ]
     browser.get(f"{service.url}/ui/#/compare/{','.join(ids)}")
     button = wait_for(lambda: (b := browser.find_element(By.ID, "loo-compare")).is_enabled() and b, what="compare")
+    Select(browser.find_element(By.ID, "loo-compare-method")).select_by_value("stacking")
     button.click()
     rows = wait_for(
         lambda: (
@@ -762,4 +777,83 @@ def test_checks_loo_held_out_metrics_reliability_curve_and_loo_comparison(browse
         "the LOO comparison",
     )
     assert len(rows) == 2 and {r.text.split()[0] for r in rows} == set(ids)
+    assert "weight (stacking)" in browser.find_element(By.ID, "loo-compare-table").text
+    assert not [m for m in console(browser) if "SEVERE" in m], "console errors"
+
+
+def test_a_formula_run_from_the_form_its_effects_and_its_predictive_check(browser, service):
+    """The form sends a formula model (the formula, brms' family, priors by kind) on the built-in hospitals data; the
+    run page shows brms' tables (coef: each hospital's coefficients) and posterior predictive checks drawn at the
+    shards: a density overlay, histograms (0/1: one bin per value) and a statistic against its observed value."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    sign_in(browser, service.url, ALICE)
+    wait_for(lambda: browser.find_element(By.ID, "runs-body"), what="the runs page")
+    browser.get(f"{service.url}/ui/#/submit")
+    wait_for(lambda: len(Select(browser.find_element(By.ID, "f-formula-family")).options) == 5, what="the families")
+    Select(browser.find_element(By.ID, "f-dataset")).select_by_value("builtin:hospitals")
+    browser.find_element(By.CSS_SELECTOR, "input[name=model-kind][value=formula]").click()
+    assert browser.find_element(By.ID, "f-formula").is_displayed()
+    assert not browser.find_element(By.ID, "f-family").is_displayed()
+    browser.find_element(By.ID, "f-sd-scale").send_keys("1")
+    for field, value in (("f-chains", "2"), ("f-burn", "10")):
+        box = browser.find_element(By.ID, field)
+        box.clear()
+        box.send_keys(value)
+    browser.find_element(By.ID, "f-auto").click()
+    rounds = browser.find_element(By.ID, "f-rounds")
+    rounds.clear()
+    rounds.send_keys("40")
+    spec = json.loads(browser.find_element(By.ID, "spec-json").get_attribute("value"))
+    assert spec["model"] == {
+        "formula": "y ~ age + severity + (1 | hospital)",
+        "family": "bernoulli",
+        "coef_prior": {"normal": {"scale": 2.5}},
+        "sd_prior": {"half_normal": {"scale": 1}},
+    }, spec
+    assert browser.execute_script(A11Y_JS) == []  # the formula's fields too
+    browser.find_element(By.ID, "submit").click()
+    run_id = wait_for(
+        lambda: browser.execute_script("const m = location.hash.match(/^#\\/run\\/(.+)$/); return m && m[1]"),
+        what="the run page",
+    )
+    wait_for(lambda: browser.find_element(By.ID, "run-status").text == "SUCCEEDED", 300, f"run {run_id} to finish")
+    Select(browser.find_element(By.ID, "effects-kind")).select_by_value("coef")
+    browser.find_element(By.ID, "effects-btn").click()
+    rows = wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "#effects-table tr")[1:], 120, "the coef table")
+    first = rows[0].text
+    assert first.startswith("hospital 1, (Intercept)"), first
+    assert browser.find_element(By.CSS_SELECTOR, "#effects-table tr").text.split()[-4:] == [
+        "Estimate", "Est.Error", "Q2.5", "Q97.5"
+    ]  # fmt: skip
+
+    def check(kind: str) -> dict[str, Any]:
+        Select(browser.find_element(By.ID, "ppc-kind")).select_by_value(kind)
+        browser.find_element(By.ID, "ppc-btn").click()
+        return wait_for(
+            lambda: (
+                browser.execute_script(f"const c = window.rsDashboard.state.ppc; return c && c.kind === '{kind}' && c")
+                or (
+                    browser.find_element(By.ID, "ppc-error").text
+                    and pytest.fail(browser.find_element(By.ID, "ppc-error").text)
+                )
+            ),
+            120,
+            f"the {kind} check",
+        )
+
+    dens = check("dens")
+    assert len(dens["replicated"]) == 10 and len(dens["grid"]) == 512
+    assert plotted_axes(browser)["ppc"] == ["y", "density"]
+    hist = check("hist")
+    assert hist["edges"] == [-0.5, 0.5, 1.5] and sum(hist["observed"]) == hist["n"]
+    assert plotted_axes(browser)["ppc"] == ["y", "rows"]
+    Select(browser.find_element(By.ID, "ppc-kind")).select_by_value("stat")  # the statistic is chosen for "stat"
+    Select(browser.find_element(By.ID, "ppc-stat")).select_by_value("sd")
+    stat = check("stat")
+    assert stat["stat"] == "sd" and len(stat["replicated"]) == 80  # every draw: 2 chains of 40
+    assert "P(T(y_rep) ≥ T(y))" in browser.find_element(By.ID, "ppc-note").text
+    assert plotted_axes(browser)["ppc"] == ["sd (line: the observed y's)", "replicated data sets"]
+    assert browser.execute_script(A11Y_JS) == []
     assert not [m for m in console(browser) if "SEVERE" in m], "console errors"

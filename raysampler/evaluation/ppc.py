@@ -1,0 +1,310 @@
+"""Posterior predictive checks at the sites (bayesplot's `ppc_dens_overlay`, `ppc_hist` and `ppc_stat`): replicated
+data sets y_rep are drawn where the rows live, from the run's draws and the model's `predict_draw`, and summarised
+there; only per-curve sums (`CurveSums`) and bin counts (`BinCounts`) travel, never a row.
+
+Two passes for a plot: the first brings each curve's (the observed y, then each replicated data set) count, sum,
+centred sum of squares, min, max and zeros, from which the bins are agreed (equal-width bins over the pooled range,
+or the density's grid); the second brings each curve's counts in those bins (for a density, its linear-binning
+weights at the grid points, which a Gaussian kernel then smooths here). A statistic ("stat") needs the first
+pass only, so the statistics offered are those the sums determine exactly (`PPC_STATS`); quantiles such as the
+median are not among them.
+
+A replicated value is the model's inverse distribution function at a uniform that is a hash of (seed, the row, the
+draw) — the row named by its index in the original data when the shard records it (`Shard.index`), else by its
+shard and position — so a row's replicated values do not depend on how the rows are split into shards or ranges:
+the same seed gives the same replicated statistics on one shard or many, in-process or on Ray.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..enums import Executor
+from ..errors import ArgumentError
+from ..models.contract import Model
+from ..predictive import PPC_KINDS, PPC_STATS, PpcDensity, PpcHistogram, PpcKind, PpcResult, PpcStat
+from ..shards import ShardSet
+from .fits import BLOCK_ROWS, DEFAULT_DRAWS, DrawsArg, Fit, executor_of, flat_draws, model_of, shards_of, thin_draws
+from .shard_tasks import ShardRows, merge, run_at_shards
+
+#: Replicated data sets a density or histogram overlay draws by default (bayesplot's and brms' `ndraws`).
+PPC_CURVES = 10
+#: Bins of a histogram by default, and grid points of a density.
+HIST_BINS = 30
+DENS_GRID = 512
+#: Target kinds whose values are whole numbers: their histogram bins are centred on integers.
+DISCRETE_KINDS = ("binary", "count", "multiclass")
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+_NO_INDEX = np.uint64(1 << 62)  # rows of a shard that does not record its original rows: (shard, position)
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser, elementwise on uint64 (wrapping arithmetic): a bijective hash of 64-bit keys."""
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    return z ^ (z >> np.uint64(31))
+
+
+def row_uniforms(seed: int, row_ids: np.ndarray, n_draws: int) -> np.ndarray:
+    """(n, S) uniforms in (0, 1), one per row and draw, each a hash of (seed, the row's id, the draw's position):
+    what a row gets does not depend on which rows it is drawn with. numpy's generators give one stream per seed,
+    not a value per key, so the keys are hashed here (SplitMix64, 53 bits per uniform)."""
+    with np.errstate(over="ignore"):
+        key = _mix(np.asarray([seed], dtype=np.uint64) + _GOLDEN)
+        rows = _mix(key ^ (np.asarray(row_ids, dtype=np.uint64) * _GOLDEN))
+        draws = np.arange(1, n_draws + 1, dtype=np.uint64) * _GOLDEN
+        z = _mix(rows[:, None] + draws[None, :])
+    return ((z >> np.uint64(11)).astype(np.float64) + 0.5) * 2.0**-53
+
+
+def row_ids(rows: ShardRows) -> np.ndarray:
+    """The ids the uniforms of these rows are keyed by: their rows of the original data, else (shard, position)."""
+    if rows.index is not None:
+        return np.asarray(rows.index, dtype=np.uint64)
+    pos = np.arange(rows.start, rows.start + rows.X.shape[0], dtype=np.uint64)
+    return _NO_INDEX | (np.uint64(rows.shard) << np.uint64(40)) | pos
+
+
+@dataclass(frozen=True)
+class CurveSums:
+    """Per curve (the observed y first, then each replicated data set): rows, Σ y, the centred Σ (y − ȳ)², min, max
+    and the count of zeros; two shards' sums merge exactly (the centred sums by Chan et al.'s rule)."""
+
+    n: int
+    total: np.ndarray
+    m2: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    zeros: np.ndarray
+
+    @classmethod
+    def of(cls, curves: np.ndarray) -> CurveSums:
+        """The sums of curves (n rows, K curves)."""
+        n, k = curves.shape
+        if n == 0:
+            return cls(0, np.zeros(k), np.zeros(k), np.full(k, np.inf), np.full(k, -np.inf), np.zeros(k, np.int64))
+        total = curves.sum(axis=0)
+        m2 = np.sum((curves - total / n) ** 2, axis=0)
+        zeros = np.count_nonzero(curves == 0.0, axis=0).astype(np.int64)
+        return cls(n, total, m2, curves.min(axis=0), curves.max(axis=0), zeros)
+
+    def __add__(self, o: CurveSums) -> CurveSums:
+        if self.n == 0:
+            return o
+        if o.n == 0:
+            return self
+        n = self.n + o.n
+        delta = o.total / o.n - self.total / self.n
+        m2 = self.m2 + o.m2 + delta * delta * (self.n * o.n / n)
+        lo, hi = np.minimum(self.lo, o.lo), np.maximum(self.hi, o.hi)
+        return CurveSums(n, self.total + o.total, m2, lo, hi, self.zeros + o.zeros)
+
+    def stat(self, name: str) -> np.ndarray:
+        """Statistic `name` of every curve (K,): mean, sd and var (n − 1 in the denominator, as R's), min, max, or
+        prop_zero (the share of rows equal to 0)."""
+        n = self.n
+        if name == "mean":
+            return self.total / n
+        if name in ("sd", "var"):
+            var = self.m2 / (n - 1) if n > 1 else np.full_like(self.m2, np.nan)
+            return np.sqrt(var) if name == "sd" else var
+        if name == "min":
+            return self.lo
+        if name == "max":
+            return self.hi
+        if name == "prop_zero":
+            return self.zeros / n
+        raise ValueError(f"unknown statistic {name!r}")
+
+
+@dataclass(frozen=True)
+class BinCounts:
+    """Per curve, the rows in each bin of the agreed edges, (K, B) integers, or their linear-binning weights at the
+    agreed grid points, (K, G) floats: added up over the shards."""
+
+    counts: np.ndarray
+
+    def __add__(self, o: BinCounts) -> BinCounts:
+        return BinCounts(self.counts + o.counts)
+
+
+def bin_counts(curves: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """(K, B) counts of each curve's values (columns of curves (n, K)) in the bins of `edges` (B + 1, increasing):
+    bin b holds edges[b] ≤ v < edges[b + 1], the last bin its right edge too (as `numpy.histogram`)."""
+    n, k = curves.shape
+    b = edges.shape[0] - 1
+    idx = np.clip(np.searchsorted(edges, curves, side="right") - 1, 0, b - 1)
+    flat = (idx + b * np.arange(k)[None, :]).ravel()
+    return np.bincount(flat, minlength=k * b).reshape(k, b).astype(np.int64)
+
+
+def linear_binning(curves: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """(K, G) weights of each curve's values (columns of curves (n, K)) at the equally spaced `grid` (G,), covering
+    them: a value between two grid points is split between them in proportion to its nearness (linear binning, as R's
+    `density` bins before it smooths), so a binned density's error is of the order of the spacing squared."""
+    n, k = curves.shape
+    g = grid.shape[0]
+    t = (curves - grid[0]) / (grid[1] - grid[0])
+    i = np.clip(np.floor(t).astype(np.intp), 0, g - 2)
+    frac = np.clip(t - i, 0.0, 1.0)
+    at = i + g * np.arange(k)[None, :]
+    w = np.bincount(at.ravel(), weights=(1.0 - frac).ravel(), minlength=k * g)
+    w += np.bincount((at + 1).ravel(), weights=frac.ravel(), minlength=k * g)
+    return w.reshape(k, g)
+
+
+@dataclass(frozen=True)
+class ReplicateTask:
+    """Replicated data sets of one model at a shard's rows: y_rep (rows × S) from the draws (S, d) named `names`,
+    in blocks of rows. With `edges` None: the curves' `CurveSums`; else their `BinCounts`: counts in the bins of
+    `edges`, or (`grid`) linear-binning weights at the grid points `edges`."""
+
+    model: Model
+    draws: np.ndarray
+    names: tuple[str, ...]
+    seed: int
+    edges: np.ndarray | None = None
+    grid: bool = False
+
+    def summarise(self, curves: np.ndarray) -> CurveSums | BinCounts:
+        """The record of some rows' curves (n, K)."""
+        if self.edges is None:
+            return CurveSums.of(curves)
+        if self.grid:
+            return BinCounts(linear_binning(curves, self.edges))
+        return BinCounts(bin_counts(curves, self.edges))
+
+    @property
+    def models(self) -> tuple[Model, ...]:
+        return (self.model,)
+
+    def curves(self, rows: ShardRows, a: int, b: int) -> np.ndarray:
+        """(b − a, 1 + S): the observed y of rows a..b, then one replicated value per draw."""
+        X, y = rows.X[a:b], rows.y[a:b]
+        S = self.draws.shape[0]
+        x = self.model.evaluation_x(X, y, self.draws, self.names, self.seed)
+        ids = row_ids(rows)[a:b]
+        yrep = np.asarray(self.model.predict_draw(X, x, row_uniforms(self.seed, ids, S)), dtype=np.float64)
+        if yrep.shape != (X.shape[0], S):
+            raise ArgumentError(
+                ("result", "model"),
+                f"model {type(self.model).__name__}'s predict_draw gave shape {yrep.shape} for u of shape "
+                f"{(X.shape[0], S)}: replicated data need one uniform per row and draw (see docs/models.md)",
+            )
+        return np.column_stack([np.asarray(y, dtype=np.float64), yrep])
+
+    def run(self, rows: tuple[ShardRows, ...]) -> CurveSums | BinCounts:
+        r = rows[0]
+        n, K = r.X.shape[0], 1 + self.draws.shape[0]
+        parts = [self.summarise(self.curves(r, a, min(n, a + BLOCK_ROWS))) for a in range(0, n, BLOCK_ROWS)]
+        return merge(parts) if parts else self.summarise(np.empty((0, K)))
+
+
+# ---------------------------------------------------------------------------------------------- the check
+
+
+def hist_edges(lo: float, hi: float, bins: int, discrete: bool) -> np.ndarray:
+    """`bins` equal-width bins over [lo, hi]; for whole numbers, bins of a whole width centred on integers (one per
+    value while they fit in `bins`)."""
+    if discrete:
+        width = max(1, math.ceil((hi - lo + 1) / bins))
+        count = math.ceil((hi - lo + 1) / width)
+        return lo - 0.5 + width * np.arange(count + 1, dtype=np.float64)
+    if hi <= lo:
+        lo, hi = lo - 0.5, hi + 0.5
+    return np.linspace(lo, hi, bins + 1)
+
+
+def scott_bandwidth(sums: CurveSums) -> np.ndarray:
+    """Scott's rule per curve, 1.06 σ n^(−1/5) (σ with n in the denominator, as arviz-stats' `bw_scott`)."""
+    sd = np.sqrt(np.maximum(sums.m2, 0.0) / max(sums.n, 1))
+    return 1.06 * sd * max(sums.n, 1) ** -0.2
+
+
+def density_grid(sums: CurveSums, bandwidth: np.ndarray) -> np.ndarray:
+    """DENS_GRID equally spaced points covering every curve's range and three of its bandwidths either side."""
+    lo = float(np.min(sums.lo - 3.0 * bandwidth))
+    hi = float(np.max(sums.hi + 3.0 * bandwidth))
+    if hi <= lo:
+        lo, hi = lo - 0.5, hi + 0.5
+    return np.linspace(lo, hi, DENS_GRID)
+
+
+def binned_density(weights: np.ndarray, grid: np.ndarray, bandwidth: np.ndarray) -> np.ndarray:
+    """Kernel densities (K, G) from linear-binning weights (K, G): each curve's relative weights smoothed with a
+    Gaussian of its bandwidth (`scipy.ndimage.gaussian_filter1d`, zero beyond the grid), as R's binned KDE does."""
+    from scipy.ndimage import gaussian_filter1d
+
+    step = float(grid[1] - grid[0])
+    out = np.empty(weights.shape, dtype=np.float64)
+    for k, (w, h) in enumerate(zip(weights, bandwidth)):
+        f = w / (max(w.sum(), 1.0) * step)
+        out[k] = gaussian_filter1d(f, h / step, mode="constant") if h > 0 else f
+    return out
+
+
+def _check(kind: Any, stat: Any, bins: Any, seed: Any) -> None:
+    if kind not in PPC_KINDS:
+        raise ArgumentError(("kind",), f"kind must be one of {list(PPC_KINDS)}, got {kind!r}")
+    if kind == "stat" and stat not in PPC_STATS:
+        raise ArgumentError(
+            ("stat",),
+            f"stat must be one of {list(PPC_STATS)} (statistics that add up over the sites), got {stat!r}",
+        )
+    if bins is not None and (isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1):
+        raise ArgumentError(("bins",), f"bins must be an integer >= 1, got {bins!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
+        raise ArgumentError(("seed",), f"seed must be an integer >= 0, got {seed!r}")
+
+
+def pp_check(
+    result: Fit,
+    kind: PpcKind = "dens",
+    stat: str = "mean",
+    *,
+    draws: DrawsArg | None = None,
+    bins: int | None = None,
+    seed: int = 0,
+    executor: Executor | str | None = None,
+    shards: ShardSet | None = None,
+) -> PpcResult:
+    """A posterior predictive check on the rows the run was fitted on, computed where they are (see the module
+    docstring): "dens" (`PpcDensity`), "hist" (`PpcHistogram`, `bins` bins, default 30) or "stat" (`PpcStat` of
+    `stat`, one of PPC_STATS). `draws`: how many replicated data sets, thinned evenly over the chains (default 10 for
+    a plot, 1,000 for a statistic; "all": every draw). Each result has `.plot()` (matplotlib)."""
+    _check(kind, stat, bins, seed)
+    model = model_of(result, "predict_draw")
+    if model.target_kind == "vector":
+        raise ArgumentError(("result",), "pp_check needs a scalar target; this model's observations are vectors")
+    data = shards if shards is not None else shards_of(result)
+    count = draws if draws is not None else (DEFAULT_DRAWS if kind == "stat" else PPC_CURVES)
+    theta = flat_draws(thin_draws(result.draws, count))
+    task = ReplicateTask(model, theta, tuple(result.param_names), int(seed))
+    jobs = [(s,) for s in data]
+    exe = executor_of(result, executor)
+    sums: CurveSums = merge(run_at_shards(task, jobs, exe))
+    if sums.n == 0:
+        raise ArgumentError(("result",), "the run's shards hold no rows")
+    if kind == "stat":
+        values = sums.stat(stat)
+        return PpcStat(stat, float(values[0]), values[1:], sums.n)
+    if kind == "hist":
+        discrete = model.target_kind in DISCRETE_KINDS
+        edges = hist_edges(float(sums.lo.min()), float(sums.hi.max()), int(bins or HIST_BINS), discrete)
+    else:
+        bandwidth = scott_bandwidth(sums)
+        edges = density_grid(sums, bandwidth)
+    binned = dataclasses.replace(task, edges=edges, grid=kind == "dens")
+    counts: BinCounts = merge(run_at_shards(binned, jobs, exe))
+    if kind == "hist":
+        return PpcHistogram(edges, counts.counts[0], counts.counts[1:], sums.n)
+    dens = binned_density(counts.counts, edges, bandwidth)
+    return PpcDensity(edges, dens[0], dens[1:], bandwidth, sums.n)

@@ -1,0 +1,571 @@
+"""Models written as formulas: `from_formula("y ~ x1 + C(region) + (1 + x1 | hospital)", family="bernoulli")`.
+
+The formula is read by `formulae` (bambi's formula library, which knows brms' group terms); nothing here parses it.
+A `FormulaModel` maps it onto the built-in families and `GroupEffects`:
+
+- the common terms (intercept, numbers, categories, interactions, `I(...)`, `offset(...)`) make the coefficient
+  design; an `offset(...)` term becomes the family's offset; `p(successes, trials)` on the left the binomial's trials;
+- each group term `(1 + x | g)` becomes `GroupEffects("g", intercept=True, slopes=("x",))` (its slopes must be
+  columns of the common design, as in brms' usual `y ~ x + (1 + x | g)`).
+
+Where the rows are. The design matrix is built at each site from its own rows (`BoundFormula.shard_data`); the
+driver and the service never see a row. What must agree across sites is the coding of categories: at set-up every
+shard reports the distinct values of the columns the formula reads as categories (`category_values`: metadata, no
+rows), the coordinator joins them (`join_categories`), and every site codes its rows against that union, in a fixed
+order (numbers ascending, text sorted, or the order `levels=` gives; the first level is the reference). A level
+named in `levels=` that no shard has is an error naming it.
+
+formulae's stateful transforms (`center`, `scale`, `standardize`, splines `bs`/`cr`/`cc`/`tp`, `poly`) learn from
+the rows they see (means, quantile knots); at a site that is the site's rows only, so the design would differ
+between sites: they are refused, naming the term.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..errors import ArgumentError
+from .contract import DataSpec, Model, ParamBlock
+from .groups import GroupEffects, group_label
+
+__all__ = ["FORMULA_FAMILIES", "BoundFormula", "FormulaModel", "from_formula", "join_categories"]
+
+_PATH = ("model", "formula")
+#: brms' family names → the built-in family (registry name); the registry's own names are accepted too
+FORMULA_FAMILIES: dict[str, str] = {
+    "gaussian": "linear_regression",
+    "bernoulli": "logistic_regression",
+    "poisson": "poisson_regression",
+    "binomial": "binomial_regression",
+    "negbinomial": "negative_binomial_regression",
+}
+#: the kinds of prior a formula model takes (`priors=`), one name per kind, as brms' prior classes: coefficients
+#: ("b"), group-effect sds ("sd", one prior or one per grouping column), the noise sd ("sigma", gaussian) and the
+#: negative binomial's dispersion ("phi")
+PRIOR_KINDS = ("b", "sd", "sigma", "phi")
+_OFFSET = "(offset)"
+_TRIALS = "(trials)"
+
+
+def _formulae() -> Any:
+    try:
+        import formulae
+    except ImportError:  # a dependency: only a broken install lacks it
+        raise ImportError("formula models need the package 'formulae' (pip install formulae)") from None
+    return formulae
+
+
+def _family(name: str) -> str:
+    from . import FAMILIES
+
+    fam = FORMULA_FAMILIES.get(name, name)
+    if fam not in FORMULA_FAMILIES.values() or fam not in FAMILIES:
+        choices = ", ".join([*FORMULA_FAMILIES, *FORMULA_FAMILIES.values()])
+        raise ArgumentError(("model", "family"), f"a formula's family must be one of {choices}; got {name!r}")
+    return fam
+
+
+@dataclass(frozen=True)
+class Terms:
+    """What a formula says, read once by formulae: the response's variables (one, or successes and trials), the
+    variables read as categories (inside `C(...)`), each group term's (grouping column, intercept, slope terms),
+    and every variable the formula reads."""
+
+    response: tuple[str, ...]
+    categorical: tuple[str, ...]
+    groups: tuple[tuple[str, bool, tuple[str, ...]], ...]
+    variables: tuple[str, ...]
+
+
+def read_formula(formula: str) -> Terms:
+    """`Terms` of a formula (formulae's parse); an ArgumentError at model.formula for what cannot be used."""
+    fm = _formulae()
+    if not isinstance(formula, str) or "~" not in formula:
+        raise ArgumentError(_PATH, f"formula must be a string 'response ~ terms', got {formula!r}")
+    try:
+        desc = fm.model_description(formula)
+    except Exception as exc:  # formulae's parse and resolve errors
+        raise ArgumentError(_PATH, f"formula {formula!r} cannot be read: {exc}") from None
+    if desc.response is None:
+        raise ArgumentError(_PATH, f"formula {formula!r} has no response (the left of '~')")
+    stateful = {k for k, v in fm.transforms.TRANSFORMS.items() if getattr(v, "__stateful_transform__", False)}
+    categorical: list[str] = []
+
+    def calls(term: Any) -> list[Any]:
+        return [c for c in getattr(term, "components", ()) if type(c).__name__ == "Call"]
+
+    common = [t for t in desc.terms if type(t).__name__ != "GroupSpecificTerm"]
+    grouped = [t for t in desc.terms if type(t).__name__ == "GroupSpecificTerm"]
+    for term in common + [g.expr for g in grouped]:
+        for call in calls(term):
+            name = str(call.call.callee)
+            if name in stateful:
+                raise ArgumentError(
+                    _PATH,
+                    f"formula term {call.name} learns from the rows it sees ({name}: means, scales or knots); at each "
+                    "site it would see that site's rows only, so the sites' designs would differ. Compute the "
+                    "column before sharding, or give the transformed values as a column",
+                )
+            if name == "C":
+                categorical.extend(sorted(v for v in call.var_names if v))
+    response_term = desc.response.term
+    rcalls = calls(response_term)
+    if rcalls and str(rcalls[0].call.callee) in ("p", "prop", "proportion"):
+        args = [str(getattr(a, "name", "")) for a in rcalls[0].call.args]
+        if len(args) != 2 or not all(args):
+            raise ArgumentError(_PATH, f"{rcalls[0].name}: the response p(successes, trials) names two columns")
+        response = tuple(args)
+    elif not rcalls and len(response_term.var_names) == 1:
+        response = (next(iter(response_term.var_names)),)
+    else:
+        raise ArgumentError(
+            _PATH, f"the response {response_term} must be a column, or p(successes, trials) for the binomial family"
+        )
+    groups = []
+    for g in grouped:
+        factor = sorted(g.factor.var_names)
+        if len(factor) != 1 or calls(g.factor) or len(getattr(g.factor, "components", ())) != 1:
+            raise ArgumentError(_PATH, f"group term ({g.expr} | {g.factor}): the grouping factor must be one column")
+        intercept = type(g.expr).__name__ == "Intercept"
+        groups.append((factor[0], intercept, () if intercept else (str(g.expr.name),)))
+    merged: dict[str, tuple[bool, list[str]]] = {}
+    for name, intercept, slopes in groups:
+        has, slist = merged.setdefault(name, (False, []))
+        merged[name] = (has or intercept, slist + [s for s in slopes if s not in slist])
+    for name, (_, slope_list) in merged.items():
+        for s in slope_list:
+            if s.startswith("C(") or ":" in s:
+                raise ArgumentError(_PATH, f"group term ({s} | {name}): varying slopes must be numeric columns")
+    variables = sorted(v for v in desc.var_names if v)
+    return Terms(
+        response,
+        tuple(dict.fromkeys(categorical)),
+        tuple((n, i, tuple(s)) for n, (i, s) in merged.items()),
+        tuple(variables),
+    )
+
+
+def value_label(value: Any) -> str:
+    """A category level as named in coefficients: text as given, numbers without a needless decimal point."""
+    return value if isinstance(value, str) else group_label(float(value))
+
+
+def join_categories(parts: Sequence[Mapping[str, Sequence[Any]]]) -> dict[str, tuple[Any, ...]]:
+    """The shards' category values (`category_values`) as one set per column: numbers ascending, then text sorted."""
+    merged: dict[str, set[Any]] = {}
+    for part in parts:
+        for col, values in part.items():
+            merged.setdefault(col, set()).update(values)
+    return {
+        col: tuple(sorted(v for v in vals if not isinstance(v, str)))
+        + tuple(sorted(v for v in vals if isinstance(v, str)))
+        for col, vals in merged.items()
+    }
+
+
+def _check_levels(levels: Any) -> tuple[tuple[str, tuple[str, ...]], ...] | None:
+    if levels is None:
+        return None
+    if not isinstance(levels, Mapping):
+        raise ArgumentError(("model", "levels"), f"levels must map a column to its levels in order, got {levels!r}")
+    out = []
+    for col, vals in levels.items():
+        if isinstance(vals, str) or not isinstance(vals, Sequence) or not vals:
+            raise ArgumentError(("model", "levels", str(col)), f"levels[{col!r}] must be a non-empty list of levels")
+        labels = tuple(value_label(v) for v in vals)
+        if len(set(labels)) != len(labels):
+            raise ArgumentError(("model", "levels", str(col)), f"levels[{col!r}] repeats a level: {list(labels)}")
+        out.append((str(col), labels))
+    return tuple(out)
+
+
+def _prior_fields(family: str, priors: Mapping[str, Any], terms: Terms) -> tuple[dict[str, Any], Any]:
+    """The family's prior arguments and the group sd prior(s) from `priors` (keys `PRIOR_KINDS`)."""
+    if not isinstance(priors, Mapping):
+        raise ArgumentError(("model", "priors"), f"priors must map a kind of prior to a prior, got {priors!r}")
+    unknown = sorted(set(priors) - set(PRIOR_KINDS))
+    if unknown:
+        raise ArgumentError(
+            ("model", "priors", unknown[0]),
+            f"priors: unknown kind {unknown[0]!r}; the kinds are {', '.join(PRIOR_KINDS)} (coefficients, group sds, "
+            "the noise sd, the dispersion)",
+        )
+    own = {"b": "coef_prior"}
+    if family == "linear_regression":
+        own["sigma"] = "noise_prior"
+    if family == "negative_binomial_regression":
+        own["phi"] = "dispersion_prior"
+    out = {}
+    for kind, value in priors.items():
+        if kind == "sd":
+            continue
+        if kind not in own:
+            raise ArgumentError(
+                ("model", "priors", kind), f"priors[{kind!r}]: the {family} family has no such parameter"
+            )
+        out[own[kind]] = value
+    sd = priors.get("sd")
+    if isinstance(sd, Mapping):
+        extra = sorted(set(sd) - {g for g, _, _ in terms.groups})
+        if extra:
+            raise ArgumentError(("model", "priors", "sd", extra[0]), f"priors['sd']: {extra[0]!r} is not a group term")
+    return out, sd
+
+
+@dataclass(frozen=True)
+class FormulaModel(Model):
+    """A model given as a formula (module docstring): `formula` read by formulae, `family` a brms family name
+    (gaussian, bernoulli, poisson, binomial, negbinomial) or a built-in family's, `priors` one prior per kind
+    (`PRIOR_KINDS`: {"b": Normal(0, 2.5), "sd": HalfNormal(1), "sigma": ..., "phi": ...}), `levels` the order of
+    a categorical column's levels where the default (sorted) will not do (the first is the reference)."""
+
+    formula: str
+    family: str = "gaussian"
+    priors: Mapping[str, Any] = field(default_factory=dict)
+    levels: Any = None
+
+    reads_tables: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "family", _family(self.family))
+        object.__setattr__(self, "levels", _check_levels(self.levels))
+        terms = read_formula(self.formula)
+        object.__setattr__(self, "priors", dict(self.priors or {}))
+        _prior_fields(self.family, self.priors, terms)
+        if len(terms.response) == 2 and self.family != "binomial_regression":
+            raise ArgumentError(("model", "family"), "p(successes, trials) is the binomial family's response")
+        if self.family == "binomial_regression" and len(terms.response) != 2:
+            raise ArgumentError(_PATH, "the binomial family's response is p(successes, trials)")
+        self.template()  # unknown functions and the like fail here, naming the formula
+        from . import FAMILIES
+
+        object.__setattr__(self, "target_kind", str(FAMILIES[self.family].target_kind))
+
+    @property
+    def terms(self) -> Terms:
+        return read_formula(self.formula)
+
+    @property
+    def group_effects(self) -> tuple[GroupEffects, ...] | None:
+        """The formula's group terms as `GroupEffects` (sd priors from `priors`), None where it has none: as a
+        family's `group_effects`, e.g. for splitting a site's file into parts of whole groups."""
+        terms = self.terms
+        sd = _prior_fields(self.family, self.priors, terms)[1]
+        effects = []
+        for g, intercept, slopes in terms.groups:
+            prior = sd.get(g) if isinstance(sd, Mapping) else sd
+            effects.append(GroupEffects(g, intercept, slopes, **({} if prior is None else {"sd_prior": prior})))
+        return tuple(effects) or None
+
+    @property
+    def dim(self) -> int:
+        raise ValueError("FormulaModel is not bound: its dimension follows from the data's columns and levels")
+
+    def prior(self) -> Any:
+        raise ValueError("FormulaModel is not bound: bind it to the data first")
+
+    def potential(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        raise ValueError("FormulaModel is not bound: bind it to the data first")
+
+    def grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        raise ValueError("FormulaModel is not bound: bind it to the data first")
+
+    def hvp(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, v: np.ndarray) -> np.ndarray:
+        raise ValueError("FormulaModel is not bound: bind it to the data first")
+
+    def smoothness(self, X: np.ndarray, y: np.ndarray) -> float:
+        raise ValueError("FormulaModel is not bound: bind it to the data first")
+
+    # ------------------------------------------------------------------ set-up: the categories' levels
+
+    def category_columns(self, columns: Sequence[str] | None) -> tuple[str, ...]:
+        """The columns the formula reads as categories: inside `C(...)`, or in `levels`."""
+        named = tuple(c for c, _ in self.levels or ())
+        return tuple(dict.fromkeys(self.terms.categorical + named))
+
+    def category_values(self, X: np.ndarray, y: np.ndarray, columns: Sequence[str] | None) -> dict[str, list[Any]]:
+        """This shard's distinct values of each category column (metadata: what the coordinator joins)."""
+        cols = list(columns or ())
+        out = {}
+        for c in self.category_columns(cols):
+            if c in cols:
+                out[c] = np.unique(np.asarray(X)[:, cols.index(c)]).tolist()
+        return out
+
+    def _ordered_levels(self, joined: Mapping[str, Sequence[Any]]) -> dict[str, tuple[str, ...]]:
+        """Each category column's levels in the design's order: `levels` where given (each checked against what the
+        shards hold), else the joined values' order."""
+        out = {c: tuple(value_label(v) for v in vals) for c, vals in joined.items()}
+        for col, labels in self.levels or ():
+            have = out.get(col)
+            if have is None:
+                raise ArgumentError(("model", "levels", col), f"levels: no shard has a column {col!r}")
+            missing = [v for v in labels if v not in have]
+            if missing:
+                raise ArgumentError(
+                    ("model", "levels", col),
+                    f"levels[{col!r}]: no shard has the level(s) {', '.join(map(repr, missing))} "
+                    f"(the shards have {list(have)})",
+                )
+            unlisted = [v for v in have if v not in labels]
+            if unlisted:
+                raise ArgumentError(
+                    ("model", "levels", col),
+                    f"levels[{col!r}] leaves out {', '.join(map(repr, unlisted))}, which the shards have",
+                )
+            out[col] = labels
+        return out
+
+    def template(self, levels: Mapping[str, Sequence[str]] | None = None) -> Any:
+        """formulae's design of a few made-up rows holding every level (never real rows): it fixes the columns,
+        their names and the categories' coding, and codes each site's rows (`evaluate_new_data`)."""
+        fm = _formulae()
+        import pandas as pd
+
+        terms = self.terms
+        levels = dict(levels or {})
+        for c in terms.categorical:
+            levels.setdefault(c, ("a", "b"))
+        m = max([2, *(len(v) for v in levels.values())])
+        frame: dict[str, Any] = {}
+        for v in terms.variables:
+            if v in levels:
+                cats = list(levels[v])
+                frame[v] = pd.Categorical([cats[i % len(cats)] for i in range(m)], categories=cats, ordered=True)
+            elif v in {g for g, _, _ in terms.groups}:
+                frame[v] = [f"g{i}" for i in range(m)]
+            else:
+                frame[v] = np.ones(m)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return fm.design_matrices(self.formula, pd.DataFrame(frame), na_action="error")
+        except Exception as exc:
+            raise ArgumentError(_PATH, f"formula {self.formula!r}: {type(exc).__name__}: {exc}") from None
+
+    # ------------------------------------------------------------------ bind
+
+    def bind(self, spec: DataSpec) -> Model:
+        """The model bound to the data's columns and the shards' joined category values (`DataSpec.categories`)."""
+        if spec.columns is None:
+            raise ArgumentError(_PATH, "a formula names columns, but the data have no column names")
+        columns = tuple(spec.columns)
+        terms = self.terms
+        absent = [v for v in terms.variables if v not in columns and v != terms.response[0]]
+        if absent or (terms.response[0] not in columns and len(terms.response) == 2):
+            missing = absent or [terms.response[0]]
+            names = ", ".join(map(repr, missing))
+            raise ArgumentError(_PATH, f"formula: {names} is not a column of the data; the columns are {list(columns)}")
+        levels = self._ordered_levels(dict(spec.categories or ()))
+        design = Design.of(self, columns, levels)
+        return BoundFormula(self, design, design.bind_family(self, spec))
+
+
+@dataclass(frozen=True)
+class Design:
+    """How a site turns its rows into the family's X: the formula, the data's columns, the categories' levels (in
+    the design's order), and the layout of the X it builds: the common design's columns (`coef`), the grouping
+    columns' raw values, then the offset or trials column."""
+
+    formula: str
+    columns: tuple[str, ...]
+    levels: tuple[tuple[str, tuple[str, ...]], ...]
+    coef: tuple[str, ...]
+    offset: bool
+    response: tuple[str, ...]
+    groups: tuple[tuple[str, bool, tuple[str, ...]], ...]
+    model: FormulaModel = field(repr=False, compare=False)
+
+    @classmethod
+    def of(cls, model: FormulaModel, columns: tuple[str, ...], levels: Mapping[str, tuple[str, ...]]) -> Design:
+        terms = model.terms
+        dm = model.template(levels)
+        labels, offset = [], False
+        for term in dm.common.terms.values():
+            if getattr(term, "kind", None) == "offset":
+                offset = True
+                continue
+            labels += ["(Intercept)" if lab == "Intercept" else lab for lab in term.labels]
+        if offset and model.family not in ("poisson_regression", "negative_binomial_regression"):
+            raise ArgumentError(_PATH, f"offset(...): the {model.family} family takes no offset")
+        for g, _, slopes in terms.groups:
+            for s in slopes:
+                if s not in labels:
+                    raise ArgumentError(
+                        _PATH,
+                        f"group term ({s} | {g}): the slope {s!r} must also be a common term (write "
+                        f"'... + {s} + (1 + {s} | {g})')",
+                    )
+        return cls(
+            model.formula,
+            columns,
+            tuple(levels.items()),
+            tuple(labels),
+            offset,
+            terms.response,
+            terms.groups,
+            model,
+        )
+
+    @property
+    def x_columns(self) -> tuple[str, ...]:
+        """The names of the family's X columns."""
+        extra = (_OFFSET,) if self.offset else (_TRIALS,) if len(self.response) == 2 else ()
+        return self.coef + tuple(g for g, _, _ in self.groups) + extra
+
+    def bind_family(self, model: FormulaModel, spec: DataSpec) -> Model:
+        """The built-in family (with `GroupEffects` for the group terms) bound to the X `build` makes."""
+        from . import get_model
+
+        fields = _prior_fields(model.family, model.priors, model.terms)[0]
+        effects = model.group_effects
+        if self.offset:
+            fields["offset"] = _OFFSET
+        if len(self.response) == 2:
+            fields["trials"] = _TRIALS
+        family = get_model(model.family, **fields, **({"group_effects": effects} if effects else {}))
+        cols = self.x_columns
+        return family.bind(DataSpec(len(cols), spec.n_classes, spec.n_rows, cols))
+
+    def build(self, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The family's (X, y) from a shard's table (X: every column of the data, `columns`; y: the shard's target,
+        read when the response is not a column): formulae codes the rows against the template's levels."""
+        import pandas as pd
+
+        X = np.asarray(X)
+        cols = list(self.columns)
+        levels = dict(self.levels)
+        dm = _template(self)
+        frame: dict[str, Any] = {}
+        for v in self.model.terms.variables:
+            if v not in cols:
+                continue
+            raw = X[:, cols.index(v)]
+            if v in levels:
+                labels = np.array([value_label(u) for u in raw.tolist()], dtype=object)
+                unknown = sorted(set(labels.tolist()) - set(levels[v]))
+                if unknown:
+                    raise ValueError(f"column {v!r} has level(s) {unknown} that set-up did not see")
+                frame[v] = labels  # coded against the template's levels (formulae checks they are among them)
+            else:
+                frame[v] = np.asarray(raw, dtype=np.float64)
+        data = pd.DataFrame(frame)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            common = dm.common.evaluate_new_data(data)
+        parts, extra = [], None
+        for name, term in common.terms.items():
+            block = np.asarray(common[name], dtype=np.float64).reshape(len(data), -1)
+            if getattr(term, "kind", None) == "offset":
+                extra = block[:, :1]
+            else:
+                parts.append(block)
+        group_cols = [np.asarray(X[:, cols.index(g)], dtype=np.float64)[:, None] for g, _, _ in self.groups]
+        if len(self.response) == 2:
+            succ, trials = (np.asarray(X[:, cols.index(c)], dtype=np.float64) for c in self.response)
+            extra, target = trials[:, None], succ
+        elif self.response[0] in cols:
+            target = np.asarray(X[:, cols.index(self.response[0])], dtype=np.float64)
+        else:
+            target = np.asarray(y, dtype=np.float64)
+        out = np.hstack([*parts, *group_cols, *([] if extra is None else [extra])])
+        if self.model.target_kind == "multiclass":
+            target = target.astype(np.int64)
+        return np.ascontiguousarray(out), np.ascontiguousarray(target)  # y's memory layout changes BLAS' sums
+
+
+_TEMPLATES: dict[tuple[str, tuple[Any, ...]], Any] = {}
+
+
+def _template(design: Design) -> Any:
+    """The design's formulae template, made once per process (formulae's objects are not sent between processes)."""
+    key = (design.formula, design.levels)
+    dm = _TEMPLATES.get(key)
+    if dm is None:
+        dm = _TEMPLATES[key] = design.model.template(dict(design.levels))
+    return dm
+
+
+def _forward(name: str) -> Callable[..., Any]:
+    def method(self: BoundFormula, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self.model, name)(*args, **kwargs)
+
+    method.__name__ = name
+    method.__doc__ = f"The family's `{name}` (on the X the design built)."
+    return method
+
+
+@dataclass(frozen=True)
+class BoundFormula(Model):
+    """A formula model bound to the data: the built-in family (`model`, with group effects where the formula has
+    group terms) on the X each site's `design` builds from its own rows. Every method of the model contract is the
+    family's, except `shard_data`, which builds the design first; other attributes are the family's too."""
+
+    source: FormulaModel
+    design: Design
+    model: Model
+
+    reads_tables: ClassVar[bool] = True
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("source", "design", "model"):
+            raise AttributeError(name)
+        return getattr(self.model, name)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", str(getattr(self.model, "name", self.source.family)))
+        object.__setattr__(self, "target_kind", str(self.model.target_kind))
+
+    @property
+    def dim(self) -> int:
+        return int(self.model.dim)
+
+    def prior(self) -> Any:
+        return self.model.prior()
+
+    def potential(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return self.model.potential(X, y, x)
+
+    def grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return self.model.grad(X, y, x)
+
+    def hvp(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, v: np.ndarray) -> np.ndarray:
+        return self.model.hvp(X, y, x, v)
+
+    def smoothness(self, X: np.ndarray, y: np.ndarray) -> float:
+        return float(self.model.smoothness(X, y))
+
+    def bind(self, spec: DataSpec) -> Model:
+        return self
+
+    def shard_data(self, X: np.ndarray, y: np.ndarray, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """The family's (X, y) for a shard: the formula's design of its rows (`Design.build`), then the family's own
+        `shard_data`."""
+        Xd, yd = self.design.build(X, y)
+        return self.model.shard_data(Xd, yd, rows)
+
+    def param_blocks(self) -> tuple[ParamBlock, ...]:
+        return tuple(self.model.param_blocks())
+
+    def __repr__(self) -> str:
+        return f"BoundFormula({self.source!r}, columns={list(self.design.x_columns)})"
+
+
+_OWN = {"bind", "shard_data", "param_blocks", "dim", "prior", "potential", "grad", "hvp", "smoothness"}
+for _name, _value in list(vars(Model).items()):
+    if callable(_value) and not _name.startswith("_") and _name not in _OWN:
+        setattr(BoundFormula, _name, _forward(_name))
+
+
+def from_formula(
+    formula: str, family: str = "gaussian", priors: Mapping[str, Any] | None = None, *, levels: Any = None
+) -> FormulaModel:
+    """A model written as a formula (brms' and bambi's syntax, read by formulae): e.g.
+    `from_formula("y ~ x1 + C(region) + (1 + x1 | hospital)", family="bernoulli", priors={"b": Normal(0, 2.5)})`.
+    See `FormulaModel`; its shards name no target or feature columns (`rs.shard(["site0.parquet", ...])`)."""
+    return FormulaModel(formula, family, dict(priors or {}), levels)

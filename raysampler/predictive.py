@@ -1,0 +1,119 @@
+"""What a posterior predictive check gives back (`result.pp_check`, `raysampler.evaluation.ppc`, the SDK's
+`RunHandle.pp_check`): a density overlay, histograms or a test statistic of the observed y against replicated data
+sets, each with its matplotlib plot (bayesplot's `ppc_dens_overlay`, `ppc_hist`, `ppc_stat`). numpy only, so the SDK
+gives the same objects without the engine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+PpcKind = Literal["dens", "hist", "stat"]
+PPC_KINDS: tuple[str, ...] = get_args(PpcKind)
+#: The test statistics `kind="stat"` offers: each is determined by sums over the rows, so the sites' parts add up.
+PpcStatName = Literal["mean", "sd", "var", "min", "max", "prop_zero"]
+PPC_STATS: tuple[str, ...] = get_args(PpcStatName)
+
+
+def _plt() -> Any:
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError:  # pragma: no cover - matplotlib is in the plot extra
+        raise ImportError('plotting a check needs matplotlib: pip install "raysampler[plot]"') from None
+    return plt
+
+
+def _axes(ax: Axes | None) -> Axes:
+    if ax is not None:
+        return ax
+    return _plt().subplots(figsize=(6.4, 4.0))[1]
+
+
+#: Colours of the plots: the observed data dark, the replicated data light (as bayesplot draws them).
+Y_COLOUR, YREP_COLOUR = "#011f4b", "#6497b1"
+
+
+@dataclass(frozen=True)
+class PpcDensity:
+    """A density overlay (`ppc_dens_overlay`): the observed y's density and each replicated data set's on one grid
+    (`grid` (G,), `observed` (G,), `replicated` (S, G)); each a Gaussian kernel density of the linearly binned
+    values, with bandwidth by Scott's rule from the curve's own sd (`bandwidth`: the observed's, then each
+    replicated's)."""
+
+    grid: np.ndarray
+    observed: np.ndarray
+    replicated: np.ndarray
+    bandwidth: np.ndarray
+    n: int
+    kind: Literal["dens"] = "dens"
+
+    def plot(self, ax: Axes | None = None) -> Axes:
+        """The replicated densities as thin light lines, the observed as a thick dark one; returns the Axes."""
+        ax = _axes(ax)
+        for k, d in enumerate(self.replicated):
+            ax.plot(self.grid, d, color=YREP_COLOUR, lw=0.8, alpha=0.7, label="y_rep" if k == 0 else None)
+        ax.plot(self.grid, self.observed, color=Y_COLOUR, lw=2.0, label="y")
+        ax.set_xlabel("y")
+        ax.set_ylabel("density")
+        ax.set_title(f"Posterior predictive density: {self.replicated.shape[0]} replicated data sets, {self.n} rows")
+        ax.legend()
+        return ax
+
+
+@dataclass(frozen=True)
+class PpcHistogram:
+    """Histograms (`ppc_hist`) of the observed y and of each replicated data set on the same bins: `edges` (B + 1,),
+    `observed` (B,) and `replicated` (S, B) counts."""
+
+    edges: np.ndarray
+    observed: np.ndarray
+    replicated: np.ndarray
+    n: int
+    kind: Literal["hist"] = "hist"
+
+    def plot(self, ax: Axes | None = None) -> Axes:
+        """The observed counts as bars, each replicated data set's as a light step line over them."""
+        ax = _axes(ax)
+        ax.stairs(self.observed, self.edges, fill=True, color=Y_COLOUR, alpha=0.85, label="y")
+        for k, c in enumerate(self.replicated):
+            ax.stairs(c, self.edges, color=YREP_COLOUR, lw=1.0, alpha=0.8, label="y_rep" if k == 0 else None)
+        ax.set_xlabel("y")
+        ax.set_ylabel("rows")
+        ax.set_title(f"Posterior predictive histograms: {self.replicated.shape[0]} replicated data sets")
+        ax.legend()
+        return ax
+
+
+@dataclass(frozen=True)
+class PpcStat:
+    """A test statistic (`ppc_stat`): T of the observed y and of each replicated data set (`replicated` (S,)), and
+    the posterior predictive p-value P(T(y_rep) ≥ T(y))."""
+
+    stat: str
+    observed: float
+    replicated: np.ndarray
+    n: int
+    kind: Literal["stat"] = "stat"
+
+    @property
+    def p_value(self) -> float:
+        return float(np.mean(self.replicated >= self.observed))
+
+    def plot(self, ax: Axes | None = None, bins: int = 30) -> Axes:
+        """T(y_rep) as a histogram, T(y) as a vertical line."""
+        ax = _axes(ax)
+        ax.hist(self.replicated, bins=bins, color=YREP_COLOUR, edgecolor="white", label=f"T(y_rep), T = {self.stat}")
+        ax.axvline(self.observed, color=Y_COLOUR, lw=2.5, label="T(y)")
+        ax.set_xlabel(self.stat)
+        ax.set_ylabel("replicated data sets")
+        ax.set_title(f"Posterior predictive {self.stat}: p = {self.p_value:.3f}")
+        ax.legend()
+        return ax
+
+
+PpcResult = PpcDensity | PpcHistogram | PpcStat

@@ -1,0 +1,196 @@
+"""Shards stepped as one batch: a worker process holding several shards of the same shapes steps them together.
+
+With one message per shard, a round costs a process a fixed ~70 µs of Python per shard (the local kernel's numpy
+calls, the model's, the message and the reply) before any data is touched, so on small shards the round grows with
+the number of shards, not with the data. An algorithm that can (`Algorithm.stack_states`; DG-LMC's default kernels)
+sends one message for all shards, and each process steps its shards in batches: shards whose data have the same
+shapes and whose states the algorithm may stack (`Algorithm.stack_key`) form a group whose data are stacked once
+((B, n, p), the shards' own arrays becoming views on it); a round's batch is the part of a group that shares the
+message's per-shard settings (`Algorithm.batch_key`, DG-LMC's N_i). The batch's stacked state stays cached between
+rounds; the per-shard states are written back only when something reads them (`capture`). The arithmetic is the
+per-shard step's on arrays with a leading shard axis, so a shard's numbers do not depend on its batch.
+
+Replies of a batch (and of a process) are blocks: named tuples of arrays whose first axis runs over the shards,
+joined by `join_blocks`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..algorithms.base import Algorithm
+from ..models.base import Model
+from ..streams import ChainNoise, StackedNoise
+
+#: Shards larger than this (elements of X) step alone: the fixed cost per shard is then a small part of a step, and
+#: stacking would copy the data
+MAX_STACKED_ELEMENTS = 1 << 20
+
+
+def join_blocks(parts: Sequence[tuple[np.ndarray, Any]], total: int) -> Any:
+    """One block of `total` shards from blocks of some of them: `parts` holds (the shards' positions, their block), a
+    block being a named tuple of arrays whose first axis runs over those shards (None fields stay None). Each field is
+    one concatenation and one assignment, however many parts."""
+    positions, first = parts[0]
+    if len(parts) == 1 and len(positions) == total and positions[0] == 0 and positions[-1] == total - 1:
+        return first  # one block over every shard, in order (positions always come increasing)
+    order = np.concatenate([where for where, _ in parts])
+    fields: list[Any] = []
+    for f, value in enumerate(first):
+        if value is None:
+            fields.append(None)
+            continue
+        out = np.empty((total,) + value.shape[1:], dtype=value.dtype)
+        out[order] = np.concatenate([block[f] for _, block in parts])
+        fields.append(out)
+    return type(first)(*fields)
+
+
+def nonfinite_shard(block: Any) -> int | None:
+    """The first shard (position along the first axis) with a non-finite number in a block's arrays, else None."""
+    bad: np.ndarray | None = None
+    for value in block:
+        if isinstance(value, np.ndarray) and value.dtype.kind in "fc":
+            rows = np.logical_not(np.isfinite(value.reshape(value.shape[0], -1)).all(axis=1))
+            bad = rows if bad is None else np.logical_or(bad, rows)
+    if bad is None or not bad.any():
+        return None
+    return int(np.argmax(bad))
+
+
+class Batch:
+    """Positions (in the host's shard order) stepped together this round, with their data as one stack."""
+
+    def __init__(self, positions: tuple[int, ...], X: np.ndarray, y: np.ndarray, shards: np.ndarray) -> None:
+        self.positions, self.X, self.y, self.shards = positions, X, y, shards
+        self.where = np.asarray(positions, dtype=np.intp)
+
+
+class ShardBatches:
+    """A host's shards grouped for stepping as batches, and the batches' cached stacked states and noise streams.
+
+    `states` and `noises` are the host's per-shard lists (shared, not copied): a position whose state sits in a
+    cached stack has a stale entry in `states` (and its stream a stale position) until `sync` writes it back.
+    """
+
+    def __init__(
+        self,
+        algorithm: Algorithm,
+        shard_ids: Sequence[int],
+        data: list[tuple[np.ndarray, np.ndarray]],
+        states: list[Any],
+        noises: list[ChainNoise],
+        alone: Callable[[int], bool],
+    ) -> None:
+        self.algorithm, self.states, self.noises = algorithm, states, noises
+        self.shard_ids = np.asarray(shard_ids, dtype=np.int64)
+        self.stacks: dict[tuple[int, ...], tuple[Any, StackedNoise]] = {}
+        self._last: tuple[np.ndarray, list[Batch]] | None = None
+        # groups of positions whose data and states may stack; their data stacked once, the shards' arrays views
+        keys: dict[Hashable, list[int]] = {}
+        for j, (X, y) in enumerate(data):
+            key = None if alone(j) else _stack_key(algorithm, states[j], X, y)
+            keys.setdefault(key if key is not None else ("alone", j), []).append(j)
+        self.groups: list[tuple[list[int], np.ndarray, np.ndarray]] = []
+        for members in keys.values():
+            if len(members) == 1:
+                X, y = data[members[0]]
+                Xs, ys = X[None], y[None]
+            else:
+                Xs = np.stack([data[j][0] for j in members])
+                ys = np.stack([data[j][1] for j in members])
+                for k, j in enumerate(members):
+                    data[j] = (Xs[k], ys[k])
+            self.groups.append((members, Xs, ys))
+
+    def batches(self, message: Any) -> list[Batch]:
+        """This round's batches: each group split by the message's per-shard settings (`Algorithm.batch_keys`);
+        the same as the last round's while those settings do not change."""
+        keys = self.algorithm.batch_keys(message, self.shard_ids)
+        if self._last is not None and np.array_equal(keys, self._last[0]):
+            return self._last[1]
+        out = []
+        for members, Xs, ys in self.groups:
+            split: dict[Hashable, list[int]] = {}
+            for k, j in enumerate(members):
+                split.setdefault(keys[j].item(), []).append(k)
+            for ks in split.values():
+                if len(ks) == len(members):
+                    X, y = Xs, ys
+                elif ks[-1] - ks[0] == len(ks) - 1:  # a run of the group: a view
+                    X, y = Xs[ks[0] : ks[-1] + 1], ys[ks[0] : ks[-1] + 1]
+                else:
+                    X, y = Xs[ks], ys[ks]
+                positions = tuple(members[k] for k in ks)
+                out.append(Batch(positions, X, y, self.shard_ids[list(positions)]))
+        self._last = (keys.copy(), out)
+        return out
+
+    def stacked(self, positions: tuple[int, ...]) -> tuple[Any, StackedNoise]:
+        """The batch's stacked state and streams: cached from the last round, or stacked now (writing back any cached
+        stack that holds some of these positions first)."""
+        cached = self.stacks.get(positions)
+        if cached is not None:
+            return cached
+        wanted = set(positions)
+        for other in [p for p in self.stacks if wanted.intersection(p)]:
+            self._write_back(other, *self.stacks.pop(other))
+        return (
+            self.algorithm.stack_states([self.states[j] for j in positions]),
+            StackedNoise([self.noises[j] for j in positions]),
+        )
+
+    def _write_back(self, positions: tuple[int, ...], stacked: Any, noise: StackedNoise) -> None:
+        noise.sync()
+        for j, state in zip(positions, self.algorithm.unstack_states(stacked)):
+            self.states[j] = state
+
+    def sync(self) -> None:
+        """Write every cached stack back to the per-shard states and streams (they stay cached: both agree now)."""
+        for positions, (stacked, noise) in self.stacks.items():
+            self._write_back(positions, stacked, noise)
+
+    def step(self, batch: Batch, message: Any, model: Model) -> tuple[Any, float]:
+        """Step one batch: its reply block and the thread's CPU seconds it took."""
+        stacked, noise = self.stacked(batch.positions)
+        t0 = time.thread_time()
+        stacked, reply = self.algorithm.step_stacked(stacked, message, batch.shards, model, batch.X, batch.y, noise)
+        seconds = time.thread_time() - t0
+        self.stacks[batch.positions] = (stacked, noise)
+        return reply, seconds
+
+    def culprit(self, batch: Batch, message: Any, model: Model) -> tuple[int, BaseException] | None:
+        """After a batch raised: step its shards one at a time from their states before the round to find the one
+        that raises (position, its exception). The random streams move on, but the run stops (or rolls back to a
+        checkpoint) after a failure anyway."""
+        stacked, noise = self.stacked(batch.positions)
+        noise.sync()
+        for k, (j, alone) in enumerate(zip(batch.positions, self.algorithm.split_stacked(stacked))):
+            try:
+                self.algorithm.step_stacked(
+                    alone,
+                    message,
+                    batch.shards[k : k + 1],
+                    model,
+                    batch.X[k : k + 1],
+                    batch.y[k : k + 1],
+                    StackedNoise([self.noises[j]]),
+                )
+            except Exception as exc:
+                return j, exc
+        return None
+
+
+def _stack_key(algorithm: Algorithm, state: Any, X: np.ndarray, y: np.ndarray) -> Hashable | None:
+    """What shards must share to stack: the algorithm's key for the state, X's and y's shapes and dtypes, C order
+    (so that a stacked product is the same BLAS call as the shard's own), and a size where stacking pays."""
+    key = algorithm.stack_key(state)
+    if key is None or X.size > MAX_STACKED_ELEMENTS:
+        return None
+    if not (isinstance(X, np.ndarray) and isinstance(y, np.ndarray) and X.flags.c_contiguous and y.flags.c_contiguous):
+        return None
+    return (key, X.shape, X.dtype.str, y.shape, y.dtype.str)

@@ -1,0 +1,207 @@
+"""Formula models (`rs.models.from_formula`): the design each site builds from its own rows equals the hand-built
+one (same potentials, same draws for a seed), categories agree across sites that hold different levels, and the
+formula path gives the group-effects reference problems' models exactly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from reference_problems import GROUP_PROBLEMS
+
+import raysampler as rs
+from raysampler.errors import ArgumentError
+from raysampler.models import DataSpec
+from raysampler.priors import HalfNormal, Normal
+
+
+def hospitals(n: int = 300, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame(
+        {
+            "x1": rng.standard_normal(n),
+            "region": rng.integers(1, 4, n).astype(float),
+            "hospital": rng.integers(1, 9, n).astype(float),
+            "exposure": rng.uniform(0.5, 2.0, n),
+        }
+    )
+    eta = -0.3 + 0.8 * df.x1 + 0.5 * (df.region == 2) - 0.4 * (df.region == 3)
+    eta = eta + 0.4 * rng.standard_normal(9)[df.hospital.astype(int)]
+    df["y"] = (rng.random(n) < 1.0 / (1.0 + np.exp(-eta))).astype(float)
+    df["count"] = rng.poisson(df.exposure * np.exp(0.2 + 0.3 * df.x1)).astype(float)
+    return df
+
+
+def hand_design(df: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+    """The design of 'x1 + C(region) + x1:C(region)' plus the grouping column, coded by hand."""
+    r2, r3 = (df.region == 2).astype(float), (df.region == 3).astype(float)
+    X = np.column_stack([np.ones(len(df)), df.x1, r2, r3, df.x1 * r2, df.x1 * r3, df.hospital])
+    return X, ["(Intercept)", "x1", "C(region)[2]", "C(region)[3]", "x1:C(region)[2]", "x1:C(region)[3]", "hospital"]
+
+
+def test_a_formula_model_equals_the_hand_built_design() -> None:
+    df = hospitals()
+    formula = rs.models.from_formula(
+        "y ~ x1 * C(region) + (1 + x1 | hospital)",
+        family="bernoulli",
+        priors={"b": Normal(0, 2.5), "sd": HalfNormal(0.5)},
+    )
+    X, cols = hand_design(df)
+    ge = rs.GroupEffects("hospital", slopes=("x1",), sd_prior=HalfNormal(0.5))
+    hand = rs.models.LogisticRegression(coef_prior=Normal(0, 2.5), group_effects=ge)
+    tables = rs.shard(df, num_shards=3, by="hospital")
+    arrays = rs.shard(X, df.y.to_numpy(), num_shards=3, columns=cols, by="hospital")
+    # same potentials: each shard's design built from its own rows, against the hand-built shard
+    bound = formula.bind(DataSpec(len(df.columns), None, len(df), tuple(df.columns), (("region", (1.0, 2.0, 3.0)),)))
+    ref = hand.bind(DataSpec(len(cols), None, len(df), tuple(cols)))
+    assert bound.param_names() == ref.param_names()
+    rng = np.random.default_rng(1)
+    for t, a in zip(tables, arrays):
+        Xf, yf = bound.shard_data(t.X, t.y, t.index)
+        Xh, yh = ref.shard_data(a.X, a.y, a.index)
+        np.testing.assert_array_equal(Xf, Xh)
+        np.testing.assert_array_equal(yf, yh)
+        x = rng.standard_normal((4, bound.dim + bound.local_dim(Xf, yf)))
+        np.testing.assert_array_equal(bound.potential(Xf, yf, x), ref.potential(Xh, yh, x))
+        np.testing.assert_array_equal(bound.grad(Xf, yf, x), ref.grad(Xh, yh, x))
+    # same draws for a seed
+    kw = dict(chains=2, num_rounds=10, burn_in=5, seed=3, executor="local", progress=False)
+    a = rs.sample(formula, tables, **kw)
+    b = rs.sample(hand, arrays, **kw)
+    assert a.param_names == b.param_names
+    np.testing.assert_array_equal(a.draws, b.draws)
+
+
+def test_offsets_and_trials_come_from_the_formula() -> None:
+    df = hospitals(200)
+    df["trials"] = 3.0
+    df["succ"] = np.minimum(df["count"], 3.0)
+    cases = [
+        (
+            "count ~ x1 + offset(np.log(exposure))",
+            "poisson",
+            rs.models.PoissonRegression(prior_scale=1.0, offset="off"),
+            np.column_stack([np.ones(len(df)), df.x1, np.log(df.exposure)]),
+            ["(Intercept)", "x1", "off"],
+            df["count"],
+        ),
+        (
+            "p(succ, trials) ~ x1",
+            "binomial",
+            rs.models.BinomialRegression(prior_scale=1.0, trials="n"),
+            np.column_stack([np.ones(len(df)), df.x1, df.trials]),
+            ["(Intercept)", "x1", "n"],
+            df["succ"],
+        ),
+    ]
+    for text, family, hand, X, cols, y in cases:
+        model = rs.models.from_formula(text, family=family, priors={"b": Normal(0, 1.0)})
+        bound = model.bind(DataSpec(len(df.columns), None, len(df), tuple(df.columns)))
+        ref = hand.bind(DataSpec(3, None, len(df), tuple(cols)))
+        Xf, yf = bound.shard_data(df.to_numpy(dtype=float), np.zeros(len(df)), None)
+        x = np.random.default_rng(0).standard_normal((3, 2))
+        np.testing.assert_allclose(bound.potential(Xf, yf, x), ref.potential(X, y.to_numpy(), x), rtol=1e-13)
+        assert bound.param_names() == ["beta[(Intercept)]", "beta[x1]"]
+
+
+def test_categorical_levels_agree_across_sites_when_one_site_lacks_a_level(tmp_path) -> None:
+    df = hospitals(240)
+    site0 = df[df.region != 3]  # site 0 never saw region 3
+    site1 = df[df.region != 1].iloc[:60]
+    paths = []
+    for i, part in enumerate((site0, site1)):
+        path = tmp_path / f"site{i}.parquet"
+        part.to_parquet(path, index=False)
+        paths.append(str(path))
+    model = rs.models.from_formula("y ~ x1 + C(region)", family="bernoulli", priors={"b": Normal(0, 2.5)})
+    res = rs.sample(model, rs.shard(paths), chains=2, num_rounds=30, seed=1, executor="local", progress=False)
+    assert res.param_names == ["beta[(Intercept)]", "beta[x1]", "beta[C(region)[2]]", "beta[C(region)[3]]"]
+    # the same posterior as the pooled rows coded by hand
+    pooled = pd.concat([site0, site1])
+    X = np.column_stack([np.ones(len(pooled)), pooled.x1, pooled.region == 2, pooled.region == 3]).astype(float)
+    hand = rs.models.LogisticRegression(coef_prior=Normal(0, 2.5))
+    parts = [(X[: len(site0)], site0.y.to_numpy()), (X[len(site0) :], site1.y.to_numpy())]
+    ref = rs.sample(hand, rs.shard(parts), chains=2, num_rounds=30, seed=1, executor="local", progress=False)
+    np.testing.assert_array_equal(res.draws, ref.draws)
+    # an order of levels given by the user: the first is the reference; a level no site has is an error naming it
+    ordered = rs.models.from_formula("y ~ x1 + C(region)", family="bernoulli", levels={"region": [3, 1, 2]})
+    spec = DataSpec(6, None, 300, tuple(df.columns), (("region", (1.0, 2.0, 3.0)),))
+    assert ordered.bind(spec).param_names()[2:] == ["beta[C(region)[1]]", "beta[C(region)[2]]"]
+    unseen = rs.models.from_formula("y ~ x1 + C(region)", family="bernoulli", levels={"region": [1, 2, 3, 4]})
+    with pytest.raises(ArgumentError, match=r"no shard has the level\(s\) '4'") as err:
+        unseen.bind(spec)
+    assert err.value.path == ("model", "levels", "region")
+
+
+def test_formula_errors_name_what_is_wrong() -> None:
+    cases = [
+        ("y ~ x1 + ", "bernoulli", ("model", "formula"), "cannot be read"),
+        ("y ~ scale(x1)", "bernoulli", ("model", "formula"), "learns from the rows"),
+        ("y ~ bs(x1, df=4)", "gaussian", ("model", "formula"), "learns from the rows"),
+        ("y ~ x1", "weibull", ("model", "family"), "family must be one of"),
+        ("y ~ x1 + (1 | a:b)", "bernoulli", ("model", "formula"), "grouping factor must be one column"),
+        ("p(y, n) ~ x1", "poisson", ("model", "family"), "binomial"),
+    ]
+    for text, family, loc, msg in cases:
+        with pytest.raises(ArgumentError, match=msg) as err:
+            rs.models.from_formula(text, family=family)
+        assert err.value.path == loc, text
+    with pytest.raises(ArgumentError, match="unknown kind 'beta'") as err:
+        rs.models.from_formula("y ~ x1", family="bernoulli", priors={"beta": Normal(0, 1)})
+    assert err.value.path == ("model", "priors", "beta")
+    model = rs.models.from_formula("y ~ x1 + z", family="bernoulli")
+    with pytest.raises(ArgumentError, match="'z' is not a column"):
+        model.bind(DataSpec(2, None, 10, ("x1", "y")))
+    slope = rs.models.from_formula("y ~ 1 + (1 + x1 | g)", family="bernoulli")
+    with pytest.raises(ArgumentError, match="must also be a common term"):
+        slope.bind(DataSpec(3, None, 10, ("x1", "g", "y")))
+
+
+@pytest.mark.parametrize("name", ["hier_linear", "hier_logistic", "hier_poisson"])  # one per family
+def test_the_formula_path_gives_the_group_reference_models_exactly(name: str) -> None:
+    """The reference problems' models (one per family; the funnel and 400 groups are these families again) written as
+    formulas, on the same CSV read as a table, give the hand-built
+    models' draws bit for bit (tests/models/test_group_references.py holds those against NUTS)."""
+    problem = GROUP_PROBLEMS[name]
+    X, y, cols = problem.load()
+    slopes = " + ".join(problem.slopes)
+    group = f"(1 + {slopes} | g)" if slopes else "(1 | g)"
+    fixed = [c for c in cols if c not in ("(Intercept)", "g", "log_exposure")]
+    rhs = " + ".join(["1", *fixed, *(["offset(log_exposure)"] if problem.family == "poisson" else []), group])
+    family = {"linear": "gaussian", "logistic": "bernoulli", "poisson": "poisson"}[problem.family]
+    priors = {"b": Normal(0.0, 2.5), "sd": HalfNormal(1.0)} | (
+        {"sigma": HalfNormal(10.0)} if family == "gaussian" else {}
+    )
+    formula = rs.models.from_formula(f"y ~ {rhs}", family=family, priors=priors)
+    table = pd.DataFrame(X, columns=list(cols)).assign(y=y)
+    kw = dict(chains=2, num_rounds=10, burn_in=5, seed=5, executor="local", progress=False)
+    a = rs.sample(formula, rs.shard(table, num_shards=4, by="g"), **kw)
+    b = rs.sample(problem.model, rs.shard(X, y, num_shards=4, columns=cols, by="g"), **kw)
+    assert a.param_names == b.param_names
+    np.testing.assert_array_equal(a.draws, b.draws)
+
+
+def test_fixef_ranef_coef_and_prior_summary_read_the_draws_as_brms_does() -> None:
+    df = hospitals(200)
+    model = rs.models.from_formula(
+        "y ~ x1 + (1 + x1 | hospital)", family="bernoulli", priors={"b": Normal(0, 2.5), "sd": HalfNormal(0.5)}
+    )
+    res = rs.sample(
+        model, rs.shard(df, num_shards=2, by="hospital"), chains=2, num_rounds=8, executor="local", progress=False
+    )
+    beta = res.posterior()["beta"]
+    fixef = res.fixef()
+    assert list(fixef.index) == ["(Intercept)", "x1"]
+    np.testing.assert_allclose(fixef["Estimate"], beta.reshape(-1, 2).mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(fixef["Q2.5"], np.quantile(beta.reshape(-1, 2), 0.025, axis=0), rtol=1e-12)
+    r = res.ranef(summary=False)["hospital"]
+    assert r.dims == ("chain", "draw", "hospital", "hospital_effect")
+    c = res.coef(summary=False)["hospital"]
+    for k, name in enumerate(["(Intercept)", "x1"]):  # every group's coefficient, draw by draw: β_k + r_{g,k}
+        want = beta[..., k][..., None] + r.sel(hospital_effect=name).values
+        np.testing.assert_array_equal(c.sel(coef=name).values, want)
+    table = res.coef()["hospital"]
+    assert table.index[0] == (r.coords["hospital"].values[0], "(Intercept)")
+    prior = res.prior_summary()
+    assert list(prior["class"]) == ["b", "sd"] and prior["prior"][1] == "HalfNormal(scale=0.5)"
+    assert "prior_scale" not in repr(rs.models.LogisticRegression(prior_scale=2.0))  # one prior shown, not two
