@@ -153,6 +153,7 @@ SLOW: dict[str, str | set[str]] = {
         "test_text_group_labels_from_an_upload_name_the_effects",
     },
     "tests/models/test_formula.py": {
+        "test_text_categories_and_group_labels_from_parquet_files",
         "test_a_formula_model_equals_the_hand_built_design",
         "test_the_formula_path_gives_the_group_reference_models_exactly",
         "test_fixef_ranef_coef_and_prior_summary_read_the_draws_as_brms_does",

@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..errors import ArgumentError
+from ..shards import label_code
 from .contract import DataSpec, Model, ParamBlock
 from .groups import GroupEffects, group_label
 
@@ -361,8 +362,14 @@ class FormulaModel(Model):
             missing = absent or [terms.response[0]]
             names = ", ".join(map(repr, missing))
             raise ArgumentError(_PATH, f"formula: {names} is not a column of the data; the columns are {list(columns)}")
-        levels = self._ordered_levels(dict(spec.categories or ()))
-        design = Design.of(self, columns, levels)
+        joined = dict(spec.categories or ())
+        text = spec.text_levels()
+        groups = {g for g, _, _ in terms.groups}
+        for v in terms.variables:  # a text column the formula reads is a category (as brms reads a character column)
+            if v in text and v not in groups:
+                joined[v] = text[v]  # every site's labels, joined at set-up (`DataSpec.levels`)
+        levels = self._ordered_levels(joined)
+        design = Design.of(self, columns, levels, tuple(c for c in text if c in levels))
         return BoundFormula(self, design, design.bind_family(self, spec))
 
 
@@ -380,9 +387,17 @@ class Design:
     response: tuple[str, ...]
     groups: tuple[tuple[str, bool, tuple[str, ...]], ...]
     model: FormulaModel = field(repr=False, compare=False)
+    #: the category columns that hold text: X holds their labels' `label_code`s (`raysampler.shards`)
+    text: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, model: FormulaModel, columns: tuple[str, ...], levels: Mapping[str, tuple[str, ...]]) -> Design:
+    def of(
+        cls,
+        model: FormulaModel,
+        columns: tuple[str, ...],
+        levels: Mapping[str, tuple[str, ...]],
+        text: tuple[str, ...] = (),
+    ) -> Design:
         terms = model.terms
         dm = model.template(levels)
         labels, offset = [], False
@@ -410,6 +425,7 @@ class Design:
             terms.response,
             terms.groups,
             model,
+            text,
         )
 
     @property
@@ -430,7 +446,9 @@ class Design:
             fields["trials"] = _TRIALS
         family = get_model(model.family, **fields, **({"group_effects": effects} if effects else {}))
         cols = self.x_columns
-        return family.bind(DataSpec(len(cols), spec.n_classes, spec.n_rows, cols))
+        text = spec.text_levels()  # a grouping column's text labels name its effects as given
+        labels = tuple((g, text[g]) for g, _, _ in self.groups if g in text) or None
+        return family.bind(DataSpec(len(cols), spec.n_classes, spec.n_rows, cols, levels=labels))
 
     def build(self, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The family's (X, y) from a shard's table (X: every column of the data, `columns`; y: the shard's target,
@@ -447,7 +465,11 @@ class Design:
                 continue
             raw = X[:, cols.index(v)]
             if v in levels:
-                labels = np.array([value_label(u) for u in raw.tolist()], dtype=object)
+                if v in self.text:  # label codes back to the labels
+                    named = {label_code(u): u for u in levels[v]}
+                    labels = np.array([named.get(u, value_label(u)) for u in raw.tolist()], dtype=object)
+                else:
+                    labels = np.array([value_label(u) for u in raw.tolist()], dtype=object)
                 unknown = sorted(set(labels.tolist()) - set(levels[v]))
                 if unknown:
                     raise ValueError(f"column {v!r} has level(s) {unknown} that set-up did not see")

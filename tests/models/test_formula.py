@@ -205,3 +205,44 @@ def test_fixef_ranef_coef_and_prior_summary_read_the_draws_as_brms_does() -> Non
     prior = res.prior_summary()
     assert list(prior["class"]) == ["b", "sd"] and prior["prior"][1] == "HalfNormal(scale=0.5)"
     assert "prior_scale" not in repr(rs.models.LogisticRegression(prior_scale=2.0))  # one prior shown, not two
+
+
+def test_text_categories_and_group_labels_from_parquet_files(tmp_path) -> None:
+    """Text columns of parquet files (issue 31): a category `C(region)` and a grouping column `hospital` holding
+    names. The effects are named by the labels as given, a site lacking a region codes it alike, a bare text column
+    reads as a category, and the draws equal the hand-coded design with the same text labels."""
+    df = hospitals(240)
+    names = ["St Mary", "Royal Free", "Guy's", "King's College", "Homerton", "Whittington", "Barts", "UCLH"]
+    df["region"] = df.region.map({1.0: "north", 2.0: "south", 3.0: "west"})
+    df["hospital"] = [names[int(h) - 1] for h in df.hospital]
+    first = df.hospital.isin(names[:4])
+    site0, site1 = df[first & (df.region != "west")], df[~first]  # each hospital at one site; site 0 has no west
+    paths = []
+    for i, part in enumerate((site0, site1)):
+        path = tmp_path / f"site{i}.parquet"
+        part.to_parquet(path, index=False)
+        paths.append(str(path))
+    priors = {"b": Normal(0, 2.5), "sd": HalfNormal(1.0)}
+    model = rs.models.from_formula("y ~ x1 + C(region) + (1 | hospital)", family="bernoulli", priors=priors)
+    kw = dict(chains=2, num_rounds=12, burn_in=4, seed=2, executor="local", progress=False)
+    res = rs.sample(model, rs.shard(paths), **kw)
+    assert res.param_names[:4] == ["beta[(Intercept)]", "beta[x1]", "beta[C(region)[south]]", "beta[C(region)[west]]"]
+    assert res.param_names[4] == "sd_hospital[(Intercept)]"
+    assert sorted(res.param_names[5:]) == sorted(f"r_hospital[{h},(Intercept)]" for h in names)
+    assert list(res.to_arviz().posterior["r_hospital"].coords["hospital"].values) == sorted(names)
+    # the hand-coded design of the same rows, the hospitals' names in a column of their own
+    cols = ["(Intercept)", "x1", "south", "west", "hospital"]
+
+    def coded(part: pd.DataFrame) -> pd.DataFrame:
+        south, west = (part.region == "south").astype(float), (part.region == "west").astype(float)
+        return pd.DataFrame(dict(zip(cols, [np.ones(len(part)), part.x1, south, west, part.hospital])))
+
+    ge = rs.GroupEffects("hospital", sd_prior=HalfNormal(1.0))
+    hand = rs.models.LogisticRegression(coef_prior=Normal(0, 2.5), group_effects=ge)
+    ref = rs.sample(hand, rs.shard([(coded(p), p.y.to_numpy()) for p in (site0, site1)]), **kw)
+    np.testing.assert_array_equal(res.draws, ref.draws)
+    # a text column named bare reads as a category too (brms reads a character column as a factor)
+    bare = rs.models.from_formula("y ~ x1 + region + (1 | hospital)", family="bernoulli", priors=priors)
+    res_bare = rs.sample(bare, rs.shard(paths), **kw)
+    assert res_bare.param_names[2:4] == ["beta[region[south]]", "beta[region[west]]"]
+    np.testing.assert_array_equal(res_bare.draws, ref.draws)

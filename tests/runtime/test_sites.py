@@ -231,3 +231,34 @@ def test_a_site_splits_its_groups_over_its_cores(site_cluster, tmp_path):
         assert [p.site for p in rs.sample(model, whole, executor="ray", **KW).run_stats.placement] == ["a", "d"]
     finally:
         site_cluster.cluster.remove_node(node)
+
+
+def test_a_formula_with_text_hospitals_at_labelled_sites(site_cluster, tmp_path):
+    """`y ~ age + severity + (1 | hospital)` on parquet files at two labelled sites whose hospital column holds names
+    (issue 31): the design is built at each site, site d's 2 CPUs split its file into parts of whole hospitals, and
+    the effects are named by the hospitals' names as given, each once; the same rows in process give the same names."""
+    X, y = rs.datasets.load("hospitals", seed=3, n_groups=8)
+    cols = list(rs.datasets.columns("hospitals", n_groups=8))
+    names = ["St Mary", "Royal Free", "Guy's", "King's College", "Homerton", "Whittington", "Barts", "UCLH"]
+    frame = pd.DataFrame(X, columns=cols).assign(y=y)
+    frame["hospital"] = [names[int(h) - 1] for h in frame.hospital]
+    node = site_cluster.cluster.add_node(num_cpus=2, labels={"raysampler.io/site": "d"}, object_store_memory=80 * 2**20)
+    try:
+        files = []
+        for site, keep in (("a", frame.hospital.isin(names[:3])), ("d", ~frame.hospital.isin(names[:3]))):
+            (tmp_path / site).mkdir()
+            path = tmp_path / site / "hospitals.parquet"
+            frame[keep].drop(columns="(Intercept)").to_parquet(path, index=False)
+            files.append(rs.Shard(path=str(path), site=site))
+        model = rs.models.from_formula("y ~ age + severity + (1 | hospital)", family="bernoulli")
+        res = rs.sample(model, files, executor="ray", **KW)
+        assert [p.site for p in res.run_stats.placement] == ["a", "d", "d"]  # d's file in two parts
+        effects = sorted(n for n in res.param_names if n.startswith("r_hospital"))
+        assert effects == sorted(f"r_hospital[{h},(Intercept)]" for h in names)
+        assert res.param_names[3] == "sd_hospital[(Intercept)]"
+        local = rs.sample(
+            model, rs.shard(frame.drop(columns="(Intercept)"), num_shards=2, by="hospital"), executor="local", **KW
+        )
+        assert sorted(n for n in local.param_names if n.startswith("r_hospital")) == effects
+    finally:
+        site_cluster.cluster.remove_node(node)
