@@ -138,7 +138,8 @@ class DataSpec:
 class ParamBlock:
     """A named run of consecutive coordinates of θ: one model parameter as reported (an ArviZ variable).
 
-    `dim` names the block's dimension (None: a scalar, size 1) and `labels` its coordinates (None: 0..size−1);
+    `dim` names the block's dimension (None: a scalar, size 1) and `labels` its coordinates (None: 0..size−1); a
+    scalar may keep one label for its flat name (`sd_hospital[(Intercept)]`: shape (), no ArviZ dim);
     `transform` says how a sampled value maps to the reported one ("exp": sampled as log σ, reported as σ).
     E.g. linear regression: ParamBlock("beta", p, "coef", ("(Intercept)", "age", …), "identity"),
     ParamBlock("sigma", 1, None, None, "exp"). Frozen and picklable; `as_dict`/`from_dict` for JSON stores.
@@ -198,9 +199,10 @@ class ParamBlock:
         return [d for d in (self.dim, self.inner_dim) if d is not None]
 
     def names(self) -> list[str]:
-        """Flat names of the block's coordinates: `name` for a scalar, `name[label]`, or `name[label,inner]`."""
+        """Flat names of the block's coordinates: `name` for a scalar (`name[label]` with its one label),
+        `name[label]`, or `name[label,inner]`."""
         if self.dim is None:
-            return [self.name]
+            return [self.name] if self.labels is None else [f"{self.name}[{self.labels[0]}]"]
         if self.inner_labels is not None:
             return [f"{self.name}[{c},{e}]" for c in self.coords() for e in self.inner_labels]
         return [f"{self.name}[{c}]" for c in self.coords()]

@@ -520,7 +520,9 @@ class HierarchicalGLM(Model):
     def param_blocks(self) -> tuple[ParamBlock, ...]:
         blocks = list(self.family.param_blocks())
         for g in self.factors:
-            blocks.append(ParamBlock(f"sd_{g.group}", len(g.effects), f"{g.group}_effect", g.effects, "exp"))
+            # one effect (brms' (1 | g)): a scalar sd, no trailing dimension of size 1, its flat name kept
+            dim = f"{g.group}_effect" if len(g.effects) > 1 else None
+            blocks.append(ParamBlock(f"sd_{g.group}", len(g.effects), dim, g.effects, "exp"))
             if g.correlated:
                 pairs = tuple(f"{g.effects[a]},{g.effects[b]}" for a, b in correlation_pairs(len(g.effects)))
                 blocks.append(ParamBlock(f"cor_{g.group}", g.n_cor, f"{g.group}_cor", pairs, "cholesky_corr"))

@@ -12,6 +12,7 @@ import pytest
 import raysampler as rs
 from raysampler.algorithms import ALGORITHMS
 from raysampler.algorithms.base import check_model_support
+from raysampler.diagnostics import RunWarning
 from raysampler.errors import ArgumentError
 from raysampler.models.contract import DataSpec, join_local_blocks
 from raysampler.models.groups import HierarchicalGLM, check_groups_disjoint
@@ -252,7 +253,7 @@ def test_names_blocks_and_prior() -> None:
     blocks = b.param_blocks()
     assert [(p.name, p.dim, p.transform) for p in blocks[1:]] == [
         ("sd_hospital", "hospital_effect", "exp"),
-        ("sd_ward", "ward_effect", "exp"),
+        ("sd_ward", None, "exp"),  # one effect: a scalar, its flat name keeps the label
     ]
     names = [n for blk in b.local_blocks(Xs, ys) for n in blk.names()]
     assert names[:3] == ["r_hospital[100,(Intercept)]", "r_hospital[100,age]", "r_hospital[101,(Intercept)]"]
@@ -266,6 +267,24 @@ def test_names_blocks_and_prior() -> None:
     eta = np.ones((1, b.local_dim(Xs, ys)))
     r = b.local_natural(theta, eta, Xs, ys)
     assert np.allclose(r[0, :2], [2.0, 1.0]) and np.allclose(r[0, -1], 1.0)
+
+
+def test_an_intercept_only_sd_has_no_trailing_dimension() -> None:
+    """`sd_<g>` of a factor with one effect (brms' (1 | g)) is a scalar per draw in `posterior()`, ArviZ and the
+    summaries, named `sd_g[(Intercept)]` as in param_names; with a slope it keeps its effect dimension."""
+    X, y = _data(120, 6)
+    cols = ["(Intercept)", "age", "dose", "hospital"]
+    shards = rs.shard(X[:, :4], (y > 0).astype(float), num_shards=2, columns=cols, by="hospital")
+    kw = dict(chains=2, num_rounds=8, executor="local", progress=False)
+    for ge, shape in ((rs.GroupEffects("hospital"), ()), (rs.GroupEffects("hospital", slopes=("age",)), (2,))):
+        with pytest.warns(RunWarning):  # 8 rounds: not converged, and said so
+            res = rs.sample(rs.models.LogisticRegression(group_effects=ge), shards, **kw)
+        assert res.posterior()["sd_hospital"].shape == (2, 8, *shape)
+        post = res.to_arviz().posterior
+        assert post["sd_hospital"].dims == ("chain", "draw", *(["hospital_effect"] if shape else []))
+        names = [n for n in res.param_names if n.startswith("sd_")]
+        assert names == ["sd_hospital[(Intercept)]"] + (["sd_hospital[age]"] if shape else [])
+        assert [n for n in res.summary().index if n.startswith("sd_")] == names
 
 
 def test_many_groups_per_shard_and_few_rows_per_group() -> None:
