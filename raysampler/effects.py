@@ -166,9 +166,9 @@ def prior_summary(model: Any) -> pd.DataFrame:
             rows.append({"prior": repr(one), "class": "b", "coef": lab, "group": ""})
     else:
         rows.append({"prior": repr(cp), "class": "b", "coef": "", "group": ""})
-    for attr, cls in (("noise_prior", "sigma"), ("dispersion_prior", "phi")):
+    for attr, cls in (("sigma_prior", "sigma"), ("phi_prior", "phi")):
         spec = getattr(family, attr, None)
-        if spec is not None and not (attr == "noise_prior" and getattr(family, "noise_sd", None) is not None):
+        if spec is not None and not (attr == "sigma_prior" and getattr(family, "noise_sd", None) is not None):
             rows.append({"prior": repr(spec), "class": cls, "coef": "", "group": ""})
     for ge in factors:
         rows.append({"prior": repr(ge.sd_prior), "class": "sd", "coef": "", "group": ge.group})

@@ -76,7 +76,7 @@ PROBLEMS: dict[str, ReferenceProblem] = {
         ReferenceProblem(
             "linear_per_coef",
             LinearRegression(
-                coef_prior=Normal([0.0, 0.5, 0.0, 0.0], [10.0, 0.2, 1.0, 0.1]), noise_prior=HalfCauchy(2.5)
+                coef_prior=Normal([0.0, 0.5, 0.0, 0.0], [10.0, 0.2, 1.0, 0.1]), sigma_prior=HalfCauchy(2.5)
             ),
         ),
         ReferenceProblem(
@@ -88,9 +88,7 @@ PROBLEMS: dict[str, ReferenceProblem] = {
         ReferenceProblem("binomial_trials", BinomialRegression(coef_prior=Normal(0.0, 2.5), trials="trials")),
         ReferenceProblem(
             "negative_binomial",
-            NegativeBinomialRegression(
-                coef_prior=Normal(0.0, 5.0), offset="log_exposure", dispersion_prior=HalfNormal(10.0)
-            ),
+            NegativeBinomialRegression(coef_prior=Normal(0.0, 5.0), offset="log_exposure", phi_prior=HalfNormal(10.0)),
         ),
     )
 }
@@ -113,7 +111,7 @@ def _group_problem(name: str, family: str, slopes: tuple[str, ...] = (), correla
     prior = Normal(0.0, 2.5)
     model: Model
     if family == "linear":
-        model = LinearRegression(coef_prior=prior, noise_prior=HalfNormal(10.0), group_effects=ge)
+        model = LinearRegression(coef_prior=prior, sigma_prior=HalfNormal(10.0), group_effects=ge)
     elif family == "logistic":
         model = LogisticRegression(coef_prior=prior, group_effects=ge)
     else:

@@ -1006,7 +1006,7 @@ async function showSubmit() {
     if (num("#f-b-scale") !== null) model.coef_prior = { normal: { scale: num("#f-b-scale") } };
     if (num("#f-sd-scale") !== null) model.sd_prior = { half_normal: { scale: num("#f-sd-scale") } };
     if (num("#f-sigma-scale") !== null && model.family === "gaussian") {
-      model.noise_prior = { half_normal: { scale: num("#f-sigma-scale") } };
+      model.sigma_prior = { half_normal: { scale: num("#f-sigma-scale") } };
     }
     return model;
   };

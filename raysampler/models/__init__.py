@@ -3,7 +3,7 @@
 `get_model("logistic_regression", prior_scale=2.0)` builds a model by family name (see `FAMILIES`: the built-ins and
 the families installed packages register under the entry-point group `raysampler.models`);
 bind it to the data with `model.bind(DataSpec(...))` before use. Priors are specs from `raysampler.priors`
-(`coef_prior=Normal(0, [100, 10, 10])`, `noise_prior=HalfCauchy(2.5)`, …). A model of your own subclasses `Model`
+(`coef_prior=Normal(0, [100, 10, 10])`, `sigma_prior=HalfCauchy(2.5)`, …). A model of your own subclasses `Model`
 (the contract, `raysampler.models.contract`; see docs/models.md, "Write your own model").
 """
 
@@ -73,7 +73,7 @@ def get_model(family: str, **kwargs) -> Model:
             ("model", "family"), f"unknown model family {family!r}; valid families: {', '.join(families)}"
         ) from None
     valid = [f.name for f in dataclasses.fields(cls) if f.init]
-    unknown = sorted(set(kwargs) - set(valid))
+    unknown = sorted(set(kwargs) - set(valid) - set(getattr(cls, "_renamed", {})))  # old names warn, and work
     if unknown:
         raise ArgumentError(
             ("model", unknown[0]),

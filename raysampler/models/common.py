@@ -3,11 +3,14 @@ the regression models (coefficients β with a `coef_prior`, named by X's columns
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import numbers
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 from scipy import linalg
@@ -16,6 +19,44 @@ from ..errors import ArgumentError
 from ..priors import CoefPrior, GaussianPrior, Normal, Prior, build_prior, check_coef_prior
 from .contract import DataSpec, Model, ParamBlock
 from .groups import bind_hierarchical, normalise_group_effects, refuse_text_columns
+
+_C = TypeVar("_C", bound=type)
+
+
+def renamed_arguments(**old_to_new: str) -> Callable[[_C], _C]:
+    """Class decorator for a model's arguments given new names (priors are named by brms' classes: `sigma_prior`,
+    `phi_prior`, docs/models.md): the old keyword still works, and reading the old attribute too, each with a
+    DeprecationWarning naming the new one; both names at once is an ArgumentError. The mapping is `cls._renamed`."""
+
+    def wrap(cls: _C) -> _C:
+        init = vars(cls)["__init__"]  # the dataclass's own
+
+        @functools.wraps(init)
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            for old, new in old_to_new.items():
+                if old in kwargs:
+                    if new in kwargs:
+                        raise ArgumentError((old,), f"{old} is the old name of {new}: give {new} only")
+                    warnings.warn(
+                        f"{cls.__name__}({old}=...) is deprecated: it is now {new}=", DeprecationWarning, stacklevel=2
+                    )
+                    kwargs[new] = kwargs.pop(old)
+            init(self, *args, **kwargs)
+
+        def old_name(old: str, new: str) -> property:
+            def read(self: Any) -> Any:
+                warnings.warn(f"{cls.__name__}.{old} is deprecated: it is now .{new}", DeprecationWarning, stacklevel=2)
+                return getattr(self, new)
+
+            return property(read, doc=f"Deprecated name of `{new}`.")
+
+        cls.__init__ = __init__  # type: ignore[misc]
+        for old, new in old_to_new.items():
+            setattr(cls, old, old_name(old, new))
+        cls._renamed = dict(old_to_new)  # type: ignore[attr-defined]
+        return cls
+
+    return wrap
 
 
 def _check_positive(name: str, value: Any, *, integer: bool = False):

@@ -198,9 +198,9 @@ def _prior_fields(family: str, priors: Mapping[str, Any], terms: Terms) -> tuple
         )
     own = {"b": "coef_prior"}
     if family == "linear_regression":
-        own["sigma"] = "noise_prior"
+        own["sigma"] = "sigma_prior"
     if family == "negative_binomial_regression":
-        own["phi"] = "dispersion_prior"
+        own["phi"] = "phi_prior"
     out = {}
     for kind, value in priors.items():
         if kind == "sd":

@@ -13,12 +13,22 @@ from scipy import linalg, special
 
 from ..errors import ArgumentError
 from ..priors import Flat, GaussianPrior, HalfNormal, Normal, PositivePrior, check_positive_prior
-from .common import _GLM, RowTerms, RowValues, _check_positive, _check_Xy, _gram_lambda_max, _rows_of
+from .common import (
+    _GLM,
+    RowTerms,
+    RowValues,
+    _check_positive,
+    _check_Xy,
+    _gram_lambda_max,
+    _rows_of,
+    renamed_arguments,
+)
 from .contract import ParamBlock
 
 __all__ = ["LinearRegression", "linear_posterior"]
 
 
+@renamed_arguments(noise_prior="sigma_prior")
 @dataclass(frozen=True)
 class LinearRegression(_GLM):
     """y = Xβ + ε, ε ~ N(0, σ²).
@@ -28,7 +38,7 @@ class LinearRegression(_GLM):
     * ``noise_sd="<column>"`` or an array over the original rows: σ_j known per row (e.g. each study's standard
       error in a meta-analysis), U_i(β) = Σ_j (y_j − x_jᵀβ)²/(2σ_j²), again exactly Gaussian. The column is not a
       feature: it travels with the shard like an offset (see `_GLM` and `shard_data`).
-    * ``noise_sd=None`` (default): σ unknown with prior `noise_prior` (default HalfNormal(10)), sampled as
+    * ``noise_sd=None`` (default): σ unknown with prior `sigma_prior` (default HalfNormal(10)), sampled as
       τ = log σ: θ = (β, τ), U_i(θ) = n_i τ + ‖y − Xβ‖² e^{−2τ}/2 (the prior's log-Jacobian is in `prior()`).
       Default coefficient prior N(0, 10²). With a flat coefficient prior and an InverseGamma or Flat noise prior
       the posterior is Normal–Inverse-Gamma in closed form (raysampler.testing.exact.linear_regression_posterior).
@@ -44,10 +54,10 @@ class LinearRegression(_GLM):
         default=None,
         metadata={
             "description": "known noise sd: a number (every row), a column name or an array (one per row); "
-            "absent = σ unknown, sampled with noise_prior"
+            "absent = σ unknown, sampled with sigma_prior"
         },
     )
-    noise_prior: PositivePrior | None = field(default=None, kw_only=True)
+    sigma_prior: PositivePrior | None = field(default=None, kw_only=True)
     #: multiplies the curvature scale `smoothness` gives when σ is unknown.
     smoothness_safety: float = field(default=2.0, kw_only=True)
 
@@ -55,14 +65,14 @@ class LinearRegression(_GLM):
 
     def __post_init__(self) -> None:
         if self.noise_sd is not None:
-            if self.noise_prior is not None:
+            if self.sigma_prior is not None:
                 raise ValueError(
-                    f"noise_prior: the noise sd is known (noise_sd={self.noise_sd!r}); give noise_sd "
-                    "or noise_prior, not both"
+                    f"sigma_prior: the noise sd is known (noise_sd={self.noise_sd!r}); give noise_sd "
+                    "or sigma_prior, not both"
                 )
         else:
-            prior = HalfNormal(10.0) if self.noise_prior is None else self.noise_prior
-            object.__setattr__(self, "noise_prior", check_positive_prior(prior, "noise_prior"))
+            prior = HalfNormal(10.0) if self.sigma_prior is None else self.sigma_prior
+            object.__setattr__(self, "sigma_prior", check_positive_prior(prior, "sigma_prior"))
         object.__setattr__(self, "smoothness_safety", _check_positive("smoothness_safety", self.smoothness_safety))
         super().__post_init__()
 
@@ -126,7 +136,7 @@ class LinearRegression(_GLM):
 
     def _prior_parts(self) -> list:
         parts = super()._prior_parts()
-        return parts if self.known_noise else parts + [(np.array([self.n_coef]), self.noise_prior)]
+        return parts if self.known_noise else parts + [(np.array([self.n_coef]), self.sigma_prior)]
 
     # residuals R = Xβ − y for all chains at once: (n, K)
     def _resid(self, X: np.ndarray, y: np.ndarray, beta: np.ndarray):
@@ -304,11 +314,11 @@ class LinearRegression(_GLM):
         Flat (density ∝ σ^(−k)) also n > p_F + 1 − k rows, p_F the number of flat coefficients (checked when n_rows is
         given). A perfect fit (zero residuals) with a Flat noise prior is improper too and is not detected."""
         super().check_proper(gram, n_rows)
-        if isinstance(self.noise_prior, Flat) and n_rows is not None:
-            need = self._flat().size + 1 - self.noise_prior.power
+        if isinstance(self.sigma_prior, Flat) and n_rows is not None:
+            need = self._flat().size + 1 - self.sigma_prior.power
             if n_rows <= need:
                 raise ValueError(
-                    f"noise_prior: {self.noise_prior!r} with {self._flat().size} flat coefficients needs "
+                    f"sigma_prior: {self.sigma_prior!r} with {self._flat().size} flat coefficients needs "
                     f"more than {need} rows for a proper posterior, the data have {n_rows}"
                 )
 

@@ -10,7 +10,16 @@ from scipy import stats
 from scipy.special import digamma, expit, gammaln, polygamma
 
 from ..priors import HalfCauchy, PositivePrior, check_positive_prior
-from .common import _GLM, RowTerms, RowValues, _check_positive, _check_Xy, _gram_lambda_max, _rows_of
+from .common import (
+    _GLM,
+    RowTerms,
+    RowValues,
+    _check_positive,
+    _check_Xy,
+    _gram_lambda_max,
+    _rows_of,
+    renamed_arguments,
+)
 from .contract import ParamBlock
 from .poisson import _check_counts
 
@@ -43,13 +52,14 @@ class _Terms:
         return w, h_er, h_rr
 
 
+@renamed_arguments(dispersion_prior="phi_prior")
 @dataclass(frozen=True)
 class NegativeBinomialRegression(_GLM):
     """U_i(β, ρ) = −Σ_j [lgamma(y_j + φ) − lgamma(φ) + y_j(η_j − ρ) − (y_j + φ) log(1 + e^{η_j − ρ})], φ = e^ρ,
     η_j = x_jᵀβ + o_j (the constants lgamma(y_j + 1) and y_j o_j dropped).
 
     `offset` (log exposure) as for `PoissonRegression`. The dispersion φ (large φ: close to Poisson) has the prior
-    `dispersion_prior`, default HalfCauchy(10): weakly informative, and heavy-tailed so that nearly Poisson data are
+    `phi_prior`, default HalfCauchy(10): weakly informative, and heavy-tailed so that nearly Poisson data are
     not pulled towards overdispersion (its tail in log φ decays like 1/φ, which keeps the posterior proper when the
     data cannot bound φ from above). `smoothness` is a curvature scale, not a bound (see there).
     """
@@ -62,12 +72,12 @@ class NegativeBinomialRegression(_GLM):
     #: multiplies the reference curvature in `smoothness`.
     smoothness_safety: float = 2.0
     offset: str | RowValues | None = field(default=None, kw_only=True)
-    dispersion_prior: PositivePrior | None = field(default=None, kw_only=True)
+    phi_prior: PositivePrior | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "smoothness_safety", _check_positive("smoothness_safety", self.smoothness_safety))
-        prior = HalfCauchy(10.0) if self.dispersion_prior is None else self.dispersion_prior
-        object.__setattr__(self, "dispersion_prior", check_positive_prior(prior, "dispersion_prior"))
+        prior = HalfCauchy(10.0) if self.phi_prior is None else self.phi_prior
+        object.__setattr__(self, "phi_prior", check_positive_prior(prior, "phi_prior"))
         super().__post_init__()
 
     @property
@@ -78,7 +88,7 @@ class NegativeBinomialRegression(_GLM):
         return super().param_blocks() + (ParamBlock("phi", 1, None, None, "exp"),)
 
     def _prior_parts(self) -> list:
-        return super()._prior_parts() + [(np.array([self.n_coef]), self.dispersion_prior)]
+        return super()._prior_parts() + [(np.array([self.n_coef]), self.phi_prior)]
 
     def validate(self, X: np.ndarray, y: np.ndarray, argname: str = "data") -> None:
         X, y = _check_Xy(X, y, argname, self.n_features)

@@ -236,12 +236,14 @@ class ModelSpec(BaseModel):
     noise_sd: PositiveFloat | ColumnName | None = Field(
         default=None,
         description="linear_regression: a known noise sd, one number for every row or the name of a column holding "
-        "each row's sd (not a feature); absent = σ unknown, sampled with noise_prior",
+        "each row's sd (not a feature); absent = σ unknown, sampled with sigma_prior",
     )
-    noise_prior: PositivePriorSpec | None = Field(default=None, description="linear_regression: prior on σ")
-    dispersion_prior: PositivePriorSpec | None = Field(
+    sigma_prior: PositivePriorSpec | None = Field(default=None, description="linear_regression: prior on σ")
+    phi_prior: PositivePriorSpec | None = Field(
         default=None, description="negative_binomial_regression: prior on the dispersion φ"
     )
+    noise_prior: PositivePriorSpec | None = Field(default=None, description="deprecated name of sigma_prior")
+    dispersion_prior: PositivePriorSpec | None = Field(default=None, description="deprecated name of phi_prior")
     offset_column: str | None = Field(
         default=None, min_length=1, description="poisson/negative_binomial: the column of log exposure (not a feature)"
     )
@@ -262,7 +264,7 @@ class ModelSpec(BaseModel):
         max_length=4000,
         description="a model written as a formula, brms' syntax ('y ~ x1 + C(region) + (1 + x1 | hospital)'): "
         "family is then gaussian, bernoulli, poisson, binomial or negbinomial (or a built-in family's name), the "
-        "priors are coef_prior (b), sd_prior (the group sds), noise_prior (sigma) and dispersion_prior (phi), and "
+        "priors are coef_prior (b), sd_prior (the group sds), sigma_prior (sigma) and phi_prior (phi), and "
         "each site builds its design from its own rows (the data's files name no y or x columns)",
         json_schema_extra={"x-families": list(FORMULA_FAMILIES)},
     )
@@ -272,6 +274,18 @@ class ModelSpec(BaseModel):
     @classmethod
     def _known_family(cls, value: str) -> str:
         return _one_of(value, (*MODEL_FAMILIES, *FORMULA_FAMILIES), "model family")
+
+    @model_validator(mode="after")
+    def _old_prior_names(self) -> ModelSpec:
+        """The priors' old names (noise_prior, dispersion_prior) set the new ones (sigma_prior, phi_prior)."""
+        for old, new in (("noise_prior", "sigma_prior"), ("dispersion_prior", "phi_prior")):
+            value = getattr(self, old)
+            if value is not None:
+                if getattr(self, new) is not None:
+                    raise ValueError(f"model.{old} is the old name of model.{new}: give {new} only")
+                setattr(self, new, value)
+                setattr(self, old, None)
+        return self
 
     @model_validator(mode="after")
     def _formula_fields(self) -> ModelSpec:
@@ -297,7 +311,7 @@ class ModelSpec(BaseModel):
 
         if self.formula is None:
             return get_model(self.family, **self.params())
-        kinds = {"b": self.coef_prior, "sd": self.sd_prior, "sigma": self.noise_prior, "phi": self.dispersion_prior}
+        kinds = {"b": self.coef_prior, "sd": self.sd_prior, "sigma": self.sigma_prior, "phi": self.phi_prior}
         priors = {k: v.to_prior() for k, v in kinds.items() if v is not None}
         return from_formula(self.formula, self.family, priors)
 
@@ -305,7 +319,7 @@ class ModelSpec(BaseModel):
         """The engine model arguments this spec sets: the keys of `params`, without building any prior."""
         named = [
             n
-            for n in ("prior_scale", "noise_sd", "coef_prior", "noise_prior", "dispersion_prior", "group_effects")
+            for n in ("prior_scale", "noise_sd", "coef_prior", "sigma_prior", "phi_prior", "group_effects")
             if getattr(self, n) is not None
         ]
         named += [
@@ -323,7 +337,7 @@ class ModelSpec(BaseModel):
         for name in ("prior_scale", "noise_sd"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
-        for name in ("coef_prior", "noise_prior", "dispersion_prior"):
+        for name in ("coef_prior", "sigma_prior", "phi_prior"):
             spec = getattr(self, name)
             if spec is not None:
                 out[name] = spec.to_prior()

@@ -254,8 +254,8 @@ def linear_regression_posterior(model, shards: Iterable[tuple[np.ndarray, np.nda
         raise ValueError(
             f"coef_prior: the closed form needs a flat prior Normal(scale=inf) on every coefficient, got {cp!r}"
         )
-    if not isinstance(model.noise_prior, (InverseGamma, Flat)):
-        raise ValueError(f"noise_prior: the closed form needs InverseGamma or Flat, got {model.noise_prior!r}")
+    if not isinstance(model.sigma_prior, (InverseGamma, Flat)):
+        raise ValueError(f"sigma_prior: the closed form needs InverseGamma or Flat, got {model.sigma_prior!r}")
     p = model.n_coef
     XtX, Xty, yty, n = np.zeros((p, p)), np.zeros(p), 0.0, 0
     for X, y in shards:
@@ -265,5 +265,5 @@ def linear_regression_posterior(model, shards: Iterable[tuple[np.ndarray, np.nda
         Xty += X.T @ y
         yty += float(y @ y)
         n += X.shape[0]
-    a0, b0 = model.noise_prior.nig_shape()
+    a0, b0 = model.sigma_prior.nig_shape()
     return nig_posterior(XtX, Xty, yty, n, a0=a0, b0=b0)

@@ -50,7 +50,7 @@ def nig_problem():
     X = np.column_stack([np.ones(n), rng.standard_normal((n, 2)) * [1.0, 5.0]])
     y = X @ np.array([1.0, -0.5, 0.2]) + 0.7 * rng.standard_normal(n)
     shards = rs.shard(X, y, num_shards=4)
-    model = rs.models.LinearRegression(coef_prior=Normal(0.0, np.inf), noise_prior=InverseGamma(2.0, 1.0))
+    model = rs.models.LinearRegression(coef_prior=Normal(0.0, np.inf), sigma_prior=InverseGamma(2.0, 1.0))
     post = exact.linear_regression_posterior(model.bind(DataSpec(3)), [(s.X, s.y) for s in shards])
     return model, shards, post
 

@@ -306,8 +306,8 @@ def test_models_lists_every_builtin_family_with_its_parameter_schema(app_client)
         assert f["builtin"] and f["distribution"] is None and f["description"] and f["parameters"]["type"] == "object"
     props = fams["poisson_regression"]["parameters"]["properties"]
     assert props["offset_column"]["anyOf"][0]["type"] == "string" and "coef_prior" in props
-    assert "n_features" not in props and "noise_prior" not in props
-    assert fams["linear_regression"]["parameters"]["properties"]["noise_prior"]["anyOf"][0] == {
+    assert "n_features" not in props and "sigma_prior" not in props
+    assert fams["linear_regression"]["parameters"]["properties"]["sigma_prior"]["anyOf"][0] == {
         "$ref": "#/$defs/PositivePriorSpec"
     }
     assert fams["mlp_classifier"]["parameters"]["properties"]["hidden"] == {"type": "integer", "default": 16}

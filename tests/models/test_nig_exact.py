@@ -42,21 +42,21 @@ def _assert_potential_is_minus_log_density(model, shards, post):
     np.testing.assert_allclose(U - U[0], -(logp - logp[0]), rtol=1e-9, atol=1e-8)
 
 
-@pytest.mark.parametrize("noise_prior", [InverseGamma(2.0, 1.5), Flat(log=True), Flat()])
-def test_flat_coefficients_and_conjugate_or_flat_noise_prior(noise_prior):
+@pytest.mark.parametrize("sigma_prior", [InverseGamma(2.0, 1.5), Flat(log=True), Flat()])
+def test_flat_coefficients_and_conjugate_or_flat_sigma_prior(sigma_prior):
     X, y = _data()
-    model = LinearRegression(coef_prior=Normal(0.0, np.inf), noise_prior=noise_prior).bind(DataSpec(3))
+    model = LinearRegression(coef_prior=Normal(0.0, np.inf), sigma_prior=sigma_prior).bind(DataSpec(3))
     post = exact.linear_regression_posterior(model, _shards(X, y))
     _assert_potential_is_minus_log_density(model, _shards(X, y), post)
     # the classical form: OLS centre, (XᵀX)⁻¹ shape, ν = 2a0 + n − p degrees of freedom
     n, p = X.shape
     ols = np.linalg.lstsq(X, y, rcond=None)[0]
     sse = float(np.sum((y - X @ ols) ** 2))
-    a0, b0 = noise_prior.nig_shape()
+    a0, b0 = sigma_prior.nig_shape()
     np.testing.assert_allclose(post.mean, ols, rtol=1e-10)
     np.testing.assert_allclose(post.V, np.linalg.inv(X.T @ X), rtol=1e-10)
     assert post.df == pytest.approx(2 * a0 + n - p) and post.b == pytest.approx(b0 + sse / 2)
-    if isinstance(noise_prior, Flat) and noise_prior.log:  # the textbook case: t_{n−p}(OLS, s²(XᵀX)⁻¹_jj)
+    if isinstance(sigma_prior, Flat) and sigma_prior.log:  # the textbook case: t_{n−p}(OLS, s²(XᵀX)⁻¹_jj)
         np.testing.assert_allclose(post.beta_scale() ** 2, sse / (n - p) * np.diag(np.linalg.inv(X.T @ X)))
 
 
@@ -70,7 +70,7 @@ def test_conjugate_normal_inverse_gamma_prior_through_pseudo_rows():
     X0 = np.linalg.cholesky(Lam0).T
     y0 = X0 @ m0
     post = exact.nig_posterior(X.T @ X, X.T @ y, y @ y, len(y), a0=3.0, b0=2.0, prior_mean=m0, prior_precision=Lam0)
-    model = LinearRegression(coef_prior=Normal(0.0, np.inf), noise_prior=InverseGamma(3.0, 2.0)).bind(DataSpec(p))
+    model = LinearRegression(coef_prior=Normal(0.0, np.inf), sigma_prior=InverseGamma(3.0, 2.0)).bind(DataSpec(p))
     _assert_potential_is_minus_log_density(model, _shards(X, y) + [(X0, y0)], post)
 
 
@@ -108,10 +108,10 @@ def test_reference_functions_agree_with_exact_draws():
 def test_no_closed_form_for_other_priors():
     X, y = _data()
     with pytest.raises(ValueError, match="coef_prior"):
-        exact.linear_regression_posterior(LinearRegression(noise_prior=Flat()).bind(DataSpec(3)), [(X, y)])
-    with pytest.raises(ValueError, match="noise_prior"):
+        exact.linear_regression_posterior(LinearRegression(sigma_prior=Flat()).bind(DataSpec(3)), [(X, y)])
+    with pytest.raises(ValueError, match="sigma_prior"):
         exact.linear_regression_posterior(
-            LinearRegression(coef_prior=Normal(0, np.inf), noise_prior=HalfNormal(1.0)).bind(DataSpec(3)), [(X, y)]
+            LinearRegression(coef_prior=Normal(0, np.inf), sigma_prior=HalfNormal(1.0)).bind(DataSpec(3)), [(X, y)]
         )
     with pytest.raises(ValueError, match="noise_sd"):
         exact.linear_regression_posterior(

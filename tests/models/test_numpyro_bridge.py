@@ -121,7 +121,7 @@ def test_positive_site_is_sampled_on_the_log_scale_and_reported_natural():
     assert bound.param_names() == ["beta[0]", "beta[1]", "sigma"]
     assert [b.transform for b in bound.param_blocks()] == ["identity", "exp"]
     # same potential as the built-in family with the same priors (θ = (β, log σ), log-Jacobian in the prior)
-    ref = rs.models.LinearRegression(coef_prior=Normal(0.0, 10.0), noise_prior=HalfNormal(3.0)).bind(
+    ref = rs.models.LinearRegression(coef_prior=Normal(0.0, 10.0), sigma_prior=HalfNormal(3.0)).bind(
         DataSpec(n_features=2)
     )
     x = np.column_stack([rng.standard_normal((4, 2)), rng.normal(-0.5, 0.3, 4)])

@@ -136,7 +136,7 @@ def test_family_params_are_the_declared_fields():
         "coef_prior",
         "group_effects",
         "noise_sd",
-        "noise_prior",
+        "sigma_prior",
         "smoothness_safety",
     ]
     assert params["smoothness_safety"].default == 2.0 and "column" in (params["noise_sd"].description or "")

@@ -102,7 +102,7 @@ def _binomial(kind="column"):
     return (model, *model.shard_data(X, y, np.arange(n)))
 
 
-def _negbin(dispersion_prior=None):
+def _negbin(phi_prior=None):
     rng = np.random.default_rng(5)
     n = 60
     X = _design(rng, n)
@@ -110,7 +110,7 @@ def _negbin(dispersion_prior=None):
     mu = np.exp(X @ np.array([1.0, 0.5, -0.4, 0.3]) + expo)
     phi = 3.0
     y = rng.negative_binomial(phi, phi / (phi + mu)).astype(float)
-    model = NegativeBinomialRegression(coef_prior=Normal(0, 5.0), offset="expo", dispersion_prior=dispersion_prior)
+    model = NegativeBinomialRegression(coef_prior=Normal(0, 5.0), offset="expo", phi_prior=phi_prior)
     return model.bind(DataSpec(5, n_rows=n, columns=COLS + ("expo",))), np.column_stack([X, expo]), y
 
 
@@ -134,11 +134,11 @@ CASES = {
     "linear_known_per_coef": lambda: _linear(Normal([0.0, 1.0, 0.0, 0.0], [10.0, 1.0, 2.0, 0.5]), noise_sd=0.7),
     "linear_known_student_t": lambda: _linear(StudentT(3.0, 0.0, 2.5), noise_sd=0.7),
     "linear_halfnormal": lambda: _linear(Normal(0.0, [100.0, 10.0, 10.0, 10.0])),
-    "linear_student_t_halfcauchy": lambda: _linear(StudentT(4.0), noise_prior=HalfCauchy(2.5)),
-    "linear_flat_invgamma": lambda: _linear(Normal(0.0, np.inf), noise_prior=InverseGamma(2.0, 1.0)),
-    "linear_flat_flat": lambda: _linear(Normal(0.0, np.inf), noise_prior=Flat()),
-    "linear_half_t": lambda: _linear(noise_prior=HalfStudentT(3.0, 1.0)),
-    "linear_exponential": lambda: _linear(noise_prior=Exponential(1.0)),
+    "linear_student_t_halfcauchy": lambda: _linear(StudentT(4.0), sigma_prior=HalfCauchy(2.5)),
+    "linear_flat_invgamma": lambda: _linear(Normal(0.0, np.inf), sigma_prior=InverseGamma(2.0, 1.0)),
+    "linear_flat_flat": lambda: _linear(Normal(0.0, np.inf), sigma_prior=Flat()),
+    "linear_half_t": lambda: _linear(sigma_prior=HalfStudentT(3.0, 1.0)),
+    "linear_exponential": lambda: _linear(sigma_prior=Exponential(1.0)),
     "linear_row_sd_column": lambda: _linear_row_sd("column"),
     "linear_row_sd_array": lambda: _linear_row_sd("array"),
     "logistic_student_t": lambda: (
@@ -289,25 +289,25 @@ def test_model_priors_split_and_defaults():
     known = LinearRegression(noise_sd=1.0).bind(spec)
     assert known.dim == 4 and known.coef_prior == Normal(0.0, 1.0) and isinstance(known.prior(), GaussianPrior)
     unknown = LinearRegression().bind(spec)
-    assert unknown.dim == 5 and unknown.coef_prior == Normal(0.0, 10.0) and unknown.noise_prior == HalfNormal(10.0)
+    assert unknown.dim == 5 and unknown.coef_prior == Normal(0.0, 10.0) and unknown.sigma_prior == HalfNormal(10.0)
     prior = unknown.prior()
     assert isinstance(prior, Prior)
     np.testing.assert_allclose(prior.gaussian.precision, [0.01] * 4 + [0.0])  # log σ is in the residual
     assert [list(p.index) for p in prior.residual.pieces] == [[4]]
     # flat on log σ and Normal coefficients: all Gaussian, nothing on log σ
-    jeffreys = LinearRegression(noise_prior=Flat(log=True)).bind(spec)
+    jeffreys = LinearRegression(sigma_prior=Flat(log=True)).bind(spec)
     assert isinstance(jeffreys.prior(), GaussianPrior) and jeffreys.prior().precision[4] == 0
     student = LogisticRegression(coef_prior=StudentT(3.0)).bind(spec).prior()
     assert np.all(student.gaussian.precision == 0) and student.residual is not None
     nb = NegativeBinomialRegression().bind(spec)
-    assert nb.dim == 5 and nb.dispersion_prior == HalfCauchy(10.0)
+    assert nb.dim == 5 and nb.phi_prior == HalfCauchy(10.0)
     # prior_scale is shorthand; binding keeps everything consistent and hashable
     m = PoissonRegression(prior_scale=2.0)
     assert m.coef_prior == Normal(0.0, 2.0) and m.bind(spec) == m.bind(spec) and hash(m.bind(spec))
     assert PoissonRegression(coef_prior=Normal(0.0, 3.0)).prior_scale == 3.0
     assert PoissonRegression(coef_prior=Normal(0.0, [1.0, 2.0, 3.0, 4.0])).prior_scale is None
     assert (
-        get_model("linear_regression", coef_prior=Normal(0, [100, 10, 10, 10]), noise_prior=HalfCauchy(2.5))
+        get_model("linear_regression", coef_prior=Normal(0, [100, 10, 10, 10]), sigma_prior=HalfCauchy(2.5))
         .bind(spec)
         .dim
         == 5
@@ -381,8 +381,8 @@ def test_known_per_row_noise_errors_name_the_column_and_the_row():
     assert e.value.path == ("model", "noise_sd")
     with pytest.raises(ArgumentError, match="row 1 has"):
         LinearRegression(noise_sd=[1.0, np.nan])
-    with pytest.raises(ValueError, match="noise_prior"):
-        LinearRegression(noise_sd="se", noise_prior=HalfCauchy(1.0))
+    with pytest.raises(ValueError, match="sigma_prior"):
+        LinearRegression(noise_sd="se", sigma_prior=HalfCauchy(1.0))
     model = LinearRegression(noise_sd="se").bind(DataSpec(2, columns=("a", "se")))
     with pytest.raises(ValueError, match=r"shard 3: noise_sd must be finite and > 0 in every row; row 1 has"):
         model.validate(np.array([[1.0, 0.5], [1.0, 0.0]]), np.zeros(2), "shard 3")
@@ -411,14 +411,14 @@ def test_bind_errors_name_the_argument(make, spec, argname):
 @pytest.mark.parametrize(
     "make, argname",
     [
-        (lambda: LinearRegression(noise_sd=1.0, noise_prior=HalfNormal(1.0)), "noise_prior"),
-        (lambda: LinearRegression(noise_prior=Normal()), "noise_prior"),
-        (lambda: LinearRegression(noise_prior=2.0), "noise_prior"),
+        (lambda: LinearRegression(noise_sd=1.0, sigma_prior=HalfNormal(1.0)), "sigma_prior"),
+        (lambda: LinearRegression(sigma_prior=Normal()), "sigma_prior"),
+        (lambda: LinearRegression(sigma_prior=2.0), "sigma_prior"),
         (lambda: LinearRegression(coef_prior=HalfNormal(1.0)), "coef_prior"),
         (lambda: LogisticRegression(prior_scale=2.0, coef_prior=Normal(0, 3.0)), "prior_scale or coef_prior"),
         (lambda: SoftmaxRegression(coef_prior=Normal(0, np.inf)), "coef_prior"),
         (lambda: MLPClassifier(coef_prior=Normal(0, [1.0, np.inf])), "coef_prior"),
-        (lambda: NegativeBinomialRegression(dispersion_prior=StudentT(3.0)), "dispersion_prior"),
+        (lambda: NegativeBinomialRegression(phi_prior=StudentT(3.0)), "phi_prior"),
         (lambda: PoissonRegression(offset=np.array([0.0, np.nan])), "offset"),
         (lambda: PoissonRegression(offset=np.zeros((2, 2))), "offset"),
         (lambda: BinomialRegression(trials=0), "trials"),
@@ -465,8 +465,8 @@ def test_flat_prior_with_rank_deficient_pooled_x_is_an_error():
     pooled = LinearRegression(coef_prior=Normal(0.0, np.inf)).bind(DataSpec(4))
     pooled.check_proper(sum(pooled.gram(Xf[i : i + 2], None) for i in (0, 2, 4)), 6)
     assert LinearRegression().bind(DataSpec(4)).gram(X, y) is None  # nothing to check for proper priors
-    with pytest.raises(ValueError, match="noise_prior"):
-        LinearRegression(coef_prior=Normal(0.0, np.inf), noise_prior=Flat()).bind(DataSpec(4)).check_proper(
+    with pytest.raises(ValueError, match="sigma_prior"):
+        LinearRegression(coef_prior=Normal(0.0, np.inf), sigma_prior=Flat()).bind(DataSpec(4)).check_proper(
             pooled.gram(Xf[:5], None), 5
         )
     logistic = LogisticRegression(coef_prior=Normal(0.0, np.inf)).bind(DataSpec(4))
@@ -475,8 +475,28 @@ def test_flat_prior_with_rank_deficient_pooled_x_is_an_error():
 
 
 def test_replace_keeps_models_consistent():
-    m = LinearRegression(coef_prior=StudentT(3.0), noise_prior=InverseGamma(2.0, 1.0))
+    m = LinearRegression(coef_prior=StudentT(3.0), sigma_prior=InverseGamma(2.0, 1.0))
     b = m.bind(DataSpec(4))
     assert dataclasses.replace(b, n_features=4) == b and b.prior_scale is None
     g = get_model("gaussian", prior_scale=2.0, prior_mean=[1.0, 2.0])
     assert g.coef_prior == Normal((1.0, 2.0), 2.0) and g.bind(DataSpec(2)) == g
+
+
+def test_priors_are_named_by_kind_and_the_old_names_still_work() -> None:
+    """One argument name per kind of prior (brms' classes: sigma_prior, phi_prior beside coef_prior, sd_prior and
+    cor_prior): the old names set the same model with a DeprecationWarning naming the new one (reading them too);
+    both names at once is an error naming the old one; the repr shows each prior once, by its name."""
+    with pytest.warns(DeprecationWarning, match="sigma_prior"):
+        old = LinearRegression(noise_prior=HalfCauchy(2.5))
+    assert old == LinearRegression(sigma_prior=HalfCauchy(2.5))
+    with pytest.warns(DeprecationWarning, match=r"\.sigma_prior"):
+        assert old.noise_prior == HalfCauchy(2.5)
+    with pytest.warns(DeprecationWarning, match="phi_prior"):
+        nb = get_model("negative_binomial_regression", dispersion_prior=HalfCauchy(3.0))
+    assert nb.phi_prior == HalfCauchy(3.0)
+    with pytest.raises(ArgumentError, match="give sigma_prior only") as err:
+        LinearRegression(noise_prior=HalfCauchy(1.0), sigma_prior=HalfCauchy(2.0))
+    assert err.value.path == ("noise_prior",)
+    text = repr(LinearRegression(prior_scale=10.0))
+    assert "coef_prior=Normal(mean=0.0, scale=10.0)" in text and "prior_scale" not in text
+    assert "sigma_prior=HalfNormal(scale=10.0)" in text and "noise_prior" not in text

@@ -16,7 +16,7 @@ import raysampler as rs
 LINEAR = {
     "family": "linear_regression",
     "coef_prior": {"normal": {"mean": 0, "scale": [100, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10]}},
-    "noise_prior": {"half_cauchy": {"scale": 2.5}},
+    "sigma_prior": {"half_cauchy": {"scale": 2.5}},
 }
 
 
@@ -117,14 +117,14 @@ def test_known_per_row_noise_from_a_column(app_client):
         (LINEAR | {"coef_prior": {"normal": {"mean": []}}}, "model.coef_prior.normal.mean"),
         (LINEAR | {"coef_prior": {"laplace": {"scale": 1}}}, "model.coef_prior.laplace"),
         (LINEAR | {"coef_prior": {"normal": {}, "student_t": {"nu": 3}}}, "model.coef_prior"),
-        (LINEAR | {"noise_prior": {"half_normal": {"scale": 0}}}, "model.noise_prior.half_normal.scale"),
-        (LINEAR | {"noise_prior": {"gamma": {"a": 1}}}, "model.noise_prior.gamma"),
+        (LINEAR | {"sigma_prior": {"half_normal": {"scale": 0}}}, "model.sigma_prior.half_normal.scale"),
+        (LINEAR | {"sigma_prior": {"gamma": {"a": 1}}}, "model.sigma_prior.gamma"),
         (LINEAR | {"noise_sd": -0.5}, "model.noise_sd"),
         ({"family": "linear_regression", "noise_sd": ""}, "model.noise_sd"),
         ({"family": "linear_regression", "noise_sd": "no_such_column"}, "model.noise_sd"),
         ({"family": "linear_regression", "noise_sd": True}, "model.noise_sd"),
         ({"family": "poisson_regression", "offset_column": "no_such_column"}, "model.offset_column"),
-        ({"family": "logistic_regression", "noise_prior": {"half_normal": {"scale": 1}}}, "model.noise_prior"),
+        ({"family": "logistic_regression", "sigma_prior": {"half_normal": {"scale": 1}}}, "model.sigma_prior"),
     ],
 )
 def test_bad_priors_get_422_naming_the_field(app_client, model, field):
@@ -321,3 +321,21 @@ def test_a_formula_over_rest_and_a_bad_one_names_the_field(app_client):
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"][-2:] == ["model", "formula"], bad.text
     clash = c.post("/v1/runs", json=_body(model | {"prior_scale": 1.0}, {"dataset": "builtin:hospitals"}), headers=h)
     assert clash.status_code == 422 and "does not go with model.formula" in clash.text
+
+
+def test_old_prior_names_set_the_new_fields() -> None:
+    """REST's priors by kind (sigma_prior, phi_prior); the old field names still set them, both at once is a 422."""
+    from pydantic import ValidationError
+
+    from raysampler.priors import HalfCauchy
+    from raysampler.service.schemas import ModelSpec
+
+    old = ModelSpec.model_validate({"family": "linear_regression", "noise_prior": {"half_cauchy": {"scale": 2.5}}})
+    assert old.params() == {"sigma_prior": HalfCauchy(2.5)}
+    nb = ModelSpec.model_validate(
+        {"family": "negative_binomial_regression", "dispersion_prior": {"half_cauchy": {"scale": 3}}}
+    )
+    assert set(nb.params()) == {"phi_prior"}
+    both = {"half_cauchy": {"scale": 1.0}}
+    with pytest.raises(ValidationError, match="old name of model.sigma_prior"):
+        ModelSpec.model_validate({"family": "linear_regression", "noise_prior": both, "sigma_prior": both})
