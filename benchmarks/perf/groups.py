@@ -38,7 +38,7 @@ CASES: dict[str, dict[str, Any]] = {
     "easy": {"per_site": 60, "options": {"min_rows": 40, "max_rows": 98}},
     # NUTS on 200k rows and 4,004 parameters takes long on 2 cores: fewer NUTS iterations and DG-LMC rounds (ESS/s
     # is a rate, so the comparison stands; `--large-full` keeps the command line's)
-    "large": {"per_site": 1000, "options": {}, "nuts": (300, 300), "rounds": 1000},
+    "large": {"per_site": 1000, "options": {}, "nuts": (200, 200), "rounds": 400},
 }
 
 
