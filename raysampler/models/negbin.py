@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
 from scipy.special import digamma, expit, gammaln, polygamma
 
 from ..priors import HalfCauchy, PositivePrior, check_positive_prior
@@ -172,4 +171,6 @@ class NegativeBinomialRegression(_GLM):
         x = np.asarray(x, dtype=np.float64)
         phi = np.exp(x[:, -1])[None, :]
         q = expit(x[None, :, -1] - self._eta(X, x[:, :-1]))  # φ/(φ + μ), NB's success probability
+        from scipy import stats  # here, not at import: scipy.stats costs every worker process ~1 s to import
+
         return stats.nbinom.ppf(np.atleast_2d(u), phi, q)

@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
 from scipy.special import gammaln
 
 from .common import _GLM, RowValues, _check_positive, _check_Xy, _gram_lambda_max, _rows_of
@@ -110,4 +109,6 @@ class PoissonRegression(_GLM):
             return np.exp(self._eta(X, x))
 
     def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        from scipy import stats  # here, not at import: scipy.stats costs every worker process ~1 s to import
+
         return stats.poisson.ppf(np.atleast_2d(u), self.predict_mean(X, x))
