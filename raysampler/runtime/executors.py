@@ -25,7 +25,7 @@ from ..models.base import Model
 from .contracts import Chunk, CoordinatorHandle, RunConfig, RunState, RunStats, SetupInfo
 from .coordinator import Coordinator
 from .host import ShardSource
-from .pools import WORKER_ENV, LocalPool, RayPool
+from .pools import LocalPool, RayPool, tune_worker_process
 
 log = logging.getLogger("raysampler.runtime")
 
@@ -53,7 +53,8 @@ class CoordinatorHost:
         max_actors: int | None = None,
         transport: TransportKind = TransportKind.SOCKET,
     ) -> None:
-        if executor == Executor.RAY:
+        if executor == Executor.RAY:  # this object is the coordinator actor: its process steps shards too
+            tune_worker_process()
             self.pool = RayPool(
                 sources,
                 model,
@@ -437,7 +438,7 @@ def start(
         raise RunCancelled("the run was cancelled while setting up")
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
     actor = ray.remote(  # type: ignore[call-overload]  # Ray's stubs omit these actor options
-        num_cpus=0, runtime_env={"env_vars": WORKER_ENV}, scheduling_strategy=here
+        num_cpus=0, scheduling_strategy=here
     )(CoordinatorHost)
     handle = RayHandle(actor.remote(), cancel)
     try:
