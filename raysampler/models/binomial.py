@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import stats
 from scipy.special import expit, gammaln
 
 from ..errors import ArgumentError
@@ -153,4 +152,6 @@ class BinomialRegression(_GLM):
         return self._m(X)[:, None] * expit(eta)
 
     def eta_draw(self, X: np.ndarray, eta: np.ndarray, psi: np.ndarray, u: np.ndarray) -> np.ndarray:
+        from scipy import stats  # here, not at import: scipy.stats costs every worker process ~1 s to import
+
         return stats.binom.ppf(np.atleast_2d(u), self._m(X)[:, None], expit(eta))

@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
 from scipy.special import digamma, expit, gammaln, polygamma
 
 from ..priors import HalfCauchy, PositivePrior, check_positive_prior
@@ -207,6 +206,8 @@ class NegativeBinomialRegression(_GLM):
             return np.exp(eta)
 
     def eta_draw(self, X: np.ndarray, eta: np.ndarray, psi: np.ndarray, u: np.ndarray) -> np.ndarray:
+        from scipy import stats  # here, not at import: scipy.stats costs every worker process ~1 s to import
+
         phi = np.exp(psi[:, 0])[None, :]
         q = expit(psi[:, 0][None, :] - eta)  # φ/(φ + μ), NB's success probability
         return stats.nbinom.ppf(np.atleast_2d(u), phi, q)

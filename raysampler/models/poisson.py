@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
 from scipy.special import gammaln
 
 from .common import _GLM, RowTerms, RowValues, _check_positive, _check_Xy, _gram_lambda_max, _rows_of
@@ -131,4 +130,6 @@ class PoissonRegression(_GLM):
             return np.exp(eta)
 
     def eta_draw(self, X: np.ndarray, eta: np.ndarray, psi: np.ndarray, u: np.ndarray) -> np.ndarray:
+        from scipy import stats  # here, not at import: scipy.stats costs every worker process ~1 s to import
+
         return stats.poisson.ppf(np.atleast_2d(u), self.eta_mean(X, eta, psi))

@@ -25,7 +25,7 @@ from ..models.base import Model
 from .contracts import Chunk, CoordinatorHandle, RunConfig, RunState, RunStats, SetupInfo
 from .coordinator import Coordinator
 from .host import ShardSource
-from .pools import WORKER_ENV, LocalPool, RayPool
+from .pools import LocalPool, RayPool, tune_worker_process
 
 log = logging.getLogger("raysampler.runtime")
 
@@ -53,7 +53,8 @@ class CoordinatorHost:
         max_actors: int | None = None,
         transport: TransportKind = TransportKind.SOCKET,
     ) -> None:
-        if executor == Executor.RAY:
+        if executor == Executor.RAY:  # this object is the coordinator actor: its process steps shards too
+            tune_worker_process()
             self.pool = RayPool(
                 sources,
                 model,
@@ -222,6 +223,21 @@ def cluster_address(address: str | None = None) -> str | None:
     return None if chosen is None or chosen == "local" else chosen
 
 
+class _TokenNoticeFilter(logging.Filter):
+    """Drops Ray's notice that a new local cluster turned token authentication on (the cluster stays as Ray made
+    it)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Token authentication is enabled for this Ray cluster")
+
+
+def _quiet_token_notice() -> None:
+    """Install `_TokenNoticeFilter` once on the logger of Ray's authentication set-up."""
+    logger = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    if not any(isinstance(f, _TokenNoticeFilter) for f in logger.filters):
+        logger.addFilter(_TokenNoticeFilter())
+
+
 def ensure_ray(
     address: str | None = None,
     num_cpus: int | None = None,
@@ -259,8 +275,9 @@ def ensure_ray(
         clear_stale_sessions(private)
         where["_temp_dir"] = str(private)
     # Ray turns token authentication on for a new local cluster when RAY_AUTH_MODE is unset, and says so on stderr
-    # at every start; this private Ray is the service's own, so it is set to what Ray would choose, quietly.
-    os.environ.setdefault("RAY_AUTH_MODE", "token")
+    # at every start. This private Ray is the service's own: keep Ray's choice, without the notice. (Setting the
+    # variable here instead would be too late: `import ray` has already read its configuration.)
+    _quiet_token_notice()
     ray.init(
         address="local",  # start one even when another Ray runs here, whatever its temp dir records
         include_dashboard=False,
@@ -437,7 +454,7 @@ def start(
         raise RunCancelled("the run was cancelled while setting up")
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
     actor = ray.remote(  # type: ignore[call-overload]  # Ray's stubs omit these actor options
-        num_cpus=0, runtime_env={"env_vars": WORKER_ENV}, scheduling_strategy=here
+        num_cpus=0, scheduling_strategy=here
     )(CoordinatorHost)
     handle = RayHandle(actor.remote(), cancel)
     try:

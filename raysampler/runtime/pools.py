@@ -3,6 +3,8 @@ the nodes of their sites."""
 
 from __future__ import annotations
 
+import ctypes
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -23,14 +25,38 @@ from .transports import ActorTransport, SocketTransport
 if TYPE_CHECKING:  # pydantic-settings loads only when a run starts: `import raysampler` (and the CLI) stays light
     from ..settings import EngineSettings
 
-#: Worker processes: single-threaded BLAS (one actor per core) and a malloc top pad so the hot loop's large
-#: temporaries are not returned to the OS and page-faulted back every step (measured up to 2x).
-WORKER_ENV = {
-    "OMP_NUM_THREADS": "1",
-    "OPENBLAS_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-    "MALLOC_TOP_PAD_": str(64 << 20),
-}
+#: A worker process's malloc top pad (M_TOP_PAD), so the hot loop's large temporaries are not returned to the OS and
+#: page-faulted back every step (measured up to 2x).
+MALLOC_TOP_PAD = 64 << 20
+_M_TOP_PAD = -2  # glibc's mallopt parameter number
+
+
+def tune_worker_process() -> None:
+    """Set up a Ray worker process for stepping shards: one BLAS/OpenMP thread (one actor per core; multi-threaded
+    BLAS on the sampler's small products was measured 10–100x slower) and the malloc top pad.
+
+    Done inside the process when its actor starts, not as environment variables in the actor's `runtime_env`: an
+    actor with environment variables of its own cannot take one of Ray's prestarted worker processes and waits for a
+    fresh one (measured 2.0–2.3 s per actor against 0.45–0.65 s), at every run's set-up."""
+    import scipy.linalg  # noqa: F401  # load scipy's own BLAS too, so the limit reaches it
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1)  # a call, not a context: it holds for the life of the process
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None).mallopt(_M_TOP_PAD, MALLOC_TOP_PAD)
+        except (OSError, AttributeError):  # not glibc: its allocator keeps its own defaults
+            pass
+
+
+class WorkerHost(ShardHost):
+    """A `ShardHost` in a Ray worker process of its own, set up by `tune_worker_process` before it loads shards."""
+
+    def __init__(
+        self, sources: Sequence[ShardSource], model: Model, algorithm: Algorithm | None, seed: int, chains: int
+    ) -> None:
+        tune_worker_process()
+        super().__init__(sources, model, algorithm, seed, chains)
 
 
 class LocalPool:
@@ -187,8 +213,8 @@ class RayPool:
         # A worker process that dies is restarted by Ray on a node of its site (it reloads its shards); the run rolls
         # back to its last checkpoint (`revive`, then the coordinator restores every state).
         actor_cls = ray.remote(  # type: ignore[call-overload]  # Ray's stubs omit these actor options
-            num_cpus=1, max_concurrency=1, max_restarts=-1, max_task_retries=0, runtime_env={"env_vars": WORKER_ENV}
-        )(ShardHost)
+            num_cpus=1, max_concurrency=1, max_restarts=-1, max_task_retries=0
+        )(WorkerHost)
         self.actors = []
         for g in self.remote_groups:
             site = sites[g[0]]

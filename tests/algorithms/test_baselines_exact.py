@@ -22,7 +22,7 @@ from raysampler.testing import exact
 SIZES = (3, 5, 4, 6, 2)
 B = len(SIZES)
 P0, M0 = np.eye(2), np.zeros(2)
-CHAINS, ROUNDS, BURN = 16, 6000, 500
+CHAINS, ROUNDS, BURN = 64, 2000, 500
 
 
 @pytest.fixture(scope="module")

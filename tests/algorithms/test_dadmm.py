@@ -44,7 +44,7 @@ from raysampler.testing import exact
 SIZES = (3, 5, 4, 6)
 B = len(SIZES)
 P0, M0 = np.eye(2), np.zeros(2)
-CHAINS, ROUNDS, BURN = 16, 4000, 300
+CHAINS, ROUNDS, BURN = 64, 1250, 300
 
 
 @pytest.fixture(scope="module")

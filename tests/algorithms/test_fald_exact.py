@@ -35,7 +35,7 @@ from raysampler.testing import exact
 SIZES = (6, 10, 14, 8)
 CENTRES = [(1.5, -1.0), (0.0, 0.5), (-1.0, -1.5), (0.5, 1.0)]  # heterogeneous shards: the schedule matters
 GAMMA = 0.02
-ROUNDS, CHAINS = 20_000, 16
+ROUNDS, CHAINS = 5_000, 64
 
 
 @pytest.fixture(scope="module")
