@@ -7,7 +7,7 @@ A run's draws name the coefficients `beta[<column>]`, the group sds `sd_<group>[
 - `ranef`: each grouping column's effects, per draw (chain, draw, <group>, <group>_effect) or summarised;
 - `coef`: per group, every coefficient plus that group's effect where it has one (β_k + r_{g,k}), per draw or
   summarised: what a hospital's own intercept and slopes are;
-- `prior_summary`: the prior on every parameter, by brms' classes (b, sd, sigma, phi).
+- `prior_summary`: the prior on every parameter, by brms' classes (b, sd, cor, sigma, phi).
 """
 
 from __future__ import annotations
@@ -172,4 +172,7 @@ def prior_summary(model: Any) -> pd.DataFrame:
             rows.append({"prior": repr(spec), "class": cls, "coef": "", "group": ""})
     for ge in factors:
         rows.append({"prior": repr(ge.sd_prior), "class": "sd", "coef": "", "group": ge.group})
+    for ge in factors:
+        if ge.correlated:
+            rows.append({"prior": repr(ge.cor_prior), "class": "cor", "coef": "", "group": ge.group})
     return pd.DataFrame(rows, columns=["prior", "class", "coef", "group"])

@@ -5,8 +5,11 @@ A `FormulaModel` maps it onto the built-in families and `GroupEffects`:
 
 - the common terms (intercept, numbers, categories, interactions, `I(...)`, `offset(...)`) make the coefficient
   design; an `offset(...)` term becomes the family's offset; `p(successes, trials)` on the left the binomial's trials;
-- each group term `(1 + x | g)` becomes `GroupEffects("g", intercept=True, slopes=("x",))` (its slopes must be
-  columns of the common design, as in brms' usual `y ~ x + (1 + x | g)`).
+- each group term `(1 + x | g)` becomes `GroupEffects("g", intercept=True, slopes=("x",), correlated=True)` (its
+  slopes must be columns of the common design, as in brms' usual `y ~ x + (1 + x | g)`). As in brms, the effects of
+  one term written with `|` are correlated (an LKJ prior on their correlation) and those written with `||`, or in
+  separate terms `(1 | g) + (0 + x | g)`, are not. formulae reads both bars alike, so `_bars` notes which terms
+  had two before formulae parses the formula with one.
 
 Where the rows are. The design matrix is built at each site from its own rows (`BoundFormula.shard_data`); the
 driver and the service never see a row. What must agree across sites is the coding of categories: at set-up every
@@ -46,9 +49,10 @@ FORMULA_FAMILIES: dict[str, str] = {
     "negbinomial": "negative_binomial_regression",
 }
 #: the kinds of prior a formula model takes (`priors=`), one name per kind, as brms' prior classes: coefficients
-#: ("b"), group-effect sds ("sd", one prior or one per grouping column), the noise sd ("sigma", gaussian) and the
-#: negative binomial's dispersion ("phi")
-PRIOR_KINDS = ("b", "sd", "sigma", "phi")
+#: ("b"), group-effect sds ("sd", one prior or one per grouping column), the correlations of a term's effects ("cor",
+#: an LKJ, one or one per grouping column), the noise sd ("sigma", gaussian) and the negative binomial's
+#: dispersion ("phi")
+PRIOR_KINDS = ("b", "sd", "cor", "sigma", "phi")
 _OFFSET = "(offset)"
 _TRIALS = "(trials)"
 
@@ -81,6 +85,38 @@ class Terms:
     categorical: tuple[str, ...]
     groups: tuple[tuple[str, bool, tuple[str, ...]], ...]
     variables: tuple[str, ...]
+    #: the grouping columns whose effects are correlated: one term with `|` and two effects or more (brms' default)
+    correlated: tuple[str, ...] = ()
+
+
+def _bars(formula: str) -> tuple[str, list[tuple[str, bool]]]:
+    """The formula with every group term's `||` written `|` (formulae reads only one bar), and each group term's
+    (grouping expression, written with `||`), in order: the one thing formulae's parse does not keep."""
+    terms: list[tuple[str, bool]] = []
+    out: list[str] = []  # output characters
+    opened: list[int] = []  # for each open parenthesis, where its text starts in `out`
+    i = 0
+    while i < len(formula):
+        ch = formula[i]
+        if ch == "(":
+            opened.append(len(out) + 1)
+        elif ch == ")" and opened:
+            start = opened.pop()
+            inner = "".join(out[start:])
+            depth, bar = 0, -1
+            for j, c in enumerate(inner):  # the term's own bar, outside any call in it
+                depth += (c == "(") - (c == ")")
+                if c == "|" and depth == 0:
+                    bar = j
+                    break
+            if bar >= 0:
+                double = inner[bar + 1 : bar + 2] == "|"
+                terms.append((inner[bar + (2 if double else 1) :].strip(), double))
+                if double:
+                    out[start:] = list(inner[: bar + 1] + inner[bar + 2 :])
+        out.append(ch)
+        i += 1
+    return "".join(out), terms
 
 
 def read_formula(formula: str) -> Terms:
@@ -88,8 +124,9 @@ def read_formula(formula: str) -> Terms:
     fm = _formulae()
     if not isinstance(formula, str) or "~" not in formula:
         raise ArgumentError(_PATH, f"formula must be a string 'response ~ terms', got {formula!r}")
+    one_bar, bars = _bars(formula)
     try:
-        desc = fm.model_description(formula)
+        desc = fm.model_description(one_bar)
     except Exception as exc:  # formulae's parse and resolve errors
         raise ArgumentError(_PATH, f"formula {formula!r} cannot be read: {exc}") from None
     if desc.response is None:
@@ -143,11 +180,18 @@ def read_formula(formula: str) -> Terms:
             if s.startswith("C(") or ":" in s:
                 raise ArgumentError(_PATH, f"group term ({s} | {name}): varying slopes must be numeric columns")
     variables = sorted(v for v in desc.var_names if v)
+    written = {name: [double for expr, double in bars if expr == name] for name in merged}
+    correlated = tuple(
+        name
+        for name, (has, slope_list) in merged.items()
+        if written[name] == [False] and int(has) + len(slope_list) >= 2  # one term, one bar, two effects or more
+    )
     return Terms(
         response,
         tuple(dict.fromkeys(categorical)),
         tuple((n, i, tuple(s)) for n, (i, s) in merged.items()),
         tuple(variables),
+        correlated,
     )
 
 
@@ -185,8 +229,9 @@ def _check_levels(levels: Any) -> tuple[tuple[str, tuple[str, ...]], ...] | None
     return tuple(out)
 
 
-def _prior_fields(family: str, priors: Mapping[str, Any], terms: Terms) -> tuple[dict[str, Any], Any]:
-    """The family's prior arguments and the group sd prior(s) from `priors` (keys `PRIOR_KINDS`)."""
+def _prior_fields(family: str, priors: Mapping[str, Any], terms: Terms) -> tuple[dict[str, Any], Any, Any]:
+    """The family's prior arguments, the group sd prior(s) and the correlation prior(s) from `priors` (keys
+    `PRIOR_KINDS`)."""
     if not isinstance(priors, Mapping):
         raise ArgumentError(("model", "priors"), f"priors must map a kind of prior to a prior, got {priors!r}")
     unknown = sorted(set(priors) - set(PRIOR_KINDS))
@@ -194,7 +239,7 @@ def _prior_fields(family: str, priors: Mapping[str, Any], terms: Terms) -> tuple
         raise ArgumentError(
             ("model", "priors", unknown[0]),
             f"priors: unknown kind {unknown[0]!r}; the kinds are {', '.join(PRIOR_KINDS)} (coefficients, group sds, "
-            "the noise sd, the dispersion)",
+            "correlations, the noise sd, the dispersion)",
         )
     own = {"b": "coef_prior"}
     if family == "linear_regression":
@@ -203,7 +248,7 @@ def _prior_fields(family: str, priors: Mapping[str, Any], terms: Terms) -> tuple
         own["phi"] = "phi_prior"
     out = {}
     for kind, value in priors.items():
-        if kind == "sd":
+        if kind in ("sd", "cor"):
             continue
         if kind not in own:
             raise ArgumentError(
@@ -215,7 +260,17 @@ def _prior_fields(family: str, priors: Mapping[str, Any], terms: Terms) -> tuple
         extra = sorted(set(sd) - {g for g, _, _ in terms.groups})
         if extra:
             raise ArgumentError(("model", "priors", "sd", extra[0]), f"priors['sd']: {extra[0]!r} is not a group term")
-    return out, sd
+    cor = priors.get("cor")
+    if cor is not None:
+        named = set(cor) if isinstance(cor, Mapping) else set(terms.correlated) or {""}
+        extra = sorted(named - set(terms.correlated))
+        if extra:
+            raise ArgumentError(
+                ("model", "priors", "cor", *([extra[0]] if extra[0] else [])),
+                f"priors['cor']: {'no group term' if not extra[0] else repr(extra[0])} has correlated effects (one "
+                "term with '|' and two effects or more, e.g. (1 + x | g))",
+            )
+    return out, sd, cor
 
 
 @dataclass(frozen=True)
@@ -256,11 +311,17 @@ class FormulaModel(Model):
         """The formula's group terms as `GroupEffects` (sd priors from `priors`), None where it has none: as a
         family's `group_effects`, e.g. for splitting a site's file into parts of whole groups."""
         terms = self.terms
-        sd = _prior_fields(self.family, self.priors, terms)[1]
+        _, sd, cor = _prior_fields(self.family, self.priors, terms)
         effects = []
         for g, intercept, slopes in terms.groups:
             prior = sd.get(g) if isinstance(sd, Mapping) else sd
-            effects.append(GroupEffects(g, intercept, slopes, **({} if prior is None else {"sd_prior": prior})))
+            kw: dict[str, Any] = {} if prior is None else {"sd_prior": prior}
+            if g in terms.correlated:
+                kw["correlated"] = True
+                lkj = cor.get(g) if isinstance(cor, Mapping) else cor
+                if lkj is not None:
+                    kw["cor_prior"] = lkj
+            effects.append(GroupEffects(g, intercept, slopes, **kw))
         return tuple(effects) or None
 
     @property
@@ -345,7 +406,7 @@ class FormulaModel(Model):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                return fm.design_matrices(self.formula, pd.DataFrame(frame), na_action="error")
+                return fm.design_matrices(_bars(self.formula)[0], pd.DataFrame(frame), na_action="error")
         except Exception as exc:
             raise ArgumentError(_PATH, f"formula {self.formula!r}: {type(exc).__name__}: {exc}") from None
 

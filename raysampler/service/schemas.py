@@ -264,11 +264,16 @@ class ModelSpec(BaseModel):
         max_length=4000,
         description="a model written as a formula, brms' syntax ('y ~ x1 + C(region) + (1 + x1 | hospital)'): "
         "family is then gaussian, bernoulli, poisson, binomial or negbinomial (or a built-in family's name), the "
-        "priors are coef_prior (b), sd_prior (the group sds), sigma_prior (sigma) and phi_prior (phi), and "
-        "each site builds its design from its own rows (the data's files name no y or x columns)",
+        "priors are coef_prior (b), sd_prior (the group sds), cor_prior (cor: the correlations of a term's effects, "
+        "correlated as in brms when one term has one bar and two effects or more; (1 + x1 || hospital) are not), "
+        "sigma_prior (sigma) and phi_prior (phi), and each site builds its design from its own rows (the data's "
+        "files name no y or x columns)",
         json_schema_extra={"x-families": list(FORMULA_FAMILIES)},
     )
     sd_prior: PositivePriorSpec | None = Field(default=None, description="with a formula: prior on each group sd")
+    cor_prior: CorPriorSpec | None = Field(
+        default=None, description="with a formula: prior on the correlations of each correlated group term"
+    )
 
     @field_validator("family")
     @classmethod
@@ -292,8 +297,9 @@ class ModelSpec(BaseModel):
         if self.formula is None:
             if self.family in FORMULA_FAMILIES and self.family not in MODEL_FAMILIES:
                 raise ValueError(f"model.family {self.family!r} is a formula's family: give model.formula too")
-            if self.sd_prior is not None:
-                raise ValueError("model.sd_prior goes with model.formula (else group_effects[i].sd_prior)")
+            for own in ("sd_prior", "cor_prior"):
+                if getattr(self, own) is not None:
+                    raise ValueError(f"model.{own} goes with model.formula (else group_effects[i].{own})")
             return self
         clash = [
             n
@@ -311,7 +317,13 @@ class ModelSpec(BaseModel):
 
         if self.formula is None:
             return get_model(self.family, **self.params())
-        kinds = {"b": self.coef_prior, "sd": self.sd_prior, "sigma": self.sigma_prior, "phi": self.phi_prior}
+        kinds = {
+            "b": self.coef_prior,
+            "sd": self.sd_prior,
+            "cor": self.cor_prior,
+            "sigma": self.sigma_prior,
+            "phi": self.phi_prior,
+        }
         priors = {k: v.to_prior() for k, v in kinds.items() if v is not None}
         return from_formula(self.formula, self.family, priors)
 

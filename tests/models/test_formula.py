@@ -47,7 +47,7 @@ def test_a_formula_model_equals_the_hand_built_design() -> None:
         priors={"b": Normal(0, 2.5), "sd": HalfNormal(0.5)},
     )
     X, cols = hand_design(df)
-    ge = rs.GroupEffects("hospital", slopes=("x1",), sd_prior=HalfNormal(0.5))
+    ge = rs.GroupEffects("hospital", slopes=("x1",), sd_prior=HalfNormal(0.5), correlated=True)  # brms' `|`
     hand = rs.models.LogisticRegression(coef_prior=Normal(0, 2.5), group_effects=ge)
     tables = rs.shard(df, num_shards=3, by="hospital")
     arrays = rs.shard(X, df.y.to_numpy(), num_shards=3, columns=cols, by="hospital")
@@ -165,7 +165,7 @@ def test_the_formula_path_gives_the_group_reference_models_exactly(name: str) ->
     problem = GROUP_PROBLEMS[name]
     X, y, cols = problem.load()
     slopes = " + ".join(problem.slopes)
-    group = f"(1 + {slopes} | g)" if slopes else "(1 | g)"
+    group = f"(1 + {slopes} || g)" if slopes else "(1 | g)"  # the references' effects are uncorrelated
     fixed = [c for c in cols if c not in ("(Intercept)", "g", "log_exposure")]
     rhs = " + ".join(["1", *fixed, *(["offset(log_exposure)"] if problem.family == "poisson" else []), group])
     family = {"linear": "gaussian", "logistic": "bernoulli", "poisson": "poisson"}[problem.family]
@@ -203,7 +203,8 @@ def test_fixef_ranef_coef_and_prior_summary_read_the_draws_as_brms_does() -> Non
     table = res.coef()["hospital"]
     assert table.index[0] == (r.coords["hospital"].values[0], "(Intercept)")
     prior = res.prior_summary()
-    assert list(prior["class"]) == ["b", "sd"] and prior["prior"][1] == "HalfNormal(scale=0.5)"
+    assert list(prior["class"]) == ["b", "sd", "cor"] and prior["prior"][1] == "HalfNormal(scale=0.5)"
+    assert prior["prior"][2] == "LKJ(eta=1.0)" and prior["group"][2] == "hospital"
     assert "prior_scale" not in repr(rs.models.LogisticRegression(prior_scale=2.0))  # one prior shown, not two
 
 
@@ -246,3 +247,34 @@ def test_text_categories_and_group_labels_from_parquet_files(tmp_path) -> None:
     res_bare = rs.sample(bare, rs.shard(paths), **kw)
     assert res_bare.param_names[2:4] == ["beta[region[south]]", "beta[region[west]]"]
     np.testing.assert_array_equal(res_bare.draws, ref.draws)
+
+
+def test_bars_follow_brms_one_term_with_one_bar_is_correlated() -> None:
+    """`(1 + x | g)` correlates a group's effects (brms' default, an LKJ prior: `priors["cor"]`); `(1 + x || g)` and
+    separate terms do not; a `cor` prior where no term is correlated is an error naming it."""
+    from raysampler.priors import LKJ
+
+    def effects(formula: str, **priors):
+        return rs.models.from_formula(formula, family="bernoulli", priors=priors).group_effects
+
+    (one,) = effects("y ~ x1 + (1 + x1 | hospital)", cor=LKJ(2.0))
+    assert one.correlated and one.cor_prior == LKJ(2.0) and one.slopes == ("x1",)
+    (two,) = effects("y ~ x1 + (1 + x1 || hospital)")
+    assert not two.correlated and two.intercept and two.slopes == ("x1",)
+    (three,) = effects("y ~ x1 + (1 | hospital) + (0 + x1 | hospital)")
+    assert not three.correlated
+    g, h = effects("y ~ x1 + (1 + x1 | hospital) + (1 | ward)", cor={"hospital": LKJ(3.0)})
+    assert g.correlated and g.cor_prior == LKJ(3.0) and not h.correlated
+    with pytest.raises(ArgumentError) as err:
+        rs.models.from_formula("y ~ x1 + (1 | hospital)", family="bernoulli", priors={"cor": LKJ(2.0)})
+    assert err.value.path == ("model", "priors", "cor")
+    with pytest.raises(ArgumentError) as err:
+        rs.models.from_formula("y ~ x1 + (1 + x1 | g)", family="bernoulli", priors={"cor": {"ward": LKJ(2.0)}})
+    assert err.value.path == ("model", "priors", "cor", "ward")
+    df = hospitals(120)
+    res = rs.sample(
+        rs.models.from_formula("y ~ x1 + (1 + x1 | hospital)", family="bernoulli"),
+        rs.shard(df, num_shards=2, by="hospital"),
+        chains=2, num_rounds=8, executor="local", progress=False,
+    )  # fmt: skip
+    assert "cor_hospital[(Intercept),x1]" in res.param_names

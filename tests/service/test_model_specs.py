@@ -321,6 +321,19 @@ def test_a_formula_over_rest_and_a_bad_one_names_the_field(app_client):
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"][-2:] == ["model", "formula"], bad.text
     clash = c.post("/v1/runs", json=_body(model | {"prior_scale": 1.0}, {"dataset": "builtin:hospitals"}), headers=h)
     assert clash.status_code == 422 and "does not go with model.formula" in clash.text
+    # brms' bars: one term with '|' and two effects is correlated, with the spec's cor_prior; none is a 422 naming it
+    from raysampler.priors import LKJ
+    from raysampler.service.schemas import ModelSpec
+
+    slope = model | {"formula": "y ~ age + (1 + age | hospital)", "cor_prior": {"lkj": {"eta": 2.0}}}
+    (effects,) = ModelSpec.model_validate(slope).engine_model().group_effects
+    assert effects.correlated and effects.cor_prior == LKJ(2.0)
+    no_cor = c.post(
+        "/v1/runs",
+        json=_body(model | {"cor_prior": {"lkj": {"eta": 2.0}}}, {"dataset": "builtin:hospitals"}),
+        headers=h,
+    )
+    assert no_cor.status_code == 422 and "priors['cor']" in no_cor.text, no_cor.text
 
 
 def test_old_prior_names_set_the_new_fields() -> None:
