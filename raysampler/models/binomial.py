@@ -10,7 +10,7 @@ import numpy as np
 from scipy.special import expit, gammaln
 
 from ..errors import ArgumentError
-from .common import _GLM, RowTerms, RowValues, _check_Xy, _gram_lambda_max, _rows_of, _unbound
+from .common import RowTerms, RowValues, _check_Xy, _EtaGLM, _gram_lambda_max, _rows_of, _unbound
 from .contract import DataSpec
 from .logistic import _sigmoid_inplace, _softplus_sum, logistic_rows
 
@@ -23,7 +23,7 @@ def _check_trial_counts(m: np.ndarray, what: str) -> None:
 
 
 @dataclass(frozen=True)
-class BinomialRegression(_GLM):
+class BinomialRegression(_EtaGLM):
     """U_i(β) = Σ_j [m_j log(1 + exp(η_j)) − y_j η_j], η_j = x_jᵀβ (the log binomial coefficients are dropped).
 
     `trials` (m_j, required) is the name of a column of X (then not a feature), an array over the original data's
@@ -126,15 +126,6 @@ class BinomialRegression(_GLM):
         """M_i = λ_max(X_cᵀ diag(m) X_c)/4, a global bound since σ(1 − σ) ≤ 1/4."""
         X = np.asarray(X, dtype=np.float64)
         return 0.25 * _gram_lambda_max(self._coef_X(X) * np.sqrt(self._m(X))[:, None])
-
-    def log_likelihood(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
-        return self.eta_log_likelihood(X, y, self._eta(X, x), x[:, :0])
-
-    def predict_mean(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
-        return self.eta_mean(X, self._eta(X, x), x[:, :0])
-
-    def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
-        return self.eta_draw(X, self._eta(X, x), x[:, :0], u)
 
     # ------------------------------------------------------------------ per row (group effects)
 

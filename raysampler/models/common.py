@@ -531,6 +531,21 @@ class _GLM(Model):
             )
 
 
+@dataclass(frozen=True)
+class _EtaGLM(_GLM):
+    """A GLM whose likelihood has no parameter besides β (logistic, binomial, Poisson): the log-likelihood and the
+    predictions are its `eta_*` at the linear predictors, with no family parameters."""
+
+    def log_likelihood(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return self.eta_log_likelihood(X, y, self._eta(X, x), x[:, :0])
+
+    def predict_mean(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return self.eta_mean(X, self._eta(X, x), x[:, :0])
+
+    def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        return self.eta_draw(X, self._eta(X, x), x[:, :0], u)
+
+
 def _classifier_bind_fields(model: Model, spec: DataSpec) -> dict:
     """Fields a multiclass model takes from the data: the feature count and the number of labels."""
     if spec.n_classes is None:

@@ -7,14 +7,14 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit
 
-from .common import _GLM, RowTerms, _check_Xy, _gram_lambda_max, _rows_of
+from .common import RowTerms, _check_Xy, _EtaGLM, _gram_lambda_max, _rows_of
 from .contract import runs_own
 
 __all__ = ["LogisticRegression"]
 
 
 @dataclass(frozen=True)
-class LogisticRegression(_GLM):
+class LogisticRegression(_EtaGLM):
     """U_i(θ) = Σ_j [log(1 + exp(x_jᵀθ)) − y_j x_jᵀθ], computed stably for all K chains with η = X Θᵀ (n, K).
 
     Gradient Xᵀ(σ(η) − y); Hessian Xᵀ diag(σ(η)(1 − σ(η))) X ≼ XᵀX/4, hence `smoothness` = λ_max(XᵀX)/4.
@@ -91,15 +91,6 @@ class LogisticRegression(_GLM):
     def smoothness(self, X: np.ndarray, y: np.ndarray) -> float:
         """M_i = λ_max(XᵀX)/4, a global bound since σ(1 − σ) ≤ 1/4."""
         return 0.25 * _gram_lambda_max(X)
-
-    def log_likelihood(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
-        return self.eta_log_likelihood(X, y, X @ x.T, x[:, :0])
-
-    def predict_mean(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
-        return self.eta_mean(X, X @ x.T, x[:, :0])
-
-    def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
-        return self.eta_draw(X, X @ x.T, x[:, :0], u)
 
     # ------------------------------------------------------------------ per row (group effects)
 

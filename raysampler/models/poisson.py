@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import gammaln
 
-from .common import _GLM, RowTerms, RowValues, _check_positive, _check_Xy, _gram_lambda_max, _rows_of
+from .common import RowTerms, RowValues, _check_positive, _check_Xy, _EtaGLM, _gram_lambda_max, _rows_of
 
 __all__ = ["PoissonRegression"]
 
@@ -22,7 +22,7 @@ def _check_counts(y: np.ndarray, argname: str) -> None:
 
 
 @dataclass(frozen=True)
-class PoissonRegression(_GLM):
+class PoissonRegression(_EtaGLM):
     """U_i(β) = Σ_j [exp(η_j) − y_j η_j], η_j = x_jᵀβ + o_j (the constants Σ_j log y_j! and the offset's y_j o_j are
     dropped).
 
@@ -98,15 +98,6 @@ class PoissonRegression(_GLM):
         Xc = np.asarray(self._coef_X(np.asarray(X, dtype=np.float64)), dtype=np.float64)
         w = np.maximum(np.asarray(y, dtype=np.float64), 1.0)
         return self.smoothness_safety * _gram_lambda_max(Xc * np.sqrt(w)[:, None])
-
-    def log_likelihood(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
-        return self.eta_log_likelihood(X, y, self._eta(X, x), x[:, :0])
-
-    def predict_mean(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
-        return self.eta_mean(X, self._eta(X, x), x[:, :0])
-
-    def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
-        return self.eta_draw(X, self._eta(X, x), x[:, :0], u)
 
     # ------------------------------------------------------------------ per row (group effects)
 
