@@ -453,9 +453,7 @@ def start(
     if cancel is not None and cancel.is_set():
         raise RunCancelled("the run was cancelled while setting up")
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-    actor = ray.remote(  # type: ignore[call-overload]  # Ray's stubs omit these actor options
-        num_cpus=0, scheduling_strategy=here
-    )(CoordinatorHost)
+    actor = ray.remote(num_cpus=0, scheduling_strategy=here)(CoordinatorHost)
     handle = RayHandle(actor.remote(), cancel)
     try:
         handle.start(Executor.RAY, placed, model, algorithm, config, max_actors, transport)

@@ -212,9 +212,7 @@ class RayPool:
         self.remote_groups = [g for k, g in enumerate(self.groups) if k != self._home_k]
         # A worker process that dies is restarted by Ray on a node of its site (it reloads its shards); the run rolls
         # back to its last checkpoint (`revive`, then the coordinator restores every state).
-        actor_cls = ray.remote(  # type: ignore[call-overload]  # Ray's stubs omit these actor options
-            num_cpus=1, max_concurrency=1, max_restarts=-1, max_task_retries=0
-        )(WorkerHost)
+        actor_cls = ray.remote(num_cpus=1, max_concurrency=1, max_restarts=-1, max_task_retries=0)(WorkerHost)
         self.actors = []
         for g in self.remote_groups:
             site = sites[g[0]]
