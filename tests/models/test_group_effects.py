@@ -275,7 +275,7 @@ def test_an_intercept_only_sd_has_no_trailing_dimension() -> None:
     X, y = _data(120, 6)
     cols = ["(Intercept)", "age", "dose", "hospital"]
     shards = rs.shard(X[:, :4], (y > 0).astype(float), num_shards=2, columns=cols, by="hospital")
-    kw = dict(chains=2, num_rounds=8, executor="local", progress=False)
+    kw = dict(chains=2, num_rounds=8, burn_in=2, executor="local", progress=False)
     for ge, shape in ((rs.GroupEffects("hospital"), ()), (rs.GroupEffects("hospital", slopes=("age",)), (2,))):
         with pytest.warns(RunWarning):  # 8 rounds: not converged, and said so
             res = rs.sample(rs.models.LogisticRegression(group_effects=ge), shards, **kw)
