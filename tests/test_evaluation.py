@@ -16,7 +16,9 @@ import raysampler as rs
 from raysampler.errors import ArgumentError
 from raysampler.evaluation import thin_draws, uniforms
 
-KW = dict(chains=4, num_rounds=1000, seed=3, progress=False)
+#: 4 chains of 250 draws: the 1,000 draws the LOO and the metrics use by default (`thin_draws`), kept whole; every
+#: check here compares the computation at the shards with the same computation on the pooled draws and rows
+KW = dict(chains=4, num_rounds=250, seed=3, progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -36,10 +38,13 @@ def logistic():
 
 @pytest.fixture(scope="module")
 def linear():
-    """diabetes, σ unknown: 350 training rows in 3 shards, 92 held out."""
+    """diabetes, σ unknown: 350 training rows in 3 shards, 92 held out; 2,000 draws, thinned to 1,000 by default."""
     X, y = rs.datasets.load("diabetes")
     res = rs.sample(
-        rs.models.LinearRegression(), rs.shard(X[:350], y[:350], num_shards=3, seed=0), executor="local", **KW
+        rs.models.LinearRegression(),
+        rs.shard(X[:350], y[:350], num_shards=3, seed=0),
+        executor="local",
+        **{**KW, "num_rounds": 500},  # 2,000 draws: draws="all" is more than the default 1,000
     )
     return X, y, res
 
@@ -135,6 +140,7 @@ def test_compare_refuses_runs_on_other_rows(logistic, linear):
         executor="local",
         chains=2,
         num_rounds=20,
+        burn_in=5,
         progress=False,
     )
     with pytest.raises(ArgumentError, match="same rows") as err:
@@ -263,7 +269,8 @@ def test_on_ray_the_shards_compute_the_same_sums(ray_session, logistic):
         rs.shard(X[tr], y[tr], num_shards=3, seed=0),
         executor="ray",
         chains=2,
-        num_rounds=150,
+        num_rounds=30,
+        burn_in=10,
         progress=False,
     )
     assert res.executor == "ray"
@@ -341,7 +348,7 @@ def grouped():
     train = g < 8
     shards = rs.shard(X[train], y[train], num_shards=2, columns=cols, by="g")
     model = rs.models.LogisticRegression(group_effects=rs.GroupEffects("g"))
-    res = rs.sample(model, shards, chains=4, num_rounds=300, executor="local", seed=1, progress=False)
+    res = rs.sample(model, shards, chains=4, num_rounds=250, executor="local", seed=1, progress=False)
     return X, y, cols, train, res
 
 

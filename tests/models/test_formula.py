@@ -114,14 +114,15 @@ def test_categorical_levels_agree_across_sites_when_one_site_lacks_a_level(tmp_p
         part.to_parquet(path, index=False)
         paths.append(str(path))
     model = rs.models.from_formula("y ~ x1 + C(region)", family="bernoulli", priors={"b": Normal(0, 2.5)})
-    res = rs.sample(model, rs.shard(paths), chains=2, num_rounds=30, seed=1, executor="local", progress=False)
+    kw = dict(chains=2, num_rounds=30, burn_in=5, seed=1, executor="local", progress=False)  # the same draws: no law
+    res = rs.sample(model, rs.shard(paths), **kw)
     assert res.param_names == ["beta[(Intercept)]", "beta[x1]", "beta[C(region)[2]]", "beta[C(region)[3]]"]
     # the same posterior as the pooled rows coded by hand
     pooled = pd.concat([site0, site1])
     X = np.column_stack([np.ones(len(pooled)), pooled.x1, pooled.region == 2, pooled.region == 3]).astype(float)
     hand = rs.models.LogisticRegression(coef_prior=Normal(0, 2.5))
     parts = [(X[: len(site0)], site0.y.to_numpy()), (X[len(site0) :], site1.y.to_numpy())]
-    ref = rs.sample(hand, rs.shard(parts), chains=2, num_rounds=30, seed=1, executor="local", progress=False)
+    ref = rs.sample(hand, rs.shard(parts), **kw)
     np.testing.assert_array_equal(res.draws, ref.draws)
     # an order of levels given by the user: the first is the reference; a level no site has is an error naming it
     ordered = rs.models.from_formula("y ~ x1 + C(region)", family="bernoulli", levels={"region": [3, 1, 2]})
@@ -187,7 +188,13 @@ def test_fixef_ranef_coef_and_prior_summary_read_the_draws_as_brms_does() -> Non
         "y ~ x1 + (1 + x1 | hospital)", family="bernoulli", priors={"b": Normal(0, 2.5), "sd": HalfNormal(0.5)}
     )
     res = rs.sample(
-        model, rs.shard(df, num_shards=2, by="hospital"), chains=2, num_rounds=8, executor="local", progress=False
+        model,
+        rs.shard(df, num_shards=2, by="hospital"),
+        chains=2,
+        num_rounds=8,
+        burn_in=2,  # summaries of the draws as they are: no law
+        executor="local",
+        progress=False,
     )
     beta = res.posterior()["beta"]
     fixef = res.fixef()
@@ -275,6 +282,6 @@ def test_bars_follow_brms_one_term_with_one_bar_is_correlated() -> None:
     res = rs.sample(
         rs.models.from_formula("y ~ x1 + (1 + x1 | hospital)", family="bernoulli"),
         rs.shard(df, num_shards=2, by="hospital"),
-        chains=2, num_rounds=8, executor="local", progress=False,
+        chains=2, num_rounds=8, burn_in=2, executor="local", progress=False,
     )  # fmt: skip
     assert "cor_hospital[(Intercept),x1]" in res.param_names

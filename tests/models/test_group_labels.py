@@ -38,7 +38,7 @@ def _model() -> rs.models.LogisticRegression:
 
 
 def _sample(shards: rs.ShardSet) -> rs.Result:
-    return rs.sample(_model(), shards, chains=2, num_rounds=30, seed=0, executor="local", progress=False)
+    return rs.sample(_model(), shards, chains=2, num_rounds=30, burn_in=5, seed=0, executor="local", progress=False)
 
 
 def test_already_split_arrays_keep_their_columns_and_text_labels() -> None:
@@ -120,7 +120,7 @@ def test_text_labels_reach_ray_workers(ray_session) -> None:
     """In-memory shards travel to Ray workers with their labels: the same names and draws as in-process."""
     rng = np.random.default_rng(4)
     shards = rs.shard([_site(rng, NAMES[:3]), _site(rng, NAMES[3:])], columns=COLS)
-    kw = dict(chains=2, num_rounds=20, seed=0, progress=False)
+    kw = dict(chains=2, num_rounds=20, burn_in=5, seed=0, progress=False)
     local = rs.sample(_model(), shards, executor="local", **kw)
     on_ray = rs.sample(_model(), shards, executor="ray", **kw)
     assert on_ray.param_names == local.param_names and "r_hospital[St Mary,(Intercept)]" in local.param_names
