@@ -274,17 +274,23 @@ def ended(service: Any, key: str, run_id: str) -> dict[str, Any]:
 
 
 BASE = {"model": {"family": "logistic_regression"}, "data": {"dataset": "builtin:breast_cancer"}, "seed": 4}
+SMALL_TARGET_ESS = 100
 
 
 @pytest.fixture(scope="module")
 def wide_and_small(service: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Two finished runs of alice: 64 chains with a name and a tag, and a 4-chain run until converged."""
+    """Two finished runs of alice: 64 chains with a name and a tag, and a 4-chain run until converged (to a bulk ESS
+    of SMALL_TARGET_ESS: what the page shows of it is the same whatever the target)."""
     wide = api_post(
         service,
         ALICE,
         BASE | {"chains": 64, "num_shards": 2, "num_rounds": 60, "burn_in": 10, "name": "wide", "tags": {"team": "a"}},
     )
-    small = api_post(service, ALICE, BASE | {"chains": 4, "num_shards": 2, "num_rounds": "auto", "name": "small"})
+    small = api_post(
+        service,
+        ALICE,
+        BASE | {"chains": 4, "num_shards": 2, "num_rounds": "auto", "target_ess": SMALL_TARGET_ESS, "name": "small"},
+    )
     return ended(service, ALICE, wide["id"]), ended(service, ALICE, small["id"])
 
 
@@ -305,6 +311,19 @@ def status_line(driver: Any) -> str:
     return driver.execute_script(
         "const s = document.getElementById('status-line'); return s.hidden ? '' : s.textContent"
     )
+
+
+def settled(driver: Any, timeout: float = 60.0) -> None:
+    """Wait until none of the page's requests is in flight, then a moment for what they render: instead of a fixed
+    sleep, as long as the page needs and no longer."""
+    idle = "return Object.values(window.rsDashboard.net.inflight).every(n => n === 0)"
+    wait_for(lambda: driver.execute_script(idle), timeout, "the page's requests to come back")
+    time.sleep(0.3)
+
+
+def list_polls(driver: Any) -> int:
+    """How many times the runs list was asked for (the page asks every 2 s)."""
+    return driver.execute_script("return window.rsDashboard.net.count['GET /v1/runs'] || 0")
 
 
 def plotted_axes(driver: Any) -> dict[str, list[str]]:
@@ -354,7 +373,7 @@ def test_page_changes_mid_request_and_stray_errors_reach_the_status_line_not_the
     for hash_ in (f"#/run/{wide['id']}", "#/runs", f"#/run/{small['id']}", "#/submit", "#/operator", "#/runs"):
         browser.execute_script(f"location.hash = '{hash_}'")
         time.sleep(0.15)  # requests of the page left are still in flight
-    time.sleep(3)
+    settled(browser)  # every request sent has come back (and been handled) before the console is read
     assert severe(browser) == [] and status_line(browser) == ""
     # a page whose loading fails (here: the network, on a fresh load of the page) says so in the status line
     browser.refresh()
@@ -401,7 +420,7 @@ def test_switching_the_parameter_fetches_once_and_relabels_the_axes(browser, ser
     assert max(browser.execute_script("return window.rsDashboard.net.maxInflight").values()) == 1
     # honest progress of a run until converged: the targets, and why it stopped
     conv = browser.find_element("id", "run-convergence").text
-    assert "target 400" in conv and "R-hat" in conv
+    assert f"target {SMALL_TARGET_ESS}" in conv and "R-hat" in conv
     assert browser.find_element("id", "run-stop").text == "Stopped: converged."
 
 
@@ -432,7 +451,8 @@ def test_a_running_run_keeps_one_request_per_resource_and_follows_its_events(bro
         assert re.match(r"^\d{1,2}:\d{2}:\d{2}( [AP]M)? \w", line) and "{" not in line, line
     # keyboard focus stays on the parameter list while the page refreshes
     browser.execute_script("document.getElementById('param').focus()")
-    time.sleep(3)
+    refreshed = traces()
+    wait_for(lambda: traces() >= refreshed + 2, 60, "two refreshes of the trace")
     assert browser.execute_script("return document.activeElement.id") == "param"
     # the worker timeline marks the run's status changes at their times
     marks = browser.execute_script("return window.rsDashboard.state.marks.map(m => m.label)")
@@ -481,7 +501,9 @@ def test_runs_list_names_tags_filters_focus_and_compare(browser, service, wide_a
     assert "wide" in row.text and "team=a" in row.text
     # focus on a row's link survives the 2-second refreshes (rows are updated in place)
     browser.execute_script(f"document.querySelector('tr[data-run=\"{wide['id']}\"] a').focus()")
-    time.sleep(4.5)
+    polls = list_polls(browser)
+    wait_for(lambda: list_polls(browser) >= polls + 2, 30, "two refreshes of the list")
+    settled(browser)
     assert browser.execute_script("return document.activeElement.textContent") == wide["id"]
     # filter by tag
     browser.find_element(By.ID, "tag-filter").send_keys("team:a")
@@ -591,7 +613,7 @@ def test_every_page_is_accessible_and_fits_the_screen(browser, service, wide_and
             open_page(browser, service.url, hash_)
             probe = f"return document.querySelector('{ready}') !== null"
             wait_for(lambda p=probe: browser.execute_script(p), 120, hash_)
-            time.sleep(1.0)
+            settled(browser)
             # a phone widens its layout viewport to fit what overflows: compare with the screen's width
             wide = browser.execute_script("return Math.max(document.documentElement.scrollWidth, innerWidth)")
             assert wide <= width, (hash_, width, wide)
@@ -650,15 +672,22 @@ def test_a_failing_resource_is_retried_with_growing_waits(browser, service, wide
     open_page(browser, service.url, f"#/run/{small['id']}")
     wait_for(lambda: plotted_axes(browser).keys() >= {"trace", "rank"}, 120, "the plots")
     key = f"GET /v1/runs/{small['id']}/trace"
-    browser.execute_script(  # the network fails for trace requests only
-        "window.realFetch = window.fetch; window.fetch = (url, o) => url.includes('/trace')"
-        " ? Promise.reject(new TypeError('offline')) : realFetch(url, o)"
+    browser.execute_script(  # the network fails for trace requests only, and says when each try came
+        "window.realFetch = window.fetch; window.traceTries = [];"
+        "window.fetch = (url, o) => url.includes('/trace')"
+        " ? (traceTries.push(performance.now()), Promise.reject(new TypeError('offline'))) : realFetch(url, o)"
     )
     before = browser.execute_script(f"return window.rsDashboard.net.count['{key}']")
     Select(browser.find_element("id", "param")).select_by_value("2")
-    time.sleep(8.5)  # tries at about 0, 1, 3 and 7 s: waits of 1, 2, 4 s after each failure
-    tries = browser.execute_script(f"return window.rsDashboard.net.count['{key}']") - before
-    assert 3 <= tries <= 5, tries
+    # tries at about 0, 1 and 3 s: waits of 1 then 2 s after each failure (then 4, 8, ... s). Timed in the page
+    # rather than counted over a fixed sleep: a retry with no wait, a constant wait or one that does not grow fails
+    # the bounds below, and the three tries came within the 8.5 s the back-off allows for three to five of them.
+    times = wait_for(lambda: (t := browser.execute_script("return window.traceTries")) and len(t) >= 3 and t, 30)
+    first_wait, second_wait = (times[1] - times[0]) / 1e3, (times[2] - times[1]) / 1e3
+    assert first_wait >= 0.9 and second_wait >= max(1.9, first_wait + 0.5), (first_wait, second_wait)
+    assert first_wait + second_wait <= 8.5, (first_wait, second_wait)
+    counted, fetched = browser.execute_script(f"return [window.rsDashboard.net.count['{key}'], traceTries.length]")
+    assert counted - before == fetched, (counted - before, fetched)  # each try is one counted request
     assert browser.find_element("id", "trace-note").text == "offline (retrying)"
     browser.execute_script("window.fetch = window.realFetch")
     name2 = small["param_names"][2]
