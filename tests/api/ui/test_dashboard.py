@@ -113,7 +113,11 @@ def test_a_wrong_key_is_refused(browser, service):
     assert browser.execute_script("return sessionStorage.getItem('raysampler.apiKey')") is None
 
 
-def test_submit_watch_the_trace_grow_read_the_summary_and_cancel(browser, service):
+def test_submit_watch_the_trace_grow_follow_its_requests_and_events_and_cancel(browser, service):
+    """A run submitted from the form, followed on its page while it samples: the trace grows, the summary names every
+    parameter, one request per resource at a time and the event stream open, the event log, keyboard focus kept, the
+    worker timeline and the operator view; listed for its tenant, cancelled from its page, unseen by another tenant.
+    (One running run for all of it: each run on the service's Ray starts worker processes of its own.)"""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
@@ -136,6 +140,7 @@ def test_submit_watch_the_trace_grow_read_the_summary_and_cancel(browser, servic
         lambda: browser.execute_script("const m = location.hash.match(/^#\\/run\\/(.+)$/); return m && m[1]"),
         what="the run page",
     )
+    rid = run_id
 
     # the trace plot's data grow while the run samples
     def plotted_last_index() -> int:
@@ -161,6 +166,43 @@ def test_submit_watch_the_trace_grow_read_the_summary_and_cancel(browser, servic
     )
     assert rows == names
 
+    # one request per resource at a time, while the trace follows the stored draws
+    counted = f"GET /v1/runs/{rid}/trace"
+
+    def traces() -> int:
+        return browser.execute_script(f"return window.rsDashboard.net.count['{counted}'] || 0")
+
+    seen = wait_for(traces, 300, "the first trace")
+    wait_for(lambda: traces() > seen + 2, 300, "the trace to follow the stored draws")
+    net = browser.execute_script("return window.rsDashboard.net")
+    assert max(net["maxInflight"].values()) == 1, net["maxInflight"]
+    assert net["inflight"][f"GET /v1/runs/{rid}/events"] == 1  # the event stream is open
+    # event log: one readable line per event, at local time, no raw JSON
+    lines = wait_for(
+        lambda: [li.text for li in browser.find_elements(By.CSS_SELECTOR, "#events li")], 60, "the event log"
+    )
+    assert any(line.endswith("status RUNNING") for line in lines)
+    for line in lines:
+        assert re.match(r"^\d{1,2}:\d{2}:\d{2}( [AP]M)? \w", line) and "{" not in line, line
+    # keyboard focus stays on the parameter list while the page refreshes
+    browser.execute_script("document.getElementById('param').focus()")
+    refreshed = traces()
+    wait_for(lambda: traces() >= refreshed + 2, 60, "two refreshes of the trace")
+    assert browser.execute_script("return document.activeElement.id") == "param"
+    # the worker timeline marks the run's status changes at their times
+    marks = browser.execute_script("return window.rsDashboard.state.marks.map(m => m.label)")
+    assert marks[:2] == ["PENDING", "RUNNING"]
+    assert plotted_axes(browser)["workers"] == ["time (local)", "τ_i (ms per local step)"]
+    # the operator view: the node (CPUs) with this run's workers on it
+    open_page(browser, service.url, "#/operator")
+    row = wait_for(
+        lambda: [r for r in browser.find_elements(By.CSS_SELECTOR, "#op-nodes tr[data-node]") if rid in r.text],
+        60,
+        "the run's workers on a node",
+    )[0]
+    assert row.find_elements(By.TAG_NAME, "td")[3].text == "2"  # the test service's Ray has 2 CPUs
+    assert browser.find_element(By.ID, "ray-dashboard-none").is_displayed()
+
     # the run is listed for its tenant
     browser.get(f"{service.url}/ui/#/runs")
     wait_for(lambda: run_id in run_ids_listed(browser), 300, "the run in the list")
@@ -170,6 +212,9 @@ def test_submit_watch_the_trace_grow_read_the_summary_and_cancel(browser, servic
     cancel = wait_for(lambda: (b := browser.find_element(By.ID, "cancel")).is_enabled() and b, what="cancel")
     cancel.click()
     wait_for(lambda: browser.find_element(By.ID, "run-status").text == "CANCELLED", 300, "CANCELLED")
+    assert browser.find_element(By.ID, "run-stop").text == "Stopped: cancelled."
+    stream = f"GET /v1/runs/{rid}/events"
+    wait_for(lambda: browser.execute_script(f"return window.rsDashboard.net.inflight['{stream}']") == 0, 30, "the end")
 
     # another tenant never sees it
     sign_in(browser, service.url, BOB)
@@ -422,57 +467,6 @@ def test_switching_the_parameter_fetches_once_and_relabels_the_axes(browser, ser
     conv = browser.find_element("id", "run-convergence").text
     assert f"target {SMALL_TARGET_ESS}" in conv and "R-hat" in conv
     assert browser.find_element("id", "run-stop").text == "Stopped: converged."
-
-
-def test_a_running_run_keeps_one_request_per_resource_and_follows_its_events(browser, service):
-    from selenium.webdriver.common.by import By
-
-    run = api_post(service, ALICE, BASE | {"chains": 2, "num_shards": 2, "num_rounds": 400000, "burn_in": 20})
-    sign_in(browser, service.url, ALICE)
-    wait_for(lambda: "#/runs" in browser.current_url, what="the runs page")
-    open_page(browser, service.url, f"#/run/{run['id']}")
-    rid = run["id"]
-    counted = f"GET /v1/runs/{rid}/trace"
-
-    def traces() -> int:
-        return browser.execute_script(f"return window.rsDashboard.net.count['{counted}'] || 0")
-
-    first = wait_for(traces, 300, "the first trace")
-    wait_for(lambda: traces() > first + 2, 300, "the trace to follow the stored draws")
-    net = browser.execute_script("return window.rsDashboard.net")
-    assert max(net["maxInflight"].values()) == 1, net["maxInflight"]
-    assert net["inflight"][f"GET /v1/runs/{rid}/events"] == 1  # the event stream is open
-    # event log: one readable line per event, at local time, no raw JSON
-    lines = wait_for(
-        lambda: [li.text for li in browser.find_elements(By.CSS_SELECTOR, "#events li")], 60, "the event log"
-    )
-    assert any(line.endswith("status RUNNING") for line in lines)
-    for line in lines:
-        assert re.match(r"^\d{1,2}:\d{2}:\d{2}( [AP]M)? \w", line) and "{" not in line, line
-    # keyboard focus stays on the parameter list while the page refreshes
-    browser.execute_script("document.getElementById('param').focus()")
-    refreshed = traces()
-    wait_for(lambda: traces() >= refreshed + 2, 60, "two refreshes of the trace")
-    assert browser.execute_script("return document.activeElement.id") == "param"
-    # the worker timeline marks the run's status changes at their times
-    marks = browser.execute_script("return window.rsDashboard.state.marks.map(m => m.label)")
-    assert marks[:2] == ["PENDING", "RUNNING"]
-    assert plotted_axes(browser)["workers"] == ["time (local)", "τ_i (ms per local step)"]
-    # the operator view: the node (CPUs) with this run's workers on it
-    open_page(browser, service.url, "#/operator")
-    row = wait_for(
-        lambda: [r for r in browser.find_elements(By.CSS_SELECTOR, "#op-nodes tr[data-node]") if rid in r.text],
-        60,
-        "the run's workers on a node",
-    )[0]
-    assert row.find_elements(By.TAG_NAME, "td")[3].text == "2"  # the test service's Ray has 2 CPUs
-    assert browser.find_element(By.ID, "ray-dashboard-none").is_displayed()
-    open_page(browser, service.url, f"#/run/{rid}")
-    browser.find_element(By.ID, "cancel").click()
-    wait_for(lambda: browser.find_element(By.ID, "run-status").text == "CANCELLED", 300, "CANCELLED")
-    assert browser.find_element(By.ID, "run-stop").text == "Stopped: cancelled."
-    stream = f"GET /v1/runs/{rid}/events"
-    wait_for(lambda: browser.execute_script(f"return window.rsDashboard.net.inflight['{stream}']") == 0, 30, "the end")
 
 
 def test_another_tenants_run_is_not_polled(browser, service, wide_and_small):
