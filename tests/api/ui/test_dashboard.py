@@ -366,6 +366,25 @@ def settled(driver: Any, timeout: float = 60.0) -> None:
     time.sleep(0.3)
 
 
+def quiet(driver: Any, for_s: float, timeout: float = 120.0) -> None:
+    """Wait until the page has sent no request and has none in flight for `for_s` seconds (a loaded machine may
+    answer the page's first requests late, and a slow answer schedules the next load after it)."""
+    probe = (
+        "const n = window.rsDashboard.net; return [Object.values(n.count).reduce((a, b) => a + b, 0),"
+        " Object.values(n.inflight).every(k => k === 0)]"
+    )
+    deadline = time.monotonic() + timeout
+    last, since = None, time.monotonic()
+    while time.monotonic() < deadline:
+        sent, idle = driver.execute_script(probe)
+        if sent != last or not idle:
+            last, since = sent, time.monotonic()
+        elif time.monotonic() - since >= for_s:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the page did not go quiet for {for_s} s within {timeout} s")
+
+
 def list_polls(driver: Any) -> int:
     """How many times the runs list was asked for (the page asks every 2 s)."""
     return driver.execute_script("return window.rsDashboard.net.count['GET /v1/runs'] || 0")
@@ -439,7 +458,7 @@ def test_switching_the_parameter_fetches_once_and_relabels_the_axes(browser, ser
     wait_for(lambda: "#/runs" in browser.current_url, what="the runs page")
     open_page(browser, service.url, f"#/run/{small['id']}")
     wait_for(lambda: plotted_axes(browser).keys() >= {"trace", "rank", "pair", "forest"}, 120, "the plots")
-    time.sleep(1.5)  # settled: a finished run asks for nothing more
+    quiet(browser, 1.5)  # settled: a finished run asks for nothing more
 
     def urls() -> dict[str, int]:
         return browser.execute_script("return window.rsDashboard.net.urls")
