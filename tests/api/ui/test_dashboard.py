@@ -21,6 +21,8 @@ from conftest import SERVICE_KEYS
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 T = TypeVar("T")
+#: the tests' own requests to the service (httpx's default 5 s is too short while the machine is loaded)
+HTTP_TIMEOUT_S = 60.0
 ALICE, BOB = SERVICE_KEYS["alice"], SERVICE_KEYS["bob"]
 
 
@@ -251,7 +253,7 @@ def test_the_dashboard_is_served_under_the_strict_policy(service):
     from api.security import STRICT_CSP
 
     for path in ("/ui/", "/ui/app.js", "/ui/plots.js", "/ui/app.css", "/ui/vendor/uPlot.iife.min.js"):
-        r = httpx.get(service.url + path)
+        r = httpx.get(service.url + path, timeout=HTTP_TIMEOUT_S)
         assert r.status_code == 200 and r.headers["Content-Security-Policy"] == STRICT_CSP, path
         assert r.headers["X-Content-Type-Options"] == "nosniff" and r.headers["Referrer-Policy"] == "no-referrer"
     assert "frame-ancestors 'none'" in STRICT_CSP and "unsafe-inline" not in STRICT_CSP
@@ -294,10 +296,14 @@ def test_the_api_docs_inline_script_runs_under_its_own_policy(browser, service):
 A11Y_JS = (pathlib.Path(__file__).parent / "a11y_check.js").read_text()
 
 
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
 def api_post(service: Any, key: str, body: dict[str, Any]) -> dict[str, Any]:
     import httpx
 
-    r = httpx.post(f"{service.url}/v1/runs", json=body, headers={"Authorization": f"Bearer {key}"})
+    r = httpx.post(f"{service.url}/v1/runs", json=body, headers=bearer(key), timeout=HTTP_TIMEOUT_S)
     assert r.status_code == 202, r.text
     return r.json()
 
@@ -305,7 +311,7 @@ def api_post(service: Any, key: str, body: dict[str, Any]) -> dict[str, Any]:
 def api_get(service: Any, key: str, path: str) -> dict[str, Any]:
     import httpx
 
-    return httpx.get(f"{service.url}{path}", headers={"Authorization": f"Bearer {key}"}).json()
+    return httpx.get(f"{service.url}{path}", headers=bearer(key), timeout=HTTP_TIMEOUT_S).json()
 
 
 def ended(service: Any, key: str, run_id: str) -> dict[str, Any]:
@@ -605,7 +611,7 @@ def test_hand_edits_to_the_json_are_sent_as_edited(browser, service):
     assert info["spec"]["seed"] == 98765 and info["spec"]["chains"] == 2 and info["name"] == "edited-by-hand"
     import httpx
 
-    httpx.post(f"{service.url}/v1/runs/{rid}/cancel", headers={"Authorization": f"Bearer {ALICE}"})
+    httpx.post(f"{service.url}/v1/runs/{rid}/cancel", headers=bearer(ALICE), timeout=HTTP_TIMEOUT_S)
     ended(service, ALICE, rid)
 
 
@@ -680,7 +686,7 @@ def test_a_quota_refusal_is_shown_and_the_operator_view_counts_against_the_limit
     finally:
         import httpx
 
-        httpx.post(f"{quota_service.url}/v1/runs/{long['id']}/cancel", headers={"Authorization": f"Bearer {ALICE}"})
+        httpx.post(f"{quota_service.url}/v1/runs/{long['id']}/cancel", headers=bearer(ALICE), timeout=HTTP_TIMEOUT_S)
         ended(quota_service, ALICE, long["id"])
 
 
