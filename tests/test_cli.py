@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -15,20 +17,33 @@ pytestmark = pytest.mark.service  # every test talks to a server: the `service` 
 
 
 def cli(service, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    cmd = [
-        sys.executable,
-        "-m",
-        "raysampler.cli",
-        *args[:1],
-        "--url",
-        service.url,
-        "--api-key",
-        SERVICE_KEYS["alice"],
-        *args[1:],
-    ]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    """`raysampler ARGS --url URL --api-key KEY` through the CLI's `main` in this process: the code `python -m
+    raysampler.cli` runs, without an interpreter start-up per call (the module's run is submitted, a closed pipe met
+    and a wrong key refused by the real command in a subprocess). Returns its exit status (as Python's exit gives it
+    for a SystemExit), stdout and stderr."""
+    from raysampler.cli import main
+
+    argv = [*args[:1], "--url", service.url, "--api-key", SERVICE_KEYS["alice"], *args[1:]]
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        try:
+            code = main(argv)
+        except SystemExit as exc:
+            if exc.code is None or isinstance(exc.code, int):
+                code = exc.code or 0
+            else:  # SystemExit("error: ..."): Python prints the message to stderr and exits with 1
+                print(exc.code, file=sys.stderr)
+                code = 1
+    out = subprocess.CompletedProcess(argv, code, stdout.getvalue(), stderr.getvalue())
     if check:
         assert out.returncode == 0, out.stderr
+    return out
+
+
+def cli_process(service, *args: str) -> subprocess.CompletedProcess:
+    """The real command, `python -m raysampler.cli ARGS --url URL --api-key KEY`, in a subprocess."""
+    out = subprocess.run(_cli_cmd(service, *args) + list(args[1:]), capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
     return out
 
 
@@ -40,7 +55,7 @@ def submitted(service, tmp_path_factory):
         "data:\n  dataset: builtin:breast_cancer\nnum_shards: 2\nchains: 3\nnum_rounds: 120\n"
         "burn_in: 20\nseed: 5\n"
     )
-    out = cli(service, "submit", str(path), "--wait", "--format", "json")
+    out = cli_process(service, "submit", str(path), "--wait", "--format", "json")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -104,7 +119,7 @@ def test_demo_end_to_end(tmp_path):
     env = os.environ | service_env(tempfile.mkdtemp(prefix="rs-demo-"))
     env.pop("RAY_AUTH_MODE")
     out = subprocess.run(
-        [sys.executable, "-m", "raysampler.demo", "--chains", "4", "--rounds", "200", "--burn-in", "50"],
+        [sys.executable, "-m", "raysampler.demo", "--chains", "4", "--rounds", "60", "--burn-in", "20"],
         capture_output=True,
         text=True,
         timeout=600,

@@ -1,6 +1,6 @@
-"""Hardened defaults against a real `raysampler serve` (uvicorn on 127.0.0.1, executor "local"): security headers
-on every response, private API key files, HTTPS with a self-signed certificate through the SDK, and the audit log
-(what it records, that it never holds a key, and `raysampler audit`'s filters)."""
+"""Hardened defaults against a real `raysampler serve` (uvicorn on 127.0.0.1 speaking HTTPS, executor "local"):
+security headers on every response, private API key files, HTTPS with a self-signed certificate through the SDK, and
+the audit log (what it records, that it never holds a key, and `raysampler audit`'s filters)."""
 
 from __future__ import annotations
 
@@ -35,11 +35,20 @@ TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[LocalService]:
-    """A real service on its own data directory (its own audit log), sampling in-process (no Ray)."""
+def certificate(tmp_path_factory) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and its key (cert, key), for the module's HTTPS server."""
+    return self_signed_certificate(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, certificate) -> Iterator[LocalService]:
+    """A real service on its own data directory (its own audit log), sampling in-process (no Ray), speaking HTTPS
+    with the self-signed certificate: one server for the headers, the audit log and the HTTPS test."""
     root = tmp_path_factory.mktemp("hardening")
     env = service_env(tempfile.mkdtemp(prefix="rs-hard-"))
-    svc = LocalService(root / "data", keys=SERVICE_KEYS, env=env, log=root / "server.log", args=["--executor", "local"])
+    cert, key = certificate
+    args = ["--executor", "local", "--ssl-certfile", str(cert), "--ssl-keyfile", str(key)]
+    svc = LocalService(root / "data", keys=SERVICE_KEYS, env=env, log=root / "server.log", args=args, ca_file=cert)
     svc.start()
     yield svc
     svc.stop()
@@ -47,7 +56,7 @@ def server(tmp_path_factory) -> Iterator[LocalService]:
 
 @pytest.fixture(scope="module")
 def http(server) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.url, timeout=30) as client:
+    with httpx.Client(base_url=server.url, timeout=30, verify=server.verify) as client:
         yield client
 
 
@@ -146,17 +155,23 @@ def test_the_generated_key_file_is_created_private(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o620, 0o602])
-def test_a_keys_file_others_may_read_or_write_is_refused_at_start(tmp_path, mode):
+def test_a_keys_file_others_may_read_or_write_is_refused_at_start(tmp_path, monkeypatch, capsys, mode):
+    """`raysampler serve` refuses to start (exit status 2, the file, its mode and the fix on stderr). Run through the
+    CLI's main in this process: the same code a `python -m raysampler.cli serve` runs (whose exit status for a
+    refused start test_https_needs_both_the_certificate_and_its_key checks in a subprocess), without a 3-second
+    interpreter start-up per mode."""
+    from raysampler.cli import main
+
     keys = tmp_path / "keys"
     keys.write_text(f"alice:{ALICE}\n")
     keys.chmod(mode)
-    env = {k: v for k, v in os.environ.items() if k != "RAYSAMPLER_API_KEYS"} | {"RAYSAMPLER_API_KEYS_FILE": str(keys)}
+    monkeypatch.delenv("RAYSAMPLER_API_KEYS", raising=False)
+    monkeypatch.setenv("RAYSAMPLER_API_KEYS_FILE", str(keys))
     argv = ["serve", "--data-dir", str(tmp_path / "data"), "--executor", "local", "--port", str(free_port())]
-    out = subprocess.run(
-        [sys.executable, "-m", "raysampler.cli", *argv], env=env, capture_output=True, text=True, timeout=120
-    )
-    assert out.returncode == 2, out.stdout + out.stderr
-    assert str(keys) in out.stderr and f"{mode:04o}" in out.stderr and f"chmod 600 {keys}" in out.stderr
+    code = main(argv)
+    out = capsys.readouterr()
+    assert code == 2, out.out + out.err
+    assert str(keys) in out.err and f"{mode:04o}" in out.err and f"chmod 600 {keys}" in out.err
 
 
 def test_private_key_files_pass_the_check(tmp_path, monkeypatch):
@@ -249,30 +264,27 @@ def self_signed_certificate(directory: Path) -> tuple[Path, Path]:
     return cert_path, key_path
 
 
-def test_https_with_a_self_signed_certificate_and_the_sdk_verifying_it(tmp_path):
+def test_https_with_a_self_signed_certificate_and_the_sdk_verifying_it(server, certificate):
     from raysampler.client import AsyncClient, Client
 
-    cert, key = self_signed_certificate(tmp_path)
-    env = service_env(tempfile.mkdtemp(prefix="rs-tls-"))
-    args = ["--executor", "local", "--ssl-certfile", str(cert), "--ssl-keyfile", str(key)]
-    with LocalService(tmp_path / "data", keys=SERVICE_KEYS, env=env, args=args, ca_file=cert) as svc:
-        assert svc.url.startswith("https://127.0.0.1:")
-        with Client(svc.url, ALICE, verify=cert) as client:
-            run = client.submit(spec(**SMALL, seed=4))
-            assert run.wait(timeout=300)["status"] == "SUCCEEDED"
-            assert run.draws().shape == (2, 40, 31)
+    svc, (cert, _) = server, certificate
+    assert svc.url.startswith("https://127.0.0.1:")
+    with Client(svc.url, ALICE, verify=cert) as client:
+        run = client.submit(spec(**SMALL, seed=4))
+        assert run.wait(timeout=300)["status"] == "SUCCEEDED"
+        assert run.draws().shape == (2, 40, 31)
 
-        async def via_async() -> list[str]:
-            async with AsyncClient(svc.url, ALICE, verify=str(cert)) as client:
-                return [r["id"] async for r in client.runs()]
+    async def via_async() -> list[str]:
+        async with AsyncClient(svc.url, ALICE, verify=str(cert)) as client:
+            return [r["id"] async for r in client.runs()]
 
-        assert run.id in asyncio.run(via_async())
-        with Client(svc.url, ALICE, retries=0) as unverified, pytest.raises(httpx.ConnectError, match="CERTIFICATE"):
-            unverified.version()  # the system's CAs do not know this certificate
-        with pytest.raises(httpx.HTTPError):  # plain HTTP on the HTTPS port gets no answer
-            httpx.get(svc.url.replace("https://", "http://") + "/v1/health", timeout=5)
-        r = httpx.get(svc.url + "/ui/", verify=svc.verify)
-        assert r.status_code == 200 and r.headers["Content-Security-Policy"] == STRICT_CSP
+    assert run.id in asyncio.run(via_async())
+    with Client(svc.url, ALICE, retries=0) as unverified, pytest.raises(httpx.ConnectError, match="CERTIFICATE"):
+        unverified.version()  # the system's CAs do not know this certificate
+    with pytest.raises(httpx.HTTPError):  # plain HTTP on the HTTPS port gets no answer
+        httpx.get(svc.url.replace("https://", "http://") + "/v1/health", timeout=5)
+    r = httpx.get(svc.url + "/ui/", verify=svc.verify)
+    assert r.status_code == 200 and r.headers["Content-Security-Policy"] == STRICT_CSP
 
 
 def test_https_needs_both_the_certificate_and_its_key(tmp_path):
