@@ -1,6 +1,10 @@
 """`raysampler serve` and its settings: malformed grants refuse to start naming the entry; the grants it loaded are
 printed (tenant, site, prefix); with none, it says that no tenant may use site shards. A malformed or unreachable
-database or storage refuses to start naming its setting, never a password."""
+database or storage refuses to start naming its setting, never a password.
+
+A refusal happens before anything is served, so one refusal runs as a real process (its exit status is the
+process's) and the others call the same `raysampler serve` entry point (`raysampler.cli.main`) in this process, with
+the same environment, instead of paying a Python start-up and the service's imports for each."""
 
 from __future__ import annotations
 
@@ -12,66 +16,86 @@ import sys
 import pytest
 from conftest import SERVICE_KEYS
 
+from raysampler import cli
 from raysampler.service.local import free_port
 
 pytestmark = [pytest.mark.service, pytest.mark.slow]  # starts `raysampler serve` processes
 
 
-def _serve(tmp_path, env_extra, fmt="json"):
+def _env(env_extra: dict[str, str]) -> dict[str, str]:
     keys = ",".join(f"{t}:{k}" for t, k in SERVICE_KEYS.items())
-    env = os.environ | {"RAYSAMPLER_API_KEYS": keys, "RAY_AUTH_MODE": "disabled"} | env_extra
-    cmd = [sys.executable, "-m", "raysampler.cli", "serve", "--data-dir", str(tmp_path / "data")]
-    cmd += ["--port", str(free_port()), "--executor", "local", "--format", fmt]
+    return {"RAYSAMPLER_API_KEYS": keys, "RAY_AUTH_MODE": "disabled"} | env_extra
+
+
+def _argv(tmp_path, fmt: str) -> list[str]:
+    args = ["serve", "--data-dir", str(tmp_path / "data"), "--port", str(free_port())]
+    return args + ["--executor", "local", "--format", fmt]
+
+
+def _serve(tmp_path, env_extra, fmt="json"):
+    cmd = [sys.executable, "-m", "raysampler.cli", *_argv(tmp_path, fmt)]
+    env = os.environ | _env(env_extra)
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def test_malformed_grants_refuse_to_start_naming_the_entry(tmp_path):
+def _serve_here(tmp_path, env_extra, monkeypatch, capsys, fmt="json") -> tuple[int, str, str, list[dict]]:
+    """`raysampler serve` with these settings run in this process (`cli.main`, the command's entry point) up to
+    where it would start serving: uvicorn.run is replaced by a recorder of its arguments (these tests read what serve
+    prints or refuses before it serves). Returns (exit status, stdout, stderr, the uvicorn.run calls)."""
+    import uvicorn
+
+    served: list[dict] = []
+    with monkeypatch.context() as m:
+        for name, value in _env(env_extra).items():
+            m.setenv(name, value)
+        m.setattr(uvicorn, "run", lambda app, **kw: served.append(kw | {"app": app}))
+        code = cli.main(_argv(tmp_path, fmt))
+    out, err = capsys.readouterr()
+    return code, out, err, served
+
+
+def test_malformed_grants_refuse_to_start_naming_the_entry(tmp_path, monkeypatch, capsys):
     grants = tmp_path / "grants.txt"
     grants.write_text("# the operator's grants\nalice@a:/srv/data/alice\nbob@b:data/bob  # relative\n")
-    proc = _serve(tmp_path, {"RAYSAMPLER_DATA_GRANTS_FILE": str(grants)})
+    proc = _serve(tmp_path, {"RAYSAMPLER_DATA_GRANTS_FILE": str(grants)})  # a real process: its exit status
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 2, (out, err)
     assert f"{grants}:3" in err and "'bob@b:data/bob'" in err and "absolute" in err, err
-    proc = _serve(tmp_path, {"RAYSAMPLER_DATA_GRANTS": "alice@a:/srv/data,alice"})
-    out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 2 and "RAYSAMPLER_DATA_GRANTS" in err and "'alice'" in err, err
+    code, out, err, served = _serve_here(
+        tmp_path, {"RAYSAMPLER_DATA_GRANTS": "alice@a:/srv/data,alice"}, monkeypatch, capsys
+    )
+    assert code == 2 and not served and "RAYSAMPLER_DATA_GRANTS" in err and "'alice'" in err, err
 
 
-def test_serve_prints_the_grants_it_loaded(tmp_path):
+def test_serve_prints_the_grants_it_loaded(tmp_path, monkeypatch, capsys):
+    """The JSON banner from a real `serve` process (it goes on to serve: killed once read); the table banner, with
+    grants and with none, from the same command in this process up to where it serves."""
     grants = tmp_path / "grants.txt"
     grants.write_text("bob@a:/srv/data/bob\n\n# a comment\n")
     env = {"RAYSAMPLER_DATA_GRANTS_FILE": str(grants), "RAYSAMPLER_DATA_GRANTS": "alice@a:/srv/data/alice/"}
-    for fmt in ("json", "table"):
-        proc = _serve(tmp_path, env, fmt)
-        try:
-            assert proc.stdout is not None
-            first = proc.stdout.readline()
-            if fmt == "json":
-                loaded = json.loads(first)["data_grants"]
-                assert loaded == [
-                    {"tenant": "alice", "site": "a", "prefix": "/srv/data/alice"},
-                    {"tenant": "bob", "site": "a", "prefix": "/srv/data/bob"},
-                ]
-            else:
-                lines = [proc.stdout.readline() for _ in range(4)]
-                assert lines[0].startswith("records: SQLite in the data dir; draws and uploads: "), lines
-                assert lines[1].startswith("data grants: 2"), lines
-                assert "tenant 'alice' on site 'a': /srv/data/alice" in lines[2], lines
-        finally:
-            proc.kill()
-            proc.communicate(timeout=60)
-    proc = _serve(tmp_path, {}, "table")
+    proc = _serve(tmp_path, env, "json")
     try:
         assert proc.stdout is not None
-        proc.stdout.readline()
-        proc.stdout.readline()
-        assert "no tenant may use site shards" in proc.stdout.readline()
+        loaded = json.loads(proc.stdout.readline())["data_grants"]
+        assert loaded == [
+            {"tenant": "alice", "site": "a", "prefix": "/srv/data/alice"},
+            {"tenant": "bob", "site": "a", "prefix": "/srv/data/bob"},
+        ]
     finally:
         proc.kill()
         proc.communicate(timeout=60)
+    code, out, err, served = _serve_here(tmp_path, env, monkeypatch, capsys, "table")
+    assert code == 0 and len(served) == 1, (out, err)
+    lines = out.splitlines()[1:5]
+    assert lines[0].startswith("records: SQLite in the data dir; draws and uploads: "), lines
+    assert lines[1].startswith("data grants: 2"), lines
+    assert "tenant 'alice' on site 'a': /srv/data/alice" in lines[2], lines
+    code, out, err, served = _serve_here(tmp_path, {}, monkeypatch, capsys, "table")
+    assert code == 0 and len(served) == 1, (out, err)
+    assert "no tenant may use site shards" in out.splitlines()[2], out
 
 
-def test_a_database_or_storage_it_cannot_use_refuses_to_start_naming_the_setting(tmp_path):
+def test_a_database_or_storage_it_cannot_use_refuses_to_start_naming_the_setting(tmp_path, monkeypatch, capsys):
     from servers import free_port
 
     closed = free_port()  # nothing listens there
@@ -94,7 +118,6 @@ def test_a_database_or_storage_it_cannot_use_refuses_to_start_naming_the_setting
         ),
     ]
     for env, text in cases:
-        proc = _serve(tmp_path, env)
-        out, err = proc.communicate(timeout=300)
-        assert proc.returncode == 2, (env, out, err)
+        code, out, err, served = _serve_here(tmp_path, env, monkeypatch, capsys)  # an exception would fail here
+        assert code == 2 and not served, (env, out, err)
         assert text in err and "hunter2" not in err + out and "Traceback" not in err, err

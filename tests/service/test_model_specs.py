@@ -148,7 +148,7 @@ def test_group_effects_over_rest(app_client):
         "prior_scale": 2.5,
         "group_effects": [{"group": "hospital", "sd_prior": {"half_normal": {"scale": 1.0}}}],
     }
-    body = _body(model, {"dataset": "builtin:hospitals", "options": {"n_groups": 12}}, num_rounds=150)
+    body = _body(model, {"dataset": "builtin:hospitals", "options": {"n_groups": 12}})  # 60 rounds: names, shapes
     r = c.post("/v1/runs", json=body, headers=h)
     assert r.status_code == 202, r.text
     info = final(c, r.json()["id"])

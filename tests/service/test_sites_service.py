@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import SERVICE_KEYS, service_env
-from service_helpers import ALICE, BOB, final, hdr, wait_until
+from service_helpers import ALICE, BOB, final, hdr
 
 import raysampler as rs
 from raysampler.client import Client
@@ -114,25 +114,32 @@ def _spec(paths, **over):
     } | over
 
 
-def test_site_shards_run_over_rest_where_they_live_and_are_never_opened_by_the_service(cluster_service, site_cluster):
-    svc, paths, names, audit = cluster_service
+@pytest.fixture(scope="module")
+def alice_runs(cluster_service) -> list[dict]:
+    """Alice's runs on her three site shards, seeds 2 and 3 (ended): the first test's run and the pair that the
+    checks compare (one run of each spec for the module)."""
+    svc, paths, _, _ = cluster_service
     import httpx
 
     with httpx.Client(base_url=svc.url, timeout=30) as c:
-        r = c.post("/v1/runs", json=_spec(paths), headers=hdr(ALICE))
-        assert r.status_code == 202, r.text
-        rid = r.json()["id"]
-        info = wait_until(
-            lambda: (
-                (i := c.get(f"/v1/runs/{rid}", headers=hdr(ALICE)).json())["status"] in ("SUCCEEDED", "FAILED") and i
-            ),
-            what="the site run to end",
-        )
-    assert info["status"] == "SUCCEEDED", info
-    for w in info["workers"]:
-        assert w["site"] == SITES[w["shard"]] and w["node_id"] == site_cluster.nodes[w["site"]].node_id, w
-        assert w["hostname"] and w["pid"]
-    assert info["progress"]["draws_stored"] == 60
+        rids = []
+        for seed in (2, 3):
+            r = c.post("/v1/runs", json=_spec(paths, seed=seed), headers=hdr(ALICE))
+            assert r.status_code == 202, r.text
+            rids.append(r.json()["id"])
+        return [final(c, rid) for rid in rids]
+
+
+def test_site_shards_run_over_rest_where_they_live_and_are_never_opened_by_the_service(
+    cluster_service, site_cluster, alice_runs
+):
+    _, paths, _, audit = cluster_service
+    for info in alice_runs:
+        assert info["status"] == "SUCCEEDED", info
+        for w in info["workers"]:
+            assert w["site"] == SITES[w["shard"]] and w["node_id"] == site_cluster.nodes[w["site"]].node_id, w
+            assert w["hostname"] and w["pid"]
+        assert info["progress"]["draws_stored"] == 60
     opened = set(audit.read_text().splitlines())
     assert opened, "the audit hook recorded nothing"
     for p in paths:
@@ -227,10 +234,7 @@ def test_bob_runs_on_his_own_file_and_alice_sees_none_of_it(cluster_service):
         r = c.post("/v1/runs", json=body, headers=hdr(BOB))
         assert r.status_code == 202, r.text
         rid = r.json()["id"]
-        info = wait_until(
-            lambda: (i := c.get(f"/v1/runs/{rid}", headers=hdr(BOB)).json())["status"] in ("SUCCEEDED", "FAILED") and i,
-            what="bob's run to end",
-        )
+        info = final(c, rid, BOB)
         assert info["status"] == "SUCCEEDED", info
         assert any(col in name for name in info["param_names"] for col in SECRET_COLUMNS), info["param_names"]
         assert c.get(f"/v1/runs/{rid}", headers=hdr(ALICE)).status_code == 404
@@ -239,7 +243,7 @@ def test_bob_runs_on_his_own_file_and_alice_sees_none_of_it(cluster_service):
         assert rid not in listed and not any(col in listed for col in SECRET_COLUMNS)
 
 
-def test_checks_of_a_site_run_are_computed_on_the_sites_and_the_service_opens_no_shard(cluster_service):
+def test_checks_of_a_site_run_are_computed_on_the_sites_and_the_service_opens_no_shard(cluster_service, alice_runs):
     """loo, evaluate (held-out shards on the sites), a posterior predictive check, predict, compare and the export of
     a run on site shards: each answers, and the audit hook still records no open of any site file by the service
     process; the export says why it has no log_likelihood group; a held-out shard outside the grants is a 403 naming
@@ -248,21 +252,9 @@ def test_checks_of_a_site_run_are_computed_on_the_sites_and_the_service_opens_no
     import httpx
 
     held = [{"path": str(p), "site": s} for p, s in zip(paths, SITES)]
+    rids = [info["id"] for info in alice_runs]
+    assert [info["status"] for info in alice_runs] == ["SUCCEEDED", "SUCCEEDED"], alice_runs
     with httpx.Client(base_url=svc.url, timeout=120) as c:
-        rids = []
-        for seed in (2, 3):
-            r = c.post("/v1/runs", json=_spec(paths, seed=seed), headers=hdr(ALICE))
-            assert r.status_code in (200, 202), r.text
-            rids.append(r.json()["id"])
-        for rid in rids:
-            info = wait_until(
-                lambda rid=rid: (
-                    (i := c.get(f"/v1/runs/{rid}", headers=hdr(ALICE)).json())["status"] in ("SUCCEEDED", "FAILED")
-                    and i
-                ),
-                what="the site run to end",
-            )
-            assert info["status"] == "SUCCEEDED", info
         lo = c.get(f"/v1/runs/{rids[0]}/loo", headers=hdr(ALICE))
         assert lo.status_code == 200, lo.text
         bands = lo.json()["k_flat"] + lo.json()["k_ok"] + lo.json()["k_high"]
