@@ -74,10 +74,33 @@ class ChannelHost:
         return self.server.thread.is_alive()
 
 
-def open_channel(ray: Any, kind: str, monkeypatch: pytest.MonkeyPatch | None) -> tuple[Any, Any]:
+@pytest.fixture(scope="module")
+def hosts() -> Any:
+    """Channel-serving actors, one per kind, made on first use and shared by the tests that leave theirs alive:
+    each such test opens a fresh channel on it (an actor's start is most of such a test's time)."""
+    import ray
+
+    actors: dict[str, Any] = {}
+    yield actors
+    if ray.is_initialized():
+        for actor in actors.values():
+            ray.kill(actor)
+
+
+def shared_host(ray: Any, kind: str, hosts: dict[str, Any]) -> Any:
+    """The kind's shared ChannelHost actor (started on first use)."""
+    if kind not in hosts:
+        hosts[kind] = ray.remote(num_cpus=0)(ChannelHost).remote()
+    return hosts[kind]
+
+
+def open_channel(
+    ray: Any, kind: str, monkeypatch: pytest.MonkeyPatch | None, hosts: dict[str, Any] | None = None
+) -> tuple[Any, Any]:
+    """A channel of `kind` to a ChannelHost actor: a new one, or the kind's shared one from `hosts`."""
     if kind == "shm-ordered":  # read at each receive
         monkeypatch.setattr(shm_channel, "SPIN_SAFE", False)
-    actor = ray.remote(num_cpus=0)(ChannelHost).remote()
+    actor = ray.remote(num_cpus=0)(ChannelHost).remote() if hosts is None else shared_host(ray, kind, hosts)
     address, token = ray.get(actor.open.remote(kind), timeout=60)
     client = ChannelClient(tuple(address), token) if kind == "tcp" else ShmChannelClient(address, token)
     return actor, client
@@ -98,8 +121,8 @@ def wait_for(predicate: Any, timeout_s: float) -> bool:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_numpy_payloads_round_trip_exactly(ray_session, kind, monkeypatch):
-    actor, client = open_channel(ray_session, kind, monkeypatch)
+def test_numpy_payloads_round_trip_exactly(ray_session, hosts, kind, monkeypatch):
+    _, client = open_channel(ray_session, kind, monkeypatch, hosts)
     rng = np.random.default_rng(0)
     try:
         msgs = [Message(phi=rng.standard_normal((4, 31)), n_steps=i, warmup=False) for i in range(2)]
@@ -118,14 +141,13 @@ def test_numpy_payloads_round_trip_exactly(ray_session, kind, monkeypatch):
         np.testing.assert_array_equal(small, np.arange(3.0))
     finally:
         client.close()
-        ray_session.kill(actor)
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_two_requests_in_flight_are_answered_in_order(ray_session, kind, monkeypatch):
+def test_two_requests_in_flight_are_answered_in_order(ray_session, hosts, kind, monkeypatch):
     """A pipelined round sends its second half before the first's reply is read: two messages in flight each way
     (the shared-memory channel's two slots per direction), over and over."""
-    actor, client = open_channel(ray_session, kind, monkeypatch)
+    _, client = open_channel(ray_session, kind, monkeypatch, hosts)
     try:
         for i in range(5):
             client.send(("echo", np.full(3, 2.0 * i)))
@@ -134,12 +156,11 @@ def test_two_requests_in_flight_are_answered_in_order(ray_session, kind, monkeyp
             np.testing.assert_array_equal(client.receive(), np.full(10_000, 2.0 * i + 1))
     finally:
         client.close()
-        ray_session.kill(actor)
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_worker_exception_is_raised_on_the_coordinator_and_the_channel_goes_on(ray_session, kind, monkeypatch):
-    actor, client = open_channel(ray_session, kind, monkeypatch)
+def test_worker_exception_is_raised_on_the_coordinator_and_the_channel_goes_on(ray_session, hosts, kind, monkeypatch):
+    _, client = open_channel(ray_session, kind, monkeypatch, hosts)
     try:
         client.send(("raise", "shard 3 has NaN"))
         with pytest.raises(WorkerFailed, match="ValueError: shard 3 has NaN") as info:
@@ -152,12 +173,12 @@ def test_worker_exception_is_raised_on_the_coordinator_and_the_channel_goes_on(r
             assert round_trip(client, ("echo", 7)) == 7
     finally:
         client.close()
-        ray_session.kill(actor)
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_killed_worker_is_noticed_within_seconds(ray_session, kind, monkeypatch):
-    actor, client = open_channel(ray_session, kind, monkeypatch)
+def test_killed_worker_is_noticed_within_seconds(ray_session, hosts, kind, monkeypatch):
+    actor, client = open_channel(ray_session, kind, monkeypatch, hosts)
+    hosts.pop(kind)  # this test kills it: a later test of this kind starts a new one
     try:
         assert round_trip(client, ("echo", 1)) == 1
         client.send(("sleep", 60.0))  # the coordinator waits on a long step when the worker is killed
@@ -177,9 +198,10 @@ def dev_shm() -> set[str]:
     return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
 
 
-def test_shm_channel_leaves_no_segments_after_close(ray_session):
+def test_shm_channel_leaves_no_segments_after_close(ray_session, hosts):
+    """Closing frees both ends' memory: on the shared actor every channel opened before is freed too."""
     before_shm, before_fds = dev_shm(), memfd_count()
-    actor, client = open_channel(ray_session, "shm", None)
+    actor, client = open_channel(ray_session, "shm", None, hosts)
     try:
         assert memfd_count() > before_fds and ray_session.get(actor.memfds.remote()) > 0
         round_trip(client, ("echo", np.zeros(10**5)))  # grows both regions
@@ -190,7 +212,6 @@ def test_shm_channel_leaves_no_segments_after_close(ray_session):
         assert not {n for n in dev_shm() - before_shm if "raysampler" in n}
     finally:
         client.close()
-        ray_session.kill(actor)
 
 
 _CLIENT = """
@@ -203,8 +224,8 @@ time.sleep(120)
 """
 
 
-def test_shm_worker_frees_its_memory_when_the_coordinator_is_killed(ray_session):
-    actor = ray_session.remote(num_cpus=0)(ChannelHost).remote()
+def test_shm_worker_frees_its_memory_when_the_coordinator_is_killed(ray_session, hosts):
+    actor = shared_host(ray_session, "shm", hosts)
     address, token = ray_session.get(actor.open.remote("shm"), timeout=60)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     proc = subprocess.Popen(
@@ -219,19 +240,15 @@ def test_shm_worker_frees_its_memory_when_the_coordinator_is_killed(ray_session)
         assert not ray_session.get(actor.serving.remote())
     finally:
         proc.kill()
-        ray_session.kill(actor)
 
 
-def test_shm_channel_refuses_a_wrong_token_and_still_serves_the_right_one(ray_session):
-    actor = ray_session.remote(num_cpus=0)(ChannelHost).remote()
+def test_shm_channel_refuses_a_wrong_token_and_still_serves_the_right_one(ray_session, hosts):
+    actor = shared_host(ray_session, "shm", hosts)
     address, token = ray_session.get(actor.open.remote("shm"), timeout=60)
-    try:
-        with pytest.raises(ConnectionError):
-            ShmChannelClient(address, bytes(len(token)))
-        client = ShmChannelClient(address, token)
-        assert round_trip(client, ("echo", "ok")) == "ok"
-        client.close()
-        with pytest.raises(OSError):  # one client per server: the address is gone once taken
-            ShmChannelClient(address, token, timeout_s=2.0)
-    finally:
-        ray_session.kill(actor)
+    with pytest.raises(ConnectionError):
+        ShmChannelClient(address, bytes(len(token)))
+    client = ShmChannelClient(address, token)
+    assert round_trip(client, ("echo", "ok")) == "ok"
+    client.close()
+    with pytest.raises(OSError):  # one client per server: the address is gone once taken
+        ShmChannelClient(address, token, timeout_s=2.0)

@@ -39,7 +39,8 @@ def test_slow_worker_is_balanced_with_a_warning_and_its_schedule_replays(ray_ses
     X, y = np.repeat(X, 40, axis=0), np.repeat(y, 40)  # enough work per step (ms) that timings are meaningful
     shards = rs.shard(X, y, num_shards=2, strategy="random")
     model = rs.models.LogisticRegression()
-    kw = dict(chains=2, num_rounds=120, burn_in=30, seed=3, progress=False, local_kernel="lmc")
+    # 110 rounds: "auto" can switch on after AUTO_ESTIMATES (3) windows of 20 rounds, and rebalance after
+    kw = dict(chains=2, num_rounds=80, burn_in=30, seed=3, progress=False, local_kernel="lmc")
     with pytest.warns(UserWarning, match="balanced from measured timings"):
         slow = rs.sample(model, shards, executor="ray", _slowdown={1: 4.0}, **kw)
     schedule = slow.run_stats.N_schedule

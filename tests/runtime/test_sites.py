@@ -38,11 +38,31 @@ def site_files(tmp_path_factory):
 
 
 KW = dict(chains=2, num_rounds=60, burn_in=20, seed=7, progress=False)
+SHORT = KW | dict(num_rounds=10, burn_in=10)  # for tests of placement and names: the draws are not what they check
 
 
-def test_workers_run_on_their_sites_nodes_and_draw_as_in_process(site_cluster, site_files):
+@pytest.fixture(scope="module")
+def granted_link(site_files, tmp_path_factory):
+    """`granted/link.parquet`, a symlink to shard 3's file, which lies outside `granted`."""
+    shards, _ = site_files
+    granted = tmp_path_factory.mktemp("granted")
+    (granted / "link.parquet").symlink_to(shards[3].path)
+    return granted / "link.parquet"
+
+
+@pytest.fixture(scope="module")
+def site_run(site_cluster, site_files, granted_link):
+    """One run at the sites (KW), shared by the tests that check its placement, draws, loo and evaluate: shard 3
+    is read through a link between two granted directories (allowed: both ends lie inside a grant)."""
+    shards, _ = site_files
+    both = (str(granted_link.parent), os.path.dirname(shards[3].path))
+    allowed = rs.Shard(path=str(granted_link), site="c", grants=both)
+    return rs.sample(rs.models.LogisticRegression(), list(shards[:3]) + [allowed], executor="ray", **KW)
+
+
+def test_workers_run_on_their_sites_nodes_and_draw_as_in_process(site_cluster, site_files, site_run):
     shards, names = site_files
-    res = rs.sample(rs.models.LogisticRegression(), shards, executor="ray", **KW)
+    res = site_run
     placement = res.run_stats.placement
     assert [p.site for p in placement] == list(SITES)
     for p in placement:
@@ -74,17 +94,19 @@ def test_a_missing_file_on_its_site_names_shard_path_and_host(site_cluster, site
     assert f.node_id == site_cluster.nodes["c"].node_id
 
 
-def _uninterrupted(shards, options):
-    in_process = [rs.Shard(path=s.path) for s in shards]
-    with Run(rs.models.LogisticRegression(), in_process, DGLMC(), options, ExecutionOptions(executor="local")) as run:
-        return np.concatenate([c.theta for c in run.chunks()])
-
-
 RECOVERY = RunOptions(chains=2, num_rounds=300, burn_in=20, seed=1)
 ON_RAY = ExecutionOptions(executor="ray")
 
 
-def test_node_replaced_mid_run_resumes_and_finishes_identically(site_cluster, site_files):
+@pytest.fixture(scope="module")
+def uninterrupted(site_files):
+    """The draws of the recovery runs' options run in process without interruption."""
+    in_process = [rs.Shard(path=s.path) for s in site_files[0]]
+    with Run(rs.models.LogisticRegression(), in_process, DGLMC(), RECOVERY, ExecutionOptions(executor="local")) as run:
+        return np.concatenate([c.theta for c in run.chunks()])
+
+
+def test_node_replaced_mid_run_resumes_and_finishes_identically(site_cluster, site_files, uninterrupted):
     """Site c's node goes away mid-run and a new node labelled c joins: the worker is restarted there, the run rolls
     back to its last checkpoint and its draws equal an uninterrupted run's."""
     shards, _ = site_files
@@ -97,11 +119,11 @@ def test_node_replaced_mid_run_resumes_and_finishes_identically(site_cluster, si
                 site_cluster.add_site_node("c")
         assert run.failure is None and run.restarts == 1, run.failure
         assert run.result().run_stats.placement[3].node_id == site_cluster.nodes["c"].node_id
-    np.testing.assert_array_equal(np.concatenate(draws), _uninterrupted(shards, RECOVERY))
+    np.testing.assert_array_equal(np.concatenate(draws), uninterrupted)
 
 
 def test_node_lost_for_good_fails_naming_shard_and_site_then_resumes_when_it_returns(
-    site_cluster, site_files, monkeypatch
+    site_cluster, site_files, uninterrupted, monkeypatch
 ):
     """Site b's node goes away for good: after RAYSAMPLER_SITE_WAIT_S the run fails naming shard 2 and site b, with
     its draws and its checkpoint kept; once a node of site b is back, resuming from that checkpoint finishes the
@@ -124,7 +146,7 @@ def test_node_lost_for_good_fails_naming_shard_and_site_then_resumes_when_it_ret
     with Run(rs.models.LogisticRegression(), shards, DGLMC(), RECOVERY, ON_RAY, resume_from=checkpoint) as run:
         draws += [c.theta for c in run.chunks()]
         assert run.failure is None
-    np.testing.assert_array_equal(np.concatenate(draws), _uninterrupted(shards, RECOVERY))
+    np.testing.assert_array_equal(np.concatenate(draws), uninterrupted)
 
 
 def test_columns_differing_between_shards_are_refused(site_cluster, site_files, tmp_path):
@@ -142,23 +164,20 @@ def test_columns_differing_between_shards_are_refused(site_cluster, site_files, 
     assert os.path.exists(other)
 
 
-def test_a_worker_refuses_a_path_outside_its_grants_before_reading_it(site_cluster, site_files, tmp_path):
+def test_a_worker_refuses_a_path_outside_its_grants_before_reading_it(site_files, granted_link, site_run):
     """The worker checks the grants on its node, symlinks resolved: a link inside the grant to a file outside it is
-    a failure of kind `access` whose message states the rule and names no file; the draws stay empty."""
+    a failure of kind `access` whose message states the rule and names no file; the draws stay empty. A link
+    between two granted directories is fine: the shared run reads shard 3 through one."""
     shards, _ = site_files
-    granted = tmp_path / "granted"
-    granted.mkdir()
-    (granted / "link.parquet").symlink_to(shards[3].path)  # the real file lies outside `granted`
-    sneaky = rs.Shard(path=str(granted / "link.parquet"), site="c", grants=(str(granted),))
+    granted = granted_link.parent
+    sneaky = rs.Shard(path=str(granted_link), site="c", grants=(str(granted),))
     with pytest.raises(rs.SamplingError) as err:
         rs.sample(rs.models.LogisticRegression(), list(shards[:3]) + [sneaky], executor="ray", **KW)
     f = err.value.failure
     assert (f.kind, f.shard, f.site) == (FailureKind.ACCESS, 3, "c"), f
     assert "granted" in f.message and "parquet" not in f.message and f.traceback is None, f
-    both = (str(granted), os.path.dirname(shards[3].path))  # a link between two granted directories is fine
-    allowed = rs.Shard(path=str(granted / "link.parquet"), site="c", grants=both)
-    res = rs.sample(rs.models.LogisticRegression(), list(shards[:3]) + [allowed], executor="ray", **KW)
-    assert res.draws.shape[:2] == (KW["chains"], KW["num_rounds"])
+    assert site_run.data[3].path == str(granted_link)
+    assert site_run.draws.shape[:2] == (KW["chains"], KW["num_rounds"])
 
 
 def test_a_probe_waits_for_a_site_node_that_joins(site_cluster, site_files):
@@ -184,11 +203,11 @@ def test_a_probe_waits_for_a_site_node_that_joins(site_cluster, site_files):
     assert missing is not None and not missing.ok and "waited 1 s" in (missing.error or ""), missing
 
 
-def test_loo_and_evaluate_run_at_the_sites_and_equal_the_in_process_sums(site_cluster, site_files, monkeypatch):
+def test_loo_and_evaluate_run_at_the_sites_and_equal_the_in_process_sums(site_files, site_run, monkeypatch):
     """The per-shard work of loo and evaluate runs as Ray tasks on each site's node (a site with no node is waited
     for, then a failure naming the shard) and sums to what the same checks give in-process."""
     shards, _ = site_files
-    res = rs.sample(rs.models.LogisticRegression(), shards, executor="ray", **KW)
+    res = site_run
     here = [rs.Shard(path=s.path) for s in shards]
     on_sites, local = res.loo(pointwise=True), res.loo(executor="local")
     np.testing.assert_allclose([on_sites.elpd, on_sites.se, on_sites.p], [local.elpd, local.se, local.p], rtol=1e-12)
@@ -207,33 +226,37 @@ def test_loo_and_evaluate_run_at_the_sites_and_equal_the_in_process_sums(site_cl
     assert err.value.failure.kind == FailureKind.SITE_UNAVAILABLE and err.value.failure.shard == 0
 
 
-def test_a_site_splits_its_groups_over_its_cores(site_cluster, tmp_path):
+@pytest.fixture(scope="module")
+def site_d(site_cluster):
+    """A site node d with 2 CPUs (a site with cores to split its file over), for the tests that use one."""
+    node = site_cluster.cluster.add_node(num_cpus=2, labels={"raysampler.io/site": "d"}, object_store_memory=80 * 2**20)
+    yield node
+    site_cluster.cluster.remove_node(node)
+
+
+def test_a_site_splits_its_groups_over_its_cores(site_d, tmp_path):
     """A site node with 2 CPUs holding one file of 10 hospitals: with group effects the file is split at the site into
     2 part shards of whole hospitals (counted there: the driver reads no row), each in a worker process of its own on
     that node; site a's 1-CPU node keeps its file whole; every hospital is reported once; parts=1 keeps d's whole."""
     X, y = rs.datasets.load("hospitals", seed=3, n_groups=14)
     cols = list(rs.datasets.columns("hospitals", n_groups=14))
-    node = site_cluster.cluster.add_node(num_cpus=2, labels={"raysampler.io/site": "d"}, object_store_memory=80 * 2**20)
-    try:
-        files = []
-        for site, keep in (("a", X[:, 3] <= 4), ("d", X[:, 3] > 4)):
-            (tmp_path / site).mkdir()
-            path = tmp_path / site / "hospitals.parquet"
-            pd.DataFrame(X[keep], columns=cols).assign(y=y[keep]).to_parquet(path)
-            files.append(rs.Shard(path=str(path), site=site))
-        model = rs.models.LogisticRegression(prior_scale=2.5, group_effects=rs.GroupEffects("hospital"))
-        res = rs.sample(model, files, executor="ray", **KW)
-        placement = res.run_stats.placement
-        assert [p.site for p in placement] == ["a", "d", "d"]
-        assert placement[1].node_id == placement[2].node_id == node.node_id and placement[1].pid != placement[2].pid
-        assert sorted(res.param_names[4:]) == sorted(f"r_hospital[{g},(Intercept)]" for g in range(1, 15))
-        whole = [files[0], rs.Shard(path=files[1].path, site="d", parts=1)]
-        assert [p.site for p in rs.sample(model, whole, executor="ray", **KW).run_stats.placement] == ["a", "d"]
-    finally:
-        site_cluster.cluster.remove_node(node)
+    files = []
+    for site, keep in (("a", X[:, 3] <= 4), ("d", X[:, 3] > 4)):
+        (tmp_path / site).mkdir()
+        path = tmp_path / site / "hospitals.parquet"
+        pd.DataFrame(X[keep], columns=cols).assign(y=y[keep]).to_parquet(path)
+        files.append(rs.Shard(path=str(path), site=site))
+    model = rs.models.LogisticRegression(prior_scale=2.5, group_effects=rs.GroupEffects("hospital"))
+    res = rs.sample(model, files, executor="ray", **SHORT)
+    placement = res.run_stats.placement
+    assert [p.site for p in placement] == ["a", "d", "d"]
+    assert placement[1].node_id == placement[2].node_id == site_d.node_id and placement[1].pid != placement[2].pid
+    assert sorted(res.param_names[4:]) == sorted(f"r_hospital[{g},(Intercept)]" for g in range(1, 15))
+    whole = [files[0], rs.Shard(path=files[1].path, site="d", parts=1)]
+    assert [p.site for p in rs.sample(model, whole, executor="ray", **SHORT).run_stats.placement] == ["a", "d"]
 
 
-def test_a_formula_with_text_hospitals_at_labelled_sites(site_cluster, tmp_path):
+def test_a_formula_with_text_hospitals_at_labelled_sites(site_d, tmp_path):
     """`y ~ age + severity + (1 | hospital)` on parquet files at two labelled sites whose hospital column holds names
     (issue 31): the design is built at each site, site d's 2 CPUs split its file into parts of whole hospitals, and
     the effects are named by the hospitals' names as given, each once; the same rows in process give the same names."""
@@ -242,23 +265,20 @@ def test_a_formula_with_text_hospitals_at_labelled_sites(site_cluster, tmp_path)
     names = ["St Mary", "Royal Free", "Guy's", "King's College", "Homerton", "Whittington", "Barts", "UCLH"]
     frame = pd.DataFrame(X, columns=cols).assign(y=y)
     frame["hospital"] = [names[int(h) - 1] for h in frame.hospital]
-    node = site_cluster.cluster.add_node(num_cpus=2, labels={"raysampler.io/site": "d"}, object_store_memory=80 * 2**20)
-    try:
-        files = []
-        for site, keep in (("a", frame.hospital.isin(names[:3])), ("d", ~frame.hospital.isin(names[:3]))):
-            (tmp_path / site).mkdir()
-            path = tmp_path / site / "hospitals.parquet"
-            frame[keep].drop(columns="(Intercept)").to_parquet(path, index=False)
-            files.append(rs.Shard(path=str(path), site=site))
-        model = rs.models.from_formula("y ~ age + severity + (1 | hospital)", family="bernoulli")
-        res = rs.sample(model, files, executor="ray", **KW)
-        assert [p.site for p in res.run_stats.placement] == ["a", "d", "d"]  # d's file in two parts
-        effects = sorted(n for n in res.param_names if n.startswith("r_hospital"))
-        assert effects == sorted(f"r_hospital[{h},(Intercept)]" for h in names)
-        assert res.param_names[3] == "sd_hospital[(Intercept)]"
-        local = rs.sample(
-            model, rs.shard(frame.drop(columns="(Intercept)"), num_shards=2, by="hospital"), executor="local", **KW
-        )
-        assert sorted(n for n in local.param_names if n.startswith("r_hospital")) == effects
-    finally:
-        site_cluster.cluster.remove_node(node)
+    files = []
+    for site, keep in (("a", frame.hospital.isin(names[:3])), ("d", ~frame.hospital.isin(names[:3]))):
+        (tmp_path / site).mkdir()
+        path = tmp_path / site / "hospitals.parquet"
+        frame[keep].drop(columns="(Intercept)").to_parquet(path, index=False)
+        files.append(rs.Shard(path=str(path), site=site))
+    model = rs.models.from_formula("y ~ age + severity + (1 | hospital)", family="bernoulli")
+    res = rs.sample(model, files, executor="ray", **SHORT)
+    assert [p.site for p in res.run_stats.placement] == ["a", "d", "d"]  # d's file in two parts
+    assert res.run_stats.placement[1].node_id == site_d.node_id
+    effects = sorted(n for n in res.param_names if n.startswith("r_hospital"))
+    assert effects == sorted(f"r_hospital[{h},(Intercept)]" for h in names)
+    assert res.param_names[3] == "sd_hospital[(Intercept)]"
+    local = rs.sample(
+        model, rs.shard(frame.drop(columns="(Intercept)"), num_shards=2, by="hospital"), executor="local", **SHORT
+    )
+    assert sorted(n for n in local.param_names if n.startswith("r_hospital")) == effects
