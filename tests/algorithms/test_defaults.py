@@ -16,8 +16,12 @@ from raysampler.algorithms import ALGORITHMS
 
 DATA = pathlib.Path(__file__).resolve().parents[1] / "data"
 SAMPLERS = sorted(set(ALGORITHMS) - {"admm"})  # admm is the optimiser
-#: rounds after burn-in at most (num_rounds="auto" stops earlier once ESS ≥ 300 and R-hat < 1.01)
+#: rounds after burn-in at most (num_rounds="auto" stops earlier once ESS ≥ TARGET_ESS and R-hat < MAX_RHAT)
 MAX_ROUNDS = {"dadmms": 1500}
+#: The stop: the checks below are sized by the ESS the run reached (≥ TARGET_ESS). R-hat < 1.05 rather than the
+#: default 1.01: with 4 chains, 1.01 kept runs going to 4× the target ESS (13,000 rounds for FALD) only for R-hat's
+#: own noise; the mean and sd checks would still catch a chain stuck apart (its mean error, in MC standard errors)
+TARGET_ESS, MAX_RHAT = 300, 1.05
 Z = 4.0
 
 PROBLEMS = {
@@ -58,7 +62,8 @@ def test_defaults_match_the_exact_reference(problem, algorithm):
             algorithm,
             chains=4,
             num_rounds="auto",
-            target_ess=300,
+            target_ess=TARGET_ESS,
+            max_rhat=MAX_RHAT,
             max_rounds=MAX_ROUNDS.get(algorithm, 20_000),
             burn_in=500,
             seed=1,
