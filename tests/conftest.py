@@ -230,18 +230,18 @@ def _calls_ray(item: pytest.Item) -> bool:
 
 #: the modules that take longest (seconds of one process, measured with --durations), longest first
 HEAVY_MODULES = (
-    "tests/api/ui/test_dashboard.py",
     "tests/runtime/test_sites.py",
+    "tests/api/ui/test_dashboard.py",
+    "tests/algorithms/test_defaults.py",
     "tests/models/test_group_references.py",
-    "tests/service/test_resume.py",
     "tests/service/test_sites_service.py",
-    "tests/service/test_replicas.py",
-    "tests/runtime/test_run_state.py",
+    "tests/service/test_resume.py",
+    "tests/api/test_openapi_contract.py",
+    "tests/runtime/test_runtime.py",
+    "tests/test_cli.py",
+    "tests/test_imports.py",
     "tests/models/test_group_effects.py",
     "tests/runtime/test_embedded_ray.py",
-    "tests/algorithms/test_dglmc_exact.py",
-    "tests/test_cli.py",
-    "tests/algorithms/test_defaults.py",
 )
 
 
