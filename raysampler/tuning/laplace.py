@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import scipy.linalg
-import scipy.optimize
 
 from ..models import Model
 from ..reparam import Preconditioner, WhitenedModel
@@ -65,6 +64,8 @@ def find_map(
     model: Model, pool: ShardPool, *, x0: np.ndarray, dense_hessian: bool, newton_steps: int = 20, gtol: float = 1e-8
 ) -> np.ndarray:
     """The MAP θ* = argmin U: L-BFGS on the workers' summed gradients, then Newton polish with summed Hessians."""
+    import scipy.optimize  # here, not at module level: the workers import this module and never optimise (~0.25 s)
+
     res = scipy.optimize.minimize(
         lambda t: total_value_and_grad(model, pool, t),
         x0,
@@ -364,6 +365,8 @@ def laplace_step_local(model: Model, pool: ShardPool, *, seed: int, precondition
         return value, grad
 
     x0 = np.concatenate([map_start(seed, d), np.zeros(int(cuts[-1]) - d)])
+    import scipy.optimize  # see find_map
+
     res = scipy.optimize.minimize(
         value_and_grad, x0, jac=True, method="L-BFGS-B", options={"maxiter": 20000, "gtol": 1e-9}
     )
