@@ -159,6 +159,9 @@ class _LocalLayout:
     def has_local_params(self) -> bool:
         return bool(self.model.has_local_params())
 
+    def work_per_element(self) -> float:
+        return float(self.model.work_per_element())
+
     def local_dim(self, X: np.ndarray, y: np.ndarray) -> int:
         return int(self.model.local_dim(X, y))
 

@@ -377,6 +377,13 @@ class LocalCurvature:
 CURVATURE_PARTS = ("eta", "cross", "theta", "all")
 
 
+#: A group-effects model's local step per element of X and chain, against a dense GLM's: its Newton–MH sweep passes
+#: over the rows five times, with segment sums and per-group blocks (measured on a 2-core machine: ≈ 150 ns per
+#: element-chain for the `hospitals` data's 4-column shards, against 0.85–4.8 ns for logistic regression's dense
+#: products; benchmarks/perf/groups.py, hot_path.py).
+LOCAL_PARAMS_WORK = 50.0
+
+
 @dataclass(frozen=True)
 class Model(ABC):
     """A Bayesian model split into per-shard potentials U_i(θ) = −log p(y_i | X_i, θ), plus a prior.
@@ -426,6 +433,12 @@ class Model(ABC):
         `residual`, `potential`, `grad`, `hvp`, `hessian_diag`): a `GaussianPrior` when it is all Gaussian, else a
         `Prior`. Algorithms hold the Gaussian factor in exact steps and place the residual where that stays
         exact."""
+
+    def work_per_element(self) -> float:
+        """The compute of one local step per element of a shard's X and per chain, relative to a dense GLM's (1): what
+        sizes the worker processes a node runs (`runtime.pools.processes_for`). Default: 1, or `LOCAL_PARAMS_WORK`
+        for a model with local parameters, whose local kernel sweeps the rows group by group (a Newton–MH step)."""
+        return LOCAL_PARAMS_WORK if self.has_local_params() else 1.0
 
     # ------------------------------------------------------------------ local parameters (hierarchical models)
 

@@ -118,11 +118,18 @@ class LocalPool:
         pass
 
 
-#: Element-chains (X's elements times chains, summed over the shards) that a worker process must have to step each
-#: round for it to pay for itself: every process adds its messages and its wake-up to every round (≈ 0.1 ms on the
-#: 2-core machine the default was measured on), which buys nothing while the compute it would take over is smaller
-#: (benchmarks/perf/round_cost.py, 4 shards in 1, 2 and 4 processes).
+#: Element-chains (X's elements times chains times the model's `work_per_element`, summed over the shards) that a
+#: worker process must have to step each round for it to pay for itself: every process adds its messages and its
+#: wake-up to every round (≈ 0.1 ms on the 2-core machine the default was measured on), which buys nothing while the
+#: compute it would take over is smaller (benchmarks/perf/round_cost.py, 4 shards in 1, 2 and 4 processes).
 PROCESS_WORK = 2_000_000
+
+
+def shard_work(sources: Sequence[ShardSource], model: Model, chains: int) -> list[int | None]:
+    """Each shard's work per round in element-chains: X's elements × chains × the model's `work_per_element` (None
+    where X's size is unknown before its worker reads it)."""
+    per_element = float(model.work_per_element())
+    return [None if s.elements is None else int(s.elements * chains * per_element) for s in sources]
 
 
 def processes_for(work: Sequence[int | None], cap: int) -> int:
@@ -193,7 +200,7 @@ class RayPool:
                 f"max_actors={max_actors} but the Ray cluster has {free} free CPU(s): each worker actor "
                 "needs one (lower max_actors, or free CPUs)"
             )
-        work = [s.elements * chains if s.elements is not None else None for s in sources]
+        work = shard_work(sources, model, chains)
         self.groups = plan_groups(sites, site_cpus, free, max_actors, work, engine.worker_processes)
         self._where = [np.asarray(g, dtype=np.intp) for g in self.groups]
         self._order = np.concatenate(self._where)  # the shards process by process

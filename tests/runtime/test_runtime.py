@@ -15,7 +15,7 @@ from raysampler.errors import ArgumentError
 from raysampler.models.logistic import LogisticRegression
 from raysampler.options import ExecutionOptions, RunOptions
 from raysampler.runtime.contracts import ROUND_PARTS
-from raysampler.runtime.pools import PROCESS_WORK, plan_groups, processes_for
+from raysampler.runtime.pools import PROCESS_WORK, plan_groups, processes_for, shard_work
 from raysampler.sampling import Run
 
 
@@ -69,6 +69,24 @@ def test_processes_follow_the_cpus_and_the_shards_size():
     assert plan_groups([None] * 4 + ["a", "a"], {"a": 2}, 2, None, work) == [[0, 1, 2, 3], [4], [5]]
     assert plan_groups([None] * 4, {}, 2, None, [10] * 4, processes=2) == [[0, 1], [2, 3]]
     assert plan_groups([None] * 4, {}, 2, None, [10] * 4, processes=4) == [[0, 1], [2, 3]]  # at most the CPUs
+
+
+def test_a_group_models_shards_are_weighed_by_its_work_per_element():
+    """A group-effects model's Newton–MH sweep costs far more per element than a GLM's products, so the same rows
+    that fit one process for plain logistic regression get a process per CPU (here the `hospitals` benchmark's)."""
+    from raysampler.models.contract import LOCAL_PARAMS_WORK
+    from raysampler.reparam import Preconditioner, WhitenedModel
+    from raysampler.runtime.host import ShardSource
+
+    sources = [ShardSource(i, (np.zeros((4100, 4)), np.zeros(4100))) for i in range(4)]
+    plain = rs.models.LogisticRegression(prior_scale=2.5)
+    grouped = rs.models.LogisticRegression(prior_scale=2.5, group_effects=rs.GroupEffects("hospital"))
+    assert plain.work_per_element() == 1.0 and grouped.work_per_element() == LOCAL_PARAMS_WORK
+    assert WhitenedModel(grouped, Preconditioner.identity(3)).work_per_element() == LOCAL_PARAMS_WORK
+    assert shard_work(sources, plain, 4) == [4100 * 4 * 4] * 4
+    assert processes_for(shard_work(sources, plain, 4), cap=2) == 1
+    assert processes_for(shard_work(sources, grouped, 4), cap=2) == 2
+    assert shard_work([ShardSource(0, None)], grouped, 4) == [None]  # a file its worker reads: size unknown
 
 
 @pytest.mark.parametrize("kernel", ["lmc", "mala"])
