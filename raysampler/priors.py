@@ -506,6 +506,14 @@ class Prior:
         return out if self.residual is None else out + self.residual.hessian_diag(x)
 
 
+def term_hessians(term: Any, x: np.ndarray) -> np.ndarray:
+    """Dense Hessians (K, d, d) of a potential term with the prior contract (its `hvp`; a `PriorTerm` or one seen in
+    other coordinates) at K points x (K, d): the d Hessian-vector products of every point in one call, symmetrised."""
+    K, d = x.shape
+    H = term.hvp(np.repeat(x, d, axis=0), np.tile(np.eye(d), (K, 1))).reshape(K, d, d)
+    return 0.5 * (H + H.transpose(0, 2, 1))
+
+
 def as_prior(prior: GaussianPrior | Prior) -> Prior:
     """Any object with the prior contract (a model's `prior()`, also a user model's own GaussianPrior) as a `Prior`."""
     if isinstance(prior, Prior):

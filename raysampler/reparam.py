@@ -15,7 +15,7 @@ from typing import Any, TypeAlias
 import numpy as np
 
 from .models.contract import DataSpec, LocalCurvature, Model, ParamBlock, per_shard
-from .priors import GaussianPrior, PriorTerm
+from .priors import GaussianPrior, PriorTerm, term_hessians
 
 
 @dataclass(frozen=True)
@@ -64,13 +64,13 @@ class Preconditioner:
         return g * self.scale if self.scale.ndim == 1 else g @ self.scale
 
     def pull_matrix(self, H: np.ndarray) -> np.ndarray:
-        """A Hessian in φ from one in θ: LᵀHL."""
+        """A Hessian in φ from one in θ: LᵀHL, for one (d, d) or a stack (K, d, d)."""
         if self.scale is None:
             return H
         if self.scale.ndim == 1:
             return H * np.outer(self.scale, self.scale)
         out = self.scale.T @ H @ self.scale
-        return 0.5 * (out + out.T)
+        return 0.5 * (out + np.swapaxes(out, -1, -2))
 
     def pull_diag(self, hd: np.ndarray) -> np.ndarray:
         """diag(LᵀHL) from diag(H) — exact for a diagonal L (used only there)."""
@@ -283,6 +283,11 @@ class WhitenedModel(_LocalLayout):
         theta = self.precond.to_theta(np.asarray(x, dtype=float)[None, :])[0]
         return self.precond.pull_matrix(self.model.hessian(X, y, theta))
 
+    def hessians(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """The model's batched Hessians at θ_k = shift + Lφ_k, each pulled back to LᵀH_kL."""
+        theta = self.precond.to_theta(np.asarray(x, dtype=float))
+        return self.precond.pull_matrix(self.model.hessians(X, y, theta))
+
     def centred_move(
         self, X: np.ndarray, y: np.ndarray, x: np.ndarray, dtheta: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -304,9 +309,8 @@ class WhitenedModel(_LocalLayout):
     def hessian_diag(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, dtype=float)
         if self.precond.scale is not None and self.precond.scale.ndim == 2:
-            pts = x[None, :] if x.ndim == 1 else x
-            out = np.stack([np.clip(np.diag(self.hessian(X, y, p)), 0.0, None) for p in pts])
-            return out[0] if x.ndim == 1 else out
+            H = self.hessian(X, y, x) if x.ndim == 1 else self.hessians(X, y, x)
+            return np.clip(np.diagonal(H, axis1=-2, axis2=-1), 0.0, None)
         theta = self.precond.to_theta(x[None, :])[0] if x.ndim == 1 else self.precond.to_theta(x)
         return self.precond.pull_diag(np.asarray(self.model.hessian_diag(X, y, theta)))
 
@@ -405,6 +409,14 @@ class WithPriorShare(_LocalLayout):
         extra = self.term.hvp(np.repeat(np.asarray(x, dtype=float)[None, :], d, axis=0), np.eye(d))
         return self.model.hessian(X, y, x) + self.weight * 0.5 * (extra + extra.T)
 
+    def hessians(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """The model's batched Hessians plus w × the term's (on θ's block) at the K points."""
+        x = np.asarray(x, dtype=float)
+        H = np.array(self.model.hessians(X, y, x), dtype=float)
+        d = self.dim
+        H[:, :d, :d] += self.weight * term_hessians(self.term, x[:, :d])
+        return H
+
     def hessian_diag(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         return self.model.hessian_diag(X, y, x) + self.weight * np.clip(self.term.hessian_diag(x), 0.0, None)
 
@@ -424,9 +436,7 @@ class WithPriorShare(_LocalLayout):
         grad = lc.grad + self.weight * self._pad(self.term.grad(xg), x.shape[1])
         theta = lc.theta
         if theta is not None:
-            K = x.shape[0]
-            hr = self.term.hvp(np.repeat(xg, d, axis=0), np.tile(np.eye(d), (K, 1))).reshape(K, d, d)
-            theta = theta + self.weight * 0.5 * (hr + np.swapaxes(hr, 1, 2))
+            theta = theta + self.weight * term_hessians(self.term, xg)
         return LocalCurvature(
             lc.value + self.weight * self.term.potential(xg), grad, lc.eta, lc.cross, theta, lc.blocks
         )

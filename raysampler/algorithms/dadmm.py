@@ -45,8 +45,9 @@ The proximal map prox_{γV}(v) = argmin_x V(x) + ‖x − v‖²/(2γ) is comput
 methods by Newton's method warm-started at the agent's previous x_i: at most `newton_steps` steps, stopping early
 once a step is below 1e-12·(1 + ‖x‖_∞) (deterministic: same inputs give the same iterates on every executor).
 For quadratic V (Gaussian / linear-regression models) the first step is exact. For d ≤ DENSE_MAX the Newton
-system uses the dense `model.hessian`, which is defined at one point, so that solve loops over the K chains; for
-larger d it is solved by conjugate gradients with `model.hvp`, batched over chains.
+system uses the dense Hessians of all K chains at once (`model.hessians`: one batched computation for the built-in
+families, `hessian` chain by chain for a model without a closed form) and one batched solve; for larger d it is
+solved by conjugate gradients with `model.hvp`, batched over chains.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ import numpy as np
 
 from .. import topology as topo
 from ..models.base import Model
+from ..priors import term_hessians
 from ..streams import ChainNoise
 from ..tuning import budget
 from ..tuning.laplace import Laplace
@@ -71,13 +73,13 @@ _CG_TOL = 1e-12
 
 
 def prior_hessians(prior: Any, x: np.ndarray) -> np.ndarray:
-    """The prior's Hessian at each of K points (K, d, d): its Gaussian part plus the residual term's."""
+    """The prior's Hessian at each of K points (K, d, d): its Gaussian part (a read-only broadcast of the one matrix
+    when there is no residual term) plus the residual term's."""
     K, d = x.shape
-    H = np.broadcast_to(prior.gaussian.matrix(), (K, d, d)).astype(float)
-    if prior.residual is not None:
-        extra = prior.residual.hvp(np.repeat(x, d, axis=0), np.tile(np.eye(d), (K, 1))).reshape(K, d, d)
-        H = H + 0.5 * (extra + extra.transpose(0, 2, 1))
-    return H
+    G = np.asarray(prior.gaussian.matrix(), dtype=float)
+    if prior.residual is None:
+        return np.broadcast_to(G, (K, d, d))
+    return G + term_hessians(prior.residual, x)
 
 
 def _cg(matvec, rhs: np.ndarray, iters: int) -> np.ndarray:
@@ -104,8 +106,8 @@ def _cg(matvec, rhs: np.ndarray, iters: int) -> np.ndarray:
 
 
 def agent_hessians(model: Model, X: np.ndarray, y: np.ndarray, prior: Any, b: int, x: np.ndarray) -> np.ndarray:
-    """∇²V_i = ∇²U_i + ∇²U_prior/b at each of K points (K, d, d), from the model's dense Hessian per chain."""
-    H = np.stack([model.hessian(X, y, xk) for xk in x])
+    """∇²V_i = ∇²U_i + ∇²U_prior/b at each of K points (K, d, d), from the model's batched `hessians`."""
+    H = model.hessians(X, y, x)
     return 0.5 * (H + H.transpose(0, 2, 1)) + prior_hessians(prior, x) / b
 
 

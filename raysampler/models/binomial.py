@@ -10,8 +10,8 @@ import numpy as np
 from scipy.special import expit, gammaln
 
 from ..errors import ArgumentError
-from .common import RowTerms, RowValues, _check_Xy, _EtaGLM, _gram_lambda_max, _rows_of, _unbound
-from .contract import DataSpec
+from .common import RowTerms, RowValues, _check_Xy, _EtaGLM, _gram_lambda_max, _rows_of, _unbound, weighted_grams
+from .contract import DataSpec, runs_own
 from .logistic import _sigmoid_inplace, _softplus_sum, logistic_rows, softplus
 
 __all__ = ["BinomialRegression"]
@@ -115,6 +115,12 @@ class BinomialRegression(_EtaGLM):
         w = self._weights(X, np.asarray(x, dtype=np.float64)[None, :])[:, 0]
         H = (Xc * w[:, None]).T @ Xc
         return 0.5 * (H + H.T)
+
+    def hessians(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """X_cᵀ diag(m σ(1 − σ)) X_c at the K points at once (`weighted_grams`)."""
+        if not runs_own(self, BinomialRegression, "hessian"):
+            return super().hessians(X, y, x)
+        return weighted_grams(self._coef_X(X), self._weights(X, np.asarray(x, dtype=np.float64)))
 
     def hessian_diag(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         x, single = _rows_of(x)

@@ -144,6 +144,29 @@ def _gram_lambda_max(X: np.ndarray) -> float:
     return max(float(lam), 0.0)
 
 
+def weighted_grams(Xc: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """X_cᵀ diag(w_k) X_c for each column w_k of W (n, K): (K, p, p), exactly symmetric; a GLM's Hessians at K points.
+
+    With weights ≥ 0 (every GLM here) each is B_kᵀB_k, B_k = √w_k ∘ X_c, which BLAS forms as a symmetric rank-n
+    update: half the flops of the general product, measured 1.3–2× faster than (X_c ∘ w_k)ᵀ X_c chain by chain (and
+    than one batched or einsum product) for K ≤ 64, n ≤ 20,000, p ≤ 60 on one BLAS thread (docs/performance.md).
+    A negative or NaN weight takes the general product, symmetrised."""
+    Xc = np.asarray(Xc, dtype=np.float64)
+    W = np.asarray(W, dtype=np.float64)
+    K, p = W.shape[1], Xc.shape[1]
+    H = np.empty((K, p, p))
+    if np.all(W >= 0.0):
+        S = np.sqrt(W)
+        for k in range(K):
+            B = Xc * S[:, k, None]
+            np.matmul(B.T, B, out=H[k])
+        return H
+    for k in range(K):
+        G = (Xc * W[:, k, None]).T @ Xc
+        H[k] = 0.5 * (G + G.T)
+    return H
+
+
 def _rows_of(x: np.ndarray) -> tuple[np.ndarray, bool]:
     """View a single point (d,) as one chain (1, d); report whether it was single."""
     x = np.asarray(x, dtype=np.float64)

@@ -466,12 +466,12 @@ class Model(ABC):
     def local_curvature(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, parts: str = "all") -> LocalCurvature:
         """U_i, ∇U_i and the second derivatives around the local parameters at K points x (K, d + l_i), as far as
         `parts` (`CURVATURE_PARTS`; see `LocalCurvature`). The set-up's conditional modes and Laplace-marginal terms
-        and DG-LMC's local kernels use it. Default: from the dense `hessian` of each point, η as one block; a model
+        and DG-LMC's local kernels use it. Default: from the dense `hessians` at the K points, η as one block; a model
         whose η splits into independent blocks (group effects) gives them block by block."""
         x = np.asarray(x, dtype=np.float64)
         d = int(self.dim)
         U, g = self.potential_and_grad(X, y, x)
-        H = np.stack([self.hessian(X, y, xk) for xk in x])
+        H = self.hessians(X, y, x)
         return LocalCurvature(
             U,
             g,
@@ -563,6 +563,15 @@ class Model(ABC):
         eye = np.eye(d)
         H = self.hvp(X, y, np.broadcast_to(x, (d, d)).copy(), eye)
         return 0.5 * (H + H.T)
+
+    def hessians(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Dense Hessians ∇²U_i(x_k) at each of K points x (K, d): shape (K, d, d), each what `hessian` gives at x_k
+        (to rounding). Samplers that need one per chain (D-ADMMS's Newton steps and noise) call it. Default: `hessian`
+        point by point; a model with a closed form overrides it with one batched computation."""
+        x = np.asarray(x, dtype=np.float64)
+        if x.shape[0] == 0:
+            return np.zeros((0, x.shape[-1], x.shape[-1]))
+        return np.stack([self.hessian(X, y, xk) for xk in x])
 
     def hessian_diag(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         """A positive semi-definite diagonal curvature estimate at x (d,): shape (d,), for the diagonal
@@ -713,6 +722,10 @@ class ForeignModel(Model):
 
     def hessian(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         return self.model.hessian(X, y, x)
+
+    def hessians(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        own = self._own("hessians")
+        return own(X, y, x) if own is not None else super().hessians(X, y, x)
 
     def hessian_diag(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         return self.model.hessian_diag(X, y, x)

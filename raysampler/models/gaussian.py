@@ -16,7 +16,7 @@ from scipy import linalg
 from ..errors import ArgumentError
 from ..priors import GaussianPrior, Normal, _number_or_vector
 from .common import _GLM, _check_optional_count, _check_positive, _check_Xy, _resolve_coef_prior, _rows_of, _unbound
-from .contract import DataSpec, ParamBlock
+from .contract import DataSpec, ParamBlock, runs_own
 from .linear import _gaussian_from_natural
 
 __all__ = ["Gaussian", "gaussian_posterior"]
@@ -183,6 +183,13 @@ class Gaussian(_GLM):
 
     def hessian(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         return y.shape[0] * self.noise_precision
+
+    def hessians(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """The constant n_i Σ1⁻¹ at each of the K points."""
+        if not runs_own(self, Gaussian, "hessian"):
+            return super().hessians(X, y, x)
+        H = y.shape[0] * self.noise_precision
+        return np.broadcast_to(H, (np.shape(x)[0],) + H.shape).copy()
 
     def hessian_diag(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         x, single = _rows_of(x)

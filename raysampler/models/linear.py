@@ -23,7 +23,7 @@ from .common import (
     _rows_of,
     renamed_arguments,
 )
-from .contract import ParamBlock
+from .contract import ParamBlock, runs_own
 
 __all__ = ["LinearRegression", "linear_posterior"]
 
@@ -206,6 +206,27 @@ class LinearRegression(_GLM):
         H[:p, :p] = (X.T @ X) * s[0]
         H[:p, p] = H[p, :p] = -2.0 * s[0] * (X.T @ R)
         H[p, p] = 2.0 * s[0] * (R @ R)
+        return H
+
+    def hessians(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """`hessian` at the K points at once: known σ, the one constant matrix; unknown σ, one Gram matrix scaled per
+        chain and the (β, log σ) column as one product over the chains."""
+        if not runs_own(self, LinearRegression, "hessian"):
+            return super().hessians(X, y, x)
+        x = np.asarray(x, dtype=np.float64)
+        K = x.shape[0]
+        if self.known_noise:
+            G = self._weighted_gram(X)
+            return np.broadcast_to(G, (K,) + G.shape).copy()
+        beta, s = self._split(x)
+        R = self._resid(X, y, beta)
+        p = self.n_coef
+        H = np.empty((K, p + 1, p + 1))
+        H[:, :p, :p] = (X.T @ X)[None] * s[:, None, None]
+        cross = (-2.0 * s)[:, None] * (R.T @ X)  # (K, p)
+        H[:, :p, p] = cross
+        H[:, p, :p] = cross
+        H[:, p, p] = 2.0 * s * np.einsum("nk,nk->k", R, R)
         return H
 
     def hessian_diag(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:

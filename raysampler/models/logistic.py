@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit
 
-from .common import RowTerms, _check_Xy, _EtaGLM, _gram_lambda_max, _rows_of
+from .common import RowTerms, _check_Xy, _EtaGLM, _gram_lambda_max, _rows_of, weighted_grams
 from .contract import runs_own
 
 __all__ = ["LogisticRegression"]
@@ -82,6 +82,12 @@ class LogisticRegression(_EtaGLM):
         w = self._weights(X, x[None, :])[:, 0]
         H = (X * w[:, None]).T @ X
         return 0.5 * (H + H.T)
+
+    def hessians(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Xᵀ diag(σ(1 − σ)) X at the K points at once (`weighted_grams`)."""
+        if not runs_own(self, LogisticRegression, "hessian"):
+            return super().hessians(X, y, x)
+        return weighted_grams(X, self._weights(X, np.asarray(x, dtype=np.float64)))
 
     def hessian_diag(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         x, single = _rows_of(x)

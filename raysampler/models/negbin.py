@@ -18,8 +18,9 @@ from .common import (
     _gram_lambda_max,
     _rows_of,
     renamed_arguments,
+    weighted_grams,
 )
-from .contract import ParamBlock
+from .contract import ParamBlock, runs_own
 from .poisson import _check_counts
 
 __all__ = ["NegativeBinomialRegression"]
@@ -142,6 +143,22 @@ class NegativeBinomialRegression(_GLM):
         H[:p, p] = H[p, :p] = Xc.T @ h_er
         H[p, p] = h_rr.sum()
         return 0.5 * (H + H.T)
+
+    def hessians(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """`hessian`'s blocks at the K points at once: the β block by `weighted_grams`, the (β, log φ) column as one
+        product over the chains."""
+        if not runs_own(self, NegativeBinomialRegression, "hessian"):
+            return super().hessians(X, y, x)
+        w, h_er, h_rr = self._terms(X, y, x, second=True).hessian_rows()
+        Xc = self._coef_X(X)
+        p = self.n_coef
+        H = np.empty((w.shape[1], p + 1, p + 1))
+        H[:, :p, :p] = weighted_grams(Xc, w)
+        cross = h_er.T @ Xc  # (K, p)
+        H[:, :p, p] = cross
+        H[:, p, :p] = cross
+        H[:, p, p] = h_rr.sum(axis=0)
+        return H
 
     def hessian_diag(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         """Exact diagonal: X_c² weighted by (y + φ)q(1 − q) ≥ 0 for β; for log φ the row sum, clipped at 0."""

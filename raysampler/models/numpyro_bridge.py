@@ -229,6 +229,7 @@ class _Compiled:
         self.value_and_grad = jit(vm(jax.value_and_grad(shard_u), d3))
         self.hvp = jit(vm(hvp_of(shard_u), (0, 0, None, None)))
         self.hessian = jit(jax.hessian(shard_u))
+        self.hessians = jit(vm(jax.hessian(shard_u), d3))
         self.hessian_diag = jit(vm(diag_hess(shard_u), d3))
         self.prior_potential = jit(vm(prior_u, d1))
         self.prior_grad = jit(vm(jax.grad(prior_u), d1))
@@ -420,6 +421,12 @@ class NumPyroModel(Model):
     def hessian(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         H = np.asarray(self._fns().hessian(np.asarray(x, dtype=np.float64), *self._data(X, y)), dtype=np.float64)
         return 0.5 * (H + H.T)
+
+    def hessians(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """`hessian` at the K points x (K, d) in one vectorised (vmap) call."""
+        x = np.asarray(x, dtype=np.float64)
+        H = np.asarray(self._fns().hessians(x, *self._data(X, y)), dtype=np.float64)
+        return 0.5 * (H + np.swapaxes(H, 1, 2))
 
     def hessian_diag(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         x, single = _batch(x)

@@ -8,7 +8,17 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import gammaln
 
-from .common import RowTerms, RowValues, _check_positive, _check_Xy, _EtaGLM, _gram_lambda_max, _rows_of
+from .common import (
+    RowTerms,
+    RowValues,
+    _check_positive,
+    _check_Xy,
+    _EtaGLM,
+    _gram_lambda_max,
+    _rows_of,
+    weighted_grams,
+)
+from .contract import runs_own
 
 __all__ = ["PoissonRegression"]
 
@@ -80,6 +90,14 @@ class PoissonRegression(_EtaGLM):
             mu = np.exp(self._eta(X, np.asarray(x, dtype=np.float64)[None, :])[:, 0])
         H = (Xc * mu[:, None]).T @ Xc
         return 0.5 * (H + H.T)
+
+    def hessians(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """X_cᵀ diag(μ) X_c at the K points at once (`weighted_grams`)."""
+        if not runs_own(self, PoissonRegression, "hessian"):
+            return super().hessians(X, y, x)
+        with np.errstate(over="ignore"):
+            mu = np.exp(self._eta(X, np.asarray(x, dtype=np.float64)))
+        return weighted_grams(self._coef_X(X), mu)
 
     def hessian_diag(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         x, single = _rows_of(x)

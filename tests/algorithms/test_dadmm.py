@@ -44,9 +44,9 @@ from raysampler.testing import exact
 SIZES = (3, 5, 4, 6)
 B = len(SIZES)
 P0, M0 = np.eye(2), np.zeros(2)
-#: 40,000 draws. D-ADMMS solves its Newton system chain by chain, so a round costs in proportion to the chains:
-#: only fewer draws make the run cheaper. The exact-law test checks that its tolerance still rejects the law of
-#: another noise scale, so a smaller run cannot make it pass a wrong sampler
+#: 40,000 draws. D-ADMMS's Newton steps (a d × d Hessian, solve and eigendecomposition per chain, batched over the
+#: chains) cost in proportion to the chains: only fewer draws make the run cheaper. The exact-law test checks that
+#: its tolerance still rejects the law of another noise scale, so a smaller run cannot make it pass a wrong sampler
 CHAINS, ROUNDS, BURN = 64, 625, 300
 
 

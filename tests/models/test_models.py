@@ -11,6 +11,7 @@ from scipy.special import log_softmax
 from raysampler.models import (
     FAMILIES,
     DataSpec,
+    ForeignModel,
     Gaussian,
     GaussianPrior,
     LinearRegression,
@@ -19,6 +20,7 @@ from raysampler.models import (
     Model,
     PoissonRegression,
     SoftmaxRegression,
+    as_model,
     gaussian_posterior,
     get_model,
     linear_posterior,
@@ -150,6 +152,30 @@ def test_potential_and_grad_equals_separate_calls(case):
     assert U.shape == (K,) and g.shape == x.shape
     np.testing.assert_allclose(U, model.potential(X, y, x), rtol=1e-12)
     np.testing.assert_allclose(g, model.grad(X, y, x), rtol=1e-12, atol=1e-14 * np.abs(g).max())
+
+
+class _NoBatchedHessians:
+    """A user's model object (not a `Model` subclass) with the contract's methods but no `hessians` of its own."""
+
+    def __init__(self, model):
+        self._model = model
+
+    def __getattr__(self, name):
+        if name == "hessians":
+            raise AttributeError(name)
+        return getattr(self._model, name)
+
+
+def test_hessians_at_k_points_equal_hessian_at_each(case):
+    """`hessians` (K, d, d) is `hessian` at each point to 1e-12 relative, the model's own and through `as_model`:
+    an object without `hessians` gets the contract's loop, one with it keeps its own."""
+    _, model, X, y, x = case
+    ref = np.stack([model.hessian(X, y, xk) for xk in x])
+    for m in (model, as_model(_NoBatchedHessians(model)), ForeignModel(model)):
+        H = m.hessians(X, y, x)
+        assert H.shape == (K, model.dim, model.dim)
+        np.testing.assert_allclose(H, ref, rtol=1e-12, atol=1e-12 * np.abs(ref).max())
+    assert isinstance(as_model(_NoBatchedHessians(model)), ForeignModel)
 
 
 def test_hessian_diag_nonnegative(case):

@@ -73,6 +73,7 @@ def test_logistic_matches_the_builtin_per_shard_with_the_prior_once():
         np.testing.assert_allclose(u, ref.potential(Xi, yi, x), rtol=1e-12, atol=1e-10)
         np.testing.assert_allclose(g, ref.grad(Xi, yi, x), rtol=1e-12, atol=1e-10)
         np.testing.assert_allclose(ours.hessian(Xi, yi, x[0]), ref.hessian(Xi, yi, x[0]), atol=1e-10)
+        np.testing.assert_allclose(ours.hessians(Xi, yi, x), ref.hessians(Xi, yi, x), atol=1e-10)
         np.testing.assert_allclose(ours.hessian_diag(Xi, yi, x), ref.hessian_diag(Xi, yi, x), atol=1e-10)
         # the estimate finds the worst case λ_max(XᵀX)/4 at θ = 0, where σ'(0) = 1/4
         assert ours.smoothness(Xi, yi) == pytest.approx(ref.smoothness(Xi, yi), rel=1e-4)

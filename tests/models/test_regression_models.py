@@ -19,6 +19,7 @@ from raysampler.models import (
     LinearRegression,
     LogisticRegression,
     MLPClassifier,
+    Model,
     NegativeBinomialRegression,
     PoissonRegression,
     RowValues,
@@ -37,6 +38,7 @@ from raysampler.priors import (
     Prior,
     StudentT,
 )
+from raysampler.reparam import Preconditioner, WhitenedModel, WithPriorShare
 
 K = 3
 COLS = ("(Intercept)", "x1", "x2", "x3")
@@ -216,6 +218,57 @@ def test_hessian_hessian_diag_and_potential_and_grad_agree(case):
         if not name.startswith("mlp"):  # the MLP's is the Gauss-Newton diagonal
             np.testing.assert_allclose(diag, np.clip(np.diag(H), 0, None), rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(model.hessian_diag(X, y, x)[1], model.hessian_diag(X, y, x[1]), rtol=1e-12)
+
+
+#: the families whose `hessians` is a vectorised closed form of their own (the rest use the contract's loop)
+BATCHED_HESSIANS = (
+    BinomialRegression,
+    LinearRegression,
+    LogisticRegression,
+    NegativeBinomialRegression,
+    PoissonRegression,
+)
+
+
+def _per_chain(model, X, y, x):
+    return np.stack([model.hessian(X, y, xk) for xk in x])
+
+
+def _same_hessians(batched, per_chain):
+    assert batched.shape == per_chain.shape
+    np.testing.assert_allclose(batched, per_chain, rtol=1e-12, atol=1e-12 * np.abs(per_chain).max())
+
+
+def test_batched_hessians_equal_the_per_chain_hessian(case):
+    """`hessians` at K points is `hessian` at each (to 1e-12 relative): the families' vectorised forms, the contract's
+    loop, and both seen through the wrappers every sampler runs on (whitening, a dense and a diagonal L; the prior's
+    non-Gaussian term shared out)."""
+    name, model, X, y, x = case
+    if isinstance(model, BATCHED_HESSIANS):
+        assert type(model).hessians is not Model.hessians, f"{name}: no vectorised hessians"
+    _same_hessians(model.hessians(X, y, x), _per_chain(model, X, y, x))
+    d = model.dim
+    A = np.random.default_rng(9).standard_normal((d, d))
+    for scale in (np.tril(A) + 3.0 * np.eye(d), np.linspace(0.5, 2.0, d)):
+        wm = WhitenedModel(model, Preconditioner(np.full(d, 0.1), scale, "laplace"))
+        _same_hessians(wm.hessians(X, y, x), _per_chain(wm, X, y, x))
+        if wm.prior().residual is not None:
+            shared = WithPriorShare(wm, 0.25)
+            _same_hessians(shared.hessians(X, y, x), _per_chain(shared, X, y, x))
+
+
+def test_batched_hessians_follow_a_subclass_own_hessian():
+    """A subclass that redefines `hessian` gets it chain by chain, not its parent's closed form."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Damped(LogisticRegression):
+        def hessian(self, X, y, x):
+            return 0.5 * super().hessian(X, y, x)
+
+    X, y = _design(np.random.default_rng(2), 30), np.random.default_rng(3).integers(0, 2, 30).astype(float)
+    model = Damped().bind(DataSpec(4))
+    x = 0.3 * np.random.default_rng(4).standard_normal((3, 4))
+    _same_hessians(model.hessians(X, y, x), 0.5 * LogisticRegression().bind(DataSpec(4)).hessians(X, y, x))
 
 
 # ----------------------------------------------------------------------------- values against scipy.stats
