@@ -16,6 +16,7 @@ from ..algorithms.base import Algorithm
 from ..enums import TransportKind
 from ..errors import Failure, FailureKind, WorkerFailed
 from ..models.base import Model
+from ..models.contract import as_model
 from .batches import join_blocks
 from .contracts import SITE_LABEL, Broadcast, Placement, ShardFacts, ShardState, StepResult
 from .host import ShardHost, ShardSource
@@ -128,7 +129,7 @@ PROCESS_WORK = 2_000_000
 def shard_work(sources: Sequence[ShardSource], model: Model, chains: int) -> list[int | None]:
     """Each shard's work per round in element-chains: X's elements × chains × the model's `work_per_element` (None
     where X's size is unknown before its worker reads it)."""
-    per_element = float(model.work_per_element())
+    per_element = float(as_model(model).work_per_element())  # a user's own model class gets the default
     return [None if s.elements is None else int(s.elements * chains * per_element) for s in sources]
 
 
