@@ -405,9 +405,7 @@ class WithPriorShare(_LocalLayout):
         return per_shard(self.grad, X, y, x)
 
     def hessian(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
-        d = self.dim
-        extra = self.term.hvp(np.repeat(np.asarray(x, dtype=float)[None, :], d, axis=0), np.eye(d))
-        return self.model.hessian(X, y, x) + self.weight * 0.5 * (extra + extra.T)
+        return self.model.hessian(X, y, x) + self.weight * term_hessians(self.term, np.asarray(x, dtype=float)[None])[0]
 
     def hessians(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         """The model's batched Hessians plus w × the term's (on θ's block) at the K points."""
