@@ -16,6 +16,11 @@ from typing import Any
 import pytest
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+# Every Ray of the suite (the processes' own, the services', the clusters'), three or four alive at a time for 15
+# minutes: Ray's log monitor globs the session's log directory ten times a second until it holds 1,000 files (every
+# worker process of a run leaves two): 4 % of a core once 60 actors have come and gone, 2 % when it looks only twice a
+# second (what 0 does).
+os.environ.setdefault("RAY_LOG_MONITOR_MANY_FILES_THRESHOLD", "0")
 # No process of the suite may ask a cloud's instance-metadata address for credentials (it is no test host): a process
 # without S3 credentials then fails at once instead of calling 169.254.169.254.
 os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")

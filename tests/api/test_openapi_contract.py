@@ -45,7 +45,12 @@ def contract_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FastAPI]:
     """The in-process app under test (its lifespan starts with the first request schemathesis sends)."""
     from schemathesis.python.asgi import shutdown_lifespans
 
-    yield create_app(inprocess_settings(tmp_path_factory.mktemp("contract") / "data", quota_max_chains_x_dim=2048))
+    # small runs only (draws of at most 400 kB; a larger one is a 429 the contract allows): the runs it submits are
+    # sampled while it goes on, and a few default-sized ones were half the module's time
+    settings = inprocess_settings(
+        tmp_path_factory.mktemp("contract") / "data", quota_max_chains_x_dim=2048, quota_max_draw_bytes=400_000
+    )
+    yield create_app(settings)
     shutdown_lifespans()  # the run manager stops; runs still sampling end FAILED
 
 
