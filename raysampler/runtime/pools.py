@@ -29,12 +29,17 @@ if TYPE_CHECKING:  # pydantic-settings loads only when a run starts: `import ray
 #: A worker process's malloc top pad (M_TOP_PAD), so the hot loop's large temporaries are not returned to the OS and
 #: page-faulted back every step (measured up to 2x).
 MALLOC_TOP_PAD = 64 << 20
-_M_TOP_PAD = -2  # glibc's mallopt parameter number
+#: Its mmap threshold (M_MMAP_THRESHOLD; 32 MiB is glibc's largest): the top pad only serves the main thread's heap,
+#: and a shard stepped by a channel's reader thread allocates from a heap of that thread's own, where every
+#: temporary over the default 128 kB was a fresh mmap, page-faulted in and unmapped again at each step (1.4 million
+#: minor faults in 30 s; such a shard's step cost 1.4x the same step in the coordinator's main thread).
+MALLOC_MMAP_THRESHOLD = 32 << 20
+_M_TOP_PAD, _M_MMAP_THRESHOLD = -2, -3  # glibc's mallopt parameter numbers
 
 
 def tune_worker_process() -> None:
     """Set up a Ray worker process for stepping shards: one BLAS/OpenMP thread (one actor per core; multi-threaded
-    BLAS on the sampler's small products was measured 10–100x slower) and the malloc top pad.
+    BLAS on the sampler's small products was measured 10–100x slower) and malloc's top pad and mmap threshold.
 
     Done inside the process when its actor starts, not as environment variables in the actor's `runtime_env`: an
     actor with environment variables of its own cannot take one of Ray's prestarted worker processes and waits for a
@@ -45,7 +50,9 @@ def tune_worker_process() -> None:
     threadpool_limits(limits=1)  # a call, not a context: it holds for the life of the process
     if sys.platform.startswith("linux"):
         try:
-            ctypes.CDLL(None).mallopt(_M_TOP_PAD, MALLOC_TOP_PAD)
+            libc = ctypes.CDLL(None)
+            libc.mallopt(_M_TOP_PAD, MALLOC_TOP_PAD)
+            libc.mallopt(_M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD)
         except (OSError, AttributeError):  # not glibc: its allocator keeps its own defaults
             pass
 
