@@ -29,10 +29,11 @@ if TYPE_CHECKING:  # pydantic-settings loads only when a run starts: `import ray
 #: A worker process's malloc top pad (M_TOP_PAD), so the hot loop's large temporaries are not returned to the OS and
 #: page-faulted back every step (measured up to 2x).
 MALLOC_TOP_PAD = 64 << 20
-#: Its mmap threshold (M_MMAP_THRESHOLD; 32 MiB is glibc's largest): the top pad only serves the main thread's heap,
-#: and a shard stepped by a channel's reader thread allocates from a heap of that thread's own, where every
-#: temporary over the default 128 kB was a fresh mmap, page-faulted in and unmapped again at each step (1.4 million
-#: minor faults in 30 s; such a shard's step cost 1.4x the same step in the coordinator's main thread).
+#: Its mmap threshold (M_MMAP_THRESHOLD; 32 MiB is glibc's largest). Setting the top pad turns off malloc's dynamic
+#: mmap threshold (mallopt(3)), which leaves it at 128 kB; the pad keeps the main thread's heap from reaching it, but
+#: a shard stepped by a channel's reader thread allocates from a heap of that thread's own, where every temporary over
+#: 128 kB was a fresh mmap, page-faulted in and unmapped again at each step (1.4 million minor faults in 30 s; such a
+#: shard's step cost 1.4x the same step in the coordinator's main thread).
 MALLOC_MMAP_THRESHOLD = 32 << 20
 _M_TOP_PAD, _M_MMAP_THRESHOLD = -2, -3  # glibc's mallopt parameter numbers
 
