@@ -132,9 +132,8 @@ def prox(
 
     Newton's method from x0 (default v): g = ∇U_i(x) + ∇U_prior(x)/b + (x − v)/γ,
     H = ∇²U_i(x) + ∇²U_prior(x)/b + I/γ, x ← x − H⁻¹g; at most `newton_steps` steps, stopping after a step below
-    1e-6·(1 + ‖x‖_∞): Newton's convergence is quadratic, so the next step would be near 1e-12 of that scale (on the
-    GLMs measured, steps shrink 0.4 → 2e-2 → 1e-4 → 2e-8 → 1e-15, and this saves the last of five passes).
-    γ = ∞ (`math.inf`) gives argmin V. `hessian0`: ∇²V at x0 if already known.
+    NEWTON_STOP·(1 + ‖x‖_∞) (on the GLMs measured, steps shrink 0.4 → 2e-2 → 1e-4 → 2e-8 → 1e-15: the fifth pass is
+    saved). γ = ∞ (`math.inf`) gives argmin V. `hessian0`: ∇²V at x0 if already known.
     """
     x = np.array(v if x0 is None else x0, dtype=float, copy=True)
     d = x.shape[-1]
