@@ -157,11 +157,16 @@ def softplus(eta: np.ndarray) -> np.ndarray:
 
 
 def _softplus_sum(eta: np.ndarray, ones: np.ndarray) -> np.ndarray:
-    """Σ_j log(1 + exp(η_jk)) per column k, stably: max(η, 0) + log1p(exp(−|η|)) (η (n, K), or (B, n, K) stacked)."""
+    """Σ_j log(1 + exp(η_jk)) per column k, stably: max(η, 0) + log(1 + exp(−|η|)) (η (n, K), or (B, n, K) stacked).
+
+    log(1 + t) rather than log1p(t): t ∈ (0, 1], so rounding 1 + t costs at most 2⁻⁵³ per row, below the sum's own
+    rounding, and where numpy's float64 transcendentals are not vectorised (no AVX-512, as on 2-core CI machines)
+    log takes a third of log1p's time (5.2 against 13.9 ms on 800k elements) — the local step's largest part."""
     t = np.abs(eta)
     np.negative(t, out=t)
     np.exp(t, out=t)
-    np.log1p(t, out=t)
+    t += 1.0
+    np.log(t, out=t)
     total = ones @ t
     np.maximum(eta, 0.0, out=t)
     total += ones @ t
