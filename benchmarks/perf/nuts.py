@@ -94,6 +94,12 @@ def arguments() -> argparse.ArgumentParser:
         help="DG-LMC chain counts, comma-separated (default: 32,4 on breast_cancer, 8 on covtype_like)",
     )
     ap.add_argument("--rounds", type=int, default=None)
+    ap.add_argument(
+        "--executors",
+        type=lambda v: tuple(e for e in v.split(",") if e),
+        default=("ray", "local"),
+        help="DG-LMC executors, comma-separated, of ray and local (default: both)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--nuts-warmup", type=int, default=1000)
     ap.add_argument("--nuts-draws", type=int, default=2000)
@@ -123,7 +129,7 @@ def measure(args: argparse.Namespace) -> harness.Report:
     with harness.local_ray(object_store_mb=200, num_cpus=args.cpus):
         shards = rs.shard(X, y, num_shards=4, strategy="random", seed=0)
         for chains in chain_counts:
-            for executor in ("ray", "local"):
+            for executor in args.executors:
                 res = rs.sample(
                     model,
                     shards,

@@ -16,6 +16,7 @@ efficiency measures real parallel scaling; on a cluster it is the network's turn
 
     python benchmarks/perf/scaling.py                  # weak + strong, sites 1,2,4,8,16
     python benchmarks/perf/scaling.py --quick          # sites 1,2, few rounds
+    python benchmarks/perf/scaling.py --series weak --sites 1,4,8,16 --rows-per-site 25000
 
 Prints tables and writes benchmarks/perf/results/scaling.json.
 """
@@ -114,6 +115,7 @@ def arguments() -> argparse.ArgumentParser:
     ap.add_argument("--rounds", type=int, default=300)
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--series", default="weak,strong", help="comma-separated, of weak and strong")
     ap.add_argument("--quick", action="store_true")
     return ap
 
@@ -122,8 +124,11 @@ def measure(args: argparse.Namespace) -> harness.Report:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     sites = [1, 2] if args.quick else [int(s) for s in args.sites.split(",")]
     rounds = 40 if args.quick else args.rounds
-    out: dict[str, list[dict[str, Any]]] = {"weak": [], "strong": []}
-    for series in ("weak", "strong"):
+    chosen = [s for s in ("weak", "strong") if s in args.series.split(",")]
+    if not chosen:
+        raise SystemExit(f"--series: expected weak and/or strong, got {args.series!r}")
+    out: dict[str, list[dict[str, Any]]] = {s: [] for s in chosen}
+    for series in chosen:
         for k in sites:
             rows = args.rows_per_site * k if series == "weak" else args.total_rows
             r = measure_sites(k, rows, rounds, args.chains, args.seed)
@@ -142,6 +147,7 @@ def measure(args: argparse.Namespace) -> harness.Report:
             + [("min ESS", "min_ess"), ("ESS/s", "ess_per_s"), ("nodes used", "nodes_used")],
         )
         for series, label in (("weak", "efficiency"), ("strong", "speed-up"))
+        if series in out
     ]
     tables += [
         harness.Table.of(
@@ -152,7 +158,7 @@ def measure(args: argparse.Namespace) -> harness.Report:
             + [("slowest worker", "slowest_worker_ms"), ("overhead", "overhead_ms")],
             ["overhead = round − the slowest worker process's compute; parts are medians over the rounds"],
         )
-        for series in ("weak", "strong")
+        for series in out
     ]
     note = {"cpu_count": os.cpu_count(), "note": "simulated nodes on one machine: measures overhead"}
     return harness.Report("scaling", {"settings": harness.options(args) | note, **out}, tables)
