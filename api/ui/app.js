@@ -774,9 +774,10 @@ async function wireChecks(id, plots) {
     } catch (e) { if (pg.alive) $("#checks-error").textContent = problem(e); }
     finally { if (pg.alive) $("#eval-btn").disabled = false; }
   });
-  try {  // the held-out choices: the tenant's uploads, then the built-in data sets
+  try {  // the held-out choices: the tenant's uploads, then the built-in data sets (from the API's description, so
+    // no request of this key's is sent once the page has stopped, as it does when the run is not this key's)
     const uploaded = (await getJSON("/v1/datasets")).datasets || [];
-    const builtins = (await enums()).datasets;
+    const builtins = await builtinDatasets();
     if (!pg.alive) return;
     select.replaceChildren(...uploaded.map((d) => el("option", { value: `id:${d.id}`, text: `${d.name} (${d.id})` })),
                            ...builtins.map((d) => el("option", { value: d, text: d })));
@@ -956,12 +957,14 @@ async function apiDoc() {
 }
 const ppcStats = async () => (await apiDoc()).paths["/v1/runs/{run_id}/ppc"].get.parameters
   .find((q) => q.name === "stat").schema.enum;
+const builtinDatasets = async () => (await apiDoc()).components.schemas.DataRef.properties.dataset.enum
+  .filter((v) => v);
 async function enums() {
   const schema = (await apiDoc()).components.schemas;
   // the registered model families (built-in and from installed packages), as the service lists them
   if (!families) families = (await getJSON("/v1/models")).families.map((f) => f.name);
   return {
-    datasets: schema.DataRef.properties.dataset.enum.filter((v) => v),
+    datasets: await builtinDatasets(),
     families,
     formulaFamilies: schema.ModelSpec.properties.formula["x-families"],
     algorithms: schema.AlgorithmSpec.properties.name.enum,
