@@ -8,6 +8,8 @@ and its worker is placed on that site's node. Two series, logistic regression on
   * weak scaling: fixed rows per site (--rows-per-site), so the total grows with the sites;
   * strong scaling: fixed total rows (--total-rows), split across the sites.
 Efficiency (weak) = rounds/s at k sites ÷ rounds/s at 1 site; speed-up (strong) = the same ratio at fixed total work.
+Beside each weak point, k processes with no Ray compute the local step's potential in lockstep on the same machine
+(`contention.py`): their period at 1 ÷ at k is the efficiency the machine allows synchronous rounds.
 
 IMPORTANT: on one machine the "sites" are simulated nodes (ray.cluster_utils.Cluster) sharing its cores, so on this
 2-core machine the numbers measure the runtime's overhead with more sites (messaging, placement, more processes on
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import _path  # noqa: F401  (puts benchmarks/ on sys.path for harness)
+import contention
 import harness
 import numpy as np
 import pandas as pd
@@ -132,6 +135,8 @@ def measure(args: argparse.Namespace) -> harness.Report:
         for k in sites:
             rows = args.rows_per_site * k if series == "weak" else args.total_rows
             r = measure_sites(k, rows, rounds, args.chains, args.seed)
+            if series == "weak":  # what k processes in lockstep reach here with no runtime, right after
+                r["lockstep_period_ms"] = contention.measure_k(k, args.rows_per_site, args.chains, rounds)["period_ms"]
             out[series].append(r)
             print(
                 f"  {series} k={k}: {r['rows']} rows, {r['rounds_per_s']:.1f} rounds/s, ESS/s {r['ess_per_s']:.2f}, "
@@ -144,6 +149,7 @@ def measure(args: argparse.Namespace) -> harness.Report:
             out[series],
             [("sites", "sites"), ("rows", "rows"), ("rounds/s", "rounds_per_s")]
             + [(f"{label} (rounds/s ÷ 1 site)", lambda r, s=series: r["rounds_per_s"] / out[s][0]["rounds_per_s"])]
+            + _ceiling(series, out)
             + [("min ESS", "min_ess"), ("ESS/s", "ess_per_s"), ("nodes used", "nodes_used")],
         )
         for series, label in (("weak", "efficiency"), ("strong", "speed-up"))
@@ -162,6 +168,15 @@ def measure(args: argparse.Namespace) -> harness.Report:
     ]
     note = {"cpu_count": os.cpu_count(), "note": "simulated nodes on one machine: measures overhead"}
     return harness.Report("scaling", {"settings": harness.options(args) | note, **out}, tables)
+
+
+def _ceiling(series: str, out: dict[str, list[dict[str, Any]]]) -> list[tuple[str, Any]]:
+    """The weak table's column: the same processes in lockstep with no runtime (`contention.py`), period at 1 site
+    ÷ period at k, the efficiency this machine allows synchronous rounds."""
+    if series != "weak":
+        return []
+    base = out["weak"][0]["lockstep_period_ms"]
+    return [("ceiling (no runtime)", lambda r: base / r["lockstep_period_ms"])]
 
 
 def main(argv: list[str] | None = None) -> None:
