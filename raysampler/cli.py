@@ -61,6 +61,7 @@ def ensure_keys(settings: Settings) -> tuple[Settings, str | None]:
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
     from pydantic import ValidationError
+    from uvicorn.config import STARTUP_FAILURE  # 3: what uvicorn exits with when it cannot start
 
     from api import create_app
 
@@ -131,18 +132,36 @@ def cmd_serve(args: argparse.Namespace) -> int:
         for g in grants.grants:
             print(f"  tenant {g.tenant!r} on site {g.site!r}: {g.prefix}")
         sys.stdout.flush()
-    # open follow-streams would otherwise hold a graceful stop until their runs end
-    uvicorn.run(
+    config = uvicorn.Config(
         create_app(settings),
         host=settings.host,
         port=settings.port,
         log_level=args.log_level,
-        timeout_graceful_shutdown=3,
+        timeout_graceful_shutdown=3,  # open follow-streams would otherwise hold a graceful stop until their runs end
         ssl_certfile=settings.ssl_certfile,
         ssl_keyfile=settings.ssl_keyfile,
         forwarded_allow_ips=settings.forwarded_allow_ips,  # whose X-Forwarded-For/-Proto uvicorn believes
     )
-    return 0
+    server = uvicorn.Server(config)
+    # The port is bound now, before the app's start-up starts Ray: uvicorn itself binds after it, and meanwhile one
+    # of Ray's own processes could take a port its caller had found free (seen: the demo's service failing with
+    # "address already in use"). A port already taken exits here, with uvicorn's message, before Ray starts.
+    try:
+        sock = config.bind_socket()  # on failure uvicorn logs the OS's reason and exits
+    except SystemExit:
+        print(
+            f"raysampler serve: cannot listen on {settings.host}:{settings.port} (--host/--port, RAYSAMPLER_HOST/"
+            "RAYSAMPLER_PORT): the port is taken or the address is not this machine's",
+            file=sys.stderr,
+        )
+        return STARTUP_FAILURE
+    try:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:  # the SIGINT of a graceful stop, raised again once the server has stopped
+        pass
+    finally:
+        sock.close()
+    return 0 if server.started else STARTUP_FAILURE
 
 
 def _version() -> str:

@@ -293,3 +293,21 @@ def test_loo_compare_evaluate_and_predict(service, tmp_path):
     assert [ln["row"] for ln in lines] == list(range(5)) and all(isinstance(ln["value"], float) for ln in lines)
     bad = cli(service, "loo", ids[0], "--draws", "0", check=False)
     assert bad.returncode == 2 and "--draws" in bad.stderr
+
+
+def test_serve_on_a_taken_port_exits_3_naming_it_before_anything_starts(tmp_path, monkeypatch, capsys):
+    """`serve` binds its port before the app's start-up (which starts Ray): a taken port is refused at once, with
+    uvicorn's exit status 3 and the address and its settings named; a port found free cannot be taken meanwhile."""
+    import socket
+
+    from raysampler.cli import main
+
+    monkeypatch.setenv("RAYSAMPLER_API_KEYS", f"alice:{SERVICE_KEYS['alice']}")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code = main(["serve", "--data-dir", str(tmp_path / "data"), "--executor", "local", "--port", str(port)])
+    err = capsys.readouterr().err
+    assert code == 3, err
+    assert f"127.0.0.1:{port}" in err and "RAYSAMPLER_PORT" in err

@@ -850,6 +850,7 @@ async function showCompare(ids) {
   for (const id of ids) {
     try {
       const info = await getJSON(`/v1/runs/${id}`);
+      if (!pg.alive) return;  // left meanwhile: ask nothing more
       const summary = info.progress.draws_stored >= 4 ? await getJSON(`/v1/runs/${id}/summary`) : null;
       runs.push({ id, info, summary });
     } catch (e) {

@@ -40,15 +40,21 @@ def _serve(tmp_path, env_extra, fmt="json"):
 
 def _serve_here(tmp_path, env_extra, monkeypatch, capsys, fmt="json") -> tuple[int, str, str, list[dict]]:
     """`raysampler serve` with these settings run in this process (`cli.main`, the command's entry point) up to
-    where it would start serving: uvicorn.run is replaced by a recorder of its arguments (these tests read what serve
-    prints or refuses before it serves). Returns (exit status, stdout, stderr, the uvicorn.run calls)."""
+    where it would start serving: uvicorn's `Server.run` is replaced by a recorder of its server's config and the
+    socket serve bound for it (these tests read what serve prints or refuses before it serves). Returns (exit
+    status, stdout, stderr, the recorded calls)."""
     import uvicorn
 
     served: list[dict] = []
+
+    def record(server: uvicorn.Server, sockets: list | None = None) -> None:
+        served.append({"config": server.config, "sockets": sockets})
+        server.started = True
+
     with monkeypatch.context() as m:
         for name, value in _env(env_extra).items():
             m.setenv(name, value)
-        m.setattr(uvicorn, "run", lambda app, **kw: served.append(kw | {"app": app}))
+        m.setattr(uvicorn.Server, "run", record)
         code = cli.main(_argv(tmp_path, fmt))
     out, err = capsys.readouterr()
     return code, out, err, served
