@@ -161,7 +161,8 @@ def _softplus_sum(eta: np.ndarray, ones: np.ndarray) -> np.ndarray:
 
     log(1 + t) rather than log1p(t): t ∈ (0, 1], so rounding 1 + t costs at most 2⁻⁵³ per row, below the sum's own
     rounding, and where numpy's float64 transcendentals are not vectorised (no AVX-512, as on 2-core CI machines)
-    log takes a third of log1p's time (5.2 against 13.9 ms on 800k elements) — the local step's largest part."""
+    log takes a third of log1p's time (5.2 against 13.9 ms on 800k elements): this sum 1.2–1.3× faster on 25,000-row
+    shards, within noise of a whole breast_cancer round (A/B in one process)."""
     t = np.abs(eta)
     np.negative(t, out=t)
     np.exp(t, out=t)
