@@ -25,11 +25,21 @@ os.environ.setdefault("RAY_LOG_MONITOR_MANY_FILES_THRESHOLD", "0")
 # without S3 credentials then fails at once instead of calling 169.254.169.254.
 os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
 _RAY_TMP = tempfile.mkdtemp(prefix="rs-ray-")
-_ACTIVE: dict[str, Any] = {"cluster": None}
+_ACTIVE: dict[str, Any] = {"cluster": None, "head": None}
+
+
+def ray_head_address() -> str:
+    """The address of this test process's small local Ray (`servers.RayHead`, started on first use): the process
+    itself joins it (`_local_ray`), and so do the services its tests start (`service_env`)."""
+    if _ACTIVE["head"] is None:
+        from servers import RayHead
+
+        _ACTIVE["head"] = RayHead.start(_RAY_TMP)
+    return _ACTIVE["head"].address
 
 
 def _local_ray():
-    """The session's small local Ray (started, or restarted after a cluster module shut it down)."""
+    """The session's small local Ray, joined (again, after a cluster module left it)."""
     import ray
 
     if ray.is_initialized() and _ACTIVE["cluster"] is None:
@@ -38,14 +48,7 @@ def _local_ray():
         ray.shutdown()
         _ACTIVE["cluster"].shutdown()
         _ACTIVE["cluster"] = None
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-        object_store_memory=100 * 2**20,
-        configure_logging=False,
-        _temp_dir=_RAY_TMP,
-    )
+    ray.init(address=ray_head_address(), log_to_driver=False, configure_logging=False)
     return ray
 
 
@@ -53,6 +56,14 @@ def _local_ray():
 def ray_session():
     """The local Ray (2 CPUs) for tests that run on Ray."""
     return _local_ray()
+
+
+@pytest.fixture(autouse=True)
+def _join_local_ray(request):
+    """A test marked `ray` that is not on a cluster runs joined to the session's local Ray: an executor="ray" run
+    in its body would otherwise start a private Ray in this process (`ensure_ray`)."""
+    if request.node.get_closest_marker("ray") and "site_cluster" not in request.fixturenames:
+        _local_ray()
 
 
 @dataclass
@@ -120,6 +131,8 @@ def pytest_sessionfinish(session, exitstatus):
         ray.shutdown()
     if _ACTIVE["cluster"] is not None:
         _ACTIVE["cluster"].shutdown()
+    if _ACTIVE["head"] is not None:
+        _ACTIVE["head"].stop()
 
 
 SERVICE_KEYS = {"alice": "alice-key-0123456789", "bob": "bob-key-0123456789"}
@@ -149,9 +162,12 @@ def s3():
     server.stop()
 
 
-def service_env(tmp: str) -> dict[str, str]:
-    """A small service: 2 Ray CPUs, 100 MB object store, fast keep-alives and chunks, a 200 kB upload limit."""
+def service_env(tmp: str, own_ray: bool = False) -> dict[str, str]:
+    """A small service: fast keep-alives and chunks, a 200 kB upload limit; on this test process's local Ray
+    (`ray_head_address`), or with `own_ray` on a private Ray of its own (2 CPUs, 100 MB object store) as the
+    embedded default starts one."""
     return {
+        "RAYSAMPLER_RAY_ADDRESS": "" if own_ray else ray_head_address(),
         "RAYSAMPLER_RAY_NUM_CPUS": "2",
         "RAYSAMPLER_OBJECT_STORE_BYTES": str(100 * 2**20),
         "RAYSAMPLER_KEEPALIVE_S": "0.5",

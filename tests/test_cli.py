@@ -116,7 +116,7 @@ def test_demo_end_to_end(tmp_path):
     """The README's main command, shortened: a local service, a DG-LMC run through the SDK, streamed draws, summary.
     Ray's auth mode is left unset, as on a fresh machine: the private Ray keeps Ray's own choice (token auth) and
     its notice is not printed."""
-    env = os.environ | service_env(tempfile.mkdtemp(prefix="rs-demo-"))
+    env = os.environ | service_env(tempfile.mkdtemp(prefix="rs-demo-"), own_ray=True)
     env.pop("RAY_AUTH_MODE")
     out = subprocess.run(
         [sys.executable, "-m", "raysampler.demo", "--chains", "4", "--rounds", "60", "--burn-in", "20"],

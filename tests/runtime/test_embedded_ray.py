@@ -57,7 +57,7 @@ print(json.dumps({"would_join": would_join, "gcs_address": ray.get_runtime_conte
 def _env(ray_tmp: Path) -> dict[str, str]:
     """The tests' small service (conftest.service_env: 2 CPUs, 100 MB object store, Ray's files under `ray_tmp`,
     token auth off) with no Ray address anywhere: one in the runner's environment would be an explicit choice."""
-    return service_env(str(ray_tmp)) | {"RAY_ADDRESS": "", "RAYSAMPLER_RAY_ADDRESS": ""}
+    return service_env(str(ray_tmp), own_ray=True) | {"RAY_ADDRESS": ""}
 
 
 def _kill_rays_under(root: Path) -> None:
