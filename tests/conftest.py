@@ -25,7 +25,7 @@ os.environ.setdefault("RAY_LOG_MONITOR_MANY_FILES_THRESHOLD", "0")
 # without S3 credentials then fails at once instead of calling 169.254.169.254.
 os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
 _RAY_TMP = tempfile.mkdtemp(prefix="rs-ray-")
-_ACTIVE: dict[str, Any] = {"cluster": None, "head": None}
+_ACTIVE: dict[str, Any] = {"cluster": None, "sites": None, "head": None}
 
 
 def ray_head_address() -> str:
@@ -44,10 +44,7 @@ def _local_ray():
 
     if ray.is_initialized() and _ACTIVE["cluster"] is None:
         return ray
-    if ray.is_initialized():
-        ray.shutdown()
-        _ACTIVE["cluster"].shutdown()
-        _ACTIVE["cluster"] = None
+    _stop_site_cluster()
     ray.init(address=ray_head_address(), log_to_driver=False, configure_logging=False)
     return ray
 
@@ -83,15 +80,18 @@ class SiteCluster:
         return node
 
 
-@pytest.fixture(scope="module")
-def site_cluster():
-    """Head (0 CPUs) plus three 1-CPU nodes labelled raysampler.io/site = a, b, c; the driver is connected to it.
-    The session's local Ray is stopped meanwhile and comes back for the next test that asks for it."""
+#: the modules on the multi-node cluster: they share one (`site_cluster`), so `--dist loadfile` runs them as one unit
+#: in one process, one after the other (`pytest_xdist_make_scheduler`), and so does the order of a serial run
+#: (HEAVY_MODULES); a cluster's start is ~10 s alone, ~20 s in the suite
+CLUSTER_MODULES = ("tests/runtime/test_sites.py", "tests/service/test_sites_service.py")
+
+
+def _start_site_cluster() -> SiteCluster:
     import ray
     from ray.cluster_utils import Cluster
 
     if ray.is_initialized():
-        ray.shutdown()
+        ray.shutdown()  # leaves the local Ray (its own process) as it is
     cluster = Cluster(
         initialize_head=True,
         head_node_args={"num_cpus": 0, "object_store_memory": 80 * 2**20, "include_dashboard": False},
@@ -101,12 +101,50 @@ def site_cluster():
         handle.add_site_node(site)
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
-    _ACTIVE["cluster"] = cluster
-    yield handle
-    if _ACTIVE["cluster"] is cluster:
-        ray.shutdown()
-        cluster.shutdown()
-        _ACTIVE["cluster"] = None
+    _ACTIVE["cluster"], _ACTIVE["sites"] = cluster, handle
+    return handle
+
+
+def _stop_site_cluster() -> None:
+    import ray
+
+    if _ACTIVE["cluster"] is not None:
+        if ray.is_initialized():
+            ray.shutdown()
+        _ACTIVE["cluster"].shutdown()
+        _ACTIVE["cluster"] = _ACTIVE["sites"] = None
+
+
+@pytest.fixture(scope="module")
+def site_cluster():
+    """Head (0 CPUs) plus three 1-CPU nodes labelled raysampler.io/site = a, b, c; the driver is connected to it.
+    One cluster serves the modules that follow one another on it (CLUSTER_MODULES): each leaves it with the nodes a,
+    b and c it found; it stops once the next test does not use it (`pytest_runtest_teardown`). The session's local
+    Ray is left meanwhile and joined again by the next test that asks for it."""
+    return _ACTIVE["sites"] if _ACTIVE["sites"] is not None else _start_site_cluster()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Stop the multi-node cluster after the last of the tests in a row that use it (an idle cluster's five Ray
+    processes cost CPU the other tests need)."""
+    yield
+    if _ACTIVE["cluster"] is not None and (nextitem is None or "site_cluster" not in nextitem.fixturenames):
+        _stop_site_cluster()
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile`, with the CLUSTER_MODULES as one unit (so they share one cluster); None for other modes."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class _Scheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "site_cluster" if path in CLUSTER_MODULES else path
+
+    return _Scheduling(config, log)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -127,10 +165,9 @@ def pytest_sessionfinish(session, exitstatus):
     import sys
 
     ray = sys.modules.get("ray")
+    _stop_site_cluster()
     if ray is not None and ray.is_initialized():
         ray.shutdown()
-    if _ACTIVE["cluster"] is not None:
-        _ACTIVE["cluster"].shutdown()
     if _ACTIVE["head"] is not None:
         _ACTIVE["head"].stop()
 
@@ -251,11 +288,10 @@ def _calls_ray(item: pytest.Item) -> bool:
 
 #: the modules that take longest (seconds of one process, measured with --durations), longest first
 HEAVY_MODULES = (
-    "tests/runtime/test_sites.py",
+    *CLUSTER_MODULES,  # one unit of work (pytest_xdist_make_scheduler), 240 s
     "tests/api/ui/test_dashboard.py",
     "tests/algorithms/test_defaults.py",
     "tests/models/test_group_references.py",
-    "tests/service/test_sites_service.py",
     "tests/service/test_resume.py",
     "tests/api/test_openapi_contract.py",
     "tests/runtime/test_runtime.py",

@@ -59,9 +59,11 @@ def bucket(site_cluster, s3):
     secret = pd.DataFrame(X[:50, :2], columns=list(SECRET_COLUMNS)).assign(label=y[:50])
     client.put_object(Bucket=name, Key="bob/secret.parquet", Body=_parquet_bytes(secret))
     client.put_object(Bucket=name, Key="alicex/rows.parquet", Body=_parquet_bytes(secret))
-    site_cluster.add_site_node("d", env=s3.env())
+    node = site_cluster.add_site_node("d", env=s3.env())
     site_cluster.cluster.wait_for_nodes()
-    return name
+    yield name
+    site_cluster.cluster.remove_node(node)  # the cluster may serve the next module (conftest.CLUSTER_MODULES)
+    del site_cluster.nodes["d"]
 
 
 @pytest.fixture(scope="module")
