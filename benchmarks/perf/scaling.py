@@ -127,7 +127,11 @@ def measure(args: argparse.Namespace) -> harness.Report:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     sites = [1, 2] if args.quick else [int(s) for s in args.sites.split(",")]
     rounds = 40 if args.quick else args.rounds
-    chosen = [s for s in ("weak", "strong") if s in args.series.split(",")]
+    words = [w.strip() for w in args.series.split(",") if w.strip()]
+    unknown = sorted(set(words) - {"weak", "strong"})
+    if unknown:
+        raise SystemExit(f"--series: unknown {', '.join(map(repr, unknown))} (expected weak and/or strong)")
+    chosen = [s for s in ("weak", "strong") if s in words]
     if not chosen:
         raise SystemExit(f"--series: expected weak and/or strong, got {args.series!r}")
     out: dict[str, list[dict[str, Any]]] = {s: [] for s in chosen}
