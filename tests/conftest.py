@@ -133,6 +133,7 @@ def pytest_runtest_teardown(item, nextitem):
         _stop_site_cluster()
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: no error where the plugin is off (-p no:xdist)
 def pytest_xdist_make_scheduler(config, log):
     """`--dist loadfile`, with the CLUSTER_MODULES as one unit (so they share one cluster); None for other modes."""
     if config.getoption("dist") != "loadfile":
