@@ -971,7 +971,7 @@ def _newton_global(
         diff = pt[:, :d] - phi
         value = c.value + 0.5 * inv_rho * np.einsum("kd,kd->k", diff, diff)
         w, V = np.linalg.eigh(c.theta)
-        H = np.einsum("kij,kj,klj->kil", V, np.maximum(w + inv_rho, 0.5 * inv_rho), V)
+        H = (V * np.maximum(w + inv_rho, 0.5 * inv_rho)[:, None, :]) @ np.swapaxes(V, 1, 2)  # V diag(.) Vᵀ
         return value, c.grad[:, :d] + inv_rho * diff, block_cholesky(H)
 
     T, g, L = parts(lc, x)
