@@ -9,7 +9,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -18,11 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from raysampler.service.local import free_port
 
 
 @dataclass

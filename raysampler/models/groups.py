@@ -326,14 +326,14 @@ def _apply_many(M: np.ndarray, P: np.ndarray) -> np.ndarray:
     """Mᵀ P_g for every chain and group: M (K, q, q), P (K, G, q, c) → (K, G, q, c)."""
     if M.shape[1] == 1:
         return M[:, 0, 0][:, None, None, None] * P
-    return np.swapaxes(M, 1, 2)[:, None] @ P  # stacked matmul: 2-4x einsum's speed at these small q (measured)
+    return np.swapaxes(M, 1, 2)[:, None] @ P  # a stacked matmul: 1.2-1.9x einsum's speed here (q = 2, measured)
 
 
 def _apply(M: np.ndarray, e: np.ndarray, transpose: bool = False) -> np.ndarray:
     """M e_g (or Mᵀ e_g) for every chain and group: M (K, q, q), e (K, G, q) → (K, G, q)."""
     if M.shape[1] == 1:
         return M[:, :, 0][:, None, :] * e
-    return ((np.swapaxes(M, 1, 2) if transpose else M)[:, None] @ e[..., None])[..., 0]
+    return ((np.swapaxes(M, 1, 2) if transpose else M)[:, None] @ e[..., None])[..., 0]  # 2-3x einsum (q = 2)
 
 
 # ------------------------------------------------------------------------------------------ a shard's index
@@ -789,7 +789,7 @@ class HierarchicalGLM(Model):
             if fi.q == 1:
                 Hb = (sc.M[:, 0, 0] ** 2)[:, None, None, None] * W + 1.0
             else:
-                Hb = np.swapaxes(sc.M, 1, 2)[:, None] @ W @ sc.M[:, None]  # Mᵀ W_g M (3x the 3-operand einsum)
+                Hb = np.swapaxes(sc.M, 1, 2)[:, None] @ W @ sc.M[:, None]  # Mᵀ W_g M: 1.5-3.5x the 3-operand einsum
                 Hb[..., np.arange(fi.q), np.arange(fi.q)] += 1.0
             etas.append(Hb)
         eta_h = EtaHessian(etas[0] if len(etas) == 1 else self._dense_eta_hessian(pt)[:, None])
