@@ -196,14 +196,10 @@ def minibatch_grads(
 ) -> list[np.ndarray]:
     """Unbiased minibatch estimates (n_i/B) Σ_{r∈idx[:, k]} ∇ℓ_r(x_k) of ∇U_i at each of `points` (each (K, d)):
     chain k uses its own rows idx[:, k] (idx: (B, K)), shared by all the points of that chain. No prior term."""
-    n, (B, K) = np.asarray(y).shape[0], idx.shape
-    out = [np.empty_like(pt, dtype=float) for pt in points]
-    for k in range(K):  # one model call per chain: its rows differ from the other chains'
-        rows = idx[:, k]
-        g = model.grad(X[rows], y[rows], np.stack([pt[k] for pt in points]))
-        for o, gk in zip(out, g):
-            o[k] = gk * (n / B)
-    return out
+    n, B = np.asarray(y).shape[0], idx.shape[0]
+    # the K chains as K stacked shards of B rows each (`Model.grad_stacked`, which gives each the bits of `grad`)
+    g = model.grad_stacked(X[idx.T], y[idx.T], np.stack(points, axis=1)) * (n / B)
+    return [g[:, j] for j in range(len(points))]
 
 
 def check_model_support(algorithm: Algorithm, model: Model) -> None:

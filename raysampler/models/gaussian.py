@@ -172,6 +172,11 @@ class Gaussian(_GLM):
             return np.zeros_like(x, dtype=np.float64)
         return (n * (x - y.mean(axis=0))) @ self.noise_precision
 
+    def grad_stacked(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        if not runs_own(self, Gaussian, "grad") or y.shape[1] == 0:
+            return super().grad_stacked(X, y, x)
+        return (y.shape[1] * (x - y.mean(axis=1)[:, None, :])) @ self.noise_precision
+
     def potential_and_grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         n, ybar, const = self._stats(y)
         D = x - ybar

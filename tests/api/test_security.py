@@ -215,7 +215,7 @@ def test_every_key_is_compared_in_constant_time_whichever_matches(monkeypatch):
         request = Request({"type": "http", "headers": []})
         creds = HTTPAuthorizationCredentials(scheme="Bearer", credentials=given)
         try:
-            assert deps.tenant(request, creds, svc) == keys[given]  # type: ignore[arg-type]
+            assert asyncio.run(deps.tenant(request, creds, svc)) == keys[given]  # type: ignore[arg-type]
             assert request.state.tenant == keys[given]
         except HTTPException as exc:
             assert exc.status_code == 401 and given not in keys
