@@ -45,6 +45,7 @@ import numpy as np
 from .errors import ArgumentError
 from .grants import check_on_site
 from .objectstore import filesystem, is_uri, parse_uri
+from .storage import NPY_LOCK
 
 __all__ = [
     "STRATEGIES",
@@ -345,7 +346,7 @@ def _npz_shapes(path: str, names: Sequence[str]) -> list[tuple[int, ...]]:
     """Shapes of arrays `names` in an .npz from their .npy headers (ValueError naming the file if absent)."""
     out = []
     try:
-        with zipfile.ZipFile(path) as z:
+        with NPY_LOCK, zipfile.ZipFile(path) as z:
             have = {n[:-4] for n in z.namelist() if n.endswith(".npy")}
             missing = [n for n in names if n not in have]
             if missing:
@@ -371,6 +372,11 @@ def read_data_file(path: str, *, y: str = "y", x: Sequence[str] | None = None) -
 
 
 def _read_npz(path: str, x: str = "X", y: str = "y") -> tuple[np.ndarray, np.ndarray]:
+    with NPY_LOCK:  # the archive's .npy headers are parsed as its arrays are read
+        return _read_npz_locked(path, x, y)
+
+
+def _read_npz_locked(path: str, x: str, y: str) -> tuple[np.ndarray, np.ndarray]:
     try:
         obj = np.load(path, allow_pickle=False)
     except FileNotFoundError:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import threading
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,12 @@ from typing import Any
 import numpy as np
 
 from .objectstore import ObjectURI, filesystem, is_uri, parse_uri
+
+#: CPython 3.11 builds syntax trees with state its threads share: two threads parsing at once can fail with
+#: "SystemError: AST constructor recursion depth mismatch" (python/cpython#106905). numpy parses every .npy header
+#: with `ast.literal_eval`, and the service reads draw files from many threads at once (a draws stream whose read
+#: failed so ended early under load), so every .npy and .npz read of raysampler's takes this lock.
+NPY_LOCK = threading.Lock()
 
 __all__ = ["LocalStorage", "ObjectStorage", "Storage", "read_location", "remove_location", "storage_at"]
 
@@ -63,7 +70,9 @@ class Storage(ABC):
 
     def array(self, name: str) -> np.ndarray:
         """The .npy file `name` as an array (memory-mapped where the file is local)."""
-        return np.load(io.BytesIO(self.read(name)), allow_pickle=False)
+        data = self.read(name)
+        with NPY_LOCK:
+            return np.load(io.BytesIO(data), allow_pickle=False)
 
     def location_of(self, name: str) -> str:
         """The path or URI of `name` (what `read_location` takes)."""
@@ -105,7 +114,8 @@ class LocalStorage(Storage):
         return (self.root / name).read_bytes()
 
     def array(self, name: str) -> np.ndarray:
-        return np.load(self.root / name, mmap_mode="r")
+        with NPY_LOCK:  # parses the header only: the data stay mapped
+            return np.load(self.root / name, mmap_mode="r")
 
     def present(self) -> bool:
         return self.root.is_dir()

@@ -139,3 +139,29 @@ def test_a_run_checkpointed_to_object_storage_resumes_in_another_process(s3, mon
     """)
     subprocess.run([sys.executable, "-c", script], check=True, timeout=300)
     np.testing.assert_array_equal(np.load(tmp_path / "resumed.npy"), full.draws)
+
+
+def test_every_npy_header_is_parsed_under_the_lock(root, tmp_path, monkeypatch):
+    """numpy parses .npy headers with ast.literal_eval, which CPython 3.11 cannot run in two threads at once (the
+    service's draws streams failed with "AST constructor recursion depth mismatch" under load): draws, their stats
+    and shard .npz files are read with `storage.NPY_LOCK` held."""
+    import ast
+
+    from raysampler.shards import read_data_file
+    from raysampler.storage import NPY_LOCK
+
+    parsed = []
+    real = ast.literal_eval
+
+    def checked(text):
+        parsed.append(NPY_LOCK.locked())
+        return real(text)
+
+    run = RunDirectory(root.child("run-lock"))
+    run.append(0, np.ones((3, 2, 4)), {"accept": np.ones((3, 2))})
+    np.savez(tmp_path / "shard.npz", X=np.ones((5, 2)), y=np.zeros(5))
+    monkeypatch.setattr(ast, "literal_eval", checked)
+    assert run.read(0, 3).shape == (3, 2, 4)
+    assert run.read_stats(3)["accept"].shape == (3, 2)
+    assert read_data_file(str(tmp_path / "shard.npz"))[0].shape == (5, 2)
+    assert len(parsed) >= 4 and all(parsed), parsed
