@@ -3,12 +3,11 @@ security-header middleware, error shapes."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.middleware.body_limit import RequestBodyLimitMiddleware
@@ -24,6 +23,7 @@ from raysampler.service.settings import Settings
 from . import errors, openapi_doc
 from .audit import AuditMiddleware
 from .deps import Services
+from .latency import RequestLatency
 from .routers import cluster, compare, datasets, models, runs, system
 from .security import SecurityHeaders
 
@@ -62,18 +62,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         "events, read summaries. Authenticate with `Authorization: Bearer <key>`.",
     )
 
-    @app.middleware("http")
-    async def record_latency(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        t0 = time.perf_counter()
-        response = await call_next(request)
-        route = request.scope.get("route")
-        svc = getattr(request.app.state, "services", None)
-        if svc is not None:
-            svc.metrics.requests.labels(
-                request.method, getattr(route, "path", "unmatched"), str(response.status_code)
-            ).observe(time.perf_counter() - t0)
-        return response
-
+    # the latency histogram (innermost: it sees the matched route); pure ASGI, so a failed stream stays visibly broken
+    app.add_middleware(RequestLatency)
     # request bodies over the upload limit (plus multipart framing) get 413 as they arrive, chunked or not
     app.add_middleware(RequestBodyLimitMiddleware, max_body_size=settings.max_upload_bytes + 65536)
     # one line in <data dir>/audit.log per state-changing request and per refused one (any 401/403)
