@@ -165,6 +165,13 @@ def noise_sample(kind: str, w: np.ndarray, gamma: float, rho: float, hessian: np
         return math.sqrt(2.0 * gamma) * w
     # "curvature": C = 2γ I + γ² ∇²V_i(x), ∇²V_i = ∇²U_i + ∇²U_prior/b, PSD part (eigenvalues ≥ 0)
     assert hessian is not None
+    try:  # ∇²V_i positive definite at every chain's point (Gaussian priors): C's Cholesky factor is a square root
+        np.linalg.cholesky(hessian)
+        d = hessian.shape[-1]
+        L = np.linalg.cholesky(2.0 * gamma * np.eye(d) + gamma**2 * hessian)
+        return (L @ w[:, :, None])[:, :, 0]  # two Cholesky factorisations: ~5x cheaper than eigh (d = 31)
+    except np.linalg.LinAlgError:  # an indefinite or singular ∇²V_i somewhere: its PSD part, from eigh
+        pass
     lam, Q = np.linalg.eigh(hessian)
     scale = np.sqrt(2.0 * gamma + gamma**2 * np.clip(lam, 0.0, None))  # (K, d)
     return np.einsum("kij,kj->ki", Q, scale * np.einsum("kji,kj->ki", Q, w))
