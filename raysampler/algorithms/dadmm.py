@@ -157,8 +157,8 @@ NOISES = ("curvature", "langevin", "paper")
 
 
 def noise_sample(kind: str, w: np.ndarray, gamma: float, rho: float, hessian: np.ndarray | None) -> np.ndarray:
-    """The primal step's noise s_i = C_i^{1/2} w for K rows of w ~ N(0, I) (see the module docstring); "curvature"
-    needs ∇²V_i at the agent's point (K, d, d)."""
+    """The primal step's noise s_i = S_i w with S_i S_iᵀ = C_i, for K rows of w ~ N(0, I) (see the module docstring);
+    "curvature" needs ∇²V_i at the agent's point (K, d, d)."""
     if kind == "paper":
         return (math.sqrt(2.0) / (2.0 * rho)) * w
     if kind == "langevin":
