@@ -373,26 +373,22 @@ def read_data_file(path: str, *, y: str = "y", x: Sequence[str] | None = None) -
 
 def _read_npz(path: str, x: str = "X", y: str = "y") -> tuple[np.ndarray, np.ndarray]:
     with NPY_LOCK:  # the archive's .npy headers are parsed as its arrays are read
-        return _read_npz_locked(path, x, y)
-
-
-def _read_npz_locked(path: str, x: str, y: str) -> tuple[np.ndarray, np.ndarray]:
-    try:
-        obj = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
-        raise ValueError(f"shard file {path!r} is not a readable .npz: {exc}") from None
-    if not isinstance(obj, np.lib.npyio.NpzFile):
-        raise ValueError(f"shard file {path!r} is not an .npz archive (save it with np.savez(path, X=X, y=y))")
-    with obj as f:
-        missing = [k for k in (x, y) if k not in f.files]
-        if missing:
-            raise ValueError(f"shard file {path!r} lacks array(s) {missing}; it has {f.files}")
         try:
-            return f[x], f[y]
-        except ValueError as exc:  # e.g. object arrays refused without pickle
-            raise ValueError(f"shard file {path!r}: {exc}") from None
+            obj = np.load(path, allow_pickle=False)
+        except FileNotFoundError:
+            raise
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+            raise ValueError(f"shard file {path!r} is not a readable .npz: {exc}") from None
+        if not isinstance(obj, np.lib.npyio.NpzFile):
+            raise ValueError(f"shard file {path!r} is not an .npz archive (save it with np.savez(path, X=X, y=y))")
+        with obj as f:
+            missing = [k for k in (x, y) if k not in f.files]
+            if missing:
+                raise ValueError(f"shard file {path!r} lacks array(s) {missing}; it has {f.files}")
+            try:
+                return f[x], f[y]
+            except ValueError as exc:  # e.g. object arrays refused without pickle
+                raise ValueError(f"shard file {path!r}: {exc}") from None
 
 
 def _split_columns(
