@@ -214,6 +214,48 @@ def local_ray(object_store_mb: int, num_cpus: int | None = None) -> Iterator[Any
         ray.shutdown()
 
 
+def numpyro_on_cpu(devices: int = 1) -> None:
+    """NumPyro (the NUTS anchor) on this machine's CPU in float64, with `devices` XLA CPU devices (one per parallel
+    chain); call before JAX starts. Where a GPU is present JAX would take it, which is another comparison."""
+    import numpyro
+
+    numpyro.set_platform("cpu")
+    numpyro.set_host_device_count(devices)
+    numpyro.enable_x64()
+
+
+SITE_LABEL = "raysampler.io/site"
+
+
+@contextlib.contextmanager
+def site_cluster(site_cpus: Sequence[int], head_cpus: int = 0, object_store_mb: int = 200) -> Iterator[list[str]]:
+    """Simulated sites on this machine for the block: a Ray cluster (`ray.cluster_utils.Cluster`) whose head offers
+    `head_cpus` CPUs (the driver, hence the coordinator, runs there) and one node per entry of `site_cpus`, labelled
+    raysampler.io/site=s0, s1, ... with that many CPUs; the driver is connected to it. Yields the site names."""
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    import ray
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": head_cpus,
+            "object_store_memory": int(object_store_mb) * 2**20,
+            "include_dashboard": False,
+        },
+    )
+    sites = [f"s{i}" for i in range(len(site_cpus))]
+    try:
+        for site, cpus in zip(sites, site_cpus):
+            cluster.add_node(num_cpus=cpus, labels={SITE_LABEL: site}, object_store_memory=int(object_store_mb) * 2**20)
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+        yield sites
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
 # ---------------------------------------------------------------------------------- run statistics
 
 

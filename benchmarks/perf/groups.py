@@ -14,14 +14,21 @@ included in its sampling time, set-up (the marginal mode, tuning, actors) report
 in NUTS posterior sds, and the ratio of sds. Per round: DG-LMC's wall time and its workers' compute time.
 
     python benchmarks/perf/groups.py [--cases hospitals,easy,large] [--chains 4,16] [--rounds 2000]
+    python benchmarks/perf/groups.py --cases large --chains 4 --site-cpus 4 --nuts-chain-method parallel
+
+The second form is the 16-core comparison: each site a Ray node of its own with 4 CPUs, its hospitals in a parquet
+file there, split at the site over its cores (`Shard(parts="auto")`); NUTS' chains each on a core of their own.
 Results: benchmarks/perf/results/groups.json. Needs the `bench` extra (numpyro, jax).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import contextlib
+import tempfile
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import _path  # noqa: F401  (puts benchmarks/ on sys.path for harness)
@@ -42,12 +49,19 @@ CASES: dict[str, dict[str, Any]] = {
 }
 
 
-def run_nuts(X: np.ndarray, y: np.ndarray, chains: int, warmup: int, draws: int, seed: int) -> tuple[dict, float]:
-    """NumPyro NUTS on the pooled data: ({"beta", "sd", "r"} draws (chains, draws, ...), sampling seconds)."""
-    os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
+def run_nuts(
+    X: np.ndarray,
+    y: np.ndarray,
+    chains: int,
+    warmup: int,
+    draws: int,
+    seed: int,
+    chain_method: str = "vectorized",
+) -> tuple[dict, float]:
+    """NumPyro NUTS on the pooled data: ({"beta", "sd", "r"} draws (chains, draws, ...), sampling seconds).
+    "parallel" runs each chain on its own XLA CPU device (a thread each), so chains do not wait for the deepest tree."""
+    harness.numpyro_on_cpu(chains if chain_method == "parallel" else 1)
     import jax
-
-    jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
     import numpyro
     import numpyro.distributions as dist
@@ -66,7 +80,7 @@ def run_nuts(X: np.ndarray, y: np.ndarray, chains: int, warmup: int, draws: int,
     args = (jnp.asarray(X[:, :3]), jnp.asarray(code), jnp.asarray(y))
 
     def mcmc(w: int, d: int) -> Any:
-        return MCMC(NUTS(model), num_warmup=w, num_samples=d, num_chains=chains, chain_method="vectorized",
+        return MCMC(NUTS(model), num_warmup=w, num_samples=d, num_chains=chains, chain_method=chain_method,
                     progress_bar=False, jit_model_args=True)  # fmt: skip
 
     mcmc(20, 20).run(jax.random.PRNGKey(seed + 1), *args)  # compile
@@ -76,6 +90,30 @@ def run_nuts(X: np.ndarray, y: np.ndarray, chains: int, warmup: int, draws: int,
     s = m.get_samples(group_by_chain=True)
     out = {"beta": np.asarray(s["beta"]), "sd": np.asarray(s["sd"])[..., None], "r": np.asarray(s["r"])}
     return out, time.perf_counter() - t0
+
+
+@contextlib.contextmanager
+def placed(shards: list[rs.Shard], cols: list[str], args: argparse.Namespace) -> Iterator[list[rs.Shard]]:
+    """Where DG-LMC runs: a local Ray with `--cpus` CPUs and the shards in memory or, with `--site-cpus`, one
+    simulated site node per shard, its rows in a parquet file there, split at the site over its cores."""
+    if not args.site_cpus:
+        with harness.local_ray(object_store_mb=300, num_cpus=args.cpus):
+            yield shards
+        return
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with (
+        tempfile.TemporaryDirectory(prefix="rs-groups-") as tmp,
+        harness.site_cluster([args.site_cpus] * len(shards)) as sites,
+    ):
+        files = []
+        for shard, site in zip(shards, sites):
+            assert shard.X is not None and shard.y is not None
+            path = Path(tmp) / f"{site}.parquet"
+            pq.write_table(pa.table({"y": shard.y} | {c: shard.X[:, j] for j, c in enumerate(cols)}), path)
+            files.append(rs.Shard(path=str(path), site=site, parts="auto"))
+        yield files
 
 
 def ess_all(draws: np.ndarray) -> np.ndarray:
@@ -91,6 +129,15 @@ def arguments() -> argparse.ArgumentParser:
     ap.add_argument("--nuts-chains", type=int, default=4)
     ap.add_argument("--nuts-warmup", type=int, default=500)
     ap.add_argument("--nuts-draws", type=int, default=1000)
+    ap.add_argument("--nuts-chain-method", choices=("vectorized", "parallel"), default="vectorized")
+    ap.add_argument(
+        "--site-cpus",
+        type=int,
+        default=0,
+        help="DG-LMC on simulated site nodes of this many CPUs each (a Ray cluster on this machine), each site's rows "
+        "in a parquet file at the site, split there over its cores (Shard(parts='auto')); 0 (default): one local Ray "
+        "with --cpus CPUs and the shards in memory",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--large-full", action="store_true", help="the large case with the given NUTS draws and rounds")
     return ap
@@ -117,46 +164,52 @@ def measure_case(name: str, args: argparse.Namespace) -> tuple[dict[str, Any], h
     full = args.large_full or "nuts" not in case
     warmup, draws = (args.nuts_warmup, args.nuts_draws) if full else case["nuts"]
     rounds = args.rounds if full else case["rounds"]
-    nuts, nuts_s = run_nuts(X, y, args.nuts_chains, warmup, draws, args.seed)
+    nuts, nuts_s = run_nuts(X, y, args.nuts_chains, warmup, draws, args.seed, args.nuts_chain_method)
     nuts_flat = np.concatenate([nuts["beta"], nuts["sd"], nuts["r"]], axis=-1)
     runs: dict[str, dict[str, Any]] = {"NUTS (numpyro, pooled)": summary(nuts_flat, nuts_s)}
+    print(f"{name}: NUTS {nuts_s:.1f} s, {runs['NUTS (numpyro, pooled)']['ess_per_s_all']:.3f} ESS/s", flush=True)
     ref_mean, ref_sd = nuts_flat.mean(axis=(0, 1)), nuts_flat.std(axis=(0, 1))
     model = rs.models.LogisticRegression(
         prior_scale=2.5, group_effects=rs.GroupEffects("hospital", sd_prior=rs.priors.HalfNormal(1.0))
     )
     shards = rs.shard(X, y, num_shards=SITES, columns=cols, by="hospital")
-    for chains in [int(c) for c in str(args.chains).split(",")]:
-        with harness.local_ray(object_store_mb=300, num_cpus=args.cpus):
+    with placed(shards, cols, args) as run_shards:  # one Ray (or cluster) for every chain count
+        for chains in [int(c) for c in str(args.chains).split(",")]:
             t0 = time.perf_counter()
-            res = rs.sample(model, shards, chains=chains, num_rounds=rounds, seed=args.seed, executor="ray",
+            res = rs.sample(model, run_shards, chains=chains, num_rounds=rounds, seed=args.seed, executor="ray",
                             progress=False)  # fmt: skip
             wall = time.perf_counter() - t0
-        dg = natural_values(res.param_blocks, res.draws)  # β, sd, r in label order (1..G), as NUTS'
-        stats = res.run_stats
-        r = summary(dg, stats.sampling_time_s)
-        err = np.abs(dg.mean(axis=(0, 1)) - ref_mean) / ref_sd
-        ratio = dg.std(axis=(0, 1)) / ref_sd
-        r.update(
-            setup_s=res.outcome.timings.setup_s,
-            wall_s=wall,
-            rounds=int(stats.rounds),
-            round_ms=1000.0 * stats.sampling_time_s / stats.rounds,
-            worker_compute_ms=(1000.0 * np.asarray(stats.worker_compute_s) / stats.rounds).tolist(),
-            max_mean_err_sd=float(err.max()),
-            mean_mean_err_sd=float(err.mean()),
-            sd_ratio_min=float(ratio.min()),
-            sd_ratio_max=float(ratio.max()),
-        )
-        runs[f"DG-LMC default, {chains} chains, 4 sites (ray)"] = r
+            dg = natural_values(res.param_blocks, res.draws)  # β, sd, r in label order (1..G), as NUTS'
+            stats = res.run_stats
+            r = summary(dg, stats.sampling_time_s)
+            err = np.abs(dg.mean(axis=(0, 1)) - ref_mean) / ref_sd
+            ratio = dg.std(axis=(0, 1)) / ref_sd
+            r.update(
+                setup_s=res.outcome.timings.setup_s,
+                wall_s=wall,
+                rounds=int(stats.rounds),
+                round_ms=1000.0 * stats.sampling_time_s / stats.rounds,
+                processes=len({p.pid for p in stats.placement}),
+                worker_compute_ms=(1000.0 * np.asarray(stats.worker_compute_s) / stats.rounds).tolist(),
+                max_mean_err_sd=float(err.max()),
+                mean_mean_err_sd=float(err.mean()),
+                sd_ratio_min=float(ratio.min()),
+                sd_ratio_max=float(ratio.max()),
+            )
+            runs[f"DG-LMC default, {chains} chains, 4 sites (ray)"] = r
+            print(f"{name}: DG-LMC {chains} chains {r['seconds']:.1f} s, {r['ess_per_s_all']:.3f} ESS/s", flush=True)
     nuts_r = runs["NUTS (numpyro, pooled)"]
     for r in runs.values():
         r["x_nuts_all"] = r["ess_per_s_all"] / nuts_r["ess_per_s_all"]
-    notes = [f"n = {len(y)}, {G} group effects; NUTS {args.nuts_chains} chains, warm-up {warmup} (timed), "
-             f"compile excluded"]  # fmt: skip
+    where = (f"{SITES} site nodes of {args.site_cpus} CPUs, each site's file split at the site" if args.site_cpus
+             else f"a local Ray of {args.cpus} CPUs")  # fmt: skip
+    notes = [f"n = {len(y)}, {G} group effects; NUTS {args.nuts_chains} chains ({args.nuts_chain_method}), warm-up "
+             f"{warmup} (timed), compile excluded; DG-LMC on {where}"]  # fmt: skip
     for k, r in runs.items():
         if "setup_s" in r:
             notes.append(
-                f"{k}: set-up {r['setup_s']:.1f} s (excluded), {r['round_ms']:.1f} ms per round (workers' compute "
+                f"{k}: set-up {r['setup_s']:.1f} s (excluded), {r['processes']} worker processes, "
+                f"{r['round_ms']:.1f} ms per round (workers' compute "
                 f"{', '.join(f'{v:.1f}' for v in r['worker_compute_ms'])} ms); against NUTS |Δmean|/sd max "
                 f"{r['max_mean_err_sd']:.3f}, sd ratio {r['sd_ratio_min']:.3f}-{r['sd_ratio_max']:.3f}"
             )

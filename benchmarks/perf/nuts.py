@@ -37,10 +37,8 @@ def run_nuts(
     The data are passed as arguments (jit_model_args): as closure constants a 100k-row X takes XLA minutes to
     compile. "vectorized" chains step together, each iteration as deep as the deepest tree of any chain.
     """
-    os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
+    harness.numpyro_on_cpu()
     import jax
-
-    jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
     import numpyro
     import numpyro.distributions as dist
@@ -100,6 +98,13 @@ def arguments() -> argparse.ArgumentParser:
         default=("ray", "local"),
         help="DG-LMC executors, comma-separated, of ray and local (default: both)",
     )
+    ap.add_argument(
+        "--worker-processes",
+        type=lambda v: tuple(int(c) for c in v.split(",")),
+        default=(0,),
+        help="worker processes for the Ray runs, comma-separated, one run each (RAYSAMPLER_WORKER_PROCESSES; "
+        "0, the default: as many as the shards' work pays for)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--nuts-warmup", type=int, default=1000)
     ap.add_argument("--nuts-draws", type=int, default=2000)
@@ -128,8 +133,10 @@ def measure(args: argparse.Namespace) -> harness.Report:
     notes = {NUTS_NAME: "compile excluded"}
     with harness.local_ray(object_store_mb=200, num_cpus=args.cpus):
         shards = rs.shard(X, y, num_shards=4, strategy="random", seed=0)
+        variants = [(e, k) for e in args.executors for k in (args.worker_processes if e == "ray" else (0,))]
         for chains in chain_counts:
-            for executor in args.executors:
+            for executor, processes in variants:
+                os.environ["RAYSAMPLER_WORKER_PROCESSES"] = str(processes)
                 res = rs.sample(
                     model,
                     shards,
@@ -140,7 +147,8 @@ def measure(args: argparse.Namespace) -> harness.Report:
                     executor=executor,
                     progress=False,
                 )
-                name = f"DG-LMC default, b=4, {chains} chains ({executor})"
+                chosen = f", {processes} worker processes set" if processes else ""
+                name = f"DG-LMC default, b=4, {chains} chains ({executor}{chosen})"
                 runs[name] = compare(res.draws, res.run_stats.sampling_time_s, ref)
                 bd = res.run_stats.breakdown()
                 runs[name] |= {"processes": bd.processes, "median_round_ms": 1e3 * bd.round_s}
@@ -149,6 +157,7 @@ def measure(args: argparse.Namespace) -> harness.Report:
                     f"median round {1e3 * bd.round_s:.3f} ms"
                 )
                 print(f"{name}: {runs[name]['ess_per_s']:.1f} ESS/s", flush=True)
+        os.environ.pop("RAYSAMPLER_WORKER_PROCESSES", None)
     nuts = runs[NUTS_NAME]["ess_per_s"]
     for v in runs.values():
         v["fraction_of_nuts"] = v["ess_per_s"] / nuts

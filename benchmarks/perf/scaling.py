@@ -40,8 +40,6 @@ import pandas as pd
 
 import raysampler as rs
 
-SITE_LABEL = "raysampler.io/site"
-
 
 def write_sites(X: np.ndarray, y: np.ndarray, k: int, root: Path) -> list[rs.Shard]:
     """Split (X, y) into k parquet files, one per site folder, and the shards that name them."""
@@ -58,18 +56,7 @@ def write_sites(X: np.ndarray, y: np.ndarray, k: int, root: Path) -> list[rs.Sha
 
 def measure_sites(k: int, rows: int, rounds: int, chains: int, seed: int) -> dict[str, Any]:
     """A fresh cluster of k one-CPU site nodes (and a head with one CPU for the coordinator); one default run."""
-    import ray
-    from ray.cluster_utils import Cluster
-
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": 1, "object_store_memory": 100 * 2**20, "include_dashboard": False},
-    )
-    for i in range(k):
-        cluster.add_node(num_cpus=1, labels={SITE_LABEL: f"s{i}"}, object_store_memory=80 * 2**20)
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
-    try:
+    with harness.site_cluster([1] * k, head_cpus=1, object_store_mb=100):
         X, y = rs.datasets.load("covtype_like", n=rows, seed=seed)
         with tempfile.TemporaryDirectory(prefix="rs-scaling-") as tmp:
             shards = write_sites(X, y, k, Path(tmp))
@@ -105,9 +92,6 @@ def measure_sites(k: int, rows: int, rounds: int, chains: int, seed: int) -> dic
             "nodes_used": len(hosts),
             "idle_fraction": np.asarray(res.run_stats.idle_fraction).tolist(),
         }
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
 
 
 def arguments() -> argparse.ArgumentParser:

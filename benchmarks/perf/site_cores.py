@@ -1,6 +1,6 @@
 """A site's own cores: one site holding one file of hospitals (the built-in `hospitals` data), on a node with
 `--cpus` CPUs of a Ray cluster on this machine (`ray.cluster_utils.Cluster`: a head with no CPUs, the site node
-labelled raysampler.io/site=a). Default DG-LMC with group effects, run twice in one go: the file kept whole
+labelled raysampler.io/site=s0). Default DG-LMC with group effects, run twice in one go: the file kept whole
 (`Shard(parts=1)`: one worker process) and split at the site over its cores (`parts="auto"`: as many processes as
 CPUs, whole hospitals each). Reported: wall seconds per round, the workers' compute per round, min bulk ESS per
 second over every parameter, and the split's speed-up.
@@ -12,7 +12,6 @@ Results: benchmarks/perf/results/site_cores.json.
 from __future__ import annotations
 
 import argparse
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -38,24 +37,17 @@ def arguments() -> argparse.ArgumentParser:
 def measure(args: argparse.Namespace) -> harness.Report:
     import pyarrow as pa
     import pyarrow.parquet as pq
-    import ray
-    from ray.cluster_utils import Cluster
 
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     X, y = rs.datasets.load("hospitals", seed=args.seed, n_groups=args.groups)
     cols = rs.datasets.columns("hospitals", n_groups=args.groups)
     folder = Path(tempfile.mkdtemp(prefix="rs-site-"))
     path = folder / "hospitals.parquet"
     pq.write_table(pa.table({"y": y} | {c: X[:, j] for j, c in enumerate(cols)}), path)
     model = rs.models.LogisticRegression(prior_scale=2.5, group_effects=rs.GroupEffects("hospital"))
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
-    cluster.add_node(num_cpus=args.cpus, labels={"raysampler.io/site": "a"}, object_store_memory=200 * 2**20)
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
     runs: dict[str, dict[str, Any]] = {}
-    try:
+    with harness.site_cluster([args.cpus]) as (site,):
         for name, parts in (("whole (1 process)", 1), (f"split at the site ({args.cpus} CPUs)", "auto")):
-            shard = rs.Shard(path=str(path), site="a", parts=parts)
+            shard = rs.Shard(path=str(path), site=site, parts=parts)
             t0 = time.perf_counter()
             res = rs.sample(model, [shard], chains=args.chains, num_rounds=args.rounds, seed=args.seed,
                             executor="ray", progress=False)  # fmt: skip
@@ -71,9 +63,6 @@ def measure(args: argparse.Namespace) -> harness.Report:
                 "setup_s": res.outcome.timings.setup_s,
                 "wall_s": time.perf_counter() - t0,
             }
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
     whole, split = runs.values()
     speedup = whole["round_ms"] / split["round_ms"]
     table = harness.Table(

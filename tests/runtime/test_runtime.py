@@ -15,7 +15,7 @@ from raysampler.errors import ArgumentError
 from raysampler.models.logistic import LogisticRegression
 from raysampler.options import ExecutionOptions, RunOptions
 from raysampler.runtime.contracts import ROUND_PARTS
-from raysampler.runtime.pools import PROCESS_WORK, plan_groups, processes_for, shard_work
+from raysampler.runtime.pools import PROCESS_WORK, PROCESS_WORK_SPARE, plan_groups, processes_for, shard_work
 from raysampler.sampling import Run
 
 
@@ -65,6 +65,11 @@ def test_processes_follow_the_cpus_and_the_shards_size():
     assert processes_for([PROCESS_WORK] * 4, cap=8) == 4
     assert processes_for([2 * PROCESS_WORK, PROCESS_WORK // 2], cap=8) == 2
     assert processes_for([None, 5], cap=3) == 2  # a size unknown (a file the worker reads): one per CPU
+    # spare CPUs (two per shard or more): a process pays for itself from PROCESS_WORK_SPARE on
+    bc32, bc4 = [141_112] * 4, [17_639] * 4  # breast_cancer's four shards with 32 and 4 chains
+    assert (processes_for(bc32, cap=16), processes_for(bc32, cap=2), processes_for(bc32, cap=7)) == (4, 1, 1)
+    assert processes_for(bc4, cap=16) == 1
+    assert processes_for([PROCESS_WORK_SPARE] * 4, cap=8) == 4
     work = [10] * 4 + [PROCESS_WORK] * 2
     assert plan_groups([None] * 4 + ["a", "a"], {"a": 2}, 2, None, work) == [[0, 1, 2, 3], [4], [5]]
     assert plan_groups([None] * 4, {}, 2, None, [10] * 4, processes=2) == [[0, 1], [2, 3]]
