@@ -1,8 +1,8 @@
 """Two replicas of the service (`raysampler serve` twice) sharing one PostgreSQL and one S3 bucket, as the KubeRay
 example deploys them. Either serves any run's reads and streams; a run is driven by the replica holding its lease.
-The driving replica is frozen (SIGSTOP) until its lease has passed to the other, then thawed: it has lost its lease
-and writes nothing anyone reads. Then the new driver is SIGKILLed mid-run: the thawed replica takes the run over from
-its last checkpoint within the documented bound (lease + a keeper period + set-up). The run succeeds with exactly the
+The driving replica is frozen (SIGSTOP) until its lease has passed to the other; the new driver is SIGKILLed mid-run
+and the frozen one thawed: it has lost its lease and writes nothing anyone reads, and it takes the run over from the
+last checkpoint within the documented bound (lease + a keeper period + set-up). The run succeeds with exactly the
 draws of an uninterrupted run, and a client following its draws across the replicas receives every draw exactly
 once."""
 
@@ -77,8 +77,7 @@ def test_replicas_share_runs_and_take_over_a_frozen_or_killed_driver_without_los
             info = lambda name: views[name].info()
             wait_until(lambda: info(second)["progress"]["draws_stored"] >= 300, what="draws before the freeze")
 
-            # 1. the driver freezes (SIGSTOP) until its lease has passed to the other replica, then thaws: it has
-            # lost the lease, and what it still does changes nothing anyone reads
+            # 1. the driver freezes (SIGSTOP) until its lease has passed to the other replica, which goes on
             frozen = replicas[first].proc
             assert frozen is not None
             os.killpg(frozen.pid, signal.SIGSTOP)
@@ -88,14 +87,17 @@ def test_replicas_share_runs_and_take_over_a_frozen_or_killed_driver_without_los
                 timings["frozen_lease_taken_s"] = time.monotonic() - t_stop
                 resumed_at = info(second)["progress"]["draws_stored"]
                 wait_until(lambda: info(second)["progress"]["draws_stored"] > resumed_at + 300, what="progress")
+
+                # 2. SIGKILL of the new driver mid-run (at once: a fast machine samples the rest of the run within a
+                # second), then the frozen one thaws: it has lost its lease, what it still does changes nothing
+                # anyone reads, and it takes the run over from the last checkpoint
+                at_kill = info(second)["progress"]["draws_stored"]
+                replicas[second].kill()
+                t_kill = time.monotonic()
             finally:
                 os.killpg(frozen.pid, signal.SIGCONT)
+            assert at_kill < RUN["num_rounds"], "killed mid-run"
             wait_until(lambda: "lost" in (tmp_path / f"{first}.log").read_text(), timeout=60, what="the thawed one")
-
-            # 2. SIGKILL of the driving replica mid-run: the thawed one takes the run over from its last checkpoint
-            at_kill = info(second)["progress"]["draws_stored"]
-            replicas[second].kill()
-            t_kill = time.monotonic()
             wait_until(lambda: info(first)["replica"] == first, timeout=60, what="the second takeover")
             timings["lease_taken_s"] = time.monotonic() - t_kill
             wait_until(lambda: info(first)["progress"]["draws_stored"] > at_kill, timeout=60, what="new draws")

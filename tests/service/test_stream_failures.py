@@ -1,5 +1,5 @@
-"""A draws stream that fails on the server midway (a draw file that cannot be read: `flaky_cli.py` makes the third
-read raise) must reach the client as a broken connection, never as the stream's end: a raw HTTP client gets a
+"""A draws stream that fails on the server midway (a draw file that cannot be read: `flaky_cli.py` makes the stream's
+second read raise) must reach the client as a broken connection, never as the stream's end: a raw HTTP client gets a
 protocol error, and the SDK resumes at its offset and gets every draw once."""
 
 from __future__ import annotations
