@@ -39,7 +39,7 @@ from .algorithms import Algorithm, get_algorithm
 from .enums import Balance, Executor, TransportKind
 from .options import ExecutionOptions, RunOptions
 from .runtime.contracts import RunState
-from .storage import NPY_LOCK, Storage, storage_at
+from .storage import Storage, read_npz, storage_at
 
 CHECKPOINT = "checkpoint.pkl"
 MANIFEST = "manifest.pkl"
@@ -233,9 +233,8 @@ class RunDirectory:
             except FileNotFoundError:
                 return {}
             first, hi = seg.chunk.start, min(stop, seg.hi)
-            with NPY_LOCK, np.load(io.BytesIO(data)) as z:  # each member's header is parsed as it is read
-                for k in z.files:
-                    out.setdefault(k, []).append(z[k][seg.lo - first : int(hi) - first])
+            for k, a in read_npz(data).items():
+                out.setdefault(k, []).append(a[seg.lo - first : int(hi) - first])
             count += 1
         return {k: np.concatenate(v) for k, v in out.items() if len(v) == count}
 

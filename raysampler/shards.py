@@ -45,7 +45,7 @@ import numpy as np
 from .errors import ArgumentError
 from .grants import check_on_site
 from .objectstore import filesystem, is_uri, parse_uri
-from .storage import NPY_LOCK
+from .storage import NPY_LOCK, read_npz
 
 __all__ = [
     "STRATEGIES",
@@ -372,23 +372,27 @@ def read_data_file(path: str, *, y: str = "y", x: Sequence[str] | None = None) -
 
 
 def _read_npz(path: str, x: str = "X", y: str = "y") -> tuple[np.ndarray, np.ndarray]:
-    with NPY_LOCK:  # the archive's .npy headers are parsed as its arrays are read
-        try:
-            obj = np.load(path, allow_pickle=False)
-        except FileNotFoundError:
-            raise
-        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
-            raise ValueError(f"shard file {path!r} is not a readable .npz: {exc}") from None
-        if not isinstance(obj, np.lib.npyio.NpzFile):
-            raise ValueError(f"shard file {path!r} is not an .npz archive (save it with np.savez(path, X=X, y=y))")
-        with obj as f:
-            missing = [k for k in (x, y) if k not in f.files]
-            if missing:
-                raise ValueError(f"shard file {path!r} lacks array(s) {missing}; it has {f.files}")
-            try:
-                return f[x], f[y]
-            except ValueError as exc:  # e.g. object arrays refused without pickle
-                raise ValueError(f"shard file {path!r}: {exc}") from None
+    try:
+        arrays = read_npz(path, [x, y])
+    except FileNotFoundError:
+        raise
+    except zipfile.BadZipFile as exc:
+        with open(path, "rb") as fh:
+            if fh.read(6) == b"\x93NUMPY":
+                raise ValueError(
+                    f"shard file {path!r} is not an .npz archive (save it with np.savez(path, X=X, y=y))"
+                ) from None
+        raise ValueError(f"shard file {path!r} is not a readable .npz: {exc}") from None
+    except (OSError, EOFError) as exc:
+        raise ValueError(f"shard file {path!r} is not a readable .npz: {exc}") from None
+    except ValueError as exc:  # e.g. object arrays refused without pickle
+        raise ValueError(f"shard file {path!r}: {exc}") from None
+    missing = [k for k in (x, y) if k not in arrays]
+    if missing:
+        with zipfile.ZipFile(path) as z:
+            have = [n[:-4] for n in z.namelist() if n.endswith(".npy")]
+        raise ValueError(f"shard file {path!r} lacks array(s) {missing}; it has {have}")
+    return arrays[x], arrays[y]
 
 
 def _split_columns(

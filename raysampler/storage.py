@@ -9,12 +9,15 @@ temporary name, fsynced and renamed; an object is uploaded in one request, which
 from __future__ import annotations
 
 import io
+import math
 import os
 import shutil
 import threading
+import zipfile
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 import numpy as np
 
@@ -23,10 +26,57 @@ from .objectstore import ObjectURI, filesystem, is_uri, parse_uri
 #: CPython 3.11 builds syntax trees with state its threads share: two threads parsing at once can fail with
 #: "SystemError: AST constructor recursion depth mismatch" (python/cpython#106905). numpy parses every .npy header
 #: with `ast.literal_eval`, and the service reads draw files from many threads at once (a draws stream whose read
-#: failed so ended early under load), so every .npy and .npz read of raysampler's takes this lock.
+#: failed so ended early under load), so every .npy and .npz read of raysampler's parses its headers with this lock
+#: held (`read_npy`, `read_npz`; the data are read after it is released, a memory-mapped file's when used).
 NPY_LOCK = threading.Lock()
 
-__all__ = ["LocalStorage", "ObjectStorage", "Storage", "read_location", "remove_location", "storage_at"]
+__all__ = [
+    "LocalStorage",
+    "ObjectStorage",
+    "Storage",
+    "read_location",
+    "read_npy",
+    "read_npz",
+    "remove_location",
+    "storage_at",
+]
+
+
+def read_npy(f: IO[bytes]) -> np.ndarray:
+    """One .npy stream as a new array: its header parsed with `NPY_LOCK` held, its data read after, so that a large
+    array does not hold up other threads' reads. Object arrays are refused (they would need pickle)."""
+    version = np.lib.format.read_magic(f)
+    with NPY_LOCK:
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+        elif version == (2, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+        else:  # version 3.0 (utf-8 field names; raysampler writes none): numpy's own reader, whole
+            f.seek(0)
+            return np.lib.format.read_array(f, allow_pickle=False)
+    if dtype.hasobject:
+        raise ValueError("Object arrays cannot be loaded when allow_pickle=False")
+    out = np.empty(math.prod(shape), dtype=dtype)
+    buf, got = out.view(np.uint8).data, 0
+    while got < buf.nbytes:
+        n = cast(io.BufferedIOBase, f).readinto(buf[got:])  # BytesIO and zip members are buffered readers
+        if not n:
+            raise EOFError(f"the .npy data end after {got} of {buf.nbytes} bytes")
+        got += n
+    return out.reshape(shape[::-1]).T if fortran else out.reshape(shape)
+
+
+def read_npz(source: bytes | str | os.PathLike, names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+    """The arrays of an .npz archive (its bytes or its path) by name, each read by `read_npy`; `names`: only those
+    (absent ones are left out). zipfile.BadZipFile if it is no zip archive."""
+    with zipfile.ZipFile(io.BytesIO(source) if isinstance(source, bytes) else source) as z:
+        members = [m for m in z.namelist() if m.endswith(".npy")]
+        out = {}
+        for m in members:
+            if names is None or m[:-4] in names:
+                with z.open(m) as f:
+                    out[m[:-4]] = read_npy(f)
+        return out
 
 
 class Storage(ABC):
@@ -70,9 +120,7 @@ class Storage(ABC):
 
     def array(self, name: str) -> np.ndarray:
         """The .npy file `name` as an array (memory-mapped where the file is local)."""
-        data = self.read(name)
-        with NPY_LOCK:
-            return np.load(io.BytesIO(data), allow_pickle=False)
+        return read_npy(io.BytesIO(self.read(name)))
 
     def location_of(self, name: str) -> str:
         """The path or URI of `name` (what `read_location` takes)."""

@@ -165,3 +165,46 @@ def test_every_npy_header_is_parsed_under_the_lock(root, tmp_path, monkeypatch):
     assert run.read_stats(3)["accept"].shape == (3, 2)
     assert read_data_file(str(tmp_path / "shard.npz"))[0].shape == (5, 2)
     assert len(parsed) >= 4 and all(parsed), parsed
+
+
+def test_npy_data_are_read_after_the_lock_is_released():
+    """Only a header's parse holds `NPY_LOCK`: an array's bytes are read with it free, so that one large read (an
+    uploaded data set, a shard file) does not hold up every draws stream. `read_npy` gives what np.load gives."""
+    import io
+
+    from raysampler.storage import NPY_LOCK, read_npy, read_npz
+
+    held = []
+
+    class Probe(io.BytesIO):
+        def readinto(self, b):  # numpy's header reads use read(); the data come through readinto
+            held.append(NPY_LOCK.locked())
+            return super().readinto(b)
+
+    cases = [
+        np.arange(300_000.0).reshape(1000, 300),
+        np.asfortranarray(np.arange(12).reshape(3, 4)),
+        np.arange(24, dtype=np.float32).reshape(2, 3, 4).transpose(2, 0, 1),
+        np.arange(6, dtype=">i4").reshape(2, 3),
+        np.array(3.5),
+        np.zeros((0, 3)),
+        np.array([True, False]),
+        np.array(["St Mary", "b"]),
+        np.zeros(2, dtype=[("a", "<f8"), ("b", "<i2")]),
+    ]
+    for a in cases:
+        buf = Probe()
+        np.save(buf, a)
+        buf.seek(0)
+        got = read_npy(buf)
+        assert got.dtype == a.dtype and got.shape == a.shape and np.array_equal(got, a) and got.flags.writeable
+    assert held and not any(held), held
+    buf = io.BytesIO()
+    np.save(buf, np.array([{"a": 1}], dtype=object))
+    buf.seek(0)
+    with pytest.raises(ValueError, match="allow_pickle"):
+        read_npy(buf)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, X=cases[0], y=cases[3])
+    assert {k: v.shape for k, v in read_npz(buf.getvalue()).items()} == {"X": (1000, 300), "y": (2, 3)}
+    assert list(read_npz(buf.getvalue(), ["y"])) == ["y"]

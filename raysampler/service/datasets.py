@@ -15,7 +15,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from ..shards import DataTable, read_table
-from ..storage import NPY_LOCK, Storage, read_location, remove_location
+from ..storage import Storage, read_location, read_npz, remove_location
 from .backends import file_storage
 from .errors import FieldError, NotFound, TooLarge
 from .records import DatasetRecord
@@ -38,11 +38,10 @@ def dataset_storage(settings: Settings) -> Storage:
 
 def load_dataset(rec: DatasetRecord) -> DataTable:
     """X, y, the column names (when the upload had them) and the text columns' labels of a stored data set."""
-    data = read_location(rec.path)
-    with NPY_LOCK, np.load(io.BytesIO(data)) as z:  # each member's header is parsed as it is read
-        levels = {str(a[0]): tuple(str(v) for v in a[1:]) for k in z.files if k.startswith("levels_") for a in [z[k]]}
-        columns = tuple(str(c) for c in z["columns"]) if "columns" in z.files else None
-        return DataTable(z["X"], z["y"], columns, levels or None)
+    z = read_npz(read_location(rec.path))
+    levels = {str(a[0]): tuple(str(v) for v in a[1:]) for k, a in z.items() if k.startswith("levels_")}
+    columns = tuple(str(c) for c in z["columns"]) if "columns" in z else None
+    return DataTable(z["X"], z["y"], columns, levels or None)
 
 
 def sniff_suffix(head: bytes) -> str:
