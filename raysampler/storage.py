@@ -42,6 +42,9 @@ __all__ = [
 ]
 
 
+_NPY_PIECE = 1 << 20  # bytes a `read_npy` read asks for at a time
+
+
 def read_npy(f: IO[bytes]) -> np.ndarray:
     """One .npy stream as a new array: its header parsed with `NPY_LOCK` held, its data read after, so that a large
     array does not hold up other threads' reads. Object arrays are refused (they would need pickle)."""
@@ -58,8 +61,8 @@ def read_npy(f: IO[bytes]) -> np.ndarray:
         raise ValueError("Object arrays cannot be loaded when allow_pickle=False")
     out = np.empty(math.prod(shape), dtype=dtype)
     buf, got = out.view(np.uint8).data, 0
-    while got < buf.nbytes:
-        n = cast(io.BufferedIOBase, f).readinto(buf[got:])  # BytesIO and zip members are buffered readers
+    while got < buf.nbytes:  # in pieces, as numpy does: one read of it all would build (and copy) a second array
+        n = cast(io.BufferedIOBase, f).readinto(buf[got : got + _NPY_PIECE])  # BytesIO, zip members: buffered
         if not n:
             raise EOFError(f"the .npy data end after {got} of {buf.nbytes} bytes")
         got += n
