@@ -165,7 +165,7 @@ def test_sample_and_serve_start_their_own_ray_beside_another_cluster_and_a_kille
         crashed = _sessions(private)
         assert [p.name.rsplit("_", 1)[1] for p in crashed] == [str(svc.proc.pid)]
         with Client(svc.url, ALICE) as c:
-            run = c.submit(spec(num_rounds=1000, burn_in=20, chains=2, seed=5))
+            run = c.submit(spec(num_rounds=10_000, burn_in=20, chains=2, seed=5))  # still sampling at the kill
             wait_until(
                 lambda: (i := run.info())["status"] == "RUNNING" and i["progress"]["draws_stored"] >= 20,
                 what="a RUNNING run with stored draws",
@@ -188,7 +188,7 @@ def test_sample_and_serve_start_their_own_ray_beside_another_cluster_and_a_kille
                 what="the resumed run to end",
             )
         assert info["status"] == "SUCCEEDED", info
-        assert info["restarts"] == 1 and info["progress"]["draws_stored"] == 1000
+        assert info["restarts"] == 1 and info["progress"]["draws_stored"] == 10_000
         assert cluster.poll() is None  # the other cluster lives on, untouched by either start
         assert (ray_tmp / "ray" / "ray_current_cluster").read_text().strip() == other["address"]
     finally:

@@ -22,7 +22,7 @@ from raysampler.service.local import LocalService
 
 pytestmark = [pytest.mark.service, pytest.mark.slow]  # starts, kills and restarts servers of its own (LocalService)
 
-LONG = dict(num_rounds=2500, burn_in=20, chains=2, seed=5)
+LONG = dict(num_rounds=10_000, burn_in=20, chains=2, seed=5)
 
 
 @pytest.fixture(scope="module")

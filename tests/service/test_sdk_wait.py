@@ -15,7 +15,9 @@ from raysampler.service.local import LocalService
 
 pytestmark = [pytest.mark.service]
 
-RESUMABLE = dict(num_rounds=750, burn_in=20, chains=2, seed=5)  # cancelled at 20 draws: 700 rounds to spare
+# cancelled at 20 draws: enough rounds left that a fast machine (5,000 rounds/s seen) is still sampling when the
+# cancel lands (750 rounds took 0.15 s there)
+RESUMABLE = dict(num_rounds=10_000, burn_in=20, chains=2, seed=5)
 
 
 @pytest.fixture(scope="module")
