@@ -26,7 +26,7 @@ from raysampler.service.local import LocalService
 pytestmark = [pytest.mark.service, pytest.mark.slow]  # starts servers of its own (LocalService), PostgreSQL and S3
 
 LEASE_S = 2.0
-RUN = dict(num_rounds=2500, burn_in=20, chains=2, seed=11)
+RUN = dict(num_rounds=10_000, burn_in=20, chains=2, seed=11)  # a fast machine samples 3,000 draws a second here
 
 
 def _replica(tmp_path, name: str, database: str, storage: str, s3) -> LocalService:
