@@ -11,6 +11,9 @@ Needs the optional packages: pip install numpyro jax (the `bench` extra).
 
     python benchmarks/perf/nuts.py [--data breast_cancer] [--chains-dglmc 32,4] [--rounds 20000]
     python benchmarks/perf/nuts.py --data covtype_like [--covtype-n 100000] [--chains-dglmc 8] [--rounds 2000]
+    python benchmarks/perf/nuts.py --executors ray --worker-processes 0,4   # the default's processes against four
+
+NUTS runs on the CPU even where JAX could take a GPU (`harness.numpyro_on_cpu`).
 """
 
 from __future__ import annotations
