@@ -45,7 +45,7 @@ import numpy as np
 from .errors import ArgumentError
 from .grants import check_on_site
 from .objectstore import filesystem, is_uri, parse_uri
-from .storage import NPY_LOCK, read_npz
+from .storage import read_npy_header, read_npz
 
 __all__ = [
     "STRATEGIES",
@@ -346,19 +346,14 @@ def _npz_shapes(path: str, names: Sequence[str]) -> list[tuple[int, ...]]:
     """Shapes of arrays `names` in an .npz from their .npy headers (ValueError naming the file if absent)."""
     out = []
     try:
-        with NPY_LOCK, zipfile.ZipFile(path) as z:
+        with zipfile.ZipFile(path) as z:
             have = {n[:-4] for n in z.namelist() if n.endswith(".npy")}
             missing = [n for n in names if n not in have]
             if missing:
                 raise ValueError(f"shard file {path!r} lacks array(s) {missing}; it has {sorted(have)}")
             for n in names:
                 with z.open(f"{n}.npy") as f:
-                    version = np.lib.format.read_magic(f)
-                    shape = (
-                        np.lib.format.read_array_header_1_0(f)
-                        if version == (1, 0)
-                        else np.lib.format.read_array_header_2_0(f)
-                    )[0]
+                    shape = read_npy_header(f, np.lib.format.read_magic(f))[0]
                 out.append(tuple(int(v) for v in shape))
     except zipfile.BadZipFile as exc:
         raise ValueError(f"shard file {path!r} is not a readable .npz: {exc}") from None

@@ -27,7 +27,7 @@ from .objectstore import ObjectURI, filesystem, is_uri, parse_uri
 #: "SystemError: AST constructor recursion depth mismatch" (python/cpython#106905). numpy parses every .npy header
 #: with `ast.literal_eval`, and the service reads draw files from many threads at once (a draws stream whose read
 #: failed so ended early under load), so every .npy and .npz read of raysampler's parses its headers with this lock
-#: held (`read_npy`, `read_npz`; the data are read after it is released, a memory-mapped file's when used).
+#: held (`read_npy_header`, used by `read_npy` and `read_npz`; the data are read after it is released).
 NPY_LOCK = threading.Lock()
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "Storage",
     "read_location",
     "read_npy",
+    "read_npy_header",
     "read_npz",
     "remove_location",
     "storage_at",
@@ -45,18 +46,24 @@ __all__ = [
 _NPY_PIECE = 1 << 20  # bytes a `read_npy` read asks for at a time
 
 
+def read_npy_header(f: IO[bytes], version: tuple[int, int]) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """The (shape, Fortran order, dtype) of an .npy stream whose magic string (`version`) was just read, parsed with
+    `NPY_LOCK` held; the stream is left at the data."""
+    with NPY_LOCK:
+        if version == (1, 0):
+            return np.lib.format.read_array_header_1_0(f)
+        return np.lib.format.read_array_header_2_0(f)
+
+
 def read_npy(f: IO[bytes]) -> np.ndarray:
     """One .npy stream as a new array: its header parsed with `NPY_LOCK` held, its data read after, so that a large
     array does not hold up other threads' reads. Object arrays are refused (they would need pickle)."""
     version = np.lib.format.read_magic(f)
-    with NPY_LOCK:
-        if version == (1, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
-        elif version == (2, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
-        else:  # version 3.0 (utf-8 field names; raysampler writes none): numpy's own reader, whole
-            f.seek(0)
+    if version not in ((1, 0), (2, 0)):  # 3.0 (utf-8 field names; raysampler writes none): numpy's reader, whole
+        f.seek(0)
+        with NPY_LOCK:
             return np.lib.format.read_array(f, allow_pickle=False)
+    shape, fortran, dtype = read_npy_header(f, version)
     if dtype.hasobject:
         raise ValueError("Object arrays cannot be loaded when allow_pickle=False")
     out = np.empty(math.prod(shape), dtype=dtype)
