@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..models.base import Model
+from ..models.contract import ShardStack
 from ..streams import ChainNoise, StackedNoise
 from ..tuning.report import TuningReport
 from ..tuning.shards import ShardPool
@@ -136,12 +137,12 @@ class Algorithm(ABC):
         message: Any,
         shards: np.ndarray,
         model: Model,
-        X: np.ndarray,
-        y: np.ndarray,
+        data: ShardStack,
         noise: StackedNoise,
     ) -> tuple[Any, Any]:
-        """`worker_step` of the batch's shards (ids `shards`) at once, their data stacked (X (B, n, p), y (B, n)),
-        `noise` their streams taken together: (new batch state, their replies as one block). Every shard must get
+        """`worker_step` of the batch's shards (ids `shards`) at once, their data stacked (`ShardStack`: one (B, n, p)
+        stack per run of equal row counts; the model's `*_stacked` methods go through `data.apply`), `noise` their
+        streams taken together: (new batch state, their replies as one block). Every shard must get
         bit for bit what `worker_step` gives it alone: same-seed draws may not depend on which shards share a
         process."""
         raise NotImplementedError(f"{self.name} does not step shards as one batch")

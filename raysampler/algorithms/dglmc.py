@@ -20,7 +20,7 @@ from scipy.special import log_ndtr
 
 from ..errors import ArgumentError
 from ..models.base import Model
-from ..models.contract import EtaHessian, LocalCurvature
+from ..models.contract import EtaHessian, LocalCurvature, ShardStack
 from ..reparam import with_prior_share
 from ..streams import ChainNoise, StackedNoise
 from ..tuning import budget
@@ -647,11 +647,10 @@ class DGLMC(Algorithm):
         message: RoundMessage,
         shards: np.ndarray,
         model: Model,
-        X: np.ndarray,
-        y: np.ndarray,
+        data: ShardStack,
         noise: StackedNoise,
     ) -> tuple[StackedWorkers, Reply]:
-        """`worker_step` of B shards with the same shapes and N_i at once: X (B, n, p), y (B, n); the reply stacked."""
+        """`worker_step` of B shards with the same N_i (and shapes but for their rows) at once; the reply stacked."""
         n_steps = int(message.n_steps[shards[0]])
         group, exact = message.chains, sw.local is not None
         if group is None or group[0] == 0:  # a whole round, or its first half: the round's numbers for every chain
@@ -670,9 +669,9 @@ class DGLMC(Algorithm):
             u, g, phi = sw.z[:, chains], sw.grad[:, chains], message.phi
             for k in range(n_steps):
                 if k:
-                    g = model.grad_stacked(X, y, u)
+                    g = data.apply(model.grad_stacked, u)
                 u = u - sw.gamma * (g + (u - phi) * sw.inv_rho) + sw.scale * xi[k]
-            g = model.grad_stacked(X, y, u)
+            g = data.apply(model.grad_stacked, u)
             sw = sw._replace(z=_put(sw.z, chains, u), grad=_put(sw.grad, chains, g), pending=pending)
             return sw, Reply(u, None)
         loc, u, pot = sw.local, sw.z[:, chains], sw.pot[:, chains]
@@ -688,7 +687,7 @@ class DGLMC(Algorithm):
                     prop = mean + xi[k] @ chol_t
                 else:
                     prop = mean + sw.beta * (u - mean) + sw.beta_c * (xi[k] @ chol_t)
-                pot_p = model.potential_stacked(X, y, prop)
+                pot_p = data.apply(model.potential_stacked, prop)
                 rem_p = pot_p - _quadratic_stacked(loc, prop)
                 accept, alpha = mh_accept(rem - rem_p, logu[k])
                 u = np.where(accept[:, :, None], prop, u)

@@ -21,7 +21,7 @@ import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -744,6 +744,48 @@ class ForeignModel(Model):
     def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
         own = self._own("predict_draw")
         return own(X, x, u) if own is not None else super().predict_draw(X, x, u)
+
+
+class ShardStack(NamedTuple):
+    """B shards' data stepped as one batch: runs of consecutive shards with the same row count, each run stacked
+    (X (b_j, n_j, p), y (b_j, n_j, ...)); one run when every shard has the same shapes. Shards whose row counts
+    differ by one (`shard` of n rows into b parts, n mod b ≠ 0) thus still share a batch: the kernel's own arithmetic
+    runs once for all B, the model's `*_stacked` methods once per run (`apply`)."""
+
+    runs: tuple[tuple[np.ndarray, np.ndarray], ...]
+
+    @classmethod
+    def of(cls, X: np.ndarray, y: np.ndarray) -> ShardStack:
+        """One run: X (B, n, p), y (B, n, ...)."""
+        return cls(((X, y),))
+
+    @property
+    def size(self) -> int:
+        """B, the number of shards."""
+        return sum(X.shape[0] for X, _ in self.runs)
+
+    def rows(self) -> np.ndarray:
+        """Each shard's row count (B,)."""
+        return np.concatenate([np.full(X.shape[0], X.shape[1]) for X, _ in self.runs])
+
+    def apply(self, method: Any, x: np.ndarray) -> np.ndarray:
+        """`method(X, y, x)` (a model's `*_stacked` method, x (B, ...)) over every run, joined along the shard axis."""
+        if len(self.runs) == 1:
+            X, y = self.runs[0]
+            return method(X, y, x)
+        out, a = [], 0
+        for X, y in self.runs:
+            out.append(method(X, y, x[a : a + X.shape[0]]))
+            a += X.shape[0]
+        return np.concatenate(out)
+
+    def shard(self, k: int) -> ShardStack:
+        """The k-th shard alone, as a one-shard stack (views)."""
+        for X, y in self.runs:
+            if k < X.shape[0]:
+                return ShardStack.of(X[k : k + 1], y[k : k + 1])
+            k -= X.shape[0]
+        raise IndexError(k)
 
 
 def per_shard(method: Any, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:

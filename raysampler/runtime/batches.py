@@ -1,14 +1,16 @@
-"""Shards stepped as one batch: a worker process holding several shards of the same shapes steps them together.
+"""Shards stepped as one batch: a worker process holding several shards of like shapes steps them together.
 
 With one message per shard, a round costs a process a fixed ~70 µs of Python per shard (the local kernel's numpy
 calls, the model's, the message and the reply) before any data is touched, so on small shards the round grows with
 the number of shards, not with the data. An algorithm that can (`Algorithm.stack_states`; DG-LMC's default kernels)
 sends one message for all shards, and each process steps its shards in batches: shards whose data have the same
-shapes and whose states the algorithm may stack (`Algorithm.stack_key`) form a group whose data are stacked once
-((B, n, p), the shards' own arrays becoming views on it); a round's batch is the part of a group that shares the
-message's per-shard settings (`Algorithm.batch_key`, DG-LMC's N_i). The batch's stacked state stays cached between
-rounds; the per-shard states are written back only when something reads them (`capture`). The arithmetic is the
-per-shard step's on arrays with a leading shard axis, so a shard's numbers do not depend on its batch.
+shapes but for their row counts and whose states the algorithm may stack (`Algorithm.stack_key`) form a group whose
+data are stacked once per run of equal row counts ((b, n, p) each, the shards' own arrays becoming views on it;
+`ShardStack`), so that the n mod b shards one row longer than the others still share the batch; a round's batch is
+the part of a group that shares the message's per-shard settings (`Algorithm.batch_key`, DG-LMC's N_i). The
+batch's stacked state stays cached between rounds; the per-shard states are written back only when something reads
+them (`capture`). The arithmetic is the per-shard step's on arrays with a leading shard axis (the model's once per
+run), so a shard's numbers do not depend on its batch.
 
 Replies of a batch (and of a process) are blocks: named tuples of arrays whose first axis runs over the shards,
 joined by `join_blocks`.
@@ -24,6 +26,7 @@ import numpy as np
 
 from ..algorithms.base import Algorithm
 from ..models.base import Model
+from ..models.contract import ShardStack
 from ..streams import ChainNoise, StackedNoise
 
 #: Shards larger than this (elements of X) step alone: the fixed cost per shard is then a small part of a step, and
@@ -63,11 +66,14 @@ def nonfinite_shard(block: Any) -> int | None:
 
 
 class Batch:
-    """Positions (in the host's shard order) stepped together this round, with their data as one stack."""
+    """Positions (in the host's shard order) stepped together this round, with their data (runs of equal row counts,
+    each one stack) and each shard's share of the batch's time (its rows' fraction)."""
 
-    def __init__(self, positions: tuple[int, ...], X: np.ndarray, y: np.ndarray, shards: np.ndarray) -> None:
-        self.positions, self.X, self.y, self.shards = positions, X, y, shards
+    def __init__(self, positions: tuple[int, ...], data: ShardStack, shards: np.ndarray) -> None:
+        self.positions, self.data, self.shards = positions, data, shards
         self.where = np.asarray(positions, dtype=np.intp)
+        rows = data.rows().astype(float)
+        self.share = rows / rows.sum() if rows.sum() > 0 else np.full(len(rows), 1.0 / len(rows))
 
 
 class ShardBatches:
@@ -90,22 +96,34 @@ class ShardBatches:
         self.shard_ids = np.asarray(shard_ids, dtype=np.int64)
         self.stacks: dict[tuple[int, ...], tuple[Any, StackedNoise]] = {}
         self._last: tuple[np.ndarray, list[Batch]] | None = None
-        # groups of positions whose data and states may stack; their data stacked once, the shards' arrays views
+        # groups of positions whose data and states may stack (row counts may differ); each run of consecutive
+        # members with the same row count stacked once, the shards' arrays becoming views on it
         keys: dict[Hashable, list[int]] = {}
         for j, (X, y) in enumerate(data):
             key = None if alone(j) else _stack_key(algorithm, states[j], X, y)
             keys.setdefault(key if key is not None else ("alone", j), []).append(j)
-        self.groups: list[tuple[list[int], np.ndarray, np.ndarray]] = []
+        #: per group: its members, and each member's (run, index in the run) in the group's run stacks
+        self.groups: list[tuple[list[int], list[tuple[np.ndarray, np.ndarray]], list[tuple[int, int]]]] = []
         for members in keys.values():
-            if len(members) == 1:
-                X, y = data[members[0]]
-                Xs, ys = X[None], y[None]
-            else:
-                Xs = np.stack([data[j][0] for j in members])
-                ys = np.stack([data[j][1] for j in members])
-                for k, j in enumerate(members):
-                    data[j] = (Xs[k], ys[k])
-            self.groups.append((members, Xs, ys))
+            runs: list[list[int]] = []
+            for j in members:
+                if runs and data[runs[-1][-1]][0].shape[0] == data[j][0].shape[0]:
+                    runs[-1].append(j)
+                else:
+                    runs.append([j])
+            stacks: list[tuple[np.ndarray, np.ndarray]] = []
+            where: list[tuple[int, int]] = []
+            for r, run in enumerate(runs):
+                if len(run) == 1:
+                    X, y = data[run[0]]
+                    stacks.append((X[None], y[None]))
+                else:
+                    Xs, ys = np.stack([data[j][0] for j in run]), np.stack([data[j][1] for j in run])
+                    for k, j in enumerate(run):
+                        data[j] = (Xs[k], ys[k])
+                    stacks.append((Xs, ys))
+                where.extend((r, k) for k in range(len(run)))
+            self.groups.append((members, stacks, where))
 
     def batches(self, message: Any) -> list[Batch]:
         """This round's batches: each group split by the message's per-shard settings (`Algorithm.batch_keys`);
@@ -114,19 +132,14 @@ class ShardBatches:
         if self._last is not None and np.array_equal(keys, self._last[0]):
             return self._last[1]
         out = []
-        for members, Xs, ys in self.groups:
+        for members, stacks, where in self.groups:
             split: dict[Hashable, list[int]] = {}
             for k, j in enumerate(members):
                 split.setdefault(keys[j].item(), []).append(k)
             for ks in split.values():
-                if len(ks) == len(members):
-                    X, y = Xs, ys
-                elif ks[-1] - ks[0] == len(ks) - 1:  # a run of the group: a view
-                    X, y = Xs[ks[0] : ks[-1] + 1], ys[ks[0] : ks[-1] + 1]
-                else:
-                    X, y = Xs[ks], ys[ks]
                 positions = tuple(members[k] for k in ks)
-                out.append(Batch(positions, X, y, self.shard_ids[list(positions)]))
+                data = stacks if len(ks) == len(members) else _runs_of(stacks, [where[k] for k in ks])
+                out.append(Batch(positions, ShardStack(tuple(data)), self.shard_ids[list(positions)]))
         self._last = (keys.copy(), out)
         return out
 
@@ -158,7 +171,7 @@ class ShardBatches:
         """Step one batch: its reply block and the thread's CPU seconds it took."""
         stacked, noise = self.stacked(batch.positions)
         t0 = time.thread_time()
-        stacked, reply = self.algorithm.step_stacked(stacked, message, batch.shards, model, batch.X, batch.y, noise)
+        stacked, reply = self.algorithm.step_stacked(stacked, message, batch.shards, model, batch.data, noise)
         seconds = time.thread_time() - t0
         self.stacks[batch.positions] = (stacked, noise)
         return reply, seconds
@@ -176,8 +189,7 @@ class ShardBatches:
                     message,
                     batch.shards[k : k + 1],
                     model,
-                    batch.X[k : k + 1],
-                    batch.y[k : k + 1],
+                    batch.data.shard(k),
                     StackedNoise([self.noises[j]]),
                 )
             except Exception as exc:
@@ -186,11 +198,33 @@ class ShardBatches:
 
 
 def _stack_key(algorithm: Algorithm, state: Any, X: np.ndarray, y: np.ndarray) -> Hashable | None:
-    """What shards must share to stack: the algorithm's key for the state, X's and y's shapes and dtypes, C order
-    (so that a stacked product is the same BLAS call as the shard's own), and a size where stacking pays."""
+    """What shards must share to stack: the algorithm's key for the state, X's and y's shapes but for the rows, their
+    dtypes, C order (so that a stacked product is the same BLAS call as the shard's own), and a size where stacking
+    pays."""
     key = algorithm.stack_key(state)
     if key is None or X.size > MAX_STACKED_ELEMENTS:
         return None
     if not (isinstance(X, np.ndarray) and isinstance(y, np.ndarray) and X.flags.c_contiguous and y.flags.c_contiguous):
         return None
-    return (key, X.shape, X.dtype.str, y.shape, y.dtype.str)
+    return (key, X.shape[1:], X.dtype.str, y.shape[1:], y.dtype.str)
+
+
+def _runs_of(
+    stacks: list[tuple[np.ndarray, np.ndarray]], picks: list[tuple[int, int]]
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Some shards of a group ((run, index) each, in order) as runs: consecutive picks from one run share a stack, a
+    view where their indices are consecutive."""
+    out: list[tuple[np.ndarray, np.ndarray]] = []
+    a = 0
+    while a < len(picks):
+        b = a + 1
+        while b < len(picks) and picks[b][0] == picks[a][0]:
+            b += 1
+        Xs, ys = stacks[picks[a][0]]
+        idx = [k for _, k in picks[a:b]]
+        if idx[-1] - idx[0] == len(idx) - 1:
+            out.append((Xs[idx[0] : idx[-1] + 1], ys[idx[0] : idx[-1] + 1]))
+        else:
+            out.append((Xs[idx], ys[idx]))
+        a = b
+    return out

@@ -322,7 +322,7 @@ class ShardHost:
 
     def _step_batches(self, message: Any) -> tuple[Any, np.ndarray]:
         """Every shard stepped in batches (`batches.ShardBatches`): (one block of replies over this host's shards,
-        seconds per shard: a batch's CPU time shared equally by its shards, whose data have the same shapes)."""
+        seconds per shard: a batch's CPU time shared by its shards in proportion to their rows)."""
         assert self.algorithm is not None
         if self._batches is None:
             data = self.data
@@ -355,7 +355,7 @@ class ShardHost:
                     t0 = time.thread_time()
                     _compute_for((factor - 1.0) * seconds)
                     seconds += time.thread_time() - t0
-            times[batch.where] = seconds / len(batch.positions)
+            times[batch.where] = seconds * batch.share
             parts.append((batch.where, reply))
         return join_blocks(parts, len(self.shard_ids)), times
 

@@ -14,9 +14,10 @@ from problems import PLAIN, FailingLogistic
 import raysampler as rs
 from raysampler.algorithms.dglmc import DGLMC, Reply
 from raysampler.errors import SamplingError
+from raysampler.models.contract import ShardStack
 from raysampler.models.logistic import LogisticRegression
 from raysampler.options import ExecutionOptions, RunOptions
-from raysampler.runtime.batches import join_blocks, nonfinite_shard
+from raysampler.runtime.batches import _runs_of, join_blocks, nonfinite_shard
 from raysampler.sampling import Run
 
 
@@ -31,7 +32,7 @@ class OneByOne(DGLMC):
 @pytest.fixture(scope="module")
 def shards():
     X, y = rs.datasets.load("breast_cancer")
-    return rs.shard(X, y, num_shards=7)  # rows 82 and 81: two groups of equal shapes
+    return rs.shard(X, y, num_shards=7)  # rows 82, 82, 81, ...: one batch of two runs of equal row counts
 
 
 def _run(shards, algorithm, chains=3, rounds=320, capture_at=150):
@@ -88,3 +89,26 @@ def test_a_failing_shard_inside_a_batch_is_named(shards):
         kw = dict(chains=2, num_rounds=20, burn_in=0, executor="local", progress=False)
         rs.sample(FailingLogistic(), rs.shard(parts), **kw, **PLAIN)
     assert err.value.worker == 3 and err.value.round == 0 and "in grad" in err.value.failure.traceback
+
+
+def test_a_stack_of_unequal_row_counts_applies_the_model_run_by_run():
+    """`ShardStack`: a model's stacked method once per run of equal row counts, joined in shard order; a shard alone;
+    the rows; and picking some shards of a group (`_runs_of`) keeps them in order, as views where they are
+    consecutive."""
+    rng = np.random.default_rng(0)
+    model = LogisticRegression(prior_scale=1.0)
+    sizes = (5, 5, 4, 4, 4)
+    Xs = [rng.normal(size=(n, 3)) for n in sizes]
+    ys = [(rng.random(n) < 0.5).astype(float) for n in sizes]
+    stacks = [(np.stack(Xs[:2]), np.stack(ys[:2])), (np.stack(Xs[2:]), np.stack(ys[2:]))]
+    data = ShardStack(tuple(stacks))
+    x = rng.normal(size=(5, 2, 3))
+    alone = np.stack([model.potential(Xs[j], ys[j], x[j]) for j in range(5)])
+    np.testing.assert_array_equal(data.apply(model.potential_stacked, x), alone)
+    np.testing.assert_array_equal(data.rows(), sizes)
+    assert data.size == 5 and data.shard(3).runs[0][0].shape == (1, 4, 3)
+    np.testing.assert_array_equal(data.shard(3).runs[0][0][0], Xs[3])
+    picked = _runs_of(stacks, [(0, 1), (1, 0), (1, 2)])
+    assert [X.shape[:2] for X, _ in picked] == [(1, 5), (2, 4)]
+    np.testing.assert_array_equal(picked[1][0], np.stack([Xs[2], Xs[4]]))
+    assert np.shares_memory(_runs_of(stacks, [(1, 1), (1, 2)])[0][0], stacks[1][0])
