@@ -104,9 +104,9 @@ def test_loo_is_accepted_by_arviz_compare_and_matches_pooled(logistic):
     *_, full, drop = logistic
     ours = azs.compare({"full": full.loo(pointwise=True), "drop": drop.loo(pointwise=True)})
     ref = azs.compare({"full": pooled_loo(full), "drop": pooled_loo(drop)})
-    np.testing.assert_allclose(
-        ours[["elpd", "se", "elpd_diff", "dse", "weight"]], ref[["elpd", "se", "elpd_diff", "dse", "weight"]], rtol=1e-8
-    )
+    cols = ["elpd", "se", "elpd_diff", "dse", "weight"]
+    # atol: a stacking weight near 0 comes out of ArviZ's optimiser as 0 or as 1e-11 from equal-to-1e-8 inputs
+    np.testing.assert_allclose(ours[cols], ref[cols], rtol=1e-8, atol=1e-9)
 
 
 def test_a_model_without_an_informative_feature_loses_in_compare_with_the_pooled_se(logistic):
