@@ -54,6 +54,9 @@ def _sample(shards, **kw):
         ({"overrelax": "fast"}, "overrelax"),
         ({"overrelax": True}, "overrelax"),
         ({"overrelax": -0.5, "local_kernel": "lmc", "preconditioner": None}, "overrelax"),
+        ({"recentre": "yes"}, "recentre"),
+        ({"recentre": 1.5}, "recentre"),
+        ({"recentre": True, "local_kernel": "mala"}, "recentre"),
     ],
 )
 def test_bad_arguments_name_themselves(data, kw, match):

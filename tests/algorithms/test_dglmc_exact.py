@@ -215,7 +215,8 @@ def test_default_local_kernel_targets_pi_rho_of_non_gaussian_potentials():
     """Logistic shards of one coefficient and five rows each (local potentials with kinks on the conditional's scale
     √ρ): the re-centred Laplace proposal is not Π_ρ(z_i | θ), so only its tilted acceptance ratio makes the chain exact
     (accepting on the plain remainder instead puts the mean 20 MCSE off). Its θ-marginal must be π_ρ, computed by
-    quadrature (ρ = 0.3 in θ's own coordinates; over-relaxed updates)."""
+    quadrature (ρ = 0.3 in θ's own coordinates; over-relaxed updates; re-centred from the first round, as "auto"
+    would not: the plain proposal's acceptance, 0.93, is above its threshold)."""
     xs = ([3.0, -2.0, 1.5, -1.0, 0.5], [2.5, -3.0, 1.0, -0.5, 2.0], [-2.5, 1.0, 3.0, -1.5, 0.7])
     ys = ([1, 0, 1, 1, 0], [1, 0, 1, 0, 1], [0, 0, 1, 1, 1])
     parts = [(np.array(x)[:, None], np.array(y, dtype=float)) for x, y in zip(xs, ys)]
@@ -223,8 +224,26 @@ def test_default_local_kernel_targets_pi_rho_of_non_gaussian_potentials():
     res = rs.sample(
         rs.models.LogisticRegression(prior_scale=1.0), rs.shard(parts), chains=CHAINS, num_rounds=ROUNDS, burn_in=500,
         seed=7, executor="local", progress=False, preconditioner=None, local_kernel="laplace_mh", rho=rho,
+        recentre=True,
     )  # fmt: skip
     assert -1 < res.setup.plan.overrelax < 0
     assert 0.8 < res.sample_stats["local_accept"].mean() < 0.97  # the proposal is not the conditional
     mean, var = _logistic_pi_rho(parts, rho)
     assert_moments(res.draws, np.array([mean]), np.array([[var]]))
+
+
+def test_recentre_auto_switches_where_the_plain_proposal_is_often_rejected():
+    """recentre="auto": breast_cancer's plain Laplace proposal is accepted ~0.82 of the time during burn-in, so
+    every shard re-centres after it (acceptance then ~0.97, as with recentre=True); Gaussian shards accept every
+    plain proposal and never re-centre (the draws equal recentre=False's, bit for bit)."""
+    X, y = rs.datasets.load("breast_cancer")
+    shards = rs.shard(X, y, num_shards=4)
+    kw = dict(chains=4, num_rounds=300, burn_in=100, seed=3, executor="local", progress=False)
+    accept = {
+        mode: rs.sample(rs.models.LogisticRegression(), shards, recentre=mode, **kw).sample_stats["local_accept"].mean()
+        for mode in ("auto", True, False)
+    }
+    assert accept[False] < 0.88 < 0.95 < min(accept["auto"], accept[True])
+    gshards, gmodel = gaussian_problem(SIZES, seed=7)[:2]
+    auto = rs.sample(gmodel, gshards, **kw)
+    np.testing.assert_array_equal(auto.draws, rs.sample(gmodel, gshards, recentre=False, **kw).draws)
