@@ -12,6 +12,7 @@ Needs the optional packages: pip install numpyro jax (the `bench` extra).
     python benchmarks/perf/nuts.py [--data breast_cancer] [--chains-dglmc 32,4] [--rounds 20000]
     python benchmarks/perf/nuts.py --data covtype_like [--covtype-n 100000] [--chains-dglmc 8] [--rounds 2000]
     python benchmarks/perf/nuts.py --executors ray --worker-processes 0,4   # the default's processes against four
+    python benchmarks/perf/nuts.py --executors ray --recentre auto,false    # the re-centred local proposal, and not
 
 NUTS runs on the CPU even where JAX could take a GPU (`harness.numpyro_on_cpu`).
 """
@@ -108,6 +109,12 @@ def arguments() -> argparse.ArgumentParser:
         help="worker processes for the Ray runs, comma-separated, one run each (RAYSAMPLER_WORKER_PROCESSES; "
         "0, the default: as many as the shards' work pays for)",
     )
+    ap.add_argument(
+        "--recentre",
+        type=lambda v: tuple({"auto": "auto", "true": True, "false": False}[c] for c in v.split(",")),
+        default=("auto",),
+        help="DG-LMC's recentre setting, comma-separated of auto, true and false, one run each (default: auto)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--nuts-warmup", type=int, default=1000)
     ap.add_argument("--nuts-draws", type=int, default=2000)
@@ -136,9 +143,10 @@ def measure(args: argparse.Namespace) -> harness.Report:
     notes = {NUTS_NAME: "compile excluded"}
     with harness.local_ray(object_store_mb=200, num_cpus=args.cpus):
         shards = rs.shard(X, y, num_shards=4, strategy="random", seed=0)
-        variants = [(e, k) for e in args.executors for k in (args.worker_processes if e == "ray" else (0,))]
+        processes_of = {e: args.worker_processes if e == "ray" else (0,) for e in args.executors}
+        variants = [(e, k, r) for e in args.executors for k in processes_of[e] for r in args.recentre]
         for chains in chain_counts:
-            for executor, processes in variants:
+            for executor, processes, recentre in variants:
                 os.environ["RAYSAMPLER_WORKER_PROCESSES"] = str(processes)
                 res = rs.sample(
                     model,
@@ -149,8 +157,10 @@ def measure(args: argparse.Namespace) -> harness.Report:
                     seed=args.seed,
                     executor=executor,
                     progress=False,
+                    recentre=recentre,
                 )
                 chosen = f", {processes} worker processes set" if processes else ""
+                chosen += f", recentre={recentre}" if recentre != "auto" else ""
                 name = f"DG-LMC default, b=4, {chains} chains ({executor}{chosen})"
                 runs[name] = compare(res.draws, res.run_stats.sampling_time_s, ref)
                 bd = res.run_stats.breakdown()
