@@ -282,6 +282,12 @@ class DGLMC(Algorithm):
             raise ArgumentError(
                 ("algorithm", "recentre"), f"recentre must be true, false or 'auto', got {self.recentre!r}"
             )
+        kernel = self.local_kernel or ("lmc" if self.preconditioner is None else None)
+        if self.recentre is True and kernel not in (None, "laplace_mh"):
+            raise ArgumentError(
+                ("algorithm", "recentre"),
+                f"recentre re-centres the 'laplace_mh' local kernel's proposal; this run's kernel is {kernel!r}",
+            )
 
     # --- tuning ---------------------------------------------------------------------------------
 

@@ -62,6 +62,8 @@ def test_auth_required_and_tenants_isolated(app_client, finished):
         (spec(algorithm={"name": "no_such_algorithm"}), "algorithm.name"),
         (spec(algorithm={"name": "dglmc", "params": {"n_local": -2}}), "algorithm.params"),
         (spec(algorithm={"name": "dglmc", "params": {"bogus": 1}}), "algorithm.params"),
+        (spec(algorithm={"name": "dglmc", "params": {"recentre": "sometimes"}}), "algorithm.params"),
+        (spec(algorithm={"name": "dglmc", "params": {"recentre": True, "local_kernel": "mala"}}), "algorithm.params"),
         (spec(chains="four"), "chains"),
         (spec(num_rounds=-5), "num_rounds"),
         (spec(burn_in=-1), "burn_in"),
