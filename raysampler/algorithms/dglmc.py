@@ -1158,6 +1158,8 @@ def _recentre(mean: np.ndarray, lin: np.ndarray, a_inv: np.ndarray) -> tuple[np.
     the linear tilt λ∇r(m) it stands for). m and ∇r(m) are (..., K, d), one shard's or a stack's."""
     step = lin @ a_inv
     size = np.sqrt((lin * step).sum(axis=-1, keepdims=True))
+    if np.all(size <= RECENTRE_TRUST):  # every step within the cap (and finite): the same numbers as below, sooner
+        return mean - step, lin
     scale = np.where(np.isfinite(size), np.minimum(1.0, RECENTRE_TRUST / np.maximum(size, 1e-300)), 0.0)
     lin = np.where(scale > 0.0, lin * scale, 0.0)
     return mean - np.where(scale > 0.0, step * scale, 0.0), lin
