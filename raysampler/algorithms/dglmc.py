@@ -209,9 +209,10 @@ class CoordinatorState(NamedTuple):
     phi: np.ndarray  # (K, d)
     consts: CoordinatorConsts
     pending: np.ndarray | None = None  # a pipelined round's noise for the later chain group, drawn with the first's
-    #: recentre="auto": each shard's local acceptance summed over the burn-in's (half-)rounds, and their count
+    #: recentre="auto": each shard's local acceptance summed over the chains and rounds of the burn-in but its last
+    #: round, and how many chain-rounds that is
     warm_accept: np.ndarray | None = None
-    warm_rounds: int = 0
+    warm_count: int = 0
 
 
 @dataclass(frozen=True)
@@ -580,17 +581,20 @@ class DGLMC(Algorithm):
             whole = state.phi.copy()
             whole[group[0] : group[1]] = phi
             phi = whole
-        warm, rounds = state.warm_accept, state.warm_rounds
-        if c.recentre == "auto" and info.warmup:  # the plain proposal's acceptance, per shard
+        warm, counted = state.warm_accept, state.warm_count
+        # recentre="auto": the plain proposal's acceptance per shard, over the burn-in but its last round, whose
+        # second half a pipelined run takes only after sending the next round's first half (whose flags must
+        # already be those of its second half: `_recentring`)
+        if c.recentre == "auto" and info.t < info.burn_in - 1:
             if isinstance(replies, Reply):
                 accept = replies.accept
             else:
                 accepts = [r.accept for r in replies if r.accept is not None]
                 accept = np.stack(accepts) if len(accepts) == len(replies) else None
             if accept is not None:
-                mean = np.asarray(accept, dtype=float).mean(axis=1)
-                warm, rounds = (mean if warm is None else warm + mean), rounds + 1
-        return CoordinatorState(phi, c, pending, warm, rounds), phi
+                total = np.asarray(accept, dtype=float).sum(axis=1)
+                warm, counted = (total if warm is None else warm + total), counted + accept.shape[1]
+        return CoordinatorState(phi, c, pending, warm, counted), phi
 
     def local_draws(self, replies: Reply | list[Reply]) -> tuple[np.ndarray, np.ndarray] | None:
         """(θ in coordinates φ (K, d), the shards' local parameters drawn given it, reported scale, in shard order
@@ -1142,14 +1146,15 @@ def _quadratic(loc: LocalGaussian, z: np.ndarray) -> np.ndarray:
 
 def _recentring(state: CoordinatorState, info: RoundInfo, shards: int) -> np.ndarray:
     """Which shards re-centre their Laplace proposal this round (b,): all with recentre=True, none with False; with
-    "auto", after burn-in those whose plain proposal was accepted less than `RECENTRE_BELOW` of the time during it
-    (none during burn-in, or without one). A function of the burn-in's draws only, so the same on every executor."""
+    "auto", after burn-in those whose plain proposal was accepted less than `RECENTRE_BELOW` of the time during it,
+    its last round aside (none during burn-in, or with fewer than two burn-in rounds). A function of the burn-in's
+    draws only, so the same on every executor, and in a pipelined run the same for both halves of a round."""
     mode = state.consts.recentre
     if mode is True or mode is False:
         return np.full(shards, mode)
-    if info.warmup or state.warm_accept is None or state.warm_rounds == 0:
+    if info.warmup or state.warm_accept is None or state.warm_count == 0:
         return np.zeros(shards, dtype=bool)
-    return state.warm_accept / state.warm_rounds < RECENTRE_BELOW
+    return state.warm_accept / state.warm_count < RECENTRE_BELOW
 
 
 def _recentre(mean: np.ndarray, lin: np.ndarray, a_inv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

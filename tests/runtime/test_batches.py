@@ -12,7 +12,7 @@ import pytest
 from problems import PLAIN, FailingLogistic
 
 import raysampler as rs
-from raysampler.algorithms.dglmc import DGLMC, Reply
+from raysampler.algorithms.dglmc import DGLMC, RECENTRE_BELOW, Reply
 from raysampler.errors import SamplingError
 from raysampler.models.contract import ShardStack
 from raysampler.models.logistic import LogisticRegression
@@ -35,9 +35,9 @@ def shards():
     return rs.shard(X, y, num_shards=7)  # rows 82, 82, 81, ...: one batch of two runs of equal row counts
 
 
-def _run(shards, algorithm, chains=3, rounds=320, capture_at=150):
-    """Draws and the final shard states of an in-process run, captured once mid-run too."""
-    opts = RunOptions(chains=chains, num_rounds=rounds, burn_in=0, seed=7)
+def _run(shards, algorithm, chains=3, rounds=320, capture_at=150, burn_in=0):
+    """Draws and the final run state of an in-process run, captured once mid-run too."""
+    opts = RunOptions(chains=chains, num_rounds=rounds, burn_in=burn_in, seed=7)
     model, local = LogisticRegression(prior_scale=1.0), ExecutionOptions(executor="local")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -55,12 +55,20 @@ def _run(shards, algorithm, chains=3, rounds=320, capture_at=150):
         {},  # the default kernel (laplace_mh), one N_i for all
         {"n_local": ((0, (1, 2, 1, 2, 3, 1, 1)), (90, (2, 1, 1, 1, 1, 3, 1)))},  # batches split, then regrouped
         {"preconditioner": None, "local_kernel": "lmc", "n_local": 2},  # the paper's rules
+        {"recentre": True, "n_local": ((0, (1, 2, 1, 2, 3, 1, 1)), (90, (2, 1, 1, 1, 1, 3, 1)))},  # re-centred
+        {"recentre": "auto", "burn_in": 30},  # re-centred after burn-in by some shards only: batches split by it
     ],
-    ids=["laplace_mh", "laplace_mh-uneven-N", "lmc"],
+    ids=["laplace_mh", "laplace_mh-uneven-N", "lmc", "recentred-uneven-N", "recentre-auto-mixed"],
 )
 def test_batched_shards_draw_bit_for_bit_what_each_draws_alone(shards, params):
-    batched, state_b = _run(shards, DGLMC(**params))
-    alone, state_a = _run(shards, OneByOne(**params))
+    params = dict(params)
+    burn_in = params.pop("burn_in", 0)
+    batched, state_b = _run(shards, DGLMC(**params), burn_in=burn_in)
+    alone, state_a = _run(shards, OneByOne(**params), burn_in=burn_in)
+    if params.get("recentre") == "auto":  # the case is worth its name: some shards re-centre, some do not
+        coord = state_b.coordinator
+        flags = coord.warm_accept / coord.warm_count < RECENTRE_BELOW
+        assert flags.any() and not flags.all() and not flags[0] == flags[1] == flags[2], flags
     np.testing.assert_array_equal(batched, alone)
     for a, b in zip(state_a.shards, state_b.shards):
         for x, y in zip(a.algorithm.chains, b.algorithm.chains):
