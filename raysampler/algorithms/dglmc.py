@@ -585,15 +585,10 @@ class DGLMC(Algorithm):
         # recentre="auto": the plain proposal's acceptance per shard, over the burn-in but its last round, whose
         # second half a pipelined run takes only after sending the next round's first half (whose flags must
         # already be those of its second half: `_recentring`)
-        if c.recentre == "auto" and info.t < info.burn_in - 1:
-            if isinstance(replies, Reply):
-                accept = replies.accept
-            else:
-                accepts = [r.accept for r in replies if r.accept is not None]
-                accept = np.stack(accepts) if len(accepts) == len(replies) else None
-            if accept is not None:
-                total = np.asarray(accept, dtype=float).sum(axis=1)
-                warm, counted = (total if warm is None else warm + total), counted + accept.shape[1]
+        accept = _shard_accepts(replies) if c.recentre == "auto" and info.t < info.burn_in - 1 else None
+        if accept is not None:
+            total = np.asarray(accept, dtype=float).sum(axis=1)
+            warm, counted = (total if warm is None else warm + total), counted + accept.shape[1]
         return CoordinatorState(phi, c, pending, warm, counted), phi
 
     def local_draws(self, replies: Reply | list[Reply]) -> tuple[np.ndarray, np.ndarray] | None:
@@ -604,11 +599,8 @@ class DGLMC(Algorithm):
         return replies[0].given, np.concatenate([r.local for r in replies if r.local is not None], axis=1)
 
     def reply_stats(self, replies: Reply | list[Reply]) -> dict[str, np.ndarray]:
-        if isinstance(replies, Reply):
-            return {} if replies.accept is None else {"local_accept": np.mean(replies.accept, axis=0)}
-        if replies[0].accept is None:
-            return {}
-        return {"local_accept": np.mean([r.accept for r in replies if r.accept is not None], axis=0)}
+        accept = _shard_accepts(replies)
+        return {} if accept is None else {"local_accept": np.mean(accept, axis=0)}
 
     # --- several shards as one batch (kernels "laplace_mh" and "lmc") -------------------------------------------
     # The same operations as the per-shard functions below, on arrays with a leading shard axis: each matrix
@@ -742,7 +734,7 @@ class DGLMC(Algorithm):
         plain = bool(np.all(sw.beta == 0.0))
         with np.errstate(all="ignore"):
             mean = (message.phi / sw.rho + loc.shift[:, None, :]) @ loc.a_inv
-            lin, tilt = None, rem
+            lin = tilt = None
             if message.recentre is not None and message.recentre[shards[0]]:
                 lin = data.apply(model.grad_stacked, mean) - _quadratic_grad_stacked(loc, mean)
                 mean, lin = _recentre(mean, lin, loc.a_inv)
@@ -754,12 +746,15 @@ class DGLMC(Algorithm):
                     prop = mean + sw.beta * (u - mean) + sw.beta_c * (xi[k] @ chol_t)
                 pot_p = data.apply(model.potential_stacked, prop)
                 rem_p = pot_p - _quadratic_stacked(loc, prop)
-                tilt_p = rem_p if lin is None else rem_p - (lin * prop).sum(axis=2)
-                accept, alpha = mh_accept(tilt - tilt_p, logu[k])
+                if lin is None:
+                    accept, alpha = mh_accept(rem - rem_p, logu[k])
+                else:
+                    tilt_p = rem_p - (lin * prop).sum(axis=2)
+                    accept, alpha = mh_accept(tilt - tilt_p, logu[k])
+                    tilt = np.where(accept, tilt_p, tilt)
                 u = np.where(accept[:, :, None], prop, u)
                 pot = np.where(accept, pot_p, pot)
                 rem = np.where(accept, rem_p, rem)
-                tilt = np.where(accept, tilt_p, tilt)
                 acc_sum += alpha
         acc = acc_sum / max(n_steps, 1)
         sw = sw._replace(
@@ -1117,7 +1112,7 @@ def _laplace_mh_steps(
     beta = p.overrelax
     with np.errstate(all="ignore"):  # once per round: entering it costs as much as a small product
         mean = (msg.phi / p.rho + loc.shift) @ loc.a_inv
-        lin, tilt = None, rem
+        lin = tilt = None
         if msg.recentre:
             mean, lin = _recentre(mean, model.grad(X, y, mean) - _quadratic_grad(loc, mean), loc.a_inv)
             tilt = rem - (lin * u).sum(axis=1)
@@ -1128,12 +1123,15 @@ def _laplace_mh_steps(
                 prop = mean + beta * (u - mean) + math.sqrt(1.0 - beta * beta) * (xi[k] @ loc.chol.T)
             pot_p = model.potential(X, y, prop)
             rem_p = pot_p - _quadratic(loc, prop)
-            tilt_p = rem_p if lin is None else rem_p - (lin * prop).sum(axis=1)
-            accept, alpha = mh_accept(tilt - tilt_p, logu[k])
+            if lin is None:
+                accept, alpha = mh_accept(rem - rem_p, logu[k])
+            else:
+                tilt_p = rem_p - (lin * prop).sum(axis=1)
+                accept, alpha = mh_accept(tilt - tilt_p, logu[k])
+                tilt = np.where(accept, tilt_p, tilt)
             u = np.where(accept[:, None], prop, u)
             pot = np.where(accept, pot_p, pot)
             rem = np.where(accept, rem_p, rem)
-            tilt = np.where(accept, tilt_p, tilt)
             acc_sum += alpha
     return cs._replace(z=u, pot=pot, accept=acc_sum / max(msg.n_steps, 1), remainder=rem)
 
@@ -1142,6 +1140,15 @@ def _quadratic(loc: LocalGaussian, z: np.ndarray) -> np.ndarray:
     """gᵀ(z − c) + ½(z − c)ᵀP(z − c) for each row of z."""
     w = z - loc.c
     return w @ loc.g + 0.5 * ((w @ loc.P) * w).sum(axis=1)
+
+
+def _shard_accepts(replies: Reply | list[Reply]) -> np.ndarray | None:
+    """Every shard's local acceptance per chain (b, K), from the stacked replies or one per shard; None for a kernel
+    without an acceptance (LMC)."""
+    if isinstance(replies, Reply):
+        return replies.accept
+    accepts = [r.accept for r in replies if r.accept is not None]
+    return np.stack(accepts) if accepts and len(accepts) == len(replies) else None
 
 
 def _recentring(state: CoordinatorState, info: RoundInfo, shards: int) -> np.ndarray:

@@ -759,11 +759,6 @@ class ShardStack(NamedTuple):
         """One run: X (B, n, p), y (B, n, ...)."""
         return cls(((X, y),))
 
-    @property
-    def size(self) -> int:
-        """B, the number of shards."""
-        return sum(X.shape[0] for X, _ in self.runs)
-
     def rows(self) -> np.ndarray:
         """Each shard's row count (B,)."""
         return np.concatenate([np.full(X.shape[0], X.shape[1]) for X, _ in self.runs])

@@ -114,7 +114,7 @@ def test_a_stack_of_unequal_row_counts_applies_the_model_run_by_run():
     alone = np.stack([model.potential(Xs[j], ys[j], x[j]) for j in range(5)])
     np.testing.assert_array_equal(data.apply(model.potential_stacked, x), alone)
     np.testing.assert_array_equal(data.rows(), sizes)
-    assert data.size == 5 and data.shard(3).runs[0][0].shape == (1, 4, 3)
+    assert len(data.rows()) == 5 and data.shard(3).runs[0][0].shape == (1, 4, 3)
     np.testing.assert_array_equal(data.shard(3).runs[0][0][0], Xs[3])
     picked = _runs_of(stacks, [(0, 1), (1, 0), (1, 2)])
     assert [X.shape[:2] for X, _ in picked] == [(1, 5), (2, 4)]
