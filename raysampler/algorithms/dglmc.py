@@ -283,7 +283,11 @@ class DGLMC(Algorithm):
             raise ArgumentError(
                 ("algorithm", "recentre"), f"recentre must be true, false or 'auto', got {self.recentre!r}"
             )
-        kernel = self.local_kernel or ("lmc" if self.preconditioner is None else None)
+        self._check_recentre(self.local_kernel or ("lmc" if self.preconditioner is None else None))
+
+    def _check_recentre(self, kernel: str | None) -> None:
+        """recentre=True asks for the 'laplace_mh' kernel's re-centred proposal: refuse it with another kernel (None:
+        not known yet, checked again when tuning resolves it)."""
         if self.recentre is True and kernel not in (None, "laplace_mh"):
             raise ArgumentError(
                 ("algorithm", "recentre"),
@@ -349,11 +353,7 @@ class DGLMC(Algorithm):
                     "overrelax needs an exact local kernel (local_kernel='laplace_mh' or 'mala'): with 'lmc' the "
                     "chain's law would change"
                 )
-        if self.recentre is True and kernel != "laplace_mh":
-            raise ArgumentError(
-                ("algorithm", "recentre"),
-                f"recentre re-centres the 'laplace_mh' local kernel's proposal; this run's kernel is {kernel!r}",
-            )
+        self._check_recentre(kernel)
         consts = _coordinator_consts(
             prior_P, prior_b, rho, alpha, stacked=kernel in STACKED_KERNELS,
             recentre=self.recentre if kernel == "laplace_mh" else False,
@@ -412,6 +412,7 @@ class DGLMC(Algorithm):
             )
         if self.curvature == "bound":
             raise ArgumentError(("algorithm", "curvature"), "curvature='bound' is not available with group effects")
+        self._check_recentre(kernel)
         ll = laplace_step_local(model, pool, seed=seed, preconditioner=kind)
         lap = ll.lap
         assert lap.curvature is not None and lap.prior_P is not None and lap.prior_b is not None

@@ -427,6 +427,9 @@ def test_dglmc_refuses_laplace_mh_with_group_effects() -> None:
     shards = rs.shard(X, y, num_shards=2, columns=cols, by="g")
     with pytest.raises(ArgumentError, match="laplace_mh"):
         rs.sample(model, shards, algorithm="dglmc", local_kernel="laplace_mh", num_rounds=5, executor="local")
+    with pytest.raises(ArgumentError, match="recentre") as err:  # its proposal only; not silently ignored
+        rs.sample(model, shards, algorithm="dglmc", recentre=True, num_rounds=5, executor="local")
+    assert err.value.path == ("algorithm", "recentre")
 
 
 #: rounds giving every parameter a bulk ESS of ~300 (DG-LMC) and ~220 (MALA), the minimum at twice the rounds being
