@@ -342,9 +342,11 @@ def _apply(M: np.ndarray, e: np.ndarray, transpose: bool = False) -> np.ndarray:
 @dataclass(frozen=True, eq=False)
 class _Factor:
     """One grouping factor on one shard: each row's group index `code` (n,), its effect values Z (n, q), the number
-    of groups G and its first local coordinate `start`; the sparse gather A (n, G·q) (row j holds z_j in its group's
-    columns: the group part of the linear predictor is A r), its transpose At (G·q, n) (segment sums per group and
-    effect) and S (G, n) (segment sums per group)."""
+    of groups G and its first local coordinate `start`; as sparse matrices over the rows: the gather A (n, G·q) (row j
+    holds z_j in its group's columns: the group part of the linear predictor is A r), its transpose At (G·q, n)
+    (segment sums per group and effect), S (G, n) (per group), ZZ (G·q·q, n) (z_j z_jᵀ per group) and ZX (G·q·p, n)
+    (z_j x_jᵀ per group, x_j the row's p coefficient columns): each weighted segment sum is one sparse product with
+    the (n, K) row weights, no (n, K, ·) product of them first."""
 
     code: np.ndarray
     Z: np.ndarray
@@ -354,6 +356,8 @@ class _Factor:
     A: Any
     At: Any
     S: Any
+    ZZ: Any
+    ZX: Any
 
     @property
     def width(self) -> int:
@@ -373,15 +377,15 @@ class _Factor:
         n, K, c = w.shape
         return (self.At @ w.reshape(n, K * c)).reshape(self.G, self.q, K, c).transpose(2, 0, 1, 3)
 
+    def scatter_x(self, w: np.ndarray) -> np.ndarray:
+        """Σ_{j in g} w_j z_j x_jᵀ per group and chain for row weights w (n, K): (K, G, q, p)."""
+        K = w.shape[1]
+        return (self.ZX @ w).reshape(self.G, self.q, -1, K).transpose(3, 0, 1, 2)
+
     def blocks(self, w: np.ndarray) -> np.ndarray:
         """Σ_{j in g} w_j z_j z_jᵀ per group and chain for row weights w (n, K): (K, G, q, q)."""
-        n, K = w.shape
-        q = self.q
-        if q == 1:
-            return (self.S @ (w * (self.Z[:, 0] ** 2)[:, None])).T[:, :, None, None]
-        zz = (self.Z[:, :, None] * self.Z[:, None, :]).reshape(n, q * q)
-        out = self.S @ (w[:, None, :] * zz[:, :, None]).reshape(n, q * q * K)
-        return out.reshape(self.G, q, q, K).transpose(3, 0, 1, 2)
+        K = w.shape[1]
+        return (self.ZZ @ w).reshape(self.G, self.q, self.q, K).transpose(3, 0, 1, 2)
 
     def per_group(self, w: np.ndarray) -> np.ndarray:
         """Σ_{j in g} w_j per group and chain for row values w (n, K): (K, G)."""
@@ -399,6 +403,11 @@ class _Index:
     offset: np.ndarray | None
     factors: tuple[_Factor, ...]
 
+    @functools.cached_property
+    def XcT(self) -> np.ndarray:
+        """Xcᵀ (p, n), contiguous: its rows' elementwise products run along the rows (the curvature's θ block)."""
+        return np.ascontiguousarray(self.Xc.T)
+
     def linear(self, beta: np.ndarray) -> np.ndarray:
         """X_c βᵀ (+ the offset) (n, K): the rows' linear predictors without their groups' parts."""
         lin = self.Xc @ beta.T
@@ -411,14 +420,27 @@ class _Index:
         return sum(f.width for f in self.factors)
 
 
-def _factor(code: np.ndarray, Z: np.ndarray, G: int, start: int) -> _Factor:
+def _segments(code: np.ndarray, values: np.ndarray, G: int) -> Any:
+    """The sparse (G·c, n) matrix whose row g·c + i holds values[j, i] at column j for the rows j of group g: a
+    product with (n, K) row weights sums values[:, i]·w per group (values (n, c))."""
+    import scipy.sparse as sp
+
+    n, c = values.shape
+    rows = (code[:, None] * c + np.arange(c)[None, :]).reshape(-1)
+    cols = np.repeat(np.arange(n), c)
+    return sp.csr_matrix((values.reshape(-1), (rows, cols)), shape=(G * c, n))
+
+
+def _factor(code: np.ndarray, Z: np.ndarray, G: int, start: int, Xc: np.ndarray) -> _Factor:
     import scipy.sparse as sp
 
     n, q = Z.shape
     cols = (code[:, None] * q + np.arange(q)[None, :]).reshape(-1)
     A = sp.csr_matrix((Z.reshape(-1), cols, np.arange(0, n * q + 1, q)), shape=(n, G * q))
     S = sp.csr_matrix((np.ones(n), code, np.arange(n + 1)), shape=(n, G)).T.tocsr()
-    return _Factor(code, np.ascontiguousarray(Z), G, q, start, A, A.T.tocsr(), S)
+    ZZ = _segments(code, (Z[:, :, None] * Z[:, None, :]).reshape(n, q * q), G)
+    ZX = _segments(code, (Z[:, :, None] * Xc[:, None, :]).reshape(n, q * Xc.shape[1]), G)
+    return _Factor(code, np.ascontiguousarray(Z), G, q, start, A, A.T.tocsr(), S, ZZ, ZX)
 
 
 class _IndexCache(dict):
@@ -583,17 +605,18 @@ class HierarchicalGLM(Model):
         if hit is not None:
             return hit
         nf, w = self._widths
+        Xf = np.ascontiguousarray(X[:, :nf])
+        fam = self.family
+        Xc = np.ascontiguousarray(fam._coef_X(Xf))
         factors, start, col = [], 0, nf
         for f, (ge, G) in enumerate(zip(self.factors, self._counts(X))):
             q = len(ge.effects)
             code = X[:, w + _META * f].astype(np.intp)
-            factors.append(_factor(code, X[:, col : col + q], G, start))
+            factors.append(_factor(code, X[:, col : col + q], G, start, Xc))
             start += G * q
             col += q
-        Xf = np.ascontiguousarray(X[:, :nf])
-        fam = self.family
         offset = Xf[:, fam._xcol].copy() if fam._xcol is not None and fam._extra == "offset" else None
-        index = _Index(Xf, np.ascontiguousarray(fam._coef_X(Xf)), offset, tuple(factors))
+        index = _Index(Xf, Xc, offset, tuple(factors))
         self._cache.keep(X, index)
         return index
 
@@ -798,42 +821,47 @@ class HierarchicalGLM(Model):
         d, p, nf = self.dim, self.family.n_coef, self.n_family
         K, n = pt.x.shape[0], index.Xf.shape[0]
         m = nf - p
-        # J's columns: β (θ's 0..p−1), then every factor's scales (θ's nf..d−1)
-        nJ = p + d - nf
-        J = np.empty((n, K, nJ))
-        J[:, :, :p] = index.Xc[:, None, :]
-        at = p
+        # J's columns: β (θ's 0..p−1: x_j, the same for every chain), then every factor's scales (θ's nf..d−1:
+        # U[s] (n, K) for scale s); each block below is a product with the row weights ∂²ℓ_j (n, K) as they are
+        U, at = np.empty((d - nf, n, K)), 0
         for ge, fi, sc, e in zip(self.factors, index.factors, pt.scales, pt.etas):
             for k in range(ge.n_scale):
-                J[:, :, at] = fi.gather(_apply(sc.dM[..., k], e))
+                U[at] = fi.gather(_apply(sc.dM[..., k], e))
                 at += 1
-        d2J = t.d2[:, :, None] * J
+        d2U = np.empty_like(U)
+        for a in range(d - nf):
+            np.multiply(t.d2, U[a], out=d2U[a])
         cross = None
         if parts in ("cross", "all"):
-            cols = np.r_[0:p, nf:d]
             cross = np.zeros((K, index.local, d))
             for ge, fi, sc, gr, s0 in zip(self.factors, index.factors, pt.scales, grs, self.scale_starts):
                 block = np.zeros((K, fi.G, fi.q, d))
-                block[..., cols] = _apply_many(sc.M, fi.scatter_many(d2J))
+                block[..., :p] = _apply_many(sc.M, fi.scatter_x(t.d2))
+                for j in range(d - nf):
+                    block[..., nf + j] = _apply(sc.M, fi.scatter(d2U[j]), transpose=True)
                 if m:
                     block[..., p:nf] = _apply_many(sc.M, fi.scatter_many(t.h_eta_psi))
                 block[..., s0 : s0 + ge.n_scale] += np.einsum("kbap,kgb->kgap", sc.dM, gr)
                 cross[:, fi.start : fi.start + fi.width] = block.reshape(K, fi.width, d)
         th = None
         if parts in ("theta", "all"):
-            lin = np.matmul(d2J.transpose(1, 2, 0), J.transpose(1, 0, 2))  # Σ_j ∂²ℓ_j J_j J_jᵀ (K, nJ, nJ)
-            th = np.zeros((K, d, d))
-            th[:, :p, :p] = lin[:, :p, :p]
-            th[:, :p, nf:] = lin[:, :p, p:]
-            th[:, nf:, :p] = lin[:, p:, :p]
-            th[:, nf:, nf:] = lin[:, p:, p:]
+            th = np.zeros((K, d, d))  # Σ_j ∂²ℓ_j J_j J_jᵀ, then ψ's terms and M's second derivatives
+            for a in range(p):  # Σ_j ∂²ℓ_jk x_ja x_jb, b ≥ a: (x_a ∘ x_b)ᵀ ∂²ℓ, the row weights as they are (n, K)
+                th[:, a:p, a] = th[:, a, a:p] = ((index.XcT[a:] * index.XcT[a]) @ t.d2).T
+            for a in range(d - nf):
+                bs = index.Xc.T @ d2U[a]  # (p, K)
+                th[:, :p, nf + a] = th[:, nf + a, :p] = bs.T
+                for b in range(a, d - nf):
+                    th[:, nf + a, nf + b] = th[:, nf + b, nf + a] = np.einsum("nk,nk->k", d2U[a], U[b])
             if m:
                 th[:, p:nf, p:nf] = t.h_psi
-                hpj = np.matmul(t.h_eta_psi.transpose(1, 2, 0), J.transpose(1, 0, 2))  # (K, m, nJ)
-                th[:, p:nf, :p] = hpj[:, :, :p]
-                th[:, p:nf, nf:] = hpj[:, :, p:]
-                th[:, :p, p:nf] = np.swapaxes(hpj[:, :, :p], 1, 2)
-                th[:, nf:, p:nf] = np.swapaxes(hpj[:, :, p:], 1, 2)
+                hpb = (t.h_eta_psi.reshape(n, -1).T @ index.Xc).reshape(K, m, p)  # Σ_j ∂²ℓ_j/∂η_j∂ψ x_jᵀ
+                th[:, p:nf, :p] = hpb
+                th[:, :p, p:nf] = np.swapaxes(hpb, 1, 2)
+                if d > nf:
+                    hps = np.einsum("nkm,bnk->kmb", t.h_eta_psi, U)
+                    th[:, p:nf, nf:] = hps
+                    th[:, nf:, p:nf] = np.swapaxes(hps, 1, 2)
             for ge, sc, C, s0 in zip(self.factors, pt.scales, Cs, self.scale_starts):
                 sl = slice(s0, s0 + ge.n_scale)
                 th[:, sl, sl] += np.einsum("kabpq,kab->kpq", sc.d2M, C)
