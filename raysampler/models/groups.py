@@ -379,8 +379,8 @@ class _Factor:
 
     def scatter_x(self, w: np.ndarray) -> np.ndarray:
         """Σ_{j in g} w_j z_j x_jᵀ per group and chain for row weights w (n, K): (K, G, q, p)."""
-        K = w.shape[1]
-        return (self.ZX @ w).reshape(self.G, self.q, -1, K).transpose(3, 0, 1, 2)
+        K, p = w.shape[1], self.ZX.shape[0] // max(self.width, 1)
+        return (self.ZX @ w).reshape(self.G, self.q, p, K).transpose(3, 0, 1, 2)
 
     def blocks(self, w: np.ndarray) -> np.ndarray:
         """Σ_{j in g} w_j z_j z_jᵀ per group and chain for row weights w (n, K): (K, G, q, q)."""
