@@ -344,9 +344,10 @@ class _Factor:
     """One grouping factor on one shard: each row's group index `code` (n,), its effect values Z (n, q), the number
     of groups G and its first local coordinate `start`; as sparse matrices over the rows: the gather A (n, G·q) (row j
     holds z_j in its group's columns: the group part of the linear predictor is A r), its transpose At (G·q, n)
-    (segment sums per group and effect), S (G, n) (per group), ZZ (G·q·q, n) (z_j z_jᵀ per group) and ZX (G·q·p, n)
-    (z_j x_jᵀ per group, x_j the row's p coefficient columns): each weighted segment sum is one sparse product with
-    the (n, K) row weights, no (n, K, ·) product of them first."""
+    (segment sums per group and effect), S (G, n) (per group) and, built on first use from Z and the shard's p
+    coefficient columns Xc, ZZ (G·q·q, n) (z_j z_jᵀ per group) and ZX (G·q·p, n) (z_j x_jᵀ per group): each weighted
+    segment sum is one sparse product with the (n, K) row weights, no (n, K, ·) product of them first. ZX holds q·p
+    values a row (12 bytes each with its index), as the old (n, K, p) products did K·p a pass."""
 
     code: np.ndarray
     Z: np.ndarray
@@ -356,8 +357,17 @@ class _Factor:
     A: Any
     At: Any
     S: Any
-    ZZ: Any
-    ZX: Any
+    Xc: np.ndarray
+
+    @functools.cached_property
+    def ZZ(self) -> Any:
+        n, q = self.Z.shape
+        return _segments(self.code, (self.Z[:, :, None] * self.Z[:, None, :]).reshape(n, q * q), self.G)
+
+    @functools.cached_property
+    def ZX(self) -> Any:
+        n, q = self.Z.shape
+        return _segments(self.code, (self.Z[:, :, None] * self.Xc[:, None, :]).reshape(n, q * self.Xc.shape[1]), self.G)
 
     @property
     def width(self) -> int:
@@ -379,8 +389,8 @@ class _Factor:
 
     def scatter_x(self, w: np.ndarray) -> np.ndarray:
         """Σ_{j in g} w_j z_j x_jᵀ per group and chain for row weights w (n, K): (K, G, q, p)."""
-        K, p = w.shape[1], self.ZX.shape[0] // max(self.width, 1)
-        return (self.ZX @ w).reshape(self.G, self.q, p, K).transpose(3, 0, 1, 2)
+        K = w.shape[1]
+        return (self.ZX @ w).reshape(self.G, self.q, self.Xc.shape[1], K).transpose(3, 0, 1, 2)
 
     def blocks(self, w: np.ndarray) -> np.ndarray:
         """Σ_{j in g} w_j z_j z_jᵀ per group and chain for row weights w (n, K): (K, G, q, q)."""
@@ -422,13 +432,13 @@ class _Index:
 
 def _segments(code: np.ndarray, values: np.ndarray, G: int) -> Any:
     """The sparse (G·c, n) matrix whose row g·c + i holds values[j, i] at column j for the rows j of group g: a
-    product with (n, K) row weights sums values[:, i]·w per group (values (n, c))."""
+    product with (n, K) row weights sums values[:, i]·w per group (values (n, c)). Built column by column (row j's c
+    entries), so nothing larger than the matrix itself is made on the way."""
     import scipy.sparse as sp
 
     n, c = values.shape
     rows = (code[:, None] * c + np.arange(c)[None, :]).reshape(-1)
-    cols = np.repeat(np.arange(n), c)
-    return sp.csr_matrix((values.reshape(-1), (rows, cols)), shape=(G * c, n))
+    return sp.csc_matrix((values.reshape(-1), rows, np.arange(0, n * c + 1, c)), shape=(G * c, n)).tocsr()
 
 
 def _factor(code: np.ndarray, Z: np.ndarray, G: int, start: int, Xc: np.ndarray) -> _Factor:
@@ -438,9 +448,7 @@ def _factor(code: np.ndarray, Z: np.ndarray, G: int, start: int, Xc: np.ndarray)
     cols = (code[:, None] * q + np.arange(q)[None, :]).reshape(-1)
     A = sp.csr_matrix((Z.reshape(-1), cols, np.arange(0, n * q + 1, q)), shape=(n, G * q))
     S = sp.csr_matrix((np.ones(n), code, np.arange(n + 1)), shape=(n, G)).T.tocsr()
-    ZZ = _segments(code, (Z[:, :, None] * Z[:, None, :]).reshape(n, q * q), G)
-    ZX = _segments(code, (Z[:, :, None] * Xc[:, None, :]).reshape(n, q * Xc.shape[1]), G)
-    return _Factor(code, np.ascontiguousarray(Z), G, q, start, A, A.T.tocsr(), S, ZZ, ZX)
+    return _Factor(code, np.ascontiguousarray(Z), G, q, start, A, A.T.tocsr(), S, Xc)
 
 
 class _IndexCache(dict):
@@ -846,8 +854,14 @@ class HierarchicalGLM(Model):
         th = None
         if parts in ("theta", "all"):
             th = np.zeros((K, d, d))  # Σ_j ∂²ℓ_j J_j J_jᵀ, then ψ's terms and M's second derivatives
-            for a in range(p):  # Σ_j ∂²ℓ_jk x_ja x_jb, b ≥ a: (x_a ∘ x_b)ᵀ ∂²ℓ, the row weights as they are (n, K)
-                th[:, a:p, a] = th[:, a, a:p] = ((index.XcT[a:] * index.XcT[a]) @ t.d2).T
+            # Σ_j ∂²ℓ_jk x_j x_jᵀ: by column pairs (x_a ∘ x_b)ᵀ ∂²ℓ, all chains at once, where that makes fewer products
+            # along the rows (p(p + 1)/2 against K·p), else chain by chain, Xcᵀ (∂²ℓ_k ∘ Xc)
+            if p <= 2 * K:
+                for a in range(p):
+                    th[:, a:p, a] = th[:, a, a:p] = ((index.XcT[a:] * index.XcT[a]) @ t.d2).T
+            else:
+                for k in range(K):
+                    th[k, :p, :p] = (index.XcT * t.d2[:, k]) @ index.Xc
             for a in range(d - nf):
                 bs = index.Xc.T @ d2U[a]  # (p, K)
                 th[:, :p, nf + a] = th[:, nf + a, :p] = bs.T
@@ -855,7 +869,7 @@ class HierarchicalGLM(Model):
                     th[:, nf + a, nf + b] = th[:, nf + b, nf + a] = np.einsum("nk,nk->k", d2U[a], U[b])
             if m:
                 th[:, p:nf, p:nf] = t.h_psi
-                hpb = (t.h_eta_psi.reshape(n, -1).T @ index.Xc).reshape(K, m, p)  # Σ_j ∂²ℓ_j/∂η_j∂ψ x_jᵀ
+                hpb = (t.h_eta_psi.reshape(n, K * m).T @ index.Xc).reshape(K, m, p)  # Σ_j ∂²ℓ_j/∂η_j∂ψ x_jᵀ
                 th[:, p:nf, :p] = hpb
                 th[:, :p, p:nf] = np.swapaxes(hpb, 1, 2)
                 if d > nf:

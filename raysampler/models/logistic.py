@@ -120,9 +120,9 @@ class LogisticRegression(_EtaGLM):
 
 def logistic_rows(eta: np.ndarray, y: np.ndarray, m: np.ndarray, psi: np.ndarray, order: int) -> RowTerms:
     """`RowTerms` of m_j log(1 + e^η) − y_j η (logistic: m = 1; binomial: m the trials, (n,) or (1,)), all from one
-    t = e^{−|η|}: log(1 + e^η) = max(η, 0) + log(1 + t); with c = t/(1 + t) = σ(−|η|), σ(η) = ½ + sign(η)(½ − c) and
-    σ(1 − σ) = c/(1 + t). No elementwise choice by η's sign (np.where on (n, K) costs three of these operations) and no
-    second exponential; σ is exact to within 2⁻⁵³ absolutely, the rounding of σ − y itself."""
+    t = e^{−|η|}: log(1 + e^η) = max(η, 0) + log(1 + t); with c = t/(1 + t) = σ(−|η|), σ(η) = max(c, sign(η)(1 − c))
+    (c below 0, exact in its tail; 1 − c from 0) and σ(1 − σ) = c/(1 + t). No elementwise choice by η's sign (np.where
+    on (n, K) costs three of these operations) and no second exponential."""
     t = np.abs(eta)
     np.negative(t, out=t)
     np.exp(t, out=t)
@@ -140,13 +140,12 @@ def logistic_rows(eta: np.ndarray, y: np.ndarray, m: np.ndarray, psi: np.ndarray
         return RowTerms(loss)
     np.reciprocal(inv, out=inv)  # 1/(1 + t)
     c = np.multiply(t, inv, out=t)
-    d1 = np.subtract(0.5, c, out=tmp)
-    np.copysign(d1, eta, out=d1)  # σ(η) − ½
+    d1 = np.subtract(1.0, c, out=tmp)
+    np.copysign(d1, eta, out=d1)
+    np.maximum(d1, c, out=d1)  # σ(η): c below 0, 1 − c from 0
     if scaled:
         d1 *= mm
-        d1 += (0.5 * m - y)[:, None] if m.size > 1 else (0.5 * mm - y)[:, None]
-    else:
-        d1 += (0.5 - y)[:, None]
+    d1 -= y[:, None]
     if order == 1:
         return RowTerms(loss, d1, psi[:, :0])
     w = np.multiply(c, inv, out=c)

@@ -59,6 +59,22 @@ def _bound(model, X, y):
     return b, Xs, ys
 
 
+@pytest.mark.parametrize("case", [0, 2, 3, 4])
+def test_local_curvature_of_a_shard_without_rows_is_the_prior_parts_alone(case: int) -> None:
+    """A shard with no rows (and so no groups): every part has its shape, with no rows' terms in it."""
+    X, y0 = _data()
+    model, y = _families(y0, X)[case]
+    model = dataclasses.replace(model, group_effects=GE)
+    b = model.bind(DataSpec(X.shape[1], None, X.shape[0], COLS))
+    Xs, ys = b.shard_data(X[:0], y[:0], np.arange(0))
+    d = b.dim
+    assert b.local_dim(Xs, ys) == 0
+    lc = b.local_curvature(Xs, ys, np.full((2, d), 0.3), "all")
+    assert lc.cross is not None and lc.cross.shape == (2, 0, d) and lc.theta is not None
+    np.testing.assert_array_equal(lc.value, 0.0)
+    np.testing.assert_array_equal(lc.theta, 0.0)
+
+
 @pytest.mark.parametrize("case", range(6))
 def test_gradients_and_hvps_by_finite_differences(case: int) -> None:
     X, y0 = _data()
@@ -98,7 +114,8 @@ def test_local_curvature_is_the_dense_hessian_block_by_block(case: int, factors)
     b, Xs, ys = _bound(model, X, y)
     rng = np.random.default_rng(case)
     d, l = b.dim, b.local_dim(Xs, ys)
-    x = 0.3 * rng.normal(size=(2, d + l))
+    # 1 or 2 chains: ∇²_θθ's β block (p = 3 or 4 coefficients) is summed chain by chain where p > 2K, else by pairs
+    x = 0.3 * rng.normal(size=(1 + case % 2, d + l))
     lc = b.local_curvature(Xs, ys, x, "all")
     U, g = b.potential_and_grad(Xs, ys, x)
     np.testing.assert_allclose(lc.value, U, rtol=1e-12)
@@ -106,7 +123,7 @@ def test_local_curvature_is_the_dense_hessian_block_by_block(case: int, factors)
     B, e = lc.eta.blocks.shape[1:3]
     q = len(factors[0].effects)
     assert (B, e) == ((l // q, q) if len(factors) == 1 else (1, l))  # a block per group, or one with two factors
-    for k in range(2):
+    for k in range(x.shape[0]):
         H = b.hessian(Xs, ys, x[k])
         dense = np.zeros((l, l))
         for j in range(B):
