@@ -130,8 +130,8 @@ def logistic_rows(eta: np.ndarray, y: np.ndarray, m: np.ndarray, psi: np.ndarray
     loss = np.log(inv)
     tmp = np.maximum(eta, 0.0)
     loss += tmp
-    scaled = m.size > 1 or float(m[0]) != 1.0
-    mm = (m[:, None] if m.size > 1 else float(m[0])) if scaled else 1.0
+    scaled = m.size != 1 or float(m[0]) != 1.0  # per-row trials ((n,), n ≠ 1: none for a shard without rows)
+    mm = (m[:, None] if m.size != 1 else float(m[0])) if scaled else 1.0
     if scaled:
         loss *= mm
     np.multiply(y[:, None], eta, out=tmp)

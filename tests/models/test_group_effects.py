@@ -59,7 +59,7 @@ def _bound(model, X, y):
     return b, Xs, ys
 
 
-@pytest.mark.parametrize("case", [0, 2, 3, 4])
+@pytest.mark.parametrize("case", [0, 2, 3, 4, 5])
 def test_local_curvature_of_a_shard_without_rows_is_the_prior_parts_alone(case: int) -> None:
     """A shard with no rows (and so no groups): every part has its shape, with no rows' terms in it."""
     X, y0 = _data()
