@@ -442,13 +442,9 @@ def _segments(code: np.ndarray, values: np.ndarray, G: int) -> Any:
 
 
 def _factor(code: np.ndarray, Z: np.ndarray, G: int, start: int, Xc: np.ndarray) -> _Factor:
-    import scipy.sparse as sp
-
-    n, q = Z.shape
-    cols = (code[:, None] * q + np.arange(q)[None, :]).reshape(-1)
-    A = sp.csr_matrix((Z.reshape(-1), cols, np.arange(0, n * q + 1, q)), shape=(n, G * q))
-    S = sp.csr_matrix((np.ones(n), code, np.arange(n + 1)), shape=(n, G)).T.tocsr()
-    return _Factor(code, np.ascontiguousarray(Z), G, q, start, A, A.T.tocsr(), S, Xc)
+    At = _segments(code, Z, G)
+    S = _segments(code, np.ones((Z.shape[0], 1)), G)
+    return _Factor(code, np.ascontiguousarray(Z), G, Z.shape[1], start, At.T.tocsr(), At, S, Xc)
 
 
 class _IndexCache(dict):
