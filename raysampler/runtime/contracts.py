@@ -17,6 +17,7 @@ from ..errors import Failure
 from ..models.base import DataSpec, Model, ParamBlock
 from ..streams import NoiseState
 from ..tuning.report import TuningReport
+from .links import LinkStats, TripLog, Trips
 
 if TYPE_CHECKING:  # pydantic-settings loads only when a run starts: `import raysampler` (and the CLI) stays light
     from ..settings import EngineSettings
@@ -234,6 +235,10 @@ class RunStats:
     M: Any = None
     #: (rounds, len(ROUND_PARTS)) seconds: each round's parts (this coordinator's rounds; a resumed run's start here)
     round_parts: np.ndarray = field(default_factory=lambda: np.empty((0, len(ROUND_PARTS))))
+    #: round trips to the shards' processes by phase (this coordinator's pool: a resumed run counts from there)
+    trips: Trips = field(default_factory=Trips)
+    #: each worker process's link (site, channel, RTT at set-up and over the recent rounds); () when none is remote
+    links: tuple[LinkStats, ...] = ()
 
     def breakdown(self) -> RoundBreakdown:
         """The median round's parts (medians of each part over the rounds, so they need not add up exactly), with
@@ -253,6 +258,8 @@ class RunStats:
         """A plain dict (placement as dicts): what the `Result.stats` view shows."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["placement"] = [dataclasses.asdict(p) for p in self.placement]
+        out["trips"] = {**dataclasses.asdict(self.trips), "total": self.trips.total}
+        out["links"] = [dataclasses.asdict(link) for link in self.links]
         return out
 
 
@@ -286,6 +293,7 @@ class WorkerPool(Protocol):
 
     num_shards: int
     groups: list[list[int]]
+    trips: TripLog  # the coordinator sets its phase; every call below that reaches the shards counts one trip
 
     @property
     def transport(self) -> str:
@@ -328,6 +336,9 @@ class WorkerPool(Protocol):
 
     def restore(self, states: Sequence[ShardState]) -> None:
         """Put captured shard states back."""
+
+    def links(self) -> tuple[LinkStats, ...]:
+        """Each worker process's link to the coordinator (`LinkStats`); () when every shard is in this process."""
 
     def revive(self, timeout_s: float) -> None:
         """After a lost worker: wait (up to `timeout_s`) until every worker answers again, restarted where its

@@ -39,6 +39,7 @@ from .contracts import (
     WorkerPool,
 )
 from .host import ShardSource
+from .links import Phase
 
 #: Consecutive window estimates of uneven speeds before balance="auto" switches balancing on.
 AUTO_ESTIMATES = 3
@@ -542,6 +543,7 @@ class Coordinator:
             t0 = time.perf_counter()
             message = alg.round_message(self.state, steps, info)
             t1 = time.perf_counter()
+            pool.trips.phase = Phase.WARMUP if info.warmup else Phase.SAMPLING
             try:
                 step = pool.step(message)
             except WorkerFailed as exc:  # a worker raised or died: stop, keep the draws, say where
@@ -569,8 +571,10 @@ class Coordinator:
         def start(t: int, half: int, steps: np.ndarray) -> None:
             nonlocal outstanding, coordinator
             t0 = time.perf_counter()
-            message = alg.round_message(self.state, steps, self._info(t, half))
+            info = self._info(t, half)
+            message = alg.round_message(self.state, steps, info)
             coordinator += time.perf_counter() - t0
+            pool.trips.phase = Phase.WARMUP if info.warmup else Phase.SAMPLING
             pool.send(message)
             outstanding += 1
 
@@ -622,6 +626,8 @@ class Coordinator:
 
     def capture(self) -> RunState:
         """The whole run state now (between rounds)."""
+        with self.pool.trips.during(Phase.CAPTURE):
+            shards = tuple(self.pool.capture())
         return RunState(
             RunState.VERSION,
             self.fingerprint,
@@ -629,7 +635,7 @@ class Coordinator:
             self.draws_kept,
             self.state,
             self.noise.capture(),
-            tuple(self.pool.capture()),
+            shards,
             self.balancer.capture(),
             self.setup,
             self.worker_model,
@@ -657,6 +663,8 @@ class Coordinator:
             gamma=plan.gamma,
             M=plan.M,
             round_parts=self._round_parts(),
+            trips=self.pool.trips.snapshot(),
+            links=self.pool.links(),
         )
 
     def _round_parts(self) -> np.ndarray:

@@ -20,6 +20,7 @@ from ..models.contract import as_model
 from .batches import join_blocks
 from .contracts import SITE_LABEL, Broadcast, Placement, ShardFacts, ShardState, StepResult
 from .host import ShardHost, ShardSource
+from .links import LinkStats, RttMeter, TripLog
 from .sites import wait_for_sites
 from .transports import ActorTransport, SocketTransport
 
@@ -80,47 +81,62 @@ class LocalPool:
         self.host = ShardHost(sources, model, algorithm, seed, chains)
         self.groups = [list(range(self.num_shards))]
         self._pending: deque[StepResult] = deque()
+        self.trips = TripLog()  # the calls a pool of processes would make, so in-process runs report them too
 
     def describe(self) -> list[ShardFacts]:
+        self.trips.count()
         return self.host.describe()
 
     def bind(self, model: Model) -> None:
+        self.trips.count()
         self.host.bind(model)
 
     def gram(self) -> list[np.ndarray | None]:
+        self.trips.count()
         return self.host.gram()
 
     def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]]) -> list[Any]:
+        self.trips.count()
         return self.host.map(fn, args)
 
     def init_states(self, payloads: Sequence[Any]) -> None:
+        self.trips.count()
         self.host.init_states(payloads)
 
     def revive(self, timeout_s: float) -> None:
         """Nothing to do: in-process shards cannot be lost."""
 
     def set_slowdown(self, factors: dict[int, float]) -> None:
+        self.trips.count()
         self.host.set_slowdown(factors)
 
     def calibrate(self) -> np.ndarray:
+        self.trips.count()
         return np.asarray(self.host.calibrate())
 
+    def links(self) -> tuple[LinkStats, ...]:
+        """None: every shard is in this process."""
+        return ()
+
     def step(self, messages: Any) -> StepResult:
+        self.trips.count()
         replies, times = self.host.step(messages)
         work = np.asarray(times, dtype=float)
         return StepResult(replies, work, np.full(self.num_shards, work.sum()))
 
     def send(self, messages: Any) -> None:
         """Step now (in this process a round has nothing to overlap with); `collect` returns the result."""
-        self._pending.append(self.step(messages))
+        self._pending.append(self.step(messages))  # `step` counts the trip
 
     def collect(self) -> StepResult:
         return self._pending.popleft()
 
     def capture(self) -> list[ShardState]:
+        self.trips.count()
         return self.host.capture()
 
     def restore(self, states: Sequence[ShardState]) -> None:
+        self.trips.count()
         self.host.restore(states)
 
     def close(self) -> None:
@@ -247,6 +263,8 @@ class RayPool:
         self._transport: SocketTransport | ActorTransport = ActorTransport(self.actors, self.remote_groups)
         self._want = transport
         self._pending: deque[tuple[bool, Any, Failure | None, float]] = deque()
+        self.trips = TripLog()
+        self._rtt = RttMeter(len(self.actors))
 
     @property
     def transport(self) -> str:
@@ -257,6 +275,7 @@ class RayPool:
         self._transport.close()
         self._pending.clear()
         self._transport = ActorTransport(self.actors, self.remote_groups)
+        self._transport.meter = self._rtt
         if self._want != TransportKind.SOCKET:
             return
         here = self._ray.get_runtime_context().get_node_id()
@@ -265,6 +284,7 @@ class RayPool:
             self._transport = SocketTransport(
                 self.actors, self.remote_groups, self.engine.startup_timeout_s, local, spin_s=self.engine.shm_spin_s
             )
+            self._transport.meter = self._rtt
         except (OSError, ConnectionError) as exc:  # e.g. a firewall between nodes: plain actor calls still work
             import warnings
 
@@ -274,7 +294,8 @@ class RayPool:
 
     def _all(self, method: str, per_group: Sequence[tuple[Any, ...]], timeout: float | None = None) -> list[Any]:
         """`method(*per_group[k])` on the process hosting each group (the actors' calls run while the coordinator's
-        own group computes); results in group order."""
+        own group computes); results in group order. One trip."""
+        self.trips.count()
         remote = [args for k, args in enumerate(per_group) if k != self._home_k]
         refs = [getattr(a, method).remote(*args) for a, args in zip(self.actors, remote)]
         home = None
@@ -303,7 +324,35 @@ class RayPool:
         facts = sorted((f for part in parts for f in part), key=lambda f: f.shard)
         self.placement = [Placement.of(f) for f in facts]
         self._open_transport()
+        self._setup_rtt()
         return facts
+
+    def _setup_rtt(self) -> None:
+        """Each worker process's RTT at set-up: one `ping` to all at once (one trip), each timed to its reply."""
+        if not self.actors:
+            return
+        self.trips.count()
+        refs = [a.ping.remote() for a in self.actors]
+        index = {r: k for k, r in enumerate(refs)}
+        t0, pending = time.perf_counter(), list(refs)
+        while pending:
+            ready, pending = self._ray.wait(pending, num_returns=1, timeout=self.engine.startup_timeout_s)
+            if not ready:
+                break
+            for r in ready:
+                self._rtt.setup_s[index[r]] = time.perf_counter() - t0
+
+    def links(self) -> tuple[LinkStats, ...]:
+        """Each worker actor's link: its site, node, channel and RTT (at set-up and over the recent rounds)."""
+        channels = getattr(self._transport, "kinds", None) or [self._transport.name] * len(self.actors)
+        firsts = [g[0] for g in self.remote_groups]
+        where = [self.placement[i] if i < len(self.placement) else None for i in firsts]
+        return self._rtt.links(
+            self.remote_groups,
+            [self.sites[i] for i in firsts],
+            [p.node_id if p is not None else None for p in where],
+            channels,
+        )
 
     def bind(self, model: Model) -> None:
         self._all("bind", [(model,)] * len(self.groups))
@@ -330,6 +379,7 @@ class RayPool:
         """Wait until every worker actor answers again (Ray restarts a dead one on a node of its site) — at most
         `timeout_s` for all; a worker still down then raises WorkerFailed naming its first shard and site (the
         site has no live node, or the restart failed). The caller then describes, binds and restores them."""
+        self.trips.count()
         self._transport.close()
         deadline = time.monotonic() + timeout_s
         for g, actor in zip(self.remote_groups, self.actors):
@@ -379,6 +429,7 @@ class RayPool:
             remote: list[Any] | Broadcast = [m for k, m in enumerate(per_group) if k != self._home_k]
         else:
             home_msg, remote = messages, Broadcast(messages)
+        self.trips.count()
         self._transport.send(remote)
         home: tuple[Any, Any] | None = None
         failure: Failure | None = None

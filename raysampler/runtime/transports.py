@@ -14,10 +14,13 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from ..errors import Failure, FailureKind, WorkerFailed
 from .channel import ChannelClient
 from .contracts import Broadcast, RoundTiming
 from .frames import FrameWriter
+from .links import RttMeter
 
 
 def lost(group: Sequence[int], exc: BaseException) -> Failure:
@@ -90,7 +93,8 @@ class SocketTransport:
 
         self.groups = [list(g) for g in groups]
         self.writer = FrameWriter()  # one for every channel: a broadcast is encoded once
-        self._pending: deque[tuple[list[tuple[list[int], Any]], list[Failure], RoundTiming]] = deque()
+        self.meter: RttMeter | None = None  # each process's RTT, measured on its rounds (set by the pool)
+        self._pending: deque[tuple[list[tuple[int, list[int], Any, float]], list[Failure], RoundTiming]] = deque()
         local = list(local) if local is not None else [False] * len(actors)
         opened = ray.get(
             [a.open_channel.remote("shm" if near else "tcp", spin_s) for a, near in zip(actors, local)],
@@ -113,7 +117,7 @@ class SocketTransport:
         replies. At most two sends may be outstanding (a pipelined round's two chain groups)."""
         timing = RoundTiming()
         failures: list[Failure] = []
-        sent: list[tuple[list[int], Any]] = []
+        sent: list[tuple[int, list[int], Any, float]] = []  # (process, its shards, its channel, when it was sent)
         writer = self.writer
         common = None
         if not self.channels:  # every shard in the coordinator's process: nothing to send
@@ -133,7 +137,7 @@ class SocketTransport:
             t1 = time.perf_counter()
             try:
                 c.send_frame(writer.head(c, layout, len(payload)), payload)
-                sent.append((g, c))
+                sent.append((k, g, c, time.perf_counter()))
             except OSError as exc:
                 failures.append(lost(g, exc))
             timing.encode_s += t1 - t0
@@ -145,14 +149,17 @@ class SocketTransport:
         went to is drained, even after a failure; then WorkerFailed for the first."""
         sent, failures, timing = self._pending.popleft()
         parts = []
-        for g, c in sent:
+        for k, g, c, t_sent in sent:
             try:
                 t = time.perf_counter()
                 c.wait()
                 t_in = time.perf_counter()
                 timing.wait_s += t_in - t
-                parts.append(c.receive())
+                part = c.receive()
+                parts.append(part)
                 timing.receive_s += time.perf_counter() - t_in
+                if self.meter is not None:
+                    self.meter.observe(k, t_in - t_sent, float(np.sum(part[1])))
             except WorkerFailed as exc:
                 failures.append(_owned(exc.failure, g))
             except (OSError, ConnectionError, EOFError) as exc:
@@ -180,25 +187,29 @@ class ActorTransport:
 
     def __init__(self, actors: Sequence[Any], groups: Sequence[Sequence[int]]) -> None:
         self.actors, self.groups = list(actors), [list(g) for g in groups]
-        self._pending: deque[tuple[list[Any], RoundTiming]] = deque()
+        self.meter: RttMeter | None = None  # each process's RTT, measured on its rounds (set by the pool)
+        self._pending: deque[tuple[list[Any], RoundTiming, float]] = deque()
 
     def send(self, per_group: Sequence[Any] | Broadcast) -> None:
         timing = RoundTiming()
         t0 = time.perf_counter()
         refs = [a.step.remote(m) for a, m in zip(self.actors, _messages(per_group, len(self.actors)))]
         timing.send_s = time.perf_counter() - t0  # Ray pickles each call's arguments as it sends them
-        self._pending.append((refs, timing))
+        self._pending.append((refs, timing, t0))
 
     def collect(self) -> tuple[list[tuple[Any, Any]], RoundTiming]:
         import ray
 
-        refs, timing = self._pending.popleft()
+        refs, timing, t_sent = self._pending.popleft()
         t0 = time.perf_counter()
         failures: list[Failure] = []
         parts = []
-        for g, ref in zip(self.groups, refs):
+        for k, (g, ref) in enumerate(zip(self.groups, refs)):
             try:
-                parts.append(ray.get(ref))
+                part = ray.get(ref)
+                parts.append(part)
+                if self.meter is not None:
+                    self.meter.observe(k, time.perf_counter() - t_sent, float(np.sum(part[1])))
             except ray.exceptions.RayTaskError as exc:
                 cause = exc.cause
                 failures.append(

@@ -1,0 +1,126 @@
+"""What the coordinator's messages cost in round trips and link time: trips counted by phase, each worker process's
+round-trip time (RTT) measured on the channel its rounds use.
+
+A *trip* is one call from the coordinator to the shards' processes that it waits on: one round (`send` then
+`collect`), or one set-up call (`describe`, `bind`, `map`, ...), whatever the number of processes it reaches at
+once. Across sites far apart each trip costs at least one RTT, so the trip count is what a run's wall time is made
+of on a slow link. Both pools count the same calls, so an in-process run reports the trips a Ray run would make.
+
+The RTT of a process is what its round took beyond its own compute: the time from sending its message to its
+reply arriving, less the seconds it reports having computed. The coordinator waits for the processes one after
+another, so a reply that arrived while it was still waiting for another is seen late; the minimum over the recent
+rounds (`LinkStats.rtt_s`) is therefore the link's estimate (as TCP's own min-RTT filter), with the median beside it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+import numpy as np
+
+#: Recent rounds each process's RTT estimate is taken over.
+RTT_WINDOW = 64
+
+
+class Phase(StrEnum):
+    """What a trip served: tuning and start-up, burn-in rounds, kept rounds, or a capture of the run's state."""
+
+    SETUP = "setup"
+    WARMUP = "warmup"
+    SAMPLING = "sampling"
+    CAPTURE = "capture"
+
+
+@dataclass(frozen=True)
+class Trips:
+    """Round trips from the coordinator to the shards' processes, by phase (`Phase`)."""
+
+    setup: int = 0
+    warmup: int = 0
+    sampling: int = 0
+    capture: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.setup + self.warmup + self.sampling + self.capture
+
+
+class TripLog:
+    """Counts a pool's trips under the phase the coordinator sets (`phase`, or `during` for a while)."""
+
+    def __init__(self) -> None:
+        self.phase = Phase.SETUP
+        self._counts = dict.fromkeys(Phase, 0)
+
+    def count(self) -> None:
+        self._counts[self.phase] += 1
+
+    @contextlib.contextmanager
+    def during(self, phase: Phase) -> Iterator[None]:
+        before, self.phase = self.phase, phase
+        try:
+            yield
+        finally:
+            self.phase = before
+
+    def snapshot(self) -> Trips:
+        c = self._counts
+        return Trips(c[Phase.SETUP], c[Phase.WARMUP], c[Phase.SAMPLING], c[Phase.CAPTURE])
+
+
+@dataclass(frozen=True)
+class LinkStats:
+    """One worker process's link to the coordinator: where it runs, the channel its rounds use ("tcp", "shm",
+    "actor"), the RTT measured at set-up (seconds; None if not measured) and over the recent rounds (the minimum,
+    `rtt_s`, and the median), from `samples` rounds in all."""
+
+    shards: tuple[int, ...]
+    site: str | None
+    node_id: str | None
+    channel: str
+    setup_rtt_s: float | None
+    rtt_s: float | None
+    rtt_median_s: float | None
+    samples: int
+
+
+class RttMeter:
+    """Per-process RTT samples (the recent `RTT_WINDOW` rounds) and the set-up measurement."""
+
+    def __init__(self, processes: int) -> None:
+        self._recent: list[deque[float]] = [deque(maxlen=RTT_WINDOW) for _ in range(processes)]
+        self._counts = [0] * processes
+        self.setup_s: list[float | None] = [None] * processes
+
+    def observe(self, k: int, elapsed_s: float, compute_s: float) -> None:
+        """Process k's round took `elapsed_s` from its send to its reply, of which it computed `compute_s`."""
+        self._recent[k].append(max(elapsed_s - compute_s, 0.0))
+        self._counts[k] += 1
+
+    def links(
+        self,
+        groups: Sequence[Sequence[int]],
+        sites: Sequence[str | None],
+        nodes: Sequence[str | None],
+        channels: Sequence[str],
+    ) -> tuple[LinkStats, ...]:
+        out = []
+        for k, g in enumerate(groups):
+            recent = np.asarray(self._recent[k], dtype=float)
+            out.append(
+                LinkStats(
+                    tuple(int(i) for i in g),
+                    sites[k],
+                    nodes[k],
+                    channels[k],
+                    self.setup_s[k],
+                    float(recent.min()) if len(recent) else None,
+                    float(np.median(recent)) if len(recent) else None,
+                    self._counts[k],
+                )
+            )
+        return tuple(out)
