@@ -23,17 +23,20 @@ if TYPE_CHECKING:  # pydantic-settings loads only when a run starts: `import ray
     from .events import RunEvent
     from .settings import EngineSettings
 
-AUTO = "auto"
-#: Defaults of a run that stops on convergence (`num_rounds="auto"`).
+AUTO: Literal["auto"] = "auto"
+#: Chains when none are asked for and the links are fast (`chains="auto"` off a slow link).
+DEFAULT_CHAINS = 4
+#: Defaults of a run that stops on convergence (`num_rounds="auto"`): its warm-up ends when the chains are warm
+#: (`diagnostics.warm`, checked as it goes), at the latest after AUTO_BURN_IN rounds.
 AUTO_BURN_IN = 1000
 AUTO_MAX_ROUNDS = 100_000
 DEFAULT_TARGET_ESS = 400.0
 DEFAULT_MAX_RHAT = 1.01
 
 
-def default_burn_in(num_rounds: int | Literal["auto"]) -> int:
-    """Burn-in rounds when none is given: max(100, num_rounds // 10), or AUTO_BURN_IN for a convergence-stopped run."""
-    return AUTO_BURN_IN if num_rounds == AUTO else max(100, int(num_rounds) // 10)
+def default_burn_in(num_rounds: int | Literal["auto"]) -> int | Literal["auto"]:
+    """Burn-in when none is given: max(100, num_rounds // 10) rounds, or "auto" for a convergence-stopped run."""
+    return AUTO if num_rounds == AUTO else max(100, int(num_rounds) // 10)
 
 
 @dataclass(frozen=True)
@@ -41,16 +44,21 @@ class RunOptions:
     """The run's length and bookkeeping, checked once (errors are `ArgumentError`s whose path names the argument).
 
     `num_rounds`: rounds after burn-in, or "auto" (then `max_rounds` bounds them). `burn_in` rounds come first and
-    are discarded. Each chain keeps the last round of every block of `thin`. `time_budget_s` stops cleanly.
+    are discarded; "auto" (the default with num_rounds="auto") ends the warm-up once the chains are warm
+    (`diagnostics.warm`, checked at fixed round counts), at most AUTO_BURN_IN rounds (`burn_in` then holds that cap
+    and `warmup_auto` is True). `chains`: a number, or "auto": DEFAULT_CHAINS, or more where a round is bound by the
+    link to the sites rather than by their compute (chosen at set-up from the measured RTT: `SetupInfo.chains`; the
+    field then holds DEFAULT_CHAINS and `chains_auto` is True). Each chain keeps the last round of every block of
+    `thin`. `time_budget_s` stops cleanly.
     `pipeline`: run each round as two halves, one per group of chains, so that on Ray the workers step one group
     while the coordinator updates the other; each chain draws the same random numbers, but a group's products
     over fewer chains round differently in the last bits, so a pipelined run's draws equal a pipelined run's (on
     either executor), not an unpipelined one's.
     """
 
-    chains: int = 4
+    chains: int | Literal["auto"] = AUTO
     num_rounds: int | Literal["auto"] = 1000
-    burn_in: int | None = None
+    burn_in: int | Literal["auto"] | None = None
     thin: int = 1
     seed: int = 0
     time_budget_s: float | None = None
@@ -58,15 +66,25 @@ class RunOptions:
     max_rhat: float = DEFAULT_MAX_RHAT
     max_rounds: int | None = None
     pipeline: bool = False
+    chains_auto: bool = field(default=False, init=False)
+    warmup_auto: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "chains", positive_int(self.chains, "chains"))
+        if self.chains == AUTO:
+            object.__setattr__(self, "chains", DEFAULT_CHAINS)
+            object.__setattr__(self, "chains_auto", True)
+        object.__setattr__(self, "chains", _chains(self.chains))
         if not isinstance(self.pipeline, bool):
             raise ArgumentError(("pipeline",), f"pipeline must be True or False, got {self.pipeline!r}")
         if self.num_rounds != AUTO:
             object.__setattr__(self, "num_rounds", positive_int(self.num_rounds, "num_rounds"))
-        burn = default_burn_in(self.num_rounds) if self.burn_in is None else nonnegative_int(self.burn_in, "burn_in")
-        object.__setattr__(self, "burn_in", burn)
+        burn = default_burn_in(self.num_rounds) if self.burn_in is None else self.burn_in
+        if burn == AUTO:
+            object.__setattr__(self, "warmup_auto", True)
+            burn = AUTO_BURN_IN
+        elif isinstance(burn, str):
+            raise ArgumentError(("burn_in",), f"burn_in must be a non-negative integer or 'auto', got {burn!r}")
+        object.__setattr__(self, "burn_in", nonnegative_int(burn, "burn_in"))
         object.__setattr__(self, "thin", positive_int(self.thin, "thin"))
         object.__setattr__(self, "seed", nonnegative_int(self.seed, "seed"))
         if self.time_budget_s is not None and not _positive_real(self.time_budget_s):
@@ -85,6 +103,11 @@ class RunOptions:
                     ("max_rounds",),
                     "max_rounds only applies with num_rounds='auto' (otherwise num_rounds is the length)",
                 )
+
+    @property
+    def chain_count(self) -> int:
+        """The chains as a number (with chains="auto", the default count the set-up may raise)."""
+        return int(self.chains)
 
     @property
     def auto(self) -> bool:
@@ -163,6 +186,12 @@ def positive_int(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise ArgumentError((name,), f"{name} must be a positive integer, got {value!r}")
     return int(value)
+
+
+def _chains(value: Any) -> int:
+    if isinstance(value, str):
+        raise ArgumentError(("chains",), f"chains must be a positive integer or 'auto', got {value!r}")
+    return positive_int(value, "chains")
 
 
 def nonnegative_int(value: Any, name: str) -> int:

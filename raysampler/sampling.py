@@ -98,7 +98,7 @@ class Run:
             shard_set = _split_at_sites(model, shard_set, self.engine)
         self.shards = shard_set
         self.config = RunConfig(
-            opts.chains,
+            opts.chain_count,
             opts.sampling_rounds,
             int(opts.burn_in or 0),
             opts.thin,
@@ -106,7 +106,11 @@ class Run:
             exe.balance_policy,
             engine=self.engine,
             pipeline=opts.pipeline,
+            warmup_auto=opts.warmup_auto,
+            chains_auto=opts.chains_auto,
         )
+        if resume_from is not None and opts.chains_auto and resume_from.setup.chains is not None:
+            self.config = dataclasses.replace(self.config, chains=resume_from.setup.chains.chains)  # as it chose
         self._start = time.perf_counter()
         sources = [ShardSource(i, s, s.site, s.columns, s.index) for i, s in enumerate(shard_set)]
         self._launch = (exe.executor, sources, model, algorithm, self.config, exe.max_actors, exe.transport)
@@ -128,6 +132,13 @@ class Run:
         except BaseException:
             self._handle.close()
             raise
+        if self.setup.chains is not None and self.setup.chains.chains != self.config.chains:  # chains="auto" chose
+            self.config = dataclasses.replace(self.config, chains=self.setup.chains.chains)
+            self._launch = (*self._launch[:4], self.config, *self._launch[5:])
+        #: the warm-up's length as it stands (with a warm-up that ends by itself: its cap until it has ended)
+        self.burn_in = self.config.burn_in
+        if resume_from is not None and resume_from.warmup is not None and resume_from.warmup.burn_in is not None:
+            self.burn_in = resume_from.warmup.burn_in
         self.rounds_done = resume_from.rounds_done if resume_from is not None else 0
         self.draws_before = resume_from.draws_kept if resume_from is not None else 0
         self.draws_kept = self.draws_before  # draws per chain kept so far, including those before a resume
@@ -173,7 +184,7 @@ class Run:
 
     @property
     def total_rounds(self) -> int:
-        return self.config.total_rounds
+        return self.burn_in + self.config.num_rounds
 
     @property
     def stopped_by_time_budget(self) -> bool:
@@ -214,6 +225,8 @@ class Run:
                 self.checkpoint_write_s += time.perf_counter() - t_write
             if chunk.state is not None:
                 self.checkpoint = chunk.state
+            if chunk.burn_in is not None:
+                self.burn_in = chunk.burn_in
             self.draws_kept += len(chunk.theta)
             ran = chunk.rounds_done - self.rounds_done
             self.rounds_done = chunk.rounds_done
@@ -271,7 +284,7 @@ class Run:
 
     def _check_round(self) -> int:
         """The round after which the next convergence check's draw count is reached."""
-        return self.config.burn_in + self._next_check * self.config.thin
+        return self.burn_in + self._next_check * self.config.thin
 
     def _converged(self) -> bool:
         """Check min bulk ESS and max R-hat (on at most CHECK_DRAWS draws per chain) and schedule the next check."""
@@ -394,9 +407,9 @@ def sample(
     shards: Any,
     algorithm: str = "dglmc",
     *,
-    chains: int = 4,
+    chains: int | str = "auto",
     num_rounds: int | str = 1000,
-    burn_in: int | None = None,
+    burn_in: int | str | None = None,
     thin: int = 1,
     seed: int = 0,
     executor: Executor | str = Executor.RAY,
@@ -416,7 +429,10 @@ def sample(
 ) -> Result:
     """Sample the posterior of `model` given data split into `shards`.
 
-    `burn_in` rounds come first and are discarded (default: max(100, num_rounds // 10), or 1000 with "auto");
+    `chains`: a number, or "auto" (default): 4, or more where a round is bound by the link to far sites rather than
+    by their compute (chosen at set-up from the measured RTT; `result.setup.chains` says how many and why).
+    `burn_in` rounds come first and are discarded (default: max(100, num_rounds // 10), or with num_rounds="auto"
+    "auto": the warm-up ends once the chains are warm, checked at fixed round counts, at most 1000 rounds);
     `num_rounds` counts the rounds after burn-in, or is "auto": stop once min bulk ESS ≥ `target_ess` and max R-hat
     < `max_rhat` (or at `max_rounds`, default 100,000). Each chain keeps the last round of every block of `thin`.
     For the same seed the draws are identical on `executor="local"` and `"ray"`, run after run; `balance="auto"`
@@ -445,9 +461,9 @@ def sample(
             "rs.resume(checkpoint_dir), or give an empty directory"
         )
     options = RunOptions(
-        chains=chains,
-        num_rounds=num_rounds,  # type: ignore[arg-type]  # checked by RunOptions (a clear error names it)
-        burn_in=burn_in,
+        chains=chains,  # type: ignore[arg-type]  # checked by RunOptions (a clear error names it)
+        num_rounds=num_rounds,  # type: ignore[arg-type]
+        burn_in=burn_in,  # type: ignore[arg-type]
         thin=thin,
         seed=seed,
         time_budget_s=time_budget_s,

@@ -17,7 +17,7 @@ from ..errors import Failure
 from ..models.base import DataSpec, Model, ParamBlock
 from ..streams import NoiseState
 from ..tuning.report import TuningReport
-from .links import LinkStats, TripLog, Trips
+from .links import ChainsChoice, LinkStats, TripLog, Trips
 
 if TYPE_CHECKING:  # pydantic-settings loads only when a run starts: `import raysampler` (and the CLI) stays light
     from ..settings import EngineSettings
@@ -47,6 +47,10 @@ class RunConfig:
     balance_ratio: float = 1.5
     #: run each round as two halves, one per chain group, overlapped on Ray (`Coordinator._rounds_in_halves`)
     pipeline: bool = False
+    #: `burn_in` is a cap: the warm-up ends at the first check that finds the chains warm (`Coordinator`)
+    warmup_auto: bool = False
+    #: `chains` is the default: the coordinator may choose more from the measured links (`choose_chains`)
+    chains_auto: bool = False
     # The engine settings the driver read from the environment once (site wait, coordinator shards, spin, start-up
     # timeout); the coordinator and its workers use these, never the environment of their own processes.
     engine: EngineSettings = field(default_factory=_engine_from_env)
@@ -133,6 +137,17 @@ class ShardState:
 
 
 @dataclass(frozen=True)
+class WarmupState:
+    """Where a warm-up that ends by itself stands: its length once decided (`burn_in`; None while it goes on), the
+    round count of its next check, and the warm-up draws of θ the next check reads (from round `first` on)."""
+
+    burn_in: int | None
+    next_check: int
+    first: int
+    draws: np.ndarray  # (rounds, K, d) on θ's scale
+
+
+@dataclass(frozen=True)
 class SetupInfo:
     """What setup found and decided: dimension, parameter names, shard sizes, where each shard runs, the
     algorithm's tuning report (`plan`: tuned settings, e.g. step sizes, and their predicted bias), N_avg, balancing."""
@@ -153,11 +168,14 @@ class SetupInfo:
     local_order: tuple[int, ...] = ()
     model: Model | None = None  # the model bound to the data: predictions and LOO evaluate it
     data_spec: DataSpec | None = None  # what the model was bound to (the service binds a run's model again from it)
+    #: how many chains run and why (chains="auto" chooses from the measured links; else as asked)
+    chains: ChainsChoice | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """A plain dict (JSON-like: placement as dicts; without the model)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("model", "data_spec")}
         out["placement"] = [dataclasses.asdict(p) for p in self.placement]
+        out["chains"] = dataclasses.asdict(self.chains) if self.chains is not None else None
         return out
 
 
@@ -184,6 +202,8 @@ class Chunk:
     done: bool
     failure: Failure | None = None
     state: RunState | None = None
+    #: the warm-up's length as it stands (a warm-up that ends by itself: its cap until it has ended)
+    burn_in: int | None = None
 
 
 #: The parts of a round `RunStats.round_parts` holds, in its columns' order (seconds per round): the coordinator's
@@ -239,6 +259,8 @@ class RunStats:
     trips: Trips = field(default_factory=Trips)
     #: each worker process's link (site, channel, RTT at set-up and over the recent rounds); () when none is remote
     links: tuple[LinkStats, ...] = ()
+    #: warm-up rounds: as fixed, or where a warm-up that ends by itself ended (None while it goes on)
+    burn_in: int | None = None
 
     def breakdown(self) -> RoundBreakdown:
         """The median round's parts (medians of each part over the rounds, so they need not add up exactly), with
@@ -286,6 +308,7 @@ class RunState:
     worker_model: Any = None  # the model the workers run, if not the data-bound model (e.g. whitened)
     precond: Any = None  # maps the algorithm's draws back to θ
     extra: dict[str, Any] = field(default_factory=dict)
+    warmup: WarmupState | None = None  # a warm-up that ends by itself (RunConfig.warmup_auto)
 
 
 class WorkerPool(Protocol):
@@ -311,8 +334,9 @@ class WorkerPool(Protocol):
     def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]]) -> list[Any]:
         """[fn(model, X_i, y_i, *args[i]) for each shard i], computed where shard i lives."""
 
-    def init_states(self, payloads: Sequence[Any]) -> None:
-        """Create each shard's algorithm state from its payload (and fresh random streams)."""
+    def init_states(self, payloads: Sequence[Any], chains: int | None = None) -> None:
+        """Create each shard's algorithm state from its payload (and fresh random streams for `chains` chains,
+        default the pool's own count)."""
 
     def set_slowdown(self, factors: dict[int, float]) -> None:
         """Test hook: shard i's local work takes factors[i] times as long."""

@@ -36,13 +36,18 @@ from .contracts import (
     SetupInfo,
     ShardFacts,
     StepResult,
+    WarmupState,
     WorkerPool,
 )
 from .host import ShardSource
-from .links import Phase
+from .links import ChainsChoice, Phase, choose_chains
 
 #: Consecutive window estimates of uneven speeds before balance="auto" switches balancing on.
 AUTO_ESTIMATES = 3
+#: A warm-up that ends by itself (RunConfig.warmup_auto) is first checked after this many rounds, then each time
+#: WARM_GROWTH times as many: checks at fixed round counts, so where it ends does not depend on the machine.
+WARM_FIRST_CHECK = 50
+WARM_GROWTH = 1.5
 #: balance="auto" counts a window as uneven only if the slowest process's work per round exceeds the fastest's by
 #: this many seconds: balancing can save at most that gap, and below ~1 ms it is scheduling noise (2 cores shared
 #: by 4 workers on tiny shards), not a slow machine — not worth giving up a fixed, reproducible schedule.
@@ -278,8 +283,20 @@ class Coordinator:
         draws_kept: int = 0,
         worker_model: Any = None,
         precond: Any = None,
+        warmup: WarmupState | None = None,
     ) -> None:
         self.pool, self.model, self.algorithm, self.config = pool, model, algorithm, config
+        #: the warm-up's length: fixed (config.burn_in), or with config.warmup_auto its cap until a check ends it
+        self.burn_in = config.burn_in
+        self._warm_decided = not config.warmup_auto
+        self._warm_next = min(WARM_FIRST_CHECK, config.burn_in)
+        self._warm_first = 0
+        self._warm_draws: list[np.ndarray] = []
+        if warmup is not None:
+            self._warm_decided = warmup.burn_in is not None
+            self.burn_in = warmup.burn_in if warmup.burn_in is not None else config.burn_in
+            self._warm_next, self._warm_first = warmup.next_check, warmup.first
+            self._warm_draws = list(warmup.draws)
         self.worker_model = worker_model  # what the workers run (e.g. the model in whitened coordinates), if not model
         self.precond = precond  # maps the algorithm's draws back to θ, if it samples in other coordinates
         self.setup, self.state, self.noise, self.balancer = setup, state, noise, balancer
@@ -323,11 +340,13 @@ class Coordinator:
         check_model_support(algorithm, as_model(model))
         facts, bound, spec = bind_model(pool, model)
         d = bound.dim
+        choice = _chains_for(pool, bound, config, facts)
+        config = dataclasses.replace(config, chains=choice.chains)
         algorithm.check_shapes(pool.num_shards, d, config.chains)
         noise = ChainNoise(config.seed, config.chains, role=0, dim=d)
         plan = algorithm.prepare(bound, pool, chains=config.chains, seed=config.seed, noise=noise)
         worker_model = plan.model if plan.model is not None else bound  # prepare handed it to the workers
-        pool.init_states(plan.worker_payloads)
+        pool.init_states(plan.worker_payloads, config.chains if config.chains_auto else None)
         if slowdown:
             pool.set_slowdown(slowdown)
         policy = config.balance if plan.balance else Balance.NEVER
@@ -368,6 +387,7 @@ class Coordinator:
             local_order=local_order,
             model=bound,
             data_spec=spec,
+            chains=choice,
         )
         return cls(
             pool,
@@ -439,13 +459,14 @@ class Coordinator:
             state.draws_kept,
             state.worker_model,
             state.precond,
+            state.warmup,
         )
 
     # --- rounds ---------------------------------------------------------------------------------
 
     @property
     def total_rounds(self) -> int:
-        return self.config.total_rounds
+        return self.burn_in + self.config.num_rounds
 
     def _located(self, failure: Failure) -> Failure:
         where = self.setup.placement[failure.shard] if failure.shard is not None else None
@@ -475,12 +496,12 @@ class Coordinator:
         theta_arr = np.stack(kept.theta) if kept.theta else np.empty((0, cfg.chains, self.setup.dim))
         stats = {k: np.stack(v) for k, v in kept.stats.items()}
         state = self.capture() if capture and failure is None else None
-        return Chunk(theta_arr, stats, self.t, self.t >= self.total_rounds or failure is not None, failure, state)
+        done = self.t >= self.total_rounds or failure is not None
+        return Chunk(theta_arr, stats, self.t, done, failure, state, self.burn_in)
 
     def _info(self, t: int, half: int | None = None) -> RoundInfo:
-        cfg = self.config
         return RoundInfo(
-            t, t < cfg.burn_in, cfg.burn_in, None if half is None or self.halves is None else self.halves[half]
+            t, t < self.burn_in, self.burn_in, None if half is None or self.halves is None else self.halves[half]
         )
 
     def _replies(self, step: StepResult, info: RoundInfo) -> np.ndarray:
@@ -522,10 +543,39 @@ class Coordinator:
         self.balancer.observe(info.t, work, steps, lag)
         if self.balancer.n is not before and not np.array_equal(self.balancer.n, before):
             self.n_history.append(self.balancer.n.copy())
-        if not info.warmup and (info.t - cfg.burn_in + 1) % cfg.thin == 0:  # num_rounds // thin draws
+        if not info.warmup and (info.t - self.burn_in + 1) % cfg.thin == 0:  # num_rounds // thin draws
             self._kept.theta.append(theta)
             for k, v in stats.items():
                 self._kept.stats.setdefault(k, []).append(v)
+        elif info.warmup and not self._warm_decided:
+            self._warm_round(info.t, theta)
+
+    def _warm_round(self, t: int, theta: np.ndarray) -> None:
+        """A warm-up that ends by itself: keep round t's draw of θ (its global part) and, at a check (WARM_FIRST_CHECK
+        rounds, then WARM_GROWTH times more each time), ask `diagnostics.warm` of the draws since half the rounds so
+        far. Warm: the warm-up ends after the next round (round t + 1 is still warm-up: a pipelined run has sent its
+        first half already), so the decision is a function of the rounds' draws alone, the same on every executor and
+        in a pipelined run. A round count at the cap ends it anyway."""
+        from ..diagnostics import superchains_for, warm
+
+        self._warm_draws.append(theta[:, : self.model.dim])
+        done = t + 1
+        if done >= self.config.burn_in:  # the cap: the warm-up ends here whatever the chains look like
+            self._warm_decided, self._warm_draws = True, []
+            return
+        if done < self._warm_next:
+            return
+        keep = done // 2  # the later half of the warm-up so far
+        window = np.stack(self._warm_draws[keep - self._warm_first :])
+        if warm(window.transpose(1, 0, 2), superchains_for(self.config.chains)):
+            self.burn_in = min(done + 1, self.config.burn_in)
+            self._warm_decided = True
+            self._warm_draws = []
+            return
+        self._warm_next = min(int(np.ceil(done * WARM_GROWTH)), self.config.burn_in)
+        drop = self._warm_next // 2 - self._warm_first  # what the next check's window no longer reads
+        if drop > 0:
+            self._warm_draws, self._warm_first = self._warm_draws[drop:], self._warm_first + drop
 
     def _timed(self, wall: float, coordinator: float, busy: np.ndarray, timings: Sequence[RoundTiming]) -> None:
         self.round_time.append(wall)
@@ -640,7 +690,14 @@ class Coordinator:
             self.setup,
             self.worker_model,
             self.precond,
+            warmup=self._warmup_state(),
         )
+
+    def _warmup_state(self) -> WarmupState | None:
+        if not self.config.warmup_auto:
+            return None
+        draws = np.stack(self._warm_draws) if self._warm_draws else np.empty((0, self.config.chains, self.model.dim))
+        return WarmupState(self.burn_in if self._warm_decided else None, self._warm_next, self._warm_first, draws)
 
     def stats(self) -> RunStats:
         """Per-round wall time and per-worker compute/idle time, N_i and its schedule, τ_i, and the tuned ρ_i, γ_i."""
@@ -665,6 +722,7 @@ class Coordinator:
             round_parts=self._round_parts(),
             trips=self.pool.trips.snapshot(),
             links=self.pool.links(),
+            burn_in=self.burn_in if self._warm_decided else None,
         )
 
     def _round_parts(self) -> np.ndarray:
@@ -675,6 +733,18 @@ class Coordinator:
 
     def close(self) -> None:
         self.pool.close()
+
+
+def _chains_for(pool: WorkerPool, model: Model, config: RunConfig, facts: Sequence[ShardFacts]) -> ChainsChoice:
+    """The run's chain count: as configured, or with `chains_auto` `choose_chains`' pick from the pool's links
+    (measured when it described its shards) and each process's work."""
+    if not config.chains_auto:
+        return ChainsChoice(config.chains, False, "as asked")
+    per_element = float(as_model(model).work_per_element())
+    by_shard = {f.shard: f for f in facts}
+    elements = [sum(float(np.prod(by_shard[i].x_shape)) * per_element for i in g) for g in pool.groups]
+    rows = [sum(int(by_shard[i].n_rows) for i in g) for g in pool.groups]
+    return choose_chains(config.chains, pool.links(), elements, rows)
 
 
 def _group_sizes(pool: WorkerPool) -> np.ndarray:

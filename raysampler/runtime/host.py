@@ -220,8 +220,12 @@ class ShardHost:
             for i, (X, y) in zip(self.shard_ids, self.data)
         ]
 
-    def init_states(self, payloads: Sequence[Any]) -> None:
+    def init_states(self, payloads: Sequence[Any], chains: int | None = None) -> None:
+        """Each shard's algorithm state from its payload, with fresh random streams for `chains` chains (default: the
+        count the host was made with; chains="auto" may choose another at set-up)."""
         assert self.algorithm is not None
+        if chains is not None:
+            self.chains = int(chains)
         self.noises = self._new_noises()
         self.states = []
         self._batches = None
@@ -247,6 +251,7 @@ class ShardHost:
         missing = [i for i in self.shard_ids if i not in by_shard]
         if missing:
             raise ValueError(f"no captured state for shards {missing}")
+        self.chains = len(by_shard[self.shard_ids[0]].noise.normal) if self.shard_ids else self.chains  # as captured
         self.noises = self._new_noises()
         self.states = []
         self._batches = None

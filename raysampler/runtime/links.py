@@ -124,3 +124,58 @@ class RttMeter:
                 )
             )
         return tuple(out)
+
+
+#: A link whose set-up RTT is at least this is far (another site, region or continent), not a machine room's.
+FAR_RTT_S = 0.010
+#: The most chains `choose_chains` runs: 64 chains of ~100 draws reach the default ESS target in about 100 rounds.
+CHAINS_AUTO_MAX = 64
+#: Seconds of compute per element-chain of a shard's process per round (X's elements × chains × the model's
+#: `work_per_element`), a deliberate over-estimate of the dense GLMs' measured cost (benchmarks/perf/round_cost.py),
+#: so that more chains are only chosen where the link dominates by a wide margin.
+ELEMENT_CHAIN_S = 2e-8
+#: Bytes of memory per row-chain a process may need for a round's temporaries (linear predictors, weights).
+ROW_CHAIN_BYTES = 128
+#: The most memory the chains' temporaries may take in one process.
+CHAINS_MEMORY_BYTES = 512 * 2**20
+
+
+def choose_chains(
+    base: int, links: Sequence[LinkStats], elements: Sequence[float], rows: Sequence[int]
+) -> ChainsChoice:
+    """chains="auto": `base` chains, doubled while a round stays bound by the slowest far link (its set-up RTT at
+    least twice the round's predicted compute at the doubled count: the extra chains then ride in the same trips)
+    and the chains' temporaries fit in memory, at most CHAINS_AUTO_MAX. `elements[k]`: process k's element count
+    (X's elements × the model's work per element), `rows[k]` its rows; `links` its links (in-process: none)."""
+    far = [link.setup_rtt_s for link in links if link.channel != "shm" and link.setup_rtt_s is not None]
+    rtt = max(far) if far else None
+    if rtt is None or rtt < FAR_RTT_S:
+        what = "no link" if rtt is None else f"the slowest link's RTT is {1e3 * rtt:.1f} ms"
+        return ChainsChoice(base, True, f"{what} (< {1e3 * FAR_RTT_S:g} ms): the default {base} chains", rtt)
+    per_chain = ELEMENT_CHAIN_S * max(elements, default=0.0)
+    rows_max = max(rows, default=0)
+    k = base
+    while (
+        2 * k <= CHAINS_AUTO_MAX
+        and 2 * (2 * k) * per_chain <= rtt
+        and 2 * k * rows_max * ROW_CHAIN_BYTES <= CHAINS_MEMORY_BYTES
+    ):
+        k *= 2
+    reason = (
+        f"the slowest link's RTT is {1e3 * rtt:.1f} ms against a predicted {1e3 * k * per_chain:.2f} ms of compute a "
+        f"round at {k} chains: {k} chains in the same round trips"
+        + (f" (at most {CHAINS_AUTO_MAX})" if k == CHAINS_AUTO_MAX else "")
+    )
+    return ChainsChoice(k, True, reason, rtt, k * per_chain)
+
+
+@dataclass(frozen=True)
+class ChainsChoice:
+    """The run's chain count and the reason for it: as asked, or chains="auto"'s choice (`choose_chains`) from the
+    slowest far link's RTT (seconds, at set-up) against a round's predicted compute at that many chains (seconds)."""
+
+    chains: int
+    auto: bool
+    reason: str
+    rtt_s: float | None = None
+    compute_s: float | None = None

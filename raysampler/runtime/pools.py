@@ -99,9 +99,9 @@ class LocalPool:
         self.trips.count()
         return self.host.map(fn, args)
 
-    def init_states(self, payloads: Sequence[Any]) -> None:
+    def init_states(self, payloads: Sequence[Any], chains: int | None = None) -> None:
         self.trips.count()
-        self.host.init_states(payloads)
+        self.host.init_states(payloads, chains)
 
     def revive(self, timeout_s: float) -> None:
         """Nothing to do: in-process shards cannot be lost."""
@@ -363,8 +363,8 @@ class RayPool:
     def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]]) -> list[Any]:
         return [r for part in self._all("map", [(fn, a) for a in self._split(args)]) for r in part]
 
-    def init_states(self, payloads: Sequence[Any]) -> None:
-        self._all("init_states", [(p,) for p in self._split(payloads)])
+    def init_states(self, payloads: Sequence[Any], chains: int | None = None) -> None:
+        self._all("init_states", [(p, chains) for p in self._split(payloads)])
 
     def set_slowdown(self, factors: dict[int, float]) -> None:
         self._all("set_slowdown", [(factors,)] * len(self.groups))

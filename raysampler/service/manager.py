@@ -308,9 +308,9 @@ class RunManager:
     def _check_quotas(self, tenant: str, spec: RunSpec, dim: int) -> None:
         """The per-run size limit and the tenant's stored-bytes limit (429 naming the limit)."""
         limit = self.settings.quota_max_chains_x_dim
-        if limit is not None and spec.chains * dim > limit:
+        if limit is not None and spec.chain_count * dim > limit:
             raise QuotaExceeded(
-                f"chains × dimension = {spec.chains} × {dim} = {spec.chains * dim} is over "
+                f"chains × dimension = {spec.chain_count} × {dim} = {spec.chain_count * dim} is over "
                 f"RAYSAMPLER_QUOTA_MAX_CHAINS_X_DIM = {limit}; use fewer chains"
             )
         self.check_stored_bytes(tenant)
@@ -325,9 +325,9 @@ class RunManager:
                 f"thin = {opts.thin} is more than the {opts.sampling_rounds} rounds after burn-in ({rounds} = "
                 f"{opts.sampling_rounds}): the run would store no draw; lower thin or raise {rounds}",
             )
-        planned = spec.chains * opts.max_draws * dim * 8
+        planned = spec.chain_count * opts.max_draws * dim * 8
         what = (
-            f"the run plans {spec.chains} chains × {opts.max_draws} draws × {dim} parameters × 8 bytes = "
+            f"the run plans {spec.chain_count} chains × {opts.max_draws} draws × {dim} parameters × 8 bytes = "
             f"{planned} bytes of draws"
         )
         limit = self.settings.quota_max_draw_bytes
@@ -656,6 +656,7 @@ class RunManager:
             rec.id,
             lease=d.lease,
             dim=len(names),
+            chains=run.config.chains,  # chains="auto": as the set-up chose, before any draw is stored
             param_names=names,
             timings=timings,
             plan=jsonable(run.setup.plan.as_dict()),

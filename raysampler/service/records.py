@@ -65,6 +65,7 @@ class RunFields(TypedDict, total=False):
     rounds_done: int
     draws_stored: int
     dim: int
+    chains: int
     param_names: Sequence[str]
     timings: dict[str, float]
     workers: Sequence[WorkerStats]

@@ -17,7 +17,7 @@ from ..models import FAMILIES, FAMILY_INFO, Family
 from ..models.formula import FORMULA_FAMILIES
 from ..models.groups import GroupEffects
 from ..objectstore import UnsafeKey, is_uri, parse_uri
-from ..options import AUTO_BURN_IN, AUTO_MAX_ROUNDS, DEFAULT_MAX_RHAT, DEFAULT_TARGET_ESS, RunOptions
+from ..options import AUTO_BURN_IN, AUTO_MAX_ROUNDS, DEFAULT_CHAINS, DEFAULT_MAX_RHAT, DEFAULT_TARGET_ESS, RunOptions
 from ..predictive import PpcStatName
 from ..wire import RunStatus, RunStopReason
 
@@ -525,7 +525,11 @@ class RunSpec(BaseModel):
         "model.group_effects: the first grouping column (not with site shards, which are split already)",
     )
     algorithm: AlgorithmSpec = Field(default_factory=AlgorithmSpec)
-    chains: int = Field(default=_RUN.chains, ge=1, le=4096)
+    chains: Annotated[int, Field(ge=1, le=4096)] | Literal["auto"] = Field(
+        default="auto",
+        description='chains, or "auto": 4, or more where a round is bound by the link to far sites rather than by '
+        "their compute (chosen at set-up from the measured RTT; the run's plan says how many and why)",
+    )
     num_rounds: Annotated[int, Field(ge=1, le=10_000_000)] | Literal["auto"] = Field(
         default="auto",
         description='rounds after burn-in, or "auto": sample until min bulk ESS ≥ target_ess and max '
@@ -539,11 +543,10 @@ class RunSpec(BaseModel):
         le=10_000_000,
         description=f'with num_rounds "auto": most rounds after burn-in (default {AUTO_MAX_ROUNDS})',
     )
-    burn_in: int | None = Field(
+    burn_in: Annotated[int, Field(ge=0, le=10_000_000)] | Literal["auto"] | None = Field(
         default=None,
-        ge=0,
-        le=10_000_000,
-        description=f'default max(100, num_rounds // 10), or {AUTO_BURN_IN} with "auto"',
+        description='warm-up rounds, or "auto": end the warm-up once the chains are warm (checked at fixed round '
+        f'counts, at most {AUTO_BURN_IN} rounds); default max(100, num_rounds // 10), or "auto" with num_rounds "auto"',
     )
     thin: int = Field(default=_RUN.thin, ge=1)
     seed: int = Field(default=_RUN.seed, ge=0, le=SEED_MAX, description="0 ≤ seed ≤ 2**63 - 1 (signed 64 bits)")
@@ -575,6 +578,12 @@ class RunSpec(BaseModel):
         elif self.shard_by is not None and self.shard_strategy is not None:
             raise ValueError("give shard_by or shard_strategy, not both (shard_by splits by group)")
         return self
+
+    @property
+    def chain_count(self) -> int:
+        """The chains as a number: as given, or for "auto" the default count (the set-up may choose more; the run's
+        record then holds the count it chose)."""
+        return self.chains if isinstance(self.chains, int) else DEFAULT_CHAINS
 
     def sharding_column(self) -> str | None:
         """The column whose groups stay in one shard: `shard_by`, else with group effects the first grouping

@@ -189,7 +189,7 @@ def build(
     except ValueError as exc:
         raise SpecError(rest_loc(spec, exc, ("num_shards",)), str(exc)) from None
     try:
-        _, d = validate_run(model, shards, algorithm, spec.chains, spec.seed)
+        _, d = validate_run(model, shards, algorithm, spec.chain_count, spec.seed)
     except (ValueError, TypeError) as exc:
         loc = rest_loc(spec, exc, ("data",))
         if loc == ("data",):
@@ -267,7 +267,7 @@ def build_site_shards(
             raise SpecError(rest_loc(spec, exc, ("data", "shards", 0)), str(exc)) from None
         d = int(bound.dim)
         try:
-            algorithm.check_shapes(len(shards), d, spec.chains)
+            algorithm.check_shapes(len(shards), d, spec.chain_count)
         except ValueError as exc:
             raise SpecError(rest_loc(spec, exc, ("algorithm", "params")), str(exc)) from None
     return Built(model, shard(shards), algorithm, n, d)

@@ -272,7 +272,7 @@ class SQLStore(RecordStore):
                     idempotency_key,
                     rounds_total,
                     draws_total,
-                    spec.chains,
+                    spec.chain_count,
                     spec.name,
                     json.dumps(spec.tags),
                 ),
