@@ -75,6 +75,8 @@ def run_info(rec: RunRecord) -> RunInfo:
         checkpoint_round=rec.checkpoint_round,
         stop_reason=rec.stop_reason,
         replica=rec.lease_owner,
+        chains=rec.chains,
+        network=rec.network,
     )
 
 

@@ -309,7 +309,7 @@ function updateRunRow(row, r) {
   status.className = `status ${r.status}`;
   setText(cell("family"), r.spec.model.family);
   setText(cell("algorithm"), r.spec.algorithm.name);
-  setText(cell("chains"), String(r.spec.chains));
+  setText(cell("chains"), String(r.chains || r.spec.chains));
   const bar = cell("progress").firstChild;
   bar.title = progressTitle(r);
   bar.firstChild.style.width = `${(100 * fraction(r.progress)).toFixed(1)}%`;
@@ -628,7 +628,7 @@ function renderRunInfo(state, plots) {
   setText($("#run-name"), [r.name, tagText(r.tags)].filter((v) => v).join(" · "));
   $("#run-progress").style.width = `${(100 * fraction(p)).toFixed(1)}%`;
   setText($("#run-progress-text"), `${p.rounds_done} of ${p.rounds_total} rounds · ${p.draws_stored} draws `
-    + `per chain stored · ${r.spec.chains} chains · ${r.spec.model.family} · ${r.spec.algorithm.name}`
+    + `per chain stored · ${r.chains || r.spec.chains} chains · ${r.spec.model.family} · ${r.spec.algorithm.name}`
     + (r.restarts ? ` · ${r.restarts} restarts` : ""));
   const d = r.diagnostics;
   let conv = "";
@@ -657,16 +657,22 @@ function renderRunInfo(state, plots) {
     }
   }
   if (names.length && state.pairParam >= names.length) state.pairParam = 0;
-  renderChains(r.spec.chains, plots);
+  renderChains(r.chains || (typeof r.spec.chains === "number" ? r.spec.chains : 0), plots);
+  const ms = (s) => (s == null ? "–" : (1e3 * s).toFixed(1));
   $("#workers").replaceChildren(
-    el("tr", {}, ...["shard", "site", "host", "N", "τ (ms)", "idle"].map((h) => el("th", { text: h }))),
+    el("tr", {}, ...["shard", "site", "host", "N", "τ (ms)", "RTT (ms)", "idle"].map((h) => el("th", { text: h }))),
     ...r.workers.map((w) => el("tr", {},
       el("td", { class: "num", text: w.shard }), el("td", { text: w.site || "–" }),
       el("td", { text: w.hostname || "–", title: w.node_id || "" }),
       el("td", { class: "num", text: w.local_steps ?? "–" }),
       el("td", { class: "num", text: w.tau_s == null ? "–" : (1e3 * w.tau_s).toFixed(3) }),
+      el("td", { class: "num", text: ms(w.rtt_s ?? w.setup_rtt_s),
+                 title: `${w.channel || "in-process"}; at set-up ${ms(w.setup_rtt_s)} ms, median ${ms(w.rtt_median_s)} ms` }),
       el("td", {}, el("div", { class: "bar", title: fmt(w.idle_fraction) },
                       el("div", { style: { width: `${(100 * (w.idle_fraction || 0)).toFixed(1)}%` } }))))));
+  const trips = r.network && r.network.trips;
+  setText($("#trips"), trips ? `Round trips: ${trips.total} (set-up ${trips.setup}, warm-up ${trips.warmup}, `
+                               + `sampling ${trips.sampling}, captures ${trips.capture}).` : "");
   setText($("#plan"), r.plan ? JSON.stringify(r.plan, null, 1) : "(set when the run starts)");
 }
 
@@ -890,7 +896,7 @@ async function showCompare(ids) {
   $("#compare-table").replaceChildren(head1,
     meta("status", (i) => `${i.status}${i.stop_reason ? ` (${i.stop_reason})` : ""}`),
     meta("model · algorithm", (i) => `${i.spec.model.family} · ${i.spec.algorithm.name}`),
-    meta("draws × chains", (i) => `${i.progress.draws_stored} × ${i.spec.chains}`),
+    meta("draws × chains", (i) => `${i.progress.draws_stored} × ${i.chains || i.spec.chains}`),
     meta("tags", (i) => tagText(i.tags) || "–"), head2, ...body);
 }
 
@@ -1019,7 +1025,7 @@ async function showSubmit() {
     const spec = {
       model: formula ? formulaModel() : { family: $("#f-family").value },
       algorithm: { name: $("#f-algorithm").value, params: {} },
-      chains: num("#f-chains"),
+      chains: num("#f-chains") ?? "auto",
       num_shards: num("#f-shards-n"),
       num_rounds: $("#f-auto").checked ? "auto" : num("#f-rounds"),
       seed: num("#f-seed"),

@@ -48,7 +48,7 @@ from .errors import AccessDenied, NotFound, QuotaExceeded, StateConflict
 from .metrics import LiveRun, Metrics
 from .records import Lease, RunFields, RunRecord
 from .results import MIN_SUMMARY_DRAWS, progress_fraction, summary_of
-from .schemas import DiagnosticsInfo, FailureInfo, RunSpec, WorkerStats
+from .schemas import DiagnosticsInfo, FailureInfo, NetworkInfo, RunSpec, TripsInfo, WorkerStats
 from .settings import Settings
 from .specs import SpecError, build, run_options, spec_hash
 from .store import ActiveLimit, Conflict, LeaseLost, RecordStore
@@ -650,7 +650,11 @@ class RunManager:
         rec = d.rec
         names = list(run.setup.param_names)
         timings = {"setup_s": float(run.setup.setup_time_s)}
-        workers = _workers(run.stats())
+        stats = run.stats()
+        workers = _workers(stats)
+        plan = jsonable(run.setup.plan.as_dict())
+        if run.setup.chains is not None:
+            plan["chains"] = jsonable(dataclasses.asdict(run.setup.chains))
         self.store.update_run(
             rec.tenant,
             rec.id,
@@ -659,8 +663,9 @@ class RunManager:
             chains=run.config.chains,  # chains="auto": as the set-up chose, before any draw is stored
             param_names=names,
             timings=timings,
-            plan=jsonable(run.setup.plan.as_dict()),
+            plan=plan,
             workers=workers,
+            network=_network(stats),
             param_blocks=tuple(run.setup.param_blocks),
             data_spec=run.setup.data_spec,
         )
@@ -692,6 +697,7 @@ class RunManager:
             if time.monotonic() - t_stats > LIVE_STATS_S:  # per-worker τ_i, N_i, idle fraction while it runs
                 live = run.stats()
                 fields["workers"] = _workers(live)
+                fields["network"] = _network(live)
                 self._update_live(rec, workers=fields["workers"])
                 fields["timings"] = timings | {"sampling_s": float(live.sampling_time_s)}
                 t_stats = time.monotonic()
@@ -724,7 +730,9 @@ class RunManager:
         """The per-worker statistics and the sampling and wall times at the end."""
         stats = run.stats()
         timings.update(sampling_s=float(stats.sampling_time_s), wall_s=float(time.perf_counter() - t0))
-        self.store.update_run(d.rec.tenant, d.rec.id, lease=d.lease, workers=_workers(stats), timings=timings)
+        self.store.update_run(
+            d.rec.tenant, d.rec.id, lease=d.lease, workers=_workers(stats), network=_network(stats), timings=timings
+        )
 
     def _warnings(self, d: _Drive, run: Run, sampled: _Sampled) -> list[str]:
         """The engine's warnings (time budget, max_rounds, balancing) and, for a run that sampled to its end, the
@@ -798,9 +806,11 @@ def _workers(stats: RunStats) -> list[WorkerStats]:
         v = val(arr, i)
         return None if v is None else int(v)
 
+    link_of = {i: link for link in stats.links for i in link.shards}
     out = []
     for i in range(len(np.asarray(stats.N).ravel())):
         p = stats.placement[i] if i < len(stats.placement) else None
+        link = link_of.get(i)
         out.append(
             WorkerStats(
                 shard=i,
@@ -811,9 +821,19 @@ def _workers(stats: RunStats) -> list[WorkerStats]:
                 tau_s=val(stats.tau, i),
                 local_steps=count(stats.N, i),
                 idle_fraction=val(stats.idle_fraction, i),
+                channel=link.channel if link else None,
+                setup_rtt_s=link.setup_rtt_s if link else None,
+                rtt_s=link.rtt_s if link else None,
+                rtt_median_s=link.rtt_median_s if link else None,
             )
         )
     return out
+
+
+def _network(stats: RunStats) -> NetworkInfo:
+    """Round trips by phase so far."""
+    t = stats.trips
+    return NetworkInfo(trips=TripsInfo(**dataclasses.asdict(t), total=t.total))
 
 
 def jsonable(value: Any, max_items: int = 64) -> Any:

@@ -96,6 +96,12 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX IF NOT EXISTS runs_lease ON runs (status, lease_expires)",
         ),
     ),
+    Migration(
+        3,
+        "the run's network: round trips by phase (JSON)",
+        sqlite=("ALTER TABLE runs ADD COLUMN network TEXT",),
+        postgresql=("ALTER TABLE runs ADD COLUMN network TEXT",),
+    ),
 )
 LATEST = MIGRATIONS[-1].version
 

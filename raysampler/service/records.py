@@ -12,7 +12,7 @@ from typing import Any, TypedDict
 
 from ..models.base import DataSpec, ParamBlock
 from ..wire import RunStatus, RunStopReason
-from .schemas import DiagnosticsInfo, FailureInfo, RunSpec, WorkerStats
+from .schemas import DiagnosticsInfo, FailureInfo, NetworkInfo, RunSpec, WorkerStats
 
 __all__ = ["DatasetRecord", "EventRecord", "Lease", "RunFields", "RunRecord", "RunStatus"]
 
@@ -46,6 +46,7 @@ class RunRecord:
     plan: dict[str, Any] | None = None
     failure: FailureInfo | None = None
     diagnostics: DiagnosticsInfo | None = None
+    network: NetworkInfo | None = None
     restarts: int = 0
     checkpoint_round: int | None = None
     param_blocks: tuple[ParamBlock, ...] | None = None
@@ -80,6 +81,7 @@ class RunFields(TypedDict, total=False):
     param_blocks: Sequence[ParamBlock] | None
     stop_reason: RunStopReason | None
     data_spec: DataSpec | None
+    network: NetworkInfo | None
 
 
 @dataclass(frozen=True)

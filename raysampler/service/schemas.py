@@ -619,6 +619,22 @@ class Progress(BaseModel):
     )
 
 
+class TripsInfo(BaseModel):
+    """Round trips from the coordinator to the shards' processes, by phase: each costs at least one RTT."""
+
+    setup: int = Field(0, description="tuning and start-up calls")
+    warmup: int = Field(0, description="burn-in rounds")
+    sampling: int = Field(0, description="kept rounds (a pipelined round counts its two halves)")
+    capture: int = Field(0, description="captures of the run's state for its checkpoints")
+    total: int = 0
+
+
+class NetworkInfo(BaseModel):
+    """What the run's messages cost on the network so far: round trips by phase (per-worker RTTs are in `workers`)."""
+
+    trips: TripsInfo = Field(default_factory=lambda: TripsInfo(setup=0, warmup=0, sampling=0, capture=0, total=0))
+
+
 class WorkerStats(BaseModel):
     shard: int
     site: str | None = Field(None, description="the site label of the node the shard's worker runs on")
@@ -628,6 +644,14 @@ class WorkerStats(BaseModel):
     tau_s: float | None = Field(None, description="measured seconds per local step τ_i")
     local_steps: int | None = Field(None, description="local step count N_i")
     idle_fraction: float | None = None
+    channel: str | None = Field(
+        None, description='how its process gets each round: "tcp", "shm" (shared memory), "actor"; None in-process'
+    )
+    setup_rtt_s: float | None = Field(None, description="its process's round-trip time at set-up (a Ray call)")
+    rtt_s: float | None = Field(
+        None, description="its process's round-trip time on its round channel: the least over the recent rounds"
+    )
+    rtt_median_s: float | None = Field(None, description="the same, the median over the recent rounds")
 
 
 class FailureInfo(BaseModel):
@@ -687,6 +711,8 @@ class RunInfo(BaseModel):
         None,
         description="the service replica driving the run (it holds the run's lease); None while no replica does",
     )
+    chains: int = Field(0, description='the chains it runs (with chains "auto", as the set-up chose; see plan)')
+    network: NetworkInfo | None = Field(None, description="round trips by phase (set once the run starts)")
 
 
 class RunList(BaseModel):

@@ -30,7 +30,7 @@ from ..wire import EventPayload, RunStatus, RunStopReason
 from . import migrations
 from .migrations import Dialect
 from .records import DatasetRecord, EventRecord, Lease, RunFields, RunRecord
-from .schemas import DiagnosticsInfo, FailureInfo, RunSpec, WorkerStats
+from .schemas import DiagnosticsInfo, FailureInfo, NetworkInfo, RunSpec, WorkerStats
 
 #: Columns a writer may change (`_encode` says how each is stored: JSON text for the structured ones).
 RUN_FIELDS: frozenset[str] = frozenset(RunFields.__annotations__)
@@ -673,7 +673,7 @@ def _encode(name: str, value: Any) -> Any:
         return None if value is None else json.dumps(value.as_dict())
     if name in ("timings", "param_names", "warnings", "plan"):
         return None if value is None else json.dumps(list(value) if name in ("param_names", "warnings") else value)
-    if name in ("failure", "diagnostics"):
+    if name in ("failure", "diagnostics", "network"):
         return None if value is None else value.model_dump_json()
     if name == "stop_reason":
         return None if value is None else RunStopReason(value).value
@@ -717,6 +717,7 @@ def _run_record(r: Any) -> RunRecord:
         else tuple(ParamBlock.from_dict(b) for b in json.loads(r["param_blocks"])),
         stop_reason=None if r["stop_reason"] is None else RunStopReason(r["stop_reason"]),
         data_spec=None if r["data_spec"] is None else DataSpec.from_dict(json.loads(r["data_spec"])),
+        network=None if r["network"] is None else NetworkInfo.model_validate_json(r["network"]),
         lease_owner=r["lease_owner"],
         lease_expires=None if r["lease_expires"] is None else float(r["lease_expires"]),
         lease_epoch=int(r["lease_epoch"]),
