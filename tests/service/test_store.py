@@ -232,14 +232,15 @@ def _version(store: RecordStore) -> int:
 
 
 def test_an_empty_database_is_migrated_to_the_newest_schema(store):
-    assert _version(store) == migrations.LATEST == 2
+    assert _version(store) == migrations.LATEST == 3
     rec = _run(store)
     assert (rec.lease_owner, rec.lease_expires, rec.lease_epoch) == (None, None, 0)
 
 
 def _previous_version(database: str, request, tmp_path) -> str:
-    """A database at schema version LATEST - 1 holding one run and one event, as the previous release wrote it (for
-    SQLite: the same tables without `schema_version`, which the previous release did not keep); returns its URL."""
+    """A database at schema version LATEST - 1 holding one run and one event, as the previous release wrote it;
+    returns its URL. (`test_a_sqlite_database_from_before_versions_is_migrated` covers SQLite files from before
+    `schema_version` existed.)"""
     body = RunSpec.model_validate(spec()).model_dump_json()
     insert_run = (
         "INSERT INTO runs (tenant, id, status, created_at, spec, spec_hash, chains, rounds_done) "
@@ -254,10 +255,11 @@ def _previous_version(database: str, request, tmp_path) -> str:
         conn = sqlite3.connect(path, isolation_level=None)
         conn.row_factory = sqlite3.Row
         execute = lambda sql, args: conn.execute(sql, args).fetchall()
-        assert migrations.step(execute, "sqlite", migrations.LATEST - 1, None) == migrations.LATEST - 1
+        while migrations.step(execute, "sqlite", migrations.LATEST - 1, None) is not None:
+            pass
+        assert migrations.current_version(execute) == migrations.LATEST - 1
         conn.execute(insert_run, run_args)
         conn.execute(event)
-        conn.execute("DROP TABLE schema_version")
         conn.close()
         return f"sqlite:///{path}"
     import psycopg
@@ -269,7 +271,8 @@ def _previous_version(database: str, request, tmp_path) -> str:
             cur.execute(sql.replace("?", "%s"), args),
             cur.fetchall() if cur.description is not None else [],
         )[1]
-        assert migrations.step(run, "postgresql", migrations.LATEST - 1, None) == migrations.LATEST - 1
+        while migrations.step(run, "postgresql", migrations.LATEST - 1, None) is not None:
+            pass
         run(insert_run, run_args)
         run(event, ())
     return url
@@ -294,6 +297,29 @@ def test_a_database_of_the_previous_version_is_migrated_and_keeps_its_runs(datab
         assert _version(again) == migrations.LATEST and again.get_run("t", "new") is not None
     finally:
         again.close()
+
+
+def test_a_sqlite_database_from_before_versions_is_migrated(tmp_path):
+    """A SQLite file written before `schema_version` existed (version 1's tables, no version) gains what it lacks."""
+    path = tmp_path / "legacy.sqlite3"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    execute = lambda sql, args: conn.execute(sql, args).fetchall()
+    migrations.step(execute, "sqlite", 1, None)
+    conn.execute(
+        "INSERT INTO runs (tenant, id, status, created_at, spec, spec_hash, chains, rounds_done) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        ("t", "old", "RUNNING", 1.0, RunSpec.model_validate(spec()).model_dump_json(), "h", 4, 7),
+    )
+    conn.execute("DROP TABLE schema_version")
+    conn.close()
+    s = open_store(f"sqlite:///{path}", tmp_path / "unused.sqlite3")
+    try:
+        assert _version(s) == migrations.LATEST
+        old = s.get_run("t", "old")
+        assert old is not None and old.rounds_done == 7 and old.network is None
+    finally:
+        s.close()
 
 
 def test_a_database_of_a_newer_version_is_refused(database, request, tmp_path):
