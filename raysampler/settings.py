@@ -38,6 +38,14 @@ class EngineSettings(BaseSettings):
     startup_timeout_s: float = Field(
         default=300.0, gt=0, allow_inf_nan=False, description="seconds worker actors may take to start and load"
     )
+    link_deadline_s: float = Field(
+        default=120.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="seconds a worker process on another node may take to answer a call before its site is "
+        "unavailable (a stalled link is waited for this long; past it the run fails with site_unavailable, its "
+        "draws kept, and resume continues it)",
+    )
 
     @property
     def shm_spin_s(self) -> float:

@@ -144,10 +144,12 @@ class ChannelServer:
 class ChannelClient:
     """Coordinator side of one worker's channel."""
 
-    def __init__(self, address: tuple[str, int], token: bytes, timeout_s: float = 10.0) -> None:
+    def __init__(
+        self, address: tuple[str, int], token: bytes, timeout_s: float = 10.0, deadline_s: float | None = None
+    ) -> None:
         self.sock = socket.create_connection(address, timeout=timeout_s)
         self.sock.sendall(token)
-        self.sock.settimeout(None)
+        self.sock.settimeout(deadline_s)  # a reply (or a send) waited for longer raises TimeoutError
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.frames = SocketFrames(self.sock)
 

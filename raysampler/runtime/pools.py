@@ -22,7 +22,7 @@ from .contracts import SITE_LABEL, Broadcast, Placement, ShardFacts, ShardState,
 from .host import ShardHost, ShardSource
 from .links import LinkStats, RttMeter, TripLog
 from .sites import wait_for_sites
-from .transports import ActorTransport, SocketTransport
+from .transports import ActorTransport, SocketTransport, stalled
 
 if TYPE_CHECKING:  # pydantic-settings loads only when a run starts: `import raysampler` (and the CLI) stays light
     from ..settings import EngineSettings
@@ -260,7 +260,9 @@ class RayPool:
                 actor_cls.options(**opts).remote([sources[i] for i in g], model, algorithm, seed, chains)
             )
         self.placement: list[Placement] = []
-        self._transport: SocketTransport | ActorTransport = ActorTransport(self.actors, self.remote_groups)
+        self._transport: SocketTransport | ActorTransport = ActorTransport(
+            self.actors, self.remote_groups, engine.link_deadline_s
+        )
         self._want = transport
         self._pending: deque[tuple[bool, Any, Failure | None, float]] = deque()
         self.trips = TripLog()
@@ -274,7 +276,7 @@ class RayPool:
         """The chosen transport once the actors are up (socket channels fall back to actor calls if unreachable)."""
         self._transport.close()
         self._pending.clear()
-        self._transport = ActorTransport(self.actors, self.remote_groups)
+        self._transport = ActorTransport(self.actors, self.remote_groups, self.engine.link_deadline_s)
         self._transport.meter = self._rtt
         if self._want != TransportKind.SOCKET:
             return
@@ -282,7 +284,12 @@ class RayPool:
         local = [self.placement[g[0]].node_id == here for g in self.remote_groups]
         try:
             self._transport = SocketTransport(
-                self.actors, self.remote_groups, self.engine.startup_timeout_s, local, spin_s=self.engine.shm_spin_s
+                self.actors,
+                self.remote_groups,
+                self.engine.startup_timeout_s,
+                local,
+                spin_s=self.engine.shm_spin_s,
+                deadline_s=self.engine.link_deadline_s,
             )
             self._transport.meter = self._rtt
         except (OSError, ConnectionError) as exc:  # e.g. a firewall between nodes: plain actor calls still work
@@ -301,10 +308,17 @@ class RayPool:
         home = None
         if self.home is not None and self._home_k is not None:
             home = getattr(self.home, method)(*per_group[self._home_k])
+        wait = timeout if timeout is not None else self.engine.link_deadline_s
         try:
-            out = list(self._ray.get(refs, timeout=timeout))
+            out = list(self._ray.get(refs, timeout=wait))
         except self._ray.exceptions.RayTaskError as exc:
             raise exc.as_instanceof_cause() from None
+        except self._ray.exceptions.GetTimeoutError:
+            if timeout is not None:
+                raise
+            late = [g for g, r in zip(self.remote_groups, refs) if not self._ray.wait([r], timeout=0)[0]]
+            g = late[0] if late else self.remote_groups[0]
+            raise WorkerFailed(stalled(g, wait).at(site=self.sites[g[0]])) from None
         if self._home_k is not None:
             out.insert(self._home_k, home)
         return out

@@ -32,6 +32,16 @@ def lost(group: Sequence[int], exc: BaseException) -> Failure:
     )
 
 
+def stalled(group: Sequence[int], deadline_s: float | None) -> Failure:
+    """The record of a worker process whose link stayed silent past the link deadline (its site is unavailable)."""
+    return Failure(
+        FailureKind.SITE_UNAVAILABLE,
+        f"the worker process owning shards {list(group)} did not answer within {deadline_s:g} s "
+        "(RAYSAMPLER_LINK_DEADLINE_S): its link stalled or its node is gone",
+        shard=group[0],
+    )
+
+
 def _run_meanwhile(meanwhile: Callable[[], None] | None, failures: list[Failure]) -> None:
     """The caller's own work for this round, done while the workers compute (its failure is recorded first)."""
     if meanwhile is not None:
@@ -86,12 +96,14 @@ class SocketTransport:
         timeout_s: float,
         local: Sequence[bool] | None = None,
         spin_s: float = 0.0,
+        deadline_s: float | None = None,
     ) -> None:
         import ray
 
         from .shm_channel import ShmChannelClient
 
         self.groups = [list(g) for g in groups]
+        self.deadline_s = deadline_s
         self.writer = FrameWriter()  # one for every channel: a broadcast is encoded once
         self.meter: RttMeter | None = None  # each process's RTT, measured on its rounds (set by the pool)
         self._pending: deque[tuple[list[tuple[int, list[int], Any, float]], list[Failure], RoundTiming]] = deque()
@@ -105,7 +117,9 @@ class SocketTransport:
         try:
             for kind, addr, token in opened:
                 self.channels.append(
-                    ShmChannelClient(addr, token, spin_s=spin_s) if kind == "shm" else ChannelClient(tuple(addr), token)
+                    ShmChannelClient(addr, token, spin_s=spin_s)
+                    if kind == "shm"
+                    else ChannelClient(tuple(addr), token, deadline_s=deadline_s)
                 )
                 self.kinds.append(kind)
         except BaseException:
@@ -138,6 +152,8 @@ class SocketTransport:
             try:
                 c.send_frame(writer.head(c, layout, len(payload)), payload)
                 sent.append((k, g, c, time.perf_counter()))
+            except TimeoutError:
+                failures.append(stalled(g, self.deadline_s))
             except OSError as exc:
                 failures.append(lost(g, exc))
             timing.encode_s += t1 - t0
@@ -162,6 +178,8 @@ class SocketTransport:
                     self.meter.observe(k, t_in - t_sent, float(np.sum(part[1])))
             except WorkerFailed as exc:
                 failures.append(_owned(exc.failure, g))
+            except TimeoutError:
+                failures.append(stalled(g, self.deadline_s))
             except (OSError, ConnectionError, EOFError) as exc:
                 failures.append(lost(g, exc))
         if failures:
@@ -185,8 +203,9 @@ class ActorTransport:
 
     name = "actor"
 
-    def __init__(self, actors: Sequence[Any], groups: Sequence[Sequence[int]]) -> None:
+    def __init__(self, actors: Sequence[Any], groups: Sequence[Sequence[int]], deadline_s: float | None = None) -> None:
         self.actors, self.groups = list(actors), [list(g) for g in groups]
+        self.deadline_s = deadline_s
         self.meter: RttMeter | None = None  # each process's RTT, measured on its rounds (set by the pool)
         self._pending: deque[tuple[list[Any], RoundTiming, float]] = deque()
 
@@ -206,7 +225,7 @@ class ActorTransport:
         parts = []
         for k, (g, ref) in enumerate(zip(self.groups, refs)):
             try:
-                part = ray.get(ref)
+                part = ray.get(ref, timeout=self.deadline_s)
                 parts.append(part)
                 if self.meter is not None:
                     self.meter.observe(k, time.perf_counter() - t_sent, float(np.sum(part[1])))
@@ -217,6 +236,8 @@ class ActorTransport:
                     if isinstance(cause, WorkerFailed)
                     else Failure(FailureKind.WORKER_ERROR, f"{type(cause).__name__}: {cause}", shard=g[0])
                 )
+            except ray.exceptions.GetTimeoutError:
+                failures.append(stalled(g, self.deadline_s))
             except ray.exceptions.RayError as exc:  # the actor died (its process, or its node)
                 failures.append(lost(g, exc))
         timing.wait_s = time.perf_counter() - t0

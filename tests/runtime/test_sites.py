@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import signal
+import threading
 import time
 
 import numpy as np
@@ -282,3 +284,55 @@ def test_a_formula_with_text_hospitals_at_labelled_sites(site_d, tmp_path):
         model, rs.shard(frame.drop(columns="(Intercept)"), num_shards=2, by="hospital"), executor="local", **SHORT
     )
     assert sorted(n for n in local.param_names if n.startswith("r_hospital")) == effects
+
+
+def _stall(pid: int, seconds: float) -> threading.Timer:
+    """The worker process `pid` stops answering for `seconds` (SIGSTOP, then SIGCONT): a stalled link, as its
+    coordinator sees it."""
+    os.kill(pid, signal.SIGSTOP)
+    timer = threading.Timer(seconds, os.kill, (pid, signal.SIGCONT))
+    timer.start()
+    return timer
+
+
+def test_a_link_stalled_within_the_deadline_is_waited_for_and_the_draws_are_unchanged(
+    site_cluster, site_files, uninterrupted, monkeypatch
+):
+    shards, _ = site_files
+    monkeypatch.setenv("RAYSAMPLER_LINK_DEADLINE_S", "20")
+    with Run(rs.models.LogisticRegression(), shards, DGLMC(), RECOVERY, ON_RAY) as run:
+        draws, timer = [], None
+        for i, chunk in enumerate(run.chunks(target_chunk_s=0.05)):
+            draws.append(chunk.theta)
+            if i == 2:
+                timer = _stall(run.setup.placement[2].pid, 3.0)
+        assert timer is not None
+        timer.join()
+        assert run.failure is None and run.restarts == 0, run.failure
+        assert max(run.stats().round_time) >= 2.5  # the stalled round waited for the link
+    np.testing.assert_array_equal(np.concatenate(draws), uninterrupted)
+
+
+def test_a_link_stalled_past_the_deadline_fails_the_run_as_site_unavailable_and_resume_continues(
+    site_cluster, site_files, uninterrupted, monkeypatch
+):
+    shards, _ = site_files
+    monkeypatch.setenv("RAYSAMPLER_LINK_DEADLINE_S", "1.5")
+    with Run(rs.models.LogisticRegression(), shards, DGLMC(), RECOVERY, ON_RAY) as run:
+        draws, timer = [], None
+        for i, chunk in enumerate(run.chunks(target_chunk_s=0.05)):
+            draws.append(chunk.theta)
+            if i == 2:
+                timer = _stall(run.setup.placement[2].pid, 5.0)
+        f = run.failure
+        assert f is not None and f.kind == FailureKind.SITE_UNAVAILABLE and f.shard == 2 and f.site == "b", f
+        assert "RAYSAMPLER_LINK_DEADLINE_S" in f.message and run.restarts == 0
+        checkpoint = run.checkpoint
+        assert checkpoint is not None and checkpoint.draws_kept == sum(len(d) for d in draws) > 0
+    assert timer is not None
+    timer.join()
+    monkeypatch.delenv("RAYSAMPLER_LINK_DEADLINE_S")
+    with Run(rs.models.LogisticRegression(), shards, DGLMC(), RECOVERY, ON_RAY, resume_from=checkpoint) as run:
+        draws += [c.theta for c in run.chunks()]
+        assert run.failure is None
+    np.testing.assert_array_equal(np.concatenate(draws), uninterrupted)
