@@ -206,11 +206,36 @@ def _print_run(info: dict[str, Any], fmt: str) -> None:
             line += f" (min ESS {d['min_ess_bulk']:.0f}, max R-hat {d['max_rhat']:.3f})"
     if info.get("stop_reason"):
         line += f"  stopped: {info['stop_reason']}"
+    line += _network_lines(info)
     if info.get("error"):
         line += f"\n  error: {info['error']}"
     for w in info.get("warnings") or []:
         line += f"\n  warning: {w}"
     print(line)
+
+
+def _network_lines(info: dict[str, Any]) -> str:
+    """The chains chosen by chains="auto", round trips by phase, and each site's RTT (the slowest process's), as
+    indented lines; nothing before the run has started."""
+    out = ""
+    choice = (info.get("plan") or {}).get("chains")
+    if isinstance(choice, dict) and choice.get("auto"):
+        out += f"\n  chains {choice.get('chains')} (auto: {choice.get('reason')})"
+    trips = (info.get("network") or {}).get("trips")
+    if trips:
+        out += (
+            f"\n  round trips {trips['total']} (set-up {trips['setup']}, warm-up {trips['warmup']}, "
+            f"sampling {trips['sampling']}, captures {trips['capture']})"
+        )
+    rtt: dict[str, float] = {}
+    for w in info.get("workers") or []:
+        value = w.get("rtt_s") if w.get("rtt_s") is not None else w.get("setup_rtt_s")
+        if value is not None:
+            site = w.get("site") or "(no site)"
+            rtt[site] = max(rtt.get(site, 0.0), float(value))
+    if rtt:
+        out += "\n  RTT " + ", ".join(f"{site} {1e3 * v:.1f} ms" for site, v in sorted(rtt.items()))
+    return out
 
 
 def _tags(pairs: Sequence[str] | None) -> dict[str, str]:

@@ -70,6 +70,8 @@ def test_status_latest_and_list(service, submitted):
     assert submitted["id"] in {r["id"] for r in listed}
     table = cli(service, "status", submitted["id"]).stdout
     assert submitted["id"] in table and "SUCCEEDED" in table and "stopped: num_rounds" in table
+    trips = latest["network"]["trips"]
+    assert f"round trips {trips['total']} (set-up {trips['setup']}, warm-up {trips['warmup']}" in table
 
 
 def test_draws_and_summary(service, submitted):

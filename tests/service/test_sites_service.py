@@ -141,7 +141,12 @@ def test_site_shards_run_over_rest_where_they_live_and_are_never_opened_by_the_s
         for w in info["workers"]:
             assert w["site"] == SITES[w["shard"]] and w["node_id"] == site_cluster.nodes[w["site"]].node_id, w
             assert w["hostname"] and w["pid"]
-        assert info["progress"]["draws_stored"] == 60
+            # each site's process is another node's: its rounds go over TCP, and its RTT is measured on them
+            assert w["channel"] == "tcp" and w["setup_rtt_s"] > 0 and 0 <= w["rtt_s"] <= w["rtt_median_s"], w
+        assert info["progress"]["draws_stored"] == 60 and info["chains"] == 2
+        trips = info["network"]["trips"]
+        assert (trips["warmup"], trips["sampling"]) == (20, 60) and trips["setup"] > 0, trips
+        assert trips["total"] == trips["setup"] + trips["warmup"] + trips["sampling"] + trips["capture"]
     opened = set(audit.read_text().splitlines())
     assert opened, "the audit hook recorded nothing"
     for p in paths:
