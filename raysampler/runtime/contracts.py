@@ -328,15 +328,29 @@ class WorkerPool(Protocol):
     def bind(self, model: Model) -> None:
         """Give every worker the data-bound model (each checks its shards against it)."""
 
+    def bind_facts(self, model: Model, fns: Sequence[Callable[..., Any]]) -> list[list[Any]]:
+        """`bind(model)` and, in the same trip, each of `fns` on every shard under it: [[fn(model, X_i, y_i) for
+        each shard i] for each fn] (static facts of the shards under the model: `Model.gram`, group labels, ...)."""
+
     def gram(self) -> list[np.ndarray | None]:
         """Each shard's `Model.gram` under the bound model (summed by `bind_model` for the properness check)."""
 
-    def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]]) -> list[Any]:
-        """[fn(model, X_i, y_i, *args[i]) for each shard i], computed where shard i lives."""
+    def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]], model: Model | None = None) -> list[Any]:
+        """[fn(model, X_i, y_i, *args[i]) for each shard i], computed where shard i lives; with `model`, bound first
+        (`bind`) in the same trip."""
 
-    def init_states(self, payloads: Sequence[Any], chains: int | None = None) -> None:
-        """Create each shard's algorithm state from its payload (and fresh random streams for `chains` chains,
-        default the pool's own count)."""
+    def init_states(
+        self,
+        payloads: Sequence[Any],
+        model: Model | None = None,
+        slowdown: dict[int, float] | None = None,
+        calibrate: bool = False,
+        chains: int | None = None,
+    ) -> np.ndarray | None:
+        """Create each shard's algorithm state from its payload (and fresh random streams for `chains` chains, default
+        the pool's own count: chains="auto" may choose another at set-up). In the same trip, where
+        asked: bind `model` first, then `set_slowdown(slowdown)`, then `calibrate()`, whose seconds per shard it
+        returns (else None)."""
 
     def set_slowdown(self, factors: dict[int, float]) -> None:
         """Test hook: shard i's local work takes factors[i] times as long."""

@@ -223,7 +223,13 @@ def shard_category_values(model: Any, X: np.ndarray, y: np.ndarray, columns: Any
 def bind_model(pool: WorkerPool, model: Model) -> tuple[list[ShardFacts], Model, DataSpec]:
     """Fix the model's dimension from the shards' facts, hand the bound model to every worker, and check on the pooled
     data that the posterior is proper (flat priors). A model object that does not subclass `Model` is bound as a
-    `ForeignModel` (`as_model`), so from here on every part of the model contract can be called directly."""
+    `ForeignModel` (`as_model`), so from here on every part of the model contract can be called directly.
+
+    The bind brings back, in its own trip, what the checks read (each shard's Gram matrix; with group effects, its
+    group labels) and, with group effects, the shards' other static facts a set-up asks for (local blocks, centring:
+    a `SetupPool` answers them again without a trip)."""
+    from ..tuning.shards import shard_centring, shard_gram, shard_group_labels, shard_local_blocks
+
     model = as_model(model)
     facts = pool.describe()
     spec = data_spec(facts, model)
@@ -233,14 +239,14 @@ def bind_model(pool: WorkerPool, model: Model) -> tuple[list[ShardFacts], Model,
         parts = pool.map(shard_category_values, [(spec.columns,)] * len(facts))
         spec = dataclasses.replace(spec, categories=tuple(join_categories(parts).items()) or None)
     bound = model.bind(spec)
-    pool.bind(bound)
-    if bound.has_local_params():  # group effects are local to a shard: no group may span two shards
-        from ..tuning.shards import shard_group_labels
-
-        labels = pool.map(shard_group_labels, [()] * len(facts))
+    local = bound.has_local_params()
+    fns = [shard_gram, shard_group_labels, shard_local_blocks, shard_centring] if local else [shard_gram]
+    found = pool.bind_facts(bound, fns)
+    if local:  # group effects are local to a shard: no group may span two shards
+        labels = found[1]
         for f, ge in enumerate(getattr(bound, "factors", ())):
             check_groups_disjoint([lab[f] for lab in labels], ge.group)
-    grams = [g for g in pool.gram() if g is not None]
+    grams = [g for g in found[0] if g is not None]
     bound.check_proper(np.sum(grams, axis=0) if grams else None, n_rows=sum(f.n_rows for f in facts))
     return facts, bound, spec
 
@@ -335,20 +341,22 @@ class Coordinator:
         config: RunConfig,
         slowdown: dict[int, float] | None = None,
     ) -> Coordinator:
-        """Bind the model to the data, tune the algorithm, create the worker states."""
+        """Bind the model to the data, tune the algorithm, create the worker states. The set-up's calls go through
+        a `SetupPool`, so the model `prepare` hands the workers goes with the call that creates their states (with
+        their slowdown and calibration, where asked), and the static facts the bind brought back cost no trip again."""
+        from .pools import SetupPool  # pools import the hosts and transports: loaded when a run starts, not before
+
         t0 = time.perf_counter()
         check_model_support(algorithm, as_model(model))
-        facts, bound, spec = bind_model(pool, model)
+        staged = SetupPool(pool)
+        facts, bound, spec = bind_model(staged, model)
         d = bound.dim
         choice = _chains_for(pool, bound, config, facts)
         config = dataclasses.replace(config, chains=choice.chains)
         algorithm.check_shapes(pool.num_shards, d, config.chains)
         noise = ChainNoise(config.seed, config.chains, role=0, dim=d)
-        plan = algorithm.prepare(bound, pool, chains=config.chains, seed=config.seed, noise=noise)
+        plan = algorithm.prepare(bound, staged, chains=config.chains, seed=config.seed, noise=noise)
         worker_model = plan.model if plan.model is not None else bound  # prepare handed it to the workers
-        pool.init_states(plan.worker_payloads, config.chains if config.chains_auto else None)
-        if slowdown:
-            pool.set_slowdown(slowdown)
         policy = config.balance if plan.balance else Balance.NEVER
         if plan.schedule is not None:
             policy = Balance.REPLAY
@@ -361,14 +369,24 @@ class Coordinator:
             config.balance_ratio,
             plan.schedule,
         )
+        tau = staged.init_states(
+            plan.worker_payloads,
+            slowdown=slowdown or None,
+            calibrate=balancer.measuring,
+            chains=config.chains if config.chains_auto else None,
+        )
         if balancer.measuring:
-            balancer.calibrate(pool.calibrate())
+            assert tau is not None
+            balancer.calibrate(tau)
         names, blocks = bound.param_names(), _param_blocks(bound)
         local_order: tuple[int, ...] = ()
         if bound.has_local_params():  # the draws report the shards' local parameters after θ, joined by name
             from ..tuning.shards import shard_local_blocks
 
-            local, local_order = join_local_blocks(pool.map(shard_local_blocks, [()] * pool.num_shards))
+            found = staged.facts(shard_local_blocks)  # the bound model's, as the worker model's (its layout)
+            local, local_order = join_local_blocks(
+                found if found is not None else pool.map(shard_local_blocks, [()] * pool.num_shards)
+            )
             blocks = blocks + local
             names = list(names) + [n for b in local for n in b.names()]
         setup = SetupInfo(

@@ -200,11 +200,24 @@ class ShardHost:
         self._bound, self.model = bound, model
         self._batches = None
 
+    def bind_facts(self, model: Model, fns: Sequence[Callable[..., Any]]) -> list[list[Any]]:
+        """`bind(model)`, then each of `fns` on every shard under it: [[fn(model, X_j, y_j) for each shard] for fn]
+        (the shards' static facts the set-up reads, such as `Model.gram`), in the same call."""
+        self.bind(model)
+
+        def on_every_shard(fn: Callable[..., Any]) -> list[Any]:
+            return self._per_shard(lambda j, X, y: fn(self.model, X, y))
+
+        return [on_every_shard(fn) for fn in fns]
+
     def gram(self) -> list[np.ndarray | None]:
         """Each shard's contribution to the pooled matrix the bound model's properness check reads (`Model.gram`)."""
         return self._per_shard(lambda j, X, y: self.model.gram(X, y))
 
-    def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]]) -> list[Any]:
+    def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]], model: Model | None = None) -> list[Any]:
+        """fn(model, X_j, y_j, *args[j]) for each shard, after binding `model` if one is given (in the same call)."""
+        if model is not None:
+            self.bind(model)
         return self._per_shard(lambda j, X, y: fn(self.model, X, y, *args[j]))
 
     def _width(self, X: np.ndarray, y: np.ndarray) -> int:
@@ -220,12 +233,28 @@ class ShardHost:
             for i, (X, y) in zip(self.shard_ids, self.data)
         ]
 
-    def init_states(self, payloads: Sequence[Any], chains: int | None = None) -> None:
-        """Each shard's algorithm state from its payload, with fresh random streams for `chains` chains (default: the
-        count the host was made with; chains="auto" may choose another at set-up)."""
-        assert self.algorithm is not None
-        if chains is not None:
+    def init_states(
+        self,
+        payloads: Sequence[Any],
+        model: Model | None = None,
+        slowdown: dict[int, float] | None = None,
+        calibrate: bool = False,
+        chains: int | None = None,
+    ) -> list[float] | None:
+        """Create each shard's algorithm state from its payload (and fresh random streams); in the same call, bind
+        `model` first and then set `slowdown` (`set_slowdown`) and time the model (`calibrate`, whose seconds per
+        shard it returns; else None), where asked."""
+        if model is not None:
+            self.bind(model)
+        if chains is not None:  # chains="auto" chose another count at set-up
             self.chains = int(chains)
+        self._init_states(payloads)
+        if slowdown:
+            self.set_slowdown(slowdown)
+        return self.calibrate() if calibrate else None
+
+    def _init_states(self, payloads: Sequence[Any]) -> None:
+        assert self.algorithm is not None
         self.noises = self._new_noises()
         self.states = []
         self._batches = None

@@ -18,7 +18,7 @@ from ..errors import Failure, FailureKind, WorkerFailed
 from ..models.base import Model
 from ..models.contract import as_model
 from .batches import join_blocks
-from .contracts import SITE_LABEL, Broadcast, Placement, ShardFacts, ShardState, StepResult
+from .contracts import SITE_LABEL, Broadcast, Placement, ShardFacts, ShardState, StepResult, WorkerPool
 from .host import ShardHost, ShardSource
 from .links import LinkStats, RttMeter, TripLog
 from .sites import wait_for_sites
@@ -91,17 +91,29 @@ class LocalPool:
         self.trips.count()
         self.host.bind(model)
 
+    def bind_facts(self, model: Model, fns: Sequence[Callable[..., Any]]) -> list[list[Any]]:
+        self.trips.count()
+        return self.host.bind_facts(model, fns)
+
     def gram(self) -> list[np.ndarray | None]:
         self.trips.count()
         return self.host.gram()
 
-    def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]]) -> list[Any]:
+    def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]], model: Model | None = None) -> list[Any]:
         self.trips.count()
-        return self.host.map(fn, args)
+        return self.host.map(fn, args, model)
 
-    def init_states(self, payloads: Sequence[Any], chains: int | None = None) -> None:
+    def init_states(
+        self,
+        payloads: Sequence[Any],
+        model: Model | None = None,
+        slowdown: dict[int, float] | None = None,
+        calibrate: bool = False,
+        chains: int | None = None,
+    ) -> np.ndarray | None:
         self.trips.count()
-        self.host.init_states(payloads, chains)
+        tau = self.host.init_states(payloads, model, slowdown, calibrate, chains)
+        return None if tau is None else np.asarray(tau, dtype=float)
 
     def revive(self, timeout_s: float) -> None:
         """Nothing to do: in-process shards cannot be lost."""
@@ -141,6 +153,114 @@ class LocalPool:
 
     def close(self) -> None:
         pass
+
+
+class SetupPool:
+    """A pool as `Coordinator.start` lends it to the set-up (`bind_model`, the algorithm's `prepare`), saving trips:
+
+    - a `bind` is held back (`pending`) and goes with the next call that reaches the workers: a `map` (bound first in
+      the same trip), or the `init_states` that ends the set-up (`Coordinator.start` sends it there);
+    - what a `bind_facts` brought back (the shards' static facts under the data-bound model: the properness check's
+      Gram matrices, group labels, local blocks, ...) is kept: a `map` of one of those functions with no arguments is
+      answered from it, without a trip, while that model is the workers' own, and `facts` gives it later.
+
+    Every other call goes to `pool` as it is."""
+
+    def __init__(self, pool: WorkerPool) -> None:
+        self.pool = pool
+        self.num_shards = pool.num_shards
+        self.groups = pool.groups
+        self.trips = pool.trips
+        self.pending: Model | None = None  # bound by the set-up, not yet sent to the workers
+        self._facts: dict[Callable[..., Any], list[Any]] = {}
+        self._facts_current = False  # whether the workers' model is the one `_facts` were found under
+
+    @property
+    def transport(self) -> str:
+        return self.pool.transport
+
+    def facts(self, fn: Callable[..., Any]) -> list[Any] | None:
+        """Every shard's answer to `fn` as the last `bind_facts` brought it back (under that bind's model), or None."""
+        found = self._facts.get(fn)
+        return None if found is None else list(found)
+
+    def describe(self) -> list[ShardFacts]:
+        return self.pool.describe()
+
+    def bind(self, model: Model) -> None:
+        self.pending, self._facts_current = model, False
+
+    def bind_facts(self, model: Model, fns: Sequence[Callable[..., Any]]) -> list[list[Any]]:
+        out = self.pool.bind_facts(model, fns)
+        self.pending = None
+        self._facts, self._facts_current = dict(zip(fns, out)), True
+        return out
+
+    def gram(self) -> list[np.ndarray | None]:
+        self._flush()
+        return self.pool.gram()
+
+    def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]], model: Model | None = None) -> list[Any]:
+        if model is not None:
+            self.bind(model)
+        if self.pending is None and self._facts_current and fn in self._facts and all(a == () for a in args):
+            return list(self._facts[fn])
+        model, self.pending = self.pending, None
+        return self.pool.map(fn, args, model)
+
+    def _flush(self) -> None:
+        if self.pending is not None:
+            model, self.pending = self.pending, None
+            self.pool.bind(model)
+
+    def init_states(
+        self,
+        payloads: Sequence[Any],
+        model: Model | None = None,
+        slowdown: dict[int, float] | None = None,
+        calibrate: bool = False,
+        chains: int | None = None,
+    ) -> np.ndarray | None:
+        if model is not None:
+            self.bind(model)
+        model, self.pending = self.pending, None
+        return self.pool.init_states(payloads, model, slowdown, calibrate, chains)
+
+    def set_slowdown(self, factors: dict[int, float]) -> None:
+        self._flush()
+        self.pool.set_slowdown(factors)
+
+    def calibrate(self) -> np.ndarray:
+        self._flush()
+        return self.pool.calibrate()
+
+    def step(self, messages: Any) -> StepResult:
+        self._flush()
+        return self.pool.step(messages)
+
+    def send(self, messages: Any) -> None:
+        self._flush()
+        self.pool.send(messages)
+
+    def collect(self) -> StepResult:
+        return self.pool.collect()
+
+    def capture(self) -> list[ShardState]:
+        self._flush()
+        return self.pool.capture()
+
+    def restore(self, states: Sequence[ShardState]) -> None:
+        self._flush()
+        self.pool.restore(states)
+
+    def links(self) -> tuple[LinkStats, ...]:
+        return self.pool.links()
+
+    def revive(self, timeout_s: float) -> None:
+        self.pool.revive(timeout_s)
+
+    def close(self) -> None:
+        self.pool.close()
 
 
 #: Element-chains (X's elements times chains times the model's `work_per_element`, summed over the shards) that a
@@ -326,6 +446,14 @@ class RayPool:
     def _split(self, items: Sequence[Any]) -> list[list[Any]]:
         return [[items[i] for i in g] for g in self.groups]
 
+    def _by_shard(self, parts: Sequence[Sequence[Any]]) -> list[Any]:
+        """The groups' answers (each a list over its shards, `_all`'s order) as one list in shard order."""
+        out: list[Any] = [None] * self.num_shards
+        for g, part in zip(self.groups, parts):
+            for i, r in zip(g, part):
+                out[i] = r
+        return out
+
     def describe(self) -> list[ShardFacts]:
         """First contact: the actors must start (and load their shards) within the startup timeout."""
         try:
@@ -371,20 +499,32 @@ class RayPool:
     def bind(self, model: Model) -> None:
         self._all("bind", [(model,)] * len(self.groups))
 
+    def bind_facts(self, model: Model, fns: Sequence[Callable[..., Any]]) -> list[list[Any]]:
+        parts = self._all("bind_facts", [(model, list(fns))] * len(self.groups))
+        return [self._by_shard([part[k] for part in parts]) for k in range(len(fns))]
+
     def gram(self) -> list[np.ndarray | None]:
-        return [g for part in self._all("gram", [()] * len(self.groups)) for g in part]
+        return self._by_shard(self._all("gram", [()] * len(self.groups)))
 
-    def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]]) -> list[Any]:
-        return [r for part in self._all("map", [(fn, a) for a in self._split(args)]) for r in part]
+    def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]], model: Model | None = None) -> list[Any]:
+        return self._by_shard(self._all("map", [(fn, a, model) for a in self._split(args)]))
 
-    def init_states(self, payloads: Sequence[Any], chains: int | None = None) -> None:
-        self._all("init_states", [(p, chains) for p in self._split(payloads)])
+    def init_states(
+        self,
+        payloads: Sequence[Any],
+        model: Model | None = None,
+        slowdown: dict[int, float] | None = None,
+        calibrate: bool = False,
+        chains: int | None = None,
+    ) -> np.ndarray | None:
+        parts = self._all("init_states", [(p, model, slowdown, calibrate, chains) for p in self._split(payloads)])
+        return np.asarray(self._by_shard(parts), dtype=float) if calibrate else None
 
     def set_slowdown(self, factors: dict[int, float]) -> None:
         self._all("set_slowdown", [(factors,)] * len(self.groups))
 
     def calibrate(self) -> np.ndarray:
-        return np.asarray([t for part in self._all("calibrate", [()] * len(self.groups)) for t in part])
+        return np.asarray(self._by_shard(self._all("calibrate", [()] * len(self.groups))))
 
     def capture(self) -> list[ShardState]:
         return [s for part in self._all("capture", [()] * len(self.groups)) for s in part]

@@ -22,12 +22,11 @@ from .curvature import local_curvatures
 from .shards import (
     MarginalPoint,
     ShardPool,
+    shard_grad_hessian_diag,
     shard_hessian,
-    shard_hessian_diag,
-    shard_local_dim,
     shard_local_quadratic,
-    shard_marginal,
-    shard_marginal_value,
+    shard_marginal_trial,
+    shard_newton_trial,
     shard_value_and_grad,
 )
 
@@ -60,10 +59,130 @@ def total_hessian(model: Model, pool: ShardPool, theta: np.ndarray) -> np.ndarra
     return 0.5 * (H + H.T)
 
 
+#: The MAP's Newton iteration (`newton_map`): it ends at a point whose Hessian was computed there once the Newton
+#: decrement ½gᵀH⁻¹g is at most MAP_NEWTON_TOL (½‖θ − θ*‖² in the Laplace posterior's metric to second order: θ within
+#: about 1.4e-9 posterior sd of the mode), or at most MAP_NEWTON_STALL with no further progress (rounding level), and
+#: gives up (to L-BFGS) after MAP_NEWTON_TRIPS trips
+MAP_NEWTON_TOL = 1e-18
+MAP_NEWTON_STALL = 1e-12
+MAP_NEWTON_TRIPS = 50
+#: its line search's step lengths 1, ½, ¼, ... 2⁻¹⁹, evaluated together; once the decrement is below MAP_FULL_STEP
+#: (Newton's quadratic phase, where the full step passes) only the first MAP_SHORT_LADDER go in one trip
+MAP_LADDER = 0.5 ** np.arange(20)
+MAP_FULL_STEP = 1e-2
+MAP_SHORT_LADDER = 4
+#: where the Hessian is not positive definite, the step divides by its eigenvalues' absolute values, none taken below
+#: this fraction of the largest
+MAP_EIGEN_FLOOR = 1e-6
+#: Armijo's sufficient decrease along the step, and the slack (relative to |U|) that lets a step pass where U only
+#: changes by rounding
+MAP_ARMIJO = 1e-4
+MAP_SLACK = 1e-12
+
+
+@dataclass(frozen=True)
+class MapPoint:
+    """Where `newton_map` ended: θ, U(θ), ∇U(θ) and ∇²U(θ) (the shards' sums plus the prior's), the lower Cholesky
+    factor of that Hessian, each shard's (∇U_i(θ), ∇²U_i(θ)) and the Newton decrement ½gᵀH⁻¹g there."""
+
+    theta: np.ndarray
+    value: float
+    grad: np.ndarray
+    hessian: np.ndarray
+    cholesky: np.ndarray
+    shards: list[tuple[np.ndarray, np.ndarray]]
+    decrement: float
+
+
+def newton_map(model: Model, pool: ShardPool, x0: np.ndarray) -> MapPoint | None:
+    """The MAP θ* = argmin U by Newton's method, one trip to the workers per iteration: each trip brings back U and ∇U
+    at every step length of the line search (`MAP_LADDER`; Armijo's rule picks the longest that passes) and ∇²U at
+    the full step and at the step length the last iteration took, so the next direction is at hand where the step
+    taken is one of those; after another, it uses the Hessian of the nearest of them (a descent direction still),
+    and the next trip brings one at the step length taken. Where the Hessian is not positive definite (U not convex
+    there), the step divides by its eigenvalues' absolute values. Ends where the Newton decrement at a point with
+    its own, positive definite Hessian is below `MAP_NEWTON_TOL`, and returns the `MapPoint` there (its Hessian and
+    the shards' quadratics are the Laplace step's, no further trip needed). None where Newton cannot go on (no step
+    length that decreases U, non-finite values, or `MAP_NEWTON_TRIPS` spent): the caller then falls back to
+    L-BFGS."""
+    prior = model.prior()
+    b = pool.num_shards
+
+    def evaluate(points: np.ndarray, at: list[int]) -> tuple[np.ndarray, np.ndarray, list[Any]]:
+        parts = pool.map(shard_newton_trial, [(points, at)] * b)
+        with np.errstate(over="ignore", invalid="ignore"):
+            values = np.sum([p[0] for p in parts], axis=0) + prior.potential(points)
+            grads = np.sum([p[1] for p in parts], axis=0) + prior.grad(points)
+        return np.asarray(values, dtype=float), np.asarray(grads, dtype=float), parts
+
+    def hessian(parts: list[Any], j: int, theta: np.ndarray) -> np.ndarray:
+        H = np.sum([p[2][j] for p in parts], axis=0) + prior_hessian(prior, theta)
+        return 0.5 * (H + H.T)
+
+    values, grads, parts = evaluate(x0[None, :], [0])
+    theta, f, g, H = x0, float(values[0]), grads[0], hessian(parts, 0, x0)
+    here: list[tuple[np.ndarray, np.ndarray]] | None = [(p[1][0], p[2][0]) for p in parts]  # θ's own, or None
+    last = np.inf  # the decrement at the last point with its own Hessian
+    taken = 1.0  # the step length the last iteration took
+    ladder = MAP_LADDER
+    for _ in range(MAP_NEWTON_TRIPS):
+        if not (np.isfinite(f) and np.all(np.isfinite(g)) and np.all(np.isfinite(H))):
+            return None
+        C: np.ndarray | None
+        try:
+            C = np.linalg.cholesky(H)
+            step = scipy.linalg.cho_solve((C, True), g)
+        except np.linalg.LinAlgError:  # not convex here (e.g. a noise scale far from its mode): |eigenvalues|
+            C, (w, Q) = None, np.linalg.eigh(H)
+            step = Q @ ((Q.T @ g) / np.maximum(np.abs(w), MAP_EIGEN_FLOOR * max(float(np.abs(w).max()), 1e-300)))
+        dec = 0.5 * float(g @ step)
+        if here is not None and C is not None:
+            if dec <= MAP_NEWTON_TOL or (dec <= MAP_NEWTON_STALL and dec > 0.5 * last):
+                return MapPoint(theta, f, g, H, C, here, dec)
+            last = dec
+        if ladder is MAP_LADDER and C is not None and here is not None and dec < MAP_FULL_STEP:
+            ladder = MAP_LADDER[:MAP_SHORT_LADDER]
+        at = sorted({0, int(np.argmin(np.abs(np.log2(ladder / taken))))})  # Hessians: full step, last one's length
+        points = theta[None, :] - ladder[:, None] * step[None, :]
+        values, grads, parts = evaluate(points, at)
+        with np.errstate(invalid="ignore"):
+            ok = (
+                np.isfinite(values)
+                & np.all(np.isfinite(grads), axis=1)
+                & (values <= f - MAP_ARMIJO * ladder * 2.0 * dec + MAP_SLACK * abs(f))
+            )
+        if not ok.any():
+            rest = MAP_LADDER[int(np.flatnonzero(ladder[-1] == MAP_LADDER)[0]) + 1 :]
+            if not rest.size:
+                return None  # no step length decreases U
+            ladder, here, taken = rest, None, float(rest[0])  # the same direction, the step lengths below these
+            continue
+        k = int(np.argmax(ok))
+        theta, f, g, taken = points[k], float(values[k]), grads[k], float(ladder[k])
+        j = int(np.argmin([abs(k - i) for i in at]))  # the Hessian nearest the step taken (its own where j's is k)
+        H = hessian(parts, j, points[at[j]])
+        here = [(p[1][k], p[2][j]) for p in parts] if at[j] == k else None
+        ladder = MAP_LADDER
+    return None
+
+
 def find_map(
     model: Model, pool: ShardPool, *, x0: np.ndarray, dense_hessian: bool, newton_steps: int = 20, gtol: float = 1e-8
 ) -> np.ndarray:
-    """The MAP θ* = argmin U: L-BFGS on the workers' summed gradients, then Newton polish with summed Hessians."""
+    """The MAP θ* = argmin U: with `dense_hessian`, Newton's method on the workers' summed gradients and Hessians
+    (`newton_map`); else, or where Newton cannot go on, L-BFGS then Newton polish (`lbfgs_map`)."""
+    if dense_hessian:
+        point = newton_map(model, pool, x0)
+        if point is not None:
+            return point.theta
+    return lbfgs_map(model, pool, x0=x0, dense_hessian=dense_hessian, newton_steps=newton_steps, gtol=gtol)
+
+
+def lbfgs_map(
+    model: Model, pool: ShardPool, *, x0: np.ndarray, dense_hessian: bool, newton_steps: int = 20, gtol: float = 1e-8
+) -> np.ndarray:
+    """The MAP θ* = argmin U: L-BFGS on the workers' summed gradients (one trip per evaluation), then (with
+    `dense_hessian`) Newton polish with summed Hessians. Raises FloatingPointError where the search diverges."""
     import scipy.optimize  # here, not at module level: the workers import this module and never optimise (~0.25 s)
 
     res = scipy.optimize.minimize(
@@ -104,18 +223,32 @@ def laplace_preconditioner(model: Model, pool: ShardPool, theta_map: np.ndarray,
 
     Falls back to the diagonal form when the summed Hessian is not positive definite (e.g. an MLP).
     """
-    prior = model.prior()
     if kind == "laplace":
-        H = total_hessian(model, pool, theta_map)
-        try:
-            C = np.linalg.cholesky(H)
-            L = scipy.linalg.solve_triangular(C, np.eye(H.shape[0]), lower=True).T  # L = C⁻ᵀ, L Lᵀ = H⁻¹
-            return Preconditioner(theta_map, L, "laplace")
-        except np.linalg.LinAlgError:
-            kind = "diag"
-    diag = np.sum(pool.map(shard_hessian_diag, [(theta_map,)] * pool.num_shards), axis=0)
-    diag = diag + np.diag(prior_hessian(prior, theta_map))
-    return Preconditioner(theta_map, 1.0 / np.sqrt(np.clip(diag, 1e-12, None)), "diag")
+        precond = laplace_factor(theta_map, total_hessian(model, pool, theta_map))
+        if precond is not None:
+            return precond
+    return diagonal_preconditioner(model, pool, theta_map)[0]
+
+
+def laplace_factor(theta_map: np.ndarray, H: np.ndarray) -> Preconditioner | None:
+    """The Laplace preconditioner θ = θ* + Lφ, L = C⁻ᵀ from the Cholesky factor C of the Hessian H (L Lᵀ = H⁻¹);
+    None where H is not positive definite."""
+    try:
+        C = np.linalg.cholesky(H)
+    except np.linalg.LinAlgError:
+        return None
+    return Preconditioner(theta_map, scipy.linalg.solve_triangular(C, np.eye(H.shape[0]), lower=True).T, "laplace")
+
+
+def diagonal_preconditioner(
+    model: Model, pool: ShardPool, theta_map: np.ndarray
+) -> tuple[Preconditioner, list[tuple[np.ndarray, np.ndarray]]]:
+    """The diagonal preconditioner L = diag(Σ_i ∇²U_i(θ*) + prior Hessian)^(-1/2) and, from the same trip, every
+    shard's diagonal quadratic model of U_i at the MAP in φ (what `shard_local_quadratic` gives with dense=False)."""
+    parts = pool.map(shard_grad_hessian_diag, [(theta_map,)] * pool.num_shards)
+    diag = np.sum([hd for _, hd in parts], axis=0) + np.diag(prior_hessian(model.prior(), theta_map))
+    precond = Preconditioner(theta_map, 1.0 / np.sqrt(np.clip(diag, 1e-12, None)), "diag")
+    return precond, [(precond.pull_grad(g[None, :])[0], precond.pull_diag(hd)) for g, hd in parts]
 
 
 def local_quadratics(
@@ -207,16 +340,31 @@ def laplace_step(
     if kind is None and not need_map:
         return Laplace(None, Preconditioner.identity(d), None, None, None, None, None)
     dense = kind != "diag" and d <= DENSE_PRECONDITIONER_MAX_DIM
-    theta_map = find_map(model, pool, x0=map_start(seed, d), dense_hessian=dense)
-    if kind is None:  # the plain rules run in θ; the quadratic models are still taken at the MAP
-        precond, at_map = Preconditioner.identity(d), Preconditioner(theta_map, None, "none")
+    x0 = map_start(seed, d)
+    point = newton_map(model, pool, x0) if dense else None
+    found: list[tuple[np.ndarray, np.ndarray]] | None = None  # the shards' quadratics, where a trip brought them
+    if point is not None:  # Newton's last trip brought the Hessian and every shard's quadratic at the MAP
+        theta_map = point.theta
+        if kind is None:  # the plain rules run in θ; the quadratic models are still taken at the MAP
+            precond, at_map = Preconditioner.identity(d), Preconditioner(theta_map, None, "none")
+        else:
+            L = scipy.linalg.solve_triangular(point.cholesky, np.eye(d), lower=True).T  # L = C⁻ᵀ, L Lᵀ = H⁻¹
+            precond = at_map = Preconditioner(theta_map, L, "laplace")
+        found = [(at_map.pull_grad(g[None, :])[0], at_map.pull_matrix(H)) for g, H in point.shards]
     else:
-        precond = at_map = laplace_preconditioner(model, pool, theta_map, kind)
-        dense = dense and precond.kind == "laplace"
+        theta_map = lbfgs_map(model, pool, x0=x0, dense_hessian=dense)
+        if kind is None:
+            precond, at_map = Preconditioner.identity(d), Preconditioner(theta_map, None, "none")
+        else:
+            laplace = laplace_factor(theta_map, total_hessian(model, pool, theta_map)) if kind == "laplace" else None
+            if laplace is None:  # asked for, or the Hessian is not positive definite (e.g. an MLP)
+                laplace, found = diagonal_preconditioner(model, pool, theta_map)
+            precond = at_map = laplace
+            dense = dense and precond.kind == "laplace"
     centre = precond.to_phi(theta_map[None, :])[0]
     if not quadratics:
         return Laplace(theta_map, precond, centre, None, None, None, None)
-    quads = local_quadratics(model, pool, at_map, dense)
+    quads = found if found is not None else local_quadratics(model, pool, at_map, dense)
     curvature = np.array([np.linalg.eigvalsh(P)[-1] if P.ndim == 2 else float(np.max(P)) for _, P in quads])
     if not dense:
         curvature = np.maximum(curvature, local_curvatures(model, pool, at_map))
@@ -291,30 +439,57 @@ MARGINAL_NEWTON_TOL = 1e-10
 #: no Newton step moves a coordinate of θ by more than this (the marginal need not be convex away from its mode,
 #: where a negative curvature's direction is taken with its sign flipped)
 MARGINAL_MAX_STEP = 1.0
+#: the line search's step lengths 1, ½, ... 2⁻³³, MARGINAL_LADDER_TRIP of them per trip, the first
+#: MARGINAL_SHORT_LADDER only once the decrement is below MARGINAL_FULL_STEP (Newton's quadratic phase)
+MARGINAL_LADDER = 0.5 ** np.arange(34)
+MARGINAL_LADDER_TRIP = 8
+MARGINAL_SHORT_LADDER = 3
+MARGINAL_FULL_STEP = 1e-2
+#: below this decrement the next point's Hessian is taken whole (the log-determinant's cross terms too), so that the
+#: point where the iteration ends most likely has it already
+MARGINAL_CROSS_AT = 1e-4
+
+#: the prior plus the shards' Laplace-marginal potentials at one θ: value, gradient, Hessian, the shards' points
+_MarginalAt = tuple[float, np.ndarray, np.ndarray, list[MarginalPoint]]
 
 
 def marginal_mode(
-    model: Model, pool: ShardPool, theta: np.ndarray, etas: list[np.ndarray]
+    model: Model, pool: ShardPool, theta: np.ndarray, etas: list[np.ndarray] | None = None
 ) -> tuple[np.ndarray, list[np.ndarray], list[MarginalPoint]]:
     """The mode θ* of prior(θ) + Σ_i V_i(θ), the shards' Laplace-marginal potentials (`shards.shard_marginal`: the
-    local η_i integrated out by Laplace's method), by damped Newton steps from θ (the log-determinant's Hessian
-    taken as diagonal on the way, whole at the end); returns θ*, each shard's η̂_i(θ*) and its `MarginalPoint`
-    there. This, not the joint mode of (θ, η), is where θ's posterior lies: with many groups of weak data the joint
-    mode puts a group scale far out in its tail (the effects' ½‖η‖² pulls η → 0 and the scale up), where its
-    curvature is a fraction of the marginal's."""
+    local η_i integrated out by Laplace's method), by damped Newton steps from θ (the η̂_i searched from `etas`, or
+    from 0; the log-determinant's Hessian taken as diagonal on the way, whole near and at the end); returns θ*, each
+    shard's η̂_i(θ*) and its `MarginalPoint` there. This, not the joint mode of (θ, η), is where θ's posterior lies:
+    with many groups of weak data the joint mode puts a group scale far out in its tail (the effects' ½‖η‖² pulls
+    η → 0 and the scale up), where its curvature is a fraction of the marginal's.
+
+    One trip per iteration (`shards.shard_marginal_trial`): the marginal at the full step and V alone at the line
+    search's step lengths; a shorter step takes one more trip, for the marginal there."""
     prior = model.prior()
     b = pool.num_shards
 
-    def at(
-        th: np.ndarray, es: list[np.ndarray], cross: bool = False
-    ) -> tuple[float, np.ndarray, np.ndarray, list[MarginalPoint]]:
-        parts = pool.map(shard_marginal, [(th, es[i], cross) for i in range(b)])
-        value = float(prior.potential(th[None, :])[0]) + sum(m.value for m in parts)
-        grad = prior.grad(th[None, :])[0] + np.sum([m.grad for m in parts], axis=0)
-        H = prior_hessian(prior, th) + np.sum([m.hessian for m in parts], axis=0)
-        return value, grad, 0.5 * (H + H.T), parts
+    def trial(
+        points: np.ndarray, es: list[np.ndarray] | list[None], cross: bool, strict: bool
+    ) -> tuple[np.ndarray, _MarginalAt | None]:
+        parts = pool.map(shard_marginal_trial, [(points, es[i], cross, strict) for i in range(b)])
+        with np.errstate(over="ignore", invalid="ignore"):
+            values = np.asarray(prior.potential(points), dtype=float) + np.sum([v for _, v in parts], axis=0)
+        firsts = [m for m, _ in parts]
+        if any(m is None for m in firsts):
+            return values, None
+        ms = [m for m in firsts if m is not None]
+        th = points[0]
+        grad = prior.grad(th[None, :])[0] + np.sum([m.grad for m in ms], axis=0)
+        H = prior_hessian(prior, th) + np.sum([m.hessian for m in ms], axis=0)
+        return values, (float(values[0]), grad, 0.5 * (H + H.T), ms)
 
-    value, grad, H, parts = at(theta, etas)
+    def at(th: np.ndarray, es: list[np.ndarray] | list[None], cross: bool = False) -> _MarginalAt:
+        found = trial(th[None, :], es, cross, strict=True)[1]
+        assert found is not None  # strict: a shard whose η̂ is not found raised
+        return found
+
+    value, grad, H, parts = at(theta, list(etas) if etas is not None else [None] * b)
+    whole = False  # whether H has the log-determinant's cross terms
     for _ in range(MARGINAL_NEWTON_MAX):
         w, Q = np.linalg.eigh(H)
         step = Q @ ((Q.T @ grad) / np.maximum(np.abs(w), 1e-6 * max(np.abs(w).max(), 1e-12)))
@@ -323,67 +498,47 @@ def marginal_mode(
         if not 0.5 * dec > MARGINAL_NEWTON_TOL:
             break
         es = [m.eta for m in parts]
-        t = 1.0
-        while t > 1e-10:
-            trial = theta - t * step
-            vals = pool.map(shard_marginal_value, [(trial, es[i]) for i in range(b)])
-            v_new = float(prior.potential(trial[None, :])[0]) + sum(vals)
-            if np.isfinite(v_new) and v_new <= value - 1e-4 * t * dec:
+        cross = 0.5 * dec < MARGINAL_CROSS_AT
+        ladder = MARGINAL_LADDER[: MARGINAL_SHORT_LADDER if 0.5 * dec < MARGINAL_FULL_STEP else MARGINAL_LADDER_TRIP]
+        k: int | None = None
+        while True:
+            points = theta[None, :] - ladder[:, None] * step[None, :]
+            values, point = trial(points, es, cross, strict=False)
+            with np.errstate(invalid="ignore"):
+                ok = np.isfinite(values) & (values <= value - 1e-4 * ladder * dec)
+            if ok.any():
+                k = int(np.argmax(ok))
                 break
-            t *= 0.5
+            rest = MARGINAL_LADDER[int(np.flatnonzero(ladder[-1] == MARGINAL_LADDER)[0]) + 1 :]
+            if not rest.size:
+                break
+            ladder = rest[:MARGINAL_LADDER_TRIP]
+        if k is None:
+            break  # no step length decreases the marginal: θ stays
+        theta = points[k]
+        if k == 0 and point is not None:
+            (value, grad, H, parts), whole = point, cross
         else:
-            break
-        theta = trial
-        value, grad, H, parts = at(theta, es)
-    parts = at(theta, [m.eta for m in parts], cross=True)[3]
+            (value, grad, H, parts), whole = at(theta, es), False
+    if not whole:
+        parts = at(theta, [m.eta for m in parts], cross=True)[3]
     return theta, [m.eta for m in parts], parts
 
 
 def laplace_step_local(model: Model, pool: ShardPool, *, seed: int, preconditioner: str) -> LocalLaplace:
-    """The joint MAP of (θ, η_1..η_b) (L-BFGS on Σ_i U_i(θ, η_i) + prior(θ), each term from its worker) as the start
-    of `marginal_mode`, the mode of θ with the η_i integrated out by Laplace's method; there every shard's
-    Laplace-marginal quadratic in θ (`shards.shard_marginal`), the Laplace preconditioner of θ from their sum plus
-    the prior Hessian, and those quadratics in φ (`Laplace`, centre 0), as `laplace_step` gives them."""
-    d, b = model.dim, pool.num_shards
-    dims = [int(v) for v in pool.map(shard_local_dim, [()] * b)]
-    cuts = np.cumsum([d, *dims])
+    """The mode of θ with the η_i integrated out by Laplace's method (`marginal_mode`, from the MAP search's seeded
+    start and η = 0); there every shard's Laplace-marginal quadratic in θ (`shards.shard_marginal`), the Laplace
+    preconditioner of θ from their sum plus the prior Hessian, and those quadratics in φ (`Laplace`, centre 0), as
+    `laplace_step` gives them."""
+    d = model.dim
     prior = model.prior()
-
-    def split(v: np.ndarray) -> list[np.ndarray]:
-        return [np.concatenate([v[:d], v[cuts[i] : cuts[i + 1]]]) for i in range(b)]
-
-    def value_and_grad(v: np.ndarray) -> tuple[float, np.ndarray]:
-        parts = pool.map(shard_value_and_grad, [(x,) for x in split(v)])
-        th = v[None, :d]
-        grad = np.zeros_like(v)
-        grad[:d] = prior.grad(th)[0]
-        value = float(prior.potential(th)[0])
-        for i, (u, g) in enumerate(parts):
-            value += u
-            grad[:d] += g[:d]
-            grad[cuts[i] : cuts[i + 1]] = g[d:]
-        return value, grad
-
-    x0 = np.concatenate([map_start(seed, d), np.zeros(int(cuts[-1]) - d)])
-    import scipy.optimize  # see find_map
-
-    res = scipy.optimize.minimize(
-        value_and_grad, x0, jac=True, method="L-BFGS-B", options={"maxiter": 20000, "gtol": 1e-9}
-    )
-    v = res.x
-    if not np.all(np.isfinite(v)):
+    theta_map, eta_map, marg = marginal_mode(model, pool, map_start(seed, d))
+    if not np.all(np.isfinite(theta_map)):
         raise FloatingPointError("MAP search diverged: the posterior may be improper for this data and prior")
-    theta_map, eta_map, marg = marginal_mode(model, pool, v[:d], [v[cuts[i] : cuts[i + 1]] for i in range(b)])
+    dims = [int(e.size) for e in eta_map]
     H = sum(m.hessian for m in marg) + prior_hessian(prior, theta_map)
     H = 0.5 * (H + H.T)
-    kind = resolve_preconditioner(preconditioner, d)
-    precond = None
-    if kind == "laplace":
-        try:
-            C = np.linalg.cholesky(H)
-            precond = Preconditioner(theta_map, scipy.linalg.solve_triangular(C, np.eye(d), lower=True).T, "laplace")
-        except np.linalg.LinAlgError:
-            precond = None
+    precond = laplace_factor(theta_map, H) if resolve_preconditioner(preconditioner, d) == "laplace" else None
     if precond is None:
         precond = Preconditioner(theta_map, 1.0 / np.sqrt(np.clip(np.diag(H), 1e-12, None)), "diag")
     quads = [(precond.pull_grad(m.grad[None, :])[0], precond.pull_matrix(m.hessian)) for m in marg]

@@ -42,6 +42,26 @@ def shard_batch_value_and_grad(
     return model.potential_and_grad(X, y, theta)
 
 
+def shard_newton_trial(
+    model: Model, X: np.ndarray, y: np.ndarray, points: np.ndarray, hessians: Sequence[int]
+) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """One Newton iteration of the MAP search, on one shard: U_i and ∇U_i at K points (K, d) (the line search's
+    candidates) and ∇²U_i (d, d) at those whose indices `hessians` lists, all in one trip. Values or gradients that
+    overflow at a candidate far out come back non-finite (the line search passes over them), without a warning."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        u, g = model.potential_and_grad(X, y, points)
+        H = [np.asarray(model.hessian(X, y, points[k]), dtype=float) for k in hessians]
+    return np.asarray(u, dtype=float), np.asarray(g, dtype=float), H
+
+
+def shard_grad_hessian_diag(
+    model: Model, X: np.ndarray, y: np.ndarray, theta: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """∇U_i (d,) and the diagonal of ∇²U_i (d,) at one point θ (d,): a diagonal preconditioner's curvature and the
+    shard's diagonal quadratic model at the MAP, in one trip."""
+    return model.grad(X, y, theta[None, :])[0], np.asarray(model.hessian_diag(X, y, theta))
+
+
 def shard_grad(model: Model, X: np.ndarray, y: np.ndarray, theta: np.ndarray) -> np.ndarray:
     """∇U_i at K points (K, d) on one shard."""
     return model.grad(X, y, theta)
@@ -84,6 +104,11 @@ def shard_centring(model: Model, X: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Which coordinates of θ the shard's interweaving move may change (`Model.centring`; none without local
     parameters)."""
     return np.asarray(model.centring(X, y), dtype=bool)
+
+
+def shard_gram(model: Model, X: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+    """The shard's contribution to the pooled matrix the model's properness check reads (`Model.gram`)."""
+    return model.gram(X, y)
 
 
 def shard_group_labels(model: Model, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -198,3 +223,33 @@ def shard_marginal_value(model: Model, X: np.ndarray, y: np.ndarray, theta: np.n
         return float(lc.value[0]) + (float(lc.eta.half_logdet()[0]) if x.shape[1] > theta.shape[0] else 0.0)
     except (FloatingPointError, np.linalg.LinAlgError):
         return float("inf")
+
+
+def shard_marginal_trial(
+    model: Model, X: np.ndarray, y: np.ndarray, points: np.ndarray, eta: np.ndarray | None, cross: bool, strict: bool
+) -> tuple[MarginalPoint | None, np.ndarray]:
+    """One Newton iteration of the Laplace-marginal mode, on one shard: its `MarginalPoint` at the first of K points θ
+    (K, d) (the full step; the log-determinant's cross terms where `cross`) and V_i alone at every point (the line
+    search's candidates), from the starting values `eta` (l_i,) (zeros where None). Where η̂ is not found at a point,
+    its value is +∞ and, at the first, the point None, unless `strict` (the current point, not a candidate): then
+    the error is raised as it is."""
+    d = points.shape[1]
+    start = np.zeros(shard_local_dim(model, X, y)) if eta is None else eta
+    try:
+        first: MarginalPoint | None = shard_marginal(model, X, y, points[0], start, cross)
+    except (FloatingPointError, np.linalg.LinAlgError):
+        if strict:
+            raise
+        first = None
+    values = np.full(len(points), np.inf)
+    if first is not None:
+        values[0] = first.value
+    rest = points[1:]
+    if len(rest):
+        try:  # every candidate at once; one that fails makes the batch fail, and then each is tried alone
+            x, lc = conditional_modes(model, X, y, rest, np.repeat(start[None, :], len(rest), axis=0))
+            logdet = lc.eta.half_logdet() if x.shape[1] > d else np.zeros(len(rest))
+            values[1:] = np.asarray(lc.value, dtype=float) + logdet
+        except (FloatingPointError, np.linalg.LinAlgError):
+            values[1:] = [shard_marginal_value(model, X, y, th, start) for th in rest]
+    return first, values
