@@ -1,5 +1,12 @@
 """Convergence diagnostics of draws (arviz-stats): minimum bulk ESS and maximum rank-normalised split R-hat, the
-thresholds Stan and ArviZ users read them against, and the warnings a finished run gives when they are missed."""
+thresholds Stan and ArviZ users read them against, and the warnings a finished run gives when they are missed.
+
+From `MANY_CHAINS` chains on, the chains are grouped into superchains whose chains share one start
+(`superchains_for`, `tuning.laplace.initial_points`) and the R-hat a run is judged by is nested R-hat
+(`nested_rhat`; Margossian, Hoffman, Sountsov, Riou-Durand, Vehtari, Gelman, "Nested R-hat: assessing the
+convergence of Markov chain Monte Carlo when running many short chains", Bayesian Analysis 2024): split R-hat
+< 1.01 needs long chains (about 100 effective draws per chain), nested R-hat < 1.01 needs about 50 effective draws
+per superchain, which many short chains reach. `warm` is the matching rule for the end of the warm-up."""
 
 from __future__ import annotations
 
@@ -14,6 +21,13 @@ import numpy as np
 RHAT_WARN = 1.01
 #: Minimum bulk ESS per chain below which estimates are not reliable (the same references).
 ESS_PER_CHAIN_WARN = 100
+#: From this many chains on, convergence is judged by nested R-hat over superchains (`superchains_for`).
+MANY_CHAINS = 16
+#: The fewest superchains, and the fewest chains in each, of the nested design (`superchains_for`).
+MIN_SUPERCHAINS = 4
+MIN_SUPERCHAIN_SIZE = 4
+#: The warm-up rule's R-hat threshold (`warm`), for split R-hat (few chains) and nested R-hat (many).
+WARM_RHAT = 1.1
 
 
 class WarningKind(str, Enum):
@@ -53,45 +67,87 @@ def convergence_fraction(min_ess_bulk: float, max_rhat: float, target_ess: float
 
 @dataclass(frozen=True)
 class Diagnostics:
-    """min bulk ESS and max rank-normalised R-hat over the parameters, from `draws` per chain and `chains`."""
+    """min bulk ESS and max rank-normalised split R-hat over the parameters, from `draws` per chain and `chains`;
+    with `superchains` > 1 (the nested design, `superchains_for`) also the max rank-normalised nested R-hat,
+    which is then the R-hat the convergence rule reads (`rule`, `rule_rhat`)."""
 
     min_ess_bulk: float
     max_rhat: float
     draws: int
     chains: int
+    superchains: int = 1
+    max_nested_rhat: float | None = None
+
+    @property
+    def nested(self) -> bool:
+        """Whether the rule is nested R-hat (superchains > 1) rather than split R-hat."""
+        return self.superchains > 1 and self.max_nested_rhat is not None
+
+    @property
+    def rule(self) -> str:
+        """The R-hat the convergence rule reads: "nested_rhat" or "split_rhat"."""
+        return "nested_rhat" if self.nested else "split_rhat"
+
+    @property
+    def rule_rhat(self) -> float:
+        """The value of that R-hat: max nested R-hat with superchains, else max split R-hat."""
+        return self.max_nested_rhat if self.max_nested_rhat is not None and self.nested else self.max_rhat
 
     def converged(self, target_ess: float, max_rhat: float) -> bool:
-        """Both targets met: min bulk ESS ≥ target_ess and max R-hat < max_rhat."""
-        return self.min_ess_bulk >= target_ess and self.max_rhat < max_rhat
+        """Both targets met: min bulk ESS ≥ target_ess and the rule's R-hat (`rule_rhat`) < max_rhat.
+
+        With superchains the threshold is the same number, read as the paper's nR̂ < 1 + δ with δ = max_rhat − 1
+        (0.01 by default): at stationarity nR̂² − 1 ≈ K / ESS for K superchains (the variance of a superchain's
+        mean over the posterior variance), so with K = 4 it sits near 1.005 once ESS ≈ 400 and the two targets
+        are met at about the same length, while a superchain that has not forgotten its start keeps it above."""
+        return self.min_ess_bulk >= target_ess and self.rule_rhat < max_rhat
+
+    def fraction(self, target_ess: float, max_rhat: float) -> float:
+        """How far from the stop these diagnostics are (`convergence_fraction`), on the rule's R-hat."""
+        return convergence_fraction(self.min_ess_bulk, self.rule_rhat, target_ess, max_rhat)
 
     def warnings(self) -> list[RunWarning]:
-        """What a user should hear about these draws (ArviZ/Stan thresholds), or nothing."""
+        """What a user should hear about these draws (ArviZ/Stan thresholds; nested R-hat with superchains), or
+        nothing."""
         out = []
-        if not math.isfinite(self.max_rhat) or self.max_rhat >= RHAT_WARN:
-            out.append(
-                RunWarning(
-                    WarningKind.RHAT,
-                    f"max R-hat is {self.max_rhat:.3f} (≥ {RHAT_WARN}): the chains have not converged to the same "
-                    "distribution; run longer (or num_rounds='auto')",
+        rhat = self.rule_rhat
+        if not math.isfinite(rhat) or rhat >= RHAT_WARN:
+            if self.nested:
+                message = (
+                    f"max nested R-hat is {rhat:.3f} (≥ {RHAT_WARN}) over {self.superchains} superchains of "
+                    f"{self.chains // self.superchains} chains: the superchains have not converged to the same "
+                    "distribution; run longer (or num_rounds='auto')"
                 )
-            )
-        if not math.isfinite(self.min_ess_bulk) or self.min_ess_bulk < ESS_PER_CHAIN_WARN * self.chains:
+            else:
+                message = (
+                    f"max R-hat is {rhat:.3f} (≥ {RHAT_WARN}): the chains have not converged to the same "
+                    "distribution; run longer (or num_rounds='auto')"
+                )
+            out.append(RunWarning(WarningKind.RHAT, message))
+        # 100 effective draws per chain (Vehtari et al. 2021, for 4 chains: 400) or, in the nested design, per
+        # superchain: the superchains are the independent units there, and short chains are the point of it
+        units, unit = (self.superchains, "superchain") if self.nested else (self.chains, "chain")
+        if not math.isfinite(self.min_ess_bulk) or self.min_ess_bulk < ESS_PER_CHAIN_WARN * units:
             out.append(
                 RunWarning(
                     WarningKind.ESS,
-                    f"min bulk ESS is {self.min_ess_bulk:.0f} (< {ESS_PER_CHAIN_WARN} per chain × {self.chains} "
-                    "chains): posterior summaries are unreliable; run longer (or num_rounds='auto')",
+                    f"min bulk ESS is {self.min_ess_bulk:.0f} (< {ESS_PER_CHAIN_WARN} per {unit} × {units} "
+                    f"{unit}s): posterior summaries are unreliable; run longer (or num_rounds='auto')",
                 )
             )
         return out
 
-    def as_dict(self) -> dict[str, float | int | None]:
-        """JSON-ready values (non-finite as None)."""
+    def as_dict(self) -> dict[str, float | int | str | None]:
+        """JSON-ready values (non-finite as None): `max_rhat` is always split R-hat; `rule` says which R-hat the
+        convergence rule reads ("nested_rhat" with `superchains` > 1, its value `max_nested_rhat`)."""
         return {
             "min_ess_bulk": _finite_or_none(self.min_ess_bulk),
             "max_rhat": _finite_or_none(self.max_rhat),
             "draws": self.draws,
             "chains": self.chains,
+            "rule": self.rule,
+            "superchains": self.superchains,
+            "max_nested_rhat": None if self.max_nested_rhat is None else _finite_or_none(self.max_nested_rhat),
         }
 
 
@@ -108,10 +164,12 @@ def check_draws(chains: int, target_ess: float) -> int:
     return max(CHECK_DRAWS, math.ceil(3 * target_ess / chains))
 
 
-def diagnose(draws: np.ndarray, max_draws: int | None = None) -> Diagnostics | None:
+def diagnose(draws: np.ndarray, max_draws: int | None = None, superchains: int = 1) -> Diagnostics | None:
     """Diagnostics of draws (chains, n, d), or None with fewer than 4 draws per chain. With `max_draws`, longer
     chains are thinned evenly to that many draws first: R-hat is unchanged in expectation and the ESS estimate can
-    only be lower (thinning never adds information), so a run judged converged on them is converged."""
+    only be lower (thinning never adds information), so a run judged converged on them is converged. With
+    `superchains` > 1 (chains c // (chains // superchains) in one superchain) the max rank-normalised nested R-hat
+    (`nested_rank`) is computed too, and it is what `Diagnostics.converged` reads."""
     import arviz_stats as azs
 
     chains, n = draws.shape[0], draws.shape[1]
@@ -123,8 +181,136 @@ def diagnose(draws: np.ndarray, max_draws: int | None = None) -> Diagnostics | N
         ess = np.asarray(azs.ess(draws, method="bulk"), dtype=float)
         rhat = np.asarray(azs.rhat(draws, method="rank"), dtype=float)
     min_ess = float(np.min(np.where(np.isfinite(ess), ess, -np.inf))) if ess.size else float("nan")
-    max_rhat = float(np.max(np.where(np.isfinite(rhat), rhat, np.inf))) if rhat.size else float("nan")
-    return Diagnostics(min_ess, max_rhat, n, chains)
+    max_rhat = _worst(rhat)
+    nested = _worst(nested_rank(draws, superchains)) if superchains > 1 else None
+    return Diagnostics(min_ess, max_rhat, n, chains, superchains, nested)
+
+
+def superchains_for(chains: int) -> int:
+    """How many superchains `chains` chains form: 1 below MANY_CHAINS (the plain split R-hat rule), else the
+    smallest K ≥ MIN_SUPERCHAINS that divides `chains` into superchains of M = chains // K ≥ MIN_SUPERCHAIN_SIZE
+    chains (4 whenever 4 divides `chains`; 1, the plain rule, where none does: e.g. 17, 18 or 19 chains).
+    Chain c belongs to superchain c // M (`superchain_ids`).
+
+    Why 4: at stationarity nR̂² − 1 ≈ K / ESS (each superchain's mean has variance σ² K / ESS), so nR̂ < 1.01
+    asks for ESS ≳ K / 0.02 = 200 times the noise of a K − 1 degrees-of-freedom variance estimate; with K = 4 the
+    target ESS (400) and nR̂ < 1.01 are reached at about the same run length, with 8 or 16 superchains nR̂ would
+    hold the run two to four times longer. Four superchains are also the four independent starts of the plain
+    rule's default (4 chains); the paper asks for equal superchains and at least a few chains in each (the
+    within-superchain variance is estimated from them), hence M ≥ 4 and exact division."""
+    if chains < MANY_CHAINS:
+        return 1
+    for k in range(MIN_SUPERCHAINS, chains // MIN_SUPERCHAIN_SIZE + 1):
+        if chains % k == 0:
+            return k
+    return 1
+
+
+def superchain_ids(chains: int, superchains: int) -> np.ndarray:
+    """Each chain's superchain (chains,): c // M with M = chains // superchains (contiguous, equal sizes)."""
+    if superchains < 1 or chains % superchains:
+        raise ValueError(f"{chains} chains do not form {superchains} equal superchains")
+    return np.arange(chains) // (chains // superchains)
+
+
+def nested_rhat(draws: np.ndarray, superchains: int) -> np.ndarray:
+    """Nested R-hat per parameter (d,) of draws (chains, n, d) in `superchains` equal contiguous superchains
+    (Margossian et al. 2024, sec. 2): with K superchains of M chains of N draws θ_nmk, chain means θ̄_·mk,
+    superchain means θ̄_··k and their mean θ̄_···,
+
+        B_ν = 1/(K − 1) Σ_k (θ̄_··k − θ̄_···)²                          between superchains,
+        W_ν = 1/K Σ_k (B̃_k + W̃_k),                                      within superchains,
+        B̃_k = 1/(M − 1) Σ_m (θ̄_·mk − θ̄_··k)²  (0 when M = 1)            between the chains of superchain k,
+        W̃_k = 1/M Σ_m 1/(N − 1) Σ_n (θ_nmk − θ̄_·mk)²  (0 when N = 1)     within its chains,
+        nR̂ = √(1 + B_ν / W_ν).
+
+    With M = 1 this is √(1 + B/W) in the classic (not split) R-hat's B and W: classic R̂² = nR̂² − 1/N, the
+    nested form dropping the (N − 1)/N factor so that nR̂ ≥ 1. B_ν = W_ν = 0 gives NaN, W_ν = 0 < B_ν infinity.
+    The draws are used as given (no split, no rank normalisation: `nested_rank` does that)."""
+    x = np.asarray(draws, dtype=float)
+    if x.ndim != 3:
+        raise ValueError(f"draws must have shape (chains, n, d), got {x.shape}")
+    chains, n, d = x.shape
+    if superchains < 2 or chains % superchains:
+        raise ValueError(f"nested R-hat needs at least 2 equal superchains; {chains} chains in {superchains}")
+    k, m = superchains, chains // superchains
+    x = x.reshape(k, m, n, d)
+    chain_mean = x.mean(axis=2)  # (K, M, d)
+    super_mean = chain_mean.mean(axis=1)  # (K, d)
+    between_super = super_mean.var(axis=0, ddof=1)
+    between_chains = chain_mean.var(axis=1, ddof=1) if m > 1 else np.zeros((k, d))
+    within_chains = x.var(axis=2, ddof=1).mean(axis=1) if n > 1 else np.zeros((k, d))
+    within_super = (between_chains + within_chains).mean(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.sqrt(1.0 + between_super / within_super)
+
+
+def nested_rank(draws: np.ndarray, superchains: int) -> np.ndarray:
+    """Rank-normalised nested R-hat per parameter: the larger of `nested_rhat` on the normal scores of the draws'
+    ranks (bulk) and on those of their distances from the median (tail, "folded"), ranks pooled over all chains
+    and draws, as arviz-stats' rank R-hat does for split R-hat (Vehtari et al. 2021). The rule reads this rather
+    than the raw nR̂: its bulk term is the same for any increasing transform of a parameter and both are finite
+    for heavy tails (Vehtari et al.'s reasons), and the folded term sees a superchain whose spread differs (e.g.
+    chains not yet moved apart from their shared start) even where the means agree.
+    The chains are not split: within-superchain differences between chains play that part. A parameter with a
+    non-finite draw gets NaN."""
+    x = np.asarray(draws, dtype=float)
+    bulk = nested_rhat(_normal_scores(x), superchains)
+    folded = np.abs(x - np.median(x.reshape(-1, x.shape[-1]), axis=0))
+    tail = nested_rhat(_normal_scores(folded), superchains)
+    return np.maximum(bulk, tail)
+
+
+def warm(draws: np.ndarray, superchains: int) -> bool:
+    """The warm-up rule: whether chains whose warm-up draws so far are `draws` (chains, n, d) have forgotten
+    their starts, so that their draws from now on can be kept. It reads the later half of the warm-up draws (the
+    earlier half holds the transient from the start, which no test of the whole would let go of: the classic
+    "discard the first half" of Gelman and Rubin) and asks its max rank-normalised R-hat to be below WARM_RHAT
+    (1.1): nested R-hat (`nested_rank`) with `superchains` > 1, which the paper proposes for deciding the
+    warm-up's length with many chains (a superchain whose chains share a start shows it in its mean until it has
+    been forgotten), else split R-hat (arviz-stats, as `diagnose`). Fewer than 8 draws: False.
+
+    Why 1.1 and not the sampling rule's 1.01: on a short window of autocorrelated draws even stationary chains
+    read R² − 1 ≈ K / ESS(window) (nested) or ≈ (τ − 1) / (n / 4) (split, τ the autocorrelation time), so 1.01
+    would make the warm-up as long as the sampling itself. 1.1 (Gelman and Rubin's classic "approximately
+    converged" level) still holds the spread of the superchains' (chains') means in the window below about 0.46
+    posterior sd (R² − 1 < 0.21, the variance of those means over the posterior's); what is left of the start
+    then decays further as draws are kept, adds about that remnant × τ / n_kept sd to the kept means, and the
+    sampling rule, nR̂ (split R-hat) < 1.01 on every kept draw, still has to hold before a run stops. A start
+    20 sd away that is forgotten slowly (AR(1), ρ = 0.95) keeps the later half's R-hat far above 1.1 at 50 and
+    75 draws (tests/test_diagnostics_nested.py)."""
+    x = np.asarray(draws, dtype=float)
+    n = x.shape[1]
+    if n < 8:
+        return False
+    window = x[:, n - n // 2 :]
+    if superchains > 1:
+        rhat = nested_rank(window, superchains)
+    else:
+        import arviz_stats as azs
+
+        with np.errstate(all="ignore"):
+            rhat = np.asarray(azs.rhat(window, method="rank"), dtype=float)
+    return _worst(rhat) < WARM_RHAT
+
+
+def _normal_scores(x: np.ndarray) -> np.ndarray:
+    """Φ⁻¹((r − 3/8) / (S + 1/4)) of each draw's rank r among the S = chains · n draws of its parameter (Blom's
+    offsets, average ranks for ties); NaN for a parameter with a non-finite draw."""
+    import scipy.special
+    import scipy.stats
+
+    chains, n, d = x.shape
+    flat = x.reshape(-1, d)
+    ranks = scipy.stats.rankdata(flat, axis=0, method="average")
+    z = scipy.special.ndtri((ranks - 0.375) / (flat.shape[0] + 0.25))  # Φ⁻¹ (norm.ppf's core, 4x faster)
+    z[:, ~np.all(np.isfinite(flat), axis=0)] = np.nan
+    return z.reshape(chains, n, d)
+
+
+def _worst(rhat: np.ndarray) -> float:
+    """The largest R-hat, a non-finite one counting as infinity (NaN without parameters)."""
+    return float(np.max(np.where(np.isfinite(rhat), rhat, np.inf))) if rhat.size else float("nan")
 
 
 def _finite_or_none(x: float) -> float | None:

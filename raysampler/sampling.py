@@ -21,7 +21,7 @@ import numpy as np
 from .algorithms import Algorithm, get_algorithm
 from .algorithms.base import check_model_support
 from .checkpoints import Manifest, RunDirectory, as_run_directory
-from .diagnostics import FINAL_DRAWS, Diagnostics, RunWarning, WarningKind, check_draws, diagnose
+from .diagnostics import FINAL_DRAWS, Diagnostics, RunWarning, WarningKind, check_draws, diagnose, superchains_for
 from .enums import Balance, Executor, StopReason, TransportKind
 from .errors import Failure, FailureKind, RunCancelled, SamplingError, WorkerFailed, failure_of
 from .events import EventKind, RunEvent
@@ -163,6 +163,7 @@ class Run:
         self._draws: list[np.ndarray] = []
         self._stats: dict[str, list[np.ndarray]] = {}
         self._next_check = FIRST_CHECK_DRAWS  # kept draws per chain at the next convergence check
+        self._superchains = superchains_for(opts.chains)  # > 1: the many-chains rule, nested R-hat over superchains
         while self._next_check < self.draws_kept:  # a resumed run checks where the uninterrupted one would
             self._next_check = int(np.ceil(self._next_check * CHECK_GROWTH))
         if opts.auto and self.draws_before and self.directory is not None:  # convergence is judged on every draw
@@ -287,17 +288,18 @@ class Run:
         return self.burn_in + self._next_check * self.config.thin
 
     def _converged(self) -> bool:
-        """Check min bulk ESS and max R-hat (on at most CHECK_DRAWS draws per chain) and schedule the next check."""
+        """Check min bulk ESS and max R-hat (on at most `check_draws` draws per chain) and schedule the next check;
+        the R-hat is nested R-hat over superchains from `diagnostics.MANY_CHAINS` chains on, else split R-hat."""
         while self._next_check <= self.draws_kept:
             self._next_check = int(np.ceil(self._next_check * CHECK_GROWTH))
         draws = self._draws_array().transpose(1, 0, 2)
-        self.diagnostics = diagnose(draws, check_draws(self.config.chains, self.options.target_ess))
+        self.diagnostics = diagnose(draws, check_draws(self.config.chains, self.options.target_ess), self._superchains)
         if self.diagnostics is None or not self.diagnostics.converged(self.options.target_ess, self.options.max_rhat):
             return False
         # the thinned check passed: confirm on the draws the final verdict reads, so a run stopped as converged is
         # never then reported as not converged (thinning can move R-hat across the threshold either way)
         if draws.shape[1] > check_draws(self.config.chains, self.options.target_ess):
-            self.diagnostics = diagnose(draws, FINAL_DRAWS)
+            self.diagnostics = diagnose(draws, FINAL_DRAWS, self._superchains)
         return self.diagnostics is not None and self.diagnostics.converged(
             self.options.target_ess, self.options.max_rhat
         )
@@ -323,7 +325,7 @@ class Run:
             checkpoint_write_s=self.checkpoint_write_s if self.directory is not None else None,
         )
         draws = np.ascontiguousarray(theta.transpose(1, 0, 2))
-        diag = diagnose(draws, FINAL_DRAWS) if draws.shape[1] >= 4 else None
+        diag = diagnose(draws, FINAL_DRAWS, self._superchains) if draws.shape[1] >= 4 else None
         if diag is not None:
             self.diagnostics = diag
         outcome = RunOutcome(

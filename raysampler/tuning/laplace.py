@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import scipy.linalg
 
+from ..diagnostics import superchain_ids, superchains_for
 from ..models import Model
 from ..reparam import Preconditioner, WhitenedModel
 from ..streams import ChainNoise
@@ -401,14 +402,23 @@ def starts_at_map(init: Any) -> bool:
 def initial_points(init: Any, lap: Laplace, chains: int, d: int, noise: ChainNoise | None = None) -> np.ndarray:
     """The chains' starting points (K, d) in the sampler's coordinates φ: "map" (the MAP; with a preconditioner plus
     one draw from the Laplace approximation per chain, an over-dispersed start for R-hat), "zeros" (θ = 0), or an
-    array (d,) / (K, d) of θ values."""
+    array (d,) / (K, d) of θ values.
+
+    From `diagnostics.MANY_CHAINS` chains on, "map" with a preconditioner starts the chains of each superchain
+    (`diagnostics.superchains_for`, contiguous) at one point, the Laplace draw of its first chain, as the nested
+    design that nested R-hat reads requires; every chain's stream still gives its one draw, so the numbers that
+    follow are those of independent starts. Below that every chain has its own draw."""
     if isinstance(init, str):
         if init == "map":
             if lap.theta_map is None:
                 raise ValueError("init='map' needs the MAP (laplace_step with need_map=True)")
             phi = lap.precond.to_phi(lap.theta_map[None, :])
             if lap.whitened and noise is not None:
-                return phi + noise.normal(1)[0]
+                draw = noise.normal(1)[0]
+                superchains = superchains_for(chains)
+                if superchains > 1:
+                    draw = draw[superchain_ids(chains, superchains) * (chains // superchains)]
+                return phi + draw
             return np.repeat(phi, chains, axis=0)
         if init == "zeros":
             return np.repeat(lap.precond.to_phi(np.zeros((1, d))), chains, axis=0)
