@@ -315,20 +315,3 @@ def _worst(rhat: np.ndarray) -> float:
 
 def _finite_or_none(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
-
-
-MANY_CHAINS = 16
-
-
-def superchains_for(chains: int) -> int:
-    """Placeholder until nested R-hat lands."""
-    return 1 if chains < MANY_CHAINS else chains // 4
-
-
-def warm(draws: np.ndarray, superchains: int) -> bool:
-    """Placeholder: split R-hat of the window below 1.05."""
-    import arviz_stats as azs
-
-    with np.errstate(all="ignore"):
-        rhat = np.asarray(azs.rhat(draws, method="rank"), dtype=float)
-    return bool(np.all(np.isfinite(rhat)) and rhat.max() < 1.05)

@@ -163,7 +163,7 @@ class Run:
         self._draws: list[np.ndarray] = []
         self._stats: dict[str, list[np.ndarray]] = {}
         self._next_check = FIRST_CHECK_DRAWS  # kept draws per chain at the next convergence check
-        self._superchains = superchains_for(opts.chains)  # > 1: the many-chains rule, nested R-hat over superchains
+        self._superchains = superchains_for(self.config.chains)  # > 1: the many-chains rule (nested R-hat)
         while self._next_check < self.draws_kept:  # a resumed run checks where the uninterrupted one would
             self._next_check = int(np.ceil(self._next_check * CHECK_GROWTH))
         if opts.auto and self.draws_before and self.directory is not None:  # convergence is judged on every draw

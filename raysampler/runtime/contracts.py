@@ -139,11 +139,10 @@ class ShardState:
 @dataclass(frozen=True)
 class WarmupState:
     """Where a warm-up that ends by itself stands: its length once decided (`burn_in`; None while it goes on), the
-    round count of its next check, and the warm-up draws of θ the next check reads (from round `first` on)."""
+    round count of its next check, and the warm-up's draws of θ so far, which the next check reads."""
 
     burn_in: int | None
     next_check: int
-    first: int
     draws: np.ndarray  # (rounds, K, d) on θ's scale
 
 

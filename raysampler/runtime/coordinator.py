@@ -296,12 +296,11 @@ class Coordinator:
         self.burn_in = config.burn_in
         self._warm_decided = not config.warmup_auto
         self._warm_next = min(WARM_FIRST_CHECK, config.burn_in)
-        self._warm_first = 0
         self._warm_draws: list[np.ndarray] = []
         if warmup is not None:
             self._warm_decided = warmup.burn_in is not None
             self.burn_in = warmup.burn_in if warmup.burn_in is not None else config.burn_in
-            self._warm_next, self._warm_first = warmup.next_check, warmup.first
+            self._warm_next = warmup.next_check
             self._warm_draws = list(warmup.draws)
         self.worker_model = worker_model  # what the workers run (e.g. the model in whitened coordinates), if not model
         self.precond = precond  # maps the algorithm's draws back to θ, if it samples in other coordinates
@@ -569,11 +568,11 @@ class Coordinator:
             self._warm_round(info.t, theta)
 
     def _warm_round(self, t: int, theta: np.ndarray) -> None:
-        """A warm-up that ends by itself: keep round t's draw of θ (its global part) and, at a check (WARM_FIRST_CHECK
-        rounds, then WARM_GROWTH times more each time), ask `diagnostics.warm` of the draws since half the rounds so
-        far. Warm: the warm-up ends after the next round (round t + 1 is still warm-up: a pipelined run has sent its
-        first half already), so the decision is a function of the rounds' draws alone, the same on every executor and
-        in a pipelined run. A round count at the cap ends it anyway."""
+        """A warm-up that ends by itself: keep round t's draw of θ (its global part) and, at a check
+        (WARM_FIRST_CHECK rounds, then WARM_GROWTH times more each time), ask `diagnostics.warm` of the warm-up's
+        draws so far (it reads their later half). Warm: the warm-up ends after the next round (round t + 1 is still
+        warm-up: a pipelined run has sent its first half already), so the decision is a function of the rounds'
+        draws alone, the same on every executor and in a pipelined run. A round count at the cap ends it anyway."""
         from ..diagnostics import superchains_for, warm
 
         self._warm_draws.append(theta[:, : self.model.dim])
@@ -583,17 +582,12 @@ class Coordinator:
             return
         if done < self._warm_next:
             return
-        keep = done // 2  # the later half of the warm-up so far
-        window = np.stack(self._warm_draws[keep - self._warm_first :])
-        if warm(window.transpose(1, 0, 2), superchains_for(self.config.chains)):
+        if warm(np.stack(self._warm_draws).transpose(1, 0, 2), superchains_for(self.config.chains)):
             self.burn_in = min(done + 1, self.config.burn_in)
             self._warm_decided = True
             self._warm_draws = []
             return
         self._warm_next = min(int(np.ceil(done * WARM_GROWTH)), self.config.burn_in)
-        drop = self._warm_next // 2 - self._warm_first  # what the next check's window no longer reads
-        if drop > 0:
-            self._warm_draws, self._warm_first = self._warm_draws[drop:], self._warm_first + drop
 
     def _timed(self, wall: float, coordinator: float, busy: np.ndarray, timings: Sequence[RoundTiming]) -> None:
         self.round_time.append(wall)
@@ -715,7 +709,7 @@ class Coordinator:
         if not self.config.warmup_auto:
             return None
         draws = np.stack(self._warm_draws) if self._warm_draws else np.empty((0, self.config.chains, self.model.dim))
-        return WarmupState(self.burn_in if self._warm_decided else None, self._warm_next, self._warm_first, draws)
+        return WarmupState(self.burn_in if self._warm_decided else None, self._warm_next, draws)
 
     def stats(self) -> RunStats:
         """Per-round wall time and per-worker compute/idle time, N_i and its schedule, τ_i, and the tuned ρ_i, γ_i."""

@@ -131,9 +131,9 @@ FAR_RTT_S = 0.010
 #: The most chains `choose_chains` runs: 64 chains of ~100 draws reach the default ESS target in about 100 rounds.
 CHAINS_AUTO_MAX = 64
 #: Seconds of compute per element-chain of a shard's process per round (X's elements × chains × the model's
-#: `work_per_element`), a deliberate over-estimate of the dense GLMs' measured cost (benchmarks/perf/round_cost.py),
-#: so that more chains are only chosen where the link dominates by a wide margin.
-ELEMENT_CHAIN_S = 2e-8
+#: `work_per_element`): the small dense GLMs' cost with the round's fixed costs included, an upper bound for larger
+#: shards (benchmarks/perf/round_cost.py; docs/performance.md).
+ELEMENT_CHAIN_S = 4e-9
 #: Bytes of memory per row-chain a process may need for a round's temporaries (linear predictors, weights).
 ROW_CHAIN_BYTES = 128
 #: The most memory the chains' temporaries may take in one process.
@@ -144,7 +144,8 @@ def choose_chains(
     base: int, links: Sequence[LinkStats], elements: Sequence[float], rows: Sequence[int]
 ) -> ChainsChoice:
     """chains="auto": `base` chains, doubled while a round stays bound by the slowest far link (its set-up RTT at
-    least twice the round's predicted compute at the doubled count: the extra chains then ride in the same trips)
+    least the round's predicted compute at the doubled count: a round then costs at most twice the link's RTT, for
+    twice the chains, and the run needs fewer rounds)
     and the chains' temporaries fit in memory, at most CHAINS_AUTO_MAX. `elements[k]`: process k's element count
     (X's elements × the model's work per element), `rows[k]` its rows; `links` its links (in-process: none)."""
     far = [link.setup_rtt_s for link in links if link.channel != "shm" and link.setup_rtt_s is not None]
@@ -157,7 +158,7 @@ def choose_chains(
     k = base
     while (
         2 * k <= CHAINS_AUTO_MAX
-        and 2 * (2 * k) * per_chain <= rtt
+        and (2 * k) * per_chain <= rtt
         and 2 * k * rows_max * ROW_CHAIN_BYTES <= CHAINS_MEMORY_BYTES
     ):
         k *= 2
