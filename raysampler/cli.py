@@ -202,8 +202,10 @@ def _print_run(info: dict[str, Any], fmt: str) -> None:
     if p.get("basis") == "convergence":  # num_rounds "auto": how close to the ESS and R-hat targets
         d = info.get("diagnostics") or {}
         line += f"  converged {100 * p['fraction']:.0f}%"
-        if d.get("min_ess_bulk") is not None and d.get("max_rhat") is not None:
-            line += f" (min ESS {d['min_ess_bulk']:.0f}, max R-hat {d['max_rhat']:.3f})"
+        nested = d.get("rule") == "nested_rhat"
+        rhat = d.get("max_nested_rhat") if nested else d.get("max_rhat")
+        if d.get("min_ess_bulk") is not None and rhat is not None:
+            line += f" (min ESS {d['min_ess_bulk']:.0f}, max {'nested ' if nested else ''}R-hat {rhat:.3f})"
     if info.get("stop_reason"):
         line += f"  stopped: {info['stop_reason']}"
     line += _network_lines(info)

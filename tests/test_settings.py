@@ -36,6 +36,7 @@ def test_defaults_and_environment(clean_env):
         worker_processes=0,
         shm_spin_us=1000,
         startup_timeout_s=300,
+        link_deadline_s=120,
     )
     env = {
         "RAYSAMPLER_MAX_RESTARTS": "0",
@@ -45,6 +46,7 @@ def test_defaults_and_environment(clean_env):
         "RAYSAMPLER_WORKER_PROCESSES": "3",
         "RAYSAMPLER_SHM_SPIN_US": "250",
         "RAYSAMPLER_STARTUP_TIMEOUT_S": "30",
+        "RAYSAMPLER_LINK_DEADLINE_S": "45",
     }
     assert set(env) == set(FIELDS)
     for k, v in env.items():
@@ -52,6 +54,7 @@ def test_defaults_and_environment(clean_env):
     s = EngineSettings.from_env()
     assert (s.max_restarts, s.object_store_bytes, s.site_wait_s, s.coordinator_shards) == (0, 100 * 2**20, 2.5, False)
     assert s.shm_spin_s == pytest.approx(250e-6) and s.startup_timeout_s == 30 and s.worker_processes == 3
+    assert s.link_deadline_s == 45
 
 
 @pytest.mark.parametrize(
@@ -65,6 +68,7 @@ def test_defaults_and_environment(clean_env):
         ("RAYSAMPLER_WORKER_PROCESSES", "-1"),
         ("RAYSAMPLER_SHM_SPIN_US", "-5"),
         ("RAYSAMPLER_STARTUP_TIMEOUT_S", "0"),
+        ("RAYSAMPLER_LINK_DEADLINE_S", "0"),
     ],
 )
 def test_a_bad_value_names_its_variable(clean_env, name, value):

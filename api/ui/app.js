@@ -477,7 +477,8 @@ async function showRun(id) {
                                   draws_stored: d.draws_stored },
                     d.fraction != null ? { fraction: d.fraction, basis: d.basis } : {});
       if (d.min_ess_bulk != null) {
-        r.diagnostics = Object.assign({}, r.diagnostics, { min_ess_bulk: d.min_ess_bulk, max_rhat: d.max_rhat });
+        // a progress event's max_rhat is the R-hat the convergence rule reads (nested R-hat with many chains)
+        r.diagnostics = Object.assign({}, r.diagnostics, { min_ess_bulk: d.min_ess_bulk, rule_rhat: d.max_rhat });
       }
       render();
       res.trace.poke();
@@ -635,7 +636,7 @@ function renderRunInfo(state, plots) {
   if (p.basis === "convergence") {
     conv = `Runs until converged: ${(100 * fraction(p)).toFixed(0)}% there. `
       + `Min bulk ESS ${d && d.min_ess_bulk != null ? fmt(d.min_ess_bulk, 0) : "–"} of the target ${r.spec.target_ess}`
-      + ` · max R-hat ${d && d.max_rhat != null ? fmt(d.max_rhat) : "–"} (target below ${r.spec.max_rhat})`
+      + ` · max ${d && d.rule === "nested_rhat" ? "nested " : ""}R-hat ${fmt(ruleRhat(d))} (target below ${r.spec.max_rhat})`
       + (d ? ` · checked on ${d.draws} draws per chain` : " · not checked yet");
   }
   setText($("#run-convergence"), conv);
@@ -678,6 +679,13 @@ function renderRunInfo(state, plots) {
 
 // The chain list: the legend of every per-chain plot, for any chain count. A box shows or hides a chain; hovering
 // or focusing one highlights it.
+// The R-hat the convergence rule reads: split R-hat, or with many chains nested R-hat over superchains.
+function ruleRhat(d) {
+  if (!d) return null;
+  if (d.rule_rhat != null) return d.rule_rhat;
+  return d.rule === "nested_rhat" ? d.max_nested_rhat : d.max_rhat;
+}
+
 function renderChains(n, plots) {
   const box = $("#chains");
   if (box.dataset.n === String(n)) return;

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..checkpoints import CheckpointError
-from ..diagnostics import FINAL_DRAWS, WarningKind, diagnose
+from ..diagnostics import FINAL_DRAWS, WarningKind, diagnose, superchains_for
 from ..enums import Executor, StopReason
 from ..errors import Failure, FailureKind, RunCancelled, SamplingError, failure_of
 from ..events import EventKind, RunEvent
@@ -718,7 +718,7 @@ class RunManager:
                     fraction,
                     basis,
                     None if info is None or not run.options.auto else info.min_ess_bulk,
-                    None if info is None or not run.options.auto else info.max_rhat,
+                    None if info is None or not run.options.auto else info.rule_rhat,
                 ),
                 lease=d.lease,
             )
@@ -740,7 +740,8 @@ class RunManager:
         rec = d.rec
         notes = [str(w) for w in run.warnings() if w.kind not in _CONVERGENCE]
         if sampled.stored >= 4:
-            diag = diagnose(self.files.read(rec.tenant, rec.id, 0, sampled.stored).transpose(1, 0, 2), FINAL_DRAWS)
+            draws = self.files.read(rec.tenant, rec.id, 0, sampled.stored).transpose(1, 0, 2)
+            diag = diagnose(draws, FINAL_DRAWS, superchains_for(draws.shape[0]))
             if diag is not None:
                 info = DiagnosticsInfo.model_validate(diag.as_dict())
                 self.store.update_run(rec.tenant, rec.id, lease=d.lease, diagnostics=info)

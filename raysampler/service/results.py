@@ -34,9 +34,9 @@ def progress_fraction(
         return 1.0, basis
     if not auto:
         return (min(1.0, rounds_done / rounds_total) if rounds_total else 0.0), basis
-    if diagnostics is None or diagnostics.min_ess_bulk is None or diagnostics.max_rhat is None:
+    if diagnostics is None or diagnostics.min_ess_bulk is None or diagnostics.rule_rhat is None:
         return 0.0, basis
-    return convergence_fraction(diagnostics.min_ess_bulk, diagnostics.max_rhat, spec.target_ess, spec.max_rhat), basis
+    return convergence_fraction(diagnostics.min_ess_bulk, diagnostics.rule_rhat, spec.target_ess, spec.max_rhat), basis
 
 
 def progress(rec: RunRecord) -> Progress:

@@ -676,6 +676,18 @@ class DiagnosticsInfo(BaseModel):
     max_rhat: float | None = Field(None, description="largest rank-normalised split R-hat over the parameters")
     draws: int = Field(0, description="draws per chain they were computed on")
     chains: int = 0
+    rule: Literal["split_rhat", "nested_rhat"] = Field(
+        "split_rhat",
+        description="the R-hat the convergence rule reads: split R-hat, or with 16 chains or more nested R-hat over "
+        "superchains (then max_nested_rhat)",
+    )
+    superchains: int = Field(1, description="superchains of the nested R-hat (1: the plain rule)")
+    max_nested_rhat: float | None = Field(None, description="largest rank-normalised nested R-hat (many chains)")
+
+    @property
+    def rule_rhat(self) -> float | None:
+        """The R-hat the rule reads."""
+        return self.max_nested_rhat if self.rule == "nested_rhat" else self.max_rhat
 
 
 class RunInfo(BaseModel):
