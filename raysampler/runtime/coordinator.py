@@ -599,7 +599,7 @@ class Coordinator:
     def _whole_rounds(self, end: int, deadline: float | None, kept: _Kept) -> None:
         alg, pool = self.algorithm, self.pool
         self._kept = kept
-        while self.t < end:
+        while self.t < min(end, self.total_rounds):  # a warm-up that ends by itself moves the run's end nearer
             info = self._info(self.t)
             steps = self.balancer.n
             t0 = time.perf_counter()
@@ -659,7 +659,7 @@ class Coordinator:
             while True:
                 start(t, 1, steps[t])
                 step_a, _ = finish(t, 0)
-                more = t + 1 < end and (deadline is None or time.perf_counter() < deadline)
+                more = t + 1 < min(end, self.total_rounds) and (deadline is None or time.perf_counter() < deadline)
                 if more:
                     steps[t + 1] = self.balancer.steps_for(t + 1)
                     start(t + 1, 0, steps[t + 1])

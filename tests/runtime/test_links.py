@@ -1,0 +1,99 @@
+"""Round trips by phase, the warm-up that ends by itself and chains="auto" (raysampler/runtime/links.py and the
+coordinator): in-process runs, which count the trips a Ray run makes, and `choose_chains` on given links."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import raysampler as rs
+from raysampler.algorithms import DGLMC
+from raysampler.options import ExecutionOptions, RunOptions
+from raysampler.runtime.links import CHAINS_AUTO_MAX, FAR_RTT_S, LinkStats, choose_chains
+from raysampler.sampling import Run
+
+pytestmark = pytest.mark.slow  # a few seconds each: many chains, hundreds of rounds
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, y = rs.datasets.load("breast_cancer")
+    return rs.shard(X, y, num_shards=4)
+
+
+MODEL = rs.models.LogisticRegression(prior_scale=1.0)
+
+
+def _run(data, **kw):
+    return rs.sample(MODEL, data, executor="local", progress=False, seed=3, **kw)
+
+
+def test_an_auto_warm_up_ends_early_with_many_chains_and_equals_that_fixed_warm_up(data):
+    auto = _run(data, chains=32, num_rounds=60, burn_in="auto")
+    w = auto.run_stats.burn_in
+    assert w is not None and w < 200, w  # not the 1,000-round cap: 32 chains from the Laplace start are warm early
+    trips = auto.run_stats.trips
+    assert (trips.warmup, trips.sampling, trips.capture) == (w, 60, 0) and 0 < trips.setup <= 14, trips
+    fixed = _run(data, chains=32, num_rounds=60, burn_in=w)
+    np.testing.assert_array_equal(auto.draws, fixed.draws)  # the decision moved the warm-up's end, nothing else
+
+
+def test_a_pipelined_run_ends_its_warm_up_where_its_fixed_twin_does(data):
+    auto = _run(data, chains=32, num_rounds=30, burn_in="auto", pipeline=True)
+    w = auto.run_stats.burn_in
+    assert w is not None and w < 200
+    np.testing.assert_array_equal(auto.draws, _run(data, chains=32, num_rounds=30, burn_in=w, pipeline=True).draws)
+
+
+def test_a_superchain_started_far_away_is_not_declared_warm_at_the_first_check(data):
+    near = _run(data, chains=32, num_rounds=20, burn_in="auto")
+    theta = near.draws[:, -1, :]  # 32 points the chains reach
+    sd = near.draws.reshape(-1, theta.shape[1]).std(axis=0)
+    start = theta.copy()
+    start[:8] += 30.0 * sd  # superchain 0 (chains 0-7) 30 posterior sd away
+    far = _run(data, chains=32, num_rounds=20, burn_in="auto", init=start)
+    assert far.run_stats.burn_in is not None and far.run_stats.burn_in > near.run_stats.burn_in
+
+
+def test_a_warm_up_captured_midway_resumes_to_the_same_end_and_draws(data):
+    options = RunOptions(chains=32, num_rounds=40, burn_in="auto", seed=5)
+    local = ExecutionOptions(executor="local")
+    with Run(MODEL, data, DGLMC(), options, local) as run:
+        whole = np.concatenate([c.theta for c in run.chunks()])
+        end = run.stats().burn_in
+    with Run(MODEL, data, DGLMC(), options, local) as run:
+        chunk = run._handle.run(30)  # 30 warm-up rounds, before its first check
+        assert len(chunk.theta) == 0 and chunk.burn_in == options.burn_in  # the cap: not decided yet
+        state = run.capture()
+    assert state.warmup is not None and state.warmup.burn_in is None and len(state.warmup.draws) == 30
+    with Run(MODEL, data, DGLMC(), options, local, resume_from=state) as run:
+        resumed = np.concatenate([c.theta for c in run.chunks()])
+        assert run.stats().burn_in == end
+    np.testing.assert_array_equal(resumed, whole)
+
+
+def test_chains_auto_is_four_without_a_far_link_and_says_why(data):
+    r = _run(data, num_rounds=20, burn_in=10)
+    assert r.draws.shape[0] == 4 and r.setup.chains is not None and r.setup.chains.auto
+    assert "default 4 chains" in r.setup.chains.reason
+
+
+def _link(rtt: float | None, channel: str = "tcp") -> LinkStats:
+    return LinkStats((0,), "a", "n", channel, rtt, None, None, 0)
+
+
+@pytest.mark.parametrize(
+    "links, elements, rows, expected",
+    [
+        ((), [1e4], [300], 4),  # in-process: no link
+        ((_link(0.1, "shm"),), [1e4], [300], 4),  # a process on the coordinator's node is no far link
+        ((_link(FAR_RTT_S / 2),), [1e4], [300], 4),  # a machine room's link
+        ((_link(0.1),), [1e4], [300], CHAINS_AUTO_MAX),  # 100 ms against microseconds of compute
+        ((_link(0.05),), [1.35e6], [25_000], 8),  # 25,000 × 54 elements: 8 chains' compute (43 ms) fits 50 ms
+        ((_link(0.1), _link(0.01)), [1e4, 1e4], [300, 300], CHAINS_AUTO_MAX),  # the slowest link decides
+        ((_link(10.0),), [1e3], [10**7], 4),  # 10 million rows: more chains' temporaries would not fit
+    ],
+)
+def test_choose_chains(links, elements, rows, expected):
+    choice = choose_chains(4, links, elements, rows)
+    assert choice.chains == expected and choice.auto and choice.reason, choice
