@@ -193,7 +193,13 @@ class Run:
 
     def chunks(self, target_chunk_s: float = 0.5, capture: bool = False) -> Iterator[Chunk]:
         """Run to the end (or convergence, the time budget or a failure), yielding each chunk of draws as it
-        arrives; with `capture` every chunk carries the run's state at its end (for checkpoints)."""
+        arrives; with `capture` every chunk carries the run's state at its end (for checkpoints). Across a far link
+        a chunk lasts at least CHUNK_RTTS round trips, so that its capture (one more) stays a small part of them."""
+        from .runtime.links import CHUNK_RTTS, FAR_RTT_S
+
+        rtt = self.setup.chains.rtt_s if self.setup.chains is not None else None
+        if rtt is not None and rtt >= FAR_RTT_S:
+            target_chunk_s = max(target_chunk_s, CHUNK_RTTS * rtt)
         n = 20
         while self.rounds_done < self.total_rounds and self.failure is None and self.stop_reason is None:
             left = None

@@ -39,7 +39,7 @@ class EngineSettings(BaseSettings):
         default=300.0, gt=0, allow_inf_nan=False, description="seconds worker actors may take to start and load"
     )
     link_deadline_s: float = Field(
-        default=120.0,
+        default=45.0,
         gt=0,
         allow_inf_nan=False,
         description="seconds a worker process on another node may take to answer a call before its site is "

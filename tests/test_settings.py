@@ -36,7 +36,7 @@ def test_defaults_and_environment(clean_env):
         worker_processes=0,
         shm_spin_us=1000,
         startup_timeout_s=300,
-        link_deadline_s=120,
+        link_deadline_s=45,
     )
     env = {
         "RAYSAMPLER_MAX_RESTARTS": "0",

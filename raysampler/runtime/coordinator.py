@@ -40,7 +40,7 @@ from .contracts import (
     WorkerPool,
 )
 from .host import ShardSource
-from .links import ChainsChoice, Phase, choose_chains
+from .links import ChainsChoice, Phase, choose_chains, far_rtt
 
 #: Consecutive window estimates of uneven speeds before balance="auto" switches balancing on.
 AUTO_ESTIMATES = 3
@@ -512,7 +512,12 @@ class Coordinator:
         self.draws_kept += len(kept.theta)
         theta_arr = np.stack(kept.theta) if kept.theta else np.empty((0, cfg.chains, self.setup.dim))
         stats = {k: np.stack(v) for k, v in kept.stats.items()}
-        state = self.capture() if capture and failure is None else None
+        state = None
+        if capture and failure is None:
+            try:
+                state = self.capture()
+            except WorkerFailed as exc:  # a process lost at the capture: the chunk fails, the run rolls back
+                failure = self._located(exc.failure)
         done = self.t >= self.total_rounds or failure is not None
         return Chunk(theta_arr, stats, self.t, done, failure, state, self.burn_in)
 
@@ -751,7 +756,7 @@ def _chains_for(pool: WorkerPool, model: Model, config: RunConfig, facts: Sequen
     """The run's chain count: as configured, or with `chains_auto` `choose_chains`' pick from the pool's links
     (measured when it described its shards) and each process's work."""
     if not config.chains_auto:
-        return ChainsChoice(config.chains, False, "as asked")
+        return ChainsChoice(config.chains, False, "as asked", far_rtt(pool.links()))
     per_element = float(as_model(model).work_per_element())
     by_shard = {f.shard: f for f in facts}
     elements = [sum(float(np.prod(by_shard[i].x_shape)) * per_element for i in g) for g in pool.groups]

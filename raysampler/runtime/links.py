@@ -140,6 +140,17 @@ ROW_CHAIN_BYTES = 128
 CHAINS_MEMORY_BYTES = 512 * 2**20
 
 
+#: On a far link a chunk of rounds lasts at least this many RTTs: the capture of the run's state at its end (one
+#: trip) then costs at most 1/CHUNK_RTTS of the rounds' trips.
+CHUNK_RTTS = 25
+
+
+def far_rtt(links: Sequence[LinkStats]) -> float | None:
+    """The largest set-up RTT over the links to processes on other nodes (shared-memory ones are on this node)."""
+    far = [link.setup_rtt_s for link in links if link.channel != "shm" and link.setup_rtt_s is not None]
+    return max(far) if far else None
+
+
 def choose_chains(
     base: int, links: Sequence[LinkStats], elements: Sequence[float], rows: Sequence[int]
 ) -> ChainsChoice:
@@ -148,8 +159,7 @@ def choose_chains(
     twice the chains, and the run needs fewer rounds)
     and the chains' temporaries fit in memory, at most CHAINS_AUTO_MAX. `elements[k]`: process k's element count
     (X's elements × the model's work per element), `rows[k]` its rows; `links` its links (in-process: none)."""
-    far = [link.setup_rtt_s for link in links if link.channel != "shm" and link.setup_rtt_s is not None]
-    rtt = max(far) if far else None
+    rtt = far_rtt(links)
     if rtt is None or rtt < FAR_RTT_S:
         what = "no link" if rtt is None else f"the slowest link's RTT is {1e3 * rtt:.1f} ms"
         return ChainsChoice(base, True, f"{what} (< {1e3 * FAR_RTT_S:g} ms): the default {base} chains", rtt)

@@ -22,7 +22,7 @@ from .contracts import SITE_LABEL, Broadcast, Placement, ShardFacts, ShardState,
 from .host import ShardHost, ShardSource
 from .links import LinkStats, RttMeter, TripLog
 from .sites import wait_for_sites
-from .transports import ActorTransport, SocketTransport, stalled
+from .transports import ActorTransport, SocketTransport, lost, stalled
 
 if TYPE_CHECKING:  # pydantic-settings loads only when a run starts: `import raysampler` (and the CLI) stays light
     from ..settings import EngineSettings
@@ -433,6 +433,11 @@ class RayPool:
             out = list(self._ray.get(refs, timeout=wait))
         except self._ray.exceptions.RayTaskError as exc:
             raise exc.as_instanceof_cause() from None
+        except (self._ray.exceptions.RayActorError, self._ray.exceptions.ActorUnavailableError) as exc:
+            # a worker process or its node is gone (or restarting): a lost worker, which the run recovers from
+            dead = [g for g, r in zip(self.remote_groups, refs) if self._failed(r)]
+            g = dead[0] if dead else self.remote_groups[0]
+            raise WorkerFailed(lost(g, exc).at(site=self.sites[g[0]])) from None
         except self._ray.exceptions.GetTimeoutError:
             if timeout is not None:
                 raise
@@ -442,6 +447,16 @@ class RayPool:
         if self._home_k is not None:
             out.insert(self._home_k, home)
         return out
+
+    def _failed(self, ref: Any) -> bool:
+        """Whether a finished call raised (a ready reference whose get raises)."""
+        if not self._ray.wait([ref], timeout=0)[0]:
+            return False
+        try:
+            self._ray.get(ref, timeout=0)
+        except Exception:
+            return True
+        return False
 
     def _split(self, items: Sequence[Any]) -> list[list[Any]]:
         return [[items[i] for i in g] for g in self.groups]
