@@ -541,7 +541,9 @@ class Wan:
 
     def _command(self, site: str, line: str) -> dict[str, Any]:
         host = self.sites[site]
-        assert host.relay is not None and host.relay.stdin is not None and host.relay.stdout is not None
+        if host.relay is None:
+            raise RuntimeError(f"site {site} has no relay (a direct link)")
+        assert host.relay.stdin is not None and host.relay.stdout is not None
         with self._lock:
             host.relay.stdin.write(line + "\n")
             host.relay.stdin.flush()
@@ -557,6 +559,28 @@ class Wan:
 
     def resume(self, site: str) -> None:
         self._command(site, "resume")
+
+    @contextlib.contextmanager
+    def stall(self, site: str, after_s: float, seconds: float) -> Iterator[dict[str, float]]:
+        """The stall scenario: inside the block (around a `run_python`, say), site's link stalls for `seconds`,
+        starting `after_s` seconds into the block (a timer thread; the relay ends the stall itself). Yields a dict
+        that gets the wall-clock times (time.time()) the stall began ("paused") and was due to end ("resumes")."""
+        when: dict[str, float] = {}
+
+        def fire() -> None:
+            when["paused"] = time.time()
+            self.pause(site, seconds)
+            when["resumes"] = when["paused"] + seconds
+
+        timer = threading.Timer(after_s, fire)
+        timer.daemon = True
+        timer.start()
+        try:
+            yield when
+        finally:
+            timer.cancel()
+            if "paused" in when and time.time() < when["resumes"]:
+                self.resume(site)  # the block ended first: the link is not left stalled
 
     def set_delay(self, site: str, delay_ms: float, jitter_ms: float | None = None) -> None:
         """Site's one-way delay (and jitter) from now on: bytes already in flight keep theirs."""
@@ -811,13 +835,16 @@ def wan_cluster(
     object_store_mb: int = 100,
     env: Mapping[str, str] | None = None,
     start_ray: bool = True,
+    direct: bool = False,
     timeout_s: float = 180.0,
     keep_logs: Path | None = None,
 ) -> Iterator[Wan]:
     """The emulated network (module docstring) with `delay_ms` one way on each site's link (`jitter_ms` ± uniform,
     `bandwidth` bytes/s each way, 0 = none) and, with `start_ray`, a Ray head (`head_cpus`) and one node per site
     (`site_cpus`, labelled raysampler.io/site=<site>), started after the relays. `env` is added to every process's
-    environment (e.g. RAY_health_check_* for every node). Everything is removed at the end, errors included;
+    environment (e.g. RAY_health_check_* for every node). `direct`: no relays and no rules at all (the plain veth
+    links, a LAN's baseline; pause and set_delay are then unavailable). Everything is removed at the end, errors
+    included;
     `keep_logs` (a folder) keeps a copy of the nodes', relays' and Ray's logs first."""
     reason = unavailable()
     if reason is not None:
@@ -860,7 +887,7 @@ def wan_cluster(
             _ip("-n", h.ns, "addr", "add", f"{h.ip}/24", "dev", "wan0")
             _ip("-n", h.ns, "link", "set", "wan0", "up")
             _ip("-n", h.ns, "link", "set", "lo", "up")
-        for h in hosts[1:]:
+        for h in hosts[1:] if not direct else ():
             _redirect(h)
             h.relay = wan._spawn(
                 h,

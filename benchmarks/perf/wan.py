@@ -10,11 +10,13 @@ convergence (`num_rounds="auto"`, the default chains), the same seed throughout:
 - "covtype_like_4": covtype_like, 4 sites × 25,000 rows;
 - "hospitals_4": the hierarchical logistic model of benchmarks/perf/groups.py, 4 sites × 100 hospitals.
 
-Reported: wall seconds of `rs.sample` at the driver, its set-up (binding, tuning, starting the workers), rounds,
+Reported: wall seconds of `rs.sample` at the driver, its set-up (binding, tuning, starting the workers), the rest
+outside the rounds (wall - set-up - sampling: the state captured after each chunk, convergence checks), rounds,
 round trips by phase (`RunStats.trips` where raysampler has it, else "n/a"), the median round, min bulk ESS over
-every parameter, ESS/s over sampling seconds and over wall seconds, and the accuracy against the LAN run (RTT 0,
-through the same relays with no delay): max |Δmean| in the LAN run's posterior sds, and whether the draws are the
-same bit for bit. Also: the RTT measured through the relay, and the Ray nodes found dead at the end.
+every parameter, ESS/s over sampling seconds and over wall seconds, and the accuracy against the LAN run (RTT 0:
+the same namespaces with no relay, or with `--lan-relay` through relays with no delay, which measures the relays'
+own cost): max |Δmean| in the LAN run's posterior sds, and whether the draws are the same bit for bit. Also: the
+RTT measured from the head to site a, and the Ray nodes found dead at the end.
 
     python benchmarks/perf/wan.py                                     # every case at 0, 20, 50, 100, 200 ms
     python benchmarks/perf/wan.py --rtt-ms 0,100 --cases breast_cancer_2 --label bc2
@@ -116,6 +118,7 @@ def drive(case: str, shards: list[rs.Shard], options: dict[str, Any]) -> dict[st
         "wall_s": wall,
         "setup_s": outcome.timings.setup_s,
         "sampling_s": st.sampling_time_s,
+        "other_s": wall - outcome.timings.setup_s - st.sampling_time_s,
         "rounds": int(st.rounds),
         "trips": _trips(st),
         "median_round_ms": 1e3 * float(np.median(st.round_time)),
@@ -146,6 +149,11 @@ def arguments() -> argparse.ArgumentParser:
     ap.add_argument("--site-cpus", type=int, default=1, help="CPUs of each site's Ray node")
     ap.add_argument("--timeout-s", type=float, default=3600.0, help="the longest one run may take")
     ap.add_argument("--label", default=None, help="results go to wan_<label>.json (default: <cpus>cores)")
+    ap.add_argument(
+        "--lan-relay",
+        action="store_true",
+        help="the RTT 0 run through the relays (no delay, their own cost kept); default: direct veth links",
+    )
     ap.add_argument("--echo", action="store_true", help="show the drivers' output")
     return ap
 
@@ -175,6 +183,7 @@ def measure(args: argparse.Namespace) -> harness.Report:
                 jitter_ms=args.jitter_ms,
                 bandwidth=args.bandwidth_mbit * 125_000,
                 site_cpus=args.site_cpus,
+                direct=rtt == 0 and not args.lan_relay,
             ) as wan:
                 measured = wan.rtt_ms("a")
                 print(f"RTT {rtt:g} ms: cluster up in {time.perf_counter() - t0:.1f} s, measured {measured:.1f} ms")
@@ -197,12 +206,23 @@ def measure(args: argparse.Namespace) -> harness.Report:
     table = harness.Table(
         f"Default DG-LMC across emulated links (jitter ±{args.jitter_ms:g} ms, "
         f"bandwidth {'none' if not args.bandwidth_mbit else f'{args.bandwidth_mbit:g} Mbit/s'})",
-        ["case", "RTT ms", "measured", "wall s", "set-up s", "rounds", "trips set-up/warm-up/sampling/capture"]
+        [
+            "case",
+            "RTT ms",
+            "measured",
+            "wall s",
+            "set-up s",
+            "other s",
+            "rounds",
+            "trips set-up/warm-up/sampling/capture",
+        ]
         + ["median round ms", "min ESS", "ESS/s", "ESS/wall s", "max |Δmean|/sd vs LAN", "same draws"],
         [_row(r) for r in runs],
         [
             "ESS/s: min bulk ESS over every parameter / sampling seconds; ESS/wall s: over rs.sample's wall seconds",
-            "LAN: the RTT 0 run of the same case, through the same relays with no delay",
+            "other s: wall - set-up - sampling (between the rounds: chunk captures, convergence checks, the result)",
+            "LAN: the RTT 0 run of the same case, "
+            + ("through the same relays with no delay" if args.lan_relay else "on the plain links (no relay)"),
             f"sites' Ray nodes {args.site_cpus} CPU each; options {options}",
         ],
     )
@@ -226,7 +246,8 @@ def _row(r: dict[str, Any]) -> list[Any]:
     t = r["trips"]
     trips = "n/a" if t is None else "/".join(str(t.get(k, "-")) for k in TRIP_PHASES)
     same = None if r["same_draws"] is None else ("yes" if r["same_draws"] else "no")
-    timings = [r["rtt_ms"], r["measured_rtt_ms"], r["wall_s"], r["setup_s"], r["rounds"], trips, r["median_round_ms"]]
+    timings = [r["rtt_ms"], r["measured_rtt_ms"], r["wall_s"], r["setup_s"], r["other_s"], r["rounds"], trips]
+    timings.append(r["median_round_ms"])
     return [r["case"], *timings, r["min_ess"], r["ess_per_s"], r["ess_per_wall_s"], r["max_mean_err_sd"], same]
 
 
