@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import itertools
 import json
 import os
@@ -792,35 +793,38 @@ def _ray_start(host: Host, wan: Wan, head: bool, cpus: int, labels: str | None, 
         cmd += ["--address", wan.address]
     if labels:
         cmd += ["--labels", labels]
-    log = open(wan.tmp / f"ray-{host.name}.log", "w")  # noqa: SIM115 (the node's output, kept open while it runs)
-    host.ray = wan._spawn(host, cmd, stdout=log, stderr=subprocess.STDOUT)
+    with open(wan.tmp / f"ray-{host.name}.log", "a") as log:  # the node's output (the child keeps it open)
+        host.ray = wan._spawn(host, cmd, stdout=log, stderr=subprocess.STDOUT)
 
 
-def _wait_for_nodes(wan: Wan, count: int, timeout_s: float) -> None:
-    """Until the cluster lists `count` live nodes (asked from the head's namespace, through `ray` in a driver)."""
-    script = (
-        "import os, sys, time, ray\n"
-        "ray.init(address=os.environ['RAY_ADDRESS'], _node_ip_address=os.environ['WAN_NODE_IP'],\n"
-        "         log_to_driver=False, configure_logging=False)\n"
-        f"deadline = time.monotonic() + {timeout_s}\n"
-        f"while sum(n['Alive'] for n in ray.nodes()) < {count}:\n"
-        "    if time.monotonic() > deadline:\n"
-        "        sys.exit('nodes: ' + repr([(n['NodeManagerAddress'], n['Alive']) for n in ray.nodes()]))\n"
-        "    time.sleep(0.2)\n"
-    )
-    for h in [wan.head, *wan.sites.values()]:
-        if h.ray is not None and h.ray.poll() is not None:
-            raise RuntimeError(f"Ray on {h.name} exited: {(wan.tmp / f'ray-{h.name}.log').read_text()[-4000:]}")
-    res = subprocess.run(
-        wan.head.exec(sys.executable, "-c", script),
-        env=wan.python_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout_s + 60,
-    )
-    if res.returncode != 0:
-        logs = "\n".join(f"{p.name}: {p.read_text()[-2000:]}" for p in sorted(wan.tmp.glob("ray-*.log")))
-        raise RuntimeError(f"the cluster did not come up: {res.stderr[-4000:]}\n{logs}")
+STARTED = "Ray runtime started."  # what `ray start` prints once its node is registered with the GCS
+
+
+def _wait_for_nodes(wan: Wan, starts: Mapping[str, Callable[[], None]], timeout_s: float, tries: int = 3) -> None:
+    """Until every node's `ray start` says its node is registered (it waits for the GCS to list it). A node whose
+    `ray start` gave up meanwhile (it waits 30 s for its raylet to register: a loaded machine behind a long delay
+    can take longer) is started again, up to `tries` times in all."""
+    hosts = {h.name: h for h in [wan.head, *wan.sites.values()]}
+    left = dict.fromkeys(hosts, tries - 1)
+    pending = set(hosts)
+    deadline = time.monotonic() + timeout_s
+    while pending:
+        for name in sorted(pending):
+            log = (wan.tmp / f"ray-{name}.log").read_text(errors="replace")
+            if STARTED in log:
+                pending.discard(name)
+                continue
+            proc = hosts[name].ray
+            if proc is not None and proc.poll() is not None:
+                if name == "head" or left[name] == 0:
+                    raise RuntimeError(f"Ray on {name} did not start: {log[-6000:]}")
+                left[name] -= 1
+                wan._procs.remove(proc)
+                starts[name]()
+        if time.monotonic() > deadline:
+            logs = {n: (wan.tmp / f"ray-{n}.log").read_text(errors="replace")[-3000:] for n in sorted(pending)}
+            raise RuntimeError(f"the cluster did not come up in {timeout_s:.0f} s: still starting {logs}")
+        time.sleep(0.2)
 
 
 @contextlib.contextmanager
@@ -889,19 +893,24 @@ def wan_cluster(
             _ip("-n", h.ns, "link", "set", "lo", "up")
         for h in hosts[1:] if not direct else ():
             _redirect(h)
-            h.relay = wan._spawn(
-                h,
-                [sys.executable, str(THIS), "relay", "--port", str(RELAY_PORT), "--delay", str(delay_ms / 1000)]
-                + ["--jitter", str(jitter_ms / 1000), "--bandwidth", str(bandwidth)],
-                wait_ready=True,
-                stdin=subprocess.PIPE,
-                stderr=open(tmp / f"relay-{h.name}.log", "w"),  # noqa: SIM115
-            )
+            with open(tmp / f"relay-{h.name}.log", "w") as err:
+                h.relay = wan._spawn(
+                    h,
+                    [sys.executable, str(THIS), "relay", "--port", str(RELAY_PORT), "--delay", str(delay_ms / 1000)]
+                    + ["--jitter", str(jitter_ms / 1000), "--bandwidth", str(bandwidth)],
+                    wait_ready=True,
+                    stdin=subprocess.PIPE,
+                    stderr=err,
+                )
         if start_ray:
-            _ray_start(hosts[0], wan, True, head_cpus, None, object_store_mb)
+            head = hosts[0]
+            starts = {head.name: functools.partial(_ray_start, head, wan, True, head_cpus, None, object_store_mb)}
             for h in hosts[1:]:
-                _ray_start(h, wan, False, site_cpus, f"{SITE_LABEL}={h.name}", object_store_mb)
-            _wait_for_nodes(wan, len(hosts), timeout_s)
+                label = f"{SITE_LABEL}={h.name}"
+                starts[h.name] = functools.partial(_ray_start, h, wan, False, site_cpus, label, object_store_mb)
+            for start in starts.values():
+                start()
+            _wait_for_nodes(wan, starts, timeout_s)
         yield wan
     finally:
         _stop(list(reversed(wan._procs)), made)
