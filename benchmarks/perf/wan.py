@@ -1,0 +1,259 @@
+"""raysampler across slow links: default DG-LMC at sites behind emulated wide-area links, on this one machine
+(tests/wan_harness.py: a network namespace per host, a delaying TCP relay in each site's, the Ray head and one
+labelled Ray node per site; each site's rows in a file that only its node's worker reads; the driver, hence the
+coordinator, at the head). Each round's messages and Ray's own traffic cross the links.
+
+Per round-trip time (RTT, head ↔ site; each site's link delays each way by RTT / 2) and per case, one run to
+convergence (`num_rounds="auto"`, the default chains), the same seed throughout:
+
+- "breast_cancer_2", "breast_cancer_4": breast_cancer (569 rows) split over 2 and 4 sites;
+- "covtype_like_4": covtype_like, 4 sites × 25,000 rows;
+- "hospitals_4": the hierarchical logistic model of benchmarks/perf/groups.py, 4 sites × 100 hospitals.
+
+Reported: wall seconds of `rs.sample` at the driver, its set-up (binding, tuning, starting the workers), the rest
+outside the rounds (wall - set-up - sampling: the state captured after each chunk, convergence checks), rounds,
+round trips by phase (`RunStats.trips` where raysampler has it, else "n/a"), the median round, min bulk ESS over
+every parameter, ESS/s over sampling seconds and over wall seconds, and the accuracy against the LAN run (RTT 0:
+the same namespaces with no relay, or with `--lan-relay` through relays with no delay, which measures the relays'
+own cost): max |Δmean| in the LAN run's posterior sds, and whether the draws are the same bit for bit. Also: the
+RTT measured from the head to site a, and the Ray nodes found dead at the end.
+
+    python benchmarks/perf/wan.py                                     # every case at 0, 20, 50, 100, 200 ms
+    python benchmarks/perf/wan.py --rtt-ms 0,100 --cases breast_cancer_2 --label bc2
+    python benchmarks/perf/wan.py --rtt-ms 100 --jitter-ms 5 --bandwidth-mbit 10 --cases covtype_like_4
+
+Needs root, `ip netns` and iptables (apt-get install -y iptables). Results: benchmarks/perf/results/wan_<label>.json.
+A run at 200 ms takes about (rounds × 0.2 s) + set-up: the whole default set is an hour or more.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import _path  # noqa: F401  (puts benchmarks/ on sys.path for harness)
+import harness
+import numpy as np
+
+sys.path.insert(1, str(harness.REPO_DIR / "tests"))  # the WAN harness is a test helper (tests/wan_harness.py)
+import wan_harness
+
+import raysampler as rs
+
+SITES = ("a", "b", "c", "d")
+#: case → number of sites
+CASES = {"breast_cancer_2": 2, "breast_cancer_4": 4, "covtype_like_4": 4, "hospitals_4": 4}
+COVTYPE_PER_SITE = 25_000
+HOSPITALS_PER_SITE = 100
+TRIP_PHASES = ("setup", "warmup", "sampling", "capture")
+
+
+def model_of(case: str) -> Any:
+    if case.startswith("breast_cancer"):
+        return rs.models.LogisticRegression(prior_scale=1.0)
+    if case.startswith("covtype_like"):
+        return rs.models.LogisticRegression()
+    if case.startswith("hospitals"):  # as benchmarks/perf/groups.py
+        return rs.models.LogisticRegression(
+            prior_scale=2.5, group_effects=rs.GroupEffects("hospital", sd_prior=rs.priors.HalfNormal(1.0))
+        )
+    raise ValueError(f"unknown case {case!r}")
+
+
+def site_files(case: str, folder: Path, seed: int) -> list[rs.Shard]:
+    """The case's rows split over its sites, one file per site in `folder`, as site shards."""
+    k = CASES[case]
+    if case.startswith("hospitals"):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        G = k * HOSPITALS_PER_SITE
+        X, y = rs.datasets.load("hospitals", seed=seed, n_groups=G)
+        cols = list(rs.datasets.columns("hospitals", n_groups=G))
+        out = []
+        for site, shard in zip(SITES, rs.shard(X, y, num_shards=k, columns=cols, by="hospital")):
+            assert shard.X is not None and shard.y is not None
+            path = folder / f"{case}-{site}.parquet"
+            pq.write_table(pa.table({"y": shard.y} | {c: shard.X[:, j] for j, c in enumerate(cols)}), path)
+            out.append(rs.Shard(path=str(path), site=site))
+        return out
+    if case.startswith("covtype_like"):
+        X, y = rs.datasets.load("covtype_like", seed=seed, n=k * COVTYPE_PER_SITE)
+    else:
+        X, y = rs.datasets.load("breast_cancer")
+    out = []
+    for site, Xi, yi in zip(SITES, np.array_split(X, k), np.array_split(y, k)):
+        path = folder / f"{case}-{site}.npz"
+        np.savez(path, X=Xi, y=yi)
+        out.append(rs.Shard(path=str(path), site=site))
+    return out
+
+
+def _trips(stats: Any) -> dict[str, int] | None:
+    trips = getattr(stats, "trips", None)
+    if trips is None:
+        return None
+    out = {k: int(getattr(trips, k)) for k in TRIP_PHASES if hasattr(trips, k)}
+    out["total"] = int(trips.total) if hasattr(trips, "total") else sum(out.values())
+    return out
+
+
+def drive(case: str, shards: list[rs.Shard], options: dict[str, Any]) -> dict[str, Any]:
+    """At the head (`Wan.run_python`, joined to the cluster): one run of the case, and what the table reports."""
+    import ray
+
+    t0 = time.perf_counter()
+    res = rs.sample(model_of(case), shards, executor="ray", progress=False, **options)
+    wall = time.perf_counter() - t0
+    st, outcome = res.run_stats, res.outcome
+    assert st is not None and outcome is not None and res.setup is not None
+    ess = np.asarray(res.ess(), dtype=float)
+    draws = np.ascontiguousarray(res.draws)
+    return {
+        "wall_s": wall,
+        "setup_s": outcome.timings.setup_s,
+        "sampling_s": st.sampling_time_s,
+        "other_s": wall - outcome.timings.setup_s - st.sampling_time_s,
+        "rounds": int(st.rounds),
+        "trips": _trips(st),
+        "median_round_ms": 1e3 * float(np.median(st.round_time)),
+        "chains": int(draws.shape[0]),
+        "draws": int(draws.shape[1]),
+        "min_ess": float(ess.min()),
+        "ess_per_s": float(ess.min() / st.sampling_time_s),
+        "ess_per_wall_s": float(ess.min() / wall),
+        "stop_reason": str(outcome.stop_reason),
+        "transport": res.setup.transport,
+        "sites": [p.site for p in st.placement],
+        "mean": draws.mean(axis=(0, 1)),
+        "sd": draws.std(axis=(0, 1)),
+        "draws_sha256": hashlib.sha256(draws.tobytes()).hexdigest(),
+        "dead_nodes": sum(not n["Alive"] for n in ray.nodes()),
+    }
+
+
+def arguments() -> argparse.ArgumentParser:
+    ap = harness.parser(__doc__, __file__)
+    ap.add_argument("--rtt-ms", default="0,20,50,100,200", help="round-trip times, comma-separated (0: the LAN run)")
+    ap.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of {', '.join(CASES)}")
+    ap.add_argument("--jitter-ms", type=float, default=0.0, help="± uniform jitter on each link's one-way delay")
+    ap.add_argument("--bandwidth-mbit", type=float, default=0.0, help="each link's cap, each way (0: none)")
+    ap.add_argument("--num-rounds", default="auto", help='"auto" (to convergence, the default) or a number')
+    ap.add_argument("--chains", type=int, default=None, help="chains (default: raysampler's)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--site-cpus", type=int, default=1, help="CPUs of each site's Ray node")
+    ap.add_argument("--timeout-s", type=float, default=3600.0, help="the longest one run may take")
+    ap.add_argument("--label", default=None, help="results go to wan_<label>.json (default: <cpus>cores)")
+    ap.add_argument(
+        "--lan-relay",
+        action="store_true",
+        help="the RTT 0 run through the relays (no delay, their own cost kept); default: direct veth links",
+    )
+    ap.add_argument("--echo", action="store_true", help="show the drivers' output")
+    return ap
+
+
+def measure(args: argparse.Namespace) -> harness.Report:
+    reason = wan_harness.unavailable()
+    if reason is not None:
+        raise SystemExit(f"wan.py: {reason}")
+    rtts = [float(v) for v in str(args.rtt_ms).split(",") if v.strip()]
+    cases = [c for c in str(args.cases).split(",") if c]
+    for c in cases:
+        if c not in CASES:
+            raise SystemExit(f"wan.py: unknown case {c!r} (of {', '.join(CASES)})")
+    options: dict[str, Any] = {"seed": args.seed}
+    options["num_rounds"] = "auto" if args.num_rounds == "auto" else int(args.num_rounds)
+    if args.chains is not None:
+        options["chains"] = args.chains
+    sites = SITES[: max(CASES[c] for c in cases)]
+    runs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="rs-wan-data-") as tmp:
+        files = {c: site_files(c, Path(tmp), args.seed) for c in cases}
+        for rtt in rtts:
+            t0 = time.perf_counter()
+            with wan_harness.wan_cluster(
+                sites,
+                delay_ms=rtt / 2,
+                jitter_ms=args.jitter_ms,
+                bandwidth=args.bandwidth_mbit * 125_000,
+                site_cpus=args.site_cpus,
+                direct=rtt == 0 and not args.lan_relay,
+            ) as wan:
+                measured = wan.rtt_ms("a")
+                print(f"RTT {rtt:g} ms: cluster up in {time.perf_counter() - t0:.1f} s, measured {measured:.1f} ms")
+                for case in cases:
+                    out = wan.run_python(
+                        "wan:drive",
+                        {"case": case, "shards": files[case], "options": options},
+                        path=[Path(__file__).resolve().parent],
+                        timeout_s=args.timeout_s,
+                        echo=args.echo,
+                    )
+                    out.update(case=case, rtt_ms=rtt, measured_rtt_ms=measured)
+                    runs.append(out)
+                    print(
+                        f"  {case}: {out['wall_s']:.1f} s ({out['setup_s']:.1f} set-up), {out['rounds']} rounds, "
+                        f"{out['ess_per_s']:.1f} ESS/s",
+                        flush=True,
+                    )
+    _against_lan(runs)
+    table = harness.Table(
+        f"Default DG-LMC across emulated links (jitter ±{args.jitter_ms:g} ms, "
+        f"bandwidth {'none' if not args.bandwidth_mbit else f'{args.bandwidth_mbit:g} Mbit/s'})",
+        [
+            "case",
+            "RTT ms",
+            "measured",
+            "wall s",
+            "set-up s",
+            "other s",
+            "rounds",
+            "trips set-up/warm-up/sampling/capture",
+        ]
+        + ["median round ms", "min ESS", "ESS/s", "ESS/wall s", "max |Δmean|/sd vs LAN", "same draws"],
+        [_row(r) for r in runs],
+        [
+            "ESS/s: min bulk ESS over every parameter / sampling seconds; ESS/wall s: over rs.sample's wall seconds",
+            "other s: wall - set-up - sampling (between the rounds: chunk captures, convergence checks, the result)",
+            "LAN: the RTT 0 run of the same case, "
+            + ("through the same relays with no delay" if args.lan_relay else "on the plain links (no relay)"),
+            f"sites' Ray nodes {args.site_cpus} CPU each; options {options}",
+        ],
+    )
+    payload = {"settings": harness.options(args), "runs": runs, "table": table.markdown()}
+    label = args.label or f"{harness.environment()['cpu_count']}cores"
+    return harness.Report(f"wan_{label}", payload, [table])
+
+
+def _against_lan(runs: list[dict[str, Any]]) -> None:
+    lan = {r["case"]: r for r in runs if r["rtt_ms"] == 0}
+    for r in runs:
+        ref = lan.get(r["case"])
+        if ref is None:
+            r["max_mean_err_sd"], r["same_draws"] = None, None
+            continue
+        r["max_mean_err_sd"] = float(np.max(np.abs(r["mean"] - ref["mean"]) / ref["sd"]))
+        r["same_draws"] = r["draws_sha256"] == ref["draws_sha256"]
+
+
+def _row(r: dict[str, Any]) -> list[Any]:
+    t = r["trips"]
+    trips = "n/a" if t is None else "/".join(str(t.get(k, "-")) for k in TRIP_PHASES)
+    same = None if r["same_draws"] is None else ("yes" if r["same_draws"] else "no")
+    timings = [r["rtt_ms"], r["measured_rtt_ms"], r["wall_s"], r["setup_s"], r["other_s"], r["rounds"], trips]
+    timings.append(r["median_round_ms"])
+    return [r["case"], *timings, r["min_ess"], r["ess_per_s"], r["ess_per_wall_s"], r["max_mean_err_sd"], same]
+
+
+def main(argv: list[str] | None = None) -> None:
+    harness.run(arguments(), measure, argv)
+
+
+if __name__ == "__main__":
+    main()
