@@ -12,11 +12,12 @@ convergence (`num_rounds="auto"`, the default chains), the same seed throughout:
 
 Reported: wall seconds of `rs.sample` at the driver, its set-up (binding, tuning, starting the workers), the rest
 outside the rounds (wall - set-up - sampling: the state captured after each chunk, convergence checks), rounds,
-round trips by phase (`RunStats.trips` where raysampler has it, else "n/a"), the median round, min bulk ESS over
-every parameter, ESS/s over sampling seconds and over wall seconds, and the accuracy against the LAN run (RTT 0:
-the same namespaces with no relay, or with `--lan-relay` through relays with no delay, which measures the relays'
-own cost): max |Δmean| in the LAN run's posterior sds, and whether the draws are the same bit for bit. Also: the
-RTT measured from the head to site a, and the Ray nodes found dead at the end.
+round trips by phase (`RunStats.trips`), the chains chosen (`chains="auto"`) and the warm-up's length, the median
+round, min bulk ESS over every parameter, ESS/s over sampling seconds and over wall seconds, and the accuracy
+against the LAN run (RTT 0: the same namespaces with no relay, or with `--lan-relay` through relays with no delay,
+which measures the relays' own cost): max |Δmean| in the LAN run's posterior sds, and whether the draws are the
+same bit for bit. Also: the RTT measured from the head to site a, each site's RTT as the run measured it, and the
+Ray nodes found dead at the end.
 
     python benchmarks/perf/wan.py                                     # every case at 0, 20, 50, 100, 200 ms
     python benchmarks/perf/wan.py --rtt-ms 0,100 --cases breast_cancer_2 --label bc2
@@ -94,13 +95,9 @@ def site_files(case: str, folder: Path, seed: int) -> list[rs.Shard]:
     return out
 
 
-def _trips(stats: Any) -> dict[str, int] | None:
-    trips = getattr(stats, "trips", None)
-    if trips is None:
-        return None
-    out = {k: int(getattr(trips, k)) for k in TRIP_PHASES if hasattr(trips, k)}
-    out["total"] = int(trips.total) if hasattr(trips, "total") else sum(out.values())
-    return out
+def _trips(stats: Any) -> dict[str, int]:
+    trips = stats.trips
+    return {k: int(getattr(trips, k)) for k in TRIP_PHASES} | {"total": int(trips.total)}
 
 
 def drive(case: str, shards: list[rs.Shard], options: dict[str, Any]) -> dict[str, Any]:
@@ -123,6 +120,9 @@ def drive(case: str, shards: list[rs.Shard], options: dict[str, Any]) -> dict[st
         "trips": _trips(st),
         "median_round_ms": 1e3 * float(np.median(st.round_time)),
         "chains": int(draws.shape[0]),
+        "chains_reason": res.setup.chains.reason if res.setup.chains is not None else None,
+        "burn_in": st.burn_in,
+        "site_rtt_ms": {link.site: None if link.rtt_s is None else 1e3 * link.rtt_s for link in st.links},
         "draws": int(draws.shape[1]),
         "min_ess": float(ess.min()),
         "ess_per_s": float(ess.min() / st.sampling_time_s),
@@ -213,6 +213,8 @@ def measure(args: argparse.Namespace) -> harness.Report:
             "wall s",
             "set-up s",
             "other s",
+            "chains",
+            "warm-up",
             "rounds",
             "trips set-up/warm-up/sampling/capture",
         ]
@@ -244,9 +246,10 @@ def _against_lan(runs: list[dict[str, Any]]) -> None:
 
 def _row(r: dict[str, Any]) -> list[Any]:
     t = r["trips"]
-    trips = "n/a" if t is None else "/".join(str(t.get(k, "-")) for k in TRIP_PHASES)
+    trips = "/".join(str(t[k]) for k in TRIP_PHASES)
     same = None if r["same_draws"] is None else ("yes" if r["same_draws"] else "no")
-    timings = [r["rtt_ms"], r["measured_rtt_ms"], r["wall_s"], r["setup_s"], r["other_s"], r["rounds"], trips]
+    timings = [r["rtt_ms"], r["measured_rtt_ms"], r["wall_s"], r["setup_s"], r["other_s"], r["chains"], r["burn_in"]]
+    timings += [r["rounds"], trips]
     timings.append(r["median_round_ms"])
     return [r["case"], *timings, r["min_ess"], r["ess_per_s"], r["ess_per_wall_s"], r["max_mean_err_sd"], same]
 

@@ -66,14 +66,15 @@ def drive(model: Any, shards: list[Any], **kw: Any) -> dict[str, Any]:
     res = rs.sample(model, shards, executor="ray", progress=False, **kw)
     st = res.run_stats
     assert st is not None and res.setup is not None
-    trips = getattr(st, "trips", None)
+    trips = st.trips
     return {
         "rounds": int(st.rounds),
         "round_time": np.asarray(st.round_time, dtype=float),
         "sites": [p.site for p in st.placement],
         "transport": res.setup.transport,
         "draws": res.draws.shape,
-        "trips": None if trips is None else {k: int(getattr(trips, k)) for k in TRIP_PHASES} | {"total": trips.total},
+        "trips": {k: int(getattr(trips, k)) for k in TRIP_PHASES} | {"total": trips.total},
+        "rtt_s": [link.rtt_s for link in st.links],
     }
 
 
@@ -107,7 +108,8 @@ def test_a_run_across_slow_links_completes_and_each_round_pays_the_round_trip(tm
     assert out["sites"] == ["a", "b"] and out["transport"] == "socket"
     assert out["rounds"] == 40 and out["draws"] == (4, 30, X.shape[1])  # burn-in rounds, then the kept ones
     assert np.median(out["round_time"]) >= 2 * ONE_WAY_MS / 1000.0  # a lower bound: the round crosses the link
-    trips = out["trips"]
-    if trips is not None:  # RunStats.trips: the coordinator's round trips to its workers, by phase
-        assert trips["warmup"] + trips["sampling"] == out["rounds"]
-        assert trips["total"] == sum(trips[k] for k in TRIP_PHASES)
+    trips = out["trips"]  # RunStats.trips: the coordinator's round trips to its workers, by phase
+    assert (trips["warmup"], trips["sampling"]) == (10, 30) and 0 < trips["setup"] <= 15, trips
+    assert trips["total"] == sum(trips[k] for k in TRIP_PHASES)
+    # each site's RTT, measured on its round channel, is the link's: at least the delay both ways
+    assert len(out["rtt_s"]) == 2 and all(r is not None and r >= 2 * ONE_WAY_MS / 1000.0 * 0.95 for r in out["rtt_s"])
