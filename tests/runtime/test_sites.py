@@ -295,19 +295,26 @@ def _stall(pid: int, seconds: float) -> threading.Timer:
     return timer
 
 
+def _draws_with_a_stall(run: Run, seconds: float, wait: bool = True) -> list[np.ndarray]:
+    """The run's chunks of draws, shard 2's worker stalled for `seconds` after the third (waited out if `wait`)."""
+    draws, timer = [], None
+    for i, chunk in enumerate(run.chunks(target_chunk_s=0.05)):
+        draws.append(chunk.theta)
+        if i == 2:
+            timer = _stall(run.setup.placement[2].pid, seconds)
+    assert timer is not None
+    if wait:
+        timer.join()
+    return draws
+
+
 def test_a_link_stalled_within_the_deadline_is_waited_for_and_the_draws_are_unchanged(
     site_cluster, site_files, uninterrupted, monkeypatch
 ):
     shards, _ = site_files
     monkeypatch.setenv("RAYSAMPLER_LINK_DEADLINE_S", "20")
     with Run(rs.models.LogisticRegression(), shards, DGLMC(), RECOVERY, ON_RAY) as run:
-        draws, timer = [], None
-        for i, chunk in enumerate(run.chunks(target_chunk_s=0.05)):
-            draws.append(chunk.theta)
-            if i == 2:
-                timer = _stall(run.setup.placement[2].pid, 3.0)
-        assert timer is not None
-        timer.join()
+        draws = _draws_with_a_stall(run, 3.0)
         assert run.failure is None and run.restarts == 0, run.failure
         assert max(run.stats().round_time) >= 2.5  # the stalled round waited for the link
     np.testing.assert_array_equal(np.concatenate(draws), uninterrupted)
@@ -319,18 +326,13 @@ def test_a_link_stalled_past_the_deadline_fails_the_run_as_site_unavailable_and_
     shards, _ = site_files
     monkeypatch.setenv("RAYSAMPLER_LINK_DEADLINE_S", "1.5")
     with Run(rs.models.LogisticRegression(), shards, DGLMC(), RECOVERY, ON_RAY) as run:
-        draws, timer = [], None
-        for i, chunk in enumerate(run.chunks(target_chunk_s=0.05)):
-            draws.append(chunk.theta)
-            if i == 2:
-                timer = _stall(run.setup.placement[2].pid, 5.0)
+        draws = _draws_with_a_stall(run, 5.0, wait=False)
         f = run.failure
         assert f is not None and f.kind == FailureKind.SITE_UNAVAILABLE and f.shard == 2 and f.site == "b", f
         assert "RAYSAMPLER_LINK_DEADLINE_S" in f.message and run.restarts == 0
         checkpoint = run.checkpoint
         assert checkpoint is not None and checkpoint.draws_kept == sum(len(d) for d in draws) > 0
-    assert timer is not None
-    timer.join()
+    time.sleep(5.0)  # the worker answers again
     monkeypatch.delenv("RAYSAMPLER_LINK_DEADLINE_S")
     with Run(rs.models.LogisticRegression(), shards, DGLMC(), RECOVERY, ON_RAY, resume_from=checkpoint) as run:
         draws += [c.theta for c in run.chunks()]
