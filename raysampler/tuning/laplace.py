@@ -439,12 +439,12 @@ MARGINAL_NEWTON_TOL = 1e-10
 #: no Newton step moves a coordinate of θ by more than this (the marginal need not be convex away from its mode,
 #: where a negative curvature's direction is taken with its sign flipped)
 MARGINAL_MAX_STEP = 1.0
-#: the line search's step lengths 1, ½, ... 2⁻³³, MARGINAL_LADDER_TRIP of them per trip, the first
-#: MARGINAL_SHORT_LADDER only once the decrement is below MARGINAL_FULL_STEP (Newton's quadratic phase)
+#: the line search's step lengths 1, ½, ... 2⁻³³: the first MARGINAL_FIRST_LADDER with the full step's trip (the
+#: capped step is nearly always taken whole, and each length costs its η̂ on every shard), then
+#: MARGINAL_LADDER_TRIP per trip
 MARGINAL_LADDER = 0.5 ** np.arange(34)
+MARGINAL_FIRST_LADDER = 2
 MARGINAL_LADDER_TRIP = 8
-MARGINAL_SHORT_LADDER = 3
-MARGINAL_FULL_STEP = 1e-2
 #: below this decrement the next point's Hessian is taken whole (the log-determinant's cross terms too), so that the
 #: point where the iteration ends most likely has it already
 MARGINAL_CROSS_AT = 1e-4
@@ -499,7 +499,7 @@ def marginal_mode(
             break
         es = [m.eta for m in parts]
         cross = 0.5 * dec < MARGINAL_CROSS_AT
-        ladder = MARGINAL_LADDER[: MARGINAL_SHORT_LADDER if 0.5 * dec < MARGINAL_FULL_STEP else MARGINAL_LADDER_TRIP]
+        ladder = MARGINAL_LADDER[:MARGINAL_FIRST_LADDER]
         k: int | None = None
         while True:
             points = theta[None, :] - ladder[:, None] * step[None, :]
