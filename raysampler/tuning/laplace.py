@@ -67,10 +67,10 @@ def total_hessian(model: Model, pool: ShardPool, theta: np.ndarray) -> np.ndarra
 MAP_NEWTON_TOL = 1e-18
 MAP_NEWTON_STALL = 1e-12
 MAP_NEWTON_TRIPS = 50
-#: its line search's step lengths 1, ½, ¼, ... 2⁻¹⁹, evaluated together; once the decrement is below MAP_FULL_STEP
-#: (Newton's quadratic phase, where the full step passes) only the first MAP_SHORT_LADDER go in one trip
+#: its line search's step lengths 1, ½, ¼, ... 2⁻¹⁹, evaluated together: all of them in the first iteration's trip,
+#: then those down to a quarter of the last step length taken, MAP_SHORT_LADDER at least (each costs U and ∇U on every
+#: shard; Newton's full step mostly passes), the rest in a trip of their own where none of these does
 MAP_LADDER = 0.5 ** np.arange(20)
-MAP_FULL_STEP = 1e-2
 MAP_SHORT_LADDER = 4
 #: where the Hessian is not positive definite, the step divides by its eigenvalues' absolute values, none taken below
 #: this fraction of the largest
@@ -97,8 +97,8 @@ class MapPoint:
 
 def newton_map(model: Model, pool: ShardPool, x0: np.ndarray) -> MapPoint | None:
     """The MAP θ* = argmin U by Newton's method, one trip to the workers per iteration: each trip brings back U and ∇U
-    at every step length of the line search (`MAP_LADDER`; Armijo's rule picks the longest that passes) and ∇²U at
-    the full step and at the step length the last iteration took, so the next direction is at hand where the step
+    at the line search's step lengths (`MAP_LADDER`; Armijo's rule picks the longest that passes) and ∇²U at the
+    full step and at the step length the last iteration took, so the next direction is at hand where the step
     taken is one of those; after another, it uses the Hessian of the nearest of them (a descent direction still),
     and the next trip brings one at the step length taken. Where the Hessian is not positive definite (U not convex
     there), the step divides by its eigenvalues' absolute values. Ends where the Newton decrement at a point with
@@ -125,7 +125,7 @@ def newton_map(model: Model, pool: ShardPool, x0: np.ndarray) -> MapPoint | None
     here: list[tuple[np.ndarray, np.ndarray]] | None = [(p[1][0], p[2][0]) for p in parts]  # θ's own, or None
     last = np.inf  # the decrement at the last point with its own Hessian
     taken = 1.0  # the step length the last iteration took
-    ladder = MAP_LADDER
+    ladder: np.ndarray | None = MAP_LADDER  # this trip's step lengths (None: those of a new direction)
     for _ in range(MAP_NEWTON_TRIPS):
         if not (np.isfinite(f) and np.all(np.isfinite(g)) and np.all(np.isfinite(H))):
             return None
@@ -141,8 +141,8 @@ def newton_map(model: Model, pool: ShardPool, x0: np.ndarray) -> MapPoint | None
             if dec <= MAP_NEWTON_TOL or (dec <= MAP_NEWTON_STALL and dec > 0.5 * last):
                 return MapPoint(theta, f, g, H, C, here, dec)
             last = dec
-        if ladder is MAP_LADDER and C is not None and here is not None and dec < MAP_FULL_STEP:
-            ladder = MAP_LADDER[:MAP_SHORT_LADDER]
+        if ladder is None:  # a new direction: the step lengths down to a quarter of the last one taken
+            ladder = MAP_LADDER[: max(MAP_SHORT_LADDER, int(round(-np.log2(taken))) + 3)]
         at = sorted({0, int(np.argmin(np.abs(np.log2(ladder / taken))))})  # Hessians: full step, last one's length
         points = theta[None, :] - ladder[:, None] * step[None, :]
         values, grads, parts = evaluate(points, at)
@@ -163,7 +163,7 @@ def newton_map(model: Model, pool: ShardPool, x0: np.ndarray) -> MapPoint | None
         j = int(np.argmin([abs(k - i) for i in at]))  # the Hessian nearest the step taken (its own where j's is k)
         H = hessian(parts, j, points[at[j]])
         here = [(p[1][k], p[2][j]) for p in parts] if at[j] == k else None
-        ladder = MAP_LADDER
+        ladder = None
     return None
 
 
@@ -449,12 +449,12 @@ MARGINAL_NEWTON_TOL = 1e-10
 #: no Newton step moves a coordinate of θ by more than this (the marginal need not be convex away from its mode,
 #: where a negative curvature's direction is taken with its sign flipped)
 MARGINAL_MAX_STEP = 1.0
-#: the line search's step lengths 1, ½, ... 2⁻³³, MARGINAL_LADDER_TRIP of them per trip, the first
-#: MARGINAL_SHORT_LADDER only once the decrement is below MARGINAL_FULL_STEP (Newton's quadratic phase)
+#: the line search's step lengths 1, ½, ... 2⁻³³: the first MARGINAL_FIRST_LADDER with the full step's trip (the
+#: capped step is nearly always taken whole, and each length costs its η̂ on every shard), then
+#: MARGINAL_LADDER_TRIP per trip
 MARGINAL_LADDER = 0.5 ** np.arange(34)
+MARGINAL_FIRST_LADDER = 2
 MARGINAL_LADDER_TRIP = 8
-MARGINAL_SHORT_LADDER = 3
-MARGINAL_FULL_STEP = 1e-2
 #: below this decrement the next point's Hessian is taken whole (the log-determinant's cross terms too), so that the
 #: point where the iteration ends most likely has it already
 MARGINAL_CROSS_AT = 1e-4
@@ -509,7 +509,7 @@ def marginal_mode(
             break
         es = [m.eta for m in parts]
         cross = 0.5 * dec < MARGINAL_CROSS_AT
-        ladder = MARGINAL_LADDER[: MARGINAL_SHORT_LADDER if 0.5 * dec < MARGINAL_FULL_STEP else MARGINAL_LADDER_TRIP]
+        ladder = MARGINAL_LADDER[:MARGINAL_FIRST_LADDER]
         k: int | None = None
         while True:
             points = theta[None, :] - ladder[:, None] * step[None, :]
