@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..algorithms.base import Algorithm, RoundInfo, check_model_support
+from ..diagnostics import superchains_for, warm
 from ..enums import Balance
 from ..errors import ArgumentError, Failure, FailureKind, WorkerFailed
 from ..models.contract import DataSpec, Model, ParamBlock, as_model, join_local_blocks
@@ -578,8 +579,6 @@ class Coordinator:
         draws so far (it reads their later half). Warm: the warm-up ends after the next round (round t + 1 is still
         warm-up: a pipelined run has sent its first half already), so the decision is a function of the rounds'
         draws alone, the same on every executor and in a pipelined run. A round count at the cap ends it anyway."""
-        from ..diagnostics import superchains_for, warm
-
         self._warm_draws.append(theta[:, : self.model.dim])
         done = t + 1
         if done >= self.config.burn_in:  # the cap: the warm-up ends here whatever the chains look like
