@@ -296,6 +296,7 @@ class Coordinator:
         #: the warm-up's length: fixed (config.burn_in), or with config.warmup_auto its cap until a check ends it
         self.burn_in = config.burn_in
         self._warm_decided = not config.warmup_auto
+        self._warm_open = False  # the warm-up was still going when the current chunk began
         self._warm_next = min(WARM_FIRST_CHECK, config.burn_in)
         self._warm_draws: list[np.ndarray] = []
         if warmup is not None:
@@ -502,6 +503,7 @@ class Coordinator:
         deadline = None if time_left_s is None else time.perf_counter() + time_left_s
         kept = _Kept()
         end = min(self.total_rounds, self.t + max_rounds)
+        self._warm_open = not self._warm_decided
         try:
             if self.halves is None:
                 self._whole_rounds(end, deadline, kept)
@@ -521,6 +523,15 @@ class Coordinator:
                 failure = self._located(exc.failure)
         done = self.t >= self.total_rounds or failure is not None
         return Chunk(theta_arr, stats, self.t, done, failure, state, self.burn_in)
+
+    def _end(self, end: int) -> int:
+        """The round this chunk stops before: `end`, the run's end, and, when the warm-up ended by itself during
+        the chunk, its last round, so that the caller learns burn_in before any kept draw and the convergence
+        checks that follow fall at the same kept-draw counts whatever the chunks."""
+        limit = min(end, self.total_rounds)
+        if self._warm_open and self._warm_decided:
+            limit = min(limit, max(self.burn_in, self.t))
+        return limit
 
     def _info(self, t: int, half: int | None = None) -> RoundInfo:
         return RoundInfo(
@@ -603,7 +614,7 @@ class Coordinator:
     def _whole_rounds(self, end: int, deadline: float | None, kept: _Kept) -> None:
         alg, pool = self.algorithm, self.pool
         self._kept = kept
-        while self.t < min(end, self.total_rounds):  # a warm-up that ends by itself moves the run's end nearer
+        while self.t < self._end(end):  # a warm-up that ends by itself moves the run's end nearer
             info = self._info(self.t)
             steps = self.balancer.n
             t0 = time.perf_counter()
@@ -663,7 +674,7 @@ class Coordinator:
             while True:
                 start(t, 1, steps[t])
                 step_a, _ = finish(t, 0)
-                more = t + 1 < min(end, self.total_rounds) and (deadline is None or time.perf_counter() < deadline)
+                more = t + 1 < self._end(end) and (deadline is None or time.perf_counter() < deadline)
                 if more:
                     steps[t + 1] = self.balancer.steps_for(t + 1)
                     start(t + 1, 0, steps[t + 1])
