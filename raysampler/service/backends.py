@@ -5,12 +5,10 @@ naming it, so that `raysampler serve` refuses to start with the reason rather th
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
 from ..storage import Storage, storage_at
 from .migrations import SchemaTooNew
 from .settings import Settings
-from .store import RecordStore, open_store
+from .store import RecordStore, describe_database_url, open_store
 
 
 class BackendError(RuntimeError):
@@ -21,11 +19,7 @@ def describe_database(url: str | None) -> str:
     """The database URL without its password (what messages may show)."""
     if url is None:
         return "SQLite in the data dir"
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    user = f"{parts.username}@" if parts.username else ""
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{user}{host}{port}{parts.path}"
+    return describe_database_url(url)
 
 
 def open_records(settings: Settings) -> RecordStore:

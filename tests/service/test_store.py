@@ -337,9 +337,11 @@ def test_a_database_of_a_newer_version_is_refused(database, request, tmp_path):
     "url,why",
     [
         ("mysql://u:secret@db/x", "scheme is 'mysql'"),
-        ("postgresql://u:secret@/x", "names its host"),
         ("postgresql://u:secret@db:54x2/x", "port must be a number"),
-        ("postgresql://u:secret@db:5432", "names its database"),
+        ("postgresql://u:secret@db/x?port=99999", "port must be a number"),
+        ("postgresql://u:secret@db/x?sslmode=always", "sslmode is 'always'"),
+        ("postgresql://u:secret@db/x?colour=blue", 'invalid URI query parameter: "colour"'),
+        ("postgresql://u@db/x?password=secret&sslmode=on", "sslmode is 'on'"),
         ("sqlite://relative.db", "three slashes"),
         ("db.sqlite3", "scheme is 'missing'"),
     ],
@@ -348,6 +350,70 @@ def test_a_malformed_database_url_is_refused_saying_why_and_never_the_password(u
     with pytest.raises(ValueError) as err:
         check_database_url(url)
     assert why in str(err.value) and "secret" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "url,shown",
+    [
+        ("postgresql://u:secret@db.internal:6432/runs", "postgresql://u@db.internal:6432/runs"),
+        ("postgresql://postgres:@/postgres?host=/tmp/pg", "postgresql://postgres@/postgres?host=/tmp/pg"),
+        (
+            "postgresql:///runs?host=/cloudsql/proj:eu:inst&user=svc",
+            "postgresql://svc@/runs?host=/cloudsql/proj:eu:inst",
+        ),
+        (
+            "postgres://u:p%40secret@[::1]:5432/runs?sslmode=verify-full",
+            "postgres://u@[::1]:5432/runs?sslmode=verify-full",
+        ),
+        (
+            "postgresql://u:secret@a:5432,b:5433/runs?target_session_attrs=read-write",
+            "postgresql://u@a:5432,b:5433/runs",
+        ),
+        ("postgresql://u@db/runs?password=secret&connect_timeout=5&application_name=rs", "postgresql://u@db/runs"),
+        ("postgresql://u:secret@/runs", "postgresql://u@/runs"),  # libpq's own socket
+        ("postgresql://u:secret@db", "postgresql://u@db/"),  # libpq's default database: the user's name
+    ],
+)
+def test_database_urls_are_taken_as_libpq_takes_them_and_shown_without_the_password(url, shown):
+    from raysampler.service.backends import describe_database
+
+    assert check_database_url(url) == url
+    assert describe_database(url) == shown and "secret" not in describe_database(url)
+
+
+def test_a_unix_socket_url_from_pgserver_opens_the_store(tmp_path):
+    """The libpq form with the socket directory in `host=` (what pgserver.get_uri() and Cloud SQL's connector
+    give): the service's settings take it and the store opens, migrates and keeps its own `options` beside the URL's."""
+    import warnings
+
+    from raysampler.service.settings import Settings
+
+    with warnings.catch_warnings():  # pgserver's import asks platformdirs for a runtime dir it never uses here
+        warnings.simplefilter("ignore")
+        import pgserver
+
+        server = pgserver.get_server(tmp_path / "pg", cleanup_mode="stop")
+    try:
+        uri = server.get_uri()
+        assert "host=/" in uri and "@/" in uri  # the socket form, no TCP host
+        url = Settings(database_url=uri + "&options=-c%20statement_timeout%3D60000").database_url
+        assert url is not None
+        store = open_store(url, tmp_path / "unused.sqlite3")
+        try:
+            assert isinstance(store, PostgresStore)
+            with store._pool.connection() as conn:
+                rows = conn.execute(
+                    "SELECT name, setting FROM pg_settings"
+                    " WHERE name IN ('statement_timeout', 'idle_in_transaction_session_timeout')"
+                ).fetchall()
+            settings = {r["name"]: r["setting"] for r in rows}
+            assert settings["statement_timeout"] == "60000" and int(settings["idle_in_transaction_session_timeout"]) > 0
+            run_spec = RunSpec.model_validate(spec(chains=2))
+            assert store.create_run("t", "r1", run_spec, "h", "k", 350, 300).status is RunStatus.PENDING
+        finally:
+            store.close()
+    finally:
+        server.cleanup()
 
 
 def test_an_unreachable_database_fails_fast():
