@@ -106,22 +106,27 @@ def _probe(
 
 
 def probe_shards(
-    shards: Sequence[Any], timeout_s: float = 30.0, wait_s: float | None = None
+    shards: Sequence[Any], timeout_s: float | None = None, wait_s: float | None = None
 ) -> list[ShardProbe | None]:
     """Ask a node of each site shard's site about its file (a short task pinned there by the site label); None for
     shards without a site. A site with no live node is waited for, up to `wait_s` (default: RAYSAMPLER_SITE_WAIT_S,
     read now), since its node may still be joining; one still missing then gives a probe with ok=False saying how
-    long it waited."""
+    long it waited. The answers are waited for together, up to `timeout_s` (default: RAYSAMPLER_STARTUP_TIMEOUT_S,
+    the bound on a worker process starting on a node): a site's first task starts a Ray worker process there and
+    imports raysampler, numpy and the file's reader, a few CPU seconds that take over a minute of wall time when
+    the machine's cores are all busy (benchmarks/perf/site_probe.py), so a fixed short deadline named a live site
+    unreachable on a loaded machine."""
     import ray
 
     from ..settings import EngineSettings
 
-    wait = EngineSettings.from_env().site_wait_s if wait_s is None else wait_s
+    engine = EngineSettings.from_env()
+    wait = engine.site_wait_s if wait_s is None else wait_s
+    answer_s = engine.startup_timeout_s if timeout_s is None else timeout_s
     wanted = {s.site for s in shards if getattr(s, "site", None) is not None}
     live, waited = live_site_nodes(wanted, wait)
     remote = ray.remote(num_cpus=0, max_retries=0)(_probe)
     refs: list[Any] = []
-    out: list[ShardProbe | None] = []
     for s in shards:
         if getattr(s, "site", None) is None:
             refs.append(None)
@@ -142,14 +147,37 @@ def probe_shards(
                     s.path, s.site, s.y_column, s.x_columns, getattr(s, "grants", None)
                 )
             )
+    pending = [r for r in refs if r is not None and not isinstance(r, ShardProbe)]
+    t0 = time.monotonic()
+    ready = set(ray.wait(pending, num_returns=len(pending), timeout=answer_s)[0]) if pending else set()
+    answered_s = time.monotonic() - t0
+    out: list[ShardProbe | None] = []
     for s, ref in zip(shards, refs):
         if ref is None or isinstance(ref, ShardProbe):
             out.append(ref)
-            continue
-        try:
-            out.append(ray.get(ref, timeout=timeout_s))
-        except Exception as exc:
-            out.append(ShardProbe(s.path, s.site, False, error=f"the site's node did not answer: {exc}"))
+        elif ref not in ready:
+            ray.cancel(ref, force=True)
+            out.append(
+                ShardProbe(
+                    s.path,
+                    s.site,
+                    False,
+                    error=f"the site's node is live but did not answer within {answered_s:.0f} s "
+                    f"(RAYSAMPLER_STARTUP_TIMEOUT_S={answer_s:g}): its first task starts a worker process there, "
+                    "which a machine whose cores are all busy makes slow",
+                    waited_s=waited + answered_s,
+                )
+            )
+        else:
+            try:
+                out.append(ray.get(ref))
+            except Exception as exc:  # the task failed or its node died meanwhile
+                reason = (str(exc).strip().splitlines() or [""])[0]
+                out.append(
+                    ShardProbe(
+                        s.path, s.site, False, error=f"the site's node did not answer: {type(exc).__name__}: {reason}"
+                    )
+                )
     return out
 
 

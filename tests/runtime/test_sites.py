@@ -205,6 +205,34 @@ def test_a_probe_waits_for_a_site_node_that_joins(site_cluster, site_files):
     assert missing is not None and not missing.ok and "waited 1 s" in (missing.error or ""), missing
 
 
+def test_a_busy_site_node_is_waited_for_up_to_the_startup_timeout_then_named(site_cluster, site_files, monkeypatch):
+    """A live site node slow to answer (its raylet frozen for a while, as a node whose cores are all busy is) is
+    waited for up to RAYSAMPLER_STARTUP_TIMEOUT_S, the bound on a worker process starting on a node; past it the
+    probe says the node is live, how long it waited and the setting."""
+    from ray._private import ray_constants
+
+    from raysampler.runtime.sites import probe_shards
+
+    shards, _ = site_files
+    shard = rs.Shard(path=shards[2].path, site="c")
+    (raylet,) = site_cluster.nodes["c"].all_processes[ray_constants.PROCESS_TYPE_RAYLET]
+    timer = _stall(raylet.process.pid, 3.0)
+    t0 = time.monotonic()
+    (probe,) = probe_shards([shard], timeout_s=60)
+    assert probe is not None and probe.ok and time.monotonic() - t0 > 2.5, probe
+    timer.join()
+    monkeypatch.setenv("RAYSAMPLER_STARTUP_TIMEOUT_S", "1.5")
+    timer = _stall(raylet.process.pid, 4.0)
+    try:
+        (late,) = probe_shards([shard])
+    finally:
+        timer.join()
+    assert late is not None and not late.ok and late.error is not None, late
+    assert "live but did not answer within 2 s" in late.error and "RAYSAMPLER_STARTUP_TIMEOUT_S=1.5" in late.error
+    (again,) = probe_shards([shard], timeout_s=60)
+    assert again is not None and again.ok, again
+
+
 def test_loo_and_evaluate_run_at_the_sites_and_equal_the_in_process_sums(site_files, site_run, monkeypatch):
     """The per-shard work of loo and evaluate runs as Ray tasks on each site's node (a site with no node is waited
     for, then a failure naming the shard) and sums to what the same checks give in-process."""
