@@ -21,7 +21,7 @@ import json
 import os
 import secrets
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -189,7 +189,7 @@ def _load_spec(path: str) -> dict[str, Any]:
     return spec
 
 
-def _print_run(info: dict[str, Any], fmt: str) -> None:
+def _print_run(info: Mapping[str, Any], fmt: str) -> None:
     if fmt == "json":
         print(json.dumps(info))
         return
@@ -216,7 +216,7 @@ def _print_run(info: dict[str, Any], fmt: str) -> None:
     print(line)
 
 
-def _network_lines(info: dict[str, Any]) -> str:
+def _network_lines(info: Mapping[str, Any]) -> str:
     """The chains chosen by chains="auto", round trips by phase, and each site's RTT (the slowest process's), as
     indented lines; nothing before the run has started."""
     out = ""
@@ -401,7 +401,7 @@ def _num(value: float | None, digits: int = 2) -> str:
     return "nan" if value is None else f"{value:.{digits}f}"
 
 
-def _where(r: dict) -> str:
+def _where(r: Mapping[str, Any]) -> str:
     """A row by position, as the service names it."""
     return f"row {r['row']} of shard {r['shard']}" + (f" (original row {r['index']})" if r["index"] is not None else "")
 
@@ -423,7 +423,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         raise SystemExit("error: give --dataset-id or --data (a data reference, JSON)")
     data = {"dataset_id": args.dataset_id} if args.dataset_id else json.loads(args.data)
     with _client(args) as c:
-        m = c.run(args.id).evaluate(data, draws=args.draws, bins=args.bins)
+        m: Mapping[str, Any] = c.run(args.id).evaluate(data, draws=args.draws, bins=args.bins)
     if args.format == "json":
         print(json.dumps(m))
         return 0

@@ -13,6 +13,8 @@ import json
 import secrets
 import tempfile
 import time
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -113,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
                     )
                     return
                 print(summary_text(table))
-                diag = info["diagnostics"] or {}
+                diag: Mapping[str, Any] = info["diagnostics"] or {}
                 print(
                     f"\nmax R-hat {diag.get('max_rhat', float('nan')):.4f}, min bulk ESS "
                     f"{diag.get('min_ess_bulk', float('nan')):.0f} after {info['progress']['rounds_done']} rounds"

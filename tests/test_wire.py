@@ -12,7 +12,8 @@ import httpx
 import numpy as np
 import pytest
 
-from raysampler.client import _API, APIError, AsyncClient, Client, RetryPolicy
+from raysampler.client import APIError, AsyncClient, Client, RetryPolicy
+from raysampler.sdk import requests
 from raysampler.wire import (
     ChainSeed,
     DrawLine,
@@ -87,7 +88,7 @@ def test_the_sdk_imports_no_server_code():
 
 def test_retry_policy():
     policy = RetryPolicy(retries=2, backoff_s=0.1)
-    get, cancel = _API.run("r"), _API.cancel("r")
+    get, cancel = requests.run("r"), requests.cancel("r")
     assert policy.after_response(get, httpx.Response(503), 0) == 0.1
     assert policy.after_response(get, httpx.Response(503), 1) == 0.2
     assert policy.after_response(get, httpx.Response(503), 2) is None  # out of retries
@@ -146,3 +147,16 @@ def test_progress_event_carries_fraction_and_the_last_convergence_check():
     assert convergence_fraction(800, 1.02, 400, 1.01) == pytest.approx(0.5)  # R-hat: (1.01 − 1) / (1.02 − 1)
     assert convergence_fraction(800, 1.005, 400, 1.01) == 1.0
     assert convergence_fraction(float("nan"), 1.0, 400, 1.01) == 0.0
+
+
+def test_the_sdks_typed_answers_have_the_fields_of_the_servers_schemas():
+    """Each typed dict of `raysampler.wire.responses` restates the pydantic schema of the same name, field for field,
+    so that the SDK's types cannot drift from what the server sends."""
+    from typing import get_type_hints
+
+    from raysampler.service import schemas
+    from raysampler.wire import responses
+
+    for name in responses.__all__:
+        ours, theirs = getattr(responses, name), getattr(schemas, name)
+        assert list(get_type_hints(ours)) == list(theirs.model_fields), name

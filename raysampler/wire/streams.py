@@ -1,5 +1,5 @@
-"""The service's wire format, in one place for both ends: the server (`raysampler.service.streaming`) writes it and the
-SDK (`raysampler.client`) reads it. Only numpy and orjson are needed here, so the SDK imports no server code.
+"""Run statuses and the service's two streams, written by the server (`raysampler.service.streaming`) and read by
+the SDK (`raysampler.sdk`).
 
 Run statuses. PENDING → RUNNING → SUCCEEDED | FAILED | CANCELLED (PENDING may also go straight to CANCELLED).
 

@@ -1,0 +1,216 @@
+"""The service's requests as values (`Request`), one builder per endpoint: what to send, never how.
+
+Both clients send what these functions build, so a request is spelled once; `Request.idempotent` tells the retry
+policy whether sending it twice is harmless.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+if TYPE_CHECKING:
+    from ..service.schemas import RunSpec
+
+#: A JSON value as a request body or query parameter holds it.
+JSON = Any
+
+
+@dataclass(frozen=True)
+class Request:
+    """One API request; `idempotent` if sending it twice is harmless (reads, deletes, submits with a key)."""
+
+    method: str
+    path: str
+    params: dict[str, JSON] | None = None
+    json: JSON = None
+    headers: dict[str, str] | None = None
+    files: Mapping[str, tuple[str, IO[bytes] | bytes] | tuple[str, bytes, str]] | None = None
+    data: dict[str, str] | None = None
+
+    @property
+    def idempotent(self) -> bool:
+        return self.method in ("GET", "HEAD", "DELETE") or "Idempotency-Key" in (self.headers or {})
+
+    def kwargs(self) -> dict[str, Any]:
+        """The request's parts as httpx's keyword arguments (those it has)."""
+        out = {"params": self.params, "json": self.json, "headers": self.headers}
+        out |= {"files": self.files, "data": self.data}
+        return {k: v for k, v in out.items() if v is not None}
+
+
+# --- runs ----------------------------------------------------------------------------------------------------------
+
+
+def submit(
+    spec: Mapping[str, Any] | RunSpec,
+    run_id: str | None,
+    idempotency_key: str | None,
+    name: str | None = None,
+    tags: Mapping[str, str] | None = None,
+) -> Request:
+    """POST /v1/runs with an Idempotency-Key (a fresh one unless given), so that a resent submit makes one run."""
+    body = dict(spec) if isinstance(spec, Mapping) else spec.model_dump(mode="json", exclude_none=True)
+    if run_id is not None:
+        body["run_id"] = run_id
+    if name is not None:
+        body["name"] = name
+    if tags:
+        body["tags"] = dict(body.get("tags") or {}) | dict(tags)
+    return Request("POST", "/v1/runs", json=body, headers={"Idempotency-Key": idempotency_key or str(uuid.uuid4())})
+
+
+def run(run_id: str) -> Request:
+    return Request("GET", f"/v1/runs/{run_id}")
+
+
+def runs(
+    status: str | None,
+    page_size: int,
+    cursor: str | None,
+    name: str | None = None,
+    tags: Mapping[str, str] | None = None,
+) -> Request:
+    """One page of GET /v1/runs (newest first), from `cursor`."""
+    params: dict[str, JSON] = (
+        {"limit": page_size} | ({"status": status} if status else {}) | ({"cursor": cursor} if cursor else {})
+    )
+    if name is not None:
+        params["name"] = name
+    if tags:
+        params["tag"] = [f"{k}:{v}" for k, v in tags.items()]
+    return Request("GET", "/v1/runs", params=params)
+
+
+def cancel(run_id: str) -> Request:
+    return Request("POST", f"/v1/runs/{run_id}/cancel")
+
+
+def resume(run_id: str) -> Request:
+    return Request("POST", f"/v1/runs/{run_id}/resume")
+
+
+def delete_run(run_id: str) -> Request:
+    return Request("DELETE", f"/v1/runs/{run_id}")
+
+
+# --- a run's streams and results -----------------------------------------------------------------------------------
+
+
+def events(run_id: str, follow: bool, last_event_id: int) -> Request:
+    """The run's Server-Sent Events after `last_event_id` (how a dropped stream resumes)."""
+    return Request(
+        "GET",
+        f"/v1/runs/{run_id}/events",
+        params={"follow": str(follow).lower()},
+        headers={"Last-Event-ID": str(last_event_id)},
+    )
+
+
+def draws(run_id: str, start: int, follow: bool) -> Request:
+    """The NDJSON draw stream from line offset `start` (how a dropped stream resumes)."""
+    return Request("GET", f"/v1/runs/{run_id}/draws", params={"start": start, "follow": str(follow).lower()})
+
+
+def summary(run_id: str, ci_prob: float) -> Request:
+    return Request("GET", f"/v1/runs/{run_id}/summary", params={"ci_prob": ci_prob})
+
+
+def effects(run_id: str, kind: str, probs: tuple[float, float]) -> Request:
+    """A brms-style table: kind "fixef", "ranef", "coef" or "prior", with the central interval `probs`."""
+    return Request("GET", f"/v1/runs/{run_id}/effects", params={"kind": kind, "lower": probs[0], "upper": probs[1]})
+
+
+def arviz(run_id: str) -> Request:
+    return Request("GET", f"/v1/runs/{run_id}/arviz")
+
+
+def predict(
+    run_id: str,
+    rows: ArrayLike | None,
+    dataset_id: str | None,
+    columns: list[str] | None,
+    kind: str,
+    draws: int | str,
+    prob: float,
+    seed: int,
+) -> Request:
+    """POST /v1/runs/{id}/predict at inline `rows` or an uploaded data set's."""
+    body: dict[str, JSON] = {"kind": kind, "draws": draws, "prob": prob, "seed": seed}
+    if rows is not None:
+        body["rows"] = np.asarray(rows, dtype=np.float64).tolist()
+    if dataset_id is not None:
+        body["dataset_id"] = dataset_id
+    if columns is not None:
+        body["columns"] = list(columns)
+    return Request("POST", f"/v1/runs/{run_id}/predict", json=body)
+
+
+def evaluate(run_id: str, data: Mapping[str, JSON], draws: int | str, bins: int, seed: int) -> Request:
+    body = {"data": dict(data), "draws": draws, "bins": bins, "seed": seed}
+    return Request("POST", f"/v1/runs/{run_id}/evaluate", json=body)
+
+
+def loo(run_id: str, draws: int | str, moment_match: bool = False) -> Request:
+    params = {"draws": str(draws)} | ({"moment_match": "true"} if moment_match else {})
+    return Request("GET", f"/v1/runs/{run_id}/loo", params=params)
+
+
+def ppc(run_id: str, kind: str, stat: str, draws: int | str | None, bins: int | None, seed: int) -> Request:
+    params: dict[str, JSON] = {"kind": kind, "stat": stat, "seed": seed}
+    if draws is not None:
+        params["draws"] = str(draws)
+    if bins is not None:
+        params["bins"] = bins
+    return Request("GET", f"/v1/runs/{run_id}/ppc", params=params)
+
+
+def compare(run_ids: list[str], draws: int | str, method: str = "pseudo-bma") -> Request:
+    return Request("POST", "/v1/compare", json={"runs": list(run_ids), "draws": draws, "method": method})
+
+
+# --- data sets and the service -------------------------------------------------------------------------------------
+
+
+def upload_arrays(X: ArrayLike, y: ArrayLike, name: str | None) -> Request:
+    """POST /v1/datasets of arrays, sent as one .npz."""
+    buf = io.BytesIO()
+    np.savez(buf, X=np.asarray(X), y=np.asarray(y))
+    files = {"file": ((name or "data") + ".npz", buf.getvalue(), "application/octet-stream")}
+    return Request("POST", "/v1/datasets", files=files, data={"name": name} if name else {})
+
+
+def upload_file(
+    path: str, content: IO[bytes] | bytes, y_column: str, x_columns: list[str] | None, name: str | None
+) -> Request:
+    """POST /v1/datasets of a file; an open file is read in chunks as the request is sent, never whole."""
+    form = {"y_column": y_column} | ({"x_columns": ",".join(x_columns)} if x_columns else {})
+    form |= {"name": name} if name else {}
+    return Request("POST", "/v1/datasets", files={"file": (os.path.basename(path), content)}, data=form)
+
+
+def datasets() -> Request:
+    return Request("GET", "/v1/datasets")
+
+
+def delete_dataset(dataset_id: str) -> Request:
+    return Request("DELETE", f"/v1/datasets/{dataset_id}")
+
+
+def models() -> Request:
+    return Request("GET", "/v1/models")
+
+
+def health() -> Request:
+    return Request("GET", "/v1/health")
+
+
+def version() -> Request:
+    return Request("GET", "/v1/version")
