@@ -1031,21 +1031,34 @@ class PredictRequest(BaseModel):
         default=None,
         min_length=1,
         max_length=MAX_INLINE_ROWS,
-        description="rows of X, as the run's data has them: numbers, and text in a grouping column whose labels are "
-        'text (a group effect\'s label, e.g. "St Mary")',
+        description="new rows: with `columns`, read by those names (any order; a formula model needs the columns its "
+        "formula reads, not the response); without, in the run's data's column order (a formula's response may be "
+        'left out). Numbers, and text where the data had text (a group\'s label, e.g. "St Mary", or a category)',
     )
     columns: list[ColumnName] | None = Field(
-        default=None, min_length=1, description="the rows' column names; must be the run's data's columns"
+        default=None,
+        min_length=1,
+        description="the rows' column names, in the rows' order: the rows are read by name",
     )
     dataset_id: str | None = Field(default=None, pattern=ID_PATTERN, description="id from POST /v1/datasets")
-    kind: Literal["mean", "draws", "interval"] = Field(
+    kind: Literal["mean", "draws", "interval", "epred", "linpred", "predict"] = Field(
         default="mean",
-        description="mean: E[y|x] per row (class probabilities for a multiclass model); draws: predictive draws "
-        "(draws × rows); interval: the central `prob` interval per row",
+        description="mean: E[y|x] per row (class probabilities for a multiclass model); interval: the central `prob` "
+        "interval per row; per draw (draws × rows): epred E[y|x], linpred the linear predictor (before the inverse "
+        "link), predict (or draws) predictive draws of y",
     )
     draws: DrawsChoice = Field(default=1000, description=_DRAWS_DOC)
     prob: float = Field(default=0.9, gt=0, lt=1, description="with kind=interval")
-    seed: int = Field(default=0, ge=0, le=SEED_MAX, description="seeds the predictive draws")
+    seed: int = Field(default=0, ge=0, le=SEED_MAX, description="seeds the predictive draws and new groups' effects")
+    re_formula: Literal["NA", "~0"] | None = Field(
+        default=None,
+        description='null: every group term; "NA" or "~0" (brms\' spellings): none, population-level predictions',
+    )
+    allow_new_levels: bool = Field(
+        default=True,
+        description="a group label the run never saw gets effects drawn from its group's distribution; false: "
+        "refused, naming the level",
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> PredictRequest:
@@ -1058,10 +1071,11 @@ class PredictRequest(BaseModel):
 
 class Prediction(BaseModel):
     """The posterior predictive at the rows asked for: `values` is (rows,) for kind=mean ((rows, classes) for a
-    multiclass model), (draws, rows) for kind=draws, (rows, 2) [lower, upper] for kind=interval."""
+    multiclass model), (rows, 2) [lower, upper] for kind=interval, (draws, rows) for kind=epred, linpred, predict
+    and draws ((draws, rows, classes) for epred of a multiclass model)."""
 
     run_id: str
-    kind: Literal["mean", "draws", "interval"]
+    kind: Literal["mean", "draws", "interval", "epred", "linpred", "predict"]
     n_rows: int
     draws_used: int
     values: list[Any]
