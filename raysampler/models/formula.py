@@ -25,6 +25,7 @@ between sites: they are refused, naming the term.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -120,10 +121,16 @@ def _bars(formula: str) -> tuple[str, list[tuple[str, bool]]]:
 
 
 def read_formula(formula: str) -> Terms:
-    """`Terms` of a formula (formulae's parse); an ArgumentError at model.formula for what cannot be used."""
-    fm = _formulae()
+    """`Terms` of a formula (formulae's parse, once per formula: `Terms` is frozen); an ArgumentError at
+    model.formula for what cannot be used."""
     if not isinstance(formula, str) or "~" not in formula:
         raise ArgumentError(_PATH, f"formula must be a string 'response ~ terms', got {formula!r}")
+    return _read_formula(formula)
+
+
+@functools.lru_cache(maxsize=256)
+def _read_formula(formula: str) -> Terms:
+    fm = _formulae()
     one_bar, bars = _bars(formula)
     try:
         desc = fm.model_description(one_bar)
@@ -410,19 +417,37 @@ class FormulaModel(Model):
         except Exception as exc:
             raise ArgumentError(_PATH, f"formula {self.formula!r}: {type(exc).__name__}: {exc}") from None
 
+    @property
+    def response(self) -> str:
+        """The response's column: the left of '~' (the successes of `p(successes, trials)`)."""
+        return self.terms.response[0]
+
+    def check_columns(self, columns: Sequence[str] | None) -> tuple[str, ...]:
+        """The data's columns, each column the formula reads among them, the response first: else an ArgumentError
+        at model.formula naming what is missing (every shard has the data's columns, so before any sampling a run
+        whose response or predictor is not a column is refused, rather than failing later or reading another y)."""
+        if columns is None:
+            raise ArgumentError(_PATH, "a formula names columns, but the data have no column names")
+        columns = tuple(columns)
+        terms = self.terms
+        if terms.response[0] not in columns:
+            raise ArgumentError(
+                _PATH,
+                f"formula: the response {terms.response[0]!r} is not a column of the data; the columns are "
+                f"{list(columns)} (a formula reads its response from the data's columns, by name)",
+            )
+        absent = [v for v in terms.variables if v not in columns]
+        if absent:
+            names = ", ".join(map(repr, absent))
+            raise ArgumentError(_PATH, f"formula: {names} is not a column of the data; the columns are {list(columns)}")
+        return columns
+
     # ------------------------------------------------------------------ bind
 
     def bind(self, spec: DataSpec) -> Model:
         """The model bound to the data's columns and the shards' joined category values (`DataSpec.categories`)."""
-        if spec.columns is None:
-            raise ArgumentError(_PATH, "a formula names columns, but the data have no column names")
-        columns = tuple(spec.columns)
+        columns = self.check_columns(spec.columns)
         terms = self.terms
-        absent = [v for v in terms.variables if v not in columns and v != terms.response[0]]
-        if absent or (terms.response[0] not in columns and len(terms.response) == 2):
-            missing = absent or [terms.response[0]]
-            names = ", ".join(map(repr, missing))
-            raise ArgumentError(_PATH, f"formula: {names} is not a column of the data; the columns are {list(columns)}")
         joined = dict(spec.categories or ())
         text = spec.text_levels()
         groups = {g for g, _, _ in terms.groups}
@@ -518,8 +543,8 @@ class Design:
         return tuple(v for v in self.model.terms.variables if v != self.response[0])
 
     def build(self, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The family's (X, y) from a shard's table (X: every column of the data, `columns`; y: the shard's target,
-        read when the response is not a column): formulae codes the rows against the template's levels."""
+        """The family's (X, y) from a shard's table (X: every column of the data, `columns`, the response among them;
+        the shard's own y is not read): formulae codes the rows against the template's levels."""
         X = np.asarray(X)
         cols = list(self.columns)
         levels = dict(self.levels)
@@ -541,10 +566,8 @@ class Design:
         if len(self.response) == 2:
             succ, trials = (np.asarray(X[:, cols.index(c)], dtype=np.float64) for c in self.response)
             extra, target = trials[:, None], succ
-        elif self.response[0] in cols:
+        else:  # the response is a column (`FormulaModel.check_columns`): the shard's own y is not read
             target = np.asarray(X[:, cols.index(self.response[0])], dtype=np.float64)
-        else:
-            target = np.asarray(y, dtype=np.float64)
         out = np.hstack([*parts, *group_cols, *([] if extra is None else [extra])])
         if self.model.target_kind == "multiclass":
             target = target.astype(np.int64)

@@ -42,7 +42,7 @@ from .schemas import (
     ReliabilityBinInfo,
     RowRefInfo,
 )
-from .specs import SpecError, build, load_data_ref, site_shards
+from .specs import SpecError, build, load_data_ref, model_table, site_shards
 from .store import RecordStore
 
 
@@ -218,7 +218,7 @@ def heldout_shards(data: DataRef, rec: RunRecord, ctx: Context) -> ShardSet:
     if data.dataset_id is not None:
         known_dataset(data.dataset_id, ("data", "dataset_id"), rec.tenant, ctx)
     try:
-        table = load_data_ref(data, rec.tenant, ctx.store)
+        table = model_table(load_data_ref(data, rec.tenant, ctx.store), rec.spec.model.engine_model(), data)
     except SpecError as exc:
         raise FieldError(exc.loc, str(exc)) from None
     parts = max(1, min(rec.spec.num_shards, table.X.shape[0]))

@@ -585,6 +585,18 @@ class RunSpec(BaseModel):
         record then holds the count it chose)."""
         return self.chains if isinstance(self.chains, int) else DEFAULT_CHAINS
 
+    def response_column(self) -> str | None:
+        """The column the run fits as its response: the formula's (the left of '~'; the successes of p(successes,
+        trials)), else the site files' `data.y_column`, or "y" for a built-in data set; None for an uploaded one
+        (its target column, chosen at upload)."""
+        if self.model.formula is not None:
+            from ..models.formula import read_formula
+
+            return read_formula(self.model.formula).response[0]
+        if self.data.shards is not None:
+            return self.data.y_column
+        return "y" if self.data.dataset is not None else None
+
     def sharding_column(self) -> str | None:
         """The column whose groups stay in one shard: `shard_by`, else with group effects the first grouping
         column (site shards: none, they are split already)."""
@@ -705,6 +717,11 @@ class RunInfo(BaseModel):
     timings: dict[str, float] = Field(default_factory=dict)
     workers: list[WorkerStats] = Field(default_factory=list)
     param_names: list[str] | None = None
+    response: str | None = Field(
+        None,
+        description="the column fitted as the response: a formula's left-hand side (whatever data.y_column says), "
+        "the site files' y_column, 'y' for a built-in data set; null for an uploaded one (its upload's target)",
+    )
     error: str | None = None
     warnings: list[str] = Field(
         default_factory=list,
