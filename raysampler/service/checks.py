@@ -64,7 +64,18 @@ def bound_model(rec: RunRecord) -> Model:
     """The run's model bound to its data as at setup; StateConflict before the run has set up or stored a draw."""
     if rec.draws_stored < 1 or rec.data_spec is None:
         raise StateConflict(f"run {rec.id} has no draws yet ({rec.status.value}): checks need posterior draws")
-    return rec.spec.model.engine_model().bind(rec.data_spec)
+    data_spec = rec.data_spec
+    response = rec.spec.response_column()
+    columns = data_spec.columns
+    stored_before = rec.spec.model.formula is not None and rec.spec.data.shards is None
+    if stored_before and response is not None and columns is not None and response not in columns:
+        # a formula run stored before a data set's target rejoined its columns (`specs.model_table`) read its
+        # response from the shards' y: that y is now the last column, as the shards are rebuilt
+        data_spec = dataclasses.replace(data_spec, n_features=data_spec.n_features + 1, columns=(*columns, response))
+    try:
+        return rec.spec.model.engine_model().bind(data_spec)
+    except ArgumentError as exc:
+        raise StateConflict(f"run {rec.id}'s model cannot be bound to its data as stored: {exc.message}") from None
 
 
 def fitted(rec: RunRecord, ctx: Context, with_data: bool = True) -> Result:

@@ -143,3 +143,28 @@ def test_bad_rows_are_a_4xx_naming_the_field(service, formula_run) -> None:
         assert r.status_code == 422, (body, r.text)
         detail = r.json()["detail"][0]
         assert detail["loc"][: len(loc)] == loc and msg in detail["msg"], (body, detail)
+
+
+def test_a_formula_run_stored_before_the_target_joined_the_columns_binds_as_it_was_fitted() -> None:
+    """A formula run on a built-in data set stored its data's columns without the target (it read its response
+    from the shards' y): its checks bind the model with the target as the last column, where the shards rebuilt
+    from its spec now hold it, and read the same rows as a run submitted now."""
+    from types import SimpleNamespace
+
+    from raysampler.service.checks import bound_model
+    from raysampler.service.schemas import RunSpec
+    from raysampler.service.specs import build
+
+    body = spec(model=MODEL | {"formula": "y ~ age + severity + (1 | hospital)"}, data={"dataset": "builtin:hospitals"})
+    run_spec = RunSpec.model_validate(body)
+    built = build(run_spec, "alice", None, executor="local")  # type: ignore[arg-type]  # a built-in set: no store
+    now = built.shards[0]
+    assert now.columns[-1] == "y"
+    old = DataSpec(len(now.columns) - 1, None, built.n, now.columns[:-1])
+    rec = SimpleNamespace(id="run-old", draws_stored=1, data_spec=old, spec=run_spec, status=None)
+    model = bound_model(rec)  # type: ignore[arg-type]
+    X, y = model.shard_data(now.X, now.y, now.index)
+    current = run_spec.model.engine_model().bind(DataSpec(len(now.columns), None, built.n, now.columns))
+    Xc, yc = current.shard_data(now.X, now.y, now.index)
+    np.testing.assert_array_equal(X, Xc)
+    np.testing.assert_array_equal(y, yc)
