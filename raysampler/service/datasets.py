@@ -74,11 +74,24 @@ def _refusal(head: bytes, exc: Exception, tmp_name: str, filename: str | None) -
 def _target_column(path: str, y_column: str, x_columns: Sequence[str] | None) -> str | None:
     """The column an upload's y is read from: `y_column`; None (the table kept whole, every column in X) when
     y_column is the default "y", the file is a CSV or parquet table without such a column and no feature columns
-    are chosen: a formula names its response among the columns, so its data need no target."""
+    are chosen: a formula names its response among the columns, so its data need no target. ValueError for a CSV
+    whose first row is numbers (no header row)."""
     if y_column != DEFAULT_Y_COLUMN or x_columns or path.endswith(".npz"):
         return y_column
     columns = read_header(path, y=None).columns
-    return None if columns is not None and DEFAULT_Y_COLUMN not in columns else y_column
+    if columns is None or DEFAULT_Y_COLUMN in columns:
+        return y_column
+    if all(_is_number(c) for c in columns):  # a headerless CSV: its first row is data
+        raise ValueError(f"its first row {list(columns)} holds numbers, not column names: a CSV needs a header row")
+    return None
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def store_upload(
