@@ -168,3 +168,30 @@ def test_a_formula_run_stored_before_the_target_joined_the_columns_binds_as_it_w
     Xc, yc = current.shard_data(now.X, now.y, now.index)
     np.testing.assert_array_equal(X, Xc)
     np.testing.assert_array_equal(y, yc)
+
+
+def test_site_files_for_a_formula_are_checked_against_their_header_at_submit() -> None:
+    """Site files: the response and every column the formula reads must be in the files' header (a 422 at
+    model.formula naming it, before any sampling); data.y_column may name the response or be left out, and
+    x_columns do not go with a formula, whose files are read whole."""
+    from raysampler.service.schemas import RunSpec
+    from raysampler.service.specs import SpecError, check_formula_columns
+
+    header = ("floor", "basement", "county", "high")
+    shards = [{"path": "/data/a/homes.parquet", "site": "a"}]
+    for data, formula, loc, msg in [
+        ({}, "hgh ~ floor + (1 | county)", ("model", "formula"), "the response 'hgh' is not a column"),
+        ({}, "high ~ flor + (1 | county)", ("model", "formula"), "'flor' is not a column"),
+        ({"y_column": "floor"}, FORMULA, ("data", "y_column"), "is not the formula's response 'high'"),
+        ({"x_columns": ["floor"]}, FORMULA, ("data", "x_columns"), "leave x_columns out"),
+    ]:
+        body = spec(model=MODEL | {"formula": formula}, data={"shards": shards} | data)
+        run_spec = RunSpec.model_validate({k: v for k, v in body.items() if k != "num_shards"})
+        with pytest.raises(SpecError, match=msg) as err:
+            check_formula_columns(run_spec, run_spec.model.engine_model(), header)
+        assert err.value.loc == loc
+    for data in ({}, {"y_column": "high"}):  # the default, or the response itself
+        body = spec(model=MODEL, data={"shards": shards} | data)
+        run_spec = RunSpec.model_validate({k: v for k, v in body.items() if k != "num_shards"})
+        check_formula_columns(run_spec, run_spec.model.engine_model(), header)
+        assert run_spec.response_column() == "high"
