@@ -106,7 +106,7 @@ def test_rest_predictions_by_name_equal_the_engines(service, formula_run) -> Non
     for kind, extra in [("mean", {}), ("epred", {}), ("linpred", {"re_formula": "NA"}), ("predict", {"seed": 5})]:
         r = post(service, info["id"], {"rows": rows, "columns": order, "kind": kind, "draws": "all"} | extra)
         assert r.status_code == 200, r.text
-        want = res.predict(new, kind, draws="all", **extra)  # type: ignore[arg-type]
+        want = res.predict(new, kind, draws="all", **extra)
         np.testing.assert_allclose(np.array(r.json()["values"]), want, rtol=1e-10, atol=1e-12)
         assert r.json()["kind"] == kind and r.json()["n_rows"] == 3
     # without columns: the data's column order, the response left out
@@ -157,12 +157,12 @@ def test_a_formula_run_stored_before_the_target_joined_the_columns_binds_as_it_w
 
     body = spec(model=MODEL | {"formula": "y ~ age + severity + (1 | hospital)"}, data={"dataset": "builtin:hospitals"})
     run_spec = RunSpec.model_validate(body)
-    built = build(run_spec, "alice", None, executor="local")  # type: ignore[arg-type]  # a built-in set: no store
+    built = build(run_spec, "alice", None, executor="local")  # a built-in data set: no store
     now = built.shards[0]
     assert now.columns[-1] == "y"
     old = DataSpec(len(now.columns) - 1, None, built.n, now.columns[:-1])
     rec = SimpleNamespace(id="run-old", draws_stored=1, data_spec=old, spec=run_spec, status=None)
-    model = bound_model(rec)  # type: ignore[arg-type]
+    model = bound_model(rec)
     X, y = model.shard_data(now.X, now.y, now.index)
     current = run_spec.model.engine_model().bind(DataSpec(len(now.columns), None, built.n, now.columns))
     Xc, yc = current.shard_data(now.X, now.y, now.index)
