@@ -443,9 +443,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_predict(args: argparse.Namespace) -> int:
     """The posterior predictive at the rows of an uploaded data set, one line per row."""
+    import numpy as np
+
     with _client(args) as c:
         values = c.run(args.id).predict(dataset_id=args.dataset_id, kind=args.kind, draws=args.draws)
-    rows = values.T if args.kind == "draws" else values
+    rows = np.moveaxis(values, 0, 1) if args.kind in ("draws", "epred", "linpred", "predict") else values  # per row
     for i, v in enumerate(rows):
         print(json.dumps({"row": i, "value": v.tolist()}) if args.format == "json" else f"{i}\t{v}")
     return 0
@@ -639,7 +641,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = client_cmd("predict", "the posterior predictive at the rows of an uploaded data set")
     p.add_argument("id", help="run ID, or 'latest' for the newest run")
     p.add_argument("--dataset-id", required=True)
-    p.add_argument("--kind", choices=["mean", "draws", "interval"], default="mean")
+    p.add_argument(
+        "--kind",
+        choices=["mean", "interval", "epred", "linpred", "predict", "draws"],
+        default="mean",
+        help="mean, interval, or per draw: epred (E[y|x]), linpred (linear predictor), predict (= draws: y)",
+    )
     p.add_argument("--draws", type=_draws, default=1000)
     p.set_defaults(fn=cmd_predict)
     p = client_cmd("ppc", "a posterior predictive check of a run, computed where its rows are")

@@ -173,13 +173,33 @@ class Result:
         return prior_summary(self.model)
 
     def predict(
-        self, X_new: Any, kind: PredictKind = "mean", *, draws: DrawsArg = 1000, prob: float = 0.9, seed: int = 0
+        self,
+        X_new: Any,
+        kind: PredictKind = "mean",
+        *,
+        draws: DrawsArg = 1000,
+        prob: float = 0.9,
+        seed: int = 0,
+        re_formula: str | None = None,
+        allow_new_levels: bool = True,
     ) -> np.ndarray:
-        """The posterior predictive at new rows: "mean" (n,) (class probabilities (n, C) for a multiclass model),
-        "draws" (S, n), or "interval" (n, 2), the central `prob` interval (`raysampler.evaluation.predict`)."""
+        """The posterior predictive at new rows (a DataFrame or a mapping column → values, read by name; or an
+        array in the data's column order): "mean" (n,) (class probabilities (n, C) for a multiclass model),
+        "interval" (n, 2), the central `prob` interval, or per draw (S, n) "epred" (E[y | x]), "linpred" (the
+        linear predictor) and "predict" (alias "draws": predictive draws). `re_formula="NA"` leaves the group
+        effects out; `allow_new_levels=False` refuses a group the run never saw (`raysampler.evaluation.predict`)."""
         from .evaluation import predict
 
-        return predict(self, X_new, kind, draws=draws, prob=prob, seed=seed)
+        return predict(
+            self,
+            X_new,
+            kind,
+            draws=draws,
+            prob=prob,
+            seed=seed,
+            re_formula=re_formula,
+            allow_new_levels=allow_new_levels,
+        )
 
     def loo(
         self,

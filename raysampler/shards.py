@@ -259,13 +259,23 @@ def _is_parquet(path: str) -> bool:
 
 # ----------------------------------------------------------------------------------- file readers
 class DataTable(NamedTuple):
-    """A file's (or array's) data: X (n, p) float64, y, X's column names when the source has them, and the labels
-    of its text columns (`Levels`; X holds their `label_code`s)."""
+    """A file's (or array's) data: X (n, p) float64, y, X's column names when the source has them, the labels
+    of its text columns (`Levels`; X holds their `label_code`s), and the name of the column (or .npz array) y was
+    read from (`target`: None where the table was read whole and y is zeros, or y came without a name)."""
 
     X: np.ndarray
     y: np.ndarray
     columns: tuple[str, ...] | None
     levels: Levels | None = None
+    target: str | None = None
+
+    def with_target_column(self) -> DataTable:
+        """The table with y back among X's columns, named `target` (a formula reads its response from the columns,
+        by name); the table itself when y has no name or X none."""
+        if self.target is None or self.columns is None or self.target in self.columns:
+            return self
+        X = np.column_stack([self.X, np.asarray(self.y, dtype=np.float64)])
+        return DataTable(X, np.zeros(X.shape[0]), (*self.columns, self.target), self.levels, None)
 
 
 def read_table(path: str, *, y: str | None = "y", x: Sequence[str] | None = None) -> DataTable:
@@ -285,7 +295,7 @@ def read_table(path: str, *, y: str | None = "y", x: Sequence[str] | None = None
     else:
         X, Y, columns, levels = _read_csv(path, y, x)
     Xa, Ya = _validate(X, Y, f"X in {path!r}", f"y in {path!r}")
-    return DataTable(Xa, Ya, columns, levels)
+    return DataTable(Xa, Ya, columns, levels, y)
 
 
 class FileHeader(NamedTuple):
@@ -988,8 +998,9 @@ def shard(
 
 def as_shard_set(shards: Any, *, tables: bool = False) -> ShardSet:
     """`shards` as a ShardSet: one already, or a list of (X_i, y_i) pairs, Shards or file paths (`shard`).
-    `tables` (a model that reads whole tables, a formula, which names its own response): path shards that kept the
-    default target column are read with every column in X (`y_column=None`)."""
+    `tables` (a model that reads whole tables, a formula, which names its own response): path shards that choose no
+    feature columns are read with every column in X (`y_column=None`), whatever target column they name: the
+    formula's response is one of the columns, read by name."""
     if isinstance(shards, (list, tuple)) and len(shards) > 0:
         shards = shard(list(shards))
     if isinstance(shards, ShardSet):
@@ -997,9 +1008,7 @@ def as_shard_set(shards: Any, *, tables: bool = False) -> ShardSet:
             return shards
         return ShardSet(
             tuple(
-                dataclasses.replace(s, y_column=None)
-                if s.path is not None and s.y_column == "y" and s.x_columns is None
-                else s
+                dataclasses.replace(s, y_column=None) if s.path is not None and s.x_columns is None else s
                 for s in shards
             ),
             shards.strategy,

@@ -34,7 +34,13 @@ def upload(
             examples=["y,age,dose\n1,54,0.5\n0,61,0.2\n1,47,0.9\n"],
         ),
     ],
-    y_column: Annotated[str, Form(description="target column (csv/parquet) or array name (npz)")] = "y",
+    y_column: Annotated[
+        str,
+        Form(
+            description="target column (csv/parquet) or array name (npz); left at 'y', a csv/parquet table without "
+            "a column 'y' is kept whole (for a formula, which names its response among the columns)"
+        ),
+    ] = "y",
     x_columns: Annotated[
         str | Absent,
         Form(

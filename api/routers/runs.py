@@ -66,6 +66,7 @@ def run_info(rec: RunRecord) -> RunInfo:
         timings=rec.timings,
         workers=list(rec.workers),
         param_names=None if rec.param_names is None else list(rec.param_names),
+        response=rec.spec.response_column(),
         error=rec.error,
         warnings=list(rec.warnings),
         plan=rec.plan,

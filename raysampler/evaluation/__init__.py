@@ -10,10 +10,10 @@ memory are bounded by S (the log-likelihood is held BLOCK_ROWS rows × S at a ti
 draw. On Ray a shard's rows may be cut into ranges, one task each, to use every CPU of its site (`run_at_shards`).
 
 The modules: `fits` (what a check reads of a run), `records` (sums that merge exactly), `shard_tasks` (running a
-task where a shard's rows are, once or over several rounds), `predictions`, `metrics` (held-out metrics), `psis`
-(Pareto smoothing of a block of rows), `psis_loo`, `moment_match`, `comparison`, `stacking` and `ppc` (posterior
-predictive checks: replicated data drawn at the shards, only bin counts and sums returned; what they give back is in
-`raysampler.predictive`).
+task where a shard's rows are, once or over several rounds), `newdata` (new rows, read by column name),
+`predictions`, `metrics` (held-out metrics), `psis` (Pareto smoothing of a block of rows), `psis_loo`,
+`moment_match`, `comparison`, `stacking` and `ppc` (posterior predictive checks: replicated data drawn at the
+shards, only bin counts and sums returned; what they give back is in `raysampler.predictive`).
 """
 
 from __future__ import annotations
@@ -44,8 +44,9 @@ from .metrics import (
     is_classifier,
 )
 from .moment_match import MatchedRow
+from .newdata import NewRows, named_columns, read_new_rows
 from .ppc import pp_check
-from .predictions import PredictKind, mean_prediction, new_rows, predict
+from .predictions import PREDICT_KINDS, RE_FORMULA_NONE, PredictKind, mean_prediction, new_rows, predict
 from .psis import FLAT_K, FLAT_SPAN, K_THRESHOLD, PointwiseLoo, Tails, fit_tails, good_k, loo_block, pareto_smooth
 from .psis_loo import LooTask, combine_loo, loo, r_eff, site_loo_class
 from .records import HighRow, LooPart, Moments, RowRef
@@ -59,6 +60,8 @@ __all__ = [
     "FLAT_K",
     "FLAT_SPAN",
     "K_THRESHOLD",
+    "PREDICT_KINDS",
+    "RE_FORMULA_NONE",
     "WEIGHT_METHODS",
     "ClassificationMetrics",
     "ClassificationPart",
@@ -72,6 +75,7 @@ __all__ = [
     "MatchedRow",
     "MetricsTask",
     "Moments",
+    "NewRows",
     "PairPart",
     "PairTask",
     "PointwiseLoo",
@@ -101,12 +105,14 @@ __all__ = [
     "loo_block",
     "mean_prediction",
     "model_of",
+    "named_columns",
     "new_rows",
     "on_shard",
     "pareto_smooth",
     "pp_check",
     "predict",
     "r_eff",
+    "read_new_rows",
     "run_at_shards",
     "shards_of",
     "site_loo_class",

@@ -1,5 +1,11 @@
-"""Predictions of a run at new rows: the posterior predictive mean, predictive draws and central intervals, from the
-run's thinned draws and its bound model."""
+"""Predictions of a run at new rows, from the run's thinned draws and its bound model: summaries (the posterior
+predictive mean, a central interval) and draws of the three quantities brms predicts, the expected value of the
+response (`epred`), the linear predictor (`linpred`) and the response itself (`predict`, posterior-predictive draws).
+
+Group effects: `re_formula=None` uses every group term (a known group's effects from the draws; a new level's drawn
+from the group distribution, per draw, when `allow_new_levels`, else refused naming it), `re_formula="NA"` (or
+"~0", brms' two spellings) none: population-level predictions. New rows are read by column name
+(`raysampler.evaluation.newdata`)."""
 
 from __future__ import annotations
 
@@ -9,10 +15,25 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..models.contract import Model
-from ..shards import encode_rows
 from .fits import BLOCK_ROWS, DEFAULT_DRAWS, DrawsArg, Fit, flat_draws, model_of, thin_draws, uniforms
+from .newdata import new_rows, read_new_rows
 
-PredictKind = Literal["mean", "draws", "interval"]
+__all__ = ["PREDICT_KINDS", "RE_FORMULA_NONE", "PredictKind", "mean_prediction", "new_rows", "predict"]
+
+PredictKind = Literal["mean", "draws", "interval", "epred", "linpred", "predict"]
+#: the kinds of prediction: summaries per row (mean, interval) and draws per draw and row (the others)
+PREDICT_KINDS: tuple[str, ...] = ("mean", "draws", "interval", "epred", "linpred", "predict")
+#: `re_formula` values that leave every group term out (brms' `re_formula = NA` and `re_formula = ~0`)
+RE_FORMULA_NONE: tuple[str, ...] = ("NA", "~0")
+#: the model method each kind needs
+_NEEDS = {
+    "mean": "predict_mean",
+    "epred": "predict_mean",
+    "linpred": "linear_predictor",
+    "draws": "predict_draw",
+    "predict": "predict_draw",
+    "interval": "predict_draw",
+}
 
 
 def predict(
@@ -23,17 +44,50 @@ def predict(
     draws: DrawsArg = DEFAULT_DRAWS,
     prob: float = 0.9,
     seed: int = 0,
+    re_formula: str | None = None,
+    allow_new_levels: bool = True,
 ) -> np.ndarray:
-    """The posterior predictive at new rows X (n, p), as the run's model reads them: "mean" E[y | x] (n,), or the
-    class probabilities (n, C) for a multiclass model; "draws" (S, n) predictive draws; "interval" (n, 2), the
-    central `prob` interval of the predictive draws. Errors name the argument (X, kind, draws, prob)."""
+    """The posterior predictive at new rows X: a DataFrame or a mapping of column name → values (read by name; a
+    formula model needs the columns its formula reads, not the response), or an array in the data's column order.
+
+    kind: "mean" E[y | x] averaged over the draws (n,), or the class probabilities (n, C) for a multiclass model;
+    "interval" (n, 2), the central `prob` interval of the predictive draws; per draw (S, n): "epred" E[y | x]
+    ((S, n, C) for a multiclass model), "linpred" the linear predictor (offset included, before the inverse link),
+    "predict" (or its older name "draws") posterior-predictive draws of y.
+
+    re_formula: None, every group term; "NA" (or "~0"), none (population-level). allow_new_levels: a group label the
+    run never saw gets effects drawn from its group's distribution (seeded by `seed` and the label), as brms'
+    allow_new_levels = TRUE; False refuses it, naming the level. Errors name the argument (X, kind, draws, prob,
+    re_formula, allow_new_levels)."""
     kind = _check_kind(kind)
-    model = model_of(result, "predict_mean" if kind == "mean" else "predict_draw")
-    Xn = new_rows(model, X, "X")
+    population = _check_re_formula(re_formula)
+    if not isinstance(allow_new_levels, bool):
+        raise ArgumentError(("allow_new_levels",), f"allow_new_levels must be True or False, got {allow_new_levels!r}")
+    model = model_of(result, _NEEDS[kind])
+    rows = read_new_rows(model, X, "X")
+    Xn = rows.X
+    names = tuple(result.param_names)
+    if model.has_local_params() and not population and not allow_new_levels:
+        unseen = getattr(model, "unseen_groups", None)
+        new = unseen(Xn, names, rows.text) if unseen is not None else []
+        if new:
+            shown = ", ".join(f"{g}={label!r}" for g, label in new[:5]) + (" ..." if len(new) > 5 else "")
+            raise ArgumentError(
+                ("X",),
+                f"X has group level(s) the run never saw: {shown}; pass allow_new_levels=True to draw their effects "
+                "from the group distribution, or re_formula='NA' to predict without group effects",
+            )
     draws_ = flat_draws(thin_draws(result.draws, draws))
-    theta = model.evaluation_x(Xn, np.zeros(Xn.shape[0]), draws_, tuple(result.param_names), seed)
+    theta = model.evaluation_x(Xn, np.zeros(Xn.shape[0]), draws_, names, seed)
+    if population:
+        theta = theta.copy()
+        theta[:, model.dim :] = 0.0  # every group's effects r = 0: the population-level predictor
     if kind == "mean":
         return mean_prediction(model, Xn, theta)
+    if kind == "epred":
+        return _per_draw(model.predict_mean, Xn, theta)
+    if kind == "linpred":
+        return _per_draw(model.linear_predictor, Xn, theta)
     if model.target_kind in ("multiclass", "vector") and kind == "interval":
         raise ArgumentError(
             ("kind",), f"kind='interval' needs a scalar ordered target; this model's is {model.target_kind}"
@@ -41,55 +95,40 @@ def predict(
     if not (isinstance(prob, (int, float)) and 0.0 < prob < 1.0):
         raise ArgumentError(("prob",), f"prob must be a number in (0, 1), got {prob!r}")
     ydraw = model.predict_draw(Xn, theta, uniforms(theta.shape[0], seed)).T  # (S, n)
-    if kind == "draws":
+    if kind in ("draws", "predict"):
         return ydraw
     lo, hi = np.quantile(ydraw, [(1.0 - prob) / 2.0, (1.0 + prob) / 2.0], axis=0)
     return np.column_stack([lo, hi])
 
 
 def _check_kind(kind: Any) -> PredictKind:
-    if kind not in ("mean", "draws", "interval"):
-        raise ArgumentError(("kind",), f"kind must be 'mean', 'draws' or 'interval', got {kind!r}")
+    if kind not in PREDICT_KINDS:
+        raise ArgumentError(("kind",), f"kind must be one of {', '.join(map(repr, PREDICT_KINDS))}, got {kind!r}")
     return kind
+
+
+def _check_re_formula(re_formula: Any) -> bool:
+    """Whether `re_formula` leaves the group terms out (True) or keeps them all (None: False)."""
+    if re_formula is None:
+        return False
+    if isinstance(re_formula, str) and re_formula.replace(" ", "") in RE_FORMULA_NONE:
+        return True
+    raise ArgumentError(
+        ("re_formula",),
+        f"re_formula must be None (every group term) or 'NA' / '~0' (none: population-level), got {re_formula!r}",
+    )
+
+
+def _per_draw(method: Any, X: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """A per-row, per-draw quantity (n, S) or (n, S, C) of the model at draws theta as (S, n) or (S, n, C), in row
+    blocks."""
+    parts = [
+        np.moveaxis(np.asarray(method(X[a : a + BLOCK_ROWS], theta)), 0, 1) for a in range(0, X.shape[0], BLOCK_ROWS)
+    ]
+    return np.concatenate(parts, axis=1) if parts else np.empty((theta.shape[0], 0))
 
 
 def mean_prediction(model: Model, X: np.ndarray, theta: np.ndarray) -> np.ndarray:
     """E[y | x] averaged over the draws theta (S, d), in row blocks: (n,) or (n, C)."""
     parts = [model.predict_mean(X[a : a + BLOCK_ROWS], theta).mean(axis=1) for a in range(0, X.shape[0], BLOCK_ROWS)]
     return np.concatenate(parts) if parts else np.empty((0,))
-
-
-def new_rows(model: Model, X: Any, argname: str) -> np.ndarray:
-    """New rows as the bound model reads them; ArgumentError naming `argname` when their width does not match. A
-    model holding a per-row input as an array over the training rows cannot take new rows (give it as a column)."""
-    from ..models.common import RowValues
-
-    local = model.has_local_params()
-    # a model with group effects reads rows as loaded (group and slope columns included) through `shard_data`
-    reader = getattr(model, "source", None) if local else model
-    try:
-        arr = np.asarray(encode_rows(X, getattr(reader, "columns", None), argname), dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ArgumentError((argname,), f"{argname} must be a 2-D array of numbers (or group labels)") from None
-    if arr.ndim != 2:
-        raise ArgumentError((argname,), f"{argname} must be a 2-D array (rows, columns), got shape {arr.shape}")
-    if not np.isfinite(arr).all():
-        raise ArgumentError((argname,), f"{argname} contains NaN or infinite values")
-    extra = getattr(model, "_extra", None)
-    if not local and extra and isinstance(getattr(model, extra, None), RowValues):
-        raise ArgumentError(
-            (argname,),
-            f"the model's {extra} is an array over the training rows, so new rows have none: fit with "
-            f"{extra}='<column name>' to predict",
-        )
-    want = getattr(reader, "n_features", None)
-    if model.target_kind != "vector" and want is not None and arr.shape[1] != want:
-        cols = getattr(reader, "columns", None)
-        named = f" ({', '.join(cols)})" if cols else ""
-        raise ArgumentError((argname,), f"{argname} has {arr.shape[1]} columns but the run's model reads {want}{named}")
-    if not local:
-        return arr
-    try:
-        return np.asarray(model.shard_data(arr, np.zeros(arr.shape[0]), None)[0], dtype=np.float64)
-    except ValueError as exc:
-        raise ArgumentError((argname,), f"{argname}: {exc}") from None

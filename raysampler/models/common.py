@@ -496,6 +496,10 @@ class _GLM(Model):
             eta += X[:, j][:, None]
         return eta
 
+    def linear_predictor(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """X_c βᵀ (+ the offset) (n, K) at x (K, d): β is x's first n_coef coordinates."""
+        return self._eta(X, np.asarray(x, dtype=np.float64)[:, : self.n_coef])
+
     def _eta_dir(self, X: np.ndarray, v: np.ndarray) -> np.ndarray:
         """X_c vᵀ (n, K): the change of the linear predictors along directions v (K, n_coef), no offset."""
         j = self._xcol

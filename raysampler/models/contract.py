@@ -610,6 +610,11 @@ class Model(ABC):
         probabilities, (n, K, C). `Result.predict` averages it over the draws. Default: not defined."""
         raise NotImplementedError(_undefined(self, "predict_mean", "predictions and evaluation"))
 
+    def linear_predictor(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """The linear predictor η_j of every row for each of the K rows of x, offset included, before the inverse
+        link (brms' `posterior_linpred`): (n, K). A GLM's; other models have none. Default: not defined."""
+        raise NotImplementedError(_undefined(self, "linear_predictor", "predictions of the linear predictor"))
+
     def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
         """A draw of y_j from p(y | X_j, x_k) for every row and each k, by inverting y's distribution function at a
         uniform in (0, 1): (n, K). u of shape (K,) is one uniform per draw, shared by the rows (predictive draws and
@@ -741,6 +746,10 @@ class ForeignModel(Model):
     def predict_mean(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
         own = self._own("predict_mean")
         return own(X, x) if own is not None else super().predict_mean(X, x)
+
+    def linear_predictor(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
+        own = self._own("linear_predictor")
+        return own(X, x) if own is not None else super().linear_predictor(X, x)
 
     def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
         own = self._own("predict_draw")

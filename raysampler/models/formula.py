@@ -25,8 +25,9 @@ between sites: they are refused, naming the term.
 
 from __future__ import annotations
 
+import functools
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -120,10 +121,16 @@ def _bars(formula: str) -> tuple[str, list[tuple[str, bool]]]:
 
 
 def read_formula(formula: str) -> Terms:
-    """`Terms` of a formula (formulae's parse); an ArgumentError at model.formula for what cannot be used."""
-    fm = _formulae()
+    """`Terms` of a formula (formulae's parse, once per formula: `Terms` is frozen); an ArgumentError at
+    model.formula for what cannot be used."""
     if not isinstance(formula, str) or "~" not in formula:
         raise ArgumentError(_PATH, f"formula must be a string 'response ~ terms', got {formula!r}")
+    return _read_formula(formula)
+
+
+@functools.lru_cache(maxsize=256)
+def _read_formula(formula: str) -> Terms:
+    fm = _formulae()
     one_bar, bars = _bars(formula)
     try:
         desc = fm.model_description(one_bar)
@@ -410,19 +417,37 @@ class FormulaModel(Model):
         except Exception as exc:
             raise ArgumentError(_PATH, f"formula {self.formula!r}: {type(exc).__name__}: {exc}") from None
 
+    @property
+    def response(self) -> str:
+        """The response's column: the left of '~' (the successes of `p(successes, trials)`)."""
+        return self.terms.response[0]
+
+    def check_columns(self, columns: Sequence[str] | None) -> tuple[str, ...]:
+        """The data's columns, each column the formula reads among them, the response first: else an ArgumentError
+        at model.formula naming what is missing (every shard has the data's columns, so before any sampling a run
+        whose response or predictor is not a column is refused, rather than failing later or reading another y)."""
+        if columns is None:
+            raise ArgumentError(_PATH, "a formula names columns, but the data have no column names")
+        columns = tuple(columns)
+        terms = self.terms
+        if terms.response[0] not in columns:
+            raise ArgumentError(
+                _PATH,
+                f"formula: the response {terms.response[0]!r} is not a column of the data; the columns are "
+                f"{list(columns)} (a formula reads its response from the data's columns, by name)",
+            )
+        absent = [v for v in terms.variables if v not in columns]
+        if absent:
+            names = ", ".join(map(repr, absent))
+            raise ArgumentError(_PATH, f"formula: {names} is not a column of the data; the columns are {list(columns)}")
+        return columns
+
     # ------------------------------------------------------------------ bind
 
     def bind(self, spec: DataSpec) -> Model:
         """The model bound to the data's columns and the shards' joined category values (`DataSpec.categories`)."""
-        if spec.columns is None:
-            raise ArgumentError(_PATH, "a formula names columns, but the data have no column names")
-        columns = tuple(spec.columns)
+        columns = self.check_columns(spec.columns)
         terms = self.terms
-        absent = [v for v in terms.variables if v not in columns and v != terms.response[0]]
-        if absent or (terms.response[0] not in columns and len(terms.response) == 2):
-            missing = absent or [terms.response[0]]
-            names = ", ".join(map(repr, missing))
-            raise ArgumentError(_PATH, f"formula: {names} is not a column of the data; the columns are {list(columns)}")
         joined = dict(spec.categories or ())
         text = spec.text_levels()
         groups = {g for g, _, _ in terms.groups}
@@ -511,16 +536,19 @@ class Design:
         labels = tuple((g, text[g]) for g, _, _ in self.groups if g in text) or None
         return family.bind(DataSpec(len(cols), spec.n_classes, spec.n_rows, cols, levels=labels))
 
-    def build(self, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The family's (X, y) from a shard's table (X: every column of the data, `columns`; y: the shard's target,
-        read when the response is not a column): formulae codes the rows against the template's levels."""
-        import pandas as pd
+    @property
+    def predictors(self) -> tuple[str, ...]:
+        """The columns new rows must hold to be predicted: every column the formula reads except the response
+        (binomial's trials stay: its expected value is trials · p)."""
+        return tuple(v for v in self.model.terms.variables if v != self.response[0])
 
+    def build(self, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The family's (X, y) from a shard's table (X: every column of the data, `columns`, the response among them;
+        the shard's own y is not read): formulae codes the rows against the template's levels."""
         X = np.asarray(X)
         cols = list(self.columns)
         levels = dict(self.levels)
-        dm = _template(self)
-        frame: dict[str, Any] = {}
+        values: dict[str, np.ndarray] = {}
         for v in self.model.terms.variables:
             if v not in cols:
                 continue
@@ -528,38 +556,133 @@ class Design:
             if v in levels:
                 if v in self.text:  # label codes back to the labels
                     named = {label_code(u): u for u in levels[v]}
-                    labels = np.array([named.get(u, value_label(u)) for u in raw.tolist()], dtype=object)
+                    values[v] = np.array([named.get(u, value_label(u)) for u in raw.tolist()], dtype=object)
                 else:
-                    labels = np.array([value_label(u) for u in raw.tolist()], dtype=object)
-                unknown = sorted(set(labels.tolist()) - set(levels[v]))
-                if unknown:
-                    raise ValueError(f"column {v!r} has level(s) {unknown} that set-up did not see")
-                frame[v] = labels  # coded against the template's levels (formulae checks they are among them)
+                    values[v] = np.array([value_label(u) for u in raw.tolist()], dtype=object)
             else:
-                frame[v] = np.asarray(raw, dtype=np.float64)
-        data = pd.DataFrame(frame)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            common = dm.common.evaluate_new_data(data)
-        parts, extra = [], None
-        for name, term in common.terms.items():
-            block = np.asarray(common[name], dtype=np.float64).reshape(len(data), -1)
-            if getattr(term, "kind", None) == "offset":
-                extra = block[:, :1]
-            else:
-                parts.append(block)
+                values[v] = np.asarray(raw, dtype=np.float64)
+        parts, extra = self._common(values, X.shape[0])
         group_cols = [np.asarray(X[:, cols.index(g)], dtype=np.float64)[:, None] for g, _, _ in self.groups]
         if len(self.response) == 2:
             succ, trials = (np.asarray(X[:, cols.index(c)], dtype=np.float64) for c in self.response)
             extra, target = trials[:, None], succ
-        elif self.response[0] in cols:
+        else:  # the response is a column (`FormulaModel.check_columns`): the shard's own y is not read
             target = np.asarray(X[:, cols.index(self.response[0])], dtype=np.float64)
-        else:
-            target = np.asarray(y, dtype=np.float64)
         out = np.hstack([*parts, *group_cols, *([] if extra is None else [extra])])
         if self.model.target_kind == "multiclass":
             target = target.astype(np.int64)
         return np.ascontiguousarray(out), np.ascontiguousarray(target)  # y's memory layout changes BLAS' sums
+
+    def new_rows(self, columns: Mapping[str, Any], text_groups: Collection[str], argname: str) -> np.ndarray:
+        """The family's X for new rows given by column name (predictions at rows the run never saw): the columns the
+        formula reads but its response (`predictors`), in any order, others ignored. A category's values are
+        matched to the run's levels by label (a level set-up never saw is an error naming it); a grouping column's
+        labels are coded as the run's were (text by `label_code`, so a known group is found by its label and a new
+        one is new, whatever its type). ArgumentError naming `argname` and the column for what cannot be read."""
+        missing = [v for v in self.predictors if v not in columns]
+        if missing:
+            response = f" (the response {self.response[0]!r} is not needed)" if self.response[0] not in columns else ""
+            raise ArgumentError(
+                (argname, "columns"),
+                f"{argname} has no column(s) {', '.join(map(repr, missing))}, which the formula {self.formula!r} "
+                f"reads{response}; it has {[str(c) for c in columns]}",
+            )
+        arrays = {v: np.asarray(columns[v], dtype=object) for v in self.predictors}
+        lengths = {v: a.shape for v, a in arrays.items()}
+        bad = [v for v, shape in lengths.items() if len(shape) != 1]
+        if bad:
+            raise ArgumentError(
+                (argname,), f"{argname}: column {bad[0]!r} must be one value per row, got {lengths[bad[0]]}"
+            )
+        if len({shape[0] for shape in lengths.values()}) > 1:
+            raise ArgumentError((argname,), f"{argname}: the columns have different lengths: {lengths}")
+        n = next(iter(lengths.values()))[0] if lengths else 0
+        levels = dict(self.levels)
+        groups = [g for g, _, _ in self.groups]
+        values: dict[str, np.ndarray] = {}
+        for v, raw in arrays.items():
+            if v in levels:
+                values[v] = np.array([value_label(u) for u in raw.tolist()], dtype=object)
+            elif v in groups:
+                values[v] = _group_codes(raw, v in text_groups, v, argname)
+            else:
+                values[v] = _numbers(raw, v, argname)
+        try:
+            parts, extra = self._common(values, n)
+        except ValueError as exc:
+            raise ArgumentError((argname,), f"{argname}: {exc}") from None
+        group_cols = [values[g][:, None] for g in groups]
+        if len(self.response) == 2:
+            extra = values[self.response[1]][:, None]
+        out = np.hstack([*parts, *group_cols, *([] if extra is None else [extra])])
+        return np.ascontiguousarray(out, dtype=np.float64)
+
+    def _common(self, values: Mapping[str, np.ndarray], n: int) -> tuple[list[np.ndarray], np.ndarray | None]:
+        """The common design's blocks of n rows (the categories' values as labels, numbers as float64) and the offset
+        column, if the formula has one; ValueError naming a category's level that set-up did not see."""
+        import pandas as pd
+
+        levels = dict(self.levels)
+        for v, labels in values.items():
+            if v in levels:
+                unknown = sorted(set(labels.tolist()) - set(levels[v]))
+                if unknown:
+                    raise ValueError(
+                        f"column {v!r} has level(s) {unknown} that set-up did not see (the run's: {list(levels[v])})"
+                    )
+        data = pd.DataFrame(dict(values), index=pd.RangeIndex(n))  # coded against the template's levels
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            common = _template(self).common.evaluate_new_data(data)
+        parts, extra = [], None
+        for name, term in common.terms.items():
+            block = np.asarray(common[name], dtype=np.float64).reshape(n, -1)
+            if getattr(term, "kind", None) == "offset":
+                extra = block[:, :1]
+            else:
+                parts.append(block)
+        return parts, extra
+
+
+def _numbers(raw: np.ndarray, column: str, argname: str) -> np.ndarray:
+    """A numeric column of new rows as float64; ArgumentError naming the column if a value is not a finite number."""
+    try:
+        out = np.asarray(raw.tolist(), dtype=np.float64)
+    except (TypeError, ValueError):
+        example = next((u for u in raw.tolist() if not isinstance(u, (int, float, np.number))), raw[0])
+        raise ArgumentError(
+            (argname,), f"{argname}: column {column!r} must hold numbers (the formula reads it as one), got {example!r}"
+        ) from None
+    if not np.isfinite(out).all():
+        raise ArgumentError((argname,), f"{argname}: column {column!r} contains NaN or infinite values")
+    return out
+
+
+def _group_codes(raw: np.ndarray, text: bool, column: str, argname: str) -> np.ndarray:
+    """A grouping column's labels in new rows as the run's X holds them: where the run's labels were text, each
+    label's `label_code` (a number is read as its text, 7 as "7"); where they were numbers, the numbers (a text label
+    that is not a number is a group the run cannot have seen: its `label_code`)."""
+    out = np.empty(raw.shape[0], dtype=np.float64)
+    seen: dict[Any, float] = {}
+    for i, u in enumerate(raw.tolist()):
+        code = seen.get(u)
+        if code is None:
+            if isinstance(u, str):
+                try:
+                    code = label_code(u) if text else float(u)
+                except ValueError:
+                    code = label_code(u)
+                if not np.isfinite(code):  # "nan", "inf": text, not a number
+                    code = label_code(u)
+            elif isinstance(u, (int, float, np.number)) and not isinstance(u, bool) and np.isfinite(u):
+                code = label_code(value_label(u)) if text else float(u)
+            else:
+                raise ArgumentError(
+                    (argname,), f"{argname}: column {column!r} holds group labels (text or numbers), got {u!r}"
+                )
+            seen[u] = code
+        out[i] = code
+    return out
 
 
 _TEMPLATES: dict[tuple[str, tuple[Any, ...]], Any] = {}
@@ -632,6 +755,13 @@ class BoundFormula(Model):
         Xd, yd = self.design.build(X, y)
         return self.model.shard_data(Xd, yd, rows)
 
+    def new_rows(self, columns: Mapping[str, Any], argname: str = "X") -> np.ndarray:
+        """New rows given by column name as the family's checks read them (`shard_data`'s X): the design built by
+        name (`Design.new_rows`; no response needed), then the family's own `shard_data`."""
+        text = {g for g, _ in getattr(self.model, "levels", None) or ()} if self.design.groups else set()
+        Xd = self.design.new_rows(columns, text, argname)
+        return np.asarray(self.model.shard_data(Xd, np.zeros(Xd.shape[0]), None)[0], dtype=np.float64)
+
     def param_blocks(self) -> tuple[ParamBlock, ...]:
         return tuple(self.model.param_blocks())
 
@@ -639,7 +769,7 @@ class BoundFormula(Model):
         return f"BoundFormula({self.source!r}, columns={list(self.design.x_columns)})"
 
 
-_OWN = {"bind", "shard_data", "param_blocks", "dim", "prior", "potential", "grad", "hvp", "smoothness"}
+_OWN = {"bind", "shard_data", "param_blocks", "dim", "prior", "potential", "grad", "hvp", "smoothness", "new_rows"}
 for _name, _value in list(vars(Model).items()):
     if callable(_value) and not _name.startswith("_") and _name not in _OWN:
         setattr(BoundFormula, _name, _forward(_name))

@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -991,6 +991,22 @@ class HierarchicalGLM(Model):
             start += G * q
         return out
 
+    def unseen_groups(
+        self, X: np.ndarray, names: Sequence[str], text: Mapping[float, str] | None = None
+    ) -> list[tuple[str, str]]:
+        """(grouping column, label) of every group of the rows X (as `shard_data` gives them) whose effects the
+        draws' parameter `names` do not hold: a level the run never saw, which `evaluation_x` draws from its
+        population (brms' `allow_new_levels`). `text` names the `label_code`s of text labels the run never saw."""
+        have = set(names)
+        w = self._widths[1]
+        out = []
+        for f, ge in enumerate(self.factors):
+            for value in np.unique(X[:, w + _META * f + 1]).tolist():
+                label = self.label(f, float(value))
+                if f"r_{ge.group}[{label},{ge.effects[0]}]" not in have:
+                    out.append((ge.group, (text or {}).get(float(value), label)))
+        return out
+
     def _linear(self, X: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(the rows' linear predictors (n, S), ψ (S, m)) at x = (θ, r) (`evaluation_x`)."""
         index = self._index(X)
@@ -1005,6 +1021,10 @@ class HierarchicalGLM(Model):
         """log p(y_j | β, ψ, r) per row and draw, x = (θ, r) (`evaluation_x`)."""
         lin, psi = self._linear(X, x)
         return self.family.eta_log_likelihood(self._index(X).Xf, y, lin, psi)
+
+    def linear_predictor(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """x_jᵀβ (+ offset) + the groups' parts z_jᵀ r per row and draw, x = (θ, r) (`evaluation_x`): (n, K)."""
+        return self._linear(X, x)[0]
 
     def predict_mean(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
         lin, psi = self._linear(X, x)

@@ -19,7 +19,7 @@ from ..grants import DataGrants
 from ..models.contract import Model
 from ..predictive import PpcHistogram, PpcStat
 from ..result import Result
-from ..shards import ShardSet, shard
+from ..shards import DataTable, ShardSet, label_code, shard
 from .drawfiles import DrawFiles
 from .errors import FieldError, NotFound, StateConflict
 from .records import RunRecord
@@ -42,7 +42,7 @@ from .schemas import (
     ReliabilityBinInfo,
     RowRefInfo,
 )
-from .specs import SpecError, build, load_data_ref, site_shards
+from .specs import SpecError, build, load_data_ref, model_table, site_shards
 from .store import RecordStore
 
 
@@ -64,7 +64,18 @@ def bound_model(rec: RunRecord) -> Model:
     """The run's model bound to its data as at setup; StateConflict before the run has set up or stored a draw."""
     if rec.draws_stored < 1 or rec.data_spec is None:
         raise StateConflict(f"run {rec.id} has no draws yet ({rec.status.value}): checks need posterior draws")
-    return rec.spec.model.engine_model().bind(rec.data_spec)
+    data_spec = rec.data_spec
+    response = rec.spec.response_column()
+    columns = data_spec.columns
+    stored_before = rec.spec.model.formula is not None and rec.spec.data.shards is None
+    if stored_before and response is not None and columns is not None and response not in columns:
+        # a formula run stored before a data set's target rejoined its columns (`specs.model_table`) read its
+        # response from the shards' y: that y is now the last column, as the shards are rebuilt
+        data_spec = dataclasses.replace(data_spec, n_features=data_spec.n_features + 1, columns=(*columns, response))
+    try:
+        return rec.spec.model.engine_model().bind(data_spec)
+    except ArgumentError as exc:
+        raise StateConflict(f"run {rec.id}'s model cannot be bound to its data as stored: {exc.message}") from None
 
 
 def fitted(rec: RunRecord, ctx: Context, with_data: bool = True) -> Result:
@@ -108,18 +119,30 @@ def known_dataset(dataset_id: str, loc: tuple[str | int, ...], tenant: str, ctx:
 
 
 def predict(rec: RunRecord, req: PredictRequest, ctx: Context) -> Prediction:
-    """The posterior predictive at the request's rows (inline or an uploaded data set of the tenant)."""
+    """The posterior predictive at the request's rows (inline or an uploaded data set of the tenant), read by column
+    name where they have names (`columns`, or the data set's own): the engine's `evaluation.predict`."""
     model = bound_model(rec)
-    want = None if rec.data_spec is None else rec.data_spec.columns
+    X: Any
     if req.rows is not None:
         widths = {len(r) for r in req.rows}
         if len(widths) != 1:
             raise FieldError(("rows",), "every row must have the same number of values")
-        if req.columns is not None and want is not None and tuple(req.columns) != tuple(want):
-            raise FieldError(("columns",), f"columns {req.columns} are not the run's data's columns {list(want)}")
-        text = any(isinstance(v, str) for r in req.rows for v in r)  # group labels: read by the model's columns
-        X = np.array(req.rows, dtype=object) if text else np.asarray(req.rows, dtype=np.float64)
+        if req.columns is not None:
+            (width,) = widths
+            if len(req.columns) != width:
+                raise FieldError(
+                    ("columns",), f"columns names {len(req.columns)} columns but each row has {width} values"
+                )
+            twice = sorted({c for c in req.columns if req.columns.count(c) > 1})
+            if twice:
+                raise FieldError(("columns",), f"columns names {twice} more than once")
+            X = {c: np.array([r[j] for r in req.rows], dtype=object) for j, c in enumerate(req.columns)}
+        else:
+            text = any(isinstance(v, str) for r in req.rows for v in r)  # group labels: read by the model's columns
+            X = np.array(req.rows, dtype=object) if text else np.asarray(req.rows, dtype=np.float64)
         where: tuple[str | int, ...] = ("rows",)
+        named_at: tuple[str | int, ...] = ("columns",) if req.columns is not None else ("rows",)
+        n_rows = len(req.rows)
     else:
         assert req.dataset_id is not None
         known_dataset(req.dataset_id, ("dataset_id",), rec.tenant, ctx)
@@ -127,25 +150,53 @@ def predict(rec: RunRecord, req: PredictRequest, ctx: Context) -> Prediction:
             table = load_data_ref(DataRef(dataset_id=req.dataset_id), rec.tenant, ctx.store)
         except SpecError as exc:
             raise FieldError(("dataset_id",), str(exc)) from None
-        if table.columns is not None and want is not None and tuple(table.columns) != tuple(want):
-            raise FieldError(
-                ("dataset_id",), f"data set {req.dataset_id} has columns {list(table.columns)}, the run {list(want)}"
-            )
-        X = table.X
-        where = ("dataset_id",)
+        X = table.X if table.columns is None else table_columns(table)
+        where = named_at = ("dataset_id",)
+        n_rows = int(table.X.shape[0])
     res = dataclasses.replace(stored_result(rec, ctx.files), model=model)
     try:
-        values = evaluation.predict(res, X, req.kind, draws=req.draws, prob=req.prob, seed=req.seed)
+        values = evaluation.predict(
+            res,
+            X,
+            req.kind,
+            draws=req.draws,
+            prob=req.prob,
+            seed=req.seed,
+            re_formula=req.re_formula,
+            allow_new_levels=req.allow_new_levels,
+        )
     except ArgumentError as exc:
+        if exc.path[:2] == ("X", "columns"):  # a column missing or named twice: the names are at fault
+            raise FieldError(named_at, exc.message) from None
         raise _field(exc, {"X": where}) from None
     used = evaluation.thin_draws(res.draws, req.draws)
     return Prediction(
         run_id=rec.id,
         kind=req.kind,
-        n_rows=int(X.shape[0]),
+        n_rows=n_rows,
         draws_used=int(used.shape[0] * used.shape[1]),
         values=_jsonable(values),
     )
+
+
+def table_columns(table: DataTable) -> dict[str, np.ndarray]:
+    """A data set's X by column name, its text columns as their labels (X holds their `label_code`s): new rows for
+    a prediction, read by name like inline rows with `columns`."""
+    assert table.columns is not None
+    text = {col: {label_code(v): v for v in labels} for col, labels in (table.levels or {}).items()}
+    out: dict[str, np.ndarray] = {}
+    for j, col in enumerate(table.columns):
+        values = table.X[:, j]
+        if col in text:
+            named = text[col]
+            out[col] = np.array([named.get(v, v) for v in values.tolist()], dtype=object)
+        else:
+            out[col] = values
+    return out
+
+
+#: the kinds whose values are per draw and row: (draws, rows, ...)
+_PER_DRAW = ("draws", "epred", "linpred", "predict")
 
 
 def _jsonable(values: np.ndarray) -> list[Any]:
@@ -154,13 +205,13 @@ def _jsonable(values: np.ndarray) -> list[Any]:
 
 
 def prediction_lines(pred: Prediction) -> Iterator[bytes]:
-    """A prediction as NDJSON: a header line, then one line per row ({"row": i, "value": ...}; for kind=draws the
-    row's draws)."""
+    """A prediction as NDJSON: a header line, then one line per row ({"row": i, "value": ...}; for the kinds per
+    draw, `_PER_DRAW`, the row's draws)."""
     import json
 
     head = {"run_id": pred.run_id, "kind": pred.kind, "n_rows": pred.n_rows, "draws_used": pred.draws_used}
     yield (json.dumps(head) + "\n").encode()
-    rows: Sequence[Any] = np.asarray(pred.values).T.tolist() if pred.kind == "draws" else pred.values
+    rows: Sequence[Any] = np.moveaxis(np.asarray(pred.values), 0, 1).tolist() if pred.kind in _PER_DRAW else pred.values
     for i, v in enumerate(rows):
         yield (json.dumps({"row": i, "value": v}) + "\n").encode()
 
@@ -178,7 +229,7 @@ def heldout_shards(data: DataRef, rec: RunRecord, ctx: Context) -> ShardSet:
     if data.dataset_id is not None:
         known_dataset(data.dataset_id, ("data", "dataset_id"), rec.tenant, ctx)
     try:
-        table = load_data_ref(data, rec.tenant, ctx.store)
+        table = model_table(load_data_ref(data, rec.tenant, ctx.store), rec.spec.model.engine_model(), data)
     except SpecError as exc:
         raise FieldError(exc.loc, str(exc)) from None
     parts = max(1, min(rec.spec.num_shards, table.X.shape[0]))

@@ -14,7 +14,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from ..shards import DataTable, read_table
+from ..shards import DataTable, read_header, read_table
 from ..storage import Storage, read_location, read_npz, remove_location
 from .backends import file_storage
 from .errors import FieldError, NotFound, TooLarge
@@ -25,6 +25,8 @@ from .store import RecordStore
 _ZIP_MAGIC = b"PK\x03\x04"  # .npz files are zip archives
 _PARQUET_MAGIC = b"PAR1"
 _READ_CHUNK = 1 << 20
+#: an upload's target column unless it names another (form field y_column)
+DEFAULT_Y_COLUMN = "y"
 
 
 def new_dataset_id() -> str:
@@ -37,11 +39,14 @@ def dataset_storage(settings: Settings) -> Storage:
 
 
 def load_dataset(rec: DatasetRecord) -> DataTable:
-    """X, y, the column names (when the upload had them) and the text columns' labels of a stored data set."""
+    """X, y, the column names (when the upload had them), the text columns' labels and the target's name (None for
+    a table uploaded whole, for a formula) of a stored data set."""
     z = read_npz(read_location(rec.path))
     levels = {str(a[0]): tuple(str(v) for v in a[1:]) for k, a in z.items() if k.startswith("levels_")}
     columns = tuple(str(c) for c in z["columns"]) if "columns" in z else None
-    return DataTable(z["X"], z["y"], columns, levels or None)
+    # the target's name ("": uploaded whole, no target); uploads from before it was kept all had the default "y"
+    target = str(z["target"]) if "target" in z else DEFAULT_Y_COLUMN
+    return DataTable(z["X"], z["y"], columns, levels or None, target or None)
 
 
 def sniff_suffix(head: bytes) -> str:
@@ -64,6 +69,29 @@ def _refusal(head: bytes, exc: Exception, tmp_name: str, filename: str | None) -
     if isinstance(exc, UnicodeDecodeError):
         return f"the file was read as {kind} but is not UTF-8 text: {detail}"
     return f"the file was read as {kind} and refused: {detail}"
+
+
+def _target_column(path: str, y_column: str, x_columns: Sequence[str] | None) -> str | None:
+    """The column an upload's y is read from: `y_column`; None (the table kept whole, every column in X) when
+    y_column is the default "y", the file is a CSV or parquet table without such a column and no feature columns
+    are chosen: a formula names its response among the columns, so its data need no target. ValueError for a CSV
+    whose first row is numbers (no header row)."""
+    if y_column != DEFAULT_Y_COLUMN or x_columns or path.endswith(".npz"):
+        return y_column
+    columns = read_header(path, y=None).columns
+    if columns is None or DEFAULT_Y_COLUMN in columns:
+        return y_column
+    if all(_is_number(c) for c in columns):  # a headerless CSV: its first row is data
+        raise ValueError(f"its first row {list(columns)} holds numbers, not column names: a CSV needs a header row")
+    return None
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def store_upload(
@@ -94,7 +122,8 @@ def store_upload(
                 tmp.write(chunk)
                 chunk = upload.read(_READ_CHUNK)
         try:
-            table = read_table(tmp_name, y=y_column, x=list(x_columns) if x_columns else None)
+            target = _target_column(tmp_name, y_column, x_columns)
+            table = read_table(tmp_name, y=target, x=list(x_columns) if x_columns else None)
         except (ValueError, ImportError) as exc:
             raise FieldError(("file",), _refusal(head, exc, tmp_name, filename)) from None
         X, y, columns = table.X, table.y, table.columns
@@ -105,6 +134,7 @@ def store_upload(
         arrays: dict[str, Any] = {"X": X, "y": y}
         if columns is not None:  # kept so that runs name their parameters after the columns
             arrays["columns"] = np.array(columns, dtype=str)
+        arrays["target"] = np.array(table.target or "", dtype=str)
         for k, (col, labels) in enumerate((table.levels or {}).items()):  # text columns' labels (X holds codes)
             arrays[f"levels_{k}"] = np.array([col, *labels], dtype=str)
         np.savez(buf, **arrays)

@@ -585,6 +585,18 @@ class RunSpec(BaseModel):
         record then holds the count it chose)."""
         return self.chains if isinstance(self.chains, int) else DEFAULT_CHAINS
 
+    def response_column(self) -> str | None:
+        """The column the run fits as its response: the formula's (the left of '~'; the successes of p(successes,
+        trials)), else the site files' `data.y_column`, or "y" for a built-in data set; None for an uploaded one
+        (its target column, chosen at upload)."""
+        if self.model.formula is not None:
+            from ..models.formula import read_formula
+
+            return read_formula(self.model.formula).response[0]
+        if self.data.shards is not None:
+            return self.data.y_column
+        return "y" if self.data.dataset is not None else None
+
     def sharding_column(self) -> str | None:
         """The column whose groups stay in one shard: `shard_by`, else with group effects the first grouping
         column (site shards: none, they are split already)."""
@@ -705,6 +717,11 @@ class RunInfo(BaseModel):
     timings: dict[str, float] = Field(default_factory=dict)
     workers: list[WorkerStats] = Field(default_factory=list)
     param_names: list[str] | None = None
+    response: str | None = Field(
+        None,
+        description="the column fitted as the response: a formula's left-hand side (whatever data.y_column says), "
+        "the site files' y_column, 'y' for a built-in data set; null for an uploaded one (its upload's target)",
+    )
     error: str | None = None
     warnings: list[str] = Field(
         default_factory=list,
@@ -1031,21 +1048,34 @@ class PredictRequest(BaseModel):
         default=None,
         min_length=1,
         max_length=MAX_INLINE_ROWS,
-        description="rows of X, as the run's data has them: numbers, and text in a grouping column whose labels are "
-        'text (a group effect\'s label, e.g. "St Mary")',
+        description="new rows: with `columns`, read by those names (any order; a formula model needs the columns its "
+        "formula reads, not the response); without, in the run's data's column order (a formula's response may be "
+        'left out). Numbers, and text where the data had text (a group\'s label, e.g. "St Mary", or a category)',
     )
     columns: list[ColumnName] | None = Field(
-        default=None, min_length=1, description="the rows' column names; must be the run's data's columns"
+        default=None,
+        min_length=1,
+        description="the rows' column names, in the rows' order: the rows are read by name",
     )
     dataset_id: str | None = Field(default=None, pattern=ID_PATTERN, description="id from POST /v1/datasets")
-    kind: Literal["mean", "draws", "interval"] = Field(
+    kind: Literal["mean", "draws", "interval", "epred", "linpred", "predict"] = Field(
         default="mean",
-        description="mean: E[y|x] per row (class probabilities for a multiclass model); draws: predictive draws "
-        "(draws × rows); interval: the central `prob` interval per row",
+        description="mean: E[y|x] per row (class probabilities for a multiclass model); interval: the central `prob` "
+        "interval per row; per draw (draws × rows): epred E[y|x], linpred the linear predictor (before the inverse "
+        "link), predict (or draws) predictive draws of y",
     )
     draws: DrawsChoice = Field(default=1000, description=_DRAWS_DOC)
     prob: float = Field(default=0.9, gt=0, lt=1, description="with kind=interval")
-    seed: int = Field(default=0, ge=0, le=SEED_MAX, description="seeds the predictive draws")
+    seed: int = Field(default=0, ge=0, le=SEED_MAX, description="seeds the predictive draws and new groups' effects")
+    re_formula: Literal["NA", "~0"] | None = Field(
+        default=None,
+        description='null: every group term; "NA" or "~0" (brms\' spellings): none, population-level predictions',
+    )
+    allow_new_levels: bool = Field(
+        default=True,
+        description="a group label the run never saw gets effects drawn from its group's distribution; false: "
+        "refused, naming the level",
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> PredictRequest:
@@ -1058,10 +1088,11 @@ class PredictRequest(BaseModel):
 
 class Prediction(BaseModel):
     """The posterior predictive at the rows asked for: `values` is (rows,) for kind=mean ((rows, classes) for a
-    multiclass model), (draws, rows) for kind=draws, (rows, 2) [lower, upper] for kind=interval."""
+    multiclass model), (rows, 2) [lower, upper] for kind=interval, (draws, rows) for kind=epred, linpred, predict
+    and draws ((draws, rows, classes) for epred of a multiclass model)."""
 
     run_id: str
-    kind: Literal["mean", "draws", "interval"]
+    kind: Literal["mean", "draws", "interval", "epred", "linpred", "predict"]
     n_rows: int
     draws_used: int
     values: list[Any]

@@ -132,7 +132,7 @@ def load_data_ref(data: DataRef, tenant: str, store: RecordStore) -> DataTable:
         try:
             X, y = rs_datasets.load(name, **data.options)
             cols = rs_datasets.columns(name, **{k: v for k, v in data.options.items() if k != "seed"})
-            return DataTable(X, y, cols if len(cols) == X.shape[1] else None)
+            return DataTable(X, y, cols if len(cols) == X.shape[1] else None, target="y")
         except (TypeError, ValueError, MemoryError) as exc:
             raise SpecError(
                 ("data", "options"), f"{type(exc).__name__}: {exc}" if isinstance(exc, MemoryError) else str(exc)
@@ -142,6 +142,22 @@ def load_data_ref(data: DataRef, tenant: str, store: RecordStore) -> DataTable:
     if rec is None:
         raise SpecError(("data", "dataset_id"), f"no data set {data.dataset_id!r} (upload it with POST /v1/datasets)")
     return load_dataset(rec)
+
+
+def model_table(table: DataTable, model: Model, data: DataRef) -> DataTable:
+    """A built-in or uploaded data set as the model reads it: for a formula (a model that reads whole tables) y back
+    among the columns under its name, since the formula names its response (`DataTable.with_target_column`); for
+    any other model the table as it is, which must have a target: SpecError naming the data set when its upload had
+    none (no column 'y' and no y_column)."""
+    if getattr(model, "reads_tables", False):
+        return table.with_target_column()
+    if table.target is None:
+        raise SpecError(
+            ("data", "dataset_id"),
+            f"data set {data.dataset_id} has no target column (it was uploaded with no column 'y' and no "
+            "y_column): only a formula, which names its response, reads it; upload it again with y_column=...",
+        )
+    return table
 
 
 def build(
@@ -165,7 +181,8 @@ def build(
         raise SpecError(where, str(exc)) from None
     if spec.data.shards is not None:
         return build_site_shards(spec, model, algorithm, executor, tenant, grants or DataGrants())
-    X, y, cols, levels = load_data(spec, tenant, store)
+    table = model_table(load_data(spec, tenant, store), model, spec.data)
+    X, y, cols, levels = table.X, table.y, table.columns, table.levels
     by = spec.sharding_column()
     if by is not None and spec.shard_by is None and (cols is None or by not in cols):  # by from group_effects[0]
         raise SpecError(
@@ -198,12 +215,39 @@ def build(
     return Built(model, shards, algorithm, int(X.shape[0]), d)
 
 
+def check_formula_columns(spec: RunSpec, model: Model, columns: tuple[str, ...] | None) -> None:
+    """At submit, from the site files' headers (every shard has the same columns): a formula's response and every
+    column it reads must be columns of the files (SpecError at model.formula naming the one missing), and a
+    data.y_column other than the default must be the formula's response, and no x_columns be chosen (a formula reads
+    the files whole)."""
+    check = getattr(model, "check_columns", None)
+    if check is None:
+        return
+    response = model.response  # type: ignore[attr-defined]
+    if spec.data.x_columns is not None:
+        raise SpecError(
+            ("data", "x_columns"),
+            "data.x_columns: a formula names the columns it reads and its files are read whole; leave x_columns out",
+        )
+    if spec.data.y_column not in ("y", response):
+        raise SpecError(
+            ("data", "y_column"),
+            f"data.y_column {spec.data.y_column!r} is not the formula's response {response!r}: a formula names its "
+            "response, so its data need no y_column",
+        )
+    try:
+        check(columns)
+    except ArgumentError as exc:
+        raise SpecError(("model", "formula"), f"{exc.message} (data.shards[0]'s header)") from None
+
+
 def site_shards(data: DataRef, tenant: str, grants: DataGrants, tables: bool = False) -> list[Shard]:
     """`data.shards` as engine Shards that only their sites read, each path checked against the tenant's grants on
     its site as written (AccessDenied naming data.shards[i]); the site checks it again, links resolved, before
-    reading. `tables` (a formula): files read whole, unless the spec names a target column."""
+    reading. `tables` (a formula): files read whole unless the spec chooses feature columns (the response is a
+    column, read by name)."""
     x_cols = tuple(data.x_columns) if data.x_columns is not None else None
-    y_column: str | None = None if tables and data.y_column == "y" and x_cols is None else data.y_column
+    y_column: str | None = None if tables and x_cols is None else data.y_column
     shards = []
     for i, ref in enumerate(data.shards or []):
         prefixes = grants.prefixes(tenant, ref.site)
@@ -256,6 +300,7 @@ def build_site_shards(
                 "the same columns",
             )
     assert first is not None and first.n_features is not None
+    check_formula_columns(spec, model, first.columns)
     rows = [p.n_rows for p in probes if p is not None]
     n = sum(r for r in rows if r is not None) if all(r is not None for r in rows) else 0
     d = 0

@@ -124,8 +124,16 @@ def test_upload_format_is_read_from_the_content_not_the_name(app_client):
     assert r.status_code == 422 and "target column" in r.json()["detail"][0]["msg"]
     r = c.post("/v1/datasets", files={"file": ("d.txt", b"1,2")}, headers=h)
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "file"]
-    r = c.post("/v1/datasets", files={"file": ("d.csv", b"a,b\n1,2\n")}, headers=h)
-    assert r.status_code == 422 and "'y'" in r.json()["detail"][0]["msg"] and "d.csv" in r.json()["detail"][0]["msg"]
+    r = c.post("/v1/datasets", files={"file": ("d.csv", b"a,b\n1,2\n")}, data={"y_column": "label"}, headers=h)
+    msg = r.json()["detail"][0]["msg"]
+    assert r.status_code == 422 and "'label'" in msg and "d.csv" in msg
+    # no column 'y' and no y_column: the table is kept whole, for a formula, which names its response; a model
+    # without a formula needs a target, so a run of one on it is a 422 naming the data set
+    r = c.post("/v1/datasets", files={"file": ("d.csv", b"a,b\n1,2\n0,3\n")}, headers=h)
+    assert r.status_code == 201 and (r.json()["n"], r.json()["d"]) == (2, 2), r.text
+    run = c.post("/v1/runs", json=spec(data={"dataset_id": r.json()["id"]}), headers=h)
+    assert run.status_code == 422 and run.json()["detail"][0]["loc"][-2:] == ["data", "dataset_id"], run.text
+    assert "has no target column" in run.json()["detail"][0]["msg"]
     r = c.post("/v1/datasets", files={"file": ("big.csv", b"x" * 300_000)}, headers=h)
     assert r.status_code == 413
 
@@ -339,7 +347,7 @@ def test_upload_errors_say_what_the_file_was_read_as(app_client):
     [err] = r.json()["detail"]
     assert err["loc"] == ["body", "file"]
     assert err["msg"].startswith("the file was read as CSV (it is not .npz or parquet) but is not UTF-8 text: ")
-    r = c.post("/v1/datasets", files={"file": ("d.csv", b"a,b\n1,2\n")}, headers=h)
+    r = c.post("/v1/datasets", files={"file": ("d.csv", b"a,b\n1,2\n")}, data={"y_column": "label"}, headers=h)
     assert r.status_code == 422 and r.json()["detail"][0]["msg"].startswith("the file was read as CSV")
 
 

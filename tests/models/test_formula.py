@@ -285,3 +285,27 @@ def test_bars_follow_brms_one_term_with_one_bar_is_correlated() -> None:
         chains=2, num_rounds=8, burn_in=2, executor="local", progress=False,
     )  # fmt: skip
     assert "cor_hospital[(Intercept),x1]" in res.param_names
+
+
+@pytest.mark.filterwarnings("ignore::raysampler.diagnostics.RunWarning")  # a few rounds: the draws are compared
+def test_the_response_must_be_a_column_of_every_shard(tmp_path) -> None:
+    """The formula's response is read from the data's columns by name (issue 48): a misspelt one, or one held apart
+    as the shards' y, is refused at set-up naming it, before any sampling; a file shard naming the response as its
+    y_column is read whole, the response among its columns."""
+    df = hospitals(120)
+    kw = dict(chains=2, num_rounds=6, burn_in=2, seed=0, executor="local", progress=False)
+    cases = [
+        ("yy ~ x1 + (1 | hospital)", rs.shard(df, num_shards=2, by="hospital"), "'yy'"),
+        ("y ~ x1", rs.shard(df.drop(columns="y"), df.y.to_numpy(), num_shards=2), "'y'"),
+    ]
+    for text, shards, name in cases:
+        with pytest.raises(ArgumentError, match=rf"the response {name} is not a column of the data") as err:
+            rs.sample(rs.models.from_formula(text, family="bernoulli"), shards, **kw)
+        assert err.value.path == ("model", "formula")
+    path = tmp_path / "site.csv"
+    df.to_csv(path, index=False)
+    model = rs.models.from_formula("count ~ x1", family="poisson")
+    named = rs.sample(model, [rs.Shard(path=str(path), y_column="count")], **kw)
+    whole = rs.sample(model, rs.shard(df, num_shards=1), **kw)
+    assert named.model.design.columns == tuple(df.columns)  # "count" among them
+    np.testing.assert_array_equal(named.draws, whole.draws)
