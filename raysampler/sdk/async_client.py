@@ -253,7 +253,7 @@ class AsyncRunHandle(RunHandleBase[AsyncClient]):
 
     async def predict(
         self,
-        rows: ArrayLike | None = None,
+        rows: Any = None,
         *,
         dataset_id: str | None = None,
         columns: list[str] | None = None,
@@ -261,9 +261,13 @@ class AsyncRunHandle(RunHandleBase[AsyncClient]):
         draws: int | str = 1000,
         prob: float = 0.9,
         seed: int = 0,
+        re_formula: str | None = None,
+        allow_new_levels: bool = True,
     ) -> np.ndarray:
         return await self.client._call(
-            self.client._ops.predict(self._run, rows, dataset_id, columns, kind, draws, prob, seed)
+            self.client._ops.predict(
+                self._run, rows, dataset_id, columns, kind, draws, prob, seed, re_formula, allow_new_levels
+            )
         )
 
     async def evaluate(

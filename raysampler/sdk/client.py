@@ -276,7 +276,7 @@ class RunHandle(RunHandleBase[Client]):
 
     def predict(
         self,
-        rows: ArrayLike | None = None,
+        rows: Any = None,
         *,
         dataset_id: str | None = None,
         columns: list[str] | None = None,
@@ -284,11 +284,18 @@ class RunHandle(RunHandleBase[Client]):
         draws: int | str = 1000,
         prob: float = 0.9,
         seed: int = 0,
+        re_formula: str | None = None,
+        allow_new_levels: bool = True,
     ) -> np.ndarray:
-        """The posterior predictive at `rows` (inline) or an uploaded data set: kind "mean" (rows,) or (rows,
-        classes), "draws" (draws, rows), "interval" (rows, 2)."""
+        """The posterior predictive at `rows` (inline: an array, or a DataFrame or a mapping of columns, read by
+        name; the response column is not needed) or an uploaded data set: kind "mean" (rows,) or (rows, classes),
+        "interval" (rows, 2), and per draw (draws, rows) "epred" E[y|x], "linpred" the linear predictor and
+        "predict" (or "draws") predictive draws. `re_formula="NA"`: population-level only; `allow_new_levels=False`
+        refuses a group label the run never saw, naming it (else its effects are drawn from its group's law)."""
         return self.client._call(
-            self.client._ops.predict(self._run, rows, dataset_id, columns, kind, draws, prob, seed)
+            self.client._ops.predict(
+                self._run, rows, dataset_id, columns, kind, draws, prob, seed, re_formula, allow_new_levels
+            )
         )
 
     def evaluate(

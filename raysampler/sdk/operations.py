@@ -289,15 +289,18 @@ class Operations:
     def predict(
         self,
         run: RunState,
-        rows: ArrayLike | None,
+        rows: Any,
         dataset_id: str | None,
         columns: list[str] | None,
         kind: str,
         draws: int | str,
         prob: float,
         seed: int,
+        re_formula: str | None,
+        allow_new_levels: bool,
     ) -> Op[np.ndarray]:
-        body = yield from self.json(rq.predict(run.id, rows, dataset_id, columns, kind, draws, prob, seed))
+        request = rq.predict(run.id, rows, dataset_id, columns, kind, draws, prob, seed, re_formula, allow_new_levels)
+        body = yield from self.json(request)
         return frames.prediction_values(body)
 
     def evaluate(

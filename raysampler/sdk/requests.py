@@ -132,24 +132,62 @@ def arviz(run_id: str) -> Request:
     return Request("GET", f"/v1/runs/{run_id}/arviz")
 
 
+def _rows_json(rows: Any, columns: list[str] | None) -> tuple[list[list[JSON]], list[str] | None]:
+    """New rows as JSON: a pandas DataFrame or a mapping of column name -> values gives its names as `columns`
+    (the service reads rows by name); an array-like is sent row by row, numbers as numbers and text (group
+    labels) as text."""
+    if hasattr(rows, "columns") and hasattr(rows, "to_numpy"):  # a pandas DataFrame
+        names = [str(c) for c in rows.columns]
+        values = rows.to_numpy(dtype=object)
+    elif isinstance(rows, Mapping):
+        names = [str(c) for c in rows]
+        values = np.column_stack([np.asarray(v, dtype=object) for v in rows.values()]) if rows else np.empty((0, 0))
+    else:
+        names = None
+        values = np.asarray(rows, dtype=object)
+    if names is not None and columns is not None and list(columns) != names:
+        raise ValueError(f"columns {list(columns)} differ from the rows' own column names {names}: give one of them")
+    if values.ndim != 2:
+        raise ValueError(f"rows must be 2-D (rows × columns), got shape {values.shape}")
+    return [[_cell(v) for v in row] for row in values], (names if names is not None else columns)
+
+
+def _cell(v: Any) -> JSON:
+    if isinstance(v, (str, np.str_)):
+        return str(v)
+    if isinstance(v, (bool, np.bool_)):
+        return float(v)
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return str(v)
+
+
 def predict(
     run_id: str,
-    rows: ArrayLike | None,
+    rows: Any,
     dataset_id: str | None,
     columns: list[str] | None,
     kind: str,
     draws: int | str,
     prob: float,
     seed: int,
+    re_formula: str | None = None,
+    allow_new_levels: bool = True,
 ) -> Request:
-    """POST /v1/runs/{id}/predict at inline `rows` or an uploaded data set's."""
+    """POST /v1/runs/{id}/predict at inline `rows` (an array, a DataFrame or a mapping of columns) or an uploaded
+    data set's."""
     body: dict[str, JSON] = {"kind": kind, "draws": draws, "prob": prob, "seed": seed}
     if rows is not None:
-        body["rows"] = np.asarray(rows, dtype=np.float64).tolist()
+        body["rows"], columns = _rows_json(rows, columns)
     if dataset_id is not None:
         body["dataset_id"] = dataset_id
     if columns is not None:
         body["columns"] = list(columns)
+    if re_formula is not None:
+        body["re_formula"] = re_formula
+    if not allow_new_levels:
+        body["allow_new_levels"] = False
     return Request("POST", f"/v1/runs/{run_id}/predict", json=body)
 
 

@@ -195,3 +195,36 @@ def test_site_files_for_a_formula_are_checked_against_their_header_at_submit() -
         run_spec = RunSpec.model_validate({k: v for k, v in body.items() if k != "num_shards"})
         check_formula_columns(run_spec, run_spec.model.engine_model(), header)
         assert run_spec.response_column() == "high"
+
+
+def test_the_sdk_predicts_from_a_frame_by_name_on_both_clients(service, formula_run) -> None:
+    """RunHandle.predict and its async twin send a DataFrame's (or a mapping's) columns by name, text labels as
+    text, and the brms options; the answers equal the engine's."""
+    import asyncio
+
+    from raysampler.client import AsyncClient
+
+    df, _, info, draws = formula_run
+    res = engine_result(df, info, draws)
+    new = pd.DataFrame({"county": ["Anoka", "Nowhere"], "floor": [1.0, 0.0], "basement": ["no", "yes"]})
+    with Client(service.url, ALICE) as c:
+        run = c.run(info["id"])
+        np.testing.assert_allclose(
+            run.predict(new, kind="epred", draws="all"), res.predict(new, "epred", draws="all"), rtol=1e-10
+        )
+        as_mapping = {k: list(v) for k, v in new.items()}
+        np.testing.assert_allclose(
+            run.predict(as_mapping, kind="linpred", draws="all", re_formula="NA"),
+            res.predict(new, "linpred", draws="all", re_formula="NA"),
+            rtol=1e-10,
+        )
+        with pytest.raises(APIError) as err:
+            run.predict(new, allow_new_levels=False)
+        assert err.value.status_code == 422 and "Nowhere" in str(err.value)
+
+    async def on_async() -> np.ndarray:
+        async with AsyncClient(service.url, ALICE) as c:
+            handle = await c.run(info["id"])
+            return await handle.predict(new, kind="epred", draws="all")
+
+    np.testing.assert_allclose(asyncio.run(on_async()), res.predict(new, "epred", draws="all"), rtol=1e-10)
