@@ -134,3 +134,55 @@ def test_replicas_share_runs_and_take_over_a_frozen_or_killed_driver_without_los
         for r in replicas.values():
             r.kill()
         print(json.dumps({"takeover": timings}))
+
+
+def test_at_the_default_lease_a_killed_driver_on_ray_is_taken_over_within_the_bound(tmp_path, postgres, s3) -> None:
+    """The defaults of a replicated head: RAYSAMPLER_LEASE_S left alone (15 s) and the runs on Ray. SIGKILL of the
+    replica driving a run: the other takes it over within lease + a third (docs/service.md, "Replicas"), finishes
+    it, and a client following it receives every draw exactly once."""
+    from raysampler.service.settings import Settings
+
+    lease = Settings.model_fields["lease_s"].default
+    database, bucket = postgres.new_database(), s3.new_bucket()
+    replicas = {}
+    for name in ("replica-a", "replica-b"):
+        env = service_env(tempfile.mkdtemp(prefix=f"rs-{name}-")) | s3.env()
+        env |= {
+            "RAYSAMPLER_DATABASE_URL": database,
+            "RAYSAMPLER_STORAGE_URL": f"s3://{bucket}/raysampler/",
+            "RAYSAMPLER_REPLICA_ID": name,
+        }
+        replicas[name] = LocalService(tmp_path / name, keys={"alice": ALICE}, env=env, log=tmp_path / f"{name}.log")
+    for r in replicas.values():
+        r.start()
+    body = spec(num_rounds=20_000, burn_in=20, chains=2, seed=11)
+    taken_s = None
+    try:
+        with Client(replicas["replica-a"].url, ALICE) as c:
+            run = c.submit(body)
+            first = wait_until(lambda: run.info()["replica"], what="a replica to drive the run")
+            second = next(n for n in replicas if n != first)
+            follower = Follower([replicas[second].url], run.id)
+            follower.start()
+            with Client(replicas[second].url, ALICE) as other:
+                view = other.run(run.id)
+                wait_until(lambda: view.info()["progress"]["draws_stored"] >= 1000, what="draws before the kill")
+                at_kill = view.info()["progress"]["draws_stored"]
+                replicas[first].kill()
+                t_kill = time.monotonic()
+                wait_until(lambda: view.info()["replica"] == second, timeout=120, what="the takeover")
+                taken_s = time.monotonic() - t_kill
+                final = wait_until(
+                    lambda: (i := view.info())["status"] in ("SUCCEEDED", "FAILED") and i, timeout=300, what="the end"
+                )
+        follower.join(120)
+        assert not follower.is_alive()
+        assert at_kill < body["num_rounds"], "killed mid-run"
+        assert final["status"] == "SUCCEEDED" and final["restarts"] == 1, final
+        offsets = [line.offset for line in follower.lines]
+        assert offsets == list(range(body["num_rounds"] * body["chains"])), "every draw exactly once, in order"
+        assert taken_s < lease + lease / 3 + 10, taken_s  # the bound, with room for a busy CI
+    finally:
+        for r in replicas.values():
+            r.kill()
+        print(json.dumps({"default_lease_takeover_s": taken_s}))
