@@ -22,6 +22,7 @@ Ray nodes found dead at the end.
     python benchmarks/perf/wan.py                                     # every case at 0, 20, 50, 100, 200 ms
     python benchmarks/perf/wan.py --rtt-ms 0,100 --cases breast_cancer_2 --label bc2
     python benchmarks/perf/wan.py --rtt-ms 100 --jitter-ms 5 --bandwidth-mbit 10 --cases covtype_like_4
+    python benchmarks/perf/wan.py --rtt-ms 100,300 --cases breast_cancer_2 --stall-s 30 --label stall
 
 Needs root, `ip netns` and iptables (apt-get install -y iptables). Results: benchmarks/perf/results/wan_<label>.json.
 A run at 200 ms takes about (rounds × 0.2 s) + set-up: the whole default set is an hour or more.
@@ -30,6 +31,7 @@ A run at 200 ms takes about (rounds × 0.2 s) + set-up: the whole default set is
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import sys
 import tempfile
@@ -154,6 +156,13 @@ def arguments() -> argparse.ArgumentParser:
         action="store_true",
         help="the RTT 0 run through the relays (no delay, their own cost kept); default: direct veth links",
     )
+    ap.add_argument(
+        "--stall-s",
+        type=float,
+        default=0.0,
+        help="also run each case at each RTT > 0 with site a's link stalled this long (0: no stall runs)",
+    )
+    ap.add_argument("--stall-after-s", type=float, default=15.0, help="the stall begins this long into the run")
     ap.add_argument("--echo", action="store_true", help="show the drivers' output")
     return ap
 
@@ -188,20 +197,24 @@ def measure(args: argparse.Namespace) -> harness.Report:
                 measured = wan.rtt_ms("a")
                 print(f"RTT {rtt:g} ms: cluster up in {time.perf_counter() - t0:.1f} s, measured {measured:.1f} ms")
                 for case in cases:
-                    out = wan.run_python(
-                        "wan:drive",
-                        {"case": case, "shards": files[case], "options": options},
-                        path=[Path(__file__).resolve().parent],
-                        timeout_s=args.timeout_s,
-                        echo=args.echo,
-                    )
-                    out.update(case=case, rtt_ms=rtt, measured_rtt_ms=measured)
-                    runs.append(out)
-                    print(
-                        f"  {case}: {out['wall_s']:.1f} s ({out['setup_s']:.1f} set-up), {out['rounds']} rounds, "
-                        f"{out['ess_per_s']:.1f} ESS/s",
-                        flush=True,
-                    )
+                    for stall_s in (0.0, args.stall_s) if args.stall_s and rtt > 0 else (0.0,):
+                        with contextlib.ExitStack() as stack:
+                            when = stack.enter_context(wan.stall("a", args.stall_after_s, stall_s)) if stall_s else {}
+                            out = wan.run_python(
+                                "wan:drive",
+                                {"case": case, "shards": files[case], "options": options},
+                                path=[Path(__file__).resolve().parent],
+                                timeout_s=args.timeout_s,
+                                echo=args.echo,
+                            )
+                        out.update(case=case, rtt_ms=rtt, measured_rtt_ms=measured, stall_s=stall_s)
+                        out["stalled"] = "paused" in when  # the stall began before the run ended
+                        runs.append(out)
+                        print(
+                            f"  {case}{f' (stall {stall_s:g} s)' if stall_s else ''}: {out['wall_s']:.1f} s "
+                            f"({out['setup_s']:.1f} set-up), {out['rounds']} rounds, {out['ess_per_s']:.1f} ESS/s",
+                            flush=True,
+                        )
     _against_lan(runs)
     table = harness.Table(
         f"Default DG-LMC across emulated links (jitter ±{args.jitter_ms:g} ms, "
@@ -218,7 +231,7 @@ def measure(args: argparse.Namespace) -> harness.Report:
             "rounds",
             "trips set-up/warm-up/sampling/capture",
         ]
-        + ["median round ms", "min ESS", "ESS/s", "ESS/wall s", "max |Δmean|/sd vs LAN", "same draws"],
+        + ["median round ms", "min ESS", "ESS/s", "ESS/wall s", "max |Δmean|/sd vs LAN", "same draws", "dead nodes"],
         [_row(r) for r in runs],
         [
             "ESS/s: min bulk ESS over every parameter / sampling seconds; ESS/wall s: over rs.sample's wall seconds",
@@ -226,6 +239,8 @@ def measure(args: argparse.Namespace) -> harness.Report:
             "LAN: the RTT 0 run of the same case, "
             + ("through the same relays with no delay" if args.lan_relay else "on the plain links (no relay)"),
             f"sites' Ray nodes {args.site_cpus} CPU each; options {options}",
+            "a stalled run: site a's link stopped both ways for the stall's length; its |Δmean| and same draws are "
+            "against the same case's unstalled run at that RTT; dead nodes: Ray nodes found dead at the end",
         ],
     )
     payload = {"settings": harness.options(args), "runs": runs, "table": table.markdown()}
@@ -234,8 +249,16 @@ def measure(args: argparse.Namespace) -> harness.Report:
 
 
 def _against_lan(runs: list[dict[str, Any]]) -> None:
+    """Each run's accuracy against the case's LAN run, and a stalled run's draws against the same case and RTT's
+    unstalled run (`same_draws`: bit for bit; the chains chosen depend on the RTT, so only that run compares)."""
     lan = {r["case"]: r for r in runs if r["rtt_ms"] == 0}
+    calm = {(r["case"], r["rtt_ms"]): r for r in runs if not r.get("stall_s")}
     for r in runs:
+        if r.get("stall_s"):
+            ref = calm[(r["case"], r["rtt_ms"])]
+            r["max_mean_err_sd"] = float(np.max(np.abs(r["mean"] - ref["mean"]) / ref["sd"]))
+            r["same_draws"] = r["draws_sha256"] == ref["draws_sha256"]
+            continue
         ref = lan.get(r["case"])
         if ref is None:
             r["max_mean_err_sd"], r["same_draws"] = None, None
@@ -251,7 +274,9 @@ def _row(r: dict[str, Any]) -> list[Any]:
     timings = [r["rtt_ms"], r["measured_rtt_ms"], r["wall_s"], r["setup_s"], r["other_s"], r["chains"], r["burn_in"]]
     timings += [r["rounds"], trips]
     timings.append(r["median_round_ms"])
-    return [r["case"], *timings, r["min_ess"], r["ess_per_s"], r["ess_per_wall_s"], r["max_mean_err_sd"], same]
+    case = r["case"] + (f" (stall {r['stall_s']:g} s)" if r.get("stall_s") else "")
+    return [case, *timings, r["min_ess"], r["ess_per_s"], r["ess_per_wall_s"], r["max_mean_err_sd"], same,
+            r["dead_nodes"]]  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
