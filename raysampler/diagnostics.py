@@ -268,7 +268,8 @@ def warm(draws: np.ndarray, superchains: int) -> bool:
     "discard the first half" of Gelman and Rubin) and asks its max rank-normalised R-hat to be below WARM_RHAT
     (1.1): nested R-hat (`nested_rank`) with `superchains` > 1, which the paper proposes for deciding the
     warm-up's length with many chains (a superchain whose chains share a start shows it in its mean until it has
-    been forgotten), else split R-hat (arviz-stats, as `diagnose`). Fewer than 8 draws: False.
+    been forgotten), else rank-normalised split R-hat (`split_rank_rhat`, arviz-stats' numbers). Fewer than 8
+    draws: False.
 
     Why 1.1 and not the sampling rule's 1.01: on a short window of autocorrelated draws even stationary chains
     read R² − 1 ≈ K / ESS(window) (nested) or ≈ (τ − 1) / (n / 4) (split, τ the autocorrelation time), so 1.01
@@ -284,28 +285,61 @@ def warm(draws: np.ndarray, superchains: int) -> bool:
     if n < 8:
         return False
     window = x[:, n - n // 2 :]
-    if superchains > 1:
-        rhat = nested_rank(window, superchains)
-    else:
-        import arviz_stats as azs
-
-        with np.errstate(all="ignore"):
-            rhat = np.asarray(azs.rhat(window, method="rank"), dtype=float)
+    rhat = nested_rank(window, superchains) if superchains > 1 else split_rank_rhat(window)
     return _worst(rhat) < WARM_RHAT
+
+
+def split_rank_rhat(draws: np.ndarray) -> np.ndarray:
+    """Rank-normalised split R-hat per parameter (d,) of draws (chains, n, d) (Vehtari et al. 2021): each chain
+    split in halves (the middle draw dropped when n is odd), the larger of the classic R̂ on the normal scores of
+    the ranks (bulk) and on those of the distances from the median (tail). The same numbers as arviz-stats'
+    `rhat(method="rank")` (tests/test_diagnostics_nested.py checks them equal): the warm-up rule runs in the
+    coordinator's process, which imports nothing else of arviz-stats, and its import (xarray, pandas) costs that
+    process more than a second, more than a small model's whole warm-up (docs/performance.md, "The warm-up check's
+    cost"). Results are read where arviz-stats is loaded anyway (`diagnose`)."""
+    x = np.asarray(draws, dtype=float)
+    half = x.shape[1] // 2
+    split = np.concatenate([x[:, :half], x[:, x.shape[1] - half :]], axis=0)
+    bulk = _classic_rhat(_normal_scores(split))
+    folded = np.abs(split - np.median(split.reshape(-1, split.shape[-1]), axis=0))
+    return np.maximum(bulk, _classic_rhat(_normal_scores(folded)))
+
+
+def _classic_rhat(x: np.ndarray) -> np.ndarray:
+    """R̂ = √((B/W + n − 1) / n) per parameter of (chains, n, d) (Gelman et al., BDA3 eq. 11.4 with B/n the
+    variance of the chain means and W the mean within-chain variance)."""
+    n = x.shape[1]
+    between = n * x.mean(axis=1).var(axis=0, ddof=1)
+    within = x.var(axis=1, ddof=1).mean(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.sqrt((between / within + n - 1) / n)
 
 
 def _normal_scores(x: np.ndarray) -> np.ndarray:
     """Φ⁻¹((r − 3/8) / (S + 1/4)) of each draw's rank r among the S = chains · n draws of its parameter (Blom's
     offsets, average ranks for ties); NaN for a parameter with a non-finite draw."""
     import scipy.special
-    import scipy.stats
 
     chains, n, d = x.shape
     flat = x.reshape(-1, d)
-    ranks = scipy.stats.rankdata(flat, axis=0, method="average")
+    ranks = _average_ranks(flat)
     z = scipy.special.ndtri((ranks - 0.375) / (flat.shape[0] + 0.25))  # Φ⁻¹ (norm.ppf's core, 4x faster)
     z[:, ~np.all(np.isfinite(flat), axis=0)] = np.nan
     return z.reshape(chains, n, d)
+
+
+def _average_ranks(flat: np.ndarray) -> np.ndarray:
+    """1-based ranks of each column of (S, d), ties given their average rank: scipy.stats.rankdata(method="average",
+    axis=0)'s numbers, without importing scipy.stats (half a second of a coordinator process's warm-up)."""
+    size, d = flat.shape
+    order = np.argsort(flat, axis=0, kind="stable")
+    ordered = np.take_along_axis(flat, order, axis=0)
+    ranks = np.empty(flat.shape, dtype=float)
+    for j in range(d):
+        starts = np.flatnonzero(np.r_[True, ordered[1:, j] != ordered[:-1, j]])  # where each run of ties begins
+        counts = np.diff(np.r_[starts, size])
+        ranks[order[:, j], j] = np.repeat(starts + (counts + 1) / 2.0, counts)
+    return ranks
 
 
 def _worst(rhat: np.ndarray) -> float:

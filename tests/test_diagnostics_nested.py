@@ -310,3 +310,31 @@ def test_other_starts_are_untouched_by_superchains():
     )
     arr = np.random.default_rng(0).standard_normal((64, d))
     np.testing.assert_allclose(lap.precond.to_theta(initial_points(arr, lap, 64, d)), arr)
+
+
+def test_split_rank_rhat_gives_arviz_stats_numbers():
+    """The warm-up rule's own split R-hat (numpy and scipy only, for the coordinator's process) equals arviz-stats'
+    rank R-hat: odd and even lengths, 2 to 8 chains, ties, chains apart and not."""
+    import arviz_stats as azs
+
+    from raysampler.diagnostics import split_rank_rhat
+
+    rng = np.random.default_rng(1)
+    for t in range(60):
+        chains, n, d = int(rng.integers(2, 9)), int(rng.integers(8, 300)), int(rng.integers(1, 5))
+        x = rng.normal(size=(chains, n, d)) * rng.uniform(0.1, 3, size=(chains, 1, 1))
+        x += rng.normal(size=(chains, 1, 1)) * rng.uniform(0, 1)
+        if t % 5 == 0:
+            x = np.round(x, 1)  # ties
+        np.testing.assert_allclose(split_rank_rhat(x), np.asarray(azs.rhat(x, method="rank")), rtol=1e-13)
+
+
+def test_average_ranks_are_scipys():
+    import scipy.stats
+
+    from raysampler.diagnostics import _average_ranks
+
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        a = np.round(rng.normal(size=(int(rng.integers(1, 400)), int(rng.integers(1, 6)))), int(rng.integers(0, 3)))
+        np.testing.assert_array_equal(_average_ranks(a), scipy.stats.rankdata(a, axis=0, method="average"))
