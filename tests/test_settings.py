@@ -93,7 +93,7 @@ def test_service_settings_extend_the_engine_settings(clean_env):
     [
         ("RAYSAMPLER_DATABASE_URL", "mysql://svc:hunter2@db:3306/runs", "scheme is 'mysql'"),
         ("RAYSAMPLER_DATABASE_URL", "postgresql://svc:hunter2@db:port/runs", "port must be a number"),
-        ("RAYSAMPLER_DATABASE_URL", "postgresql://svc:hunter2@db:5432", "names its database"),
+        ("RAYSAMPLER_DATABASE_URL", "postgresql://svc:hunter2@db:5432/runs?sslmode=strict", "sslmode is 'strict'"),
         ("RAYSAMPLER_STORAGE_URL", "s3://Runs_Bucket/raysampler/", "valid bucket"),
         ("RAYSAMPLER_STORAGE_URL", "s3://key:hunter2@runs/raysampler/", "credentials"),
         ("RAYSAMPLER_STORAGE_URL", "runs/relative", "absolute path"),
