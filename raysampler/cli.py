@@ -63,8 +63,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
     from uvicorn.config import STARTUP_FAILURE  # 3: what uvicorn exits with when it cannot start
 
-    from api import create_app
-
+    from .api import create_app
     from .service.backends import BackendError, check_storage, describe_database, open_records
     from .settings import describe
 
