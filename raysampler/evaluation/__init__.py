@@ -18,6 +18,7 @@ predictive checks: replicated data drawn at the shards, only bin counts and sums
 
 from __future__ import annotations
 
+from ..extras import engine as _requires_engine  # noqa: F401 (the import checks that the engine extra is installed)
 from .comparison import WEIGHT_METHODS, Comparison, ComparisonRow, PairPart, PairTask, WeightMethod, compare
 from .fits import (
     BLOCK_ROWS,

@@ -13,6 +13,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ArgumentError
+from ..extras import engine as _requires_engine  # noqa: F401 (the import checks that the engine extra is installed)
 from ..priors import GaussianPrior
 from . import base, contract  # `raysampler.models.base` is the contract's old home, kept for imports
 from .binomial import BinomialRegression

@@ -39,7 +39,9 @@ K8S_VERSIONS = ["1.30.0", kubernetes_validate.latest_version() + ".0"]
 
 _PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 VERSION: str = _PROJECT["version"]
-RAY_PIN: str = next(d.split("==", 1)[1].strip() for d in _PROJECT["dependencies"] if re.match(r"ray\s*==", d))
+RAY_PIN: str = next(
+    d.split("==", 1)[1].strip() for d in _PROJECT["optional-dependencies"]["engine"] if re.match(r"ray\s*==", d)
+)
 
 
 # ----------------------------------------------------------------------------------------------------------- helpers
@@ -320,6 +322,7 @@ def test_dockerfile_copies_everything_raysampler_needs_to_install(tmp_path: Path
     extras = set((install.group(2) or "[]")[1:-1].split(",")) - {""}
     assert extras <= set(_PROJECT["optional-dependencies"]), f"extras the package does not have: {extras}"
     assert "postgres" in extras, "the image has the PostgreSQL driver (the KubeRay example's replicas share one)"
+    assert "all" in extras, "the image runs the engine and the service (`pip install raysampler` is the client alone)"
     src = workdir / install.group(1)
     proc = subprocess.run(
         [
