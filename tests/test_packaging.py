@@ -197,3 +197,15 @@ def test_models_base_warns_naming_the_new_module_of_each_name():
     assert users <= MODELS_BASE_PENDING, (
         f"import from raysampler.models.contract instead: {sorted(users - MODELS_BASE_PENDING)}"
     )
+
+
+def test_the_sampler_never_imports_the_test_yardsticks():
+    """raysampler.testing ships for the tests, benchmarks and users' checks (its docstring says why), never for the
+    sampler: no other module of raysampler imports it."""
+    users = [
+        path.relative_to(ROOT).as_posix()
+        for path in (ROOT / "raysampler").rglob("*.py")
+        if "testing" not in path.parts
+        and re.search(r"^\s*(from|import) (raysampler|\.+)\.?testing\b", path.read_text(), re.M)
+    ]
+    assert not users, users
