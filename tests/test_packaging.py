@@ -209,3 +209,15 @@ def test_the_sampler_never_imports_the_test_yardsticks():
         and re.search(r"^\s*(from|import) (raysampler|\.+)\.?testing\b", path.read_text(), re.M)
     ]
     assert not users, users
+
+
+def test_the_id_and_site_patterns_are_defined_once():
+    """raysampler/names.py holds the id and site-label patterns; no other module of raysampler or api writes them."""
+    bodies = (r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", r"[A-Za-z0-9_.-]{0,61}[A-Za-z0-9]")
+    copies = [
+        path.relative_to(ROOT).as_posix()
+        for folder in ("raysampler", "api")
+        for path in (ROOT / folder).rglob("*.py")
+        if path.name != "names.py" and any(b in path.read_text() for b in bodies)
+    ]
+    assert not copies, f"use raysampler.names instead: {copies}"
