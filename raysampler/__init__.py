@@ -1,7 +1,9 @@
 """raysampler: distributed Bayesian posterior sampling (DG-LMC and friends) on Ray or in-process.
 
 The names below are imported on first use (PEP 562), so that `import raysampler.cli` (the command line) and
-`import raysampler.wire` stay fast: the engine, its models and scipy load only when a program uses them.
+`import raysampler.wire` stay fast, and `import raysampler` works where only the SDK and the CLI are installed
+(`pip install raysampler`): the engine, its models and scipy load only when a program uses them, and where the
+engine is not installed the first use says which extra brings it (raysampler/extras).
 """
 
 from __future__ import annotations
@@ -64,14 +66,19 @@ _SUBMODULES = frozenset({"datasets", "models", "priors"})
 
 
 def __getattr__(name: str) -> Any:
-    if name in _SUBMODULES or (
-        not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None
-    ):  # any subpackage or module, as attribute access found them when the package imported them eagerly
-        return importlib.import_module(f".{name}", __name__)
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-        globals()[name] = value  # later look-ups skip this function
-        return value
+    try:
+        if name in _SUBMODULES or (
+            not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None
+        ):  # any subpackage or module, as attribute access found them when the package imported them eagerly
+            return importlib.import_module(f".{name}", __name__)
+        if name in _LAZY:
+            value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+            globals()[name] = value  # later look-ups skip this function
+            return value
+    except ModuleNotFoundError as exc:  # `pip install raysampler` alone has no engine: say which extra brings it
+        from .extras import explain
+
+        raise explain(exc, f"{__name__}.{name}") from exc
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

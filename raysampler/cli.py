@@ -63,8 +63,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
     from uvicorn.config import STARTUP_FAILURE  # 3: what uvicorn exits with when it cannot start
 
-    from api import create_app
-
+    from .api import create_app
     from .service.backends import BackendError, check_storage, describe_database, open_records
     from .settings import describe
 
@@ -681,12 +680,19 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from .client import APIError
+    from .extras import MissingExtraError, explain
 
     try:
         code: int = args.fn(args)
         return code
     except APIError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:  # `raysampler serve` where only the client is installed: name the extra
+        error = explain(exc, f"`raysampler {args.command}`")
+        if not isinstance(error, MissingExtraError):
+            raise
+        print(f"error: {error}", file=sys.stderr)
         return 2
     except LookupError as exc:  # "latest" with no runs yet
         print(f"error: {exc.args[0] if exc.args else exc}", file=sys.stderr)

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import os
 import posixpath
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from .names import ID_RE, SITE_RE
 from .objectstore import is_uri, parse_uri
 
 __all__ = [
@@ -33,8 +33,8 @@ __all__ = [
     "parse_grants",
 ]
 
-_TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_SITE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$")
+_TENANT = ID_RE
+_SITE = SITE_RE
 
 #: The rule a refused site-shard path broke, in the words every refusal uses (it names no file).
 ACCESS_RULE = (

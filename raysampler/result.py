@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .models.base import ParamBlock, natural_values
-from .models.contract import defines
+from .models.contract import ParamBlock, defines, natural_values
 
 if TYPE_CHECKING:
     from .diagnostics import Diagnostics, RunWarning

@@ -33,7 +33,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
-import re
 import warnings
 import zipfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -44,6 +43,7 @@ import numpy as np
 
 from .errors import ArgumentError
 from .grants import check_on_site
+from .names import SITE_RE
 from .objectstore import filesystem, is_uri, parse_uri
 from .storage import read_npy_header, read_npz
 
@@ -705,7 +705,7 @@ class Shard:
         return f"Shard(X: {self.X.shape}, y: {self.y.shape} {self.y.dtype}{where})"
 
 
-_SITE_PATTERN = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$")
+_SITE_PATTERN = SITE_RE
 
 
 def _names(value: Any, argname: str) -> tuple[str, ...]:

@@ -18,7 +18,7 @@ import numpy as np
 import raysampler as rs
 from raysampler import tuning
 from raysampler.algorithms import get_algorithm
-from raysampler.models.base import DataSpec
+from raysampler.models.contract import DataSpec
 from raysampler.models.logistic import LogisticRegression
 from raysampler.runtime.host import ShardSource
 from raysampler.runtime.pools import LocalPool

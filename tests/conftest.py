@@ -263,7 +263,7 @@ def app_client(request, tmp_path_factory):
         warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
         from fastapi.testclient import TestClient
 
-    from api import create_app
+    from raysampler.api import create_app
 
     over = {}
     if request.param == "postgresql":

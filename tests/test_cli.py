@@ -168,6 +168,59 @@ def test_draws_into_a_closed_pipe_exits_quietly(service, submitted):
     assert err == "" and code in (0, 141), (code, err)
 
 
+LIGHT_CLI = """
+import contextlib, io, json, sys
+from raysampler.extras import EXTRAS
+for names in EXTRAS.values():  # as in `pip install raysampler` alone: no engine, no server code
+    for m in names:
+        sys.modules[m] = None
+from raysampler.cli import main
+runs = []
+for argv in json.loads(sys.argv[1]):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exc:
+            code = exc.code
+        except BaseException as exc:
+            code, err = repr(exc), io.StringIO(repr(exc))
+    runs.append([argv[0], code, out.getvalue(), err.getvalue()])
+print(json.dumps(runs))
+"""
+
+
+def test_client_commands_work_without_the_engine_and_the_service(service, submitted, tmp_path):
+    """The CLI's remote commands as `pip install raysampler` alone runs them: with every module of the extras
+    unimportable, submit (YAML, --wait), status, draws, summary, compare, loo and ppc answer as on the full install."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "model:\n  family: logistic_regression\n  prior_scale: 1.0\ndata:\n  dataset: builtin:breast_cancer\n"
+        "num_shards: 2\nchains: 2\nnum_rounds: 30\nseed: 3\n"
+    )
+    remote = ["--url", service.url, "--api-key", SERVICE_KEYS["alice"]]
+    rid = submitted["id"]
+    commands = [
+        ["submit", str(spec), "--wait", *remote],
+        ["status", rid, *remote],
+        ["draws", rid, "--start", "355", *remote],
+        ["summary", rid, *remote],
+        ["compare", rid, "latest", "--draws", "50", "--format", "json", *remote],  # latest: the run just submitted
+        ["loo", rid, "--draws", "50", *remote],
+        ["ppc", rid, "--kind", "stat", "--draws", "20", *remote],
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-c", LIGHT_CLI, json.dumps(commands)], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = {name: (code, out, err) for name, code, out, err in json.loads(proc.stdout)}
+    assert all(code == 0 for code, _, _ in runs.values()), {k: v for k, v in runs.items() if v[0] != 0}
+    assert "SUCCEEDED" in runs["submit"][1] and rid in runs["status"][1]
+    assert runs["draws"][1].split()[:2] == ["draw", "chain"] and len(runs["draws"][1].splitlines()) == 6
+    assert "r_hat" in runs["summary"][1] and "elpd_loo" in runs["loo"][1] and "T = mean" in runs["ppc"][1]
+    assert rid in {r["run_id"] for r in json.loads(runs["compare"][1])}
+
+
 def test_help_does_not_import_the_engine():
     code = (
         "import sys, contextlib, io\n"

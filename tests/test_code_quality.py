@@ -1,5 +1,6 @@
 """The habits that keep the code readable, run with the tests (so CI runs them): ruff's lint rules and formatting
-(configured in pyproject.toml) over the whole repository, and mypy with check_untyped_defs on raysampler/ and api/."""
+(configured in pyproject.toml) over the whole repository, and mypy with check_untyped_defs on raysampler/ (with
+raysampler.api, the api/ folder)."""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from pydantic import Field
 from starlette.background import BackgroundTask
 
+from raysampler.names import ID
 from raysampler.predictive import PpcStatName
 from raysampler.service import checks, plotdata, results, streaming
 from raysampler.service.errors import StateConflict
@@ -37,7 +38,7 @@ router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=error_responses(4
 Tenant = Annotated[str, Depends(tenant)]
 Svc = Annotated[Services, Depends(services)]
 RUN_ID_404 = error_responses(404)
-TAG_QUERY_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}:.{0,200}$"  # key:value, the key as RunSpec's tags have it
+TAG_QUERY_PATTERN = rf"^{ID}:.{{0,200}}$"  # key:value, the key as RunSpec's tags have it
 Seq = Annotated[str, Field(pattern=r"^\d{1,18}$")]  # an event id or list cursor, as text
 Offset = Annotated[int, Field(ge=0, lt=10**18)]
 #: One event of the stream (keep-alive comments aside): its sequence number, kind, and JSON data.

@@ -48,7 +48,8 @@ import numpy as np
 
 import raysampler as rs
 from raysampler import tuning
-from raysampler.models.base import DataSpec, GaussianPrior
+from raysampler.models.contract import DataSpec
+from raysampler.priors import GaussianPrior
 
 ALPHA = 0.1
 B = 16

@@ -47,7 +47,7 @@ from sklearn.metrics import brier_score_loss, log_loss
 from sklearn.model_selection import train_test_split
 
 import raysampler as rs
-from raysampler.models.base import DataSpec
+from raysampler.models.contract import DataSpec
 
 NAME = "seed001_calibration"
 TEST_SIZE, SPLIT_SEED = 0.25, 0

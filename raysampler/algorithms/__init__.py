@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
+from ..extras import engine as _requires_engine  # noqa: F401 (the import checks that the engine extra is installed)
 from .base import Algorithm, Plan, RoundInfo, ShardPool
 from .dadmm import ADMM, DADMMS
 from .decentralized import DSGHMC, DSGLD, DULA

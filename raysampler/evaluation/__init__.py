@@ -18,6 +18,7 @@ shards, only bin counts and sums returned; what they give back is in `raysampler
 
 from __future__ import annotations
 
+from ..extras import engine as _requires_engine  # noqa: F401 (the import checks that the engine extra is installed)
 from .comparison import WEIGHT_METHODS, Comparison, ComparisonRow, PairPart, PairTask, WeightMethod, compare
 from .fits import (
     BLOCK_ROWS,

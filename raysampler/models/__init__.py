@@ -13,8 +13,9 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ArgumentError
+from ..extras import engine as _requires_engine  # noqa: F401 (the import checks that the engine extra is installed)
 from ..priors import GaussianPrior
-from . import base, contract  # `raysampler.models.base` is the contract's old home, kept for imports
+from . import base, contract  # base: the contract's deprecated first home (its names warn, naming contract)
 from .binomial import BinomialRegression
 from .common import RowValues
 from .contract import DataSpec, ForeignModel, Model, ParamBlock, as_model

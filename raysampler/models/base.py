@@ -1,30 +1,40 @@
-"""Where the model contract used to live, kept so that `raysampler.models.base` imports keep working: the contract
-is in `raysampler.models.contract`, `GaussianPrior` in `raysampler.priors`."""
+"""Deprecated: the model contract's first home. Its names live in `raysampler.models.contract` (`GaussianPrior` in
+`raysampler.priors`); each one taken from here still works and warns (DeprecationWarning) naming its module."""
 
 from __future__ import annotations
 
-from ..priors import GaussianPrior
-from .contract import (
-    MODEL_METHODS,
-    TRANSFORMS,
-    DataSpec,
-    ForeignModel,
-    Model,
-    ParamBlock,
-    as_model,
-    block_names,
-    natural_values,
-)
+import importlib
+import sys
+import warnings
+from typing import Any
 
-__all__ = [
-    "MODEL_METHODS",
-    "TRANSFORMS",
-    "DataSpec",
-    "ForeignModel",
-    "GaussianPrior",
-    "Model",
-    "ParamBlock",
-    "as_model",
-    "block_names",
-    "natural_values",
-]
+#: name → the module that defines it
+MOVED: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "MODEL_METHODS",
+            "TRANSFORMS",
+            "DataSpec",
+            "ForeignModel",
+            "Model",
+            "ParamBlock",
+            "as_model",
+            "block_names",
+            "natural_values",
+        ),
+        "raysampler.models.contract",
+    ),
+    "GaussianPrior": "raysampler.priors",
+}
+__all__ = sorted(MOVED)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    caller = sys._getframe(1).f_globals.get("__name__", "")
+    if not caller.startswith("raysampler."):  # the modules of raysampler still moving off it are not the user's to fix
+        warnings.warn(
+            f"raysampler.models.base is deprecated: import {name} from {MOVED[name]}", DeprecationWarning, stacklevel=2
+        )
+    return getattr(importlib.import_module(MOVED[name]), name)

@@ -8,11 +8,11 @@ Every per-shard method takes one shard's data X (n_i, p) and y (n_i,) and a (K, 
 row per chain) and returns per-chain values, (K,) or (K, d): K chains cost one matrix-matrix product instead of K
 matrix-vector products.
 
-`Model` is the contract: its abstract methods are required (`dim`, `prior`, `potential`, `grad`, `hvp`,
-`smoothness`); every other method has a default that is right for a model with no per-row inputs, no improper
-priors and one unnamed parameter vector. The engine calls every method directly. An object that does not subclass
-`Model` but has the methods in `MODEL_METHODS` is also accepted: `as_model` wraps it in `ForeignModel`, which uses
-its own optional methods where it has them and `Model`'s defaults where not.
+`Model` is the contract. What a model must define is `MODEL_METHODS`, the one list (`Model`'s abstract members);
+every other method has a default that is right for a model with no per-row inputs, no improper priors and one
+unnamed parameter vector. The engine calls every method directly. An object that does not subclass `Model` but has
+the members of `MODEL_METHODS` is accepted too: `as_model` wraps it in `ForeignModel`, which uses its own optional
+methods where it has them and `Model`'s defaults where not.
 """
 
 from __future__ import annotations
@@ -27,20 +27,10 @@ import numpy as np
 
 from ..priors import GaussianPrior, Prior
 
-#: The methods an object that does not subclass `Model` must have to be used as one (`as_model`).
-MODEL_METHODS = (
-    "bind",
-    "prior",
-    "potential",
-    "grad",
-    "potential_and_grad",
-    "hvp",
-    "hessian",
-    "hessian_diag",
-    "smoothness",
-    "param_names",
-    "validate",
-)
+#: The minimal model contract, the one list of it: what a `Model` subclass must define (its abstract members) and
+#: what an object that does not subclass `Model` must have to be used as one (`as_model`); every other method of
+#: `Model` has a default. `dim` is a property (or attribute), the others methods.
+MODEL_METHODS = ("dim", "prior", "potential", "grad", "hvp", "smoothness")
 #: How a parameter block is reported: as sampled, exp of the sampled value (positive parameters, sampled on the
 #: log scale), the logistic function (probabilities), or "cholesky_corr": the block holds the partial correlations
 #: of a correlation matrix's Cholesky factor, unconstrained (`cholesky_factor`), and reports the correlations (the
@@ -644,7 +634,8 @@ class ForeignModel(Model):
         return own if callable(own) else None
 
     def bind(self, spec: DataSpec) -> Model:
-        return as_model(self.model.bind(spec))
+        own = self._own("bind")
+        return as_model(own(spec)) if own is not None else self
 
     @property
     def dim(self) -> int:
@@ -654,12 +645,16 @@ class ForeignModel(Model):
         own = self._own("param_blocks")
         if own is not None:
             return tuple(own())
-        names = [str(n) for n in self.model.param_names()]
+        names_of = self._own("param_names")
+        if names_of is None:
+            return super().param_blocks()
+        names = [str(n) for n in names_of()]
         labels = tuple(names) if len(names) == self.dim and len(set(names)) == self.dim else None
         return (ParamBlock("theta", self.dim, "param", labels, "identity"),)
 
     def param_names(self) -> list[str]:
-        return list(self.model.param_names())
+        own = self._own("param_names")
+        return list(own()) if own is not None else super().param_names()
 
     def prior(self) -> GaussianPrior | Prior:
         return self.model.prior()
@@ -703,7 +698,9 @@ class ForeignModel(Model):
         return own(X, y, rows) if own is not None else (X, y)
 
     def validate(self, X: np.ndarray, y: np.ndarray, argname: str = "data") -> None:
-        self.model.validate(X, y, argname=argname)
+        own = self._own("validate")
+        if own is not None:
+            own(X, y, argname=argname)
 
     def gram(self, X: np.ndarray, y: np.ndarray) -> np.ndarray | None:
         own = self._own("gram")
@@ -721,20 +718,23 @@ class ForeignModel(Model):
         return self.model.grad(X, y, x)
 
     def potential_and_grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return self.model.potential_and_grad(X, y, x)
+        own = self._own("potential_and_grad")
+        return own(X, y, x) if own is not None else super().potential_and_grad(X, y, x)
 
     def hvp(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, v: np.ndarray) -> np.ndarray:
         return self.model.hvp(X, y, x, v)
 
     def hessian(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
-        return self.model.hessian(X, y, x)
+        own = self._own("hessian")
+        return own(X, y, x) if own is not None else super().hessian(X, y, x)
 
     def hessians(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         own = self._own("hessians")
         return own(X, y, x) if own is not None else super().hessians(X, y, x)
 
     def hessian_diag(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
-        return self.model.hessian_diag(X, y, x)
+        own = self._own("hessian_diag")
+        return own(X, y, x) if own is not None else super().hessian_diag(X, y, x)
 
     def smoothness(self, X: np.ndarray, y: np.ndarray) -> float:
         return self.model.smoothness(X, y)
@@ -821,12 +821,24 @@ def _undefined(model: Model, method: str, used_by: str) -> str:
     )
 
 
+def _has_member(model: Any, name: str) -> bool:
+    """Whether `model` has the contract's member `name`: a method, or for `dim` a property or attribute (one that
+    raises before the model is bound, as a `Model`'s may, counts as there)."""
+    try:
+        value = getattr(model, name)
+    except AttributeError:
+        return False
+    except Exception:
+        return name == "dim"
+    return name == "dim" or callable(value)
+
+
 def as_model(model: Any) -> Model:
     """`model` itself if it is a `Model`, a `ForeignModel` around it if it has the methods of `MODEL_METHODS`, else
     TypeError naming what it lacks."""
     if isinstance(model, Model):
         return model
-    missing = [m for m in MODEL_METHODS if not callable(getattr(model, m, None))]
+    missing = [m for m in MODEL_METHODS if not _has_member(model, m)]
     if isinstance(model, type) or missing:
         raise TypeError(
             f"model must be a model instance (e.g. rs.models.LogisticRegression()) with methods "

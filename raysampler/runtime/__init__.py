@@ -7,6 +7,7 @@ owns shards where they live. The types that cross these seams are in `contracts`
 
 from __future__ import annotations
 
+from ..extras import engine as _requires_engine  # noqa: F401 (the import checks that the engine extra is installed)
 from .contracts import (
     SITE_LABEL,
     Chunk,

@@ -21,7 +21,7 @@ from typing import Any
 from ..algorithms.base import Algorithm
 from ..enums import Executor, TransportKind
 from ..errors import Failure, FailureKind, RunCancelled, WorkerFailed
-from ..models.base import Model
+from ..models.contract import Model
 from .contracts import Chunk, CoordinatorHandle, RunConfig, RunState, RunStats, SetupInfo
 from .coordinator import Coordinator
 from .host import ShardSource

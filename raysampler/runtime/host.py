@@ -22,7 +22,7 @@ import numpy as np
 from ..algorithms.base import Algorithm
 from ..errors import Failure, FailureKind, WorkerFailed
 from ..grants import AccessRefused
-from ..models.base import Model
+from ..models.contract import Model
 from ..shards import DataTable, Shard
 from ..streams import ChainNoise
 from .batches import ShardBatches, join_blocks

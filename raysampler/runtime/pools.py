@@ -15,8 +15,7 @@ import numpy as np
 from ..algorithms.base import Algorithm
 from ..enums import TransportKind
 from ..errors import Failure, FailureKind, WorkerFailed
-from ..models.base import Model
-from ..models.contract import as_model
+from ..models.contract import Model, as_model
 from .batches import join_blocks
 from .contracts import SITE_LABEL, Broadcast, Placement, ShardFacts, ShardState, StepResult, WorkerPool
 from .host import ShardHost, ShardSource

@@ -34,8 +34,14 @@ def service_address(
 
 
 def _served_key() -> str | None:
-    """The key `raysampler serve` generated on this machine, read by the parser the server uses (None if none)."""
-    from ..service.settings import Settings  # server code, imported only for this local fallback
+    """The key `raysampler serve` generated on this machine, read by the parser the server uses (None if none, or
+    where the service is not installed: then this install has served nothing)."""
+    from ..extras import MissingExtraError
+
+    try:
+        from ..service.settings import Settings  # server code, imported only for this local fallback
+    except MissingExtraError:
+        return None
 
     path = Settings().data_dir / KEYS_FILE
     if not path.exists():

@@ -1,6 +1,7 @@
 """Answers of the service as the objects a Python user works with: pandas tables, numpy arrays, the engine's
 predictive-check records, an xarray DataTree, and the engine's `Result`. Each function reads one response body;
-pandas, xarray and the engine are imported only when one is called, so that `import raysampler.sdk` stays light."""
+pandas, xarray and the engine are imported only when one is called, so that `import raysampler.sdk` stays light
+(the last two are `raysampler[engine]`'s: without it, arviz() and result() say so)."""
 
 from __future__ import annotations
 
@@ -96,6 +97,9 @@ def comparison_frame(body: Body) -> pd.DataFrame:
 
 def open_netcdf(content: bytes) -> xr.DataTree:
     """The /arviz answer (NetCDF-4 bytes) as a DataTree loaded into memory (h5netcdf reads files, not bytes)."""
+    from ..extras import require
+
+    require("engine", "RunHandle.to_arviz() (and .result())", modules=("xarray", "h5netcdf", "h5py"))
     import xarray as xr
 
     fd, path = tempfile.mkstemp(suffix=".nc")
@@ -116,6 +120,9 @@ def result_of(tree: xr.DataTree, info: RunInfo) -> Result:
     transform is the identity: `draws` equals `RunHandle.draws()`, and `posterior`, `summary`, `fixef`, `ranef` and
     `coef` give what the service gives. The model and the rows stay on the service (`predict`, `loo` and `pp_check`
     are the handle's)."""
+    from ..extras import require
+
+    require("engine", "RunHandle.result()")  # Result is the engine's
     from ..models.contract import ParamBlock
     from ..result import Result
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from ..models.base import DataSpec, ParamBlock
+from ..models.contract import DataSpec, ParamBlock
 from ..wire import RunStatus, RunStopReason
 from .schemas import DiagnosticsInfo, FailureInfo, NetworkInfo, RunSpec, WorkerStats
 

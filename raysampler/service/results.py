@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ..diagnostics import convergence_fraction
-from ..models.base import ParamBlock
+from ..models.contract import ParamBlock
 from ..result import Result
 from ..wire import RunStatus
 from .drawfiles import DrawFiles

@@ -16,13 +16,12 @@ from ..algorithms import ALGORITHMS
 from ..models import FAMILIES, FAMILY_INFO, Family
 from ..models.formula import FORMULA_FAMILIES
 from ..models.groups import GroupEffects
+from ..names import ID_PATTERN, SITE_PATTERN
 from ..objectstore import UnsafeKey, is_uri, parse_uri
 from ..options import AUTO_BURN_IN, AUTO_MAX_ROUNDS, DEFAULT_CHAINS, DEFAULT_MAX_RHAT, DEFAULT_TARGET_ESS, RunOptions
 from ..predictive import PpcStatName
 from ..wire import RunStatus, RunStopReason
 
-SITE_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$"
-ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 TAG_KEY_PATTERN = ID_PATTERN  # a run tag's key (its value is free text)
 MAX_TAGS = 32
 SEED_MAX = 2**63 - 1  # a run's seed is stored as a signed 64-bit integer

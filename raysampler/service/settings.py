@@ -16,10 +16,11 @@ from pydantic_settings import SettingsConfigDict
 
 from ..enums import Executor
 from ..grants import DataGrants, parse_grants
+from ..names import ID_RE
 from ..objectstore import is_uri, parse_uri
 from ..settings import EngineSettings
 
-TENANT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+TENANT_PATTERN = ID_RE
 REPLICA_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 
 

@@ -13,7 +13,7 @@ from .. import datasets as rs_datasets
 from ..algorithms import ALGORITHMS, Algorithm, get_algorithm
 from ..errors import ArgumentError, PathPart
 from ..grants import ACCESS_RULE, AccessRefused, DataGrants, check_lexical
-from ..models.base import DataSpec, Model
+from ..models.contract import DataSpec, Model
 from ..options import RunOptions
 from ..runtime.coordinator import validate_run
 from ..runtime.sites import probe_shards

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Unpack
 from urllib.parse import urlsplit
 
-from ..models.base import DataSpec, ParamBlock
+from ..models.contract import DataSpec, ParamBlock
 from ..wire import EventPayload, RunStatus, RunStopReason
 from . import migrations
 from .migrations import Dialect

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 
-from ..models.base import natural_values
+from ..models.contract import natural_values
 from ..wire import SSE_KEEPALIVE, ChainSeed, DrawsHeader, draw_lines, sse_frame, sse_retry
 from .drawfiles import DrawFiles
 from .records import RunRecord

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..checkpoints import RunDirectory, as_run_directory
-from ..models.base import ParamBlock, natural_values
+from ..models.contract import ParamBlock, natural_values
 
 log = logging.getLogger("raysampler.service")
 

@@ -15,6 +15,7 @@ Nothing here imports `raysampler.algorithms`: the algorithms depend on the tunin
 
 from __future__ import annotations
 
+from ..extras import engine as _requires_engine  # noqa: F401 (the import checks that the engine extra is installed)
 from .laplace import Laplace, find_map, laplace_preconditioner, laplace_step, total_hessian
 from .report import BiasPrediction, TuningReport
 

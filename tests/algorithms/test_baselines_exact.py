@@ -178,7 +178,7 @@ def test_mala_reverse_density_uses_gradient_at_proposal(problem):
         (0, 0.0, np.log(h)),
         False,
         0.574,
-        rs.models.base.GaussianPrior(np.zeros(2), np.zeros(2)),
+        rs.priors.GaussianPrior(np.zeros(2), np.zeros(2)),
         np.ones(2),
     )
     info = RoundInfo(100, False)
@@ -403,7 +403,7 @@ def test_minibatch_gradient_unbiased_and_deterministic(problem):
     shards, model, P, m = problem
     rng = np.random.default_rng(3)
     ys = rng.normal(size=(12, 2))
-    bound = model.bind(rs.models.base.DataSpec(n_features=2))
+    bound = model.bind(rs.models.DataSpec(n_features=2))
     X, x = np.zeros((12, 0)), np.array([[0.3, -0.4], [1.0, 2.0]])
     full = bound.grad(X, ys, x)
     noise = ChainNoise(0, 2, role=1, dim=2)

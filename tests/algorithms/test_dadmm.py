@@ -38,7 +38,7 @@ from raysampler import topology as topo
 from raysampler.algorithms import RoundInfo, get_algorithm
 from raysampler.algorithms.dadmm import ADMM, DADMMS, PAPER_RHO, prox
 from raysampler.algorithms.decentralized import GraphState
-from raysampler.models.base import DataSpec
+from raysampler.models.contract import DataSpec
 from raysampler.testing import exact
 
 SIZES = (3, 5, 4, 6)

@@ -18,8 +18,8 @@ from conftest import inprocess_settings
 from fastapi import FastAPI
 from service_helpers import ALICE
 
-from api import create_app
-from api.deps import Services
+from raysampler.api import create_app
+from raysampler.api.deps import Services
 from raysampler.service.datasets import delete_dataset
 
 pytestmark = pytest.mark.service  # the app in-process (executor "local")

@@ -24,7 +24,7 @@ import pytest
 from conftest import SERVICE_KEYS, service_env
 from service_helpers import ALICE, BOB, hdr, spec, wait_until
 
-from api.security import COMMON_HEADERS, STRICT_CSP
+from raysampler.api.security import COMMON_HEADERS, STRICT_CSP
 from raysampler.service.audit import AuditLog, AuditRecord, key_id, read_records
 from raysampler.service.local import LocalService, free_port
 
@@ -198,7 +198,7 @@ def test_every_key_is_compared_in_constant_time_whichever_matches(monkeypatch):
     from fastapi.security import HTTPAuthorizationCredentials
     from starlette.requests import Request
 
-    from api import deps
+    from raysampler.api import deps
 
     calls: list[tuple[bytes, bytes]] = []
     real = deps.hmac.compare_digest
@@ -383,7 +383,7 @@ def test_any_403_is_audited_whatever_raised_it(tmp_path):
     from starlette.exceptions import HTTPException
     from starlette.routing import Route
 
-    from api.audit import AuditMiddleware
+    from raysampler.api.audit import AuditMiddleware
 
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")

@@ -39,7 +39,9 @@ K8S_VERSIONS = ["1.30.0", kubernetes_validate.latest_version() + ".0"]
 
 _PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 VERSION: str = _PROJECT["version"]
-RAY_PIN: str = next(d.split("==", 1)[1].strip() for d in _PROJECT["dependencies"] if re.match(r"ray\s*==", d))
+RAY_PIN: str = next(
+    d.split("==", 1)[1].strip() for d in _PROJECT["optional-dependencies"]["engine"] if re.match(r"ray\s*==", d)
+)
 
 
 # ----------------------------------------------------------------------------------------------------------- helpers
@@ -311,7 +313,8 @@ def _copied_tree(dockerfile: str, dest_root: Path) -> Path:
 
 
 def test_dockerfile_copies_everything_raysampler_needs_to_install(tmp_path: Path) -> None:
-    """What the image pip-installs is built from exactly the files it copies: a wheel with both packages and the CLI."""
+    """What the image pip-installs is built from exactly the files it copies: a wheel with the package (the app as
+    raysampler.api, its dashboard files with it) and the CLI."""
     text = DOCKERFILE.read_text()
     workdir = _copied_tree(text, tmp_path / "image")
     install = re.search(r"pip install --no-cache-dir \"?([^\s\"\[]+)(\[[a-z,]+\])?\"?", text)
@@ -319,6 +322,7 @@ def test_dockerfile_copies_everything_raysampler_needs_to_install(tmp_path: Path
     extras = set((install.group(2) or "[]")[1:-1].split(",")) - {""}
     assert extras <= set(_PROJECT["optional-dependencies"]), f"extras the package does not have: {extras}"
     assert "postgres" in extras, "the image has the PostgreSQL driver (the KubeRay example's replicas share one)"
+    assert "all" in extras, "the image runs the engine and the service (`pip install raysampler` is the client alone)"
     src = workdir / install.group(1)
     proc = subprocess.run(
         [
@@ -342,10 +346,15 @@ def test_dockerfile_copies_everything_raysampler_needs_to_install(tmp_path: Path
     assert proc.returncode == 0, proc.stderr[-2000:]
     (wheel,) = (tmp_path / "wheel").glob("raysampler-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert {"raysampler/__init__.py", "raysampler/cli.py", "api/__init__.py", "api/app.py"} <= set(names)
+    expected = {"raysampler/__init__.py", "raysampler/cli.py", "raysampler/api/__init__.py", "raysampler/api/app.py"}
+    assert expected <= set(names)
+    assert not [n for n in names if n.split("/")[0] == "api"], "the app is raysampler.api, never a top-level `api`"
     modules = {n for n in names if n.endswith(".py")}
-    in_repo = {p.relative_to(ROOT).as_posix() for pkg in ("raysampler", "api") for p in (ROOT / pkg).rglob("*.py")}
+    in_repo = {p.relative_to(ROOT).as_posix() for p in (ROOT / "raysampler").rglob("*.py")}
+    in_repo |= {"raysampler/" + p.relative_to(ROOT).as_posix() for p in (ROOT / "api").rglob("*.py")}
     assert in_repo <= modules, f"modules missing from the image: {sorted(in_repo - modules)[:5]}"
+    ui = {"raysampler/" + p.relative_to(ROOT).as_posix() for p in (ROOT / "api" / "ui").rglob("*") if p.is_file()}
+    assert ui <= set(names), f"dashboard files missing from the image: {sorted(ui - set(names))[:5]}"
     entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert "raysampler = raysampler.cli:main" in entry_points
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -552,3 +554,53 @@ def test_gaussian_accepts_missing_or_any_X():
     model.validate(np.zeros((len(y), 5)), y)
     x = np.zeros((K, model.dim))
     np.testing.assert_allclose(model.potential(None, y, x), model.potential(X, y, x))
+
+
+class _OnlyTheContract:
+    """A user's model object (not a `Model` subclass) with exactly the members of MODEL_METHODS and nothing else."""
+
+    def __init__(self, model):
+        self._model = model
+
+    @property
+    def dim(self):
+        return self._model.dim
+
+    def prior(self):
+        return self._model.prior()
+
+    def potential(self, X, y, x):
+        return self._model.potential(X, y, x)
+
+    def grad(self, X, y, x):
+        return self._model.grad(X, y, x)
+
+    def hvp(self, X, y, x, v):
+        return self._model.hvp(X, y, x, v)
+
+    def smoothness(self, X, y):
+        return self._model.smoothness(X, y)
+
+
+def test_the_minimal_contract_is_one_list_and_an_object_with_it_is_a_model():
+    """MODEL_METHODS is what a subclass must define (Model's abstract members) and all a foreign object needs: the
+    rest (bind, names, validation, potential_and_grad, hessian, its diagonal) are Model's defaults."""
+    from raysampler.models.contract import MODEL_METHODS
+
+    assert set(MODEL_METHODS) == Model.__abstractmethods__
+    table = (Path(__file__).resolve().parents[2] / "docs" / "models.md").read_text()
+    assert set(re.findall(r"^\| `(\w+)[`(].*?\| yes \|", table, re.M)) == set(MODEL_METHODS), "models.md's table"
+    model, X, y = _logistic()
+    wrapped = as_model(_OnlyTheContract(model))
+    assert isinstance(wrapped, ForeignModel) and wrapped.bind(DataSpec(n_features=4)) is wrapped
+    x = np.random.default_rng(4).standard_normal((K, model.dim))
+    U, g = wrapped.potential_and_grad(X, y, x)
+    np.testing.assert_allclose(U, model.potential(X, y, x), rtol=1e-12)
+    np.testing.assert_allclose(g, model.grad(X, y, x), rtol=1e-12)
+    H = model.hessian(X, y, x[0])
+    np.testing.assert_allclose(wrapped.hessian(X, y, x[0]), H, rtol=1e-10, atol=1e-12 * np.abs(H).max())
+    np.testing.assert_allclose(wrapped.hessian_diag(X, y, x[0]), np.clip(np.diag(H), 0, None), rtol=1e-10)
+    assert wrapped.param_names() == [f"theta[{j}]" for j in range(model.dim)]
+    wrapped.validate(X, y)  # the default accepts any shard
+    with pytest.raises(TypeError, match=r"missing \['hvp'\]"):
+        as_model(type("NoHvp", (), {"dim": 2, **{k: print for k in MODEL_METHODS if k not in ("dim", "hvp")}})())

@@ -23,7 +23,7 @@ def _client(tmp_path_factory, **quotas):
         warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
         from fastapi.testclient import TestClient
 
-    from api import create_app
+    from raysampler.api import create_app
 
     return TestClient(create_app(inprocess_settings(tmp_path_factory.mktemp("quota") / "data", **quotas)))
 

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from raysampler.models.base import ParamBlock
+from raysampler.models.contract import ParamBlock
 from raysampler.result import Result
 from raysampler.service.summaries import SUMMARY_FILE_PREFIX, SummaryCache, SummaryTable, summary_table
 

@@ -250,7 +250,7 @@ def test_an_invalid_form_value_shows_the_api_error_at_its_field(browser, service
 def test_the_dashboard_is_served_under_the_strict_policy(service):
     import httpx
 
-    from api.security import STRICT_CSP
+    from raysampler.api.security import STRICT_CSP
 
     for path in ("/ui/", "/ui/app.js", "/ui/plots.js", "/ui/app.css", "/ui/vendor/uPlot.iife.min.js"):
         r = httpx.get(service.url + path, timeout=HTTP_TIMEOUT_S)
