@@ -123,6 +123,7 @@ class RunInfo(TypedDict):
     timings: dict[str, float]
     workers: list[WorkerStats]
     param_names: list[str] | None
+    response: str | None
     error: str | None
     warnings: list[str]
     plan: dict[str, Any] | None
