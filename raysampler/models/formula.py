@@ -175,7 +175,7 @@ def _read_formula(formula: str) -> Terms:
     for g in grouped:
         factor = sorted(g.factor.var_names)
         if len(factor) != 1 or calls(g.factor) or len(getattr(g.factor, "components", ())) != 1:
-            raise ArgumentError(_PATH, f"group term ({g.expr} | {g.factor}): the grouping factor must be one column")
+            raise ArgumentError(_PATH, _one_column_factor(g))
         intercept = type(g.expr).__name__ == "Intercept"
         groups.append((factor[0], intercept, () if intercept else (str(g.expr.name),)))
     merged: dict[str, tuple[bool, list[str]]] = {}
@@ -234,6 +234,31 @@ def _check_levels(levels: Any) -> tuple[tuple[str, tuple[str, ...]], ...] | None
             raise ArgumentError(("model", "levels", str(col)), f"levels[{col!r}] repeats a level: {list(labels)}")
         out.append((str(col), labels))
     return tuple(out)
+
+
+def _group_text(g: Any) -> str:
+    """A group term as a formula spells it: (1 | county), (x | county:housing)."""
+    expr = (
+        "1"
+        if type(g.expr).__name__ == "Intercept"
+        else " + ".join(getattr(c, "name", str(c)) for c in getattr(g.expr, "components", ()) or [g.expr])
+    )
+    factor = ":".join(getattr(c, "name", str(c)) for c in getattr(g.factor, "components", ()) or [g.factor])
+    return f"({expr} | {factor})"
+
+
+def _one_column_factor(g: Any) -> str:
+    """Why a group term whose grouping factor is not one plain column is refused, and what to write instead."""
+    names = [getattr(c, "name", str(c)) for c in getattr(g.factor, "components", ())]
+    if len(names) > 1:
+        joined = "_".join(names)
+        return (
+            f"group term {_group_text(g)}: the grouping factor {':'.join(names)} combines {len(names)} columns "
+            f"(a nested term (1 | {'/'.join(names)}) expands to (1 | {names[0]}) + (1 | {':'.join(names)})); "
+            f"a grouping factor is one column today: add a column {joined!r} holding the combined labels and "
+            f"write (1 | {joined})"
+        )
+    return f"group term {_group_text(g)}: the grouping factor must be one column, not an expression"
 
 
 def _prior_fields(family: str, priors: Mapping[str, Any], terms: Terms) -> tuple[dict[str, Any], Any, Any]:
