@@ -103,6 +103,7 @@ SLOW: dict[str, str | set[str]] = {
     "tests/test_code_quality.py": {"test_mypy_is_clean"},  # about 20 s
     "tests/test_docs.py": {
         "test_every_code_block_of_the_models_doc_works",  # short runs, NumPyro's JIT
+        "test_the_readmes_quickstart_runs_as_written",  # a formula run to convergence, ~15 s
         "test_docs_name_only_code_that_exists[docs/architecture.md]",
     },
     "tests/test_shards.py": {"test_covtype_like_full_size"},

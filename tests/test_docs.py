@@ -229,3 +229,20 @@ def test_every_code_block_of_the_models_doc_works():
         import matplotlib.pyplot as plt
 
         plt.close("all")
+
+
+def test_the_readmes_quickstart_runs_as_written():
+    """The README's quickstart (its first Python block) runs as a reader pastes it: a formula fitted to
+    convergence on four shards, its fixed effects, county intercepts and predictions by column name."""
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"```python\n(.*?)```", readme, re.S)
+    assert block is not None, "the README has a Python quickstart"
+    names: dict = {"__name__": "readme_quickstart"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(compile(block.group(1), "README.md", "exec"), names)
+    result = names["result"]
+    assert result.outcome.stop_reason == "converged"
+    fixef = result.fixef()
+    assert abs(fixef.loc["floor", "Estimate"] + 0.6) < 3 * fixef.loc["floor", "Est.Error"] + 0.05
+    assert names["result"].predict(names["new"], "epred").shape[1] == 2
