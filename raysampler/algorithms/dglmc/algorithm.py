@@ -12,7 +12,7 @@ rules), so the coupling ‖z_i − φ‖²/(2ρ_i) is measured in posterior unit
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -130,12 +130,12 @@ class DGLMC(Algorithm):
         kernel = KERNELS[state.kernel]
         rnd = LocalRound(message.phi, message.n_steps, message.warmup, message.recentre)
         report = state.report
-        if isinstance(kernel, BatchKernel):
-            chains, z, accept = kernel.step(state.chains, rnd, model, ShardStack.of(X[None], y[None]), OneShard(noise))
+        if kernel.shard_axis:
+            batch = cast(BatchKernel, kernel)
+            chains, z, accept = batch.step(state.chains, rnd, model, ShardStack.of(X[None], y[None]), OneShard(noise))
             z, accept = z[0], (accept[0] if accept is not None else None)
         else:
-            assert isinstance(kernel, ShardKernel)
-            chains, report = kernel.step(state.chains, report, rnd, model, X, y, noise)
+            chains, report = cast(ShardKernel, kernel).step(state.chains, report, rnd, model, X, y, noise)
             z, accept = chains.z, (chains.accept if kernel.exact else None)
         if report is not None and not kernel.moves_report:
             report = report_steps(report, rnd, model, X, y, noise)
@@ -151,8 +151,7 @@ class DGLMC(Algorithm):
         noise: StackedNoise,
     ) -> tuple[WorkerState, Reply]:
         """The round of B shards with the same N_i (and shapes but for their rows) at once; the reply stacked."""
-        kernel = KERNELS[stacked.kernel]
-        assert isinstance(kernel, BatchKernel)
+        kernel = cast(BatchKernel, KERNELS[stacked.kernel])  # only a kernel that `batches` sends one message
         j = shards[0]
         recentre = bool(message.recentre[j]) if message.recentre is not None else False
         rnd = LocalRound(message.phi, int(message.n_steps[j]), message.warmup, recentre, message.chains)

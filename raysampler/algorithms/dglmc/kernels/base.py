@@ -32,6 +32,8 @@ class LocalKernel(ABC):
     #: a Metropolis–Hastings kernel: Π_ρ(z_i | θ) exactly invariant, so over-relaxation may be used and the replies
     #: carry acceptance rates; LMC (eq. 4) is not, and its default N_i is sec. 3.2.2's N_avg
     exact: ClassVar[bool] = True
+    #: its state carries a leading shard axis (`BatchKernel`; else `ShardKernel`)
+    shard_axis: ClassVar[bool] = False
     #: steps several shards as one batch (`BatchKernel`)
     batches: ClassVar[bool] = False
     #: available with shard-local parameters (group effects) / without them
@@ -55,6 +57,7 @@ class LocalKernel(ABC):
 class BatchKernel(LocalKernel):
     """A kernel over a leading shard axis: `init` gives a batch of one, `step` moves a batch."""
 
+    shard_axis = True
     batches = True
 
     @abstractmethod
