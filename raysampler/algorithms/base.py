@@ -1,15 +1,19 @@
 """The contract between an algorithm and the runtime.
 
-An algorithm is a set of pure functions over small immutable states (BlackJAX's shape):
-`worker_init`/`worker_step` run where a shard lives, `coordinator_init`/`coordinator_step` run on the
-coordinator. The runtime only moves states and messages between them and calls these functions, so the
-same algorithm runs in-process and on Ray and draws the same numbers for the same seed.
+An algorithm is a set of pure functions over small immutable states (BlackJAX's shape): `prepare` tunes the run and
+gives the coordinator's initial state and one payload per worker (`Plan`); `worker_init`/`worker_step` run where a
+shard lives; `messages` (or `round_message`) and `coordinator_step` run on the coordinator. The runtime only moves
+states and messages between them and calls these functions, so the same algorithm runs in-process and on Ray and
+draws the same numbers for the same seed.
+
+An algorithm may step several shards of a worker process as one batch: its `round_message` then sends one message for
+all shards, its worker states are batches (every array with a leading shard axis, one shard's state a batch of one:
+`stacking.py` stacks and splits them, for any algorithm), and `step_stacked` steps a batch.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +62,16 @@ class Plan:
     precond: Any = None
 
 
+#: batching hooks `Algorithm` had, and what replaced each
+_REPLACED = {
+    "stack_key": "shards share a batch when raysampler.algorithms.stacking.stack_key of their worker states agree",
+    "batch_keys": "give the round message a batch_keys(shards) method",
+    "stack_states": "worker states are batches of one, joined by raysampler.algorithms.stacking.stack",
+    "unstack_states": "raysampler.algorithms.stacking.unstack splits a batch state",
+    "split_stacked": "raysampler.algorithms.stacking.unstack splits a batch state",
+}
+
+
 class Algorithm(ABC):
     """A distributed sampler: pure init/step functions for workers and coordinator."""
 
@@ -95,8 +109,10 @@ class Algorithm(ABC):
         """What starts round `info.t`: by default `messages`' list, one per shard, each worker process getting its
         shards' ones and stepping them one by one. An algorithm that can step several shards as one batch returns
         instead one message for all shards (not a list): every process gets it, steps its shards in batches
-        (`stack_states`, `step_stacked`) and replies with one block, and `coordinator_step` gets all shards' replies
-        as one block (a named tuple of arrays whose first axis runs over the shards)."""
+        (`stacking.stack`, `step_stacked`; shards whose worker states have equal `stacking.stack_key`s, and equal
+        values of the message's `batch_keys(shards)` where it has that method) and replies with one block, and
+        `coordinator_step` gets all shards' replies as one block (a named tuple of arrays whose first axis runs over
+        the shards)."""
         return self.messages(state, local_steps, info)
 
     def splits_chains(self, state: Any) -> bool:
@@ -107,30 +123,6 @@ class Algorithm(ABC):
         chain and keeps the other group's for its half. Default: False."""
         return False
 
-    def stack_key(self, state: Any) -> Hashable | None:
-        """Shards whose worker states give equal keys (and whose data have the same shapes) may share a batch; None:
-        this shard steps alone. Default: None."""
-        return None
-
-    def batch_keys(self, message: Any, shards: np.ndarray) -> np.ndarray:
-        """What the shards of a batch must share in a round's message (e.g. their local step count): one value per
-        shard of `shards`. Default: nothing."""
-        return np.zeros(len(shards), dtype=np.int64)
-
-    def stack_states(self, states: Sequence[Any]) -> Any:
-        """Several shards' worker states (equal `stack_key`s) as one batch state."""
-        raise NotImplementedError(f"{self.name} does not step shards as one batch")
-
-    def unstack_states(self, stacked: Any) -> list[Any]:
-        """The shards' worker states from a batch state (between rounds), equal to those stepping each alone would
-        have given."""
-        raise NotImplementedError(f"{self.name} does not step shards as one batch")
-
-    def split_stacked(self, stacked: Any) -> list[Any]:
-        """A batch state as one batch state per shard, at any point of a round (a failed batch's shards are
-        stepped one at a time to find the one that fails). Default: unstack, then stack each."""
-        return [self.stack_states([state]) for state in self.unstack_states(stacked)]
-
     def step_stacked(
         self,
         stacked: Any,
@@ -140,12 +132,19 @@ class Algorithm(ABC):
         data: ShardStack,
         noise: StackedNoise,
     ) -> tuple[Any, Any]:
-        """`worker_step` of the batch's shards (ids `shards`) at once, their data stacked (`ShardStack`: one (B, n, p)
-        stack per run of equal row counts; the model's `*_stacked` methods go through `data.apply`), `noise` their
-        streams taken together: (new batch state, their replies as one block). Every shard must get
-        bit for bit what `worker_step` gives it alone: same-seed draws may not depend on which shards share a
-        process."""
+        """`worker_step` of the batch's shards (ids `shards`) at once, their worker states stacked (`stacking.stack`),
+        their data stacked (`ShardStack`: one (B, n, p) stack per run of equal row counts; the model's `*_stacked`
+        methods go through `data.apply`), `noise` their streams taken together: (new batch state, their replies as
+        one block). Every shard must get bit for bit what `worker_step` gives it alone: same-seed draws may not
+        depend on which shards share a process."""
         raise NotImplementedError(f"{self.name} does not step shards as one batch")
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Refuse the per-algorithm batching hooks that generic stacking replaced, naming what does their work."""
+        super().__init_subclass__(**kwargs)
+        for name, now in _REPLACED.items():
+            if name in vars(cls):
+                raise TypeError(f"{cls.__name__}.{name}: Algorithm no longer has {name}(); {now}")
 
     #: parameters that may be given per shard (a scalar or one value per shard)
     per_shard_params: tuple[str, ...] = ("rho", "gamma", "n_local")

@@ -2,14 +2,14 @@
 
 With one message per shard, a round costs a process a fixed ~70 µs of Python per shard (the local kernel's numpy
 calls, the model's, the message and the reply) before any data is touched, so on small shards the round grows with
-the number of shards, not with the data. An algorithm that can (`Algorithm.stack_states`; DG-LMC's default kernels)
+the number of shards, not with the data. An algorithm that can (`Algorithm.step_stacked`; DG-LMC's default kernels)
 sends one message for all shards, and each process steps its shards in batches: shards whose data have the same
-shapes but for their row counts and whose states the algorithm may stack (`Algorithm.stack_key`) form a group whose
+shapes but for their row counts and whose worker states stack (`algorithms.stacking.stack_key`) form a group whose
 data are stacked once per run of equal row counts ((b, n, p) each, the shards' own arrays becoming views on it;
 `ShardStack`), so that the n mod b shards one row longer than the others still share the batch; a round's batch is
-the part of a group that shares the message's per-shard settings (`Algorithm.batch_key`, DG-LMC's N_i). The
-batch's stacked state stays cached between rounds; the per-shard states are written back only when something reads
-them (`capture`). The arithmetic is the per-shard step's on arrays with a leading shard axis (the model's once per
+the part of a group that shares the message's per-shard settings (its `batch_keys`, DG-LMC's N_i). The batch's
+stacked state stays cached between rounds; the per-shard states are written back only when something reads them
+(`capture`). The arithmetic is the per-shard step's on arrays with a leading shard axis (the model's once per
 run), so a shard's numbers do not depend on its batch.
 
 Replies of a batch (and of a process) are blocks: named tuples of arrays whose first axis runs over the shards,
@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ..algorithms import stacking
 from ..algorithms.base import Algorithm
 from ..models.base import Model
 from ..models.contract import ShardStack
@@ -100,7 +101,7 @@ class ShardBatches:
         # members with the same row count stacked once, the shards' arrays becoming views on it
         keys: dict[Hashable, list[int]] = {}
         for j, (X, y) in enumerate(data):
-            key = None if alone(j) else _stack_key(algorithm, states[j], X, y)
+            key = None if alone(j) else _stack_key(states[j], X, y)
             keys.setdefault(key if key is not None else ("alone", j), []).append(j)
         #: per group: its members, and each member's (run, index in the run) in the group's run stacks
         self.groups: list[tuple[list[int], list[tuple[np.ndarray, np.ndarray]], list[tuple[int, int]]]] = []
@@ -126,9 +127,9 @@ class ShardBatches:
             self.groups.append((members, stacks, where))
 
     def batches(self, message: Any) -> list[Batch]:
-        """This round's batches: each group split by the message's per-shard settings (`Algorithm.batch_keys`);
+        """This round's batches: each group split by the message's per-shard settings (its `batch_keys`);
         the same as the last round's while those settings do not change."""
-        keys = self.algorithm.batch_keys(message, self.shard_ids)
+        keys = _batch_keys(message, self.shard_ids)
         if self._last is not None and np.array_equal(keys, self._last[0]):
             return self._last[1]
         out = []
@@ -153,13 +154,13 @@ class ShardBatches:
         for other in [p for p in self.stacks if wanted.intersection(p)]:
             self._write_back(other, *self.stacks.pop(other))
         return (
-            self.algorithm.stack_states([self.states[j] for j in positions]),
+            stacking.stack([self.states[j] for j in positions]),
             StackedNoise([self.noises[j] for j in positions]),
         )
 
     def _write_back(self, positions: tuple[int, ...], stacked: Any, noise: StackedNoise) -> None:
         noise.sync()
-        for j, state in zip(positions, self.algorithm.unstack_states(stacked)):
+        for j, state in zip(positions, stacking.unstack(stacked)):
             self.states[j] = state
 
     def sync(self) -> None:
@@ -182,7 +183,7 @@ class ShardBatches:
         checkpoint) after a failure anyway."""
         stacked, noise = self.stacked(batch.positions)
         noise.sync()
-        for k, (j, alone) in enumerate(zip(batch.positions, self.algorithm.split_stacked(stacked))):
+        for k, (j, alone) in enumerate(zip(batch.positions, stacking.unstack(stacked))):
             try:
                 self.algorithm.step_stacked(
                     alone,
@@ -197,13 +198,20 @@ class ShardBatches:
         return None
 
 
-def _stack_key(algorithm: Algorithm, state: Any, X: np.ndarray, y: np.ndarray) -> Hashable | None:
-    """What shards must share to stack: the algorithm's key for the state, X's and y's shapes but for the rows, their
-    dtypes, C order (so that a stacked product is the same BLAS call as the shard's own), and a size where stacking
-    pays."""
-    key = algorithm.stack_key(state)
-    if key is None or X.size > MAX_STACKED_ELEMENTS:
+def _batch_keys(message: Any, shards: np.ndarray) -> np.ndarray:
+    """What the shards of a batch must share in a round's message, one value per shard of `shards`: the message's
+    `batch_keys(shards)` (e.g. DG-LMC's N_i), or nothing."""
+    keys = getattr(message, "batch_keys", None)
+    return keys(shards) if keys is not None else np.zeros(len(shards), dtype=np.int64)
+
+
+def _stack_key(state: Any, X: np.ndarray, y: np.ndarray) -> Hashable | None:
+    """What shards must share to stack: their worker states' structure, static parts and array shapes
+    (`stacking.stack_key`), X's and y's shapes but for the rows, their dtypes, C order (so that a stacked product is
+    the same BLAS call as the shard's own), and a size where stacking pays."""
+    if X.size > MAX_STACKED_ELEMENTS:
         return None
+    key = stacking.stack_key(state)
     if not (isinstance(X, np.ndarray) and isinstance(y, np.ndarray) and X.flags.c_contiguous and y.flags.c_contiguous):
         return None
     return (key, X.shape[1:], X.dtype.str, y.shape[1:], y.dtype.str)

@@ -293,7 +293,9 @@ class RunState:
     state is never restored into a different run; `version` changes when the layout does.
     """
 
-    VERSION = 3  # 2: random streams stored as generator states (no buffered draws); 3: typed tuning report
+    #: 2: random streams stored as generator states (no buffered draws); 3: typed tuning report; 4: DG-LMC worker
+    #: states as their local kernels' states (`algorithms.dglmc.kernels`)
+    VERSION = 4
 
     version: int
     fingerprint: str

@@ -207,7 +207,7 @@ def test_lkj_prior_in_partial_correlations_is_the_lkj_density() -> None:
 def test_newton_blocks_leave_the_conditional_of_each_group_invariant() -> None:
     """DG-LMC's block move (Newton proposal per group, one accept/reject per group) run alone at a fixed θ: every
     group's effect has the mean and sd of its exact conditional (quadrature), within Monte-Carlo error."""
-    from raysampler.algorithms.dglmc import _newton_blocks
+    from raysampler.algorithms.dglmc.kernels.newton_mh import newton_blocks as _newton_blocks
 
     X, y = _data(n=240, n_hosp=8)
     model = rs.models.LogisticRegression(group_effects=rs.GroupEffects("hospital"))

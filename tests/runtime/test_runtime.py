@@ -380,7 +380,7 @@ def test_both_halves_of_a_pipelined_round_re_centre_the_same_shards(breast_cance
     so the decision may not count the burn-in's last round, or the two halves of the first round after it could
     disagree (their batches then split differently and the run failed). Over thresholds that split the shards
     every way, each run completes and both halves of every round carry the same flags."""
-    import raysampler.algorithms.dglmc as dglmc
+    import raysampler.algorithms.dglmc.recentre as dglmc
 
     X, y = breast_cancer
     shards = rs.shard(X, y, num_shards=4)

@@ -1,0 +1,71 @@
+"""Kernel "lmc": N_i unadjusted Langevin steps on Π_ρ(z_i | θ) ([DG-LMC] Plassier et al., ICML 2021, eq. 4), the
+paper's own local kernel and the default under its plain rules.
+
+    z ← z − γ_i [∇U_i(z) + (z − θ)/ρ_i] + √(2γ_i) ξ
+
+Not exact (its γ-bias adds to the ρ-bias), so no acceptance and no over-relaxation. Over a leading shard axis:
+B shards' chains step as one batch, each matrix product a stacked one (one BLAS call per shard, as alone) and the
+rest elementwise, so a shard's numbers do not depend on its batch.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ....models.base import Model
+from ....models.contract import ShardStack
+from ....streams import StackedNoise
+from ..types import LocalRound, WorkerPayload
+from .base import BatchKernel, OneShard, chain_slice, column, put, round_noise, start
+
+
+class LMCState(NamedTuple):
+    """B shards' LMC chains: the per-shard constants γ_i, 1/ρ_i, √(2γ_i) (B, 1, 1), z_i and ∇U_i(z_i) (B, K, w) (w =
+    d + l_i with local parameters, whose coupling is zero), and a pipelined round's normals for the later chain
+    group, shard axis first."""
+
+    gamma: np.ndarray
+    inv_rho: np.ndarray
+    scale: np.ndarray
+    z: np.ndarray
+    grad: np.ndarray
+    pending: tuple[np.ndarray, None] | None = None
+
+
+class LMC(BatchKernel):
+    name = "lmc"
+    exact = False
+
+    def init(self, payload: WorkerPayload, model: Model, X: np.ndarray, y: np.ndarray) -> LMCState:
+        z, _, grad = start(model, X, y, payload.z0)
+        gamma = payload.gamma
+        return LMCState(column(gamma), column(1.0 / payload.rho), column(math.sqrt(2.0 * gamma)), z[None], grad[None])
+
+    def step(
+        self, state: LMCState, rnd: LocalRound, model: Model, data: ShardStack, noise: StackedNoise | OneShard
+    ) -> tuple[LMCState, np.ndarray, None]:
+        """Eq. (4), N_i times, for the round's chains of every shard of the batch."""
+        xi, _, pending = round_noise(noise, rnd, state.pending, uniforms=False)
+        chains = chain_slice(rnd.chains)
+        u, g, phi = state.z[:, chains], state.grad[:, chains], rnd.phi
+        d = phi.shape[-1]
+        local = u.shape[-1] != d  # with local parameters, whose coupling is zero
+        for k in range(rnd.n_steps):
+            if k:
+                g = data.apply(model.grad_stacked, u)
+            coupling = _coupling(u, phi, state.inv_rho, d) if local else (u - phi) * state.inv_rho
+            u = u - state.gamma * (g + coupling) + state.scale * xi[k]
+        g = data.apply(model.grad_stacked, u)
+        new = state._replace(z=put(state.z, rnd.chains, u), grad=put(state.grad, rnd.chains, g), pending=pending)
+        return new, u, None
+
+
+def _coupling(u: np.ndarray, phi: np.ndarray, inv_rho: Any, d: int) -> np.ndarray:
+    """∇ of ‖z − θ‖²/(2ρ) at u (B, K, w) with local parameters: (u − θ)/ρ on the first d coordinates (θ's), zero on
+    the local parameters."""
+    out = np.zeros(u.shape)
+    out[..., :d] = (u[..., :d] - phi) * inv_rho
+    return out
