@@ -23,6 +23,7 @@ from .gaussian import Gaussian, gaussian_posterior
 from .groups import GroupEffects, HierarchicalGLM
 from .linear import LinearRegression, linear_posterior
 from .logistic import LogisticRegression
+from .lognormal import LogNormalRegression
 from .mlp import MLPClassifier
 from .negbin import NegativeBinomialRegression
 from .poisson import PoissonRegression
@@ -98,6 +99,7 @@ __all__ = [
     "GroupEffects",
     "HierarchicalGLM",
     "LinearRegression",
+    "LogNormalRegression",
     "LogisticRegression",
     "MLPClassifier",
     "Model",
