@@ -1018,12 +1018,13 @@ async function showSubmit() {
   const modelKind = () => form.querySelector("input[name=model-kind]:checked").value;
   const num = (sel) => ($(sel).value === "" ? null : Number($(sel).value));
   // A formula names its response, terms and groups itself: its family is brms', its priors are by kind (b, sd,
-  // sigma); the family fields below it do not apply.
+  // sigma for the families with a σ); the family fields below it do not apply.
+  const sigmaFamilies = ["gaussian", "lognormal"];
   const formulaModel = () => {
     const model = { formula: $("#f-formula").value.trim(), family: $("#f-formula-family").value };
     if (num("#f-b-scale") !== null) model.coef_prior = { normal: { scale: num("#f-b-scale") } };
     if (num("#f-sd-scale") !== null) model.sd_prior = { half_normal: { scale: num("#f-sd-scale") } };
-    if (num("#f-sigma-scale") !== null && model.family === "gaussian") {
+    if (num("#f-sigma-scale") !== null && sigmaFamilies.includes(model.family)) {
       model.sigma_prior = { half_normal: { scale: num("#f-sigma-scale") } };
     }
     return model;

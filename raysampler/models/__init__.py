@@ -24,6 +24,7 @@ from .gaussian import Gaussian, gaussian_posterior
 from .groups import GroupEffects, HierarchicalGLM
 from .linear import LinearRegression, linear_posterior
 from .logistic import LogisticRegression
+from .lognormal import LogNormalRegression
 from .mlp import MLPClassifier
 from .negbin import NegativeBinomialRegression
 from .poisson import PoissonRegression
@@ -99,6 +100,7 @@ __all__ = [
     "GroupEffects",
     "HierarchicalGLM",
     "LinearRegression",
+    "LogNormalRegression",
     "LogisticRegression",
     "MLPClassifier",
     "Model",

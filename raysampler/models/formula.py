@@ -48,6 +48,7 @@ FORMULA_FAMILIES: dict[str, str] = {
     "poisson": "poisson_regression",
     "binomial": "binomial_regression",
     "negbinomial": "negative_binomial_regression",
+    "lognormal": "lognormal_regression",
 }
 #: the kinds of prior a formula model takes (`priors=`), one name per kind, as brms' prior classes: coefficients
 #: ("b"), group-effect sds ("sd", one prior or one per grouping column), the correlations of a term's effects ("cor",
@@ -274,7 +275,7 @@ def _prior_fields(family: str, priors: Mapping[str, Any], terms: Terms) -> tuple
             "correlations, the noise sd, the dispersion)",
         )
     own = {"b": "coef_prior"}
-    if family == "linear_regression":
+    if family in ("linear_regression", "lognormal_regression"):
         own["sigma"] = "sigma_prior"
     if family == "negative_binomial_regression":
         own["phi"] = "phi_prior"

@@ -213,6 +213,10 @@ class LinearRegression(_GLM):
         chain and the (β, log σ) column as one product over the chains."""
         if not runs_own(self, LinearRegression, "hessian"):
             return super().hessians(X, y, x)
+        return self._closed_hessians(X, y, x)
+
+    def _closed_hessians(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """`hessians`' closed form (what `hessian` gives at each point)."""
         x = np.asarray(x, dtype=np.float64)
         K = x.shape[0]
         if self.known_noise:

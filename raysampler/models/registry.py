@@ -21,6 +21,7 @@ from .contract import Model
 from .gaussian import Gaussian
 from .linear import LinearRegression
 from .logistic import LogisticRegression
+from .lognormal import LogNormalRegression
 from .mlp import MLPClassifier
 from .negbin import NegativeBinomialRegression
 from .poisson import PoissonRegression
@@ -47,6 +48,7 @@ BUILTIN: dict[str, type[Model]] = {
     "negative_binomial_regression": NegativeBinomialRegression,
     "softmax_regression": SoftmaxRegression,
     "mlp_classifier": MLPClassifier,
+    "lognormal_regression": LogNormalRegression,
 }
 #: Fields that `bind` fills from the data: arguments of the constructor, but not parameters a user chooses.
 BOUND_FIELDS = frozenset({"n_features", "n_classes", "columns"})

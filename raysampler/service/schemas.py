@@ -237,7 +237,9 @@ class ModelSpec(BaseModel):
         description="linear_regression: a known noise sd, one number for every row or the name of a column holding "
         "each row's sd (not a feature); absent = σ unknown, sampled with sigma_prior",
     )
-    sigma_prior: PositivePriorSpec | None = Field(default=None, description="linear_regression: prior on σ")
+    sigma_prior: PositivePriorSpec | None = Field(
+        default=None, description="linear_regression, lognormal_regression: prior on σ"
+    )
     phi_prior: PositivePriorSpec | None = Field(
         default=None, description="negative_binomial_regression: prior on the dispersion φ"
     )
@@ -262,7 +264,8 @@ class ModelSpec(BaseModel):
         min_length=3,
         max_length=4000,
         description="a model written as a formula, brms' syntax ('y ~ x1 + C(region) + (1 + x1 | hospital)'): "
-        "family is then gaussian, bernoulli, poisson, binomial or negbinomial (or a built-in family's name), the "
+        "family is then brms' name of one (gaussian, bernoulli, poisson, binomial, negbinomial, lognormal) or a "
+        "built-in family's name, the "
         "priors are coef_prior (b), sd_prior (the group sds), cor_prior (cor: the correlations of a term's effects, "
         "correlated as in brms when one term has one bar and two effects or more; (1 + x1 || hospital) are not), "
         "sigma_prior (sigma) and phi_prior (phi), and each site builds its design from its own rows (the data's "

@@ -243,8 +243,10 @@ def nig_posterior(
 def linear_regression_posterior(model, shards: Iterable[tuple[np.ndarray, np.ndarray]]) -> NIGPosterior:
     """The exact posterior of a bound `LinearRegression(noise_sd=None)` with a flat coefficient prior
     (Normal(scale=inf) on every coefficient) and an InverseGamma or Flat noise prior, given all shards
-    [(X_1, y_1), …]: Normal–Inverse-Gamma (`nig_posterior`). Other priors have no closed form (ValueError)."""
+    [(X_1, y_1), …]: Normal–Inverse-Gamma (`nig_posterior`). Other priors have no closed form (ValueError). A
+    `LogNormalRegression` (the linear regression of log y) gets the posterior of its (β, σ), from log y."""
     from ..models.linear import LinearRegression
+    from ..models.lognormal import LogNormalRegression
     from ..priors import Flat, InverseGamma, Normal
 
     if not isinstance(model, LinearRegression) or model.known_noise:
@@ -261,6 +263,8 @@ def linear_regression_posterior(model, shards: Iterable[tuple[np.ndarray, np.nda
     for X, y in shards:
         X = np.asarray(X, dtype=np.float64)
         y = np.asarray(y, dtype=np.float64)
+        if isinstance(model, LogNormalRegression):
+            y = np.log(y)
         XtX += X.T @ X
         Xty += X.T @ y
         yty += float(y @ y)

@@ -440,6 +440,7 @@ def test_registry():
         "mlp_classifier",
         "binomial_regression",
         "negative_binomial_regression",
+        "lognormal_regression",
     }
     for family, cls in FAMILIES.items():
         model = get_model(family, prior_scale=2.0)

@@ -18,6 +18,7 @@ from raysampler.models import (
     GaussianPrior,
     LinearRegression,
     LogisticRegression,
+    LogNormalRegression,
     MLPClassifier,
     Model,
     NegativeBinomialRegression,
@@ -116,6 +117,13 @@ def _negbin(phi_prior=None):
     return model.bind(DataSpec(5, n_rows=n, columns=COLS + ("expo",))), np.column_stack([X, expo]), y
 
 
+def _lognormal(**kw):
+    rng = np.random.default_rng(10)
+    X = _design(rng, 40)
+    y = np.exp(X @ np.array([1.0, -0.5, 0.3, 0.8]) + 0.6 * rng.standard_normal(40))
+    return LogNormalRegression(**kw).bind(DataSpec(4, n_rows=40, columns=COLS)), X, y
+
+
 def _softmax():
     rng = np.random.default_rng(6)
     X = rng.standard_normal((30, 3))
@@ -155,6 +163,8 @@ CASES = {
     "binomial_trials_int": lambda: _binomial("int"),
     "negbin_halfcauchy": lambda: _negbin(),
     "negbin_exponential": lambda: _negbin(Exponential(0.5)),
+    "lognormal_halfcauchy": lambda: _lognormal(sigma_prior=HalfCauchy(2.5)),
+    "lognormal_known": lambda: _lognormal(noise_sd=0.6, coef_prior=StudentT(3.0)),
     "softmax_student_t": _softmax,
     "mlp_student_t": _mlp,
 }
@@ -225,6 +235,7 @@ BATCHED_HESSIANS = (
     BinomialRegression,
     LinearRegression,
     LogisticRegression,
+    LogNormalRegression,
     NegativeBinomialRegression,
     PoissonRegression,
 )
