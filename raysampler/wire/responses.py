@@ -53,6 +53,7 @@ class WorkerStats(TypedDict):
 
     shard: int
     site: str | None
+    rows: int | None
     node_id: str | None
     hostname: str | None
     pid: int | None
@@ -123,6 +124,7 @@ class RunInfo(TypedDict):
     timings: dict[str, float]
     workers: list[WorkerStats]
     param_names: list[str] | None
+    response: str | None
     error: str | None
     warnings: list[str]
     plan: dict[str, Any] | None
