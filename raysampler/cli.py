@@ -323,8 +323,13 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
+    """The fit as brms prints it (default), or with --table (or --format json) the summary per coordinate."""
     with _client(args) as c:
-        table = c.run(args.id).summary(ci_prob=args.ci_prob)
+        run = c.run(args.id)
+        if args.format != "json" and not args.table:
+            print(run.fit_summary(prob=0.95 if args.ci_prob is None else args.ci_prob))
+            return 0
+        table = run.summary(ci_prob=0.94 if args.ci_prob is None else args.ci_prob)
     if args.format == "json":
         print(table.reset_index().to_json(orient="records"))
     else:
@@ -603,9 +608,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = client_cmd("delete", "delete a finished run: its record, events and draws")
     p.add_argument("id", help="run ID, or 'latest' for the newest run")
     p.set_defaults(fn=cmd_delete)
-    p = client_cmd("summary", "posterior summary of the stored draws")
+    p = client_cmd("summary", "the fit as brms prints it (--table: per coordinate) of the stored draws")
     p.add_argument("id", help="run ID, or 'latest' for the newest run")
-    p.add_argument("--ci-prob", type=float, default=0.94)
+    p.add_argument("--ci-prob", type=float, default=None, help="the interval (default 0.95; 0.94 with --table)")
+    p.add_argument("--table", action="store_true", help="every coordinate's mean, sd, HDI, ESS, R-hat and MCSE")
     p.set_defaults(fn=cmd_summary)
     p = client_cmd("upload", "upload a data set (.npz, .csv, .parquet)")
     p.add_argument("file")
@@ -653,7 +659,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--kind", choices=["dens", "hist", "stat"], default="dens", help="density overlay, histograms, a statistic"
     )
-    p.add_argument("--stat", default="mean", help="the statistic of --kind stat: mean, sd, var, min, max, prop_zero")
+    p.add_argument(
+        "--stat",
+        default="mean",
+        help="the statistic of --kind stat: mean, sd, var, min, max, prop_zero, median, q5, q10, q25, q75, q90, q95",
+    )
     p.add_argument(
         "--draws", type=_draws, default=None, help="replicated data sets (default 10, 1000 for stat), or 'all'"
     )

@@ -15,9 +15,28 @@ if TYPE_CHECKING:
 
 PpcKind = Literal["dens", "hist", "stat"]
 PPC_KINDS: tuple[str, ...] = get_args(PpcKind)
-#: The test statistics `kind="stat"` offers: each is determined by sums over the rows, so the sites' parts add up.
-PpcStatName = Literal["mean", "sd", "var", "min", "max", "prop_zero"]
+#: The test statistics `kind="stat"` offers: the first six are determined by sums over the rows, so the sites' parts
+#: add up; the median and the quantiles ("q25": the 25 % quantile) come from counts in bins the sites refine
+#: (`raysampler.evaluation.ppc`). Python takes any "q<percent>" (0 < percent < 100, e.g. "q2.5"); REST these.
+PpcStatName = Literal["mean", "sd", "var", "min", "max", "prop_zero", "median", "q5", "q10", "q25", "q75", "q90", "q95"]
 PPC_STATS: tuple[str, ...] = get_args(PpcStatName)
+
+
+def stat_quantile(name: object) -> float | None:
+    """The probability of a quantile statistic ("median" 0.5, "q25" 0.25, "q2.5" 0.025), else None."""
+    if name == "median":
+        return 0.5
+    if not isinstance(name, str) or not name.startswith("q"):
+        return None
+    try:
+        pct = float(name[1:])
+    except ValueError:
+        return None
+    return pct / 100 if 0 < pct < 100 and name[1:].replace(".", "", 1).isdigit() else None
+
+
+def _short(kind: str, n: int, sets: int, response: str, extra: str) -> str:
+    return f"{kind}(response={response!r}, n={n}, replicated={sets}{extra})"
 
 
 def _plt() -> Any:
@@ -51,6 +70,11 @@ class PpcDensity:
     bandwidth: np.ndarray
     n: int
     kind: Literal["dens"] = "dens"
+    response: str = "y"
+
+    def __repr__(self) -> str:
+        grid = f", grid=[{self.grid[0]:.4g}, {self.grid[-1]:.4g}] ({self.grid.size} points)"
+        return _short("PpcDensity", self.n, self.replicated.shape[0], self.response, grid)
 
     def plot(self, ax: Axes | None = None) -> Axes:
         """The replicated densities as thin light lines, the observed as a thick dark one; returns the Axes."""
@@ -58,7 +82,7 @@ class PpcDensity:
         for k, d in enumerate(self.replicated):
             ax.plot(self.grid, d, color=YREP_COLOUR, lw=0.8, alpha=0.7, label="y_rep" if k == 0 else None)
         ax.plot(self.grid, self.observed, color=Y_COLOUR, lw=2.0, label="y")
-        ax.set_xlabel("y")
+        ax.set_xlabel(self.response)
         ax.set_ylabel("density")
         ax.set_title(f"Posterior predictive density: {self.replicated.shape[0]} replicated data sets, {self.n} rows")
         ax.legend()
@@ -75,6 +99,11 @@ class PpcHistogram:
     replicated: np.ndarray
     n: int
     kind: Literal["hist"] = "hist"
+    response: str = "y"
+
+    def __repr__(self) -> str:
+        bins = f", bins={self.observed.size} over [{self.edges[0]:.4g}, {self.edges[-1]:.4g}]"
+        return _short("PpcHistogram", self.n, self.replicated.shape[0], self.response, bins)
 
     def plot(self, ax: Axes | None = None) -> Axes:
         """The observed counts as bars, each replicated data set's as a light step line over them."""
@@ -82,7 +111,7 @@ class PpcHistogram:
         ax.stairs(self.observed, self.edges, fill=True, color=Y_COLOUR, alpha=0.85, label="y")
         for k, c in enumerate(self.replicated):
             ax.stairs(c, self.edges, color=YREP_COLOUR, lw=1.0, alpha=0.8, label="y_rep" if k == 0 else None)
-        ax.set_xlabel("y")
+        ax.set_xlabel(self.response)
         ax.set_ylabel("rows")
         ax.set_title(f"Posterior predictive histograms: {self.replicated.shape[0]} replicated data sets")
         ax.legend()
@@ -99,6 +128,11 @@ class PpcStat:
     replicated: np.ndarray
     n: int
     kind: Literal["stat"] = "stat"
+    response: str = "y"
+
+    def __repr__(self) -> str:
+        t = f", stat={self.stat!r}, observed={self.observed:.4g}, p_value={self.p_value:.3f}"
+        return _short("PpcStat", self.n, self.replicated.shape[0], self.response, t)
 
     @property
     def p_value(self) -> float:
@@ -109,7 +143,7 @@ class PpcStat:
         ax = _axes(ax)
         ax.hist(self.replicated, bins=bins, color=YREP_COLOUR, edgecolor="white", label=f"T(y_rep), T = {self.stat}")
         ax.axvline(self.observed, color=Y_COLOUR, lw=2.5, label="T(y)")
-        ax.set_xlabel(self.stat)
+        ax.set_xlabel(f"{self.stat}({self.response})")
         ax.set_ylabel("replicated data sets")
         ax.set_title(f"Posterior predictive {self.stat}: p = {self.p_value:.3f}")
         ax.legend()

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from .errors import Failure
     from .evaluation import DrawsArg, PredictKind
     from .events import RunEvent
+    from .fitprint import FitSummary
     from .models.contract import Model
     from .options import RunOptions
     from .predictive import PpcKind, PpcResult
@@ -328,8 +329,24 @@ class Result:
         out = azs.ess(self.to_arviz(log_likelihood=False), var_names=[b.name for b in blocks], method=method)
         return np.concatenate([np.asarray(out[b.name].values, dtype=np.float64).reshape(-1) for b in blocks])
 
+    def fit_summary(self, prob: float = 0.95) -> FitSummary:
+        """The fit as brms prints it (`raysampler.fitprint`): family, formula, data, draws, then the group-level
+        effects (sds, correlations), population-level effects and distributional parameters, each with Estimate,
+        Est.Error, the central `prob` interval, Rhat, Bulk_ESS and Tail_ESS; `str()` lays it out, `tables()` gives
+        the sections as DataFrames. `print(result)` prints it at 95 %."""
+        from .fitprint import of_result
+
+        return of_result(self, prob)
+
+    def __str__(self) -> str:
+        return self.fit_summary().to_string()
+
     def __repr__(self) -> str:
+        model = ""
+        if self.model is not None:
+            formula = getattr(getattr(self.model, "source", None), "formula", None)
+            model = f", formula={formula!r}" if formula else f", model={type(self.model).__name__}"
         return (
-            f"Result(chains={self.chains}, draws={self.num_draws}, d={self.draws.shape[2]}, "
+            f"Result(chains={self.chains}, draws={self.num_draws}, d={self.draws.shape[2]}{model}, "
             f"algorithm={self.algorithm!r}, executor={self.executor!r})"
         )

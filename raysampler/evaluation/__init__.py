@@ -46,7 +46,7 @@ from .metrics import (
 )
 from .moment_match import MatchedRow
 from .newdata import NewRows, named_columns, read_new_rows
-from .ppc import pp_check
+from .ppc import pp_check, spread_draws
 from .predictions import PREDICT_KINDS, RE_FORMULA_NONE, PredictKind, mean_prediction, new_rows, predict
 from .psis import FLAT_K, FLAT_SPAN, K_THRESHOLD, PointwiseLoo, Tails, fit_tails, good_k, loo_block, pareto_smooth
 from .psis_loo import LooTask, combine_loo, loo, r_eff, site_loo_class
@@ -118,6 +118,7 @@ __all__ = [
     "shards_of",
     "site_loo_class",
     "split_parts",
+    "spread_draws",
     "thin_draws",
     "uniforms",
 ]

@@ -6,8 +6,15 @@ Two passes for a plot: the first brings each curve's (the observed y, then each 
 centred sum of squares, min, max and zeros, from which the bins are agreed (equal-width bins over the pooled range,
 or the density's grid); the second brings each curve's counts in those bins (for a density, its linear-binning
 weights at the grid points, which a Gaussian kernel then smooths here). A statistic ("stat") needs the first
-pass only, so the statistics offered are those the sums determine exactly (`PPC_STATS`); quantiles such as the
-median are not among them.
+pass only when it is one the sums determine exactly (mean, sd, var, min, max, prop_zero). The median and the
+quantiles ("q25") come from counts too: each curve's two order statistics around the quantile are located in
+QUANTILE_BINS equal bins over its range, then in that bin's own bins, up to QUANTILE_PASSES times (each pass
+brings (curves, 2, bins + 1) counts: the rows below the range, then per bin); a whole-number target is exact
+once a bin is at most 1 wide, a continuous one is the last bin's midpoint, within range / QUANTILE_BINS**passes
+(range·2e-10) of the sample quantile (type 7, R's and numpy's default).
+
+The replicated data sets are `draws` draws spread evenly over all the chains' draws (`spread_draws`): exactly that
+many (10 for a plot by default), not "at most".
 
 A replicated value is the model's inverse distribution function at a uniform that is a hash of (seed, the row, the
 draw) — the row named by its index in the original data when the shard records it (`Shard.index`), else by its
@@ -27,9 +34,18 @@ import numpy as np
 from ..enums import Executor
 from ..errors import ArgumentError
 from ..models.contract import Model
-from ..predictive import PPC_KINDS, PPC_STATS, PpcDensity, PpcHistogram, PpcKind, PpcResult, PpcStat
+from ..predictive import (
+    PPC_KINDS,
+    PPC_STATS,
+    PpcDensity,
+    PpcHistogram,
+    PpcKind,
+    PpcResult,
+    PpcStat,
+    stat_quantile,
+)
 from ..shards import ShardSet
-from .fits import BLOCK_ROWS, DEFAULT_DRAWS, DrawsArg, Fit, executor_of, flat_draws, model_of, shards_of, thin_draws
+from .fits import BLOCK_ROWS, DEFAULT_DRAWS, DrawsArg, Fit, executor_of, flat_draws, model_of, shards_of
 from .shard_tasks import ShardRows, merge, run_at_shards
 
 #: Replicated data sets a density or histogram overlay draws by default (bayesplot's and brms' `ndraws`).
@@ -37,6 +53,9 @@ PPC_CURVES = 10
 #: Bins of a histogram by default, and grid points of a density.
 HIST_BINS = 30
 DENS_GRID = 512
+#: A quantile statistic's bins per pass and its passes at most (module docstring).
+QUANTILE_BINS = 256
+QUANTILE_PASSES = 4
 #: Target kinds whose values are whole numbers: their histogram bins are centred on integers.
 DISCRETE_KINDS = ("binary", "count", "multiclass")
 
@@ -162,6 +181,47 @@ def linear_binning(curves: np.ndarray, grid: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class RangeCounts:
+    """Per curve and target (K, T), the rows below the target's range, then in each of its bins, (K, T, B + 1)
+    integers: added up over the shards."""
+
+    counts: np.ndarray
+
+    def __add__(self, o: RangeCounts) -> RangeCounts:
+        return RangeCounts(self.counts + o.counts)
+
+
+def range_counts(curves: np.ndarray, start: np.ndarray, width: np.ndarray, bins: int) -> np.ndarray:
+    """(K, T, bins + 1) counts of each curve's values (columns of curves (n, K)) against T ranges per curve (`start`
+    and bin `width`, (K, T)): slot 0 the values below start, slot 1 + b those in [start + b·width, start + (b+1)·width);
+    values at or past the range's end are not counted."""
+    n, k = curves.shape
+    t = k * start.shape[1]
+    pos = (curves[:, :, None] - start[None]) / width[None]  # (n, K, T)
+    slot = np.where(pos < 0, 0, np.floor(pos) + 1)
+    keep = slot <= bins
+    flat = (slot + (bins + 1) * np.arange(t).reshape(k, -1)[None]).astype(np.int64)
+    return np.bincount(flat[keep], minlength=t * (bins + 1)).reshape(k, -1, bins + 1).astype(np.int64)
+
+
+def spread_draws(draws: np.ndarray, count: DrawsArg) -> np.ndarray:
+    """(chains, draws, d) → (S, d): `count` draws (all of them if fewer, or "all") spread evenly over the chains'
+    draws in chain-major order, the first and the last among them."""
+    flat = flat_draws(draws)
+    if isinstance(count, str) and count == "all":
+        return flat
+    if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
+        raise ArgumentError(("draws",), f"draws must be 'all' or an integer >= 1, got {count!r}")
+    total = flat.shape[0]
+    if total == 0:
+        raise ArgumentError(("draws",), "the run has no draws yet")
+    if count >= total:
+        return flat
+    at = np.round(np.linspace(0, total - 1, int(count))).astype(np.intp)
+    return np.ascontiguousarray(flat[at])
+
+
+@dataclass(frozen=True)
 class ReplicateTask:
     """Replicated data sets of one model at a shard's rows: y_rep (rows × S) from the draws (S, d) named `names`,
     in blocks of rows. With `edges` None: the curves' `CurveSums`; else their `BinCounts`: counts in the bins of
@@ -173,9 +233,14 @@ class ReplicateTask:
     seed: int
     edges: np.ndarray | None = None
     grid: bool = False
+    #: a quantile's pass: each curve's ranges (start, bin width), (K, T) each, and the bins per range
+    ranges: tuple[np.ndarray, np.ndarray] | None = None
+    bins: int = QUANTILE_BINS
 
-    def summarise(self, curves: np.ndarray) -> CurveSums | BinCounts:
+    def summarise(self, curves: np.ndarray) -> CurveSums | BinCounts | RangeCounts:
         """The record of some rows' curves (n, K)."""
+        if self.ranges is not None:
+            return RangeCounts(range_counts(curves, self.ranges[0], self.ranges[1], self.bins))
         if self.edges is None:
             return CurveSums.of(curves)
         if self.grid:
@@ -201,7 +266,7 @@ class ReplicateTask:
             )
         return np.column_stack([np.asarray(y, dtype=np.float64), yrep])
 
-    def run(self, rows: tuple[ShardRows, ...]) -> CurveSums | BinCounts:
+    def run(self, rows: tuple[ShardRows, ...]) -> CurveSums | BinCounts | RangeCounts:
         r = rows[0]
         n, K = r.X.shape[0], 1 + self.draws.shape[0]
         parts = [self.summarise(self.curves(r, a, min(n, a + BLOCK_ROWS))) for a in range(0, n, BLOCK_ROWS)]
@@ -251,13 +316,47 @@ def binned_density(weights: np.ndarray, grid: np.ndarray, bandwidth: np.ndarray)
     return out
 
 
+def sample_quantiles(
+    task: ReplicateTask, jobs: list[tuple[Any, ...]], exe: Executor, sums: CurveSums, q: float, discrete: bool
+) -> np.ndarray:
+    """The `q` quantile (type 7) of every curve (K,), from counts in bins the shards refine (module docstring)."""
+    n, K = sums.n, sums.lo.shape[0]
+    h = (n - 1) * q
+    j0 = int(math.floor(h))
+    ranks = np.array([j0, min(j0 + 1, n - 1)], dtype=np.float64)[None, :].repeat(K, axis=0)  # (K, 2), 0-based
+    lo = np.repeat(sums.lo[:, None], 2, axis=1).astype(np.float64)
+    hi = np.repeat(sums.hi[:, None], 2, axis=1).astype(np.float64)
+    B = QUANTILE_BINS
+    if discrete:
+        start, span = lo - 0.5, hi - lo + 1.0
+    else:  # the range's end just past the largest value: every value is inside
+        span = (hi - lo) * (1.0 + 1e-9) + np.maximum(np.abs(hi), 1.0) * 1e-12
+        start = lo.copy()
+    width = span / B
+    for step in range(QUANTILE_PASSES):
+        part = dataclasses.replace(task, ranges=(start, width), bins=B)
+        counts = merge(run_at_shards(part, jobs, exe)).counts  # (K, 2, B + 1)
+        cum = counts[..., :1] + np.cumsum(counts[..., 1:], axis=-1)  # rows below each bin's end
+        past = cum > ranks[..., None]
+        b = np.where(past.any(axis=-1), np.argmax(past, axis=-1), B - 1)
+        start = start + b * width
+        if discrete and np.all(width <= 1.0):
+            break
+        if step == QUANTILE_PASSES - 1:
+            break
+        width = width / B
+    values = np.ceil(start) if discrete else start + width / 2
+    values = np.clip(values, lo, hi)
+    return values[:, 0] + (h - j0) * (values[:, 1] - values[:, 0])
+
+
 def _check(kind: Any, stat: Any, bins: Any, seed: Any) -> None:
     if kind not in PPC_KINDS:
         raise ArgumentError(("kind",), f"kind must be one of {list(PPC_KINDS)}, got {kind!r}")
-    if kind == "stat" and stat not in PPC_STATS:
+    if kind == "stat" and stat not in PPC_STATS and stat_quantile(stat) is None:
         raise ArgumentError(
             ("stat",),
-            f"stat must be one of {list(PPC_STATS)} (statistics that add up over the sites), got {stat!r}",
+            f"stat must be one of {list(PPC_STATS)} or a quantile 'q<percent>' such as 'q2.5', got {stat!r}",
         )
     if bins is not None and (isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1):
         raise ArgumentError(("bins",), f"bins must be an integer >= 1, got {bins!r}")
@@ -278,26 +377,29 @@ def pp_check(
 ) -> PpcResult:
     """A posterior predictive check on the rows the run was fitted on, computed where they are (see the module
     docstring): "dens" (`PpcDensity`), "hist" (`PpcHistogram`, `bins` bins, default 30) or "stat" (`PpcStat` of
-    `stat`, one of PPC_STATS). `draws`: how many replicated data sets, thinned evenly over the chains (default 10 for
-    a plot, 1,000 for a statistic; "all": every draw). Each result has `.plot()` (matplotlib)."""
+    `stat`: one of PPC_STATS, or a quantile "q<percent>"). `draws`: how many replicated data sets, spread evenly over
+    the chains' draws (default 10 for a plot, 1,000 for a statistic; "all": every draw). Each result has `.plot()`
+    (matplotlib), its x axis named after the response (a formula's left-hand side, else "y")."""
     _check(kind, stat, bins, seed)
     model = model_of(result, "predict_draw")
     if model.target_kind == "vector":
         raise ArgumentError(("result",), "pp_check needs a scalar target; this model's observations are vectors")
     data = shards if shards is not None else shards_of(result)
     count = draws if draws is not None else (DEFAULT_DRAWS if kind == "stat" else PPC_CURVES)
-    theta = flat_draws(thin_draws(result.draws, count))
+    theta = spread_draws(result.draws, count)
     task = ReplicateTask(model, theta, tuple(result.param_names), int(seed))
+    response = response_name(model)
     jobs = [(s,) for s in data]
     exe = executor_of(result, executor)
     sums: CurveSums = merge(run_at_shards(task, jobs, exe))
     if sums.n == 0:
         raise ArgumentError(("result",), "the run's shards hold no rows")
+    discrete = model.target_kind in DISCRETE_KINDS
     if kind == "stat":
-        values = sums.stat(stat)
-        return PpcStat(stat, float(values[0]), values[1:], sums.n)
+        q = stat_quantile(stat)
+        values = sums.stat(stat) if q is None else sample_quantiles(task, jobs, exe, sums, q, discrete)
+        return PpcStat(stat, float(values[0]), values[1:], sums.n, response=response)
     if kind == "hist":
-        discrete = model.target_kind in DISCRETE_KINDS
         edges = hist_edges(float(sums.lo.min()), float(sums.hi.max()), int(bins or HIST_BINS), discrete)
     else:
         bandwidth = scott_bandwidth(sums)
@@ -305,6 +407,13 @@ def pp_check(
     binned = dataclasses.replace(task, edges=edges, grid=kind == "dens")
     counts: BinCounts = merge(run_at_shards(binned, jobs, exe))
     if kind == "hist":
-        return PpcHistogram(edges, counts.counts[0], counts.counts[1:], sums.n)
+        return PpcHistogram(edges, counts.counts[0], counts.counts[1:], sums.n, response=response)
     dens = binned_density(counts.counts, edges, bandwidth)
-    return PpcDensity(edges, dens[0], dens[1:], bandwidth, sums.n)
+    return PpcDensity(edges, dens[0], dens[1:], bandwidth, sums.n, response=response)
+
+
+def response_name(model: Any) -> str:
+    """The response's name: a formula's left-hand side, else "y"."""
+    source = getattr(model, "source", None)
+    name = getattr(source, "response", None) if source is not None else None
+    return name if isinstance(name, str) and name else "y"

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     import pandas as pd
     import xarray as xr
 
+    from ..fitprint import FitSummary
     from ..predictive import PpcResult
     from ..result import Result
     from ..service.schemas import RunSpec
@@ -222,6 +223,9 @@ class AsyncRunHandle(RunHandleBase[AsyncClient]):
 
     async def summary(self, ci_prob: float = 0.94) -> pd.DataFrame:
         return await self.client._call(self.client._ops.summary(self._run, ci_prob))
+
+    async def fit_summary(self, prob: float = 0.95) -> FitSummary:
+        return await self.client._call(self.client._ops.fit_summary(self._run, prob))
 
     async def fixef(self, probs: tuple[float, float] = (0.025, 0.975)) -> pd.DataFrame:
         return (await self.client._call(self.client._ops.effect_tables(self._run, "fixef", probs)))[""]

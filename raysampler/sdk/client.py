@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     import pandas as pd
     import xarray as xr
 
+    from ..fitprint import FitSummary
     from ..predictive import PpcResult
     from ..result import Result
     from ..service.schemas import RunSpec
@@ -232,6 +233,13 @@ class RunHandle(RunHandleBase[Client]):
     def summary(self, ci_prob: float = 0.94) -> pd.DataFrame:
         """pandas DataFrame per coordinate: mean, sd, HDI, ess_bulk, ess_tail, r_hat, mcse (draws stored so far)."""
         return self.client._call(self.client._ops.summary(self._run, ci_prob))
+
+    def fit_summary(self, prob: float = 0.95) -> FitSummary:
+        """The fit as brms prints it (`print()` it; `tables()` gives its sections): family, formula, data (the
+        workers' sites and rows), draws, group-level effects, population-level effects and distributional
+        parameters, each with Estimate, Est.Error, the central `prob` interval, Rhat, Bulk_ESS and Tail_ESS, from
+        the run object and the service's summary (`raysampler summary ID` prints it)."""
+        return self.client._call(self.client._ops.fit_summary(self._run, prob))
 
     def fixef(self, probs: tuple[float, float] = (0.025, 0.975)) -> pd.DataFrame:
         """The coefficients' summary, one row per column: Estimate, Est.Error and the `probs` quantiles (as

@@ -76,14 +76,17 @@ def ppc_result(body: Body) -> PpcResult:
     def arr(v: Any) -> np.ndarray:
         return np.array(v, dtype=np.float64)  # null (not finite) -> nan
 
+    response = str(body.get("response") or "y")
     if body["kind"] == "stat":
         observed = np.nan if body["observed"] is None else float(body["observed"])
-        return PpcStat(body["stat"], observed, arr(body["replicated"]), body["n"])
+        return PpcStat(body["stat"], observed, arr(body["replicated"]), body["n"], response=response)
     if body["kind"] == "hist":
         counts = np.array(body["replicated"], dtype=np.int64).reshape(-1, len(body["observed"]))
-        return PpcHistogram(arr(body["edges"]), np.array(body["observed"], dtype=np.int64), counts, body["n"])
+        seen = np.array(body["observed"], dtype=np.int64)
+        return PpcHistogram(arr(body["edges"]), seen, counts, body["n"], response=response)
     dens = arr(body["replicated"]).reshape(-1, len(body["grid"]))
-    return PpcDensity(arr(body["grid"]), arr(body["observed"]), dens, arr(body["bandwidth"]), body["n"])
+    grid, bandwidth = arr(body["grid"]), arr(body["bandwidth"])
+    return PpcDensity(grid, arr(body["observed"]), dens, bandwidth, body["n"], response=response)
 
 
 def comparison_frame(body: Body) -> pd.DataFrame:

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     import pandas as pd
     import xarray as xr
 
+    from ..fitprint import FitSummary
     from ..predictive import PpcResult
     from ..result import Result
     from ..service.schemas import RunSpec
@@ -262,6 +263,15 @@ class Operations:
 
     def summary(self, run: RunState, ci_prob: float) -> Op[pd.DataFrame]:
         return frames.summary_frame((yield from self.json(rq.summary(run.id, ci_prob))))
+
+    def fit_summary(self, run: RunState, prob: float) -> Op[FitSummary]:
+        """The fit as brms prints it, from the run object (family, formula, workers' sites and rows, draws) and its
+        summary at ci_prob `prob` (`raysampler.fitprint.of_service`)."""
+        from ..fitprint import of_service
+
+        info = yield from self.info(run)
+        table = frames.summary_frame((yield from self.json(rq.summary(run.id, prob))))
+        return of_service(info, table, prob)
 
     def effect_tables(self, run: RunState, kind: str, probs: tuple[float, float]) -> Op[dict[str, pd.DataFrame]]:
         """The service's brms-style tables of `kind`, by group ("" for fixef and prior)."""

@@ -335,6 +335,7 @@ def ppc(
             run_id=rec.id,
             kind="stat",
             n=check.n,
+            response=check.response,
             stat=check.stat,  # type: ignore[arg-type]
             observed=_finite(check.observed),
             replicated=[_finite(float(v)) for v in check.replicated],
@@ -345,6 +346,7 @@ def ppc(
             run_id=rec.id,
             kind="hist",
             n=check.n,
+            response=check.response,
             edges=check.edges.tolist(),
             observed=check.observed.tolist(),
             replicated=check.replicated.tolist(),
@@ -353,6 +355,7 @@ def ppc(
         run_id=rec.id,
         kind="dens",
         n=check.n,
+        response=check.response,
         grid=check.grid.tolist(),
         bandwidth=check.bandwidth.tolist(),
         observed=check.observed.tolist(),

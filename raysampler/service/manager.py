@@ -19,6 +19,7 @@ import secrets
 import threading
 import time
 from collections import OrderedDict, deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -651,7 +652,7 @@ class RunManager:
         names = list(run.setup.param_names)
         timings = {"setup_s": float(run.setup.setup_time_s)}
         stats = run.stats()
-        workers = _workers(stats)
+        workers = _workers(stats, run.setup.shard_rows)
         plan = jsonable(run.setup.plan.as_dict())
         if run.setup.chains is not None:
             plan["chains"] = jsonable(dataclasses.asdict(run.setup.chains))
@@ -696,7 +697,7 @@ class RunManager:
             }
             if time.monotonic() - t_stats > LIVE_STATS_S:  # per-worker τ_i, N_i, idle fraction while it runs
                 live = run.stats()
-                fields["workers"] = _workers(live)
+                fields["workers"] = _workers(live, run.setup.shard_rows)
                 fields["network"] = _network(live)
                 self._update_live(rec, workers=fields["workers"])
                 fields["timings"] = timings | {"sampling_s": float(live.sampling_time_s)}
@@ -731,7 +732,12 @@ class RunManager:
         stats = run.stats()
         timings.update(sampling_s=float(stats.sampling_time_s), wall_s=float(time.perf_counter() - t0))
         self.store.update_run(
-            d.rec.tenant, d.rec.id, lease=d.lease, workers=_workers(stats), network=_network(stats), timings=timings
+            d.rec.tenant,
+            d.rec.id,
+            lease=d.lease,
+            workers=_workers(stats, run.setup.shard_rows),
+            network=_network(stats),
+            timings=timings,
         )
 
     def _warnings(self, d: _Drive, run: Run, sampled: _Sampled) -> list[str]:
@@ -796,8 +802,9 @@ class RunManager:
         return done
 
 
-def _workers(stats: RunStats) -> list[WorkerStats]:
-    """Per-shard placement (site, node, host, process), τ_i, N_i and idle fraction (NaN → None)."""
+def _workers(stats: RunStats, rows: Sequence[int] = ()) -> list[WorkerStats]:
+    """Per-shard placement (site, node, host, process), its rows (the set-up's `shard_rows`), τ_i, N_i and idle
+    fraction (NaN → None)."""
 
     def val(arr: Any, i: int) -> float | None:
         a = np.asarray(arr, dtype=float).ravel()
@@ -816,6 +823,7 @@ def _workers(stats: RunStats) -> list[WorkerStats]:
             WorkerStats(
                 shard=i,
                 site=p.site if p else None,
+                rows=int(rows[i]) if i < len(rows) else None,
                 node_id=p.node_id if p else None,
                 hostname=p.hostname if p else None,
                 pid=p.pid if p else None,

@@ -652,6 +652,7 @@ class NetworkInfo(BaseModel):
 class WorkerStats(BaseModel):
     shard: int
     site: str | None = Field(None, description="the site label of the node the shard's worker runs on")
+    rows: int | None = Field(None, description="the rows of its shard (known after the run's set-up)")
     node_id: str | None = Field(None, description="Ray node id of the worker")
     hostname: str | None = None
     pid: int | None = Field(None, description="the worker process")
@@ -877,6 +878,7 @@ class PpcDensityInfo(BaseModel):
     run_id: str
     kind: Literal["dens"]
     n: int = Field(description="rows of the run's data")
+    response: str = Field("y", description="the response's name (a formula's left-hand side, else y): the plot's axis")
     grid: list[float]
     bandwidth: list[float]
     observed: list[float]
@@ -890,6 +892,7 @@ class PpcHistogramInfo(BaseModel):
     run_id: str
     kind: Literal["hist"]
     n: int = Field(description="rows of the run's data")
+    response: str = Field("y", description="the response's name (a formula's left-hand side, else y): the plot's axis")
     edges: list[float]
     observed: list[int]
     replicated: list[list[int]]
@@ -902,6 +905,7 @@ class PpcStatInfo(BaseModel):
     run_id: str
     kind: Literal["stat"]
     n: int = Field(description="rows of the run's data")
+    response: str = Field("y", description="the response's name (a formula's left-hand side, else y): the plot's axis")
     stat: PpcStatName
     observed: float | None
     replicated: list[float | None]

@@ -53,6 +53,7 @@ class WorkerStats(TypedDict):
 
     shard: int
     site: str | None
+    rows: int | None
     node_id: str | None
     hostname: str | None
     pid: int | None
