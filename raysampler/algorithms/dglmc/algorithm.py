@@ -17,8 +17,7 @@ from typing import Any, cast
 import numpy as np
 
 from ...errors import ArgumentError
-from ...models.base import Model
-from ...models.contract import ShardStack
+from ...models.contract import Model, ShardStack
 from ...streams import ChainNoise, StackedNoise
 from ...tuning.laplace import PRECONDITIONERS
 from ..base import Algorithm, Plan, RoundInfo, ShardPool

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from ...models.base import Model
+from ...models.contract import Model
 from ...streams import ChainNoise
 from ..mcmc import DualAveraging, dual_averaging, mala_log_ratio, mh_accept
 from .kernels.mala import accept_stat

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ...errors import ArgumentError
-from ...models.base import Model
+from ...models.contract import Model
 from ...reparam import with_prior_share
 from ...streams import ChainNoise
 from ...tuning import budget

@@ -18,8 +18,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ....models.base import Model
-from ....models.contract import ShardStack
+from ....models.contract import Model, ShardStack
 from ....streams import ChainNoise, StackedNoise
 from ..types import LocalRound, ReportChain, WorkerPayload
 

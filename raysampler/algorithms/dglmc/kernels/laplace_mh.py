@@ -22,8 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ....models.base import Model
-from ....models.contract import ShardStack
+from ....models.contract import Model, ShardStack
 from ....streams import StackedNoise
 from ...mcmc import mh_accept
 from ..recentre import recentre

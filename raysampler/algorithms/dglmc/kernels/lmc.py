@@ -15,8 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ....models.base import Model
-from ....models.contract import ShardStack
+from ....models.contract import Model, ShardStack
 from ....streams import StackedNoise
 from ..types import LocalRound, WorkerPayload
 from .base import BatchKernel, OneShard, chain_slice, column, put, round_noise, start

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ....models.base import Model
+from ....models.contract import Model
 from ....streams import ChainNoise
 from ...mcmc import DualAveraging, dual_averaging, mala_log_ratio, mh_accept
 from ..types import LocalRound, ReportChain, WorkerPayload

@@ -25,8 +25,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from scipy.special import log_ndtr
 
-from ....models.base import Model
-from ....models.contract import EtaHessian, LocalCurvature
+from ....models.contract import EtaHessian, LocalCurvature, Model
 from ....streams import ChainNoise
 from ...mcmc import block_cholesky, mh_accept, newton_log_density, newton_proposal
 from ..types import LocalRound, ReportChain, WorkerPayload
