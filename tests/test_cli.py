@@ -217,7 +217,8 @@ def test_client_commands_work_without_the_engine_and_the_service(service, submit
     assert all(code == 0 for code, _, _ in runs.values()), {k: v for k, v in runs.items() if v[0] != 0}
     assert "SUCCEEDED" in runs["submit"][1] and rid in runs["status"][1]
     assert runs["draws"][1].split()[:2] == ["draw", "chain"] and len(runs["draws"][1].splitlines()) == 6
-    assert "r_hat" in runs["summary"][1] and "elpd_loo" in runs["loo"][1] and "T = mean" in runs["ppc"][1]
+    assert "Population-Level Effects" in runs["summary"][1] and "Rhat" in runs["summary"][1]
+    assert "elpd_loo" in runs["loo"][1] and "T = mean" in runs["ppc"][1]
     assert rid in {r["run_id"] for r in json.loads(runs["compare"][1])}
 
 
