@@ -24,8 +24,6 @@ import numpy as np
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .result import Result
-
 __all__ = ["COLUMNS", "FitSummary", "brms_family", "of_result", "of_service"]
 
 #: The columns of every table, as brms names them.
@@ -241,7 +239,7 @@ def _data_line(rows: Sequence[int | None], sites: Sequence[str | None]) -> str |
     return text
 
 
-def _table_of_result(result: Result, prob: float) -> dict[str, list[float]]:
+def _table_of_result(result: Any, prob: float) -> dict[str, list[float]]:
     """arviz-stats' summary of the printed coordinates: mean, sd, the central `prob` interval, R-hat, bulk and tail
     ESS, per name (natural scale)."""
     import arviz_stats as azs
@@ -262,7 +260,7 @@ def _table_of_result(result: Result, prob: float) -> dict[str, list[float]]:
     return out
 
 
-def of_result(result: Result, prob: float = 0.95) -> FitSummary:
+def of_result(result: Any, prob: float = 0.95) -> FitSummary:
     """The fit of a run in memory (`print(result)`)."""
     model = result.model
     family = formula = None

@@ -315,7 +315,7 @@ def test_a_formula_over_rest_and_a_bad_one_names_the_field(app_client):
     assert {sum(row) for row in [hist["observed"], *hist["replicated"]]} == {len(y)}
     dens = c.get(f"/v1/runs/{info['id']}/ppc", headers=h).json()
     assert dens["kind"] == "dens" and len(dens["grid"]) == len(dens["observed"]) == 512
-    bad = c.get(f"/v1/runs/{info['id']}/ppc", params={"kind": "stat", "stat": "median"}, headers=h)
+    bad = c.get(f"/v1/runs/{info['id']}/ppc", params={"kind": "stat", "stat": "trimean"}, headers=h)
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "stat"], bad.text
     bad = c.post("/v1/runs", json=_body(model | {"formula": "y ~ age +"}, {"dataset": "builtin:hospitals"}), headers=h)
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"][-2:] == ["model", "formula"], bad.text
