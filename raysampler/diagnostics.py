@@ -11,6 +11,7 @@ per superchain, which many short chains reach. `warm` is the matching rule for t
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -322,7 +323,10 @@ def _normal_scores(x: np.ndarray) -> np.ndarray:
 
     chains, n, d = x.shape
     flat = x.reshape(-1, d)
-    ranks = _average_ranks(flat)
+    # scipy's ranks where scipy.stats is loaded already (the driver's process: arviz-stats loads it), about 2x
+    # faster on large draws; the same numbers computed here in a process that has not (the coordinator's warm-up)
+    stats = sys.modules.get("scipy.stats")
+    ranks = stats.rankdata(flat, axis=0, method="average") if stats is not None else _average_ranks(flat)
     z = scipy.special.ndtri((ranks - 0.375) / (flat.shape[0] + 0.25))  # Φ⁻¹ (norm.ppf's core, 4x faster)
     z[:, ~np.all(np.isfinite(flat), axis=0)] = np.nan
     return z.reshape(chains, n, d)
@@ -330,16 +334,20 @@ def _normal_scores(x: np.ndarray) -> np.ndarray:
 
 def _average_ranks(flat: np.ndarray) -> np.ndarray:
     """1-based ranks of each column of (S, d), ties given their average rank: scipy.stats.rankdata(method="average",
-    axis=0)'s numbers, without importing scipy.stats (half a second of a coordinator process's warm-up)."""
-    size, d = flat.shape
-    order = np.argsort(flat, axis=0, kind="stable")
-    ordered = np.take_along_axis(flat, order, axis=0)
-    ranks = np.empty(flat.shape, dtype=float)
-    for j in range(d):
-        starts = np.flatnonzero(np.r_[True, ordered[1:, j] != ordered[:-1, j]])  # where each run of ties begins
-        counts = np.diff(np.r_[starts, size])
-        ranks[order[:, j], j] = np.repeat(starts + (counts + 1) / 2.0, counts)
-    return ranks
+    axis=0)'s numbers, without importing scipy.stats (half a second of a coordinator process's warm-up). Every
+    column at once: a tie run's rank is the mean of its first and last sorted positions."""
+    cols = np.ascontiguousarray(flat.T)  # (d, S): each column's values contiguous for the sort
+    size = cols.shape[1]
+    order = np.argsort(cols, axis=1, kind="stable")
+    ordered = np.take_along_axis(cols, order, axis=1)
+    pos = np.arange(size)
+    differs = ordered[:, 1:] != ordered[:, :-1]
+    edge = np.ones((cols.shape[0], 1), dtype=bool)
+    first = np.maximum.accumulate(np.where(np.hstack([edge, differs]), pos, 0), axis=1)
+    last = np.minimum.accumulate(np.where(np.hstack([differs, edge]), pos, size - 1)[:, ::-1], axis=1)[:, ::-1]
+    ranks = np.empty(cols.shape, dtype=float)
+    np.put_along_axis(ranks, order, (first + last) / 2.0 + 1.0, axis=1)
+    return ranks.T
 
 
 def _worst(rhat: np.ndarray) -> float:
