@@ -92,7 +92,7 @@ def test_extras_list_the_modules_of_pyprojects_extras():
         assert named == listed, (extra, sorted(named ^ listed))
         included = {e for r in extras[extra] if Requirement(r).name == "raysampler" for e in Requirement(r).extras}
         assert included == set(INCLUDES[extra]), extra
-    assert "raysampler[engine,service]" in extras["all"] and "raysampler[all]" in extras["dev"]
+    assert "raysampler[engine,service,privacy]" in extras["all"] and "raysampler[all]" in extras["dev"]
 
 
 LIGHT = r"""

@@ -3,7 +3,8 @@
     pip install raysampler                # the SDK (raysampler.sdk, raysampler.client) and the CLI's client commands
     pip install "raysampler[engine]"      # rs.sample, rs.models, rs.evaluate ...: Ray, scipy, ArviZ, pyarrow, ...
     pip install "raysampler[service]"     # `raysampler serve` and the app (raysampler.api): the engine and FastAPI
-    pip install "raysampler[all]"         # both: what the README's first command installs
+    pip install "raysampler[privacy]"     # secure sums and the DP mode: the engine, cryptography and dp-accounting
+    pip install "raysampler[all]"         # all three: what the README's first command installs
 
 The engine's packages (`models`, `algorithms`, `runtime`, `tuning`, `evaluation`) start with
 `from ..extras import engine`, the service's (`service`, `api`) with `from ..extras import service`: importing that
@@ -35,9 +36,10 @@ EXTRAS: dict[str, tuple[str, ...]] = {
         "formulae",
     ),
     "service": ("fastapi", "uvicorn", "python_multipart", "prometheus_client"),
+    "privacy": ("cryptography", "dp_accounting"),
 }
 #: extra → the extras it includes (`raysampler[service]` brings the engine too)
-INCLUDES: dict[str, tuple[str, ...]] = {"engine": (), "service": ("engine",)}
+INCLUDES: dict[str, tuple[str, ...]] = {"engine": (), "service": ("engine",), "privacy": ("engine",)}
 
 
 class MissingExtraError(ModuleNotFoundError):
