@@ -7,12 +7,14 @@ A run's draws name the coefficients `beta[<column>]`, the group sds `sd_<group>[
 - `ranef`: each grouping column's effects, per draw (chain, draw, <group>, <group>_effect) or summarised;
 - `coef`: per group, every coefficient plus that group's effect where it has one (β_k + r_{g,k}), per draw or
   summarised: what a hospital's own intercept and slopes are;
+- `varcorr`: per grouping column, its effects' sds and correlations summarised, and the residual sd (brms'
+  `VarCorr`);
 - `prior_summary`: the prior on every parameter, by brms' classes (b, sd, cor, sigma, phi).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -22,7 +24,7 @@ if TYPE_CHECKING:
 
     from .models.contract import ParamBlock
 
-__all__ = ["Draws", "coef", "fixef", "prior_summary", "ranef"]
+__all__ = ["Draws", "GroupVarCorr", "coef", "fixef", "prior_summary", "ranef", "varcorr"]
 
 
 class Draws(Protocol):
@@ -44,7 +46,7 @@ def _quantile_names(probs: tuple[float, float]) -> list[str]:
     return [f"Q{100 * p:g}" for p in probs]
 
 
-def _summarise(values: np.ndarray, labels: list[Any], probs: tuple[float, float]) -> pd.DataFrame:
+def summarise(values: np.ndarray, labels: list[Any], probs: tuple[float, float]) -> pd.DataFrame:
     """Estimate (mean), Est.Error (sd) and two quantiles over the first two axes of values (chain, draw, k)."""
     import pandas as pd
 
@@ -60,7 +62,7 @@ def _block(result: Draws, name: str) -> Any:
     return next((b for b in result.param_blocks if b.name == name), None)
 
 
-def _check_probs(probs: Any) -> tuple[float, float]:
+def check_probs(probs: Any) -> tuple[float, float]:
     from .errors import ArgumentError
 
     try:
@@ -77,8 +79,8 @@ def fixef(result: Draws, probs: tuple[float, float] = (0.025, 0.975)) -> pd.Data
     b = _block(result, "beta")
     if b is None:
         raise ValueError("fixef: the model has no coefficients (no parameter block 'beta')")
-    return _summarise(
-        result.posterior()["beta"].reshape(result.chains, result.num_draws, -1), b.coords(), _check_probs(probs)
+    return summarise(
+        result.posterior()["beta"].reshape(result.chains, result.num_draws, -1), b.coords(), check_probs(probs)
     )
 
 
@@ -99,13 +101,13 @@ def ranef(
         b = _block(result, f"r_{g}")
         values = post[f"r_{g}"]
         if summary:
-            labels = [(lab, e) for lab in b.coords() for e in b.inner_labels]
-            out[g] = _summarise(values.reshape(result.chains, result.num_draws, -1), labels, _check_probs(probs))
+            labels = [(lab, e) for lab in b.coord_values() for e in b.inner_labels]
+            out[g] = summarise(values.reshape(result.chains, result.num_draws, -1), labels, check_probs(probs))
         else:
             out[g] = xr.DataArray(
                 values,
                 dims=("chain", "draw", g, f"{g}_effect"),
-                coords={g: b.coords(), f"{g}_effect": list(b.inner_labels)},
+                coords={g: b.coord_values(), f"{g}_effect": list(b.inner_labels)},
                 name=f"r_{g}",
             )
     if not out:
@@ -137,9 +139,43 @@ def coef(
             values[:, :, :, names.index(e)] += r.sel({f"{g}_effect": e}).values
         if summary:
             rows = [(lab, c) for lab in labels for c in names]
-            out[g] = _summarise(values.reshape(result.chains, result.num_draws, -1), rows, _check_probs(probs))
+            out[g] = summarise(values.reshape(result.chains, result.num_draws, -1), rows, check_probs(probs))
         else:
             out[g] = xr.DataArray(values, dims=("chain", "draw", g, "coef"), coords={g: labels, "coef": names})
+    return out
+
+
+class GroupVarCorr(NamedTuple):
+    """One grouping column's part of `varcorr`: its effects' sds (one row per effect) and, for correlated effects,
+    their correlations (one row per pair a < b, labelled "a,b"); None for a single or uncorrelated effect."""
+
+    sd: pd.DataFrame
+    cor: pd.DataFrame | None = None
+
+
+def varcorr(result: Draws, probs: tuple[float, float] = (0.025, 0.975)) -> dict[str, GroupVarCorr]:
+    """brms' `VarCorr`: per grouping column, the summaries (Estimate, Est.Error and the `probs` quantiles) of its
+    effects' sds `sd_<group>` and correlations `cor_<group>`; and "residual__", the residual sd `sigma`, where the
+    model has one."""
+    checked = check_probs(probs)
+    post = result.posterior()
+    out: dict[str, GroupVarCorr] = {}
+
+    def table(name: str, labels: list[Any]) -> pd.DataFrame:
+        return summarise(post[name].reshape(result.chains, result.num_draws, -1), labels, checked)
+
+    for b in result.param_blocks:
+        if not b.name.startswith("sd_"):
+            continue
+        g = b.name[3:]
+        sd_labels = list(b.labels) if b.labels is not None else b.coords()
+        cor = _block(result, f"cor_{g}")
+        out[g] = GroupVarCorr(table(b.name, sd_labels), None if cor is None else table(cor.name, cor.coords()))
+    if not out:
+        raise ValueError("varcorr: the model has no group effects (no parameter blocks 'sd_<group>')")
+    sigma = _block(result, "sigma")
+    if sigma is not None:
+        out["residual__"] = GroupVarCorr(table("sigma", ["sigma"]))
     return out
 
 

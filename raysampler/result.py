@@ -3,6 +3,7 @@ what setup decided (`SetupInfo`), the runtime statistics (`RunStats`) and how th
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -164,6 +165,28 @@ class Result:
 
         return coef(self, summary, probs)
 
+    def varcorr(self, probs: tuple[float, float] = (0.025, 0.975)) -> Any:
+        """brms' `VarCorr`: {group: `GroupVarCorr` (its effects' sds and correlations, summarised)}, with
+        "residual__" for the residual sd where the model has one (`raysampler.effects.varcorr`)."""
+        from .effects import varcorr
+
+        return varcorr(self, probs)
+
+    def bayes_r2(
+        self,
+        *,
+        summary: bool = True,
+        probs: tuple[float, float] = (0.025, 0.975),
+        draws: DrawsArg = 1000,
+        executor: str | None = None,
+    ) -> Any:
+        """brms' `bayes_R2`: the residual-based Bayesian R² (Gelman et al. 2019), computed where the run's rows are: a
+        one-row table (Estimate, Est.Error, quantiles), or its value per draw (`summary=False`)
+        (`raysampler.evaluation.r2`)."""
+        from .evaluation.r2 import bayes_r2
+
+        return bayes_r2(self, summary=summary, probs=probs, draws=draws, executor=executor)
+
     def prior_summary(self) -> Any:
         """The prior on every parameter: a table of prior, class (b, sd, sigma, phi), coef and group."""
         from .effects import prior_summary
@@ -256,7 +279,7 @@ class Result:
             if b.dim is None:
                 continue
             dims[b.name] = b.dims()
-            for dim, labels in zip(b.dims(), (b.coords(), list(b.inner_labels or ()))):
+            for dim, labels in zip(b.dims(), (b.coord_values(), list(b.inner_labels or ()))):
                 if dim in coords and coords[dim] != labels:
                     raise ValueError(f"parameter blocks share the dim {dim!r} with different labels")
                 coords[dim] = labels
@@ -289,6 +312,13 @@ class Result:
             if n * self.chains * self.num_draws > LOG_LIK_MAX_VALUES:
                 size = f"{n} rows x {self.chains * self.num_draws} draws"
                 why = f"{size} exceed the {LOG_LIK_MAX_VALUES} values added unasked (to_arviz(log_likelihood=True))"
+                # said aloud, not only in the attributes: ArviZ's own loo on this export would find no log_likelihood
+                warnings.warn(
+                    f"to_arviz: log_likelihood left out ({why}); result.loo() computes PSIS-LOO at the shards "
+                    "without it",
+                    UserWarning,
+                    stacklevel=3,
+                )
         if why is not None:
             if wanted:
                 raise ValueError(f"log_likelihood: {why}")

@@ -13,6 +13,7 @@ import pytest
 from scipy.special import logsumexp
 
 import raysampler as rs
+import raysampler.result as result_module
 from raysampler.errors import ArgumentError
 from raysampler.evaluation import thin_draws, uniforms
 
@@ -98,6 +99,14 @@ def test_high_pareto_k_rows_come_back_by_position_only():
     assert sorted(r.index for r in lo.high_k_rows) == high.tolist()
     assert all(res.data[r.shard].index[r.row] == r.index for r in lo.high_k_rows)
     assert lo.k_high == high.size and lo.k_ok + lo.k_high == 60
+    # the warning names its rows: every row above arviz-stats' own bound good_k (not only those ≥ 0.7), largest first
+    warned = np.flatnonzero(ref.pareto_k.values > ref.good_k)
+    assert lo.warning and sorted(h.ref.index for h in lo.warning_rows) == warned.tolist()
+    assert [h.k for h in lo.warning_rows] == sorted((h.k for h in lo.warning_rows), reverse=True)
+    np.testing.assert_allclose(lo.warning_rows[0].k, ref.pareto_k.values.max(), atol=1e-10)
+    first = lo.warning_rows[0].ref
+    assert f"{warned.size} rows with k̂ > {ref.good_k:.2f}" in str(lo)
+    assert f"shard {first.shard} row {first.row} (k̂ {lo.warning_rows[0].k:.2f})" in str(lo)
 
 
 def test_loo_is_accepted_by_arviz_compare_and_matches_pooled(logistic):
@@ -247,7 +256,7 @@ def test_bad_input_names_the_argument(linear):
         assert err.value.path == path
 
 
-def test_export_has_log_likelihood_and_observed_data_unless_rows_live_on_sites(linear, tmp_path):
+def test_export_has_log_likelihood_and_observed_data_unless_rows_live_on_sites(linear, tmp_path, monkeypatch):
     _, _, res = linear
     tree = res.to_arviz()
     assert tree["log_likelihood"]["y"].shape == (res.chains, res.num_draws, 350)
@@ -260,6 +269,12 @@ def test_export_has_log_likelihood_and_observed_data_unless_rows_live_on_sites(l
     assert "sites" in tree["posterior"].attrs["log_likelihood"]
     with pytest.raises(ValueError, match="log_likelihood"):
         sited.to_arviz(log_likelihood=True)
+    # past LOG_LIK_MAX_VALUES it is left out unasked, and said aloud with the way to get it
+    monkeypatch.setattr(result_module, "LOG_LIK_MAX_VALUES", 350 * res.chains * res.num_draws - 1)
+    with pytest.warns(UserWarning, match=r"log_likelihood left out .*to_arviz\(log_likelihood=True\)"):
+        tree = res.to_arviz()
+    assert "log_likelihood" not in tree.children and "exceed" in tree["posterior"].attrs["log_likelihood"]
+    assert "log_likelihood" in res.to_arviz(log_likelihood=True).children
 
 
 def test_on_ray_the_shards_compute_the_same_sums(ray_session, logistic):

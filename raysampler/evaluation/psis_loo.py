@@ -3,6 +3,7 @@ back (`LooPart`), merged into arviz-stats' own `ELPDData` (`SiteLoo`)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,9 @@ from .fits import (
 from .psis import FLAT_SPAN, K_THRESHOLD, PointwiseLoo, good_k, loo_block
 from .records import HighRow, LooPart, Moments, RowRef
 from .shard_tasks import ShardRows, run_at_shards
+
+#: rows the printed LOO names after its warning (all are in `.warning_rows`)
+WARN_SHOWN = 5
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -58,7 +62,11 @@ def loo_part(rows: ShardRows, pw: PointwiseLoo, good_k: float, pointwise: bool) 
     ok = low & ~flat
     index = rows.index
     at = np.flatnonzero(high)
-    refs = [RowRef(rows.shard, rows.start + int(j), None if index is None else int(index[j])) for j in at]
+
+    def ref(j: int | np.integer) -> RowRef:
+        return RowRef(rows.shard, rows.start + int(j), None if index is None else int(index[j]))
+
+    warned = np.flatnonzero(ok & (k > good_k))
     return LooPart(
         rows.shard,
         Moments.of(e[low]),
@@ -67,10 +75,11 @@ def loo_part(rows: ShardRows, pw: PointwiseLoo, good_k: float, pointwise: bool) 
         int(np.sum(ok)),
         int(np.sum(ok & (k > good_k))),
         float(np.max(k[ok])) if np.any(ok) else float("nan"),
-        tuple(HighRow(r, float(e[j]), float(p[j]), float(k[j])) for r, j in zip(refs, at)),
+        tuple(HighRow(ref(j), float(e[j]), float(p[j]), float(k[j])) for j in at),
         e if pointwise else None,
         k if pointwise else None,
         flat if pointwise else None,
+        tuple(HighRow(ref(j), float(e[j]), float(p[j]), float(k[j])) for j in warned),
     )
 
 
@@ -122,6 +131,8 @@ def _elpd_data_cls() -> type:
         flat_span: float = FLAT_SPAN
         flat_i: Any = None
         moment_matched: tuple[Any, ...] | None = None
+        #: every row arviz-stats' warning is about (k̂ above `good_k`), with its k̂, largest first
+        warning_rows: tuple[HighRow, ...] = field(default=())
 
         def __str__(self) -> str:
             lines = [
@@ -130,6 +141,15 @@ def _elpd_data_cls() -> type:
                 f"Pareto k̂ bands: flat (span < {self.flat_span:g}, uniform weights) {self.k_flat}, "
                 f"k̂ < {K_THRESHOLD} {self.k_ok}, k̂ ≥ {K_THRESHOLD} {self.k_high}",
             ]
+            if self.warning_rows:
+                shown = ", ".join(
+                    f"shard {h.ref.shard} row {h.ref.row} (k̂ {h.k:.2f})" for h in self.warning_rows[:WARN_SHOWN]
+                )
+                more = len(self.warning_rows) - WARN_SHOWN
+                lines.append(
+                    f"The warning: {len(self.warning_rows)} rows with k̂ > {self.good_k:.2f} (the bound for "
+                    f"{self.n_samples} draws): {shown}" + (f" and {more} more (.warning_rows)" if more > 0 else "")
+                )
             if self.moment_matched is not None:
                 better = sum(1 for m in self.moment_matched if m.k_after < K_THRESHOLD)
                 lines.append(
@@ -166,6 +186,8 @@ def combine_loo(
     still = [h for h in high if not h.k < K_THRESHOLD]
     now_ok = [h for h in high if h.k < K_THRESHOLD]
     k_above = sum(p.k_above_good for p in parts) + len(still) + sum(1 for h in now_ok if h.k > good)
+    warned = [h for p in parts for h in p.warned] + still + [h for h in now_ok if h.k > good]
+    warned.sort(key=lambda h: -math.inf if math.isnan(h.k) else -h.k)  # largest k̂ first, failed fits before all
     elpd_i: xr.DataArray | None = None
     pareto_k: xr.DataArray | None = None
     flat_i: xr.DataArray | None = None
@@ -197,6 +219,7 @@ def combine_loo(
         high_k_rows=tuple(h.ref for h in still),
         flat_i=flat_i,
         moment_matched=matched,
+        warning_rows=tuple(warned),
     )
 
 

@@ -65,8 +65,9 @@ class HighRow:
 @dataclass(frozen=True)
 class LooPart:
     """One shard's PSIS-LOO sums: elpd moments and Σ p_loo over its rows below k̂ = 0.7 (flat rows included), the
-    counts of its flat rows, of the others with k̂ < 0.7 and of those above good_k, their largest k̂, and its rows
-    with k̂ ≥ 0.7 one by one (`HighRow`); pointwise elpd, k̂ and flatness only when asked for."""
+    counts of its flat rows, of the others with k̂ < 0.7 and of those above good_k, their largest k̂, its rows
+    with k̂ ≥ 0.7 one by one (`HighRow`) and those with good_k < k̂ < 0.7 (`warned`: arviz-stats warns of them too, so
+    the warning can name its rows); pointwise elpd, k̂ and flatness only when asked for."""
 
     shard: int
     elpd: Moments
@@ -79,6 +80,7 @@ class LooPart:
     elpd_i: np.ndarray | None = None
     pareto_k: np.ndarray | None = None
     flat_i: np.ndarray | None = None
+    warned: tuple[HighRow, ...] = ()
 
     def __add__(self, o: LooPart) -> LooPart:
         """This shard's sums with those of its next range of rows."""
@@ -98,4 +100,5 @@ class LooPart:
             cat(self.elpd_i, o.elpd_i),
             cat(self.pareto_k, o.pareto_k),
             cat(self.flat_i, o.flat_i),
+            self.warned + o.warned,
         )

@@ -144,6 +144,9 @@ class ParamBlock:
     #: labels; the block's `size` coordinates are then row-major over (labels, inner_labels)
     inner_dim: str | None = None
     inner_labels: tuple[str, ...] | None = None
+    #: the first dim's labels are numbers (group labels of a numeric column, written as `groups.group_label` writes
+    #: them): exports and tables give them back as numbers, so `.sel(county=7)` finds county 7
+    numeric: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -174,6 +177,13 @@ class ParamBlock:
     def coords(self) -> list[str]:
         """The labels of the block's (first) dimension (0..size−1 as strings when it has none)."""
         return list(self.labels) if self.labels is not None else [str(j) for j in range(self.size)]
+
+    def coord_values(self) -> list[Any]:
+        """The first dimension's labels as exports give them: numbers for a `numeric` block (ints where integral),
+        else `coords()`."""
+        if not self.numeric:
+            return self.coords()
+        return [int(c) if c.lstrip("-").isdigit() else float(c) for c in self.coords()]
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -225,6 +235,7 @@ class ParamBlock:
             "transform": self.transform,
             "inner_dim": self.inner_dim,
             "inner_labels": None if self.inner_labels is None else list(self.inner_labels),
+            "numeric": self.numeric,
         }
 
     @classmethod
@@ -238,6 +249,7 @@ class ParamBlock:
             d.get("transform", "identity"),
             d.get("inner_dim"),
             None if d.get("inner_labels") is None else tuple(d["inner_labels"]),
+            bool(d.get("numeric", False)),
         )
 
 
@@ -265,9 +277,10 @@ def join_local_blocks(per_shard: Sequence[Sequence[ParamBlock]]) -> tuple[tuple[
             rows += [(lab, list(range(off + k * width, off + (k + 1) * width))) for k, lab in enumerate(labels)]
         rows.sort(key=lambda row: _label_key(row[0]))
         size = sum(b.size for _, b, _ in items)
+        numeric = all(b.numeric for _, b, _ in items)
         joined.append(
             ParamBlock(name, size, first.dim or "local", tuple(r[0] for r in rows), first.transform,
-                       first.inner_dim, first.inner_labels)
+                       first.inner_dim, first.inner_labels, numeric)
         )  # fmt: skip
         for _, coords in rows:
             order.extend(coords)

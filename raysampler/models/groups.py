@@ -645,8 +645,11 @@ class HierarchicalGLM(Model):
                 continue
             labels = tuple(self._first_labels(X, f, G))
             q = len(ge.effects)
+            numeric = not self._labels.get(f)  # no text labels: the column holds numbers
             blocks.append(
-                ParamBlock(f"r_{ge.group}", G * q, ge.group, labels, "identity", f"{ge.group}_effect", ge.effects)
+                ParamBlock(
+                    f"r_{ge.group}", G * q, ge.group, labels, "identity", f"{ge.group}_effect", ge.effects, numeric
+                )
             )
         return tuple(blocks)
 

@@ -146,7 +146,8 @@ def result_of(tree: xr.DataTree, info: RunInfo) -> Result:
             labels = [tuple(str(v) for v in var.coords[d].values) for d in dims]
             inner_dim, inner_labels = (dims[1], labels[1]) if len(dims) > 1 else (None, None)
             size = values[0, 0].size
-            blocks.append(ParamBlock(str(name), size, dims[0], labels[0], "identity", inner_dim, inner_labels))
+            numeric = bool(np.issubdtype(var.coords[dims[0]].dtype, np.number))  # group labels of a numeric column
+            blocks.append(ParamBlock(str(name), size, dims[0], labels[0], "identity", inner_dim, inner_labels, numeric))
         columns.append(values.reshape(chains, draws, -1))
     stats = {}
     if "sample_stats" in tree.children:

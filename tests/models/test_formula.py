@@ -215,6 +215,38 @@ def test_fixef_ranef_coef_and_prior_summary_read_the_draws_as_brms_does() -> Non
     assert list(prior["class"]) == ["b", "sd", "cor"] and prior["prior"][1] == "HalfNormal(scale=0.5)"
     assert prior["prior"][2] == "LKJ(eta=1.0)" and prior["group"][2] == "hospital"
     assert "prior_scale" not in repr(rs.models.LogisticRegression(prior_scale=2.0))  # one prior shown, not two
+    # numeric group labels come back as numbers: the export, ranef and coef select them by value
+    assert r.coords["hospital"].values.dtype.kind == "i" and 3 in r.coords["hospital"].values
+    tree = res.to_arviz()
+    np.testing.assert_array_equal(tree.posterior["r_hospital"].sel(hospital=3).values, r.sel(hospital=3).values)
+    assert res.ranef()["hospital"].loc[(3, "x1"), "Estimate"] == pytest.approx(
+        float(r.sel(hospital=3, hospital_effect="x1").mean())
+    )
+    # VarCorr: the sds and the correlation of the hospital effects, as the draws give them
+    vc = res.varcorr()
+    post = res.posterior()
+    assert list(vc) == ["hospital"] and list(vc["hospital"].sd.index) == ["(Intercept)", "x1"]
+    np.testing.assert_allclose(
+        vc["hospital"].sd["Estimate"], post["sd_hospital"].reshape(-1, 2).mean(axis=0), rtol=1e-12
+    )
+    assert vc["hospital"].cor is not None and len(vc["hospital"].cor) == 1
+    np.testing.assert_allclose(
+        vc["hospital"].cor["Q97.5"], np.quantile(post["cor_hospital"].reshape(-1), 0.975), rtol=1e-12
+    )
+    # Bayesian R² computed at the shards equals var(ŷ) / (var(ŷ) + var(y − ŷ)) per draw over the pooled rows
+    r2 = res.bayes_r2(summary=False, draws="all")
+    names = tuple(res.param_names)
+    theta = res.draws.reshape(-1, res.draws.shape[2])
+    mu, ys = [], []
+    for shard in res.data:
+        X, y = res.model.shard_data(*shard.load(), shard.index)
+        mu.append(res.model.predict_mean(X, res.model.evaluation_x(X, y, theta, names, 0)))
+        ys.append(np.asarray(y, dtype=float))
+    mu_all, y_all = np.concatenate(mu), np.concatenate(ys)
+    fit, resid = mu_all.var(axis=0, ddof=1), (y_all[:, None] - mu_all).var(axis=0, ddof=1)
+    np.testing.assert_allclose(r2, fit / (fit + resid), rtol=1e-10)
+    table = res.bayes_r2(draws="all")
+    assert list(table.index) == ["R2"] and table["Estimate"].iloc[0] == pytest.approx(r2.mean(), rel=1e-12)
 
 
 def test_text_categories_and_group_labels_from_parquet_files(tmp_path) -> None:
