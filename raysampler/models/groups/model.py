@@ -1,55 +1,25 @@
-"""Group-level effects (hierarchical GLMs) whose per-group parameters are local to the shard holding the group's rows.
-
-A GLM with group effects has linear predictor η_j = x_jᵀβ + Σ_f z_{f,j}ᵀ r_{f, g_f(j)}: for each grouping factor f
-(`GroupEffects`), row j's group g_f(j) (a label column of the data: numbers or text) and its effect columns z_{f,j}
-(1 for the intercept, then the slope columns). r_{f,g} ~ N(0, Σ_f) with Σ_f = diag(sd_f) Ω_f diag(sd_f): Ω_f = I, or
-with `correlated=True` a correlation matrix with an LKJ prior; each sd with prior `sd_prior`.
-
-Layout. The global parameters θ (the coordinator's) are (β, the family's own parameters ψ, then per factor its
-scales s_f = (τ_f = log sd_f, and when correlated the partial correlations y_f of Ω_f's Cholesky factor L_f,
-`contract.cholesky_factor`)); the local parameters of a shard are the non-centred η_{f,g} ~ N(0, I),
-r_{f,g} = M_f η_{f,g} with M_f = diag(sd_f) L_f, one per group of the shard's rows, g-major within a factor, factors
-in order. A shard's potential takes x = (θ, η) of shape (K, d + l_i), global first:
-U_i(θ, η) = −log p(y_i | X_i, β, ψ, r(s, η)) + ½‖η‖². Marginally over each shard's η this is the shard's marginal
-likelihood, so sampling (θ, η_1..η_b) targets the hierarchical posterior whenever no group spans two shards
-(`check_groups_disjoint`; `rs.shard(..., by=group)` splits data that way).
-
-Computation: groups as indices. `shard_data` keeps each row's group index, not a column per group: X becomes
-[family design | effect columns z_f | meta], the family design being the coefficient columns and the family's
-per-row input (offset, trials, noise sd), meta three columns per factor (dense group index in the shard, the
-original label, the shard's group count). Every round's potential, gradient and Hessian-vector product is one pass
-over the rows: the rows' group parts enter the linear predictor by a gather (a sparse product with one entry per row
-and effect), the family's per-row derivatives (`common.RowTerms`) leave to the groups by segment sums, so a round
-costs O(n·(d + e)) for e effects per group, whatever the number of groups. Groups are independent given θ, so with
-one grouping factor ∇²_ηη U_i is block diagonal, one e × e block per group (`local_curvature`, `EtaHessian`):
-conditional modes, Newton steps, log-determinants and the conditional shift of the set-up and of DG-LMC's kernels
-are done block by block, batched and exact. (With several grouping factors the groups of different factors share
-rows, and η is one dense block.)
-"""
+"""`HierarchicalGLM`, a bound GLM family with group effects local to the shard holding each group's rows, and
+`bind_hierarchical`, which builds it from a family and the data spec (the package docstring has the layout and the
+computation)."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ..errors import ArgumentError
-from ..priors import (
-    LKJ,
+from ...errors import ArgumentError
+from ...priors import (
     GaussianPrior,
-    HalfNormal,
     Normal,
-    PositivePrior,
     Prior,
     build_prior,
-    check_positive_prior,
 )
-from .contract import (
+from ..contract import (
     DataSpec,
     EtaHessian,
     LocalCurvature,
@@ -57,132 +27,9 @@ from .contract import (
     ParamBlock,
     correlation_pairs,
 )
-
-__all__ = [
-    "GroupEffects",
-    "HierarchicalGLM",
-    "check_groups_disjoint",
-    "group_label",
-    "normalise_group_effects",
-]
-
-_PATH = ("model", "group_effects")
-#: columns of shard metadata per grouping factor: dense group index, original label, number of groups in the shard
-_META = 3
-
-
-@dataclass(frozen=True)
-class GroupEffects:
-    """Varying effects by `group` (brms `(1 + slopes | group)`, or `(1 + slopes || group)` uncorrelated): for each
-    group label g of the data's column `group`, r_g ~ N(0, diag(sd) Ω diag(sd)) on the intercept (when `intercept`)
-    and on each column of `slopes`. Each sd has prior `sd_prior` (default HalfNormal(1)). Ω = I unless `correlated`
-    (brms' default for `(1 + x | g)`), then Ω has prior `cor_prior` (default LKJ(1), uniform over correlation
-    matrices). The group column holds labels (numbers or text), not a feature: it gets no coefficient.
-
-    Reported (brms names): `sd_<group>[<effect>]`, `cor_<group>[<effect a>,<effect b>]` for each pair a < b when
-    correlated, and `r_<group>[<label>,<effect>]`."""
-
-    group: str
-    intercept: bool = True
-    slopes: tuple[str, ...] = ()
-    sd_prior: PositivePrior = field(default_factory=lambda: HalfNormal(1.0))
-    correlated: bool = False
-    cor_prior: LKJ = field(default_factory=LKJ)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.group, str) or not self.group:
-            raise ArgumentError((*_PATH, "group"), f"group must be a column name, got {self.group!r}")
-        if not isinstance(self.intercept, bool):
-            raise ArgumentError((*_PATH, "intercept"), f"intercept must be True or False, got {self.intercept!r}")
-        slopes = (self.slopes,) if isinstance(self.slopes, str) else self.slopes
-        if not all(isinstance(s, str) and s for s in slopes):
-            raise ArgumentError((*_PATH, "slopes"), f"slopes must be column names, got {self.slopes!r}")
-        slopes = tuple(slopes)
-        if len(set(slopes)) != len(slopes) or self.group in slopes:
-            raise ArgumentError((*_PATH, "slopes"), f"slopes must be distinct columns other than the group: {slopes}")
-        object.__setattr__(self, "slopes", slopes)
-        if not self.intercept and not slopes:
-            raise ArgumentError(_PATH, f"group effects by {self.group!r} need an intercept or at least one slope")
-        try:
-            check_positive_prior(self.sd_prior, "sd_prior")
-        except ArgumentError as exc:
-            raise ArgumentError((*_PATH, "sd_prior"), exc.message) from None
-        if not isinstance(self.correlated, bool):
-            raise ArgumentError((*_PATH, "correlated"), f"correlated must be True or False, got {self.correlated!r}")
-        if self.correlated and len(self.effects) < 2:
-            raise ArgumentError(
-                (*_PATH, "correlated"),
-                f"correlated=True needs at least two effects by {self.group!r} (an intercept and a slope, or two "
-                "slopes): one effect has no correlation",
-            )
-        if not isinstance(self.cor_prior, LKJ):
-            raise ArgumentError((*_PATH, "cor_prior"), f"cor_prior must be rs.priors.LKJ(eta), got {self.cor_prior!r}")
-
-    @property
-    def effects(self) -> tuple[str, ...]:
-        """The effects' labels: "(Intercept)" first when present, then the slopes."""
-        return (("(Intercept)",) if self.intercept else ()) + self.slopes
-
-    @property
-    def n_cor(self) -> int:
-        """Correlation parameters: q(q − 1)/2 when correlated, else 0."""
-        q = len(self.effects)
-        return q * (q - 1) // 2 if self.correlated else 0
-
-    @property
-    def n_scale(self) -> int:
-        """This factor's global parameters: one log sd per effect, plus the correlations."""
-        return len(self.effects) + self.n_cor
-
-
-def normalise_group_effects(value: Any) -> tuple[GroupEffects, ...] | None:
-    """None, one `GroupEffects` or a sequence of them → None or a non-empty tuple with distinct groups."""
-    if value is None:
-        return None
-    items = (value,) if isinstance(value, GroupEffects) else value
-    if isinstance(items, (str, bytes)) or not isinstance(items, Sequence) or not items:
-        raise ArgumentError(_PATH, f"group_effects must be rs.GroupEffects(...) or a tuple of them, got {value!r}")
-    if not all(isinstance(g, GroupEffects) for g in items):
-        raise ArgumentError(_PATH, f"group_effects must be rs.GroupEffects(...) or a tuple of them, got {value!r}")
-    groups = [g.group for g in items]
-    if len(set(groups)) != len(groups):
-        raise ArgumentError(_PATH, f"group_effects: each grouping column may appear once, got {groups}")
-    return tuple(items)
-
-
-def group_label(value: float) -> str:
-    """A numeric group label as named in parameters: integral values without a decimal point (12.0 → "12")."""
-    v = float(value)
-    return str(int(v)) if v.is_integer() and abs(v) < 2**53 else repr(v)
-
-
-def check_groups_disjoint(labels: Sequence[Sequence[str]], group: str) -> None:
-    """Raise ArgumentError if a label of grouping column `group` occurs in two shards (`labels[i]`: shard i's labels,
-    as named, or numbers): a group's effects are local to one shard, so its rows must be in one shard."""
-    owner: dict[str, int] = {}
-    for i, labs in enumerate(labels):
-        for v in dict.fromkeys(v if isinstance(v, str) else group_label(v) for v in np.asarray(labs).tolist()):
-            j = owner.setdefault(v, i)
-            if j != i:
-                raise ArgumentError(
-                    _PATH,
-                    f"group {group}={v} has rows in shards {j} and {i}: each group's effects are local "
-                    f"to the shard holding its rows, so a group must lie in one shard. Reshard with "
-                    f"rs.shard(X, y, ..., by={group!r}) (keeps each group in one shard, balanced by rows)",
-                )
-
-
-def refuse_text_columns(spec: DataSpec, groups: Any) -> None:
-    """ArgumentError if a column of text labels (`DataSpec.levels`) would be read as a number: text can only name
-    groups (`groups`: the grouping columns of the model's group effects)."""
-    for col, labels in spec.text_levels().items():
-        if col not in groups:
-            example = f" (e.g. {labels[0]!r})" if labels else ""
-            raise ArgumentError(
-                ("model", "group_effects") if groups else ("model",),
-                f"column {col!r} holds text labels{example}: text can only name groups "
-                f"(group_effects=rs.GroupEffects({col!r})); a feature, offset or trials column must hold numbers",
-            )
+from .index import IndexCache, Point, ShardIndex, factor_index
+from .scales import apply_scale, apply_scale_many, scale_at
+from .spec import META, PATH, GroupEffects, group_label, refuse_text_columns
 
 
 def bind_hierarchical(model: Any, spec: DataSpec) -> HierarchicalGLM:
@@ -192,7 +39,7 @@ def bind_hierarchical(model: Any, spec: DataSpec) -> HierarchicalGLM:
     factors = model.group_effects
     if spec.columns is None:
         raise ArgumentError(
-            _PATH,
+            PATH,
             "group_effects name columns of X, but the data have no column names (give rs.shard(..., columns=...) "
             "or a CSV/parquet header)",
         )
@@ -202,12 +49,12 @@ def bind_hierarchical(model: Any, spec: DataSpec) -> HierarchicalGLM:
         for c, what in [(ge.group, "group")] + [(s, "slopes") for s in ge.slopes]:
             if c not in cols:
                 msg = f"group_effects: {c!r} is not a column of X; the columns are {cols}"
-                raise ArgumentError((*_PATH, what), msg)
+                raise ArgumentError((*PATH, what), msg)
             if isinstance(extra, str) and c == extra:
-                raise ArgumentError((*_PATH, what), f"group_effects: {c!r} is the model's {model._extra} column")
+                raise ArgumentError((*PATH, what), f"group_effects: {c!r} is the model's {model._extra} column")
         for s in ge.slopes:
             if s in {g.group for g in factors}:
-                raise ArgumentError((*_PATH, "slopes"), f"group_effects: slope {s!r} is a grouping column")
+                raise ArgumentError((*PATH, "slopes"), f"group_effects: slope {s!r} is a grouping column")
     refuse_text_columns(spec, {ge.group for ge in factors})
     numeric = dataclasses.replace(spec, levels=None)
     placeholder = dataclasses.replace(model, group_effects=None, coef_prior=Normal(0.0, 1.0), prior_scale=None)
@@ -215,7 +62,7 @@ def bind_hierarchical(model: Any, spec: DataSpec) -> HierarchicalGLM:
     gpos = tuple(cols.index(ge.group) for ge in factors)
     coef = tuple(int(j) for j in loaded._coef_cols if j not in gpos)
     if not coef:
-        raise ArgumentError(_PATH, "group_effects: X needs at least one feature column besides the group columns")
+        raise ArgumentError(PATH, "group_effects: X needs at least one feature column besides the group columns")
     labels = tuple(cols[j] for j in coef)
     if isinstance(extra, str):
         fspec = DataSpec(len(coef) + 1, columns=(*labels, extra), n_rows=spec.n_rows)
@@ -226,258 +73,6 @@ def bind_hierarchical(model: Any, spec: DataSpec) -> HierarchicalGLM:
     text = spec.text_levels()
     levels = tuple((ge.group, text[ge.group]) for ge in factors if ge.group in text)
     return HierarchicalGLM(family, factors, coef, loaded._xcol, gpos, slopes, levels, source=loaded)
-
-
-# ------------------------------------------------------------------------------------------ the scale matrices
-
-
-@dataclass(frozen=True, eq=False)
-class _Scale:
-    """A factor's M = diag(sd) L at K points (K, q, q) (r_g = M η_g) and, as asked, its derivatives in the factor's
-    scale parameters s = (τ, y): dM (K, q, q, n_s) and d2M (K, q, q, n_s, n_s)."""
-
-    M: np.ndarray
-    sd: np.ndarray  # (K, q)
-    diagonal: bool
-    dM: np.ndarray = field(default_factory=lambda: np.empty(0))  # (empty below order 1)
-    d2M: np.ndarray = field(default_factory=lambda: np.empty(0))  # (empty below order 2)
-
-
-def _scale(ge: GroupEffects, s: np.ndarray, order: int) -> _Scale:
-    """M_f and its derivatives (up to `order`) from the factor's scale coordinates s (K, n_s) of θ."""
-    K, q = s.shape[0], len(ge.effects)
-    with np.errstate(over="ignore"):
-        sd = np.exp(s[:, :q])
-    ns = ge.n_scale
-    eye = np.arange(q)
-    if not ge.correlated:
-        M = np.zeros((K, q, q))
-        M[:, eye, eye] = sd
-        dM = d2M = np.empty(0)
-        if order >= 1:
-            dM = np.zeros((K, q, q, q))
-            dM[:, eye, eye, eye] = sd
-        if order >= 2:
-            d2M = np.zeros((K, q, q, q, q))
-            d2M[:, eye, eye, eye, eye] = sd
-        return _Scale(M, sd, True, dM, d2M)
-    L, dL, d2L = _cholesky_jet(s[:, q:], q, order)
-    M = sd[:, :, None] * L
-    dM = d2M = np.empty(0)
-    if order >= 1:
-        assert dL is not None
-        dM = np.zeros((K, q, q, ns))
-        dM[:, eye, :, eye] = np.moveaxis(M, 1, 0)  # ∂M/∂τ_i: row i of M
-        dM[..., q:] = sd[:, :, None, None] * dL
-    if order >= 2:
-        assert dL is not None and d2L is not None
-        d2M = np.zeros((K, q, q, ns, ns))
-        d2M[:, eye, :, eye, eye] = np.moveaxis(M, 1, 0)
-        rows = sd[:, :, None, None] * dL  # ∂²M/∂τ_i∂y_k: row i of sd ⊙ ∂L/∂y_k
-        for i in range(q):
-            d2M[:, i, :, i, q:] = rows[:, i]
-            d2M[:, i, :, q:, i] = rows[:, i]
-        d2M[..., q:, q:] = sd[:, :, None, None, None] * d2L
-    return _Scale(M, sd, False, dM, d2M)
-
-
-def _cholesky_jet(y: np.ndarray, q: int, order: int) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
-    """`contract.cholesky_factor` L (K, q, q) with its first (K, q, q, c) and second (K, q, q, c, c) derivatives in
-    y. Row b of L depends on the row's own partial correlations z_j = tanh(y_(j,b)), j < b, in closed form:
-    L[b, j] = z_j P_j and L[b, b] = P_b with P_j = Π_{k<j} sech(y_k), so ∂P_j/∂y_m = −z_m P_j (m < j)."""
-    K, c = y.shape
-    where = {pair: k for k, pair in enumerate(correlation_pairs(q))}
-    t = np.tanh(y)
-    sech2 = 1.0 - t * t
-    sech = np.sqrt(sech2)
-    L = np.zeros((K, q, q))
-    dL = np.zeros((K, q, q, c)) if order >= 1 else None
-    d2L = np.zeros((K, q, q, c, c)) if order >= 2 else None
-    L[:, 0, 0] = 1.0
-    for b in range(1, q):
-        ks = [where[(j, b)] for j in range(b)]
-        P = np.ones(K)
-        for j in range(b + 1):
-            own = j < b
-            val = t[:, ks[j]] * P if own else P
-            L[:, b, j] = val
-            if dL is not None:
-                for m in range(j):
-                    dL[:, b, j, ks[m]] = -t[:, ks[m]] * val
-                if own:
-                    dL[:, b, j, ks[j]] = sech2[:, ks[j]] * P
-            if d2L is not None:
-                for m in range(j):
-                    for m2 in range(j):
-                        coef = 2.0 * t[:, ks[m]] ** 2 - 1.0 if m == m2 else t[:, ks[m]] * t[:, ks[m2]]
-                        d2L[:, b, j, ks[m], ks[m2]] = coef * val
-                if own:
-                    d2L[:, b, j, ks[j], ks[j]] = -2.0 * t[:, ks[j]] * sech2[:, ks[j]] * P
-                    for m in range(j):
-                        v = -t[:, ks[m]] * sech2[:, ks[j]] * P
-                        d2L[:, b, j, ks[j], ks[m]] = v
-                        d2L[:, b, j, ks[m], ks[j]] = v
-            if own:
-                P = P * sech[:, ks[j]]
-    return L, dL, d2L
-
-
-def _apply_many(M: np.ndarray, P: np.ndarray) -> np.ndarray:
-    """Mᵀ P_g for every chain and group: M (K, q, q), P (K, G, q, c) → (K, G, q, c)."""
-    if M.shape[1] == 1:
-        return M[:, 0, 0][:, None, None, None] * P
-    return np.swapaxes(M, 1, 2)[:, None] @ P  # a stacked matmul: 1.2-1.9x einsum's speed here (q = 2, measured)
-
-
-def _apply(M: np.ndarray, e: np.ndarray, transpose: bool = False) -> np.ndarray:
-    """M e_g (or Mᵀ e_g) for every chain and group: M (K, q, q), e (K, G, q) → (K, G, q)."""
-    if M.shape[1] == 1:
-        return M[:, :, 0][:, None, :] * e
-    return ((np.swapaxes(M, 1, 2) if transpose else M)[:, None] @ e[..., None])[..., 0]  # 2-3x einsum (q = 2)
-
-
-# ------------------------------------------------------------------------------------------ a shard's index
-
-
-@dataclass(frozen=True, eq=False)
-class _Factor:
-    """One grouping factor on one shard: each row's group index `code` (n,), its effect values Z (n, q), the number
-    of groups G and its first local coordinate `start`; as sparse matrices over the rows: the gather A (n, G·q) (row j
-    holds z_j in its group's columns: the group part of the linear predictor is A r), its transpose At (G·q, n)
-    (segment sums per group and effect), S (G, n) (per group) and, built on first use from Z and the shard's p
-    coefficient columns Xc, ZZ (G·q·q, n) (z_j z_jᵀ per group) and ZX (G·q·p, n) (z_j x_jᵀ per group): each weighted
-    segment sum is one sparse product with the (n, K) row weights, no (n, K, ·) product of them first. ZX holds q·p
-    values a row (12 bytes each with its index), as the old (n, K, p) products did K·p a pass."""
-
-    code: np.ndarray
-    Z: np.ndarray
-    G: int
-    q: int
-    start: int
-    A: Any
-    At: Any
-    S: Any
-    Xc: np.ndarray
-
-    @functools.cached_property
-    def ZZ(self) -> Any:
-        n, q = self.Z.shape
-        return _segments(self.code, (self.Z[:, :, None] * self.Z[:, None, :]).reshape(n, q * q), self.G)
-
-    @functools.cached_property
-    def ZX(self) -> Any:
-        n, q = self.Z.shape
-        return _segments(self.code, (self.Z[:, :, None] * self.Xc[:, None, :]).reshape(n, q * self.Xc.shape[1]), self.G)
-
-    @property
-    def width(self) -> int:
-        return self.G * self.q
-
-    def gather(self, r: np.ndarray) -> np.ndarray:
-        """Σ_k z_jk r_{g(j),k} per row and chain for r (K, G, q): (n, K)."""
-        return self.A @ r.reshape(r.shape[0], -1).T
-
-    def scatter(self, w: np.ndarray) -> np.ndarray:
-        """Σ_{j in g} w_j z_j per group and chain for row values w (n, K): (K, G, q)."""
-        K = w.shape[1]
-        return (self.At @ w).reshape(self.G, self.q, K).transpose(2, 0, 1)
-
-    def scatter_many(self, w: np.ndarray) -> np.ndarray:
-        """As `scatter` for row values w (n, K, c): (K, G, q, c)."""
-        n, K, c = w.shape
-        return (self.At @ w.reshape(n, K * c)).reshape(self.G, self.q, K, c).transpose(2, 0, 1, 3)
-
-    def scatter_x(self, w: np.ndarray) -> np.ndarray:
-        """Σ_{j in g} w_j z_j x_jᵀ per group and chain for row weights w (n, K): (K, G, q, p)."""
-        K = w.shape[1]
-        return (self.ZX @ w).reshape(self.G, self.q, self.Xc.shape[1], K).transpose(3, 0, 1, 2)
-
-    def blocks(self, w: np.ndarray) -> np.ndarray:
-        """Σ_{j in g} w_j z_j z_jᵀ per group and chain for row weights w (n, K): (K, G, q, q)."""
-        K = w.shape[1]
-        return (self.ZZ @ w).reshape(self.G, self.q, self.q, K).transpose(3, 0, 1, 2)
-
-    def per_group(self, w: np.ndarray) -> np.ndarray:
-        """Σ_{j in g} w_j per group and chain for row values w (n, K): (K, G)."""
-        return (self.S @ w).T
-
-
-@dataclass(frozen=True, eq=False)
-class _Index:
-    """What every pass over a shard reads, built once per shard (`HierarchicalGLM._index`): the family's design Xf
-    (coefficient columns and per-row input, as the family reads them), its coefficient columns Xc and offset (n,)
-    (or None) apart and contiguous, and each factor's `_Factor`."""
-
-    Xf: np.ndarray
-    Xc: np.ndarray
-    offset: np.ndarray | None
-    factors: tuple[_Factor, ...]
-
-    @functools.cached_property
-    def XcT(self) -> np.ndarray:
-        """Xcᵀ (p, n), contiguous: its rows' elementwise products run along the rows (the curvature's θ block)."""
-        return np.ascontiguousarray(self.Xc.T)
-
-    def linear(self, beta: np.ndarray) -> np.ndarray:
-        """X_c βᵀ (+ the offset) (n, K): the rows' linear predictors without their groups' parts."""
-        lin = self.Xc @ beta.T
-        if self.offset is not None:
-            lin += self.offset[:, None]
-        return lin
-
-    @property
-    def local(self) -> int:
-        return sum(f.width for f in self.factors)
-
-
-def _segments(code: np.ndarray, values: np.ndarray, G: int) -> Any:
-    """The sparse (G·c, n) matrix whose row g·c + i holds values[j, i] at column j for the rows j of group g: a
-    product with (n, K) row weights sums values[:, i]·w per group (values (n, c)). Built column by column (row j's c
-    entries), so nothing larger than the matrix itself is made on the way."""
-    import scipy.sparse as sp
-
-    n, c = values.shape
-    rows = (code[:, None] * c + np.arange(c)[None, :]).reshape(-1)
-    return sp.csc_matrix((values.reshape(-1), rows, np.arange(0, n * c + 1, c)), shape=(G * c, n)).tocsr()
-
-
-def _factor(code: np.ndarray, Z: np.ndarray, G: int, start: int, Xc: np.ndarray) -> _Factor:
-    At = _segments(code, Z, G)
-    S = _segments(code, np.ones((Z.shape[0], 1)), G)
-    return _Factor(code, np.ascontiguousarray(Z), G, Z.shape[1], start, At.T.tocsr(), At, S, Xc)
-
-
-class _IndexCache(dict):
-    """Shard indices by id of the X they were built from, each dropped when its X is collected (so an id reused
-    by a new array never finds an old index); pickled empty (it travels with the model to workers)."""
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_IndexCache, ())
-
-    def find(self, X: np.ndarray) -> _Index | None:
-        hit = self.get(id(X))
-        return hit[1] if hit is not None and hit[0] == (X.shape, X.ctypes.data) else None
-
-    def keep(self, X: np.ndarray, index: _Index) -> None:
-        key = id(X)
-        self[key] = ((X.shape, X.ctypes.data), index)
-        weakref.finalize(X, self.pop, key, None)
-
-
-@dataclass(frozen=True, eq=False)
-class _Point:
-    """One pass over a shard at K points x: the family's per-row terms at the rows' linear predictors, and per
-    factor its scales, η (K, G, q) and r = M η."""
-
-    index: _Index
-    x: np.ndarray
-    terms: Any  # common.RowTerms
-    scales: tuple[_Scale, ...]
-    etas: tuple[np.ndarray, ...]
-    rs: tuple[np.ndarray, ...]
-
-
-# ------------------------------------------------------------------------------------------ the model
 
 
 @dataclass(frozen=True)
@@ -495,7 +90,7 @@ class HierarchicalGLM(Model):
     slope_cols: tuple[tuple[int, ...], ...]
     levels: tuple[tuple[str, tuple[str, ...]], ...] = ()
     source: Any = field(default=None, repr=False, compare=False)  # the model bound to X as loaded (for shard_data)
-    _cache: _IndexCache = field(default_factory=_IndexCache, init=False, repr=False, compare=False)
+    _cache: IndexCache = field(default_factory=IndexCache, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "name", str(self.family.name))
@@ -528,7 +123,7 @@ class HierarchicalGLM(Model):
     @functools.cached_property
     def _labels(self) -> dict[int, dict[float, str]]:
         """Per factor with text labels: label code → label."""
-        from ..shards import label_code
+        from ...shards import label_code
 
         text = dict(self.levels)
         return {f: {label_code(v): v for v in text[ge.group]} for f, ge in enumerate(self.factors) if ge.group in text}
@@ -601,10 +196,10 @@ class HierarchicalGLM(Model):
         if X.shape[0] == 0:
             return tuple(0 for _ in self.factors)
         w = self._widths[1]
-        return tuple(int(X[0, w + _META * f + 2]) for f in range(len(self.factors)))
+        return tuple(int(X[0, w + META * f + 2]) for f in range(len(self.factors)))
 
-    def _index(self, X: np.ndarray) -> _Index:
-        """The shard's `_Index`, built on first use for this X (cached while X lives)."""
+    def _index(self, X: np.ndarray) -> ShardIndex:
+        """The shard's `ShardIndex`, built on first use for this X (cached while X lives)."""
         hit = self._cache.find(X)
         if hit is not None:
             return hit
@@ -615,12 +210,12 @@ class HierarchicalGLM(Model):
         factors, start, col = [], 0, nf
         for f, (ge, G) in enumerate(zip(self.factors, self._counts(X))):
             q = len(ge.effects)
-            code = X[:, w + _META * f].astype(np.intp)
-            factors.append(_factor(code, X[:, col : col + q], G, start, Xc))
+            code = X[:, w + META * f].astype(np.intp)
+            factors.append(factor_index(code, X[:, col : col + q], G, start, Xc))
             start += G * q
             col += q
         offset = Xf[:, fam._xcol].copy() if fam._xcol is not None and fam._extra == "offset" else None
-        index = _Index(Xf, Xc, offset, tuple(factors))
+        index = ShardIndex(Xf, Xc, offset, tuple(factors))
         self._cache.keep(X, index)
         return index
 
@@ -631,7 +226,7 @@ class HierarchicalGLM(Model):
     def _first_labels(self, X: np.ndarray, f: int, G: int) -> list[str]:
         """Factor f's label of each dense group index 0..G−1 of this shard."""
         w = self._widths[1]
-        code, lab = X[:, w + _META * f].astype(np.intp), X[:, w + _META * f + 1]
+        code, lab = X[:, w + META * f].astype(np.intp), X[:, w + META * f + 1]
         first = np.zeros(G, dtype=np.intp)
         first[code[::-1]] = np.arange(code.size)[::-1]
         return [self.label(f, lab[first[g]]) for g in range(G)]
@@ -667,9 +262,9 @@ class HierarchicalGLM(Model):
         at = 0
         for f, (ge, G) in enumerate(zip(self.factors, self._counts(X))):
             q = len(ge.effects)
-            M = _scale(ge, th2[:, self.scale_starts[f] : self.scale_starts[f] + ge.n_scale], 0).M
+            M = scale_at(ge, th2[:, self.scale_starts[f] : self.scale_starts[f] + ge.n_scale], 0).M
             block = e2[:, at : at + G * q].reshape(-1, G, q)
-            out[:, at : at + G * q] = _apply(M, block).reshape(-1, G * q)
+            out[:, at : at + G * q] = apply_scale(M, block).reshape(-1, G * q)
             at += G * q
         return out.reshape(lead + (out.shape[-1],))
 
@@ -684,7 +279,7 @@ class HierarchicalGLM(Model):
 
     # ------------------------------------------------------------------ one pass over the rows
 
-    def _point(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, order: int) -> _Point:
+    def _point(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, order: int) -> Point:
         """The rows' linear predictors at K points x (K, d + l_i) (β's part, plus each factor's gathered r = M η) and
         the family's per-row terms there up to derivative `order`."""
         index = self._index(X)
@@ -695,23 +290,23 @@ class HierarchicalGLM(Model):
         lin = index.linear(x[:, :p])
         scales, etas, rs = [], [], []
         for ge, fi, s0 in zip(self.factors, index.factors, self.scale_starts):
-            sc = _scale(ge, x[:, s0 : s0 + ge.n_scale], order)
+            sc = scale_at(ge, x[:, s0 : s0 + ge.n_scale], order)
             e = x[:, d + fi.start : d + fi.start + fi.width].reshape(K, fi.G, fi.q)
-            r = _apply(sc.M, e)
+            r = apply_scale(sc.M, e)
             lin += fi.gather(r)
             scales.append(sc)
             etas.append(e)
             rs.append(r)
         terms = self.family.row_terms(index.Xf, y, lin, x[:, p : self.n_family], order)
-        return _Point(index, x, terms, tuple(scales), tuple(etas), tuple(rs))
+        return Point(index, x, terms, tuple(scales), tuple(etas), tuple(rs))
 
-    def _value(self, pt: _Point) -> np.ndarray:
+    def _value(self, pt: Point) -> np.ndarray:
         """U at the pass's points: Σ_j ℓ_j + ½‖η‖² (K,)."""
         loss = pt.terms.loss
         eta = pt.x[:, self.dim :]
         return np.ones(loss.shape[0]) @ loss + 0.5 * np.einsum("kl,kl->k", eta, eta)
 
-    def _grad(self, pt: _Point) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
+    def _grad(self, pt: Point) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
         """∇U (K, d + l) from a pass (order ≥ 1), with each factor's g_r = Σ_{j in g} ∂ℓ_j/∂η_j z_j (K, G, q) and
         C = Σ_g g_r η_gᵀ (K, q, q) (what the Hessian's second-order terms reuse)."""
         d, p, nf = self.dim, self.family.n_coef, self.n_family
@@ -722,7 +317,7 @@ class HierarchicalGLM(Model):
         grs, Cs = [], []
         for ge, fi, sc, e, s0 in zip(self.factors, pt.index.factors, pt.scales, pt.etas, self.scale_starts):
             gr = fi.scatter(a)
-            out[:, d + fi.start : d + fi.start + fi.width] = (_apply(sc.M, gr, transpose=True) + e).reshape(
+            out[:, d + fi.start : d + fi.start + fi.width] = (apply_scale(sc.M, gr, transpose=True) + e).reshape(
                 x.shape[0], -1
             )
             C = np.einsum("kga,kgb->kab", gr, e)
@@ -759,7 +354,7 @@ class HierarchicalGLM(Model):
             vs = v[:, s0 : s0 + ge.n_scale]
             ve = v[:, d + fi.start : d + fi.start + fi.width].reshape(K, fi.G, fi.q)
             D = np.einsum("kabp,kp->kab", sc.dM, vs)
-            dr = _apply(sc.M, ve) + _apply(D, e)
+            dr = apply_scale(sc.M, ve) + apply_scale(D, e)
             dlin += fi.gather(dr)
             moves.append((vs, ve, D))
         sj = t.d2 * dlin
@@ -773,7 +368,7 @@ class HierarchicalGLM(Model):
             self.factors, pt.index.factors, pt.scales, pt.etas, grs, Cs, moves, self.scale_starts
         ):
             dgr = fi.scatter(sj)
-            oe = _apply(sc.M, dgr, transpose=True) + _apply(D, gr, transpose=True) + ve
+            oe = apply_scale(sc.M, dgr, transpose=True) + apply_scale(D, gr, transpose=True) + ve
             out[:, d + fi.start : d + fi.start + fi.width] = oe.reshape(K, -1)
             dC = np.einsum("kga,kgb->kab", dgr, e) + np.einsum("kga,kgb->kab", gr, ve)
             E = np.einsum("kabpq,kq->kabp", sc.d2M, vs)
@@ -795,7 +390,7 @@ class HierarchicalGLM(Model):
         pt = self._point(X, y, x, 0)
         return self._blocks(pt)
 
-    def _blocks(self, pt: _Point) -> np.ndarray:
+    def _blocks(self, pt: Point) -> np.ndarray:
         if len(pt.index.factors) != 1:
             return self._value(pt)[:, None]
         fi, e = pt.index.factors[0], pt.etas[0]
@@ -833,7 +428,7 @@ class HierarchicalGLM(Model):
         U, at = np.empty((d - nf, n, K)), 0
         for ge, fi, sc, e in zip(self.factors, index.factors, pt.scales, pt.etas):
             for k in range(ge.n_scale):
-                U[at] = fi.gather(_apply(sc.dM[..., k], e))
+                U[at] = fi.gather(apply_scale(sc.dM[..., k], e))
                 at += 1
         d2U = np.empty_like(U)
         for a in range(d - nf):
@@ -843,11 +438,11 @@ class HierarchicalGLM(Model):
             cross = np.zeros((K, index.local, d))
             for ge, fi, sc, gr, s0 in zip(self.factors, index.factors, pt.scales, grs, self.scale_starts):
                 block = np.zeros((K, fi.G, fi.q, d))
-                block[..., :p] = _apply_many(sc.M, fi.scatter_x(t.d2))
+                block[..., :p] = apply_scale_many(sc.M, fi.scatter_x(t.d2))
                 for j in range(d - nf):
-                    block[..., nf + j] = _apply(sc.M, fi.scatter(d2U[j]), transpose=True)
+                    block[..., nf + j] = apply_scale(sc.M, fi.scatter(d2U[j]), transpose=True)
                 if m:
-                    block[..., p:nf] = _apply_many(sc.M, fi.scatter_many(t.h_eta_psi))
+                    block[..., p:nf] = apply_scale_many(sc.M, fi.scatter_many(t.h_eta_psi))
                 block[..., s0 : s0 + ge.n_scale] += np.einsum("kbap,kgb->kgap", sc.dM, gr)
                 cross[:, fi.start : fi.start + fi.width] = block.reshape(K, fi.width, d)
         th = None
@@ -881,7 +476,7 @@ class HierarchicalGLM(Model):
             th = 0.5 * (th + np.swapaxes(th, 1, 2))
         return LocalCurvature(value, g, eta_h, cross, th, self._blocks(pt))
 
-    def _dense_eta_hessian(self, pt: _Point) -> np.ndarray:
+    def _dense_eta_hessian(self, pt: Point) -> np.ndarray:
         """∇²_ηη U (K, l, l) with several grouping factors: Jᵀ diag(∂²ℓ) J + I with J = ∂(linear predictor)/∂η, a
         sparse (n, l) matrix per chain (row j: z_fjᵀ M_f in its group's columns of each factor)."""
         import scipy.sparse as sp
@@ -941,9 +536,9 @@ class HierarchicalGLM(Model):
         delta = np.zeros(K)
         for f, (ge, fi, s0) in enumerate(zip(self.factors, index.factors, self.scale_starts)):
             sl = slice(s0, s0 + ge.n_scale)
-            M, M2 = _scale(ge, x[:, sl], 0).M, _scale(ge, out[:, sl], 0).M
+            M, M2 = scale_at(ge, x[:, sl], 0).M, scale_at(ge, out[:, sl], 0).M
             e = x[:, d + fi.start : d + fi.start + fi.width].reshape(K, fi.G, fi.q)
-            r = _apply(M, e)
+            r = apply_scale(M, e)
             for ff, k, a in self._locations:
                 if ff == f:
                     r[:, :, k] -= dtheta[:, a][:, None]
@@ -976,7 +571,7 @@ class HierarchicalGLM(Model):
         for f, (ge, G) in enumerate(zip(self.factors, counts)):
             q = len(ge.effects)
             s0 = self.scale_starts[f]
-            code, lab = X[:, w + _META * f].astype(np.intp), X[:, w + _META * f + 1]
+            code, lab = X[:, w + META * f].astype(np.intp), X[:, w + META * f + 1]
             present, first = np.unique(code, return_index=True)
             M = None
             for g, row in zip(present.tolist(), first.tolist()):
@@ -987,7 +582,7 @@ class HierarchicalGLM(Model):
                     out[:, at : at + q] = draws[:, cols]
                     continue
                 if M is None:
-                    M = _scale(ge, draws[:, s0 : s0 + ge.n_scale], 0).M
+                    M = scale_at(ge, draws[:, s0 : s0 + ge.n_scale], 0).M
                 key = int(np.float64(lab[row]).view(np.uint64))
                 z = np.random.default_rng([seed, f, key]).standard_normal((S, q))
                 out[:, at : at + q] = np.einsum("kab,kb->ka", M, z)
@@ -1004,7 +599,7 @@ class HierarchicalGLM(Model):
         w = self._widths[1]
         out = []
         for f, ge in enumerate(self.factors):
-            for value in np.unique(X[:, w + _META * f + 1]).tolist():
+            for value in np.unique(X[:, w + META * f + 1]).tolist():
                 label = self.label(f, float(value))
                 if f"r_{ge.group}[{label},{ge.effects[0]}]" not in have:
                     out.append((ge.group, (text or {}).get(float(value), label)))
