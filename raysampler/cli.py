@@ -372,6 +372,20 @@ def _draws(value: str) -> int | str:
     return n
 
 
+def cmd_r2(args: argparse.Namespace) -> int:
+    """The Bayesian R² of a run (brms' bayes_R2), computed where its rows are."""
+    with _client(args) as c:
+        r2 = c.run(args.id).bayes_r2(draws=args.draws)
+    if args.format == "json":
+        print(json.dumps(r2))
+        return 0
+    print(
+        f"{r2['run_id']}  Bayesian R2 {_num(r2['estimate'])} (Est.Error {_num(r2['est_error'])})  "
+        f"95% [{_num(r2['lower'])}, {_num(r2['upper'])}]  ({r2['n_samples']} draws)"
+    )
+    return 0
+
+
 def cmd_loo(args: argparse.Namespace) -> int:
     """PSIS-LOO of a run, computed where its rows are."""
     with _client(args) as c:
@@ -389,6 +403,11 @@ def cmd_loo(args: argparse.Namespace) -> int:
     )
     for r in lo["high_k_rows"][:20]:
         print(f"  high k: {_where(r)}")
+    warned = lo.get("warning_rows") or []
+    if lo["warning"] and warned:
+        shown = ", ".join(f"{_where(w['row'])} (k {_num(w['k'])})" for w in warned[:10])
+        more = f" and {len(warned) - 10} more" if len(warned) > 10 else ""
+        print(f"  warning: {len(warned)} rows with Pareto k > {lo['good_k']:.2f}: {shown}{more}")
     matched = lo.get("moment_matched")
     if matched is not None:
         print(f"  moment matching: {len(matched)} rows, {sum(1 for m in matched if m['used'])} improved")
@@ -629,6 +648,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--moment-match", action="store_true", help="improve the rows with Pareto k >= 0.7 by moment matching"
     )
     p.set_defaults(fn=cmd_loo)
+    p = client_cmd("r2", "the Bayesian R2 of a run (brms' bayes_R2), computed where its rows are")
+    p.add_argument("id", help="run ID, or 'latest' for the newest run")
+    p.add_argument("--draws", type=_draws, default=1000, help="at most this many draws (thinned), or 'all'")
+    p.set_defaults(fn=cmd_r2)
     p = client_cmd("compare", "compare runs fitted on the same rows by PSIS-LOO")
     p.add_argument("ids", nargs="+", metavar="ID", help="run IDs ('latest' for the newest run)")
     p.add_argument("--draws", type=_draws, default=1000, help="at most this many draws (thinned), or 'all'")

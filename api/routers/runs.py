@@ -15,6 +15,7 @@ from raysampler.service import checks, plotdata, results, streaming
 from raysampler.service.errors import StateConflict
 from raysampler.service.records import RunRecord
 from raysampler.service.schemas import (
+    BayesR2Info,
     EffectsTable,
     EvaluateRequest,
     Evaluation,
@@ -335,6 +336,18 @@ def loo(
     elpd, SE, p_loo, Pareto-k counts by band (flat rows apart) and the row positions (never the rows) with k ≥ 0.7;
     with moment_match=true, what moment matching did to each of those rows."""
     return checks.loo(svc.manager.get(who, run_id), draws_arg(draws), check_context(svc), moment_match)
+
+
+@router.get("/{run_id}/r2", response_model=BayesR2Info, responses=error_responses(404, 409, 422))
+def bayes_r2(
+    run_id: str,
+    who: Tenant,
+    svc: Svc,
+    draws: Annotated[str, Query(pattern=DRAWS_QUERY_PATTERN, description="at most this many draws, or 'all'")] = "1000",
+) -> BayesR2Info:
+    """The residual-based Bayesian R² (brms' bayes_R2): var(ŷ) / (var(ŷ) + var(y − ŷ)) over the rows, per draw, each
+    shard sending only per-draw sums of its own rows; 409 for a model with no real-valued expected response."""
+    return checks.bayes_r2(svc.manager.get(who, run_id), draws_arg(draws), check_context(svc))
 
 
 @router.post("/{run_id}/cancel", status_code=202, response_model=RunInfo, responses=error_responses(404, 409))

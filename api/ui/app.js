@@ -754,21 +754,39 @@ async function wireChecks(id, plots) {
       const mm = $("#loo-mm").checked;
       const lo = await getJSON(`/v1/runs/${id}/loo${mm ? "?moment_match=true" : ""}`);
       if (!pg.alive) return;
+      const at = (r) => `shard ${r.shard} row ${r.row}${r.index == null ? "" : ` (#${r.index})`}`;
       table($("#loo-table"), ["PSIS-LOO", "value"], [
         ["elpd_loo", fmt(lo.elpd, 2)], ["SE", fmt(lo.se, 2)], ["p_loo", fmt(lo.p_loo, 2)],
         ["rows", String(lo.n_data_points)], ["draws", String(lo.n_samples)],
         [`flat rows (log-lik span < ${lo.flat_span}, uniform weights)`, String(lo.k_flat)],
         ["Pareto k < 0.7", String(lo.k_ok)], ["Pareto k ≥ 0.7", String(lo.k_high)],
+        ...(lo.warning && lo.warning_rows.length ? [[
+          `warning: ${lo.warning_rows.length} rows with k > ${fmt(lo.good_k, 2)}`,
+          lo.warning_rows.slice(0, 5).map((w) => `${at(w.row)} (k ${fmt(w.k, 2)})`).join(", ")
+            + (lo.warning_rows.length > 5 ? ", …" : ""),
+        ]] : []),
       ]);
       const matched = lo.moment_matched || [];
       $("#loo-mm-table").hidden = lo.moment_matched == null;
-      const at = (r) => `shard ${r.shard} row ${r.row}${r.index == null ? "" : ` (#${r.index})`}`;
       table($("#loo-mm-table"), ["moment matched row", "k (PSIS)", "k (matched)", "elpd_i (PSIS)", "elpd_i (matched)",
                                  "MCSE", "maps", "used"],
         matched.map((m) => [at(m.row), fmt(m.k_psis, 2), fmt(m.k_after, 2), fmt(m.elpd_psis, 4),
                             fmt(m.elpd_after, 4), fmt(m.mcse_after, 4), String(m.maps), m.used ? "yes" : "no"]));
     } catch (e) { if (pg.alive) $("#checks-error").textContent = problem(e); }
     finally { if (pg.alive) $("#loo-btn").disabled = false; }
+  });
+  $("#r2-btn").addEventListener("click", async () => {
+    $("#checks-error").textContent = "";
+    $("#r2-btn").disabled = true;
+    try {
+      const r2 = await getJSON(`/v1/runs/${id}/r2`);
+      if (!pg.alive) return;
+      table($("#r2-table"), ["Bayesian R² (residual)", "value"], [
+        ["estimate", fmt(r2.estimate, 3)], ["Est.Error", fmt(r2.est_error, 3)],
+        ["95% interval", `${fmt(r2.lower, 3)} – ${fmt(r2.upper, 3)}`], ["draws", String(r2.n_samples)],
+      ]);
+    } catch (e) { if (pg.alive) $("#checks-error").textContent = problem(e); }
+    finally { if (pg.alive) $("#r2-btn").disabled = false; }
   });
   $("#eval-btn").addEventListener("click", async () => {
     $("#checks-error").textContent = "";

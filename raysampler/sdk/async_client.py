@@ -16,7 +16,17 @@ import httpx
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..wire import DatasetInfo, Evaluation, Health, LooInfo, ModelFamilyInfo, RunInfo, ServerEvent, VersionInfo
+from ..wire import (
+    BayesR2Info,
+    DatasetInfo,
+    Evaluation,
+    Health,
+    LooInfo,
+    ModelFamilyInfo,
+    RunInfo,
+    ServerEvent,
+    VersionInfo,
+)
 from .base import ClientBase, RunHandleBase
 from .client import Client, RunHandle
 from .draws import DrawBatch
@@ -281,6 +291,9 @@ class AsyncRunHandle(RunHandleBase[AsyncClient]):
 
     async def loo(self, draws: int | str = 1000, moment_match: bool = False) -> LooInfo:
         return await self.client._call(self.client._ops.loo(self._run, draws, moment_match))
+
+    async def bayes_r2(self, draws: int | str = 1000) -> BayesR2Info:
+        return await self.client._call(self.client._ops.bayes_r2(self._run, draws))
 
     async def pp_check(
         self,

@@ -21,7 +21,17 @@ import httpx
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..wire import DatasetInfo, Evaluation, Health, LooInfo, ModelFamilyInfo, RunInfo, ServerEvent, VersionInfo
+from ..wire import (
+    BayesR2Info,
+    DatasetInfo,
+    Evaluation,
+    Health,
+    LooInfo,
+    ModelFamilyInfo,
+    RunInfo,
+    ServerEvent,
+    VersionInfo,
+)
 from .base import ClientBase, RunHandleBase
 from .draws import DrawBatch
 from .errors import APIError, check_response
@@ -317,6 +327,11 @@ class RunHandle(RunHandleBase[Client]):
         """PSIS-LOO on the run's own rows, computed at its shards: elpd, se, p_loo, Pareto-k counts by band (flat
         rows apart), high-k rows; with `moment_match`, what moment matching did to each of them."""
         return self.client._call(self.client._ops.loo(self._run, draws, moment_match))
+
+    def bayes_r2(self, draws: int | str = 1000) -> BayesR2Info:
+        """The run's residual-based Bayesian R² (brms' bayes_R2), computed at its shards: estimate, est_error and
+        the central 95 % interval over the draws."""
+        return self.client._call(self.client._ops.bayes_r2(self._run, draws))
 
     def pp_check(
         self,

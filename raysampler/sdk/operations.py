@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ..wire import (
+    BayesR2Info,
     DatasetInfo,
     DrawsHeader,
     Evaluation,
@@ -320,6 +321,9 @@ class Operations:
 
     def loo(self, run: RunState, draws: int | str, moment_match: bool) -> Op[LooInfo]:
         return (yield from self.json(rq.loo(run.id, draws, moment_match)))
+
+    def bayes_r2(self, run: RunState, draws: int | str) -> Op[BayesR2Info]:
+        return (yield from self.json(rq.bayes_r2(run.id, draws)))
 
     def pp_check(
         self, run: RunState, kind: str, stat: str, draws: int | str | None, bins: int | None, seed: int

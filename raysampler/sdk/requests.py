@@ -201,6 +201,10 @@ def loo(run_id: str, draws: int | str, moment_match: bool = False) -> Request:
     return Request("GET", f"/v1/runs/{run_id}/loo", params=params)
 
 
+def bayes_r2(run_id: str, draws: int | str) -> Request:
+    return Request("GET", f"/v1/runs/{run_id}/r2", params={"draws": str(draws)})
+
+
 def ppc(run_id: str, kind: str, stat: str, draws: int | str | None, bins: int | None, seed: int) -> Request:
     params: dict[str, JSON] = {"kind": kind, "stat": stat, "seed": seed}
     if draws is not None:

@@ -25,6 +25,7 @@ from .errors import FieldError, NotFound, StateConflict
 from .records import RunRecord
 from .results import stored_result
 from .schemas import (
+    BayesR2Info,
     Comparison,
     ComparisonRowInfo,
     DataRef,
@@ -41,6 +42,7 @@ from .schemas import (
     PredictRequest,
     ReliabilityBinInfo,
     RowRefInfo,
+    WarnedRowInfo,
 )
 from .specs import SpecError, build, load_data_ref, model_table, site_shards
 from .store import RecordStore
@@ -302,6 +304,33 @@ def loo(rec: RunRecord, draws: DrawsArg, ctx: Context, moment_match: bool = Fals
         flat_span=float(lo.flat_span),
         high_k_rows=[RowRefInfo(**dataclasses.asdict(r)) for r in lo.high_k_rows],
         moment_matched=None if lo.moment_matched is None else [_matched(m) for m in lo.moment_matched],
+        warning_rows=[
+            WarnedRowInfo(row=RowRefInfo(**dataclasses.asdict(h.ref)), k=_finite(h.k)) for h in lo.warning_rows
+        ],
+    )
+
+
+def bayes_r2(rec: RunRecord, draws: DrawsArg, ctx: Context) -> BayesR2Info:
+    """The run's Bayesian R², computed where its rows are (`raysampler.evaluation.r2`)."""
+    from ..evaluation.r2 import bayes_r2_draws
+
+    res = fitted(rec, ctx)
+    try:
+        values = bayes_r2_draws(res, draws=draws)
+    except ArgumentError as exc:
+        raise _field(exc, {"draws": ("query", "draws")}) from None
+    except WorkerFailed as exc:
+        raise StateConflict(f"run {rec.id}'s data could not be read: {exc.failure.message}") from None
+    except ValueError as exc:  # a model without one real expected response per row
+        raise StateConflict(f"run {rec.id}: {exc}") from None
+    lo, hi = np.quantile(values, (0.025, 0.975))
+    return BayesR2Info(
+        run_id=rec.id,
+        n_samples=int(values.size),
+        estimate=_finite(float(values.mean())),
+        est_error=_finite(float(values.std(ddof=1))) if values.size > 1 else None,
+        lower=_finite(float(lo)),
+        upper=_finite(float(hi)),
     )
 
 

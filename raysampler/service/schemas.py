@@ -1152,6 +1152,13 @@ class RowRefInfo(BaseModel):
     index: int | None = None
 
 
+class WarnedRowInfo(BaseModel):
+    """A row the LOO warning concerns (its Pareto k above `good_k`): where it is, and its k (null: the fit failed)."""
+
+    row: RowRefInfo
+    k: float | None
+
+
 class MatchedRowInfo(BaseModel):
     """What moment matching did to one row whose Pareto k was ≥ 0.7: k and elpd_i by PSIS and after matching, the
     Monte-Carlo SE of the matched elpd_i, the affine maps kept, and whether the matched values are used (k went
@@ -1187,6 +1194,21 @@ class LooInfo(BaseModel):
     flat_span: float
     high_k_rows: list[RowRefInfo]
     moment_matched: list[MatchedRowInfo] | None = None
+    warning_rows: list[WarnedRowInfo] = Field(
+        default_factory=list, description="the rows the warning concerns (Pareto k above good_k), largest k first"
+    )
+
+
+class BayesR2Info(BaseModel):
+    """The residual-based Bayesian R² of a run (Gelman et al. 2019; brms' `bayes_R2`), computed where the rows are:
+    var(ŷ) / (var(ŷ) + var(y − ŷ)) over the rows, per draw, summarised by its mean, sd and central 95 % interval."""
+
+    run_id: str
+    n_samples: int
+    estimate: float | None
+    est_error: float | None
+    lower: float | None = Field(description="the 2.5 % quantile over the draws")
+    upper: float | None = Field(description="the 97.5 % quantile over the draws")
 
 
 class CompareRequest(BaseModel):

@@ -4,6 +4,7 @@ bodies of the other answers, as typed dicts. Only numpy and orjson are needed he
 code."""
 
 from .responses import (
+    BayesR2Info,
     ComparisonRowInfo,
     DatasetInfo,
     DiagnosticsInfo,
@@ -20,6 +21,7 @@ from .responses import (
     RunInfo,
     TripsInfo,
     VersionInfo,
+    WarnedRowInfo,
     WorkerStats,
 )
 from .streams import (
@@ -59,6 +61,7 @@ __all__ = [
     "NDJSON_MEDIA_TYPE",
     "NONFINITE",
     "SSE_KEEPALIVE",
+    "BayesR2Info",
     "ChainSeed",
     "ComparisonRowInfo",
     "DatasetInfo",
@@ -89,6 +92,7 @@ __all__ = [
     "StatusEvent",
     "TripsInfo",
     "VersionInfo",
+    "WarnedRowInfo",
     "WarningEvent",
     "WorkerLostEvent",
     "WorkerStats",

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Literal, TypedDict
 
 __all__ = [
+    "BayesR2Info",
     "ComparisonRowInfo",
     "DatasetInfo",
     "DiagnosticsInfo",
@@ -28,6 +29,7 @@ __all__ = [
     "RunInfo",
     "TripsInfo",
     "VersionInfo",
+    "WarnedRowInfo",
     "WorkerStats",
 ]
 
@@ -219,6 +221,13 @@ class RowRefInfo(TypedDict):
     index: int | None
 
 
+class WarnedRowInfo(TypedDict):
+    """A row the LOO warning concerns (Pareto k above good_k) and its k."""
+
+    row: RowRefInfo
+    k: float | None
+
+
 class MatchedRowInfo(TypedDict):
     """What moment matching did to one row with Pareto k ≥ 0.7."""
 
@@ -250,6 +259,18 @@ class LooInfo(TypedDict):
     flat_span: float
     high_k_rows: list[RowRefInfo]
     moment_matched: list[MatchedRowInfo] | None
+    warning_rows: list[WarnedRowInfo]
+
+
+class BayesR2Info(TypedDict):
+    """A run's Bayesian R² (GET /v1/runs/{id}/r2): its mean, sd and central 95 % interval over the draws."""
+
+    run_id: str
+    n_samples: int
+    estimate: float | None
+    est_error: float | None
+    lower: float | None
+    upper: float | None
 
 
 class ComparisonRowInfo(TypedDict):

@@ -84,6 +84,28 @@ def test_loo_and_compare_over_rest_equal_the_engine_on_the_same_draws(alice, fit
         rtol=1e-10,
     )
     assert full.loo(draws="all")["n_samples"] == 600
+    assert [(w["row"], w["k"]) for w in lo["warning_rows"]] == [
+        ({"shard": h.ref.shard, "row": h.ref.row, "index": h.ref.index}, pytest.approx(h.k)) for h in ref.warning_rows
+    ]
+
+
+def test_bayes_r2_over_rest_equals_the_engine_on_the_same_draws(service, alice, fits, capsys):
+    X, y, _, full, _ = fits
+    r2 = full.bayes_r2()
+    ref = local(full, X[:800], y[:800]).bayes_r2(summary=False)
+    assert r2["n_samples"] == ref.size == 600
+    np.testing.assert_allclose(
+        [r2["estimate"], r2["est_error"], r2["lower"], r2["upper"]],
+        [ref.mean(), ref.std(ddof=1), *np.quantile(ref, [0.025, 0.975])],
+        rtol=1e-10,
+    )
+    assert 0.0 < r2["lower"] < r2["estimate"] < r2["upper"] < 1.0
+    assert full.bayes_r2(draws=100)["n_samples"] == 100
+    with pytest.raises(APIError) as err:
+        full.bayes_r2(draws="some")
+    assert err.value.status_code == 422
+    assert cli.main(["r2", full.id, "--url", service.url, "--api-key", ALICE]) == 0
+    assert f"{full.id}  Bayesian R2 {r2['estimate']:.2f}" in capsys.readouterr().out
 
 
 def test_predict_json_and_ndjson_and_evaluate_on_an_uploaded_set(service, alice, fits):

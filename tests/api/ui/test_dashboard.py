@@ -797,6 +797,10 @@ def test_checks_loo_held_out_metrics_reliability_curve_and_loo_comparison(browse
     loo = wait_for(lambda: browser.find_element(By.ID, "loo-table").text, 120, "the LOO table")
     assert "elpd_loo" in loo and "Pareto k" in loo and "flat rows" in loo
     assert not browser.find_element(By.ID, "loo-mm-table").is_displayed()
+    browser.find_element(By.ID, "r2-btn").click()
+    r2 = wait_for(lambda: browser.find_element(By.ID, "r2-table").text, 120, "the R² table")
+    want = api_get(service, ALICE, f"/v1/runs/{ids[0]}/r2")
+    assert "Bayesian R²" in r2 and f"{want['estimate']:.3f}" in r2 and "95% interval" in r2
     browser.find_element(By.ID, "loo-mm").click()
     browser.find_element(By.ID, "loo-btn").click()
     matched = wait_for(
