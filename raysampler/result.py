@@ -165,6 +165,25 @@ class Result:
 
         return coef(self, summary, probs)
 
+    def conditional_effects(
+        self,
+        effect: str,
+        *,
+        conditions: Mapping[str, Any] | None = None,
+        points: int = 100,
+        prob: float = 0.95,
+        draws: DrawsArg = 1000,
+        executor: str | None = None,
+    ) -> Any:
+        """brms' `conditional_effects` for one predictor of a formula model: the expected response along `effect`,
+        the other predictors at their means or first levels (or `conditions`), without group effects; `.table` and
+        `.plot()` (`raysampler.evaluation.conditional`)."""
+        from .evaluation.conditional import conditional_effects
+
+        return conditional_effects(
+            self, effect, conditions=conditions, points=points, prob=prob, draws=draws, executor=executor
+        )
+
     def varcorr(self, probs: tuple[float, float] = (0.025, 0.975)) -> Any:
         """brms' `VarCorr`: {group: `GroupVarCorr` (its effects' sds and correlations, summarised)}, with
         "residual__" for the residual sd where the model has one (`raysampler.effects.varcorr`)."""

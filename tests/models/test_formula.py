@@ -343,3 +343,46 @@ def test_the_response_must_be_a_column_of_every_shard(tmp_path) -> None:
     whole = rs.sample(model, rs.shard(df, num_shards=1), **kw)
     assert named.model.design.columns == tuple(df.columns)  # "count" among them
     np.testing.assert_array_equal(named.draws, whole.draws)
+
+
+def test_conditional_effects_hold_the_other_predictors_at_their_means_and_first_levels(tmp_path) -> None:
+    """brms' conditional_effects: the grid spans the effect's range over every shard's rows, the other numbers sit
+    at their pooled means and the categories at their first level; the table is the median, MAD and interval of the
+    population-level expected response there; a category's grid is its levels; a plot and clear errors."""
+    df = hospitals(240)
+    df["dose"] = np.random.default_rng(1).uniform(0, 4, len(df))
+    model = rs.models.from_formula(
+        "y ~ x1 + dose + C(region) + (1 | hospital)",
+        family="bernoulli",
+        priors={"b": Normal(0, 2.5), "sd": HalfNormal(0.5)},
+    )
+    res = rs.sample(
+        model, rs.shard(df, num_shards=3, by="hospital"), chains=2, num_rounds=30, burn_in=10, executor="local",
+        progress=False,
+    )  # fmt: skip
+    ce = res.conditional_effects("x1", points=7, prob=0.9)
+    t = ce.table
+    np.testing.assert_allclose(t["x1"], np.linspace(df.x1.min(), df.x1.max(), 7), rtol=1e-12)
+    np.testing.assert_allclose(t["dose"], df.dose.mean(), rtol=1e-12)
+    assert (t["region"] == "1").all() and ce.response == "y" and not ce.categorical
+    grid = t[["x1", "dose", "region", "hospital"]]
+    ep = res.predict(grid, "epred", re_formula="NA")
+    np.testing.assert_allclose(t["estimate__"], np.median(ep, axis=0), rtol=1e-12)
+    np.testing.assert_allclose(t["upper__"], np.quantile(ep, 0.95, axis=0), rtol=1e-12)
+    np.testing.assert_allclose(t["se__"], 1.4826 * np.median(np.abs(ep - np.median(ep, axis=0)), axis=0), rtol=1e-12)
+    held = res.conditional_effects("x1", conditions={"dose": 3.0}, points=3)
+    assert (held.table["dose"] == 3.0).all()
+    region = res.conditional_effects("region")
+    assert region.categorical and list(region.table["region"]) == ["1", "2", "3"]
+    ax = region.plot()
+    assert ax.get_xlabel() == "region" and ax.get_ylabel() == "y"
+    ce.plot().figure.savefig(tmp_path / "ce.png")
+    for call, path in [
+        (lambda: res.conditional_effects("age"), ("effect",)),
+        (lambda: res.conditional_effects("hospital"), ("effect",)),
+        (lambda: res.conditional_effects("x1", points=1), ("points",)),
+        (lambda: res.conditional_effects("x1", conditions={"age": 1}), ("conditions",)),
+    ]:
+        with pytest.raises(ArgumentError) as err:
+            call()
+        assert err.value.path == path
