@@ -482,11 +482,11 @@ def cmd_ppc(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from .predictive import PpcHistogram, PpcStat
+    from .predictive import PpcHistogram, PpcStat, PpcStatGrouped
 
     with _client(args) as c:
         run = c.run(args.id)
-        check = run.pp_check(args.kind, args.stat, draws=args.draws, bins=args.bins, seed=args.seed)
+        check = run.pp_check(args.kind, args.stat, draws=args.draws, bins=args.bins, seed=args.seed, group=args.group)
     if args.plot:
         try:
             import matplotlib
@@ -500,7 +500,13 @@ def cmd_ppc(args: argparse.Namespace) -> int:
     fields = {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in dataclasses.asdict(check).items()}
     if args.format == "json":
         extra = {"p_value": check.p_value} if isinstance(check, PpcStat) else {}
+        if isinstance(check, PpcStatGrouped):
+            extra = {"p_values": check.p_values.tolist()}
         print(json.dumps({"run_id": run.id, **fields, **extra}))
+        return 0
+    if isinstance(check, PpcStatGrouped):
+        print(f"{run.id}  T = {check.stat} of {check.response} by {check.group}: {len(check.labels)} groups")
+        print(check.table().to_string(float_format=lambda v: f"{v:.4g}"))
         return 0
     S = len(fields["replicated"])
     head = f"{run.id}  {check.n} rows, {S} replicated data sets"
@@ -693,6 +699,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bins", type=int, default=None, help="bins of --kind hist (default 30)")
     p.add_argument("--seed", type=int, default=0, help="seed of the replicated data")
     p.add_argument("--plot", default=None, metavar="FILE", help="also draw it into FILE (.png, .pdf, .svg)")
+    p.add_argument(
+        "--group", default=None, metavar="COLUMN", help="--kind stat per label of this column of the data (grouped)"
+    )
     p.set_defaults(fn=cmd_ppc)
     p = sub.add_parser("audit", help="print the service's audit log (<data dir>/audit.log and its rotated files)")
     p.add_argument("--data-dir", help="the service's data directory ($RAYSAMPLER_DATA_DIR, default ~/.raysampler)")

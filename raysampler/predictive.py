@@ -150,4 +150,68 @@ class PpcStat:
         return ax
 
 
-PpcResult = PpcDensity | PpcHistogram | PpcStat
+@dataclass(frozen=True)
+class PpcStatGrouped:
+    """A test statistic per group (`ppc_stat_grouped`): for each label of the grouping column `group`, T of the
+    observed y in that group (`observed` (G,)) and of each replicated data set there (`replicated` (G, S)), the
+    group's rows (`n` (G,)) and its posterior predictive p-value P(T(y_rep) ≥ T(y))."""
+
+    stat: str
+    group: str
+    labels: tuple[Any, ...]
+    observed: np.ndarray
+    replicated: np.ndarray
+    n: np.ndarray
+    kind: Literal["stat_grouped"] = "stat_grouped"
+    response: str = "y"
+
+    def __repr__(self) -> str:
+        t = f", stat={self.stat!r}, group={self.group!r}, groups={len(self.labels)}"
+        return _short("PpcStatGrouped", int(np.sum(self.n)), self.replicated.shape[1], self.response, t)
+
+    @property
+    def p_values(self) -> np.ndarray:
+        """P(T(y_rep) ≥ T(y)) per group (G,)."""
+        return np.mean(self.replicated >= self.observed[:, None], axis=1)
+
+    def table(self) -> Any:
+        """One row per group: its rows, T(y), the mean and central 95 % interval of T(y_rep), and the p-value."""
+        import pandas as pd
+
+        lo, hi = np.quantile(self.replicated, [0.025, 0.975], axis=1)
+        return pd.DataFrame(
+            {
+                "n": self.n,
+                "observed": self.observed,
+                "replicated_mean": self.replicated.mean(axis=1),
+                "replicated_q2.5": lo,
+                "replicated_q97.5": hi,
+                "p_value": self.p_values,
+            },
+            index=pd.Index(list(self.labels), name=self.group),
+        )
+
+    def plot(self, ax: Axes | None = None, bins: int = 20, max_groups: int = 12) -> Any:
+        """One small histogram of T(y_rep) per group with T(y) as a line (the first `max_groups` groups); `ax`, if
+        given, is a sequence of axes, one per group shown. Returns the axes."""
+        plt = _plt()
+        shown = min(len(self.labels), max_groups)
+        if ax is None:
+            cols = min(4, shown)
+            rows = -(-shown // cols)
+            _, grid = plt.subplots(rows, cols, figsize=(3 * cols, 2.4 * rows), squeeze=False)
+            axes = list(grid.ravel())
+            for extra in axes[shown:]:
+                extra.set_visible(False)
+        else:
+            axes = list(ax)
+        for g in range(shown):
+            a = axes[g]
+            a.hist(self.replicated[g], bins=bins, color=YREP_COLOUR, edgecolor="white")
+            a.axvline(self.observed[g], color=Y_COLOUR, lw=2)
+            a.set_title(f"{self.group} = {self.labels[g]} (p = {self.p_values[g]:.2f})", fontsize=9)
+            a.set_xlabel(f"{self.stat}({self.response})", fontsize=8)
+        return axes[:shown]
+
+
+PpcResult = PpcDensity | PpcHistogram | PpcStat | PpcStatGrouped

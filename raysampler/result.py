@@ -266,13 +266,15 @@ class Result:
         bins: int | None = None,
         seed: int = 0,
         executor: str | None = None,
+        group: str | None = None,
     ) -> PpcResult:
         """A posterior predictive check computed where the run's rows are (`raysampler.evaluation.pp_check`):
         "dens" (density overlay), "hist" (histograms) or "stat" (the statistic `stat` of y against y_rep); the
-        replicated data never leave the shards, only bin counts and sums. `.plot()` draws it with matplotlib."""
+        replicated data never leave the shards, only bin counts and sums. `.plot()` draws it with matplotlib. With
+        `group` (kind "stat"), the statistic per label of that column of the data (`PpcStatGrouped`)."""
         from .evaluation import pp_check
 
-        return pp_check(self, kind, stat, draws=draws, bins=bins, seed=seed, executor=executor)
+        return pp_check(self, kind, stat, draws=draws, bins=bins, seed=seed, executor=executor, group=group)
 
     def data_movable(self) -> str | None:
         """None when the run's rows may be read here (in-memory shards, files without a site), else why not."""

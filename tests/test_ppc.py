@@ -228,3 +228,37 @@ def test_each_kind_draws_its_plot(linear):
         assert f"p = {check.p_value:.3f}" in ax.get_title()
     finally:
         plt.close("all")
+
+
+def test_grouped_statistics_equal_the_pooled_rows_of_each_group_by_hand(hierarchical, linear):
+    """pp_check(group=...): per label of a column of the data, T(y) and T(y_rep) equal the by-hand computation on
+    that group's pooled rows, on one shard or several (each shard sums its own groups), numbers as numbers; a column
+    outside the group terms groups too; bad arguments name themselves."""
+    fit = hierarchical
+    hospital = fit.X[:, 1]  # the table as loaded: age, hospital, visits
+    curves = pooled_curves(fit, 40, 3)
+    for k in (1, 3):
+        res = dataclasses.replace(fit.result, data=fit.split(k))
+        check = res.pp_check("stat", "sd", group="hospital", draws=40, seed=3)
+        labels = sorted(np.unique(hospital))
+        assert check.labels == tuple(int(v) for v in labels) and check.group == "hospital"
+        assert check.response == "visits" and check.replicated.shape == (len(labels), 40)
+        for g, label in enumerate(labels):
+            want = by_hand_stat(curves[hospital == label], "sd")
+            np.testing.assert_allclose([check.observed[g], *check.replicated[g]], want, rtol=1e-10)
+        assert list(check.n) == [int(np.sum(hospital == v)) for v in labels]
+    table = check.table()
+    assert list(table.index) == list(check.labels) and table.index.name == "hospital"
+    np.testing.assert_allclose(table["p_value"], np.mean(check.replicated >= check.observed[:, None], axis=1))
+    assert "PpcStatGrouped" in repr(check) and len(check.plot(max_groups=4)) == 4
+    # a column that is not a grouping factor: the sign of x in the linear fit, by a column of its own
+    by_x = linear.result.pp_check("stat", "mean", group="x", draws=5)
+    assert len(by_x.labels) == len(np.unique(linear.X[:, 1]))
+    for call, path in [
+        (lambda: fit.result.pp_check("stat", "median", group="hospital"), ("stat",)),
+        (lambda: fit.result.pp_check("hist", group="hospital"), ("group",)),
+        (lambda: fit.result.pp_check("stat", group="ward"), ("group",)),
+    ]:
+        with pytest.raises(ArgumentError) as err:
+            call()
+        assert err.value.path == path

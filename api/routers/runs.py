@@ -222,6 +222,14 @@ def ppc(
     ] = None,
     bins: Annotated[int | None, Query(ge=1, le=1000, description='bins of kind "hist" (default 30)')] = None,
     seed: Annotated[int, Query(ge=0, le=2**63 - 1, description="seed of the replicated data")] = 0,
+    group: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=200,
+            description='kind "stat" per label of this column of the data (the answer\'s kind is "stat_grouped")',
+        ),
+    ] = None,
 ) -> PpcInfo:
     """A posterior predictive check on the rows the run was fitted on: each shard draws replicated data sets from
     the run's draws where its rows live and sends back only bin counts or sums; the bins are agreed from the shards'
@@ -234,6 +242,7 @@ def ppc(
         bins,
         seed,
         check_context(svc),
+        group,
     )
 
 

@@ -374,12 +374,20 @@ def pp_check(
     seed: int = 0,
     executor: Executor | str | None = None,
     shards: ShardSet | None = None,
+    group: str | None = None,
 ) -> PpcResult:
     """A posterior predictive check on the rows the run was fitted on, computed where they are (see the module
     docstring): "dens" (`PpcDensity`), "hist" (`PpcHistogram`, `bins` bins, default 30) or "stat" (`PpcStat` of
     `stat`: one of PPC_STATS, or a quantile "q<percent>"). `draws`: how many replicated data sets, spread evenly over
     the chains' draws (default 10 for a plot, 1,000 for a statistic; "all": every draw). Each result has `.plot()`
-    (matplotlib), its x axis named after the response (a formula's left-hand side, else "y")."""
+    (matplotlib), its x axis named after the response (a formula's left-hand side, else "y"). `group` (kind "stat"
+    only): the statistic per label of that column of the data (`PpcStatGrouped`, `ppc_grouped`)."""
+    if group is not None:
+        if kind != "stat":
+            raise ArgumentError(("group",), f"group= gives a statistic per group: it needs kind='stat', got {kind!r}")
+        from .ppc_grouped import pp_check_grouped
+
+        return pp_check_grouped(result, group, stat, draws=draws, seed=seed, executor=executor)
     _check(kind, stat, bins, seed)
     model = model_of(result, "predict_draw")
     if model.target_kind == "vector":

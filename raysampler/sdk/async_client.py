@@ -303,5 +303,6 @@ class AsyncRunHandle(RunHandleBase[AsyncClient]):
         draws: int | str | None = None,
         bins: int | None = None,
         seed: int = 0,
+        group: str | None = None,
     ) -> PpcResult:
-        return await self.client._call(self.client._ops.pp_check(self._run, kind, stat, draws, bins, seed))
+        return await self.client._call(self.client._ops.pp_check(self._run, kind, stat, draws, bins, seed, group))

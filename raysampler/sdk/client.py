@@ -341,7 +341,9 @@ class RunHandle(RunHandleBase[Client]):
         draws: int | str | None = None,
         bins: int | None = None,
         seed: int = 0,
+        group: str | None = None,
     ) -> PpcResult:
         """A posterior predictive check on the run's own rows, computed at its shards (only bin counts and sums come
-        back): "dens", "hist" or "stat" of `stat`, as `Result.pp_check` gives it (`.plot()` draws it)."""
-        return self.client._call(self.client._ops.pp_check(self._run, kind, stat, draws, bins, seed))
+        back): "dens", "hist" or "stat" of `stat`, as `Result.pp_check` gives it (`.plot()` draws it); with `group`,
+        "stat" per label of that column of the data."""
+        return self.client._call(self.client._ops.pp_check(self._run, kind, stat, draws, bins, seed, group))

@@ -77,6 +77,18 @@ def ppc_result(body: Body) -> PpcResult:
         return np.array(v, dtype=np.float64)  # null (not finite) -> nan
 
     response = str(body.get("response") or "y")
+    if body["kind"] == "stat_grouped":
+        from ..predictive import PpcStatGrouped
+
+        return PpcStatGrouped(
+            body["stat"],
+            body["group"],
+            tuple(body["labels"]),
+            arr(body["observed"]),
+            arr(body["replicated"]).reshape(len(body["labels"]), -1),
+            np.array(body["n"], dtype=np.int64),
+            response=response,
+        )
     if body["kind"] == "stat":
         observed = np.nan if body["observed"] is None else float(body["observed"])
         return PpcStat(body["stat"], observed, arr(body["replicated"]), body["n"], response=response)

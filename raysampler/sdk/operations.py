@@ -326,9 +326,16 @@ class Operations:
         return (yield from self.json(rq.bayes_r2(run.id, draws)))
 
     def pp_check(
-        self, run: RunState, kind: str, stat: str, draws: int | str | None, bins: int | None, seed: int
+        self,
+        run: RunState,
+        kind: str,
+        stat: str,
+        draws: int | str | None,
+        bins: int | None,
+        seed: int,
+        group: str | None = None,
     ) -> Op[PpcResult]:
-        return frames.ppc_result((yield from self.json(rq.ppc(run.id, kind, stat, draws, bins, seed))))
+        return frames.ppc_result((yield from self.json(rq.ppc(run.id, kind, stat, draws, bins, seed, group))))
 
 
 def _bar_position(step: ProgressEvent, convergence: bool) -> float:

@@ -205,8 +205,12 @@ def bayes_r2(run_id: str, draws: int | str) -> Request:
     return Request("GET", f"/v1/runs/{run_id}/r2", params={"draws": str(draws)})
 
 
-def ppc(run_id: str, kind: str, stat: str, draws: int | str | None, bins: int | None, seed: int) -> Request:
+def ppc(
+    run_id: str, kind: str, stat: str, draws: int | str | None, bins: int | None, seed: int, group: str | None = None
+) -> Request:
     params: dict[str, JSON] = {"kind": kind, "stat": stat, "seed": seed}
+    if group is not None:
+        params["group"] = group
     if draws is not None:
         params["draws"] = str(draws)
     if bins is not None:

@@ -17,7 +17,7 @@ from ..errors import ArgumentError, WorkerFailed
 from ..evaluation import DrawsArg
 from ..grants import DataGrants
 from ..models.contract import Model
-from ..predictive import PpcHistogram, PpcStat
+from ..predictive import PpcHistogram, PpcStat, PpcStatGrouped
 from ..result import Result
 from ..shards import DataTable, ShardSet, label_code, shard
 from .drawfiles import DrawFiles
@@ -37,6 +37,7 @@ from .schemas import (
     PpcDensityInfo,
     PpcHistogramInfo,
     PpcInfo,
+    PpcStatGroupedInfo,
     PpcStatInfo,
     Prediction,
     PredictRequest,
@@ -348,17 +349,37 @@ def _matched(m: evaluation.MatchedRow) -> MatchedRowInfo:
 
 
 def ppc(
-    rec: RunRecord, kind: str, stat: str, draws: DrawsArg | None, bins: int | None, seed: int, ctx: Context
+    rec: RunRecord,
+    kind: str,
+    stat: str,
+    draws: DrawsArg | None,
+    bins: int | None,
+    seed: int,
+    ctx: Context,
+    group: str | None = None,
 ) -> PpcInfo:
     """A posterior predictive check on the rows the run was fitted on: replicated data drawn at the shards, only
     bin counts and sums back (`evaluation.pp_check`)."""
     res = fitted(rec, ctx)
     try:
-        check = evaluation.pp_check(res, kind, stat, draws=draws, bins=bins, seed=seed)  # type: ignore[arg-type]
+        check = evaluation.pp_check(res, kind, stat, draws=draws, bins=bins, seed=seed, group=group)  # type: ignore[arg-type]
     except ArgumentError as exc:
-        raise _field(exc, {k: ("query", k) for k in ("kind", "stat", "draws", "bins", "seed")}) from None
+        raise _field(exc, {k: ("query", k) for k in ("kind", "stat", "draws", "bins", "seed", "group")}) from None
     except WorkerFailed as exc:
         raise StateConflict(f"run {rec.id}'s data could not be read: {exc.failure.message}") from None
+    if isinstance(check, PpcStatGrouped):
+        return PpcStatGroupedInfo(
+            run_id=rec.id,
+            kind="stat_grouped",
+            response=check.response,
+            stat=check.stat,  # type: ignore[arg-type]
+            group=check.group,
+            labels=list(check.labels),
+            n=[int(v) for v in check.n],
+            observed=[_finite(float(v)) for v in check.observed],
+            replicated=[[_finite(float(v)) for v in row] for row in check.replicated],
+            p_values=[float(v) for v in check.p_values],
+        )
     if isinstance(check, PpcStat):
         return PpcStatInfo(
             run_id=rec.id,

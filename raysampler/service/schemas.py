@@ -912,8 +912,25 @@ class PpcStatInfo(BaseModel):
     p_value: float
 
 
-#: GET /v1/runs/{id}/ppc: one of the three, told apart by `kind`.
-PpcInfo = Annotated[PpcDensityInfo | PpcHistogramInfo | PpcStatInfo, Field(discriminator="kind")]
+class PpcStatGroupedInfo(BaseModel):
+    """A test statistic per group (`kind` "stat_grouped", asked for with `group=`): per label of the data's column
+    `group` (text as given, numbers as numbers), its rows, T(y) and T(y_rep) of each replicated data set, and the
+    posterior predictive p-value; null where a value is not finite."""
+
+    run_id: str
+    kind: Literal["stat_grouped"]
+    response: str = Field("y", description="the response's name (a formula's left-hand side, else y): the plot's axis")
+    stat: PpcStatName
+    group: str
+    labels: list[str | int | float]
+    n: list[int] = Field(description="rows per group")
+    observed: list[float | None]
+    replicated: list[list[float | None]] = Field(description="per group, T of each replicated data set")
+    p_values: list[float]
+
+
+#: GET /v1/runs/{id}/ppc: one of the four, told apart by `kind`.
+PpcInfo = Annotated[PpcDensityInfo | PpcHistogramInfo | PpcStatInfo | PpcStatGroupedInfo, Field(discriminator="kind")]
 
 
 class Trace(BaseModel):

@@ -4,6 +4,8 @@ and rows; the NetCDF export carries log_likelihood and observed_data; bad input 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 
 import httpx
@@ -328,10 +330,24 @@ def test_pp_check_over_rest_equals_the_engine_on_the_same_draws(alice, fits):
             return await (await c.run(full.id)).pp_check("stat", "mean", draws=20)
 
     np.testing.assert_array_equal(asyncio.run(stat()).replicated, full.pp_check("stat", "mean", draws=20).replicated)
+    # grouped by a column of the data: the constant column "one" makes one group of every row, whose statistic is
+    # the ungrouped one
+    grouped = full.pp_check("stat", "sd", group="one", draws=20, seed=2)
+    plain = here.pp_check("stat", "sd", draws=20, seed=2)
+    assert grouped.kind == "stat_grouped" and grouped.labels == (1,) and list(grouped.n) == [800]
+    np.testing.assert_allclose(
+        [grouped.observed[0], *grouped.replicated[0]], [plain.observed, *plain.replicated], rtol=1e-10
+    )
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        assert cli.main(["ppc", full.id, "--kind", "stat", "--stat", "sd", "--group", "one", "--draws", "20",
+                         "--url", full.client.url, "--api-key", ALICE]) == 0  # fmt: skip
+    assert "T = sd of y by one: 1 groups" in out.getvalue() and "p_value" in out.getvalue()
     for call, loc in [
         (lambda: full.pp_check("violin"), ["query", "kind"]),
         (lambda: full.pp_check("stat", "trimean"), ["query", "stat"]),
         (lambda: full.pp_check("hist", bins=0), ["query", "bins"]),
+        (lambda: full.pp_check("stat", "sd", group="ward"), ["query", "group"]),
+        (lambda: full.pp_check("stat", "median", group="one"), ["query", "stat"]),
     ]:
         with pytest.raises(APIError) as err:
             call()
