@@ -212,8 +212,27 @@ def fingerprint(algorithm: Algorithm, model: Model, config: RunConfig, facts: Se
             shards,
         )
         + (("pipeline",) if config.pipeline else ())  # halves give other last bits; unpipelined keys stay as they were
+        + (("secure_sums",) if config.secure_sums else ())
     )
     return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def secured(algorithm: Algorithm, config: RunConfig) -> Algorithm:
+    """The algorithm as the run runs it: with `secure_sums`, its secure-sums form (`Algorithm.for_secure_sums`, an
+    ArgumentError naming `secure_sums` and the algorithm where it has none)."""
+    return algorithm.for_secure_sums() if config.secure_sums else algorithm
+
+
+def public_keys(facts: Sequence[ShardFacts], config: RunConfig) -> list[bytes] | None:
+    """A secure-sums run's relay: every shard's public key from its `describe`, in shard order (None otherwise).
+    The coordinator is trusted to pass them on unchanged (the semi-honest model: docs/privacy.md)."""
+    if not config.secure_sums:
+        return None
+    keys = [f.public_key for f in facts]
+    missing = [f.shard for f, k in zip(facts, keys) if k is None]
+    if missing:
+        raise RuntimeError(f"secure sums: shards {missing} gave no public key (their workers are not in secure mode)")
+    return [k for k in keys if k is not None]
 
 
 def shard_category_values(model: Any, X: np.ndarray, y: np.ndarray, columns: Any) -> dict[str, list[Any]]:
@@ -348,6 +367,7 @@ class Coordinator:
         from .pools import SetupPool  # pools import the hosts and transports: loaded when a run starts, not before
 
         t0 = time.perf_counter()
+        algorithm = secured(algorithm, config)
         check_model_support(algorithm, as_model(model))
         staged = SetupPool(pool)
         facts, bound, spec = bind_model(staged, model)
@@ -375,6 +395,7 @@ class Coordinator:
             slowdown=slowdown or None,
             calibrate=balancer.measuring,
             chains=config.chains if config.chains_auto else None,
+            peers=public_keys(facts, config),
         )
         if balancer.measuring:
             assert tau is not None
@@ -433,6 +454,7 @@ class Coordinator:
                 f"(it reads version {RunState.VERSION})"
             )
         t0 = time.perf_counter()
+        algorithm = secured(algorithm, config)
         facts, bound, spec = bind_model(pool, model)
         fp = fingerprint(algorithm, model, config, facts)
         if fp != state.fingerprint:
@@ -442,7 +464,7 @@ class Coordinator:
             )
         if state.worker_model is not None:
             pool.bind(state.worker_model)
-        pool.restore(state.shards)
+        pool.restore(state.shards, public_keys(facts, config))  # a secure-sums run resumes with new pairwise keys
         noise = ChainNoise(config.seed, config.chains, role=0, dim=bound.dim)
         noise.restore(state.noise)
         policy = config.balance if state.setup.balance else Balance.NEVER

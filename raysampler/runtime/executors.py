@@ -64,9 +64,10 @@ class CoordinatorHost:
                 max_actors=max_actors,
                 transport=transport,
                 engine=config.engine,
+                secure=config.secure_sums,
             )
         else:
-            self.pool = LocalPool(sources, model, algorithm, config.seed, config.chains)
+            self.pool = LocalPool(sources, model, algorithm, config.seed, config.chains, config.secure_sums)
         self.model, self.algorithm, self.config = model, algorithm, config
 
     def setup(self, slowdown: dict[int, float] | None = None) -> SetupInfo:

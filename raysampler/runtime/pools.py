@@ -62,10 +62,16 @@ class WorkerHost(ShardHost):
     """A `ShardHost` in a Ray worker process of its own, set up by `tune_worker_process` before it loads shards."""
 
     def __init__(
-        self, sources: Sequence[ShardSource], model: Model, algorithm: Algorithm | None, seed: int, chains: int
+        self,
+        sources: Sequence[ShardSource],
+        model: Model,
+        algorithm: Algorithm | None,
+        seed: int,
+        chains: int,
+        secure: bool = False,
     ) -> None:
         tune_worker_process()
-        super().__init__(sources, model, algorithm, seed, chains)
+        super().__init__(sources, model, algorithm, seed, chains, secure)
 
 
 class LocalPool:
@@ -74,10 +80,16 @@ class LocalPool:
     transport = "in-process"
 
     def __init__(
-        self, sources: Sequence[ShardSource], model: Model, algorithm: Algorithm, seed: int, chains: int
+        self,
+        sources: Sequence[ShardSource],
+        model: Model,
+        algorithm: Algorithm,
+        seed: int,
+        chains: int,
+        secure: bool = False,
     ) -> None:
         self.num_shards = len(sources)
-        self.host = ShardHost(sources, model, algorithm, seed, chains)
+        self.host = ShardHost(sources, model, algorithm, seed, chains, secure)
         self.groups = [list(range(self.num_shards))]
         self._pending: deque[StepResult] = deque()
         self.trips = TripLog()  # the calls a pool of processes would make, so in-process runs report them too
@@ -109,9 +121,10 @@ class LocalPool:
         slowdown: dict[int, float] | None = None,
         calibrate: bool = False,
         chains: int | None = None,
+        peers: Sequence[bytes] | None = None,
     ) -> np.ndarray | None:
         self.trips.count()
-        tau = self.host.init_states(payloads, model, slowdown, calibrate, chains)
+        tau = self.host.init_states(payloads, model, slowdown, calibrate, chains, peers)
         return None if tau is None else np.asarray(tau, dtype=float)
 
     def revive(self, timeout_s: float) -> None:
@@ -146,9 +159,9 @@ class LocalPool:
         self.trips.count()
         return self.host.capture()
 
-    def restore(self, states: Sequence[ShardState]) -> None:
+    def restore(self, states: Sequence[ShardState], peers: Sequence[bytes] | None = None) -> None:
         self.trips.count()
-        self.host.restore(states)
+        self.host.restore(states, peers)
 
     def close(self) -> None:
         pass
@@ -219,11 +232,12 @@ class SetupPool:
         slowdown: dict[int, float] | None = None,
         calibrate: bool = False,
         chains: int | None = None,
+        peers: Sequence[bytes] | None = None,
     ) -> np.ndarray | None:
         if model is not None:
             self.bind(model)
         model, self.pending = self.pending, None
-        return self.pool.init_states(payloads, model, slowdown, calibrate, chains)
+        return self.pool.init_states(payloads, model, slowdown, calibrate, chains, peers)
 
     def set_slowdown(self, factors: dict[int, float]) -> None:
         self._flush()
@@ -248,9 +262,9 @@ class SetupPool:
         self._flush()
         return self.pool.capture()
 
-    def restore(self, states: Sequence[ShardState]) -> None:
+    def restore(self, states: Sequence[ShardState], peers: Sequence[bytes] | None = None) -> None:
         self._flush()
-        self.pool.restore(states)
+        self.pool.restore(states, peers)
 
     def links(self) -> tuple[LinkStats, ...]:
         return self.pool.links()
@@ -334,6 +348,7 @@ class RayPool:
         transport: TransportKind = TransportKind.SOCKET,
         *,
         engine: EngineSettings,
+        secure: bool = False,
     ) -> None:
         import ray
 
@@ -366,7 +381,9 @@ class RayPool:
         self._home_k: int | None = None
         if unsited_groups and engine.coordinator_shards:
             self._home_k = unsited_groups[0]
-            self.home = ShardHost([sources[i] for i in self.groups[self._home_k]], model, algorithm, seed, chains)
+            self.home = ShardHost(
+                [sources[i] for i in self.groups[self._home_k]], model, algorithm, seed, chains, secure
+            )
         self.remote_groups = [g for k, g in enumerate(self.groups) if k != self._home_k]
         # A worker process that dies is restarted by Ray on a node of its site (it reloads its shards); the run rolls
         # back to its last checkpoint (`revive`, then the coordinator restores every state).
@@ -376,7 +393,7 @@ class RayPool:
             site = sites[g[0]]
             opts = {"label_selector": {SITE_LABEL: site}} if site is not None else {}
             self.actors.append(
-                actor_cls.options(**opts).remote([sources[i] for i in g], model, algorithm, seed, chains)
+                actor_cls.options(**opts).remote([sources[i] for i in g], model, algorithm, seed, chains, secure)
             )
         self.placement: list[Placement] = []
         self._transport: SocketTransport | ActorTransport = ActorTransport(
@@ -530,8 +547,11 @@ class RayPool:
         slowdown: dict[int, float] | None = None,
         calibrate: bool = False,
         chains: int | None = None,
+        peers: Sequence[bytes] | None = None,
     ) -> np.ndarray | None:
-        parts = self._all("init_states", [(p, model, slowdown, calibrate, chains) for p in self._split(payloads)])
+        parts = self._all(
+            "init_states", [(p, model, slowdown, calibrate, chains, peers) for p in self._split(payloads)]
+        )
         return np.asarray(self._by_shard(parts), dtype=float) if calibrate else None
 
     def set_slowdown(self, factors: dict[int, float]) -> None:
@@ -575,9 +595,9 @@ class RayPool:
                         ) from None
                     time.sleep(0.2)
 
-    def restore(self, states: Sequence[ShardState]) -> None:
+    def restore(self, states: Sequence[ShardState], peers: Sequence[bytes] | None = None) -> None:
         by_shard = {s.shard: s for s in states}
-        self._all("restore", [([by_shard[i] for i in g],) for g in self.groups])
+        self._all("restore", [([by_shard[i] for i in g], peers) for g in self.groups])
 
     def step(self, messages: Any) -> StepResult:
         """One round on every actor; a failing worker raises WorkerFailed with its shard, site and node. `messages`:
