@@ -14,8 +14,10 @@ all shards, its worker states are batches (every array with a leading shard axis
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from types import MappingProxyType
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -156,6 +158,11 @@ class Algorithm(ABC):
         raise ArgumentError(
             ("secure_sums",), f"secure_sums=True is refused for algorithm {self.name!r}: {self.secure_sums_refusal}"
         )
+
+    #: the release ledger's names of the reply's fields (`privacy.ledger`; a field not named here goes by its own name)
+    #: and the fields a secure-sums run sends masked
+    release_names: ClassVar[Mapping[str, str]] = MappingProxyType({})
+    masked_fields: ClassVar[tuple[str, ...]] = ()
 
     #: parameters that may be given per shard (a scalar or one value per shard)
     per_shard_params: tuple[str, ...] = ("rho", "gamma", "n_local")

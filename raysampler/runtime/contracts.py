@@ -15,6 +15,7 @@ import numpy as np
 from ..enums import Balance
 from ..errors import Failure
 from ..models.base import DataSpec, Model, ParamBlock
+from ..privacy.ledger import Ledger, ledger_dict
 from ..streams import NoiseState
 from ..tuning.report import TuningReport
 from .links import ChainsChoice, LinkStats, TripLog, Trips
@@ -264,6 +265,8 @@ class RunStats:
     links: tuple[LinkStats, ...] = ()
     #: warm-up rounds: as fixed, or where a warm-up that ends by itself ended (None while it goes on)
     burn_in: int | None = None
+    #: the release ledger: every message each shard's site sent, by kind (`privacy.ledger`)
+    ledger: Ledger | None = None
 
     def breakdown(self) -> RoundBreakdown:
         """The median round's parts (medians of each part over the rounds, so they need not add up exactly), with
@@ -285,6 +288,7 @@ class RunStats:
         out["placement"] = [dataclasses.asdict(p) for p in self.placement]
         out["trips"] = {**dataclasses.asdict(self.trips), "total": self.trips.total}
         out["links"] = [dataclasses.asdict(link) for link in self.links]
+        out["ledger"] = None if self.ledger is None else ledger_dict(self.ledger)
         return out
 
 
@@ -314,6 +318,9 @@ class RunState:
     precond: Any = None  # maps the algorithm's draws back to θ
     extra: dict[str, Any] = field(default_factory=dict)
     warmup: WarmupState | None = None  # a warm-up that ends by itself (RunConfig.warmup_auto)
+    #: the release ledger at the capture (`privacy.ledger.Ledger`); a state from before it had none (None): its
+    #: resumed run counts from the resume on, so the layout's version is unchanged
+    ledger: Ledger | None = None
 
 
 class WorkerPool(Protocol):

@@ -22,6 +22,7 @@ from ..enums import Balance
 from ..errors import ArgumentError, Failure, FailureKind, WorkerFailed
 from ..models.contract import DataSpec, Model, ParamBlock, as_model, join_local_blocks
 from ..models.groups import check_groups_disjoint
+from ..privacy.ledger import LedgerBook, size_of
 from ..shards import ShardSet, join_levels
 from ..streams import ChainNoise
 from .batches import nonfinite_shard
@@ -310,8 +311,11 @@ class Coordinator:
         worker_model: Any = None,
         precond: Any = None,
         warmup: WarmupState | None = None,
+        ledger: LedgerBook | None = None,
     ) -> None:
         self.pool, self.model, self.algorithm, self.config = pool, model, algorithm, config
+        #: the release ledger: every message each shard's site sent, by kind (`privacy.ledger`)
+        self.ledger = ledger if ledger is not None else LedgerBook(pool.num_shards)
         #: the warm-up's length: fixed (config.burn_in), or with config.warmup_auto its cap until a check ends it
         self.burn_in = config.burn_in
         self._warm_decided = not config.warmup_auto
@@ -369,7 +373,8 @@ class Coordinator:
         t0 = time.perf_counter()
         algorithm = secured(algorithm, config)
         check_model_support(algorithm, as_model(model))
-        staged = SetupPool(pool)
+        book = LedgerBook(pool.num_shards)
+        staged = SetupPool(pool, book)
         facts, bound, spec = bind_model(staged, model)
         d = bound.dim
         choice = _chains_for(pool, bound, config, facts)
@@ -441,6 +446,7 @@ class Coordinator:
             fingerprint(algorithm, model, config, facts),
             worker_model=worker_model,
             precond=plan.precond,
+            ledger=book,
         )
 
     @classmethod
@@ -454,8 +460,11 @@ class Coordinator:
                 f"(it reads version {RunState.VERSION})"
             )
         t0 = time.perf_counter()
+        from .pools import SetupPool
+
         algorithm = secured(algorithm, config)
-        facts, bound, spec = bind_model(pool, model)
+        book = LedgerBook(pool.num_shards, start=state.ledger)  # from the checkpoint's on
+        facts, bound, spec = bind_model(SetupPool(pool, book), model)
         fp = fingerprint(algorithm, model, config, facts)
         if fp != state.fingerprint:
             raise ValueError(
@@ -501,6 +510,7 @@ class Coordinator:
             state.worker_model,
             state.precond,
             state.warmup,
+            book,
         )
 
     # --- rounds ---------------------------------------------------------------------------------
@@ -563,6 +573,11 @@ class Coordinator:
     def _replies(self, step: StepResult, info: RoundInfo) -> np.ndarray:
         """Check a round's (or half-round's) replies and take the coordinator's step on them: the draws it gives
         (in the algorithm's coordinates). Raises _Stop on a non-finite reply."""
+        self.ledger.record_replies(
+            step.replies, self.algorithm.release_names, self.algorithm.masked_fields, self.config.secure_sums
+        )
+        for i in range(self.pool.num_shards):  # each host's step times, one per shard
+            self.ledger.record(i, "step_time", (), 8)
         bad = _nonfinite(step.replies)
         if bad is not None:
             raise _Stop(Failure(FailureKind.NON_FINITE, "produced a non-finite state (NaN or inf)", shard=bad))
@@ -727,6 +742,9 @@ class Coordinator:
         """The whole run state now (between rounds)."""
         with self.pool.trips.during(Phase.CAPTURE):
             shards = tuple(self.pool.capture())
+        mode = "sealed" if self.config.secure_sums else "plain"
+        for s in shards:
+            self.ledger.record(s.shard, "checkpoint:worker_state", (), size_of(s), mode)
         return RunState(
             RunState.VERSION,
             self.fingerprint,
@@ -740,7 +758,11 @@ class Coordinator:
             self.worker_model,
             self.precond,
             warmup=self._warmup_state(),
+            ledger=self.ledger.snapshot(self._sites()),
         )
+
+    def _sites(self) -> list[str | None]:
+        return [p.site for p in self.setup.placement]
 
     def _warmup_state(self) -> WarmupState | None:
         if not self.config.warmup_auto:
@@ -772,6 +794,7 @@ class Coordinator:
             trips=self.pool.trips.snapshot(),
             links=self.pool.links(),
             burn_in=self.burn_in if self._warm_decided else None,
+            ledger=self.ledger.snapshot(self._sites()),
         )
 
     def _round_parts(self) -> np.ndarray:

@@ -24,6 +24,7 @@ from .sites import wait_for_sites
 from .transports import ActorTransport, SocketTransport, lost, stalled
 
 if TYPE_CHECKING:  # pydantic-settings loads only when a run starts: `import raysampler` (and the CLI) stays light
+    from ..privacy.ledger import LedgerBook
     from ..settings import EngineSettings
 
 #: A worker process's malloc top pad (M_TOP_PAD), so the hot loop's large temporaries are not returned to the OS and
@@ -176,10 +177,13 @@ class SetupPool:
       Gram matrices, group labels, local blocks, ...) is kept: a `map` of one of those functions with no arguments is
       answered from it, without a trip, while that model is the workers' own, and `facts` gives it later.
 
-    Every other call goes to `pool` as it is."""
+    Every other call goes to `pool` as it is. What the shards send back is recorded in `ledger` (the release
+    ledger, `privacy.ledger`) where one is given: "setup:<function>" for a map's answers, "setup:facts" for
+    `describe`, "setup:step_time" for the calibration."""
 
-    def __init__(self, pool: WorkerPool) -> None:
+    def __init__(self, pool: WorkerPool, ledger: LedgerBook | None = None) -> None:
         self.pool = pool
+        self.ledger = ledger
         self.num_shards = pool.num_shards
         self.groups = pool.groups
         self.trips = pool.trips
@@ -197,20 +201,27 @@ class SetupPool:
         return None if found is None else list(found)
 
     def describe(self) -> list[ShardFacts]:
-        return self.pool.describe()
+        return self._record("setup:facts", self.pool.describe())
+
+    def _record(self, quantity: str, answers: list[Any]) -> list[Any]:
+        if self.ledger is not None:
+            self.ledger.record_each(quantity, answers)
+        return answers
 
     def bind(self, model: Model) -> None:
         self.pending, self._facts_current = model, False
 
     def bind_facts(self, model: Model, fns: Sequence[Callable[..., Any]]) -> list[list[Any]]:
         out = self.pool.bind_facts(model, fns)
+        for fn, answers in zip(fns, out):
+            self._record(setup_quantity(fn), answers)
         self.pending = None
         self._facts, self._facts_current = dict(zip(fns, out)), True
         return out
 
     def gram(self) -> list[np.ndarray | None]:
         self._flush()
-        return self.pool.gram()
+        return self._record("setup:gram", self.pool.gram())
 
     def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]], model: Model | None = None) -> list[Any]:
         if model is not None:
@@ -218,7 +229,7 @@ class SetupPool:
         if self.pending is None and self._facts_current and fn in self._facts and all(a == () for a in args):
             return list(self._facts[fn])
         model, self.pending = self.pending, None
-        return self.pool.map(fn, args, model)
+        return self._record(setup_quantity(fn), self.pool.map(fn, args, model))
 
     def _flush(self) -> None:
         if self.pending is not None:
@@ -237,7 +248,10 @@ class SetupPool:
         if model is not None:
             self.bind(model)
         model, self.pending = self.pending, None
-        return self.pool.init_states(payloads, model, slowdown, calibrate, chains, peers)
+        tau = self.pool.init_states(payloads, model, slowdown, calibrate, chains, peers)
+        if tau is not None:
+            self._record("setup:step_time", [float(t) for t in tau])
+        return tau
 
     def set_slowdown(self, factors: dict[int, float]) -> None:
         self._flush()
@@ -245,7 +259,9 @@ class SetupPool:
 
     def calibrate(self) -> np.ndarray:
         self._flush()
-        return self.pool.calibrate()
+        tau = self.pool.calibrate()
+        self._record("setup:step_time", [float(t) for t in tau])
+        return tau
 
     def step(self, messages: Any) -> StepResult:
         self._flush()
@@ -274,6 +290,12 @@ class SetupPool:
 
     def close(self) -> None:
         self.pool.close()
+
+
+def setup_quantity(fn: Callable[..., Any]) -> str:
+    """The ledger's name for a set-up function's answers: "setup:" and its name ("shard_hessian" → "setup:hessian")."""
+    name = getattr(fn, "__name__", type(fn).__name__)
+    return "setup:" + name.removeprefix("shard_")
 
 
 #: Element-chains (X's elements times chains times the model's `work_per_element`, summed over the shards) that a

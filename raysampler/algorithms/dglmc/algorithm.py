@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, cast
 
 import numpy as np
@@ -128,6 +129,17 @@ class DGLMC(Algorithm):
             )
 
     secure_sums_refusal = None  # θ | z needs only s = b0 + Σ_i z_i/ρ_i: the sites' terms go masked
+    release_names = MappingProxyType(
+        {
+            "z": "z",
+            "summed": "z/rho",
+            "accept": "local_accept",
+            "local": "local_params",
+            "given": "local_params_given_theta",
+            "status": "status",
+        }
+    )
+    masked_fields = ("summed",)
 
     def for_secure_sums(self) -> DGLMC:
         """The sites send z_i/ρ_i in fixed point (their hosts mask it): `fixed_point=True`."""
