@@ -79,7 +79,7 @@ class LedgerBook:
             for s in start.shards:
                 if s.shard < len(self._rows):
                     for r in s.releases:
-                        self._rows[s.shard][(r.quantity, r.shape, r.mode)] = [r.count, r.bytes]
+                        self._rows[s.shard][(r.quantity, r.shape, r.mode)] = [r.messages, r.bytes]
 
     def record(self, shard: int, quantity: str, shape: tuple[int, ...], nbytes: int, mode: str = "plain") -> None:
         """Shard `shard` sent one message of `quantity` (`shape`, `nbytes` bytes) in `mode`."""
