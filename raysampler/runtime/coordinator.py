@@ -451,9 +451,17 @@ class Coordinator:
 
     @classmethod
     def resume(
-        cls, pool: WorkerPool, model: Model, algorithm: Algorithm, config: RunConfig, state: RunState
+        cls,
+        pool: WorkerPool,
+        model: Model,
+        algorithm: Algorithm,
+        config: RunConfig,
+        state: RunState,
+        ledger: LedgerBook | None = None,
     ) -> Coordinator:
-        """Bind the model to the data and continue exactly from `state` (no tuning: the plan is in the state)."""
+        """Bind the model to the data and continue exactly from `state` (no tuning: the plan is in the state). The
+        release ledger goes on from `ledger` (a recovery in the same coordinator: what the sites sent before the loss,
+        rolled-back rounds included), else from the state's."""
         if state.version != RunState.VERSION:
             raise ValueError(
                 f"run state version {state.version} cannot be resumed by this raysampler "
@@ -463,7 +471,7 @@ class Coordinator:
         from .pools import SetupPool
 
         algorithm = secured(algorithm, config)
-        book = LedgerBook(pool.num_shards, start=state.ledger)  # from the checkpoint's on
+        book = ledger if ledger is not None else LedgerBook(pool.num_shards, start=state.ledger)
         facts, bound, spec = bind_model(SetupPool(pool, book), model)
         fp = fingerprint(algorithm, model, config, facts)
         if fp != state.fingerprint:

@@ -84,7 +84,8 @@ class CoordinatorHost:
         """A worker was lost: wait for the workers to come back (up to the site wait), then resume from `state`."""
         assert self.pool is not None, "start() first"
         self.pool.revive(self.config.engine.site_wait_s)
-        self.coordinator = Coordinator.resume(self.pool, self.model, self.algorithm, self.config, state)
+        sent = self.coordinator.ledger if self.coordinator is not None else None  # rounds rolled back were sent too
+        self.coordinator = Coordinator.resume(self.pool, self.model, self.algorithm, self.config, state, sent)
         return self.coordinator.setup
 
     def _coordinator(self) -> Coordinator:

@@ -401,7 +401,7 @@ class RayPool:
         unsited_groups = [k for k, g in enumerate(self.groups) if sites[g[0]] is None]
         self.home: ShardHost | None = None
         self._home_k: int | None = None
-        if unsited_groups and engine.coordinator_shards:
+        if unsited_groups and engine.coordinator_shards and not secure:  # secure sums: no site in the coordinator
             self._home_k = unsited_groups[0]
             self.home = ShardHost(
                 [sources[i] for i in self.groups[self._home_k]], model, algorithm, seed, chains, secure
