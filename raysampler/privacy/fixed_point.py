@@ -37,11 +37,9 @@ def encode(x: np.ndarray, parties: int, rows: int = 1) -> Encoded:
     rows x has when it stacks several parties' terms (then `ok` has one flag per row), else 1 (x is one term)."""
     x = np.asarray(x, dtype=float)
     flat = x.reshape(rows, -1)
-    ok = np.isfinite(flat).all(axis=1) & (
-        np.abs(np.where(np.isfinite(flat), flat, 0.0)).max(axis=1, initial=0.0) < limit(parties)
-    )
-    safe = np.where(ok[:, None], flat, 0.0)
-    words = np.rint(safe * _SCALE).astype(np.int64).view(np.uint64)
+    ok = np.abs(flat).max(axis=1, initial=0.0) < limit(parties)  # False for a row with NaN or ±inf too
+    scaled = flat * _SCALE if ok.all() else np.where(ok[:, None], flat, 0.0) * _SCALE
+    words = np.rint(scaled).astype(np.int64).view(np.uint64)
     return Encoded(words.reshape(x.shape), ok)
 
 

@@ -75,6 +75,9 @@ class LedgerBook:
 
     def __init__(self, num_shards: int, start: Ledger | None = None) -> None:
         self._rows: list[dict[tuple[str, tuple[int, ...], str], list[int]]] = [{} for _ in range(num_shards)]
+        #: messages every shard sent alike (a round's block of replies, its step times): counted once for all
+        self._all: dict[tuple[str, tuple[int, ...], str], list[int]] = {}
+        self._layouts: dict[Any, list[tuple[tuple[str, tuple[int, ...], str], int]]] = {}
         if start is not None:
             for s in start.shards:
                 if s.shard < len(self._rows):
@@ -86,6 +89,12 @@ class LedgerBook:
         row = self._rows[shard].setdefault((quantity, tuple(int(v) for v in shape), mode), [0, 0])
         row[0] += 1
         row[1] += int(nbytes)
+
+    def record_all(self, quantity: str, shape: tuple[int, ...], nbytes: int, mode: str = "plain") -> None:
+        """Every shard sent one message of `quantity` (`shape`, `nbytes` bytes each) in `mode`."""
+        row = self._all.setdefault((quantity, shape, mode), [0, 0])
+        row[0] += 1
+        row[1] += nbytes
 
     def record_each(self, quantity: str, values: Sequence[Any], mode: str = "plain") -> None:
         """One message of `quantity` from every shard, `values[i]` shard i's (any picklable value: its size is its
@@ -106,27 +115,33 @@ class LedgerBook:
                         mode = "masked" if secure and f in masked else "plain"
                         self.record(i, names.get(f, f), shape_of(value), size_of(value), mode)
             return
-        for f, value in zip(replies._fields, replies):
-            if value is None:
-                continue
-            arr = np.asarray(value)
-            mode = "masked" if secure and f in masked else "plain"
-            per = arr.nbytes // max(arr.shape[0], 1)
-            for i in range(arr.shape[0]):
-                self.record(i, names.get(f, f), arr.shape[1:], per, mode)
+        signature = (type(replies), secure) + tuple(None if v is None else (v.shape, v.dtype.str) for v in replies)
+        layout = self._layouts.get(signature)
+        if layout is None:  # the same fields, shapes and dtypes every round: worked out once
+            layout = []
+            for f, value in zip(replies._fields, replies):
+                if value is not None:
+                    arr = np.asarray(value)
+                    mode = "masked" if secure and f in masked else "plain"
+                    shape = tuple(int(v) for v in arr.shape[1:])
+                    layout.append(((names.get(f, f), shape, mode), arr.nbytes // max(arr.shape[0], 1)))
+            self._layouts[signature] = layout
+        for key, per in layout:
+            row = self._all.setdefault(key, [0, 0])
+            row[0] += 1
+            row[1] += per
 
     def snapshot(self, sites: Sequence[str | None]) -> Ledger:
         """The ledger so far, shard i on site `sites[i]`."""
-        return Ledger(
-            tuple(
-                SiteLedger(
-                    i,
-                    site,
-                    tuple(Release(q, shape, n, b, mode) for (q, shape, mode), (n, b) in rows.items()),
-                )
-                for i, (site, rows) in enumerate(zip(sites, self._rows))
-            )
-        )
+        out = []
+        for i, (site, rows) in enumerate(zip(sites, self._rows)):
+            merged = {k: list(v) for k, v in rows.items()}
+            for k, (n, b) in self._all.items():
+                row = merged.setdefault(k, [0, 0])
+                row[0] += n
+                row[1] += b
+            out.append(SiteLedger(i, site, tuple(Release(q, s, n, b, m) for (q, s, m), (n, b) in merged.items())))
+        return Ledger(tuple(out))
 
 
 def shape_of(value: Any) -> tuple[int, ...]:

@@ -6,11 +6,14 @@ fixed-point term x_i
 
     m_i = Σ_{j>i} PRG(k_ij, s) − Σ_{j<i} PRG(k_ij, s)   (mod 2⁶⁴),
 
-PRG being ChaCha20's key stream read as little-endian uint64 words, with step s as its nonce. Every pair's stream is
-added once and subtracted once, so Σ_i m_i = 0 and Σ_i (x_i + m_i) = Σ_i x_i exactly, mod 2⁶⁴. A strict subset of
-the masked terms is uniformly distributed whatever the terms (each misses a stream that only the absent parties and
-it share). A party lost mid-step leaves its partners' masks uncancelled: that step's sum is garbage and the step
-fails, as any lost party's step does.
+PRG(k_ij, s) being step s's words of ChaCha20's key stream under k_ij, read on step after step as little-endian
+uint64 words (`MaskStream`: the step is the stream's position, so each round and each pipelined half-round, that is
+each chain group, gets words of its own).
+
+Every pair's stream is added once and subtracted once, so Σ_i m_i = 0 and Σ_i (x_i + m_i) = Σ_i x_i exactly,
+mod 2⁶⁴. A strict subset of the masked terms is uniformly distributed whatever the terms (each misses a stream that
+only the absent parties and it share). A party lost mid-step leaves its partners' masks uncancelled: that step's sum
+is garbage and the step fails, as any lost party's step does.
 
 The terms are fixed point (`fixed_point`): exact sums mod 2⁶⁴, a stated precision of 2⁻³².
 """
@@ -76,28 +79,51 @@ def agree(pair: KeyPair, party: int, publics: Sequence[bytes]) -> PartyKeys:
     return PartyKeys(party, tuple(keys))
 
 
-def prg(key: bytes, step: int, words: int) -> np.ndarray:
-    """`words` uint64 words of ChaCha20's key stream under `key`, nonce = step (block counter from 0)."""
-    nonce = struct.pack("<IQI", 0, int(step), 0)
-    stream = Cipher(algorithms.ChaCha20(key, nonce), mode=None).encryptor().update(bytes(8 * words))
-    return np.frombuffer(stream, dtype="<u8").astype(np.uint64)
+class MaskStream:
+    """Party i's masks, step after step: one ChaCha20 key stream per partner j, under k_ij with a zero nonce (a key
+    serves one run's agreement only: a resume agrees new keys), read on in order as little-endian uint64 words, and
+    combined into one stream of mask words Σ_{j>i} PRG(k_ij) − Σ_{j<i} PRG(k_ij) mod 2⁶⁴. A step takes the next words
+    of it, as many as its term has: both ends of a pair take the same words at the same step, since every party masks
+    every step (each round, or each half of a pipelined round) with a term of the same size, and no step's words are
+    another's. The streams are read `READ_AHEAD` words at a time (a step then costs a slice, not a cipher call per
+    partner)."""
 
+    #: words of mask read from the key streams at a time
+    READ_AHEAD = 8192
 
-def mask(keys: PartyKeys, step: int, shape: tuple[int, ...]) -> np.ndarray:
-    """Party i's mask for step `step`: Σ_{j>i} PRG(k_ij) − Σ_{j<i} PRG(k_ij) mod 2⁶⁴, of shape `shape`."""
-    n = int(np.prod(shape, dtype=np.int64))
-    out = np.zeros(n, dtype=np.uint64)
-    for j, key in enumerate(keys.keys):
-        if key is None:
-            continue
-        stream = prg(key, step, n)
-        if j > keys.party:
-            out += stream
-        else:
-            out -= stream
-    return out.reshape(shape)
+    def __init__(self, keys: PartyKeys) -> None:
+        self.party = keys.party
+        nonce = bytes(16)
+        self._streams = [
+            (j > keys.party, Cipher(algorithms.ChaCha20(key, nonce), mode=None).encryptor())
+            for j, key in enumerate(keys.keys)
+            if key is not None
+        ]
+        self._buf = np.zeros(0, dtype=np.uint64)
+        self._at = 0
 
+    def _refill(self, need: int) -> None:
+        """Keep what is left of the buffer and read at least `need` more words of every key stream."""
+        n = max(self.READ_AHEAD, need)
+        zeros = bytes(8 * n)
+        fresh = np.zeros(n, dtype=np.uint64)
+        for plus, enc in self._streams:
+            words = np.frombuffer(enc.update(zeros), dtype="<u8")
+            if plus:
+                fresh += words
+            else:
+                fresh -= words
+        self._buf, self._at = np.concatenate([self._buf[self._at :], fresh]), 0
 
-def masked(words: np.ndarray, keys: PartyKeys, step: int) -> np.ndarray:
-    """A party's fixed-point term with its step-`step` mask added (mod 2⁶⁴): what it sends."""
-    return np.asarray(words, dtype=np.uint64) + mask(keys, step, np.shape(words))
+    def next(self, shape: tuple[int, ...]) -> np.ndarray:
+        """This step's mask, of shape `shape`."""
+        n = int(np.prod(shape, dtype=np.int64))
+        if self._at + n > len(self._buf):
+            self._refill(n)
+        out = self._buf[self._at : self._at + n]
+        self._at += n
+        return out.reshape(shape)
+
+    def masked(self, words: np.ndarray) -> np.ndarray:
+        """A fixed-point term with this step's mask added (mod 2⁶⁴): what the party sends."""
+        return np.asarray(words, dtype=np.uint64) + self.next(np.shape(words))

@@ -1,9 +1,9 @@
 """A worker process's side of secure sums (`runtime.host.ShardHost` holds one in a secure-sums run): its shards'
-key pairs and pairwise keys, the step counter that is every mask's nonce, and the seal on their captured states.
+key pairs, their mask streams (`secure_sum.MaskStream`, read on at every step) and the seal on their captured states.
 
 Everything secret stays here: the coordinator sees the public keys (which it relays), the masked replies and the
 sealed states. Key agreement runs at each `describe` (a run's start, and each resume: the run resumes with new keys,
-so a step counter restarting from 0 never reuses a mask) and completes with the public keys the coordinator relays
+so streams read from their start again never repeat a mask) and completes with the public keys the coordinator relays
 in the next call that reaches the workers (`init_states`, or `restore` on a resume), so it costs no round trip.
 """
 
@@ -25,35 +25,36 @@ class SecureSite:
         self.shard_ids = [int(i) for i in shard_ids]
         self.sites = list(sites)
         self._pairs: list[secure_sum.KeyPair] = []
-        self._keys: list[secure_sum.PartyKeys] | None = None
-        self.steps = 0  # steps masked since the last key agreement: the next mask's nonce
+        self._masks: list[secure_sum.MaskStream] | None = None
+        self.steps = 0  # steps masked since the last key agreement
         self._seal = [sealing.shard_key(sealing.site_secret(s), i) for i, s in zip(self.shard_ids, self.sites)]
 
     def new_keys(self) -> list[bytes]:
         """Fresh key pairs for this process's shards (the agreement's first half): their public keys, in order."""
         self._pairs = [secure_sum.new_key_pair() for _ in self.shard_ids]
-        self._keys = None
+        self._masks = None
         return [p.public for p in self._pairs]
 
     def agree(self, publics: Sequence[bytes]) -> None:
         """The agreement's second half: pairwise keys from every shard's public key (in shard order)."""
         if not self._pairs:
             raise RuntimeError("secure sums: no key pair to agree with (describe() makes them)")
-        self._keys = [secure_sum.agree(p, i, publics) for p, i in zip(self._pairs, self.shard_ids)]
+        keys = [secure_sum.agree(p, i, publics) for p, i in zip(self._pairs, self.shard_ids)]
+        self._masks = [secure_sum.MaskStream(k) for k in keys]
         self.steps = 0
 
     def mask(self, replies: Any) -> Any:
         """The step's replies with each shard's `summed` term masked: one reply per shard (a list), or one block
-        whose `summed` stacks this process's shards along its first axis. Advances the step counter."""
-        if self._keys is None:
+        whose `summed` stacks this process's shards along its first axis. Reads on every mask stream."""
+        if self._masks is None:
             raise RuntimeError("secure sums: a step before key agreement")
-        step, self.steps = self.steps, self.steps + 1
+        self.steps += 1
         if isinstance(replies, list):
-            return [r._replace(summed=secure_sum.masked(r.summed, k, step)) for r, k in zip(replies, self._keys)]
+            return [r._replace(summed=m.masked(r.summed)) for r, m in zip(replies, self._masks)]
         summed = np.asarray(replies.summed, dtype=np.uint64)
         out = np.empty_like(summed)
-        for j, k in enumerate(self._keys):
-            out[j] = secure_sum.masked(summed[j], k, step)
+        for j, m in enumerate(self._masks):
+            out[j] = m.masked(summed[j])
         return replies._replace(summed=out)
 
     def seal(self, position: int, state: Any) -> sealing.SealedState:
