@@ -8,6 +8,10 @@ Repeats alternate which variant goes first; ratios are medians of per-repeat rat
 
     python benchmarks/perf/privacy.py                    # in-process executor, 3 repeats of 4000 rounds
     python benchmarks/perf/privacy.py --executor ray     # on a local Ray (the sites' processes apart)
+
+On Ray a secure-sums run hosts no shard in the coordinator's process (a site's terms are secret from it), so every
+variant runs with RAYSAMPLER_COORDINATOR_SHARDS=0 and RAYSAMPLER_WORKER_PROCESSES=4 (one process per site) there,
+to compare like with like.
     python benchmarks/perf/privacy.py --quick            # a smoke test
 
 Prints a table and writes benchmarks/perf/results/privacy_secure_<executor>.json.
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import time
 import warnings
 from typing import Any
@@ -68,6 +73,9 @@ def one(shards: Any, variant: str, args: argparse.Namespace, seed: int) -> dict[
 def measure(args: argparse.Namespace) -> harness.Report:
     X, y = rs.datasets.load("breast_cancer")
     shards = rs.shard(X, y, num_shards=4)
+    if args.executor == "ray":  # one process per site, none in the coordinator's (as a secure run has it)
+        os.environ["RAYSAMPLER_COORDINATOR_SHARDS"] = "0"
+        os.environ["RAYSAMPLER_WORKER_PROCESSES"] = "4"
     runs: list[dict[str, Any]] = []
     ray = harness.local_ray(object_store_mb=400, num_cpus=args.cpus) if args.executor == "ray" else None
     with ray if ray is not None else contextlib.nullcontext():
