@@ -20,6 +20,7 @@ The terms are fixed point (`fixed_point`): exact sums mod 2⁶⁴, a stated prec
 
 from __future__ import annotations
 
+import math
 import struct
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -117,13 +118,14 @@ class MaskStream:
 
     def next(self, shape: tuple[int, ...]) -> np.ndarray:
         """This step's mask, of shape `shape`."""
-        n = int(np.prod(shape, dtype=np.int64))
-        if self._at + n > len(self._buf):
+        n = math.prod(shape)
+        at = self._at
+        if at + n > len(self._buf):
             self._refill(n)
-        out = self._buf[self._at : self._at + n]
-        self._at += n
-        return out.reshape(shape)
+            at = 0
+        self._at = at + n
+        return self._buf[at : at + n].reshape(shape)
 
     def masked(self, words: np.ndarray) -> np.ndarray:
-        """A fixed-point term with this step's mask added (mod 2⁶⁴): what the party sends."""
-        return np.asarray(words, dtype=np.uint64) + self.next(np.shape(words))
+        """A fixed-point term (uint64) with this step's mask added (mod 2⁶⁴): what the party sends."""
+        return words + self.next(words.shape)
