@@ -56,10 +56,15 @@ def _sample(data, **kw):
         return rs.sample(rs.models.LogisticRegression(), data, **{**KW, **kw})
 
 
-def test_secure_draws_equal_the_fixed_point_plain_run_bit_for_bit_and_the_float_run_to_the_rounding(data):
-    secure = _sample(data, secure_sums=True)
-    fixed = _sample(data, fixed_point=True)
-    plain = _sample(data)
+@pytest.mark.parametrize(
+    "kw",
+    [{}, {"local_kernel": "mala"}, {"local_kernel": "lmc", "pipeline": True}],
+    ids=["laplace_mh-batched", "mala-one-reply-per-shard", "lmc-pipelined"],
+)
+def test_secure_draws_equal_the_fixed_point_plain_run_bit_for_bit_and_the_float_run_to_the_rounding(data, kw):
+    secure = _sample(data, secure_sums=True, **kw)
+    fixed = _sample(data, fixed_point=True, **kw)
+    plain = _sample(data, **kw)
     np.testing.assert_array_equal(secure.draws, fixed.draws)
     assert not np.array_equal(secure.draws, plain.draws)  # rounded to 2⁻³², not the float sum
     np.testing.assert_allclose(secure.draws, plain.draws, rtol=0, atol=1e-7)
