@@ -15,7 +15,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +27,9 @@ from ..shards import DataTable, Shard
 from ..streams import ChainNoise
 from .batches import ShardBatches, join_blocks
 from .contracts import ShardFacts, ShardState
+
+if TYPE_CHECKING:  # the privacy extra: imported where a run asks for secure sums
+    from ..privacy.site import SecureSite
 
 
 @dataclass(frozen=True)
@@ -99,8 +102,8 @@ class ShardHost:
         self.slowdown = {i: 1.0 for i in self.shard_ids}
         self._channel: Any = None
         self._batches: ShardBatches | None = None  # made at the first round sent as one message for all shards
-        #: a secure-sums run: this process's shards' keys, mask counter and seal (`privacy.site`); else None
-        self.secure: Any = None
+        #: a secure-sums run: this process's shards' key pairs, mask streams and seal (`privacy.site`); else None
+        self.secure: SecureSite | None = None
         if secure:
             from ..privacy.site import SecureSite  # the privacy extra: only where a run asks for secure sums
 
