@@ -71,6 +71,24 @@ def test_secure_draws_equal_the_fixed_point_plain_run_bit_for_bit_and_the_float_
     assert np.abs(secure.draws.mean(axis=(0, 1)) - plain.draws.mean(axis=(0, 1))).max() < 1e-9
 
 
+def test_with_group_effects_the_global_part_goes_masked_and_the_draws_are_the_fixed_point_runs():
+    """A site's group effects are its own output (plain in the ledger); z_i's global part goes masked."""
+    rng = np.random.default_rng(0)
+    n = 120
+    X = np.column_stack([np.ones(n), rng.normal(size=n), rng.integers(0, 6, n) + 100.0])
+    y = (rng.normal(size=n) + 0.5 * X[:, 1] > 0).astype(float)
+    shards = rs.shard(X, y, num_shards=2, columns=["(Intercept)", "age", "hospital"], by="hospital")
+    model = rs.models.LogisticRegression(group_effects=rs.GroupEffects("hospital", slopes=("age",)))
+    kw = {**KW, "chains": 2, "num_rounds": 40, "burn_in": 10}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        secure = rs.sample(model, shards, secure_sums=True, **kw)
+        fixed = rs.sample(model, shards, fixed_point=True, **kw)
+    np.testing.assert_array_equal(secure.draws, fixed.draws)
+    modes = {r.quantity: r.mode for r in secure.run_stats.ledger.shards[0].releases}
+    assert modes["z/rho"] == "masked" and modes["local_params"] == "plain" and "z" not in modes
+
+
 def test_the_coordinator_holds_only_masked_terms_whose_total_alone_is_the_true_sum(data, monkeypatch):
     """Spies at both ends: each site's true fixed-point term z_i/ρ_i before its mask (`SecureSite.mask`), and what
     DG-LMC's θ | z step receives (`coordinator_step`). Every received term is unrelated to the site's true one, no
