@@ -252,7 +252,8 @@ def _tags(pairs: Sequence[str] | None) -> dict[str, str]:
 
 def cmd_submit(args: argparse.Namespace) -> int:
     with _client(args) as c:
-        run = c.submit(_load_spec(args.spec), name=args.name, tags=_tags(args.tag))
+        secure = True if args.secure_sums else None  # the spec's own secure_sums stands unless the flag is given
+        run = c.submit(_load_spec(args.spec), name=args.name, tags=_tags(args.tag), secure_sums=secure)
         info = run.wait(progress=args.format != "json") if args.wait else run.info()
         _print_run(info, args.format)
         return 0 if info["status"] != "FAILED" else 1
@@ -334,6 +335,27 @@ def cmd_summary(args: argparse.Namespace) -> int:
         print(table.reset_index().to_json(orient="records"))
     else:
         print(table.round(3).to_string())
+    return 0
+
+
+def cmd_ledger(args: argparse.Namespace) -> int:
+    """A run's release ledger: per shard (of --site only, where given), every kind of message its site sent, with
+    how many, their bytes and whether they went masked, sealed or plain."""
+    with _client(args) as c:
+        ledger = c.run(args.id).ledger(site=args.site)
+    if args.format == "json":
+        print(json.dumps(ledger))
+        return 0
+    for entry in ledger["shards"]:
+        site = entry["site"] or "(no site)"
+        print(
+            f"shard {entry['shard']}  site {site}  {entry['messages']} messages, {entry['bytes']} bytes "
+            f"(masked {entry['masked_bytes']}, sealed {entry['sealed_bytes']}, plain {entry['plain_bytes']})"
+        )
+        print(f"  {'quantity':<28} {'shape':<12} {'messages':>9} {'bytes':>12}  mode")
+        for r in entry["releases"]:
+            shape = "(" + ", ".join(str(v) for v in r["shape"]) + ")"
+            print(f"  {r['quantity']:<28} {shape:<12} {r['messages']:>9} {r['bytes']:>12}  {r['mode']}")
     return 0
 
 
@@ -612,6 +634,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wait", action="store_true", help="wait for the run to end (progress bar)")
     p.add_argument("--name", default=None, help="a name to find the run by (status --name)")
     p.add_argument("--tag", action="append", metavar="KEY=VALUE", help="a label to find the run by (repeatable)")
+    p.add_argument(
+        "--secure-sums",
+        action="store_true",
+        help="the sites send their terms of the coordinator's sums masked (sets the spec's secure_sums)",
+    )
     p.set_defaults(fn=cmd_submit)
     p = client_cmd("status", "a run's status (ID or 'latest'), or the recent runs")
     p.add_argument("id", nargs="?")
@@ -638,6 +665,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ci-prob", type=float, default=None, help="the interval (default 0.95; 0.94 with --table)")
     p.add_argument("--table", action="store_true", help="every coordinate's mean, sd, HDI, ESS, R-hat and MCSE")
     p.set_defaults(fn=cmd_summary)
+    p = client_cmd("ledger", "a run's release ledger: every message each site sent, by kind (masked, sealed, plain)")
+    p.add_argument("id", help="run ID, or 'latest' for the newest run")
+    p.add_argument("--site", default=None, help="only this site's shards (a site label, or shard-<i>)")
+    p.set_defaults(fn=cmd_ledger)
     p = client_cmd("upload", "upload a data set (.npz, .csv, .parquet)")
     p.add_argument("file")
     p.add_argument("--y-column", default="y")

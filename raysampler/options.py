@@ -54,6 +54,9 @@ class RunOptions:
     while the coordinator updates the other; each chain draws the same random numbers, but a group's products
     over fewer chains round differently in the last bits, so a pipelined run's draws equal a pipelined run's (on
     either executor), not an unpipelined one's.
+    `secure_sums`: the sites send their terms of the coordinator's sums masked (pairwise masks that cancel in the
+    sum, fixed point mod 2⁶⁴: `privacy.secure_sum`), so the coordinator reads only the sums over sites; needs the
+    "privacy" extra and an algorithm that needs only sums (DG-LMC): docs/privacy.md.
     """
 
     chains: int | Literal["auto"] = AUTO
@@ -66,6 +69,7 @@ class RunOptions:
     max_rhat: float = DEFAULT_MAX_RHAT
     max_rounds: int | None = None
     pipeline: bool = False
+    secure_sums: bool = False
     chains_auto: bool = field(default=False, init=False)
     warmup_auto: bool = field(default=False, init=False)
 
@@ -76,6 +80,8 @@ class RunOptions:
         object.__setattr__(self, "chains", _chains(self.chains))
         if not isinstance(self.pipeline, bool):
             raise ArgumentError(("pipeline",), f"pipeline must be True or False, got {self.pipeline!r}")
+        if not isinstance(self.secure_sums, bool):
+            raise ArgumentError(("secure_sums",), f"secure_sums must be True or False, got {self.secure_sums!r}")
         if self.num_rounds != AUTO:
             object.__setattr__(self, "num_rounds", positive_int(self.num_rounds, "num_rounds"))
         burn = default_burn_in(self.num_rounds) if self.burn_in is None else self.burn_in

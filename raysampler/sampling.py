@@ -87,6 +87,11 @@ class Run:
                 f"resume_from must be a RunState (from Run.capture() or a checkpoint), got {type(resume_from).__name__}"
             )
         check_model_support(algorithm, as_model(model))  # group effects: before any process starts
+        if options.secure_sums:  # before any process starts: the algorithm and the extra
+            algorithm.for_secure_sums()
+            from .extras import require
+
+            require("privacy", "secure_sums=True")
         shard_set = as_shard_set(shards, tables=getattr(model, "reads_tables", False))
         self.options, self.execution, self.algorithm = options, execution, algorithm
         opts, exe = options, execution
@@ -106,6 +111,7 @@ class Run:
             exe.balance_policy,
             engine=self.engine,
             pipeline=opts.pipeline,
+            secure_sums=opts.secure_sums,
             warmup_auto=opts.warmup_auto,
             chains_auto=opts.chains_auto,
         )
@@ -430,6 +436,7 @@ def sample(
     max_rhat: float = DEFAULT_MAX_RHAT,
     max_rounds: int | None = None,
     pipeline: bool = False,
+    secure_sums: bool = False,
     checkpoint_dir: str | os.PathLike | None = None,
     callback: Callable[[Chunk], None] | None = None,
     _slowdown: dict[int, float] | None = None,
@@ -451,7 +458,9 @@ def sample(
     path) or "actor" (plain Ray actor calls); a lost worker, node or coordinator is recovered from the last
     checkpoint. `pipeline=True` runs each round as two halves, one per group of chains, so that on Ray the workers
     step one group while the coordinator updates the other (DG-LMC's batched kernels; the draws then equal another
-    pipelined run's, on either executor: see `RunOptions`). `checkpoint_dir` stores every chunk of draws with its
+    pipelined run's, on either executor: see `RunOptions`). `secure_sums=True` has each site send its term of the
+    coordinator's sum masked, so the coordinator learns only the sum over sites (DG-LMC; the "privacy" extra;
+    docs/privacy.md says what it hides and what not). `checkpoint_dir` stores every chunk of draws with its
     checkpoint, so `rs.resume(checkpoint_dir)` continues the run in another process. Algorithm parameters go in
     `**params`.
     A failure raises SamplingError naming the worker, site and round, with `.result` holding the draws so far.
@@ -479,6 +488,7 @@ def sample(
         max_rhat=max_rhat,
         max_rounds=max_rounds,
         pipeline=pipeline,
+        secure_sums=secure_sums,
     )
     execution = ExecutionOptions(
         executor=executor,  # type: ignore[arg-type]  # parsed by ExecutionOptions (a clear error names it)

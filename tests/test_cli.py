@@ -367,3 +367,25 @@ def test_serve_on_a_taken_port_exits_3_naming_it_before_anything_starts(tmp_path
     err = capsys.readouterr().err
     assert code == 3, err
     assert f"127.0.0.1:{port}" in err and "RAYSAMPLER_PORT" in err
+
+
+def test_submit_with_secure_sums_then_read_one_sites_ledger(service, tmp_path):
+    """`submit --secure-sums` sets the spec's field; `ledger ID --site` prints that site's shards only (a table, or
+    the REST answer as JSON), and a site the run has no shard on fails naming it."""
+    path = tmp_path / "secure.yaml"
+    path.write_text(
+        "model:\n  family: logistic_regression\ndata:\n  dataset: builtin:breast_cancer\nnum_shards: 2\nchains: 2\n"
+        "num_rounds: 30\nburn_in: 10\nseed: 3\n"
+    )
+    out = cli(service, "submit", str(path), "--secure-sums", "--wait", "--format", "json").stdout
+    info = json.loads(out.strip().splitlines()[-1])
+    assert info["status"] == "SUCCEEDED" and info["spec"]["secure_sums"] is True
+    table = cli(service, "ledger", info["id"], "--site", "shard-1").stdout
+    assert table.startswith("shard 1 ") and "shard 0 " not in table
+    assert any(line.split()[0] == "z/rho" and line.split()[-1] == "masked" for line in table.splitlines()[2:])
+    body = json.loads(cli(service, "ledger", info["id"], "--format", "json").stdout)
+    assert [s["shard"] for s in body["shards"]] == [0, 1]
+    z = next(r for r in body["shards"][0]["releases"] if r["quantity"] == "z/rho")
+    assert (z["messages"], z["shape"], z["mode"]) == (40, [2, 31], "masked")
+    bad = cli(service, "ledger", info["id"], "--site", "nowhere", check=False)
+    assert bad.returncode != 0 and "no shard on site 'nowhere'" in bad.stderr

@@ -12,7 +12,7 @@ from starlette.background import BackgroundTask
 from raysampler.names import ID
 from raysampler.predictive import PpcStatName
 from raysampler.service import checks, plotdata, results, streaming
-from raysampler.service.errors import StateConflict
+from raysampler.service.errors import NotFound, StateConflict
 from raysampler.service.records import RunRecord
 from raysampler.service.schemas import (
     BayesR2Info,
@@ -25,6 +25,7 @@ from raysampler.service.schemas import (
     Prediction,
     PredictRequest,
     RunInfo,
+    RunLedger,
     RunList,
     RunSpec,
     RunSummary,
@@ -185,6 +186,36 @@ def events(
     return StreamingResponse(
         body, media_type=EVENT_STREAM_MEDIA_TYPE, headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
     )
+
+
+@router.get("/{run_id}/ledger", response_model=RunLedger, responses=error_responses(404, 409, 422))
+def ledger(
+    run_id: str,
+    who: Tenant,
+    svc: Svc,
+    site: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=200,
+            description='only the shards of this site (a site label, or "shard-<i>" for a shard without one)',
+        ),
+    ] = None,
+) -> RunLedger:
+    """The release ledger: every message each shard's site sent in the run so far, by kind (quantity, shape,
+    messages, bytes, masked/sealed/plain). 404 for a site the run has no shard on; 409 before the run has started."""
+    rec = svc.manager.get(who, run_id)
+    shards = [w.ledger for w in rec.workers if w.ledger is not None]
+    if not shards:
+        raise StateConflict(f"run {rec.id} has no ledger yet: its set-up has not finished")
+    if site is not None:
+        mine = [s for s in shards if s.site == site or f"shard-{s.shard}" == site]
+        if not mine:
+            there = sorted({s.site for s in shards if s.site is not None})
+            names = ", ".join(repr(n) for n in there) if there else "none (its shards are shard-0, shard-1, ...)"
+            raise NotFound(f"site: run {rec.id} has no shard on site {site!r}; its sites: {names}")
+        shards = mine
+    return RunLedger(run_id=rec.id, site=site, shards=shards)
 
 
 @router.get("/{run_id}/summary", response_model=RunSummary, responses=error_responses(404, 409))

@@ -144,6 +144,14 @@ const fmt = (v, digits = 3) => (v === null || v === undefined || Number.isNaN(v)
   (typeof v === "number" ? (Math.abs(v) >= 1e4 || (Math.abs(v) < 1e-3 && v !== 0) ? v.toExponential(2)
                                                                                  : v.toFixed(digits)) : String(v)));
 const when = (t) => (t ? new Date(t * 1000).toLocaleString() : "–");
+const kib = (n) => (n == null ? "–" : n < 1024 ? `${n} B` : `${(n / 1024).toFixed(1)} KiB`);
+// A worker's release ledger in the workers table: its totals by mode, each kind of message in the tooltip.
+const ledgerCell = (l) => el("td", {
+  class: "num",
+  text: l ? `${kib(l.masked_bytes)} / ${kib(l.sealed_bytes)} / ${kib(l.plain_bytes)}` : "–",
+  title: l ? l.releases.map((r) => `${r.quantity} [${r.shape.join("×")}] ×${r.messages}: ${kib(r.bytes)} ${r.mode}`)
+    .join("\n") : "",
+});
 const clock = (t) => new Date(t * 1000).toLocaleTimeString();
 const setText = (node, text) => { if (node.textContent !== text) node.textContent = text; };
 const sleep = (ms) => new Promise((resolve) => { setTimeout(resolve, ms); });
@@ -661,7 +669,8 @@ function renderRunInfo(state, plots) {
   renderChains(r.chains || (typeof r.spec.chains === "number" ? r.spec.chains : 0), plots);
   const ms = (s) => (s == null ? "–" : (1e3 * s).toFixed(1));
   $("#workers").replaceChildren(
-    el("tr", {}, ...["shard", "site", "host", "N", "τ (ms)", "RTT (ms)", "idle"].map((h) => el("th", { text: h }))),
+    el("tr", {}, ...["shard", "site", "host", "N", "τ (ms)", "RTT (ms)", "idle", "sent (masked / sealed / plain)"]
+      .map((h) => el("th", { text: h }))),
     ...r.workers.map((w) => el("tr", {},
       el("td", { class: "num", text: w.shard }), el("td", { text: w.site || "–" }),
       el("td", { text: w.hostname || "–", title: w.node_id || "" }),
@@ -670,7 +679,8 @@ function renderRunInfo(state, plots) {
       el("td", { class: "num", text: ms(w.rtt_s ?? w.setup_rtt_s),
                  title: `${w.channel || "in-process"}; at set-up ${ms(w.setup_rtt_s)} ms, median ${ms(w.rtt_median_s)} ms` }),
       el("td", {}, el("div", { class: "bar", title: fmt(w.idle_fraction) },
-                      el("div", { style: { width: `${(100 * (w.idle_fraction || 0)).toFixed(1)}%` } }))))));
+                      el("div", { style: { width: `${(100 * (w.idle_fraction || 0)).toFixed(1)}%` } }))),
+      ledgerCell(w.ledger))));
   const trips = r.network && r.network.trips;
   setText($("#trips"), trips ? `Round trips: ${trips.total} (set-up ${trips.setup}, warm-up ${trips.warmup}, `
                                + `sampling ${trips.sampling}, captures ${trips.capture}).` : "");
@@ -1073,6 +1083,7 @@ async function showSubmit() {
       }
     }
     if (num("#f-burn") !== null) spec.burn_in = num("#f-burn");
+    if ($("#f-secure-sums").checked) spec.secure_sums = true;
     if (source() === "dataset") spec.data = { dataset: $("#f-dataset").value };
     else if (source() === "upload") spec.data = { dataset_id: "(set on submit, from the uploaded file)" };
     else {

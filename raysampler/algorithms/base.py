@@ -14,8 +14,10 @@ all shards, its worker states are batches (every array with a leading shard axis
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from types import MappingProxyType
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -145,6 +147,22 @@ class Algorithm(ABC):
         for name, now in _REPLACED.items():
             if name in vars(cls):
                 raise TypeError(f"{cls.__name__}.{name}: Algorithm no longer has {name}(); {now}")
+
+    #: secure_sums=True: None where the algorithm sends its sums masked (`for_secure_sums`); else why it cannot, or
+    #: that it does not yet (the refusal's reason, completing "secure_sums is refused for algorithm X: ...")
+    secure_sums_refusal: str | None = "it does not send its sums masked yet (only 'dglmc' does)"
+
+    def for_secure_sums(self) -> Algorithm:
+        """The algorithm as a secure-sums run runs it (its sums sent in fixed point, for the sites to mask); an
+        ArgumentError naming `secure_sums` and the algorithm where it cannot (`secure_sums_refusal`)."""
+        raise ArgumentError(
+            ("secure_sums",), f"secure_sums=True is refused for algorithm {self.name!r}: {self.secure_sums_refusal}"
+        )
+
+    #: the release ledger's names of the reply's fields (`privacy.ledger`; a field not named here goes by its own name)
+    #: and the fields a secure-sums run sends masked
+    release_names: ClassVar[Mapping[str, str]] = MappingProxyType({})
+    masked_fields: ClassVar[tuple[str, ...]] = ()
 
     #: parameters that may be given per shard (a scalar or one value per shard)
     per_shard_params: tuple[str, ...] = ("rho", "gamma", "n_local")

@@ -110,6 +110,10 @@ class _Decentralized(Algorithm):
     """Shared plumbing: shared tuning step, graph, routing, initial states; subclasses define `_tune` (their tuned
     constants) and `_update` (one agent's step)."""
 
+    secure_sums_refusal = (
+        "it routes each site's own values to its neighbours on the graph (not only their sum over sites), "
+        "which pairwise masks cannot hide"
+    )
     preconditioner: str | None
     init: Any
     topology: Any

@@ -15,6 +15,7 @@ import numpy as np
 from ..enums import Balance
 from ..errors import Failure
 from ..models.base import DataSpec, Model, ParamBlock
+from ..privacy.ledger import Ledger, ledger_dict
 from ..streams import NoiseState
 from ..tuning.report import TuningReport
 from .links import ChainsChoice, LinkStats, TripLog, Trips
@@ -51,6 +52,8 @@ class RunConfig:
     warmup_auto: bool = False
     #: `chains` is the default: the coordinator may choose more from the measured links (`choose_chains`)
     chains_auto: bool = False
+    #: the sites' terms reach the coordinator only as masked secure sums (`privacy.secure_sum`; DG-LMC)
+    secure_sums: bool = False
     # The engine settings the driver read from the environment once (site wait, coordinator shards, spin, start-up
     # timeout); the coordinator and its workers use these, never the environment of their own processes.
     engine: EngineSettings = field(default_factory=_engine_from_env)
@@ -79,6 +82,8 @@ class ShardFacts:
     node_id: str | None = None
     hostname: str | None = None
     pid: int | None = None
+    #: a secure-sums run: the shard's X25519 public key for this key agreement (`privacy.site`), else None
+    public_key: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -260,6 +265,8 @@ class RunStats:
     links: tuple[LinkStats, ...] = ()
     #: warm-up rounds: as fixed, or where a warm-up that ends by itself ended (None while it goes on)
     burn_in: int | None = None
+    #: the release ledger: every message each shard's site sent, by kind (`privacy.ledger`)
+    ledger: Ledger | None = None
 
     def breakdown(self) -> RoundBreakdown:
         """The median round's parts (medians of each part over the rounds, so they need not add up exactly), with
@@ -281,6 +288,7 @@ class RunStats:
         out["placement"] = [dataclasses.asdict(p) for p in self.placement]
         out["trips"] = {**dataclasses.asdict(self.trips), "total": self.trips.total}
         out["links"] = [dataclasses.asdict(link) for link in self.links]
+        out["ledger"] = None if self.ledger is None else ledger_dict(self.ledger)
         return out
 
 
@@ -310,6 +318,9 @@ class RunState:
     precond: Any = None  # maps the algorithm's draws back to θ
     extra: dict[str, Any] = field(default_factory=dict)
     warmup: WarmupState | None = None  # a warm-up that ends by itself (RunConfig.warmup_auto)
+    #: the release ledger at the capture (`privacy.ledger.Ledger`); a state from before it had none (None): its
+    #: resumed run counts from the resume on, so the layout's version is unchanged
+    ledger: Ledger | None = None
 
 
 class WorkerPool(Protocol):
@@ -347,11 +358,13 @@ class WorkerPool(Protocol):
         slowdown: dict[int, float] | None = None,
         calibrate: bool = False,
         chains: int | None = None,
+        peers: Sequence[bytes] | None = None,
     ) -> np.ndarray | None:
         """Create each shard's algorithm state from its payload (and fresh random streams for `chains` chains, default
         the pool's own count: chains="auto" may choose another at set-up). In the same trip, where
         asked: bind `model` first, then `set_slowdown(slowdown)`, then `calibrate()`, whose seconds per shard it
-        returns (else None)."""
+        returns (else None); a secure-sums run's key agreement ends there too, with every shard's public key
+        (`peers`, from `describe`)."""
 
     def set_slowdown(self, factors: dict[int, float]) -> None:
         """Test hook: shard i's local work takes factors[i] times as long."""
@@ -373,8 +386,8 @@ class WorkerPool(Protocol):
     def capture(self) -> list[ShardState]:
         """Every shard's state."""
 
-    def restore(self, states: Sequence[ShardState]) -> None:
-        """Put captured shard states back."""
+    def restore(self, states: Sequence[ShardState], peers: Sequence[bytes] | None = None) -> None:
+        """Put captured shard states back (a secure-sums run: with the new key agreement's public keys, `peers`)."""
 
     def links(self) -> tuple[LinkStats, ...]:
         """Each worker process's link to the coordinator (`LinkStats`); () when every shard is in this process."""

@@ -22,6 +22,7 @@ from ..enums import Balance
 from ..errors import ArgumentError, Failure, FailureKind, WorkerFailed
 from ..models.contract import DataSpec, Model, ParamBlock, as_model, join_local_blocks
 from ..models.groups import check_groups_disjoint
+from ..privacy.ledger import LedgerBook, size_of
 from ..shards import ShardSet, join_levels
 from ..streams import ChainNoise
 from .batches import nonfinite_shard
@@ -212,8 +213,27 @@ def fingerprint(algorithm: Algorithm, model: Model, config: RunConfig, facts: Se
             shards,
         )
         + (("pipeline",) if config.pipeline else ())  # halves give other last bits; unpipelined keys stay as they were
+        + (("secure_sums",) if config.secure_sums else ())
     )
     return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def secured(algorithm: Algorithm, config: RunConfig) -> Algorithm:
+    """The algorithm as the run runs it: with `secure_sums`, its secure-sums form (`Algorithm.for_secure_sums`, an
+    ArgumentError naming `secure_sums` and the algorithm where it has none)."""
+    return algorithm.for_secure_sums() if config.secure_sums else algorithm
+
+
+def public_keys(facts: Sequence[ShardFacts], config: RunConfig) -> list[bytes] | None:
+    """A secure-sums run's relay: every shard's public key from its `describe`, in shard order (None otherwise).
+    The coordinator is trusted to pass them on unchanged (the semi-honest model: docs/privacy.md)."""
+    if not config.secure_sums:
+        return None
+    keys = [f.public_key for f in facts]
+    missing = [f.shard for f, k in zip(facts, keys) if k is None]
+    if missing:
+        raise RuntimeError(f"secure sums: shards {missing} gave no public key (their workers are not in secure mode)")
+    return [k for k in keys if k is not None]
 
 
 def shard_category_values(model: Any, X: np.ndarray, y: np.ndarray, columns: Any) -> dict[str, list[Any]]:
@@ -291,8 +311,11 @@ class Coordinator:
         worker_model: Any = None,
         precond: Any = None,
         warmup: WarmupState | None = None,
+        ledger: LedgerBook | None = None,
     ) -> None:
         self.pool, self.model, self.algorithm, self.config = pool, model, algorithm, config
+        #: the release ledger: every message each shard's site sent, by kind (`privacy.ledger`)
+        self.ledger = ledger if ledger is not None else LedgerBook(pool.num_shards)
         #: the warm-up's length: fixed (config.burn_in), or with config.warmup_auto its cap until a check ends it
         self.burn_in = config.burn_in
         self._warm_decided = not config.warmup_auto
@@ -348,8 +371,10 @@ class Coordinator:
         from .pools import SetupPool  # pools import the hosts and transports: loaded when a run starts, not before
 
         t0 = time.perf_counter()
+        algorithm = secured(algorithm, config)
         check_model_support(algorithm, as_model(model))
-        staged = SetupPool(pool)
+        book = LedgerBook(pool.num_shards)
+        staged = SetupPool(pool, book)
         facts, bound, spec = bind_model(staged, model)
         d = bound.dim
         choice = _chains_for(pool, bound, config, facts)
@@ -375,6 +400,7 @@ class Coordinator:
             slowdown=slowdown or None,
             calibrate=balancer.measuring,
             chains=config.chains if config.chains_auto else None,
+            peers=public_keys(facts, config),
         )
         if balancer.measuring:
             assert tau is not None
@@ -420,20 +446,33 @@ class Coordinator:
             fingerprint(algorithm, model, config, facts),
             worker_model=worker_model,
             precond=plan.precond,
+            ledger=book,
         )
 
     @classmethod
     def resume(
-        cls, pool: WorkerPool, model: Model, algorithm: Algorithm, config: RunConfig, state: RunState
+        cls,
+        pool: WorkerPool,
+        model: Model,
+        algorithm: Algorithm,
+        config: RunConfig,
+        state: RunState,
+        ledger: LedgerBook | None = None,
     ) -> Coordinator:
-        """Bind the model to the data and continue exactly from `state` (no tuning: the plan is in the state)."""
+        """Bind the model to the data and continue exactly from `state` (no tuning: the plan is in the state). The
+        release ledger goes on from `ledger` (a recovery in the same coordinator: what the sites sent before the loss,
+        rolled-back rounds included), else from the state's."""
         if state.version != RunState.VERSION:
             raise ValueError(
                 f"run state version {state.version} cannot be resumed by this raysampler "
                 f"(it reads version {RunState.VERSION})"
             )
         t0 = time.perf_counter()
-        facts, bound, spec = bind_model(pool, model)
+        from .pools import SetupPool
+
+        algorithm = secured(algorithm, config)
+        book = ledger if ledger is not None else LedgerBook(pool.num_shards, start=state.ledger)
+        facts, bound, spec = bind_model(SetupPool(pool, book), model)
         fp = fingerprint(algorithm, model, config, facts)
         if fp != state.fingerprint:
             raise ValueError(
@@ -442,7 +481,7 @@ class Coordinator:
             )
         if state.worker_model is not None:
             pool.bind(state.worker_model)
-        pool.restore(state.shards)
+        pool.restore(state.shards, public_keys(facts, config))  # a secure-sums run resumes with new pairwise keys
         noise = ChainNoise(config.seed, config.chains, role=0, dim=bound.dim)
         noise.restore(state.noise)
         policy = config.balance if state.setup.balance else Balance.NEVER
@@ -479,6 +518,7 @@ class Coordinator:
             state.worker_model,
             state.precond,
             state.warmup,
+            book,
         )
 
     # --- rounds ---------------------------------------------------------------------------------
@@ -541,6 +581,10 @@ class Coordinator:
     def _replies(self, step: StepResult, info: RoundInfo) -> np.ndarray:
         """Check a round's (or half-round's) replies and take the coordinator's step on them: the draws it gives
         (in the algorithm's coordinates). Raises _Stop on a non-finite reply."""
+        self.ledger.record_replies(
+            step.replies, self.algorithm.release_names, self.algorithm.masked_fields, self.config.secure_sums
+        )
+        self.ledger.record_all("step_time", (), 8)  # each host's step times, one per shard
         bad = _nonfinite(step.replies)
         if bad is not None:
             raise _Stop(Failure(FailureKind.NON_FINITE, "produced a non-finite state (NaN or inf)", shard=bad))
@@ -705,6 +749,9 @@ class Coordinator:
         """The whole run state now (between rounds)."""
         with self.pool.trips.during(Phase.CAPTURE):
             shards = tuple(self.pool.capture())
+        mode = "sealed" if self.config.secure_sums else "plain"
+        for s in shards:
+            self.ledger.record(s.shard, "checkpoint:worker_state", (), size_of(s), mode)
         return RunState(
             RunState.VERSION,
             self.fingerprint,
@@ -718,7 +765,11 @@ class Coordinator:
             self.worker_model,
             self.precond,
             warmup=self._warmup_state(),
+            ledger=self.ledger.snapshot(self._sites()),
         )
+
+    def _sites(self) -> list[str | None]:
+        return [p.site for p in self.setup.placement]
 
     def _warmup_state(self) -> WarmupState | None:
         if not self.config.warmup_auto:
@@ -750,6 +801,7 @@ class Coordinator:
             trips=self.pool.trips.snapshot(),
             links=self.pool.links(),
             burn_in=self.burn_in if self._warm_decided else None,
+            ledger=self.ledger.snapshot(self._sites()),
         )
 
     def _round_parts(self) -> np.ndarray:

@@ -64,9 +64,10 @@ class CoordinatorHost:
                 max_actors=max_actors,
                 transport=transport,
                 engine=config.engine,
+                secure=config.secure_sums,
             )
         else:
-            self.pool = LocalPool(sources, model, algorithm, config.seed, config.chains)
+            self.pool = LocalPool(sources, model, algorithm, config.seed, config.chains, config.secure_sums)
         self.model, self.algorithm, self.config = model, algorithm, config
 
     def setup(self, slowdown: dict[int, float] | None = None) -> SetupInfo:
@@ -83,7 +84,8 @@ class CoordinatorHost:
         """A worker was lost: wait for the workers to come back (up to the site wait), then resume from `state`."""
         assert self.pool is not None, "start() first"
         self.pool.revive(self.config.engine.site_wait_s)
-        self.coordinator = Coordinator.resume(self.pool, self.model, self.algorithm, self.config, state)
+        sent = self.coordinator.ledger if self.coordinator is not None else None  # rounds rolled back were sent too
+        self.coordinator = Coordinator.resume(self.pool, self.model, self.algorithm, self.config, state, sent)
         return self.coordinator.setup
 
     def _coordinator(self) -> Coordinator:

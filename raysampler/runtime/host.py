@@ -15,7 +15,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +27,9 @@ from ..shards import DataTable, Shard
 from ..streams import ChainNoise
 from .batches import ShardBatches, join_blocks
 from .contracts import ShardFacts, ShardState
+
+if TYPE_CHECKING:  # the privacy extra: imported where a run asks for secure sums
+    from ..privacy.site import SecureSite
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,13 @@ class ShardHost:
     """Shards `sources` with their data; worker states and noise streams are created by `init_states`."""
 
     def __init__(
-        self, sources: Sequence[ShardSource], model: Model, algorithm: Algorithm | None, seed: int, chains: int
+        self,
+        sources: Sequence[ShardSource],
+        model: Model,
+        algorithm: Algorithm | None,
+        seed: int,
+        chains: int,
+        secure: bool = False,
     ) -> None:
         self.sources = list(sources)
         self.shard_ids = [s.shard for s in self.sources]
@@ -93,6 +102,12 @@ class ShardHost:
         self.slowdown = {i: 1.0 for i in self.shard_ids}
         self._channel: Any = None
         self._batches: ShardBatches | None = None  # made at the first round sent as one message for all shards
+        #: a secure-sums run: this process's shards' key pairs, mask streams and seal (`privacy.site`); else None
+        self.secure: SecureSite | None = None
+        if secure:
+            from ..privacy.site import SecureSite  # the privacy extra: only where a run asks for secure sums
+
+            self.secure = SecureSite(self.shard_ids, [s.site for s in self.sources])
 
     def _failure(self, j: int, kind: FailureKind, exc: BaseException) -> WorkerFailed:
         """The shard's failure for `exc`; an error raised in a user's model code names the model's method and
@@ -159,9 +174,11 @@ class ShardHost:
         return self.pid
 
     def describe(self) -> list[ShardFacts]:
-        """Shape, label and column facts of each shard and where it lives (loads the data if not yet loaded)."""
+        """Shape, label and column facts of each shard and where it lives (loads the data if not yet loaded); in a
+        secure-sums run, with a fresh public key per shard (the key agreement's first half: `privacy.site`)."""
         out = []
-        for src, (X, y), columns, levels in zip(self.sources, self.raw, self._columns, self._levels):
+        publics = self.secure.new_keys() if self.secure is not None else [None] * len(self.sources)
+        for src, (X, y), columns, levels, pk in zip(self.sources, self.raw, self._columns, self._levels, publics):
             X, y = np.asarray(X), np.asarray(y)
             finite_y = y.size == 0 or bool(np.all(np.isfinite(y))) if y.dtype.kind in "fc" else True
             y_max = float(np.max(y)) if y.size and y.dtype.kind in "iuf" and np.all(np.isfinite(y)) else None
@@ -180,6 +197,7 @@ class ShardHost:
                     node_id=self.node_id,
                     hostname=self.hostname,
                     pid=self.pid,
+                    public_key=pk,
                 )
             )
         return out
@@ -240,12 +258,15 @@ class ShardHost:
         slowdown: dict[int, float] | None = None,
         calibrate: bool = False,
         chains: int | None = None,
+        peers: Sequence[bytes] | None = None,
     ) -> list[float] | None:
         """Create each shard's algorithm state from its payload (and fresh random streams); in the same call, bind
         `model` first and then set `slowdown` (`set_slowdown`) and time the model (`calibrate`, whose seconds per
-        shard it returns; else None), where asked."""
+        shard it returns; else None), where asked; in a secure-sums run, agree the shards' pairwise keys from every
+        shard's public key (`peers`, in shard order)."""
         if model is not None:
             self.bind(model)
+        self._agree(peers)
         if chains is not None:  # chains="auto" chose another count at set-up
             self.chains = int(chains)
         self._init_states(payloads)
@@ -268,14 +289,27 @@ class ShardHost:
                     raise type(exc)(f"shards[{i}]: {exc}") from None
                 raise
 
+    def _agree(self, peers: Sequence[bytes] | None) -> None:
+        """A secure-sums run's key agreement, second half (`privacy.site.SecureSite.agree`); refused without keys."""
+        if self.secure is None:
+            return
+        if peers is None:
+            raise ValueError("a secure-sums run's workers need every shard's public key (peers)")
+        self.secure.agree(peers)
+
     def capture(self) -> list[ShardState]:
-        """Each shard's algorithm state and random-stream position."""
+        """Each shard's algorithm state and random-stream position; in a secure-sums run the algorithm state sealed
+        under the site's key (`privacy.sealing`: the coordinator and the checkpoint never hold z_i in the clear)."""
         if self._batches is not None:
             self._batches.sync()
-        return [ShardState(i, s, n.capture()) for i, s, n in zip(self.shard_ids, self.states, self.noises)]
+        states = list(self.states)
+        if self.secure is not None:
+            states = [self.secure.seal(j, s) for j, s in enumerate(states)]
+        return [ShardState(i, s, n.capture()) for i, s, n in zip(self.shard_ids, states, self.noises)]
 
-    def restore(self, states: Sequence[ShardState]) -> None:
-        """Continue from captured shard states (the model must be bound)."""
+    def restore(self, states: Sequence[ShardState], peers: Sequence[bytes] | None = None) -> None:
+        """Continue from captured shard states (the model must be bound); a secure-sums run opens its sealed states
+        and agrees new pairwise keys from `peers` (the public keys of the `describe` that began the resume)."""
         by_shard = {s.shard: s for s in states}
         missing = [i for i in self.shard_ids if i not in by_shard]
         if missing:
@@ -284,9 +318,11 @@ class ShardHost:
         self.noises = self._new_noises()
         self.states = []
         self._batches = None
-        for i, noise in zip(self.shard_ids, self.noises):
+        for j, (i, noise) in enumerate(zip(self.shard_ids, self.noises)):
             noise.restore(by_shard[i].noise)
-            self.states.append(by_shard[i].algorithm)
+            state = by_shard[i].algorithm
+            self.states.append(self.secure.unseal(j, state) if self.secure is not None else state)
+        self._agree(peers)
 
     def calibrate(self, repeats: int = 5) -> list[float]:
         """CPU seconds per model evaluation (U_i and ∇U_i for the K chains) on each shard, slowdown included: the
@@ -334,7 +370,8 @@ class ShardHost:
         not make a worker look slow; a slower machine or a bigger shard does."""
         assert self.algorithm is not None
         if not isinstance(messages, list):
-            return self._step_batches(messages)
+            block, seconds = self._step_batches(messages)
+            return (self.secure.mask(block) if self.secure is not None else block), seconds
         if self._batches is not None:  # the per-shard states must be current
             self._batches.sync()
             self._batches = None
@@ -352,6 +389,8 @@ class ShardHost:
                 _compute_for((factor - 1.0) * (time.thread_time() - t0))
             times.append(time.thread_time() - t0)
             replies.append(reply)
+        if self.secure is not None:
+            replies = self.secure.mask(replies)
         return replies, times
 
     def _step_batches(self, message: Any) -> tuple[Any, np.ndarray]:

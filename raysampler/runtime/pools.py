@@ -24,6 +24,7 @@ from .sites import wait_for_sites
 from .transports import ActorTransport, SocketTransport, lost, stalled
 
 if TYPE_CHECKING:  # pydantic-settings loads only when a run starts: `import raysampler` (and the CLI) stays light
+    from ..privacy.ledger import LedgerBook
     from ..settings import EngineSettings
 
 #: A worker process's malloc top pad (M_TOP_PAD), so the hot loop's large temporaries are not returned to the OS and
@@ -62,10 +63,16 @@ class WorkerHost(ShardHost):
     """A `ShardHost` in a Ray worker process of its own, set up by `tune_worker_process` before it loads shards."""
 
     def __init__(
-        self, sources: Sequence[ShardSource], model: Model, algorithm: Algorithm | None, seed: int, chains: int
+        self,
+        sources: Sequence[ShardSource],
+        model: Model,
+        algorithm: Algorithm | None,
+        seed: int,
+        chains: int,
+        secure: bool = False,
     ) -> None:
         tune_worker_process()
-        super().__init__(sources, model, algorithm, seed, chains)
+        super().__init__(sources, model, algorithm, seed, chains, secure)
 
 
 class LocalPool:
@@ -74,10 +81,16 @@ class LocalPool:
     transport = "in-process"
 
     def __init__(
-        self, sources: Sequence[ShardSource], model: Model, algorithm: Algorithm, seed: int, chains: int
+        self,
+        sources: Sequence[ShardSource],
+        model: Model,
+        algorithm: Algorithm,
+        seed: int,
+        chains: int,
+        secure: bool = False,
     ) -> None:
         self.num_shards = len(sources)
-        self.host = ShardHost(sources, model, algorithm, seed, chains)
+        self.host = ShardHost(sources, model, algorithm, seed, chains, secure)
         self.groups = [list(range(self.num_shards))]
         self._pending: deque[StepResult] = deque()
         self.trips = TripLog()  # the calls a pool of processes would make, so in-process runs report them too
@@ -109,9 +122,10 @@ class LocalPool:
         slowdown: dict[int, float] | None = None,
         calibrate: bool = False,
         chains: int | None = None,
+        peers: Sequence[bytes] | None = None,
     ) -> np.ndarray | None:
         self.trips.count()
-        tau = self.host.init_states(payloads, model, slowdown, calibrate, chains)
+        tau = self.host.init_states(payloads, model, slowdown, calibrate, chains, peers)
         return None if tau is None else np.asarray(tau, dtype=float)
 
     def revive(self, timeout_s: float) -> None:
@@ -146,9 +160,9 @@ class LocalPool:
         self.trips.count()
         return self.host.capture()
 
-    def restore(self, states: Sequence[ShardState]) -> None:
+    def restore(self, states: Sequence[ShardState], peers: Sequence[bytes] | None = None) -> None:
         self.trips.count()
-        self.host.restore(states)
+        self.host.restore(states, peers)
 
     def close(self) -> None:
         pass
@@ -163,10 +177,13 @@ class SetupPool:
       Gram matrices, group labels, local blocks, ...) is kept: a `map` of one of those functions with no arguments is
       answered from it, without a trip, while that model is the workers' own, and `facts` gives it later.
 
-    Every other call goes to `pool` as it is."""
+    Every other call goes to `pool` as it is. What the shards send back is recorded in `ledger` (the release
+    ledger, `privacy.ledger`) where one is given: "setup:<function>" for a map's answers, "setup:facts" for
+    `describe`, "setup:step_time" for the calibration."""
 
-    def __init__(self, pool: WorkerPool) -> None:
+    def __init__(self, pool: WorkerPool, ledger: LedgerBook | None = None) -> None:
         self.pool = pool
+        self.ledger = ledger
         self.num_shards = pool.num_shards
         self.groups = pool.groups
         self.trips = pool.trips
@@ -184,20 +201,27 @@ class SetupPool:
         return None if found is None else list(found)
 
     def describe(self) -> list[ShardFacts]:
-        return self.pool.describe()
+        return self._record("setup:facts", self.pool.describe())
+
+    def _record(self, quantity: str, answers: list[Any]) -> list[Any]:
+        if self.ledger is not None:
+            self.ledger.record_each(quantity, answers)
+        return answers
 
     def bind(self, model: Model) -> None:
         self.pending, self._facts_current = model, False
 
     def bind_facts(self, model: Model, fns: Sequence[Callable[..., Any]]) -> list[list[Any]]:
         out = self.pool.bind_facts(model, fns)
+        for fn, answers in zip(fns, out):
+            self._record(setup_quantity(fn), answers)
         self.pending = None
         self._facts, self._facts_current = dict(zip(fns, out)), True
         return out
 
     def gram(self) -> list[np.ndarray | None]:
         self._flush()
-        return self.pool.gram()
+        return self._record("setup:gram", self.pool.gram())
 
     def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]], model: Model | None = None) -> list[Any]:
         if model is not None:
@@ -205,7 +229,7 @@ class SetupPool:
         if self.pending is None and self._facts_current and fn in self._facts and all(a == () for a in args):
             return list(self._facts[fn])
         model, self.pending = self.pending, None
-        return self.pool.map(fn, args, model)
+        return self._record(setup_quantity(fn), self.pool.map(fn, args, model))
 
     def _flush(self) -> None:
         if self.pending is not None:
@@ -219,11 +243,15 @@ class SetupPool:
         slowdown: dict[int, float] | None = None,
         calibrate: bool = False,
         chains: int | None = None,
+        peers: Sequence[bytes] | None = None,
     ) -> np.ndarray | None:
         if model is not None:
             self.bind(model)
         model, self.pending = self.pending, None
-        return self.pool.init_states(payloads, model, slowdown, calibrate, chains)
+        tau = self.pool.init_states(payloads, model, slowdown, calibrate, chains, peers)
+        if tau is not None:
+            self._record("setup:step_time", [float(t) for t in tau])
+        return tau
 
     def set_slowdown(self, factors: dict[int, float]) -> None:
         self._flush()
@@ -231,7 +259,9 @@ class SetupPool:
 
     def calibrate(self) -> np.ndarray:
         self._flush()
-        return self.pool.calibrate()
+        tau = self.pool.calibrate()
+        self._record("setup:step_time", [float(t) for t in tau])
+        return tau
 
     def step(self, messages: Any) -> StepResult:
         self._flush()
@@ -248,9 +278,9 @@ class SetupPool:
         self._flush()
         return self.pool.capture()
 
-    def restore(self, states: Sequence[ShardState]) -> None:
+    def restore(self, states: Sequence[ShardState], peers: Sequence[bytes] | None = None) -> None:
         self._flush()
-        self.pool.restore(states)
+        self.pool.restore(states, peers)
 
     def links(self) -> tuple[LinkStats, ...]:
         return self.pool.links()
@@ -260,6 +290,12 @@ class SetupPool:
 
     def close(self) -> None:
         self.pool.close()
+
+
+def setup_quantity(fn: Callable[..., Any]) -> str:
+    """The ledger's name for a set-up function's answers: "setup:" and its name ("shard_hessian" → "setup:hessian")."""
+    name = getattr(fn, "__name__", type(fn).__name__)
+    return "setup:" + name.removeprefix("shard_")
 
 
 #: Element-chains (X's elements times chains times the model's `work_per_element`, summed over the shards) that a
@@ -334,6 +370,7 @@ class RayPool:
         transport: TransportKind = TransportKind.SOCKET,
         *,
         engine: EngineSettings,
+        secure: bool = False,
     ) -> None:
         import ray
 
@@ -364,9 +401,11 @@ class RayPool:
         unsited_groups = [k for k, g in enumerate(self.groups) if sites[g[0]] is None]
         self.home: ShardHost | None = None
         self._home_k: int | None = None
-        if unsited_groups and engine.coordinator_shards:
+        if unsited_groups and engine.coordinator_shards and not secure:  # secure sums: no site in the coordinator
             self._home_k = unsited_groups[0]
-            self.home = ShardHost([sources[i] for i in self.groups[self._home_k]], model, algorithm, seed, chains)
+            self.home = ShardHost(
+                [sources[i] for i in self.groups[self._home_k]], model, algorithm, seed, chains, secure
+            )
         self.remote_groups = [g for k, g in enumerate(self.groups) if k != self._home_k]
         # A worker process that dies is restarted by Ray on a node of its site (it reloads its shards); the run rolls
         # back to its last checkpoint (`revive`, then the coordinator restores every state).
@@ -376,7 +415,7 @@ class RayPool:
             site = sites[g[0]]
             opts = {"label_selector": {SITE_LABEL: site}} if site is not None else {}
             self.actors.append(
-                actor_cls.options(**opts).remote([sources[i] for i in g], model, algorithm, seed, chains)
+                actor_cls.options(**opts).remote([sources[i] for i in g], model, algorithm, seed, chains, secure)
             )
         self.placement: list[Placement] = []
         self._transport: SocketTransport | ActorTransport = ActorTransport(
@@ -530,8 +569,11 @@ class RayPool:
         slowdown: dict[int, float] | None = None,
         calibrate: bool = False,
         chains: int | None = None,
+        peers: Sequence[bytes] | None = None,
     ) -> np.ndarray | None:
-        parts = self._all("init_states", [(p, model, slowdown, calibrate, chains) for p in self._split(payloads)])
+        parts = self._all(
+            "init_states", [(p, model, slowdown, calibrate, chains, peers) for p in self._split(payloads)]
+        )
         return np.asarray(self._by_shard(parts), dtype=float) if calibrate else None
 
     def set_slowdown(self, factors: dict[int, float]) -> None:
@@ -575,9 +617,9 @@ class RayPool:
                         ) from None
                     time.sleep(0.2)
 
-    def restore(self, states: Sequence[ShardState]) -> None:
+    def restore(self, states: Sequence[ShardState], peers: Sequence[bytes] | None = None) -> None:
         by_shard = {s.shard: s for s in states}
-        self._all("restore", [([by_shard[i] for i in g],) for g in self.groups])
+        self._all("restore", [([by_shard[i] for i in g], peers) for g in self.groups])
 
     def step(self, messages: Any) -> StepResult:
         """One round on every actor; a failing worker raises WorkerFailed with its shard, site and node. `messages`:

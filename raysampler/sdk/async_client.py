@@ -24,6 +24,7 @@ from ..wire import (
     LooInfo,
     ModelFamilyInfo,
     RunInfo,
+    RunLedger,
     ServerEvent,
     VersionInfo,
 )
@@ -160,8 +161,9 @@ class AsyncClient(ClientBase[httpx.AsyncClient]):
         idempotency_key: str | None = None,
         name: str | None = None,
         tags: Mapping[str, str] | None = None,
+        secure_sums: bool | None = None,
     ) -> AsyncRunHandle:
-        state = await self._call(self._ops.submit(spec, run_id, idempotency_key, name, tags))
+        state = await self._call(self._ops.submit(spec, run_id, idempotency_key, name, tags, secure_sums))
         return AsyncRunHandle(self, state.id, state.info)
 
     async def run(self, run_id: str) -> AsyncRunHandle:
@@ -288,6 +290,9 @@ class AsyncRunHandle(RunHandleBase[AsyncClient]):
         self, data: Mapping[str, JSON], *, draws: int | str = 1000, bins: int = 10, seed: int = 0
     ) -> Evaluation:
         return await self.client._call(self.client._ops.evaluate(self._run, data, draws, bins, seed))
+
+    async def ledger(self, site: str | None = None) -> RunLedger:
+        return await self.client._call(self.client._ops.ledger(self._run, site))
 
     async def loo(self, draws: int | str = 1000, moment_match: bool = False) -> LooInfo:
         return await self.client._call(self.client._ops.loo(self._run, draws, moment_match))

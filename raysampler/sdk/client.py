@@ -29,6 +29,7 @@ from ..wire import (
     LooInfo,
     ModelFamilyInfo,
     RunInfo,
+    RunLedger,
     ServerEvent,
     VersionInfo,
 )
@@ -139,11 +140,13 @@ class Client(ClientBase[httpx.Client]):
         idempotency_key: str | None = None,
         name: str | None = None,
         tags: Mapping[str, str] | None = None,
+        secure_sums: bool | None = None,
     ) -> RunHandle:
         """Submit a run (a RunSpec or its dict; `name` and `tags` label it to find it by, see `runs`); returns its
-        handle. Invalid specs raise APIError (422) naming the field. The request carries an Idempotency-Key
-        (`idempotency_key`, else a fresh one), so a resent submit makes one run."""
-        state = self._call(self._ops.submit(spec, run_id, idempotency_key, name, tags))
+        handle. `secure_sums` (where given) sets the spec's field of that name: the sites send their terms of the
+        coordinator's sums masked. Invalid specs raise APIError (422) naming the field. The request carries an
+        Idempotency-Key (`idempotency_key`, else a fresh one), so a resent submit makes one run."""
+        state = self._call(self._ops.submit(spec, run_id, idempotency_key, name, tags, secure_sums))
         return RunHandle(self, state.id, state.info)
 
     def run(self, run_id: str) -> RunHandle:
@@ -322,6 +325,12 @@ class RunHandle(RunHandleBase[Client]):
         """Held-out metrics on `data` (a data reference as in a run spec: {"dataset_id": ...}, {"dataset":
         "builtin:..."} or {"shards": [...], "y_column": ...}), computed where the rows are."""
         return self.client._call(self.client._ops.evaluate(self._run, data, draws, bins, seed))
+
+    def ledger(self, site: str | None = None) -> RunLedger:
+        """The run's release ledger: every message each shard's site sent so far, by kind (quantity, shape,
+        messages, bytes, masked/sealed/plain); only the shards of `site` where given (APIError 404 for a site the
+        run has no shard on)."""
+        return self.client._call(self.client._ops.ledger(self._run, site))
 
     def loo(self, draws: int | str = 1000, moment_match: bool = False) -> LooInfo:
         """PSIS-LOO on the run's own rows, computed at its shards: elpd, se, p_loo, Pareto-k counts by band (flat

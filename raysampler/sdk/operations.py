@@ -28,6 +28,7 @@ from ..wire import (
     ModelFamilyInfo,
     ProgressEvent,
     RunInfo,
+    RunLedger,
     RunStatus,
     ServerEvent,
     SSEParser,
@@ -101,8 +102,9 @@ class Operations:
         idempotency_key: str | None,
         name: str | None,
         tags: Mapping[str, str] | None,
+        secure_sums: bool | None = None,
     ) -> Op[RunState]:
-        info = yield from self.json(rq.submit(spec, run_id, idempotency_key, name, tags))
+        info = yield from self.json(rq.submit(spec, run_id, idempotency_key, name, tags, secure_sums))
         return RunState(info["id"], info)
 
     def run(self, run_id: str) -> Op[RunState]:
@@ -318,6 +320,9 @@ class Operations:
         self, run: RunState, data: Mapping[str, JSON], draws: int | str, bins: int, seed: int
     ) -> Op[Evaluation]:
         return (yield from self.json(rq.evaluate(run.id, data, draws, bins, seed)))
+
+    def ledger(self, run: RunState, site: str | None) -> Op[RunLedger]:
+        return (yield from self.json(rq.ledger(run.id, site)))
 
     def loo(self, run: RunState, draws: int | str, moment_match: bool) -> Op[LooInfo]:
         return (yield from self.json(rq.loo(run.id, draws, moment_match)))

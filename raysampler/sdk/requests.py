@@ -55,9 +55,12 @@ def submit(
     idempotency_key: str | None,
     name: str | None = None,
     tags: Mapping[str, str] | None = None,
+    secure_sums: bool | None = None,
 ) -> Request:
     """POST /v1/runs with an Idempotency-Key (a fresh one unless given), so that a resent submit makes one run."""
     body = dict(spec) if isinstance(spec, Mapping) else spec.model_dump(mode="json", exclude_none=True)
+    if secure_sums is not None:
+        body["secure_sums"] = secure_sums
     if run_id is not None:
         body["run_id"] = run_id
     if name is not None:
@@ -194,6 +197,10 @@ def predict(
 def evaluate(run_id: str, data: Mapping[str, JSON], draws: int | str, bins: int, seed: int) -> Request:
     body = {"data": dict(data), "draws": draws, "bins": bins, "seed": seed}
     return Request("POST", f"/v1/runs/{run_id}/evaluate", json=body)
+
+
+def ledger(run_id: str, site: str | None) -> Request:
+    return Request("GET", f"/v1/runs/{run_id}/ledger", params={} if site is None else {"site": site})
 
 
 def loo(run_id: str, draws: int | str, moment_match: bool = False) -> Request:

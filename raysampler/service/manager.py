@@ -31,6 +31,7 @@ from ..enums import Executor, StopReason
 from ..errors import Failure, FailureKind, RunCancelled, SamplingError, failure_of
 from ..events import EventKind, RunEvent
 from ..options import ExecutionOptions, RunOptions
+from ..privacy.ledger import SiteLedger
 from ..runtime.contracts import RunStats
 from ..sampling import Run
 from ..wire import (
@@ -49,7 +50,16 @@ from .errors import AccessDenied, NotFound, QuotaExceeded, StateConflict
 from .metrics import LiveRun, Metrics
 from .records import Lease, RunFields, RunRecord
 from .results import MIN_SUMMARY_DRAWS, progress_fraction, summary_of
-from .schemas import DiagnosticsInfo, FailureInfo, NetworkInfo, RunSpec, TripsInfo, WorkerStats
+from .schemas import (
+    DiagnosticsInfo,
+    FailureInfo,
+    NetworkInfo,
+    ReleaseInfo,
+    RunSpec,
+    SiteLedgerInfo,
+    TripsInfo,
+    WorkerStats,
+)
 from .settings import Settings
 from .specs import SpecError, build, run_options, spec_hash
 from .store import ActiveLimit, Conflict, LeaseLost, RecordStore
@@ -834,9 +844,36 @@ def _workers(stats: RunStats, rows: Sequence[int] = ()) -> list[WorkerStats]:
                 setup_rtt_s=link.setup_rtt_s if link else None,
                 rtt_s=link.rtt_s if link else None,
                 rtt_median_s=link.rtt_median_s if link else None,
+                ledger=site_ledger(stats.ledger.shards[i]) if stats.ledger is not None else None,
             )
         )
     return out
+
+
+def site_ledger(entry: SiteLedger) -> SiteLedgerInfo:
+    """One shard's release ledger as the API shows it."""
+    by_mode = entry.bytes_by_mode()
+    return SiteLedgerInfo(
+        shard=entry.shard,
+        site=entry.site,
+        messages=entry.messages,
+        bytes=entry.total_bytes,
+        masked_bytes=by_mode["masked"],
+        sealed_bytes=by_mode["sealed"],
+        plain_bytes=by_mode["plain"],
+        releases=[
+            ReleaseInfo.model_validate(
+                {
+                    "quantity": r.quantity,
+                    "shape": list(r.shape),
+                    "messages": r.messages,
+                    "bytes": r.bytes,
+                    "mode": r.mode,
+                }
+            )
+            for r in entry.releases
+        ],
+    )
 
 
 def _network(stats: RunStats) -> NetworkInfo:

@@ -553,6 +553,11 @@ class RunSpec(BaseModel):
     thin: int = Field(default=_RUN.thin, ge=1)
     seed: int = Field(default=_RUN.seed, ge=0, le=SEED_MAX, description="0 ≤ seed ≤ 2**63 - 1 (signed 64 bits)")
     time_budget_s: float | None = Field(default=None, gt=0)
+    secure_sums: bool = Field(
+        default=False,
+        description="the sites send their terms of the coordinator's sums masked (pairwise masks that cancel in "
+        "the sum), so the coordinator reads only sums over sites (algorithm dglmc; docs/privacy.md)",
+    )
     run_id: str | None = Field(
         default=None, pattern=ID_PATTERN, description="client-chosen id (makes submit idempotent)"
     )
@@ -649,6 +654,38 @@ class NetworkInfo(BaseModel):
     trips: TripsInfo = Field(default_factory=lambda: TripsInfo(setup=0, warmup=0, sampling=0, capture=0, total=0))
 
 
+class ReleaseInfo(BaseModel):
+    """One kind of message a site sent (the release ledger): what quantity, the shape of one message, how many,
+    their bytes, and how they went (masked: a secure sum's term; sealed: encrypted under the site's key; plain)."""
+
+    quantity: str = Field(description='e.g. "z/rho", "local_accept", "step_time", "setup:newton_trial"')
+    shape: list[int]
+    messages: int
+    bytes: int
+    mode: Literal["masked", "sealed", "plain"]
+
+
+class SiteLedgerInfo(BaseModel):
+    """Everything one shard's site sent in the run, by kind, with its totals."""
+
+    shard: int
+    site: str | None = None
+    messages: int = 0
+    bytes: int = 0
+    masked_bytes: int = 0
+    sealed_bytes: int = 0
+    plain_bytes: int = 0
+    releases: list[ReleaseInfo] = Field(default_factory=list)
+
+
+class RunLedger(BaseModel):
+    """GET /v1/runs/{id}/ledger: the release ledger of the run's shards (of one site with ?site=)."""
+
+    run_id: str
+    site: str | None = Field(None, description="the site asked for (null: every shard)")
+    shards: list[SiteLedgerInfo]
+
+
 class WorkerStats(BaseModel):
     shard: int
     site: str | None = Field(None, description="the site label of the node the shard's worker runs on")
@@ -667,6 +704,9 @@ class WorkerStats(BaseModel):
         None, description="its process's round-trip time on its round channel: the least over the recent rounds"
     )
     rtt_median_s: float | None = Field(None, description="the same, the median over the recent rounds")
+    ledger: SiteLedgerInfo | None = Field(
+        None, description="the release ledger: every message its site sent so far, by kind (GET /v1/runs/{id}/ledger)"
+    )
 
 
 class FailureInfo(BaseModel):

@@ -68,7 +68,25 @@ def _options(spec: RunSpec) -> RunOptions:
         target_ess=spec.target_ess,
         max_rhat=spec.max_rhat,
         max_rounds=spec.max_rounds,
+        secure_sums=spec.secure_sums,
     )
+
+
+def check_secure_sums(spec: RunSpec, algorithm: Algorithm) -> None:
+    """secure_sums needs an algorithm that sends only sums (SpecError at secure_sums naming it) and the privacy
+    extra where the service runs."""
+    if not spec.secure_sums:
+        return
+    try:
+        algorithm.for_secure_sums()
+    except ArgumentError as exc:
+        raise SpecError(("secure_sums",), str(exc)) from None
+    from ..extras import MissingExtraError, require
+
+    try:
+        require("privacy", "secure_sums")
+    except MissingExtraError as exc:
+        raise SpecError(("secure_sums",), str(exc)) from None
 
 
 def spec_hash(spec: RunSpec) -> str:
@@ -179,6 +197,7 @@ def build(
     except (ValueError, TypeError) as exc:
         where = ("algorithm", "name") if spec.algorithm.name not in ALGORITHMS else ("algorithm", "params")
         raise SpecError(where, str(exc)) from None
+    check_secure_sums(spec, algorithm)
     if spec.data.shards is not None:
         return build_site_shards(spec, model, algorithm, executor, tenant, grants or DataGrants())
     table = model_table(load_data(spec, tenant, store), model, spec.data)

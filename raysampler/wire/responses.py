@@ -24,9 +24,12 @@ __all__ = [
     "ModelFamilyInfo",
     "NetworkInfo",
     "Progress",
+    "ReleaseInfo",
     "ReliabilityBinInfo",
     "RowRefInfo",
     "RunInfo",
+    "RunLedger",
+    "SiteLedgerInfo",
     "TripsInfo",
     "VersionInfo",
     "WarnedRowInfo",
@@ -49,6 +52,38 @@ class Progress(TypedDict):
     basis: Literal["rounds", "convergence"]
 
 
+class ReleaseInfo(TypedDict):
+    """One kind of message a site sent (the release ledger): quantity, one message's shape, how many, their bytes,
+    and whether they went masked (a secure sum's term), sealed (under the site's key) or plain."""
+
+    quantity: str
+    shape: list[int]
+    messages: int
+    bytes: int
+    mode: Literal["masked", "sealed", "plain"]
+
+
+class SiteLedgerInfo(TypedDict):
+    """Everything one shard's site sent in the run, by kind, with its totals."""
+
+    shard: int
+    site: str | None
+    messages: int
+    bytes: int
+    masked_bytes: int
+    sealed_bytes: int
+    plain_bytes: int
+    releases: list[ReleaseInfo]
+
+
+class RunLedger(TypedDict):
+    """A run's release ledger (GET /v1/runs/{id}/ledger), of one site's shards where one was asked for."""
+
+    run_id: str
+    site: str | None
+    shards: list[SiteLedgerInfo]
+
+
 class WorkerStats(TypedDict):
     """One shard's worker: where it runs, its measured seconds per local step τ_i, its local step count N_i, its
     idle fraction and round-trip times."""
@@ -66,6 +101,7 @@ class WorkerStats(TypedDict):
     setup_rtt_s: float | None
     rtt_s: float | None
     rtt_median_s: float | None
+    ledger: SiteLedgerInfo | None
 
 
 class FailureInfo(TypedDict):

@@ -11,13 +11,16 @@ rules), so the coupling ‖z_i − φ‖²/(2ρ_i) is measured in posterior unit
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, cast
 
 import numpy as np
 
 from ...errors import ArgumentError
 from ...models.contract import Model, ShardStack
+from ...privacy.fixed_point import encode
 from ...streams import ChainNoise, StackedNoise
 from ...tuning.laplace import PRECONDITIONERS
 from ..base import Algorithm, Plan, RoundInfo, ShardPool
@@ -26,7 +29,16 @@ from . import coordinator, tuning
 from .kernels import KERNELS, LOCAL_KERNELS, BatchKernel, LocalKernel, OneShard, ShardKernel
 from .recentre import shard_accepts
 from .report import reply, report_steps, start_report
-from .types import CoordinatorState, LocalRound, Message, Reply, RoundMessage, WorkerPayload, WorkerState
+from .types import (
+    CoordinatorState,
+    FixedSum,
+    LocalRound,
+    Message,
+    Reply,
+    RoundMessage,
+    WorkerPayload,
+    WorkerState,
+)
 
 
 @dataclass(frozen=True)
@@ -58,6 +70,10 @@ class DGLMC(Algorithm):
         beyond its Laplace model (one gradient per round and shard; `kernels/laplace_mh.py`). "auto" (default): the
         shards whose plain proposal was accepted less than `RECENTRE_BELOW` of the time during burn-in, from the
         end of burn-in on; True: always; False: never.
+      fixed_point: each worker sends its term z_i/ρ_i of θ | z's mean rounded to the nearest 2⁻³²
+        (`privacy.fixed_point`) instead of z_i, and the coordinator adds the terms exactly mod 2⁶⁴: what a
+        secure-sums run (`secure_sums=True`, which sets it) sends before its sites' masks, so this plain run's
+        draws are bit-identical to the secure run's with the same seed.
     """
 
     preconditioner: str | None = "auto"
@@ -72,6 +88,7 @@ class DGLMC(Algorithm):
     target_accept: float = 0.574
     overrelax: Any = "auto"
     recentre: Any = "auto"
+    fixed_point: bool = False
     name: str = field(default="dglmc", init=False)
     supports_local_params = True  # group effects: worker state (z_i, η_i), coupling on z_i only (`tuning.py`)
 
@@ -111,6 +128,23 @@ class DGLMC(Algorithm):
                 f"recentre re-centres the 'laplace_mh' local kernel's proposal; this run's kernel is {k.name!r}",
             )
 
+    secure_sums_refusal = None  # θ | z needs only s = b0 + Σ_i z_i/ρ_i: the sites' terms go masked
+    release_names = MappingProxyType(
+        {
+            "z": "z",
+            "summed": "z/rho",
+            "accept": "local_accept",
+            "local": "local_params",
+            "given": "local_params_given_theta",
+            "status": "status",
+        }
+    )
+    masked_fields = ("summed",)
+
+    def for_secure_sums(self) -> DGLMC:
+        """The sites send z_i/ρ_i in fixed point (their hosts mask it): `fixed_point=True`."""
+        return dataclasses.replace(self, fixed_point=True)
+
     def prepare(self, model: Model, pool: ShardPool, *, chains: int, seed: int, noise: ChainNoise) -> Plan:
         return tuning.prepare(self, model, pool, chains=chains, seed=seed, noise=noise)
 
@@ -119,7 +153,8 @@ class DGLMC(Algorithm):
     def worker_init(self, payload: WorkerPayload, model: Model, X: np.ndarray, y: np.ndarray) -> WorkerState:
         kernel = KERNELS[payload.kernel]
         chains = kernel.init(payload, model, X, y)  # type: ignore[attr-defined]  # each kind defines its init
-        return WorkerState(kernel.name, chains, start_report(payload, int(model.dim)))
+        fixed = FixedSum(np.array([1.0 / payload.rho]), payload.parties) if payload.fixed_point else None
+        return WorkerState(kernel.name, chains, start_report(payload, int(model.dim)), fixed)
 
     def worker_step(
         self, state: WorkerState, message: Message, model: Model, X: np.ndarray, y: np.ndarray, noise: ChainNoise
@@ -138,7 +173,10 @@ class DGLMC(Algorithm):
             z, accept = chains.z, (chains.accept if kernel.exact else None)
         if report is not None and not kernel.moves_report:
             report = report_steps(report, rnd, model, X, y, noise)
-        return WorkerState(kernel.name, chains, report), reply(z, accept, report, message.phi, model, X, y)
+        out = reply(z, accept, report, message.phi, model, X, y)
+        if state.fixed is not None:
+            out = fixed_reply(out, state.fixed, 1)
+        return WorkerState(kernel.name, chains, report, state.fixed), out
 
     def step_stacked(
         self,
@@ -155,7 +193,10 @@ class DGLMC(Algorithm):
         recentre = bool(message.recentre[j]) if message.recentre is not None else False
         rnd = LocalRound(message.phi, int(message.n_steps[j]), message.warmup, recentre, message.chains)
         chains, z, accept = kernel.step(stacked.chains, rnd, model, data, noise)
-        return stacked._replace(chains=chains), Reply(z, accept)
+        out = Reply(z, accept)
+        if stacked.fixed is not None:
+            out = fixed_reply(out, stacked.fixed, len(shards))
+        return stacked._replace(chains=chains), out
 
     # --- coordinator ----------------------------------------------------------------------------
 
@@ -190,6 +231,18 @@ class DGLMC(Algorithm):
     def reply_stats(self, replies: Reply | list[Reply]) -> dict[str, np.ndarray]:
         accept = shard_accepts(replies)
         return {} if accept is None else {"local_accept": np.mean(accept, axis=0)}
+
+
+def fixed_reply(out: Reply, fixed: FixedSum, rows: int) -> Reply:
+    """A reply (one shard's, or `rows` shards' stacked) with z_i replaced by its term z_i/ρ_i in fixed point and the
+    site's own flag of a term that was non-finite or out of range (`Reply.status`)."""
+    assert out.z is not None
+    z = out.z if rows > 1 or out.z.ndim == 3 else out.z[None]
+    enc = encode(z * fixed.inv_rho.reshape(-1, 1, 1), fixed.parties, rows=z.shape[0])
+    status = np.where(enc.ok, 0.0, np.nan)[:, None]
+    if out.z.ndim == 2:
+        return out._replace(z=None, summed=enc.words[0], status=status[0])
+    return out._replace(z=None, summed=enc.words, status=status)
 
 
 def is_schedule(value: Any) -> bool:

@@ -4,9 +4,11 @@ Plassier et al., ICML 2021, eq. 5), over-relaxed when α ≠ 0 (Adler 1981; Neal
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import numpy as np
 
+from ...privacy.fixed_point import decode, total
 from ...streams import ChainNoise
 from ..base import RoundInfo
 from .recentre import recentring, shard_accepts
@@ -33,10 +35,13 @@ def coordinator_step(
     """Eq. (5): θ ~ N(μ, Q⁻¹), μ = Q⁻¹(b0 + Σ_i z_i/ρ_i), drawn as μ + ξ Cᵀ (C C ᵀ = Q⁻¹ factored once);
     over-relaxed (α ≠ 0) as μ + α(θ − μ) + √(1 − α²) ξ Cᵀ. `replies` is one per shard, or all stacked."""
     c = state.consts
-    if isinstance(replies, Reply):
+    if c.fixed_point:  # the sites' terms z_i/ρ_i in fixed point, masked or not: only their sum is read
+        s = c.b0 + summed_terms(replies)
+    elif isinstance(replies, Reply):
+        assert replies.z is not None
         s = c.b0 + shard_sum(replies.z * c.inv_rho[:, None, None])
     else:
-        s = c.b0 + sum(r.z * w for r, w in zip(replies, c.inv_rho))
+        s = c.b0 + sum(cast(np.ndarray, r.z) * w for r, w in zip(replies, c.inv_rho))
     group, pending = info.chains, None
     if group is None or group[0] == 0:  # a whole round, or its first half: the round's numbers for every chain
         draw = noise.normal(1)[0]
@@ -65,6 +70,14 @@ def coordinator_step(
         total = np.asarray(accept, dtype=float).sum(axis=1)
         warm, counted = (total if warm is None else warm + total), counted + accept.shape[1]
     return CoordinatorState(phi, c, pending, warm, counted), phi
+
+
+def summed_terms(replies: Reply | list[Reply]) -> np.ndarray:
+    """Σ_i z_i/ρ_i from the replies' fixed-point terms (`Reply.summed`), added mod 2⁶⁴ and decoded: in a
+    secure-sums run each term is masked and only this sum means anything."""
+    words = replies.summed if isinstance(replies, Reply) else np.stack([cast(np.ndarray, r.summed) for r in replies])
+    assert words is not None
+    return decode(total(words))
 
 
 def shard_sum(terms: np.ndarray) -> np.ndarray:

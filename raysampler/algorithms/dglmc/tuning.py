@@ -74,6 +74,9 @@ class Settings(Protocol):
     @property
     def recentre(self) -> Any: ...
 
+    @property
+    def fixed_point(self) -> bool: ...
+
     def check_recentre(self, kernel: LocalKernel | str | None) -> None: ...
 
 
@@ -125,7 +128,7 @@ def prepare(alg: Settings, model: Model, pool: ShardPool, *, chains: int, seed: 
     alpha = _overrelax(alg.overrelax, kernel, local, lap.quads, prior_P, rho)
     consts = coordinator_consts(
         prior_P, prior_b, rho, alpha, stacked=kernel.batches and not local,
-        recentre=alg.recentre if kernel.recentres else False,
+        recentre=alg.recentre if kernel.recentres else False, fixed_point=alg.fixed_point,
     )  # fmt: skip
 
     quads = lap.quads if kernel.needs_quadratics else None
@@ -143,6 +146,8 @@ def prepare(alg: Settings, model: Model, pool: ShardPool, *, chains: int, seed: 
             alpha if kernel.overrelaxes else 0.0,
             per_chain_step=local,
             centre=centres[i],
+            fixed_point=alg.fixed_point,
+            parties=b,
         )
         for i in range(b)
     ]
@@ -250,11 +255,14 @@ def coordinator_consts(
     alpha: float,
     stacked: bool = False,
     recentre: bool | str = False,
+    fixed_point: bool = False,
 ) -> CoordinatorConsts:
     """The coordinator's fixed Gaussian step: Q⁻¹ = (prior precision + Σ_i I/ρ_i)⁻¹ and its Cholesky factor."""
     q_inv = np.linalg.inv(prior_P + np.eye(prior_P.shape[0]) * np.sum(1.0 / rho))
     q_inv = 0.5 * (q_inv + q_inv.T)
-    return CoordinatorConsts(q_inv, np.linalg.cholesky(q_inv), prior_b, 1.0 / rho, alpha, stacked, recentre)
+    return CoordinatorConsts(
+        q_inv, np.linalg.cholesky(q_inv), prior_b, 1.0 / rho, alpha, stacked, recentre, fixed_point
+    )
 
 
 def centring_proposals(

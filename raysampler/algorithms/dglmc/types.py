@@ -34,6 +34,18 @@ class WorkerPayload:
     #: the Cholesky factor (in θ's units) of its random-walk proposal, ρ times their conditional covariance under
     #: the Laplace approximation (the step is scaled per chain during burn-in)
     centre: tuple[np.ndarray, np.ndarray] | None = None
+    #: send z_i/ρ_i in fixed point (`privacy.fixed_point`), as a secure-sums run's sites do before masking, among
+    #: `parties` shards (the range each term must stay in)
+    fixed_point: bool = False
+    parties: int = 1
+
+
+class FixedSum(NamedTuple):
+    """A worker that sends its term of Σ_i z_i/ρ_i in fixed point: 1/ρ_i (an array (1,) per shard, so that shards
+    with different ρ_i still step as one batch) and the number of parties whose terms are summed."""
+
+    inv_rho: np.ndarray
+    parties: int
 
 
 class ReportChain(NamedTuple):
@@ -60,6 +72,7 @@ class WorkerState(NamedTuple):
     kernel: str
     chains: Any
     report: ReportChain | None = None
+    fixed: FixedSum | None = None  # the reply carries z_i/ρ_i in fixed point (`Reply.summed`), not z_i
 
 
 class Message(NamedTuple):
@@ -92,12 +105,19 @@ class RoundMessage(NamedTuple):
 
 class Reply(NamedTuple):
     """Worker i's reply; stepped as a batch, the batch's replies stacked along a first axis over its shards (z
-    (B, K, d), accept (B, K)), and the coordinator gets every shard's that way (b, K, d)."""
+    (B, K, d), accept (B, K)), and the coordinator gets every shard's that way (b, K, d).
 
-    z: np.ndarray  # (K, d): z_i (the global part only, with local parameters)
+    With fixed-point sums (`WorkerPayload.fixed_point`, and every secure-sums run) z is None: the worker sends
+    instead its term z_i/ρ_i in fixed point (`summed`, uint64 (K, d); masked by its site in a secure-sums run) and a
+    flag of its own (`status` (1,): 0, or NaN where z_i was non-finite or beyond the fixed point's range), which
+    the coordinator's non-finite check reads as it reads z."""
+
+    z: np.ndarray | None  # (K, d): z_i (the global part only, with local parameters)
     accept: np.ndarray | None
     local: np.ndarray | None = None  # (K, l_i): the local parameters on their reported scale (group effects r)
     given: np.ndarray | None = None  # (K, d): the θ (coordinates φ) that `local` was drawn given
+    summed: np.ndarray | None = None  # (K, d) uint64: z_i/ρ_i in fixed point (masked in a secure-sums run)
+    status: np.ndarray | None = None  # (1,): 0.0, or NaN where the site found its term non-finite or out of range
 
 
 class LocalRound(NamedTuple):
@@ -124,6 +144,7 @@ class CoordinatorConsts:
     overrelax: float = 0.0
     stacked: bool = False  # the workers step their shards as one batch: one `RoundMessage` per round
     recentre: bool | str = False  # kernel "laplace_mh": re-centre its proposal (True, False or "auto")
+    fixed_point: bool = False  # the replies carry Σ_i's terms in fixed point (`Reply.summed`): s is their sum
 
 
 class CoordinatorState(NamedTuple):

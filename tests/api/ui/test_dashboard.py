@@ -921,3 +921,45 @@ def test_a_formula_run_from_the_form_its_effects_and_its_predictive_check(browse
     assert plotted_axes(browser)["ppc"] == ["sd (line: the observed y's)", "replicated data sets"]
     assert browser.execute_script(A11Y_JS) == []
     assert not [m for m in console(browser) if "SEVERE" in m], "console errors"
+
+
+def test_the_secure_sums_box_goes_into_the_request_and_the_workers_panel_shows_each_sites_ledger(browser, service):
+    """Ticking "secure sums" sets the request's secure_sums; the run's workers panel then shows each site's bytes
+    masked / sealed / plain, with every kind of message in the cell's tooltip."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    sign_in(browser, service.url, ALICE)
+    wait_for(lambda: browser.find_element(By.ID, "runs-body"), what="the runs page")
+    browser.get(f"{service.url}/ui/#/submit")
+    wait_for(lambda: len(Select(browser.find_element(By.ID, "f-dataset")).options) > 1, what="the data sets")
+    Select(browser.find_element(By.ID, "f-dataset")).select_by_value("builtin:breast_cancer")
+    assert '"secure_sums"' not in browser.find_element(By.ID, "spec-json").get_attribute("value")
+    browser.find_element(By.ID, "f-secure-sums").click()
+    for field, value in (("f-chains", "2"), ("f-burn", "10"), ("f-shards-n", "2")):
+        box = browser.find_element(By.ID, field)
+        box.clear()
+        box.send_keys(value)
+    browser.find_element(By.ID, "f-auto").click()
+    rounds = browser.find_element(By.ID, "f-rounds")
+    rounds.clear()
+    rounds.send_keys("30")
+    assert '"secure_sums": true' in browser.find_element(By.ID, "spec-json").get_attribute("value")
+    browser.find_element(By.ID, "submit").click()
+    wait_for(
+        lambda: browser.execute_script("const m = location.hash.match(/^#\\/run\\/(.+)$/); return m && m[1]"),
+        what="the run page",
+    )
+    cells = wait_for(
+        lambda: browser.execute_script(
+            "return [...document.querySelectorAll('#workers tr')].slice(1).map(r => r.lastElementChild)"
+            ".filter(c => c.textContent !== '–').map(c => [c.textContent, c.title])"
+        ),
+        300,
+        "the workers' ledgers",
+    )
+    assert len(cells) == 2, cells
+    for text, title in cells:
+        masked = text.split(" / ")[0]
+        assert masked.endswith(("B", "KiB")) and masked != "0 B", text
+        assert "z/rho [2×31]" in title and "masked" in title and "local_accept" in title, title
