@@ -950,14 +950,16 @@ def test_the_secure_sums_box_goes_into_the_request_and_the_workers_panel_shows_e
         lambda: browser.execute_script("const m = location.hash.match(/^#\\/run\\/(.+)$/); return m && m[1]"),
         what="the run page",
     )
-    cells = wait_for(
-        lambda: browser.execute_script(
+
+    def ledgers() -> list | None:
+        """Both workers' ledger cells once each counts masked bytes (the set-up's plain messages come first)."""
+        got = browser.execute_script(
             "return [...document.querySelectorAll('#workers tr')].slice(1).map(r => r.lastElementChild)"
-            ".filter(c => c.textContent !== '–').map(c => [c.textContent, c.title])"
-        ),
-        300,
-        "the workers' ledgers",
-    )
+            ".filter(c => c.textContent !== '–' && !c.textContent.startsWith('0 B')).map(c => [c.textContent, c.title])"
+        )
+        return got if len(got) == 2 else None
+
+    cells = wait_for(ledgers, 300, "the workers' ledgers")
     assert len(cells) == 2, cells
     for text, title in cells:
         masked = text.split(" / ")[0]
