@@ -36,6 +36,11 @@ _BRMS = {
     "binomial_regression": ("binomial", "mu = logit"),
     "negative_binomial_regression": ("negbinomial", "mu = log; shape = identity"),
     "softmax_regression": ("categorical", "mu = logit"),
+    "student_t_regression": ("student", "mu = identity; sigma = identity; nu = identity"),
+    "gamma_regression": ("gamma", "mu = log; shape = identity"),
+    "beta_regression": ("beta", "mu = logit; phi = identity"),
+    "weibull_regression": ("weibull", "mu = log; shape = identity"),
+    "exponential_regression": ("exponential", "mu = log"),
 }
 #: At most this many rows of a model without the brms layout are printed (the rest are counted).
 MAX_OTHER_ROWS = 40

@@ -5,7 +5,8 @@ Specs (what a user writes; frozen, hashable, validated at construction — error
 * coefficients: `Normal(mean, scale)` (scalar or one value per coefficient; ``scale=inf`` is a flat, improper prior
   on that coefficient) and `StudentT(nu, mean, scale)`;
 * positive parameters (a noise sd σ, a dispersion φ): `HalfNormal(scale)`, `HalfCauchy(scale)`,
-  `HalfStudentT(nu, scale)`, `Exponential(rate)`, `InverseGamma(a, b)` (a prior on σ², not σ) and `Flat()`
+  `HalfStudentT(nu, scale)`, `Exponential(rate)`, `Gamma(shape, rate)` (brms' prior on a Student-t's ν and on the
+  Gamma, Beta and Weibull families' shape or precision), `InverseGamma(a, b)` (a prior on σ², not σ) and `Flat()`
   (uniform on σ > 0; ``Flat(log=True)`` is uniform on log σ, i.e. density ∝ 1/σ);
 * correlation matrices (correlated group effects): `LKJ(eta)`, sampled in its Cholesky factor's partial
   correlations (`PartialCorrelations`).
@@ -41,6 +42,7 @@ __all__ = [
     "CoefPrior",
     "Exponential",
     "Flat",
+    "Gamma",
     "GaussianPrior",
     "HalfCauchy",
     "HalfNormal",
@@ -252,6 +254,24 @@ class Exponential:
 
 
 @dataclass(frozen=True)
+class Gamma:
+    """σ ~ Gamma(shape, rate) (density ∝ σ^(shape−1) e^(−rate·σ), mean shape/rate): brms' gamma(2, 0.1) on a
+    Student-t's degrees of freedom ν, gamma(0.01, 0.01) on the Gamma family's shape and the Beta family's precision.
+    In t = log σ: U(t) = rate·eᵗ − shape·t."""
+
+    shape: float
+    rate: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", _number("Gamma", "shape", self.shape, positive=True))
+        object.__setattr__(self, "rate", _number("Gamma", "rate", self.rate, positive=True))
+
+    def _derivs(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        w = self.rate * np.exp(t)
+        return w - self.shape * t, w - self.shape, w
+
+
+@dataclass(frozen=True)
 class InverseGamma:
     """σ² ~ InverseGamma(a, b) (density ∝ (σ²)^(−a−1) e^(−b/σ²)) — a prior on the *variance*; conjugate for linear
     regression. In t = log σ: U(t) = 2a·t + b·e^{−2t}."""
@@ -338,9 +358,17 @@ class PartialCorrelations:
 
 
 CoefPrior = Normal | StudentT
-PositivePrior = HalfNormal | HalfCauchy | HalfStudentT | Exponential | InverseGamma | Flat
+PositivePrior = HalfNormal | HalfCauchy | HalfStudentT | Exponential | Gamma | InverseGamma | Flat
 COEF_PRIORS: tuple[type, ...] = (Normal, StudentT)
-POSITIVE_PRIORS: tuple[type, ...] = (HalfNormal, HalfCauchy, HalfStudentT, Exponential, InverseGamma, Flat)
+POSITIVE_PRIORS: tuple[type, ...] = (
+    HalfNormal,
+    HalfCauchy,
+    HalfStudentT,
+    Exponential,
+    Gamma,
+    InverseGamma,
+    Flat,
+)
 
 
 def check_coef_prior(value: Any, argname: str = "coef_prior") -> CoefPrior:

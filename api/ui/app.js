@@ -1019,7 +1019,7 @@ async function showSubmit() {
   const num = (sel) => ($(sel).value === "" ? null : Number($(sel).value));
   // A formula names its response, terms and groups itself: its family is brms', its priors are by kind (b, sd,
   // sigma for the families with a σ); the family fields below it do not apply.
-  const sigmaFamilies = ["gaussian", "lognormal"];
+  const sigmaFamilies = ["gaussian", "lognormal", "student"];
   const formulaModel = () => {
     const model = { formula: $("#f-formula").value.trim(), family: $("#f-formula-family").value };
     if (num("#f-b-scale") !== null) model.coef_prior = { normal: { scale: num("#f-b-scale") } };

@@ -26,6 +26,7 @@ between sites: they are refused, naming the term.
 from __future__ import annotations
 
 import functools
+import re
 import warnings
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -49,14 +50,23 @@ FORMULA_FAMILIES: dict[str, str] = {
     "binomial": "binomial_regression",
     "negbinomial": "negative_binomial_regression",
     "lognormal": "lognormal_regression",
+    "student": "student_t_regression",
+    "Gamma": "gamma_regression",
+    "Beta": "beta_regression",
+    "weibull": "weibull_regression",
+    "exponential": "exponential_regression",
 }
 #: the kinds of prior a formula model takes (`priors=`), one name per kind, as brms' prior classes: coefficients
 #: ("b"), group-effect sds ("sd", one prior or one per grouping column), the correlations of a term's effects ("cor",
-#: an LKJ, one or one per grouping column), the noise sd ("sigma", gaussian) and the negative binomial's
-#: dispersion ("phi")
-PRIOR_KINDS = ("b", "sd", "cor", "sigma", "phi")
+#: an LKJ, one or one per grouping column), the noise sd ("sigma": gaussian, lognormal, student), the negative
+#: binomial's dispersion and the Beta family's precision ("phi"), the Student-t's degrees of freedom ("nu"), the
+#: Gamma and Weibull families' shape ("shape")
+PRIOR_KINDS = ("b", "sd", "cor", "sigma", "phi", "nu", "shape")
 _OFFSET = "(offset)"
 _TRIALS = "(trials)"
+_CENSORED = "(censored)"
+#: the families whose response takes brms' censoring addition `y | cens(censored) ~ ...`
+_CENSORING_FAMILIES = ("weibull_regression", "exponential_regression")
 
 
 def _formulae() -> Any:
@@ -89,6 +99,41 @@ class Terms:
     variables: tuple[str, ...]
     #: the grouping columns whose effects are correlated: one term with `|` and two effects or more (brms' default)
     correlated: tuple[str, ...] = ()
+    #: the column of the right-censoring indicator, from brms' addition `y | cens(censored) ~ ...` (None: none)
+    censored: str | None = None
+
+
+_CENS = re.compile(r"^\s*cens\(\s*([A-Za-z_.][A-Za-z0-9_.]*)\s*\)\s*$")
+
+
+def _response_addition(formula: str) -> tuple[str, str | None]:
+    """The formula without brms' response addition, and the column `cens(column)` names there (None without one):
+    `time | cens(censored) ~ age` → ("time ~ age", "censored"). formulae does not read additions, so they are taken
+    off before it parses the formula; any addition but `cens(...)` is an ArgumentError naming it."""
+    lhs, sep, rhs = formula.partition("~")
+    depth, bar = 0, -1
+    for j, c in enumerate(lhs):
+        depth += (c == "(") - (c == ")")
+        if c == "|" and depth == 0:
+            bar = j
+            break
+    if not sep or bar < 0:
+        return formula, None
+    addition = lhs[bar + 1 :]
+    found = _CENS.match(addition)
+    if found is None:
+        raise ArgumentError(
+            _PATH,
+            f"formula {formula!r}: the response's addition {addition.strip()!r} is not available; the one addition "
+            "is right censoring, 'y | cens(censored) ~ ...' with a column of 0 (event observed) and 1 (censored), for "
+            "the weibull and exponential families",
+        )
+    return f"{lhs[:bar].rstrip()} ~{rhs}", found.group(1)
+
+
+def _design_formula(formula: str) -> str:
+    """The formula as formulae reads it: no response addition, every group term's `||` written `|`."""
+    return _bars(_response_addition(formula)[0])[0]
 
 
 def _bars(formula: str) -> tuple[str, list[tuple[str, bool]]]:
@@ -132,7 +177,8 @@ def read_formula(formula: str) -> Terms:
 @functools.lru_cache(maxsize=256)
 def _read_formula(formula: str) -> Terms:
     fm = _formulae()
-    one_bar, bars = _bars(formula)
+    plain, censored = _response_addition(formula)
+    one_bar, bars = _bars(plain)
     try:
         desc = fm.model_description(one_bar)
     except Exception as exc:  # formulae's parse and resolve errors
@@ -200,6 +246,7 @@ def _read_formula(formula: str) -> Terms:
         tuple((n, i, tuple(s)) for n, (i, s) in merged.items()),
         tuple(variables),
         correlated,
+        censored,
     )
 
 
@@ -272,13 +319,16 @@ def _prior_fields(family: str, priors: Mapping[str, Any], terms: Terms) -> tuple
         raise ArgumentError(
             ("model", "priors", unknown[0]),
             f"priors: unknown kind {unknown[0]!r}; the kinds are {', '.join(PRIOR_KINDS)} (coefficients, group sds, "
-            "correlations, the noise sd, the dispersion)",
+            "correlations, the noise sd, the dispersion or precision, the degrees of freedom, the shape)",
         )
+    from . import FAMILIES
+
     own = {"b": "coef_prior"}
     if family in ("linear_regression", "lognormal_regression"):
         own["sigma"] = "sigma_prior"
     if family == "negative_binomial_regression":
         own["phi"] = "phi_prior"
+    own.update({n: f for n, f, _ in getattr(FAMILIES.get(family), "_family_params", ())})
     out = {}
     for kind, value in priors.items():
         if kind in ("sd", "cor"):
@@ -330,6 +380,11 @@ class FormulaModel(Model):
             raise ArgumentError(("model", "family"), "p(successes, trials) is the binomial family's response")
         if self.family == "binomial_regression" and len(terms.response) != 2:
             raise ArgumentError(_PATH, "the binomial family's response is p(successes, trials)")
+        if terms.censored is not None and self.family not in _CENSORING_FAMILIES:
+            raise ArgumentError(
+                ("model", "family"),
+                f"cens({terms.censored}): right censoring is the weibull and exponential families' (not {self.family})",
+            )
         self.template()  # unknown functions and the like fail here, naming the formula
         from . import FAMILIES
 
@@ -439,7 +494,7 @@ class FormulaModel(Model):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                return fm.design_matrices(_bars(self.formula)[0], pd.DataFrame(frame), na_action="error")
+                return fm.design_matrices(_design_formula(self.formula), pd.DataFrame(frame), na_action="error")
         except Exception as exc:
             raise ArgumentError(_PATH, f"formula {self.formula!r}: {type(exc).__name__}: {exc}") from None
 
@@ -463,6 +518,8 @@ class FormulaModel(Model):
                 f"{list(columns)} (a formula reads its response from the data's columns, by name)",
             )
         absent = [v for v in terms.variables if v not in columns]
+        if terms.censored is not None and terms.censored not in columns:
+            absent.append(terms.censored)
         if absent:
             names = ", ".join(map(repr, absent))
             raise ArgumentError(_PATH, f"formula: {names} is not a column of the data; the columns are {list(columns)}")
@@ -501,6 +558,8 @@ class Design:
     model: FormulaModel = field(repr=False, compare=False)
     #: the category columns that hold text: X holds their labels' `label_code`s (`raysampler.shards`)
     text: tuple[str, ...] = ()
+    #: the right-censoring indicator's column (`cens(...)`), the family's last X column; None without one
+    censored: str | None = None
 
     @classmethod
     def of(
@@ -538,12 +597,14 @@ class Design:
             terms.groups,
             model,
             text,
+            terms.censored,
         )
 
     @property
     def x_columns(self) -> tuple[str, ...]:
         """The names of the family's X columns."""
-        extra = (_OFFSET,) if self.offset else (_TRIALS,) if len(self.response) == 2 else ()
+        extra: tuple[str, ...] = (_OFFSET,) if self.offset else (_TRIALS,) if len(self.response) == 2 else ()
+        extra += (_CENSORED,) if self.censored is not None else ()
         return self.coef + tuple(g for g, _, _ in self.groups) + extra
 
     def bind_family(self, model: FormulaModel, spec: DataSpec) -> Model:
@@ -556,6 +617,8 @@ class Design:
             fields["offset"] = _OFFSET
         if len(self.response) == 2:
             fields["trials"] = _TRIALS
+        if self.censored is not None:
+            fields["censored"] = _CENSORED
         family = get_model(model.family, **fields, **({"group_effects": effects} if effects else {}))
         cols = self.x_columns
         text = spec.text_levels()  # a grouping column's text labels name its effects as given
@@ -594,6 +657,8 @@ class Design:
             extra, target = trials[:, None], succ
         else:  # the response is a column (`FormulaModel.check_columns`): the shard's own y is not read
             target = np.asarray(X[:, cols.index(self.response[0])], dtype=np.float64)
+        if self.censored is not None:
+            extra = np.asarray(X[:, cols.index(self.censored)], dtype=np.float64)[:, None]
         out = np.hstack([*parts, *group_cols, *([] if extra is None else [extra])])
         if self.model.target_kind == "multiclass":
             target = target.astype(np.int64)
@@ -640,6 +705,12 @@ class Design:
         group_cols = [values[g][:, None] for g in groups]
         if len(self.response) == 2:
             extra = values[self.response[1]][:, None]
+        if self.censored is not None:  # predictions are of the event time: the indicator (if given) enters none
+            extra = np.zeros((n, 1))
+            if self.censored in columns:
+                extra[:, 0] = _numbers(
+                    np.asarray(columns[self.censored], dtype=object).reshape(n), self.censored, argname
+                )
         out = np.hstack([*parts, *group_cols, *([] if extra is None else [extra])])
         return np.ascontiguousarray(out, dtype=np.float64)
 
@@ -756,6 +827,12 @@ class BoundFormula(Model):
     @property
     def dim(self) -> int:
         return int(self.model.dim)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The data's columns, as every shard's table holds them (the family's own X columns are the design's,
+        `design.x_columns`): what a check of a shard's table against the run's model compares."""
+        return self.design.columns
 
     def prior(self) -> Any:
         return self.model.prior()

@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
+from .beta import BetaRegression
 from .binomial import BinomialRegression
 from .contract import Model
+from .gamma import GammaRegression
 from .gaussian import Gaussian
 from .linear import LinearRegression
 from .logistic import LogisticRegression
@@ -26,6 +28,8 @@ from .mlp import MLPClassifier
 from .negbin import NegativeBinomialRegression
 from .poisson import PoissonRegression
 from .softmax import SoftmaxRegression
+from .student import StudentTRegression
+from .weibull import ExponentialRegression, WeibullRegression
 
 __all__ = [
     "BOUND_FIELDS",
@@ -49,6 +53,11 @@ BUILTIN: dict[str, type[Model]] = {
     "softmax_regression": SoftmaxRegression,
     "mlp_classifier": MLPClassifier,
     "lognormal_regression": LogNormalRegression,
+    "student_t_regression": StudentTRegression,
+    "gamma_regression": GammaRegression,
+    "beta_regression": BetaRegression,
+    "weibull_regression": WeibullRegression,
+    "exponential_regression": ExponentialRegression,
 }
 #: Fields that `bind` fills from the data: arguments of the constructor, but not parameters a user chooses.
 BOUND_FIELDS = frozenset({"n_features", "n_classes", "columns"})
