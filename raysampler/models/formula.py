@@ -858,6 +858,15 @@ class BoundFormula(Model):
         Xd, yd = self.design.build(X, y)
         return self.model.shard_data(Xd, yd, rows)
 
+    def validate(self, X: np.ndarray, y: np.ndarray, argname: str = "data") -> None:
+        """The family's checks of the design's (X, y); a response outside the family's support (a Gamma's y ≤ 0) is
+        refused naming the shard and the response's column."""
+        family = getattr(self.model, "family", self.model)  # a HierarchicalGLM holds the family
+        check = getattr(family, "check_response", None)
+        if check is not None:
+            check(np.asarray(y, dtype=np.float64), argname, self.design.response[0])
+        self.model.validate(X, y, argname)
+
     def new_rows(self, columns: Mapping[str, Any], argname: str = "X") -> np.ndarray:
         """New rows given by column name as the family's checks read them (`shard_data`'s X): the design built by
         name (`Design.new_rows`; no response needed), then the family's own `shard_data`."""
@@ -872,7 +881,19 @@ class BoundFormula(Model):
         return f"BoundFormula({self.source!r}, columns={list(self.design.x_columns)})"
 
 
-_OWN = {"bind", "shard_data", "param_blocks", "dim", "prior", "potential", "grad", "hvp", "smoothness", "new_rows"}
+_OWN = {
+    "bind",
+    "shard_data",
+    "param_blocks",
+    "dim",
+    "prior",
+    "potential",
+    "grad",
+    "hvp",
+    "smoothness",
+    "new_rows",
+    "validate",
+}
 for _name, _value in list(vars(Model).items()):
     if callable(_value) and not _name.startswith("_") and _name not in _OWN:
         setattr(BoundFormula, _name, _forward(_name))

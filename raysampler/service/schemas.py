@@ -269,6 +269,12 @@ class ModelSpec(BaseModel):
     trials_column: str | None = Field(
         default=None, min_length=1, description="binomial_regression: the column of trial counts (not a feature)"
     )
+    censored_column: str | None = Field(
+        default=None,
+        min_length=1,
+        description="weibull_regression, exponential_regression: the column of the right-censoring indicator, 0 "
+        "(event observed) or 1 (censored), not a feature (a formula writes 'y | cens(column) ~ ...')",
+    )
     group_effects: list[GroupEffectsSpec] | None = Field(
         default=None,
         min_length=1,
@@ -322,7 +328,7 @@ class ModelSpec(BaseModel):
             return self
         clash = [
             n
-            for n in ("prior_scale", "noise_sd", "offset_column", "trials_column", "group_effects")
+            for n in ("prior_scale", "noise_sd", "offset_column", "trials_column", "censored_column", "group_effects")
             if getattr(self, n) is not None
         ] + list(self.model_extra or {})
         if clash:
@@ -366,7 +372,11 @@ class ModelSpec(BaseModel):
         ]
         named += [
             arg
-            for arg, field in (("offset", "offset_column"), ("trials", "trials_column"))
+            for arg, field in (
+                ("offset", "offset_column"),
+                ("trials", "trials_column"),
+                ("censored", "censored_column"),
+            )
             if getattr(self, field) is not None
         ]
         if self.formula is not None:  # the formula's own errors name it, its priors and its levels
@@ -387,6 +397,8 @@ class ModelSpec(BaseModel):
             out["offset"] = self.offset_column
         if self.trials_column is not None:
             out["trials"] = self.trials_column
+        if self.censored_column is not None:
+            out["censored"] = self.censored_column
         if self.group_effects is not None:
             out["group_effects"] = tuple(g.to_engine() for g in self.group_effects)
         return out
