@@ -87,6 +87,7 @@ class StudentTRegression(RowFamilyGLM):
         return -self.row_terms(X, np.asarray(y, dtype=np.float64), eta, psi, 0).loss
 
     def eta_mean(self, X: np.ndarray, eta: np.ndarray, psi: np.ndarray) -> np.ndarray:
+        """The location η: y's mean where ν > 1 (brms' `posterior_epred` gives it for every ν too)."""
         return eta
 
     def eta_draw(self, X: np.ndarray, eta: np.ndarray, psi: np.ndarray, u: np.ndarray) -> np.ndarray:

@@ -1,8 +1,10 @@
 """The families brms users fit (issue 48 item 4), each against an exact answer or a reference: lognormal (the
-Gaussian family on log y: the same draws at one seed, and the exact Normal–Inverse-Gamma posterior). Per family:
-the per-row log-likelihood against scipy.stats and summing to the potential, predictions on y's scale, the formula
-family name as brms spells it, LOO and pp_check. Derivatives against finite differences are in
-test_regression_models.py (its CASES)."""
+Gaussian family on log y: the same draws at one seed, and the exact Normal–Inverse-Gamma posterior); Student-t,
+Gamma, Beta, Weibull and exponential with right censoring (their posteriors against NUTS in
+test_family_references.py). Per family: the per-row log-likelihood against scipy.stats and summing to the potential,
+predictions on y's scale, the formula family name as brms spells it (`y | cens(censored) ~ ...` for survival), LOO,
+pp_check, and responses out of the family's support refused naming the shard and column. Derivatives against finite
+differences are in test_regression_models.py (its CASES) and, with group effects, test_group_effects.py."""
 
 from __future__ import annotations
 
@@ -133,3 +135,225 @@ def test_lognormal_loo_pp_check_and_predict_from_a_formula() -> None:
     eta += np.stack([draws[:, names.index(f"r_g[{g:g},(Intercept)]")] for g in new.g], axis=1)
     sigma = draws[:, names.index("sigma")][:, None]
     np.testing.assert_allclose(pred, np.exp(eta + 0.5 * sigma**2).mean(axis=0), rtol=1e-6)
+
+
+# ------------------------------------------------------------------- Student-t, Gamma, Beta, Weibull, exponential
+# Each family by its brms name on one data set with a varying intercept: the per-row log-likelihood LOO and the
+# log_likelihood export use, against scipy.stats at the run's own draws; predictions by name against the mean
+# computed by hand from the draws; pp_check's observed statistic. The posteriors against NUTS are in
+# test_family_references.py.
+
+
+def families_data(n: int = 240, seed: int = 4) -> pd.DataFrame:
+    """x, a group column g (six groups), and one response per family: ys (t_4), yg (Gamma, shape 3), yb (Beta,
+    precision 8), t (Weibull shape 1.5 times) with cens (1 where right-censored at an exponential time)."""
+    from scipy.special import expit, gamma
+
+    rng = np.random.default_rng(seed)
+    g = rng.integers(0, 6, n)
+    x = rng.standard_normal(n)
+    eta = 0.3 + 0.6 * x + rng.normal(0.0, 0.4, 6)[g]
+    mu = expit(eta - 0.3)
+    time = np.exp(eta) / gamma(1.0 + 1.0 / 1.5) * rng.weibull(1.5, n)
+    censor = rng.exponential(4.0, n)
+    return pd.DataFrame(
+        {
+            "x": x,
+            "g": g + 1.0,
+            "ys": eta + 0.5 * rng.standard_t(4.0, n),
+            "yg": rng.gamma(3.0, np.exp(eta) / 3.0),
+            "yb": rng.beta(8.0 * mu, 8.0 * (1.0 - mu)),
+            "t": np.minimum(time, censor),
+            "cens": (censor < time).astype(float),
+        }
+    )
+
+
+def _scipy_family(family: str, eta: np.ndarray, p: dict[str, np.ndarray]):
+    """scipy.stats' distribution of each row's y at linear predictors eta, brms' parametrisation of `family`."""
+    from scipy.special import expit, gammaln
+
+    if family == "student":
+        return st.t(df=p["nu"], loc=eta, scale=p["sigma"])
+    if family == "Gamma":
+        return st.gamma(a=p["shape"], scale=np.exp(eta) / p["shape"])
+    if family == "Beta":
+        mu = expit(eta)
+        return st.beta(mu * p["phi"], (1.0 - mu) * p["phi"])
+    k = p.get("shape", np.ones_like(eta))
+    return st.weibull_min(c=k, scale=np.exp(eta - gammaln(1.0 + 1.0 / k)))
+
+
+FORMULAS = {
+    "student": "ys ~ x + (1 | g)",
+    "Gamma": "yg ~ x + (1 | g)",
+    "Beta": "yb ~ x + (1 | g)",
+    "weibull": "t | cens(cens) ~ x + (1 | g)",
+    "exponential": "t | cens(cens) ~ x + (1 | g)",
+}
+FAMILY_PARAMS = {"student": ["sigma", "nu"], "Gamma": ["shape"], "Beta": ["phi"], "weibull": ["shape"]}
+
+
+@pytest.mark.parametrize("family", list(FORMULAS))
+def test_family_from_a_formula_its_log_likelihood_predictions_and_checks(family: str) -> None:
+    """brms' family name and formula (`y | cens(censored) ~ ...` for survival); the run's parameters in brms names;
+    the exported log-likelihood (what LOO reads) is scipy's log density at every draw and row (log S(y) where a row
+    is censored); LOO runs on it; `predict` by name is the mean of the draws' E[y] (μ, for survival the event time's
+    mean); pp_check's observed mean is the response's."""
+    df = families_data()
+    res = rs.sample(
+        rs.models.from_formula(FORMULAS[family], family=family),
+        rs.shard(df, num_shards=2, by="g"),
+        chains=2,
+        num_rounds=60,
+        seed=3,
+        **KW,
+    )
+    own = FAMILY_PARAMS.get(family, [])
+    names = res.param_names
+    assert names[: 3 + len(own)] == ["beta[(Intercept)]", "beta[x]", *own, "sd_g[(Intercept)]"]
+    draws = natural_values(res.param_blocks, res.draws).reshape(-1, len(names))
+    tree = res.to_arviz()
+    response = FORMULAS[family].split()[0]
+    row = {v: j for j, v in enumerate(df[response])}  # continuous responses: each names its row
+    rows = np.array([row[v] for v in tree["observed_data"]["y"].values])
+    new = df.iloc[rows]
+    eta = draws[:, [names.index("beta[(Intercept)]")]] + draws[:, [names.index("beta[x]")]] * new.x.to_numpy()
+    eta += np.stack([draws[:, names.index(f"r_g[{g:g},(Intercept)]")] for g in new.g], axis=1)
+    p = {n: draws[:, [names.index(n)]] for n in own}
+    dist = _scipy_family(family, eta, p)
+    y = new[response].to_numpy()
+    expected = dist.logpdf(y)
+    if "cens" in FORMULAS[family]:
+        expected = np.where(new.cens.to_numpy() == 1.0, dist.logsf(y), expected)
+    loglik = tree["log_likelihood"]["y"].values.reshape(-1, len(rows))
+    np.testing.assert_allclose(loglik, expected, rtol=1e-8, atol=1e-10)
+    loo = res.loo()
+    assert np.isfinite(loo.elpd) and loo.elpd < np.log(np.mean(np.exp(loglik), axis=0)).sum()  # below the lppd
+    pred = res.predict(new.iloc[:6][["g", "x"]].iloc[:, ::-1])  # by name: the columns' order does not matter
+    np.testing.assert_allclose(pred, dist.mean()[:, :6].mean(axis=0), rtol=1e-6)
+    ppc = res.pp_check("stat", "mean", draws=20)
+    assert ppc.observed == pytest.approx(df[response].mean()) and len(ppc.replicated) == 20
+
+
+def test_family_log_likelihoods_match_scipy_and_sum_to_the_potential() -> None:
+    """Per family, at random points: `log_likelihood` is scipy's log density per row (log S for a censored row),
+    U_i is minus its sum up to a constant, `predict_mean` is scipy's mean and `predict_draw` its quantile function;
+    the exponential family is the Weibull at shape 1."""
+    from raysampler.models import (
+        BetaRegression,
+        ExponentialRegression,
+        GammaRegression,
+        StudentTRegression,
+        WeibullRegression,
+    )
+
+    rng = np.random.default_rng(6)
+    df = families_data(60)
+    X = np.column_stack([np.ones(len(df)), df.x])
+    cens = df.cens.to_numpy()
+    Xc = np.column_stack([X, cens])
+    cases = [
+        ("student", StudentTRegression(), X, df.ys, 2),
+        ("Gamma", GammaRegression(), X, df.yg, 1),
+        ("Beta", BetaRegression(), X, df.yb, 1),
+        ("weibull", WeibullRegression(censored="cens"), Xc, df.t, 1),
+        ("exponential", ExponentialRegression(censored="cens"), Xc, df.t, 0),
+    ]
+    for family, model, Xf, y, m in cases:
+        cols = ("(Intercept)", "x") + (("cens",) if Xf.shape[1] == 3 else ())
+        model = model.bind(DataSpec(Xf.shape[1], columns=cols))
+        y = y.to_numpy()
+        own = rng.uniform(0.2, 1.5, (5, m))  # log ν > 0: a Student-t with a mean
+        x = np.column_stack([rng.normal(0.3, 0.3, 5), rng.normal(0.6, 0.3, 5), own])
+        p = {name: np.exp(own[:, j])[None, :] for j, name in enumerate(FAMILY_PARAMS.get(family, []))}
+        dist = _scipy_family(family, X @ x[:, :2].T, p)
+        expected = dist.logpdf(y[:, None])
+        if Xf.shape[1] == 3:
+            expected = np.where(cens[:, None] == 1.0, dist.logsf(y[:, None]), expected)
+        ll = model.log_likelihood(Xf, y, x)
+        np.testing.assert_allclose(ll, expected, rtol=1e-9, err_msg=family)
+        _differences_match(model.potential(Xf, y, x), ll.sum(axis=0))
+        np.testing.assert_allclose(model.predict_mean(Xf, x), dist.mean(), rtol=1e-9, err_msg=family)
+        u = rng.uniform(size=(len(y), 5))
+        np.testing.assert_allclose(model.predict_draw(Xf, x, u), dist.ppf(u), rtol=1e-7, err_msg=family)
+        if family == "exponential":
+            weibull = WeibullRegression(censored="cens").bind(DataSpec(3, columns=cols))
+            at_one = np.column_stack([x, np.zeros(5)])
+            np.testing.assert_allclose(weibull.log_likelihood(Xf, y, at_one), ll, rtol=1e-12)
+
+
+def test_responses_out_of_support_and_bad_censoring_are_refused_naming_the_shard_and_column() -> None:
+    """Before any sampling: a Gamma or Weibull time ≤ 0, a Beta response of 0 or 1, a censoring indicator other than
+    0/1 (brms' left and interval codes named), each naming the shard, the column and the first row outside."""
+    df = families_data(60)
+    bad = df.assign(yg=np.where(np.arange(60) == 40, 0.0, df.yg), yb=np.where(np.arange(60) == 41, 1.0, df.yb))
+    cases = [
+        ("Gamma", "yg ~ x", bad, r"shards\[1\]: the Gamma family's response \(column 'yg'\) must be > 0 .*row 10"),
+        ("Beta", "yb ~ x", bad, r"shards\[1\].*column 'yb'.*strictly between 0 and 1 .*row 11 has 1\.0"),
+        ("weibull", "t | cens(cens) ~ x", df.assign(t=-df.t), r"shards\[0\].*column 't'.*> 0.*row 0"),
+        (
+            "weibull",
+            "t | cens(cens) ~ x",
+            df.assign(cens=np.where(np.arange(60) == 2, -1.0, df.cens)),
+            r"shards\[0\]: the censoring indicator.*0 \(event observed\) or 1 \(right-censored\).*row 2 has -1\.0"
+            r".*left and interval",
+        ),
+    ]
+    for family, formula, frame, message in cases:
+        with pytest.raises(ValueError, match=message):
+            rs.sample(
+                rs.models.from_formula(formula, family=family),
+                rs.shard(frame, num_shards=2),
+                chains=2,
+                num_rounds=5,
+                **KW,
+            )
+    from raysampler.models import GammaRegression
+
+    model = GammaRegression().bind(DataSpec(1))
+    with pytest.raises(ValueError, match=r"shards\[3\]: the Gamma family's response \(column 'y'\)"):
+        model.validate(np.ones((3, 1)), np.array([1.0, -2.0, 3.0]), "shards[3]")
+
+
+def test_formula_families_censoring_and_priors_by_brms_class() -> None:
+    """brms' family names; `cens(...)` only for survival families, naming the column if absent; additions other
+    than cens refused; each family's priors by brms' class (nu, shape, phi), a class the family lacks refused."""
+    from raysampler.errors import ArgumentError
+    from raysampler.models.formula import FORMULA_FAMILIES
+    from raysampler.priors import Exponential, Gamma
+
+    expected = {
+        "student": "student_t_regression",
+        "Gamma": "gamma_regression",
+        "Beta": "beta_regression",
+        "weibull": "weibull_regression",
+        "exponential": "exponential_regression",
+    }
+    assert expected.items() <= FORMULA_FAMILIES.items()
+    df = families_data(40)
+    columns = tuple(df.columns)
+    m = rs.models.from_formula("ys ~ x", "student", {"nu": Gamma(3.0, 0.2), "sigma": HalfNormal(1.0)})
+    bound = m.bind(DataSpec(len(columns), columns=columns))
+    assert bound.model.nu_prior == Gamma(3.0, 0.2) and bound.model.sigma_prior == HalfNormal(1.0)
+    assert bound.param_names() == ["beta[(Intercept)]", "beta[x]", "sigma", "nu"]
+    b = rs.models.from_formula("yb ~ x", "Beta", {"phi": Exponential(0.1)}).bind(
+        DataSpec(len(columns), columns=columns)
+    )
+    assert b.model.phi_prior == Exponential(0.1)
+    w = rs.models.from_formula("t | cens(cens) ~ x", "weibull", {"shape": Gamma(1.0, 1.0)})
+    wb = w.bind(DataSpec(len(columns), columns=columns))
+    assert wb.design.x_columns == ("(Intercept)", "x", "(censored)") and wb.model.shape_prior == Gamma(1.0, 1.0)
+    X, y = wb.shard_data(df.to_numpy(), df.t.to_numpy(), None)
+    np.testing.assert_array_equal(X[:, -1], df.cens)
+    np.testing.assert_array_equal(y, df.t)
+    with pytest.raises(ArgumentError, match=r"cens\(cens\): right censoring is the weibull and exponential"):
+        rs.models.from_formula("t | cens(cens) ~ x", "Gamma")
+    with pytest.raises(ArgumentError, match="'censd' is not a column"):
+        rs.models.from_formula("t | cens(censd) ~ x", "weibull").bind(DataSpec(len(columns), columns=columns))
+    with pytest.raises(ArgumentError, match=r"addition 'trials\(n\)' is not available.*cens\(censored\)"):
+        rs.models.from_formula("t | trials(n) ~ x", "weibull")
+    with pytest.raises(ArgumentError, match=r"priors\['nu'\]: the gamma_regression family has no such parameter"):
+        rs.models.from_formula("yg ~ x", "Gamma", {"nu": Gamma(2.0, 0.1)})
+    with pytest.raises(ArgumentError, match="shape_prior: the exponential family's shape is 1"):
+        rs.models.ExponentialRegression(shape_prior=Gamma(1.0, 1.0))
