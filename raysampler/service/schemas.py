@@ -823,7 +823,7 @@ class ModelFamilyList(BaseModel):
 
 
 #: An engine model argument → its name in ModelSpec, where the two differ (per-row inputs are given by column).
-REST_PARAM = {"offset": "offset_column", "trials": "trials_column"}
+REST_PARAM = {"offset": "offset_column", "trials": "trials_column", "censored": "censored_column"}
 
 
 def family_parameters_schema(family: Family) -> dict[str, Any]:
