@@ -41,6 +41,7 @@ _BRMS = {
     "beta_regression": ("beta", "mu = logit; phi = identity"),
     "weibull_regression": ("weibull", "mu = log; shape = identity"),
     "exponential_regression": ("exponential", "mu = log"),
+    "zero_inflated_poisson_regression": ("zero_inflated_poisson", "mu = log; zi = identity"),
 }
 #: At most this many rows of a model without the brms layout are printed (the rest are counted).
 MAX_OTHER_ROWS = 40

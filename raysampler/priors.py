@@ -8,6 +8,7 @@ Specs (what a user writes; frozen, hashable, validated at construction — error
   `HalfStudentT(nu, scale)`, `Exponential(rate)`, `Gamma(shape, rate)` (brms' prior on a Student-t's ν and on the
   Gamma, Beta and Weibull families' shape or precision), `InverseGamma(a, b)` (a prior on σ², not σ) and `Flat()`
   (uniform on σ > 0; ``Flat(log=True)`` is uniform on log σ, i.e. density ∝ 1/σ);
+* probabilities (a zero-inflation probability): `BetaPrior(a, b)`, sampled on the logit scale;
 * correlation matrices (correlated group effects): `LKJ(eta)`, sampled in its Cholesky factor's partial
   correlations (`PartialCorrelations`).
 
@@ -39,6 +40,7 @@ from .errors import ArgumentError, PathPart
 
 __all__ = [
     "LKJ",
+    "BetaPrior",
     "CoefPrior",
     "Exponential",
     "Flat",
@@ -317,6 +319,27 @@ class Flat:
         return 1 if self.log else 0
 
 
+# ------------------------------------------------------------------------------------------ priors on probabilities
+
+
+@dataclass(frozen=True)
+class BetaPrior:
+    """A probability z ~ Beta(a, b) (brms' beta(1, 1), uniform, on a zero-inflation probability), sampled as
+    t = logit z; with the log-Jacobian z(1 − z): U(t) = a·log(1 + e^{−t}) + b·log(1 + e^t)."""
+
+    a: float
+    b: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "a", _number("BetaPrior", "a", self.a, positive=True))
+        object.__setattr__(self, "b", _number("BetaPrior", "b", self.b, positive=True))
+
+    def _derivs(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        z = expit(t)
+        u = self.a * np.logaddexp(0.0, -t) + self.b * np.logaddexp(0.0, t)
+        return u, (self.a + self.b) * z - self.a, (self.a + self.b) * z * (1.0 - z)
+
+
 # --------------------------------------------------------------------------------- priors on correlation matrices
 
 
@@ -380,6 +403,15 @@ def check_coef_prior(value: Any, argname: str = "coef_prior") -> CoefPrior:
             f"for a flat prior), got {value!r}",
         )
     return value  # type: ignore[return-value]  # narrowed by the isinstance check above
+
+
+def check_probability_prior(value: Any, argname: str) -> BetaPrior:
+    """`value` if it is a prior spec for a probability (a `BetaPrior`), else ArgumentError at ("model", argname)."""
+    if not isinstance(value, BetaPrior):
+        raise ArgumentError(
+            ("model", argname), f"{argname} must be rs.priors.BetaPrior(a, b) (a prior on a probability), got {value!r}"
+        )
+    return value
 
 
 def check_positive_prior(value: Any, argname: str) -> PositivePrior:
@@ -462,7 +494,7 @@ class TermPiece:
     """One spec applied elementwise to the coordinates `index` of θ (a Student-t on coefficients, a prior on log σ)."""
 
     index: np.ndarray
-    spec: StudentT | PositivePrior | PartialCorrelations
+    spec: StudentT | PositivePrior | BetaPrior | PartialCorrelations
 
 
 @dataclass(frozen=True, eq=False)
@@ -552,7 +584,7 @@ def as_prior(prior: GaussianPrior | Prior) -> Prior:
 
 
 def build_prior(
-    dim: int, parts: Sequence[tuple[np.ndarray, CoefPrior | PositivePrior | PartialCorrelations]]
+    dim: int, parts: Sequence[tuple[np.ndarray, CoefPrior | PositivePrior | BetaPrior | PartialCorrelations]]
 ) -> GaussianPrior | Prior:
     """The bound prior of a model whose coordinates `index` (int arrays, disjoint, covering 0..dim−1) carry the given
     specs: Normal coordinates form the Gaussian factor (precision 0 where scale = inf), all others the residual.

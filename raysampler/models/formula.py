@@ -55,13 +55,14 @@ FORMULA_FAMILIES: dict[str, str] = {
     "Beta": "beta_regression",
     "weibull": "weibull_regression",
     "exponential": "exponential_regression",
+    "zero_inflated_poisson": "zero_inflated_poisson_regression",
 }
 #: the kinds of prior a formula model takes (`priors=`), one name per kind, as brms' prior classes: coefficients
 #: ("b"), group-effect sds ("sd", one prior or one per grouping column), the correlations of a term's effects ("cor",
 #: an LKJ, one or one per grouping column), the noise sd ("sigma": gaussian, lognormal, student), the negative
 #: binomial's dispersion and the Beta family's precision ("phi"), the Student-t's degrees of freedom ("nu"), the
-#: Gamma and Weibull families' shape ("shape")
-PRIOR_KINDS = ("b", "sd", "cor", "sigma", "phi", "nu", "shape")
+#: Gamma and Weibull families' shape ("shape"), the zero-inflation probability ("zi")
+PRIOR_KINDS = ("b", "sd", "cor", "sigma", "phi", "nu", "shape", "zi")
 _OFFSET = "(offset)"
 _TRIALS = "(trials)"
 _CENSORED = "(censored)"
@@ -319,7 +320,8 @@ def _prior_fields(family: str, priors: Mapping[str, Any], terms: Terms) -> tuple
         raise ArgumentError(
             ("model", "priors", unknown[0]),
             f"priors: unknown kind {unknown[0]!r}; the kinds are {', '.join(PRIOR_KINDS)} (coefficients, group sds, "
-            "correlations, the noise sd, the dispersion or precision, the degrees of freedom, the shape)",
+            "correlations, the noise sd, the dispersion or precision, the degrees of freedom, the shape, the "
+            "zero-inflation)",
         )
     from . import FAMILIES
 
@@ -577,7 +579,11 @@ class Design:
                 offset = True
                 continue
             labels += ["(Intercept)" if lab == "Intercept" else lab for lab in term.labels]
-        if offset and model.family not in ("poisson_regression", "negative_binomial_regression"):
+        if offset and model.family not in (
+            "poisson_regression",
+            "negative_binomial_regression",
+            "zero_inflated_poisson_regression",
+        ):
             raise ArgumentError(_PATH, f"offset(...): the {model.family} family takes no offset")
         for g, _, slopes in terms.groups:
             for s in slopes:

@@ -30,6 +30,7 @@ from .poisson import PoissonRegression
 from .softmax import SoftmaxRegression
 from .student import StudentTRegression
 from .weibull import ExponentialRegression, WeibullRegression
+from .zip import ZeroInflatedPoissonRegression
 
 __all__ = [
     "BOUND_FIELDS",
@@ -58,6 +59,7 @@ BUILTIN: dict[str, type[Model]] = {
     "beta_regression": BetaRegression,
     "weibull_regression": WeibullRegression,
     "exponential_regression": ExponentialRegression,
+    "zero_inflated_poisson_regression": ZeroInflatedPoissonRegression,
 }
 #: Fields that `bind` fills from the data: arguments of the constructor, but not parameters a user chooses.
 BOUND_FIELDS = frozenset({"n_features", "n_classes", "columns"})

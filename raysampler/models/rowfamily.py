@@ -1,6 +1,7 @@
 """`RowFamilyGLM`: the common base of the regression families written by their per-row terms alone (Student-t,
-Gamma, Beta, Weibull, exponential): θ = (β, ψ), η_j = x_jᵀβ, and the family's own parameters ψ (log σ, log ν,
-log shape, log φ; each sampled on the log scale and reported as its exponential).
+Gamma, Beta, Weibull, exponential, zero-inflated Poisson): θ = (β, ψ), η_j = x_jᵀβ (+ an offset), and the family's
+own parameters ψ (log σ, log ν, log shape, log φ, each sampled on the log scale and reported as its exponential; a
+probability such as the zero-inflation zi on the logit scale, reported as itself).
 
 A family gives `row_terms` (each row's loss ℓ_j and its first and second derivatives in η_j and ψ, `RowTerms`),
 and the per-row checks `eta_log_likelihood`, `eta_mean`, `eta_draw`. Everything the sampler calls on a shard is
@@ -15,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..priors import PositivePrior, check_positive_prior
+from ..priors import check_positive_prior, check_probability_prior
 from .common import _GLM, RowTerms, _check_positive, _check_Xy, _gram_lambda_max, _rows_of, weighted_grams
 from .contract import ParamBlock, runs_own
 
@@ -47,14 +48,16 @@ class RowFamilyGLM(_GLM):
     _takes_groups = True
     #: the family's own parameters, in θ's order after β: (brms' name, prior field, the default prior)
     _family_params: ClassVar[tuple[tuple[str, str, Any], ...]] = ()
+    #: the parameters that are probabilities (sampled as logits, reported as themselves, a `BetaPrior`); the others
+    #: are positive (sampled as logs)
+    _probabilities: ClassVar[frozenset[str]] = frozenset()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "smoothness_safety", _check_positive("smoothness_safety", self.smoothness_safety))
-        for _, prior_field, default in self._family_params:
-            value = getattr(self, prior_field)
-            object.__setattr__(
-                self, prior_field, check_positive_prior(default if value is None else value, prior_field)
-            )
+        for name, prior_field, default in self._family_params:
+            value = default if getattr(self, prior_field) is None else getattr(self, prior_field)
+            check = check_probability_prior if name in self._probabilities else check_positive_prior
+            object.__setattr__(self, prior_field, check(value, prior_field))
         super().__post_init__()
 
     #: the response's support: brms' family name and the support in words (None: every real number)
@@ -92,16 +95,16 @@ class RowFamilyGLM(_GLM):
         return self.n_coef + self.n_family
 
     def param_blocks(self) -> tuple[ParamBlock, ...]:
-        return super().param_blocks() + tuple(ParamBlock(n, 1, None, None, "exp") for n, _, _ in self._family_params)
+        own = tuple(
+            ParamBlock(n, 1, None, None, "sigmoid" if n in self._probabilities else "exp")
+            for n, _, _ in self._family_params
+        )
+        return super().param_blocks() + own
 
     def _prior_parts(self) -> list:
         p = self.n_coef
         own = [(np.array([p + k]), getattr(self, f)) for k, (_, f, _) in enumerate(self._family_params)]
         return super()._prior_parts() + own
-
-    def family_priors(self) -> dict[str, PositivePrior]:
-        """The family parameters' priors by brms' class name ({"nu": Gamma(2, 0.1), ...})."""
-        return {n: getattr(self, f) for n, f, _ in self._family_params}
 
     # ------------------------------------------------------------------ U_i and its derivatives from the row terms
 

@@ -197,6 +197,23 @@ class PositivePriorSpec(BaseModel):
         return priors.Flat(log=self.flat.log)
 
 
+class BetaArgs(_PriorArgs):
+    """Beta(a, b) on a probability (brms' beta(1, 1) on a zero-inflation probability)."""
+
+    a: PositiveFloat = Field(description="first shape")
+    b: PositiveFloat = Field(description="second shape")
+
+
+class ProbabilityPriorSpec(BaseModel):
+    """A prior on a probability (the zero-inflation zi): {"beta": {"a": 1, "b": 1}}."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    beta: BetaArgs = Field(description="Beta(a, b) on the probability")
+
+    def to_prior(self) -> priors.BetaPrior:
+        return priors.BetaPrior(self.beta.a, self.beta.b)
+
+
 class LKJArgs(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     eta: PositiveFloat = Field(default=1.0, description="LKJ shape: 1 is uniform over correlation matrices")
@@ -261,10 +278,16 @@ class ModelSpec(BaseModel):
     shape_prior: PositivePriorSpec | None = Field(
         default=None, description="gamma_regression, weibull_regression: prior on the shape"
     )
+    zi_prior: ProbabilityPriorSpec | None = Field(
+        default=None,
+        description="zero_inflated_poisson_regression: prior on the zero-inflation probability (default beta(1, 1))",
+    )
     noise_prior: PositivePriorSpec | None = Field(default=None, description="deprecated name of sigma_prior")
     dispersion_prior: PositivePriorSpec | None = Field(default=None, description="deprecated name of phi_prior")
     offset_column: str | None = Field(
-        default=None, min_length=1, description="poisson/negative_binomial: the column of log exposure (not a feature)"
+        default=None,
+        min_length=1,
+        description="poisson/negative_binomial/zero_inflated_poisson: the column of log exposure (not a feature)",
     )
     trials_column: str | None = Field(
         default=None, min_length=1, description="binomial_regression: the column of trial counts (not a feature)"
@@ -288,11 +311,12 @@ class ModelSpec(BaseModel):
         min_length=3,
         max_length=4000,
         description="a model written as a formula, brms' syntax ('y ~ x1 + C(region) + (1 + x1 | hospital)'): "
-        "family is then brms' name of one (gaussian, bernoulli, poisson, binomial, negbinomial, lognormal, student) "
-        "or a built-in family's name, the priors are coef_prior (b), sd_prior (the group sds), cor_prior (cor: the "
-        "correlations of a term's effects, correlated as in brms when one term has one bar and two effects or more; "
-        "(1 + x1 || hospital) are not), sigma_prior (sigma), phi_prior (phi), nu_prior (nu) and shape_prior "
-        "(shape), and each site builds its design from its own rows (the data's files name no y or x columns)",
+        "family is then brms' name of one (gaussian, bernoulli, poisson, binomial, negbinomial, lognormal, student, "
+        "Gamma, Beta, weibull, exponential, zero_inflated_poisson) or a built-in family's name, the priors are "
+        "coef_prior (b), sd_prior (the group sds), cor_prior (cor: the correlations of a term's effects, correlated "
+        "as in brms when one term has one bar and two effects or more; (1 + x1 || hospital) are not), sigma_prior "
+        "(sigma), phi_prior (phi), nu_prior (nu), shape_prior (shape) and zi_prior (zi), and each site builds its "
+        "design from its own rows (the data's files name no y or x columns)",
         json_schema_extra={"x-families": list(FORMULA_FAMILIES)},
     )
     sd_prior: PositivePriorSpec | None = Field(default=None, description="with a formula: prior on each group sd")
@@ -350,6 +374,7 @@ class ModelSpec(BaseModel):
             "phi": self.phi_prior,
             "nu": self.nu_prior,
             "shape": self.shape_prior,
+            "zi": self.zi_prior,
         }
         priors = {k: v.to_prior() for k, v in kinds.items() if v is not None}
         return from_formula(self.formula, self.family, priors)
@@ -366,6 +391,7 @@ class ModelSpec(BaseModel):
                 "phi_prior",
                 "nu_prior",
                 "shape_prior",
+                "zi_prior",
                 "group_effects",
             )
             if getattr(self, n) is not None
@@ -389,7 +415,7 @@ class ModelSpec(BaseModel):
         for name in ("prior_scale", "noise_sd"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
-        for name in ("coef_prior", "sigma_prior", "phi_prior", "nu_prior", "shape_prior"):
+        for name in ("coef_prior", "sigma_prior", "phi_prior", "nu_prior", "shape_prior", "zi_prior"):
             spec = getattr(self, name)
             if spec is not None:
                 out[name] = spec.to_prior()
