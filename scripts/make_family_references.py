@@ -3,11 +3,12 @@ problem's data (CSV, seeded) and a reference from NumPyro's NUTS on the pooled d
 
 Each likelihood is NumPyro's own distribution, not raysampler's potentials: Student-t `StudentT(ν, η, σ)`,
 `Gamma(α, α/μ)`, `Beta(μφ, (1 − μ)φ)`, `Weibull(λ, k)` with λ = μ/Γ(1 + 1/k) (brms' mean parametrisation) and
-`Exponential(1/μ)`; a right-censored row adds log S(y) = log(1 − F(y)) from the distribution's own `cdf`. The priors
-are the families' defaults: β ~ N(0, 10²), σ ~ HalfNormal(10), ν ~ Gamma(2, 0.1), a shape or precision ~ Gamma(0.01,
-0.01). Stored per reported parameter (brms names, natural scale): mean, sd, quantiles, Monte-Carlo standard error of
-the mean, bulk ESS and R-hat (arviz-stats), plus a thinned subset of the draws. The run stops with an error if
-min ESS < 4000 or max R-hat > 1.01. Needs the `jax` extra.
+`Exponential(1/μ)`, `ZeroInflatedPoisson(zi, λ)` with λ = exp(η + log exposure); a right-censored row adds
+log S(y) = log(1 − F(y)) from the distribution's own `cdf`. The priors are the families' defaults: β ~ N(0, 10²),
+σ ~ HalfNormal(10), ν ~ Gamma(2, 0.1), a shape or precision ~ Gamma(0.01, 0.01), zi ~ Beta(1, 1). Stored per
+reported parameter (brms names, natural scale): mean, sd, quantiles, Monte-Carlo standard error of the mean, bulk ESS
+and R-hat (arviz-stats), plus a thinned subset of the draws. The run stops with an error if min ESS < 4000 or max
+R-hat > 1.01. Needs the `jax` extra.
 
     python scripts/make_family_references.py [--draws 6000] [--only NAME ...]
 """
@@ -64,6 +65,14 @@ def make_data(name: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
         t = mu / gamma_function(1.0 + 1.0 / k) * rng.weibull(k, n)
         c = rng.exponential(3.0 * np.exp(0.6), n)
         return np.column_stack([X, (c < t).astype(float)]), np.minimum(t, c), COEF + ["censored"]
+    if name == "family_zip":  # a quarter structural zeros, exposures from 0.5 to 3
+        expo = np.log(rng.uniform(0.5, 3.0, n))
+        counts = rng.poisson(np.exp(X @ np.array([0.4, 0.5, -0.3]) + expo))
+        return (
+            np.column_stack([X, expo]),
+            np.where(rng.random(n) < 0.25, 0, counts).astype(float),
+            COEF + ["log_exposure"],
+        )
     raise ValueError(f"unknown problem {name!r}")
 
 
@@ -72,6 +81,7 @@ def numpyro_model(name: str, X: np.ndarray, columns: tuple[str, ...]):
     cols = list(columns)
     Xc = jnp.asarray(X[:, [cols.index(c) for c in COEF]])
     cens = jnp.asarray(X[:, cols.index("censored")]) if "censored" in cols else None
+    offset = jnp.asarray(X[:, cols.index("log_exposure")]) if "log_exposure" in cols else 0.0
     family = name.removeprefix("family_")
     names = [f"beta[{c}]" for c in COEF] + {
         "student": ["sigma", "nu"],
@@ -79,6 +89,7 @@ def numpyro_model(name: str, X: np.ndarray, columns: tuple[str, ...]):
         "beta": ["phi"],
         "weibull": ["shape"],
         "exponential": [],
+        "zip": ["zi"],
     }[family]
 
     def censored_likelihood(d, y):
@@ -105,8 +116,11 @@ def numpyro_model(name: str, X: np.ndarray, columns: tuple[str, ...]):
             shape = numpyro.sample("shape", dist.Gamma(0.01, 0.01))
             scale = jnp.exp(eta - gammaln(1.0 + 1.0 / shape))
             censored_likelihood(dist.Weibull(scale, shape), y)
-        else:
+        elif family == "exponential":
             censored_likelihood(dist.Exponential(jnp.exp(-eta)), y)
+        else:
+            zi = numpyro.sample("zi", dist.Beta(1.0, 1.0))
+            numpyro.sample("y", dist.ZeroInflatedPoisson(zi, jnp.exp(eta + offset)), obs=y)
 
     return model, names
 

@@ -146,7 +146,8 @@ def test_lognormal_loo_pp_check_and_predict_from_a_formula() -> None:
 
 def families_data(n: int = 240, seed: int = 4) -> pd.DataFrame:
     """x, a group column g (six groups), and one response per family: ys (t_4), yg (Gamma, shape 3), yb (Beta,
-    precision 8), t (Weibull shape 1.5 times) with cens (1 where right-censored at an exponential time)."""
+    precision 8), t (Weibull shape 1.5 times) with cens (1 where right-censored at an exponential time), yz
+    (zero-inflated Poisson counts, zi = 0.3, exposure ex)."""
     from scipy.special import expit, gamma
 
     rng = np.random.default_rng(seed)
@@ -156,6 +157,8 @@ def families_data(n: int = 240, seed: int = 4) -> pd.DataFrame:
     mu = expit(eta - 0.3)
     time = np.exp(eta) / gamma(1.0 + 1.0 / 1.5) * rng.weibull(1.5, n)
     censor = rng.exponential(4.0, n)
+    ex = rng.uniform(0.5, 2.0, n)
+    yz = np.where(rng.random(n) < 0.3, 0, rng.poisson(np.exp(eta) * ex)).astype(float)
     return pd.DataFrame(
         {
             "x": x,
@@ -165,6 +168,8 @@ def families_data(n: int = 240, seed: int = 4) -> pd.DataFrame:
             "yb": rng.beta(8.0 * mu, 8.0 * (1.0 - mu)),
             "t": np.minimum(time, censor),
             "cens": (censor < time).astype(float),
+            "yz": yz,
+            "ex": ex,
         }
     )
 
@@ -180,8 +185,28 @@ def _scipy_family(family: str, eta: np.ndarray, p: dict[str, np.ndarray]):
     if family == "Beta":
         mu = expit(eta)
         return st.beta(mu * p["phi"], (1.0 - mu) * p["phi"])
+    if family == "zero_inflated_poisson":
+        return _ZeroInflatedPoisson(p["zi"], np.exp(eta))
     k = p.get("shape", np.ones_like(eta))
     return st.weibull_min(c=k, scale=np.exp(eta - gammaln(1.0 + 1.0 / k)))
+
+
+class _ZeroInflatedPoisson:
+    """The zero-inflated Poisson from scipy's Poisson: P(0) = zi + (1 − zi) e^{−λ}, P(k) = (1 − zi) Poisson(k; λ)."""
+
+    def __init__(self, zi: np.ndarray, lam: np.ndarray) -> None:
+        self.zi, self.pois = zi, st.poisson(lam)
+
+    def logpdf(self, y: np.ndarray) -> np.ndarray:
+        return np.where(
+            y == 0, np.log(self.zi + (1 - self.zi) * self.pois.pmf(0)), np.log1p(-self.zi) + self.pois.logpmf(y)
+        )
+
+    def mean(self) -> np.ndarray:
+        return (1.0 - self.zi) * self.pois.mean()
+
+    def ppf(self, u: np.ndarray) -> np.ndarray:
+        return np.where(u <= self.zi, 0.0, self.pois.ppf(np.clip((u - self.zi) / (1.0 - self.zi), 0.0, 1.0)))
 
 
 FORMULAS = {
@@ -190,8 +215,15 @@ FORMULAS = {
     "Beta": "yb ~ x + (1 | g)",
     "weibull": "t | cens(cens) ~ x + (1 | g)",
     "exponential": "t | cens(cens) ~ x + (1 | g)",
+    "zero_inflated_poisson": "yz ~ x + offset(np.log(ex)) + (1 | g)",
 }
-FAMILY_PARAMS = {"student": ["sigma", "nu"], "Gamma": ["shape"], "Beta": ["phi"], "weibull": ["shape"]}
+FAMILY_PARAMS = {
+    "student": ["sigma", "nu"],
+    "Gamma": ["shape"],
+    "Beta": ["phi"],
+    "weibull": ["shape"],
+    "zero_inflated_poisson": ["zi"],
+}
 
 
 @pytest.mark.parametrize("family", list(FORMULAS))
@@ -201,9 +233,10 @@ def test_family_from_a_formula_its_log_likelihood_predictions_and_checks(family:
     is censored); LOO runs on it; `predict` by name is the mean of the draws' E[y] (μ, for survival the event time's
     mean); pp_check's observed mean is the response's."""
     df = families_data()
+    shards = rs.shard(df, num_shards=2, by="g")
     res = rs.sample(
         rs.models.from_formula(FORMULAS[family], family=family),
-        rs.shard(df, num_shards=2, by="g"),
+        shards,
         chains=2,
         num_rounds=60,
         seed=3,
@@ -215,11 +248,12 @@ def test_family_from_a_formula_its_log_likelihood_predictions_and_checks(family:
     draws = natural_values(res.param_blocks, res.draws).reshape(-1, len(names))
     tree = res.to_arviz()
     response = FORMULAS[family].split()[0]
-    row = {v: j for j, v in enumerate(df[response])}  # continuous responses: each names its row
-    rows = np.array([row[v] for v in tree["observed_data"]["y"].values])
+    rows = np.concatenate([s.index for s in shards])  # the export's rows: the shards' in order
     new = df.iloc[rows]
+    np.testing.assert_array_equal(tree["observed_data"]["y"].values, new[response])
     eta = draws[:, [names.index("beta[(Intercept)]")]] + draws[:, [names.index("beta[x]")]] * new.x.to_numpy()
     eta += np.stack([draws[:, names.index(f"r_g[{g:g},(Intercept)]")] for g in new.g], axis=1)
+    eta += np.log(new.ex.to_numpy()) if "offset" in FORMULAS[family] else 0.0
     p = {n: draws[:, [names.index(n)]] for n in own}
     dist = _scipy_family(family, eta, p)
     y = new[response].to_numpy()
@@ -230,46 +264,54 @@ def test_family_from_a_formula_its_log_likelihood_predictions_and_checks(family:
     np.testing.assert_allclose(loglik, expected, rtol=1e-8, atol=1e-10)
     loo = res.loo()
     assert np.isfinite(loo.elpd) and loo.elpd < np.log(np.mean(np.exp(loglik), axis=0)).sum()  # below the lppd
-    pred = res.predict(new.iloc[:6][["g", "x"]].iloc[:, ::-1])  # by name: the columns' order does not matter
+    pred = res.predict(new.iloc[:6][["g", "x", "ex"]].iloc[:, ::-1])  # by name: the columns' order does not matter
     np.testing.assert_allclose(pred, dist.mean()[:, :6].mean(axis=0), rtol=1e-6)
     ppc = res.pp_check("stat", "mean", draws=20)
     assert ppc.observed == pytest.approx(df[response].mean()) and len(ppc.replicated) == 20
 
 
 def test_family_log_likelihoods_match_scipy_and_sum_to_the_potential() -> None:
-    """Per family, at random points: `log_likelihood` is scipy's log density per row (log S for a censored row),
-    U_i is minus its sum up to a constant, `predict_mean` is scipy's mean and `predict_draw` its quantile function;
-    the exponential family is the Weibull at shape 1."""
+    """Per family, at random points: `log_likelihood` is scipy's log density per row (log S for a censored row; the
+    zero-inflated Poisson's from scipy's Poisson, with its offset), U_i is minus its sum up to a constant,
+    `predict_mean` is scipy's mean and `predict_draw` its quantile function; the exponential family is the Weibull
+    at shape 1."""
+    from scipy.special import expit
+
     from raysampler.models import (
         BetaRegression,
         ExponentialRegression,
         GammaRegression,
         StudentTRegression,
         WeibullRegression,
+        ZeroInflatedPoissonRegression,
     )
 
     rng = np.random.default_rng(6)
     df = families_data(60)
     X = np.column_stack([np.ones(len(df)), df.x])
-    cens = df.cens.to_numpy()
-    Xc = np.column_stack([X, cens])
-    cases = [
-        ("student", StudentTRegression(), X, df.ys, 2),
-        ("Gamma", GammaRegression(), X, df.yg, 1),
-        ("Beta", BetaRegression(), X, df.yb, 1),
-        ("weibull", WeibullRegression(censored="cens"), Xc, df.t, 1),
-        ("exponential", ExponentialRegression(censored="cens"), Xc, df.t, 0),
+    cens, offset = df.cens.to_numpy(), np.log(df.ex.to_numpy())
+    cases = [  # (family, model, its extra column (name, values) or None, y, how many own parameters)
+        ("student", StudentTRegression(), None, df.ys, 2),
+        ("Gamma", GammaRegression(), None, df.yg, 1),
+        ("Beta", BetaRegression(), None, df.yb, 1),
+        ("weibull", WeibullRegression(censored="cens"), ("cens", cens), df.t, 1),
+        ("exponential", ExponentialRegression(censored="cens"), ("cens", cens), df.t, 0),
+        ("zero_inflated_poisson", ZeroInflatedPoissonRegression(offset="ex"), ("ex", offset), df.yz, 1),
     ]
-    for family, model, Xf, y, m in cases:
-        cols = ("(Intercept)", "x") + (("cens",) if Xf.shape[1] == 3 else ())
+    for family, model, extra, y, m in cases:
+        cols = ("(Intercept)", "x") + ((extra[0],) if extra else ())
+        Xf = np.column_stack([X, extra[1]]) if extra else X
         model = model.bind(DataSpec(Xf.shape[1], columns=cols))
         y = y.to_numpy()
         own = rng.uniform(0.2, 1.5, (5, m))  # log ν > 0: a Student-t with a mean
         x = np.column_stack([rng.normal(0.3, 0.3, 5), rng.normal(0.6, 0.3, 5), own])
         p = {name: np.exp(own[:, j])[None, :] for j, name in enumerate(FAMILY_PARAMS.get(family, []))}
-        dist = _scipy_family(family, X @ x[:, :2].T, p)
+        if family == "zero_inflated_poisson":
+            p = {"zi": expit(own[:, 0])[None, :]}  # zi is sampled on the logit scale
+        eta = X @ x[:, :2].T + (offset[:, None] if family == "zero_inflated_poisson" else 0.0)
+        dist = _scipy_family(family, eta, p)
         expected = dist.logpdf(y[:, None])
-        if Xf.shape[1] == 3:
+        if extra and extra[0] == "cens":
             expected = np.where(cens[:, None] == 1.0, dist.logsf(y[:, None]), expected)
         ll = model.log_likelihood(Xf, y, x)
         np.testing.assert_allclose(ll, expected, rtol=1e-9, err_msg=family)
@@ -321,9 +363,10 @@ def test_formula_families_censoring_and_priors_by_brms_class() -> None:
     than cens refused; each family's priors by brms' class (nu, shape, phi), a class the family lacks refused."""
     from raysampler.errors import ArgumentError
     from raysampler.models.formula import FORMULA_FAMILIES
-    from raysampler.priors import Exponential, Gamma
+    from raysampler.priors import BetaPrior, Exponential, Gamma
 
     expected = {
+        "zero_inflated_poisson": "zero_inflated_poisson_regression",
         "student": "student_t_regression",
         "Gamma": "gamma_regression",
         "Beta": "beta_regression",
@@ -357,3 +400,11 @@ def test_formula_families_censoring_and_priors_by_brms_class() -> None:
         rs.models.from_formula("yg ~ x", "Gamma", {"nu": Gamma(2.0, 0.1)})
     with pytest.raises(ArgumentError, match="shape_prior: the exponential family's shape is 1"):
         rs.models.ExponentialRegression(shape_prior=Gamma(1.0, 1.0))
+    z = rs.models.from_formula("yz ~ x + offset(np.log(ex))", "zero_inflated_poisson", {"zi": BetaPrior(2.0, 5.0)})
+    zb = z.bind(DataSpec(len(columns), columns=columns))
+    assert zb.model.zi_prior == BetaPrior(2.0, 5.0) and zb.design.x_columns == ("(Intercept)", "x", "(offset)")
+    assert zb.param_names() == ["beta[(Intercept)]", "beta[x]", "zi"] and zb.param_blocks()[-1].transform == "sigmoid"
+    with pytest.raises(ArgumentError, match=r"zi_prior must be rs.priors.BetaPrior\(a, b\)"):
+        rs.models.from_formula("yz ~ x", "zero_inflated_poisson", {"zi": Gamma(1.0, 1.0)}).bind(
+            DataSpec(len(columns), columns=columns)
+        )

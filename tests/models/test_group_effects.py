@@ -56,11 +56,12 @@ def _families(y: np.ndarray, X: np.ndarray):
         (rs.models.BetaRegression(group_effects=GE), 1.0 / (1.0 + np.exp(-y))),
         (rs.models.WeibullRegression(censored=censored, group_effects=GE), np.exp(y)),
         (rs.models.ExponentialRegression(censored=censored, group_effects=GE), np.exp(y)),
+        (rs.models.ZeroInflatedPoissonRegression(offset="aux", group_effects=GE), np.where(y > 0.5, 0.0, counts)),
     ]
 
 
 #: how many families `_families` gives
-N_FAMILIES = 11
+N_FAMILIES = 12
 
 
 def _bound(model, X, y):

@@ -446,6 +446,7 @@ def test_registry():
         "beta_regression",
         "weibull_regression",
         "exponential_regression",
+        "zero_inflated_poisson_regression",
     }
     for family, cls in FAMILIES.items():
         model = get_model(family, prior_scale=2.0)

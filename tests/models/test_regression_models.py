@@ -30,10 +30,12 @@ from raysampler.models import (
     SoftmaxRegression,
     StudentTRegression,
     WeibullRegression,
+    ZeroInflatedPoissonRegression,
     get_model,
     linear_posterior,
 )
 from raysampler.priors import (
+    BetaPrior,
     Exponential,
     Flat,
     Gamma,
@@ -165,6 +167,16 @@ def _survival(cls, kind="column", **kw):
     return model, np.column_stack([X, cens]), y
 
 
+def _zip(**kw):
+    """Zero-inflated counts (a third structural zeros) with an offset column."""
+    rng = np.random.default_rng(15)
+    X = _design(rng, 40)
+    expo = np.log(rng.uniform(0.5, 2.0, 40))
+    y = np.where(rng.random(40) < 0.3, 0, rng.poisson(np.exp(X @ np.array([0.5, -0.5, 0.3, 0.8]) + expo)))
+    model = ZeroInflatedPoissonRegression(offset="expo", **kw).bind(DataSpec(5, n_rows=40, columns=COLS + ("expo",)))
+    return model, np.column_stack([X, expo]), y.astype(float)
+
+
 def _softmax():
     rng = np.random.default_rng(6)
     X = rng.standard_normal((30, 3))
@@ -217,6 +229,8 @@ CASES = {
     "weibull_censored_column": lambda: _survival(WeibullRegression),
     "weibull_censored_array": lambda: _survival(WeibullRegression, "array", shape_prior=HalfNormal(2.0)),
     "exponential_censored_column": lambda: _survival(ExponentialRegression),
+    "zip_offset_defaults": _zip,
+    "zip_beta_prior": lambda: _zip(zi_prior=BetaPrior(2.0, 5.0), coef_prior=StudentT(3.0)),
     "softmax_student_t": _softmax,
     "mlp_student_t": _mlp,
 }
@@ -295,6 +309,7 @@ BATCHED_HESSIANS = (
     PoissonRegression,
     StudentTRegression,
     WeibullRegression,
+    ZeroInflatedPoissonRegression,
 )
 
 

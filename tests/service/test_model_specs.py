@@ -357,8 +357,9 @@ def test_old_prior_names_set_the_new_fields() -> None:
 def test_the_families_brms_users_fit_over_rest(app_client):
     """Student-t by formula (brms' `student`, priors by class: sigma, nu with a gamma prior), a Weibull with its
     censoring indicator by column (`censored_column`) and by formula (`t | cens(cens) ~ ...`): each run reports its
-    family's parameters by brms' name on the natural scale; a Gamma response ≤ 0 and a censoring code that is not
-    0/1 are a 422 naming the row and the column."""
+    family's parameters by brms' name on the natural scale, as does a zero-inflated Poisson with an offset column and
+    a beta prior on zi; a Gamma response ≤ 0 and a censoring code that is not 0/1 are a 422 naming the row and the
+    column, a zi prior that is not a beta a 422 at model.zi_prior."""
     from reference_problems import FAMILY_PROBLEMS
 
     c, h = app_client, hdr(ALICE)
@@ -395,6 +396,21 @@ def test_the_families_brms_users_fit_over_rest(app_client):
         names = [row["param"] for row in c.get(f"/v1/runs/{info['id']}/summary", headers=h).json()["rows"]]
         assert names == ["beta[(Intercept)]", "beta[x1]", "beta[x2]", "shape"], spec_model
 
+    X, y, zcols = FAMILY_PROBLEMS["family_zip"].load()
+    model = {"family": "zero_inflated_poisson_regression", "offset_column": "log_exposure"}
+    model["zi_prior"] = {"beta": {"a": 1.0, "b": 3.0}}
+    r = c.post("/v1/runs", json=_body(model, {"dataset_id": _upload(c, h, zcols, X, y)}), headers=h)
+    assert r.status_code == 202, r.text
+    info = final(c, r.json()["id"])
+    assert info["status"] == "SUCCEEDED", info
+    rows = c.get(f"/v1/runs/{info['id']}/summary", headers=h).json()["rows"]
+    assert [row["param"] for row in rows] == ["beta[(Intercept)]", "beta[x1]", "beta[x2]", "zi"]
+    assert 0.0 < rows[-1]["mean"] < 1.0  # zi itself, not its logit
+    bad_zi = model | {"zi_prior": {"gamma": {"shape": 1.0, "rate": 1.0}}}
+    r = c.post("/v1/runs", json=_body(bad_zi, {"dataset": "builtin:diabetes"}), headers=h)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"][:3] == ["body", "model", "zi_prior"], r.text
+
+    X, y, columns = FAMILY_PROBLEMS["family_weibull"].load()
     bad = _upload(c, h, columns, X, np.where(np.arange(len(y)) == 7, -1.0, y))
     r = c.post("/v1/runs", json=_body({"formula": "y ~ x1", "family": "Gamma"}, {"dataset_id": bad}), headers=h)
     assert r.status_code == 422 and "row 7" in r.text and "column 'y'" in r.text, r.text
