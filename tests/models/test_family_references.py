@@ -1,8 +1,9 @@
 """The families brms users fit (issue 48 item 4) at their default priors against NUTS on the pooled data (cached
 references, scripts/make_family_references.py, NumPyro's own likelihoods): Student-t (σ and ν), Gamma (shape), Beta
 (precision φ), Weibull with right censoring (shape), exponential with right censoring and zero-inflated Poisson with an
-offset (zi). DG-LMC runs on four shards; every reported parameter (β and the family's own, natural scale, brms names) must have its mean within 0.1 posterior
-sd and its sd within 10 %, each plus Z Monte-Carlo standard errors (the run's ESS and the reference's)."""
+offset (zi). DG-LMC runs on four shards; every reported parameter (β and the family's own, natural scale, brms names)
+must have its mean within 0.1 posterior sd and its sd within 10 %, each plus Z Monte-Carlo standard errors (the run's
+ESS and the reference's). And each family's curvature scale is the curvature met there."""
 
 from __future__ import annotations
 
@@ -53,3 +54,22 @@ def test_family_matches_nuts(name: str) -> None:
     shards = rs.shard(X, y, num_shards=4, columns=cols)
     res = rs.sample(problem.model, shards, chains=16, num_rounds=ROUNDS[name], seed=5, executor="local", progress=False)
     print(name, "\n  ".join(compare(res, name)))
+
+
+@pytest.mark.parametrize("name", list(ROUNDS))
+def test_the_curvature_scale_is_the_curvature_met_under_the_posterior(name: str) -> None:
+    """`smoothness` is a curvature scale, not a bound (RowFamilyGLM): within a factor 4 either way of the largest
+    eigenvalue of the pooled data's Hessian at the reference's posterior mean, in the sampler's coordinates."""
+    problem = FAMILY_PROBLEMS[name]
+    X, y, _ = problem.load()
+    model = problem.bound()
+    ref = reference(name)
+    theta = np.array(
+        [
+            np.log(v) if n in ("sigma", "nu", "shape", "phi") else np.log(v / (1 - v)) if n == "zi" else v
+            for n, v in zip(ref.names, ref.mean)
+        ]
+    )
+    assert ref.names == model.param_names()
+    lam = np.linalg.eigvalsh(model.hessian(X, y, theta))[-1]
+    assert lam / 4 <= model.smoothness(X, y) <= 4 * lam, (model.smoothness(X, y), lam)
