@@ -42,6 +42,10 @@ _BRMS = {
     "weibull_regression": ("weibull", "mu = log; shape = identity"),
     "exponential_regression": ("exponential", "mu = log"),
     "zero_inflated_poisson_regression": ("zero_inflated_poisson", "mu = log; zi = identity"),
+    "zero_inflated_negative_binomial_regression": (
+        "zero_inflated_negbinomial",
+        "mu = log; shape = identity; zi = identity",
+    ),
 }
 #: At most this many rows of a model without the brms layout are printed (the rest are counted).
 MAX_OTHER_ROWS = 40

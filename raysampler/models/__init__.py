@@ -34,6 +34,7 @@ from .registry import ENTRY_POINT_GROUP, Family, FamilyParam, family_params, loa
 from .softmax import SoftmaxRegression
 from .student import StudentTRegression
 from .weibull import ExponentialRegression, WeibullRegression
+from .zinb import ZeroInflatedNegativeBinomialRegression
 from .zip import ZeroInflatedPoissonRegression
 
 # The registry is loaded on first use (module __getattr__), not at import: a plug-in's module may itself import
@@ -120,6 +121,7 @@ __all__ = [
     "SoftmaxRegression",
     "StudentTRegression",
     "WeibullRegression",
+    "ZeroInflatedNegativeBinomialRegression",
     "ZeroInflatedPoissonRegression",
     "as_model",
     "base",

@@ -56,12 +56,13 @@ FORMULA_FAMILIES: dict[str, str] = {
     "weibull": "weibull_regression",
     "exponential": "exponential_regression",
     "zero_inflated_poisson": "zero_inflated_poisson_regression",
+    "zero_inflated_negbinomial": "zero_inflated_negative_binomial_regression",
 }
 #: the kinds of prior a formula model takes (`priors=`), one name per kind, as brms' prior classes: coefficients
 #: ("b"), group-effect sds ("sd", one prior or one per grouping column), the correlations of a term's effects ("cor",
 #: an LKJ, one or one per grouping column), the noise sd ("sigma": gaussian, lognormal, student), the negative
-#: binomial's dispersion and the Beta family's precision ("phi"), the Student-t's degrees of freedom ("nu"), the
-#: Gamma and Weibull families' shape ("shape"), the zero-inflation probability ("zi")
+#: binomial's (and its zero-inflated one's) dispersion and the Beta family's precision ("phi"), the Student-t's
+#: degrees of freedom ("nu"), the Gamma and Weibull families' shape ("shape"), the zero-inflation probability ("zi")
 PRIOR_KINDS = ("b", "sd", "cor", "sigma", "phi", "nu", "shape", "zi")
 _OFFSET = "(offset)"
 _TRIALS = "(trials)"
@@ -583,6 +584,7 @@ class Design:
             "poisson_regression",
             "negative_binomial_regression",
             "zero_inflated_poisson_regression",
+            "zero_inflated_negative_binomial_regression",
         ):
             raise ArgumentError(_PATH, f"offset(...): the {model.family} family takes no offset")
         for g, _, slopes in terms.groups:

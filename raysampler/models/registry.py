@@ -30,6 +30,7 @@ from .poisson import PoissonRegression
 from .softmax import SoftmaxRegression
 from .student import StudentTRegression
 from .weibull import ExponentialRegression, WeibullRegression
+from .zinb import ZeroInflatedNegativeBinomialRegression
 from .zip import ZeroInflatedPoissonRegression
 
 __all__ = [
@@ -60,6 +61,7 @@ BUILTIN: dict[str, type[Model]] = {
     "weibull_regression": WeibullRegression,
     "exponential_regression": ExponentialRegression,
     "zero_inflated_poisson_regression": ZeroInflatedPoissonRegression,
+    "zero_inflated_negative_binomial_regression": ZeroInflatedNegativeBinomialRegression,
 }
 #: Fields that `bind` fills from the data: arguments of the constructor, but not parameters a user chooses.
 BOUND_FIELDS = frozenset({"n_features", "n_classes", "columns"})

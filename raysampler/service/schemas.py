@@ -270,7 +270,8 @@ class ModelSpec(BaseModel):
     )
     phi_prior: PositivePriorSpec | None = Field(
         default=None,
-        description="negative_binomial_regression: prior on the dispersion φ; beta_regression: on the precision φ",
+        description="negative_binomial_regression, zero_inflated_negative_binomial_regression: prior on the "
+        "dispersion φ; beta_regression: on the precision φ",
     )
     nu_prior: PositivePriorSpec | None = Field(
         default=None, description="student_t_regression: prior on the degrees of freedom ν (default gamma(2, 0.1))"
@@ -280,14 +281,16 @@ class ModelSpec(BaseModel):
     )
     zi_prior: ProbabilityPriorSpec | None = Field(
         default=None,
-        description="zero_inflated_poisson_regression: prior on the zero-inflation probability (default beta(1, 1))",
+        description="zero_inflated_poisson_regression, zero_inflated_negative_binomial_regression: prior on the "
+        "zero-inflation probability (default beta(1, 1))",
     )
     noise_prior: PositivePriorSpec | None = Field(default=None, description="deprecated name of sigma_prior")
     dispersion_prior: PositivePriorSpec | None = Field(default=None, description="deprecated name of phi_prior")
     offset_column: str | None = Field(
         default=None,
         min_length=1,
-        description="poisson/negative_binomial/zero_inflated_poisson: the column of log exposure (not a feature)",
+        description="poisson, negative_binomial and their zero-inflated families: the column of log exposure (not a "
+        "feature)",
     )
     trials_column: str | None = Field(
         default=None, min_length=1, description="binomial_regression: the column of trial counts (not a feature)"
@@ -312,7 +315,8 @@ class ModelSpec(BaseModel):
         max_length=4000,
         description="a model written as a formula, brms' syntax ('y ~ x1 + C(region) + (1 + x1 | hospital)'): "
         "family is then brms' name of one (gaussian, bernoulli, poisson, binomial, negbinomial, lognormal, student, "
-        "Gamma, Beta, weibull, exponential, zero_inflated_poisson) or a built-in family's name, the priors are "
+        "Gamma, Beta, weibull, exponential, zero_inflated_poisson, zero_inflated_negbinomial) or a built-in family's "
+        "name, the priors are "
         "coef_prior (b), sd_prior (the group sds), cor_prior (cor: the correlations of a term's effects, correlated "
         "as in brms when one term has one bar and two effects or more; (1 + x1 || hospital) are not), sigma_prior "
         "(sigma), phi_prior (phi), nu_prior (nu), shape_prior (shape) and zi_prior (zi), and each site builds its "
