@@ -30,6 +30,7 @@ from raysampler.models import (
     PoissonRegression,
     StudentTRegression,
     WeibullRegression,
+    ZeroInflatedNegativeBinomialRegression,
     ZeroInflatedPoissonRegression,
 )
 from raysampler.priors import HalfCauchy, HalfNormal, Normal, StudentT
@@ -144,7 +145,8 @@ GROUP_PROBLEMS: dict[str, GroupProblem] = {
 #: the families brms users fit (issue 48 item 4) at their default priors (brms' own: Gamma(2, 0.1) on ν, Gamma(0.01,
 #: 0.01) on a shape or precision), referenced by NUTS on the pooled data (scripts/make_family_references.py), in brms
 #: names on the natural scale; the survival problems read their censoring indicator from column "censored", the
-#: zero-inflated Poisson its offset from "log_exposure" (BetaPrior(1, 1) on zi)
+#: zero-inflated Poisson and negative binomial their offset from "log_exposure" (BetaPrior(1, 1) on zi, HalfCauchy(10)
+#: on the negative binomial's φ)
 FAMILY_PROBLEMS: dict[str, ReferenceProblem] = {
     p.name: p
     for p in (
@@ -154,6 +156,7 @@ FAMILY_PROBLEMS: dict[str, ReferenceProblem] = {
         ReferenceProblem("family_weibull", WeibullRegression(censored="censored")),
         ReferenceProblem("family_exponential", ExponentialRegression(censored="censored")),
         ReferenceProblem("family_zip", ZeroInflatedPoissonRegression(offset="log_exposure")),
+        ReferenceProblem("family_zinb", ZeroInflatedNegativeBinomialRegression(offset="log_exposure")),
     )
 }
 

@@ -186,16 +186,18 @@ def _scipy_family(family: str, eta: np.ndarray, p: dict[str, np.ndarray]):
         mu = expit(eta)
         return st.beta(mu * p["phi"], (1.0 - mu) * p["phi"])
     if family == "zero_inflated_poisson":
-        return _ZeroInflatedPoisson(p["zi"], np.exp(eta))
+        return _ZeroInflated(p["zi"], st.poisson(np.exp(eta)))
+    if family == "zero_inflated_negbinomial":  # NB2 with mean μ: scipy's n = φ, p = φ/(φ + μ)
+        return _ZeroInflated(p["zi"], st.nbinom(p["phi"], p["phi"] / (p["phi"] + np.exp(eta))))
     k = p.get("shape", np.ones_like(eta))
     return st.weibull_min(c=k, scale=np.exp(eta - gammaln(1.0 + 1.0 / k)))
 
 
-class _ZeroInflatedPoisson:
-    """The zero-inflated Poisson from scipy's Poisson: P(0) = zi + (1 − zi) e^{−λ}, P(k) = (1 − zi) Poisson(k; λ)."""
+class _ZeroInflated:
+    """A zero-inflated count distribution from scipy's: P(0) = zi + (1 − zi) P_c(0), P(k) = (1 − zi) P_c(k)."""
 
-    def __init__(self, zi: np.ndarray, lam: np.ndarray) -> None:
-        self.zi, self.pois = zi, st.poisson(lam)
+    def __init__(self, zi: np.ndarray, counts) -> None:
+        self.zi, self.pois = zi, counts
 
     def logpdf(self, y: np.ndarray) -> np.ndarray:
         return np.where(
@@ -216,6 +218,7 @@ FORMULAS = {
     "weibull": "t | cens(cens) ~ x + (1 | g)",
     "exponential": "t | cens(cens) ~ x + (1 | g)",
     "zero_inflated_poisson": "yz ~ x + offset(np.log(ex)) + (1 | g)",
+    "zero_inflated_negbinomial": "yz ~ x + offset(np.log(ex)) + (1 | g)",
 }
 FAMILY_PARAMS = {
     "student": ["sigma", "nu"],
@@ -223,6 +226,7 @@ FAMILY_PARAMS = {
     "Beta": ["phi"],
     "weibull": ["shape"],
     "zero_inflated_poisson": ["zi"],
+    "zero_inflated_negbinomial": ["phi", "zi"],
 }
 
 
@@ -283,6 +287,7 @@ def test_family_log_likelihoods_match_scipy_and_sum_to_the_potential() -> None:
         GammaRegression,
         StudentTRegression,
         WeibullRegression,
+        ZeroInflatedNegativeBinomialRegression,
         ZeroInflatedPoissonRegression,
     )
 
@@ -297,6 +302,7 @@ def test_family_log_likelihoods_match_scipy_and_sum_to_the_potential() -> None:
         ("weibull", WeibullRegression(censored="cens"), ("cens", cens), df.t, 1),
         ("exponential", ExponentialRegression(censored="cens"), ("cens", cens), df.t, 0),
         ("zero_inflated_poisson", ZeroInflatedPoissonRegression(offset="ex"), ("ex", offset), df.yz, 1),
+        ("zero_inflated_negbinomial", ZeroInflatedNegativeBinomialRegression(offset="ex"), ("ex", offset), df.yz, 2),
     ]
     for family, model, extra, y, m in cases:
         cols = ("(Intercept)", "x") + ((extra[0],) if extra else ())
@@ -306,9 +312,9 @@ def test_family_log_likelihoods_match_scipy_and_sum_to_the_potential() -> None:
         own = rng.uniform(0.2, 1.5, (5, m))  # log ν > 0: a Student-t with a mean
         x = np.column_stack([rng.normal(0.3, 0.3, 5), rng.normal(0.6, 0.3, 5), own])
         p = {name: np.exp(own[:, j])[None, :] for j, name in enumerate(FAMILY_PARAMS.get(family, []))}
-        if family == "zero_inflated_poisson":
-            p = {"zi": expit(own[:, 0])[None, :]}  # zi is sampled on the logit scale
-        eta = X @ x[:, :2].T + (offset[:, None] if family == "zero_inflated_poisson" else 0.0)
+        if family.startswith("zero_inflated"):
+            p["zi"] = expit(own[:, -1])[None, :]  # zi is sampled on the logit scale
+        eta = X @ x[:, :2].T + (offset[:, None] if family.startswith("zero_inflated") else 0.0)
         dist = _scipy_family(family, eta, p)
         expected = dist.logpdf(y[:, None])
         if extra and extra[0] == "cens":
@@ -366,6 +372,7 @@ def test_formula_families_censoring_and_priors_by_brms_class() -> None:
     from raysampler.priors import BetaPrior, Exponential, Gamma
 
     expected = {
+        "zero_inflated_negbinomial": "zero_inflated_negative_binomial_regression",
         "zero_inflated_poisson": "zero_inflated_poisson_regression",
         "student": "student_t_regression",
         "Gamma": "gamma_regression",

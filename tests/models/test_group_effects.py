@@ -57,11 +57,15 @@ def _families(y: np.ndarray, X: np.ndarray):
         (rs.models.WeibullRegression(censored=censored, group_effects=GE), np.exp(y)),
         (rs.models.ExponentialRegression(censored=censored, group_effects=GE), np.exp(y)),
         (rs.models.ZeroInflatedPoissonRegression(offset="aux", group_effects=GE), np.where(y > 0.5, 0.0, counts)),
+        (
+            rs.models.ZeroInflatedNegativeBinomialRegression(offset="aux", group_effects=GE),
+            np.where(y > 0.5, 0.0, counts),
+        ),
     ]
 
 
 #: how many families `_families` gives
-N_FAMILIES = 12
+N_FAMILIES = 13
 
 
 def _bound(model, X, y):

@@ -447,6 +447,7 @@ def test_registry():
         "weibull_regression",
         "exponential_regression",
         "zero_inflated_poisson_regression",
+        "zero_inflated_negative_binomial_regression",
     }
     for family, cls in FAMILIES.items():
         model = get_model(family, prior_scale=2.0)

@@ -30,6 +30,7 @@ from raysampler.models import (
     SoftmaxRegression,
     StudentTRegression,
     WeibullRegression,
+    ZeroInflatedNegativeBinomialRegression,
     ZeroInflatedPoissonRegression,
     get_model,
     linear_posterior,
@@ -167,13 +168,13 @@ def _survival(cls, kind="column", **kw):
     return model, np.column_stack([X, cens]), y
 
 
-def _zip(**kw):
+def _zip(cls=ZeroInflatedPoissonRegression, **kw):
     """Zero-inflated counts (a third structural zeros) with an offset column."""
     rng = np.random.default_rng(15)
     X = _design(rng, 40)
     expo = np.log(rng.uniform(0.5, 2.0, 40))
     y = np.where(rng.random(40) < 0.3, 0, rng.poisson(np.exp(X @ np.array([0.5, -0.5, 0.3, 0.8]) + expo)))
-    model = ZeroInflatedPoissonRegression(offset="expo", **kw).bind(DataSpec(5, n_rows=40, columns=COLS + ("expo",)))
+    model = cls(offset="expo", **kw).bind(DataSpec(5, n_rows=40, columns=COLS + ("expo",)))
     return model, np.column_stack([X, expo]), y.astype(float)
 
 
@@ -231,6 +232,10 @@ CASES = {
     "exponential_censored_column": lambda: _survival(ExponentialRegression),
     "zip_offset_defaults": _zip,
     "zip_beta_prior": lambda: _zip(zi_prior=BetaPrior(2.0, 5.0), coef_prior=StudentT(3.0)),
+    "zinb_offset_defaults": lambda: _zip(ZeroInflatedNegativeBinomialRegression),
+    "zinb_priors": lambda: _zip(
+        ZeroInflatedNegativeBinomialRegression, phi_prior=Exponential(0.5), zi_prior=BetaPrior(2, 2)
+    ),
     "softmax_student_t": _softmax,
     "mlp_student_t": _mlp,
 }
@@ -309,6 +314,7 @@ BATCHED_HESSIANS = (
     PoissonRegression,
     StudentTRegression,
     WeibullRegression,
+    ZeroInflatedNegativeBinomialRegression,
     ZeroInflatedPoissonRegression,
 )
 
