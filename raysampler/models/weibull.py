@@ -37,16 +37,11 @@ def _check_censoring(values: np.ndarray, what: str, argname: str | None = None) 
 
 
 @dataclass(frozen=True)
-class WeibullRegression(RowFamilyGLM):
-    """Weibull times with right censoring (module docstring): with L_j = η_j − log Γ(1 + 1/k) (log scale),
-    u_j = k(log y_j − L_j), E_j = e^{u_j} = (y_j/λ_j)^k and δ_j = 1 − censored_j, per row
-    ℓ_j = δ_j [−log k − (k − 1) log y_j + k L_j] + E_j: −log f(y_j) for an event, −log S(y_j) = E_j for a
-    censored row (the whole −log likelihood, so `log_likelihood` is −ℓ_j).
+class _RightCensoredGLM(RowFamilyGLM):
+    """What the survival families share: positive times, the censoring indicator `censored` (a per-row input), each
+    row's event indicator δ_j = 1 − censored_j, the log link on the mean event time, and the Weibull's scale and
+    quantiles at its shape k (`_shape`: k = 1 here, the exponential's; the Weibull's own is a parameter)."""
 
-    θ = (β, ρ = log k). Priors: `coef_prior` N(0, 10²), `shape_prior` Gamma(0.01, 0.01) (brms' default on the
-    shape). Predictions are of the event time: mean μ_j, draws λ_j(−log(1 − u))^{1/k}. Times must be > 0."""
-
-    name = "weibull_regression"
     target_kind = "real"
     _extra = "censored"
 
@@ -58,10 +53,6 @@ class WeibullRegression(RowFamilyGLM):
             "feature) or an array over the rows; absent = every event observed"
         },
     )
-    shape_prior: PositivePrior | None = field(default=None, kw_only=True)
-
-    _family_params: ClassVar[tuple] = (("shape", "shape_prior", Gamma(0.01, 0.01)),)
-    _support = ("weibull", "> 0")
 
     def response_ok(self, y: np.ndarray) -> np.ndarray:
         return np.isfinite(y) & (y > 0)
@@ -80,6 +71,49 @@ class WeibullRegression(RowFamilyGLM):
         """δ_j = 1 − censored_j (n, 1): 1 where the event was observed."""
         cens = self._extra_values(X)
         return np.ones((n, 1)) if cens is None else (1.0 - cens)[:, None]
+
+    def _shape(self, psi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(log k, k), each (1, K): the shape 1 of the exponential family."""
+        zero = np.zeros((1, psi.shape[0]))
+        return zero, zero + 1.0
+
+    def _curvature_weights(self, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """k²E ≈ 1 per event at the fit for k near 1 (E_j averages to about the events' share)."""
+        return self._events(np.asarray(X, dtype=np.float64), y.shape[0])[:, 0]
+
+    # ------------------------------------------------------------------ checks of the fit
+
+    def eta_log_likelihood(self, X: np.ndarray, y: np.ndarray, eta: np.ndarray, psi: np.ndarray) -> np.ndarray:
+        """log f(y_j) for an event, log S(y_j) for a right-censored row."""
+        return -self.row_terms(X, np.asarray(y, dtype=np.float64), eta, psi, 0).loss
+
+    def eta_mean(self, X: np.ndarray, eta: np.ndarray, psi: np.ndarray) -> np.ndarray:
+        with np.errstate(over="ignore"):
+            return np.exp(eta)
+
+    def eta_draw(self, X: np.ndarray, eta: np.ndarray, psi: np.ndarray, u: np.ndarray) -> np.ndarray:
+        _, k = self._shape(psi)
+        with np.errstate(over="ignore"):
+            scale = np.exp(eta - gammaln(1.0 + 1.0 / k))
+            return scale * (-np.log1p(-np.atleast_2d(u))) ** (1.0 / k)
+
+
+@dataclass(frozen=True)
+class WeibullRegression(_RightCensoredGLM):
+    """Weibull times with right censoring (module docstring): with L_j = η_j − log Γ(1 + 1/k) (log scale),
+    u_j = k(log y_j − L_j), E_j = e^{u_j} = (y_j/λ_j)^k and δ_j = 1 − censored_j, per row
+    ℓ_j = δ_j [−log k − (k − 1) log y_j + k L_j] + E_j: −log f(y_j) for an event, −log S(y_j) = E_j for a
+    censored row (the whole −log likelihood, so `log_likelihood` is −ℓ_j).
+
+    θ = (β, ρ = log k). Priors: `coef_prior` N(0, 10²), `shape_prior` Gamma(0.01, 0.01) (brms' default on the
+    shape). Predictions are of the event time: mean μ_j, draws λ_j(−log(1 − u))^{1/k}. Times must be > 0."""
+
+    name = "weibull_regression"
+
+    shape_prior: PositivePrior | None = field(default=None, kw_only=True)
+
+    _family_params: ClassVar[tuple] = (("shape", "shape_prior", Gamma(0.01, 0.01)),)
+    _support = ("weibull", "> 0")
 
     def _shape(self, psi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(log k, k), each (1, K)."""
@@ -109,46 +143,14 @@ class WeibullRegression(RowFamilyGLM):
         h_rr = (E - delta) * (w + polygamma(1, 1.0 + 1.0 / k) / k) + E * w * w
         return RowTerms(loss, d1, g_psi, k * k * E, h_er[:, :, None], h_rr.sum(axis=0)[:, None, None])
 
-    def _curvature_weights(self, X: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """k²E ≈ 1 per event at the fit for k near 1 (E_j averages to about the events' share)."""
-        return self._events(np.asarray(X, dtype=np.float64), y.shape[0])[:, 0]
-
-    # ------------------------------------------------------------------ checks of the fit
-
-    def eta_log_likelihood(self, X: np.ndarray, y: np.ndarray, eta: np.ndarray, psi: np.ndarray) -> np.ndarray:
-        """log f(y_j) for an event, log S(y_j) for a right-censored row."""
-        return -self.row_terms(X, np.asarray(y, dtype=np.float64), eta, psi, 0).loss
-
-    def eta_mean(self, X: np.ndarray, eta: np.ndarray, psi: np.ndarray) -> np.ndarray:
-        with np.errstate(over="ignore"):
-            return np.exp(eta)
-
-    def eta_draw(self, X: np.ndarray, eta: np.ndarray, psi: np.ndarray, u: np.ndarray) -> np.ndarray:
-        _, k = self._shape(psi)
-        with np.errstate(over="ignore"):
-            scale = np.exp(eta - gammaln(1.0 + 1.0 / k))
-            return scale * (-np.log1p(-np.atleast_2d(u))) ** (1.0 / k)
-
 
 @dataclass(frozen=True)
-class ExponentialRegression(WeibullRegression):
+class ExponentialRegression(_RightCensoredGLM):
     """Exponential times with right censoring (brms' `exponential`): the Weibull family with shape k = 1, rate
     1/μ_j, μ_j = exp(η_j): ℓ_j = δ_j η_j + y_j e^{−η_j}; θ = β (prior `coef_prior`, N(0, 10²))."""
 
     name = "exponential_regression"
-    _family_params: ClassVar[tuple] = ()
     _support = ("exponential", "> 0")
-
-    def __post_init__(self) -> None:
-        if self.shape_prior is not None:
-            raise ArgumentError(
-                ("model", "shape_prior"), "shape_prior: the exponential family's shape is 1 (use weibull_regression)"
-            )
-        super().__post_init__()
-
-    def _shape(self, psi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        zero = np.zeros((1, psi.shape[0]))
-        return zero, zero + 1.0
 
     def row_terms(self, X: np.ndarray, y: np.ndarray, eta: np.ndarray, psi: np.ndarray, order: int) -> RowTerms:
         """ℓ_j = δ_j η_j + E_j, E_j = y_j e^{−η_j}: ∂ℓ/∂η = δ − E, ∂²ℓ/∂η² = E (the Weibull's at k = 1, no ρ)."""

@@ -405,8 +405,10 @@ def test_formula_families_censoring_and_priors_by_brms_class() -> None:
         rs.models.from_formula("t | trials(n) ~ x", "weibull")
     with pytest.raises(ArgumentError, match=r"priors\['nu'\]: the gamma_regression family has no such parameter"):
         rs.models.from_formula("yg ~ x", "Gamma", {"nu": Gamma(2.0, 0.1)})
-    with pytest.raises(ArgumentError, match="shape_prior: the exponential family's shape is 1"):
-        rs.models.ExponentialRegression(shape_prior=Gamma(1.0, 1.0))
+    with pytest.raises(ArgumentError, match="'exponential_regression' has no parameter.*shape_prior"):
+        rs.models.get_model("exponential_regression", shape_prior=Gamma(1.0, 1.0))  # its shape is 1
+    with pytest.raises(ArgumentError, match=r"priors\['shape'\]: the exponential_regression family has no such"):
+        rs.models.from_formula("t | cens(cens) ~ x", "exponential", {"shape": Gamma(1.0, 1.0)})
     z = rs.models.from_formula("yz ~ x + offset(np.log(ex))", "zero_inflated_poisson", {"zi": BetaPrior(2.0, 5.0)})
     zb = z.bind(DataSpec(len(columns), columns=columns))
     assert zb.model.zi_prior == BetaPrior(2.0, 5.0) and zb.design.x_columns == ("(Intercept)", "x", "(offset)")
