@@ -5,6 +5,7 @@ A `FormulaModel` maps it onto the built-in families and `GroupEffects`:
 
 - the common terms (intercept, numbers, categories, interactions, `I(...)`, `offset(...)`) make the coefficient
   design; an `offset(...)` term becomes the family's offset; `p(successes, trials)` on the left the binomial's trials;
+  `y | cens(censored)` on the left the survival families' censoring indicator (taken off before formulae reads it);
 - each group term `(1 + x | g)` becomes `GroupEffects("g", intercept=True, slopes=("x",), correlated=True)` (its
   slopes must be columns of the common design, as in brms' usual `y ~ x + (1 + x | g)`). As in brms, the effects of
   one term written with `|` are correlated (an LKJ prior on their correlation) and those written with `||`, or in
@@ -362,9 +363,12 @@ def _prior_fields(family: str, priors: Mapping[str, Any], terms: Terms) -> tuple
 @dataclass(frozen=True)
 class FormulaModel(Model):
     """A model given as a formula (module docstring): `formula` read by formulae, `family` a brms family name
-    (gaussian, bernoulli, poisson, binomial, negbinomial) or a built-in family's, `priors` one prior per kind
-    (`PRIOR_KINDS`: {"b": Normal(0, 2.5), "sd": HalfNormal(1), "sigma": ..., "phi": ...}), `levels` the order of
-    a categorical column's levels where the default (sorted) will not do (the first is the reference)."""
+    (`FORMULA_FAMILIES`: gaussian, bernoulli, poisson, binomial, negbinomial, lognormal, student, Gamma, Beta,
+    weibull, exponential, zero_inflated_poisson, zero_inflated_negbinomial) or a built-in family's, `priors` one prior
+    per kind (`PRIOR_KINDS`: {"b": Normal(0, 2.5), "sd": HalfNormal(1), "sigma": ..., "phi": ..., "nu": ...,
+    "shape": ..., "zi": ...}), `levels` the order of a categorical column's levels where the default (sorted) will
+    not do (the first is the reference). The survival families' response may carry brms' right-censoring addition,
+    `time | cens(censored) ~ ...` (`_response_addition`)."""
 
     formula: str
     family: str = "gaussian"
