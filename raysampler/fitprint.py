@@ -42,6 +42,7 @@ _BRMS = {
     "weibull_regression": ("weibull", "mu = log; shape = identity"),
     "exponential_regression": ("exponential", "mu = log"),
     "zero_inflated_poisson_regression": ("zero_inflated_poisson", "mu = log; zi = identity"),
+    "cumulative_regression": ("cumulative", "mu = logit; disc = identity"),
     "zero_inflated_negative_binomial_regression": (
         "zero_inflated_negbinomial",
         "mu = log; shape = identity; zi = identity",
@@ -106,6 +107,8 @@ class FitSummary:
                 levels[base[2:]] = levels.get(base[2:], 0) + 1
             elif base == "beta" and inner is not None:
                 population.append((_effect(inner), self.rows[n]))
+            elif n == "Intercept" or (base == "delta" and inner is not None):  # an ordinal model's thresholds
+                population.append(("Intercept[1]" if n == "Intercept" else n, self.rows[n]))
             elif inner is None and population:
                 dpars.append((n, self.rows[n]))
             else:

@@ -58,18 +58,23 @@ FORMULA_FAMILIES: dict[str, str] = {
     "exponential": "exponential_regression",
     "zero_inflated_poisson": "zero_inflated_poisson_regression",
     "zero_inflated_negbinomial": "zero_inflated_negative_binomial_regression",
+    "cumulative": "cumulative_regression",
 }
 #: the kinds of prior a formula model takes (`priors=`), one name per kind, as brms' prior classes: coefficients
 #: ("b"), group-effect sds ("sd", one prior or one per grouping column), the correlations of a term's effects ("cor",
 #: an LKJ, one or one per grouping column), the noise sd ("sigma": gaussian, lognormal, student), the negative
 #: binomial's (and its zero-inflated one's) dispersion and the Beta family's precision ("phi"), the Student-t's
-#: degrees of freedom ("nu"), the Gamma and Weibull families' shape ("shape"), the zero-inflation probability ("zi")
-PRIOR_KINDS = ("b", "sd", "cor", "sigma", "phi", "nu", "shape", "zi")
+#: degrees of freedom ("nu"), the Gamma and Weibull families' shape ("shape"), the zero-inflation probability ("zi"),
+#: an ordinal model's first threshold ("Intercept") and the gaps between its thresholds ("delta")
+PRIOR_KINDS = ("b", "sd", "cor", "sigma", "phi", "nu", "shape", "zi", "Intercept", "delta")
 _OFFSET = "(offset)"
 _TRIALS = "(trials)"
 _CENSORED = "(censored)"
 #: the families whose response takes brms' censoring addition `y | cens(censored) ~ ...`
 _CENSORING_FAMILIES = ("weibull_regression", "exponential_regression")
+#: the ordinal families: the response is read as ordered categories (its levels joined over the shards at set-up, in
+#: the order `levels=` gives or sorted), coded 1..K, and the design has no intercept (the thresholds hold it)
+_ORDINAL_FAMILIES = ("cumulative_regression",)
 
 
 def _formulae() -> Any:
@@ -323,7 +328,7 @@ def _prior_fields(family: str, priors: Mapping[str, Any], terms: Terms) -> tuple
             ("model", "priors", unknown[0]),
             f"priors: unknown kind {unknown[0]!r}; the kinds are {', '.join(PRIOR_KINDS)} (coefficients, group sds, "
             "correlations, the noise sd, the dispersion or precision, the degrees of freedom, the shape, the "
-            "zero-inflation)",
+            "zero-inflation, an ordinal model's thresholds)",
         )
     from . import FAMILIES
 
@@ -441,9 +446,11 @@ class FormulaModel(Model):
     # ------------------------------------------------------------------ set-up: the categories' levels
 
     def category_columns(self, columns: Sequence[str] | None) -> tuple[str, ...]:
-        """The columns the formula reads as categories: inside `C(...)`, or in `levels`."""
+        """The columns the formula reads as categories: inside `C(...)`, or in `levels`; an ordinal family's
+        response too (its K levels fix the model's size)."""
         named = tuple(c for c, _ in self.levels or ())
-        return tuple(dict.fromkeys(self.terms.categorical + named))
+        ordinal = self.terms.response[:1] if self.family in _ORDINAL_FAMILIES else ()
+        return tuple(dict.fromkeys(self.terms.categorical + named + ordinal))
 
     def category_values(self, X: np.ndarray, y: np.ndarray, columns: Sequence[str] | None) -> dict[str, list[Any]]:
         """This shard's distinct values of each category column (metadata: what the coordinator joins)."""
@@ -485,7 +492,7 @@ class FormulaModel(Model):
         import pandas as pd
 
         terms = self.terms
-        levels = dict(levels or {})
+        levels = {k: v for k, v in (levels or {}).items() if k != terms.response[0]}  # the response is not designed
         for c in terms.categorical:
             levels.setdefault(c, ("a", "b"))
         m = max([2, *(len(v) for v in levels.values())])
@@ -567,6 +574,8 @@ class Design:
     text: tuple[str, ...] = ()
     #: the right-censoring indicator's column (`cens(...)`), the family's last X column; None without one
     censored: str | None = None
+    #: whether the design has its intercept column (not for an ordinal family, whose thresholds hold it)
+    intercept: bool = True
 
     @classmethod
     def of(
@@ -579,9 +588,14 @@ class Design:
         terms = model.terms
         dm = model.template(levels)
         labels, offset = [], False
+        ordinal = model.family in _ORDINAL_FAMILIES
+        if ordinal and terms.response[0] not in levels:
+            raise ArgumentError(_PATH, f"the response {terms.response[0]!r} of an ordinal model has no levels")
         for term in dm.common.terms.values():
             if getattr(term, "kind", None) == "offset":
                 offset = True
+                continue
+            if ordinal and getattr(term, "kind", None) == "intercept":
                 continue
             labels += ["(Intercept)" if lab == "Intercept" else lab for lab in term.labels]
         if offset and model.family not in (
@@ -610,6 +624,7 @@ class Design:
             model,
             text,
             terms.censored,
+            not ordinal,
         )
 
     @property
@@ -631,6 +646,8 @@ class Design:
             fields["trials"] = _TRIALS
         if self.censored is not None:
             fields["censored"] = _CENSORED
+        if not self.intercept:  # an ordinal family: K from the response's levels
+            fields["n_categories"] = len(dict(self.levels)[self.response[0]])
         family = get_model(model.family, **fields, **({"group_effects": effects} if effects else {}))
         cols = self.x_columns
         text = spec.text_levels()  # a grouping column's text labels name its effects as given
@@ -667,6 +684,9 @@ class Design:
         if len(self.response) == 2:
             succ, trials = (np.asarray(X[:, cols.index(c)], dtype=np.float64) for c in self.response)
             extra, target = trials[:, None], succ
+        elif not self.intercept:  # ordered categories, coded 1..K in the levels' order
+            order = {label: k + 1.0 for k, label in enumerate(levels[self.response[0]])}
+            target = np.array([order.get(u, np.nan) for u in values[self.response[0]].tolist()])
         else:  # the response is a column (`FormulaModel.check_columns`): the shard's own y is not read
             target = np.asarray(X[:, cols.index(self.response[0])], dtype=np.float64)
         if self.censored is not None:
@@ -745,6 +765,8 @@ class Design:
             common = _template(self).common.evaluate_new_data(data)
         parts, extra = [], None
         for name, term in common.terms.items():
+            if not self.intercept and getattr(term, "kind", None) == "intercept":
+                continue
             block = np.asarray(common[name], dtype=np.float64).reshape(n, -1)
             if getattr(term, "kind", None) == "offset":
                 extra = block[:, :1]

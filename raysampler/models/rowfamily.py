@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..priors import check_positive_prior, check_probability_prior
+from ..priors import check_coef_prior, check_positive_prior, check_probability_prior
 from .common import _GLM, RowTerms, _check_positive, _check_Xy, _gram_lambda_max, _rows_of, weighted_grams
 from .contract import ParamBlock, runs_own
 
@@ -51,11 +51,16 @@ class RowFamilyGLM(_GLM):
     #: the parameters that are probabilities (sampled as logits, reported as themselves, a `BetaPrior`); the others
     #: are positive (sampled as logs)
     _probabilities: ClassVar[frozenset[str]] = frozenset()
+    #: the parameters on the whole real line (sampled and reported as they are, a coefficient prior)
+    _reals: ClassVar[frozenset[str]] = frozenset()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "smoothness_safety", _check_positive("smoothness_safety", self.smoothness_safety))
         for name, prior_field, default in self._family_params:
             value = default if getattr(self, prior_field) is None else getattr(self, prior_field)
+            if name in self._reals:
+                object.__setattr__(self, prior_field, check_coef_prior(value, prior_field))
+                continue
             check = check_probability_prior if name in self._probabilities else check_positive_prior
             object.__setattr__(self, prior_field, check(value, prior_field))
         super().__post_init__()

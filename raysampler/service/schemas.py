@@ -279,6 +279,13 @@ class ModelSpec(BaseModel):
     shape_prior: PositivePriorSpec | None = Field(
         default=None, description="gamma_regression, weibull_regression: prior on the shape"
     )
+    threshold_prior: CoefPriorSpec | None = Field(
+        default=None, description="cumulative_regression: prior on the first threshold (default student_t(3, 0, 2.5))"
+    )
+    gap_prior: PositivePriorSpec | None = Field(
+        default=None,
+        description="cumulative_regression: prior on each gap between thresholds (default half_normal(5))",
+    )
     zi_prior: ProbabilityPriorSpec | None = Field(
         default=None,
         description="zero_inflated_poisson_regression, zero_inflated_negative_binomial_regression: prior on the "
@@ -315,11 +322,12 @@ class ModelSpec(BaseModel):
         max_length=4000,
         description="a model written as a formula, brms' syntax ('y ~ x1 + C(region) + (1 + x1 | hospital)'): "
         "family is then brms' name of one (gaussian, bernoulli, poisson, binomial, negbinomial, lognormal, student, "
-        "Gamma, Beta, weibull, exponential, zero_inflated_poisson, zero_inflated_negbinomial) or a built-in family's "
-        "name, the priors are "
+        "Gamma, Beta, weibull, exponential, zero_inflated_poisson, zero_inflated_negbinomial, cumulative) or a "
+        "built-in family's name, the priors are "
         "coef_prior (b), sd_prior (the group sds), cor_prior (cor: the correlations of a term's effects, correlated "
         "as in brms when one term has one bar and two effects or more; (1 + x1 || hospital) are not), sigma_prior "
-        "(sigma), phi_prior (phi), nu_prior (nu), shape_prior (shape) and zi_prior (zi), and each site builds its "
+        "(sigma), phi_prior (phi), nu_prior (nu), shape_prior (shape), zi_prior (zi), threshold_prior (Intercept) and "
+        "gap_prior (delta), and each site builds its "
         "design from its own rows (the data's files name no y or x columns)",
         json_schema_extra={"x-families": list(FORMULA_FAMILIES)},
     )
@@ -379,6 +387,8 @@ class ModelSpec(BaseModel):
             "nu": self.nu_prior,
             "shape": self.shape_prior,
             "zi": self.zi_prior,
+            "Intercept": self.threshold_prior,
+            "delta": self.gap_prior,
         }
         priors = {k: v.to_prior() for k, v in kinds.items() if v is not None}
         return from_formula(self.formula, self.family, priors)
@@ -396,6 +406,8 @@ class ModelSpec(BaseModel):
                 "nu_prior",
                 "shape_prior",
                 "zi_prior",
+                "threshold_prior",
+                "gap_prior",
                 "group_effects",
             )
             if getattr(self, n) is not None
@@ -419,7 +431,16 @@ class ModelSpec(BaseModel):
         for name in ("prior_scale", "noise_sd"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
-        for name in ("coef_prior", "sigma_prior", "phi_prior", "nu_prior", "shape_prior", "zi_prior"):
+        for name in (
+            "coef_prior",
+            "sigma_prior",
+            "phi_prior",
+            "nu_prior",
+            "shape_prior",
+            "zi_prior",
+            "threshold_prior",
+            "gap_prior",
+        ):
             spec = getattr(self, name)
             if spec is not None:
                 out[name] = spec.to_prior()
