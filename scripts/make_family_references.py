@@ -80,17 +80,21 @@ def make_data(name: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
         counts = rng.negative_binomial(3.0, 3.0 / (3.0 + mu))
         zeros = rng.random(n) < 0.2
         return np.column_stack([X, expo]), np.where(zeros, 0, counts).astype(float), COEF + ["log_exposure"]
+    if name == "family_cumulative":  # four ordered categories of a logistic latent variable; no intercept column
+        z = X[:, 1:] @ np.array([0.9, -0.6]) + rng.logistic(size=n)
+        return X[:, 1:], 1.0 + np.digitize(z, [-1.0, 0.3, 1.2]), COEF[1:]
     raise ValueError(f"unknown problem {name!r}")
 
 
 def numpyro_model(name: str, X: np.ndarray, columns: tuple[str, ...]):
     """The problem's regression in NumPyro on the pooled data, and its parameters' brms names."""
     cols = list(columns)
-    Xc = jnp.asarray(X[:, [cols.index(c) for c in COEF]])
+    coef = [c for c in COEF if c in cols]
+    Xc = jnp.asarray(X[:, [cols.index(c) for c in coef]])
     cens = jnp.asarray(X[:, cols.index("censored")]) if "censored" in cols else None
     offset = jnp.asarray(X[:, cols.index("log_exposure")]) if "log_exposure" in cols else 0.0
     family = name.removeprefix("family_")
-    names = [f"beta[{c}]" for c in COEF] + {
+    names = [f"beta[{c}]" for c in coef] + {
         "student": ["sigma", "nu"],
         "gamma": ["shape"],
         "beta": ["phi"],
@@ -98,6 +102,7 @@ def numpyro_model(name: str, X: np.ndarray, columns: tuple[str, ...]):
         "exponential": [],
         "zip": ["zi"],
         "zinb": ["phi", "zi"],
+        "cumulative": ["Intercept", "delta[2]", "delta[3]"],
     }[family]
 
     def censored_likelihood(d, y):
@@ -107,7 +112,7 @@ def numpyro_model(name: str, X: np.ndarray, columns: tuple[str, ...]):
         numpyro.factor("y", jnp.sum(jnp.where(cens == 1.0, log_s, d.log_prob(y))))
 
     def model(y=None):
-        beta = numpyro.sample("beta", dist.Normal(0.0, 10.0).expand([len(COEF)]))
+        beta = numpyro.sample("beta", dist.Normal(0.0, 10.0).expand([len(coef)]))
         eta = Xc @ beta
         if family == "student":
             sigma = numpyro.sample("sigma", dist.HalfNormal(10.0))
@@ -129,6 +134,11 @@ def numpyro_model(name: str, X: np.ndarray, columns: tuple[str, ...]):
         elif family == "zip":
             zi = numpyro.sample("zi", dist.Beta(1.0, 1.0))
             numpyro.sample("y", dist.ZeroInflatedPoisson(zi, jnp.exp(eta + offset)), obs=y)
+        elif family == "cumulative":  # thresholds τ_1 + running sums of the gaps; NumPyro's categories are 0..K−1
+            first = numpyro.sample("Intercept", dist.StudentT(3.0, 0.0, 2.5))
+            gaps = numpyro.sample("delta", dist.HalfNormal(5.0).expand([2]))
+            cutpoints = first + jnp.concatenate([jnp.zeros(1), jnp.cumsum(gaps)])
+            numpyro.sample("y", dist.OrderedLogistic(eta, cutpoints), obs=(y - 1).astype(jnp.int32))
         else:
             phi = numpyro.sample("phi", dist.HalfCauchy(10.0))
             zi = numpyro.sample("zi", dist.Beta(1.0, 1.0))
@@ -163,7 +173,10 @@ def main() -> None:
         )
         mcmc.run(jax.random.PRNGKey(4800 + i), y=jnp.asarray(y))
         samples = mcmc.get_samples(group_by_chain=True)
-        parts = [np.asarray(samples["beta"])] + [np.asarray(samples[n])[..., None] for n in names[len(COEF) :]]
+        parts = []  # (chains, draws, size) per parameter: β, then the family's own in `names` order
+        for base in dict.fromkeys(n.split("[")[0] for n in names):
+            a = np.asarray(samples[base])
+            parts.append(a[..., None] if a.ndim == 2 else a)
         draws = np.concatenate(parts, axis=-1)
         tree = azb.from_dict({"posterior": {"theta": draws}}, dims={"theta": ["param"]})
         ess = np.asarray(azs.ess(tree, var_names=["theta"])["theta"].values)

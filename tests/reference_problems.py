@@ -19,6 +19,7 @@ import numpy as np
 from raysampler.models import (
     BetaRegression,
     BinomialRegression,
+    CumulativeRegression,
     DataSpec,
     ExponentialRegression,
     GammaRegression,
@@ -157,6 +158,7 @@ FAMILY_PROBLEMS: dict[str, ReferenceProblem] = {
         ReferenceProblem("family_exponential", ExponentialRegression(censored="censored")),
         ReferenceProblem("family_zip", ZeroInflatedPoissonRegression(offset="log_exposure")),
         ReferenceProblem("family_zinb", ZeroInflatedNegativeBinomialRegression(offset="log_exposure")),
+        ReferenceProblem("family_cumulative", CumulativeRegression(n_categories=4)),
     )
 }
 

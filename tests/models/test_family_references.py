@@ -1,10 +1,10 @@
 """The families brms users fit (issue 48 item 4) at their default priors against NUTS on the pooled data (cached
 references, scripts/make_family_references.py, NumPyro's own likelihoods): Student-t (σ and ν), Gamma (shape), Beta
 (precision φ), Weibull with right censoring (shape), exponential with right censoring, zero-inflated Poisson (zi) and
-negative binomial (φ, zi) with an offset. DG-LMC runs on four shards; every reported parameter (β and the family's
-own, natural scale, brms names) must have its mean within 0.1 posterior sd and its sd within 10 %, each plus Z
-Monte-Carlo standard errors (the run's ESS and the reference's). And each family's curvature scale is the curvature
-met there."""
+negative binomial (φ, zi) with an offset, cumulative-logit ordinal regression (its first threshold and gaps). DG-LMC
+runs on four shards; every reported parameter (β and the family's own, natural scale, brms names) must have its mean
+within 0.1 posterior sd and its sd within 10 %, each plus Z Monte-Carlo standard errors (the run's ESS and the
+reference's). And each family's curvature scale is the curvature met there."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ ROUNDS = {
     "family_exponential": 300,
     "family_zip": 300,
     "family_zinb": 300,
+    "family_cumulative": 300,
 }
 
 
@@ -68,7 +69,11 @@ def test_the_curvature_scale_is_the_curvature_met_under_the_posterior(name: str)
     ref = reference(name)
     theta = np.array(  # the sampler's coordinates: log of a positive parameter, logit of zi
         [
-            np.log(v) if n in ("sigma", "nu", "shape", "phi") else np.log(v / (1 - v)) if n == "zi" else v
+            np.log(v)
+            if n in ("sigma", "nu", "shape", "phi") or n.startswith("delta[")
+            else np.log(v / (1 - v))
+            if n == "zi"
+            else v
             for n, v in zip(ref.names, ref.mean)
         ]
     )

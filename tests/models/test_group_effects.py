@@ -61,11 +61,12 @@ def _families(y: np.ndarray, X: np.ndarray):
             rs.models.ZeroInflatedNegativeBinomialRegression(offset="aux", group_effects=GE),
             np.where(y > 0.5, 0.0, counts),
         ),
+        (rs.models.CumulativeRegression(n_categories=3, group_effects=GE), 1.0 + np.digitize(y, [-0.5, 0.5])),
     ]
 
 
 #: how many families `_families` gives
-N_FAMILIES = 13
+N_FAMILIES = 14
 
 
 def _bound(model, X, y):

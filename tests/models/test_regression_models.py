@@ -15,6 +15,7 @@ from raysampler.errors import ArgumentError
 from raysampler.models import (
     BetaRegression,
     BinomialRegression,
+    CumulativeRegression,
     DataSpec,
     ExponentialRegression,
     GammaRegression,
@@ -178,6 +179,15 @@ def _zip(cls=ZeroInflatedPoissonRegression, **kw):
     return model, np.column_stack([X, expo]), y.astype(float)
 
 
+def _cumulative(K=4, **kw):
+    """Ordered categories 1..K of a logistic latent variable (no intercept column)."""
+    rng = np.random.default_rng(16)
+    X = 0.8 * rng.standard_normal((50, 3))
+    z = X @ np.array([1.0, -0.5, 0.3]) + rng.logistic(size=50)
+    y = 1.0 + np.digitize(z, np.linspace(-1.0, 1.0, K - 1))
+    return CumulativeRegression(n_categories=K, **kw).bind(DataSpec(3, n_rows=50, columns=COLS[1:])), X, y
+
+
 def _softmax():
     rng = np.random.default_rng(6)
     X = rng.standard_normal((30, 3))
@@ -232,6 +242,9 @@ CASES = {
     "exponential_censored_column": lambda: _survival(ExponentialRegression),
     "zip_offset_defaults": _zip,
     "zip_beta_prior": lambda: _zip(zi_prior=BetaPrior(2.0, 5.0), coef_prior=StudentT(3.0)),
+    "cumulative_four": _cumulative,
+    "cumulative_two_priors": lambda: _cumulative(2, threshold_prior=Normal(0.0, 3.0), coef_prior=StudentT(3.0)),
+    "cumulative_five_gap_prior": lambda: _cumulative(5, gap_prior=Exponential(1.0)),
     "zinb_offset_defaults": lambda: _zip(ZeroInflatedNegativeBinomialRegression),
     "zinb_priors": lambda: _zip(
         ZeroInflatedNegativeBinomialRegression, phi_prior=Exponential(0.5), zi_prior=BetaPrior(2, 2)
@@ -305,6 +318,7 @@ def test_hessian_hessian_diag_and_potential_and_grad_agree(case):
 BATCHED_HESSIANS = (
     BetaRegression,
     BinomialRegression,
+    CumulativeRegression,
     ExponentialRegression,
     GammaRegression,
     LinearRegression,
