@@ -417,3 +417,72 @@ def test_formula_families_censoring_and_priors_by_brms_class() -> None:
         rs.models.from_formula("yz ~ x", "zero_inflated_poisson", {"zi": Gamma(1.0, 1.0)}).bind(
             DataSpec(len(columns), columns=columns)
         )
+
+
+# ----------------------------------------------------------------------------------------------- ordinal
+
+
+def test_cumulative_probabilities_match_the_logistic_thresholds_and_sum_to_the_potential() -> None:
+    """P(y = k) = F(τ_k − η) − F(τ_{k−1} − η) with τ_1 and the running sums of the gaps: the per-row log-likelihood,
+    U_i up to a constant, E[y] and the quantile draws, by hand from scipy's logistic; a category outside 1..K and a
+    missing K are refused naming them."""
+    from raysampler.errors import ArgumentError
+    from raysampler.models import CumulativeRegression
+
+    rng = np.random.default_rng(8)
+    X = rng.standard_normal((50, 2))
+    y = 1.0 + rng.integers(0, 4, 50)
+    model = CumulativeRegression(n_categories=4).bind(DataSpec(2, columns=("x1", "x2")))
+    assert model.param_names() == ["beta[x1]", "beta[x2]", "Intercept", "delta[2]", "delta[3]"]
+    x = np.column_stack([rng.normal(0.5, 0.3, (5, 2)), rng.normal(-0.5, 0.5, 5), rng.normal(0.0, 0.4, (5, 2))])
+    tau = np.cumsum(np.column_stack([x[:, 2], np.exp(x[:, 3:])]), axis=1)  # (5, 3)
+    eta = X @ x[:, :2].T  # (50, 5)
+    cdf = st.logistic.cdf(tau[None, :, :] - eta[:, :, None])  # P(y <= k), k = 1..3
+    cdf = np.concatenate([np.zeros((50, 5, 1)), cdf, np.ones((50, 5, 1))], axis=2)
+    probs = np.diff(cdf, axis=2)  # (50, 5, 4)
+    ll = model.log_likelihood(X, y, x)
+    np.testing.assert_allclose(ll, np.log(np.take_along_axis(probs, (y - 1).astype(int)[:, None, None], 2)[..., 0]))
+    _differences_match(model.potential(X, y, x), ll.sum(axis=0))
+    np.testing.assert_allclose(model.predict_mean(X, x), (probs * np.arange(1, 5)).sum(axis=2), rtol=1e-12)
+    u = rng.uniform(size=(50, 5))
+    np.testing.assert_array_equal(model.predict_draw(X, x, u), 1 + (u[:, :, None] > cdf[:, :, 1:4]).sum(axis=2))
+    with pytest.raises(ValueError, match=r"shards\[2\]: the cumulative family's response \(column 'y'\) must be a "):
+        model.validate(X, np.where(np.arange(50) == 4, 5.0, y), "shards[2]")
+    with pytest.raises(ArgumentError, match="n_categories: a cumulative model needs the number K"):
+        CumulativeRegression().bind(DataSpec(2))
+
+
+def test_cumulative_from_a_formula_reads_its_categories_from_the_shards() -> None:
+    """brms' `cumulative`: text categories ordered by `levels=`, K from the levels the shards hold, no intercept
+    (the thresholds hold it), group effects; the exported log-likelihood is the category's probability at every
+    draw and row; LOO, `predict` by name (E[y] on 1..K) and pp_check (one bin per category) run."""
+    rng = np.random.default_rng(9)
+    n = 240
+    g = rng.integers(0, 6, n)
+    x = rng.standard_normal(n)
+    z = 0.9 * x + rng.normal(0.0, 0.4, 6)[g] + rng.logistic(size=n)
+    names = np.array(["low", "mid", "high", "top"])
+    df = pd.DataFrame({"x": x, "g": g + 1.0, "rating": names[np.digitize(z, [-1.0, 0.2, 1.3])]})
+    model = rs.models.from_formula("rating ~ x + (1 | g)", "cumulative", levels={"rating": list(names)})
+    shards = rs.shard(df, num_shards=2, by="g")
+    res = rs.sample(model, shards, chains=2, num_rounds=60, seed=3, **KW)
+    assert res.param_names[:5] == ["beta[x]", "Intercept", "delta[2]", "delta[3]", "sd_g[(Intercept)]"]
+    draws = natural_values(res.param_blocks, res.draws).reshape(-1, len(res.param_names))
+    p = res.param_names
+    rows = df.iloc[np.concatenate([s.index for s in shards])]
+    code = pd.Categorical(rows.rating, categories=names).codes  # 0..3
+    eta = draws[:, [p.index("beta[x]")]] * rows.x.to_numpy()
+    eta += np.stack([draws[:, p.index(f"r_g[{v:g},(Intercept)]")] for v in rows.g], axis=1)
+    tau = np.cumsum(draws[:, [p.index("Intercept"), p.index("delta[2]"), p.index("delta[3]")]], axis=1)  # (S, 3)
+    cdf = st.logistic.cdf(tau[:, None, :] - eta[:, :, None])
+    cdf = np.concatenate([np.zeros(eta.shape + (1,)), cdf, np.ones(eta.shape + (1,))], axis=2)
+    expected = np.log(np.take_along_axis(np.diff(cdf, axis=2), code[None, :, None].astype(int), 2)[..., 0])
+    tree = res.to_arviz()
+    np.testing.assert_array_equal(tree["observed_data"]["y"].values, code + 1.0)
+    loglik = tree["log_likelihood"]["y"].values.reshape(-1, len(rows))
+    np.testing.assert_allclose(loglik, expected, rtol=1e-8, atol=1e-10)
+    assert np.isfinite(res.loo().elpd)
+    pred = res.predict(rows.iloc[:4][["x", "g"]])
+    np.testing.assert_allclose(pred, (np.diff(cdf, axis=2)[:, :4] * np.arange(1, 5)).sum(axis=2).mean(axis=0))
+    hist = res.pp_check("hist")
+    assert len(hist.observed) == 4 and list(hist.observed) == np.bincount(code, minlength=4).tolist()
