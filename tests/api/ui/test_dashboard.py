@@ -798,6 +798,7 @@ def test_the_formula_form_offers_each_family_its_own_priors(browser, service):
         "exponential": {},
         "zero_inflated_poisson": {},  # its zi prior (a beta) is the JSON's to set
         "zero_inflated_negbinomial": {"phi_prior": gamma},
+        "cumulative": {},  # its threshold priors are the JSON's to set
     }
     for family, priors in expected.items():
         Select(browser.find_element(By.ID, "f-formula-family")).select_by_value(family)
