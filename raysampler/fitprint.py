@@ -36,6 +36,17 @@ _BRMS = {
     "binomial_regression": ("binomial", "mu = logit"),
     "negative_binomial_regression": ("negbinomial", "mu = log; shape = identity"),
     "softmax_regression": ("categorical", "mu = logit"),
+    "student_t_regression": ("student", "mu = identity; sigma = identity; nu = identity"),
+    "gamma_regression": ("gamma", "mu = log; shape = identity"),
+    "beta_regression": ("beta", "mu = logit; phi = identity"),
+    "weibull_regression": ("weibull", "mu = log; shape = identity"),
+    "exponential_regression": ("exponential", "mu = log"),
+    "zero_inflated_poisson_regression": ("zero_inflated_poisson", "mu = log; zi = identity"),
+    "cumulative_regression": ("cumulative", "mu = logit; disc = identity"),
+    "zero_inflated_negative_binomial_regression": (
+        "zero_inflated_negbinomial",
+        "mu = log; shape = identity; zi = identity",
+    ),
 }
 #: At most this many rows of a model without the brms layout are printed (the rest are counted).
 MAX_OTHER_ROWS = 40
@@ -96,6 +107,8 @@ class FitSummary:
                 levels[base[2:]] = levels.get(base[2:], 0) + 1
             elif base == "beta" and inner is not None:
                 population.append((_effect(inner), self.rows[n]))
+            elif n == "Intercept" or (base == "delta" and inner is not None):  # an ordinal model's thresholds
+                population.append(("Intercept[1]" if n == "Intercept" else n, self.rows[n]))
             elif inner is None and population:
                 dpars.append((n, self.rows[n]))
             else:

@@ -5,8 +5,10 @@ Specs (what a user writes; frozen, hashable, validated at construction — error
 * coefficients: `Normal(mean, scale)` (scalar or one value per coefficient; ``scale=inf`` is a flat, improper prior
   on that coefficient) and `StudentT(nu, mean, scale)`;
 * positive parameters (a noise sd σ, a dispersion φ): `HalfNormal(scale)`, `HalfCauchy(scale)`,
-  `HalfStudentT(nu, scale)`, `Exponential(rate)`, `InverseGamma(a, b)` (a prior on σ², not σ) and `Flat()`
+  `HalfStudentT(nu, scale)`, `Exponential(rate)`, `Gamma(shape, rate)` (brms' prior on a Student-t's ν and on the
+  Gamma, Beta and Weibull families' shape or precision), `InverseGamma(a, b)` (a prior on σ², not σ) and `Flat()`
   (uniform on σ > 0; ``Flat(log=True)`` is uniform on log σ, i.e. density ∝ 1/σ);
+* probabilities (a zero-inflation probability): `BetaPrior(a, b)`, sampled on the logit scale;
 * correlation matrices (correlated group effects): `LKJ(eta)`, sampled in its Cholesky factor's partial
   correlations (`PartialCorrelations`).
 
@@ -38,9 +40,11 @@ from .errors import ArgumentError, PathPart
 
 __all__ = [
     "LKJ",
+    "BetaPrior",
     "CoefPrior",
     "Exponential",
     "Flat",
+    "Gamma",
     "GaussianPrior",
     "HalfCauchy",
     "HalfNormal",
@@ -252,6 +256,24 @@ class Exponential:
 
 
 @dataclass(frozen=True)
+class Gamma:
+    """σ ~ Gamma(shape, rate) (density ∝ σ^(shape−1) e^(−rate·σ), mean shape/rate): brms' gamma(2, 0.1) on a
+    Student-t's degrees of freedom ν, gamma(0.01, 0.01) on the Gamma family's shape and the Beta family's precision.
+    In t = log σ: U(t) = rate·eᵗ − shape·t."""
+
+    shape: float
+    rate: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", _number("Gamma", "shape", self.shape, positive=True))
+        object.__setattr__(self, "rate", _number("Gamma", "rate", self.rate, positive=True))
+
+    def _derivs(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        w = self.rate * np.exp(t)
+        return w - self.shape * t, w - self.shape, w
+
+
+@dataclass(frozen=True)
 class InverseGamma:
     """σ² ~ InverseGamma(a, b) (density ∝ (σ²)^(−a−1) e^(−b/σ²)) — a prior on the *variance*; conjugate for linear
     regression. In t = log σ: U(t) = 2a·t + b·e^{−2t}."""
@@ -297,6 +319,27 @@ class Flat:
         return 1 if self.log else 0
 
 
+# ------------------------------------------------------------------------------------------ priors on probabilities
+
+
+@dataclass(frozen=True)
+class BetaPrior:
+    """A probability z ~ Beta(a, b) (brms' beta(1, 1), uniform, on a zero-inflation probability), sampled as
+    t = logit z; with the log-Jacobian z(1 − z): U(t) = a·log(1 + e^{−t}) + b·log(1 + e^t)."""
+
+    a: float
+    b: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "a", _number("BetaPrior", "a", self.a, positive=True))
+        object.__setattr__(self, "b", _number("BetaPrior", "b", self.b, positive=True))
+
+    def _derivs(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        z = expit(t)
+        u = self.a * np.logaddexp(0.0, -t) + self.b * np.logaddexp(0.0, t)
+        return u, (self.a + self.b) * z - self.a, (self.a + self.b) * z * (1.0 - z)
+
+
 # --------------------------------------------------------------------------------- priors on correlation matrices
 
 
@@ -338,9 +381,17 @@ class PartialCorrelations:
 
 
 CoefPrior = Normal | StudentT
-PositivePrior = HalfNormal | HalfCauchy | HalfStudentT | Exponential | InverseGamma | Flat
+PositivePrior = HalfNormal | HalfCauchy | HalfStudentT | Exponential | Gamma | InverseGamma | Flat
 COEF_PRIORS: tuple[type, ...] = (Normal, StudentT)
-POSITIVE_PRIORS: tuple[type, ...] = (HalfNormal, HalfCauchy, HalfStudentT, Exponential, InverseGamma, Flat)
+POSITIVE_PRIORS: tuple[type, ...] = (
+    HalfNormal,
+    HalfCauchy,
+    HalfStudentT,
+    Exponential,
+    Gamma,
+    InverseGamma,
+    Flat,
+)
 
 
 def check_coef_prior(value: Any, argname: str = "coef_prior") -> CoefPrior:
@@ -352,6 +403,15 @@ def check_coef_prior(value: Any, argname: str = "coef_prior") -> CoefPrior:
             f"for a flat prior), got {value!r}",
         )
     return value  # type: ignore[return-value]  # narrowed by the isinstance check above
+
+
+def check_probability_prior(value: Any, argname: str) -> BetaPrior:
+    """`value` if it is a prior spec for a probability (a `BetaPrior`), else ArgumentError at ("model", argname)."""
+    if not isinstance(value, BetaPrior):
+        raise ArgumentError(
+            ("model", argname), f"{argname} must be rs.priors.BetaPrior(a, b) (a prior on a probability), got {value!r}"
+        )
+    return value
 
 
 def check_positive_prior(value: Any, argname: str) -> PositivePrior:
@@ -434,7 +494,7 @@ class TermPiece:
     """One spec applied elementwise to the coordinates `index` of θ (a Student-t on coefficients, a prior on log σ)."""
 
     index: np.ndarray
-    spec: StudentT | PositivePrior | PartialCorrelations
+    spec: StudentT | PositivePrior | BetaPrior | PartialCorrelations
 
 
 @dataclass(frozen=True, eq=False)
@@ -524,7 +584,7 @@ def as_prior(prior: GaussianPrior | Prior) -> Prior:
 
 
 def build_prior(
-    dim: int, parts: Sequence[tuple[np.ndarray, CoefPrior | PositivePrior | PartialCorrelations]]
+    dim: int, parts: Sequence[tuple[np.ndarray, CoefPrior | PositivePrior | BetaPrior | PartialCorrelations]]
 ) -> GaussianPrior | Prior:
     """The bound prior of a model whose coordinates `index` (int arrays, disjoint, covering 0..dim−1) carry the given
     specs: Normal coordinates form the Gaussian factor (precision 0 where scale = inf), all others the residual.

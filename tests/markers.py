@@ -133,6 +133,8 @@ SLOW: dict[str, str | set[str]] = {
     },
     # tests/models
     "tests/models/test_group_references.py": ALL,  # DG-LMC against NUTS, 16 chains, hundreds of rounds each
+    "tests/models/test_families.py": {"test_family_from_a_formula_its_log_likelihood_predictions_and_checks"},
+    "tests/models/test_family_references.py": ALL,  # the same for the families brms users fit (issue 48 item 4)
     "tests/models/test_group_effects.py": {
         "test_an_intercept_only_sd_has_no_trailing_dimension",
         "test_hierarchical_linear_matches_the_exact_posterior",

@@ -1,6 +1,7 @@
 """Posteriors without a closed form, with long-run references on pooled data cached under tests/data/models/ by
 scripts/make_model_references.py: per-coefficient prior scales with unknown noise, a Student-t coefficient prior,
-Poisson with an offset column, binomial with a trials column, negative binomial.
+Poisson with an offset column, binomial with a trials column, negative binomial; group effects
+(scripts/make_group_references.py) and the families brms users fit (scripts/make_family_references.py) by NUTS.
 
 Each problem's data is a CSV file (target column "y", every other column in X, named); its model reads the offset or
 trials from a column by name. `reference(name)` gives the cached summaries of θ (the sampler's unconstrained
@@ -16,14 +17,22 @@ from typing import NamedTuple
 import numpy as np
 
 from raysampler.models import (
+    BetaRegression,
     BinomialRegression,
+    CumulativeRegression,
     DataSpec,
+    ExponentialRegression,
+    GammaRegression,
     GroupEffects,
     LinearRegression,
     LogisticRegression,
     Model,
     NegativeBinomialRegression,
     PoissonRegression,
+    StudentTRegression,
+    WeibullRegression,
+    ZeroInflatedNegativeBinomialRegression,
+    ZeroInflatedPoissonRegression,
 )
 from raysampler.priors import HalfCauchy, HalfNormal, Normal, StudentT
 from raysampler.shards import read_table
@@ -134,8 +143,28 @@ GROUP_PROBLEMS: dict[str, GroupProblem] = {
 }
 
 
+#: the families brms users fit (issue 48 item 4) at their default priors (brms' own: Gamma(2, 0.1) on ν, Gamma(0.01,
+#: 0.01) on a shape or precision), referenced by NUTS on the pooled data (scripts/make_family_references.py), in brms
+#: names on the natural scale; the survival problems read their censoring indicator from column "censored", the
+#: zero-inflated Poisson and negative binomial their offset from "log_exposure" (BetaPrior(1, 1) on zi, HalfCauchy(10)
+#: on the negative binomial's φ)
+FAMILY_PROBLEMS: dict[str, ReferenceProblem] = {
+    p.name: p
+    for p in (
+        ReferenceProblem("family_student", StudentTRegression()),
+        ReferenceProblem("family_gamma", GammaRegression()),
+        ReferenceProblem("family_beta", BetaRegression()),
+        ReferenceProblem("family_weibull", WeibullRegression(censored="censored")),
+        ReferenceProblem("family_exponential", ExponentialRegression(censored="censored")),
+        ReferenceProblem("family_zip", ZeroInflatedPoissonRegression(offset="log_exposure")),
+        ReferenceProblem("family_zinb", ZeroInflatedNegativeBinomialRegression(offset="log_exposure")),
+        ReferenceProblem("family_cumulative", CumulativeRegression(n_categories=4)),
+    )
+}
+
+
 def reference(name: str) -> Reference:
-    problem = PROBLEMS[name] if name in PROBLEMS else GROUP_PROBLEMS[name]
+    problem = PROBLEMS.get(name) or GROUP_PROBLEMS.get(name) or FAMILY_PROBLEMS[name]
     with np.load(problem.reference_path, allow_pickle=False) as f:
         return Reference(
             [str(n) for n in f["names"]],

@@ -389,3 +389,24 @@ def test_submit_with_secure_sums_then_read_one_sites_ledger(service, tmp_path):
     assert (z["messages"], z["shape"], z["mode"]) == (40, [2, 31], "masked")
     bad = cli(service, "ledger", info["id"], "--site", "nowhere", check=False)
     assert bad.returncode != 0 and "no shard on site 'nowhere'" in bad.stderr
+
+
+def test_a_survival_family_from_a_spec_file(service, tmp_path):
+    """The CLI spec takes the families brms users fit as REST does: an upload (its header names the columns), a YAML
+    spec with a Weibull formula and its censoring (`y | cens(censored) ~ x1 + x2`) and a gamma prior on the shape;
+    `summary` prints brms' fit with the family, its links and the shape among the distributional parameters."""
+    from reference_problems import FAMILY_PROBLEMS
+
+    up = json.loads(cli(service, "upload", str(FAMILY_PROBLEMS["family_weibull"].data_path), "--format", "json").stdout)
+    path = tmp_path / "weibull.yaml"
+    path.write_text(
+        "model:\n  formula: y | cens(censored) ~ x1 + x2\n  family: weibull\n"
+        "  shape_prior:\n    gamma: {shape: 1.0, rate: 1.0}\n"
+        f"data:\n  dataset_id: {up['id']}\nnum_shards: 2\nchains: 2\nnum_rounds: 60\nburn_in: 20\nseed: 3\n"
+    )
+    info = json.loads(cli(service, "submit", str(path), "--wait", "--format", "json").stdout.strip().splitlines()[-1])
+    assert info["status"] == "SUCCEEDED", info
+    assert info["param_names"] == ["beta[(Intercept)]", "beta[x1]", "beta[x2]", "shape"]
+    text = cli(service, "summary", info["id"]).stdout
+    assert " Family: weibull" in text and "Links: mu = log; shape = identity" in text, text
+    assert "Distributional Parameters:" in text and "\nshape " in text, text

@@ -1047,13 +1047,23 @@ async function showSubmit() {
   const num = (sel) => ($(sel).value === "" ? null : Number($(sel).value));
   // A formula names its response, terms and groups itself: its family is brms', its priors are by kind (b, sd,
   // sigma for the families with a σ); the family fields below it do not apply.
-  const sigmaFamilies = ["gaussian", "lognormal"];
+  const sigmaFamilies = ["gaussian", "lognormal", "student"];
+  // each family's own parameter besides σ (brms' class) and the spec field of its prior: a gamma(shape, rate) prior
+  const ownPriors = {
+    student: "nu_prior", Gamma: "shape_prior", weibull: "shape_prior", Beta: "phi_prior", negbinomial: "phi_prior",
+    zero_inflated_negbinomial: "phi_prior",
+  };
   const formulaModel = () => {
     const model = { formula: $("#f-formula").value.trim(), family: $("#f-formula-family").value };
     if (num("#f-b-scale") !== null) model.coef_prior = { normal: { scale: num("#f-b-scale") } };
     if (num("#f-sd-scale") !== null) model.sd_prior = { half_normal: { scale: num("#f-sd-scale") } };
     if (num("#f-sigma-scale") !== null && sigmaFamilies.includes(model.family)) {
       model.sigma_prior = { half_normal: { scale: num("#f-sigma-scale") } };
+    }
+    const own = ownPriors[model.family];
+    $("#f-own-field").dataset.loc = `model.${own || "nu_prior"}`;  // a 422 at the prior shows next to the field
+    if (own && num("#f-own-shape") !== null && num("#f-own-rate") !== null) {
+      model[own] = { gamma: { shape: num("#f-own-shape"), rate: num("#f-own-rate") } };
     }
     return model;
   };
@@ -1093,7 +1103,8 @@ async function showSubmit() {
     }
     return JSON.stringify(spec, null, 2);
   };
-  form.addEventListener("input", (ev) => {
+  // a select's pick is a "change" (not every driver of the page sends "input" for it): both rewrite the JSON
+  const edit = (ev) => {
     if (ev.target.name === "source") {
       form.querySelectorAll("[data-source]").forEach((d) => { d.hidden = d.dataset.source !== source(); });
     }
@@ -1103,7 +1114,9 @@ async function showSubmit() {
     $("#f-rounds").disabled = $("#f-auto").checked;
     if (!edited) json.value = build();
     $("#spec-note").hidden = !edited || json.value === build();
-  });
+  };
+  form.addEventListener("input", edit);
+  form.addEventListener("change", edit);
   json.addEventListener("input", () => {
     edited = json.value !== build();
     $("#spec-note").hidden = !edited;

@@ -16,10 +16,13 @@ from ..errors import ArgumentError
 from ..extras import engine as _requires_engine  # noqa: F401 (the import checks that the engine extra is installed)
 from ..priors import GaussianPrior
 from . import base, contract  # base: the contract's deprecated first home (its names warn, naming contract)
+from .beta import BetaRegression
 from .binomial import BinomialRegression
 from .common import RowValues
 from .contract import DataSpec, ForeignModel, Model, ParamBlock, as_model
+from .cumulative import CumulativeRegression
 from .formula import FormulaModel, from_formula
+from .gamma import GammaRegression
 from .gaussian import Gaussian, gaussian_posterior
 from .groups import GroupEffects, HierarchicalGLM
 from .linear import LinearRegression, linear_posterior
@@ -30,6 +33,10 @@ from .negbin import NegativeBinomialRegression
 from .poisson import PoissonRegression
 from .registry import ENTRY_POINT_GROUP, Family, FamilyParam, family_params, load_families
 from .softmax import SoftmaxRegression
+from .student import StudentTRegression
+from .weibull import ExponentialRegression, WeibullRegression
+from .zinb import ZeroInflatedNegativeBinomialRegression
+from .zip import ZeroInflatedPoissonRegression
 
 # The registry is loaded on first use (module __getattr__), not at import: a plug-in's module may itself import
 # raysampler, which must have finished importing by then.
@@ -89,12 +96,16 @@ __all__ = [
     "FAMILIES",
     "FAMILY_INFO",
     "REGISTRY_ERRORS",
+    "BetaRegression",
     "BinomialRegression",
+    "CumulativeRegression",
     "DataSpec",
+    "ExponentialRegression",
     "Family",
     "FamilyParam",
     "ForeignModel",
     "FormulaModel",
+    "GammaRegression",
     "Gaussian",
     "GaussianPrior",
     "GroupEffects",
@@ -110,6 +121,10 @@ __all__ = [
     "PoissonRegression",
     "RowValues",
     "SoftmaxRegression",
+    "StudentTRegression",
+    "WeibullRegression",
+    "ZeroInflatedNegativeBinomialRegression",
+    "ZeroInflatedPoissonRegression",
     "as_model",
     "base",
     "contract",

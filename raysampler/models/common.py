@@ -384,8 +384,9 @@ class _GLM(Model):
             if not self._takes_groups:
                 raise ArgumentError(
                     ("model", "group_effects"),
-                    f"group_effects are not available for {type(self).__name__} (linear, logistic, Poisson, binomial "
-                    "and negative binomial regression take them)",
+                    f"group_effects are not available for {type(self).__name__} (the regression families that give "
+                    "their per-row terms take them: linear, logistic, Poisson, binomial, negative binomial, lognormal, "
+                    "Student-t, Gamma, Beta, Weibull, exponential and the zero-inflated ones)",
                 )
             return bind_hierarchical(self, spec)
         refuse_text_columns(spec, ())

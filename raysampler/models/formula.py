@@ -5,6 +5,7 @@ A `FormulaModel` maps it onto the built-in families and `GroupEffects`:
 
 - the common terms (intercept, numbers, categories, interactions, `I(...)`, `offset(...)`) make the coefficient
   design; an `offset(...)` term becomes the family's offset; `p(successes, trials)` on the left the binomial's trials;
+  `y | cens(censored)` on the left the survival families' censoring indicator (taken off before formulae reads it);
 - each group term `(1 + x | g)` becomes `GroupEffects("g", intercept=True, slopes=("x",), correlated=True)` (its
   slopes must be columns of the common design, as in brms' usual `y ~ x + (1 + x | g)`). As in brms, the effects of
   one term written with `|` are correlated (an LKJ prior on their correlation) and those written with `||`, or in
@@ -26,6 +27,7 @@ between sites: they are refused, naming the term.
 from __future__ import annotations
 
 import functools
+import re
 import warnings
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -49,14 +51,30 @@ FORMULA_FAMILIES: dict[str, str] = {
     "binomial": "binomial_regression",
     "negbinomial": "negative_binomial_regression",
     "lognormal": "lognormal_regression",
+    "student": "student_t_regression",
+    "Gamma": "gamma_regression",
+    "Beta": "beta_regression",
+    "weibull": "weibull_regression",
+    "exponential": "exponential_regression",
+    "zero_inflated_poisson": "zero_inflated_poisson_regression",
+    "zero_inflated_negbinomial": "zero_inflated_negative_binomial_regression",
+    "cumulative": "cumulative_regression",
 }
 #: the kinds of prior a formula model takes (`priors=`), one name per kind, as brms' prior classes: coefficients
 #: ("b"), group-effect sds ("sd", one prior or one per grouping column), the correlations of a term's effects ("cor",
-#: an LKJ, one or one per grouping column), the noise sd ("sigma", gaussian) and the negative binomial's
-#: dispersion ("phi")
-PRIOR_KINDS = ("b", "sd", "cor", "sigma", "phi")
+#: an LKJ, one or one per grouping column), the noise sd ("sigma": gaussian, lognormal, student), the negative
+#: binomial's (and its zero-inflated one's) dispersion and the Beta family's precision ("phi"), the Student-t's
+#: degrees of freedom ("nu"), the Gamma and Weibull families' shape ("shape"), the zero-inflation probability ("zi"),
+#: an ordinal model's first threshold ("Intercept") and the gaps between its thresholds ("delta")
+PRIOR_KINDS = ("b", "sd", "cor", "sigma", "phi", "nu", "shape", "zi", "Intercept", "delta")
 _OFFSET = "(offset)"
 _TRIALS = "(trials)"
+_CENSORED = "(censored)"
+#: the families whose response takes brms' censoring addition `y | cens(censored) ~ ...`
+_CENSORING_FAMILIES = ("weibull_regression", "exponential_regression")
+#: the ordinal families: the response is read as ordered categories (its levels joined over the shards at set-up, in
+#: the order `levels=` gives or sorted), coded 1..K, and the design has no intercept (the thresholds hold it)
+_ORDINAL_FAMILIES = ("cumulative_regression",)
 
 
 def _formulae() -> Any:
@@ -89,6 +107,41 @@ class Terms:
     variables: tuple[str, ...]
     #: the grouping columns whose effects are correlated: one term with `|` and two effects or more (brms' default)
     correlated: tuple[str, ...] = ()
+    #: the column of the right-censoring indicator, from brms' addition `y | cens(censored) ~ ...` (None: none)
+    censored: str | None = None
+
+
+_CENS = re.compile(r"^\s*cens\(\s*([A-Za-z_.][A-Za-z0-9_.]*)\s*\)\s*$")
+
+
+def _response_addition(formula: str) -> tuple[str, str | None]:
+    """The formula without brms' response addition, and the column `cens(column)` names there (None without one):
+    `time | cens(censored) ~ age` → ("time ~ age", "censored"). formulae does not read additions, so they are taken
+    off before it parses the formula; any addition but `cens(...)` is an ArgumentError naming it."""
+    lhs, sep, rhs = formula.partition("~")
+    depth, bar = 0, -1
+    for j, c in enumerate(lhs):
+        depth += (c == "(") - (c == ")")
+        if c == "|" and depth == 0:
+            bar = j
+            break
+    if not sep or bar < 0:
+        return formula, None
+    addition = lhs[bar + 1 :]
+    found = _CENS.match(addition)
+    if found is None:
+        raise ArgumentError(
+            _PATH,
+            f"formula {formula!r}: the response's addition {addition.strip()!r} is not available; the one addition "
+            "is right censoring, 'y | cens(censored) ~ ...' with a column of 0 (event observed) and 1 (censored), for "
+            "the weibull and exponential families",
+        )
+    return f"{lhs[:bar].rstrip()} ~{rhs}", found.group(1)
+
+
+def _design_formula(formula: str) -> str:
+    """The formula as formulae reads it: no response addition, every group term's `||` written `|`."""
+    return _bars(_response_addition(formula)[0])[0]
 
 
 def _bars(formula: str) -> tuple[str, list[tuple[str, bool]]]:
@@ -132,7 +185,8 @@ def read_formula(formula: str) -> Terms:
 @functools.lru_cache(maxsize=256)
 def _read_formula(formula: str) -> Terms:
     fm = _formulae()
-    one_bar, bars = _bars(formula)
+    plain, censored = _response_addition(formula)
+    one_bar, bars = _bars(plain)
     try:
         desc = fm.model_description(one_bar)
     except Exception as exc:  # formulae's parse and resolve errors
@@ -200,6 +254,7 @@ def _read_formula(formula: str) -> Terms:
         tuple((n, i, tuple(s)) for n, (i, s) in merged.items()),
         tuple(variables),
         correlated,
+        censored,
     )
 
 
@@ -272,13 +327,17 @@ def _prior_fields(family: str, priors: Mapping[str, Any], terms: Terms) -> tuple
         raise ArgumentError(
             ("model", "priors", unknown[0]),
             f"priors: unknown kind {unknown[0]!r}; the kinds are {', '.join(PRIOR_KINDS)} (coefficients, group sds, "
-            "correlations, the noise sd, the dispersion)",
+            "correlations, the noise sd, the dispersion or precision, the degrees of freedom, the shape, the "
+            "zero-inflation, an ordinal model's thresholds)",
         )
+    from . import FAMILIES
+
     own = {"b": "coef_prior"}
     if family in ("linear_regression", "lognormal_regression"):
         own["sigma"] = "sigma_prior"
     if family == "negative_binomial_regression":
         own["phi"] = "phi_prior"
+    own.update({n: f for n, f, _ in getattr(FAMILIES.get(family), "_family_params", ())})
     out = {}
     for kind, value in priors.items():
         if kind in ("sd", "cor"):
@@ -309,9 +368,12 @@ def _prior_fields(family: str, priors: Mapping[str, Any], terms: Terms) -> tuple
 @dataclass(frozen=True)
 class FormulaModel(Model):
     """A model given as a formula (module docstring): `formula` read by formulae, `family` a brms family name
-    (gaussian, bernoulli, poisson, binomial, negbinomial) or a built-in family's, `priors` one prior per kind
-    (`PRIOR_KINDS`: {"b": Normal(0, 2.5), "sd": HalfNormal(1), "sigma": ..., "phi": ...}), `levels` the order of
-    a categorical column's levels where the default (sorted) will not do (the first is the reference)."""
+    (`FORMULA_FAMILIES`: gaussian, bernoulli, poisson, binomial, negbinomial, lognormal, student, Gamma, Beta,
+    weibull, exponential, zero_inflated_poisson, zero_inflated_negbinomial) or a built-in family's, `priors` one prior
+    per kind (`PRIOR_KINDS`: {"b": Normal(0, 2.5), "sd": HalfNormal(1), "sigma": ..., "phi": ..., "nu": ...,
+    "shape": ..., "zi": ...}), `levels` the order of a categorical column's levels where the default (sorted) will
+    not do (the first is the reference). The survival families' response may carry brms' right-censoring addition,
+    `time | cens(censored) ~ ...` (`_response_addition`)."""
 
     formula: str
     family: str = "gaussian"
@@ -330,6 +392,11 @@ class FormulaModel(Model):
             raise ArgumentError(("model", "family"), "p(successes, trials) is the binomial family's response")
         if self.family == "binomial_regression" and len(terms.response) != 2:
             raise ArgumentError(_PATH, "the binomial family's response is p(successes, trials)")
+        if terms.censored is not None and self.family not in _CENSORING_FAMILIES:
+            raise ArgumentError(
+                ("model", "family"),
+                f"cens({terms.censored}): right censoring is the weibull and exponential families' (not {self.family})",
+            )
         self.template()  # unknown functions and the like fail here, naming the formula
         from . import FAMILIES
 
@@ -379,9 +446,11 @@ class FormulaModel(Model):
     # ------------------------------------------------------------------ set-up: the categories' levels
 
     def category_columns(self, columns: Sequence[str] | None) -> tuple[str, ...]:
-        """The columns the formula reads as categories: inside `C(...)`, or in `levels`."""
+        """The columns the formula reads as categories: inside `C(...)`, or in `levels`; an ordinal family's
+        response too (its K levels fix the model's size)."""
         named = tuple(c for c, _ in self.levels or ())
-        return tuple(dict.fromkeys(self.terms.categorical + named))
+        ordinal = self.terms.response[:1] if self.family in _ORDINAL_FAMILIES else ()
+        return tuple(dict.fromkeys(self.terms.categorical + named + ordinal))
 
     def category_values(self, X: np.ndarray, y: np.ndarray, columns: Sequence[str] | None) -> dict[str, list[Any]]:
         """This shard's distinct values of each category column (metadata: what the coordinator joins)."""
@@ -423,7 +492,7 @@ class FormulaModel(Model):
         import pandas as pd
 
         terms = self.terms
-        levels = dict(levels or {})
+        levels = {k: v for k, v in (levels or {}).items() if k != terms.response[0]}  # the response is not designed
         for c in terms.categorical:
             levels.setdefault(c, ("a", "b"))
         m = max([2, *(len(v) for v in levels.values())])
@@ -439,7 +508,7 @@ class FormulaModel(Model):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                return fm.design_matrices(_bars(self.formula)[0], pd.DataFrame(frame), na_action="error")
+                return fm.design_matrices(_design_formula(self.formula), pd.DataFrame(frame), na_action="error")
         except Exception as exc:
             raise ArgumentError(_PATH, f"formula {self.formula!r}: {type(exc).__name__}: {exc}") from None
 
@@ -463,6 +532,8 @@ class FormulaModel(Model):
                 f"{list(columns)} (a formula reads its response from the data's columns, by name)",
             )
         absent = [v for v in terms.variables if v not in columns]
+        if terms.censored is not None and terms.censored not in columns:
+            absent.append(terms.censored)
         if absent:
             names = ", ".join(map(repr, absent))
             raise ArgumentError(_PATH, f"formula: {names} is not a column of the data; the columns are {list(columns)}")
@@ -501,6 +572,10 @@ class Design:
     model: FormulaModel = field(repr=False, compare=False)
     #: the category columns that hold text: X holds their labels' `label_code`s (`raysampler.shards`)
     text: tuple[str, ...] = ()
+    #: the right-censoring indicator's column (`cens(...)`), the family's last X column; None without one
+    censored: str | None = None
+    #: whether the design has its intercept column (not for an ordinal family, whose thresholds hold it)
+    intercept: bool = True
 
     @classmethod
     def of(
@@ -513,12 +588,22 @@ class Design:
         terms = model.terms
         dm = model.template(levels)
         labels, offset = [], False
+        ordinal = model.family in _ORDINAL_FAMILIES
+        if ordinal and terms.response[0] not in levels:
+            raise ArgumentError(_PATH, f"the response {terms.response[0]!r} of an ordinal model has no levels")
         for term in dm.common.terms.values():
             if getattr(term, "kind", None) == "offset":
                 offset = True
                 continue
+            if ordinal and getattr(term, "kind", None) == "intercept":
+                continue
             labels += ["(Intercept)" if lab == "Intercept" else lab for lab in term.labels]
-        if offset and model.family not in ("poisson_regression", "negative_binomial_regression"):
+        if offset and model.family not in (
+            "poisson_regression",
+            "negative_binomial_regression",
+            "zero_inflated_poisson_regression",
+            "zero_inflated_negative_binomial_regression",
+        ):
             raise ArgumentError(_PATH, f"offset(...): the {model.family} family takes no offset")
         for g, _, slopes in terms.groups:
             for s in slopes:
@@ -538,12 +623,15 @@ class Design:
             terms.groups,
             model,
             text,
+            terms.censored,
+            not ordinal,
         )
 
     @property
     def x_columns(self) -> tuple[str, ...]:
         """The names of the family's X columns."""
-        extra = (_OFFSET,) if self.offset else (_TRIALS,) if len(self.response) == 2 else ()
+        extra: tuple[str, ...] = (_OFFSET,) if self.offset else (_TRIALS,) if len(self.response) == 2 else ()
+        extra += (_CENSORED,) if self.censored is not None else ()
         return self.coef + tuple(g for g, _, _ in self.groups) + extra
 
     def bind_family(self, model: FormulaModel, spec: DataSpec) -> Model:
@@ -556,6 +644,10 @@ class Design:
             fields["offset"] = _OFFSET
         if len(self.response) == 2:
             fields["trials"] = _TRIALS
+        if self.censored is not None:
+            fields["censored"] = _CENSORED
+        if not self.intercept:  # an ordinal family: K from the response's levels
+            fields["n_categories"] = len(dict(self.levels)[self.response[0]])
         family = get_model(model.family, **fields, **({"group_effects": effects} if effects else {}))
         cols = self.x_columns
         text = spec.text_levels()  # a grouping column's text labels name its effects as given
@@ -592,8 +684,13 @@ class Design:
         if len(self.response) == 2:
             succ, trials = (np.asarray(X[:, cols.index(c)], dtype=np.float64) for c in self.response)
             extra, target = trials[:, None], succ
+        elif not self.intercept:  # ordered categories, coded 1..K in the levels' order
+            order = {label: k + 1.0 for k, label in enumerate(levels[self.response[0]])}
+            target = np.array([order.get(u, np.nan) for u in values[self.response[0]].tolist()])
         else:  # the response is a column (`FormulaModel.check_columns`): the shard's own y is not read
             target = np.asarray(X[:, cols.index(self.response[0])], dtype=np.float64)
+        if self.censored is not None:
+            extra = np.asarray(X[:, cols.index(self.censored)], dtype=np.float64)[:, None]
         out = np.hstack([*parts, *group_cols, *([] if extra is None else [extra])])
         if self.model.target_kind == "multiclass":
             target = target.astype(np.int64)
@@ -640,6 +737,12 @@ class Design:
         group_cols = [values[g][:, None] for g in groups]
         if len(self.response) == 2:
             extra = values[self.response[1]][:, None]
+        if self.censored is not None:  # predictions are of the event time: the indicator (if given) enters none
+            extra = np.zeros((n, 1))
+            if self.censored in columns:
+                extra[:, 0] = _numbers(
+                    np.asarray(columns[self.censored], dtype=object).reshape(n), self.censored, argname
+                )
         out = np.hstack([*parts, *group_cols, *([] if extra is None else [extra])])
         return np.ascontiguousarray(out, dtype=np.float64)
 
@@ -662,6 +765,8 @@ class Design:
             common = _template(self).common.evaluate_new_data(data)
         parts, extra = [], None
         for name, term in common.terms.items():
+            if not self.intercept and getattr(term, "kind", None) == "intercept":
+                continue
             block = np.asarray(common[name], dtype=np.float64).reshape(n, -1)
             if getattr(term, "kind", None) == "offset":
                 extra = block[:, :1]
@@ -757,6 +862,12 @@ class BoundFormula(Model):
     def dim(self) -> int:
         return int(self.model.dim)
 
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The data's columns, as every shard's table holds them (the family's own X columns are the design's,
+        `design.x_columns`): what a check of a shard's table against the run's model compares."""
+        return self.design.columns
+
     def prior(self) -> Any:
         return self.model.prior()
 
@@ -781,6 +892,15 @@ class BoundFormula(Model):
         Xd, yd = self.design.build(X, y)
         return self.model.shard_data(Xd, yd, rows)
 
+    def validate(self, X: np.ndarray, y: np.ndarray, argname: str = "data") -> None:
+        """The family's checks of the design's (X, y); a response outside the family's support (a Gamma's y ≤ 0) is
+        refused naming the shard and the response's column."""
+        family = getattr(self.model, "family", self.model)  # a HierarchicalGLM holds the family
+        check = getattr(family, "check_response", None)
+        if check is not None:
+            check(np.asarray(y, dtype=np.float64), argname, self.design.response[0])
+        self.model.validate(X, y, argname)
+
     def new_rows(self, columns: Mapping[str, Any], argname: str = "X") -> np.ndarray:
         """New rows given by column name as the family's checks read them (`shard_data`'s X): the design built by
         name (`Design.new_rows`; no response needed), then the family's own `shard_data`."""
@@ -795,7 +915,19 @@ class BoundFormula(Model):
         return f"BoundFormula({self.source!r}, columns={list(self.design.x_columns)})"
 
 
-_OWN = {"bind", "shard_data", "param_blocks", "dim", "prior", "potential", "grad", "hvp", "smoothness", "new_rows"}
+_OWN = {
+    "bind",
+    "shard_data",
+    "param_blocks",
+    "dim",
+    "prior",
+    "potential",
+    "grad",
+    "hvp",
+    "smoothness",
+    "new_rows",
+    "validate",
+}
 for _name, _value in list(vars(Model).items()):
     if callable(_value) and not _name.startswith("_") and _name not in _OWN:
         setattr(BoundFormula, _name, _forward(_name))

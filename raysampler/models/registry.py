@@ -16,8 +16,11 @@ from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
+from .beta import BetaRegression
 from .binomial import BinomialRegression
 from .contract import Model
+from .cumulative import CumulativeRegression
+from .gamma import GammaRegression
 from .gaussian import Gaussian
 from .linear import LinearRegression
 from .logistic import LogisticRegression
@@ -26,6 +29,10 @@ from .mlp import MLPClassifier
 from .negbin import NegativeBinomialRegression
 from .poisson import PoissonRegression
 from .softmax import SoftmaxRegression
+from .student import StudentTRegression
+from .weibull import ExponentialRegression, WeibullRegression
+from .zinb import ZeroInflatedNegativeBinomialRegression
+from .zip import ZeroInflatedPoissonRegression
 
 __all__ = [
     "BOUND_FIELDS",
@@ -49,6 +56,14 @@ BUILTIN: dict[str, type[Model]] = {
     "softmax_regression": SoftmaxRegression,
     "mlp_classifier": MLPClassifier,
     "lognormal_regression": LogNormalRegression,
+    "student_t_regression": StudentTRegression,
+    "gamma_regression": GammaRegression,
+    "beta_regression": BetaRegression,
+    "weibull_regression": WeibullRegression,
+    "exponential_regression": ExponentialRegression,
+    "zero_inflated_poisson_regression": ZeroInflatedPoissonRegression,
+    "zero_inflated_negative_binomial_regression": ZeroInflatedNegativeBinomialRegression,
+    "cumulative_regression": CumulativeRegression,
 }
 #: Fields that `bind` fills from the data: arguments of the constructor, but not parameters a user chooses.
 BOUND_FIELDS = frozenset({"n_features", "n_classes", "columns"})

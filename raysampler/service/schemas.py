@@ -96,6 +96,13 @@ class ExponentialArgs(_PriorArgs):
     rate: PositiveFloat = Field(description="rate (1 / mean)")
 
 
+class GammaArgs(_PriorArgs):
+    """Gamma(shape, rate) on the parameter (brms' gamma(2, 0.1) on a Student-t's ν)."""
+
+    shape: PositiveFloat = Field(description="shape")
+    rate: PositiveFloat = Field(description="rate (shape / mean)")
+
+
 class InverseGammaArgs(_PriorArgs):
     """InverseGamma(a, b) on the variance σ² (the conjugate prior of linear regression)."""
 
@@ -151,18 +158,20 @@ class CoefPriorSpec(BaseModel):
         return priors.StudentT(t.nu, _vector(t.mean), _scale(t.scale))
 
 
-_POSITIVE = ["half_normal", "half_cauchy", "half_student_t", "exponential", "inverse_gamma", "flat"]
+_POSITIVE = ["half_normal", "half_cauchy", "half_student_t", "exponential", "gamma", "inverse_gamma", "flat"]
 
 
 class PositivePriorSpec(BaseModel):
-    """A prior on a positive parameter (the noise sd σ, a dispersion φ), one distribution by name, e.g.
-    {"half_cauchy": {"scale": 2.5}}, {"inverse_gamma": {"a": 2, "b": 1}} (on σ²) or {"flat": {}}."""
+    """A prior on a positive parameter (the noise sd σ, a dispersion φ, degrees of freedom ν, a shape), one
+    distribution by name, e.g. {"half_cauchy": {"scale": 2.5}}, {"gamma": {"shape": 2, "rate": 0.1}},
+    {"inverse_gamma": {"a": 2, "b": 1}} (on σ²) or {"flat": {}}."""
 
     model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_one_key_schema(_POSITIVE))
     half_normal: ScaleArgs | None = Field(default=None, exclude_if=_is_none)
     half_cauchy: ScaleArgs | None = Field(default=None, exclude_if=_is_none)
     half_student_t: HalfStudentTArgs | None = Field(default=None, exclude_if=_is_none)
     exponential: ExponentialArgs | None = Field(default=None, exclude_if=_is_none)
+    gamma: GammaArgs | None = Field(default=None, exclude_if=_is_none)
     inverse_gamma: InverseGammaArgs | None = Field(default=None, exclude_if=_is_none)
     flat: FlatArgs | None = Field(default=None, exclude_if=_is_none)
 
@@ -180,10 +189,29 @@ class PositivePriorSpec(BaseModel):
             return priors.HalfStudentT(self.half_student_t.nu, self.half_student_t.scale)
         if self.exponential is not None:
             return priors.Exponential(self.exponential.rate)
+        if self.gamma is not None:
+            return priors.Gamma(self.gamma.shape, self.gamma.rate)
         if self.inverse_gamma is not None:
             return priors.InverseGamma(self.inverse_gamma.a, self.inverse_gamma.b)
         assert self.flat is not None
         return priors.Flat(log=self.flat.log)
+
+
+class BetaArgs(_PriorArgs):
+    """Beta(a, b) on a probability (brms' beta(1, 1) on a zero-inflation probability)."""
+
+    a: PositiveFloat = Field(description="first shape")
+    b: PositiveFloat = Field(description="second shape")
+
+
+class ProbabilityPriorSpec(BaseModel):
+    """A prior on a probability (the zero-inflation zi): {"beta": {"a": 1, "b": 1}}."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    beta: BetaArgs = Field(description="Beta(a, b) on the probability")
+
+    def to_prior(self) -> priors.BetaPrior:
+        return priors.BetaPrior(self.beta.a, self.beta.b)
 
 
 class LKJArgs(BaseModel):
@@ -238,18 +266,47 @@ class ModelSpec(BaseModel):
         "each row's sd (not a feature); absent = σ unknown, sampled with sigma_prior",
     )
     sigma_prior: PositivePriorSpec | None = Field(
-        default=None, description="linear_regression, lognormal_regression: prior on σ"
+        default=None, description="linear_regression, lognormal_regression, student_t_regression: prior on σ"
     )
     phi_prior: PositivePriorSpec | None = Field(
-        default=None, description="negative_binomial_regression: prior on the dispersion φ"
+        default=None,
+        description="negative_binomial_regression, zero_inflated_negative_binomial_regression: prior on the "
+        "dispersion φ; beta_regression: on the precision φ",
+    )
+    nu_prior: PositivePriorSpec | None = Field(
+        default=None, description="student_t_regression: prior on the degrees of freedom ν (default gamma(2, 0.1))"
+    )
+    shape_prior: PositivePriorSpec | None = Field(
+        default=None, description="gamma_regression, weibull_regression: prior on the shape"
+    )
+    threshold_prior: CoefPriorSpec | None = Field(
+        default=None, description="cumulative_regression: prior on the first threshold (default student_t(3, 0, 2.5))"
+    )
+    gap_prior: PositivePriorSpec | None = Field(
+        default=None,
+        description="cumulative_regression: prior on each gap between thresholds (default half_normal(5))",
+    )
+    zi_prior: ProbabilityPriorSpec | None = Field(
+        default=None,
+        description="zero_inflated_poisson_regression, zero_inflated_negative_binomial_regression: prior on the "
+        "zero-inflation probability (default beta(1, 1))",
     )
     noise_prior: PositivePriorSpec | None = Field(default=None, description="deprecated name of sigma_prior")
     dispersion_prior: PositivePriorSpec | None = Field(default=None, description="deprecated name of phi_prior")
     offset_column: str | None = Field(
-        default=None, min_length=1, description="poisson/negative_binomial: the column of log exposure (not a feature)"
+        default=None,
+        min_length=1,
+        description="poisson, negative_binomial and their zero-inflated families: the column of log exposure (not a "
+        "feature)",
     )
     trials_column: str | None = Field(
         default=None, min_length=1, description="binomial_regression: the column of trial counts (not a feature)"
+    )
+    censored_column: str | None = Field(
+        default=None,
+        min_length=1,
+        description="weibull_regression, exponential_regression: the column of the right-censoring indicator, 0 "
+        "(event observed) or 1 (censored), not a feature (a formula writes 'y | cens(column) ~ ...')",
     )
     group_effects: list[GroupEffectsSpec] | None = Field(
         default=None,
@@ -264,12 +321,14 @@ class ModelSpec(BaseModel):
         min_length=3,
         max_length=4000,
         description="a model written as a formula, brms' syntax ('y ~ x1 + C(region) + (1 + x1 | hospital)'): "
-        "family is then brms' name of one (gaussian, bernoulli, poisson, binomial, negbinomial, lognormal) or a "
-        "built-in family's name, the "
-        "priors are coef_prior (b), sd_prior (the group sds), cor_prior (cor: the correlations of a term's effects, "
-        "correlated as in brms when one term has one bar and two effects or more; (1 + x1 || hospital) are not), "
-        "sigma_prior (sigma) and phi_prior (phi), and each site builds its design from its own rows (the data's "
-        "files name no y or x columns)",
+        "family is then brms' name of one (gaussian, bernoulli, poisson, binomial, negbinomial, lognormal, student, "
+        "Gamma, Beta, weibull, exponential, zero_inflated_poisson, zero_inflated_negbinomial, cumulative) or a "
+        "built-in family's name, the priors are "
+        "coef_prior (b), sd_prior (the group sds), cor_prior (cor: the correlations of a term's effects, correlated "
+        "as in brms when one term has one bar and two effects or more; (1 + x1 || hospital) are not), sigma_prior "
+        "(sigma), phi_prior (phi), nu_prior (nu), shape_prior (shape), zi_prior (zi), threshold_prior (Intercept) and "
+        "gap_prior (delta), and each site builds its "
+        "design from its own rows (the data's files name no y or x columns)",
         json_schema_extra={"x-families": list(FORMULA_FAMILIES)},
     )
     sd_prior: PositivePriorSpec | None = Field(default=None, description="with a formula: prior on each group sd")
@@ -305,7 +364,7 @@ class ModelSpec(BaseModel):
             return self
         clash = [
             n
-            for n in ("prior_scale", "noise_sd", "offset_column", "trials_column", "group_effects")
+            for n in ("prior_scale", "noise_sd", "offset_column", "trials_column", "censored_column", "group_effects")
             if getattr(self, n) is not None
         ] + list(self.model_extra or {})
         if clash:
@@ -325,6 +384,11 @@ class ModelSpec(BaseModel):
             "cor": self.cor_prior,
             "sigma": self.sigma_prior,
             "phi": self.phi_prior,
+            "nu": self.nu_prior,
+            "shape": self.shape_prior,
+            "zi": self.zi_prior,
+            "Intercept": self.threshold_prior,
+            "delta": self.gap_prior,
         }
         priors = {k: v.to_prior() for k, v in kinds.items() if v is not None}
         return from_formula(self.formula, self.family, priors)
@@ -333,12 +397,28 @@ class ModelSpec(BaseModel):
         """The engine model arguments this spec sets: the keys of `params`, without building any prior."""
         named = [
             n
-            for n in ("prior_scale", "noise_sd", "coef_prior", "sigma_prior", "phi_prior", "group_effects")
+            for n in (
+                "prior_scale",
+                "noise_sd",
+                "coef_prior",
+                "sigma_prior",
+                "phi_prior",
+                "nu_prior",
+                "shape_prior",
+                "zi_prior",
+                "threshold_prior",
+                "gap_prior",
+                "group_effects",
+            )
             if getattr(self, n) is not None
         ]
         named += [
             arg
-            for arg, field in (("offset", "offset_column"), ("trials", "trials_column"))
+            for arg, field in (
+                ("offset", "offset_column"),
+                ("trials", "trials_column"),
+                ("censored", "censored_column"),
+            )
             if getattr(self, field) is not None
         ]
         if self.formula is not None:  # the formula's own errors name it, its priors and its levels
@@ -351,7 +431,16 @@ class ModelSpec(BaseModel):
         for name in ("prior_scale", "noise_sd"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
-        for name in ("coef_prior", "sigma_prior", "phi_prior"):
+        for name in (
+            "coef_prior",
+            "sigma_prior",
+            "phi_prior",
+            "nu_prior",
+            "shape_prior",
+            "zi_prior",
+            "threshold_prior",
+            "gap_prior",
+        ):
             spec = getattr(self, name)
             if spec is not None:
                 out[name] = spec.to_prior()
@@ -359,6 +448,8 @@ class ModelSpec(BaseModel):
             out["offset"] = self.offset_column
         if self.trials_column is not None:
             out["trials"] = self.trials_column
+        if self.censored_column is not None:
+            out["censored"] = self.censored_column
         if self.group_effects is not None:
             out["group_effects"] = tuple(g.to_engine() for g in self.group_effects)
         return out
@@ -823,7 +914,7 @@ class ModelFamilyList(BaseModel):
 
 
 #: An engine model argument → its name in ModelSpec, where the two differ (per-row inputs are given by column).
-REST_PARAM = {"offset": "offset_column", "trials": "trials_column"}
+REST_PARAM = {"offset": "offset_column", "trials": "trials_column", "censored": "censored_column"}
 
 
 def family_parameters_schema(family: Family) -> dict[str, Any]:

@@ -103,6 +103,7 @@ REST_LOC: dict[tuple[PathPart, ...], Loc] = {
     ("model", "family"): ("model", "family"),
     ("model", "offset"): ("model", "offset_column"),
     ("model", "trials"): ("model", "trials_column"),
+    ("model", "censored"): ("model", "censored_column"),
     ("algorithm",): ("algorithm", "params"),
     ("strategy",): ("shard_strategy",),
     ("by",): ("shard_by",),

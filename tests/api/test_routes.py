@@ -321,6 +321,11 @@ def test_models_lists_every_builtin_family_with_its_parameter_schema(app_client)
         "$ref": "#/$defs/PositivePriorSpec"
     }
     assert fams["mlp_classifier"]["parameters"]["properties"]["hidden"] == {"type": "integer", "default": 16}
+    weibull = fams["weibull_regression"]["parameters"]["properties"]  # the families brms users fit (issue 48)
+    assert weibull["censored_column"]["anyOf"][0]["type"] == "string" and "censored" not in weibull
+    assert weibull["shape_prior"]["anyOf"][0] == {"$ref": "#/$defs/PositivePriorSpec"}
+    assert {"sigma_prior", "nu_prior"} <= set(fams["student_t_regression"]["parameters"]["properties"])
+    assert "phi_prior" in fams["beta_regression"]["parameters"]["properties"]
 
 
 # --- error messages (issue 24) --------------------------------------------------------------------------------------

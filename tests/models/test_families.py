@@ -1,8 +1,10 @@
 """The families brms users fit (issue 48 item 4), each against an exact answer or a reference: lognormal (the
-Gaussian family on log y: the same draws at one seed, and the exact Normal–Inverse-Gamma posterior). Per family:
-the per-row log-likelihood against scipy.stats and summing to the potential, predictions on y's scale, the formula
-family name as brms spells it, LOO and pp_check. Derivatives against finite differences are in
-test_regression_models.py (its CASES)."""
+Gaussian family on log y: the same draws at one seed, and the exact Normal–Inverse-Gamma posterior); Student-t,
+Gamma, Beta, Weibull and exponential with right censoring (their posteriors against NUTS in
+test_family_references.py). Per family: the per-row log-likelihood against scipy.stats and summing to the potential,
+predictions on y's scale, the formula family name as brms spells it (`y | cens(censored) ~ ...` for survival), LOO,
+pp_check, and responses out of the family's support refused naming the shard and column. Derivatives against finite
+differences are in test_regression_models.py (its CASES) and, with group effects, test_group_effects.py."""
 
 from __future__ import annotations
 
@@ -133,3 +135,354 @@ def test_lognormal_loo_pp_check_and_predict_from_a_formula() -> None:
     eta += np.stack([draws[:, names.index(f"r_g[{g:g},(Intercept)]")] for g in new.g], axis=1)
     sigma = draws[:, names.index("sigma")][:, None]
     np.testing.assert_allclose(pred, np.exp(eta + 0.5 * sigma**2).mean(axis=0), rtol=1e-6)
+
+
+# ------------------------------------------------------------------- Student-t, Gamma, Beta, Weibull, exponential
+# Each family by its brms name on one data set with a varying intercept: the per-row log-likelihood LOO and the
+# log_likelihood export use, against scipy.stats at the run's own draws; predictions by name against the mean
+# computed by hand from the draws; pp_check's observed statistic. The posteriors against NUTS are in
+# test_family_references.py.
+
+
+def families_data(n: int = 240, seed: int = 4) -> pd.DataFrame:
+    """x, a group column g (six groups), and one response per family: ys (t_4), yg (Gamma, shape 3), yb (Beta,
+    precision 8), t (Weibull shape 1.5 times) with cens (1 where right-censored at an exponential time), yz
+    (zero-inflated Poisson counts, zi = 0.3, exposure ex)."""
+    from scipy.special import expit, gamma
+
+    rng = np.random.default_rng(seed)
+    g = rng.integers(0, 6, n)
+    x = rng.standard_normal(n)
+    eta = 0.3 + 0.6 * x + rng.normal(0.0, 0.4, 6)[g]
+    mu = expit(eta - 0.3)
+    time = np.exp(eta) / gamma(1.0 + 1.0 / 1.5) * rng.weibull(1.5, n)
+    censor = rng.exponential(4.0, n)
+    ex = rng.uniform(0.5, 2.0, n)
+    yz = np.where(rng.random(n) < 0.3, 0, rng.poisson(np.exp(eta) * ex)).astype(float)
+    return pd.DataFrame(
+        {
+            "x": x,
+            "g": g + 1.0,
+            "ys": eta + 0.5 * rng.standard_t(4.0, n),
+            "yg": rng.gamma(3.0, np.exp(eta) / 3.0),
+            "yb": rng.beta(8.0 * mu, 8.0 * (1.0 - mu)),
+            "t": np.minimum(time, censor),
+            "cens": (censor < time).astype(float),
+            "yz": yz,
+            "ex": ex,
+        }
+    )
+
+
+def _scipy_family(family: str, eta: np.ndarray, p: dict[str, np.ndarray]):
+    """scipy.stats' distribution of each row's y at linear predictors eta, brms' parametrisation of `family`."""
+    from scipy.special import expit, gammaln
+
+    if family == "student":
+        return st.t(df=p["nu"], loc=eta, scale=p["sigma"])
+    if family == "Gamma":
+        return st.gamma(a=p["shape"], scale=np.exp(eta) / p["shape"])
+    if family == "Beta":
+        mu = expit(eta)
+        return st.beta(mu * p["phi"], (1.0 - mu) * p["phi"])
+    if family == "zero_inflated_poisson":
+        return _ZeroInflated(p["zi"], st.poisson(np.exp(eta)))
+    if family == "zero_inflated_negbinomial":  # NB2 with mean μ: scipy's n = φ, p = φ/(φ + μ)
+        return _ZeroInflated(p["zi"], st.nbinom(p["phi"], p["phi"] / (p["phi"] + np.exp(eta))))
+    k = p.get("shape", np.ones_like(eta))
+    return st.weibull_min(c=k, scale=np.exp(eta - gammaln(1.0 + 1.0 / k)))
+
+
+class _ZeroInflated:
+    """A zero-inflated count distribution from scipy's: P(0) = zi + (1 − zi) P_c(0), P(k) = (1 − zi) P_c(k)."""
+
+    def __init__(self, zi: np.ndarray, counts) -> None:
+        self.zi, self.pois = zi, counts
+
+    def logpdf(self, y: np.ndarray) -> np.ndarray:
+        return np.where(
+            y == 0, np.log(self.zi + (1 - self.zi) * self.pois.pmf(0)), np.log1p(-self.zi) + self.pois.logpmf(y)
+        )
+
+    def mean(self) -> np.ndarray:
+        return (1.0 - self.zi) * self.pois.mean()
+
+    def ppf(self, u: np.ndarray) -> np.ndarray:
+        return np.where(u <= self.zi, 0.0, self.pois.ppf(np.clip((u - self.zi) / (1.0 - self.zi), 0.0, 1.0)))
+
+
+FORMULAS = {
+    "student": "ys ~ x + (1 | g)",
+    "Gamma": "yg ~ x + (1 | g)",
+    "Beta": "yb ~ x + (1 | g)",
+    "weibull": "t | cens(cens) ~ x + (1 | g)",
+    "exponential": "t | cens(cens) ~ x + (1 | g)",
+    "zero_inflated_poisson": "yz ~ x + offset(np.log(ex)) + (1 | g)",
+    "zero_inflated_negbinomial": "yz ~ x + offset(np.log(ex)) + (1 | g)",
+}
+FAMILY_PARAMS = {
+    "student": ["sigma", "nu"],
+    "Gamma": ["shape"],
+    "Beta": ["phi"],
+    "weibull": ["shape"],
+    "zero_inflated_poisson": ["zi"],
+    "zero_inflated_negbinomial": ["phi", "zi"],
+}
+
+
+@pytest.mark.parametrize("family", list(FORMULAS))
+def test_family_from_a_formula_its_log_likelihood_predictions_and_checks(family: str) -> None:
+    """brms' family name and formula (`y | cens(censored) ~ ...` for survival); the run's parameters in brms names;
+    the exported log-likelihood (what LOO reads) is scipy's log density at every draw and row (log S(y) where a row
+    is censored); LOO runs on it; `predict` by name is the mean of the draws' E[y] (μ, for survival the event time's
+    mean); pp_check's observed mean is the response's."""
+    df = families_data()
+    shards = rs.shard(df, num_shards=2, by="g")
+    res = rs.sample(
+        rs.models.from_formula(FORMULAS[family], family=family),
+        shards,
+        chains=2,
+        num_rounds=60,
+        seed=3,
+        **KW,
+    )
+    own = FAMILY_PARAMS.get(family, [])
+    names = res.param_names
+    assert names[: 3 + len(own)] == ["beta[(Intercept)]", "beta[x]", *own, "sd_g[(Intercept)]"]
+    draws = natural_values(res.param_blocks, res.draws).reshape(-1, len(names))
+    tree = res.to_arviz()
+    response = FORMULAS[family].split()[0]
+    rows = np.concatenate([s.index for s in shards])  # the export's rows: the shards' in order
+    new = df.iloc[rows]
+    np.testing.assert_array_equal(tree["observed_data"]["y"].values, new[response])
+    eta = draws[:, [names.index("beta[(Intercept)]")]] + draws[:, [names.index("beta[x]")]] * new.x.to_numpy()
+    eta += np.stack([draws[:, names.index(f"r_g[{g:g},(Intercept)]")] for g in new.g], axis=1)
+    eta += np.log(new.ex.to_numpy()) if "offset" in FORMULAS[family] else 0.0
+    p = {n: draws[:, [names.index(n)]] for n in own}
+    dist = _scipy_family(family, eta, p)
+    y = new[response].to_numpy()
+    expected = dist.logpdf(y)
+    if "cens" in FORMULAS[family]:
+        expected = np.where(new.cens.to_numpy() == 1.0, dist.logsf(y), expected)
+    loglik = tree["log_likelihood"]["y"].values.reshape(-1, len(rows))
+    np.testing.assert_allclose(loglik, expected, rtol=1e-8, atol=1e-10)
+    loo = res.loo()
+    assert np.isfinite(loo.elpd) and loo.elpd < np.log(np.mean(np.exp(loglik), axis=0)).sum()  # below the lppd
+    pred = res.predict(new.iloc[:6][["g", "x", "ex"]].iloc[:, ::-1])  # by name: the columns' order does not matter
+    np.testing.assert_allclose(pred, dist.mean()[:, :6].mean(axis=0), rtol=1e-6)
+    ppc = res.pp_check("stat", "mean", draws=20)
+    assert ppc.observed == pytest.approx(df[response].mean()) and len(ppc.replicated) == 20
+
+
+def test_family_log_likelihoods_match_scipy_and_sum_to_the_potential() -> None:
+    """Per family, at random points: `log_likelihood` is scipy's log density per row (log S for a censored row; the
+    zero-inflated Poisson's from scipy's Poisson, with its offset), U_i is minus its sum up to a constant,
+    `predict_mean` is scipy's mean and `predict_draw` its quantile function; the exponential family is the Weibull
+    at shape 1."""
+    from scipy.special import expit
+
+    from raysampler.models import (
+        BetaRegression,
+        ExponentialRegression,
+        GammaRegression,
+        StudentTRegression,
+        WeibullRegression,
+        ZeroInflatedNegativeBinomialRegression,
+        ZeroInflatedPoissonRegression,
+    )
+
+    rng = np.random.default_rng(6)
+    df = families_data(60)
+    X = np.column_stack([np.ones(len(df)), df.x])
+    cens, offset = df.cens.to_numpy(), np.log(df.ex.to_numpy())
+    cases = [  # (family, model, its extra column (name, values) or None, y, how many own parameters)
+        ("student", StudentTRegression(), None, df.ys, 2),
+        ("Gamma", GammaRegression(), None, df.yg, 1),
+        ("Beta", BetaRegression(), None, df.yb, 1),
+        ("weibull", WeibullRegression(censored="cens"), ("cens", cens), df.t, 1),
+        ("exponential", ExponentialRegression(censored="cens"), ("cens", cens), df.t, 0),
+        ("zero_inflated_poisson", ZeroInflatedPoissonRegression(offset="ex"), ("ex", offset), df.yz, 1),
+        ("zero_inflated_negbinomial", ZeroInflatedNegativeBinomialRegression(offset="ex"), ("ex", offset), df.yz, 2),
+    ]
+    for family, model, extra, y, m in cases:
+        cols = ("(Intercept)", "x") + ((extra[0],) if extra else ())
+        Xf = np.column_stack([X, extra[1]]) if extra else X
+        model = model.bind(DataSpec(Xf.shape[1], columns=cols))
+        y = y.to_numpy()
+        own = rng.uniform(0.2, 1.5, (5, m))  # log ν > 0: a Student-t with a mean
+        x = np.column_stack([rng.normal(0.3, 0.3, 5), rng.normal(0.6, 0.3, 5), own])
+        p = {name: np.exp(own[:, j])[None, :] for j, name in enumerate(FAMILY_PARAMS.get(family, []))}
+        if family.startswith("zero_inflated"):
+            p["zi"] = expit(own[:, -1])[None, :]  # zi is sampled on the logit scale
+        eta = X @ x[:, :2].T + (offset[:, None] if family.startswith("zero_inflated") else 0.0)
+        dist = _scipy_family(family, eta, p)
+        expected = dist.logpdf(y[:, None])
+        if extra and extra[0] == "cens":
+            expected = np.where(cens[:, None] == 1.0, dist.logsf(y[:, None]), expected)
+        ll = model.log_likelihood(Xf, y, x)
+        np.testing.assert_allclose(ll, expected, rtol=1e-9, err_msg=family)
+        _differences_match(model.potential(Xf, y, x), ll.sum(axis=0))
+        np.testing.assert_allclose(model.predict_mean(Xf, x), dist.mean(), rtol=1e-9, err_msg=family)
+        u = rng.uniform(size=(len(y), 5))
+        np.testing.assert_allclose(model.predict_draw(Xf, x, u), dist.ppf(u), rtol=1e-7, err_msg=family)
+        if family == "exponential":
+            weibull = WeibullRegression(censored="cens").bind(DataSpec(3, columns=cols))
+            at_one = np.column_stack([x, np.zeros(5)])
+            np.testing.assert_allclose(weibull.log_likelihood(Xf, y, at_one), ll, rtol=1e-12)
+
+
+def test_responses_out_of_support_and_bad_censoring_are_refused_naming_the_shard_and_column() -> None:
+    """Before any sampling: a Gamma or Weibull time ≤ 0, a Beta response of 0 or 1, a censoring indicator other than
+    0/1 (brms' left and interval codes named), each naming the shard, the column and the first row outside."""
+    df = families_data(60)
+    bad = df.assign(yg=np.where(np.arange(60) == 40, 0.0, df.yg), yb=np.where(np.arange(60) == 41, 1.0, df.yb))
+    cases = [
+        ("Gamma", "yg ~ x", bad, r"shards\[1\]: the Gamma family's response \(column 'yg'\) must be > 0 .*row 10"),
+        ("Beta", "yb ~ x", bad, r"shards\[1\].*column 'yb'.*strictly between 0 and 1 .*row 11 has 1\.0"),
+        ("weibull", "t | cens(cens) ~ x", df.assign(t=-df.t), r"shards\[0\].*column 't'.*> 0.*row 0"),
+        (
+            "weibull",
+            "t | cens(cens) ~ x",
+            df.assign(cens=np.where(np.arange(60) == 2, -1.0, df.cens)),
+            r"shards\[0\]: the censoring indicator.*0 \(event observed\) or 1 \(right-censored\).*row 2 has -1\.0"
+            r".*left and interval",
+        ),
+    ]
+    for family, formula, frame, message in cases:
+        with pytest.raises(ValueError, match=message):
+            rs.sample(
+                rs.models.from_formula(formula, family=family),
+                rs.shard(frame, num_shards=2),
+                chains=2,
+                num_rounds=5,
+                **KW,
+            )
+    from raysampler.models import GammaRegression
+
+    model = GammaRegression().bind(DataSpec(1))
+    with pytest.raises(ValueError, match=r"shards\[3\]: the Gamma family's response \(column 'y'\)"):
+        model.validate(np.ones((3, 1)), np.array([1.0, -2.0, 3.0]), "shards[3]")
+
+
+def test_formula_families_censoring_and_priors_by_brms_class() -> None:
+    """brms' family names; `cens(...)` only for survival families, naming the column if absent; additions other
+    than cens refused; each family's priors by brms' class (nu, shape, phi), a class the family lacks refused."""
+    from raysampler.errors import ArgumentError
+    from raysampler.models.formula import FORMULA_FAMILIES
+    from raysampler.priors import BetaPrior, Exponential, Gamma
+
+    expected = {
+        "zero_inflated_negbinomial": "zero_inflated_negative_binomial_regression",
+        "zero_inflated_poisson": "zero_inflated_poisson_regression",
+        "student": "student_t_regression",
+        "Gamma": "gamma_regression",
+        "Beta": "beta_regression",
+        "weibull": "weibull_regression",
+        "exponential": "exponential_regression",
+    }
+    assert expected.items() <= FORMULA_FAMILIES.items()
+    df = families_data(40)
+    columns = tuple(df.columns)
+    m = rs.models.from_formula("ys ~ x", "student", {"nu": Gamma(3.0, 0.2), "sigma": HalfNormal(1.0)})
+    bound = m.bind(DataSpec(len(columns), columns=columns))
+    assert bound.model.nu_prior == Gamma(3.0, 0.2) and bound.model.sigma_prior == HalfNormal(1.0)
+    assert bound.param_names() == ["beta[(Intercept)]", "beta[x]", "sigma", "nu"]
+    b = rs.models.from_formula("yb ~ x", "Beta", {"phi": Exponential(0.1)}).bind(
+        DataSpec(len(columns), columns=columns)
+    )
+    assert b.model.phi_prior == Exponential(0.1)
+    w = rs.models.from_formula("t | cens(cens) ~ x", "weibull", {"shape": Gamma(1.0, 1.0)})
+    wb = w.bind(DataSpec(len(columns), columns=columns))
+    assert wb.design.x_columns == ("(Intercept)", "x", "(censored)") and wb.model.shape_prior == Gamma(1.0, 1.0)
+    X, y = wb.shard_data(df.to_numpy(), df.t.to_numpy(), None)
+    np.testing.assert_array_equal(X[:, -1], df.cens)
+    np.testing.assert_array_equal(y, df.t)
+    with pytest.raises(ArgumentError, match=r"cens\(cens\): right censoring is the weibull and exponential"):
+        rs.models.from_formula("t | cens(cens) ~ x", "Gamma")
+    with pytest.raises(ArgumentError, match="'censd' is not a column"):
+        rs.models.from_formula("t | cens(censd) ~ x", "weibull").bind(DataSpec(len(columns), columns=columns))
+    with pytest.raises(ArgumentError, match=r"addition 'trials\(n\)' is not available.*cens\(censored\)"):
+        rs.models.from_formula("t | trials(n) ~ x", "weibull")
+    with pytest.raises(ArgumentError, match=r"priors\['nu'\]: the gamma_regression family has no such parameter"):
+        rs.models.from_formula("yg ~ x", "Gamma", {"nu": Gamma(2.0, 0.1)})
+    with pytest.raises(ArgumentError, match="'exponential_regression' has no parameter.*shape_prior"):
+        rs.models.get_model("exponential_regression", shape_prior=Gamma(1.0, 1.0))  # its shape is 1
+    with pytest.raises(ArgumentError, match=r"priors\['shape'\]: the exponential_regression family has no such"):
+        rs.models.from_formula("t | cens(cens) ~ x", "exponential", {"shape": Gamma(1.0, 1.0)})
+    z = rs.models.from_formula("yz ~ x + offset(np.log(ex))", "zero_inflated_poisson", {"zi": BetaPrior(2.0, 5.0)})
+    zb = z.bind(DataSpec(len(columns), columns=columns))
+    assert zb.model.zi_prior == BetaPrior(2.0, 5.0) and zb.design.x_columns == ("(Intercept)", "x", "(offset)")
+    assert zb.param_names() == ["beta[(Intercept)]", "beta[x]", "zi"] and zb.param_blocks()[-1].transform == "sigmoid"
+    with pytest.raises(ArgumentError, match=r"zi_prior must be rs.priors.BetaPrior\(a, b\)"):
+        rs.models.from_formula("yz ~ x", "zero_inflated_poisson", {"zi": Gamma(1.0, 1.0)}).bind(
+            DataSpec(len(columns), columns=columns)
+        )
+
+
+# ----------------------------------------------------------------------------------------------- ordinal
+
+
+def test_cumulative_probabilities_match_the_logistic_thresholds_and_sum_to_the_potential() -> None:
+    """P(y = k) = F(τ_k − η) − F(τ_{k−1} − η) with τ_1 and the running sums of the gaps: the per-row log-likelihood,
+    U_i up to a constant, E[y] and the quantile draws, by hand from scipy's logistic; a category outside 1..K and a
+    missing K are refused naming them."""
+    from raysampler.errors import ArgumentError
+    from raysampler.models import CumulativeRegression
+
+    rng = np.random.default_rng(8)
+    X = rng.standard_normal((50, 2))
+    y = 1.0 + rng.integers(0, 4, 50)
+    model = CumulativeRegression(n_categories=4).bind(DataSpec(2, columns=("x1", "x2")))
+    assert model.param_names() == ["beta[x1]", "beta[x2]", "Intercept", "delta[2]", "delta[3]"]
+    x = np.column_stack([rng.normal(0.5, 0.3, (5, 2)), rng.normal(-0.5, 0.5, 5), rng.normal(0.0, 0.4, (5, 2))])
+    tau = np.cumsum(np.column_stack([x[:, 2], np.exp(x[:, 3:])]), axis=1)  # (5, 3)
+    eta = X @ x[:, :2].T  # (50, 5)
+    cdf = st.logistic.cdf(tau[None, :, :] - eta[:, :, None])  # P(y <= k), k = 1..3
+    cdf = np.concatenate([np.zeros((50, 5, 1)), cdf, np.ones((50, 5, 1))], axis=2)
+    probs = np.diff(cdf, axis=2)  # (50, 5, 4)
+    ll = model.log_likelihood(X, y, x)
+    np.testing.assert_allclose(ll, np.log(np.take_along_axis(probs, (y - 1).astype(int)[:, None, None], 2)[..., 0]))
+    _differences_match(model.potential(X, y, x), ll.sum(axis=0))
+    np.testing.assert_allclose(model.predict_mean(X, x), (probs * np.arange(1, 5)).sum(axis=2), rtol=1e-12)
+    u = rng.uniform(size=(50, 5))
+    np.testing.assert_array_equal(model.predict_draw(X, x, u), 1 + (u[:, :, None] > cdf[:, :, 1:4]).sum(axis=2))
+    with pytest.raises(ValueError, match=r"shards\[2\]: the cumulative family's response \(column 'y'\) must be a "):
+        model.validate(X, np.where(np.arange(50) == 4, 5.0, y), "shards[2]")
+    with pytest.raises(ArgumentError, match="n_categories: a cumulative model needs the number K"):
+        CumulativeRegression().bind(DataSpec(2))
+
+
+def test_cumulative_from_a_formula_reads_its_categories_from_the_shards() -> None:
+    """brms' `cumulative`: text categories ordered by `levels=`, K from the levels the shards hold, no intercept
+    (the thresholds hold it), group effects; the exported log-likelihood is the category's probability at every
+    draw and row; LOO, `predict` by name (E[y] on 1..K) and pp_check (one bin per category) run."""
+    rng = np.random.default_rng(9)
+    n = 240
+    g = rng.integers(0, 6, n)
+    x = rng.standard_normal(n)
+    z = 0.9 * x + rng.normal(0.0, 0.4, 6)[g] + rng.logistic(size=n)
+    names = np.array(["low", "mid", "high", "top"])
+    df = pd.DataFrame({"x": x, "g": g + 1.0, "rating": names[np.digitize(z, [-1.0, 0.2, 1.3])]})
+    model = rs.models.from_formula("rating ~ x + (1 | g)", "cumulative", levels={"rating": list(names)})
+    shards = rs.shard(df, num_shards=2, by="g")
+    res = rs.sample(model, shards, chains=2, num_rounds=60, seed=3, **KW)
+    assert res.param_names[:5] == ["beta[x]", "Intercept", "delta[2]", "delta[3]", "sd_g[(Intercept)]"]
+    draws = natural_values(res.param_blocks, res.draws).reshape(-1, len(res.param_names))
+    p = res.param_names
+    rows = df.iloc[np.concatenate([s.index for s in shards])]
+    code = pd.Categorical(rows.rating, categories=names).codes  # 0..3
+    eta = draws[:, [p.index("beta[x]")]] * rows.x.to_numpy()
+    eta += np.stack([draws[:, p.index(f"r_g[{v:g},(Intercept)]")] for v in rows.g], axis=1)
+    tau = np.cumsum(draws[:, [p.index("Intercept"), p.index("delta[2]"), p.index("delta[3]")]], axis=1)  # (S, 3)
+    cdf = st.logistic.cdf(tau[:, None, :] - eta[:, :, None])
+    cdf = np.concatenate([np.zeros(eta.shape + (1,)), cdf, np.ones(eta.shape + (1,))], axis=2)
+    expected = np.log(np.take_along_axis(np.diff(cdf, axis=2), code[None, :, None].astype(int), 2)[..., 0])
+    tree = res.to_arviz()
+    np.testing.assert_array_equal(tree["observed_data"]["y"].values, code + 1.0)
+    loglik = tree["log_likelihood"]["y"].values.reshape(-1, len(rows))
+    np.testing.assert_allclose(loglik, expected, rtol=1e-8, atol=1e-10)
+    assert np.isfinite(res.loo().elpd)
+    pred = res.predict(rows.iloc[:4][["x", "g"]])
+    np.testing.assert_allclose(pred, (np.diff(cdf, axis=2)[:, :4] * np.arange(1, 5)).sum(axis=2).mean(axis=0))
+    hist = res.pp_check("hist")
+    assert len(hist.observed) == 4 and list(hist.observed) == np.bincount(code, minlength=4).tolist()

@@ -139,7 +139,7 @@ def test_formula_errors_name_what_is_wrong() -> None:
         ("y ~ x1 + ", "bernoulli", ("model", "formula"), "cannot be read"),
         ("y ~ scale(x1)", "bernoulli", ("model", "formula"), "learns from the rows"),
         ("y ~ bs(x1, df=4)", "gaussian", ("model", "formula"), "learns from the rows"),
-        ("y ~ x1", "weibull", ("model", "family"), "family must be one of"),
+        ("y ~ x1", "skew_normal", ("model", "family"), "family must be one of"),
         ("y ~ x1 + (1 | a:b)", "bernoulli", ("model", "formula"), r"a:b combines 2 columns.*write \(1 \| a_b\)"),
         ("y ~ x1 + (1 | a/b)", "bernoulli", ("model", "formula"), r"a/b\) expands to \(1 \| a\) \+ \(1 \| a:b\)"),
         ("y ~ x1 + (1 | log(a))", "bernoulli", ("model", "formula"), "one column, not an expression"),

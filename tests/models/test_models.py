@@ -441,6 +441,14 @@ def test_registry():
         "binomial_regression",
         "negative_binomial_regression",
         "lognormal_regression",
+        "student_t_regression",
+        "gamma_regression",
+        "beta_regression",
+        "weibull_regression",
+        "exponential_regression",
+        "zero_inflated_poisson_regression",
+        "zero_inflated_negative_binomial_regression",
+        "cumulative_regression",
     }
     for family, cls in FAMILIES.items():
         model = get_model(family, prior_scale=2.0)

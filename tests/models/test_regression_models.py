@@ -13,8 +13,12 @@ from scipy.special import expit
 
 from raysampler.errors import ArgumentError
 from raysampler.models import (
+    BetaRegression,
     BinomialRegression,
+    CumulativeRegression,
     DataSpec,
+    ExponentialRegression,
+    GammaRegression,
     GaussianPrior,
     LinearRegression,
     LogisticRegression,
@@ -25,12 +29,18 @@ from raysampler.models import (
     PoissonRegression,
     RowValues,
     SoftmaxRegression,
+    StudentTRegression,
+    WeibullRegression,
+    ZeroInflatedNegativeBinomialRegression,
+    ZeroInflatedPoissonRegression,
     get_model,
     linear_posterior,
 )
 from raysampler.priors import (
+    BetaPrior,
     Exponential,
     Flat,
+    Gamma,
     HalfCauchy,
     HalfNormal,
     HalfStudentT,
@@ -124,6 +134,60 @@ def _lognormal(**kw):
     return LogNormalRegression(**kw).bind(DataSpec(4, n_rows=40, columns=COLS)), X, y
 
 
+def _student(**kw):
+    rng = np.random.default_rng(11)
+    X = _design(rng, 40)
+    y = X @ np.array([1.0, -0.5, 0.3, 0.8]) + 0.6 * rng.standard_t(3.0, 40)
+    y[3] += 6.0  # an outlier: a row whose curvature in η is negative
+    return StudentTRegression(**kw).bind(DataSpec(4, n_rows=40, columns=COLS)), X, y
+
+
+def _gamma(**kw):
+    rng = np.random.default_rng(12)
+    X = _design(rng, 40)
+    y = rng.gamma(2.5, np.exp(X @ np.array([0.5, -0.5, 0.3, 0.8])) / 2.5)
+    return GammaRegression(**kw).bind(DataSpec(4, n_rows=40, columns=COLS)), X, y
+
+
+def _beta(**kw):
+    rng = np.random.default_rng(13)
+    X = _design(rng, 40)
+    mu = expit(X @ np.array([0.2, -0.5, 0.3, 0.8]))
+    return BetaRegression(**kw).bind(DataSpec(4, n_rows=40, columns=COLS)), X, rng.beta(6.0 * mu, 6.0 * (1 - mu))
+
+
+def _survival(cls, kind="column", **kw):
+    """Weibull or exponential times, every third row right-censored; the indicator as a column or an array."""
+    rng = np.random.default_rng(14)
+    X = _design(rng, 42)
+    y = np.exp(X @ np.array([0.5, -0.5, 0.3, 0.8])) * rng.weibull(1.5, 42)
+    cens = (np.arange(42) % 3 == 0).astype(float)
+    if kind == "array":
+        model = cls(censored=cens, **kw).bind(DataSpec(4, n_rows=42, columns=COLS))
+        return model, model.shard_data(X, y, np.arange(42))[0], y
+    model = cls(censored="cens", **kw).bind(DataSpec(5, n_rows=42, columns=COLS + ("cens",)))
+    return model, np.column_stack([X, cens]), y
+
+
+def _zip(cls=ZeroInflatedPoissonRegression, **kw):
+    """Zero-inflated counts (a third structural zeros) with an offset column."""
+    rng = np.random.default_rng(15)
+    X = _design(rng, 40)
+    expo = np.log(rng.uniform(0.5, 2.0, 40))
+    y = np.where(rng.random(40) < 0.3, 0, rng.poisson(np.exp(X @ np.array([0.5, -0.5, 0.3, 0.8]) + expo)))
+    model = cls(offset="expo", **kw).bind(DataSpec(5, n_rows=40, columns=COLS + ("expo",)))
+    return model, np.column_stack([X, expo]), y.astype(float)
+
+
+def _cumulative(K=4, **kw):
+    """Ordered categories 1..K of a logistic latent variable (no intercept column)."""
+    rng = np.random.default_rng(16)
+    X = 0.8 * rng.standard_normal((50, 3))
+    z = X @ np.array([1.0, -0.5, 0.3]) + rng.logistic(size=50)
+    y = 1.0 + np.digitize(z, np.linspace(-1.0, 1.0, K - 1))
+    return CumulativeRegression(n_categories=K, **kw).bind(DataSpec(3, n_rows=50, columns=COLS[1:])), X, y
+
+
 def _softmax():
     rng = np.random.default_rng(6)
     X = rng.standard_normal((30, 3))
@@ -165,6 +229,26 @@ CASES = {
     "negbin_exponential": lambda: _negbin(Exponential(0.5)),
     "lognormal_halfcauchy": lambda: _lognormal(sigma_prior=HalfCauchy(2.5)),
     "lognormal_known": lambda: _lognormal(noise_sd=0.6, coef_prior=StudentT(3.0)),
+    "student_defaults": _student,
+    "student_student_t_priors": lambda: _student(
+        coef_prior=StudentT(3.0), sigma_prior=HalfCauchy(2.5), nu_prior=Gamma(3.0, 0.2)
+    ),
+    "gamma_defaults": _gamma,
+    "gamma_halfnormal_shape": lambda: _gamma(shape_prior=HalfNormal(5.0), coef_prior=Normal(0.0, 2.5)),
+    "beta_defaults": _beta,
+    "beta_exponential_phi": lambda: _beta(phi_prior=Exponential(0.1)),
+    "weibull_censored_column": lambda: _survival(WeibullRegression),
+    "weibull_censored_array": lambda: _survival(WeibullRegression, "array", shape_prior=HalfNormal(2.0)),
+    "exponential_censored_column": lambda: _survival(ExponentialRegression),
+    "zip_offset_defaults": _zip,
+    "zip_beta_prior": lambda: _zip(zi_prior=BetaPrior(2.0, 5.0), coef_prior=StudentT(3.0)),
+    "cumulative_four": _cumulative,
+    "cumulative_two_priors": lambda: _cumulative(2, threshold_prior=Normal(0.0, 3.0), coef_prior=StudentT(3.0)),
+    "cumulative_five_gap_prior": lambda: _cumulative(5, gap_prior=Exponential(1.0)),
+    "zinb_offset_defaults": lambda: _zip(ZeroInflatedNegativeBinomialRegression),
+    "zinb_priors": lambda: _zip(
+        ZeroInflatedNegativeBinomialRegression, phi_prior=Exponential(0.5), zi_prior=BetaPrior(2, 2)
+    ),
     "softmax_student_t": _softmax,
     "mlp_student_t": _mlp,
 }
@@ -232,12 +316,20 @@ def test_hessian_hessian_diag_and_potential_and_grad_agree(case):
 
 #: the families whose `hessians` is a vectorised closed form of their own (the rest use the contract's loop)
 BATCHED_HESSIANS = (
+    BetaRegression,
     BinomialRegression,
+    CumulativeRegression,
+    ExponentialRegression,
+    GammaRegression,
     LinearRegression,
     LogisticRegression,
     LogNormalRegression,
     NegativeBinomialRegression,
     PoissonRegression,
+    StudentTRegression,
+    WeibullRegression,
+    ZeroInflatedNegativeBinomialRegression,
+    ZeroInflatedPoissonRegression,
 )
 
 

@@ -352,3 +352,84 @@ def test_old_prior_names_set_the_new_fields() -> None:
     both = {"half_cauchy": {"scale": 1.0}}
     with pytest.raises(ValidationError, match="old name of model.sigma_prior"):
         ModelSpec.model_validate({"family": "linear_regression", "noise_prior": both, "sigma_prior": both})
+
+
+def test_the_families_brms_users_fit_over_rest(app_client):
+    """Student-t by formula (brms' `student`, priors by class: sigma, nu with a gamma prior), a Weibull with its
+    censoring indicator by column (`censored_column`) and by formula (`t | cens(cens) ~ ...`): each run reports its
+    family's parameters by brms' name on the natural scale, as does a zero-inflated Poisson with an offset column and
+    a beta prior on zi, and a cumulative model by family (n_categories) and by formula (K from the data); a Gamma
+    response ≤ 0 and a censoring code that is not 0/1 are a 422 naming the row and the
+    column, a zi prior that is not a beta a 422 at model.zi_prior."""
+    from reference_problems import FAMILY_PROBLEMS
+
+    c, h = app_client, hdr(ALICE)
+    X, y, columns = FAMILY_PROBLEMS["family_student"].load()
+    student = _upload(c, h, columns, X, y)
+    model = {
+        "formula": "y ~ x1 + x2",
+        "family": "student",
+        "sigma_prior": {"half_normal": {"scale": 5.0}},
+        "nu_prior": {"gamma": {"shape": 2.0, "rate": 0.1}},
+    }
+    r = c.post("/v1/runs", json=_body(model, {"dataset_id": student}), headers=h)
+    assert r.status_code == 202, r.text
+    info = final(c, r.json()["id"])
+    assert info["status"] == "SUCCEEDED", info
+    rows = c.get(f"/v1/runs/{info['id']}/summary", headers=h).json()["rows"]
+    assert [row["param"] for row in rows] == ["beta[(Intercept)]", "beta[x1]", "beta[x2]", "sigma", "nu"]
+    assert rows[3]["mean"] > 0 and rows[4]["mean"] > 1  # σ and ν themselves, not their logs
+
+    X, y, columns = FAMILY_PROBLEMS["family_weibull"].load()
+    weibull = _upload(c, h, columns, X, y)
+    for spec_model in (
+        {
+            "family": "weibull_regression",
+            "censored_column": "censored",
+            "shape_prior": {"gamma": {"shape": 1, "rate": 1}},
+        },
+        {"formula": "y | cens(censored) ~ x1 + x2", "family": "weibull"},
+    ):
+        r = c.post("/v1/runs", json=_body(spec_model, {"dataset_id": weibull}), headers=h)
+        assert r.status_code == 202, r.text
+        info = final(c, r.json()["id"])
+        assert info["status"] == "SUCCEEDED", info
+        names = [row["param"] for row in c.get(f"/v1/runs/{info['id']}/summary", headers=h).json()["rows"]]
+        assert names == ["beta[(Intercept)]", "beta[x1]", "beta[x2]", "shape"], spec_model
+
+    X, y, zcols = FAMILY_PROBLEMS["family_zip"].load()
+    model = {"family": "zero_inflated_poisson_regression", "offset_column": "log_exposure"}
+    model["zi_prior"] = {"beta": {"a": 1.0, "b": 3.0}}
+    r = c.post("/v1/runs", json=_body(model, {"dataset_id": _upload(c, h, zcols, X, y)}), headers=h)
+    assert r.status_code == 202, r.text
+    info = final(c, r.json()["id"])
+    assert info["status"] == "SUCCEEDED", info
+    rows = c.get(f"/v1/runs/{info['id']}/summary", headers=h).json()["rows"]
+    assert [row["param"] for row in rows] == ["beta[(Intercept)]", "beta[x1]", "beta[x2]", "zi"]
+    assert 0.0 < rows[-1]["mean"] < 1.0  # zi itself, not its logit
+    bad_zi = model | {"zi_prior": {"gamma": {"shape": 1.0, "rate": 1.0}}}
+    r = c.post("/v1/runs", json=_body(bad_zi, {"dataset": "builtin:diabetes"}), headers=h)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"][:3] == ["body", "model", "zi_prior"], r.text
+
+    X, y, ocols = FAMILY_PROBLEMS["family_cumulative"].load()  # categories 1..4, no intercept column
+    ordinal = _upload(c, h, ocols, X, y)
+    for spec_model in (
+        {"family": "cumulative_regression", "n_categories": 4, "gap_prior": {"exponential": {"rate": 0.5}}},
+        {"formula": "y ~ x1 + x2", "family": "cumulative", "threshold_prior": {"normal": {"scale": 5.0}}},
+    ):
+        r = c.post("/v1/runs", json=_body(spec_model, {"dataset_id": ordinal}), headers=h)
+        assert r.status_code == 202, r.text
+        info = final(c, r.json()["id"])
+        assert info["status"] == "SUCCEEDED", info
+        rows = c.get(f"/v1/runs/{info['id']}/summary", headers=h).json()["rows"]
+        assert [row["param"] for row in rows] == ["beta[x1]", "beta[x2]", "Intercept", "delta[2]", "delta[3]"]
+        assert rows[3]["mean"] > 0 and rows[4]["mean"] > 0  # the gaps themselves, not their logs
+
+    X, y, columns = FAMILY_PROBLEMS["family_weibull"].load()
+    bad = _upload(c, h, columns, X, np.where(np.arange(len(y)) == 7, -1.0, y))
+    r = c.post("/v1/runs", json=_body({"formula": "y ~ x1", "family": "Gamma"}, {"dataset_id": bad}), headers=h)
+    assert r.status_code == 422 and "row 7" in r.text and "column 'y'" in r.text, r.text
+    codes = _upload(c, h, columns, np.where(np.arange(len(y))[:, None] == 5, 2.0, X), y)
+    model = {"family": "weibull_regression", "censored_column": "censored"}
+    r = c.post("/v1/runs", json=_body(model, {"dataset_id": codes}), headers=h)
+    assert r.status_code == 422 and "row 5" in r.text and "'censored'" in r.text, r.text

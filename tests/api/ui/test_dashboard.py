@@ -772,6 +772,46 @@ def test_submit_form_offers_group_effects_and_known_noise(browser, service):
     assert "cor_hospital[(Intercept),age]" in names, names
 
 
+def test_the_formula_form_offers_each_family_its_own_priors(browser, service):
+    """The formula form's family list holds the families brms users fit; σ's prior goes only to the families with a
+    σ (gaussian, lognormal, student), the gamma prior of the second field to the family's own parameter by brms'
+    class: nu (student), shape (Gamma, weibull), phi (Beta); the exponential has neither; the form stays accessible."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    sign_in(browser, service.url, ALICE)
+    wait_for(lambda: browser.find_element(By.ID, "runs-body"), what="the runs page")
+    browser.get(f"{service.url}/ui/#/submit")
+    wait_for(lambda: len(Select(browser.find_element(By.ID, "f-formula-family")).options) > 1, what="the families")
+    browser.find_element(By.CSS_SELECTOR, "input[name=model-kind][value=formula]").click()
+    formula = browser.find_element(By.ID, "f-formula")
+    formula.clear()
+    formula.send_keys("y | cens(censored) ~ age")
+    for field, value in (("f-sigma-scale", "2"), ("f-own-shape", "2"), ("f-own-rate", "0.1")):
+        browser.find_element(By.ID, field).send_keys(value)
+    gamma = {"gamma": {"shape": 2, "rate": 0.1}}
+    expected = {
+        "student": {"sigma_prior": {"half_normal": {"scale": 2}}, "nu_prior": gamma},
+        "Gamma": {"shape_prior": gamma},
+        "Beta": {"phi_prior": gamma},
+        "weibull": {"shape_prior": gamma},
+        "exponential": {},
+        "zero_inflated_poisson": {},  # its zi prior (a beta) is the JSON's to set
+        "zero_inflated_negbinomial": {"phi_prior": gamma},
+        "cumulative": {},  # its threshold priors are the JSON's to set
+    }
+    for family, priors in expected.items():
+        Select(browser.find_element(By.ID, "f-formula-family")).select_by_value(family)
+        model = json.loads(browser.find_element(By.ID, "spec-json").get_attribute("value"))["model"]
+        assert model == {
+            "formula": "y | cens(censored) ~ age",
+            "family": family,
+            "coef_prior": {"normal": {"scale": 2.5}},
+            **priors,
+        }, model
+    assert browser.execute_script(A11Y_JS) == []
+
+
 def test_checks_loo_held_out_metrics_reliability_curve_and_loo_comparison(browser, service):
     """The run page computes PSIS-LOO (its flat-row band, and moment matching when ticked) and held-out metrics (on
     the shards) and draws a classifier's reliability curve; the compare view ranks runs by PSIS-LOO with the paired
@@ -855,7 +895,9 @@ def test_a_formula_run_from_the_form_its_effects_and_its_predictive_check(browse
         lambda: [o.get_attribute("value") for o in Select(browser.find_element(By.ID, "f-formula-family")).options],
         what="the families",
     )
-    assert {"gaussian", "bernoulli", "lognormal"} <= set(families), families
+    assert {"gaussian", "bernoulli", "lognormal", "student", "Gamma", "Beta", "weibull", "exponential"} <= set(
+        families
+    ), families
     Select(browser.find_element(By.ID, "f-dataset")).select_by_value("builtin:hospitals")
     browser.find_element(By.CSS_SELECTOR, "input[name=model-kind][value=formula]").click()
     assert browser.find_element(By.ID, "f-formula").is_displayed()
