@@ -23,7 +23,7 @@ from .algorithms.base import check_model_support
 from .checkpoints import Manifest, RunDirectory, as_run_directory
 from .diagnostics import FINAL_DRAWS, Diagnostics, RunWarning, WarningKind, check_draws, diagnose, superchains_for
 from .enums import Balance, Executor, StopReason, TransportKind
-from .errors import Failure, FailureKind, RunCancelled, SamplingError, WorkerFailed, failure_of
+from .errors import ArgumentError, Failure, FailureKind, RunCancelled, SamplingError, WorkerFailed, failure_of
 from .events import EventKind, RunEvent
 from .models.contract import as_model
 from .options import DEFAULT_MAX_RHAT, DEFAULT_TARGET_ESS, ExecutionOptions, RunOptions
@@ -247,7 +247,7 @@ class Run:
                 self.stop_reason = StopReason.FAILURE
                 break
             if chunk.done:
-                self.stop_reason = StopReason.MAX_ROUNDS if self.options.auto else StopReason.COMPLETED
+                self.stop_reason = chunk.stop or (StopReason.MAX_ROUNDS if self.options.auto else StopReason.COMPLETED)
                 break
             if left is not None and ran < n:
                 self.stop_reason = StopReason.TIME_BUDGET
@@ -432,6 +432,7 @@ def sample(
     pipeline: bool = False,
     checkpoint_dir: str | os.PathLike | None = None,
     callback: Callable[[Chunk], None] | None = None,
+    privacy: Any = None,
     _slowdown: dict[int, float] | None = None,
     **params: Any,
 ) -> Result:
@@ -452,8 +453,10 @@ def sample(
     checkpoint. `pipeline=True` runs each round as two halves, one per group of chains, so that on Ray the workers
     step one group while the coordinator updates the other (DG-LMC's batched kernels; the draws then equal another
     pipelined run's, on either executor: see `RunOptions`). `checkpoint_dir` stores every chunk of draws with its
-    checkpoint, so `rs.resume(checkpoint_dir)` continues the run in another process. Algorithm parameters go in
-    `**params`.
+    checkpoint, so `rs.resume(checkpoint_dir)` continues the run in another process. `privacy=rs.DP(epsilon,
+    delta, clip)` runs DG-LMC's differential-privacy mode: clipped Langevin steps, a private set-up, and a budget
+    per site that stops the run (stop reason "privacy_budget") before any release would exceed it
+    (`result.run_stats.privacy`; docs/privacy.md). Algorithm parameters go in `**params`.
     A failure raises SamplingError naming the worker, site and round, with `.result` holding the draws so far.
 
     The keywords are sugar for `Run(model, shards, get_algorithm(algorithm, **params), RunOptions(...),
@@ -488,11 +491,23 @@ def sample(
         checkpoint_dir=checkpoint_dir,
         _slowdown=_slowdown,
     )
-    alg = get_algorithm(algorithm, **params)
+    alg = get_algorithm(algorithm, **with_privacy(algorithm, privacy, params))
     run = Run(model, shard_set, alg, options, execution)
     if run.directory is not None:
         run.directory.save_manifest(Manifest.of(model, alg, options, execution, _nameable(shard_set)))
     return _drive(run, progress, callback)
+
+
+def with_privacy(algorithm: str, privacy: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """The algorithm's parameters with `privacy` among them (the DP mode is DG-LMC's); ArgumentError naming
+    `privacy` and the algorithm for any other."""
+    if privacy is None:
+        return params
+    if algorithm != "dglmc":
+        raise ArgumentError(
+            ("privacy",), f"privacy= (the DP mode) is available with algorithm 'dglmc' only, not {algorithm!r}"
+        )
+    return {**params, "privacy": privacy}
 
 
 def resume(

@@ -50,7 +50,7 @@ def as_dp(value: Any) -> DP | None:
 
 
 def _positive(name: str, value: Any) -> float:
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and float(value) > 0
     if not ok:
         raise ArgumentError(("privacy", name), f"privacy.{name} must be a positive finite number, got {value!r}")
     return float(value)

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..algorithms.base import Algorithm, RoundInfo, check_model_support
 from ..diagnostics import superchains_for, warm
-from ..enums import Balance
+from ..enums import Balance, StopReason
 from ..errors import ArgumentError, Failure, FailureKind, WorkerFailed
 from ..models.contract import DataSpec, Model, ParamBlock, as_model, join_local_blocks
 from ..models.groups import check_groups_disjoint
@@ -291,8 +291,18 @@ class Coordinator:
         worker_model: Any = None,
         precond: Any = None,
         warmup: WarmupState | None = None,
+        account: Any = None,
     ) -> None:
         self.pool, self.model, self.algorithm, self.config = pool, model, algorithm, config
+        #: the DP mode: the accountant's plan and the accounting so far (`privacy.accountant`), else None
+        self.dp = setup.privacy
+        self.account = account
+        if self.dp is not None and self.account is None:
+            from ..privacy.accountant import DPAccount
+
+            self.account = DPAccount.empty(pool.num_shards)
+        self._rows = np.asarray(setup.shard_rows, dtype=float)
+        self.stop: StopReason | None = None
         #: the warm-up's length: fixed (config.burn_in), or with config.warmup_auto its cap until a check ends it
         self.burn_in = config.burn_in
         self._warm_decided = not config.warmup_auto
@@ -320,6 +330,8 @@ class Coordinator:
         self._kept = _Kept()
         #: a pipelined run's two chain groups [a, b) (each round runs as two halves), else None
         self.halves: list[tuple[int, int]] | None = None
+        if config.pipeline and self.dp is not None:
+            raise ArgumentError(("pipeline",), "pipeline=True is not available with privacy= (the DP mode)")
         if config.pipeline:
             if config.chains < 2 or not algorithm.splits_chains(state):
                 raise ArgumentError(
@@ -407,6 +419,7 @@ class Coordinator:
             model=bound,
             data_spec=spec,
             chains=choice,
+            privacy=plan.privacy,
         )
         return cls(
             pool,
@@ -479,6 +492,7 @@ class Coordinator:
             state.worker_model,
             state.precond,
             state.warmup,
+            state.privacy,
         )
 
     # --- rounds ---------------------------------------------------------------------------------
@@ -521,8 +535,8 @@ class Coordinator:
                 state = self.capture()
             except WorkerFailed as exc:  # a process lost at the capture: the chunk fails, the run rolls back
                 failure = self._located(exc.failure)
-        done = self.t >= self.total_rounds or failure is not None
-        return Chunk(theta_arr, stats, self.t, done, failure, state, self.burn_in)
+        done = self.t >= self.total_rounds or failure is not None or self.stop is not None
+        return Chunk(theta_arr, stats, self.t, done, failure, state, self.burn_in, self.stop)
 
     def _end(self, end: int) -> int:
         """The round this chunk stops before: `end`, the run's end, and, when the warm-up ended by itself during
@@ -614,9 +628,12 @@ class Coordinator:
     def _whole_rounds(self, end: int, deadline: float | None, kept: _Kept) -> None:
         alg, pool = self.algorithm, self.pool
         self._kept = kept
-        while self.t < self._end(end):  # a warm-up that ends by itself moves the run's end nearer
+        while self.t < self._end(end) and self.stop is None:  # a warm-up that ends by itself moves the end nearer
             info = self._info(self.t)
             steps = self.balancer.n
+            if self.dp is not None and not self.dp.allows(self.account.steps + steps):
+                self.stop = StopReason.PRIVACY_BUDGET  # round t's release would exceed a site's budget: not sent
+                break
             t0 = time.perf_counter()
             message = alg.round_message(self.state, steps, info)
             t1 = time.perf_counter()
@@ -627,6 +644,9 @@ class Coordinator:
                 raise _Stop(exc.failure) from None
             t2 = time.perf_counter()
             theta = self._draws(self._replies(step, info), step.replies)
+            if self.dp is not None:
+                clipped = alg.clipped_counts(step.replies)
+                self.account = self.account.after(steps, clipped, self._rows * steps * self.config.chains)
             self._close_round(info, theta, alg.reply_stats(step.replies), steps, step.work_s, lag=1)
             t3 = time.perf_counter()
             self._timed(t3 - t0, (t1 - t0) + (t3 - t2), step.busy_s, [step.timing])
@@ -718,6 +738,7 @@ class Coordinator:
             self.worker_model,
             self.precond,
             warmup=self._warmup_state(),
+            privacy=self.account,
         )
 
     def _warmup_state(self) -> WarmupState | None:
@@ -750,7 +771,16 @@ class Coordinator:
             trips=self.pool.trips.snapshot(),
             links=self.pool.links(),
             burn_in=self.burn_in if self._warm_decided else None,
+            privacy=self._privacy_stats(),
         )
+
+    def _privacy_stats(self) -> Any:
+        """The DP mode's `PrivacyStats` now (ε(δ) spent per site, clip rates), else None."""
+        if self.dp is None:
+            return None
+        from ..privacy.accountant import PrivacyStats
+
+        return PrivacyStats.of(self.dp, self.account)
 
     def _round_parts(self) -> np.ndarray:
         """(rounds, len(ROUND_PARTS)): the recorded parts and the overhead, round time minus the slowest process's."""

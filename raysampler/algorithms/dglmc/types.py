@@ -34,6 +34,8 @@ class WorkerPayload:
     #: the Cholesky factor (in θ's units) of its random-walk proposal, ρ times their conditional covariance under
     #: the Laplace approximation (the step is scaled per chain during burn-in)
     centre: tuple[np.ndarray, np.ndarray] | None = None
+    #: the DP mode (kernel "lmc"): clip every row's gradient to norm C (`privacy.clipping`); None: no clipping
+    clip: float | None = None
 
 
 class ReportChain(NamedTuple):
@@ -98,6 +100,8 @@ class Reply(NamedTuple):
     accept: np.ndarray | None
     local: np.ndarray | None = None  # (K, l_i): the local parameters on their reported scale (group effects r)
     given: np.ndarray | None = None  # (K, d): the θ (coordinates φ) that `local` was drawn given
+    #: the DP mode: per-example gradients clipped during the round, summed over its steps and chains (B,)
+    clipped: np.ndarray | None = None
 
 
 class LocalRound(NamedTuple):

@@ -1,0 +1,108 @@
+"""DG-LMC's private set-up for the DP mode (`DGLMC.privacy`; docs/privacy.md, "Differential privacy").
+
+The turn-key set-up reads the data (the MAP, the shards' Hessians for the Laplace preconditioner and for ρ, the
+step-time calibration); none of that is accounted. In the DP mode it is replaced by one that reads only public
+quantities: each shard's row count n_i (treated as public), the clip C and the prior. The sampler then runs in θ's
+own coordinates (no preconditioner), from θ = 0 or the user's init (init="map" reads the data: it means zeros here),
+with the local kernel "lmc" and fixed N_i (no balancing from step times), and
+
+    M_i = n_i C²,  ρ_i = RHO_FRACTION / M_i,  γ_i = gamma_fraction · ρ_i / (ρ_i M_i + 1),
+    N_i = ⌈ρ_i / (γ_i (ρ_i M_i + 1))⌉   ([DG-LMC] sec. 3.2.1–3.2.2 with M_i in place of the data's curvature).
+
+M_i is a scale, not a bound: the local potential's curvature is n_i times a row's, and a row whose gradient changes
+by about C per unit of θ (logistic regression on standardised features with C of the order of a row's gradient
+norm) has curvature about C². User-given rho, gamma and n_local replace these (they are public by being given).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import ArgumentError
+from ...models.contract import Model
+from ...privacy.accountant import DPPlan
+from ...privacy.clipping import check_clippable
+from ...privacy.dp import DP
+from ...reparam import with_prior_share
+from ...streams import ChainNoise
+from ...tuning.laplace import initial_points, laplace_step, starts_at_map
+from ...tuning.report import TuningReport
+from ...tuning.shards import shard_rows
+from ..base import Plan, ShardPool
+from ..checks import per_shard
+from .kernels import KERNELS
+from .types import CoordinatorState, WorkerPayload
+
+#: ρ_i = RHO_FRACTION / M_i: with the local curvature near M_i, π_ρ's sd exceeds the posterior's by about
+#: RHO_FRACTION / 2 (5 %) and its mean, for shards alike, not at all
+RHO_FRACTION = 0.1
+
+
+def check_private(alg: object, privacy: DP) -> None:
+    """Refuse settings that read the data in ways the accountant does not cover, naming `privacy`."""
+    kernel = getattr(alg, "local_kernel", None)
+    if kernel not in (None, "lmc"):
+        raise ArgumentError(
+            ("privacy",),
+            f"privacy= runs the unadjusted Langevin local kernel 'lmc' (its steps are the accounted Gaussian "
+            f"mechanism); local_kernel={kernel!r} is not accounted",
+        )
+    pre = getattr(alg, "preconditioner", None)
+    if pre not in (None, "auto"):
+        raise ArgumentError(
+            ("privacy",),
+            f"privacy= needs the private set-up, without a preconditioner (preconditioner={pre!r} reads the data's "
+            "MAP and Hessians): leave it 'auto' or None",
+        )
+    if getattr(alg, "curvature", None) not in (None,):
+        raise ArgumentError(("privacy",), "privacy= sets the curvature scale from public quantities: leave curvature")
+
+
+def prepare(alg: object, model: Model, pool: ShardPool, *, chains: int, seed: int, noise: ChainNoise) -> Plan:
+    """The DP mode's `Algorithm.prepare`: the private set-up (see the module) and the accountant's `DPPlan`."""
+    dp: DP = alg.privacy  # type: ignore[attr-defined]
+    check_clippable(model)
+    if model.has_local_params():
+        raise ArgumentError(("privacy",), "privacy= does not support models with group effects")
+    b, d = pool.num_shards, model.dim
+    rows = np.asarray(pool.map(shard_rows, [()] * b), dtype=float)
+    M = np.maximum(rows, 1.0) * dp.clip**2
+    rho = per_shard(alg.rho, b, "rho") if alg.rho is not None else RHO_FRACTION / M  # type: ignore[attr-defined]
+    frac = alg.gamma_fraction  # type: ignore[attr-defined]
+    gamma = per_shard(alg.gamma, b, "gamma") if alg.gamma is not None else frac * rho / (rho * M + 1.0)  # type: ignore[attr-defined]
+    n_local = alg.n_local  # type: ignore[attr-defined]
+    if isinstance(n_local, tuple) and n_local and isinstance(n_local[0], tuple):
+        raise ArgumentError(("privacy",), "privacy= fixes N_i: give n_local as a number or one per shard")
+    if n_local is not None:
+        n_steps = per_shard(n_local, b, "n_local").astype(int)
+    else:
+        n_steps = np.full(b, int(np.ceil(np.mean(rho / (gamma * (rho * M + 1.0))))), dtype=int)
+
+    init = "zeros" if starts_at_map(alg.init) else alg.init  # type: ignore[attr-defined]
+    lap = laplace_step(model, pool, seed=seed, preconditioner=None, need_map=False, quadratics=False)  # data-free
+    phi0 = initial_points(init, lap, chains, d, noise)
+    prior = model.prior()
+    prior_P, prior_b = lap.precond.prior_in_phi(np.asarray(prior.gaussian.mean, dtype=float), prior.gaussian.precision)
+    from .tuning import coordinator_consts  # tuning imports this module's caller
+
+    consts = coordinator_consts(prior_P, prior_b, rho, 0.0, stacked=True, recentre=False)
+    kernel = KERNELS["lmc"]
+    payloads = [WorkerPayload(phi0, float(rho[i]), float(gamma[i]), kernel.name, 0.0, clip=dp.clip) for i in range(b)]
+    worker_model = with_prior_share(model, 1.0 / b)
+    if worker_model is not model:
+        pool.bind(worker_model)
+    report = TuningReport(
+        "none", rho=rho, gamma=gamma, M=M, local_kernel=kernel.name, curvature="public", overrelax=0.0
+    )
+    plan = DPPlan.of(dp.epsilon, dp.delta, dp.clip, gamma, chains)
+    return Plan(
+        CoordinatorState(phi0, consts),
+        payloads,
+        n_steps,
+        float(np.mean(n_steps)),
+        False,
+        report,
+        model=worker_model,
+        precond=lap.precond,
+        privacy=plan,
+    )
