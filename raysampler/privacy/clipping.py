@@ -13,10 +13,12 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import numpy as np
+from scipy.special import expit
 
 from ..errors import ArgumentError
 from ..models.common import _GLM
 from ..models.gaussian import Gaussian
+from ..models.logistic import LogisticRegression
 from ..reparam import WithPriorShare
 
 
@@ -62,9 +64,13 @@ def clipped_grad(model: Any, X: np.ndarray, y: np.ndarray, x: np.ndarray, clip: 
         grad = np.einsum("nk,nkd->kd", scale, rows)
     else:
         eta = model._eta(X, x[:, : model.n_coef])
-        d1 = model.row_terms(X, y, eta, x[:, model.n_coef :], 1).d1  # (n, K)
+        if type(model) is LogisticRegression:  # its d1 = σ(η) − y without the losses row_terms also computes
+            d1 = expit(eta)
+            d1 -= y[:, None]
+        else:
+            d1 = model.row_terms(X, y, eta, x[:, model.n_coef :], 1).d1  # (n, K)
         Xc = model._coef_X(X)
-        norms = np.abs(d1) * np.linalg.norm(Xc, axis=1)[:, None]
+        norms = np.abs(d1) * np.sqrt(np.einsum("ij,ij->i", Xc, Xc))[:, None]
         scale = np.minimum(1.0, clip / np.maximum(norms, 1e-300))
         grad = (d1 * scale).T @ Xc
     clipped = np.count_nonzero(norms > clip, axis=0).astype(float)
