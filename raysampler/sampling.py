@@ -23,10 +23,11 @@ from .algorithms.base import check_model_support
 from .checkpoints import Manifest, RunDirectory, as_run_directory
 from .diagnostics import FINAL_DRAWS, Diagnostics, RunWarning, WarningKind, check_draws, diagnose, superchains_for
 from .enums import Balance, Executor, StopReason, TransportKind
-from .errors import ArgumentError, Failure, FailureKind, RunCancelled, SamplingError, WorkerFailed, failure_of
+from .errors import Failure, FailureKind, RunCancelled, SamplingError, WorkerFailed, failure_of
 from .events import EventKind, RunEvent
 from .models.contract import as_model
 from .options import DEFAULT_MAX_RHAT, DEFAULT_TARGET_ESS, ExecutionOptions, RunOptions
+from .privacy.dp import with_privacy
 from .result import Result, RunOutcome, Timings
 from .runtime import executors
 from .runtime.contracts import Chunk, RunConfig, RunState, RunStats, SetupInfo
@@ -496,18 +497,6 @@ def sample(
     if run.directory is not None:
         run.directory.save_manifest(Manifest.of(model, alg, options, execution, _nameable(shard_set)))
     return _drive(run, progress, callback)
-
-
-def with_privacy(algorithm: str, privacy: Any, params: dict[str, Any]) -> dict[str, Any]:
-    """The algorithm's parameters with `privacy` among them (the DP mode is DG-LMC's); ArgumentError naming
-    `privacy` and the algorithm for any other."""
-    if privacy is None:
-        return params
-    if algorithm != "dglmc":
-        raise ArgumentError(
-            ("privacy",), f"privacy= (the DP mode) is available with algorithm 'dglmc' only, not {algorithm!r}"
-        )
-    return {**params, "privacy": privacy}
 
 
 def resume(

@@ -49,6 +49,18 @@ def as_dp(value: Any) -> DP | None:
     raise ArgumentError(("privacy",), f"privacy must be rs.DP(epsilon=..., delta=..., clip=...) or None, got {value!r}")
 
 
+def with_privacy(algorithm: str, privacy: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """An algorithm's parameters with `privacy` among them (`sample(privacy=)`, the REST body's `privacy`): the DP
+    mode is DG-LMC's, so any other algorithm is an ArgumentError naming `privacy` and the algorithm."""
+    if privacy is None:
+        return params
+    if algorithm != "dglmc":
+        raise ArgumentError(
+            ("privacy",), f"privacy= (the DP mode) is available with algorithm 'dglmc' only, not {algorithm!r}"
+        )
+    return {**params, "privacy": privacy}
+
+
 def _positive(name: str, value: Any) -> float:
     ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and float(value) > 0
     if not ok:

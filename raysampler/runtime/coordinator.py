@@ -262,6 +262,10 @@ def validate_run(model: Model, shards: ShardSet, algorithm: Algorithm, chains: i
     )
     check_model_support(algorithm, as_model(model))
     _, bound, _ = bind_model(pool, model)
+    if getattr(algorithm, "privacy", None) is not None:  # the DP mode clips per-row gradients: the model must have them
+        from ..privacy.clipping import check_clippable
+
+        check_clippable(bound)
     d = int(bound.dim)
     try:
         algorithm.check_shapes(len(shards), d, chains)

@@ -484,6 +484,16 @@ class AlgorithmSpec(BaseModel):
         return _one_of(value, ALGORITHM_NAMES, "algorithm")
 
 
+class PrivacySpec(BaseModel):
+    """The differential-privacy mode (`rs.DP`): DG-LMC with clipped Langevin steps and a budget (ε, δ) per site over
+    the whole run; the run stops (stop reason privacy_budget) before any release would exceed it (docs/privacy.md)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    epsilon: float = Field(default=1.0, gt=0, le=1e6, allow_inf_nan=False, description="ε per site, whole run")
+    delta: float = Field(default=1e-5, gt=0, lt=1, description="δ per site")
+    clip: float = Field(default=1.0, gt=0, le=1e12, allow_inf_nan=False, description="per-example gradient clip norm C")
+
+
 class RunSpec(BaseModel):
     """Body of POST /v1/runs: what to sample and how (the same arguments as rs.sample)."""
 
@@ -553,6 +563,9 @@ class RunSpec(BaseModel):
     thin: int = Field(default=_RUN.thin, ge=1)
     seed: int = Field(default=_RUN.seed, ge=0, le=SEED_MAX, description="0 ≤ seed ≤ 2**63 - 1 (signed 64 bits)")
     time_budget_s: float | None = Field(default=None, gt=0)
+    privacy: PrivacySpec | None = Field(
+        default=None, description="the differential-privacy mode: {epsilon, delta, clip} (algorithm dglmc only)"
+    )
     run_id: str | None = Field(
         default=None, pattern=ID_PATTERN, description="client-chosen id (makes submit idempotent)"
     )
@@ -667,6 +680,12 @@ class WorkerStats(BaseModel):
         None, description="its process's round-trip time on its round channel: the least over the recent rounds"
     )
     rtt_median_s: float | None = Field(None, description="the same, the median over the recent rounds")
+    epsilon_spent: float | None = Field(
+        None, description="the DP mode (spec.privacy): ε(δ) its site has spent so far, over every release"
+    )
+    clip_rate: float | None = Field(
+        None, description="the DP mode: the fraction of its per-example gradients clipped at privacy.clip"
+    )
 
 
 class FailureInfo(BaseModel):

@@ -1,0 +1,44 @@
+"""The DP mode over REST (in-process app, executor "local"): the run body's `privacy` is validated naming its field
+(422), and a run with a budget stops with stop reason privacy_budget, its workers showing ε spent and clip rates."""
+
+from __future__ import annotations
+
+import pytest
+from service_helpers import ALICE, final, hdr, spec
+
+DP_RUN = {"num_rounds": 100_000, "burn_in": 20, "chains": 2}
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (spec(privacy={"epsilon": 0}), "privacy.epsilon"),
+        (spec(privacy={"epsilon": "one"}), "privacy.epsilon"),
+        (spec(privacy={"delta": 1.5}), "privacy.delta"),
+        (spec(privacy={"clip": -1.0}), "privacy.clip"),
+        (spec(privacy={"sigma": 1.0}), "privacy.sigma"),
+        (spec(privacy={"epsilon": 1.0}, algorithm={"name": "qlsd"}), "privacy"),
+        (spec(privacy={"epsilon": 1.0}, algorithm={"name": "dglmc", "params": {"local_kernel": "mala"}}), "privacy"),
+    ],
+)
+def test_bad_privacy_gets_422_naming_the_field(app_client, body, field):
+    r = app_client.post("/v1/runs", json=body, headers=hdr(ALICE))
+    assert r.status_code == 422, r.text
+    locs = [".".join(str(p) for p in e["loc"] if p != "body") for e in r.json()["detail"]]
+    assert any(loc == field or loc.startswith(field + ".") for loc in locs), (field, r.json())
+
+
+def test_dp_run_stops_at_its_budget_and_shows_what_each_site_spent(app_client):
+    body = spec(**DP_RUN, privacy={"epsilon": 0.5, "delta": 1e-5, "clip": 1.0})
+    r = app_client.post("/v1/runs", json=body, headers=hdr(ALICE))
+    assert r.status_code == 202, r.text
+    info = final(app_client, r.json()["id"])
+    assert info["status"] == "SUCCEEDED", info
+    assert info["stop_reason"] == "privacy_budget"
+    assert info["spec"]["privacy"] == {"epsilon": 0.5, "delta": 1e-5, "clip": 1.0}
+    assert 20 < info["progress"]["rounds_done"] < 100_020
+    workers = info["workers"]
+    assert len(workers) == 2
+    for w in workers:
+        assert 0.45 < w["epsilon_spent"] <= 0.5
+        assert 0.0 <= w["clip_rate"] <= 1.0
