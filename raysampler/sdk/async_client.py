@@ -150,8 +150,9 @@ class AsyncClient(ClientBase[httpx.AsyncClient]):
         idempotency_key: str | None = None,
         name: str | None = None,
         tags: Mapping[str, str] | None = None,
+        privacy: Any = None,
     ) -> AsyncRunHandle:
-        state = await self._call(self._ops.submit(spec, run_id, idempotency_key, name, tags))
+        state = await self._call(self._ops.submit(spec, run_id, idempotency_key, name, tags, privacy))
         return AsyncRunHandle(self, state.id, state.info)
 
     async def run(self, run_id: str) -> AsyncRunHandle:

@@ -129,11 +129,13 @@ class Client(ClientBase[httpx.Client]):
         idempotency_key: str | None = None,
         name: str | None = None,
         tags: Mapping[str, str] | None = None,
+        privacy: Any = None,
     ) -> RunHandle:
-        """Submit a run (a RunSpec or its dict; `name` and `tags` label it to find it by, see `runs`); returns its
-        handle. Invalid specs raise APIError (422) naming the field. The request carries an Idempotency-Key
-        (`idempotency_key`, else a fresh one), so a resent submit makes one run."""
-        state = self._call(self._ops.submit(spec, run_id, idempotency_key, name, tags))
+        """Submit a run (a RunSpec or its dict; `name` and `tags` label it to find it by, see `runs`; `privacy`, an
+        `rs.DP(...)` or {epsilon, delta, clip}, runs it in the DP mode); returns its handle. Invalid specs raise
+        APIError (422) naming the field. The request carries an Idempotency-Key (`idempotency_key`, else a fresh
+        one), so a resent submit makes one run."""
+        state = self._call(self._ops.submit(spec, run_id, idempotency_key, name, tags, privacy))
         return RunHandle(self, state.id, state.info)
 
     def run(self, run_id: str) -> RunHandle:

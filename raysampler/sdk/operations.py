@@ -100,8 +100,9 @@ class Operations:
         idempotency_key: str | None,
         name: str | None,
         tags: Mapping[str, str] | None,
+        privacy: Any = None,
     ) -> Op[RunState]:
-        info = yield from self.json(rq.submit(spec, run_id, idempotency_key, name, tags))
+        info = yield from self.json(rq.submit(spec, run_id, idempotency_key, name, tags, privacy))
         return RunState(info["id"], info)
 
     def run(self, run_id: str) -> Op[RunState]:

@@ -42,3 +42,36 @@ def test_dp_run_stops_at_its_budget_and_shows_what_each_site_spent(app_client):
     for w in workers:
         assert 0.45 < w["epsilon_spent"] <= 0.5
         assert 0.0 <= w["clip_rate"] <= 1.0
+
+
+@pytest.fixture
+def cli_on_app(app_client, monkeypatch):
+    """`raysampler.cli.main` talking to the in-process app (the SDK client over the TestClient's transport)."""
+    import httpx
+
+    from raysampler import cli
+    from raysampler.client import Client
+
+    def client(args):
+        c = Client("http://testserver", ALICE)
+        c._http = httpx.Client(transport=app_client._transport, base_url="http://testserver", headers=hdr(ALICE))
+        return c
+
+    monkeypatch.setattr(cli, "_client", client)
+    return cli.main
+
+
+def test_cli_dp_flags_submit_the_privacy_body_and_a_bad_one_is_refused(cli_on_app, tmp_path, capsys):
+    import json
+
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(spec(**DP_RUN)))
+    assert cli_on_app(["submit", str(path), "--dp-epsilon", "0", "--format", "json"]) == 2
+    assert "privacy.epsilon" in capsys.readouterr().err
+    code = cli_on_app(["submit", str(path), "--wait", "--dp-epsilon", "0.5", "--dp-clip", "2", "--format", "json"])
+    info = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert code == 0 and info["stop_reason"] == "privacy_budget"
+    assert info["spec"]["privacy"] == {"epsilon": 0.5, "delta": 1e-5, "clip": 2.0}
+    assert cli_on_app(["status", info["id"]]) == 0
+    table = capsys.readouterr().out
+    assert "stopped: privacy_budget" in table and "privacy ε ≤ 0.5, δ 1e-05, clip 2" in table
