@@ -38,6 +38,17 @@ from .types import CoordinatorState, WorkerPayload
 RHO_FRACTION = 0.1
 
 
+def public_settings(
+    rows: np.ndarray, clip: float, gamma_fraction: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(M_i, ρ_i, γ_i, N_i) per shard from the public row counts and the clip alone (the module's rules)."""
+    M = np.maximum(np.asarray(rows, dtype=float), 1.0) * clip**2
+    rho = RHO_FRACTION / M
+    gamma = gamma_fraction * rho / (rho * M + 1.0)
+    n_steps = np.full(len(M), int(np.ceil(np.mean(rho / (gamma * (rho * M + 1.0))))), dtype=int)
+    return M, rho, gamma, n_steps
+
+
 def check_private(alg: object, privacy: DP) -> None:
     """Refuse settings that read the data in ways the accountant does not cover, naming `privacy`."""
     kernel = getattr(alg, "local_kernel", None)
@@ -66,10 +77,12 @@ def prepare(alg: object, model: Model, pool: ShardPool, *, chains: int, seed: in
         raise ArgumentError(("privacy",), "privacy= does not support models with group effects")
     b, d = pool.num_shards, model.dim
     rows = np.asarray(pool.map(shard_rows, [()] * b), dtype=float)
-    M = np.maximum(rows, 1.0) * dp.clip**2
-    rho = per_shard(alg.rho, b, "rho") if alg.rho is not None else RHO_FRACTION / M  # type: ignore[attr-defined]
-    frac = alg.gamma_fraction  # type: ignore[attr-defined]
-    gamma = per_shard(alg.gamma, b, "gamma") if alg.gamma is not None else frac * rho / (rho * M + 1.0)  # type: ignore[attr-defined]
+    M, rho, gamma, _ = public_settings(rows, dp.clip, alg.gamma_fraction)  # type: ignore[attr-defined]
+    if alg.rho is not None:  # type: ignore[attr-defined]
+        rho = per_shard(alg.rho, b, "rho")  # type: ignore[attr-defined]
+        gamma = alg.gamma_fraction * rho / (rho * M + 1.0)  # type: ignore[attr-defined]
+    if alg.gamma is not None:  # type: ignore[attr-defined]
+        gamma = per_shard(alg.gamma, b, "gamma")  # type: ignore[attr-defined]
     n_local = alg.n_local  # type: ignore[attr-defined]
     if isinstance(n_local, tuple) and n_local and isinstance(n_local[0], tuple):
         raise ArgumentError(("privacy",), "privacy= fixes N_i: give n_local as a number or one per shard")
