@@ -105,7 +105,7 @@ class DGLMC(Algorithm):
         self.check_recentre(self.local_kernel or ("lmc" if self.preconditioner is None else None))
         object.__setattr__(self, "privacy", as_dp(self.privacy))
         if self.privacy is not None:
-            private.check_private(self, self.privacy)
+            private.check_private(self)
 
     def check_recentre(self, kernel: LocalKernel | str | None) -> None:
         """recentre=True asks for the 'laplace_mh' kernel's re-centred proposal: refuse it with another kernel (None:

@@ -16,6 +16,8 @@ norm) has curvature about C². User-given rho, gamma and n_local replace these (
 
 from __future__ import annotations
 
+from typing import Any, Protocol
+
 import numpy as np
 
 from ...errors import ArgumentError
@@ -38,6 +40,38 @@ from .types import CoordinatorState, WorkerPayload
 RHO_FRACTION = 0.1
 
 
+class PrivateSettings(Protocol):
+    """What the private set-up reads of `DGLMC` (its docstring says what each means); a protocol, as `tuning.Settings`
+    is, so that this module does not import the algorithm that calls it."""
+
+    @property
+    def privacy(self) -> DP | None: ...
+
+    @property
+    def local_kernel(self) -> str | None: ...
+
+    @property
+    def preconditioner(self) -> str | None: ...
+
+    @property
+    def curvature(self) -> str | None: ...
+
+    @property
+    def rho(self) -> Any: ...
+
+    @property
+    def gamma(self) -> Any: ...
+
+    @property
+    def n_local(self) -> Any: ...
+
+    @property
+    def gamma_fraction(self) -> float: ...
+
+    @property
+    def init(self) -> Any: ...
+
+
 def public_settings(
     rows: np.ndarray, clip: float, gamma_fraction: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -49,41 +83,42 @@ def public_settings(
     return M, rho, gamma, n_steps
 
 
-def check_private(alg: object, privacy: DP) -> None:
+def check_private(alg: PrivateSettings) -> None:
     """Refuse settings that read the data in ways the accountant does not cover, naming `privacy`."""
-    kernel = getattr(alg, "local_kernel", None)
+    kernel = alg.local_kernel
     if kernel not in (None, "lmc"):
         raise ArgumentError(
             ("privacy",),
             f"privacy= runs the unadjusted Langevin local kernel 'lmc' (its steps are the accounted Gaussian "
             f"mechanism); local_kernel={kernel!r} is not accounted",
         )
-    pre = getattr(alg, "preconditioner", None)
+    pre = alg.preconditioner
     if pre not in (None, "auto"):
         raise ArgumentError(
             ("privacy",),
             f"privacy= needs the private set-up, without a preconditioner (preconditioner={pre!r} reads the data's "
             "MAP and Hessians): leave it 'auto' or None",
         )
-    if getattr(alg, "curvature", None) not in (None,):
+    if alg.curvature is not None:
         raise ArgumentError(("privacy",), "privacy= sets the curvature scale from public quantities: leave curvature")
 
 
-def prepare(alg: object, model: Model, pool: ShardPool, *, chains: int, seed: int, noise: ChainNoise) -> Plan:
+def prepare(alg: PrivateSettings, model: Model, pool: ShardPool, *, chains: int, seed: int, noise: ChainNoise) -> Plan:
     """The DP mode's `Algorithm.prepare`: the private set-up (see the module) and the accountant's `DPPlan`."""
-    dp: DP = alg.privacy  # type: ignore[attr-defined]
+    dp = alg.privacy
+    assert dp is not None  # the DP mode's set-up
     check_clippable(model)
     if model.has_local_params():
         raise ArgumentError(("privacy",), "privacy= does not support models with group effects")
     b, d = pool.num_shards, model.dim
     rows = np.asarray(pool.map(shard_rows, [()] * b), dtype=float)
-    M, rho, gamma, _ = public_settings(rows, dp.clip, alg.gamma_fraction)  # type: ignore[attr-defined]
-    if alg.rho is not None:  # type: ignore[attr-defined]
-        rho = per_shard(alg.rho, b, "rho")  # type: ignore[attr-defined]
-        gamma = alg.gamma_fraction * rho / (rho * M + 1.0)  # type: ignore[attr-defined]
-    if alg.gamma is not None:  # type: ignore[attr-defined]
-        gamma = per_shard(alg.gamma, b, "gamma")  # type: ignore[attr-defined]
-    n_local = alg.n_local  # type: ignore[attr-defined]
+    M, rho, gamma, _ = public_settings(rows, dp.clip, alg.gamma_fraction)
+    if alg.rho is not None:
+        rho = per_shard(alg.rho, b, "rho")
+        gamma = alg.gamma_fraction * rho / (rho * M + 1.0)
+    if alg.gamma is not None:
+        gamma = per_shard(alg.gamma, b, "gamma")
+    n_local = alg.n_local
     if isinstance(n_local, tuple) and n_local and isinstance(n_local[0], tuple):
         raise ArgumentError(("privacy",), "privacy= fixes N_i: give n_local as a number or one per shard")
     if n_local is not None:
@@ -91,7 +126,7 @@ def prepare(alg: object, model: Model, pool: ShardPool, *, chains: int, seed: in
     else:
         n_steps = np.full(b, int(np.ceil(np.mean(rho / (gamma * (rho * M + 1.0))))), dtype=int)
 
-    init = "zeros" if starts_at_map(alg.init) else alg.init  # type: ignore[attr-defined]
+    init = "zeros" if starts_at_map(alg.init) else alg.init
     lap = laplace_step(model, pool, seed=seed, preconditioner=None, need_map=False, quadratics=False)  # data-free
     phi0 = initial_points(init, lap, chains, d, noise)
     prior = model.prior()
