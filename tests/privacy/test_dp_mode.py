@@ -137,3 +137,28 @@ def test_dp_mode_refuses_what_it_does_not_account(problem):
 def test_dp_settings_survive_a_replace():
     alg = rs.algorithms.get_algorithm("dglmc", privacy={"epsilon": 2.0, "clip": 0.5})
     assert dataclasses.replace(alg).privacy == rs.DP(2.0, 1e-5, 0.5)
+
+
+@pytest.mark.filterwarnings("ignore::raysampler.diagnostics.RunWarning")  # a short run by design
+def test_a_resumed_run_keeps_its_accounting(problem):
+    """The accounting travels in the run's state: resumed from a mid-run capture, the run stops at the same round
+    as the uninterrupted one, having spent the same ε, with the same draws."""
+    from raysampler.algorithms import get_algorithm
+    from raysampler.options import ExecutionOptions, RunOptions
+    from raysampler.sampling import Run
+
+    shards, model, _, _, _ = problem
+    alg = get_algorithm("dglmc", rho=0.01, gamma=3e-4, n_local=3, privacy=rs.DP(epsilon=2.0, clip=1.0))
+    options, execution = RunOptions(chains=4, num_rounds=100_000, burn_in=10, seed=2), ExecutionOptions("local")
+    with Run(model, shards, alg, options, execution) as whole:
+        draws = np.concatenate([c.theta for c in whole.chunks(target_chunk_s=1e-4)])
+        spent = whole.stats().privacy.epsilon_spent
+    assert whole.stop_reason == "privacy_budget"
+    with Run(model, shards, alg, options, execution) as first:
+        chunk = next(first.chunks(target_chunk_s=1e-4, capture=True))
+        assert chunk.rounds_done < whole.rounds_done
+    with Run(model, shards, alg, options, execution, resume_from=chunk.state) as rest:
+        later = [c.theta for c in rest.chunks()]
+        assert rest.stop_reason == "privacy_budget" and rest.rounds_done == whole.rounds_done
+        np.testing.assert_array_equal(rest.stats().privacy.epsilon_spent, spent)
+    np.testing.assert_array_equal(np.concatenate([chunk.theta, *later]), draws)
