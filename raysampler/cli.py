@@ -266,10 +266,11 @@ def _tags(pairs: Sequence[str] | None) -> dict[str, str]:
     return out
 
 
-def _privacy(args: argparse.Namespace) -> dict[str, float] | None:
-    """--dp-epsilon/--dp-delta/--dp-clip as the run body's `privacy` (the fields given; the service fills the others
-    with their defaults and checks them: a bad value is its 422 naming privacy.<field>), or None without them."""
-    given = {k: getattr(args, f"dp_{k}") for k in ("epsilon", "delta", "clip")}
+def _privacy(args: argparse.Namespace) -> dict[str, float | str] | None:
+    """--dp-epsilon/--dp-delta/--dp-clip/--dp-clip-rule as the run body's `privacy` (the fields given; the service
+    fills the others with their defaults and checks them: a bad value is its 422 naming privacy.<field>), or None
+    without them."""
+    given = {k: getattr(args, f"dp_{k}") for k in ("epsilon", "delta", "clip", "clip_rule")}
     body = {k: v for k, v in given.items() if v is not None}
     return body or None
 
@@ -614,6 +615,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dp-epsilon", type=float, default=None, help="DP mode: ε per site over the run (default 1)")
     p.add_argument("--dp-delta", type=float, default=None, help="DP mode: δ per site (default 1e-5)")
     p.add_argument("--dp-clip", type=float, default=None, help="DP mode: per-example gradient clip norm C (default 1)")
+    p.add_argument(
+        "--dp-clip-rule", default=None, help="DP mode: 'gradient' (default) or 'features' (logistic regression)"
+    )
     p.set_defaults(fn=cmd_submit)
     p = client_cmd("status", "a run's status (ID or 'latest'), or the recent runs")
     p.add_argument("id", nargs="?")

@@ -262,10 +262,11 @@ def validate_run(model: Model, shards: ShardSet, algorithm: Algorithm, chains: i
     )
     check_model_support(algorithm, as_model(model))
     _, bound, _ = bind_model(pool, model)
-    if getattr(algorithm, "privacy", None) is not None:  # the DP mode clips per-row gradients: the model must have them
+    privacy = getattr(algorithm, "privacy", None)
+    if privacy is not None:  # the DP mode clips per-row gradients: the model must have them
         from ..privacy.clipping import check_clippable
 
-        check_clippable(bound)
+        check_clippable(bound, privacy.clip_rule)
     d = int(bound.dim)
     try:
         algorithm.check_shapes(len(shards), d, chains)

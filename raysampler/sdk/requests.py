@@ -75,7 +75,9 @@ def privacy_body(privacy: Any) -> dict[str, Any]:
     """The run body's `privacy` from an `rs.DP` (its fields) or a mapping (as given: the service checks it)."""
     if isinstance(privacy, Mapping):
         return dict(privacy)
-    return {"epsilon": privacy.epsilon, "delta": privacy.delta, "clip": privacy.clip}
+    body = {"epsilon": privacy.epsilon, "delta": privacy.delta, "clip": privacy.clip}
+    rule = getattr(privacy, "clip_rule", "gradient")
+    return body if rule == "gradient" else body | {"clip_rule": rule}
 
 
 def run(run_id: str) -> Request:

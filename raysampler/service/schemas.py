@@ -492,6 +492,11 @@ class PrivacySpec(BaseModel):
     epsilon: float = Field(default=1.0, gt=0, le=1e6, allow_inf_nan=False, description="ε per site, whole run")
     delta: float = Field(default=1e-5, gt=0, lt=1, description="δ per site")
     clip: float = Field(default=1.0, gt=0, le=1e12, allow_inf_nan=False, description="per-example gradient clip norm C")
+    clip_rule: Literal["gradient", "features"] = Field(
+        default="gradient",
+        description="gradient: clip each row's gradient at C; features (logistic regression): scale it by "
+        "min(1, C/|x_r|), a weighted likelihood",
+    )
 
 
 class RunSpec(BaseModel):

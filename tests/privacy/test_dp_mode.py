@@ -92,6 +92,39 @@ def test_clipped_gradient_matches_a_loop_and_has_sensitivity_c():
         assert np.all(np.linalg.norm(out.grad - less, axis=1) <= clip + 1e-12)
 
 
+def test_feature_rule_is_a_weighted_likelihood_gradient_within_c():
+    """clip_rule="features": row r's gradient times min(1, C/‖x_r‖), the gradient of Σ_r w_r ℓ_r: at most C per row
+    at every θ (|σ − y| ≤ 1), and the clip count is the rows with ‖x_r‖ > C, whatever θ."""
+    rng = np.random.default_rng(5)
+    X = np.column_stack([np.ones(60), 2.0 * rng.standard_normal((60, 3))])
+    y = (rng.random(60) < 0.5).astype(float)
+    model = rs.models.LogisticRegression().bind(DataSpec(n_features=4, n_rows=60))
+    x = 3.0 * rng.standard_normal((4, 4))
+    clip = 2.5
+    out = clipped_grad(model, X, y, x, clip, "features")
+    w = np.minimum(1.0, clip / np.linalg.norm(X, axis=1))
+    for k in range(4):
+        rows = (1.0 / (1.0 + np.exp(-X @ x[k])) - y)[:, None] * X
+        assert np.all(np.linalg.norm(rows * w[:, None], axis=1) <= clip + 1e-12)
+        np.testing.assert_allclose(out.grad[k], (rows * w[:, None]).sum(axis=0), rtol=1e-12, atol=1e-12)
+    n_big = np.sum(np.linalg.norm(X, axis=1) > clip)
+    assert 0 < n_big < 60 and np.all(out.clipped == n_big)
+
+    # the gradient of the weighted potential Σ_r w_r ℓ_r, by central differences
+    def weighted(theta):
+        eta = X @ theta
+        return np.sum(w * (np.logaddexp(0.0, eta) - y * eta))
+
+    h = 1e-6
+    num = [(weighted(x[0] + h * e) - weighted(x[0] - h * e)) / (2 * h) for e in np.eye(4)]
+    np.testing.assert_allclose(out.grad[0], num, rtol=1e-6, atol=1e-6)
+    with pytest.raises(ArgumentError) as err:
+        from raysampler.privacy.clipping import check_clippable
+
+        check_clippable(rs.models.PoissonRegression(), "features")
+    assert err.value.path == ("privacy", "clip_rule")
+
+
 @pytest.mark.filterwarnings("ignore::raysampler.diagnostics.RunWarning")  # a short run by design
 def test_small_budget_stops_the_run_keeping_its_draws(problem):
     shards, model, _, _, _ = problem

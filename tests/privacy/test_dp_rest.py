@@ -17,6 +17,7 @@ DP_RUN = {"num_rounds": 100_000, "burn_in": 20, "chains": 2}
         (spec(privacy={"delta": 1.5}), "privacy.delta"),
         (spec(privacy={"clip": -1.0}), "privacy.clip"),
         (spec(privacy={"sigma": 1.0}), "privacy.sigma"),
+        (spec(privacy={"clip_rule": "rows"}), "privacy.clip_rule"),
         (spec(privacy={"epsilon": 1.0}, algorithm={"name": "qlsd"}), "privacy"),
         (spec(privacy={"epsilon": 1.0}, algorithm={"name": "dglmc", "params": {"local_kernel": "mala"}}), "privacy"),
     ],
@@ -35,7 +36,7 @@ def test_dp_run_stops_at_its_budget_and_shows_what_each_site_spent(app_client):
     info = final(app_client, r.json()["id"])
     assert info["status"] == "SUCCEEDED", info
     assert info["stop_reason"] == "privacy_budget"
-    assert info["spec"]["privacy"] == {"epsilon": 0.5, "delta": 1e-5, "clip": 1.0}
+    assert info["spec"]["privacy"] == {"epsilon": 0.5, "delta": 1e-5, "clip": 1.0, "clip_rule": "gradient"}
     assert 20 < info["progress"]["rounds_done"] < 100_020
     workers = info["workers"]
     assert len(workers) == 2
@@ -68,10 +69,11 @@ def test_cli_dp_flags_submit_the_privacy_body_and_a_bad_one_is_refused(cli_on_ap
     path.write_text(json.dumps(spec(**DP_RUN)))
     assert cli_on_app(["submit", str(path), "--dp-epsilon", "0", "--format", "json"]) == 2
     assert "privacy.epsilon" in capsys.readouterr().err
-    code = cli_on_app(["submit", str(path), "--wait", "--dp-epsilon", "0.5", "--dp-clip", "2", "--format", "json"])
+    argv = ["submit", str(path), "--wait", "--dp-epsilon", "0.5", "--dp-clip", "2", "--dp-clip-rule", "features"]
+    code = cli_on_app([*argv, "--format", "json"])
     info = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert code == 0 and info["stop_reason"] == "privacy_budget"
-    assert info["spec"]["privacy"] == {"epsilon": 0.5, "delta": 1e-5, "clip": 2.0}
+    assert info["spec"]["privacy"] == {"epsilon": 0.5, "delta": 1e-5, "clip": 2.0, "clip_rule": "features"}
     assert cli_on_app(["status", info["id"]]) == 0
     table = capsys.readouterr().out
     assert "stopped: privacy_budget" in table and "privacy ε ≤ 0.5, δ 1e-05, clip 2" in table

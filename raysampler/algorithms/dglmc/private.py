@@ -107,7 +107,7 @@ def prepare(alg: PrivateSettings, model: Model, pool: ShardPool, *, chains: int,
     """The DP mode's `Algorithm.prepare`: the private set-up (see the module) and the accountant's `DPPlan`."""
     dp = alg.privacy
     assert dp is not None  # the DP mode's set-up
-    check_clippable(model)
+    check_clippable(model, dp.clip_rule)
     if model.has_local_params():
         raise ArgumentError(("privacy",), "privacy= does not support models with group effects")
     b, d = pool.num_shards, model.dim
@@ -135,7 +135,10 @@ def prepare(alg: PrivateSettings, model: Model, pool: ShardPool, *, chains: int,
 
     consts = coordinator_consts(prior_P, prior_b, rho, 0.0, stacked=True, recentre=False)
     kernel = KERNELS["lmc"]
-    payloads = [WorkerPayload(phi0, float(rho[i]), float(gamma[i]), kernel.name, 0.0, clip=dp.clip) for i in range(b)]
+    payloads = [
+        WorkerPayload(phi0, float(rho[i]), float(gamma[i]), kernel.name, 0.0, clip=dp.clip, clip_rule=dp.clip_rule)
+        for i in range(b)
+    ]
     worker_model = with_prior_share(model, 1.0 / b)
     if worker_model is not model:
         pool.bind(worker_model)

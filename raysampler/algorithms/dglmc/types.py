@@ -36,6 +36,7 @@ class WorkerPayload:
     centre: tuple[np.ndarray, np.ndarray] | None = None
     #: the DP mode (kernel "lmc"): clip every row's gradient to norm C (`privacy.clipping`); None: no clipping
     clip: float | None = None
+    clip_rule: str = "gradient"  # how ("gradient" or "features": `privacy.dp.DP.clip_rule`)
 
 
 class ReportChain(NamedTuple):

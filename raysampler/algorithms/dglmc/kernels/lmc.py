@@ -39,6 +39,7 @@ class LMCState(NamedTuple):
     #: its steps and chains (B,)
     clip: np.ndarray | None = None
     clipped: np.ndarray | None = None
+    clip_rule: str = "gradient"  # `privacy.dp.DP.clip_rule`
 
 
 class LMC(BatchKernel):
@@ -52,7 +53,7 @@ class LMC(BatchKernel):
         clipped = None if payload.clip is None else np.zeros(1)
         return LMCState(
             column(gamma), column(1.0 / payload.rho), column(math.sqrt(2.0 * gamma)), z[None], grad[None], None,
-            clip, clipped,
+            clip, clipped, payload.clip_rule,
         )  # fmt: skip
 
     def step(
@@ -86,17 +87,19 @@ def _clipped_steps(
     assert state.clip is not None
     clipped = np.zeros(u.shape[0])
     for k in range(rnd.n_steps):
-        g, count = _clipped(model, data, u, state.clip)
+        g, count = _clipped(model, data, u, state.clip, state.clip_rule)
         clipped += count.sum(axis=1)
         u = u - state.gamma * (g + (u - rnd.phi) * state.inv_rho) + state.scale * xi[k]
     return u, clipped
 
 
-def _clipped(model: Model, data: ShardStack, u: np.ndarray, clip: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _clipped(
+    model: Model, data: ShardStack, u: np.ndarray, clip: np.ndarray, rule: str
+) -> tuple[np.ndarray, np.ndarray]:
     """Σ_r clip(∇ℓ_r, C) at u (B, K, d) for every run of the stack, and the clipped rows (B, K)."""
     grads, counts, a = [], [], 0
     for X, y in data.runs:
-        c = clipped_grad_stacked(model, X, y, u[a : a + X.shape[0]], clip[a : a + X.shape[0]])
+        c = clipped_grad_stacked(model, X, y, u[a : a + X.shape[0]], clip[a : a + X.shape[0]], rule)
         grads.append(c.grad)
         counts.append(c.clipped)
         a += X.shape[0]
