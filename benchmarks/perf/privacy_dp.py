@@ -38,8 +38,6 @@ import raysampler as rs
 from raysampler.algorithms.dglmc.private import public_settings
 from raysampler.privacy.accountant import DPPlan
 
-GAMMA_FRACTION = 0.25  # DGLMC's default gamma_fraction, which the DP mode's set-up uses
-
 
 def _data(args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray]:
     X, y = rs.datasets.load("covtype_like", n=args.sites * args.rows, seed=0)
@@ -86,7 +84,7 @@ def measure(args: argparse.Namespace) -> harness.Report:
         }
     ]
     rows = np.full(args.sites, args.rows)
-    _, rho, gamma, n_steps = public_settings(rows, args.clip, GAMMA_FRACTION)
+    _, rho, gamma, n_steps = public_settings(rows, args.clip, args.gamma_fraction)
     for eps in args.epsilons:
         plan = DPPlan.of(eps, args.delta, args.clip, gamma, args.chains)
         budget_rounds = plan.rounds_within(n_steps)
@@ -100,7 +98,8 @@ def measure(args: argparse.Namespace) -> harness.Report:
             num_rounds=rounds - burn + (1 if rounds == budget_rounds else 0),  # one past the budget: it stops there
             burn_in=burn,
             seed=args.seed,
-            privacy=rs.DP(epsilon=eps, delta=args.delta, clip=args.clip),
+            privacy=rs.DP(epsilon=eps, delta=args.delta, clip=args.clip, clip_rule=args.clip_rule),
+            gamma_fraction=args.gamma_fraction,
             **run,
         )
         ps = res.run_stats.privacy
@@ -124,7 +123,7 @@ def measure(args: argparse.Namespace) -> harness.Report:
         print(records[-1], flush=True)
     table = harness.Table.of(
         f"DP mode vs the non-private run: covtype_like, {args.sites} sites × {args.rows} rows, d = {args.columns}, "
-        f"δ = {args.delta:g}, C = {args.clip:g}, {args.chains} chains",
+        f"δ = {args.delta:g}, C = {args.clip:g} ({args.clip_rule} rule), {args.chains} chains",
         records,
         [
             ("run", "run"),
@@ -158,6 +157,8 @@ def main() -> None:
     p.add_argument("--epsilons", type=float, nargs="+", default=[0.5, 1.0, 2.0, 8.0])
     p.add_argument("--delta", type=float, default=1e-5)
     p.add_argument("--clip", type=float, default=2.0)
+    p.add_argument("--clip-rule", default="features", choices=["gradient", "features"])
+    p.add_argument("--gamma-fraction", type=float, default=0.5, help="γ_i = this · ρ_i/(ρ_i M_i + 1)")
     p.add_argument("--chains", type=int, default=2)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--max-rounds", type=int, default=None, help="cap each DP run's rounds (time)")

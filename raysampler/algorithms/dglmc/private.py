@@ -35,9 +35,11 @@ from ..checks import per_shard
 from .kernels import KERNELS
 from .types import CoordinatorState, WorkerPayload
 
-#: ρ_i = RHO_FRACTION / M_i: with the local curvature near M_i, π_ρ's sd exceeds the posterior's by about
-#: RHO_FRACTION / 2 (5 %) and its mean, for shards alike, not at all
-RHO_FRACTION = 0.1
+#: ρ_i = RHO_FRACTION / M_i: the paper's ρ_i = 1/M_i (sec. 3.2.1) with the public scale M_i. The privacy cost is
+#: the Langevin time Σγ, and the consensus relaxes at about the local curvature per unit of it whatever ρ, so a
+#: smaller ρ buys less ρ-bias (π_ρ's variance exceeds the posterior's by ρ_i H_i per site, its mean unmoved for
+#: shards alike) for more steps of compute, not for privacy; M_i overestimates H_i where C is a row's gradient norm
+RHO_FRACTION = 1.0
 
 
 class PrivateSettings(Protocol):
