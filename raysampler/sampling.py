@@ -383,6 +383,14 @@ class Run:
                     f"target_ess={self.options.target_ess:g} and R-hat < {self.options.max_rhat:g}",
                 )
             )
+        if self.stop_reason == StopReason.PRIVACY_BUDGET and self.draws_kept == 0:
+            out.append(
+                RunWarning(
+                    WarningKind.PRIVACY_BUDGET,
+                    f"the privacy budget allowed {self.rounds_done} rounds, no more than the burn-in "
+                    f"({self.burn_in}): no draws were kept; lower burn_in, raise epsilon, or lower clip or gamma",
+                )
+            )
         stats = self.stats()
         if stats.balanced:
             out.append(

@@ -195,3 +195,15 @@ def test_a_resumed_run_keeps_its_accounting(problem):
         assert rest.stop_reason == "privacy_budget" and rest.rounds_done == whole.rounds_done
         np.testing.assert_array_equal(rest.stats().privacy.epsilon_spent, spent)
     np.testing.assert_array_equal(np.concatenate([chunk.theta, *later]), draws)
+
+
+def test_a_budget_spent_within_the_burn_in_keeps_no_draws_and_says_so(problem):
+    shards, model, _, _, _ = problem
+    with pytest.warns(rs.diagnostics.RunWarning, match="no draws were kept") as caught:
+        res = rs.sample(
+            model, shards, chains=2, num_rounds=1000, burn_in=500, executor="local", progress=False,
+            privacy=rs.DP(epsilon=0.5),
+        )  # fmt: skip
+    assert caught[0].message.kind == "privacy_budget"
+    assert res.outcome.stop_reason == "privacy_budget" and res.draws.shape == (2, 0, 2)
+    assert np.all(res.run_stats.privacy.epsilon_spent <= 0.5)
