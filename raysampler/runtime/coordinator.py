@@ -12,7 +12,7 @@ import dataclasses
 import hashlib
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -42,6 +42,9 @@ from .contracts import (
 )
 from .host import ShardSource
 from .links import ChainsChoice, Phase, choose_chains, far_rtt
+
+if TYPE_CHECKING:  # the privacy extra (dp-accounting) loads only with the DP mode
+    from ..privacy.accountant import DPAccount, PrivacyStats
 
 #: Consecutive window estimates of uneven speeds before balance="auto" switches balancing on.
 AUTO_ESTIMATES = 3
@@ -296,12 +299,12 @@ class Coordinator:
         worker_model: Any = None,
         precond: Any = None,
         warmup: WarmupState | None = None,
-        account: Any = None,
+        account: DPAccount | None = None,
     ) -> None:
         self.pool, self.model, self.algorithm, self.config = pool, model, algorithm, config
         #: the DP mode: the accountant's plan and the accounting so far (`privacy.accountant`), else None
         self.dp = setup.privacy
-        self.account = account
+        self.account: DPAccount | None = account
         if self.dp is not None and self.account is None:
             from ..privacy.accountant import DPAccount
 
@@ -636,7 +639,7 @@ class Coordinator:
         while self.t < self._end(end) and self.stop is None:  # a warm-up that ends by itself moves the end nearer
             info = self._info(self.t)
             steps = self.balancer.n
-            if self.dp is not None and not self.dp.allows(self.account.steps + steps):
+            if self.dp is not None and self.account is not None and not self.dp.allows(self.account.steps + steps):
                 self.stop = StopReason.PRIVACY_BUDGET  # round t's release would exceed a site's budget: not sent
                 break
             t0 = time.perf_counter()
@@ -649,7 +652,7 @@ class Coordinator:
                 raise _Stop(exc.failure) from None
             t2 = time.perf_counter()
             theta = self._draws(self._replies(step, info), step.replies)
-            if self.dp is not None:
+            if self.account is not None:
                 clipped = alg.clipped_counts(step.replies)
                 self.account = self.account.after(steps, clipped, self._rows * steps * self.config.chains)
             self._close_round(info, theta, alg.reply_stats(step.replies), steps, step.work_s, lag=1)
@@ -779,9 +782,9 @@ class Coordinator:
             privacy=self._privacy_stats(),
         )
 
-    def _privacy_stats(self) -> Any:
+    def _privacy_stats(self) -> PrivacyStats | None:
         """The DP mode's `PrivacyStats` now (ε(δ) spent per site, clip rates), else None."""
-        if self.dp is None:
+        if self.dp is None or self.account is None:
             return None
         from ..privacy.accountant import PrivacyStats
 
