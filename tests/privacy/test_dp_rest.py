@@ -78,3 +78,15 @@ def test_cli_dp_flags_submit_the_privacy_body_and_a_bad_one_is_refused(cli_on_ap
     assert cli_on_app(["status", info["id"]]) == 0
     table = capsys.readouterr().out
     assert "stopped: privacy_budget" in table and "privacy ε ≤ 0.5, δ 1e-05, clip 2" in table
+
+
+def test_sdk_submit_carries_privacy_from_a_dp_or_a_mapping():
+    import raysampler as rs
+    from raysampler.sdk import requests as rq
+
+    body = rq.submit(spec(), None, None, privacy=rs.DP(epsilon=2.0, clip=0.5)).json
+    assert body["privacy"] == {"epsilon": 2.0, "delta": 1e-5, "clip": 0.5}
+    body = rq.submit(spec(), None, None, privacy=rs.DP(clip=3.0, clip_rule="features")).json
+    assert body["privacy"] == {"epsilon": 1.0, "delta": 1e-5, "clip": 3.0, "clip_rule": "features"}
+    assert rq.submit(spec(), None, None, privacy={"epsilon": 4}).json["privacy"] == {"epsilon": 4}
+    assert "privacy" not in rq.submit(spec(), None, None).json
