@@ -1068,7 +1068,8 @@ async function showSubmit() {
     }
     if (num("#f-burn") !== null) spec.burn_in = num("#f-burn");
     if ($("#f-dp").checked) {
-      spec.privacy = { epsilon: num("#f-dp-epsilon"), delta: num("#f-dp-delta"), clip: num("#f-dp-clip") };
+      spec.privacy = { epsilon: num("#f-dp-epsilon"), delta: num("#f-dp-delta"), clip: num("#f-dp-clip"),
+                       clip_rule: $("#f-dp-rule").value };
     }
     if (source() === "dataset") spec.data = { dataset: $("#f-dataset").value };
     else if (source() === "upload") spec.data = { dataset_id: "(set on submit, from the uploaded file)" };
@@ -1087,7 +1088,9 @@ async function showSubmit() {
       form.querySelectorAll("[data-model]").forEach((d) => { d.hidden = d.dataset.model !== modelKind(); });
     }
     $("#f-rounds").disabled = $("#f-auto").checked;
-    for (const sel of ["#f-dp-epsilon", "#f-dp-delta", "#f-dp-clip"]) $(sel).disabled = !$("#f-dp").checked;
+    for (const sel of ["#f-dp-epsilon", "#f-dp-delta", "#f-dp-clip", "#f-dp-rule"]) {
+      $(sel).disabled = !$("#f-dp").checked;
+    }
     if (!edited) json.value = build();
     $("#spec-note").hidden = !edited || json.value === build();
   });
