@@ -544,6 +544,10 @@ def _drive(run: Run, progress: bool | None, callback: Callable[[Chunk], None] | 
     with run, tqdm(total=run.total_rounds, initial=run.rounds_done, disable=not show, unit="round", desc=desc) as bar:
         for chunk in run.chunks():
             bar.update(chunk.rounds_done - bar.n)
+            if show and run.setup.privacy is not None:  # the DP mode: the most any site has spent, live
+                spent = run.stats().privacy
+                if spent is not None:
+                    bar.set_postfix_str(f"ε {float(np.max(spent.epsilon_spent)):.3f} of {spent.epsilon:g}")
             if callback is not None:
                 callback(chunk)
         result = run.result()
