@@ -761,7 +761,8 @@ class RunInfo(BaseModel):
     checkpoint_round: int | None = Field(None, description="round of the last checkpoint (stored with its draws)")
     stop_reason: RunStopReason | None = Field(
         None,
-        description="why a finished run stopped: converged, num_rounds, time_budget, cancelled, max_rounds or failed",
+        description="why a finished run stopped: converged, num_rounds, time_budget, cancelled, max_rounds, failed or "
+        "privacy_budget (the DP mode's budget)",
     )
     replica: str | None = Field(
         None,
