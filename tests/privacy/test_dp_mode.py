@@ -18,7 +18,7 @@ import raysampler as rs
 from raysampler.errors import ArgumentError
 from raysampler.models.contract import DataSpec
 from raysampler.privacy.accountant import epsilon
-from raysampler.privacy.clipping import clipped_grad
+from raysampler.privacy.clipping import check_clippable, clipped_grad
 from raysampler.testing import exact
 
 SIZES = (6, 10, 14)
@@ -119,8 +119,6 @@ def test_feature_rule_is_a_weighted_likelihood_gradient_within_c():
     num = [(weighted(x[0] + h * e) - weighted(x[0] - h * e)) / (2 * h) for e in np.eye(4)]
     np.testing.assert_allclose(out.grad[0], num, rtol=1e-6, atol=1e-6)
     with pytest.raises(ArgumentError) as err:
-        from raysampler.privacy.clipping import check_clippable
-
         check_clippable(rs.models.PoissonRegression(), "features")
     assert err.value.path == ("privacy", "clip_rule")
 
@@ -165,6 +163,9 @@ def test_dp_mode_refuses_what_it_does_not_account(problem):
     X = np.random.default_rng(0).standard_normal((40, 2))
     with pytest.raises(ArgumentError, match="linear_regression"):
         rs.sample(rs.models.LinearRegression(), rs.shard(X, X[:, 0], 2), **run)
+    with pytest.raises(ArgumentError, match="group effects") as err:
+        check_clippable(rs.models.LogisticRegression(group_effects=rs.GroupEffects(group="hospital")))
+    assert err.value.path == ("privacy",)
 
 
 def test_dp_settings_survive_a_replace():
