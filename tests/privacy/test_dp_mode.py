@@ -208,3 +208,21 @@ def test_a_budget_spent_within_the_burn_in_keeps_no_draws_and_says_so(problem):
     assert caught[0].message.kind == "privacy_budget"
     assert res.outcome.stop_reason == "privacy_budget" and res.draws.shape == (2, 0, 2)
     assert np.all(res.run_stats.privacy.epsilon_spent <= 0.5)
+
+
+@pytest.mark.filterwarnings("ignore::raysampler.diagnostics.RunWarning")  # a short run by design
+def test_dp_mode_on_ray_equals_the_in_process_run(problem):
+    """On Ray the accounting, the stop and the clip counts travel through actors and stacked replies: the same
+    rounds, draws, clip rates and ε as in-process."""
+    shards, model, _, _, _ = problem
+    run = dict(chains=2, num_rounds=100_000, burn_in=5, progress=False, rho=0.01, gamma=1e-4, n_local=2, seed=3)
+    dp = rs.DP(epsilon=2.0, clip=1.5)
+    here = rs.sample(model, shards, executor="local", privacy=dp, **run)
+    there = rs.sample(model, shards, executor="ray", privacy=dp, **run)
+    assert here.outcome.stop_reason == there.outcome.stop_reason == "privacy_budget"
+    assert here.run_stats.rounds == there.run_stats.rounds
+    np.testing.assert_array_equal(here.draws, there.draws)
+    a, b = here.run_stats.privacy, there.run_stats.privacy
+    np.testing.assert_array_equal(a.clip_rate, b.clip_rate)
+    np.testing.assert_array_equal(a.epsilon_spent, b.epsilon_spent)
+    assert np.all((a.clip_rate > 0) & (a.clip_rate < 1))
