@@ -6,6 +6,7 @@ Each unadjusted Langevin step with step γ and clip C is a Gaussian mechanism wi
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import dp_accounting
@@ -25,9 +26,11 @@ SEQUENCES = {
 
 
 def _composed(gammas, clip, orders=RDP_ORDERS):
+    """dp-accounting's RDP of one Gaussian event per step (a run of equal steps as one self-composed event)."""
     accountant = dp_accounting.rdp.RdpAccountant(list(orders))
-    for g in gammas:
-        accountant.compose(dp_accounting.GaussianDpEvent(math.sqrt(2.0 * g) / (g * clip)))
+    for g, run in itertools.groupby(gammas):
+        event = dp_accounting.GaussianDpEvent(math.sqrt(2.0 * g) / (g * clip))
+        accountant.compose(dp_accounting.SelfComposedDpEvent(event, len(list(run))))
     return accountant
 
 
