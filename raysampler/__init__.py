@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from .evaluation import compare, evaluate
     from .models import GroupEffects, Model
     from .options import ExecutionOptions, RunOptions
+    from .privacy.dp import DP
     from .result import Result
     from .sampling import Run, resume, sample
     from .shards import Shard, ShardSet, shard
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
+    "DP",
     "ExecutionOptions",
     "GroupEffects",
     "Model",
@@ -54,6 +56,7 @@ _LAZY = {
     "Model": ".models",
     "ExecutionOptions": ".options",
     "RunOptions": ".options",
+    "DP": ".privacy.dp",
     "Result": ".result",
     "Run": ".sampling",
     "resume": ".sampling",

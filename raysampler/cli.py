@@ -207,12 +207,28 @@ def _print_run(info: Mapping[str, Any], fmt: str) -> None:
             line += f" (min ESS {d['min_ess_bulk']:.0f}, max {'nested ' if nested else ''}R-hat {rhat:.3f})"
     if info.get("stop_reason"):
         line += f"  stopped: {info['stop_reason']}"
+    line += _privacy_line(info)
     line += _network_lines(info)
     if info.get("error"):
         line += f"\n  error: {info['error']}"
     for w in info.get("warnings") or []:
         line += f"\n  warning: {w}"
     print(line)
+
+
+def _privacy_line(info: Mapping[str, Any]) -> str:
+    """The DP mode: the budget and each site's ε spent and clip rate, as an indented line ("" without it)."""
+    dp = (info.get("spec") or {}).get("privacy")
+    if not dp:
+        return ""
+    sites = [
+        f"{w.get('site') or w['shard']} ε {w['epsilon_spent']:.3f} clip {100 * w['clip_rate']:.1f}%"
+        for w in info.get("workers") or []
+        if w.get("epsilon_spent") is not None and w.get("clip_rate") is not None
+    ]
+    return f"\n  privacy ε ≤ {dp['epsilon']:g}, δ {dp['delta']:g}, clip {dp['clip']:g}" + (
+        ": " + ", ".join(sites) if sites else ""
+    )
 
 
 def _network_lines(info: Mapping[str, Any]) -> str:
@@ -250,10 +266,21 @@ def _tags(pairs: Sequence[str] | None) -> dict[str, str]:
     return out
 
 
+def _privacy(args: argparse.Namespace) -> dict[str, float | str] | None:
+    """--dp-epsilon/--dp-delta/--dp-clip/--dp-clip-rule as the run body's `privacy` (the fields given; the service
+    fills the others with their defaults and checks them: a bad value is its 422 naming privacy.<field>), or None
+    without them."""
+    given = {k: getattr(args, f"dp_{k}") for k in ("epsilon", "delta", "clip", "clip_rule")}
+    body = {k: v for k, v in given.items() if v is not None}
+    return body or None
+
+
 def cmd_submit(args: argparse.Namespace) -> int:
     with _client(args) as c:
         secure = True if args.secure_sums else None  # the spec's own secure_sums stands unless the flag is given
-        run = c.submit(_load_spec(args.spec), name=args.name, tags=_tags(args.tag), secure_sums=secure)
+        run = c.submit(
+            _load_spec(args.spec), name=args.name, tags=_tags(args.tag), secure_sums=secure, privacy=_privacy(args)
+        )
         info = run.wait(progress=args.format != "json") if args.wait else run.info()
         _print_run(info, args.format)
         return 0 if info["status"] != "FAILED" else 1
@@ -638,6 +665,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--secure-sums",
         action="store_true",
         help="the sites send their terms of the coordinator's sums masked (sets the spec's secure_sums)",
+    )
+    p.add_argument("--dp-epsilon", type=float, default=None, help="DP mode: ε per site over the run (default 1)")
+    p.add_argument("--dp-delta", type=float, default=None, help="DP mode: δ per site (default 1e-5)")
+    p.add_argument("--dp-clip", type=float, default=None, help="DP mode: per-example gradient clip norm C (default 1)")
+    p.add_argument(
+        "--dp-clip-rule", default=None, help="DP mode: 'gradient' (default) or 'features' (logistic regression)"
     )
     p.set_defaults(fn=cmd_submit)
     p = client_cmd("status", "a run's status (ID or 'latest'), or the recent runs")

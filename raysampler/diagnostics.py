@@ -36,6 +36,7 @@ class WarningKind(str, Enum):
 
     TIME_BUDGET = "time_budget"  # stopped early by time_budget_s
     MAX_ROUNDS = "max_rounds"  # num_rounds="auto" stopped at max_rounds before converging
+    PRIVACY_BUDGET = "privacy_budget"  # the DP mode's budget ended the run before its burn-in did: no draws
     BALANCE = "balance"  # local step counts N_i were balanced from measured timings
     RHAT = "rhat"  # max R-hat at or above RHAT_WARN
     ESS = "ess"  # min bulk ESS below ESS_PER_CHAIN_WARN per chain

@@ -41,6 +41,8 @@ class StopReason(StrEnum):
     CONVERGED = "converged"
     MAX_ROUNDS = "max_rounds"
     TIME_BUDGET = "time_budget"
+    #: the DP mode: the next round's release would have taken a site's ε(δ) above the budget (`rs.DP`)
+    PRIVACY_BUDGET = "privacy_budget"
     FAILURE = "failure"
     STOPPED = "stopped"
 

@@ -27,6 +27,7 @@ from .errors import Failure, FailureKind, RunCancelled, SamplingError, WorkerFai
 from .events import EventKind, RunEvent
 from .models.contract import as_model
 from .options import DEFAULT_MAX_RHAT, DEFAULT_TARGET_ESS, ExecutionOptions, RunOptions
+from .privacy.dp import with_privacy
 from .result import Result, RunOutcome, Timings
 from .runtime import executors
 from .runtime.contracts import Chunk, RunConfig, RunState, RunStats, SetupInfo
@@ -253,7 +254,7 @@ class Run:
                 self.stop_reason = StopReason.FAILURE
                 break
             if chunk.done:
-                self.stop_reason = StopReason.MAX_ROUNDS if self.options.auto else StopReason.COMPLETED
+                self.stop_reason = chunk.stop or (StopReason.MAX_ROUNDS if self.options.auto else StopReason.COMPLETED)
                 break
             if left is not None and ran < n:
                 self.stop_reason = StopReason.TIME_BUDGET
@@ -388,6 +389,14 @@ class Run:
                     f"target_ess={self.options.target_ess:g} and R-hat < {self.options.max_rhat:g}",
                 )
             )
+        if self.stop_reason == StopReason.PRIVACY_BUDGET and self.draws_kept == 0:
+            out.append(
+                RunWarning(
+                    WarningKind.PRIVACY_BUDGET,
+                    f"the privacy budget allowed {self.rounds_done} rounds, no more than the burn-in "
+                    f"({self.burn_in}): no draws were kept; lower burn_in, raise epsilon, or lower clip or gamma",
+                )
+            )
         stats = self.stats()
         if stats.balanced:
             out.append(
@@ -439,6 +448,7 @@ def sample(
     secure_sums: bool = False,
     checkpoint_dir: str | os.PathLike | None = None,
     callback: Callable[[Chunk], None] | None = None,
+    privacy: Any = None,
     _slowdown: dict[int, float] | None = None,
     **params: Any,
 ) -> Result:
@@ -461,8 +471,10 @@ def sample(
     pipelined run's, on either executor: see `RunOptions`). `secure_sums=True` has each site send its term of the
     coordinator's sum masked, so the coordinator learns only the sum over sites (DG-LMC; the "privacy" extra;
     docs/privacy.md says what it hides and what not). `checkpoint_dir` stores every chunk of draws with its
-    checkpoint, so `rs.resume(checkpoint_dir)` continues the run in another process. Algorithm parameters go in
-    `**params`.
+    checkpoint, so `rs.resume(checkpoint_dir)` continues the run in another process. `privacy=rs.DP(epsilon,
+    delta, clip)` runs DG-LMC's differential-privacy mode: clipped Langevin steps, a private set-up, and a budget
+    per site that stops the run (stop reason "privacy_budget") before any release would exceed it
+    (`result.run_stats.privacy`; docs/privacy.md). Algorithm parameters go in `**params`.
     A failure raises SamplingError naming the worker, site and round, with `.result` holding the draws so far.
 
     The keywords are sugar for `Run(model, shards, get_algorithm(algorithm, **params), RunOptions(...),
@@ -498,7 +510,7 @@ def sample(
         checkpoint_dir=checkpoint_dir,
         _slowdown=_slowdown,
     )
-    alg = get_algorithm(algorithm, **params)
+    alg = get_algorithm(algorithm, **with_privacy(algorithm, privacy, params))
     run = Run(model, shard_set, alg, options, execution)
     if run.directory is not None:
         run.directory.save_manifest(Manifest.of(model, alg, options, execution, _nameable(shard_set)))
@@ -542,6 +554,10 @@ def _drive(run: Run, progress: bool | None, callback: Callable[[Chunk], None] | 
     with run, tqdm(total=run.total_rounds, initial=run.rounds_done, disable=not show, unit="round", desc=desc) as bar:
         for chunk in run.chunks():
             bar.update(chunk.rounds_done - bar.n)
+            if show and run.setup.privacy is not None:  # the DP mode: the most any site has spent, live
+                spent = run.stats().privacy
+                if spent is not None:
+                    bar.set_postfix_str(f"ε {float(np.max(spent.epsilon_spent)):.3f} of {spent.epsilon:g}")
             if callback is not None:
                 callback(chunk)
         result = run.result()

@@ -20,6 +20,8 @@ from __future__ import annotations
 ALL = "*"
 
 SLOW: dict[str, str | set[str]] = {
+    # the DP mode's exact check: 256 chains × 1,750 rounds with per-row clipped gradients
+    "tests/privacy/test_dp_mode.py": {"test_unclipped_dp_chain_matches_the_lyapunov_law"},
     # tests/algorithms: exactness checks against closed-form laws run thousands of rounds
     "tests/algorithms/test_baselines_exact.py": {
         "test_dsghmc_ring_matches_lyapunov_law",

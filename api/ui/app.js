@@ -649,6 +649,7 @@ function renderRunInfo(state, plots) {
   }
   setText($("#run-convergence"), conv);
   setText($("#run-stop"), r.stop_reason ? `Stopped: ${r.stop_reason.replaceAll("_", " ")}.` : "");
+  setText($("#run-privacy"), privacyLine(r));
   const terminal = TERMINAL.includes(r.status);
   $("#cancel").disabled = terminal;
   $("#delete").disabled = !terminal;
@@ -685,6 +686,17 @@ function renderRunInfo(state, plots) {
   setText($("#trips"), trips ? `Round trips: ${trips.total} (set-up ${trips.setup}, warm-up ${trips.warmup}, `
                                + `sampling ${trips.sampling}, captures ${trips.capture}).` : "");
   setText($("#plan"), r.plan ? JSON.stringify(r.plan, null, 1) : "(set when the run starts)");
+}
+
+// The DP mode: the budget per site and what each site has spent so far (ε(δ) over every release) with its clip rate.
+function privacyLine(r) {
+  const dp = r.spec.privacy;
+  if (!dp) return "";
+  const sites = r.workers.filter((w) => w.epsilon_spent != null)
+    .map((w) => `${w.site || `shard ${w.shard}`} ε ${w.epsilon_spent.toFixed(3)}`
+                + (w.clip_rate == null ? "" : ` (clipped ${(100 * w.clip_rate).toFixed(1)}%)`));
+  return `Differential privacy: ε ≤ ${dp.epsilon} per site, δ ${dp.delta}, clip ${dp.clip}`
+    + (sites.length ? `; spent: ${sites.join(", ")}.` : ".");
 }
 
 // The chain list: the legend of every per-chain plot, for any chain count. A box shows or hides a chain; hovering
@@ -1094,6 +1106,10 @@ async function showSubmit() {
     }
     if (num("#f-burn") !== null) spec.burn_in = num("#f-burn");
     if ($("#f-secure-sums").checked) spec.secure_sums = true;
+    if ($("#f-dp").checked) {
+      spec.privacy = { epsilon: num("#f-dp-epsilon"), delta: num("#f-dp-delta"), clip: num("#f-dp-clip"),
+                       clip_rule: $("#f-dp-rule").value };
+    }
     if (source() === "dataset") spec.data = { dataset: $("#f-dataset").value };
     else if (source() === "upload") spec.data = { dataset_id: "(set on submit, from the uploaded file)" };
     else {
@@ -1112,6 +1128,9 @@ async function showSubmit() {
       form.querySelectorAll("[data-model]").forEach((d) => { d.hidden = d.dataset.model !== modelKind(); });
     }
     $("#f-rounds").disabled = $("#f-auto").checked;
+    for (const sel of ["#f-dp-epsilon", "#f-dp-delta", "#f-dp-clip", "#f-dp-rule"]) {
+      $(sel).disabled = !$("#f-dp").checked;
+    }
     if (!edited) json.value = build();
     $("#spec-note").hidden = !edited || json.value === build();
   };

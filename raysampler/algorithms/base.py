@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -27,6 +27,9 @@ from ..models.contract import ShardStack
 from ..streams import ChainNoise, StackedNoise
 from ..tuning.report import TuningReport
 from ..tuning.shards import ShardPool
+
+if TYPE_CHECKING:  # the privacy extra (dp-accounting) loads only with the DP mode
+    from ..privacy.accountant import DPPlan
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,9 @@ class Plan:
     schedule: tuple[tuple[int, tuple[int, ...]], ...] | None = None
     model: Any = None
     precond: Any = None
+    #: the DP mode: what the accountant needs (`privacy.accountant.DPPlan`); the runtime stops the run before a
+    #: round whose release would exceed the budget
+    privacy: DPPlan | None = None
 
 
 #: batching hooks `Algorithm` had, and what replaced each
@@ -207,6 +213,11 @@ class Algorithm(ABC):
     def reply_stats(self, replies: list[Any]) -> dict[str, np.ndarray]:
         """Per-chain statistics of one round to keep with the draws (e.g. local acceptance rates)."""
         return {}
+
+    def clipped_counts(self, replies: Any) -> np.ndarray | None:
+        """The DP mode: per shard (b,), the per-example gradients its round clipped (over steps and chains); None
+        where the algorithm clips nothing."""
+        return None
 
 
 def minibatch_grads(

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from ..enums import Balance
+from ..enums import Balance, StopReason
 from ..errors import Failure
 from ..models.base import DataSpec, Model, ParamBlock
 from ..privacy.ledger import Ledger, ledger_dict
@@ -21,6 +21,7 @@ from ..tuning.report import TuningReport
 from .links import ChainsChoice, LinkStats, TripLog, Trips
 
 if TYPE_CHECKING:  # pydantic-settings loads only when a run starts: `import raysampler` (and the CLI) stays light
+    from ..privacy.accountant import DPAccount, DPPlan, PrivacyStats
     from ..settings import EngineSettings
 
 #: Ray node label naming the site whose data a node holds: `ray start --labels raysampler.io/site=<name>`.
@@ -174,12 +175,15 @@ class SetupInfo:
     data_spec: DataSpec | None = None  # what the model was bound to (the service binds a run's model again from it)
     #: how many chains run and why (chains="auto" chooses from the measured links; else as asked)
     chains: ChainsChoice | None = None
+    #: the DP mode's accounting plan (budget, clip, γ_i, chains), None without it
+    privacy: DPPlan | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """A plain dict (JSON-like: placement as dicts; without the model)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("model", "data_spec")}
         out["placement"] = [dataclasses.asdict(p) for p in self.placement]
         out["chains"] = dataclasses.asdict(self.chains) if self.chains is not None else None
+        out["privacy"] = dataclasses.asdict(self.privacy) if self.privacy is not None else None
         return out
 
 
@@ -208,6 +212,8 @@ class Chunk:
     state: RunState | None = None
     #: the warm-up's length as it stands (a warm-up that ends by itself: its cap until it has ended)
     burn_in: int | None = None
+    #: why the coordinator itself ended the run before its last round (the DP mode's budget), else None
+    stop: StopReason | None = None
 
 
 #: The parts of a round `RunStats.round_parts` holds, in its columns' order (seconds per round): the coordinator's
@@ -267,6 +273,8 @@ class RunStats:
     burn_in: int | None = None
     #: the release ledger: every message each shard's site sent, by kind (`privacy.ledger`)
     ledger: Ledger | None = None
+    #: the DP mode: ε(δ) spent per site, the budget, clip rate per site (`privacy.accountant.PrivacyStats`)
+    privacy: PrivacyStats | None = None
 
     def breakdown(self) -> RoundBreakdown:
         """The median round's parts (medians of each part over the rounds, so they need not add up exactly), with
@@ -289,6 +297,7 @@ class RunStats:
         out["trips"] = {**dataclasses.asdict(self.trips), "total": self.trips.total}
         out["links"] = [dataclasses.asdict(link) for link in self.links]
         out["ledger"] = None if self.ledger is None else ledger_dict(self.ledger)
+        out["privacy"] = dataclasses.asdict(self.privacy) if self.privacy is not None else None
         return out
 
 
@@ -321,6 +330,7 @@ class RunState:
     #: the release ledger at the capture (`privacy.ledger.Ledger`); a state from before it had none (None): its
     #: resumed run counts from the resume on, so the layout's version is unchanged
     ledger: Ledger | None = None
+    privacy: DPAccount | None = None  # the DP mode's accounting so far
 
 
 class WorkerPool(Protocol):

@@ -12,13 +12,13 @@ import dataclasses
 import hashlib
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..algorithms.base import Algorithm, RoundInfo, check_model_support
 from ..diagnostics import superchains_for, warm
-from ..enums import Balance
+from ..enums import Balance, StopReason
 from ..errors import ArgumentError, Failure, FailureKind, WorkerFailed
 from ..models.contract import DataSpec, Model, ParamBlock, as_model, join_local_blocks
 from ..models.groups import check_groups_disjoint
@@ -43,6 +43,9 @@ from .contracts import (
 )
 from .host import ShardSource
 from .links import ChainsChoice, Phase, choose_chains, far_rtt
+
+if TYPE_CHECKING:  # the privacy extra (dp-accounting) loads only with the DP mode
+    from ..privacy.accountant import DPAccount, PrivacyStats
 
 #: Consecutive window estimates of uneven speeds before balance="auto" switches balancing on.
 AUTO_ESTIMATES = 3
@@ -282,6 +285,11 @@ def validate_run(model: Model, shards: ShardSet, algorithm: Algorithm, chains: i
     )
     check_model_support(algorithm, as_model(model))
     _, bound, _ = bind_model(pool, model)
+    privacy = getattr(algorithm, "privacy", None)
+    if privacy is not None:  # the DP mode clips per-row gradients: the model must have them
+        from ..privacy.clipping import check_clippable
+
+        check_clippable(bound, privacy.clip_rule)
     d = int(bound.dim)
     try:
         algorithm.check_shapes(len(shards), d, chains)
@@ -312,10 +320,20 @@ class Coordinator:
         precond: Any = None,
         warmup: WarmupState | None = None,
         ledger: LedgerBook | None = None,
+        account: DPAccount | None = None,
     ) -> None:
         self.pool, self.model, self.algorithm, self.config = pool, model, algorithm, config
         #: the release ledger: every message each shard's site sent, by kind (`privacy.ledger`)
         self.ledger = ledger if ledger is not None else LedgerBook(pool.num_shards)
+        #: the DP mode: the accountant's plan and the accounting so far (`privacy.accountant`), else None
+        self.dp = setup.privacy
+        self.account: DPAccount | None = account
+        if self.dp is not None and self.account is None:
+            from ..privacy.accountant import DPAccount
+
+            self.account = DPAccount.empty(pool.num_shards)
+        self._rows = np.asarray(setup.shard_rows, dtype=float)
+        self.stop: StopReason | None = None
         #: the warm-up's length: fixed (config.burn_in), or with config.warmup_auto its cap until a check ends it
         self.burn_in = config.burn_in
         self._warm_decided = not config.warmup_auto
@@ -343,6 +361,8 @@ class Coordinator:
         self._kept = _Kept()
         #: a pipelined run's two chain groups [a, b) (each round runs as two halves), else None
         self.halves: list[tuple[int, int]] | None = None
+        if config.pipeline and self.dp is not None:
+            raise ArgumentError(("pipeline",), "pipeline=True is not available with privacy= (the DP mode)")
         if config.pipeline:
             if config.chains < 2 or not algorithm.splits_chains(state):
                 raise ArgumentError(
@@ -433,6 +453,7 @@ class Coordinator:
             model=bound,
             data_spec=spec,
             chains=choice,
+            privacy=plan.privacy,
         )
         return cls(
             pool,
@@ -519,6 +540,7 @@ class Coordinator:
             state.precond,
             state.warmup,
             book,
+            state.privacy,
         )
 
     # --- rounds ---------------------------------------------------------------------------------
@@ -561,8 +583,8 @@ class Coordinator:
                 state = self.capture()
             except WorkerFailed as exc:  # a process lost at the capture: the chunk fails, the run rolls back
                 failure = self._located(exc.failure)
-        done = self.t >= self.total_rounds or failure is not None
-        return Chunk(theta_arr, stats, self.t, done, failure, state, self.burn_in)
+        done = self.t >= self.total_rounds or failure is not None or self.stop is not None
+        return Chunk(theta_arr, stats, self.t, done, failure, state, self.burn_in, self.stop)
 
     def _end(self, end: int) -> int:
         """The round this chunk stops before: `end`, the run's end, and, when the warm-up ended by itself during
@@ -658,9 +680,12 @@ class Coordinator:
     def _whole_rounds(self, end: int, deadline: float | None, kept: _Kept) -> None:
         alg, pool = self.algorithm, self.pool
         self._kept = kept
-        while self.t < self._end(end):  # a warm-up that ends by itself moves the run's end nearer
+        while self.t < self._end(end) and self.stop is None:  # a warm-up that ends by itself moves the end nearer
             info = self._info(self.t)
             steps = self.balancer.n
+            if self.dp is not None and self.account is not None and not self.dp.allows(self.account.steps + steps):
+                self.stop = StopReason.PRIVACY_BUDGET  # round t's release would exceed a site's budget: not sent
+                break
             t0 = time.perf_counter()
             message = alg.round_message(self.state, steps, info)
             t1 = time.perf_counter()
@@ -671,6 +696,9 @@ class Coordinator:
                 raise _Stop(exc.failure) from None
             t2 = time.perf_counter()
             theta = self._draws(self._replies(step, info), step.replies)
+            if self.account is not None:
+                clipped = alg.clipped_counts(step.replies)
+                self.account = self.account.after(steps, clipped, self._rows * steps * self.config.chains)
             self._close_round(info, theta, alg.reply_stats(step.replies), steps, step.work_s, lag=1)
             t3 = time.perf_counter()
             self._timed(t3 - t0, (t1 - t0) + (t3 - t2), step.busy_s, [step.timing])
@@ -766,6 +794,7 @@ class Coordinator:
             self.precond,
             warmup=self._warmup_state(),
             ledger=self.ledger.snapshot(self._sites()),
+            privacy=self.account,
         )
 
     def _sites(self) -> list[str | None]:
@@ -802,7 +831,16 @@ class Coordinator:
             links=self.pool.links(),
             burn_in=self.burn_in if self._warm_decided else None,
             ledger=self.ledger.snapshot(self._sites()),
+            privacy=self._privacy_stats(),
         )
+
+    def _privacy_stats(self) -> PrivacyStats | None:
+        """The DP mode's `PrivacyStats` now (ε(δ) spent per site, clip rates), else None."""
+        if self.dp is None or self.account is None:
+            return None
+        from ..privacy.accountant import PrivacyStats
+
+        return PrivacyStats.of(self.dp, self.account)
 
     def _round_parts(self) -> np.ndarray:
         """(rounds, len(ROUND_PARTS)): the recorded parts and the overhead, round time minus the slowest process's."""

@@ -162,8 +162,9 @@ class AsyncClient(ClientBase[httpx.AsyncClient]):
         name: str | None = None,
         tags: Mapping[str, str] | None = None,
         secure_sums: bool | None = None,
+        privacy: Any = None,
     ) -> AsyncRunHandle:
-        state = await self._call(self._ops.submit(spec, run_id, idempotency_key, name, tags, secure_sums))
+        state = await self._call(self._ops.submit(spec, run_id, idempotency_key, name, tags, secure_sums, privacy))
         return AsyncRunHandle(self, state.id, state.info)
 
     async def run(self, run_id: str) -> AsyncRunHandle:

@@ -141,12 +141,14 @@ class Client(ClientBase[httpx.Client]):
         name: str | None = None,
         tags: Mapping[str, str] | None = None,
         secure_sums: bool | None = None,
+        privacy: Any = None,
     ) -> RunHandle:
         """Submit a run (a RunSpec or its dict; `name` and `tags` label it to find it by, see `runs`); returns its
         handle. `secure_sums` (where given) sets the spec's field of that name: the sites send their terms of the
-        coordinator's sums masked. Invalid specs raise APIError (422) naming the field. The request carries an
-        Idempotency-Key (`idempotency_key`, else a fresh one), so a resent submit makes one run."""
-        state = self._call(self._ops.submit(spec, run_id, idempotency_key, name, tags, secure_sums))
+        coordinator's sums masked; `privacy` (an `rs.DP(...)` or {epsilon, delta, clip}) runs it in the DP mode.
+        Invalid specs raise APIError (422) naming the field. The request carries an Idempotency-Key
+        (`idempotency_key`, else a fresh one), so a resent submit makes one run."""
+        state = self._call(self._ops.submit(spec, run_id, idempotency_key, name, tags, secure_sums, privacy))
         return RunHandle(self, state.id, state.info)
 
     def run(self, run_id: str) -> RunHandle:

@@ -103,8 +103,9 @@ class Operations:
         name: str | None,
         tags: Mapping[str, str] | None,
         secure_sums: bool | None = None,
+        privacy: Any = None,
     ) -> Op[RunState]:
-        info = yield from self.json(rq.submit(spec, run_id, idempotency_key, name, tags, secure_sums))
+        info = yield from self.json(rq.submit(spec, run_id, idempotency_key, name, tags, secure_sums, privacy))
         return RunState(info["id"], info)
 
     def run(self, run_id: str) -> Op[RunState]:

@@ -56,11 +56,15 @@ def submit(
     name: str | None = None,
     tags: Mapping[str, str] | None = None,
     secure_sums: bool | None = None,
+    privacy: Any = None,
 ) -> Request:
-    """POST /v1/runs with an Idempotency-Key (a fresh one unless given), so that a resent submit makes one run."""
+    """POST /v1/runs with an Idempotency-Key (a fresh one unless given), so that a resent submit makes one run;
+    `privacy` (an `rs.DP` or a mapping {epsilon, delta, clip}) sets the body's DP mode."""
     body = dict(spec) if isinstance(spec, Mapping) else spec.model_dump(mode="json", exclude_none=True)
     if secure_sums is not None:
         body["secure_sums"] = secure_sums
+    if privacy is not None:
+        body["privacy"] = privacy_body(privacy)
     if run_id is not None:
         body["run_id"] = run_id
     if name is not None:
@@ -68,6 +72,15 @@ def submit(
     if tags:
         body["tags"] = dict(body.get("tags") or {}) | dict(tags)
     return Request("POST", "/v1/runs", json=body, headers={"Idempotency-Key": idempotency_key or str(uuid.uuid4())})
+
+
+def privacy_body(privacy: Any) -> dict[str, Any]:
+    """The run body's `privacy` from an `rs.DP` (its fields) or a mapping (as given: the service checks it)."""
+    if isinstance(privacy, Mapping):
+        return dict(privacy)
+    body = {"epsilon": privacy.epsilon, "delta": privacy.delta, "clip": privacy.clip}
+    rule = getattr(privacy, "clip_rule", "gradient")
+    return body if rule == "gradient" else body | {"clip_rule": rule}
 
 
 def run(run_id: str) -> Request:

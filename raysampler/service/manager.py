@@ -77,6 +77,7 @@ _STOP_REASONS = {
     StopReason.CONVERGED: RunStopReason.CONVERGED,
     StopReason.MAX_ROUNDS: RunStopReason.MAX_ROUNDS,
     StopReason.TIME_BUDGET: RunStopReason.TIME_BUDGET,
+    StopReason.PRIVACY_BUDGET: RunStopReason.PRIVACY_BUDGET,
     StopReason.FAILURE: RunStopReason.FAILED,
     StopReason.STOPPED: RunStopReason.CANCELLED,
 }
@@ -825,6 +826,7 @@ def _workers(stats: RunStats, rows: Sequence[int] = ()) -> list[WorkerStats]:
         return None if v is None else int(v)
 
     link_of = {i: link for link in stats.links for i in link.shards}
+    dp = stats.privacy
     out = []
     for i in range(len(np.asarray(stats.N).ravel())):
         p = stats.placement[i] if i < len(stats.placement) else None
@@ -845,6 +847,8 @@ def _workers(stats: RunStats, rows: Sequence[int] = ()) -> list[WorkerStats]:
                 rtt_s=link.rtt_s if link else None,
                 rtt_median_s=link.rtt_median_s if link else None,
                 ledger=site_ledger(stats.ledger.shards[i]) if stats.ledger is not None else None,
+                epsilon_spent=val(dp.epsilon_spent, i) if dp is not None else None,
+                clip_rate=val(dp.clip_rate, i) if dp is not None else None,
             )
         )
     return out

@@ -575,6 +575,21 @@ class AlgorithmSpec(BaseModel):
         return _one_of(value, ALGORITHM_NAMES, "algorithm")
 
 
+class PrivacySpec(BaseModel):
+    """The differential-privacy mode (`rs.DP`): DG-LMC with clipped Langevin steps and a budget (ε, δ) per site over
+    the whole run; the run stops (stop reason privacy_budget) before any release would exceed it (docs/privacy.md)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    epsilon: float = Field(default=1.0, gt=0, le=1e6, allow_inf_nan=False, description="ε per site, whole run")
+    delta: float = Field(default=1e-5, gt=0, lt=1, description="δ per site")
+    clip: float = Field(default=1.0, gt=0, le=1e12, allow_inf_nan=False, description="per-example gradient clip norm C")
+    clip_rule: Literal["gradient", "features"] = Field(
+        default="gradient",
+        description="gradient: clip each row's gradient at C; features (logistic regression): scale it by "
+        "min(1, C/|x_r|), a weighted likelihood",
+    )
+
+
 class RunSpec(BaseModel):
     """Body of POST /v1/runs: what to sample and how (the same arguments as rs.sample)."""
 
@@ -648,6 +663,9 @@ class RunSpec(BaseModel):
         default=False,
         description="the sites send their terms of the coordinator's sums masked (pairwise masks that cancel in "
         "the sum), so the coordinator reads only sums over sites (algorithm dglmc; docs/privacy.md)",
+    )
+    privacy: PrivacySpec | None = Field(
+        default=None, description="the differential-privacy mode: {epsilon, delta, clip} (algorithm dglmc only)"
     )
     run_id: str | None = Field(
         default=None, pattern=ID_PATTERN, description="client-chosen id (makes submit idempotent)"
@@ -798,6 +816,12 @@ class WorkerStats(BaseModel):
     ledger: SiteLedgerInfo | None = Field(
         None, description="the release ledger: every message its site sent so far, by kind (GET /v1/runs/{id}/ledger)"
     )
+    epsilon_spent: float | None = Field(
+        None, description="the DP mode (spec.privacy): ε(δ) its site has spent so far, over every release"
+    )
+    clip_rate: float | None = Field(
+        None, description="the DP mode: the fraction of its per-example gradients clipped at privacy.clip"
+    )
 
 
 class FailureInfo(BaseModel):
@@ -868,7 +892,8 @@ class RunInfo(BaseModel):
     checkpoint_round: int | None = Field(None, description="round of the last checkpoint (stored with its draws)")
     stop_reason: RunStopReason | None = Field(
         None,
-        description="why a finished run stopped: converged, num_rounds, time_budget, cancelled, max_rounds or failed",
+        description="why a finished run stopped: converged, num_rounds, time_budget, cancelled, max_rounds, failed or "
+        "privacy_budget (the DP mode's budget)",
     )
     replica: str | None = Field(
         None,

@@ -15,6 +15,7 @@ from ..errors import ArgumentError, PathPart
 from ..grants import ACCESS_RULE, AccessRefused, DataGrants, check_lexical
 from ..models.contract import DataSpec, Model
 from ..options import RunOptions
+from ..privacy.dp import DP, with_privacy
 from ..runtime.coordinator import validate_run
 from ..runtime.sites import probe_shards
 from ..shards import DataTable, Shard, ShardSet, shard
@@ -108,6 +109,8 @@ REST_LOC: dict[tuple[PathPart, ...], Loc] = {
     ("strategy",): ("shard_strategy",),
     ("by",): ("shard_by",),
     ("num_shards",): ("num_shards",),
+    ("privacy",): ("privacy",),
+    **{("privacy", f): ("privacy", f) for f in ("epsilon", "delta", "clip")},
     **{(f.name,): (f.name,) for f in dataclasses.fields(RunOptions)},
 }
 
@@ -194,10 +197,13 @@ def build(
     except (ValueError, TypeError) as exc:
         raise SpecError(rest_loc(spec, exc, ("model",)), str(exc)) from None
     try:
-        algorithm = get_algorithm(spec.algorithm.name, **spec.algorithm.params)
+        privacy = None if spec.privacy is None else DP(**spec.privacy.model_dump())
+        params = with_privacy(spec.algorithm.name, privacy, spec.algorithm.params)
+        algorithm = get_algorithm(spec.algorithm.name, **params)
     except (ValueError, TypeError) as exc:
         where = ("algorithm", "name") if spec.algorithm.name not in ALGORITHMS else ("algorithm", "params")
-        raise SpecError(where, str(exc)) from None
+        path = exc.path if isinstance(exc, ArgumentError) else ()
+        raise SpecError(tuple(path) if path[:1] == ("privacy",) else where, str(exc)) from None
     check_secure_sums(spec, algorithm)
     if spec.data.shards is not None:
         return build_site_shards(spec, model, algorithm, executor, tenant, grants or DataGrants())

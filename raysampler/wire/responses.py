@@ -86,7 +86,7 @@ class RunLedger(TypedDict):
 
 class WorkerStats(TypedDict):
     """One shard's worker: where it runs, its measured seconds per local step τ_i, its local step count N_i, its
-    idle fraction and round-trip times."""
+    idle fraction and round-trip times; in the DP mode its site's ε spent and clip rate."""
 
     shard: int
     site: str | None
@@ -102,6 +102,8 @@ class WorkerStats(TypedDict):
     rtt_s: float | None
     rtt_median_s: float | None
     ledger: SiteLedgerInfo | None
+    epsilon_spent: float | None
+    clip_rate: float | None
 
 
 class FailureInfo(TypedDict):
@@ -170,7 +172,9 @@ class RunInfo(TypedDict):
     diagnostics: DiagnosticsInfo | None
     restarts: int
     checkpoint_round: int | None
-    stop_reason: Literal["converged", "num_rounds", "time_budget", "cancelled", "max_rounds", "failed"] | None
+    stop_reason: (
+        Literal["converged", "num_rounds", "time_budget", "cancelled", "max_rounds", "failed", "privacy_budget"] | None
+    )
     replica: str | None
     chains: int
     network: NetworkInfo | None

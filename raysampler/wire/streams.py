@@ -53,6 +53,7 @@ class RunStopReason(StrEnum):
     CANCELLED = "cancelled"
     MAX_ROUNDS = "max_rounds"
     FAILED = "failed"
+    PRIVACY_BUDGET = "privacy_budget"
 
 
 # --- non-finite numbers --------------------------------------------------------------------------------------------

@@ -20,12 +20,13 @@ import numpy as np
 
 from ...errors import ArgumentError
 from ...models.contract import Model, ShardStack
+from ...privacy.dp import DP, as_dp
 from ...privacy.fixed_point import encode
 from ...streams import ChainNoise, StackedNoise
 from ...tuning.laplace import PRECONDITIONERS
 from ..base import Algorithm, Plan, RoundInfo, ShardPool
 from ..checks import check_choice, check_init, check_per_shard, check_unit
-from . import coordinator, tuning
+from . import coordinator, private, tuning
 from .kernels import KERNELS, LOCAL_KERNELS, BatchKernel, LocalKernel, OneShard, ShardKernel
 from .recentre import shard_accepts
 from .report import reply, report_steps, start_report
@@ -74,6 +75,9 @@ class DGLMC(Algorithm):
         (`privacy.fixed_point`) instead of z_i, and the coordinator adds the terms exactly mod 2⁶⁴: what a
         secure-sums run (`secure_sums=True`, which sets it) sends before its sites' masks, so this plain run's
         draws are bit-identical to the secure run's with the same seed.
+      privacy: the DP mode (`rs.DP(epsilon, delta, clip)`, `sample(privacy=...)`): the local kernel "lmc" with every
+        row's gradient clipped at C, a private set-up reading only public quantities (`private.py`), and Rényi-DP
+        accounting per site that stops the run before any release would exceed the budget (docs/privacy.md).
     """
 
     preconditioner: str | None = "auto"
@@ -89,6 +93,7 @@ class DGLMC(Algorithm):
     overrelax: Any = "auto"
     recentre: Any = "auto"
     fixed_point: bool = False
+    privacy: DP | None = None
     name: str = field(default="dglmc", init=False)
     supports_local_params = True  # group effects: worker state (z_i, η_i), coupling on z_i only (`tuning.py`)
 
@@ -115,6 +120,9 @@ class DGLMC(Algorithm):
                 ("algorithm", "recentre"), f"recentre must be true, false or 'auto', got {self.recentre!r}"
             )
         self.check_recentre(self.local_kernel or ("lmc" if self.preconditioner is None else None))
+        object.__setattr__(self, "privacy", as_dp(self.privacy))
+        if self.privacy is not None:
+            private.check_private(self)
 
     def check_recentre(self, kernel: LocalKernel | str | None) -> None:
         """recentre=True asks for the 'laplace_mh' kernel's re-centred proposal: refuse it with another kernel (None:
@@ -146,6 +154,8 @@ class DGLMC(Algorithm):
         return dataclasses.replace(self, fixed_point=True)
 
     def prepare(self, model: Model, pool: ShardPool, *, chains: int, seed: int, noise: ChainNoise) -> Plan:
+        if self.privacy is not None:
+            return private.prepare(self, model, pool, chains=chains, seed=seed, noise=noise)
         return tuning.prepare(self, model, pool, chains=chains, seed=seed, noise=noise)
 
     # --- worker ---------------------------------------------------------------------------------
@@ -168,12 +178,15 @@ class DGLMC(Algorithm):
             batch = cast(BatchKernel, kernel)
             chains, z, accept = batch.step(state.chains, rnd, model, ShardStack.of(X[None], y[None]), OneShard(noise))
             z, accept = z[0], (accept[0] if accept is not None else None)
+            clipped = getattr(chains, "clipped", None)
         else:
             chains, report = cast(ShardKernel, kernel).step(state.chains, report, rnd, model, X, y, noise)
-            z, accept = chains.z, (chains.accept if kernel.exact else None)
+            z, accept, clipped = chains.z, (chains.accept if kernel.exact else None), None
         if report is not None and not kernel.moves_report:
             report = report_steps(report, rnd, model, X, y, noise)
         out = reply(z, accept, report, message.phi, model, X, y)
+        if clipped is not None:
+            out = out._replace(clipped=clipped)
         if state.fixed is not None:
             out = fixed_reply(out, state.fixed, 1)
         return WorkerState(kernel.name, chains, report, state.fixed), out
@@ -193,7 +206,7 @@ class DGLMC(Algorithm):
         recentre = bool(message.recentre[j]) if message.recentre is not None else False
         rnd = LocalRound(message.phi, int(message.n_steps[j]), message.warmup, recentre, message.chains)
         chains, z, accept = kernel.step(stacked.chains, rnd, model, data, noise)
-        out = Reply(z, accept)
+        out = Reply(z, accept, clipped=getattr(chains, "clipped", None))
         if stacked.fixed is not None:
             out = fixed_reply(out, stacked.fixed, len(shards))
         return stacked._replace(chains=chains), out
@@ -227,6 +240,14 @@ class DGLMC(Algorithm):
         if isinstance(replies, Reply) or replies[0].local is None or replies[0].given is None:
             return None
         return replies[0].given, np.concatenate([r.local for r in replies if r.local is not None], axis=1)
+
+    def clipped_counts(self, replies: Reply | list[Reply]) -> np.ndarray | None:
+        """The DP mode: each shard's clipped per-example gradients of the round (b,), from its reply."""
+        if isinstance(replies, Reply):
+            return replies.clipped
+        if not replies or replies[0].clipped is None:
+            return None
+        return np.concatenate([np.atleast_1d(r.clipped) for r in replies if r.clipped is not None])
 
     def reply_stats(self, replies: Reply | list[Reply]) -> dict[str, np.ndarray]:
         accept = shard_accepts(replies)

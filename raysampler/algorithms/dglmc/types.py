@@ -38,6 +38,9 @@ class WorkerPayload:
     #: `parties` shards (the range each term must stay in)
     fixed_point: bool = False
     parties: int = 1
+    #: the DP mode (kernel "lmc"): clip every row's gradient to norm C (`privacy.clipping`); None: no clipping
+    clip: float | None = None
+    clip_rule: str = "gradient"  # how ("gradient" or "features": `privacy.dp.DP.clip_rule`)
 
 
 class FixedSum(NamedTuple):
@@ -118,6 +121,8 @@ class Reply(NamedTuple):
     given: np.ndarray | None = None  # (K, d): the θ (coordinates φ) that `local` was drawn given
     summed: np.ndarray | None = None  # (K, d) uint64: z_i/ρ_i in fixed point (masked in a secure-sums run)
     status: np.ndarray | None = None  # (1,): 0.0, or NaN where the site found its term non-finite or out of range
+    #: the DP mode: per-example gradients clipped during the round, summed over its steps and chains (B,)
+    clipped: np.ndarray | None = None
 
 
 class LocalRound(NamedTuple):
