@@ -57,6 +57,12 @@ class RunOptions:
     `secure_sums`: the sites send their terms of the coordinator's sums masked (pairwise masks that cancel in the
     sum, fixed point mod 2⁶⁴: `privacy.secure_sum`), so the coordinator reads only the sums over sites; needs the
     "privacy" extra and an algorithm that needs only sums (DG-LMC): docs/privacy.md.
+    `keyed_noise`: the workers' random streams come from the seed *and their site's secret* (`privacy.sealing`), and
+    their captured states (stream positions included) are sealed under it, so nobody who knows the seed alone — the
+    coordinator, whoever reads the draws — can recompute a site's proposals or noise. None (default): on exactly
+    where it protects something, with `secure_sums` or the DP mode; True in a plain run gives the draws such a run
+    gives with the same site secrets (a reproduction, or a plain run to compare with); False with `secure_sums` or
+    the DP mode is refused.
     """
 
     chains: int | Literal["auto"] = AUTO
@@ -70,6 +76,7 @@ class RunOptions:
     max_rounds: int | None = None
     pipeline: bool = False
     secure_sums: bool = False
+    keyed_noise: bool | None = None
     chains_auto: bool = field(default=False, init=False)
     warmup_auto: bool = field(default=False, init=False)
 
@@ -82,6 +89,14 @@ class RunOptions:
             raise ArgumentError(("pipeline",), f"pipeline must be True or False, got {self.pipeline!r}")
         if not isinstance(self.secure_sums, bool):
             raise ArgumentError(("secure_sums",), f"secure_sums must be True or False, got {self.secure_sums!r}")
+        if self.keyed_noise is not None and not isinstance(self.keyed_noise, bool):
+            raise ArgumentError(("keyed_noise",), f"keyed_noise must be True, False or None, got {self.keyed_noise!r}")
+        if self.keyed_noise is False and self.secure_sums:
+            raise ArgumentError(
+                ("keyed_noise",),
+                "keyed_noise=False with secure_sums=True: the coordinator, which knows the seed, could recompute each "
+                "site's proposals and so its z_i; secure sums need the site-keyed streams",
+            )
         if self.num_rounds != AUTO:
             object.__setattr__(self, "num_rounds", positive_int(self.num_rounds, "num_rounds"))
         burn = default_burn_in(self.num_rounds) if self.burn_in is None else self.burn_in

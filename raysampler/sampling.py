@@ -23,7 +23,7 @@ from .algorithms.base import check_model_support
 from .checkpoints import Manifest, RunDirectory, as_run_directory
 from .diagnostics import FINAL_DRAWS, Diagnostics, RunWarning, WarningKind, check_draws, diagnose, superchains_for
 from .enums import Balance, Executor, StopReason, TransportKind
-from .errors import Failure, FailureKind, RunCancelled, SamplingError, WorkerFailed, failure_of
+from .errors import ArgumentError, Failure, FailureKind, RunCancelled, SamplingError, WorkerFailed, failure_of
 from .events import EventKind, RunEvent
 from .models.contract import as_model
 from .options import DEFAULT_MAX_RHAT, DEFAULT_TARGET_ESS, ExecutionOptions, RunOptions
@@ -113,6 +113,7 @@ class Run:
             engine=self.engine,
             pipeline=opts.pipeline,
             secure_sums=opts.secure_sums,
+            keyed_noise=keyed_streams(opts, algorithm),
             warmup_auto=opts.warmup_auto,
             chains_auto=opts.chains_auto,
         )
@@ -425,6 +426,22 @@ class Run:
         self.close()
 
 
+def keyed_streams(options: RunOptions, algorithm: Algorithm) -> bool:
+    """Whether the run's worker streams are keyed by their sites' secrets (`RunOptions.keyed_noise`): as asked, or
+    by default where it protects something, secure sums or an algorithm whose releases are accounted (the DP mode);
+    refused off where either is on."""
+    private = algorithm.private_noise
+    if options.keyed_noise is False and private:
+        raise ArgumentError(
+            ("keyed_noise",),
+            "keyed_noise=False in the DP mode: whoever knows the seed could subtract the Langevin noise from the "
+            "released draws, and the privacy guarantee would not hold",
+        )
+    if options.keyed_noise is not None:
+        return options.keyed_noise
+    return options.secure_sums or private
+
+
 def sample(
     model: Any,
     shards: Any,
@@ -449,6 +466,7 @@ def sample(
     checkpoint_dir: str | os.PathLike | None = None,
     callback: Callable[[Chunk], None] | None = None,
     privacy: Any = None,
+    keyed_noise: bool | None = None,
     _slowdown: dict[int, float] | None = None,
     **params: Any,
 ) -> Result:
@@ -501,6 +519,7 @@ def sample(
         max_rounds=max_rounds,
         pipeline=pipeline,
         secure_sums=secure_sums,
+        keyed_noise=keyed_noise,
     )
     execution = ExecutionOptions(
         executor=executor,  # type: ignore[arg-type]  # parsed by ExecutionOptions (a clear error names it)

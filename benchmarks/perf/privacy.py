@@ -32,7 +32,13 @@ import numpy as np
 
 import raysampler as rs
 
-VARIANTS = {"plain": {}, "fixed_point": {"fixed_point": True}, "secure": {"secure_sums": True}}
+# the plain variants draw from the site-keyed streams a secure run draws from (`RunOptions.keyed_noise`), so that
+# the three runs' draws can be compared number for number
+VARIANTS = {
+    "plain": {"keyed_noise": True},
+    "fixed_point": {"fixed_point": True, "keyed_noise": True},
+    "secure": {"secure_sums": True},
+}
 #: the quantities a site sends every round (the rest is the set-up's, and the checkpoints')
 ROUND_QUANTITIES = ("z", "z/rho", "status", "local_accept", "step_time")
 

@@ -170,6 +170,12 @@ class Algorithm(ABC):
     release_names: ClassVar[Mapping[str, str]] = MappingProxyType({})
     masked_fields: ClassVar[tuple[str, ...]] = ()
 
+    @property
+    def private_noise(self) -> bool:
+        """Whether the algorithm's releases are accounted as differentially private (the DP mode), so that its
+        workers' noise must be unknown to whoever knows the seed (`RunOptions.keyed_noise`). Default: False."""
+        return False
+
     #: parameters that may be given per shard (a scalar or one value per shard)
     per_shard_params: tuple[str, ...] = ("rho", "gamma", "n_local")
 

@@ -1,6 +1,11 @@
-"""Sealed worker states: in a secure-sums run a shard's captured state (its z_i, kernel state, step sizes) reaches
-the coordinator and the checkpoint only encrypted under a key its site keeps, so a checkpoint reveals no site's
-z_i, yet the run still resumes from it (the site, restarted or not, opens its own states again).
+"""Sealed worker states and keyed random streams: in a run with keyed streams (`RunOptions.keyed_noise`: secure sums,
+the DP mode) a shard's random streams start from a seed derived from the run's seed *and its site's secret*
+(`SiteSeals.noise_seed`), and its captured state (its z_i, kernel state, step sizes and the streams' position)
+reaches the coordinator and the checkpoint only encrypted under a key its site keeps. So neither a checkpoint nor the
+seed reveals a site's z_i or its noise, yet the run still resumes from its checkpoint (the site, restarted or not,
+opens its own states again). Without the keyed streams the coordinator, which knows the seed, could replay a site's
+proposals (the default local kernel's depend only on θ, the site's quadratic sent at set-up, and the stream) and read
+its z_i off the acceptances; and whoever reads a DP run's draws could subtract its Langevin noise.
 
 The site's key: HKDF-SHA256 of a site secret, per shard. The secret is `RAYSAMPLER_SITE_SECRET` where the site's
 nodes set it (the operator's choice: the same value on every node of the site), else 32 random bytes kept in a file
@@ -12,9 +17,12 @@ shard id as associated data (a state cannot be opened as another shard's).
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import pickle
 import struct
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -28,6 +36,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 SECRET_ENV = "RAYSAMPLER_SITE_SECRET"
 KEYS_ENV = "RAYSAMPLER_SITE_KEYS"
 _INFO = b"raysampler sealed worker state v1"
+_NOISE = b"raysampler keyed noise v1"
 
 
 class SealedState(NamedTuple):
@@ -83,6 +92,34 @@ def unseal(key: bytes, sealed: SealedState) -> Any:
             f"checkpoint, or the site's secret changed: set {SECRET_ENV} to the value it had)"
         ) from None
     return pickle.loads(raw)
+
+
+class SiteSeals:
+    """A worker process's shards' seals (`shard_ids`, their `sites`): the key each shard's captured states are sealed
+    under, and the seed its keyed random streams start from."""
+
+    def __init__(self, shard_ids: Sequence[int], sites: Sequence[str | None]) -> None:
+        self.shard_ids = [int(i) for i in shard_ids]
+        self._keys = [shard_key(site_secret(s), i) for i, s in zip(self.shard_ids, sites)]
+
+    def noise_seed(self, position: int, seed: int) -> int:
+        """The seed of shard `position`'s (in this process's order) random streams: HMAC-SHA256 under its key of the
+        run's seed, 256 bits (a `SeedSequence` takes it whole). The same seed and site secret give the same streams,
+        so the run is reproducible where the secret is known, and only there."""
+        mac = hmac.new(self._keys[position], _NOISE + struct.pack("<Q", int(seed) % 2**64), hashlib.sha256)
+        return int.from_bytes(mac.digest(), "big")
+
+    def seal(self, position: int, state: Any) -> SealedState:
+        """Shard `position`'s captured state, sealed under its site's key."""
+        return seal(self._keys[position], self.shard_ids[position], state)
+
+    def unseal(self, position: int, sealed: Any) -> Any:
+        """The state inside a sealed one (ValueError if it is not sealed or not this shard's)."""
+        if not isinstance(sealed, SealedState) or sealed.shard != self.shard_ids[position]:
+            raise ValueError(
+                f"shards[{self.shard_ids[position]}]: a run with keyed streams resumes only from its own sealed states"
+            )
+        return unseal(self._keys[position], sealed)
 
 
 def _aad(shard: int) -> bytes:

@@ -1,5 +1,6 @@
 """A worker process's side of secure sums (`runtime.host.ShardHost` holds one in a secure-sums run): its shards'
-key pairs, their mask streams (`secure_sum.MaskStream`, read on at every step) and the seal on their captured states.
+key pairs and their mask streams (`secure_sum.MaskStream`, read on at every step); their captured states are sealed
+by the host (`sealing.SiteSeals`).
 
 Everything secret stays here: the coordinator sees the public keys (which it relays), the masked replies and the
 sealed states. Key agreement runs at each `describe` (a run's start, and each resume: the run resumes with new keys,
@@ -14,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from . import sealing, secure_sum
+from . import secure_sum
 
 
 class SecureSite:
@@ -27,7 +28,6 @@ class SecureSite:
         self._pairs: list[secure_sum.KeyPair] = []
         self._masks: list[secure_sum.MaskStream] | None = None
         self.steps = 0  # steps masked since the last key agreement
-        self._seal = [sealing.shard_key(sealing.site_secret(s), i) for i, s in zip(self.shard_ids, self.sites)]
 
     def new_keys(self) -> list[bytes]:
         """Fresh key pairs for this process's shards (the agreement's first half): their public keys, in order."""
@@ -56,15 +56,3 @@ class SecureSite:
         for j, m in enumerate(self._masks):
             out[j] = m.masked(summed[j])
         return replies._replace(summed=out)
-
-    def seal(self, position: int, state: Any) -> sealing.SealedState:
-        """Shard `position`'s (in this process's order) captured worker state, sealed under its site's key."""
-        return sealing.seal(self._seal[position], self.shard_ids[position], state)
-
-    def unseal(self, position: int, sealed: Any) -> Any:
-        """The worker state inside a sealed one (ValueError if it is not sealed or not this shard's)."""
-        if not isinstance(sealed, sealing.SealedState) or sealed.shard != self.shard_ids[position]:
-            raise ValueError(
-                f"shards[{self.shard_ids[position]}]: a secure-sums run resumes only from its own sealed states"
-            )
-        return sealing.unseal(self._seal[position], sealed)

@@ -55,6 +55,8 @@ class RunConfig:
     chains_auto: bool = False
     #: the sites' terms reach the coordinator only as masked secure sums (`privacy.secure_sum`; DG-LMC)
     secure_sums: bool = False
+    #: the workers' random streams are keyed by their site's secret and their captured states sealed (`ShardHost`)
+    keyed_noise: bool = False
     # The engine settings the driver read from the environment once (site wait, coordinator shards, spin, start-up
     # timeout); the coordinator and its workers use these, never the environment of their own processes.
     engine: EngineSettings = field(default_factory=_engine_from_env)
@@ -139,7 +141,7 @@ class ShardState:
 
     shard: int
     algorithm: Any
-    noise: NoiseState
+    noise: NoiseState | None  # None where it is sealed with the algorithm's state (keyed streams: `ShardHost`)
 
 
 @dataclass(frozen=True)

@@ -777,7 +777,7 @@ class Coordinator:
         """The whole run state now (between rounds)."""
         with self.pool.trips.during(Phase.CAPTURE):
             shards = tuple(self.pool.capture())
-        mode = "sealed" if self.config.secure_sums else "plain"
+        mode = "sealed" if self.config.keyed_noise else "plain"
         for s in shards:
             self.ledger.record(s.shard, "checkpoint:worker_state", (), size_of(s), mode)
         return RunState(

@@ -65,9 +65,12 @@ class CoordinatorHost:
                 transport=transport,
                 engine=config.engine,
                 secure=config.secure_sums,
+                keyed=config.keyed_noise,
             )
         else:
-            self.pool = LocalPool(sources, model, algorithm, config.seed, config.chains, config.secure_sums)
+            self.pool = LocalPool(
+                sources, model, algorithm, config.seed, config.chains, config.secure_sums, config.keyed_noise
+            )
         self.model, self.algorithm, self.config = model, algorithm, config
 
     def setup(self, slowdown: dict[int, float] | None = None) -> SetupInfo:

@@ -24,11 +24,12 @@ from ..errors import Failure, FailureKind, WorkerFailed
 from ..grants import AccessRefused
 from ..models.contract import Model
 from ..shards import DataTable, Shard
-from ..streams import ChainNoise
+from ..streams import ChainNoise, NoiseState
 from .batches import ShardBatches, join_blocks
 from .contracts import ShardFacts, ShardState
 
 if TYPE_CHECKING:  # the privacy extra: imported where a run asks for secure sums
+    from ..privacy.sealing import SiteSeals
     from ..privacy.site import SecureSite
 
 
@@ -86,6 +87,7 @@ class ShardHost:
         seed: int,
         chains: int,
         secure: bool = False,
+        keyed: bool = False,
     ) -> None:
         self.sources = list(sources)
         self.shard_ids = [s.shard for s in self.sources]
@@ -108,6 +110,12 @@ class ShardHost:
             from ..privacy.site import SecureSite  # the privacy extra: only where a run asks for secure sums
 
             self.secure = SecureSite(self.shard_ids, [s.site for s in self.sources])
+        #: keyed streams (`RunOptions.keyed_noise`): the shards' stream seeds and the seal on their captured states
+        self.seals: SiteSeals | None = None
+        if keyed or secure:
+            from ..privacy.sealing import SiteSeals  # the privacy extra: only where a run asks for keyed streams
+
+            self.seals = SiteSeals(self.shard_ids, [s.site for s in self.sources])
 
     def _failure(self, j: int, kind: FailureKind, exc: BaseException) -> WorkerFailed:
         """The shard's failure for `exc`; an error raised in a user's model code names the model's method and
@@ -245,10 +253,14 @@ class ShardHost:
         return d + int(self.model.local_dim(X, y)) if has_local is not None and has_local() else d
 
     def _new_noises(self) -> list[ChainNoise]:
-        """Shard i's streams, sized to its worker state (d + l_i with local parameters; the coordinator's stays d)."""
+        """Shard i's streams, sized to its worker state (d + l_i with local parameters; the coordinator's stays d),
+        from the run's seed, or with keyed streams from the seed and the site's secret (`SiteSeals.noise_seed`)."""
+        seeds = [
+            self.seed if self.seals is None else self.seals.noise_seed(j, self.seed) for j in range(len(self.data))
+        ]
         return [
-            ChainNoise(self.seed, self.chains, role=i + 1, dim=self._width(X, y))
-            for i, (X, y) in zip(self.shard_ids, self.data)
+            ChainNoise(seed, self.chains, role=i + 1, dim=self._width(X, y))
+            for seed, i, (X, y) in zip(seeds, self.shard_ids, self.data)
         ]
 
     def init_states(
@@ -298,14 +310,18 @@ class ShardHost:
         self.secure.agree(peers)
 
     def capture(self) -> list[ShardState]:
-        """Each shard's algorithm state and random-stream position; in a secure-sums run the algorithm state sealed
-        under the site's key (`privacy.sealing`: the coordinator and the checkpoint never hold z_i in the clear)."""
+        """Each shard's algorithm state and random-stream position; with keyed streams both sealed together under the
+        site's key (`privacy.sealing`: the coordinator and the checkpoint never hold z_i, nor where a stream stands,
+        in the clear)."""
         if self._batches is not None:
             self._batches.sync()
-        states = list(self.states)
-        if self.secure is not None:
-            states = [self.secure.seal(j, s) for j, s in enumerate(states)]
-        return [ShardState(i, s, n.capture()) for i, s, n in zip(self.shard_ids, states, self.noises)]
+        if self.seals is not None:
+            seals = self.seals
+            return [
+                ShardState(i, seals.seal(j, (s, n.capture())), None)
+                for j, (i, s, n) in enumerate(zip(self.shard_ids, self.states, self.noises))
+            ]
+        return [ShardState(i, s, n.capture()) for i, s, n in zip(self.shard_ids, self.states, self.noises)]
 
     def restore(self, states: Sequence[ShardState], peers: Sequence[bytes] | None = None) -> None:
         """Continue from captured shard states (the model must be bound); a secure-sums run opens its sealed states
@@ -314,14 +330,22 @@ class ShardHost:
         missing = [i for i in self.shard_ids if i not in by_shard]
         if missing:
             raise ValueError(f"no captured state for shards {missing}")
-        self.chains = len(by_shard[self.shard_ids[0]].noise.normal) if self.shard_ids else self.chains  # as captured
+        opened: list[tuple[Any, NoiseState]] = []
+        for j, i in enumerate(self.shard_ids):
+            st = by_shard[i]
+            if self.seals is not None:
+                opened.append(self.seals.unseal(j, st.algorithm))
+            elif st.noise is None:
+                raise ValueError(f"shards[{i}]: its state is sealed (a run with keyed streams): resume it as one")
+            else:
+                opened.append((st.algorithm, st.noise))
+        self.chains = len(opened[0][1].normal) if opened else self.chains  # as captured
         self.noises = self._new_noises()
         self.states = []
         self._batches = None
-        for j, (i, noise) in enumerate(zip(self.shard_ids, self.noises)):
-            noise.restore(by_shard[i].noise)
-            state = by_shard[i].algorithm
-            self.states.append(self.secure.unseal(j, state) if self.secure is not None else state)
+        for (state, captured), noise in zip(opened, self.noises):
+            noise.restore(captured)
+            self.states.append(state)
         self._agree(peers)
 
     def calibrate(self, repeats: int = 5) -> list[float]:

@@ -70,9 +70,10 @@ class WorkerHost(ShardHost):
         seed: int,
         chains: int,
         secure: bool = False,
+        keyed: bool = False,
     ) -> None:
         tune_worker_process()
-        super().__init__(sources, model, algorithm, seed, chains, secure)
+        super().__init__(sources, model, algorithm, seed, chains, secure, keyed)
 
 
 class LocalPool:
@@ -88,9 +89,10 @@ class LocalPool:
         seed: int,
         chains: int,
         secure: bool = False,
+        keyed: bool = False,
     ) -> None:
         self.num_shards = len(sources)
-        self.host = ShardHost(sources, model, algorithm, seed, chains, secure)
+        self.host = ShardHost(sources, model, algorithm, seed, chains, secure, keyed)
         self.groups = [list(range(self.num_shards))]
         self._pending: deque[StepResult] = deque()
         self.trips = TripLog()  # the calls a pool of processes would make, so in-process runs report them too
@@ -371,6 +373,7 @@ class RayPool:
         *,
         engine: EngineSettings,
         secure: bool = False,
+        keyed: bool = False,
     ) -> None:
         import ray
 
@@ -404,7 +407,7 @@ class RayPool:
         if unsited_groups and engine.coordinator_shards and not secure:  # secure sums: no site in the coordinator
             self._home_k = unsited_groups[0]
             self.home = ShardHost(
-                [sources[i] for i in self.groups[self._home_k]], model, algorithm, seed, chains, secure
+                [sources[i] for i in self.groups[self._home_k]], model, algorithm, seed, chains, secure, keyed
             )
         self.remote_groups = [g for k, g in enumerate(self.groups) if k != self._home_k]
         # A worker process that dies is restarted by Ray on a node of its site (it reloads its shards); the run rolls
@@ -415,7 +418,7 @@ class RayPool:
             site = sites[g[0]]
             opts = {"label_selector": {SITE_LABEL: site}} if site is not None else {}
             self.actors.append(
-                actor_cls.options(**opts).remote([sources[i] for i in g], model, algorithm, seed, chains, secure)
+                actor_cls.options(**opts).remote([sources[i] for i in g], model, algorithm, seed, chains, secure, keyed)
             )
         self.placement: list[Placement] = []
         self._transport: SocketTransport | ActorTransport = ActorTransport(

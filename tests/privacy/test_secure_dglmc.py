@@ -63,8 +63,9 @@ def _sample(data, **kw):
 )
 def test_secure_draws_equal_the_fixed_point_plain_run_bit_for_bit_and_the_float_run_to_the_rounding(data, kw):
     secure = _sample(data, secure_sums=True, **kw)
-    fixed = _sample(data, fixed_point=True, **kw)
-    plain = _sample(data, **kw)
+    # the plain runs with the same site-keyed streams (a secure run's default: `RunOptions.keyed_noise`)
+    fixed = _sample(data, fixed_point=True, keyed_noise=True, **kw)
+    plain = _sample(data, keyed_noise=True, **kw)
     np.testing.assert_array_equal(secure.draws, fixed.draws)
     assert not np.array_equal(secure.draws, plain.draws)  # rounded to 2⁻³², not the float sum
     np.testing.assert_allclose(secure.draws, plain.draws, rtol=0, atol=1e-7)
@@ -83,7 +84,7 @@ def test_with_group_effects_the_global_part_goes_masked_and_the_draws_are_the_fi
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         secure = rs.sample(model, shards, secure_sums=True, **kw)
-        fixed = rs.sample(model, shards, fixed_point=True, **kw)
+        fixed = rs.sample(model, shards, fixed_point=True, keyed_noise=True, **kw)
     np.testing.assert_array_equal(secure.draws, fixed.draws)
     modes = {r.quantity: r.mode for r in secure.run_stats.ledger.shards[0].releases}
     assert modes["z/rho"] == "masked" and modes["local_params"] == "plain" and "z" not in modes
@@ -245,3 +246,31 @@ def test_the_ledger_counts_the_messages_the_sites_actually_sent(data, monkeypatc
         assert any(r.quantity.startswith("setup:") for r in site.releases)
         by_mode = site.bytes_by_mode()
         assert by_mode["masked"] == rounds["z/rho"].bytes and site.total_bytes == sum(by_mode.values())
+
+
+def test_keyed_streams_depend_on_the_site_secret_not_on_the_seed_alone_and_are_sealed(data, monkeypatch):
+    """A secure run's worker streams come from the seed and the site's secret (`RunOptions.keyed_noise`): the seed
+    alone does not give them (the coordinator cannot replay a site's proposals), the same secret gives the same
+    draws, another secret other draws; a captured state holds no stream position in the clear; turning the keyed
+    streams off under secure sums or the DP mode is refused naming keyed_noise."""
+    kw = {"chains": 2, "num_rounds": 20, "burn_in": 5}
+    monkeypatch.setenv("RAYSAMPLER_SITE_SECRET", "site secret one")
+    keyed = _sample(data, keyed_noise=True, **kw)
+    again = _sample(data, keyed_noise=True, **kw)
+    plain = _sample(data, **kw)
+    np.testing.assert_array_equal(keyed.draws, again.draws)
+    assert np.abs(keyed.draws - plain.draws).max() > 1e-3  # other numbers: the seed's streams are not the site's
+    monkeypatch.setenv("RAYSAMPLER_SITE_SECRET", "site secret two")
+    assert np.abs(_sample(data, keyed_noise=True, **kw).draws - keyed.draws).max() > 1e-3
+    opts = RunOptions(chains=2, num_rounds=10, burn_in=5, seed=7, keyed_noise=True)
+    with Run(rs.models.LogisticRegression(), data, DGLMC(), opts, LOCAL) as run:
+        for _ in run.chunks():
+            pass
+        state = run.capture()
+    assert all(s.noise is None and isinstance(s.algorithm, SealedState) for s in state.shards)
+    with pytest.raises(ArgumentError) as err:
+        _sample(data, secure_sums=True, keyed_noise=False, **kw)
+    assert err.value.path == ("keyed_noise",)
+    with pytest.raises(ArgumentError) as err:
+        _sample(data, privacy=rs.DP(epsilon=1.0, delta=1e-5, clip=1.0), keyed_noise=False, **kw)
+    assert err.value.path == ("keyed_noise",)

@@ -124,6 +124,11 @@ class DGLMC(Algorithm):
         if self.privacy is not None:
             private.check_private(self)
 
+    @property
+    def private_noise(self) -> bool:
+        """The DP mode's Langevin noise is what makes its releases private: it comes from the sites' keyed streams."""
+        return self.privacy is not None
+
     def check_recentre(self, kernel: LocalKernel | str | None) -> None:
         """recentre=True asks for the 'laplace_mh' kernel's re-centred proposal: refuse it with another kernel (None:
         not known yet, checked again when tuning resolves it)."""
