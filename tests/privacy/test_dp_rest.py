@@ -59,7 +59,10 @@ def cli_on_app(app_client, monkeypatch):
         c._http = httpx.Client(transport=app_client._transport, base_url="http://testserver", headers=hdr(ALICE))
         return c
 
-    monkeypatch.setattr(cli, "_client", client)
+    from raysampler.cli import checks, runs
+
+    for module in (runs, checks):  # the commands' client, from --url / --api-key
+        monkeypatch.setattr(module, "connect", client)
     return cli.main
 
 
