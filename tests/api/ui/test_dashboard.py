@@ -1007,3 +1007,41 @@ def test_the_secure_sums_box_goes_into_the_request_and_the_workers_panel_shows_e
         masked = text.split(" / ")[0]
         assert masked.endswith(("B", "KiB")) and masked != "0 B", text
         assert "z/rho [2×31]" in title and "masked" in title and "local_accept" in title, title
+
+
+def test_the_dp_fields_go_into_the_request_and_the_run_page_shows_each_sites_budget_spent(browser, service):
+    """Ticking the DP mode enables its fields and puts privacy {epsilon, delta, clip, clip_rule} into the request;
+    the run (stopped by its budget) shows, per site, the ε it spent and its clip rate, as the REST answer has them."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    sign_in(browser, service.url, ALICE)
+    wait_for(lambda: browser.find_element(By.ID, "runs-body"), what="the runs page")
+    browser.get(f"{service.url}/ui/#/submit")
+    wait_for(lambda: len(Select(browser.find_element(By.ID, "f-dataset")).options) > 1, what="the data sets")
+    Select(browser.find_element(By.ID, "f-dataset")).select_by_value("builtin:breast_cancer")
+    assert not browser.find_element(By.ID, "f-dp-epsilon").is_enabled()
+    browser.find_element(By.ID, "f-dp").click()
+    assert browser.find_element(By.ID, "f-dp-epsilon").is_enabled()
+    for field, value in (("f-dp-epsilon", "0.5"), ("f-dp-clip", "2"), ("f-chains", "2"), ("f-shards-n", "2")):
+        box = browser.find_element(By.ID, field)
+        box.clear()
+        box.send_keys(value)
+    browser.find_element(By.ID, "f-auto").click()
+    rounds = browser.find_element(By.ID, "f-rounds")
+    rounds.clear()
+    rounds.send_keys("100000")
+    spec = json.loads(browser.find_element(By.ID, "spec-json").get_attribute("value"))
+    assert spec["privacy"] == {"epsilon": 0.5, "delta": 1e-5, "clip": 2, "clip_rule": "gradient"}, spec
+    browser.find_element(By.ID, "submit").click()
+    run_id = wait_for(
+        lambda: browser.execute_script("const m = location.hash.match(/^#\\/run\\/(.+)$/); return m && m[1]"),
+        what="the run page",
+    )
+    wait_for(lambda: browser.find_element(By.ID, "run-status").text == "SUCCEEDED", 300, f"run {run_id} to finish")
+    info = api_get(service, ALICE, f"/v1/runs/{run_id}")
+    assert info["stop_reason"] == "privacy_budget", info["stop_reason"]
+    line = wait_for(lambda: "spent:" in (t := browser.find_element(By.ID, "run-privacy").text) and t, 60, "ε spent")
+    assert "ε ≤ 0.5 per site" in line, line
+    for w in info["workers"]:
+        assert f"ε {w['epsilon_spent']:.3f}" in line and w["epsilon_spent"] <= 0.5, line
