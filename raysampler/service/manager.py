@@ -18,12 +18,8 @@ import logging
 import secrets
 import threading
 import time
-from collections import OrderedDict, deque
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-import numpy as np
 
 from ..checkpoints import CheckpointError
 from ..diagnostics import FINAL_DRAWS, WarningKind, diagnose, superchains_for
@@ -31,8 +27,6 @@ from ..enums import Executor, StopReason
 from ..errors import Failure, FailureKind, RunCancelled, SamplingError, failure_of
 from ..events import EventKind, RunEvent
 from ..options import ExecutionOptions, RunOptions
-from ..privacy.ledger import SiteLedger
-from ..runtime.contracts import RunStats
 from ..sampling import Run
 from ..wire import (
     ProgressEvent,
@@ -48,17 +42,14 @@ from .datasets import dataset_storage
 from .drawfiles import DrawFiles
 from .errors import AccessDenied, NotFound, QuotaExceeded, StateConflict
 from .metrics import LiveRun, Metrics
+from .queue import FairQueue
 from .records import Lease, RunFields, RunRecord
+from .reports import jsonable, network_info, worker_stats
 from .results import MIN_SUMMARY_DRAWS, progress_fraction, summary_of
 from .schemas import (
     DiagnosticsInfo,
     FailureInfo,
-    NetworkInfo,
-    ReleaseInfo,
     RunSpec,
-    SiteLedgerInfo,
-    TripsInfo,
-    WorkerStats,
 )
 from .settings import Settings
 from .specs import SpecError, build, run_options, spec_hash
@@ -82,56 +73,6 @@ _STOP_REASONS = {
     StopReason.STOPPED: RunStopReason.CANCELLED,
 }
 _STATUS_STOP_REASONS = {RunStatus.FAILED: RunStopReason.FAILED, RunStatus.CANCELLED: RunStopReason.CANCELLED}
-
-
-class FairQueue:
-    """Runs waiting to sample, served round-robin across tenants, so one tenant's backlog never starves another's:
-    each `get` takes the oldest run of the tenant whose turn it is, then that tenant goes to the back."""
-
-    def __init__(self) -> None:
-        self._ready = threading.Condition()
-        self._tenants: OrderedDict[str, deque[str]] = OrderedDict()
-        self._stops = 0
-
-    def put(self, tenant: str, run_id: str) -> None:
-        """Queue a run (once: a run already waiting keeps its place)."""
-        with self._ready:
-            waiting = self._tenants.setdefault(tenant, deque())
-            if run_id not in waiting:
-                waiting.append(run_id)
-                self._ready.notify()
-
-    def stop_one(self) -> None:
-        """Make one waiting `get` return None (an executor thread's signal to end)."""
-        with self._ready:
-            self._stops += 1
-            self._ready.notify()
-
-    def order(self) -> list[tuple[str, str]]:
-        """Every waiting (tenant, run id) in the order `get` would serve them now (round-robin over tenants)."""
-        with self._ready:
-            lines = [(t, list(ids)) for t, ids in self._tenants.items()]
-        out: list[tuple[str, str]] = []
-        while lines:
-            tenant, ids = lines.pop(0)
-            out.append((tenant, ids.pop(0)))
-            if ids:
-                lines.append((tenant, ids))
-        return out
-
-    def get(self) -> tuple[str, str] | None:
-        with self._ready:
-            while not self._stops and not self._tenants:
-                self._ready.wait()
-            if self._stops:
-                self._stops -= 1
-                return None
-            tenant, waiting = next(iter(self._tenants.items()))
-            run_id = waiting.popleft()
-            del self._tenants[tenant]
-            if waiting:
-                self._tenants[tenant] = waiting  # back of the line
-            return tenant, run_id
 
 
 @dataclass(frozen=True)
@@ -663,7 +604,7 @@ class RunManager:
         names = list(run.setup.param_names)
         timings = {"setup_s": float(run.setup.setup_time_s)}
         stats = run.stats()
-        workers = _workers(stats, run.setup.shard_rows)
+        workers = worker_stats(stats, run.setup.shard_rows)
         plan = jsonable(run.setup.plan.as_dict())
         if run.setup.chains is not None:
             plan["chains"] = jsonable(dataclasses.asdict(run.setup.chains))
@@ -677,7 +618,7 @@ class RunManager:
             timings=timings,
             plan=plan,
             workers=workers,
-            network=_network(stats),
+            network=network_info(stats),
             param_blocks=tuple(run.setup.param_blocks),
             data_spec=run.setup.data_spec,
         )
@@ -708,8 +649,8 @@ class RunManager:
             }
             if time.monotonic() - t_stats > LIVE_STATS_S:  # per-worker τ_i, N_i, idle fraction while it runs
                 live = run.stats()
-                fields["workers"] = _workers(live, run.setup.shard_rows)
-                fields["network"] = _network(live)
+                fields["workers"] = worker_stats(live, run.setup.shard_rows)
+                fields["network"] = network_info(live)
                 self._update_live(rec, workers=fields["workers"])
                 fields["timings"] = timings | {"sampling_s": float(live.sampling_time_s)}
                 t_stats = time.monotonic()
@@ -746,8 +687,8 @@ class RunManager:
             d.rec.tenant,
             d.rec.id,
             lease=d.lease,
-            workers=_workers(stats, run.setup.shard_rows),
-            network=_network(stats),
+            workers=worker_stats(stats, run.setup.shard_rows),
+            network=network_info(stats),
             timings=timings,
         )
 
@@ -811,102 +752,3 @@ class RunManager:
         if done and self.metrics is not None:
             self.metrics.finished.labels(status=status.value).inc()
         return done
-
-
-def _workers(stats: RunStats, rows: Sequence[int] = ()) -> list[WorkerStats]:
-    """Per-shard placement (site, node, host, process), its rows (the set-up's `shard_rows`), τ_i, N_i and idle
-    fraction (NaN → None)."""
-
-    def val(arr: Any, i: int) -> float | None:
-        a = np.asarray(arr, dtype=float).ravel()
-        return float(a[i]) if i < len(a) and np.isfinite(a[i]) else None
-
-    def count(arr: Any, i: int) -> int | None:
-        v = val(arr, i)
-        return None if v is None else int(v)
-
-    link_of = {i: link for link in stats.links for i in link.shards}
-    dp = stats.privacy
-    out = []
-    for i in range(len(np.asarray(stats.N).ravel())):
-        p = stats.placement[i] if i < len(stats.placement) else None
-        link = link_of.get(i)
-        out.append(
-            WorkerStats(
-                shard=i,
-                site=p.site if p else None,
-                rows=int(rows[i]) if i < len(rows) else None,
-                node_id=p.node_id if p else None,
-                hostname=p.hostname if p else None,
-                pid=p.pid if p else None,
-                tau_s=val(stats.tau, i),
-                local_steps=count(stats.N, i),
-                idle_fraction=val(stats.idle_fraction, i),
-                channel=link.channel if link else None,
-                setup_rtt_s=link.setup_rtt_s if link else None,
-                rtt_s=link.rtt_s if link else None,
-                rtt_median_s=link.rtt_median_s if link else None,
-                ledger=site_ledger(stats.ledger.shards[i]) if stats.ledger is not None else None,
-                epsilon_spent=val(dp.epsilon_spent, i) if dp is not None else None,
-                clip_rate=val(dp.clip_rate, i) if dp is not None else None,
-            )
-        )
-    return out
-
-
-def site_ledger(entry: SiteLedger) -> SiteLedgerInfo:
-    """One shard's release ledger as the API shows it."""
-    by_mode = entry.bytes_by_mode()
-    return SiteLedgerInfo(
-        shard=entry.shard,
-        site=entry.site,
-        messages=entry.messages,
-        bytes=entry.total_bytes,
-        masked_bytes=by_mode["masked"],
-        sealed_bytes=by_mode["sealed"],
-        plain_bytes=by_mode["plain"],
-        releases=[
-            ReleaseInfo.model_validate(
-                {
-                    "quantity": r.quantity,
-                    "shape": list(r.shape),
-                    "messages": r.messages,
-                    "bytes": r.bytes,
-                    "mode": r.mode,
-                }
-            )
-            for r in entry.releases
-        ],
-    )
-
-
-def _network(stats: RunStats) -> NetworkInfo:
-    """Round trips by phase so far."""
-    t = stats.trips
-    return NetworkInfo(trips=TripsInfo(**dataclasses.asdict(t), total=t.total))
-
-
-def jsonable(value: Any, max_items: int = 64) -> Any:
-    """A report (e.g. the tuned plan) as JSON values: arrays become lists (summarised as min/max/size when longer
-    than `max_items`), non-finite floats None, other objects their string."""
-    if isinstance(value, dict):
-        return {str(k): jsonable(v, max_items) for k, v in value.items()}
-    if isinstance(value, (list, tuple, np.ndarray)):
-        arr = np.asarray(value, dtype=object if not isinstance(value, np.ndarray) else None)
-        if arr.dtype.kind in "fiub" and arr.size > max_items:
-            flat = arr.astype(float).ravel()
-            return {
-                "size": int(arr.size),
-                "min": jsonable(float(np.nanmin(flat))),
-                "max": jsonable(float(np.nanmax(flat))),
-            }
-        return [jsonable(v, max_items) for v in (value.tolist() if isinstance(value, np.ndarray) else value)]
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return float(value) if np.isfinite(value) else None
-    if value is None or isinstance(value, str):
-        return value
-    return str(value)

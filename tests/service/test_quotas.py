@@ -11,7 +11,7 @@ import pytest
 from conftest import inprocess_settings
 from service_helpers import ALICE, BOB, hdr, spec, wait_until
 
-from raysampler.service.manager import FairQueue
+from raysampler.service.queue import FairQueue
 
 pytestmark = pytest.mark.service  # its own apps in-process (executor "local")
 
