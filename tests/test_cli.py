@@ -351,22 +351,24 @@ def test_loo_compare_evaluate_and_predict(service, tmp_path):
     assert bad.returncode == 2 and "--draws" in bad.stderr
 
 
-def test_serve_on_a_taken_port_exits_3_naming_it_before_anything_starts(tmp_path, monkeypatch, capsys):
+def test_serve_on_a_taken_port_exits_3_naming_it_before_anything_starts(tmp_path):
     """`serve` binds its port before the app's start-up (which starts Ray): a taken port is refused at once, with
-    uvicorn's exit status 3 and the address and its settings named; a port found free cannot be taken meanwhile."""
+    uvicorn's exit status 3 and the address and its settings named; a port found free cannot be taken meanwhile. In a
+    process of its own: uvicorn configures logging (`logging.config.dictConfig` closes the handlers it finds), which
+    in this process would close the test runner's own."""
     import socket
 
-    from raysampler.cli import main
-
-    monkeypatch.setenv("RAYSAMPLER_API_KEYS", f"alice:{SERVICE_KEYS['alice']}")
+    env = os.environ | {"RAYSAMPLER_API_KEYS": f"alice:{SERVICE_KEYS['alice']}"}
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        code = main(["serve", "--data-dir", str(tmp_path / "data"), "--executor", "local", "--port", str(port)])
-    err = capsys.readouterr().err
-    assert code == 3, err
-    assert f"127.0.0.1:{port}" in err and "RAYSAMPLER_PORT" in err
+        args = ["serve", "--data-dir", str(tmp_path / "data"), "--executor", "local", "--port", str(port)]
+        proc = subprocess.run(
+            [sys.executable, "-m", "raysampler.cli", *args], env=env, capture_output=True, text=True, timeout=120
+        )
+    assert proc.returncode == 3, proc.stderr
+    assert f"127.0.0.1:{port}" in proc.stderr and "RAYSAMPLER_PORT" in proc.stderr
 
 
 def test_submit_with_secure_sums_then_read_one_sites_ledger(service, tmp_path):
