@@ -55,6 +55,9 @@ def _serve_here(tmp_path, env_extra, monkeypatch, capsys, fmt="json") -> tuple[i
         for name, value in _env(env_extra).items():
             m.setenv(name, value)
         m.setattr(uvicorn.Server, "run", record)
+        # uvicorn's Config sets up logging with dictConfig, which closes every handler it finds, the test
+        # runner's capture among them: every later test of this process would fail; serve's logging is not read here
+        m.setattr(uvicorn.Config, "configure_logging", lambda self: None)
         code = cli.main(_argv(tmp_path, fmt))
     out, err = capsys.readouterr()
     return code, out, err, served
