@@ -346,7 +346,12 @@ def test_dockerfile_copies_everything_raysampler_needs_to_install(tmp_path: Path
     assert proc.returncode == 0, proc.stderr[-2000:]
     (wheel,) = (tmp_path / "wheel").glob("raysampler-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    expected = {"raysampler/__init__.py", "raysampler/cli/__init__.py", "raysampler/api/__init__.py", "raysampler/api/app.py"}
+    expected = {
+        "raysampler/__init__.py",
+        "raysampler/cli/__init__.py",
+        "raysampler/api/__init__.py",
+        "raysampler/api/app.py",
+    }
     assert expected <= set(names)
     assert not [n for n in names if n.split("/")[0] == "api"], "the app is raysampler.api, never a top-level `api`"
     modules = {n for n in names if n.endswith(".py")}
