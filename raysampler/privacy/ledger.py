@@ -78,6 +78,7 @@ class LedgerBook:
         #: messages every shard sent alike (a round's block of replies, its step times): counted once for all
         self._all: dict[tuple[str, tuple[int, ...], str], list[int]] = {}
         self._layouts: dict[Any, list[tuple[tuple[str, tuple[int, ...], str], int]]] = {}
+        self._list_layouts: dict[Any, list[tuple[int, tuple[str, tuple[int, ...], str], int]]] = {}
         if start is not None:
             for s in start.shards:
                 if s.shard < len(self._rows):
@@ -109,11 +110,7 @@ class LedgerBook:
         field that is not None, named by `names` (else the field's own name); the `masked` fields count as masked
         in a secure-sums run, else plain."""
         if isinstance(replies, list):
-            for i, reply in enumerate(replies):
-                for f, value in zip(reply._fields, reply):
-                    if value is not None:
-                        mode = "masked" if secure and f in masked else "plain"
-                        self.record(i, names.get(f, f), shape_of(value), size_of(value), mode)
+            self._record_each_reply(replies, names, masked, secure)
             return
         signature = (type(replies), secure) + tuple(None if v is None else (v.shape, v.dtype.str) for v in replies)
         layout = self._layouts.get(signature)
@@ -130,6 +127,49 @@ class LedgerBook:
             row = self._all.setdefault(key, [0, 0])
             row[0] += 1
             row[1] += per
+
+    def _record_each_reply(
+        self, replies: list[Any], names: Mapping[str, str], masked: Sequence[str], secure: bool
+    ) -> None:
+        """One reply per shard: each reply's fields counted for its shard. Where every field is an array (or None),
+        the counts depend on the fields' shapes and sizes only, which stay the same from round to round: they are
+        worked out once per layout, as a block's are (the round loop pays a dictionary look-up, not a pass over every
+        field of every reply)."""
+        parts: list[Any] = [secure]
+        for r in replies:
+            parts.append(type(r))
+            for v in r:
+                if v is None:
+                    parts.append(None)
+                elif isinstance(v, np.ndarray):
+                    parts.append((v.shape, v.nbytes))
+                else:  # a value whose size may change: counted field by field
+                    parts = []
+                    break
+            if not parts:
+                break
+        signature = tuple(parts) if parts else None
+        if signature is not None:
+            layout = self._list_layouts.get(signature)
+            if layout is not None:
+                for i, key, nbytes in layout:
+                    row = self._rows[i].setdefault(key, [0, 0])
+                    row[0] += 1
+                    row[1] += nbytes
+                return
+        found: list[tuple[int, tuple[str, tuple[int, ...], str], int]] = []
+        for i, reply in enumerate(replies):
+            for f, value in zip(reply._fields, reply):
+                if value is not None:
+                    mode = "masked" if secure and f in masked else "plain"
+                    key = (names.get(f, f), tuple(int(v) for v in shape_of(value)), mode)
+                    found.append((i, key, size_of(value)))
+        for i, key, nbytes in found:
+            row = self._rows[i].setdefault(key, [0, 0])
+            row[0] += 1
+            row[1] += nbytes
+        if signature is not None:
+            self._list_layouts[signature] = found
 
     def snapshot(self, sites: Sequence[str | None]) -> Ledger:
         """The ledger so far, shard i on site `sites[i]`."""

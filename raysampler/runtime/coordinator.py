@@ -921,11 +921,17 @@ def _nonfinite(replies: Any) -> int | None:
 
 
 def _finite(obj: Any) -> bool:
-    """True if every array inside a reply (nested tuples/lists) is finite."""
+    """True if every array inside a reply (nested tuples/lists) is finite. A loop, not a generator: it runs on every
+    field of every shard's reply each round."""
+    if obj is None:
+        return True
     if isinstance(obj, np.ndarray):
         return obj.dtype.kind not in "fc" or bool(np.isfinite(obj).all())
     if isinstance(obj, (tuple, list)):
-        return all(_finite(o) for o in obj)
+        for o in obj:  # noqa: SIM110  (a loop: no generator per field, per reply, per round)
+            if not _finite(o):
+                return False
+        return True
     if isinstance(obj, float):
         return bool(np.isfinite(obj))
     return True
