@@ -16,7 +16,7 @@ norm) has curvature about C². User-given rho, gamma and n_local replace these (
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -33,6 +33,7 @@ from ...tuning.shards import shard_rows
 from ..base import Plan, ShardPool
 from ..checks import per_shard
 from .kernels import KERNELS
+from .tuning import Settings
 from .types import CoordinatorState, WorkerPayload
 
 #: ρ_i = RHO_FRACTION / M_i: the paper's ρ_i = 1/M_i (sec. 3.2.1) with the public scale M_i. The privacy cost is
@@ -42,36 +43,12 @@ from .types import CoordinatorState, WorkerPayload
 RHO_FRACTION = 1.0
 
 
-class PrivateSettings(Protocol):
-    """What the private set-up reads of `DGLMC` (its docstring says what each means); a protocol, as `tuning.Settings`
-    is, so that this module does not import the algorithm that calls it."""
+class PrivateSettings(Settings, Protocol):
+    """What the private set-up reads of `DGLMC`: its settings (`tuning.Settings`, one list of them) and the DP mode;
+    a protocol, so that this module does not import the algorithm that calls it."""
 
     @property
     def privacy(self) -> DP | None: ...
-
-    @property
-    def local_kernel(self) -> str | None: ...
-
-    @property
-    def preconditioner(self) -> str | None: ...
-
-    @property
-    def curvature(self) -> str | None: ...
-
-    @property
-    def rho(self) -> Any: ...
-
-    @property
-    def gamma(self) -> Any: ...
-
-    @property
-    def n_local(self) -> Any: ...
-
-    @property
-    def gamma_fraction(self) -> float: ...
-
-    @property
-    def init(self) -> Any: ...
 
 
 def public_settings(
