@@ -50,10 +50,12 @@ class RunOptions:
     link to the sites rather than by their compute (chosen at set-up from the measured RTT: `SetupInfo.chains`; the
     field then holds DEFAULT_CHAINS and `chains_auto` is True). Each chain keeps the last round of every block of
     `thin`. `time_budget_s` stops cleanly.
-    `pipeline`: run each round as two halves, one per group of chains, so that on Ray the workers step one group
-    while the coordinator updates the other; each chain draws the same random numbers, but a group's products
-    over fewer chains round differently in the last bits, so a pipelined run's draws equal a pipelined run's (on
-    either executor), not an unpipelined one's.
+    `pipeline`: run each round as two halves, one per group of chains (chains in flight), so that the sites step one
+    group while the other's messages cross the link and the coordinator updates it. "auto" (the default): on where
+    the slowest far link's RTT is of the order of a round's compute (chosen at set-up: `SetupInfo.pipeline` says
+    whether and why), else off. Each chain draws the same random numbers, and the groups are cut on a multiple of
+    the BLAS kernels' chain panel (`links.chain_groups`), so from 6 chains on the draws equal an unpipelined run's
+    bit for bit; with 2-5 chains the halves round differently in the last bits.
     `secure_sums`: the sites send their terms of the coordinator's sums masked (pairwise masks that cancel in the
     sum, fixed point mod 2⁶⁴: `privacy.secure_sum`), so the coordinator reads only the sums over sites; needs the
     "privacy" extra and an algorithm that needs only sums (DG-LMC): docs/privacy.md.
@@ -74,7 +76,7 @@ class RunOptions:
     target_ess: float = DEFAULT_TARGET_ESS
     max_rhat: float = DEFAULT_MAX_RHAT
     max_rounds: int | None = None
-    pipeline: bool = False
+    pipeline: bool | Literal["auto"] = AUTO
     secure_sums: bool = False
     keyed_noise: bool | None = None
     chains_auto: bool = field(default=False, init=False)
@@ -85,8 +87,8 @@ class RunOptions:
             object.__setattr__(self, "chains", DEFAULT_CHAINS)
             object.__setattr__(self, "chains_auto", True)
         object.__setattr__(self, "chains", _chains(self.chains))
-        if not isinstance(self.pipeline, bool):
-            raise ArgumentError(("pipeline",), f"pipeline must be True or False, got {self.pipeline!r}")
+        if self.pipeline != AUTO and not isinstance(self.pipeline, bool):
+            raise ArgumentError(("pipeline",), f'pipeline must be True, False or "auto", got {self.pipeline!r}')
         if not isinstance(self.secure_sums, bool):
             raise ArgumentError(("secure_sums",), f"secure_sums must be True or False, got {self.secure_sums!r}")
         if self.keyed_noise is not None and not isinstance(self.keyed_noise, bool):

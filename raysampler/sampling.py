@@ -14,7 +14,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -111,7 +111,8 @@ class Run:
             opts.seed,
             exe.balance_policy,
             engine=self.engine,
-            pipeline=opts.pipeline,
+            pipeline=opts.pipeline is True,
+            pipeline_auto=opts.pipeline == "auto",
             secure_sums=opts.secure_sums,
             keyed_noise=keyed_streams(opts, algorithm),
             warmup_auto=opts.warmup_auto,
@@ -461,7 +462,7 @@ def sample(
     target_ess: float = DEFAULT_TARGET_ESS,
     max_rhat: float = DEFAULT_MAX_RHAT,
     max_rounds: int | None = None,
-    pipeline: bool = False,
+    pipeline: bool | Literal["auto"] = "auto",
     secure_sums: bool = False,
     checkpoint_dir: str | os.PathLike | None = None,
     callback: Callable[[Chunk], None] | None = None,
@@ -484,10 +485,11 @@ def sample(
     replays). `time_budget_s` stops cleanly, returning what was drawn. On Ray, `max_actors` caps the worker actors
     (default: one per CPU) and `transport` picks how round messages travel: "socket" (direct TCP channels, the fast
     path) or "actor" (plain Ray actor calls); a lost worker, node or coordinator is recovered from the last
-    checkpoint. `pipeline=True` runs each round as two halves, one per group of chains, so that on Ray the workers
-    step one group while the coordinator updates the other (DG-LMC's batched kernels; the draws then equal another
-    pipelined run's, on either executor: see `RunOptions`). `secure_sums=True` has each site send its term of the
-    coordinator's sum masked, so the coordinator learns only the sum over sites (DG-LMC; the "privacy" extra;
+    checkpoint. `pipeline=True` runs each round as two halves, one per group of chains, so that the sites step one
+    group while the other's messages travel (DG-LMC's batched kernels; the same draws as an unpipelined run from 6
+    chains on: see `RunOptions`); "auto" (the default) turns it on where a far link's RTT is of the order of a
+    round's compute (`result.setup.pipeline` says whether and why). `secure_sums=True` has each site send its term of
+    the coordinator's sum masked, so the coordinator learns only the sum over sites (DG-LMC; the "privacy" extra;
     docs/privacy.md says what it hides and what not). `checkpoint_dir` stores every chunk of draws with its
     checkpoint, so `rs.resume(checkpoint_dir)` continues the run in another process. `privacy=rs.DP(epsilon,
     delta, clip)` runs DG-LMC's differential-privacy mode: clipped Langevin steps, a private set-up, and a budget

@@ -23,6 +23,7 @@ Ray nodes found dead at the end.
     python benchmarks/perf/wan.py --rtt-ms 0,100 --cases breast_cancer_2 --label bc2
     python benchmarks/perf/wan.py --rtt-ms 100 --jitter-ms 5 --bandwidth-mbit 10 --cases covtype_like_4
     python benchmarks/perf/wan.py --rtt-ms 100,300 --cases breast_cancer_2 --stall-s 30 --label stall
+    python benchmarks/perf/wan.py --rtt-ms 50 --cases covtype_like_4 --pipeline false,auto  # chains in flight
 
 Needs root, `ip netns` and iptables (apt-get install -y iptables). Results: benchmarks/perf/results/wan_<label>.json.
 A run at 200 ms takes about (rounds × 0.2 s) + set-up: the whole default set is an hour or more.
@@ -33,6 +34,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import itertools
 import sys
 import tempfile
 import time
@@ -123,6 +125,9 @@ def drive(case: str, shards: list[rs.Shard], options: dict[str, Any]) -> dict[st
         "median_round_ms": 1e3 * float(np.median(st.round_time)),
         "chains": int(draws.shape[0]),
         "chains_reason": res.setup.chains.reason if res.setup.chains is not None else None,
+        "pipelined": bool(st.pipeline is not None and st.pipeline.on),
+        "pipeline_reason": res.setup.pipeline.reason if res.setup.pipeline is not None else None,
+        "pipeline_decision": st.pipeline.reason if st.pipeline is not None else None,
         "burn_in": st.burn_in,
         "site_rtt_ms": {link.site: None if link.rtt_s is None else 1e3 * link.rtt_s for link in st.links},
         "draws": int(draws.shape[1]),
@@ -163,6 +168,12 @@ def arguments() -> argparse.ArgumentParser:
         help="also run each case at each RTT > 0 with site a's link stalled this long (0: no stall runs)",
     )
     ap.add_argument("--stall-after-s", type=float, default=15.0, help="the stall begins this long into the run")
+    ap.add_argument(
+        "--pipeline",
+        default="auto",
+        help='comma-separated pipeline= values to run each case with (of auto, false, true), e.g. "false,auto": '
+        "chains in flight against none, side by side at each RTT",
+    )
     ap.add_argument("--echo", action="store_true", help="show the drivers' output")
     return ap
 
@@ -180,6 +191,11 @@ def measure(args: argparse.Namespace) -> harness.Report:
     options["num_rounds"] = "auto" if args.num_rounds == "auto" else int(args.num_rounds)
     if args.chains is not None:
         options["chains"] = args.chains
+    pipelines: list[bool | str] = []
+    for v in str(args.pipeline).split(","):
+        if v.strip() not in ("auto", "false", "true"):
+            raise SystemExit(f"wan.py: --pipeline takes auto, false or true, got {v!r}")
+        pipelines.append("auto" if v.strip() == "auto" else v.strip() == "true")
     sites = SITES[: max(CASES[c] for c in cases)]
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="rs-wan-data-") as tmp:
@@ -196,26 +212,34 @@ def measure(args: argparse.Namespace) -> harness.Report:
             ) as wan:
                 measured = wan.rtt_ms("a")
                 print(f"RTT {rtt:g} ms: cluster up in {time.perf_counter() - t0:.1f} s, measured {measured:.1f} ms")
-                for case in cases:
+                for case, pipeline in itertools.product(cases, pipelines):
                     for stall_s in (0.0, args.stall_s) if args.stall_s and rtt > 0 else (0.0,):
                         with contextlib.ExitStack() as stack:
                             when = stack.enter_context(wan.stall("a", args.stall_after_s, stall_s)) if stall_s else {}
                             out = wan.run_python(
                                 "wan:drive",
-                                {"case": case, "shards": files[case], "options": options},
+                                {"case": case, "shards": files[case], "options": options | {"pipeline": pipeline}},
                                 path=[Path(__file__).resolve().parent],
                                 timeout_s=args.timeout_s,
                                 echo=args.echo,
                             )
-                        out.update(case=case, rtt_ms=rtt, measured_rtt_ms=measured, stall_s=stall_s)
+                        out.update(case=case, rtt_ms=rtt, measured_rtt_ms=measured, stall_s=stall_s, pipeline=pipeline)
                         out["stalled"] = "paused" in when  # the stall began before the run ended
                         runs.append(out)
                         print(
-                            f"  {case}{f' (stall {stall_s:g} s)' if stall_s else ''}: {out['wall_s']:.1f} s "
+                            f"  {case}{f' (stall {stall_s:g} s)' if stall_s else ''} pipeline={pipeline} "
+                            f"({'on' if out['pipelined'] else 'off'}): {out['wall_s']:.1f} s "
                             f"({out['setup_s']:.1f} set-up), {out['rounds']} rounds, {out['ess_per_s']:.1f} ESS/s",
                             flush=True,
                         )
     _against_lan(runs)
+    for r in runs:
+        if "round_vs_unpipelined" in r:
+            print(
+                f"{r['case']} at {r['rtt_ms']:g} ms, chains in flight against none: round "
+                f"{r['round_vs_unpipelined']:.3f}x, wall {r['wall_vs_unpipelined']:.3f}x, "
+                f"same draws: {r['same_draws_unpipelined']}"
+            )
     table = harness.Table(
         f"Default DG-LMC across emulated links (jitter ±{args.jitter_ms:g} ms, "
         f"bandwidth {'none' if not args.bandwidth_mbit else f'{args.bandwidth_mbit:g} Mbit/s'})",
@@ -239,6 +263,9 @@ def measure(args: argparse.Namespace) -> harness.Report:
             "LAN: the RTT 0 run of the same case, "
             + ("through the same relays with no delay" if args.lan_relay else "on the plain links (no relay)"),
             f"sites' Ray nodes {args.site_cpus} CPU each; options {options}",
+            "[pipeline v: on/off]: the run's pipeline= and whether its rounds ran as two chain groups in flight; a "
+            "pipelined run's draws, round and wall against its unpipelined twin's are in the JSON "
+            "(same_draws_unpipelined, round_vs_unpipelined, wall_vs_unpipelined)",
             "a stalled run: site a's link stopped both ways for the stall's length; its |Δmean| and same draws are "
             "against the same case's unstalled run at that RTT; dead nodes: Ray nodes found dead at the end",
         ],
@@ -251,11 +278,17 @@ def measure(args: argparse.Namespace) -> harness.Report:
 def _against_lan(runs: list[dict[str, Any]]) -> None:
     """Each run's accuracy against the case's LAN run, and a stalled run's draws against the same case and RTT's
     unstalled run (`same_draws`: bit for bit; the chains chosen depend on the RTT, so only that run compares)."""
-    lan = {r["case"]: r for r in runs if r["rtt_ms"] == 0}
-    calm = {(r["case"], r["rtt_ms"]): r for r in runs if not r.get("stall_s")}
+    lan = {r["case"]: r for r in runs if r["rtt_ms"] == 0 and r.get("pipeline") in ("auto", False)}
+    calm = {(r["case"], r["rtt_ms"], r.get("pipeline")): r for r in runs if not r.get("stall_s")}
+    unpiped = {(r["case"], r["rtt_ms"]): r for r in runs if not r.get("stall_s") and not r.get("pipelined")}
     for r in runs:
+        twin = unpiped.get((r["case"], r["rtt_ms"]))
+        if r.get("pipelined") and twin is not None and twin["chains"] == r["chains"]:
+            r["same_draws_unpipelined"] = r["draws_sha256"] == twin["draws_sha256"]
+            r["wall_vs_unpipelined"] = r["wall_s"] / twin["wall_s"]
+            r["round_vs_unpipelined"] = r["median_round_ms"] / twin["median_round_ms"]
         if r.get("stall_s"):
-            ref = calm[(r["case"], r["rtt_ms"])]
+            ref = calm[(r["case"], r["rtt_ms"], r.get("pipeline"))]
             r["max_mean_err_sd"] = float(np.max(np.abs(r["mean"] - ref["mean"]) / ref["sd"]))
             r["same_draws"] = r["draws_sha256"] == ref["draws_sha256"]
             continue
@@ -275,6 +308,7 @@ def _row(r: dict[str, Any]) -> list[Any]:
     timings += [r["rounds"], trips]
     timings.append(r["median_round_ms"])
     case = r["case"] + (f" (stall {r['stall_s']:g} s)" if r.get("stall_s") else "")
+    case += f" [pipeline {r.get('pipeline', 'auto')}: {'on' if r.get('pipelined') else 'off'}]"
     return [case, *timings, r["min_ess"], r["ess_per_s"], r["ess_per_wall_s"], r["max_mean_err_sd"], same,
             r["dead_nodes"]]  # fmt: skip
 

@@ -18,7 +18,7 @@ from ..models.base import DataSpec, Model, ParamBlock
 from ..privacy.ledger import Ledger, ledger_dict
 from ..streams import NoiseState
 from ..tuning.report import TuningReport
-from .links import ChainsChoice, LinkStats, TripLog, Trips
+from .links import ChainsChoice, LinkStats, PipelineChoice, TripLog, Trips
 
 if TYPE_CHECKING:  # pydantic-settings loads only when a run starts: `import raysampler` (and the CLI) stays light
     from ..privacy.accountant import DPAccount, DPPlan, PrivacyStats
@@ -49,6 +49,8 @@ class RunConfig:
     balance_ratio: float = 1.5
     #: run each round as two halves, one per chain group, overlapped on Ray (`Coordinator._rounds_in_halves`)
     pipeline: bool = False
+    #: pipeline="auto": the set-up decides from the measured links and the round's predicted compute (`choose_pipeline`)
+    pipeline_auto: bool = False
     #: `burn_in` is a cap: the warm-up ends at the first check that finds the chains warm (`Coordinator`)
     warmup_auto: bool = False
     #: `chains` is the default: the coordinator may choose more from the measured links (`choose_chains`)
@@ -179,6 +181,9 @@ class SetupInfo:
     chains: ChainsChoice | None = None
     #: the DP mode's accounting plan (budget, clip, γ_i, chains), None without it
     privacy: DPPlan | None = None
+    #: whether rounds run as two chain groups in flight and why (pipeline="auto" chooses from the links); None: a run
+    #: set up before the choice was recorded (its config says)
+    pipeline: PipelineChoice | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """A plain dict (JSON-like: placement as dicts; without the model)."""
@@ -186,6 +191,7 @@ class SetupInfo:
         out["placement"] = [dataclasses.asdict(p) for p in self.placement]
         out["chains"] = dataclasses.asdict(self.chains) if self.chains is not None else None
         out["privacy"] = dataclasses.asdict(self.privacy) if self.privacy is not None else None
+        out["pipeline"] = dataclasses.asdict(self.pipeline) if self.pipeline is not None else None
         return out
 
 
@@ -277,6 +283,8 @@ class RunStats:
     ledger: Ledger | None = None
     #: the DP mode: ε(δ) spent per site, the budget, clip rate per site (`privacy.accountant.PrivacyStats`)
     privacy: PrivacyStats | None = None
+    #: whether rounds run as two chain groups in flight and why (pipeline="auto": as decided after its probe rounds)
+    pipeline: PipelineChoice | None = None
 
     def breakdown(self) -> RoundBreakdown:
         """The median round's parts (medians of each part over the rounds, so they need not add up exactly), with
@@ -300,6 +308,7 @@ class RunStats:
         out["links"] = [dataclasses.asdict(link) for link in self.links]
         out["ledger"] = None if self.ledger is None else ledger_dict(self.ledger)
         out["privacy"] = dataclasses.asdict(self.privacy) if self.privacy is not None else None
+        out["pipeline"] = dataclasses.asdict(self.pipeline) if self.pipeline is not None else None
         return out
 
 

@@ -42,7 +42,17 @@ from .contracts import (
     WorkerPool,
 )
 from .host import ShardSource
-from .links import ChainsChoice, Phase, choose_chains, far_rtt
+from .links import (
+    PIPELINE_PROBE_ROUNDS,
+    ChainsChoice,
+    Phase,
+    PipelineChoice,
+    chain_groups,
+    choose_chains,
+    choose_pipeline,
+    decide_pipeline,
+    far_rtt,
+)
 
 if TYPE_CHECKING:  # the privacy extra (dp-accounting) loads only with the DP mode
     from ..privacy.accountant import DPAccount, PrivacyStats
@@ -361,18 +371,17 @@ class Coordinator:
         self._kept = _Kept()
         #: a pipelined run's two chain groups [a, b) (each round runs as two halves), else None
         self.halves: list[tuple[int, int]] | None = None
-        if config.pipeline and self.dp is not None:
-            raise ArgumentError(("pipeline",), "pipeline=True is not available with privacy= (the DP mode)")
-        if config.pipeline:
-            if config.chains < 2 or not algorithm.splits_chains(state):
-                raise ArgumentError(
-                    ("pipeline",),
-                    f"pipeline=True needs two chains or more and an algorithm whose chains step independently as one "
-                    f"batch ({algorithm.name!r} with these settings does not: use 'dglmc' with local_kernel "
-                    "'laplace_mh' or 'lmc', and no group effects)",
-                )
-            cut = (config.chains + 1) // 2
-            self.halves = [(0, cut), (cut, config.chains)]
+        #: whether rounds go as two chain groups and why; pipeline="auto" is pending until its probe rounds' compute
+        #: decides (a resumed run probes again: from PIPELINE_AUTO_MIN_CHAINS chains the choice changes no draw)
+        self.pipeline = setup.pipeline
+        self._probe: list[float] = []  # pipeline="auto": the busiest process's compute in each probe round (s)
+        if setup.pipeline is not None and setup.pipeline.on:  # as asked, or as pipeline="auto" decided
+            self.halves = [(a, b) for a, b in setup.pipeline.groups]
+        elif setup.pipeline is None and config.pipeline:
+            refusal = _pipeline_refusal(algorithm, config, state, self.dp is not None)
+            if refusal is not None:
+                raise ArgumentError(("pipeline",), f"pipeline=True: {refusal}")
+            self.halves = chain_groups(config.chains)
 
     # --- construction ---------------------------------------------------------------------------
 
@@ -436,6 +445,7 @@ class Coordinator:
             )
             blocks = blocks + local
             names = list(names) + [n for b in local for n in b.names()]
+        pipeline = _pipeline_for(algorithm, config, plan.coordinator_state, choice, plan.privacy)
         setup = SetupInfo(
             dim=len(names) if bound.has_local_params() else d,
             param_names=names,
@@ -454,6 +464,7 @@ class Coordinator:
             data_spec=spec,
             chains=choice,
             privacy=plan.privacy,
+            pipeline=pipeline,
         )
         return cls(
             pool,
@@ -567,9 +578,9 @@ class Coordinator:
         end = min(self.total_rounds, self.t + max_rounds)
         self._warm_open = not self._warm_decided
         try:
-            if self.halves is None:
+            if self.halves is None:  # returns early where pipeline="auto" turns the halves on
                 self._whole_rounds(end, deadline, kept)
-            else:
+            if self.halves is not None and (deadline is None or time.perf_counter() < deadline):
                 self._rounds_in_halves(end, deadline, kept)
             failure = None
         except _Stop as stop:
@@ -703,8 +714,23 @@ class Coordinator:
             t3 = time.perf_counter()
             self._timed(t3 - t0, (t1 - t0) + (t3 - t2), step.busy_s, [step.timing])
             self.t += 1
+            if self.pipeline is not None and self.pipeline.pending and self._probed(float(np.max(step.busy_s))):
+                return  # pipeline="auto" decided on: the rest of the chunk runs as halves
             if deadline is not None and time.perf_counter() >= deadline:
                 break
+
+    def _probed(self, compute_s: float) -> bool:
+        """pipeline="auto": note a whole round's compute; after PIPELINE_PROBE_ROUNDS of them decide from their
+        median against the slowest far link's set-up RTT (`decide_pipeline`). True when the halves are now on."""
+        assert self.pipeline is not None
+        self._probe.append(compute_s)
+        rtt = self.setup.chains.rtt_s if self.setup.chains is not None else None
+        if len(self._probe) < PIPELINE_PROBE_ROUNDS or rtt is None:
+            return False
+        self.pipeline = decide_pipeline(self.pipeline, rtt, float(np.median(self._probe)))
+        if self.pipeline.on:
+            self.halves = [(a, b) for a, b in self.pipeline.groups]
+        return self.pipeline.on
 
     def _rounds_in_halves(self, end: int, deadline: float | None, kept: _Kept) -> None:
         """Pipelined rounds: half A of round t (the first chain group) and half B (the second) go to the workers one
@@ -832,6 +858,7 @@ class Coordinator:
             burn_in=self.burn_in if self._warm_decided else None,
             ledger=self.ledger.snapshot(self._sites()),
             privacy=self._privacy_stats(),
+            pipeline=self.pipeline,
         )
 
     def _privacy_stats(self) -> PrivacyStats | None:
@@ -862,6 +889,31 @@ def _chains_for(pool: WorkerPool, model: Model, config: RunConfig, facts: Sequen
     elements = [sum(float(np.prod(by_shard[i].x_shape)) * per_element for i in g) for g in pool.groups]
     rows = [sum(int(by_shard[i].n_rows) for i in g) for g in pool.groups]
     return choose_chains(config.chains, pool.links(), elements, rows)
+
+
+def _pipeline_refusal(algorithm: Algorithm, config: RunConfig, state: Any, dp: bool) -> str | None:
+    """Why this run cannot run its rounds as two chain groups, or None when it can."""
+    if dp:
+        return "not available with privacy= (the DP mode)"
+    if config.chains < 2 or not algorithm.splits_chains(state):
+        return (
+            f"needs two chains or more and an algorithm whose chains step independently as one batch "
+            f"({algorithm.name!r} with these settings does not: use 'dglmc' with local_kernel 'laplace_mh' or 'lmc', "
+            "and no group effects)"
+        )
+    return None
+
+
+def _pipeline_for(
+    algorithm: Algorithm, config: RunConfig, state: Any, chains: ChainsChoice, privacy: Any
+) -> PipelineChoice:
+    """Whether the run's rounds go as two chain groups in flight: as asked (True raises here where the run cannot
+    split its chains), or with `pipeline_auto` `choose_pipeline`'s set-up choice from the measured links (pending
+    until the first rounds' compute is measured)."""
+    refusal = _pipeline_refusal(algorithm, config, state, privacy is not None)
+    if config.pipeline and not config.pipeline_auto and refusal is not None:
+        raise ArgumentError(("pipeline",), f"pipeline=True: {refusal}")
+    return choose_pipeline(None if config.pipeline_auto else config.pipeline, config.chains, chains.rtt_s, refusal)
 
 
 def _group_sizes(pool: WorkerPool) -> np.ndarray:

@@ -180,6 +180,85 @@ def choose_chains(
     return ChainsChoice(k, True, reason, rtt, k * per_chain)
 
 
+#: chains in flight (pipeline="auto") are turned on where a round's measured compute is at least this share of the
+#: slowest far link's RTT: two chain groups then hide up to half the compute behind the link, against a batch's fixed
+#: cost paid twice. At a fifth of the RTT they gained nothing (docs/performance.md, "Chains in flight").
+PIPELINE_COMPUTE_SHARE = 0.5
+#: ... and at least this much compute (seconds): below it a second batch's fixed cost outweighs what is hidden.
+PIPELINE_MIN_COMPUTE_S = 0.005
+#: pipeline="auto" measures this many whole rounds' compute before it decides.
+PIPELINE_PROBE_ROUNDS = 8
+#: pipeline="auto" considers runs of at least this many chains: from 6 on the groups' cut keeps every draw's bits
+#: (`chain_groups`), so the choice changes the round's wall time only, never a draw.
+PIPELINE_AUTO_MIN_CHAINS = 6
+#: Chain-group cuts fall on multiples of these, largest first: BLAS kernels take the chains in panels of at most 8, so
+#: a chain keeps its place within its panel and rounds as in a whole round (`chain_groups`).
+CHAIN_ALIGN = (8, 4)
+
+
+def chain_groups(chains: int) -> list[tuple[int, int]]:
+    """A pipelined run's two chain groups [0, cut) and [cut, chains): the cut nearest half the chains on a multiple of
+    8 (from 16 chains; else 4) with at least two chains in each group (a lone chain's products take BLAS's
+    matrix-vector path), so each chain sits at the same place in its BLAS panel as in a whole round and the draws
+    equal an unpipelined run's bit for bit (tests/runtime/test_pipeline.py); below 6 chains, half."""
+    aligns = [a for a in CHAIN_ALIGN if chains >= 2 * a] or [a for a in CHAIN_ALIGN[-1:] if chains >= a + 2]
+    if not aligns:
+        cut = (chains + 1) // 2
+        return [(0, cut), (cut, chains)]
+    align = aligns[0]
+    cut = max(align, min(align * round(chains / (2 * align)), align * ((chains - 2) // align)))
+    return [(0, cut), (cut, chains)]
+
+
+@dataclass(frozen=True)
+class PipelineChoice:
+    """Whether a round runs as two chain groups in flight (`Coordinator._rounds_in_halves`) and why: as asked, or
+    pipeline="auto"'s choice from the slowest far link's RTT against a round's measured compute (`pending` until
+    PIPELINE_PROBE_ROUNDS rounds have been measured: `choose_pipeline`, then `decide_pipeline`)."""
+
+    on: bool
+    auto: bool
+    reason: str
+    groups: tuple[tuple[int, int], ...] = ()
+    pending: bool = False
+    compute_s: float | None = None
+
+
+def choose_pipeline(asked: bool | None, chains: int, rtt_s: float | None, refusal: str | None) -> PipelineChoice:
+    """The set-up's choice. As asked (`asked` True or False; True where `refusal`, why the run cannot split its
+    chains, is None: the caller raises otherwise), or for pipeline="auto" (`asked` None): off where the run cannot
+    split its chains, has fewer than PIPELINE_AUTO_MIN_CHAINS, or no link of FAR_RTT_S or more; else pending, decided
+    from the first rounds' measured compute (`decide_pipeline`)."""
+    groups = tuple(chain_groups(chains)) if chains >= 2 else ()
+    if asked is not None:
+        return PipelineChoice(asked, False, "as asked", groups if asked else ())
+    if refusal is not None:
+        return PipelineChoice(False, True, f"off: {refusal}")
+    if chains < PIPELINE_AUTO_MIN_CHAINS:
+        return PipelineChoice(False, True, f"off: {chains} chains (< {PIPELINE_AUTO_MIN_CHAINS})")
+    if rtt_s is None or rtt_s < FAR_RTT_S:
+        what = "no far link" if rtt_s is None else f"the slowest link's RTT is {1e3 * rtt_s:.1f} ms"
+        return PipelineChoice(False, True, f"off: {what} (< {1e3 * FAR_RTT_S:g} ms)")
+    return PipelineChoice(
+        False, True, f"pending: decided from the first {PIPELINE_PROBE_ROUNDS} rounds' compute", groups, pending=True
+    )
+
+
+def decide_pipeline(pending: PipelineChoice, rtt_s: float, compute_s: float) -> PipelineChoice:
+    """pipeline="auto" after its probe rounds: two chain groups in flight where a round's measured compute
+    `compute_s` (the busiest process's, seconds; median over the probe) is at least PIPELINE_COMPUTE_SHARE of the
+    slowest far link's RTT and PIPELINE_MIN_COMPUTE_S: while one group's messages cross the link the sites step the
+    other, so a round costs about max(RTT + compute / 2, compute) instead of RTT + compute."""
+    need = max(PIPELINE_MIN_COMPUTE_S, PIPELINE_COMPUTE_SHARE * rtt_s)
+    what = f"a round's measured compute {1e3 * compute_s:.2f} ms against the slowest link's RTT {1e3 * rtt_s:.1f} ms"
+    if compute_s < need:
+        return PipelineChoice(False, True, f"off: {what} (below {1e3 * need:.2f} ms: nothing worth hiding)",
+                              compute_s=compute_s)  # fmt: skip
+    sizes = " and ".join(str(b - a) for a, b in pending.groups)
+    reason = f"on: {what}: two chain groups ({sizes}) in flight"
+    return PipelineChoice(True, True, reason, pending.groups, compute_s=compute_s)
+
+
 @dataclass(frozen=True)
 class ChainsChoice:
     """The run's chain count and the reason for it: as asked, or chains="auto"'s choice (`choose_chains`) from the

@@ -608,6 +608,8 @@ class RunManager:
         plan = jsonable(run.setup.plan.as_dict())
         if run.setup.chains is not None:
             plan["chains"] = jsonable(dataclasses.asdict(run.setup.chains))
+        if run.setup.pipeline is not None:
+            plan["pipeline"] = jsonable(dataclasses.asdict(run.setup.pipeline))
         self.store.update_run(
             rec.tenant,
             rec.id,

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..privacy.ledger import SiteLedger
 from ..runtime.contracts import RunStats
-from .schemas import NetworkInfo, ReleaseInfo, SiteLedgerInfo, TripsInfo, WorkerStats
+from .schemas import NetworkInfo, PipelineInfo, ReleaseInfo, SiteLedgerInfo, TripsInfo, WorkerStats
 
 
 def worker_stats(stats: RunStats, rows: Sequence[int] = ()) -> list[WorkerStats]:
@@ -82,9 +82,10 @@ def site_ledger(entry: SiteLedger) -> SiteLedgerInfo:
 
 
 def network_info(stats: RunStats) -> NetworkInfo:
-    """Round trips by phase so far."""
+    """Round trips by phase so far, and whether chains are in flight (and why)."""
     t = stats.trips
-    return NetworkInfo(trips=TripsInfo(**dataclasses.asdict(t), total=t.total))
+    pipe = None if stats.pipeline is None else PipelineInfo(**dataclasses.asdict(stats.pipeline))
+    return NetworkInfo(trips=TripsInfo(**dataclasses.asdict(t), total=t.total), pipeline=pipe)
 
 
 def jsonable(value: Any, max_items: int = 64) -> Any:

@@ -69,6 +69,7 @@ def _options(spec: RunSpec) -> RunOptions:
         target_ess=spec.target_ess,
         max_rhat=spec.max_rhat,
         max_rounds=spec.max_rounds,
+        pipeline=spec.pipeline,
         secure_sums=spec.secure_sums,
     )
 
@@ -205,6 +206,10 @@ def build(
         path = exc.path if isinstance(exc, ArgumentError) else ()
         raise SpecError(tuple(path) if path[:1] == ("privacy",) else where, str(exc)) from None
     check_secure_sums(spec, algorithm)
+    if spec.pipeline is True and spec.algorithm.name != "dglmc":
+        raise SpecError(
+            ("pipeline",), f"pipeline=true runs DG-LMC's batched chains in two groups; {spec.algorithm.name!r} has none"
+        )
     if spec.data.shards is not None:
         return build_site_shards(spec, model, algorithm, executor, tenant, grants or DataGrants())
     table = model_table(load_data(spec, tenant, store), model, spec.data)

@@ -23,6 +23,7 @@ __all__ = [
     "MatchedRowInfo",
     "ModelFamilyInfo",
     "NetworkInfo",
+    "PipelineInfo",
     "Progress",
     "ReleaseInfo",
     "ReliabilityBinInfo",
@@ -141,10 +142,22 @@ class TripsInfo(TypedDict):
     total: int
 
 
+class PipelineInfo(TypedDict):
+    """Whether a run's rounds go as two chain groups in flight, and why (pending: "auto" has not decided yet)."""
+
+    on: bool
+    auto: bool
+    pending: bool
+    reason: str
+    groups: list[list[int]]
+    compute_s: float | None
+
+
 class NetworkInfo(TypedDict):
-    """What a run cost on the network."""
+    """What a run cost on the network, and whether its chains are in flight."""
 
     trips: TripsInfo
+    pipeline: PipelineInfo | None
 
 
 class RunInfo(TypedDict):

@@ -458,6 +458,12 @@ class RunSpec(BaseModel):
     thin: int = Field(default=RUN.thin, ge=1)
     seed: int = Field(default=RUN.seed, ge=0, le=SEED_MAX, description="0 ≤ seed ≤ 2**63 - 1 (signed 64 bits)")
     time_budget_s: float | None = Field(default=None, gt=0)
+    pipeline: bool | Literal["auto"] = Field(
+        default="auto",
+        description="run each round as two chain groups in flight (the sites step one while the other's messages "
+        "cross the link); \"auto\": where a far link's RTT is of the order of a round's compute (plan.pipeline "
+        "says whether and why); algorithm dglmc with local_kernel laplace_mh or lmc",
+    )
     secure_sums: bool = Field(
         default=False,
         description="the sites send their terms of the coordinator's sums masked (pairwise masks that cancel in "

@@ -40,10 +40,24 @@ class TripsInfo(BaseModel):
     total: int = 0
 
 
+class PipelineInfo(BaseModel):
+    """Whether the rounds run as two chain groups in flight (`pipeline`) and why; with "auto", pending until the
+    first rounds' compute has been measured against the slowest far link's RTT."""
+
+    on: bool
+    auto: bool
+    pending: bool = False
+    reason: str
+    groups: list[list[int]] = Field(default_factory=list, description="the chain groups [a, b) when on")
+    compute_s: float | None = Field(None, description="the measured compute of a round that decided it (s)")
+
+
 class NetworkInfo(BaseModel):
-    """What the run's messages cost on the network so far: round trips by phase (per-worker RTTs are in `workers`)."""
+    """What the run's messages cost on the network so far: round trips by phase (per-worker RTTs are in `workers`),
+    and whether chains are in flight."""
 
     trips: TripsInfo = Field(default_factory=lambda: TripsInfo(setup=0, warmup=0, sampling=0, capture=0, total=0))
+    pipeline: PipelineInfo | None = None
 
 
 class ReleaseInfo(BaseModel):
