@@ -12,8 +12,20 @@ In a site's namespace two iptables nat rules send every TCP connection that cros
 OUTPUT (a site process connecting to another host) and PREROUTING (another host connecting to the site), so both
 directions of both kinds are delayed. The relay finds where a connection was going (SO_ORIGINAL_DST), opens its own
 connection there with SO_MARK set (a RETURN rule lets its own connections through), and delivers every chunk it
-reads `delay` seconds later (plus jitter, after the bandwidth cap's serialisation time), from a timestamped queue per
-direction: bytes in flight do not wait for one another, so a link's throughput is not one chunk per delay. Head ↔
+reads `delay` seconds later, from a timestamped queue per direction: bytes in flight do not wait for one another, so
+a link's throughput is not one chunk per delay. Two optional impairments, per link and each way:
+
+- jitter J: each chunk (what one read returns, up to 64 KiB) gets an extra delay drawn uniformly from [0, J], so a
+  one-way trip takes between D and D + J and a head ↔ site round trip between 2D and 2D + 2J (mean 2D + J). Extra
+  delay only, never less than D: the link's RTT stays its floor. TCP's order is kept: a chunk is delivered at
+  max(the previous chunk's delivery, its arrival + its delay), so a short draw waits behind a long one;
+- a bandwidth cap B (bytes/s): the chunks of all the link's connections in one direction share one wire, each taking
+  size / B on it behind the bytes queued before it, and the delay (and jitter) counts from when it is off the wire.
+  The queue is bounded by MAX_IN_FLIGHT per connection and direction (TCP's flow control holds the sender back
+  beyond), so a bulk transfer through a narrow link also makes the small messages behind it wait, as on a real
+  bottleneck's buffer.
+
+Head ↔
 site round trips take 2 × delay; site ↔ site 4 × delay (two links, as in a star). Ray's gRPC and raysampler's
 round channel (direct sockets between the coordinator and the workers) both cross it: the site's Ray node starts
 after the rules are in place. A relay can be paused (nothing delivered either way, bytes held, connections kept: a
@@ -85,8 +97,9 @@ THIS = Path(__file__).resolve()
 
 @dataclass
 class Link:
-    """A site link's settings, shared by every connection of one relay: one-way delay and jitter (seconds), the
-    bandwidth cap (bytes/s each way, 0 = none), whether it is paused, and when each direction's wire is next free."""
+    """A site link's settings, shared by every connection of one relay: one-way delay and the most jitter adds to it
+    (seconds, uniform on [0, jitter_s] per chunk), the bandwidth cap (bytes/s each way, 0 = none), whether it is
+    paused, and when each direction's wire is next free (the cap's queue, shared by the link's connections)."""
 
     delay_s: float
     jitter_s: float = 0.0
@@ -102,14 +115,15 @@ class Link:
         self.running.set()
 
     def due(self, direction: str, size: int, now: float) -> float:
-        """When a chunk of `size` bytes read now is delivered: after the chunks before it on the wire (bandwidth),
-        then the delay and its jitter."""
+        """When a chunk of `size` bytes read now is due: once it is off the wire (behind the bytes queued before it,
+        at the bandwidth cap), plus the delay and a jitter drawn on [0, jitter_s]. `Flight.put` then keeps it behind
+        the chunk before it (TCP's order), so the delivery may come later still, never sooner."""
         start = now
         if self.bandwidth > 0:
             start = max(now, self.wire_free[direction]) + size / self.bandwidth
             self.wire_free[direction] = start
-        jitter = self.rng.uniform(-self.jitter_s, self.jitter_s) if self.jitter_s > 0 else 0.0
-        return start + max(0.0, self.delay_s + jitter)
+        jitter = self.rng.uniform(0.0, self.jitter_s) if self.jitter_s > 0 else 0.0
+        return start + max(0.0, self.delay_s) + jitter
 
     def pause(self, seconds: float | None, loop: asyncio.AbstractEventLoop) -> None:
         if self._resume_at is not None:
@@ -319,8 +333,8 @@ async def serve_relay(
 
 
 class LoopbackRelay:
-    """A relay in a thread of this process, forwarding 127.0.0.1:`port` to `target` with `delay_s` each way (no
-    root, no redirection): for testing the relay itself."""
+    """A relay in a thread of this process, forwarding 127.0.0.1:`port` to `target` with `delay_s` each way (and
+    `jitter_s`, `bandwidth` as `Link`'s; no root, no redirection): for testing the relay itself."""
 
     def __init__(self, target: tuple[str, int], delay_s: float, jitter_s: float = 0.0, bandwidth: float = 0.0):
         self._loop = asyncio.new_event_loop()
@@ -377,6 +391,16 @@ class LoopbackRelay:
             link.delay_s = delay_s
             if jitter_s is not None:
                 link.jitter_s = jitter_s
+
+        self._soon(change)
+
+    def set_bandwidth(self, bytes_per_s: float) -> None:
+        """The cap from now on, each way (0: none)."""
+        assert self.link is not None
+        link = self.link
+
+        def change() -> None:
+            link.bandwidth = bytes_per_s
 
         self._soon(change)
 
@@ -584,7 +608,8 @@ class Wan:
                 self.resume(site)  # the block ended first: the link is not left stalled
 
     def set_delay(self, site: str, delay_ms: float, jitter_ms: float | None = None) -> None:
-        """Site's one-way delay (and jitter) from now on: bytes already in flight keep theirs."""
+        """Site's one-way delay (and the most jitter adds to it, `jitter_ms`) from now on: bytes already in flight
+        keep theirs."""
         cmd = f"delay {delay_ms / 1000.0}" + ("" if jitter_ms is None else f" {jitter_ms / 1000.0}")
         self._command(site, cmd)
 
@@ -843,13 +868,12 @@ def wan_cluster(
     timeout_s: float = 180.0,
     keep_logs: Path | None = None,
 ) -> Iterator[Wan]:
-    """The emulated network (module docstring) with `delay_ms` one way on each site's link (`jitter_ms` ± uniform,
-    `bandwidth` bytes/s each way, 0 = none) and, with `start_ray`, a Ray head (`head_cpus`) and one node per site
-    (`site_cpus`, labelled raysampler.io/site=<site>), started after the relays. `env` is added to every process's
-    environment (e.g. RAY_health_check_* for every node). `direct`: no relays and no rules at all (the plain veth
-    links, a LAN's baseline; pause and set_delay are then unavailable). Everything is removed at the end, errors
-    included;
-    `keep_logs` (a folder) keeps a copy of the nodes', relays' and Ray's logs first."""
+    """The emulated network (module docstring) with `delay_ms` one way on each site's link (plus up to `jitter_ms`
+    per chunk, uniform; `bandwidth` bytes/s each way, 0 = none) and, with `start_ray`, a Ray head (`head_cpus`) and
+    one node per site (`site_cpus`, labelled raysampler.io/site=<site>), started after the relays. `env` is added to
+    every process's environment (e.g. RAY_health_check_* for every node). `direct`: no relays and no rules at all
+    (the plain veth links, a LAN's baseline; pause and set_delay are then unavailable). Everything is removed at the
+    end, errors included; `keep_logs` (a folder) keeps a copy of the nodes', relays' and Ray's logs first."""
     reason = unavailable()
     if reason is not None:
         raise WanUnavailable(reason)
@@ -980,7 +1004,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     r.add_argument("--host", default="0.0.0.0")
     r.add_argument("--port", type=int, default=RELAY_PORT)
     r.add_argument("--delay", type=float, default=0.05, help="one-way seconds")
-    r.add_argument("--jitter", type=float, default=0.0, help="± seconds, uniform")
+    r.add_argument("--jitter", type=float, default=0.0, help="most seconds added per chunk (uniform)")
     r.add_argument("--bandwidth", type=float, default=0.0, help="bytes/s each way, 0 = none")
     r.add_argument("--target", default=None, help="HOST:PORT: forward there instead of to the original destination")
     e = sub.add_parser("echo", help="an echo server")

@@ -19,9 +19,17 @@ which measures the relays' own cost): max |Δmean| in the LAN run's posterior sd
 same bit for bit. Also: the RTT measured from the head to site a, each site's RTT as the run measured it, and the
 Ray nodes found dead at the end.
 
+Impaired links (tests/wan_harness.py's relay): `--jitter-ms J` adds to each chunk's one-way delay an extra drawn
+uniformly from [0, J] (a round trip then takes RTT to RTT + 2J; TCP's order is kept, so a chunk never overtakes the
+one before it), `--bandwidth-mbit B` caps each link at B Mbit/s each way (bytes leave no faster, queued behind the
+ones before them, then pay the delay). Both take comma-separated values: every RTT > 0 is run at each (jitter,
+bandwidth) pair, on the same cluster (the relays are re-set between runs); RTT 0, the LAN reference, runs without
+either. Each row carries its jitter and bandwidth, and so does each run in the JSON.
+
     python benchmarks/perf/wan.py                                     # every case at 0, 20, 50, 100, 200 ms
     python benchmarks/perf/wan.py --rtt-ms 0,100 --cases breast_cancer_2 --label bc2
     python benchmarks/perf/wan.py --rtt-ms 100 --jitter-ms 5 --bandwidth-mbit 10 --cases covtype_like_4
+    python benchmarks/perf/wan.py --rtt-ms 0,100 --jitter-ms 0,20 --bandwidth-mbit 0,10 --cases breast_cancer_2
     python benchmarks/perf/wan.py --rtt-ms 100,300 --cases breast_cancer_2 --stall-s 30 --label stall
     python benchmarks/perf/wan.py --rtt-ms 50 --cases covtype_like_4 --pipeline false,auto  # chains in flight
 
@@ -34,7 +42,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
-import itertools
 import sys
 import tempfile
 import time
@@ -148,8 +155,14 @@ def arguments() -> argparse.ArgumentParser:
     ap = harness.parser(__doc__, __file__)
     ap.add_argument("--rtt-ms", default="0,20,50,100,200", help="round-trip times, comma-separated (0: the LAN run)")
     ap.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of {', '.join(CASES)}")
-    ap.add_argument("--jitter-ms", type=float, default=0.0, help="± uniform jitter on each link's one-way delay")
-    ap.add_argument("--bandwidth-mbit", type=float, default=0.0, help="each link's cap, each way (0: none)")
+    ap.add_argument(
+        "--jitter-ms",
+        default="0",
+        help="the most jitter adds to each chunk's one-way delay (uniform on [0, J]), comma-separated values",
+    )
+    ap.add_argument(
+        "--bandwidth-mbit", default="0", help="each link's cap in Mbit/s, each way (0: none), comma-separated values"
+    )
     ap.add_argument("--num-rounds", default="auto", help='"auto" (to convergence, the default) or a number')
     ap.add_argument("--chains", type=int, default=None, help="chains (default: raysampler's)")
     ap.add_argument("--seed", type=int, default=0)
@@ -182,7 +195,10 @@ def measure(args: argparse.Namespace) -> harness.Report:
     reason = wan_harness.unavailable()
     if reason is not None:
         raise SystemExit(f"wan.py: {reason}")
-    rtts = [float(v) for v in str(args.rtt_ms).split(",") if v.strip()]
+    rtts = _floats(args.rtt_ms)
+    links = [(j, b) for j in _floats(args.jitter_ms) for b in _floats(args.bandwidth_mbit)]
+    if not links or any(j < 0 or b < 0 for j, b in links):
+        raise SystemExit("wan.py: --jitter-ms and --bandwidth-mbit take values >= 0")
     cases = [c for c in str(args.cases).split(",") if c]
     for c in cases:
         if c not in CASES:
@@ -202,36 +218,27 @@ def measure(args: argparse.Namespace) -> harness.Report:
         files = {c: site_files(c, Path(tmp), args.seed) for c in cases}
         for rtt in rtts:
             t0 = time.perf_counter()
+            variants = links if rtt > 0 else [(0.0, 0.0)]
             with wan_harness.wan_cluster(
                 sites,
                 delay_ms=rtt / 2,
-                jitter_ms=args.jitter_ms,
-                bandwidth=args.bandwidth_mbit * 125_000,
+                jitter_ms=variants[0][0],
+                bandwidth=variants[0][1] * MBIT,
                 site_cpus=args.site_cpus,
                 direct=rtt == 0 and not args.lan_relay,
             ) as wan:
-                measured = wan.rtt_ms("a")
-                print(f"RTT {rtt:g} ms: cluster up in {time.perf_counter() - t0:.1f} s, measured {measured:.1f} ms")
-                for case, pipeline in itertools.product(cases, pipelines):
-                    for stall_s in (0.0, args.stall_s) if args.stall_s and rtt > 0 else (0.0,):
-                        with contextlib.ExitStack() as stack:
-                            when = stack.enter_context(wan.stall("a", args.stall_after_s, stall_s)) if stall_s else {}
-                            out = wan.run_python(
-                                "wan:drive",
-                                {"case": case, "shards": files[case], "options": options | {"pipeline": pipeline}},
-                                path=[Path(__file__).resolve().parent],
-                                timeout_s=args.timeout_s,
-                                echo=args.echo,
-                            )
-                        out.update(case=case, rtt_ms=rtt, measured_rtt_ms=measured, stall_s=stall_s, pipeline=pipeline)
-                        out["stalled"] = "paused" in when  # the stall began before the run ended
-                        runs.append(out)
-                        print(
-                            f"  {case}{f' (stall {stall_s:g} s)' if stall_s else ''} pipeline={pipeline} "
-                            f"({'on' if out['pipelined'] else 'off'}): {out['wall_s']:.1f} s "
-                            f"({out['setup_s']:.1f} set-up), {out['rounds']} rounds, {out['ess_per_s']:.1f} ESS/s",
-                            flush=True,
-                        )
+                print(f"RTT {rtt:g} ms: cluster up in {time.perf_counter() - t0:.1f} s")
+                for jitter_ms, mbit in variants:
+                    if rtt > 0 or args.lan_relay:
+                        for site in sites:  # the next variant's links (bytes in flight keep their old timing)
+                            wan.set_delay(site, rtt / 2, jitter_ms)
+                            wan.set_bandwidth(site, mbit * MBIT)
+                    measured = wan.rtt_ms("a")
+                    link = {"rtt_ms": rtt, "jitter_ms": jitter_ms, "bandwidth_mbit": mbit, "measured_rtt_ms": measured}
+                    print(f"  {_link_name(link)}: measured RTT {measured:.1f} ms")
+                    for case in cases:
+                        for pipeline in pipelines:
+                            runs += _runs(wan, case, files[case], options | {"pipeline": pipeline}, rtt, link, args)
     _against_lan(runs)
     for r in runs:
         if "round_vs_unpipelined" in r:
@@ -241,11 +248,12 @@ def measure(args: argparse.Namespace) -> harness.Report:
                 f"same draws: {r['same_draws_unpipelined']}"
             )
     table = harness.Table(
-        f"Default DG-LMC across emulated links (jitter ±{args.jitter_ms:g} ms, "
-        f"bandwidth {'none' if not args.bandwidth_mbit else f'{args.bandwidth_mbit:g} Mbit/s'})",
+        "Default DG-LMC across emulated links",
         [
             "case",
             "RTT ms",
+            "jitter ms",
+            "Mbit/s",
             "measured",
             "wall s",
             "set-up s",
@@ -266,6 +274,8 @@ def measure(args: argparse.Namespace) -> harness.Report:
             "[pipeline v: on/off]: the run's pipeline= and whether its rounds ran as two chain groups in flight; a "
             "pipelined run's draws, round and wall against its unpipelined twin's are in the JSON "
             "(same_draws_unpipelined, round_vs_unpipelined, wall_vs_unpipelined)",
+            "jitter ms: the most each chunk's one-way delay gets added (uniform on [0, J]; order kept); Mbit/s: each "
+            "link's cap each way (blank: none); measured: the median of 5 small round trips, head to site a",
             "a stalled run: site a's link stopped both ways for the stall's length; its |Δmean| and same draws are "
             "against the same case's unstalled run at that RTT; dead nodes: Ray nodes found dead at the end",
         ],
@@ -275,36 +285,82 @@ def measure(args: argparse.Namespace) -> harness.Report:
     return harness.Report(f"wan_{label}", payload, [table])
 
 
+MBIT = 125_000  # bytes/s in a Mbit/s
+
+
+def _floats(text: str) -> list[float]:
+    return [float(v) for v in str(text).split(",") if v.strip()]
+
+
+def _link_name(link: dict[str, Any]) -> str:
+    jitter = f" +0–{link['jitter_ms']:g} ms" if link["jitter_ms"] else ""
+    cap = f" {link['bandwidth_mbit']:g} Mbit/s" if link["bandwidth_mbit"] else ""
+    return f"RTT {link['rtt_ms']:g} ms{jitter}{cap}"
+
+
+def _runs(
+    wan: Any, case: str, shards: list[rs.Shard], options: dict[str, Any], rtt: float, link: dict[str, Any], args: Any
+) -> list[dict[str, Any]]:
+    """The case on the links as they are now: its plain run and, with --stall-s at an RTT > 0, its stalled one."""
+    out_runs = []
+    for stall_s in (0.0, args.stall_s) if args.stall_s and rtt > 0 else (0.0,):
+        with contextlib.ExitStack() as stack:
+            when = stack.enter_context(wan.stall("a", args.stall_after_s, stall_s)) if stall_s else {}
+            out = wan.run_python(
+                "wan:drive",
+                {"case": case, "shards": shards, "options": options},
+                path=[Path(__file__).resolve().parent],
+                timeout_s=args.timeout_s,
+                echo=args.echo,
+            )
+        out.update(case=case, stall_s=stall_s, pipeline=options.get("pipeline", "auto"), **link)
+        out["stalled"] = "paused" in when  # the stall began before the run ended
+        out_runs.append(out)
+        print(
+            f"    {case}{f' (stall {stall_s:g} s)' if stall_s else ''} pipeline={out['pipeline']} "
+            f"({'on' if out['pipelined'] else 'off'}): {out['wall_s']:.1f} s "
+            f"({out['setup_s']:.1f} set-up), {out['rounds']} rounds, {out['ess_per_s']:.1f} ESS/s",
+            flush=True,
+        )
+    return out_runs
+
+
 def _against_lan(runs: list[dict[str, Any]]) -> None:
     """Each run's accuracy against the case's LAN run, and a stalled run's draws against the same case and RTT's
     unstalled run (`same_draws`: bit for bit; the chains chosen depend on the RTT, so only that run compares)."""
-    lan = {r["case"]: r for r in runs if r["rtt_ms"] == 0 and r.get("pipeline") in ("auto", False)}
-    calm = {(r["case"], r["rtt_ms"], r.get("pipeline")): r for r in runs if not r.get("stall_s")}
-    unpiped = {(r["case"], r["rtt_ms"]): r for r in runs if not r.get("stall_s") and not r.get("pipelined")}
+    lan = {r["case"]: r for r in runs if r["rtt_ms"] == 0}
+    calm = {_key(r): r for r in runs if not r.get("stall_s")}
+    unpiped = {_key(r)[:-1]: r for r in runs if not r.get("stall_s") and not r.get("pipelined")}  # any pipeline=
     for r in runs:
-        twin = unpiped.get((r["case"], r["rtt_ms"]))
+        twin = unpiped.get(_key(r)[:-1])
         if r.get("pipelined") and twin is not None and twin["chains"] == r["chains"]:
             r["same_draws_unpipelined"] = r["draws_sha256"] == twin["draws_sha256"]
             r["wall_vs_unpipelined"] = r["wall_s"] / twin["wall_s"]
             r["round_vs_unpipelined"] = r["median_round_ms"] / twin["median_round_ms"]
         if r.get("stall_s"):
-            ref = calm[(r["case"], r["rtt_ms"], r.get("pipeline"))]
+            ref = calm[_key(r)]
             r["max_mean_err_sd"] = float(np.max(np.abs(r["mean"] - ref["mean"]) / ref["sd"]))
             r["same_draws"] = r["draws_sha256"] == ref["draws_sha256"]
             continue
-        ref = lan.get(r["case"])
-        if ref is None:
+        base = lan.get(r["case"])
+        if base is None:
             r["max_mean_err_sd"], r["same_draws"] = None, None
             continue
-        r["max_mean_err_sd"] = float(np.max(np.abs(r["mean"] - ref["mean"]) / ref["sd"]))
-        r["same_draws"] = r["draws_sha256"] == ref["draws_sha256"]
+        r["max_mean_err_sd"] = float(np.max(np.abs(r["mean"] - base["mean"]) / base["sd"]))
+        r["same_draws"] = r["draws_sha256"] == base["draws_sha256"]
+
+
+def _key(r: dict[str, Any]) -> tuple[Any, ...]:
+    """A run's case and links, the stall aside."""
+    return r["case"], r["rtt_ms"], r.get("jitter_ms", 0.0), r.get("bandwidth_mbit", 0.0), r.get("pipeline", "auto")
 
 
 def _row(r: dict[str, Any]) -> list[Any]:
     t = r["trips"]
     trips = "/".join(str(t[k]) for k in TRIP_PHASES)
     same = None if r["same_draws"] is None else ("yes" if r["same_draws"] else "no")
-    timings = [r["rtt_ms"], r["measured_rtt_ms"], r["wall_s"], r["setup_s"], r["other_s"], r["chains"], r["burn_in"]]
+    links = [r["rtt_ms"], r.get("jitter_ms") or None, r.get("bandwidth_mbit") or None]
+    timings = [*links, r["measured_rtt_ms"], r["wall_s"], r["setup_s"], r["other_s"], r["chains"], r["burn_in"]]
     timings += [r["rounds"], trips]
     timings.append(r["median_round_ms"])
     case = r["case"] + (f" (stall {r['stall_s']:g} s)" if r.get("stall_s") else "")

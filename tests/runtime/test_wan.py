@@ -50,8 +50,47 @@ def test_bytes_in_flight_do_not_wait_for_one_another_and_the_cap_spaces_them():
     capped = Link(delay_s=0.1, bandwidth=1e6)  # 1 MB/s: a 100 kB chunk takes 0.1 s on the wire
     assert [capped.due("up", 100_000, 0.0) for _ in range(3)] == pytest.approx([0.2, 0.3, 0.4])
     assert capped.due("down", 100_000, 0.0) == pytest.approx(0.2)  # each direction has its own wire
-    jittered = Link(delay_s=0.1, jitter_s=0.02)
-    assert all(0.08 <= jittered.due("up", 1, 0.0) <= 0.12 for _ in range(100))
+    jittered = Link(delay_s=0.1, jitter_s=0.02)  # jitter only adds: the delay is each chunk's floor
+    dues = [jittered.due("up", 1, 0.0) for _ in range(200)]
+    assert all(0.1 <= d <= 0.12 for d in dues) and max(dues) - min(dues) > 0.01
+
+
+JITTER_S = 0.03  # the most the jittered link adds each way
+RATE = 2e6  # bytes/s each way, on the capped link
+
+
+@pytest.mark.slow
+def test_jitter_only_adds_delay_and_keeps_the_order_and_the_cap_bounds_a_bulk_transfer():
+    with EchoServer() as echo, LoopbackRelay(("127.0.0.1", echo.port), DELAY_S, jitter_s=JITTER_S) as relay:
+        trips = [_round_trip(relay.port) for _ in range(12)]
+        assert all(2 * DELAY_S <= t <= 2 * (DELAY_S + JITTER_S) + 0.05 for t in trips), trips
+        assert max(trips) - min(trips) > JITTER_S / 4, trips  # the draws do vary
+        # numbered messages written a few ms apart, each its own chunk with its own draw: none may overtake another
+        with socket.create_connection(("127.0.0.1", relay.port), timeout=10) as s:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sent = b"".join(i.to_bytes(4, "big") for i in range(100))
+            for i in range(0, len(sent), 4):
+                s.sendall(sent[i : i + 4])
+                time.sleep(0.002)
+            s.shutdown(socket.SHUT_WR)
+            back = bytearray()
+            while chunk := s.recv(1 << 16):
+                back += chunk
+        assert back == sent
+    size = 1_000_000  # 0.5 s on each way's wire at RATE
+    with EchoServer() as echo, LoopbackRelay(("127.0.0.1", echo.port), 0.01, bandwidth=RATE) as relay:
+        data = os.urandom(size)
+        with socket.create_connection(("127.0.0.1", relay.port), timeout=10) as s:
+            t0 = time.perf_counter()
+            s.sendall(data)
+            s.shutdown(socket.SHUT_WR)
+            back = bytearray()
+            while chunk := s.recv(1 << 16):
+                back += chunk
+            took = time.perf_counter() - t0
+    assert back == data
+    # each way's wire carries the bytes at RATE (the echo overlaps the two), plus the delay both ways
+    assert size / RATE + 2 * 0.01 <= took <= 3 * size / RATE + 1.0, took
 
 
 # ---- a run across the delayed links (root, `ip netns` and iptables; Ray nodes in namespaces of their own)
