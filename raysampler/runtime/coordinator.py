@@ -578,10 +578,12 @@ class Coordinator:
         end = min(self.total_rounds, self.t + max_rounds)
         self._warm_open = not self._warm_decided
         try:
-            if self.halves is None:  # returns early where pipeline="auto" turns the halves on
-                self._whole_rounds(end, deadline, kept)
-            if self.halves is not None and (deadline is None or time.perf_counter() < deadline):
+            if self.halves is not None:
                 self._rounds_in_halves(end, deadline, kept)
+            else:
+                self._whole_rounds(end, deadline, kept)  # returns early where pipeline="auto" turns the halves on
+                if self.halves is not None and (deadline is None or time.perf_counter() < deadline):
+                    self._rounds_in_halves(end, deadline, kept)
             failure = None
         except _Stop as stop:
             failure = self._located(stop.failure)
