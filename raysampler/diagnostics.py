@@ -29,6 +29,9 @@ MIN_SUPERCHAINS = 4
 MIN_SUPERCHAIN_SIZE = 4
 #: The warm-up rule's R-hat threshold (`warm`), for split R-hat (few chains) and nested R-hat (many).
 WARM_RHAT = 1.1
+#: The tuning rule's tolerance (`settled`): each quarter of the warm-up's later half keeps its mean acceptance
+#: within this of the adaptation's target.
+SETTLED_ACCEPT = 0.1
 
 
 class WarningKind(str, Enum):
@@ -289,6 +292,29 @@ def warm(draws: np.ndarray, superchains: int) -> bool:
     window = x[:, n - n // 2 :]
     rhat = nested_rank(window, superchains) if superchains > 1 else split_rank_rhat(window)
     return _worst(rhat) < WARM_RHAT
+
+
+def settled(accepts: np.ndarray, target: float) -> bool:
+    """The tuning rule: whether a step size adapted during warm-up (dual averaging towards the acceptance
+    `target`, Hoffman & Gelman 2014, Alg. 5) has settled, given the warm-up's mean acceptance per round so far
+    `accepts` (rounds,). It reads the later half, as `warm` does, in two halves, and asks each one's mean
+    acceptance to be within SETTLED_ACCEPT (0.1) of the target.
+
+    Why this reading: dual averaging moves log h by −√m/γ·H̄_m, H̄_m the running mean of target − acceptance, so
+    while the step is still travelling (from a start too large or too small, or after the chains moved to where
+    the curvature differs) the acceptance sits on one side of the target and the step keeps moving; once the
+    acceptance averages to the target over a stretch of rounds, H̄ stops growing and the step stays where it is.
+    Asking it of both halves of the window, not only of their whole, refuses a window that crosses the target on
+    its way (high, then low). After the warm-up the step is frozen at the averaged value, which a settled run
+    has held for the window. Fewer than 8 rounds: False."""
+    a = np.asarray(accepts, dtype=float)
+    n = a.shape[0]
+    if n < 8:
+        return False
+    window = a[n - n // 2 :]
+    half = window.shape[0] // 2
+    parts = (window[:half], window[half:])
+    return all(bool(np.isfinite(p).all()) and abs(float(np.mean(p)) - target) <= SETTLED_ACCEPT for p in parts)
 
 
 def split_rank_rhat(draws: np.ndarray) -> np.ndarray:

@@ -9,15 +9,18 @@ import math
 import numpy as np
 import pytest
 
+from raysampler.algorithms.mcmc import DualAveraging, dual_averaging
 from raysampler.diagnostics import (
     MANY_CHAINS,
     RHAT_WARN,
+    SETTLED_ACCEPT,
     WARM_RHAT,
     Diagnostics,
     WarningKind,
     diagnose,
     nested_rank,
     nested_rhat,
+    settled,
     superchain_ids,
     superchains_for,
     warm,
@@ -250,6 +253,40 @@ def test_a_superchain_started_20_sd_away_is_not_warm_many_chains():
         assert not warm(shifted[:, :50], K) and not warm(shifted, K), seed
     unshifted = np.mean([warm(ar1(s, stationary_starts(s, 64, 2), 50, 0.95), K) for s in range(10)])
     assert unshifted >= 0.8, unshifted
+
+
+def dual_averaged_acceptance(seed: int, log_h0: float, rounds: int, target: float = 0.574) -> np.ndarray:
+    """The per-round mean acceptance of dual averaging (the samplers' own `dual_averaging`) on a kernel whose
+    acceptance at step h is exp(−h), observed with noise (a round's mean over a few chains): (rounds,)."""
+    rng = np.random.default_rng(seed)
+    log_h, da, out = log_h0, DualAveraging.start(log_h0), []
+    for _ in range(rounds):
+        accept = float(np.clip(math.exp(-math.exp(log_h)) + 0.05 * rng.normal(), 0.0, 1.0))
+        out.append(accept)
+        log_h, da = dual_averaging(da, accept, target, log_h0)
+    return np.array(out)
+
+
+def test_a_step_size_started_near_its_value_has_settled_at_the_first_check():
+    good = math.log(-math.log(0.574))  # exp(−h) = 0.574
+    assert all(settled(dual_averaged_acceptance(s, good, 50), 0.574) for s in range(10))
+
+
+def test_a_step_size_started_far_off_has_not_settled_while_its_acceptance_is_on_one_side():
+    """From a step e^60 times too large the acceptance is 0 until dual averaging has come down, then climbs back
+    to the target from below for hundreds of rounds: unsettled at the first checks, settled in the end."""
+    far = dual_averaged_acceptance(0, 60.0, 1000)
+    assert not any(settled(far[:n], 0.574) for n in (50, 75, 113)), far[:113].round(2)
+    assert settled(far, 0.574)
+
+
+def test_settled_refuses_a_window_that_crosses_the_target_and_short_or_broken_series():
+    off = 1.5 * SETTLED_ACCEPT
+    crossing = np.r_[np.full(50, 0.574), np.full(25, 0.574 + off), np.full(25, 0.574 - off)]
+    assert abs(crossing[50:].mean() - 0.574) < 1e-12 and not settled(crossing, 0.574)  # its whole is on target
+    assert settled(np.full(100, 0.574 + 0.9 * SETTLED_ACCEPT), 0.574)
+    assert not settled(np.full(7, 0.574), 0.574)
+    assert not settled(np.r_[np.full(90, 0.574), np.nan, np.full(9, 0.574)], 0.574)
 
 
 def test_warm_threshold_is_looser_than_the_sampling_rule():

@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -78,6 +78,14 @@ _REPLACED = {
     "unstack_states": "raysampler.algorithms.stacking.unstack splits a batch state",
     "split_stacked": "raysampler.algorithms.stacking.unstack splits a batch state",
 }
+
+
+class Adaptation(NamedTuple):
+    """One warm-up round of a step-size adaptation: the round's acceptance (probability, mean over chains, and
+    shards or agents) and the acceptance the adaptation aims at (dual averaging's target)."""
+
+    accept: float
+    target: float
 
 
 class Algorithm(ABC):
@@ -223,6 +231,13 @@ class Algorithm(ABC):
     def clipped_counts(self, replies: Any) -> np.ndarray | None:
         """The DP mode: per shard (b,), the per-example gradients its round clipped (over steps and chains); None
         where the algorithm clips nothing."""
+        return None
+
+    def adaptation(self, state: Any, stats: dict[str, np.ndarray]) -> Adaptation | None:
+        """What a step size adapted during warm-up reads after round t: the round's mean acceptance and its target
+        (`Adaptation`), from the coordinator's state after the round's `coordinator_step` or from the round's
+        `reply_stats` (an algorithm whose rounds may run as two halves reads `stats` only: the state has moved on to
+        the next half by then). None where nothing adapts: the warm-up's end then rests on the chains alone."""
         return None
 
 

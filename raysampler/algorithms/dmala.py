@@ -83,7 +83,7 @@ from ..streams import ChainNoise
 from ..tuning import budget
 from ..tuning.curvature import lipschitz_bound
 from ..tuning.laplace import Laplace
-from .base import Plan, RoundInfo, ShardPool
+from .base import Adaptation, Plan, RoundInfo, ShardPool
 from .checks import check_int, check_positive, check_unit
 from .decentralized import AgentPayload, AgentWorker, Tuned, _Decentralized
 from .mcmc import DualAveraging, dual_averaging
@@ -215,6 +215,7 @@ class DMALAState(NamedTuple):
     step: StepAdaptation
     mh_burn_in: int
     schedule: tuple[tuple[int, int], ...]
+    alpha: float = 1.0  # the last round's acceptance probability, mean over agents and chains (what ε adapts to)
 
 
 @dataclass(frozen=True)
@@ -368,7 +369,14 @@ class DMALA(_Decentralized):
         k_next = mixing_rounds(state.schedule, info.t + 1)
         p_next = noise.normal(1)[0]
         props = self._propose(top, W, omegas, ys, p_next, k_next, step.eps(info.t + 1 < info.burn_in))
-        return state._replace(omegas=omegas, ys=ys, p=p_next, proposals=props, accepted=acc_arr, step=step), draws
+        new = state._replace(
+            omegas=omegas, ys=ys, p=p_next, proposals=props, accepted=acc_arr, step=step, alpha=float(np.mean(alphas))
+        )
+        return new, draws
+
+    def adaptation(self, state: DMALAState, stats: dict[str, np.ndarray]) -> Adaptation | None:
+        """The round's mean acceptance probability, which dual averaging steers ε towards while it adapts."""
+        return Adaptation(state.alpha, state.step.target) if state.step.adapt else None
 
     def reply_stats(self, replies: list[DMALAReply]) -> dict[str, np.ndarray]:
         return {}

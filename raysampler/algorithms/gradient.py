@@ -31,7 +31,7 @@ from ..tuning.curvature import lipschitz_bound
 from ..tuning.laplace import PRECONDITIONERS, initial_points, laplace_for, laplace_step_local
 from ..tuning.report import BiasPrediction, TuningReport
 from ..tuning.shards import shard_batch_value_and_grad
-from .base import Algorithm, Plan, RoundInfo, ShardPool
+from .base import Adaptation, Algorithm, Plan, RoundInfo, ShardPool
 from .checks import check_choice, check_init, check_positive, check_unit
 from .mcmc import DualAveraging, dual_averaging, mala_log_ratio, mh_accept
 
@@ -390,6 +390,10 @@ class MALA(Stateless, Algorithm):
         if replies and isinstance(replies[0], LocalValueGradReply):
             new = new._replace(accepted=accept)
         return new, theta
+
+    def adaptation(self, state: MALAState, stats: dict[str, np.ndarray]) -> Adaptation | None:
+        """The round's mean acceptance probability, which dual averaging steers towards `target_accept`."""
+        return Adaptation(float(np.mean(state.accept)), state.target_accept) if state.adapt else None
 
     def local_draws(self, replies: list[Any]) -> tuple[np.ndarray, np.ndarray] | None:
         """(the previous round's θ, the shards' η_i of that round on the reported scale, shard order): a worker

@@ -154,6 +154,8 @@ class WarmupState:
     burn_in: int | None
     next_check: int
     draws: np.ndarray  # (rounds, K, d) on θ's scale
+    #: where a step size adapts during warm-up (`Algorithm.adaptation`): its acceptance per round so far (rounds,)
+    accept: np.ndarray | None = None
 
 
 @dataclass(frozen=True)

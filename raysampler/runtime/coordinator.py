@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..algorithms.base import Algorithm, RoundInfo, check_model_support
-from ..diagnostics import superchains_for, warm
+from ..algorithms.base import Adaptation, Algorithm, RoundInfo, check_model_support
+from ..diagnostics import settled, superchains_for, warm
 from ..enums import Balance, StopReason
 from ..errors import ArgumentError, Failure, FailureKind, WorkerFailed
 from ..models.contract import DataSpec, Model, ParamBlock, as_model, join_local_blocks
@@ -350,11 +350,13 @@ class Coordinator:
         self._warm_open = False  # the warm-up was still going when the current chunk began
         self._warm_next = min(WARM_FIRST_CHECK, config.burn_in)
         self._warm_draws: list[np.ndarray] = []
+        self._warm_accept: list[float] = []  # where a step size adapts: its acceptance per warm-up round
         if warmup is not None:
             self._warm_decided = warmup.burn_in is not None
             self.burn_in = warmup.burn_in if warmup.burn_in is not None else config.burn_in
             self._warm_next = warmup.next_check
             self._warm_draws = list(warmup.draws)
+            self._warm_accept = [] if warmup.accept is None else [float(a) for a in warmup.accept]
         self.worker_model = worker_model  # what the workers run (e.g. the model in whitened coordinates), if not model
         self.precond = precond  # maps the algorithm's draws back to θ, if it samples in other coordinates
         self.setup, self.state, self.noise, self.balancer = setup, state, noise, balancer
@@ -661,25 +663,31 @@ class Coordinator:
             for k, v in stats.items():
                 self._kept.stats.setdefault(k, []).append(v)
         elif info.warmup and not self._warm_decided:
-            self._warm_round(info.t, theta)
+            self._warm_round(info.t, theta, self.algorithm.adaptation(self.state, stats))
 
-    def _warm_round(self, t: int, theta: np.ndarray) -> None:
+    def _warm_round(self, t: int, theta: np.ndarray, adaptation: Adaptation | None) -> None:
         """A warm-up that ends by itself: keep round t's draw of θ (its global part) and, at a check
         (WARM_FIRST_CHECK rounds, then WARM_GROWTH times more each time), ask `diagnostics.warm` of the warm-up's
         draws so far (it reads their later half). Warm: the warm-up ends after the next round (round t + 1 is still
         warm-up: a pipelined run has sent its first half already), so the decision is a function of the rounds'
-        draws alone, the same on every executor and in a pipelined run. A round count at the cap ends it anyway."""
+        draws alone, the same on every executor and in a pipelined run. Where a step size adapts (`adaptation`,
+        the round's acceptance and its target), the warm-up also waits for it to settle (`diagnostics.settled`):
+        warm chains with a step still on its way would keep a step that the chains' draws never tested. A round
+        count at the cap ends it anyway."""
         self._warm_draws.append(theta[:, : self.model.dim])
+        if adaptation is not None:
+            self._warm_accept.append(adaptation.accept)
         done = t + 1
         if done >= self.config.burn_in:  # the cap: the warm-up ends here whatever the chains look like
-            self._warm_decided, self._warm_draws = True, []
+            self._warm_decided, self._warm_draws, self._warm_accept = True, [], []
             return
         if done < self._warm_next:
             return
-        if warm(np.stack(self._warm_draws).transpose(1, 0, 2), superchains_for(self.config.chains)):
+        tuned = adaptation is None or settled(np.asarray(self._warm_accept), adaptation.target)
+        if tuned and warm(np.stack(self._warm_draws).transpose(1, 0, 2), superchains_for(self.config.chains)):
             self.burn_in = min(done + 1, self.config.burn_in)
             self._warm_decided = True
-            self._warm_draws = []
+            self._warm_draws, self._warm_accept = [], []
             return
         self._warm_next = min(int(np.ceil(done * WARM_GROWTH)), self.config.burn_in)
 
@@ -832,7 +840,8 @@ class Coordinator:
         if not self.config.warmup_auto:
             return None
         draws = np.stack(self._warm_draws) if self._warm_draws else np.empty((0, self.config.chains, self.model.dim))
-        return WarmupState(self.burn_in if self._warm_decided else None, self._warm_next, draws)
+        accept = np.asarray(self._warm_accept, dtype=float) if self._warm_accept else None
+        return WarmupState(self.burn_in if self._warm_decided else None, self._warm_next, draws, accept)
 
     def stats(self) -> RunStats:
         """Per-round wall time and per-worker compute/idle time, N_i and its schedule, τ_i, and the tuned ρ_i, γ_i."""

@@ -8,6 +8,7 @@ import pytest
 
 import raysampler as rs
 from raysampler.algorithms import DGLMC
+from raysampler.diagnostics import SETTLED_ACCEPT
 from raysampler.options import ExecutionOptions, RunOptions
 from raysampler.runtime.links import CHAINS_AUTO_MAX, FAR_RTT_S, LinkStats, choose_chains
 from raysampler.sampling import Run
@@ -70,6 +71,36 @@ def test_a_warm_up_captured_midway_resumes_to_the_same_end_and_draws(data):
         resumed = np.concatenate([c.theta for c in run.chunks()])
         assert run.stats().burn_in == end
     np.testing.assert_array_equal(resumed, whole)
+
+
+def test_a_step_size_still_on_its_way_is_not_declared_warm(data, monkeypatch):
+    """D-MALA from a step e^46 times too small: its chains alone pass the warm-up rule at an early check while the
+    acceptance is still far above the target (dual averaging is still growing the step); the warm-up goes on until
+    the acceptance has settled, ends where its fixed twin's draws are the same, and a capture at the chains-only
+    end resumes to the same end (the acceptance so far travels in the warm-up's state)."""
+    kw = dict(chains=32, num_rounds=20, burn_in="auto", algorithm="dmala", step_size=1e-20, adapt=True)
+    with monkeypatch.context() as m:
+        m.setattr("raysampler.runtime.coordinator.settled", lambda accepts, target: True)
+        chains_only = _run(data, **kw).run_stats.burn_in
+    run = _run(data, **kw)
+    w = run.run_stats.burn_in
+    assert chains_only is not None and w is not None and chains_only < w < 1000, (chains_only, w)
+    fixed = _run(data, **{**kw, "burn_in": w})
+    np.testing.assert_array_equal(run.draws, fixed.draws)
+
+    alg = rs.algorithms.get_algorithm("dmala", step_size=1e-20, adapt=True)
+    options = RunOptions(chains=32, num_rounds=20, burn_in="auto", seed=3)
+    local = ExecutionOptions(executor="local")
+    with Run(MODEL, data, alg, options, local) as r:
+        r._handle.run(chains_only - 1)  # the rounds up to the check the chains alone passed
+        state = r.capture()
+    assert state.warmup is not None and state.warmup.accept is not None
+    window = state.warmup.accept[len(state.warmup.accept) // 2 :]
+    assert abs(window.mean() - 0.574) > SETTLED_ACCEPT, window.mean()  # the acceptance then: not on target
+    with Run(MODEL, data, alg, options, local, resume_from=state) as r:
+        resumed = np.concatenate([c.theta for c in r.chunks()])
+        assert r.stats().burn_in == w
+    np.testing.assert_array_equal(resumed, run.draws.transpose(1, 0, 2))
 
 
 def test_chains_auto_is_four_without_a_far_link_and_says_why(data):

@@ -24,7 +24,7 @@ from ...privacy.dp import DP, as_dp
 from ...privacy.fixed_point import encode
 from ...streams import ChainNoise, StackedNoise
 from ...tuning.laplace import PRECONDITIONERS
-from ..base import Algorithm, Plan, RoundInfo, ShardPool
+from ..base import Adaptation, Algorithm, Plan, RoundInfo, ShardPool
 from ..checks import check_choice, check_init, check_per_shard, check_unit
 from . import coordinator, private, tuning
 from .kernels import KERNELS, LOCAL_KERNELS, BatchKernel, LocalKernel, OneShard, ShardKernel
@@ -257,6 +257,14 @@ class DGLMC(Algorithm):
     def reply_stats(self, replies: Reply | list[Reply]) -> dict[str, np.ndarray]:
         accept = shard_accepts(replies)
         return {} if accept is None else {"local_accept": np.mean(accept, axis=0)}
+
+    def adaptation(self, state: CoordinatorState, stats: dict[str, np.ndarray]) -> Adaptation | None:
+        """Kernel "mala": the round's local acceptance (mean over shards and chains, from the replies: a pipelined
+        round's state has moved on), which each shard's dual averaging steers towards `target_accept`."""
+        target = state.consts.adapts_to
+        if target is None or "local_accept" not in stats:
+            return None
+        return Adaptation(float(np.mean(stats["local_accept"])), target)
 
 
 def fixed_reply(out: Reply, fixed: FixedSum, rows: int) -> Reply:

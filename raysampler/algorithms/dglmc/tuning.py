@@ -129,6 +129,7 @@ def prepare(alg: Settings, model: Model, pool: ShardPool, *, chains: int, seed: 
     consts = coordinator_consts(
         prior_P, prior_b, rho, alpha, stacked=kernel.batches and not local,
         recentre=alg.recentre if kernel.recentres else False, fixed_point=alg.fixed_point,
+        adapts_to=alg.target_accept if kernel.adapts else None,
     )  # fmt: skip
 
     quads = lap.quads if kernel.needs_quadratics else None
@@ -256,12 +257,13 @@ def coordinator_consts(
     stacked: bool = False,
     recentre: bool | str = False,
     fixed_point: bool = False,
+    adapts_to: float | None = None,
 ) -> CoordinatorConsts:
     """The coordinator's fixed Gaussian step: Q⁻¹ = (prior precision + Σ_i I/ρ_i)⁻¹ and its Cholesky factor."""
     q_inv = np.linalg.inv(prior_P + np.eye(prior_P.shape[0]) * np.sum(1.0 / rho))
     q_inv = 0.5 * (q_inv + q_inv.T)
     return CoordinatorConsts(
-        q_inv, np.linalg.cholesky(q_inv), prior_b, 1.0 / rho, alpha, stacked, recentre, fixed_point
+        q_inv, np.linalg.cholesky(q_inv), prior_b, 1.0 / rho, alpha, stacked, recentre, fixed_point, adapts_to
     )
 
 

@@ -150,6 +150,7 @@ class CoordinatorConsts:
     stacked: bool = False  # the workers step their shards as one batch: one `RoundMessage` per round
     recentre: bool | str = False  # kernel "laplace_mh": re-centre its proposal (True, False or "auto")
     fixed_point: bool = False  # the replies carry Σ_i's terms in fixed point (`Reply.summed`): s is their sum
+    adapts_to: float | None = None  # an adapting local kernel ("mala"): the acceptance its step size aims at
 
 
 class CoordinatorState(NamedTuple):

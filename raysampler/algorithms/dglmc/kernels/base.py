@@ -51,6 +51,9 @@ class LocalKernel(ABC):
     interweaves: ClassVar[bool] = False
     #: an exact kernel's default N_i with local parameters (without them: 1)
     steps_with_local_params: ClassVar[int] = 1
+    #: its step size adapts during warm-up (to `DGLMC.target_accept`, by dual averaging): the warm-up waits for it
+    #: to settle (`Algorithm.adaptation`)
+    adapts: ClassVar[bool] = False
 
 
 class BatchKernel(LocalKernel):

@@ -44,6 +44,7 @@ LOCAL_MALA_STEPS = 10
 class MALA(ShardKernel):
     name = "mala"
     steps_with_local_params = LOCAL_MALA_STEPS
+    adapts = True
 
     def init(self, payload: WorkerPayload, model: Model, X: np.ndarray, y: np.ndarray) -> MALAState:
         z, pot, grad = start(model, X, y, payload.z0)
