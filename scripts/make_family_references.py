@@ -1,4 +1,4 @@
-"""NUTS references for the families brms users fit (tests/reference_problems.py, FAMILY_PROBLEMS): writes each
+"""NUTS references for the families brms users fit (tests/support/reference_problems.py, FAMILY_PROBLEMS): writes each
 problem's data (CSV, seeded) and a reference from NumPyro's NUTS on the pooled data to tests/data/models/.
 
 Each likelihood is NumPyro's own distribution, not raysampler's potentials: Student-t `StudentT(ν, η, σ)`,
@@ -38,7 +38,7 @@ from jax.scipy.special import gammaln  # noqa: E402
 from make_group_references import write_csv  # noqa: E402  (scripts/ is on sys.path: the script's own folder)
 from make_model_references import save_reference  # noqa: E402
 from numpyro.infer import MCMC, NUTS  # noqa: E402
-from reference_problems import FAMILY_PROBLEMS  # noqa: E402
+from support.reference_problems import FAMILY_PROBLEMS  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 

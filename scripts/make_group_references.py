@@ -1,4 +1,4 @@
-"""NUTS references for the group-effects problems (tests/reference_problems.py, GROUP_PROBLEMS): writes each
+"""NUTS references for the group-effects problems (tests/support/reference_problems.py, GROUP_PROBLEMS): writes each
 problem's data (CSV, seeded) and a reference from NumPyro's NUTS on the pooled data to tests/data/models/.
 
 The NumPyro model is written out here from the model's definition, independently of raysampler's own potentials:
@@ -33,7 +33,7 @@ import numpyro  # noqa: E402
 import numpyro.distributions as dist  # noqa: E402
 from make_model_references import save_reference  # noqa: E402  (scripts/ is on sys.path: the script's own folder)
 from numpyro.infer import MCMC, NUTS  # noqa: E402
-from reference_problems import DATA_DIR, GROUP_PROBLEMS, GroupProblem  # noqa: E402
+from support.reference_problems import DATA_DIR, GROUP_PROBLEMS, GroupProblem  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 

@@ -1,4 +1,4 @@
-"""Long-run references for the model posteriors that have no closed form (tests/reference_problems.py):
+"""Long-run references for the model posteriors that have no closed form (tests/support/reference_problems.py):
 writes each problem's data (CSV, seeded) and a reference from MALA on the pooled data to tests/data/models/.
 
 MALA in Laplace-whitened coordinates (θ = θ* + Lφ, LLᵀ the inverse Hessian of the posterior potential at its mode
@@ -25,7 +25,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import arviz_stats as azs  # noqa: E402
-from reference_problems import DATA_DIR, PROBLEMS  # noqa: E402
+from support.reference_problems import DATA_DIR, PROBLEMS  # noqa: E402
 
 import raysampler as rs  # noqa: E402
 

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.ray_head import ACTIVE, ray_head_address
+from support.service_helpers import SERVICE_KEYS, inprocess_settings, service_env
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 # Every Ray of the suite (the processes' own, the services', the clusters'), three or four alive at a time for 15
@@ -24,25 +26,13 @@ os.environ.setdefault("RAY_LOG_MONITOR_MANY_FILES_THRESHOLD", "0")
 # No process of the suite may ask a cloud's instance-metadata address for credentials (it is no test host): a process
 # without S3 credentials then fails at once instead of calling 169.254.169.254.
 os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
-_RAY_TMP = tempfile.mkdtemp(prefix="rs-ray-")
-_ACTIVE: dict[str, Any] = {"cluster": None, "sites": None, "head": None}
-
-
-def ray_head_address() -> str:
-    """The address of this test process's small local Ray (`servers.RayHead`, started on first use): the process
-    itself joins it (`_local_ray`), and so do the services its tests start (`service_env`)."""
-    if _ACTIVE["head"] is None:
-        from servers import RayHead
-
-        _ACTIVE["head"] = RayHead.start(_RAY_TMP)
-    return _ACTIVE["head"].address
 
 
 def _local_ray():
     """The session's small local Ray, joined (again, after a cluster module left it)."""
     import ray
 
-    if ray.is_initialized() and _ACTIVE["cluster"] is None:
+    if ray.is_initialized() and ACTIVE["cluster"] is None:
         return ray
     _stop_site_cluster()
     ray.init(address=ray_head_address(), log_to_driver=False, configure_logging=False)
@@ -101,18 +91,18 @@ def _start_site_cluster() -> SiteCluster:
         handle.add_site_node(site)
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
-    _ACTIVE["cluster"], _ACTIVE["sites"] = cluster, handle
+    ACTIVE["cluster"], ACTIVE["sites"] = cluster, handle
     return handle
 
 
 def _stop_site_cluster() -> None:
     import ray
 
-    if _ACTIVE["cluster"] is not None:
+    if ACTIVE["cluster"] is not None:
         if ray.is_initialized():
             ray.shutdown()
-        _ACTIVE["cluster"].shutdown()
-        _ACTIVE["cluster"] = _ACTIVE["sites"] = None
+        ACTIVE["cluster"].shutdown()
+        ACTIVE["cluster"] = ACTIVE["sites"] = None
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +111,7 @@ def site_cluster():
     One cluster serves the modules that follow one another on it (CLUSTER_MODULES): each leaves it with the nodes a,
     b and c it found; it stops once the next test does not use it (`pytest_runtest_teardown`). The session's local
     Ray is left meanwhile and joined again by the next test that asks for it."""
-    return _ACTIVE["sites"] if _ACTIVE["sites"] is not None else _start_site_cluster()
+    return ACTIVE["sites"] if ACTIVE["sites"] is not None else _start_site_cluster()
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -129,7 +119,7 @@ def pytest_runtest_teardown(item, nextitem):
     """Stop the multi-node cluster after the last of the tests in a row that use it (an idle cluster's five Ray
     processes cost CPU the other tests need)."""
     yield
-    if _ACTIVE["cluster"] is not None and (nextitem is None or "site_cluster" not in nextitem.fixturenames):
+    if ACTIVE["cluster"] is not None and (nextitem is None or "site_cluster" not in nextitem.fixturenames):
         _stop_site_cluster()
 
 
@@ -169,11 +159,8 @@ def pytest_sessionfinish(session, exitstatus):
     _stop_site_cluster()
     if ray is not None and ray.is_initialized():
         ray.shutdown()
-    if _ACTIVE["head"] is not None:
-        _ACTIVE["head"].stop()
-
-
-SERVICE_KEYS = {"alice": "alice-key-0123456789", "bob": "bob-key-0123456789"}
+    if ACTIVE["head"] is not None:
+        ACTIVE["head"].stop()
 
 
 # ---- real servers the service can use: PostgreSQL and an S3-compatible store, started on 127.0.0.1
@@ -183,7 +170,7 @@ SERVICE_KEYS = {"alice": "alice-key-0123456789", "bob": "bob-key-0123456789"}
 def postgres():
     """A PostgreSQL server for the session (`servers.Postgres`): `postgres.new_database()` gives a fresh database's
     URL."""
-    from servers import Postgres
+    from support.servers import Postgres
 
     server = Postgres.start()
     yield server
@@ -193,29 +180,11 @@ def postgres():
 @pytest.fixture(scope="session")
 def s3():
     """An S3-compatible server for the session (`servers.S3`): moto's server mode on 127.0.0.1."""
-    from servers import S3
+    from support.servers import S3
 
     server = S3.start()
     yield server
     server.stop()
-
-
-def service_env(tmp: str, own_ray: bool = False) -> dict[str, str]:
-    """A small service: fast keep-alives and chunks, a 200 kB upload limit; on this test process's local Ray
-    (`ray_head_address`), or with `own_ray` on a private Ray of its own (2 CPUs, 100 MB object store) as the
-    embedded default starts one."""
-    return {
-        "RAYSAMPLER_RAY_ADDRESS": "" if own_ray else ray_head_address(),
-        "RAYSAMPLER_RAY_NUM_CPUS": "2",
-        "RAYSAMPLER_OBJECT_STORE_BYTES": str(100 * 2**20),
-        "RAYSAMPLER_KEEPALIVE_S": "0.5",
-        "RAYSAMPLER_CHUNK_S": "0.2",
-        "RAYSAMPLER_POLL_S": "0.05",
-        "RAYSAMPLER_MAX_UPLOAD_BYTES": "200000",
-        "RAY_AUTH_MODE": "disabled",
-        "RAY_TMPDIR": tmp,
-        "OPENBLAS_NUM_THREADS": "1",
-    }
 
 
 @pytest.fixture(scope="session")
@@ -231,22 +200,16 @@ def service(tmp_path_factory):
     svc.stop()
 
 
-def inprocess_settings(data_dir, **over):
-    """Settings of an in-process service: executor "local" (no Ray), the test tenants, small limits, fast polls."""
-    from raysampler.service.settings import Settings
+@pytest.fixture(scope="module")
+def local_service(tmp_path_factory):
+    """A `raysampler serve` of the module's own (executor "local", no Ray; tenant alice), for tests that cancel,
+    resume or time runs where no other module's runs share the server."""
+    from raysampler.service.local import LocalService
 
-    keys = ",".join(f"{t}:{k}" for t, k in SERVICE_KEYS.items())
-    return Settings(
-        data_dir=data_dir,
-        api_keys=keys,
-        api_keys_file=None,
-        executor="local",
-        max_upload_bytes=200_000,
-        chunk_s=0.2,
-        poll_s=0.05,
-        keepalive_s=0.5,
-        **over,
-    )
+    root = tmp_path_factory.mktemp("local-service")
+    env = service_env(tempfile.mkdtemp(prefix="rs-local-")) | {"RAYSAMPLER_EXECUTOR": "local"}
+    with LocalService(root / "data", keys={"alice": SERVICE_KEYS["alice"]}, env=env, log=root / "server.log") as svc:
+        yield svc
 
 
 #: The record stores the API suite runs against: the embedded SQLite and a real PostgreSQL.
@@ -273,7 +236,7 @@ def app_client(request, tmp_path_factory):
         yield client
 
 
-# ---- markers (registered in pyproject.toml; the rules are described in tests/markers.py and docs/development.md)
+# ---- markers (registered in pyproject.toml; the rules: tests/support/markers.py and docs/development.md)
 
 _RAY_CALL = re.compile(r"""executor\s*=\s*["']ray["']""")
 _SLOW_MARKS = ("ray", "cluster", "ui")
@@ -296,7 +259,7 @@ HEAVY_MODULES = (
     "tests/service/test_resume.py",
     "tests/api/test_openapi_contract.py",
     "tests/runtime/test_runtime.py",
-    "tests/test_cli.py",
+    "tests/cli/test_cli.py",
     "tests/test_imports.py",
     "tests/models/test_group_effects.py",
     "tests/runtime/test_embedded_ray.py",
@@ -309,8 +272,8 @@ def _rel(root: Path, item: pytest.Item) -> str:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark every test ray / cluster / service / ui / deploy from its fixtures and folder, and slow where it starts
-    Ray, a cluster, a server or a browser, or where tests/markers.py lists it."""
-    from markers import is_listed_slow
+    Ray, a cluster, a server or a browser, or where tests/support/markers.py lists it."""
+    from support.markers import is_listed_slow
 
     root = config.rootpath
     for item in items:

@@ -8,7 +8,7 @@ import pickle
 import warnings
 
 import pytest
-from conftest import SERVICE_KEYS
+from support.service_helpers import SERVICE_KEYS
 
 import raysampler as rs
 from raysampler.algorithms import get_algorithm

@@ -31,7 +31,7 @@ import numpy as np
 
 import raysampler as rs
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))  # tests/servers.py: moto's S3 server
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))  # tests/support/servers.py: moto's S3 server
 
 
 def arguments() -> argparse.ArgumentParser:
@@ -87,7 +87,7 @@ def _case(load: int, path: str) -> dict[str, Any]:
 def measure(args: argparse.Namespace) -> harness.Report:
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from servers import S3
+    from support.servers import S3
 
     s3 = S3.start()
     os.environ.update(s3.env())  # the site's node inherits them: its own credentials for the store

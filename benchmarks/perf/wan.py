@@ -1,5 +1,5 @@
 """raysampler across slow links: default DG-LMC at sites behind emulated wide-area links, on this one machine
-(tests/wan_harness.py: a network namespace per host, a delaying TCP relay in each site's, the Ray head and one
+(tests/support/wan_harness.py: a network namespace per host, a delaying TCP relay in each site's, the Ray head and one
 labelled Ray node per site; each site's rows in a file that only its node's worker reads; the driver, hence the
 coordinator, at the head). Each round's messages and Ray's own traffic cross the links.
 
@@ -19,7 +19,7 @@ which measures the relays' own cost): max |Δmean| in the LAN run's posterior sd
 same bit for bit. Also: the RTT measured from the head to site a, each site's RTT as the run measured it, and the
 Ray nodes found dead at the end.
 
-Impaired links (tests/wan_harness.py's relay): `--jitter-ms J` adds to each chunk's one-way delay an extra drawn
+Impaired links (tests/support/wan_harness.py's relay): `--jitter-ms J` adds to each chunk's one-way delay an extra drawn
 uniformly from [0, J] (a round trip then takes RTT to RTT + 2J; TCP's order is kept, so a chunk never overtakes the
 one before it), `--bandwidth-mbit B` caps each link at B Mbit/s each way (bytes leave no faster, queued behind the
 ones before them, then pay the delay). Both take comma-separated values: every RTT > 0 is run at each (jitter,
@@ -52,8 +52,8 @@ import _path  # noqa: F401  (puts benchmarks/ on sys.path for harness)
 import harness
 import numpy as np
 
-sys.path.insert(1, str(harness.REPO_DIR / "tests"))  # the WAN harness is a test helper (tests/wan_harness.py)
-import wan_harness
+sys.path.insert(1, str(harness.REPO_DIR / "tests"))  # the WAN harness is a test helper (tests/support/wan_harness.py)
+from support import wan_harness
 
 import raysampler as rs
 

@@ -3,7 +3,7 @@ OpenAPI document and named after it (`RunInfo` is the body of GET /v1/runs/{id})
 
 The server defines these bodies with pydantic (`raysampler.service.schemas`); the SDK must not import server code,
 so their shapes are restated here as `TypedDict`s. A typed dict is a plain dict at run time: `info["status"]` keeps
-working for every caller, and mypy and editors know the keys. tests/test_wire.py checks that each one has exactly
+working for every caller, and mypy and editors know the keys. tests/wire/test_wire.py checks that each one has exactly
 the fields of the schema it restates, so the two cannot drift apart.
 """
 

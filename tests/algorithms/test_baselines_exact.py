@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from problems import gaussian_problem
-from stats_helpers import assert_moments, tolerance_scale
+from support.problems import gaussian_problem
+from support.stats_helpers import assert_moments, tolerance_scale
 
 import raysampler as rs
 from raysampler import topology as topo

@@ -9,8 +9,8 @@ import warnings
 
 import numpy as np
 import pytest
-from problems import gaussian_problem
-from stats_helpers import assert_moments
+from support.problems import gaussian_problem
+from support.stats_helpers import assert_moments
 from test_baselines_exact import dsghmc_law as ref_dsghmc
 from test_baselines_exact import dsgld_law as ref_dsgld
 from test_baselines_exact import dula_law as ref_dula

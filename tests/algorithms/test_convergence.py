@@ -6,8 +6,8 @@ import warnings
 
 import numpy as np
 import pytest
-from problems import gaussian_problem
-from stats_helpers import assert_moments
+from support.problems import gaussian_problem
+from support.stats_helpers import assert_moments
 
 import raysampler as rs
 

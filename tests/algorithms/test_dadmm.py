@@ -30,8 +30,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.linalg
-from problems import SIGMA1, gaussian_problem
-from stats_helpers import assert_moments, tolerance_scale
+from support.problems import SIGMA1, gaussian_problem
+from support.stats_helpers import assert_moments, tolerance_scale
 
 import raysampler as rs
 from raysampler import topology as topo

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from problems import gaussian_problem
-from stats_helpers import Z, assert_moments, ess, tolerance_scale
+from support.problems import gaussian_problem
+from support.stats_helpers import Z, assert_moments, ess, tolerance_scale
 
 import raysampler as rs
 from raysampler.testing import exact

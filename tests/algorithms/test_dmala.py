@@ -21,8 +21,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.linalg
-from problems import InProcessPool, gaussian_problem
-from stats_helpers import assert_moments
+from support.problems import InProcessPool, gaussian_problem
+from support.stats_helpers import assert_moments
 
 import raysampler as rs
 from raysampler import topology as topo

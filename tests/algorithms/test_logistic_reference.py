@@ -10,7 +10,7 @@ import pathlib
 
 import numpy as np
 import pytest
-from stats_helpers import Z
+from support.stats_helpers import Z
 
 import raysampler as rs
 

@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
-from stats_helpers import Z
+from support.stats_helpers import Z
 
 import raysampler as rs
 from raysampler import sampling

@@ -10,8 +10,8 @@ import warnings
 
 import numpy as np
 import pytest
-from reference_problems import PROBLEMS, reference
-from stats_helpers import Z
+from support.reference_problems import PROBLEMS, reference
+from support.stats_helpers import Z
 
 import raysampler as rs
 from raysampler.models import DataSpec

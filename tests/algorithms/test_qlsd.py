@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 import pytest
-from stats_helpers import Z, assert_moments, ess, tolerance_scale
+from support.stats_helpers import Z, assert_moments, ess, tolerance_scale
 
 import raysampler as rs
 from raysampler.algorithms import get_algorithm

@@ -3,7 +3,7 @@ tenant's runs appear only as counts."""
 
 from __future__ import annotations
 
-from service_helpers import ALICE, BOB, final, hdr, spec, wait_until
+from support.service_helpers import ALICE, BOB, final, hdr, spec, wait_until
 
 
 def test_queue_positions_follow_the_round_robin_and_stay_per_tenant(app_client):

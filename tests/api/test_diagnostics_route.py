@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 from arviz_stats.base import array_stats as azs
-from service_helpers import ALICE, BOB, final, hdr, spec
+from support.service_helpers import ALICE, BOB, final, hdr, spec
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ the sites there are, and secure_sums with an algorithm that routes per-site valu
 from __future__ import annotations
 
 import pytest
-from service_helpers import ALICE, final, hdr, spec
+from support.service_helpers import ALICE, final, hdr, spec
 
 SMALL = {"num_rounds": 30, "burn_in": 10, "chains": 2, "num_shards": 3}
 

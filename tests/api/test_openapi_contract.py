@@ -14,9 +14,8 @@ from typing import Any
 
 import pytest
 import schemathesis
-from conftest import inprocess_settings
 from fastapi import FastAPI
-from service_helpers import ALICE
+from support.service_helpers import ALICE, inprocess_settings
 
 from raysampler.api import create_app
 from raysampler.api.deps import Services
@@ -113,7 +112,7 @@ def test_the_document_bounds_what_the_service_accepts(app_client: Any) -> None:
     """The two requests an independent `schemathesis run --checks all` flagged (ST202): a seed at the document's
     bound (an exact integer, not FastAPI's float 9.223372036854776e+18) is accepted and one past it refused; an
     upload whose CSV has no header row gets the 422 the route documents."""
-    from service_helpers import hdr, spec
+    from support.service_helpers import hdr, spec
 
     doc = app_client.get("/openapi.json").json()
     seed = doc["components"]["schemas"]["RunSpec"]["properties"]["seed"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from service_helpers import ALICE, final, hdr, spec
+from support.service_helpers import ALICE, final, hdr, spec
 
 SMALL = {"num_rounds": 20, "burn_in": 10, "chains": 6, "num_shards": 3, "seed": 3}
 

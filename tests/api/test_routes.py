@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from service_helpers import ALICE, BOB, final, hdr, spec, wait_until
+from support.service_helpers import ALICE, BOB, final, hdr, spec, wait_until
 
 from raysampler.algorithms import ALGORITHMS
 from raysampler.models import FAMILIES

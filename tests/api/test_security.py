@@ -21,8 +21,7 @@ from types import SimpleNamespace
 
 import httpx
 import pytest
-from conftest import SERVICE_KEYS, service_env
-from service_helpers import ALICE, BOB, hdr, spec, wait_until
+from support.service_helpers import ALICE, BOB, SERVICE_KEYS, hdr, service_env, spec, wait_until
 
 from raysampler.api.security import COMMON_HEADERS, STRICT_CSP
 from raysampler.service.audit import AuditLog, AuditRecord, key_id, read_records

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.stats as st
-from stats_helpers import Z, ess
+from support.stats_helpers import Z, ess
 
 import raysampler as rs
 from raysampler.models import DataSpec, LinearRegression, LogNormalRegression

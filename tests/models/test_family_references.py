@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from reference_problems import FAMILY_PROBLEMS, reference
-from stats_helpers import Z, ess
+from support.reference_problems import FAMILY_PROBLEMS, reference
+from support.stats_helpers import Z, ess
 
 import raysampler as rs
 from raysampler.models.contract import natural_values

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from reference_problems import GROUP_PROBLEMS
+from support.reference_problems import GROUP_PROBLEMS
 
 import raysampler as rs
 from raysampler.errors import ArgumentError

@@ -474,8 +474,8 @@ def test_hierarchical_linear_matches_the_exact_posterior(algorithm: str, rounds:
     posterior (Gaussian in (β, η) given log sd, log sd on a fine grid; `hier_oracle`): means within 0.1 sd, sds
     within 10%, each plus Z Monte-Carlo standard errors from the ESS. DG-LMC reports the r's from each worker's chain
     of η_i given the coordinator's θ (not the worker's copy z_i, which shifted a shard's effects by up to 0.5 sd)."""
-    from hier_oracle import exact_moments
-    from stats_helpers import Z, ess
+    from support.hier_oracle import exact_moments
+    from support.stats_helpers import Z, ess
 
     X, y, cols = _hier_linear()
     model = rs.models.LinearRegression(noise_sd="s", group_effects=rs.GroupEffects("g"))

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from reference_problems import PROBLEMS, reference
-from stats_helpers import Z, ess
+from support.reference_problems import PROBLEMS, reference
+from support.stats_helpers import Z, ess
 
 
 @pytest.mark.parametrize("name", list(PROBLEMS))

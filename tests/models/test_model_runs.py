@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from stats_helpers import assert_moments
+from support.stats_helpers import assert_moments
 
 import raysampler as rs
 from raysampler.testing import exact

@@ -15,11 +15,11 @@ pytest.importorskip("numpyro")
 
 import numpyro
 import numpyro.distributions as dist
+from support.stats_helpers import Z, ess
 
 import raysampler as rs
 from raysampler.models import DataSpec
 from raysampler.priors import HalfNormal, Normal
-from tests.stats_helpers import Z, ess
 
 SCALE = 2.0
 

@@ -11,8 +11,8 @@ import dataclasses
 
 import numpy as np
 import pytest
-from problems import gaussian_problem
-from stats_helpers import assert_moments
+from support.problems import gaussian_problem
+from support.stats_helpers import assert_moments
 
 import raysampler as rs
 from raysampler.errors import ArgumentError

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import pytest
-from service_helpers import ALICE, final, hdr, spec
+from support.service_helpers import ALICE, final, hdr, spec
 
 DP_RUN = {"num_rounds": 100_000, "burn_in": 2, "chains": 2}
 

@@ -12,7 +12,7 @@ import warnings
 
 import numpy as np
 import pytest
-from problems import PLAIN
+from support.problems import PLAIN
 
 import raysampler as rs
 from raysampler.algorithms import DGLMC

@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
-from problems import PLAIN, FailingLogistic
+from support.problems import PLAIN, FailingLogistic
 
 import raysampler as rs
 from raysampler.algorithms.dglmc import DGLMC, RECENTRE_BELOW, Reply

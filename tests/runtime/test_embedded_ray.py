@@ -18,8 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import service_env
-from service_helpers import ALICE, spec, wait_until
+from support.service_helpers import ALICE, service_env, spec, wait_until
 
 from raysampler.client import Client
 from raysampler.runtime.executors import MAX_RAY_TEMP_DIR, cluster_address, embedded_ray_dir, session_processes

@@ -9,7 +9,7 @@ import signal
 
 import numpy as np
 import pytest
-from problems import PLAIN, FailingLogistic
+from support.problems import PLAIN, FailingLogistic
 
 import raysampler as rs
 from raysampler.algorithms import DGLMC

@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 import pytest
-from problems import FailingLogistic
+from support.problems import FailingLogistic
 
 import raysampler as rs
 from raysampler.algorithms import DGLMC

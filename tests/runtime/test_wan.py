@@ -1,6 +1,6 @@
-"""Runs across slow links (tests/wan_harness.py): the delaying relay on its own, on loopback (no root needed), and one
-short DG-LMC run with breast_cancer at two sites behind a 50 ms one-way link, whose rounds must each take at least
-the link's round trip: proof that the round channel crosses the delay."""
+"""Runs across slow links (tests/support/wan_harness.py): the delaying relay on its own, on loopback (no root needed),
+and one short DG-LMC run with breast_cancer at two sites behind a 50 ms one-way link, whose rounds must each take at
+least the link's round trip: proof that the round channel crosses the delay."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from wan_harness import EchoServer, Link, LoopbackRelay, unavailable, wan_cluster
+from support.wan_harness import EchoServer, Link, LoopbackRelay, unavailable, wan_cluster
 
 DELAY_S = 0.05  # one way, on the loopback relay
 

@@ -4,31 +4,20 @@ not Ray), every test on the sync and the async client alike (`sdk_twins`): the a
 
 from __future__ import annotations
 
-import tempfile
 import time
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import service_env
 from sdk_twins import KINDS, connect
-from service_helpers import ALICE, spec
+from support.service_helpers import ALICE, spec
 
 from raysampler.client import APIError
 from raysampler.result import Result
-from raysampler.service.local import LocalService
 
 pytestmark = [pytest.mark.service]
 
 SMALL = dict(num_rounds=120, burn_in=20, chains=2, seed=4)
-
-
-@pytest.fixture(scope="module")
-def local_service(tmp_path_factory):
-    root = tmp_path_factory.mktemp("sdk")
-    env = service_env(tempfile.mkdtemp(prefix="rs-sdk-")) | {"RAYSAMPLER_EXECUTOR": "local"}
-    with LocalService(root / "data", keys={"alice": ALICE}, env=env, log=root / "server.log") as svc:
-        yield svc
 
 
 @pytest.mark.parametrize("kind", KINDS)

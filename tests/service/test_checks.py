@@ -12,7 +12,7 @@ import httpx
 import numpy as np
 import pytest
 import xarray as xr
-from service_helpers import ALICE, BOB, hdr, spec
+from support.service_helpers import ALICE, BOB, hdr, spec
 
 import raysampler as rs
 from raysampler import cli, evaluation

@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import SERVICE_KEYS
+from support.service_helpers import SERVICE_KEYS
 
 from raysampler import cli
 from raysampler.service.local import free_port
@@ -105,7 +105,7 @@ def test_serve_prints_the_grants_it_loaded(tmp_path, monkeypatch, capsys):
 
 
 def test_a_database_or_storage_it_cannot_use_refuses_to_start_naming_the_setting(tmp_path, monkeypatch, capsys):
-    from servers import free_port
+    from support.servers import free_port
 
     closed = free_port()  # nothing listens there
     cases = [

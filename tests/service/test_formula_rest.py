@@ -12,7 +12,7 @@ import httpx
 import numpy as np
 import pandas as pd
 import pytest
-from service_helpers import ALICE, hdr, spec
+from support.service_helpers import ALICE, hdr, spec
 
 import raysampler as rs
 from raysampler.client import APIError, Client

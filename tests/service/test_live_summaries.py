@@ -3,27 +3,16 @@ running run's page is served its latest table while a newer one is not yet due; 
 
 from __future__ import annotations
 
-import tempfile
 import time
 
 import httpx
 import pytest
-from conftest import service_env
-from service_helpers import ALICE, hdr, spec, wait_until
+from support.service_helpers import ALICE, hdr, spec, wait_until
 
 from raysampler.client import Client
-from raysampler.service.local import LocalService
 from raysampler.service.summaries import RUNNING_CPU_SHARE
 
 pytestmark = [pytest.mark.service]
-
-
-@pytest.fixture(scope="module")
-def local_service(tmp_path_factory):
-    root = tmp_path_factory.mktemp("live-summaries")
-    env = service_env(tempfile.mkdtemp(prefix="rs-sum-")) | {"RAYSAMPLER_EXECUTOR": "local"}
-    with LocalService(root / "data", keys={"alice": ALICE}, env=env, log=root / "server.log") as svc:
-        yield svc
 
 
 def _summary(svc, run_id: str) -> dict:

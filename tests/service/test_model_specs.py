@@ -8,8 +8,8 @@ import json
 
 import numpy as np
 import pytest
-from reference_problems import PROBLEMS, reference
-from service_helpers import ALICE, final, hdr, spec
+from support.reference_problems import PROBLEMS, reference
+from support.service_helpers import ALICE, final, hdr, spec
 
 import raysampler as rs
 
@@ -361,7 +361,7 @@ def test_the_families_brms_users_fit_over_rest(app_client):
     a beta prior on zi, and a cumulative model by family (n_categories) and by formula (K from the data); a Gamma
     response ≤ 0 and a censoring code that is not 0/1 are a 422 naming the row and the
     column, a zi prior that is not a beta a 422 at model.zi_prior."""
-    from reference_problems import FAMILY_PROBLEMS
+    from support.reference_problems import FAMILY_PROBLEMS
 
     c, h = app_client, hdr(ALICE)
     X, y, columns = FAMILY_PROBLEMS["family_student"].load()

@@ -8,8 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import inprocess_settings
-from service_helpers import ALICE, BOB, hdr, spec, wait_until
+from support.service_helpers import ALICE, BOB, hdr, inprocess_settings, spec, wait_until
 
 from raysampler.service.queue import FairQueue
 

@@ -14,8 +14,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import service_env
-from service_helpers import ALICE, Follower, spec, uninterrupted, wait_until
+from support.service_helpers import ALICE, Follower, service_env, spec, uninterrupted, wait_until
 
 from raysampler.client import Client
 from raysampler.service.local import LocalService

@@ -4,28 +4,17 @@ history, against a real server (executor "local": the point is the SDK and the e
 from __future__ import annotations
 
 import asyncio
-import tempfile
 
 import pytest
-from conftest import service_env
-from service_helpers import ALICE, spec, wait_until
+from support.service_helpers import ALICE, spec, wait_until
 
 from raysampler.client import AsyncClient, Client
-from raysampler.service.local import LocalService
 
 pytestmark = [pytest.mark.service]
 
 # cancelled at 20 draws: enough rounds left that a fast machine (5,000 rounds/s seen) is still sampling when the
 # cancel lands (750 rounds took 0.15 s there)
 RESUMABLE = dict(num_rounds=10_000, burn_in=20, chains=2, seed=5)
-
-
-@pytest.fixture(scope="module")
-def local_service(tmp_path_factory):
-    root = tmp_path_factory.mktemp("wait")
-    env = service_env(tempfile.mkdtemp(prefix="rs-wait-")) | {"RAYSAMPLER_EXECUTOR": "local"}
-    with LocalService(root / "data", keys={"alice": ALICE}, env=env, log=root / "server.log") as svc:
-        yield svc
 
 
 def _cancelled_with_draws(c: Client, seed: int):

@@ -13,7 +13,7 @@ import time
 import httpx
 import numpy as np
 import pytest
-from service_helpers import ALICE, BOB, hdr, spec, wait_until
+from support.service_helpers import ALICE, BOB, hdr, spec, wait_until
 
 from raysampler.client import APIError, AsyncClient, Client
 

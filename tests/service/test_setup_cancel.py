@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from service_helpers import ALICE, spec, wait_until
+from support.service_helpers import ALICE, spec, wait_until
 
 from raysampler.client import Client
 

@@ -17,8 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import SERVICE_KEYS, service_env
-from service_helpers import ALICE, BOB, final, hdr
+from support.service_helpers import ALICE, BOB, SERVICE_KEYS, final, hdr, service_env
 
 import raysampler as rs
 from raysampler.client import Client

@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from service_helpers import spec
+from support.service_helpers import spec
 
 from raysampler.service import migrations
 from raysampler.service.records import RunRecord

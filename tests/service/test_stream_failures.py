@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from service_helpers import ALICE, spec
+from support.service_helpers import ALICE, spec
 
 from raysampler.client import Client
 from raysampler.service.local import LocalService

@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from service_helpers import ALICE, spec, wait_until
+from support.service_helpers import ALICE, spec, wait_until
 
 from raysampler.client import Client
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.optimize
 import scipy.stats
-from problems import InProcessPool
+from support.problems import InProcessPool
 
 import raysampler as rs
 from raysampler.models.contract import DataSpec

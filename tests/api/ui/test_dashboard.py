@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import pytest
-from conftest import SERVICE_KEYS
+from support.service_helpers import SERVICE_KEYS
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")

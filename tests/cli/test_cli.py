@@ -11,7 +11,7 @@ import sys
 import tempfile
 
 import pytest
-from conftest import SERVICE_KEYS, service_env
+from support.service_helpers import SERVICE_KEYS, service_env
 
 pytestmark = pytest.mark.service  # every test talks to a server: the `service` fixture's, or the demo's own
 
@@ -235,7 +235,7 @@ def test_help_does_not_import_the_engine():
 
 
 def test_resume_and_delete(service):
-    from service_helpers import wait_until
+    from support.service_helpers import wait_until
 
     from raysampler.client import Client
 
@@ -397,7 +397,7 @@ def test_a_survival_family_from_a_spec_file(service, tmp_path):
     """The CLI spec takes the families brms users fit as REST does: an upload (its header names the columns), a YAML
     spec with a Weibull formula and its censoring (`y | cens(censored) ~ x1 + x2`) and a gamma prior on the shape;
     `summary` prints brms' fit with the family, its links and the shape among the distributional parameters."""
-    from reference_problems import FAMILY_PROBLEMS
+    from support.reference_problems import FAMILY_PROBLEMS
 
     up = json.loads(cli(service, "upload", str(FAMILY_PROBLEMS["family_weibull"].data_path), "--format", "json").stdout)
     path = tmp_path / "weibull.yaml"

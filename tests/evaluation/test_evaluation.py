@@ -314,7 +314,7 @@ def test_on_ray_moment_matching_and_stacking_give_the_same(ray_session, logistic
     """Moment matching and stacking take several rounds of the shards (`ShardSession`: Ray tasks for moment matching,
     actors on each shard's site keeping its pointwise elpd for stacking); the numbers are those computed
     in-process."""
-    from loo_problems import linear_problem
+    from support.loo_problems import linear_problem
 
     result, _ = linear_problem()
     on_ray, here = result.loo(moment_match=True, executor="ray"), result.loo(moment_match=True, executor="local")

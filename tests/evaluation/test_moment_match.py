@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from loo_problems import linear_problem, logistic_problem
+from support.loo_problems import linear_problem, logistic_problem
 
 import raysampler as rs
 from raysampler.errors import ArgumentError

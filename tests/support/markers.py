@@ -94,12 +94,12 @@ SLOW: dict[str, str | set[str]] = {
     },
     "tests/runtime/test_batches.py": {"test_batched_shards_draw_bit_for_bit_what_each_draws_alone"},
     # tests/service (the `service` fixture's tests are slow by rule)
-    "tests/test_cli.py": {"test_demo_end_to_end"},  # the demo starts a server of its own
+    "tests/cli/test_cli.py": {"test_demo_end_to_end"},  # the demo starts a server of its own
     "tests/api/test_openapi_contract.py": {
         "test_operation_keeps_its_contract",  # schemathesis over every operation: about 20 s
         "test_stateful_sequences_keep_the_contract",
     },
-    "tests/test_wire.py": {"test_the_sdk_imports_no_server_code"},  # a fresh interpreter
+    "tests/wire/test_wire.py": {"test_the_sdk_imports_no_server_code"},  # a fresh interpreter
     # tests/deploy and the top level
     "tests/deploy/test_deploy.py": {"test_dockerfile_copies_everything_raysampler_needs_to_install"},  # builds a wheel
     "tests/test_code_quality.py": {"test_mypy_is_clean"},  # about 20 s
@@ -108,13 +108,13 @@ SLOW: dict[str, str | set[str]] = {
         "test_the_readmes_quickstart_runs_as_written",  # a formula run to convergence, ~15 s
         "test_docs_name_only_code_that_exists[docs/architecture.md]",
     },
-    "tests/test_shards.py": {"test_covtype_like_full_size"},
-    "tests/test_evaluation.py": ALL,  # its module fixtures sample four posteriors (about 10 s)
+    "tests/shards/test_shards.py": {"test_covtype_like_full_size"},
+    "tests/evaluation/test_evaluation.py": ALL,  # its module fixtures sample four posteriors (about 10 s)
     # exact LOO by closed form and by grid refits, and arviz-stats' loo on the pooled rows as the oracle (2-5 s)
-    "tests/test_moment_match.py": {"test_moment_matching_lands_within_two_mcse_of_exact_loo"},
-    "tests/test_stacking.py": {"test_stacking_weights_equal_arviz_stacking_on_the_pooled_pointwise_values"},
+    "tests/evaluation/test_moment_match.py": {"test_moment_matching_lands_within_two_mcse_of_exact_loo"},
+    "tests/evaluation/test_stacking.py": {"test_stacking_weights_equal_arviz_stacking_on_the_pooled_pointwise_values"},
     # arviz-stats' own loo on all 569 rows of breast_cancer, the oracle, and the posterior of breast_cancer (2-5 s)
-    "tests/test_psis.py": {
+    "tests/evaluation/test_psis.py": {
         "test_loo_on_breast_cancer_is_finite_and_equals_the_pooled_computation_under_the_same_rule",
         "test_batched_psis_equals_arviz_on_real_log_likelihoods[breast_cancer]",
     },
@@ -122,7 +122,7 @@ SLOW: dict[str, str | set[str]] = {
         "test_every_module_imports_on_its_own",  # one fresh interpreter per module
         "test_no_import_cycle_counting_imports_inside_functions",
     },
-    "tests/test_ppc.py": {
+    "tests/evaluation/test_ppc.py": {
         "test_every_kind_equals_the_pooled_computation_by_hand[hierarchical]",  # samples a short formula fit
         "test_the_same_seed_gives_the_same_checks_on_one_shard_or_several[hierarchical]",
         "test_each_kind_draws_its_plot",  # imports matplotlib

@@ -1,5 +1,5 @@
 """Problems whose leave-one-out predictive densities are known exactly, with exact posterior draws: for the tests of
-moment matching (tests/test_moment_match.py) and of its run on Ray (tests/test_evaluation.py)."""
+moment matching (tests/evaluation/test_moment_match.py) and of its run on Ray (tests/evaluation/test_evaluation.py)."""
 
 from __future__ import annotations
 

@@ -10,9 +10,48 @@ from typing import Any, TypeVar
 
 import httpx
 import numpy as np
-from conftest import SERVICE_KEYS
 
 from raysampler.wire import DrawLine, LineSplitter, parse_draw_stream_line
+from support.ray_head import ray_head_address
+
+SERVICE_KEYS = {"alice": "alice-key-0123456789", "bob": "bob-key-0123456789"}
+
+
+def service_env(tmp: str, own_ray: bool = False) -> dict[str, str]:
+    """A small service: fast keep-alives and chunks, a 200 kB upload limit; on this test process's local Ray
+    (`ray_head_address`), or with `own_ray` on a private Ray of its own (2 CPUs, 100 MB object store) as the
+    embedded default starts one."""
+    return {
+        "RAYSAMPLER_RAY_ADDRESS": "" if own_ray else ray_head_address(),
+        "RAYSAMPLER_RAY_NUM_CPUS": "2",
+        "RAYSAMPLER_OBJECT_STORE_BYTES": str(100 * 2**20),
+        "RAYSAMPLER_KEEPALIVE_S": "0.5",
+        "RAYSAMPLER_CHUNK_S": "0.2",
+        "RAYSAMPLER_POLL_S": "0.05",
+        "RAYSAMPLER_MAX_UPLOAD_BYTES": "200000",
+        "RAY_AUTH_MODE": "disabled",
+        "RAY_TMPDIR": tmp,
+        "OPENBLAS_NUM_THREADS": "1",
+    }
+
+
+def inprocess_settings(data_dir, **over):
+    """Settings of an in-process service: executor "local" (no Ray), the test tenants, small limits, fast polls."""
+    from raysampler.service.settings import Settings
+
+    keys = ",".join(f"{t}:{k}" for t, k in SERVICE_KEYS.items())
+    return Settings(
+        data_dir=data_dir,
+        api_keys=keys,
+        api_keys_file=None,
+        executor="local",
+        max_upload_bytes=200_000,
+        chunk_s=0.2,
+        poll_s=0.05,
+        keepalive_s=0.5,
+        **over,
+    )
+
 
 ALICE, BOB = SERVICE_KEYS["alice"], SERVICE_KEYS["bob"]
 T = TypeVar("T")

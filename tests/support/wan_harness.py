@@ -32,7 +32,7 @@ after the rules are in place. A relay can be paused (nothing delivered either wa
 stalled link) and its delay changed while it runs. Not emulated: loss (TCP would hide it as delay anyway) and the
 connection handshake's round trip (the kernel completes it at the relay at once; the first bytes then pay it).
 
-    from wan_harness import wan_cluster, unavailable
+    from support.wan_harness import wan_cluster, unavailable
 
     with wan_cluster(sites=("a", "b"), delay_ms=50) as wan:       # one way: a head ↔ site round trip is 100 ms
         wan.rtt_ms("a")                                            # measured through the relay: ≈ 100
@@ -41,8 +41,8 @@ connection handshake's round trip (the kernel completes it at the relay at once;
 
 `run_python` runs the function in a fresh interpreter inside the head's namespace (`ip netns exec`), joined to the
 cluster through RAY_ADDRESS / RAYSAMPLER_RAY_ADDRESS, and returns its value (pickled back), or raises `DriverFailed`
-with its traceback. The module runs as a script too: `python tests/wan_harness.py relay ...` is the relay process,
-`... echo` and `... ping` measure a round trip.
+with its traceback. The module runs as a script too: `python tests/support/wan_harness.py relay ...` is the relay
+process, `... echo` and `... ping` measure a round trip.
 
 Needs root, iproute2 (`ip netns`) and iptables (`apt-get install -y iptables`); `unavailable()` says why not, for
 a test to skip with. Every process the harness starts is killed by its id (the namespaces' own pids), never by name.
@@ -88,7 +88,7 @@ CHUNK = 1 << 16
 #: bytes a direction may hold in flight before the relay stops reading from its sender (TCP's flow control then
 #: holds the sender back): enough for a bandwidth-delay product of 80 MB/s × 100 ms
 MAX_IN_FLIGHT = 8 << 20
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 THIS = Path(__file__).resolve()
 
 

@@ -37,7 +37,7 @@ from raysampler.models import (
 from raysampler.priors import HalfCauchy, HalfNormal, Normal, StudentT
 from raysampler.shards import read_table
 
-DATA_DIR = pathlib.Path(__file__).resolve().parent / "data" / "models"
+DATA_DIR = pathlib.Path(__file__).resolve().parents[1] / "data" / "models"
 
 
 @dataclass(frozen=True)
