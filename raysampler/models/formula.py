@@ -37,6 +37,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..shards import label_code
+from .coef_priors import coefficient_keys, compose
 from .contract import DataSpec, Model, ParamBlock
 from .groups import GroupEffects, group_label
 
@@ -322,13 +323,15 @@ def _prior_fields(family: str, priors: Mapping[str, Any], terms: Terms) -> tuple
     `PRIOR_KINDS`)."""
     if not isinstance(priors, Mapping):
         raise ArgumentError(("model", "priors"), f"priors must map a kind of prior to a prior, got {priors!r}")
-    unknown = sorted(set(priors) - set(PRIOR_KINDS))
+    per_coef = coefficient_keys(priors, family in _ORDINAL_FAMILIES)
+    unknown = sorted(set(priors) - set(PRIOR_KINDS) - set(per_coef))
     if unknown:
         raise ArgumentError(
             ("model", "priors", unknown[0]),
             f"priors: unknown kind {unknown[0]!r}; the kinds are {', '.join(PRIOR_KINDS)} (coefficients, group sds, "
             "correlations, the noise sd, the dispersion or precision, the degrees of freedom, the shape, the "
-            "zero-inflation, an ordinal model's thresholds)",
+            "zero-inflation, an ordinal model's thresholds), or one coefficient's: 'b_<coefficient>' ('Intercept' for "
+            "the intercept)",
         )
     from . import FAMILIES
 
@@ -340,7 +343,7 @@ def _prior_fields(family: str, priors: Mapping[str, Any], terms: Terms) -> tuple
     own.update({n: f for n, f, _ in getattr(FAMILIES.get(family), "_family_params", ())})
     out = {}
     for kind, value in priors.items():
-        if kind in ("sd", "cor"):
+        if kind in ("sd", "cor") or kind in per_coef:
             continue
         if kind not in own:
             raise ArgumentError(
@@ -371,8 +374,9 @@ class FormulaModel(Model):
     (`FORMULA_FAMILIES`: gaussian, bernoulli, poisson, binomial, negbinomial, lognormal, student, Gamma, Beta,
     weibull, exponential, zero_inflated_poisson, zero_inflated_negbinomial) or a built-in family's, `priors` one prior
     per kind (`PRIOR_KINDS`: {"b": Normal(0, 2.5), "sd": HalfNormal(1), "sigma": ..., "phi": ..., "nu": ...,
-    "shape": ..., "zi": ...}), `levels` the order of a categorical column's levels where the default (sorted) will
-    not do (the first is the reference). The survival families' response may carry brms' right-censoring addition,
+    "shape": ..., "zi": ...}) and per coefficient ("b_floor": ..., "Intercept": ...: `coef_priors`), `levels` the
+    order of a categorical column's levels where the default (sorted) will not do (the first is the reference). The
+    survival families' response may carry brms' right-censoring addition,
     `time | cens(censored) ~ ...` (`_response_addition`)."""
 
     formula: str
@@ -648,7 +652,13 @@ class Design:
             fields["censored"] = _CENSORED
         if not self.intercept:  # an ordinal family: K from the response's levels
             fields["n_categories"] = len(dict(self.levels)[self.response[0]])
-        family = get_model(model.family, **fields, **({"group_effects": effects} if effects else {}))
+        extra = {"group_effects": effects} if effects else {}
+        family = get_model(model.family, **fields, **extra)
+        per_coef = coefficient_keys(model.priors, not self.intercept)
+        if per_coef:  # coefficients' own priors: the "b" prior (or the family's default) with theirs in their places
+            base = getattr(family, "coef_prior")  # noqa: B009  (every formula family has one; `Model` does not say so)
+            fields["coef_prior"] = compose(base, model.priors, per_coef, self.coef)
+            family = get_model(model.family, **fields, **extra)
         cols = self.x_columns
         text = spec.text_levels()  # a grouping column's text labels name its effects as given
         labels = tuple((g, text[g]) for g, _, _ in self.groups if g in text) or None

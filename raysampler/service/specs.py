@@ -120,6 +120,9 @@ def rest_loc(spec: RunSpec, exc: BaseException, default: Loc) -> Loc:
     """The RunSpec field an engine error names by its path (`REST_LOC`), else `default`: also for a model argument
     the spec does not set (e.g. columns, fixed from the data) and for errors that carry no path."""
     path = exc.path if isinstance(exc, ArgumentError) else ()
+    own = spec.model.coef_priors or {}
+    if path[:2] == ("model", "priors") and len(path) > 2 and str(path[2]).removeprefix("b_") in own:
+        return ("model", "coef_priors", str(path[2]).removeprefix("b_"))  # a coefficient's own prior, by its name
     if path[:1] == ("model",) and len(path) > 1 and path[1] != "family" and path[1] not in spec.model.arg_names():
         return default
     for k in range(len(path), 0, -1):

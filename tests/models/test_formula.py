@@ -4,6 +4,8 @@ formula path gives the group-effects reference problems' models exactly."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -386,3 +388,43 @@ def test_conditional_effects_hold_the_other_predictors_at_their_means_and_first_
         with pytest.raises(ArgumentError) as err:
             call()
         assert err.value.path == path
+
+
+def test_a_coefficients_own_prior_and_the_intercepts_are_the_hand_built_vector_prior() -> None:
+    """brms' `prior(..., class = b, coef = x1)` and class Intercept: `b_<name>` and `Intercept` give those
+    coefficients their own prior and the rest the "b" prior, exactly the family's coef_prior with one value per
+    coefficient; a Student-t "b" prior takes Student-t coefficient priors the same way."""
+    df = hospitals()
+    spec = DataSpec(len(df.columns), None, len(df), tuple(df.columns), (("region", (1.0, 2.0, 3.0)),))
+    names = ["(Intercept)", "x1", "C(region)[2]", "C(region)[3]"]
+    own = {"b": Normal(0, 2.5), "b_x1": Normal(1.0, 0.5), "Intercept": Normal(-1.0, 10.0), "b_C(region)[3]": Normal()}
+    formula = rs.models.from_formula("y ~ x1 + C(region)", family="bernoulli", priors=own).bind(spec)
+    vector = Normal((-1.0, 1.0, 0.0, 0.0), (10.0, 0.5, 2.5, 1.0))
+    hand = rs.models.LogisticRegression(coef_prior=vector).bind(DataSpec(4, None, len(df), tuple(names)))
+    for got, want in zip(
+        (formula.prior().mean, formula.prior().precision), (hand.prior().mean, hand.prior().precision)
+    ):
+        np.testing.assert_array_equal(got, want)
+    t = rs.priors.StudentT(3.0, 0.0, 2.5)
+    heavy = rs.models.from_formula(
+        "y ~ x1", family="bernoulli", priors={"b": t, "b_x1": rs.priors.StudentT(5.0, 1.0, 1.0)}
+    )
+    cp = heavy.bind(spec).model.coef_prior
+    assert (cp.nu, cp.mean, cp.scale) == ((3.0, 5.0), (0.0, 1.0), (2.5, 1.0))
+
+
+@pytest.mark.parametrize(
+    ("priors", "words"),
+    [
+        ({"b_x2": Normal(0, 1)}, "no coefficient 'x2'; its coefficients are '(Intercept)', 'x1'"),
+        ({"b_x1": rs.priors.StudentT(3.0)}, "a StudentT prior among Normal ones"),
+        ({"b_x1": Normal(0, (1.0, 2.0))}, "one coefficient's prior takes scalars"),
+        ({"b_x1": rs.priors.HalfNormal(1.0)}, "priors['b_x1'] must be rs.priors.Normal"),
+        ({"b_(Intercept)": Normal(), "Intercept": Normal()}, "already has priors"),
+    ],
+)
+def test_a_coefficient_prior_that_cannot_be_is_refused_naming_its_key(priors, words) -> None:
+    df = hospitals()
+    spec = DataSpec(len(df.columns), None, len(df), tuple(df.columns))
+    with pytest.raises(ArgumentError, match=re.escape(words)):
+        rs.models.from_formula("y ~ x1", family="bernoulli", priors=priors).bind(spec)

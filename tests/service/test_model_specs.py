@@ -433,3 +433,34 @@ def test_the_families_brms_users_fit_over_rest(app_client):
     model = {"family": "weibull_regression", "censored_column": "censored"}
     r = c.post("/v1/runs", json=_body(model, {"dataset_id": codes}), headers=h)
     assert r.status_code == 422 and "row 5" in r.text and "'censored'" in r.text, r.text
+
+
+def test_a_formulas_coefficient_priors_over_rest_and_a_name_the_design_lacks(app_client):
+    """model.coef_priors: a coefficient's own prior by its design name, the others keeping coef_prior (the run's
+    prior table says so); a name the design does not have is a 422 at model.coef_priors.<name>, naming the
+    coefficients, before any sampling; coef_priors without a formula is a 422 too."""
+    c, h = app_client, hdr(ALICE)
+    model = {
+        "formula": "y ~ age + severity",
+        "family": "bernoulli",
+        "coef_prior": {"normal": {"scale": 2.5}},
+        "coef_priors": {"age": {"normal": {"mean": 0.5, "scale": 0.1}}, "(Intercept)": {"normal": {"scale": 10.0}}},
+    }
+    r = c.post("/v1/runs", json=_body(model, {"dataset": "builtin:hospitals"}, num_shards=2), headers=h)
+    assert r.status_code == 202, r.text
+    info = final(c, r.json()["id"])
+    assert info["status"] == "SUCCEEDED", info
+    prior = c.get(f"/v1/runs/{info['id']}/effects", params={"kind": "prior"}, headers=h).json()["rows"]
+    assert [(row["coef"], row["prior"]) for row in prior if row["class"] == "b"] == [
+        ("(Intercept)", "Normal(mean=0.0, scale=10.0)"),
+        ("age", "Normal(mean=0.5, scale=0.1)"),
+        ("severity", "Normal(mean=0.0, scale=2.5)"),
+    ]
+    bad = model | {"coef_priors": {"agee": {"normal": {"scale": 1.0}}}}
+    r = c.post("/v1/runs", json=_body(bad, {"dataset": "builtin:hospitals"}, num_shards=2), headers=h)
+    assert r.status_code == 422, r.text
+    detail = r.json()["detail"][0]
+    assert detail["loc"][-3:] == ["model", "coef_priors", "agee"] and "'age', 'severity'" in detail["msg"], detail
+    plain = {"family": "logistic_regression", "coef_priors": {"x": {"normal": {"scale": 1.0}}}}
+    r = c.post("/v1/runs", json=_body(plain, {"dataset": "builtin:breast_cancer"}), headers=h)
+    assert r.status_code == 422 and "coef_priors goes with model.formula" in r.text, r.text

@@ -78,6 +78,13 @@ class ModelSpec(BaseModel):
     shape_prior: PositivePriorSpec | None = Field(
         default=None, description="gamma_regression, weibull_regression: prior on the shape"
     )
+    coef_priors: dict[str, CoefPriorSpec] | None = Field(
+        default=None,
+        max_length=1000,
+        description="with formula: a prior of a coefficient's own, by its name in the design ('x1', "
+        "'C(region)[2]', '(Intercept)'), of coef_prior's kind (brms' prior(..., class = b, coef = x1)); the other "
+        "coefficients keep coef_prior",
+    )
     threshold_prior: CoefPriorSpec | None = Field(
         default=None, description="cumulative_regression: prior on the first threshold (default student_t(3, 0, 2.5))"
     )
@@ -160,6 +167,10 @@ class ModelSpec(BaseModel):
             for own in ("sd_prior", "cor_prior"):
                 if getattr(self, own) is not None:
                     raise ValueError(f"model.{own} goes with model.formula (else group_effects[i].{own})")
+            if self.coef_priors is not None:
+                raise ValueError(
+                    "model.coef_priors goes with model.formula (else coef_prior with one value per coefficient)"
+                )
             return self
         clash = [
             n
@@ -190,6 +201,7 @@ class ModelSpec(BaseModel):
             "delta": self.gap_prior,
         }
         priors = {k: v.to_prior() for k, v in kinds.items() if v is not None}
+        priors |= {f"b_{name}": v.to_prior() for name, v in (self.coef_priors or {}).items()}
         return from_formula(self.formula, self.family, priors)
 
     def arg_names(self) -> list[str]:
