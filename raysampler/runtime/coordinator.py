@@ -50,6 +50,7 @@ from .links import PIPELINE_PROBE_ROUNDS, Phase, chain_groups, decide_pipeline
 from .rounds import _finite as _finite
 from .rounds import _joined, _Kept, _nonfinite, _Rows, _Stop
 from .setup_choices import _chains_for, _pipeline_for, _pipeline_refusal
+from .setup_pool import SetupPool
 
 if TYPE_CHECKING:  # the privacy extra (dp-accounting) loads only with the DP mode
     from ..privacy.accountant import DPAccount, PrivacyStats
@@ -147,8 +148,6 @@ class Coordinator:
         """Bind the model to the data, tune the algorithm, create the worker states. The set-up's calls go through
         a `SetupPool`, so the model `prepare` hands the workers goes with the call that creates their states (with
         their slowdown and calibration, where asked), and the static facts the bind brought back cost no trip again."""
-        from .pools import SetupPool  # pools import the hosts and transports: loaded when a run starts, not before
-
         t0 = time.perf_counter()
         algorithm = secured(algorithm, config)
         check_model_support(algorithm, as_model(model))
@@ -250,8 +249,6 @@ class Coordinator:
                 f"(it reads version {RunState.VERSION})"
             )
         t0 = time.perf_counter()
-        from .pools import SetupPool
-
         algorithm = secured(algorithm, config)
         book = ledger if ledger is not None else LedgerBook(pool.num_shards, start=state.ledger)
         facts, bound, spec = bind_model(SetupPool(pool, book), model)

@@ -15,7 +15,7 @@ from raysampler.errors import ArgumentError
 from raysampler.models.logistic import LogisticRegression
 from raysampler.options import ExecutionOptions, RunOptions
 from raysampler.runtime.contracts import ROUND_PARTS
-from raysampler.runtime.pools import PROCESS_WORK, PROCESS_WORK_SPARE, plan_groups, processes_for, shard_work
+from raysampler.runtime.process_groups import PROCESS_WORK, PROCESS_WORK_SPARE, plan_groups, processes_for, shard_work
 from raysampler.sampling import Run
 
 
@@ -28,7 +28,7 @@ def breast_cancer():
 @pytest.fixture
 def two_processes(monkeypatch):
     """Shards on two processes (the coordinator's and a worker actor) however small: by default shards this small
-    share one process, the coordinator's (`pools.processes_for`)."""
+    share one process, the coordinator's (`process_groups.processes_for`)."""
     monkeypatch.setenv("RAYSAMPLER_WORKER_PROCESSES", "2")
 
 
