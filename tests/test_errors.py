@@ -17,7 +17,7 @@ from raysampler.errors import ArgumentError
 from raysampler.models import get_model
 from raysampler.options import RunOptions
 from raysampler.priors import Normal
-from raysampler.runtime.coordinator import validate_run
+from raysampler.runtime.binding import validate_run
 
 
 @pytest.fixture(scope="module")

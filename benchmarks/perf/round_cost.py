@@ -8,7 +8,7 @@ variants interleaved repeat by repeat.
   crosses a channel); the growth per extra shard from 4 to 32 shards.
 * processes: 4 shards in 1, 2 and 4 worker processes (RAYSAMPLER_WORKER_PROCESSES; this section's Ray is told
   max(--cpus, 4) CPUs, so that 4 processes start on a 2-core machine), on breast_cancer (4 and 32 chains) and on
-  covtype_like (--covtype-rows, 4 chains): where a second process starts to pay (`pools.PROCESS_WORK`).
+  covtype_like (--covtype-rows, 4 chains): where a second process starts to pay (`process_groups.PROCESS_WORK`).
 * pipeline: rounds whole and in two pipelined halves (pipeline=True), 4 shards in 2 worker processes, on
   breast_cancer (32 chains) and covtype_like (the first of --covtype-rows, 8 chains).
 
@@ -29,7 +29,7 @@ import harness
 import numpy as np
 
 import raysampler as rs
-from raysampler.runtime.pools import PROCESS_WORK
+from raysampler.runtime.process_groups import PROCESS_WORK
 
 SHARDS = (4, 8, 16, 32)
 PROCESSES = (1, 2, 4)

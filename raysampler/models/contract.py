@@ -175,8 +175,9 @@ class Model(ABC):
 
     def work_per_element(self) -> float:
         """The compute of one local step per element of a shard's X and per chain, relative to a dense GLM's (1): what
-        sizes the worker processes a node runs (`runtime.pools.processes_for`). Default: 1, or `LOCAL_PARAMS_WORK`
-        for a model with local parameters, whose local kernel sweeps the rows group by group (a Newton–MH step)."""
+        sizes the worker processes a node runs (`runtime.process_groups.processes_for`). Default: 1, or
+        `LOCAL_PARAMS_WORK` for a model with local parameters, whose local kernel sweeps the rows group by group (a
+        Newton–MH step)."""
         return LOCAL_PARAMS_WORK if self.has_local_params() else 1.0
 
     # ------------------------------------------------------------------ local parameters (hierarchical models)

@@ -4,12 +4,15 @@ it asks the algorithm for messages, moves them to the pool, hands the replies ba
 Rounds run in chunks (`run(max_rounds)`), each returning the draws it produced, so a caller can show progress,
 stream draws, checkpoint and stop on a time budget without the coordinator holding the whole run. A coordinator
 is built complete, either freshly tuned (`Coordinator.start`) or from a captured `RunState` (`Coordinator.resume`).
+
+Its parts live beside it: the balancing of N_i in `balancer`, binding a run to its shards in `binding`, the
+set-up's chain-count and pipeline choices in `setup_choices`, the round loop's small parts in `rounds`. The names
+that moved there are imported here too, so imports from this module keep working.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -20,15 +23,18 @@ from ..algorithms.base import Adaptation, Algorithm, RoundInfo, check_model_supp
 from ..diagnostics import settled, superchains_for, warm
 from ..enums import Balance, StopReason
 from ..errors import ArgumentError, Failure, FailureKind, WorkerFailed
-from ..models.contract import DataSpec, Model, ParamBlock, as_model, join_local_blocks
-from ..models.groups import check_groups_disjoint
+from ..models.contract import Model, ParamBlock, as_model, join_local_blocks
 from ..privacy.ledger import LedgerBook, size_of
-from ..shards import ShardSet, join_levels
 from ..streams import ChainNoise
-from .batches import nonfinite_shard
+from .balancer import AUTO_ESTIMATES as AUTO_ESTIMATES
+from .balancer import MIN_GAP_S as MIN_GAP_S
+from .balancer import StepBalancer
+from .binding import bind_model, fingerprint, public_keys, secured
+from .binding import data_spec as data_spec
+from .binding import shard_category_values as shard_category_values
+from .binding import validate_run as validate_run
 from .contracts import (
     ROUND_PARTS,
-    BalancerState,
     Chunk,
     Placement,
     RoundTiming,
@@ -36,278 +42,23 @@ from .contracts import (
     RunState,
     RunStats,
     SetupInfo,
-    ShardFacts,
     StepResult,
     WarmupState,
     WorkerPool,
 )
-from .host import ShardSource
-from .links import (
-    PIPELINE_PROBE_ROUNDS,
-    ChainsChoice,
-    Phase,
-    PipelineChoice,
-    chain_groups,
-    choose_chains,
-    choose_pipeline,
-    decide_pipeline,
-    far_rtt,
-)
+from .links import PIPELINE_PROBE_ROUNDS, Phase, chain_groups, decide_pipeline
+from .rounds import _finite as _finite
+from .rounds import _joined, _Kept, _nonfinite, _Rows, _Stop
+from .setup_choices import _chains_for, _pipeline_for, _pipeline_refusal
+from .setup_pool import SetupPool
 
 if TYPE_CHECKING:  # the privacy extra (dp-accounting) loads only with the DP mode
     from ..privacy.accountant import DPAccount, PrivacyStats
 
-#: Consecutive window estimates of uneven speeds before balance="auto" switches balancing on.
-AUTO_ESTIMATES = 3
 #: A warm-up that ends by itself (RunConfig.warmup_auto) is first checked after this many rounds, then each time
 #: WARM_GROWTH times as many: checks at fixed round counts, so where it ends does not depend on the machine.
 WARM_FIRST_CHECK = 50
 WARM_GROWTH = 1.5
-#: balance="auto" counts a window as uneven only if the slowest process's work per round exceeds the fastest's by
-#: this many seconds: balancing can save at most that gap, and below ~1 ms it is scheduling noise (2 cores shared
-#: by 4 workers on tiny shards), not a slow machine — not worth giving up a fixed, reproducible schedule.
-MIN_GAP_S = 1e-3
-
-
-class StepBalancer:
-    """N_i = max(1, round(q_i · N_avg · b)), q_i = τ_i⁻¹ / Σ_k τ_k⁻¹ ([DG-LMC], sec. 3.2.2).
-
-    τ_i is shard i's seconds per local step: timed before sampling (`calibrate`), then re-estimated from the median
-    of the rounds observed since the last estimate, after 5 rounds and every `every` rounds. Policies:
-      ALWAYS — always balance; NEVER — never (fixed N_i); AUTO — switch balancing on only once the measured
-      speeds differ by more than `ratio` (max τ / min τ) at AUTO_ESTIMATES window estimates in a row (each the
-      median of `every` rounds; the calibration and the early 5-round estimate do not count) and the slowest
-      process's work per round exceeds the fastest's by MIN_GAP_S, so equal workers on a noisy machine keep a
-      fixed, reproducible schedule; REPLAY — follow a recorded `schedule` of (round, N)
-      pairs exactly.
-    Every change of N is recorded in `schedule` as (round from which it applies, N).
-    """
-
-    def __init__(
-        self,
-        n_init: np.ndarray,
-        n_avg: float,
-        policy: Balance | bool | str,
-        every: int,
-        group_size: np.ndarray,
-        ratio: float = 1.5,
-        schedule: Sequence[tuple[int, Sequence[int]]] | None = None,
-    ) -> None:
-        self.n = np.asarray(n_init, dtype=int).copy()
-        self.n_avg, self.policy, self.every, self.ratio = n_avg, Balance.of(policy, "policy"), every, ratio
-        self.group_size = np.asarray(group_size, dtype=float)
-        self.tau = np.full(len(self.n), np.nan)
-        self.count = 0
-        self.active = self.policy == Balance.ALWAYS
-        self._over = 0
-        self._window: list[np.ndarray] = []
-        self._replay = [(int(r), np.asarray(n, dtype=int)) for r, n in schedule] if schedule is not None else None
-        if self._replay:
-            self.n = self._replay[0][1].copy()
-        self.schedule: list[tuple[int, tuple[int, ...]]] = [(0, tuple(int(v) for v in self.n))]
-
-    @property
-    def measuring(self) -> bool:
-        """Whether step times feed back into N_i (never when N_i is fixed or replayed)."""
-        return self.policy in (Balance.ALWAYS, Balance.AUTO)
-
-    def calibrate(self, tau: np.ndarray) -> None:
-        """Start from step times measured before sampling, and set N_i from them at once if balancing is on."""
-        self.tau = np.asarray(tau, dtype=float).copy()
-        self._estimate(0)
-
-    def steps_for(self, t: int) -> np.ndarray:
-        """N_i for round t as decided so far: a replayed schedule's entry in force at round t, else the current N_i
-        (a pipelined run asks before round t - 1 is observed)."""
-        if self._replay is not None:
-            return next((n for r, n in reversed(self._replay) if r <= t), self.n)
-        return self.n
-
-    def observe(self, t: int, times: np.ndarray, steps: np.ndarray, lag: int = 1) -> None:
-        """Round t took `times` seconds of work per shard for `steps` local steps; N_i from round t + `lag` may
-        change (a pipelined run has sent round t + 1's first half before round t ends: lag 2)."""
-        if self._replay is not None:
-            for r, n in self._replay:
-                if r == t + 1:
-                    self.n = n.copy()
-                    self.schedule.append((r, tuple(int(v) for v in n)))
-            return
-        if not self.measuring:
-            return
-        self._window.append(times / np.maximum(steps, 1))
-        self.count += 1
-        if self.count == 5 or self.count % self.every == 0:
-            self.tau = np.median(np.stack(self._window), axis=0)
-            self._window = []
-            self._estimate(t + lag, full_window=self.count % self.every == 0)
-
-    def _estimate(self, next_round: int, full_window: bool = False) -> None:
-        if not (np.all(np.isfinite(self.tau)) and np.all(self.tau > 0)):
-            return
-        if self.policy == Balance.AUTO and not self.active:
-            if not full_window:
-                return
-            work = self.n * self.tau * self.group_size  # seconds of work per round, per process
-            uneven = self.tau.max() / self.tau.min() > self.ratio and work.max() - work.min() > MIN_GAP_S
-            self._over = self._over + 1 if uneven else 0
-            self.active = self._over >= AUTO_ESTIMATES
-        if not self.active:
-            return
-        # Shards sharing a worker process run one after another: weighting by 1/(group size) equalises the
-        # processes' wall times, Σ_{i∈g} N_i τ_i, which is what the paper's rule aims at.
-        speed = 1.0 / (self.tau * self.group_size)
-        q = speed / np.sum(speed)
-        n = np.maximum(1, np.round(q * self.n_avg * len(self.n))).astype(int)
-        if not np.array_equal(n, self.n):
-            self.n = n
-            entry = (next_round, tuple(int(v) for v in n))
-            if self.schedule[-1][0] == next_round:
-                self.schedule[-1] = entry
-            else:
-                self.schedule.append(entry)
-
-    def capture(self) -> BalancerState:
-        return BalancerState(self.n.copy(), self.tau.copy(), self.count, self.active, tuple(self.schedule))
-
-    def restore(self, state: BalancerState) -> None:
-        self.n, self.tau = np.asarray(state.n, dtype=int).copy(), np.asarray(state.tau, dtype=float).copy()
-        self.count, self.active, self.schedule = state.count, state.active, list(state.schedule)
-        self._window, self._over = [], 0
-
-
-def data_spec(facts: Sequence[ShardFacts], model: Model) -> DataSpec:
-    """DataSpec from the shards' facts; mismatched feature counts or column names are an error naming the shard."""
-    first = facts[0]
-    for f in facts:
-        if len(f.x_shape) != 2:
-            raise ValueError(f"shards[{f.shard}]: X must be 2-D (rows, features), got shape {f.x_shape}")
-        if f.x_shape[1] != first.x_shape[1]:
-            raise ValueError(
-                f"shards[{f.shard}]: has {f.x_shape[1]} features but shards[{first.shard}] has "
-                f"{first.x_shape[1]}: every shard must have the same columns"
-            )
-        if f.columns is not None and first.columns is not None and f.columns != first.columns:
-            raise ValueError(
-                f"shards[{f.shard}]: columns {list(f.columns)} differ from shards[{first.shard}]'s "
-                f"{list(first.columns)}: every shard must have the same columns"
-            )
-        if not f.finite:
-            raise ValueError(f"shards[{f.shard}]: data contains NaN or inf")
-    y_max = [f.y_max for f in facts if f.y_max is not None]
-    kind = model.target_kind
-    n_classes = int(max(y_max)) + 1 if y_max and kind == "multiclass" else None
-    p = first.x_shape[1]
-    ywidth = {f.y_shape[1] for f in facts if len(f.y_shape) == 2}
-    if kind == "vector" and ywidth:
-        p = ywidth.pop()
-    columns = next((f.columns for f in facts if f.columns is not None), None)
-    levels = join_levels([f.levels for f in facts])
-    return DataSpec(
-        n_features=int(p),
-        n_classes=n_classes,
-        n_rows=sum(f.n_rows for f in facts),
-        columns=columns,
-        levels=tuple(levels.items()) if levels else None,
-    )
-
-
-def fingerprint(algorithm: Algorithm, model: Model, config: RunConfig, facts: Sequence[ShardFacts]) -> str:
-    """What a run state belongs to: algorithm and its parameters, model, chains, seed, burn-in, thinning, shards."""
-    shards = [(f.shard, f.n_rows, f.x_shape, f.y_shape, f.columns) for f in facts]
-    key = repr(
-        (
-            type(algorithm).__name__,
-            repr(algorithm),
-            repr(model),
-            config.chains,
-            config.seed,
-            config.burn_in,
-            config.thin,
-            shards,
-        )
-        + (("pipeline",) if config.pipeline else ())  # halves give other last bits; unpipelined keys stay as they were
-        + (("secure_sums",) if config.secure_sums else ())
-    )
-    return hashlib.sha256(key.encode()).hexdigest()[:32]
-
-
-def secured(algorithm: Algorithm, config: RunConfig) -> Algorithm:
-    """The algorithm as the run runs it: with `secure_sums`, its secure-sums form (`Algorithm.for_secure_sums`, an
-    ArgumentError naming `secure_sums` and the algorithm where it has none)."""
-    return algorithm.for_secure_sums() if config.secure_sums else algorithm
-
-
-def public_keys(facts: Sequence[ShardFacts], config: RunConfig) -> list[bytes] | None:
-    """A secure-sums run's relay: every shard's public key from its `describe`, in shard order (None otherwise).
-    The coordinator is trusted to pass them on unchanged (the semi-honest model: docs/privacy.md)."""
-    if not config.secure_sums:
-        return None
-    keys = [f.public_key for f in facts]
-    missing = [f.shard for f, k in zip(facts, keys) if k is None]
-    if missing:
-        raise RuntimeError(f"secure sums: shards {missing} gave no public key (their workers are not in secure mode)")
-    return [k for k in keys if k is not None]
-
-
-def shard_category_values(model: Any, X: np.ndarray, y: np.ndarray, columns: Any) -> dict[str, list[Any]]:
-    """A shard's distinct values of the columns its (formula) model reads as categories."""
-    return dict(model.category_values(X, y, columns))
-
-
-def bind_model(pool: WorkerPool, model: Model) -> tuple[list[ShardFacts], Model, DataSpec]:
-    """Fix the model's dimension from the shards' facts, hand the bound model to every worker, and check on the pooled
-    data that the posterior is proper (flat priors). A model object that does not subclass `Model` is bound as a
-    `ForeignModel` (`as_model`), so from here on every part of the model contract can be called directly.
-
-    The bind brings back, in its own trip, what the checks read (each shard's Gram matrix; with group effects, its
-    group labels) and, with group effects, the shards' other static facts a set-up asks for (local blocks, centring:
-    a `SetupPool` answers them again without a trip)."""
-    from ..tuning.shards import shard_centring, shard_gram, shard_group_labels, shard_local_blocks
-
-    model = as_model(model)
-    facts = pool.describe()
-    spec = data_spec(facts, model)
-    if hasattr(model, "category_values"):  # a formula's categories: each shard's values (no rows), joined
-        from ..models.formula import join_categories
-
-        parts = pool.map(shard_category_values, [(spec.columns,)] * len(facts))
-        spec = dataclasses.replace(spec, categories=tuple(join_categories(parts).items()) or None)
-    bound = model.bind(spec)
-    local = bound.has_local_params()
-    fns = [shard_gram, shard_group_labels, shard_local_blocks, shard_centring] if local else [shard_gram]
-    found = pool.bind_facts(bound, fns)
-    if local:  # group effects are local to a shard: no group may span two shards
-        labels = found[1]
-        for f, ge in enumerate(getattr(bound, "factors", ())):
-            check_groups_disjoint([lab[f] for lab in labels], ge.group)
-    grams = [g for g in found[0] if g is not None]
-    bound.check_proper(np.sum(grams, axis=0) if grams else None, n_rows=sum(f.n_rows for f in facts))
-    return facts, bound, spec
-
-
-def validate_run(model: Model, shards: ShardSet, algorithm: Algorithm, chains: int, seed: int = 0) -> tuple[Model, int]:
-    """Bind `model` to in-memory `shards` and check `algorithm`'s shapes as `Coordinator.start` will, in this process
-    and without workers: the bound model and its dimension. A shape error is an ArgumentError under ("algorithm",)."""
-    from .pools import LocalPool  # pools import the hosts and transports, which a coordinator process may not need
-
-    pool = LocalPool(
-        [ShardSource(i, s, s.site, s.columns, s.index) for i, s in enumerate(shards)], model, algorithm, seed, chains
-    )
-    check_model_support(algorithm, as_model(model))
-    _, bound, _ = bind_model(pool, model)
-    privacy = getattr(algorithm, "privacy", None)
-    if privacy is not None:  # the DP mode clips per-row gradients: the model must have them
-        from ..privacy.clipping import check_clippable
-
-        check_clippable(bound, privacy.clip_rule)
-    d = int(bound.dim)
-    try:
-        algorithm.check_shapes(len(shards), d, chains)
-    except ArgumentError:
-        raise
-    except ValueError as exc:
-        raise ArgumentError(("algorithm",), str(exc)) from None
-    return bound, d
 
 
 class Coordinator:
@@ -399,8 +150,6 @@ class Coordinator:
         """Bind the model to the data, tune the algorithm, create the worker states. The set-up's calls go through
         a `SetupPool`, so the model `prepare` hands the workers goes with the call that creates their states (with
         their slowdown and calibration, where asked), and the static facts the bind brought back cost no trip again."""
-        from .pools import SetupPool  # pools import the hosts and transports: loaded when a run starts, not before
-
         t0 = time.perf_counter()
         algorithm = secured(algorithm, config)
         check_model_support(algorithm, as_model(model))
@@ -502,8 +251,6 @@ class Coordinator:
                 f"(it reads version {RunState.VERSION})"
             )
         t0 = time.perf_counter()
-        from .pools import SetupPool
-
         algorithm = secured(algorithm, config)
         book = ledger if ledger is not None else LedgerBook(pool.num_shards, start=state.ledger)
         facts, bound, spec = bind_model(SetupPool(pool, book), model)
@@ -890,43 +637,6 @@ class Coordinator:
         self.pool.close()
 
 
-def _chains_for(pool: WorkerPool, model: Model, config: RunConfig, facts: Sequence[ShardFacts]) -> ChainsChoice:
-    """The run's chain count: as configured, or with `chains_auto` `choose_chains`' pick from the pool's links
-    (measured when it described its shards) and each process's work."""
-    if not config.chains_auto:
-        return ChainsChoice(config.chains, False, "as asked", far_rtt(pool.links()))
-    per_element = float(as_model(model).work_per_element())
-    by_shard = {f.shard: f for f in facts}
-    elements = [sum(float(np.prod(by_shard[i].x_shape)) * per_element for i in g) for g in pool.groups]
-    rows = [sum(int(by_shard[i].n_rows) for i in g) for g in pool.groups]
-    return choose_chains(config.chains, pool.links(), elements, rows)
-
-
-def _pipeline_refusal(algorithm: Algorithm, config: RunConfig, state: Any, dp: bool) -> str | None:
-    """Why this run cannot run its rounds as two chain groups, or None when it can."""
-    if dp:
-        return "not available with privacy= (the DP mode)"
-    if config.chains < 2 or not algorithm.splits_chains(state):
-        return (
-            f"needs two chains or more and an algorithm whose chains step independently as one batch "
-            f"({algorithm.name!r} with these settings does not: use 'dglmc' with local_kernel 'laplace_mh' or 'lmc', "
-            "and no group effects)"
-        )
-    return None
-
-
-def _pipeline_for(
-    algorithm: Algorithm, config: RunConfig, state: Any, chains: ChainsChoice, privacy: Any
-) -> PipelineChoice:
-    """Whether the run's rounds go as two chain groups in flight: as asked (True raises here where the run cannot
-    split its chains), or with `pipeline_auto` `choose_pipeline`'s set-up choice from the measured links (pending
-    until the first rounds' compute is measured)."""
-    refusal = _pipeline_refusal(algorithm, config, state, privacy is not None)
-    if config.pipeline and not config.pipeline_auto and refusal is not None:
-        raise ArgumentError(("pipeline",), f"pipeline=True: {refusal}")
-    return choose_pipeline(None if config.pipeline_auto else config.pipeline, config.chains, chains.rtt_s, refusal)
-
-
 def _group_sizes(pool: WorkerPool) -> np.ndarray:
     sizes = np.empty(pool.num_shards)
     for g in pool.groups:
@@ -936,65 +646,3 @@ def _group_sizes(pool: WorkerPool) -> np.ndarray:
 
 def _param_blocks(model: Model) -> tuple[ParamBlock, ...]:
     return tuple(model.param_blocks())
-
-
-class _Stop(Exception):
-    """A failure that ends the chunk (its round filled in by `Coordinator.run`)."""
-
-    def __init__(self, failure: Failure) -> None:
-        super().__init__(failure.message)
-        self.failure = failure
-
-
-class _Rows:
-    """A growing (n, width) float array, one row appended per round (rows in a preallocated block, not tuples)."""
-
-    def __init__(self, width: int) -> None:
-        self.data = np.empty((256, width))
-        self.n = 0
-
-    def append(self, row: Sequence[float]) -> None:
-        if self.n == len(self.data):
-            self.data = np.concatenate([self.data, np.empty_like(self.data)])
-        self.data[self.n] = row
-        self.n += 1
-
-    def array(self) -> np.ndarray:
-        return self.data[: self.n].copy()
-
-
-class _Kept:
-    """The draws and per-chain statistics a chunk keeps."""
-
-    def __init__(self) -> None:
-        self.theta: list[np.ndarray] = []
-        self.stats: dict[str, list[np.ndarray]] = {}
-
-
-def _joined(first: dict[str, np.ndarray], second: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """A round's per-chain statistics from its two halves' (chain groups in order)."""
-    return {k: np.concatenate([first[k], second[k]]) for k in first}
-
-
-def _nonfinite(replies: Any) -> int | None:
-    """The first shard whose reply holds a non-finite number (replies one per shard, or one block), else None."""
-    if not isinstance(replies, list):
-        return nonfinite_shard(replies)
-    return next((i for i, r in enumerate(replies) if not _finite(r)), None)
-
-
-def _finite(obj: Any) -> bool:
-    """True if every array inside a reply (nested tuples/lists) is finite. A loop, not a generator: it runs on every
-    field of every shard's reply each round."""
-    if obj is None:
-        return True
-    if isinstance(obj, np.ndarray):
-        return obj.dtype.kind not in "fc" or bool(np.isfinite(obj).all())
-    if isinstance(obj, (tuple, list)):
-        for o in obj:  # noqa: SIM110  (a loop: no generator per field, per reply, per round)
-            if not _finite(o):
-                return False
-        return True
-    if isinstance(obj, float):
-        return bool(np.isfinite(obj))
-    return True

@@ -25,7 +25,8 @@ from ..models.contract import Model
 from .contracts import Chunk, CoordinatorHandle, RunConfig, RunState, RunStats, SetupInfo
 from .coordinator import Coordinator
 from .host import ShardSource
-from .pools import LocalPool, RayPool, tune_worker_process
+from .pools import LocalPool, RayPool
+from .worker_process import tune_worker_process
 
 log = logging.getLogger("raysampler.runtime")
 

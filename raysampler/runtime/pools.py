@@ -1,10 +1,12 @@
 """Worker pools (the `WorkerPool` contract): every shard in this process, or shards spread over Ray actors placed on
-the nodes of their sites."""
+the nodes of their sites.
+
+Their parts live beside them: the worker process's set-up and its actor class in `worker_process`, the plan of
+processes and their shards in `process_groups`, the set-up's pool in `setup_pool`. The names that moved there are
+imported here too, so imports from this module keep working."""
 
 from __future__ import annotations
 
-import ctypes
-import sys
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -15,65 +17,28 @@ import numpy as np
 from ..algorithms.base import Algorithm
 from ..enums import TransportKind
 from ..errors import Failure, FailureKind, WorkerFailed
-from ..models.contract import Model, as_model
+from ..models.contract import Model
 from .batches import join_blocks
-from .contracts import SITE_LABEL, Broadcast, Placement, ShardFacts, ShardState, StepResult, WorkerPool
+from .contracts import SITE_LABEL, Broadcast, Placement, ShardFacts, ShardState, StepResult
 from .host import ShardHost, ShardSource
 from .links import LinkStats, RttMeter, TripLog
+from .process_groups import PROCESS_WORK as PROCESS_WORK
+from .process_groups import PROCESS_WORK_SPARE as PROCESS_WORK_SPARE
+from .process_groups import plan_groups, shard_work
+from .process_groups import processes_for as processes_for
+from .setup_pool import SetupPool as SetupPool
+from .setup_pool import setup_quantity as setup_quantity
 from .sites import wait_for_sites
 from .transports import ActorTransport, SocketTransport, lost, stalled
+from .worker_process import _M_MMAP_THRESHOLD as _M_MMAP_THRESHOLD
+from .worker_process import _M_TOP_PAD as _M_TOP_PAD
+from .worker_process import MALLOC_MMAP_THRESHOLD as MALLOC_MMAP_THRESHOLD
+from .worker_process import MALLOC_TOP_PAD as MALLOC_TOP_PAD
+from .worker_process import WorkerHost
+from .worker_process import tune_worker_process as tune_worker_process
 
 if TYPE_CHECKING:  # pydantic-settings loads only when a run starts: `import raysampler` (and the CLI) stays light
-    from ..privacy.ledger import LedgerBook
     from ..settings import EngineSettings
-
-#: A worker process's malloc top pad (M_TOP_PAD), so the hot loop's large temporaries are not returned to the OS and
-#: page-faulted back every step (measured up to 2x).
-MALLOC_TOP_PAD = 64 << 20
-#: Its mmap threshold (M_MMAP_THRESHOLD; 32 MiB is glibc's largest). Setting the top pad turns off malloc's dynamic
-#: mmap threshold (mallopt(3)), which leaves it at 128 kB; the pad keeps the main thread's heap from reaching it, but
-#: a shard stepped by a channel's reader thread allocates from a heap of that thread's own, where every temporary over
-#: 128 kB was a fresh mmap, page-faulted in and unmapped again at each step (1.4 million minor faults in 30 s; such a
-#: shard's step cost 1.4x the same step in the coordinator's main thread).
-MALLOC_MMAP_THRESHOLD = 32 << 20
-_M_TOP_PAD, _M_MMAP_THRESHOLD = -2, -3  # glibc's mallopt parameter numbers
-
-
-def tune_worker_process() -> None:
-    """Set up a Ray worker process for stepping shards: one BLAS/OpenMP thread (one actor per core; multi-threaded
-    BLAS on the sampler's small products was measured 10–100x slower) and malloc's top pad and mmap threshold.
-
-    Done inside the process when its actor starts, not as environment variables in the actor's `runtime_env`: an
-    actor with environment variables of its own cannot take one of Ray's prestarted worker processes and waits for a
-    fresh one (measured 2.0–2.3 s per actor against 0.45–0.65 s), at every run's set-up."""
-    import scipy.linalg  # noqa: F401  # load scipy's own BLAS too, so the limit reaches it
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(limits=1)  # a call, not a context: it holds for the life of the process
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(None)
-            libc.mallopt(_M_TOP_PAD, MALLOC_TOP_PAD)
-            libc.mallopt(_M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD)
-        except (OSError, AttributeError):  # not glibc: its allocator keeps its own defaults
-            pass
-
-
-class WorkerHost(ShardHost):
-    """A `ShardHost` in a Ray worker process of its own, set up by `tune_worker_process` before it loads shards."""
-
-    def __init__(
-        self,
-        sources: Sequence[ShardSource],
-        model: Model,
-        algorithm: Algorithm | None,
-        seed: int,
-        chains: int,
-        secure: bool = False,
-        keyed: bool = False,
-    ) -> None:
-        tune_worker_process()
-        super().__init__(sources, model, algorithm, seed, chains, secure, keyed)
 
 
 class LocalPool:
@@ -168,188 +133,6 @@ class LocalPool:
 
     def close(self) -> None:
         pass
-
-
-class SetupPool:
-    """A pool as `Coordinator.start` lends it to the set-up (`bind_model`, the algorithm's `prepare`), saving trips:
-
-    - a `bind` is held back (`pending`) and goes with the next call that reaches the workers: a `map` (bound first in
-      the same trip), or the `init_states` that ends the set-up (`Coordinator.start` sends it there);
-    - what a `bind_facts` brought back (the shards' static facts under the data-bound model: the properness check's
-      Gram matrices, group labels, local blocks, ...) is kept: a `map` of one of those functions with no arguments is
-      answered from it, without a trip, while that model is the workers' own, and `facts` gives it later.
-
-    Every other call goes to `pool` as it is. What the shards send back is recorded in `ledger` (the release
-    ledger, `privacy.ledger`) where one is given: "setup:<function>" for a map's answers, "setup:facts" for
-    `describe`, "setup:step_time" for the calibration."""
-
-    def __init__(self, pool: WorkerPool, ledger: LedgerBook | None = None) -> None:
-        self.pool = pool
-        self.ledger = ledger
-        self.num_shards = pool.num_shards
-        self.groups = pool.groups
-        self.trips = pool.trips
-        self.pending: Model | None = None  # bound by the set-up, not yet sent to the workers
-        self._facts: dict[Callable[..., Any], list[Any]] = {}
-        self._facts_current = False  # whether the workers' model is the one `_facts` were found under
-
-    @property
-    def transport(self) -> str:
-        return self.pool.transport
-
-    def facts(self, fn: Callable[..., Any]) -> list[Any] | None:
-        """Every shard's answer to `fn` as the last `bind_facts` brought it back (under that bind's model), or None."""
-        found = self._facts.get(fn)
-        return None if found is None else list(found)
-
-    def describe(self) -> list[ShardFacts]:
-        return self._record("setup:facts", self.pool.describe())
-
-    def _record(self, quantity: str, answers: list[Any]) -> list[Any]:
-        if self.ledger is not None:
-            self.ledger.record_each(quantity, answers)
-        return answers
-
-    def bind(self, model: Model) -> None:
-        self.pending, self._facts_current = model, False
-
-    def bind_facts(self, model: Model, fns: Sequence[Callable[..., Any]]) -> list[list[Any]]:
-        out = self.pool.bind_facts(model, fns)
-        for fn, answers in zip(fns, out):
-            self._record(setup_quantity(fn), answers)
-        self.pending = None
-        self._facts, self._facts_current = dict(zip(fns, out)), True
-        return out
-
-    def gram(self) -> list[np.ndarray | None]:
-        self._flush()
-        return self._record("setup:gram", self.pool.gram())
-
-    def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]], model: Model | None = None) -> list[Any]:
-        if model is not None:
-            self.bind(model)
-        if self.pending is None and self._facts_current and fn in self._facts and all(a == () for a in args):
-            return list(self._facts[fn])
-        model, self.pending = self.pending, None
-        return self._record(setup_quantity(fn), self.pool.map(fn, args, model))
-
-    def _flush(self) -> None:
-        if self.pending is not None:
-            model, self.pending = self.pending, None
-            self.pool.bind(model)
-
-    def init_states(
-        self,
-        payloads: Sequence[Any],
-        model: Model | None = None,
-        slowdown: dict[int, float] | None = None,
-        calibrate: bool = False,
-        chains: int | None = None,
-        peers: Sequence[bytes] | None = None,
-    ) -> np.ndarray | None:
-        if model is not None:
-            self.bind(model)
-        model, self.pending = self.pending, None
-        tau = self.pool.init_states(payloads, model, slowdown, calibrate, chains, peers)
-        if tau is not None:
-            self._record("setup:step_time", [float(t) for t in tau])
-        return tau
-
-    def set_slowdown(self, factors: dict[int, float]) -> None:
-        self._flush()
-        self.pool.set_slowdown(factors)
-
-    def calibrate(self) -> np.ndarray:
-        self._flush()
-        tau = self.pool.calibrate()
-        self._record("setup:step_time", [float(t) for t in tau])
-        return tau
-
-    def step(self, messages: Any) -> StepResult:
-        self._flush()
-        return self.pool.step(messages)
-
-    def send(self, messages: Any) -> None:
-        self._flush()
-        self.pool.send(messages)
-
-    def collect(self) -> StepResult:
-        return self.pool.collect()
-
-    def capture(self) -> list[ShardState]:
-        self._flush()
-        return self.pool.capture()
-
-    def restore(self, states: Sequence[ShardState], peers: Sequence[bytes] | None = None) -> None:
-        self._flush()
-        self.pool.restore(states, peers)
-
-    def links(self) -> tuple[LinkStats, ...]:
-        return self.pool.links()
-
-    def revive(self, timeout_s: float) -> None:
-        self.pool.revive(timeout_s)
-
-    def close(self) -> None:
-        self.pool.close()
-
-
-def setup_quantity(fn: Callable[..., Any]) -> str:
-    """The ledger's name for a set-up function's answers: "setup:" and its name ("shard_hessian" → "setup:hessian")."""
-    name = getattr(fn, "__name__", type(fn).__name__)
-    return "setup:" + name.removeprefix("shard_")
-
-
-#: Element-chains (X's elements times chains times the model's `work_per_element`, summed over the shards) that a
-#: worker process must have to step each round for it to pay for itself: every process adds its messages and its
-#: wake-up to every round (≈ 0.1 ms on the 2-core machine the default was measured on), which buys nothing while the
-#: compute it would take over is smaller (benchmarks/perf/round_cost.py, 4 shards in 1, 2 and 4 processes).
-PROCESS_WORK = 2_000_000
-#: The same where the node has CPUs to spare, at least two per shard: each process then has a core of its own besides
-#: the coordinator's and Ray's, and costs far less. On a 16-core machine four processes stepped breast_cancer's four
-#: shards faster than one from 564,448 element-chains on (32 chains: rounds 0.72x in one run, ESS/s 1.16x in another)
-#: and slower at 70,556 (4 chains: 1.6x, 0.89x); on 2 cores one process was the fastest at both.
-PROCESS_WORK_SPARE = 100_000
-
-
-def shard_work(sources: Sequence[ShardSource], model: Model, chains: int) -> list[int | None]:
-    """Each shard's work per round in element-chains: X's elements × chains × the model's `work_per_element` (None
-    where X's size is unknown before its worker reads it)."""
-    per_element = float(as_model(model).work_per_element())  # a user's own model class gets the default
-    return [None if s.elements is None else int(s.elements * chains * per_element) for s in sources]
-
-
-def processes_for(work: Sequence[int | None], cap: int) -> int:
-    """Worker processes for one node's (or the site-less) shards with `work` element-chains each (None: unknown, as
-    for a file the worker reads): as many as fit `cap` CPUs and the shards, but no more than the work pays for
-    (`PROCESS_WORK` each, `PROCESS_WORK_SPARE` where `cap` is at least twice the shards)."""
-    per_process = PROCESS_WORK_SPARE if cap >= 2 * len(work) else PROCESS_WORK
-    n = len(work) if any(w is None for w in work) else int(sum(w for w in work if w is not None) // per_process)
-    return max(1, min(len(work), cap, n))
-
-
-def plan_groups(
-    sites: Sequence[str | None],
-    site_cpus: dict[str, int],
-    free_cpus: int,
-    max_actors: int | None,
-    work: Sequence[int | None] | None = None,
-    processes: int = 0,
-) -> list[list[int]]:
-    """Shards per worker process: a process owns shards of one site only (or only site-less shards); each site gets
-    at most as many processes as its nodes have CPUs, site-less shards at most `max_actors` or the free CPUs, and
-    within that `processes` each (0: as many as the shards' `work` pays for, `processes_for`)."""
-    groups: list[list[int]] = []
-    by_site: dict[str | None, list[int]] = {}
-    for i, s in enumerate(sites):
-        by_site.setdefault(s, []).append(i)
-    for site, shards in by_site.items():
-        cap = site_cpus[site] if site is not None else (max_actors or free_cpus)
-        sizes = [work[i] for i in shards] if work is not None else [None] * len(shards)
-        wanted = processes or processes_for(sizes, cap)
-        n = max(1, min(len(shards), cap, wanted))
-        groups += [[int(i) for i in part] for part in np.array_split(np.asarray(shards), n)]
-    return sorted(groups)
 
 
 class RayPool:

@@ -16,7 +16,7 @@ from ..grants import ACCESS_RULE, AccessRefused, DataGrants, check_lexical
 from ..models.contract import DataSpec, Model
 from ..options import RunOptions
 from ..privacy.dp import DP, with_privacy
-from ..runtime.coordinator import validate_run
+from ..runtime.binding import validate_run
 from ..runtime.sites import probe_shards
 from ..shards import DataTable, Shard, ShardSet, shard
 from .datasets import load_dataset

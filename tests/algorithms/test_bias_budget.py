@@ -19,7 +19,7 @@ from test_dadmm import dadmms_law as ref_dadmms
 
 import raysampler as rs
 from raysampler import topology as topo
-from raysampler.runtime.coordinator import bind_model
+from raysampler.runtime.binding import bind_model
 from raysampler.runtime.host import ShardSource
 from raysampler.runtime.pools import LocalPool
 from raysampler.tuning import budget, laplace_step, laws

@@ -68,14 +68,14 @@ def test_auto_probes_then_turns_on_mid_run_and_changes_no_draw(data, monkeypatch
     """A far link (its RTT stood in for) and compute worth hiding (the thresholds set to zero): the first
     PIPELINE_PROBE_ROUNDS rounds run whole, then the rest as two chain groups, and the draws are the unpipelined
     run's bits, across chunks (a short time budget per chunk is not needed: the probe falls mid-chunk)."""
-    from raysampler.runtime import coordinator, links
+    from raysampler.runtime import links, setup_choices
 
     X, y = data
     kw = dict(chains=8, num_rounds=30, burn_in=10, seed=2, progress=False, balance=False)
     model = rs.models.LogisticRegression(prior_scale=1.0)
     parts = rs.shard(X, y, num_shards=4)
     whole = rs.sample(model, parts, executor="local", pipeline=False, **kw)
-    monkeypatch.setattr(coordinator, "far_rtt", lambda _links: 0.05)
+    monkeypatch.setattr(setup_choices, "far_rtt", lambda _links: 0.05)
     monkeypatch.setattr(links, "PIPELINE_COMPUTE_SHARE", 0.0)
     monkeypatch.setattr(links, "PIPELINE_MIN_COMPUTE_S", 0.0)
     auto = rs.sample(model, parts, executor="local", **kw)

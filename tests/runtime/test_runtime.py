@@ -15,7 +15,7 @@ from raysampler.errors import ArgumentError
 from raysampler.models.logistic import LogisticRegression
 from raysampler.options import ExecutionOptions, RunOptions
 from raysampler.runtime.contracts import ROUND_PARTS
-from raysampler.runtime.pools import PROCESS_WORK, PROCESS_WORK_SPARE, plan_groups, processes_for, shard_work
+from raysampler.runtime.process_groups import PROCESS_WORK, PROCESS_WORK_SPARE, plan_groups, processes_for, shard_work
 from raysampler.sampling import Run
 
 
@@ -28,7 +28,7 @@ def breast_cancer():
 @pytest.fixture
 def two_processes(monkeypatch):
     """Shards on two processes (the coordinator's and a worker actor) however small: by default shards this small
-    share one process, the coordinator's (`pools.processes_for`)."""
+    share one process, the coordinator's (`process_groups.processes_for`)."""
     monkeypatch.setenv("RAYSAMPLER_WORKER_PROCESSES", "2")
 
 
@@ -271,7 +271,7 @@ def test_more_actors_than_free_cpus_is_refused(ray_session, breast_cancer):
 
 def test_balancer_equalises_processes_when_shards_share_one():
     """Groups [0, 1] and [2] on two processes, equal τ: shard 2 gets the steps of shards 0 and 1 together."""
-    from raysampler.runtime.coordinator import StepBalancer
+    from raysampler.runtime.balancer import StepBalancer
 
     bal = StepBalancer(np.array([4, 4, 4]), 4.0, True, every=20, group_size=np.array([2, 2, 1]))
     for t in range(5):
@@ -282,7 +282,7 @@ def test_balancer_equalises_processes_when_shards_share_one():
 def test_auto_balance_ignores_uneven_speeds_that_cost_under_a_millisecond_a_round():
     """balance="auto": a 2x speed ratio on microsecond steps is scheduling noise (fixed N kept); the same ratio
     with milliseconds of work per round switches balancing on after AUTO_ESTIMATES full windows."""
-    from raysampler.runtime.coordinator import AUTO_ESTIMATES, StepBalancer
+    from raysampler.runtime.balancer import AUTO_ESTIMATES, StepBalancer
 
     def run(tau: float) -> StepBalancer:
         bal = StepBalancer(np.array([4, 4]), 4.0, "auto", every=20, group_size=np.array([1, 1]))

@@ -14,7 +14,7 @@ import pytest
 
 import raysampler as rs
 from raysampler.algorithms import get_algorithm
-from raysampler.runtime.coordinator import bind_model
+from raysampler.runtime.binding import bind_model
 from raysampler.runtime.host import ShardSource
 from raysampler.runtime.pools import LocalPool
 from raysampler.tuning import laplace as lp
