@@ -26,6 +26,7 @@ between sites: they are refused, naming the term.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 import warnings
@@ -145,10 +146,10 @@ def _design_formula(formula: str) -> str:
     return _bars(_response_addition(formula)[0])[0]
 
 
-def _bars(formula: str) -> tuple[str, list[tuple[str, bool]]]:
+def _bars(formula: str) -> tuple[str, list[tuple[str, bool, str]]]:
     """The formula with every group term's `||` written `|` (formulae reads only one bar), and each group term's
-    (grouping expression, written with `||`), in order: the one thing formulae's parse does not keep."""
-    terms: list[tuple[str, bool]] = []
+    (grouping expression, written with `||`, the term as written), in order: what formulae's parse does not keep."""
+    terms: list[tuple[str, bool, str]] = []
     out: list[str] = []  # output characters
     opened: list[int] = []  # for each open parenthesis, where its text starts in `out`
     i = 0
@@ -167,7 +168,7 @@ def _bars(formula: str) -> tuple[str, list[tuple[str, bool]]]:
                     break
             if bar >= 0:
                 double = inner[bar + 1 : bar + 2] == "|"
-                terms.append((inner[bar + (2 if double else 1) :].strip(), double))
+                terms.append((inner[bar + (2 if double else 1) :].strip(), double, f"({inner.strip()})"))
                 if double:
                     out[start:] = list(inner[: bar + 1] + inner[bar + 2 :])
         out.append(ch)
@@ -188,6 +189,9 @@ def _read_formula(formula: str) -> Terms:
     fm = _formulae()
     plain, censored = _response_addition(formula)
     one_bar, bars = _bars(plain)
+    for expr, _, as_written in bars:  # checked as written, before formulae expands a nesting
+        if not _FACTOR.match(expr):
+            raise ArgumentError(_PATH, _unsupported_factor([(expr, False, as_written)], expr))
     try:
         desc = fm.model_description(one_bar)
     except Exception as exc:  # formulae's parse and resolve errors
@@ -229,11 +233,12 @@ def _read_formula(formula: str) -> Terms:
         )
     groups = []
     for g in grouped:
-        factor = sorted(g.factor.var_names)
-        if len(factor) != 1 or calls(g.factor) or len(getattr(g.factor, "components", ())) != 1:
-            raise ArgumentError(_PATH, _one_column_factor(g))
+        parts = getattr(g.factor, "components", ())
+        if calls(g.factor) or not parts or not all(type(c).__name__ == "Variable" for c in parts):
+            raise ArgumentError(_PATH, _unsupported_factor(bars, str(sorted(g.factor.var_names))))
         intercept = type(g.expr).__name__ == "Intercept"
-        groups.append((factor[0], intercept, () if intercept else (str(g.expr.name),)))
+        name = ":".join(str(c.name) for c in parts)  # a column, or an interaction a:b (a nesting's inner factor)
+        groups.append((name, intercept, () if intercept else (str(g.expr.name),)))
     merged: dict[str, tuple[bool, list[str]]] = {}
     for name, intercept, slopes in groups:
         has, slist = merged.setdefault(name, (False, []))
@@ -243,7 +248,7 @@ def _read_formula(formula: str) -> Terms:
             if s.startswith("C(") or ":" in s:
                 raise ArgumentError(_PATH, f"group term ({s} | {name}): varying slopes must be numeric columns")
     variables = sorted(v for v in desc.var_names if v)
-    written = {name: [double for expr, double in bars if expr == name] for name in merged}
+    written = {name: [double for expr, double, _ in bars if name in _expand_factor(expr)] for name in merged}
     correlated = tuple(
         name
         for name, (has, slope_list) in merged.items()
@@ -293,29 +298,34 @@ def _check_levels(levels: Any) -> tuple[tuple[str, tuple[str, ...]], ...] | None
     return tuple(out)
 
 
-def _group_text(g: Any) -> str:
-    """A group term as a formula spells it: (1 | county), (x | county:housing)."""
-    expr = (
-        "1"
-        if type(g.expr).__name__ == "Intercept"
-        else " + ".join(getattr(c, "name", str(c)) for c in getattr(g.expr, "components", ()) or [g.expr])
+#: a grouping expression lme4 and brms read as a factor: a column, an interaction a:b, a nesting a/b (or a/b/c)
+_NAME = r"[A-Za-z_.][A-Za-z0-9_.]*"
+_FACTOR = re.compile(rf"^\s*{_NAME}(\s*[:/]\s*{_NAME})*\s*$")
+
+
+def _expand_factor(expr: str) -> tuple[str, ...]:
+    """The grouping factors a written grouping expression stands for, as lme4 and brms expand it: `a` → (a,),
+    `a:b` → (a:b,), a nesting `a/b` → (a, a:b), `a/b/c` → (a, a:b, a:b:c); an interaction a:b is the factor whose
+    levels are the pairs (a's level, b's level) that occur."""
+    nested = [":".join(p.strip() for p in part.split(":")) for part in expr.split("/")]
+    return tuple(":".join(nested[: k + 1]) for k in range(len(nested)))
+
+
+def factor_columns(name: str) -> tuple[str, ...]:
+    """The data columns of a grouping factor as `Terms.groups` names it: (county,) or, for an interaction
+    county:housing, (county, housing)."""
+    return tuple(name.split(":"))
+
+
+def _unsupported_factor(bars: Sequence[tuple[str, bool, str]], fallback: str) -> str:
+    """Why a group term whose grouping factor is not a column, an interaction or a nesting of columns is refused,
+    naming the term as the formula writes it (the first such term; `fallback` names the factor otherwise)."""
+    bad = next((w for e, _, w in bars if not _FACTOR.match(e)), None)
+    term = bad if bad is not None else f"( | {fallback})"
+    return (
+        f"group term {term}: the grouping factor must be a column (1 | g), an interaction of columns (1 | a:b) or "
+        "a nesting (1 | a/b), which expands to (1 | a) + (1 | a:b); compute any other grouping as a column first"
     )
-    factor = ":".join(getattr(c, "name", str(c)) for c in getattr(g.factor, "components", ()) or [g.factor])
-    return f"({expr} | {factor})"
-
-
-def _one_column_factor(g: Any) -> str:
-    """Why a group term whose grouping factor is not one plain column is refused, and what to write instead."""
-    names = [getattr(c, "name", str(c)) for c in getattr(g.factor, "components", ())]
-    if len(names) > 1:
-        joined = "_".join(names)
-        return (
-            f"group term {_group_text(g)}: the grouping factor {':'.join(names)} combines {len(names)} columns "
-            f"(a nested term (1 | {'/'.join(names)}) expands to (1 | {names[0]}) + (1 | {':'.join(names)})); "
-            f"a grouping factor is one column today: add a column {joined!r} holding the combined labels and "
-            f"write (1 | {joined})"
-        )
-    return f"group term {_group_text(g)}: the grouping factor must be one column, not an expression"
 
 
 def _prior_fields(family: str, priors: Mapping[str, Any], terms: Terms) -> tuple[dict[str, Any], Any, Any]:
@@ -456,14 +466,33 @@ class FormulaModel(Model):
         ordinal = self.terms.response[:1] if self.family in _ORDINAL_FAMILIES else ()
         return tuple(dict.fromkeys(self.terms.categorical + named + ordinal))
 
-    def category_values(self, X: np.ndarray, y: np.ndarray, columns: Sequence[str] | None) -> dict[str, list[Any]]:
-        """This shard's distinct values of each category column (metadata: what the coordinator joins)."""
+    def category_values(
+        self,
+        X: np.ndarray,
+        y: np.ndarray,
+        columns: Sequence[str] | None,
+        levels: Mapping[str, Sequence[str]] | None = None,
+    ) -> dict[str, list[Any]]:
+        """This shard's distinct values of each category column, and the levels it holds of each interaction
+        grouping factor a:b (its pairs' labels, `interaction_labels`; `levels`: the text columns' labels, which
+        turn X's label codes back into text): metadata the coordinator joins, no rows."""
         cols = list(columns or ())
         out = {}
         for c in self.category_columns(cols):
             if c in cols:
                 out[c] = np.unique(np.asarray(X)[:, cols.index(c)]).tolist()
+        for g in self.interactions:
+            parts = factor_columns(g)
+            if all(c in cols for c in parts):
+                raw = np.asarray(X)[:, [cols.index(c) for c in parts]]
+                labels = interaction_labels(raw, [_text_names(c, levels) for c in parts])
+                out[g] = sorted(set(labels.tolist()))
         return out
+
+    @property
+    def interactions(self) -> tuple[str, ...]:
+        """The grouping factors that are interactions of columns (a:b, from `(1 | a:b)` or a nesting `(1 | a/b)`)."""
+        return tuple(g for g, _, _ in self.terms.groups if len(factor_columns(g)) > 1)
 
     def _ordered_levels(self, joined: Mapping[str, Sequence[Any]]) -> dict[str, tuple[str, ...]]:
         """Each category column's levels in the design's order: `levels` where given (each checked against what the
@@ -505,7 +534,7 @@ class FormulaModel(Model):
             if v in levels:
                 cats = list(levels[v])
                 frame[v] = pd.Categorical([cats[i % len(cats)] for i in range(m)], categories=cats, ordered=True)
-            elif v in {g for g, _, _ in terms.groups}:
+            elif v in {c for g, _, _ in terms.groups for c in factor_columns(g)}:
                 frame[v] = [f"g{i}" for i in range(m)]
             else:
                 frame[v] = np.ones(m)
@@ -551,13 +580,33 @@ class FormulaModel(Model):
         terms = self.terms
         joined = dict(spec.categories or ())
         text = spec.text_levels()
-        groups = {g for g, _, _ in terms.groups}
+        # an interaction factor's levels: the pairs the shards reported (`category_values`), kept out of the design
+        inter = {g: tuple(map(str, joined.pop(g, None) or self._pairs(g, joined, text))) for g in self.interactions}
+        groups = {c for g, _, _ in terms.groups for c in factor_columns(g)}
         for v in terms.variables:  # a text column the formula reads is a category (as brms reads a character column)
             if v in text and v not in groups:
                 joined[v] = text[v]  # every site's labels, joined at set-up (`DataSpec.levels`)
         levels = self._ordered_levels(joined)
-        design = Design.of(self, columns, levels, tuple(c for c in text if c in levels))
+        named = tuple((c, text[c]) for c in sorted(groups) if c in text)
+        design = Design.of(self, columns, levels, tuple(c for c in text if c in levels), named)
+        spec = dataclasses.replace(spec, levels=tuple({**text, **inter}.items()) or None)
         return BoundFormula(self, design, design.bind_family(self, spec))
+
+    def _pairs(self, g: str, joined: Mapping[str, Sequence[Any]], text: Mapping[str, Sequence[str]]) -> tuple[str, ...]:
+        """An interaction factor's levels where the shards did not report them (a spec built by hand): every
+        combination of its columns' levels, each column's from its text labels or its reported values; an
+        ArgumentError where a column's levels are unknown."""
+        import itertools
+
+        per = []
+        for c in factor_columns(g):
+            have = text.get(c, joined.get(c))
+            if have is None:
+                raise ArgumentError(
+                    _PATH, f"group term (1 | {g}): the levels of {c!r} are unknown (the shards report them at set-up)"
+                )
+            per.append([value_label(v) for v in have])
+        return tuple(sorted("_".join(p) for p in itertools.product(*per)))
 
 
 @dataclass(frozen=True)
@@ -580,6 +629,9 @@ class Design:
     censored: str | None = None
     #: whether the design has its intercept column (not for an ordinal family, whose thresholds hold it)
     intercept: bool = True
+    #: the text labels of the grouping factors' columns that hold text, (column, labels) pairs: an interaction
+    #: factor a:b names its levels by its columns' labels (`interaction_labels`)
+    group_text: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @classmethod
     def of(
@@ -588,6 +640,7 @@ class Design:
         columns: tuple[str, ...],
         levels: Mapping[str, tuple[str, ...]],
         text: tuple[str, ...] = (),
+        group_text: tuple[tuple[str, tuple[str, ...]], ...] = (),
     ) -> Design:
         terms = model.terms
         dm = model.template(levels)
@@ -629,6 +682,7 @@ class Design:
             text,
             terms.censored,
             not ordinal,
+            group_text,
         )
 
     @property
@@ -690,7 +744,7 @@ class Design:
             else:
                 values[v] = np.asarray(raw, dtype=np.float64)
         parts, extra = self._common(values, X.shape[0])
-        group_cols = [np.asarray(X[:, cols.index(g)], dtype=np.float64)[:, None] for g, _, _ in self.groups]
+        group_cols = [self._group_column(X, g)[:, None] for g, _, _ in self.groups]
         if len(self.response) == 2:
             succ, trials = (np.asarray(X[:, cols.index(c)], dtype=np.float64) for c in self.response)
             extra, target = trials[:, None], succ
@@ -705,6 +759,19 @@ class Design:
         if self.model.target_kind == "multiclass":
             target = target.astype(np.int64)
         return np.ascontiguousarray(out), np.ascontiguousarray(target)  # y's memory layout changes BLAS' sums
+
+    def _group_column(self, X: np.ndarray, g: str) -> np.ndarray:
+        """Grouping factor g's labels in a shard's X (n,): the column itself, or for an interaction a:b the
+        `label_code` of each row's pair label "<a's label>_<b's label>" (brms' naming of an a:b level)."""
+        cols = list(self.columns)
+        parts = factor_columns(g)
+        if len(parts) == 1:
+            return np.asarray(X[:, cols.index(g)], dtype=np.float64)
+        text = dict(self.group_text)
+        raw = np.asarray(X[:, [cols.index(c) for c in parts]], dtype=np.float64)
+        labels = interaction_labels(raw, [_text_names(c, text) for c in parts])
+        uniq, inverse = np.unique(labels.astype(str), return_inverse=True)
+        return np.array([label_code(u) for u in uniq.tolist()], dtype=np.float64)[inverse.reshape(-1)]
 
     def new_rows(self, columns: Mapping[str, Any], text_groups: Collection[str], argname: str) -> np.ndarray:
         """The family's X for new rows given by column name (predictions at rows the run never saw): the columns the
@@ -733,10 +800,18 @@ class Design:
         levels = dict(self.levels)
         groups = [g for g, _, _ in self.groups]
         values: dict[str, np.ndarray] = {}
+        for g in groups:  # an interaction's labels from its columns' labels as given (text, or numbers as named)
+            if len(factor_columns(g)) > 1:
+                rows = zip(*(arrays[c].tolist() for c in factor_columns(g)))
+                values[g] = np.array(
+                    [label_code("_".join(u if isinstance(u, str) else value_label(u) for u in row)) for row in rows],
+                    dtype=np.float64,
+                ).reshape(n)
+        parts_of = {c for g in groups for c in factor_columns(g)}  # an interaction's columns hold labels too
         for v, raw in arrays.items():
             if v in levels:
                 values[v] = np.array([value_label(u) for u in raw.tolist()], dtype=object)
-            elif v in groups:
+            elif v in groups or v in parts_of:
                 values[v] = _group_codes(raw, v in text_groups, v, argname)
             else:
                 values[v] = _numbers(raw, v, argname)
@@ -783,6 +858,30 @@ class Design:
             else:
                 parts.append(block)
         return parts, extra
+
+
+def _text_names(column: str, levels: Any) -> dict[float, str] | None:
+    """A text column's `label_code` → label (None for a column of numbers); `levels`: (column, labels) pairs or a
+    mapping."""
+    labels = dict(levels or ()).get(column)
+    return None if labels is None else {label_code(v): v for v in labels}
+
+
+def interaction_labels(raw: np.ndarray, names: Sequence[Mapping[float, str] | None]) -> np.ndarray:
+    """The level of an interaction grouping factor a:b at each row: its columns' labels joined by "_" (brms' names:
+    county "Aitkin" and housing 1 → "Aitkin_1"). `raw` (n, k) holds the columns as X does (text as `label_code`s,
+    `names[i]` turning column i's codes back into text; None for numbers, named by `value_label`). One label per
+    distinct pair: O(n log n), whatever the number of groups."""
+    if raw.shape[0] == 0:
+        return np.empty(0, dtype=object)
+    uniq, inverse = np.unique(np.asarray(raw, dtype=np.float64), axis=0, return_inverse=True)
+    labels = [
+        "_".join(
+            nm[float(v)] if nm is not None and float(v) in nm else value_label(float(v)) for v, nm in zip(row, names)
+        )
+        for row in uniq.tolist()
+    ]
+    return np.array(labels, dtype=object)[inverse.reshape(-1)]
 
 
 def _numbers(raw: np.ndarray, column: str, argname: str) -> np.ndarray:

@@ -98,9 +98,12 @@ def public_keys(facts: Sequence[ShardFacts], config: RunConfig) -> list[bytes] |
     return [k for k in keys if k is not None]
 
 
-def shard_category_values(model: Any, X: np.ndarray, y: np.ndarray, columns: Any) -> dict[str, list[Any]]:
-    """A shard's distinct values of the columns its (formula) model reads as categories."""
-    return dict(model.category_values(X, y, columns))
+def shard_category_values(
+    model: Any, X: np.ndarray, y: np.ndarray, columns: Any, levels: Any = None
+) -> dict[str, list[Any]]:
+    """A shard's distinct values of the columns its (formula) model reads as categories, and the levels it holds of
+    each interaction grouping factor (`levels`: the text columns' labels, to name them)."""
+    return dict(model.category_values(X, y, columns, levels))
 
 
 def bind_model(pool: WorkerPool, model: Model) -> tuple[list[ShardFacts], Model, DataSpec]:
@@ -119,7 +122,7 @@ def bind_model(pool: WorkerPool, model: Model) -> tuple[list[ShardFacts], Model,
     if hasattr(model, "category_values"):  # a formula's categories: each shard's values (no rows), joined
         from ..models.formula import join_categories
 
-        parts = pool.map(shard_category_values, [(spec.columns,)] * len(facts))
+        parts = pool.map(shard_category_values, [(spec.columns, spec.levels)] * len(facts))
         spec = dataclasses.replace(spec, categories=tuple(join_categories(parts).items()) or None)
     bound = model.bind(spec)
     local = bound.has_local_params()
