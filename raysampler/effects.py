@@ -206,6 +206,9 @@ def prior_summary(model: Any) -> pd.DataFrame:
         spec = getattr(family, attr, None)
         if spec is not None and not (attr == "sigma_prior" and getattr(family, "noise_sd", None) is not None):
             rows.append({"prior": repr(spec), "class": cls, "coef": "", "group": ""})
+    sigma_coef = getattr(family, "sigma_coef_prior", None)  # a distributional model's noise sd coefficients
+    if sigma_coef is not None:
+        rows.append({"prior": repr(sigma_coef), "class": "b_sigma", "coef": "", "group": ""})
     for ge in factors:
         rows.append({"prior": repr(ge.sd_prior), "class": "sd", "coef": "", "group": ge.group})
     for ge in factors:

@@ -6,7 +6,8 @@ Each likelihood is NumPyro's own distribution, not raysampler's potentials: Stud
 `Exponential(1/μ)`, `ZeroInflatedPoisson(zi, λ)` with λ = exp(η + log exposure), `ZeroInflatedNegativeBinomial2(μ, φ,
 gate=zi)`; a right-censored row adds log S(y) = log(1 − F(y)) from the distribution's own `cdf`. The priors are the
 families' defaults: β ~ N(0, 10²), σ ~ HalfNormal(10), ν ~ Gamma(2, 0.1), a shape or precision ~ Gamma(0.01, 0.01),
-zi ~ Beta(1, 1), the negative binomial's φ ~ HalfCauchy(10). Stored per
+zi ~ Beta(1, 1), the negative binomial's φ ~ HalfCauchy(10); the distributional Gaussian (σ's own regression,
+log σ_j = z_jᵀγ) has γ ~ N(0, 2.5²). Stored per
 reported parameter (brms names, natural scale): mean, sd, quantiles, Monte-Carlo standard error of the mean, bulk ESS
 and R-hat (arviz-stats), plus a thinned subset of the draws. The run stops with an error if min ESS < 4000 or max
 R-hat > 1.01. Needs the `jax` extra.
@@ -83,6 +84,9 @@ def make_data(name: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
     if name == "family_cumulative":  # four ordered categories of a logistic latent variable; no intercept column
         z = X[:, 1:] @ np.array([0.9, -0.6]) + rng.logistic(size=n)
         return X[:, 1:], 1.0 + np.digitize(z, [-1.0, 0.3, 1.2]), COEF[1:]
+    if name == "family_sigma":  # distributional: log σ = -0.5 + 0.6 x2, the sigma design (1, x2) as columns of X
+        y = X @ np.array([1.0, 0.8, -0.5]) + np.exp(-0.5 + 0.6 * X[:, 2]) * rng.standard_normal(n)
+        return np.column_stack([X, X[:, [0, 2]]]), y, COEF + ["sigma_(Intercept)", "sigma_x2"]
     raise ValueError(f"unknown problem {name!r}")
 
 
@@ -103,6 +107,7 @@ def numpyro_model(name: str, X: np.ndarray, columns: tuple[str, ...]):
         "zip": ["zi"],
         "zinb": ["phi", "zi"],
         "cumulative": ["Intercept", "delta[2]", "delta[3]"],
+        "sigma": ["b_sigma[(Intercept)]", "b_sigma[x2]"],
     }[family]
 
     def censored_likelihood(d, y):
@@ -134,6 +139,10 @@ def numpyro_model(name: str, X: np.ndarray, columns: tuple[str, ...]):
         elif family == "zip":
             zi = numpyro.sample("zi", dist.Beta(1.0, 1.0))
             numpyro.sample("y", dist.ZeroInflatedPoisson(zi, jnp.exp(eta + offset)), obs=y)
+        elif family == "sigma":  # log σ_j = z_jᵀγ, z = (1, x2); γ ~ N(0, 2.5²)
+            gamma = numpyro.sample("b_sigma", dist.Normal(0.0, 2.5).expand([2]))
+            Z = jnp.asarray(X[:, [cols.index("sigma_(Intercept)"), cols.index("sigma_x2")]])
+            numpyro.sample("y", dist.Normal(eta, jnp.exp(Z @ gamma)), obs=y)
         elif family == "cumulative":  # thresholds τ_1 + running sums of the gaps; NumPyro's categories are 0..K−1
             first = numpyro.sample("Intercept", dist.StudentT(3.0, 0.0, 2.5))
             gaps = numpyro.sample("delta", dist.HalfNormal(5.0).expand([2]))

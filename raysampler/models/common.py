@@ -445,6 +445,12 @@ class _GLM(Model):
     def _coef_labels(self) -> tuple[str, ...] | None:
         return _labels(self.columns, self._coef_cols) if self._coef_cols is not None else None
 
+    def _family_cols(self) -> np.ndarray:
+        """X's columns the family reads besides its per-row input: the coefficients' (what group effects keep of X
+        for the family, `bind_hierarchical`)."""
+        assert self._coef_cols is not None, "bind the model first"
+        return self._coef_cols
+
     def param_blocks(self) -> tuple[ParamBlock, ...]:
         return (ParamBlock("beta", self.n_coef, "coef", self._coef_labels(), "identity"),)
 

@@ -393,6 +393,9 @@ class FormulaModel(Model):
     family: str = "gaussian"
     priors: Mapping[str, Any] = field(default_factory=dict)
     levels: Any = None
+    #: brms' distributional regression `bf(y ~ x, sigma ~ z)`: the right side of the noise sd's own formula,
+    #: log σ_j = z_jᵀγ (gaussian family only; `gaussian_sigma.GaussianSigmaRegression`)
+    sigma: str | None = None
 
     reads_tables: ClassVar[bool] = True
 
@@ -401,6 +404,8 @@ class FormulaModel(Model):
         object.__setattr__(self, "levels", _check_levels(self.levels))
         terms = read_formula(self.formula)
         object.__setattr__(self, "priors", dict(self.priors or {}))
+        if self.sigma is not None:  # first: a "sigma" prior means its coefficients' with a sigma formula
+            self._check_sigma()
         _prior_fields(self.family, self.priors, terms)
         if len(terms.response) == 2 and self.family != "binomial_regression":
             raise ArgumentError(("model", "family"), "p(successes, trials) is the binomial family's response")
@@ -418,7 +423,43 @@ class FormulaModel(Model):
 
     @property
     def terms(self) -> Terms:
-        return read_formula(self.formula)
+        """What the formula says; with a `sigma` formula, its variables and categories too (every column read)."""
+        terms = read_formula(self.formula)
+        if self.sigma is None:
+            return terms
+        sig = read_formula(self.sigma_formula)
+        return dataclasses.replace(
+            terms,
+            categorical=tuple(dict.fromkeys(terms.categorical + sig.categorical)),
+            variables=tuple(sorted(set(terms.variables) | set(sig.variables))),
+        )
+
+    @property
+    def sigma_formula(self) -> str:
+        """The noise sd's formula as formulae reads it: the response, then `sigma`'s right side."""
+        rhs = str(self.sigma).strip()
+        rhs = rhs.partition("~")[2] if "~" in rhs else rhs
+        return f"{read_formula(self.formula).response[0]} ~ {rhs.strip() or '1'}"
+
+    def _check_sigma(self) -> None:
+        """`sigma`: a string, for the gaussian family, whose formula has common terms only (no group terms, no
+        offset); an ArgumentError at model.sigma otherwise."""
+        where = ("model", "sigma")
+        if not isinstance(self.sigma, str):
+            raise ArgumentError(where, f"sigma must be a formula's right side such as '~ x2', got {self.sigma!r}")
+        if self.family != "linear_regression":
+            raise ArgumentError(
+                where, f"sigma=...: a formula for the noise sd is the gaussian family's, not {self.family}'s"
+            )
+        try:
+            sig = read_formula(self.sigma_formula)
+            dm = self.template(None, sigma=True)
+        except ArgumentError as exc:
+            raise ArgumentError(where, f"sigma {self.sigma!r}: {exc}") from None
+        if sig.groups:
+            raise ArgumentError(where, f"sigma {self.sigma!r}: group terms in the noise sd's formula are not available")
+        if any(getattr(t, "kind", None) == "offset" for t in dm.common.terms.values()):
+            raise ArgumentError(where, f"sigma {self.sigma!r}: the noise sd's formula takes no offset")
 
     @property
     def group_effects(self) -> tuple[GroupEffects, ...] | None:
@@ -518,7 +559,7 @@ class FormulaModel(Model):
             out[col] = labels
         return out
 
-    def template(self, levels: Mapping[str, Sequence[str]] | None = None) -> Any:
+    def template(self, levels: Mapping[str, Sequence[str]] | None = None, sigma: bool = False) -> Any:
         """formulae's design of a few made-up rows holding every level (never real rows): it fixes the columns,
         their names and the categories' coding, and codes each site's rows (`evaluate_new_data`)."""
         fm = _formulae()
@@ -541,7 +582,8 @@ class FormulaModel(Model):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                return fm.design_matrices(_design_formula(self.formula), pd.DataFrame(frame), na_action="error")
+                formula = self.sigma_formula if sigma else _design_formula(self.formula)
+                return fm.design_matrices(formula, pd.DataFrame(frame), na_action="error")
         except Exception as exc:
             raise ArgumentError(_PATH, f"formula {self.formula!r}: {type(exc).__name__}: {exc}") from None
 
@@ -632,6 +674,8 @@ class Design:
     #: the text labels of the grouping factors' columns that hold text, (column, labels) pairs: an interaction
     #: factor a:b names its levels by its columns' labels (`interaction_labels`)
     group_text: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: with a `sigma` formula: its design's columns (`SIGMA_PREFIX` + label), after the common design's in X
+    sigma: tuple[str, ...] = ()
 
     @classmethod
     def of(
@@ -670,6 +714,10 @@ class Design:
                         f"group term ({s} | {g}): the slope {s!r} must also be a common term (write "
                         f"'... + {s} + (1 + {s} | {g})')",
                     )
+        sigma: list[str] = []
+        if model.sigma is not None:
+            for term in model.template(levels, sigma=True).common.terms.values():
+                sigma += [SIGMA_PREFIX + ("(Intercept)" if lab == "Intercept" else lab) for lab in term.labels]
         return cls(
             model.formula,
             columns,
@@ -683,6 +731,7 @@ class Design:
             terms.censored,
             not ordinal,
             group_text,
+            tuple(sigma),
         )
 
     @property
@@ -690,7 +739,7 @@ class Design:
         """The names of the family's X columns."""
         extra: tuple[str, ...] = (_OFFSET,) if self.offset else (_TRIALS,) if len(self.response) == 2 else ()
         extra += (_CENSORED,) if self.censored is not None else ()
-        return self.coef + tuple(g for g, _, _ in self.groups) + extra
+        return self.coef + self.sigma + tuple(g for g, _, _ in self.groups) + extra
 
     def bind_family(self, model: FormulaModel, spec: DataSpec) -> Model:
         """The built-in family (with `GroupEffects` for the group terms) bound to the X `build` makes."""
@@ -706,13 +755,27 @@ class Design:
             fields["censored"] = _CENSORED
         if not self.intercept:  # an ordinal family: K from the response's levels
             fields["n_categories"] = len(dict(self.levels)[self.response[0]])
-        extra = {"group_effects": effects} if effects else {}
-        family = get_model(model.family, **fields, **extra)
+        extra: dict[str, Any] = {"group_effects": effects} if effects else {}
+        if self.sigma:  # distributional: the "sigma" prior is its coefficients' (a coefficient prior)
+            from .gaussian_sigma import GaussianSigmaRegression
+
+            sigma_prior = fields.pop("sigma_prior", None)
+            extra |= {"sigma_columns": self.sigma, "sigma_coef_prior": sigma_prior}
+
+            def make(**f: Any) -> Model:
+                return GaussianSigmaRegression(**f)
+
+        else:
+
+            def make(**f: Any) -> Model:
+                return get_model(model.family, **f)
+
+        family = make(**fields, **extra)
         per_coef = coefficient_keys(model.priors, not self.intercept)
         if per_coef:  # coefficients' own priors: the "b" prior (or the family's default) with theirs in their places
             base = getattr(family, "coef_prior")  # noqa: B009  (every formula family has one; `Model` does not say so)
             fields["coef_prior"] = compose(base, model.priors, per_coef, self.coef)
-            family = get_model(model.family, **fields, **extra)
+            family = make(**fields, **extra)
         cols = self.x_columns
         text = spec.text_levels()  # a grouping column's text labels name its effects as given
         labels = tuple((g, text[g]) for g, _, _ in self.groups if g in text) or None
@@ -857,6 +920,11 @@ class Design:
                 extra = block[:, :1]
             else:
                 parts.append(block)
+        if self.sigma:  # the noise sd's design, after the mean's (`x_columns`)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                sig = _template(self, sigma=True).common.evaluate_new_data(data)
+            parts += [np.asarray(sig[name], dtype=np.float64).reshape(n, -1) for name in sig.terms]
         return parts, extra
 
 
@@ -926,14 +994,17 @@ def _group_codes(raw: np.ndarray, text: bool, column: str, argname: str) -> np.n
 
 
 _TEMPLATES: dict[tuple[str, tuple[Any, ...]], Any] = {}
+#: the noise sd formula's columns in X are named by this and their label (their coefficients `b_sigma[<label>]`)
+SIGMA_PREFIX = "sigma_"
 
 
-def _template(design: Design) -> Any:
-    """The design's formulae template, made once per process (formulae's objects are not sent between processes)."""
-    key = (design.formula, design.levels)
+def _template(design: Design, sigma: bool = False) -> Any:
+    """The design's formulae template (with `sigma`: its noise sd formula's), made once per process (formulae's
+    objects are not sent between processes)."""
+    key = (design.model.sigma_formula if sigma else design.formula, design.levels)
     dm = _TEMPLATES.get(key)
     if dm is None:
-        dm = _TEMPLATES[key] = design.model.template(dict(design.levels))
+        dm = _TEMPLATES[key] = design.model.template(dict(design.levels), sigma=sigma)
     return dm
 
 
@@ -1043,9 +1114,14 @@ for _name, _value in list(vars(Model).items()):
 
 
 def from_formula(
-    formula: str, family: str = "gaussian", priors: Mapping[str, Any] | None = None, *, levels: Any = None
+    formula: str,
+    family: str = "gaussian",
+    priors: Mapping[str, Any] | None = None,
+    *,
+    levels: Any = None,
+    sigma: str | None = None,
 ) -> FormulaModel:
     """A model written as a formula (brms' and bambi's syntax, read by formulae): e.g.
     `from_formula("y ~ x1 + C(region) + (1 + x1 | hospital)", family="bernoulli", priors={"b": Normal(0, 2.5)})`.
     See `FormulaModel`; its shards name no target or feature columns (`rs.shard(["site0.parquet", ...])`)."""
-    return FormulaModel(formula, family, dict(priors or {}), levels)
+    return FormulaModel(formula, family, dict(priors or {}), levels, sigma)

@@ -106,6 +106,7 @@ REST_LOC: dict[tuple[PathPart, ...], Loc] = {
     ("model", "offset"): ("model", "offset_column"),
     ("model", "trials"): ("model", "trials_column"),
     ("model", "censored"): ("model", "censored_column"),
+    ("model", "sigma"): ("model", "sigma_formula"),
     ("algorithm",): ("algorithm", "params"),
     ("strategy",): ("shard_strategy",),
     ("by",): ("shard_by",),

@@ -26,6 +26,7 @@ ROUNDS = {
     "family_zip": 300,
     "family_zinb": 300,
     "family_cumulative": 300,
+    "family_sigma": 300,
 }
 
 

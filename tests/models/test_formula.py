@@ -427,3 +427,55 @@ def test_a_coefficient_prior_that_cannot_be_is_refused_naming_its_key(priors, wo
     spec = DataSpec(len(df.columns), None, len(df), tuple(df.columns))
     with pytest.raises(ArgumentError, match=re.escape(words)):
         rs.models.from_formula("y ~ x1", family="bernoulli", priors=priors).bind(spec)
+
+
+def test_a_noise_sd_formula_is_the_distributional_gaussian_built_by_hand() -> None:
+    """brms' bf(y ~ x1, sigma ~ x2 + C(region)): `sigma=` gives log σ_j its own design, after the mean's in X, and
+    the model is `GaussianSigmaRegression` on the hand-built columns (same potentials and gradients, same draws for
+    a seed); its coefficients are b_sigma[...], with the "sigma" prior on each; predictions read x2 by name."""
+    from raysampler.models.gaussian_sigma import GaussianSigmaRegression
+
+    rng = np.random.default_rng(2)
+    df = hospitals()
+    df["x2"] = rng.standard_normal(len(df))
+    df["y"] = 0.5 + 0.8 * df.x1 + np.exp(-0.3 + 0.5 * df.x2 + 0.4 * (df.region == 2)) * rng.standard_normal(len(df))
+    formula = rs.models.from_formula(
+        "y ~ x1", family="gaussian", priors={"b": Normal(0, 5), "sigma": Normal(0, 1)}, sigma="~ x2 + C(region)"
+    )
+    cols = ["(Intercept)", "x1", "sigma_(Intercept)", "sigma_x2", "sigma_C(region)[2]", "sigma_C(region)[3]"]
+    X = np.column_stack([np.ones(len(df)), df.x1, np.ones(len(df)), df.x2, df.region == 2, df.region == 3])
+    hand = GaussianSigmaRegression(
+        coef_prior=Normal(0, 5), sigma_columns=tuple(cols[2:]), sigma_coef_prior=Normal(0, 1)
+    )
+    spec = DataSpec(len(df.columns), None, len(df), tuple(df.columns), (("region", (1.0, 2.0, 3.0)),))
+    bound, ref = formula.bind(spec), hand.bind(DataSpec(len(cols), None, len(df), tuple(cols)))
+    assert bound.param_names() == ref.param_names() == [
+        "beta[(Intercept)]", "beta[x1]", "b_sigma[(Intercept)]", "b_sigma[x2]", "b_sigma[C(region)[2]]",
+        "b_sigma[C(region)[3]]",
+    ]  # fmt: skip
+    tables = rs.shard(df, num_shards=2)
+    arrays = rs.shard(X.astype(float), df.y.to_numpy(), num_shards=2, columns=cols)
+    x = rng.standard_normal((3, bound.dim)) * 0.3
+    for t, a in zip(tables, arrays):
+        Xf, yf = bound.shard_data(t.X, t.y, t.index)
+        np.testing.assert_array_equal(Xf, a.X)
+        np.testing.assert_array_equal(bound.potential_and_grad(Xf, yf, x)[1], ref.potential_and_grad(a.X, a.y, x)[1])
+    kw = dict(chains=2, num_rounds=10, burn_in=5, seed=3, executor="local", progress=False)
+    np.testing.assert_array_equal(rs.sample(formula, tables, **kw).draws, rs.sample(hand, arrays, **kw).draws)
+    new = df.drop(columns=["y"]).iloc[:4][["x2", "region", "x1"]]  # by name, any order, no response
+    np.testing.assert_array_equal(bound.design.new_rows(new, (), "X_new"), X[:4])
+
+
+@pytest.mark.parametrize(
+    ("family", "sigma", "words"),
+    [
+        ("gaussian", "~ x2 + (1 | hospital)", "group terms in the noise sd's formula are not available"),
+        ("bernoulli", "~ x1", "the gaussian family's, not logistic_regression's"),
+        ("gaussian", 3, "sigma must be a formula's right side"),
+        ("gaussian", "~ offset(x1)", "takes no offset"),
+    ],
+)
+def test_a_noise_sd_formula_that_cannot_be_is_refused_at_model_sigma(family, sigma, words) -> None:
+    with pytest.raises(ArgumentError, match=re.escape(words)) as err:
+        rs.models.from_formula("y ~ x1", family=family, sigma=sigma)
+    assert err.value.path == ("model", "sigma")

@@ -464,3 +464,31 @@ def test_a_formulas_coefficient_priors_over_rest_and_a_name_the_design_lacks(app
     plain = {"family": "logistic_regression", "coef_priors": {"x": {"normal": {"scale": 1.0}}}}
     r = c.post("/v1/runs", json=_body(plain, {"dataset": "builtin:breast_cancer"}), headers=h)
     assert r.status_code == 422 and "coef_priors goes with model.formula" in r.text, r.text
+
+
+def test_a_noise_sd_formula_over_rest_and_one_that_cannot_be(app_client):
+    """model.sigma_formula (brms' bf(y ~ x, sigma ~ z)) with sigma_coef_prior: the run reports b_sigma[...] and its
+    prior; with another family than gaussian it is a 422 at model.sigma_formula; sigma_coef_prior alone, or with
+    sigma_prior, is a 422 naming them."""
+    c, h = app_client, hdr(ALICE)
+    model = {
+        "formula": "y ~ age",
+        "family": "gaussian",
+        "sigma_formula": "~ severity",
+        "sigma_coef_prior": {"normal": {"scale": 1.0}},
+    }
+    r = c.post("/v1/runs", json=_body(model, {"dataset": "builtin:hospitals"}, num_shards=2), headers=h)
+    assert r.status_code == 202, r.text
+    info = final(c, r.json()["id"])
+    assert info["status"] == "SUCCEEDED", info
+    assert info["param_names"] == ["beta[(Intercept)]", "beta[age]", "b_sigma[(Intercept)]", "b_sigma[severity]"]
+    prior = c.get(f"/v1/runs/{info['id']}/effects", params={"kind": "prior"}, headers=h).json()["rows"]
+    assert ("b_sigma", "Normal(mean=0.0, scale=1.0)") in [(row["class"], row["prior"]) for row in prior]
+    r = c.post("/v1/runs", json=_body(model | {"family": "bernoulli"}, {"dataset": "builtin:hospitals"}), headers=h)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"][-2:] == ["model", "sigma_formula"], r.text
+    for bad, words in (
+        ({"sigma_formula": None}, "sigma_coef_prior goes with model.sigma_formula"),
+        ({"sigma_prior": {"half_normal": {"scale": 1.0}}}, "with model.sigma_formula give sigma_coef_prior"),
+    ):
+        r = c.post("/v1/runs", json=_body(model | bad, {"dataset": "builtin:hospitals"}), headers=h)
+        assert r.status_code == 422 and words in r.text, r.text

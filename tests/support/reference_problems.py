@@ -34,6 +34,7 @@ from raysampler.models import (
     ZeroInflatedNegativeBinomialRegression,
     ZeroInflatedPoissonRegression,
 )
+from raysampler.models.gaussian_sigma import GaussianSigmaRegression
 from raysampler.priors import HalfCauchy, HalfNormal, Normal, StudentT
 from raysampler.shards import read_table
 
@@ -159,6 +160,7 @@ FAMILY_PROBLEMS: dict[str, ReferenceProblem] = {
         ReferenceProblem("family_zip", ZeroInflatedPoissonRegression(offset="log_exposure")),
         ReferenceProblem("family_zinb", ZeroInflatedNegativeBinomialRegression(offset="log_exposure")),
         ReferenceProblem("family_cumulative", CumulativeRegression(n_categories=4)),
+        ReferenceProblem("family_sigma", GaussianSigmaRegression(sigma_columns=("sigma_(Intercept)", "sigma_x2"))),
     )
 }
 

@@ -60,7 +60,7 @@ def bind_hierarchical(model: Any, spec: DataSpec) -> HierarchicalGLM:
     placeholder = dataclasses.replace(model, group_effects=None, coef_prior=Normal(0.0, 1.0), prior_scale=None)
     loaded = placeholder.bind(numeric)
     gpos = tuple(cols.index(ge.group) for ge in factors)
-    coef = tuple(int(j) for j in loaded._coef_cols if j not in gpos)
+    coef = tuple(int(j) for j in loaded._family_cols() if j not in gpos)  # coefficients' (and a sigma design's)
     if not coef:
         raise ArgumentError(PATH, "group_effects: X needs at least one feature column besides the group columns")
     labels = tuple(cols[j] for j in coef)

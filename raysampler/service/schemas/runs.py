@@ -78,6 +78,17 @@ class ModelSpec(BaseModel):
     shape_prior: PositivePriorSpec | None = Field(
         default=None, description="gamma_regression, weibull_regression: prior on the shape"
     )
+    sigma_formula: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=4000,
+        description="with formula and the gaussian family: the noise sd's own formula, brms' bf(y ~ x, sigma ~ z) "
+        "written '~ z' (log sigma_j = z_j'gamma; common terms, categories too, no group terms); its coefficients "
+        "b_sigma[...] take sigma_coef_prior",
+    )
+    sigma_coef_prior: CoefPriorSpec | None = Field(
+        default=None, description="with sigma_formula: the prior of each of its coefficients (default normal(0, 2.5))"
+    )
     coef_priors: dict[str, CoefPriorSpec] | None = Field(
         default=None,
         max_length=1000,
@@ -167,6 +178,9 @@ class ModelSpec(BaseModel):
             for own in ("sd_prior", "cor_prior"):
                 if getattr(self, own) is not None:
                     raise ValueError(f"model.{own} goes with model.formula (else group_effects[i].{own})")
+            for own in ("sigma_formula", "sigma_coef_prior"):
+                if getattr(self, own) is not None:
+                    raise ValueError(f"model.{own} goes with model.formula")
             if self.coef_priors is not None:
                 raise ValueError(
                     "model.coef_priors goes with model.formula (else coef_prior with one value per coefficient)"
@@ -179,6 +193,13 @@ class ModelSpec(BaseModel):
         ] + list(self.model_extra or {})
         if clash:
             raise ValueError(f"model.{clash[0]} does not go with model.formula: the formula says it")
+        if self.sigma_formula is None and self.sigma_coef_prior is not None:
+            raise ValueError("model.sigma_coef_prior goes with model.sigma_formula (the noise sd's regression)")
+        if self.sigma_formula is not None and self.sigma_prior is not None:
+            raise ValueError(
+                "model.sigma_prior is a prior on one noise sd; with model.sigma_formula give sigma_coef_prior (its "
+                "coefficients' prior)"
+            )
         return self
 
     def engine_model(self) -> Any:
@@ -192,7 +213,7 @@ class ModelSpec(BaseModel):
             "b": self.coef_prior,
             "sd": self.sd_prior,
             "cor": self.cor_prior,
-            "sigma": self.sigma_prior,
+            "sigma": self.sigma_coef_prior if self.sigma_formula is not None else self.sigma_prior,
             "phi": self.phi_prior,
             "nu": self.nu_prior,
             "shape": self.shape_prior,
@@ -202,7 +223,7 @@ class ModelSpec(BaseModel):
         }
         priors = {k: v.to_prior() for k, v in kinds.items() if v is not None}
         priors |= {f"b_{name}": v.to_prior() for name, v in (self.coef_priors or {}).items()}
-        return from_formula(self.formula, self.family, priors)
+        return from_formula(self.formula, self.family, priors, sigma=self.sigma_formula)
 
     def arg_names(self) -> list[str]:
         """The engine model arguments this spec sets: the keys of `params`, without building any prior."""
@@ -233,7 +254,7 @@ class ModelSpec(BaseModel):
             if getattr(self, field) is not None
         ]
         if self.formula is not None:  # the formula's own errors name it, its priors and its levels
-            named += ["formula", "priors", "levels"]
+            named += ["formula", "priors", "levels", "sigma"]
         return [*(self.model_extra or {}), *named]
 
     def params(self) -> dict[str, Any]:
