@@ -608,7 +608,9 @@ def _split_at_sites(model: Any, shard_set: ShardSet, engine: Any) -> ShardSet:
     the site's cores allow (`runtime.sites.site_parts`, `shards.split_site_groups`): each part is a shard of its
     own, in a worker process of its own on the site's node. Other shards and models: as they are."""
     factors: tuple[Any, ...] = tuple(getattr(model, "group_effects", None) or ())
-    if len(factors) != 1 or not any(s.site is not None and s.path is not None and s.parts != 1 for s in shard_set):
+    if len(factors) != 1 or ":" in factors[0].group:  # an interaction a:b is no column of the site's file
+        return shard_set
+    if not any(s.site is not None and s.path is not None and s.parts != 1 for s in shard_set):
         return shard_set
     from .runtime.executors import ensure_ray
     from .runtime.sites import site_parts

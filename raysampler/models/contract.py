@@ -84,6 +84,9 @@ class DataSpec:
     #: the text columns' labels over all shards, as (column, sorted labels) pairs: X holds their `label_code`s
     #: (`raysampler.shards`); only a grouping column may hold text
     levels: tuple[tuple[str, tuple[str, ...]], ...] | None = None
+    #: the grouping factors whose levels occur at several shards, each with its levels over all shards as named,
+    #: (column, labels) pairs, decided at set-up from the labels the shards report: their effects are global
+    spanning: tuple[tuple[str, tuple[str, ...]], ...] | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.levels, dict):
@@ -99,6 +102,7 @@ class DataSpec:
             "columns": None if self.columns is None else list(self.columns),
             "categories": None if self.categories is None else {k: list(v) for k, v in self.categories},
             "levels": None if self.levels is None else {k: list(v) for k, v in self.levels},
+            "spanning": None if self.spanning is None else {k: list(v) for k, v in self.spanning},
         }
 
     @classmethod
@@ -112,6 +116,7 @@ class DataSpec:
             None if cols is None else tuple(cols),
             None if not cats else tuple((str(k), tuple(v)) for k, v in cats.items()),
             None if not levels else tuple((str(k), tuple(str(v) for v in vs)) for k, vs in levels.items()),
+            None if not d.get("spanning") else tuple((str(k), tuple(map(str, v))) for k, v in d["spanning"].items()),
         )
 
 

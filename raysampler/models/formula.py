@@ -779,7 +779,9 @@ class Design:
         cols = self.x_columns
         text = spec.text_levels()  # a grouping column's text labels name its effects as given
         labels = tuple((g, text[g]) for g, _, _ in self.groups if g in text) or None
-        return family.bind(DataSpec(len(cols), spec.n_classes, spec.n_rows, cols, levels=labels))
+        return family.bind(
+            DataSpec(len(cols), spec.n_classes, spec.n_rows, cols, levels=labels, spanning=spec.spanning)
+        )
 
     @property
     def predictors(self) -> tuple[str, ...]:

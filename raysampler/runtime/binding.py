@@ -18,7 +18,7 @@ import numpy as np
 from ..algorithms.base import Algorithm, check_model_support
 from ..errors import ArgumentError
 from ..models.contract import DataSpec, Model, as_model
-from ..models.groups import check_groups_disjoint
+from ..models.groups import check_groups_disjoint, spanning_factors
 from ..shards import ShardSet, join_levels
 from .contracts import RunConfig, ShardFacts, WorkerPool
 from .host import ShardSource
@@ -128,10 +128,19 @@ def bind_model(pool: WorkerPool, model: Model) -> tuple[list[ShardFacts], Model,
     local = bound.has_local_params()
     fns = [shard_gram, shard_group_labels, shard_local_blocks, shard_centring] if local else [shard_gram]
     found = pool.bind_facts(bound, fns)
-    if local:  # group effects are local to a shard: no group may span two shards
-        labels = found[1]
-        for f, ge in enumerate(getattr(bound, "factors", ())):
-            check_groups_disjoint([lab[f] for lab in labels], ge.group)
+    if local:  # a local factor's groups each lie in one shard; a factor whose levels span shards becomes global
+        factors = tuple(getattr(bound, "factors", ()))
+        wide = spanning_factors(factors, found[1])
+        if wide:  # bound again with those factors' effects in θ (the shards' labels decided it: metadata only)
+            spec = dataclasses.replace(spec, spanning=tuple(wide.items()))
+            bound = model.bind(spec)
+            local = bound.has_local_params()
+            fns = [shard_gram, shard_group_labels, shard_local_blocks, shard_centring] if local else [shard_gram]
+            found = pool.bind_facts(bound, fns)
+        if local:
+            for f, ge in enumerate(factors):
+                if ge.group not in wide:
+                    check_groups_disjoint([lab[f] for lab in found[1]], ge.group)
     grams = [g for g in found[0] if g is not None]
     bound.check_proper(np.sum(grams, axis=0) if grams else None, n_rows=sum(f.n_rows for f in facts))
     return facts, bound, spec

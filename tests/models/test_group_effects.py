@@ -446,9 +446,9 @@ def test_group_effects_names_and_executors(ray_session, algorithm: str) -> None:
     np.testing.assert_array_equal(on_ray.draws, local.draws)
 
 
-def test_dglmc_refuses_a_group_split_across_shards() -> None:
+def test_dglmc_refuses_a_group_split_across_shards_when_its_placement_is_local() -> None:
     X, y, cols = _hier_linear()
-    model = rs.models.LinearRegression(noise_sd="s", group_effects=rs.GroupEffects("g"))
+    model = rs.models.LinearRegression(noise_sd="s", group_effects=rs.GroupEffects("g", placement="local"))
     shards = rs.shard(X, y, num_shards=3, columns=cols)  # rows split at random: groups span shards
     with pytest.raises(ArgumentError, match=r"group g=\d+ has rows in shards \d and \d") as e:
         rs.sample(model, shards, algorithm="dglmc", num_rounds=5, executor="local", progress=False)

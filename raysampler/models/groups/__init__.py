@@ -11,8 +11,17 @@ scales s_f = (τ_f = log sd_f, and when correlated the partial correlations y_f 
 r_{f,g} = M_f η_{f,g} with M_f = diag(sd_f) L_f, one per group of the shard's rows, g-major within a factor, factors
 in order. A shard's potential takes x = (θ, η) of shape (K, d + l_i), global first:
 U_i(θ, η) = −log p(y_i | X_i, β, ψ, r(s, η)) + ½‖η‖². Marginally over each shard's η this is the shard's marginal
-likelihood, so sampling (θ, η_1..η_b) targets the hierarchical posterior whenever no group spans two shards
-(`check_groups_disjoint`; `rs.shard(..., by=group)` splits data that way).
+likelihood, so sampling (θ, η_1..η_b) targets the hierarchical posterior whenever no group of a local factor spans
+two shards (`check_groups_disjoint`; `rs.shard(..., by=group)` splits data that way).
+
+Spanning factors. A factor whose levels occur at several shards (housing type at every site) cannot keep its
+effects local: a level's effect would be sampled twice. Its non-centred η_f (G_f·q_f, all its levels over all
+shards, g-major) is then part of θ, after every factor's scales, with its N(0, I) prior in the global prior (once,
+not per shard), r = M_f η_f as for local factors; every shard's potential reads the rows' levels against the whole
+list. The set-up decides which factors span from the labels each shard reports (`spanning_factors`, metadata
+only) and binds the model again with them (`DataSpec.spanning`); `GroupEffects.placement` may force either way.
+Crossed designs mix both. With a spanning factor the curvature blocks come from dense Hessians (the contract's
+default), exact but a pass per coordinate.
 
 Modules: `spec` (the user's `GroupEffects`, labels, data checks), `scales` (the scale matrices and their
 derivatives), `index` (a shard's rows by group), `model` (`HierarchicalGLM`).
@@ -33,7 +42,14 @@ rows, and η is one dense block.)
 from __future__ import annotations
 
 from .model import HierarchicalGLM, bind_hierarchical
-from .spec import GroupEffects, check_groups_disjoint, group_label, normalise_group_effects, refuse_text_columns
+from .spec import (
+    GroupEffects,
+    check_groups_disjoint,
+    group_label,
+    normalise_group_effects,
+    refuse_text_columns,
+    spanning_factors,
+)
 
 __all__ = [
     "GroupEffects",
@@ -43,4 +59,5 @@ __all__ = [
     "group_label",
     "normalise_group_effects",
     "refuse_text_columns",
+    "spanning_factors",
 ]

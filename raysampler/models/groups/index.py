@@ -32,6 +32,10 @@ class Factor:
     At: Any
     S: Any
     Xc: np.ndarray
+    #: the column of x = (θ, η) where the factor's η starts: d + `start` for a local factor; for a spanning
+    #: (global) factor its place in θ, its G the factor's levels over all shards (`start` then unused, −1)
+    col: int = -1
+    local: bool = True
 
     @functools.cached_property
     def ZZ(self) -> Any:
@@ -103,7 +107,7 @@ class ShardIndex:
 
     @property
     def local(self) -> int:
-        return sum(f.width for f in self.factors)
+        return sum(f.width for f in self.factors if f.local)
 
 
 def segment_matrix(code: np.ndarray, values: np.ndarray, G: int) -> Any:
@@ -117,10 +121,12 @@ def segment_matrix(code: np.ndarray, values: np.ndarray, G: int) -> Any:
     return sp.csc_matrix((values.reshape(-1), rows, np.arange(0, n * c + 1, c)), shape=(G * c, n)).tocsr()
 
 
-def factor_index(code: np.ndarray, Z: np.ndarray, G: int, start: int, Xc: np.ndarray) -> Factor:
+def factor_index(
+    code: np.ndarray, Z: np.ndarray, G: int, start: int, Xc: np.ndarray, col: int = -1, local: bool = True
+) -> Factor:
     At = segment_matrix(code, Z, G)
     S = segment_matrix(code, np.ones((Z.shape[0], 1)), G)
-    return Factor(code, np.ascontiguousarray(Z), G, Z.shape[1], start, At.T.tocsr(), At, S, Xc)
+    return Factor(code, np.ascontiguousarray(Z), G, Z.shape[1], start, At.T.tocsr(), At, S, Xc, col, local)
 
 
 class IndexCache(dict):

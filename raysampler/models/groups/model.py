@@ -72,7 +72,9 @@ def bind_hierarchical(model: Any, spec: DataSpec) -> HierarchicalGLM:
     slopes = tuple(tuple(cols.index(s) for s in ge.slopes) for ge in factors)
     text = spec.text_levels()
     levels = tuple((ge.group, text[ge.group]) for ge in factors if ge.group in text)
-    return HierarchicalGLM(family, factors, coef, loaded._xcol, gpos, slopes, levels, source=loaded)
+    wide = dict(spec.spanning or ())
+    spanning = tuple(wide.get(ge.group) for ge in factors) if wide else ()
+    return HierarchicalGLM(family, factors, coef, loaded._xcol, gpos, slopes, levels, spanning, source=loaded)
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,10 @@ class HierarchicalGLM(Model):
     group_cols: tuple[int, ...]
     slope_cols: tuple[tuple[int, ...], ...]
     levels: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: per factor, None for a factor whose groups each lie in one shard (effects local), or for a spanning factor
+    #: (levels at several shards) its levels over all shards, as named: its non-centred effects η_f ~ N(0, I) are
+    #: then global, in θ after every factor's scales, their N(0, I) prior in the global prior (counted once)
+    spanning: tuple[tuple[str, ...] | None, ...] = ()
     source: Any = field(default=None, repr=False, compare=False)  # the model bound to X as loaded (for shard_data)
     _cache: IndexCache = field(default_factory=IndexCache, init=False, repr=False, compare=False)
 
@@ -117,8 +123,34 @@ class HierarchicalGLM(Model):
         return tuple(starts)
 
     @functools.cached_property
+    def global_levels(self) -> tuple[tuple[str, ...] | None, ...]:
+        """Per factor: None (local effects) or its levels over all shards (a spanning factor's, global)."""
+        return self.spanning or tuple(None for _ in self.factors)
+
+    @functools.cached_property
+    def global_starts(self) -> tuple[int | None, ...]:
+        """Where each spanning factor's η (G·q, g-major) starts in θ (after all scales); None for a local factor."""
+        at = self.n_family + sum(ge.n_scale for ge in self.factors)
+        out: list[int | None] = []
+        for ge, levels in zip(self.factors, self.global_levels):
+            out.append(None if levels is None else at)
+            at += 0 if levels is None else len(levels) * len(ge.effects)
+        return tuple(out)
+
+    @functools.cached_property
+    def has_spanning(self) -> bool:
+        return any(levels is not None for levels in self.global_levels)
+
+    @functools.cached_property
     def dim(self) -> int:
-        return self.n_family + sum(ge.n_scale for ge in self.factors)
+        own = sum(len(lv) * len(ge.effects) for ge, lv in zip(self.factors, self.global_levels) if lv is not None)
+        return self.n_family + sum(ge.n_scale for ge in self.factors) + own
+
+    def with_spanning(self, spanning: Mapping[str, Sequence[str]]) -> HierarchicalGLM:
+        """This model with the factors named in `spanning` (grouping column → its levels over all shards, as named)
+        made global (`spanning`), the others local."""
+        levels = tuple(None if ge.group not in spanning else tuple(spanning[ge.group]) for ge in self.factors)
+        return dataclasses.replace(self, spanning=levels if any(v is not None for v in levels) else ())
 
     @functools.cached_property
     def _labels(self) -> dict[int, dict[float, str]]:
@@ -136,7 +168,7 @@ class HierarchicalGLM(Model):
         return group_label(value)
 
     def has_local_params(self) -> bool:
-        return True
+        return any(levels is None for levels in self.global_levels)
 
     def param_blocks(self) -> tuple[ParamBlock, ...]:
         blocks = list(self.family.param_blocks())
@@ -147,6 +179,15 @@ class HierarchicalGLM(Model):
             if g.correlated:
                 pairs = tuple(f"{g.effects[a]},{g.effects[b]}" for a, b in correlation_pairs(len(g.effects)))
                 blocks.append(ParamBlock(f"cor_{g.group}", g.n_cor, f"{g.group}_cor", pairs, "cholesky_corr"))
+        for f, (g, levels) in enumerate(zip(self.factors, self.global_levels)):
+            if levels is not None:  # a spanning factor's non-centred effects: r = diag(sd) L z per level
+                numeric = not self._labels.get(f)
+                blocks.append(
+                    ParamBlock(
+                        f"z_{g.group}", len(levels) * len(g.effects), g.group, levels, "identity",
+                        f"{g.group}_effect", g.effects, numeric,
+                    )
+                )  # fmt: skip
         return tuple(blocks)
 
     def prior(self) -> GaussianPrior | Prior:
@@ -163,6 +204,9 @@ class HierarchicalGLM(Model):
             if g.correlated:
                 columns = [a for a, _ in correlation_pairs(q)]
                 parts.append((np.arange(start + q, start + q + g.n_cor), g.cor_prior.partial_correlations(q, columns)))
+        for g, levels, at in zip(self.factors, self.global_levels, self.global_starts):
+            if levels is not None and at is not None:  # a spanning factor's η ~ N(0, I): once, not per shard
+                parts.append((np.arange(at, at + len(levels) * len(g.effects)), Normal(0.0, 1.0)))
         return build_prior(self.dim, parts)
 
     # ------------------------------------------------------------------ per shard: data
@@ -192,11 +236,36 @@ class HierarchicalGLM(Model):
         return nf, nf + sum(len(ge.effects) for ge in self.factors)
 
     def _counts(self, X: np.ndarray) -> tuple[int, ...]:
-        """Groups per factor in a shard (from its metadata columns)."""
+        """Groups per factor in a shard (from its metadata columns); a spanning factor's are its levels over all
+        shards."""
+        glob = self.global_levels
         if X.shape[0] == 0:
-            return tuple(0 for _ in self.factors)
+            return tuple(0 if lv is None else len(lv) for lv in glob)
         w = self._widths[1]
-        return tuple(int(X[0, w + META * f + 2]) for f in range(len(self.factors)))
+        return tuple(int(X[0, w + META * f + 2]) if lv is None else len(lv) for f, lv in enumerate(glob))
+
+    def _local_counts(self, X: np.ndarray) -> tuple[int, ...]:
+        """Local groups per factor in a shard: 0 for a spanning factor (its effects are in θ)."""
+        return tuple(0 if lv is not None else G for lv, G in zip(self.global_levels, self._counts(X)))
+
+    def _global_code(self, X: np.ndarray, f: int) -> np.ndarray:
+        """Spanning factor f's level index (over all shards) of each row; ValueError naming a level the set-up did
+        not see (its effect is not a parameter)."""
+        w = self._widths[1]
+        levels = self.global_levels[f]
+        assert levels is not None
+        where = {v: i for i, v in enumerate(levels)}
+        values, inverse = np.unique(X[:, w + META * f + 1], return_inverse=True)
+        codes = []
+        for v in values.tolist():
+            name = self.label(f, v)
+            if name not in where:
+                raise ValueError(
+                    f"group {self.factors[f].group}={name} was not seen at set-up: the factor spans shards, so its "
+                    "effects are global parameters, one per level the shards reported"
+                )
+            codes.append(where[name])
+        return np.asarray(codes, dtype=np.intp)[inverse.reshape(-1)]
 
     def _index(self, X: np.ndarray) -> ShardIndex:
         """The shard's `ShardIndex`, built on first use for this X (cached while X lives)."""
@@ -210,9 +279,14 @@ class HierarchicalGLM(Model):
         factors, start, col = [], 0, nf
         for f, (ge, G) in enumerate(zip(self.factors, self._counts(X))):
             q = len(ge.effects)
-            code = X[:, w + META * f].astype(np.intp)
-            factors.append(factor_index(code, X[:, col : col + q], G, start, Xc))
-            start += G * q
+            at = self.global_starts[f]
+            if at is None:
+                code = X[:, w + META * f].astype(np.intp)
+                factors.append(factor_index(code, X[:, col : col + q], G, start, Xc, self.dim + start))
+                start += G * q
+            else:
+                code = self._global_code(X, f)
+                factors.append(factor_index(code, X[:, col : col + q], G, -1, Xc, at, local=False))
             col += q
         offset = Xf[:, fam._xcol].copy() if fam._xcol is not None and fam._extra == "offset" else None
         index = ShardIndex(Xf, Xc, offset, tuple(factors))
@@ -220,8 +294,8 @@ class HierarchicalGLM(Model):
         return index
 
     def local_dim(self, X: np.ndarray, y: np.ndarray) -> int:
-        """l_i = Σ_f G_f q_f: the number of local parameters (η) of this shard."""
-        return sum(G * len(g.effects) for g, G in zip(self.factors, self._counts(X)))
+        """l_i = Σ_f G_f q_f over the local factors: the number of local parameters (η) of this shard."""
+        return sum(G * len(g.effects) for g, G in zip(self.factors, self._local_counts(X)))
 
     def _first_labels(self, X: np.ndarray, f: int, G: int) -> list[str]:
         """Factor f's label of each dense group index 0..G−1 of this shard."""
@@ -235,7 +309,7 @@ class HierarchicalGLM(Model):
         """One block per grouping factor, reported as r = M η: `r_<group>` with dims (<group>, <group>_effect),
         labelled by the shard's group labels as given and the effects (brms names `r_<group>[<label>,<effect>]`)."""
         blocks = []
-        for f, (ge, G) in enumerate(zip(self.factors, self._counts(X))):
+        for f, (ge, G) in enumerate(zip(self.factors, self._local_counts(X))):
             if G == 0:
                 continue
             labels = tuple(self._first_labels(X, f, G))
@@ -249,8 +323,14 @@ class HierarchicalGLM(Model):
         return tuple(blocks)
 
     def group_labels(self, X: np.ndarray, y: np.ndarray) -> tuple[list[str], ...]:
-        """This shard's distinct labels per grouping factor, as named (for `check_groups_disjoint`)."""
-        return tuple(self._first_labels(X, f, G) for f, G in enumerate(self._counts(X)))
+        """This shard's distinct labels per grouping factor, as named (metadata: the set-up decides from them which
+        factors span shards, and checks that the others do not)."""
+        w = self._widths[1]
+        out = []
+        for f in range(len(self.factors)):
+            values = np.unique(X[:, w + META * f + 1]).tolist() if X.shape[0] else []
+            out.append([self.label(f, v) for v in values])
+        return tuple(out)
 
     def local_natural(self, theta: np.ndarray, eta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Local draws η (..., l_i) → r = M η on the natural scale, M from the global draws θ (..., d)."""
@@ -260,7 +340,9 @@ class HierarchicalGLM(Model):
         th2, e2 = th.reshape(-1, th.shape[-1]), e.reshape(-1, e.shape[-1])
         out = np.empty_like(e2)
         at = 0
-        for f, (ge, G) in enumerate(zip(self.factors, self._counts(X))):
+        for f, (ge, G) in enumerate(zip(self.factors, self._local_counts(X))):
+            if G == 0:
+                continue
             q = len(ge.effects)
             M = scale_at(ge, th2[:, self.scale_starts[f] : self.scale_starts[f] + ge.n_scale], 0).M
             block = e2[:, at : at + G * q].reshape(-1, G, q)
@@ -291,7 +373,7 @@ class HierarchicalGLM(Model):
         scales, etas, rs = [], [], []
         for ge, fi, s0 in zip(self.factors, index.factors, self.scale_starts):
             sc = scale_at(ge, x[:, s0 : s0 + ge.n_scale], order)
-            e = x[:, d + fi.start : d + fi.start + fi.width].reshape(K, fi.G, fi.q)
+            e = x[:, fi.col : fi.col + fi.width].reshape(K, fi.G, fi.q)
             r = apply_scale(sc.M, e)
             lin += fi.gather(r)
             scales.append(sc)
@@ -309,7 +391,7 @@ class HierarchicalGLM(Model):
     def _grad(self, pt: Point) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
         """∇U (K, d + l) from a pass (order ≥ 1), with each factor's g_r = Σ_{j in g} ∂ℓ_j/∂η_j z_j (K, G, q) and
         C = Σ_g g_r η_gᵀ (K, q, q) (what the Hessian's second-order terms reuse)."""
-        d, p, nf = self.dim, self.family.n_coef, self.n_family
+        p, nf = self.family.n_coef, self.n_family
         x, a = pt.x, pt.terms.d1
         out = np.empty_like(x)
         out[:, :p] = a.T @ pt.index.Xc
@@ -317,9 +399,8 @@ class HierarchicalGLM(Model):
         grs, Cs = [], []
         for ge, fi, sc, e, s0 in zip(self.factors, pt.index.factors, pt.scales, pt.etas, self.scale_starts):
             gr = fi.scatter(a)
-            out[:, d + fi.start : d + fi.start + fi.width] = (apply_scale(sc.M, gr, transpose=True) + e).reshape(
-                x.shape[0], -1
-            )
+            ge_r = apply_scale(sc.M, gr, transpose=True)  # a spanning factor's ½‖η‖² is in the prior
+            out[:, fi.col : fi.col + fi.width] = (ge_r + e if fi.local else ge_r).reshape(x.shape[0], -1)
             C = np.einsum("kga,kgb->kab", gr, e)
             out[:, s0 : s0 + ge.n_scale] = np.einsum("kabp,kab->kp", sc.dM, C)
             grs.append(gr)
@@ -343,7 +424,7 @@ class HierarchicalGLM(Model):
         by segment sums, and to the scales through ∂M/∂s (with M's own second derivatives on g_r)."""
         pt = self._point(X, y, x, 2)
         _, grs, Cs = self._grad(pt)
-        d, p, nf = self.dim, self.family.n_coef, self.n_family
+        p, nf = self.family.n_coef, self.n_family
         v = np.asarray(v, dtype=np.float64)
         K = v.shape[0]
         t = pt.terms
@@ -352,7 +433,7 @@ class HierarchicalGLM(Model):
         moves = []
         for ge, fi, sc, e, s0 in zip(self.factors, pt.index.factors, pt.scales, pt.etas, self.scale_starts):
             vs = v[:, s0 : s0 + ge.n_scale]
-            ve = v[:, d + fi.start : d + fi.start + fi.width].reshape(K, fi.G, fi.q)
+            ve = v[:, fi.col : fi.col + fi.width].reshape(K, fi.G, fi.q)
             D = np.einsum("kabp,kp->kab", sc.dM, vs)
             dr = apply_scale(sc.M, ve) + apply_scale(D, e)
             dlin += fi.gather(dr)
@@ -368,8 +449,8 @@ class HierarchicalGLM(Model):
             self.factors, pt.index.factors, pt.scales, pt.etas, grs, Cs, moves, self.scale_starts
         ):
             dgr = fi.scatter(sj)
-            oe = apply_scale(sc.M, dgr, transpose=True) + apply_scale(D, gr, transpose=True) + ve
-            out[:, d + fi.start : d + fi.start + fi.width] = oe.reshape(K, -1)
+            oe = apply_scale(sc.M, dgr, transpose=True) + apply_scale(D, gr, transpose=True)
+            out[:, fi.col : fi.col + fi.width] = (oe + ve if fi.local else oe).reshape(K, -1)
             dC = np.einsum("kga,kgb->kab", dgr, e) + np.einsum("kga,kgb->kab", gr, ve)
             E = np.einsum("kabpq,kq->kabp", sc.d2M, vs)
             out[:, s0 : s0 + ge.n_scale] = np.einsum("kabp,kab->kp", sc.dM, dC) + np.einsum("kabp,kab->kp", E, C)
@@ -386,7 +467,9 @@ class HierarchicalGLM(Model):
 
     def block_potential(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         """Per group (one grouping factor) the terms of U that involve its η_g, Σ_{j in g} ℓ_j + ½‖η_g‖², (K, G);
-        with several factors one block, U (K, 1)."""
+        with several factors (or a spanning one) one block, U (K, 1)."""
+        if self.has_spanning:
+            return Model.block_potential(self, X, y, x)
         pt = self._point(X, y, x, 0)
         return self._blocks(pt)
 
@@ -403,7 +486,12 @@ class HierarchicalGLM(Model):
         blocks come from the Jacobian J_j of row j's linear predictor in θ's coordinates other than ψ (β: x_j; a
         scale s_p of factor f: z_fjᵀ ∂M/∂s_p η): ∇²_{η_g θ} = Mᵀ Σ_{j in g} ∂²ℓ_j z_j J_jᵀ (+ ∂M/∂s_pᵀ g_r for the
         group's own scales, + the ψ column), ∇²_θθ = Σ_j ∂²ℓ_j J_j J_jᵀ plus ψ's terms and M's second derivatives on
-        C = Σ_g g_r η_gᵀ."""
+        C = Σ_g g_r η_gᵀ.
+
+        With a spanning factor (its η in θ) the blocks are the contract's default, from dense Hessians (d + l
+        Hessian-vector products): exact, at a pass per coordinate."""
+        if self.has_spanning:
+            return Model.local_curvature(self, X, y, x, parts)
         pt = self._point(X, y, x, 2)
         value = self._value(pt)
         g, grs, Cs = self._grad(pt)
@@ -503,6 +591,8 @@ class HierarchicalGLM(Model):
         labels = list(self.family._coef_labels() or ())
         out, taken = [], set()
         for f, ge in enumerate(self.factors):
+            if self.global_levels[f] is not None:  # a spanning factor's effects are θ's: no centred move
+                continue
             for k, eff in enumerate(ge.effects):
                 if eff in labels and labels.index(eff) not in taken:
                     taken.add(labels.index(eff))
@@ -514,7 +604,8 @@ class HierarchicalGLM(Model):
         group effect's column on this shard (`_locations`): moving it by δ and that effect of every group by −δ
         leaves each row's linear predictor as it is."""
         mask = np.zeros(self.dim, dtype=bool)
-        mask[self.n_family :] = True
+        for ge, s0, levels in zip(self.factors, self.scale_starts, self.global_levels):
+            mask[s0 : s0 + ge.n_scale] = levels is None  # a spanning factor's scales move its global η: not here
         index = self._index(X)
         Xc = index.Xc
         for f, k, a in self._locations:
@@ -535,6 +626,8 @@ class HierarchicalGLM(Model):
         out[:, :d] = x[:, :d] + dtheta
         delta = np.zeros(K)
         for f, (ge, fi, s0) in enumerate(zip(self.factors, index.factors, self.scale_starts)):
+            if not fi.local:
+                continue
             sl = slice(s0, s0 + ge.n_scale)
             M, M2 = scale_at(ge, x[:, sl], 0).M, scale_at(ge, out[:, sl], 0).M
             e = x[:, d + fi.start : d + fi.start + fi.width].reshape(K, fi.G, fi.q)
@@ -564,11 +657,13 @@ class HierarchicalGLM(Model):
         S = draws.shape[0]
         col = {n: j for j, n in enumerate(names)}
         w = self._widths[1]
-        counts = self._counts(X)
+        counts = self._local_counts(X)
         out = np.zeros((S, d + self.local_dim(X, y)))
         out[:, :d] = draws[:, :d]
         start = d
         for f, (ge, G) in enumerate(zip(self.factors, counts)):
+            if self.global_levels[f] is not None:  # a spanning factor's r comes from θ's η (`_linear`)
+                continue
             q = len(ge.effects)
             s0 = self.scale_starts[f]
             code, lab = X[:, w + META * f].astype(np.intp), X[:, w + META * f + 1]
@@ -599,20 +694,24 @@ class HierarchicalGLM(Model):
         w = self._widths[1]
         out = []
         for f, ge in enumerate(self.factors):
+            known = set(self.global_levels[f] or ())
             for value in np.unique(X[:, w + META * f + 1]).tolist():
                 label = self.label(f, float(value))
-                if f"r_{ge.group}[{label},{ge.effects[0]}]" not in have:
+                if label not in known and f"r_{ge.group}[{label},{ge.effects[0]}]" not in have:
                     out.append((ge.group, (text or {}).get(float(value), label)))
         return out
 
     def _linear(self, X: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(the rows' linear predictors (n, S), ψ (S, m)) at x = (θ, r) (`evaluation_x`)."""
         index = self._index(X)
-        p, d = self.family.n_coef, self.dim
+        p = self.family.n_coef
         x = np.asarray(x, dtype=np.float64)
         lin = index.linear(x[:, :p])
-        for fi in index.factors:
-            lin += fi.gather(x[:, d + fi.start : d + fi.start + fi.width].reshape(x.shape[0], fi.G, fi.q))
+        for ge, fi, s0 in zip(self.factors, index.factors, self.scale_starts):
+            r = x[:, fi.col : fi.col + fi.width].reshape(x.shape[0], fi.G, fi.q)
+            if not fi.local:  # a spanning factor: θ holds η, r = M η
+                r = apply_scale(scale_at(ge, x[:, s0 : s0 + ge.n_scale], 0).M, r)
+            lin += fi.gather(r)
         return lin, x[:, p : self.n_family]
 
     def log_likelihood(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:

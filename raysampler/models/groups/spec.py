@@ -21,6 +21,8 @@ from ..contract import (
 )
 
 PATH = ("model", "group_effects")
+#: where a factor's effects live (`GroupEffects.placement`)
+PLACEMENTS = ("auto", "local", "global")
 #: columns of shard metadata per grouping factor: dense group index, original label, number of groups in the shard
 META = 3
 
@@ -34,7 +36,13 @@ class GroupEffects:
     matrices). The group column holds labels (numbers or text), not a feature: it gets no coefficient.
 
     Reported (brms names): `sd_<group>[<effect>]`, `cor_<group>[<effect a>,<effect b>]` for each pair a < b when
-    correlated, and `r_<group>[<label>,<effect>]`."""
+    correlated, and `r_<group>[<label>,<effect>]`.
+
+    `placement` says where the effects live: "local" (each group's effects on the shard holding its rows; a group
+    with rows in two shards is refused), "global" (the non-centred effects z_<group>[<label>,<effect>] ~ N(0, I)
+    are global parameters beside β, r = diag(sd) L z), or "auto" (the default): global when some level occurs in
+    two shards (housing types, years, ward types at every site), local otherwise, decided at set-up from the
+    levels each shard reports."""
 
     group: str
     intercept: bool = True
@@ -42,6 +50,7 @@ class GroupEffects:
     sd_prior: PositivePrior = field(default_factory=lambda: HalfNormal(1.0))
     correlated: bool = False
     cor_prior: LKJ = field(default_factory=LKJ)
+    placement: str = "auto"
 
     def __post_init__(self) -> None:
         if not isinstance(self.group, str) or not self.group:
@@ -68,6 +77,10 @@ class GroupEffects:
                 (*PATH, "correlated"),
                 f"correlated=True needs at least two effects by {self.group!r} (an intercept and a slope, or two "
                 "slopes): one effect has no correlation",
+            )
+        if self.placement not in PLACEMENTS:
+            raise ArgumentError(
+                (*PATH, "placement"), f"placement must be one of {', '.join(PLACEMENTS)}, got {self.placement!r}"
             )
         if not isinstance(self.cor_prior, LKJ):
             raise ArgumentError((*PATH, "cor_prior"), f"cor_prior must be rs.priors.LKJ(eta), got {self.cor_prior!r}")
@@ -122,8 +135,33 @@ def check_groups_disjoint(labels: Sequence[Sequence[str]], group: str) -> None:
                     PATH,
                     f"group {group}={v} has rows in shards {j} and {i}: each group's effects are local "
                     f"to the shard holding its rows, so a group must lie in one shard. Reshard with "
-                    f"rs.shard(X, y, ..., by={group!r}) (keeps each group in one shard, balanced by rows)",
+                    f"rs.shard(X, y, ..., by={group!r}) (keeps each group in one shard, balanced by rows), "
+                    "or leave the factor's placement at 'auto' (or 'global'): its effects are then global",
                 )
+
+
+def spanning_factors(
+    factors: Sequence[GroupEffects], labels: Sequence[Sequence[Sequence[str]]]
+) -> dict[str, tuple[str, ...]]:
+    """The factors whose effects are global, each with its levels over all shards (numbers in numeric order, then
+    text): those with placement "global", and with "auto" those having a level in two shards. `labels[i][f]`:
+    shard i's labels of factor f, as named (metadata the shards report). A "local" factor with a level in two
+    shards is refused (`check_groups_disjoint`)."""
+    from ..params import _label_key as label_sort_key
+
+    out: dict[str, tuple[str, ...]] = {}
+    for f, ge in enumerate(factors):
+        per = [list(dict.fromkeys(str(v) for v in lab[f])) for lab in labels]
+        seen: dict[str, int] = {}
+        for part in per:
+            for v in part:
+                seen[v] = seen.get(v, 0) + 1
+        spans = any(c > 1 for c in seen.values())
+        if ge.placement == "global" or (ge.placement == "auto" and spans):
+            out[ge.group] = tuple(sorted(seen, key=label_sort_key))
+        elif spans:
+            check_groups_disjoint(per, ge.group)
+    return out
 
 
 def refuse_text_columns(spec: DataSpec, groups: Any) -> None:
