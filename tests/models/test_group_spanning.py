@@ -94,8 +94,8 @@ def test_a_factor_split_at_random_over_shards_matches_the_exact_posterior() -> N
     DG-LMC's means and sds of β, log sd and r = sd · z match the exact posterior (the one-shard model's, Gaussian in
     (β, η) given log sd, log sd on a grid: `hier_oracle`): means within 0.1 sd, sds within 10%, each plus Z
     Monte-Carlo standard errors from the ESS."""
-    from hier_oracle import exact_moments
-    from stats_helpers import Z, ess
+    from support.hier_oracle import exact_moments
+    from support.stats_helpers import Z, ess
 
     rng = np.random.default_rng(0)
     n, G = 240, 12
