@@ -159,6 +159,9 @@ def ess(data: Record) -> list[Table]:
         ("sd ratio", lambda r: _range(r["sd_ratio_min"], r["sd_ratio_max"])),
         ("max z", "max_z"),
     ]
+    executors = list(dict.fromkeys(r["executor"] for r in summary))
+    if by_algorithm and len(executors) > 1:
+        return [_algorithms_side_by_side(data, executors)]
     if by_algorithm:
         rows = sorted(summary, key=lambda r: (r["problem"], -r["ess_per_s"]))
     else:
@@ -171,6 +174,36 @@ def ess(data: Record) -> list[Table]:
             _notes(data),
         )
     ]
+
+
+def _algorithms_side_by_side(data: Record, executors: list[str]) -> Table:
+    """Every algorithm once, its ESS/s on each executor side by side; min ESS and the errors are the first
+    executor's run's (in the stored runs the executors' draws agree on them)."""
+    runs: dict[tuple[str, str, float | None], dict[str, Record]] = {}
+    for r in data["summary"]:
+        runs.setdefault((r["problem"], r["algorithm"], r["rho"]), {})[r["executor"]] = r
+    rows = []
+    for (_problem, algorithm, rho), by in runs.items():
+        first = by.get(executors[0]) or next(iter(by.values()))
+        rows.append(
+            [
+                f"`{algorithm}`",
+                fmt(rho, 2),
+                *[by[e]["ess_per_s"] if e in by else None for e in executors],
+                round(first["min_ess"]),
+                first["max_err_sd"],
+                _range(first["sd_ratio_min"], first["sd_ratio_max"]),
+                first["max_z"],
+            ]
+        )
+    rows.sort(key=lambda row: -max((v for v in row[2 : 2 + len(executors)] if v is not None), default=0.0))
+    problems = ", ".join(dict.fromkeys(f"{r['problem']} ({r['chains']} chains)" for r in data["summary"]))
+    return Table(
+        f"Every algorithm with its defaults on {problems}: ESS/s per executor, error against the reference in sds",
+        ["algorithm", "ρ", *[f"ESS/s {e}" for e in executors], "min ESS", "max |Δmean|/sd", "sd ratio", "max z"],
+        rows,
+        _notes(data, "min ESS, error, sd ratio and max z: from the first executor's run"),
+    )
 
 
 def hessians(data: Record) -> list[Table]:
