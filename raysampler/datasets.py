@@ -257,19 +257,47 @@ def _logistic_synthetic(seed: int, **kwargs: Any) -> tuple[np.ndarray, np.ndarra
 HOSPITALS_BETA = (-0.5, 0.8, -0.4)
 HOSPITALS_SD = 0.7
 _HOSPITALS_DEFAULTS = {"n_groups": 40, "min_rows": 10, "max_rows": 90}
+#: hospitals' size distributions: n_g uniform on {min_rows..max_rows}, or log-uniform (floor of exp(U(log min_rows,
+#: log(max_rows + 1)))): many small hospitals and a few large ones, as real registries have
+HOSPITALS_SIZES = ("uniform", "log-uniform")
+
+
+def _hospitals_options(kwargs: dict[str, Any]) -> tuple[dict[str, int], str, int]:
+    """hospitals' options: the size options (`_HOSPITALS_DEFAULTS`), `sizes` (one of HOSPITALS_SIZES) and
+    `large_group` (rows of the last hospital instead of its drawn size; 0: none)."""
+    rest = dict(kwargs)
+    sizes = rest.pop("sizes", "uniform")
+    if sizes not in HOSPITALS_SIZES:
+        raise ValueError(f"hospitals: sizes must be one of {', '.join(HOSPITALS_SIZES)}, got {sizes!r}")
+    large = rest.pop("large_group", 0)
+    if isinstance(large, bool) or not isinstance(large, (int, np.integer)) or large < 0:
+        raise ValueError(f"large_group must be a non-negative integer, got {large!r}")
+    try:
+        p = _take_kwargs("hospitals", rest, _HOSPITALS_DEFAULTS)
+    except TypeError as exc:
+        raise TypeError(f"{exc} and sizes, large_group") from None
+    if p["min_rows"] > p["max_rows"]:
+        raise ValueError(f"hospitals: min_rows={p['min_rows']} exceeds max_rows={p['max_rows']}")
+    return p, str(sizes), int(large)
 
 
 def _hospitals(seed: int, **kwargs: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Synthetic multilevel logistic data (a readmission-style outcome): hospital g has n_g ~ U{min_rows..max_rows}
-    patients with standardised age and severity; logit = x·β + r_g, r_g ~ N(0, 0.7²) (`HOSPITALS_BETA`). Columns
-    (Intercept), age, severity, hospital (labels 1..n_groups, not a feature): for group effects by hospital."""
-    p = _take_kwargs("hospitals", kwargs, _HOSPITALS_DEFAULTS)
-    if p["min_rows"] > p["max_rows"]:
-        raise ValueError(f"hospitals: min_rows={p['min_rows']} exceeds max_rows={p['max_rows']}")
+    """Synthetic multilevel logistic data (a readmission-style outcome): hospital g has n_g patients, uniform on
+    {min_rows..max_rows} (`sizes="uniform"`, the default) or log-uniform between them (`sizes="log-uniform"`), the
+    last hospital `large_group` patients where that is given (one very large group), with standardised age and
+    severity; logit = x·β + r_g, r_g ~ N(0, 0.7²) (`HOSPITALS_BETA`). Columns (Intercept), age, severity, hospital
+    (labels 1..n_groups, not a feature): for group effects by hospital."""
+    p, size_law, large = _hospitals_options(kwargs)
     prm, rng = _rng(seed, _PARAMS_STREAM), _rng(seed, _DATA_STREAM)
     G = p["n_groups"]
     r = HOSPITALS_SD * prm.standard_normal(G)
-    sizes = rng.integers(p["min_rows"], p["max_rows"] + 1, G)
+    if size_law == "uniform":
+        sizes = rng.integers(p["min_rows"], p["max_rows"] + 1, G)
+    else:
+        lo, hi = np.log(p["min_rows"]), np.log(p["max_rows"] + 1)
+        sizes = np.clip(np.floor(np.exp(rng.uniform(lo, hi, G))), p["min_rows"], p["max_rows"]).astype(np.int64)
+    if large:
+        sizes[-1] = large
     g = np.repeat(np.arange(G), sizes)
     n = g.size
     X = np.column_stack([np.ones(n), rng.standard_normal(n), rng.standard_normal(n), g + 1.0])
@@ -278,7 +306,7 @@ def _hospitals(seed: int, **kwargs: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _hospitals_columns(**kwargs: Any) -> tuple[str, ...]:
-    _take_kwargs("hospitals", kwargs, _HOSPITALS_DEFAULTS)
+    _hospitals_options(kwargs)
     return (INTERCEPT, "age", "severity", "hospital")
 
 
@@ -414,7 +442,8 @@ def load(name: str, *, seed: int = 0, **kwargs: Any) -> tuple[np.ndarray, np.nda
     """Return (X, y) for the named data set (see the module docstring for shapes and scaling).
 
     `seed` fixes the synthetic data sets (ignored by the real ones); kwargs are per data set:
-    gaussian_toy(n=20000, d=2), covtype_like(n=581012), logistic_synthetic(n=1000, d=5).
+    gaussian_toy(n=20000, d=2), covtype_like(n=581012), logistic_synthetic(n=1000, d=5),
+    hospitals(n_groups=40, min_rows=10, max_rows=90, sizes="uniform" or "log-uniform", large_group=0).
     Unknown names raise ValueError; unexpected kwargs raise TypeError.
     """
     loader = _lookup(name, _LOADERS, "data set")

@@ -93,6 +93,30 @@ def test_logistic_synthetic() -> None:
     assert datasets.true_params("logistic_synthetic", seed=2, d=4).shape == (4,)
 
 
+def test_hospitals_log_uniform_sizes_and_one_large_group() -> None:
+    """sizes="log-uniform": every hospital within [min_rows, max_rows], many more small ones than large ones (the
+    median near the geometric mean, not the midpoint); large_group: the last hospital has exactly that many rows."""
+    opts = {"n_groups": 240, "min_rows": 15, "max_rows": 200, "sizes": "log-uniform"}
+    X, y = datasets.load("hospitals", seed=0, **opts)
+    assert X.shape == (len(y), 4) and datasets.columns("hospitals", **opts)[-1] == "hospital"
+    sizes = np.bincount(X[:, 3].astype(int))[1:]
+    assert sizes.size == 240 and sizes.min() >= 15 and sizes.max() <= 200
+    assert 40 <= np.median(sizes) <= 75  # geometric mean ≈ 55; a uniform law's median would be near 107
+    assert np.mean(sizes < 55) > 0.4 and 12_000 < len(y) < 22_000
+    uniform = np.bincount(datasets.load("hospitals", seed=0, n_groups=240, min_rows=15, max_rows=200)[0][:, 3]
+                          .astype(int))[1:]  # fmt: skip
+    assert np.median(uniform) > 90
+    Xl, _ = datasets.load("hospitals", seed=0, large_group=3000, **opts)
+    big = np.bincount(Xl[:, 3].astype(int))[1:]
+    assert big[-1] == 3000 and np.array_equal(big[:-1], sizes[:-1])
+    with pytest.raises(ValueError, match="sizes"):
+        datasets.load("hospitals", sizes="normal")
+    with pytest.raises(ValueError, match="large_group"):
+        datasets.load("hospitals", large_group=-1)
+    with pytest.raises(TypeError, match="bogus"):
+        datasets.columns("hospitals", bogus=1)
+
+
 @pytest.mark.parametrize(
     ("name", "kwargs"),
     [("gaussian_toy", {"n": 100}), ("covtype_like", {"n": 500}), ("logistic_synthetic", {}), ("digits", {})],
