@@ -224,6 +224,34 @@ def numpyro_on_cpu(devices: int = 1) -> None:
     numpyro.enable_x64()
 
 
+#: JAX's monitoring events of a compilation: tracing to a jaxpr, lowering to MLIR, XLA's backend compile
+_COMPILE_EVENTS = (
+    "/jax/core/compile/jaxpr_trace_duration",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration",
+    "/jax/core/compile/backend_compile_duration",
+)
+
+
+@contextlib.contextmanager
+def jax_compile_seconds() -> Iterator[list[float]]:
+    """The seconds JAX spends tracing, lowering and compiling inside the block (yields a one-element list, filled
+    as it runs). NumPyro compiles its sampler again on every `MCMC.run`, even after an earlier run of the same
+    model and shapes, so a NUTS timing must subtract this to leave its sampling alone."""
+    import jax.monitoring as mon
+
+    total = [0.0]
+
+    def listen(event: str, duration: float, **_: Any) -> None:
+        if event in _COMPILE_EVENTS:
+            total[0] += duration
+
+    mon.register_event_duration_secs_listener(listen)
+    try:
+        yield total
+    finally:
+        mon.unregister_event_duration_listener(listen)
+
+
 SITE_LABEL = "raysampler.io/site"
 
 
