@@ -286,9 +286,9 @@ def comment_and_docstring_lines(path: Path) -> list[tuple[int, str]]:
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.body:
             first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
-                if isinstance(first.value.value, str):
-                    out += [(first.lineno + k, s) for k, s in enumerate(first.value.value.splitlines())]
+            doc = first.value.value if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) else None
+            if isinstance(doc, str):
+                out += [(first.lineno + k, s) for k, s in enumerate(doc.splitlines())]
     return out
 
 
