@@ -34,8 +34,8 @@ class Services:
 
 
 # The two dependencies of every /v1 route are `async`: they never block, and as plain `def`s FastAPI ran each in its
-# thread pool, two hops there and back per request (GET /v1/runs in-process, 200 requests, 3 runs each: 12.2–14.4 ms
-# a request before, 6.3–11.4 ms after).
+# thread pool, two hops there and back per request, which slowed every request (docs/performance.md, "Measurements
+# behind choices in the code").
 async def services(request: Request) -> Services:
     svc: Services = request.app.state.services
     return svc

@@ -157,7 +157,7 @@ class Diagnostics:
 
 
 #: Draws per chain a convergence check during a run reads at least (evenly thinned beyond, so its cost stays
-#: bounded: about 0.1 s for 16 chains of 31 parameters, measured; the rank normalisation dominates).
+#: bounded; the rank normalisation dominates it) (docs/performance.md, "Measurements behind choices in the code").
 CHECK_DRAWS = 250
 #: Draws per chain the diagnostics of a finished run read.
 FINAL_DRAWS = 4000
@@ -350,11 +350,12 @@ def _normal_scores(x: np.ndarray) -> np.ndarray:
 
     chains, n, d = x.shape
     flat = x.reshape(-1, d)
-    # scipy's ranks where scipy.stats is loaded already (the driver's process: arviz-stats loads it), about 2x
-    # faster on large draws; the same numbers computed here in a process that has not (the coordinator's warm-up)
+    # scipy's ranks where scipy.stats is loaded already (the driver's process: arviz-stats loads it), faster on
+    # large draws; the same numbers computed here in a process that has not (the coordinator's warm-up); ndtri as
+    # the faster core of norm.ppf (docs/performance.md, "Measurements behind choices in the code")
     stats = sys.modules.get("scipy.stats")
     ranks = stats.rankdata(flat, axis=0, method="average") if stats is not None else _average_ranks(flat)
-    z = scipy.special.ndtri((ranks - 0.375) / (flat.shape[0] + 0.25))  # Φ⁻¹ (norm.ppf's core, 4x faster)
+    z = scipy.special.ndtri((ranks - 0.375) / (flat.shape[0] + 0.25))  # Φ⁻¹ (norm.ppf's core)
     z[:, ~np.all(np.isfinite(flat), axis=0)] = np.nan
     return z.reshape(chains, n, d)
 

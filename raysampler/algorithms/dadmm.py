@@ -132,8 +132,9 @@ def prox(
 
     Newton's method from x0 (default v): g = ∇U_i(x) + ∇U_prior(x)/b + (x − v)/γ,
     H = ∇²U_i(x) + ∇²U_prior(x)/b + I/γ, x ← x − H⁻¹g; at most `newton_steps` steps, stopping after a step below
-    NEWTON_STOP·(1 + ‖x‖_∞) (on the GLMs measured, steps shrink 0.4 → 2e-2 → 1e-4 → 2e-8 → 1e-15: the fifth pass is
-    saved). γ = ∞ (`math.inf`) gives argmin V. `hessian0`: ∇²V at x0 if already known.
+    NEWTON_STOP·(1 + ‖x‖_∞) (on the GLMs tried the steps shrink fast enough that this saves the fifth pass:
+    docs/performance.md, "Measurements behind choices in the code").
+    γ = ∞ (`math.inf`) gives argmin V. `hessian0`: ∇²V at x0 if already known.
     """
     x = np.array(v if x0 is None else x0, dtype=float, copy=True)
     d = x.shape[-1]
@@ -169,7 +170,9 @@ def noise_sample(kind: str, w: np.ndarray, gamma: float, rho: float, hessian: np
         np.linalg.cholesky(hessian)
         d = hessian.shape[-1]
         L = np.linalg.cholesky(2.0 * gamma * np.eye(d) + gamma**2 * hessian)
-        return (L @ w[:, :, None])[:, :, 0]  # two Cholesky factorisations: ~5x cheaper than eigh (d = 31)
+        # two Cholesky factorisations: cheaper than eigh (docs/performance.md, "Measurements behind choices in the
+        # code")
+        return (L @ w[:, :, None])[:, :, 0]
     except np.linalg.LinAlgError:  # an indefinite or singular ∇²V_i somewhere: its PSD part, from eigh
         pass
     lam, Q = np.linalg.eigh(hessian)

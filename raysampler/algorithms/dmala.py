@@ -29,10 +29,10 @@ proposal and the same decision: the chain is exactly MALA on U with h = ε²/2 (
 hence π-invariant. On a sparse graph with finite k_t the tracked quantities differ from the exact ones by
 O(λ₂(W)^{k_t}) (λ₂ the second largest |eigenvalue|), so the chain is π-invariant up to that error (as the seed's
 guarantee, which is also only approximate); k_t = 10 on a 5-ring gives λ₂^k ≈ 2e-3.
-Measured on the 5-ring (linear regression d = 2, ε = 0.3, MH on; variance of ω̄ / posterior variance):
-k = 1: 0.71, k = 2: 0.66, k = 5: 0.92, k = 10: 0.99 (within Monte-Carlo error). The loss at small k comes from
-agents taking different decisions (rate 44%, 28%, 5%, 0.25%): the average then makes partial moves, which
-shrink its variance. So keep k_t large enough that λ₂(W)^{k_t} is small (the default schedule reaches 10).
+On the 5-ring a small k shrinks the average's variance below the posterior's, and k = 10 matches it within
+Monte-Carlo error: at small k agents take different decisions, and the average then makes partial moves, which
+shrink its variance (docs/performance.md, "Measurements behind choices in the code").
+So keep k_t large enough that λ₂(W)^{k_t} is small (the default schedule reaches 10).
 
 Where and why this departs from [D-MALA] (see docs/algorithms.md; verified in tests/test_dmala.py):
  1. Integrator. The seed's EulerUpdate (Algorithm 2; its sign p* = p + εg is for g = ∇log p) p* = p − εG,

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 #: Posterior draws a check uses by default (thinned evenly within each chain); `draws="all"` uses every one.
 DEFAULT_DRAWS = 1000
 #: Rows a shard evaluates at once: the log-likelihood block held in memory is BLOCK_ROWS × S (8 MB at S = 1,000, so
-#: that the PSIS's passes over a block stay in cache: measured 10 % less CPU for a shard's LOO than with 4,096 rows).
+#: that the PSIS's passes over a block stay in cache, which cut a shard's LOO CPU time against 4,096 rows:
+#: docs/performance.md, "PSIS-LOO at the shards").
 BLOCK_ROWS = 1024
 DrawsArg = int | Literal["all"]
 

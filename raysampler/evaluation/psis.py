@@ -106,7 +106,8 @@ def _grid_means(b: np.ndarray, x: np.ndarray) -> np.ndarray:
     """k_j = mean_i log(1 − b_j x_i) for each row's grid b (rows, m) and tail x (rows, n): the fit's costliest step.
 
     The logarithm of a product of `GROUP` factors 1 − b_j x_i replaces `GROUP` calls of log1p (one log and a few
-    multiplications, ~4× less time). Each factor is rounded to within 1.1e-16 of itself (exactly when b x ≥ ½, by
+    multiplications, much less time: docs/performance.md, "Measurements behind choices in the code"). Each factor
+    is rounded to within 1.1e-16 of itself (exactly when b x ≥ ½, by
     Sterbenz's lemma), and so is each product, so the sum of logs is within ~n · 3e-16 of the sum of log1p — the same
     order as log1p's own rounding — as long as the factor's rounding is small beside its logarithm (|b_j| x_max ≥
     `NEAR_ZERO_B`) and no product leaves float64's normal range. A row where either fails is computed with log1p."""

@@ -148,8 +148,9 @@ def weighted_grams(Xc: np.ndarray, W: np.ndarray) -> np.ndarray:
     """X_cᵀ diag(w_k) X_c for each column w_k of W (n, K): (K, p, p), exactly symmetric; a GLM's Hessians at K points.
 
     With weights ≥ 0 (every GLM here) each is B_kᵀB_k, B_k = √w_k ∘ X_c, which BLAS forms as a symmetric rank-n
-    update: half the flops of the general product, measured 1.3–2× faster than (X_c ∘ w_k)ᵀ X_c chain by chain (and
-    than one batched or einsum product) for K ≤ 64, n ≤ 20,000, p ≤ 60 on one BLAS thread (docs/performance.md).
+    update: half the flops of the general product, and faster than (X_c ∘ w_k)ᵀ X_c chain by chain (and than one
+    batched or einsum product) for K ≤ 64, n ≤ 20,000, p ≤ 60 on one BLAS thread (docs/performance.md,
+    "Measurements behind choices in the code").
     A negative or NaN weight takes the general product, symmetrised."""
     Xc = np.asarray(Xc, dtype=np.float64)
     W = np.asarray(W, dtype=np.float64)

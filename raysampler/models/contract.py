@@ -121,10 +121,9 @@ class DataSpec:
 
 
 #: A group-effects model's local step per element of X and chain, against a dense GLM's: its Newton–MH sweep passes
-#: over the rows five times, with segment sums and per-group blocks (measured on a 2-core machine: ≈ 150 ns per
-#: element-chain for the `hospitals` data's 4-column shards, against 0.85–4.8 ns for logistic regression's dense
-#: products; benchmarks/perf/groups.py, hot_path.py; on a later one 90 ns, and 68 ns with the cheaper passes of
-#: docs/performance.md: the weight's order of magnitude stands).
+#: over the rows five times, with segment sums and per-group blocks, and costs many times a dense GLM's per
+#: element-chain (benchmarks/perf/groups.py, hot_path.py; docs/performance.md, "Measurements behind choices in the
+#: code": the weight's order of magnitude stands).
 LOCAL_PARAMS_WORK = 50.0
 
 

@@ -30,9 +30,9 @@ class LogisticRegression(_EtaGLM):
             bad = np.unique(y[~np.isin(y, (0, 1))])[:5]
             raise ValueError(f"{argname}: labels y must be 0 or 1, found {bad.tolist()}")
 
-    # Hot path (every local step). Measured on a 145k×54 shard, K = 8, one BLAS thread: np.logaddexp takes 24 ms
-    # against 1.7 ms for np.exp and 1.2 ms for np.log1p (SIMD), scipy's expit ~10 ms, a column sum over (n, K)
-    # 2.3 ms against 0.3 ms as a ones-vector product, masked copyto 4.9 ms. Hence the formulas below.
+    # Hot path (every local step): np.exp and np.log1p (SIMD) are much faster than np.logaddexp or scipy's expit, a
+    # column sum over (n, K) is faster as a ones-vector product, and a masked copyto is slow. Hence the formulas
+    # below (docs/performance.md, "Measurements behind choices in the code").
 
     def potential(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         eta = X @ x.T
@@ -156,7 +156,8 @@ def logistic_rows(eta: np.ndarray, y: np.ndarray, m: np.ndarray, psi: np.ndarray
 
 def softplus(eta: np.ndarray) -> np.ndarray:
     """log(1 + exp(η)) elementwise, stably: max(η, 0) + log1p(exp(−|η|)), the terms np.logaddexp(0, η) adds, from
-    numpy's SIMD exp and log1p (measured 1.8× faster than np.logaddexp on the LOO's (rows, draws) blocks)."""
+    numpy's SIMD exp and log1p (faster than np.logaddexp on the LOO's (rows, draws) blocks: docs/performance.md,
+    "Measurements behind choices in the code")."""
     t = np.abs(eta)
     np.negative(t, out=t)
     np.exp(t, out=t)
@@ -170,8 +171,8 @@ def _softplus_sum(eta: np.ndarray, ones: np.ndarray) -> np.ndarray:
 
     log(1 + t) rather than log1p(t): t ∈ (0, 1], so rounding 1 + t costs at most 2⁻⁵³ per row, below the sum's own
     rounding, and where numpy's float64 transcendentals are not vectorised (no AVX-512, as on 2-core CI machines)
-    log takes a third of log1p's time (5.2 against 13.9 ms on 800k elements): this sum 1.2–1.3× faster on 25,000-row
-    shards, within noise of a whole breast_cancer round (A/B in one process)."""
+    log takes much less time than log1p, and this sum is faster on 25,000-row shards, within noise of a whole
+    breast_cancer round (A/B in one process; docs/performance.md, "Measurements behind choices in the code")."""
     t = np.abs(eta)
     np.negative(t, out=t)
     np.exp(t, out=t)

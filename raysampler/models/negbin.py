@@ -223,7 +223,9 @@ class NegativeBinomialRegression(_GLM):
             return np.exp(eta)
 
     def eta_draw(self, X: np.ndarray, eta: np.ndarray, psi: np.ndarray, u: np.ndarray) -> np.ndarray:
-        from scipy import stats  # here, not at import: scipy.stats costs every worker process ~1 s to import
+        # here, not at import: scipy.stats is slow to import, and every worker process would pay for it
+        # (docs/performance.md, "Measurements behind choices in the code")
+        from scipy import stats
 
         phi = np.exp(psi[:, 0])[None, :]
         q = expit(psi[:, 0][None, :] - eta)  # φ/(φ + μ), NB's success probability

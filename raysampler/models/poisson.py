@@ -139,6 +139,8 @@ class PoissonRegression(_EtaGLM):
             return np.exp(eta)
 
     def eta_draw(self, X: np.ndarray, eta: np.ndarray, psi: np.ndarray, u: np.ndarray) -> np.ndarray:
-        from scipy import stats  # here, not at import: scipy.stats costs every worker process ~1 s to import
+        # here, not at import: scipy.stats is slow to import, and every worker process would pay for it
+        # (docs/performance.md, "Measurements behind choices in the code")
+        from scipy import stats
 
         return stats.poisson.ppf(np.atleast_2d(u), self.eta_mean(X, eta, psi))

@@ -82,7 +82,9 @@ class ZeroInflatedPoissonRegression(RowFamilyGLM):
             return (1.0 - expit(psi[:, 0]))[None, :] * np.exp(eta)
 
     def eta_draw(self, X: np.ndarray, eta: np.ndarray, psi: np.ndarray, u: np.ndarray) -> np.ndarray:
-        from scipy import stats  # here, not at import: scipy.stats costs every worker process ~1 s to import
+        # here, not at import: scipy.stats is slow to import, and every worker process would pay for it
+        # (docs/performance.md, "Measurements behind choices in the code")
+        from scipy import stats
 
         zi = expit(psi[:, 0])[None, :]
         u = np.atleast_2d(u)

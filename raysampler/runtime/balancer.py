@@ -18,8 +18,9 @@ from .contracts import BalancerState
 #: Consecutive window estimates of uneven speeds before balance="auto" switches balancing on.
 AUTO_ESTIMATES = 3
 #: balance="auto" counts a window as uneven only if the slowest process's work per round exceeds the fastest's by
-#: this many seconds: balancing can save at most that gap, and below ~1 ms it is scheduling noise (2 cores shared
-#: by 4 workers on tiny shards), not a slow machine — not worth giving up a fixed, reproducible schedule.
+#: this many seconds: balancing can save at most that gap, and a smaller one was scheduling noise (2 cores shared
+#: by 4 workers on tiny shards), not a slow machine — not worth giving up a fixed, reproducible schedule
+#: (docs/performance.md, "Measurements behind choices in the code").
 MIN_GAP_S = 1e-3
 
 

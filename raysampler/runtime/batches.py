@@ -1,7 +1,8 @@
 """Shards stepped as one batch: a worker process holding several shards of like shapes steps them together.
 
-With one message per shard, a round costs a process a fixed ~70 µs of Python per shard (the local kernel's numpy
-calls, the model's, the message and the reply) before any data is touched, so on small shards the round grows with
+With one message per shard, a round costs a process a fixed amount of Python per shard (the local kernel's numpy
+calls, the model's, the message and the reply; docs/performance.md, "The round against shards, processes and
+pipelining") before any data is touched, so on small shards the round grows with
 the number of shards, not with the data. An algorithm that can (`Algorithm.step_stacked`; DG-LMC's default kernels)
 sends one message for all shards, and each process steps its shards in batches: shards whose data have the same
 shapes but for their row counts and whose worker states stack (`algorithms.stacking.stack_key`) form a group whose

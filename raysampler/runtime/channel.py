@@ -1,7 +1,8 @@
 """A direct TCP channel between the coordinator and one worker actor: the round loop's fast path.
 
-A plain Ray actor call costs ≈ 1–3 ms per round on a 2-core machine against ≈ 0.1 ms for a socket round trip
-(benchmarks/perf/rounds.py, benchmarks/perf/transports.py). Ray still places the actors, loads their data and owns their
+A plain Ray actor call costs many times a socket round trip per round (benchmarks/perf/rounds.py,
+benchmarks/perf/transports.py; docs/performance.md, "Measurements behind choices in the code").
+Ray still places the actors, loads their data and owns their
 lifetime; once set up, each round's messages travel as fixed-layout binary frames (frames.py: a header, the layout's
 definition the first time, then the raw bytes of the arrays; no pickling per message) over a socket the worker
 serves from a background thread. It works across nodes (the worker binds its node's address); if a

@@ -114,7 +114,8 @@ class CoordinatorHost:
 class LocalHandle:
     """Calls the in-process coordinator directly, with BLAS held to one thread while it works.
 
-    Multi-threaded BLAS on the sampler's small matrix products was measured 10–100× slower on 2 cores.
+    Multi-threaded BLAS is far slower on the sampler's small matrix products (docs/performance.md, "The two same-node
+    defaults").
     """
 
     def __init__(self, host: CoordinatorHost) -> None:
@@ -386,12 +387,12 @@ def clear_stale_sessions(temp_dir: Path) -> list[int]:
     SIGKILL the processes still tied to its stale sessions, then delete those sessions' folders but the newest
     (kept for its logs). Returns the pids killed.
 
-    Measured (Ray 2.60, Linux) after SIGKILL of the process that started Ray in-process: gcs_server, raylet, the
-    monitors and the dashboard die with it at once (the kernel's parent-death signal), the workers (coordinator,
-    shard hosts; their own process groups) within a few seconds, but the dashboard and runtime-env agents, orphaned,
-    live on for up to about a minute; the session folder (logs, socket files) stays. Ray writes no
-    ray_current_cluster file for an in-process start, and a "local" start reads none, so none of this stops the
-    restart; clearing it frees the orphans' memory (≈ 170 MB) and keeps a crash loop from piling them up.
+    After SIGKILL of the process that started Ray in-process (Ray 2.60, Linux) gcs_server, raylet, the monitors and
+    the dashboard die with it (the kernel's parent-death signal), the workers (coordinator, shard hosts; their own
+    process groups) soon after, but the dashboard and runtime-env agents, orphaned, live on a while; the session
+    folder (logs, socket files) stays. Ray writes no ray_current_cluster file for an in-process start, and a "local"
+    start reads none, so none of this stops the restart; clearing it frees the orphans' memory and keeps a crash
+    loop from piling them up (docs/performance.md, "Measurements behind choices in the code").
     """
     stale = sorted(p for p in temp_dir.glob("session_*") if not p.is_symlink() and _session_is_stale(p.name))
     killed = []

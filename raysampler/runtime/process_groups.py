@@ -15,13 +15,14 @@ from .host import ShardSource
 
 #: Element-chains (X's elements times chains times the model's `work_per_element`, summed over the shards) that a
 #: worker process must have to step each round for it to pay for itself: every process adds its messages and its
-#: wake-up to every round (≈ 0.1 ms on the 2-core machine the default was measured on), which buys nothing while the
-#: compute it would take over is smaller (benchmarks/perf/round_cost.py, 4 shards in 1, 2 and 4 processes).
+#: wake-up to every round, which buys nothing while the compute it would take over is smaller
+#: (benchmarks/perf/round_cost.py, 4 shards in 1, 2 and 4 processes; docs/performance.md, "Measurements behind
+#: choices in the code").
 PROCESS_WORK = 2_000_000
 #: The same where the node has CPUs to spare, at least two per shard: each process then has a core of its own besides
 #: the coordinator's and Ray's, and costs far less. On a 16-core machine four processes stepped breast_cancer's four
-#: shards faster than one from 564,448 element-chains on (32 chains: rounds 0.72x in one run, ESS/s 1.16x in another)
-#: and slower at 70,556 (4 chains: 1.6x, 0.89x); on 2 cores one process was the fastest at both.
+#: shards faster than one from 564,448 element-chains on and slower at 70,556; on 2 cores one process was the
+#: fastest at both (docs/performance.md, "Measurements behind choices in the code").
 PROCESS_WORK_SPARE = 100_000
 
 

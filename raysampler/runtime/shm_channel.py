@@ -194,7 +194,9 @@ class _Endpoint:
         if inbox.seq(want) != want and self.spin_s > 0:
             deadline = time.perf_counter() + self.spin_s
             while inbox.seq(want) != want and time.perf_counter() < deadline:
-                os.sched_yield()  # costs ~1 µs when nothing else wants the core; hands it over when something does
+                # cheap when nothing else wants the core; hands it over when something does (docs/performance.md,
+                # "Measurements behind choices in the code")
+                os.sched_yield()
         while inbox.seq(want) != want:  # a ring may be stale (its message was taken while spinning): sleep again
             self._sleep()
 

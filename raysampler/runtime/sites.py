@@ -113,8 +113,9 @@ def probe_shards(
     read now), since its node may still be joining; one still missing then gives a probe with ok=False saying how
     long it waited. The answers are waited for together, up to `timeout_s` (default: RAYSAMPLER_STARTUP_TIMEOUT_S,
     the bound on a worker process starting on a node): a site's first task starts a Ray worker process there and
-    imports raysampler, numpy and the file's reader, a few CPU seconds that take over a minute of wall time when
-    the machine's cores are all busy (benchmarks/perf/site_probe.py), so a fixed short deadline named a live site
+    imports raysampler, numpy and the file's reader, a few CPU seconds that take far longer in wall time when
+    the machine's cores are all busy (benchmarks/perf/site_probe.py; docs/performance.md, "A site's first answer
+    on a busy machine"), so a fixed short deadline named a live site
     unreachable on a loaded machine."""
     import ray
 

@@ -3,8 +3,9 @@
 `SocketTransport` sends each round over a direct channel to every actor (the fast path): shared memory for an actor
 on the coordinator's node, TCP for one on another node; `ActorTransport` uses plain Ray actor calls (the fallback
 when a channel cannot be opened). Both deliver the same messages and raise `WorkerFailed` with the failing
-process's record after draining the others. Measured side by side (benchmarks/perf/transports.py, b = 4 shards on 2
-workers, DG-LMC messages): shared memory 0.82× the TCP round time, plain actor calls 5.4×.
+process's record after draining the others. Side by side shared memory is faster than TCP, and plain actor calls
+far slower than either (benchmarks/perf/transports.py; docs/performance.md, "Measurements behind choices in the
+code").
 """
 
 from __future__ import annotations

@@ -16,24 +16,26 @@ from ..models.contract import Model
 from .host import ShardHost, ShardSource
 
 #: A worker process's malloc top pad (M_TOP_PAD), so the hot loop's large temporaries are not returned to the OS and
-#: page-faulted back every step (measured up to 2x).
+#: page-faulted back every step, which slowed the step (docs/performance.md, "Measurements behind choices in the code").
 MALLOC_TOP_PAD = 64 << 20
 #: Its mmap threshold (M_MMAP_THRESHOLD; 32 MiB is glibc's largest). Setting the top pad turns off malloc's dynamic
 #: mmap threshold (mallopt(3)), which leaves it at 128 kB; the pad keeps the main thread's heap from reaching it, but
 #: a shard stepped by a channel's reader thread allocates from a heap of that thread's own, where every temporary over
-#: 128 kB was a fresh mmap, page-faulted in and unmapped again at each step (1.4 million minor faults in 30 s; such a
-#: shard's step cost 1.4x the same step in the coordinator's main thread).
+#: 128 kB was a fresh mmap, page-faulted in and unmapped again at each step, and such a shard's step cost more than
+#: the same step in the coordinator's main thread (docs/performance.md, "Measurements behind choices in the code").
 MALLOC_MMAP_THRESHOLD = 32 << 20
 _M_TOP_PAD, _M_MMAP_THRESHOLD = -2, -3  # glibc's mallopt parameter numbers
 
 
 def tune_worker_process() -> None:
     """Set up a Ray worker process for stepping shards: one BLAS/OpenMP thread (one actor per core; multi-threaded
-    BLAS on the sampler's small products was measured 10–100x slower) and malloc's top pad and mmap threshold.
+    BLAS is far slower on the sampler's small products: docs/performance.md, "The two same-node defaults") and
+    malloc's top pad and mmap threshold.
 
     Done inside the process when its actor starts, not as environment variables in the actor's `runtime_env`: an
     actor with environment variables of its own cannot take one of Ray's prestarted worker processes and waits for a
-    fresh one (measured 2.0–2.3 s per actor against 0.45–0.65 s), at every run's set-up."""
+    fresh one, several times as long, at every run's set-up (docs/performance.md, "Measurements behind choices in
+    the code")."""
     import scipy.linalg  # noqa: F401  # load scipy's own BLAS too, so the limit reaches it
     from threadpoolctl import threadpool_limits
 

@@ -145,7 +145,8 @@ def coordinate_summary(x: np.ndarray, ci_prob: float) -> list[float]:
 
 def _z_scale(ary: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """arviz-stats' rank normalisation (average ranks, Blom's offset 3/8, the normal quantile) in one quicksort
-    arg-sort (4× faster than the stable sort scipy's rankdata uses), and the sorted values. Ties get their average
+    arg-sort (faster than the stable sort scipy's rankdata uses: docs/performance.md, "Measurements behind choices
+    in the code"), and the sorted values. Ties get their average
     rank, as scipy's `rankdata(method="average")` gives it: a run of equal values from 0-based position s, c long,
     ranks s + (c + 1) / 2 (a half-integer, exact in float64). Without ties the ranks are 1..n, whose normal scores
     depend on n alone: computed once per n (`_normal_scores`), the same numbers."""

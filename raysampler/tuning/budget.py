@@ -139,9 +139,9 @@ def dadmms_rho(lap: Laplace, top: Topology, noise: str | None, delta: float) -> 
     within δ, and whose effective step is at most a quarter of ULA's within the same budget. Near consensus the
     average takes implicit-Euler steps h = 1/(2ρN) (N = Σ_i n_i). With the curvature noise that step is exact on
     the quadratic model at any h, so the Laplace model alone cannot bound the error the posterior's departure from a
-    Gaussian causes; it grows in proportion to h, about four times as fast as ULA's. Measured on breast_cancer
-    (b = 4, complete graph; mean over the 31 coordinates of |Δmean|/sd, ESS > 600): 0.113 at h = γ_ULA(δ), 0.071
-    at γ_ULA/2, 0.048 at γ_ULA/4, against ULA's 0.07 at γ_ULA. Hence h ≤ γ_ULA(δ)/4: ρ ≥ 2/(Nγ_ULA)."""
+    Gaussian causes; it grows in proportion to h, and on breast_cancer faster than ULA's, so that a quarter of
+    ULA's step keeps it within ULA's own (docs/performance.md, "Measurements behind choices in the code"). Hence
+    h ≤ γ_ULA(δ)/4: ρ ≥ 2/(Nγ_ULA)."""
     N = float(np.sum([len(n) for n in top.neighbours]))
     lam_max = float(np.linalg.eigvalsh(lap.precision())[-1])
     gamma_ula, _ = ula_step(lap, delta)

@@ -184,7 +184,9 @@ def lbfgs_map(
 ) -> np.ndarray:
     """The MAP θ* = argmin U: L-BFGS on the workers' summed gradients (one trip per evaluation), then (with
     `dense_hessian`) Newton polish with summed Hessians. Raises FloatingPointError where the search diverges."""
-    import scipy.optimize  # here, not at module level: the workers import this module and never optimise (~0.25 s)
+    # here, not at module level: the workers import this module and never optimise, and the import costs time
+    # (docs/performance.md, "Measurements behind choices in the code")
+    import scipy.optimize
 
     res = scipy.optimize.minimize(
         lambda t: total_value_and_grad(model, pool, t),

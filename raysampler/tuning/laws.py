@@ -22,7 +22,8 @@ import scipy.linalg
 from ..topology import Topology
 from .laplace import Laplace
 
-#: Largest full-state dimension whose Lyapunov equation is solved directly (≈ 0.5 s at this size on 2 cores).
+#: Largest full-state dimension whose Lyapunov equation is solved directly, the solve's time at this size staying
+#: affordable on 2 cores (docs/performance.md, "Measurements behind choices in the code").
 EXACT_MAX_STATE = 450
 
 Law = tuple[np.ndarray, np.ndarray]

@@ -14,15 +14,16 @@ from ..base import RoundInfo
 from .types import CoordinatorState, Reply
 
 #: kernel "laplace_mh": the re-centring step's cap, in proposal sds (‖A⁻¹∇r(m)‖_A). The step is a Newton step on
-#: the remainder's linearisation at m, which stops holding a few sds away: softmax on digits (d = 650, diagonal
-#: Laplace model) asked for 3–8 sds and its two chains accepted 0.28 and 0.00 of their moves; capped at 2, 0.96
-#: (1: 0.93; 4: 0.19–0.28); breast_cancer's steps stay under the cap (0.97 either way)
+#: the remainder's linearisation at m, which stops holding a few sds away: on softmax on digits uncapped steps were
+#: rarely accepted and capped ones nearly always; breast_cancer's steps stay under the cap (docs/performance.md,
+#: "Measurements behind choices in the code")
 RECENTRE_TRUST = 2.0
 
 #: kernel "laplace_mh", recentre="auto": shards whose plain proposal is accepted less often than this during burn-in
 #: re-centre it after. A rejection weakens the over-relaxation (β_eff = aβ + 1 − a at acceptance a), while the
-#: re-centring costs a gradient a round: on breast_cancer (0.82) it gave 2.3–2.7× the ESS/s, on covtype_like's
-#: 25,000-row shards (0.986, nothing to gain) it would have cost 2.5× the round
+#: re-centring costs a gradient a round: on breast_cancer (accepted less often) it paid in ESS/s, on covtype_like's
+#: 25,000-row shards (accepted nearly always, nothing to gain) it would have made the round much longer
+#: (docs/performance.md, "Measurements behind choices in the code")
 RECENTRE_BELOW = 0.9
 
 

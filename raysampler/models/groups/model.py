@@ -502,7 +502,9 @@ class HierarchicalGLM(Model):
             if fi.q == 1:
                 Hb = (sc.M[:, 0, 0] ** 2)[:, None, None, None] * W + 1.0
             else:
-                Hb = np.swapaxes(sc.M, 1, 2)[:, None] @ W @ sc.M[:, None]  # Mᵀ W_g M: 1.5-3.5x the 3-operand einsum
+                # Mᵀ W_g M as stacked matmuls, faster than the 3-operand einsum (docs/performance.md, "Measurements
+                # behind choices in the code")
+                Hb = np.swapaxes(sc.M, 1, 2)[:, None] @ W @ sc.M[:, None]
                 Hb[..., np.arange(fi.q), np.arange(fi.q)] += 1.0
             etas.append(Hb)
         eta_h = EtaHessian(etas[0] if len(etas) == 1 else self._dense_eta_hessian(pt)[:, None])

@@ -108,11 +108,13 @@ def apply_scale_many(M: np.ndarray, P: np.ndarray) -> np.ndarray:
     """Mᵀ P_g for every chain and group: M (K, q, q), P (K, G, q, c) → (K, G, q, c)."""
     if M.shape[1] == 1:
         return M[:, 0, 0][:, None, None, None] * P
-    return np.swapaxes(M, 1, 2)[:, None] @ P  # a stacked matmul: 1.2-1.9x einsum's speed here (q = 2, measured)
+    # a stacked matmul, faster than einsum here (docs/performance.md, "Measurements behind choices in the code")
+    return np.swapaxes(M, 1, 2)[:, None] @ P
 
 
 def apply_scale(M: np.ndarray, e: np.ndarray, transpose: bool = False) -> np.ndarray:
     """M e_g (or Mᵀ e_g) for every chain and group: M (K, q, q), e (K, G, q) → (K, G, q)."""
     if M.shape[1] == 1:
         return M[:, :, 0][:, None, :] * e
-    return ((np.swapaxes(M, 1, 2) if transpose else M)[:, None] @ e[..., None])[..., 0]  # 2-3x einsum (q = 2)
+    # a stacked matmul, faster than einsum (docs/performance.md, "Measurements behind choices in the code")
+    return ((np.swapaxes(M, 1, 2) if transpose else M)[:, None] @ e[..., None])[..., 0]

@@ -36,8 +36,9 @@ class MALAState(NamedTuple):
 
 
 #: default N_i of the MALA local kernel with group effects (shard-local η_i): several steps per round, so that η_i
-#: (which only the local steps move) keeps up with θ; on the hierarchical linear test model 10 steps gave 2x the min
-#: bulk ESS/s of 1 step (and 40 steps 1x). Newton–MH takes one sweep (nearly an exact draw of each block)
+#: (which only the local steps move) keeps up with θ; on the hierarchical linear test model 10 steps gave more min
+#: bulk ESS/s than 1 or 40 (docs/performance.md, "Measurements behind choices in the code").
+#: Newton–MH takes one sweep (nearly an exact draw of each block)
 LOCAL_MALA_STEPS = 10
 
 
