@@ -147,7 +147,7 @@ class GaussianSigmaRegression(RowFamilyGLM):
 
     def _curvature_weights(self, X: np.ndarray, y: np.ndarray) -> np.ndarray:
         """e^{−2ŝ_j}, each row's ∂²ℓ/∂η² at a rough fit: ŝ from the least-squares residuals r_j by regressing
-        log r_j² on z_j (E log χ²₁ = −1.27: log r² ≈ 2s − 1.27), so the rows of small σ weigh in as they do."""
+        log r_j² on z_j (E log χ²₁ = −1.27: log r² ≈ 2·s − 1.27), so the rows of small σ weigh in as they do."""
         X = np.asarray(X, dtype=np.float64)
         Xc, Z = self._mean_X(X), self._z(X)
         n, p = Xc.shape
