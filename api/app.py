@@ -3,6 +3,7 @@ security-header middleware, error shapes."""
 
 from __future__ import annotations
 
+import mimetypes
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -29,6 +30,10 @@ from .security import SecurityHeaders
 
 #: The dashboard's static files (HTML, JS, CSS and the vendored chart library), shipped inside the package.
 UI_DIR = Path(__file__).resolve().parent / "ui"
+# The dashboard's scripts are ES modules, which a browser runs only when served with a JavaScript MIME type (and the
+# responses say nosniff); StaticFiles takes the type from `mimetypes`, whose table the platform may change (an
+# /etc/mime.types or a Windows registry entry mapping .js to text/plain), so .js is set here.
+mimetypes.add_type("text/javascript", ".js")
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

@@ -252,10 +252,15 @@ def test_the_dashboard_is_served_under_the_strict_policy(service):
 
     from raysampler.api.security import STRICT_CSP
 
-    for path in ("/ui/", "/ui/app.js", "/ui/plots.js", "/ui/app.css", "/ui/vendor/uPlot.iife.min.js"):
+    ui = pathlib.Path(__file__).resolve().parents[3] / "api" / "ui"
+    scripts = sorted(p.relative_to(ui).as_posix() for p in ui.rglob("*.js"))
+    assert {"app.js", "js/api.js", "js/plots.js", "vendor/uPlot.iife.min.js"} <= set(scripts), scripts
+    for path in ("/ui/", "/ui/app.css", *(f"/ui/{s}" for s in scripts)):
         r = httpx.get(service.url + path, timeout=HTTP_TIMEOUT_S)
         assert r.status_code == 200 and r.headers["Content-Security-Policy"] == STRICT_CSP, path
         assert r.headers["X-Content-Type-Options"] == "nosniff" and r.headers["Referrer-Policy"] == "no-referrer"
+        if path.endswith(".js"):  # a module script runs only when served as JavaScript
+            assert r.headers["Content-Type"].split(";")[0] == "text/javascript", (path, r.headers["Content-Type"])
     assert "frame-ancestors 'none'" in STRICT_CSP and "unsafe-inline" not in STRICT_CSP
 
 

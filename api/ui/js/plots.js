@@ -1,9 +1,8 @@
 // raysampler dashboard: the run page's plots, drawn with uPlot from the thinned data the API prepares (/trace,
 // /diagnostics, /summary). One chain list (always shown, any chain count) toggles and highlights chains in every
 // per-chain plot. No spreads over data arrays (Math.max(...a) throws on long arrays): plain loops.
-"use strict";
 
-const chainColour = (c, n) => `hsl(${Math.round((360 * c) / Math.max(n, 1))}, 65%, 40%)`;
+export const chainColour = (c, n) => `hsl(${Math.round((360 * c) / Math.max(n, 1))}, 65%, 40%)`;
 
 function extent(arrays) {
   let lo = Infinity, hi = -Infinity;
@@ -19,7 +18,7 @@ function extent(arrays) {
 
 // The plots of one run page: each is rebuilt when what its axes say changes (its `signature`: the parameter's name,
 // the chain count), else given new data. `shown[c]` and the highlighted chain apply to every per-chain plot.
-class RunPlots {
+export class RunPlots {
   constructor() {
     this.plots = new Map();     // key -> {plot, signature, perChain}
     this.shown = [];
@@ -359,6 +358,3 @@ class RunPlots {
     }, [w.t, ...w.tau]);
   }
 }
-
-window.RunPlots = RunPlots;
-window.chainColour = chainColour;
