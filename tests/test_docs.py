@@ -335,3 +335,24 @@ def test_code_comments_quote_no_measurements() -> None:
     assert not found, "measured figures in comments or docstrings (move them to docs/performance.md):\n" + "\n".join(
         found
     )
+
+
+def test_code_pointers_to_performance_md_name_its_sections() -> None:
+    """Every `docs/performance.md, "Section"` a comment or docstring points to names one of its headings (the start
+    of it), so that renaming a section cannot leave the code pointing nowhere."""
+    headings = [
+        re.sub(r"^#+\s*", "", line).strip()
+        for line in (ROOT / "docs" / "performance.md").read_text(encoding="utf-8").splitlines()
+        if line.startswith("#")
+    ]
+    pointers, dangling = 0, []
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            # a pointer may wrap across comment lines ("#: ..."), so join the lines first
+            text = re.sub(r"\s*\n\s*(#:?\s*)?", " ", path.read_text(encoding="utf-8"))
+            for m in re.finditer(r'docs/performance\.md, "([^"]+)"', text):
+                pointers += 1
+                if not any(h.startswith(m.group(1)) for h in headings):
+                    dangling.append(f"{path.relative_to(ROOT).as_posix()}: {m.group(1)!r}")
+    assert pointers > 0
+    assert not dangling, "pointers to sections docs/performance.md does not have:\n" + "\n".join(dangling)
