@@ -39,6 +39,22 @@ def test_the_app_folder_is_the_package_raysampler_api():
     assert (UI_DIR / "index.html").is_file() and UI_DIR.resolve() == ROOT / "api" / "ui"
 
 
+def test_package_data_ships_every_dashboard_file():
+    """Every file under api/ui (the entry module, the ES modules under js/, the vendored library) matches one of
+    pyproject's package-data patterns, so a module added in a new folder cannot be left out of the wheel unnoticed
+    (tests/deploy builds the wheel itself; this is the quick check)."""
+    from pathlib import PurePosixPath
+
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    globs = [PurePosixPath(g) for g in patterns["raysampler.api"]]
+    api = ROOT / "api"
+    files = [PurePosixPath(p.relative_to(api).as_posix()) for p in (api / "ui").rglob("*") if p.is_file()]
+    assert PurePosixPath("ui/app.js") in files and any(f.parent.name == "js" for f in files)
+    # setuptools' `*` does not cross a `/`: a pattern matches a path of as many parts.
+    missed = [str(f) for f in files if not any(len(g.parts) == len(f.parts) and f.match(str(g)) for g in globs)]
+    assert not missed, f"dashboard files no package-data pattern ships: {missed}"
+
+
 def test_nothing_imports_a_top_level_api():
     """Importing `api` would load the app a second time under another name (and needs the checkout on sys.path)."""
     found = []

@@ -81,6 +81,7 @@ def test_every_response_carries_the_strict_policy(http):
     for method, path, headers, status in [
         ("GET", "/ui/", {}, 200),
         ("GET", "/ui/app.js", {}, 200),
+        ("GET", "/ui/js/api.js", {}, 200),
         ("GET", "/ui/vendor/uPlot.min.css", {}, 200),
         ("GET", "/", {}, 307),
         ("GET", "/v1/health", {}, 200),
@@ -95,6 +96,8 @@ def test_every_response_carries_the_strict_policy(http):
         assert r.status_code == status, (path, r.status_code)
         assert_common_headers(r)
         assert r.headers["Content-Security-Policy"] == STRICT_CSP, path
+        if path.endswith(".js"):  # the dashboard's ES modules run only when served as JavaScript (and nosniff)
+            assert r.headers["content-type"].split(";")[0] == "text/javascript", (path, r.headers["content-type"])
     assert "unsafe-inline" not in STRICT_CSP and "unsafe-eval" not in STRICT_CSP
     assert "script-src" not in STRICT_CSP and "style-src" not in STRICT_CSP  # both fall back to default-src 'self'
 
