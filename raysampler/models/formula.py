@@ -756,20 +756,12 @@ class Design:
         if not self.intercept:  # an ordinal family: K from the response's levels
             fields["n_categories"] = len(dict(self.levels)[self.response[0]])
         extra: dict[str, Any] = {"group_effects": effects} if effects else {}
+        make: Callable[..., Model] = functools.partial(get_model, model.family)
         if self.sigma:  # distributional: the "sigma" prior is its coefficients' (a coefficient prior)
             from .gaussian_sigma import GaussianSigmaRegression
 
-            sigma_prior = fields.pop("sigma_prior", None)
-            extra |= {"sigma_columns": self.sigma, "sigma_coef_prior": sigma_prior}
-
-            def make(**f: Any) -> Model:
-                return GaussianSigmaRegression(**f)
-
-        else:
-
-            def make(**f: Any) -> Model:
-                return get_model(model.family, **f)
-
+            extra |= {"sigma_columns": self.sigma, "sigma_coef_prior": fields.pop("sigma_prior", None)}
+            make = GaussianSigmaRegression
         family = make(**fields, **extra)
         per_coef = coefficient_keys(model.priors, not self.intercept)
         if per_coef:  # coefficients' own priors: the "b" prior (or the family's default) with theirs in their places
