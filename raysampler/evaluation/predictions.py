@@ -67,9 +67,9 @@ def predict(
     rows = read_new_rows(model, X, "X")
     Xn = rows.X
     names = tuple(result.param_names)
-    if model.has_local_params() and not population and not allow_new_levels:
-        unseen = getattr(model, "unseen_groups", None)
-        new = unseen(Xn, names, rows.text) if unseen is not None else []
+    unseen = getattr(model, "unseen_groups", None)  # group models: local factors' and spanning factors' levels
+    if unseen is not None and not population and not allow_new_levels:
+        new = unseen(Xn, names, rows.text)
         if new:
             shown = ", ".join(f"{g}={label!r}" for g, label in new[:5]) + (" ..." if len(new) > 5 else "")
             raise ArgumentError(

@@ -37,6 +37,7 @@ __all__ = [
     "correlations",
     "defines",
     "join_local_blocks",
+    "natural_coordinate",
     "natural_values",
     "per_shard",
     "runs_own",
@@ -61,6 +62,7 @@ from .params import (
     correlation_size,
     correlations,
     join_local_blocks,
+    natural_coordinate,
     natural_values,
 )
 

@@ -4,7 +4,8 @@ and the joining of the shards' local blocks (group effects) into the run's."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,8 +14,10 @@ import numpy as np
 #: How a parameter block is reported: as sampled, exp of the sampled value (positive parameters, sampled on the
 #: log scale), the logistic function (probabilities), or "cholesky_corr": the block holds the partial correlations
 #: of a correlation matrix's Cholesky factor, unconstrained (`cholesky_factor`), and reports the correlations (the
-#: whole block maps together, not coordinate by coordinate).
-TRANSFORMS = ("identity", "exp", "sigmoid", "cholesky_corr")
+#: whole block maps together, not coordinate by coordinate), or "group_scale": a group factor's non-centred
+#: effects z (levels × effects, `dim` the factor), reported as r = diag(sd) L z per level from the blocks
+#: `sd_<dim>` (log sd, sampled) and, for correlated effects, `cor_<dim>` (L's partial correlations) of the same θ.
+TRANSFORMS = ("identity", "exp", "sigmoid", "cholesky_corr", "group_scale")
 
 
 def correlation_pairs(q: int) -> list[tuple[int, int]]:
@@ -107,6 +110,8 @@ class ParamBlock:
             object.__setattr__(self, "labels", labels)
         if self.transform not in TRANSFORMS:
             raise ValueError(f"ParamBlock {self.name!r}: transform must be one of {TRANSFORMS}, got {self.transform!r}")
+        if self.transform == "group_scale" and self.inner_labels is None:
+            raise ValueError(f"ParamBlock {self.name!r}: a group_scale block needs dim, labels and inner_labels")
 
     def coords(self) -> list[str]:
         """The labels of the block's (first) dimension (0..size−1 as strings when it has none)."""
@@ -144,13 +149,20 @@ class ParamBlock:
     @property
     def elementwise(self) -> bool:
         """Whether each coordinate's reported value depends on that coordinate alone (not for "cholesky_corr" with
-        more than one pair)."""
+        more than one pair, nor for "group_scale", which reads its factor's scale blocks)."""
+        if self.transform == "group_scale":
+            return False
         return self.transform != "cholesky_corr" or self.size == 1
 
     def natural(self, values: np.ndarray) -> np.ndarray:
         """Sampled values → reported values (exp for a log-scale block, the logistic function for a logit-scale one,
         correlations for a Cholesky factor's partial correlations: then `values` is the whole block, (..., size),
-        unless the block is `elementwise`)."""
+        unless the block is `elementwise`). A "group_scale" block needs its factor's scales: `natural_values`."""
+        if self.transform == "group_scale":
+            raise ValueError(
+                f"ParamBlock {self.name!r}: its reported values need the scale blocks of {self.dim!r} "
+                "(natural_values or natural_coordinate)"
+            )
         if self.transform == "exp":
             return np.exp(values)
         if self.transform == "sigmoid":
@@ -231,15 +243,79 @@ def _label_key(label: str) -> tuple[int, float, str]:
 
 def natural_values(blocks: Sequence[ParamBlock], theta: np.ndarray) -> np.ndarray:
     """θ values (..., d) → the same array with every block on its natural scale (σ = exp(log σ)); θ itself when
-    no block is transformed."""
+    no block is transformed. A "group_scale" block reads its factor's scale blocks from θ as sampled."""
     if all(b.transform == "identity" for b in blocks):
         return theta
-    out = np.array(theta, dtype=np.float64, copy=True)
-    start = 0
+    raw = np.asarray(theta, dtype=np.float64)
+    out = np.array(raw, copy=True)
+    starts = _starts(blocks)
     for b in blocks:
-        out[..., start : start + b.size] = b.natural(out[..., start : start + b.size])
+        start = starts[b.name]
+        if b.transform == "group_scale":
+            out[..., start : start + b.size] = _scaled_effects(blocks, starts, b, lambda j: raw[..., j])
+        else:
+            out[..., start : start + b.size] = b.natural(out[..., start : start + b.size])
+    return out
+
+
+def natural_coordinate(blocks: Sequence[ParamBlock], coordinate: int, read: Callable[[int], np.ndarray]) -> np.ndarray:
+    """θ's `coordinate` on its natural scale from `read(j)`, which gives coordinate j's sampled values (any shape,
+    the same for every j): one column of stored draws without reading the others, except the coordinates a
+    non-elementwise block's value depends on (a correlation block; a factor's scales for its effects)."""
+    starts = _starts(blocks)
+    for b in blocks:
+        start = starts[b.name]
+        if not start <= coordinate < start + b.size:
+            continue
+        k = coordinate - start
+        if b.transform == "group_scale":
+            assert b.inner_labels is not None
+            q = len(b.inner_labels)
+            level = k // q
+            sub = dataclasses.replace(b, size=q, labels=(b.coords()[level],))
+            values = _scaled_effects(blocks, starts, sub, read, first=start + level * q)
+            return values[..., k % q]
+        if b.elementwise:
+            return b.natural(read(coordinate))
+        whole = np.stack([read(start + j) for j in range(b.size)], axis=-1)
+        return b.natural(whole)[..., k]
+    return read(coordinate)
+
+
+def _starts(blocks: Sequence[ParamBlock]) -> dict[str, int]:
+    """Each block's first coordinate in θ, by name."""
+    out, start = {}, 0
+    for b in blocks:
+        out[b.name] = start
         start += b.size
     return out
+
+
+def _scaled_effects(
+    blocks: Sequence[ParamBlock],
+    starts: dict[str, int],
+    block: ParamBlock,
+    read: Callable[[int], np.ndarray],
+    first: int | None = None,
+) -> np.ndarray:
+    """A "group_scale" block's r = diag(sd) L z per level (..., size), z read from `first` (the block's start by
+    default), sd = exp of block `sd_<dim>` and L from block `cor_<dim>` (the identity without one)."""
+    assert block.inner_labels is not None and block.dim is not None
+    q = len(block.inner_labels)
+    by_name = {b.name: b for b in blocks}
+    sd_block = by_name.get(f"sd_{block.dim}")
+    if sd_block is None or sd_block.size != q:
+        raise ValueError(f"ParamBlock {block.name!r}: the layout has no block sd_{block.dim} of size {q}")
+    at = starts[block.name] if first is None else first
+    z = np.stack([read(at + j) for j in range(block.size)], axis=-1)
+    lead = z.shape[:-1]
+    z = z.reshape(lead + (block.size // q, q))
+    sd = np.exp(np.stack([read(starts[sd_block.name] + j) for j in range(q)], axis=-1))
+    cor = by_name.get(f"cor_{block.dim}")
+    if cor is not None:
+        y = np.stack([read(starts[cor.name] + j) for j in range(cor.size)], axis=-1)
+        z = (cholesky_factor(y, q)[..., None, :, :] @ z[..., None])[..., 0]
+    return (sd[..., None, :] * z).reshape(lead + (block.size,))
 
 
 def block_names(blocks: Sequence[ParamBlock]) -> list[str]:

@@ -11,7 +11,7 @@ import numpy as np
 from .drawfiles import DrawFiles
 from .errors import NotFound, StateConflict
 from .records import RunRecord
-from .results import MIN_SUMMARY_DRAWS, block_of
+from .results import MIN_SUMMARY_DRAWS, natural_column
 from .schemas import ParamDiagnostics
 
 
@@ -36,10 +36,7 @@ def param_diagnostics(
     if n < MIN_SUMMARY_DRAWS:
         raise StateConflict(f"run {rec.id} has {n} draws per chain stored; diagnostics need {MIN_SUMMARY_DRAWS}")
     step = max(1, math.ceil(n / max_draws))
-    column = files.read_column(rec.tenant, rec.id, 0, n, step, param)  # (m, chains)
-    block, _ = block_of(rec.param_blocks or (), param)
-    if block is not None:
-        column = block.natural(column)
+    column = natural_column(rec, files, 0, n, step, param)  # (m, chains)
     x = np.ascontiguousarray(np.asarray(column, dtype=np.float64).T)  # (chains, m)
     chains, m = x.shape
 

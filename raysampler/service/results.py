@@ -5,13 +5,12 @@ from __future__ import annotations
 import math
 import os
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from ..diagnostics import convergence_fraction
-from ..models.contract import ParamBlock
+from ..models.contract import ParamBlock, natural_coordinate
 from ..result import Result
 from ..wire import RunStatus
 from .drawfiles import DrawFiles
@@ -126,10 +125,7 @@ def trace(rec: RunRecord, files: DrawFiles, param: int, max_points: int, last: i
     n = rec.draws_stored
     lo = 0 if last is None else max(0, n - last)
     step = max(1, math.ceil((n - lo) / max_points))
-    column = files.read_column(rec.tenant, rec.id, lo, n, step, param) if n > lo else np.empty((0, rec.chains))
-    block, start = block_of(rec.param_blocks or (), param)
-    if block is not None:
-        column = block.natural(column)
+    column = natural_column(rec, files, lo, n, step, param) if n > lo else np.empty((0, rec.chains))
     values = [[float(v) if math.isfinite(v) else None for v in chain] for chain in column.T.tolist()]
     if not values:
         values = [[] for _ in range(rec.chains)]
@@ -144,14 +140,12 @@ def trace(rec: RunRecord, files: DrawFiles, param: int, max_points: int, last: i
     )
 
 
-def block_of(blocks: Sequence[ParamBlock], coordinate: int) -> tuple[ParamBlock | None, int]:
-    """The parameter block holding θ's `coordinate`, and the block's first coordinate."""
-    start = 0
-    for b in blocks:
-        if coordinate < start + b.size:
-            return b, start
-        start += b.size
-    return None, start
+def natural_column(rec: RunRecord, files: DrawFiles, lo: int, hi: int, step: int, param: int) -> np.ndarray:
+    """Stored draws lo:hi:step of θ's coordinate `param` on its natural scale, (m, chains): that column alone, or
+    with the columns its reported value depends on (a correlation block's, a factor's scales for its effects)."""
+    return natural_coordinate(
+        rec.param_blocks or (), param, lambda j: files.read_column(rec.tenant, rec.id, lo, hi, step, j)
+    )
 
 
 def netcdf_export(rec: RunRecord, result: Result, directory: Path) -> Path:

@@ -163,3 +163,38 @@ def test_a_model_with_group_effects_reads_a_frame_by_name_too() -> None:
     with pytest.raises(ArgumentError, match=r"no column\(s\) 'age'") as err:
         res.predict(new[["hospital", "(Intercept)"]])
     assert err.value.path == ("X", "columns")
+
+
+@pytest.fixture(scope="module")
+def spanning_fit() -> tuple[pd.DataFrame, rs.Result]:
+    """Counties at both shards (rows split in order, counties drawn at random): county's effects are global."""
+    df = homes(seed=5)
+    model = rs.models.from_formula(
+        "high ~ floor + basement + (1 | county)", family="bernoulli", priors={"b": Normal(0, 2.5)}
+    )
+    res = rs.sample(model, rs.shard(df, num_shards=2), **KW)
+    assert "r_county[Aitkin,(Intercept)]" in res.param_names[:12]  # among θ's coordinates, not a worker's
+    return df, res
+
+
+def test_a_spanning_factor_predicts_known_and_new_levels(spanning_fit) -> None:
+    """A factor whose levels span shards (its effects global, sampled as z): known counties' predictions equal the
+    hand-built design's with r = sd · z; a new county's effect is sd · z with z ~ N(0, 1) per draw (seeded), or is
+    refused naming it; re_formula="NA" leaves the effects out; many rows in several blocks give the same numbers."""
+    df, res = spanning_fit
+    new = pd.DataFrame(
+        {"floor": [0.3, -1.0, 0.3], "basement": ["yes", "no", "yes"], "county": ["Anoka", "Benton", "Nowhere"]}
+    )
+    lin = res.predict(new, "linpred", draws="all", seed=7)
+    np.testing.assert_allclose(lin[:, :2], hand_linpred(res, new.iloc[:2]), rtol=1e-12, atol=1e-12)
+    pop = hand_linpred(res, new, groups=False)
+    values = natural_values(res.param_blocks, res.draws).reshape(-1, len(res.param_names))
+    z = (lin[:, 2] - pop[:, 2]) / values[:, res.param_names.index("sd_county[(Intercept)]")]
+    assert 0.3 < z.std() < 3.0 and not np.allclose(z, 0.0)
+    np.testing.assert_array_equal(res.predict(new, "linpred", draws="all", seed=7), lin)
+    with pytest.raises(ArgumentError, match=r"never saw: county='Nowhere'"):
+        res.predict(new, allow_new_levels=False)
+    np.testing.assert_allclose(res.predict(new, "linpred", draws="all", re_formula="NA"), pop, rtol=1e-12)
+    many = df[["floor", "basement", "county"]].iloc[np.arange(3000) % len(df)].reset_index(drop=True)
+    whole = res.predict(many, "linpred", draws="all")
+    np.testing.assert_allclose(whole, hand_linpred(res, many), rtol=1e-10, atol=1e-10)

@@ -103,7 +103,7 @@ def test_text_labels_in_csv_and_parquet_files(tmp_path: Path) -> None:
     with pytest.raises(ArgumentError, match=r"group hospital=(St Mary|Royal Free|Guy's) has rows in shards 0 and 1"):
         rs.sample(local, twice, chains=2, num_rounds=5, executor="local", progress=False)
     spanning = _sample(twice)  # placement "auto": the hospitals span the sites, so their effects are global
-    assert sorted(spanning.param_names[3:]) == sorted(f"z_hospital[{n},(Intercept)]" for n in NAMES[:3])
+    assert sorted(spanning.param_names[3:]) == sorted(f"r_hospital[{n},(Intercept)]" for n in NAMES[:3])
 
 
 def test_a_text_column_is_refused_as_a_feature() -> None:

@@ -54,7 +54,7 @@ def test_crossed_factors_over_three_shards_give_the_one_shard_joint_density_exac
     wide = spanning_factors(one.factors, labels)
     assert list(wide) == ["housing"] and wide["housing"] == ("1", "2", "3", "4")
     span = model.bind(dataclasses.replace(spec, spanning=tuple(wide.items())))
-    assert span.dim == one.dim + 4 and span.param_names()[-4:] == [f"z_housing[{h},(Intercept)]" for h in range(1, 5)]
+    assert span.dim == one.dim + 4 and span.param_names()[-4:] == [f"r_housing[{h},(Intercept)]" for h in range(1, 5)]
     rng = np.random.default_rng(1)
     Xo, yo = one.shard_data(X, y, None)
     n_county = 2 * len(np.unique(X[:, 2]))
@@ -110,9 +110,11 @@ def test_a_factor_split_at_random_over_shards_matches_the_exact_posterior() -> N
         model, rs.shard(X, y, num_shards=3, columns=cols), num_rounds=ROUNDS, chains=16, seed=1, executor="local",
         progress=False,
     )  # fmt: skip
-    assert res.param_names[2:4] == ["sd_g[(Intercept)]", "z_g[0,(Intercept)]"] and res.draws.shape[2] == 15
+    assert res.param_names[2:4] == ["sd_g[(Intercept)]", "r_g[0,(Intercept)]"] and res.draws.shape[2] == 15
     D = res.draws.copy()
     D[..., 3:] = np.exp(D[..., 2:3]) * D[..., 3:]  # r = sd · z
+    reported = res.posterior()["r_g"].reshape(D.shape[0], D.shape[1], -1)
+    np.testing.assert_allclose(reported, D[..., 3:], rtol=1e-12)  # reported as r, sampled as z
     for j in range(D.shape[2]):
         e = ess(D[..., j])
         assert e > 50, f"{res.param_names[j]}: ESS {e:.0f}"
@@ -125,7 +127,7 @@ def test_a_factor_split_at_random_over_shards_matches_the_exact_posterior() -> N
 @pytest.mark.filterwarnings("ignore::raysampler.diagnostics.RunWarning")  # a short run: names and finiteness
 def test_a_formula_with_crossed_local_and_spanning_factors_runs() -> None:
     """`(1 | county) + (1 | housing)` over sites that each hold whole counties: county stays local (r_county, from
-    the workers), housing becomes global (z_housing, in θ); the run is finite."""
+    the workers), housing becomes global (r_housing, sampled as z in θ); the run is finite."""
     X, y, cols = crossed(120)
     df = pd.DataFrame(X[:, 1:], columns=list(cols[1:])).assign(y=y)
     df["county"] = [f"c{int(v)}" for v in df.county]
@@ -134,6 +136,43 @@ def test_a_formula_with_crossed_local_and_spanning_factors_runs() -> None:
     res = rs.sample(model, shards, chains=2, num_rounds=20, seed=0, executor="local", progress=False)
     names = res.param_names
     assert names[:5] == ["beta[(Intercept)]", "beta[x]", "sigma", "sd_county[(Intercept)]", "sd_housing[(Intercept)]"]
-    assert names[5:9] == [f"z_housing[{h},(Intercept)]" for h in range(1, 5)]
+    assert names[5:9] == [f"r_housing[{h},(Intercept)]" for h in range(1, 5)]
     assert sorted(names[9:]) == sorted(f"r_county[c{c},(Intercept)]" for c in range(9))
     assert np.all(np.isfinite(res.draws))
+    effects = res.ranef()  # brms' ranef: both factors, the spanning one as r = sd · z
+    assert set(effects) == {"county", "housing"} and len(effects["housing"]) == 4
+    sd = np.exp(res.draws[..., 4])
+    by_hand = (sd[..., None] * res.draws[..., 5:9]).mean(axis=(0, 1))
+    np.testing.assert_allclose(effects["housing"]["Estimate"].to_numpy(), by_hand, rtol=1e-10)
+
+
+def test_a_spanning_factor_is_reported_as_scale_times_z_for_correlated_effects() -> None:
+    """The "group_scale" block: r_g = diag(sd) L z_g per level, sd and L from the factor's blocks, the same M the
+    model's potential uses (`scale_at`); one coordinate read alone (`natural_coordinate`, the trace and plot
+    paths) equals the whole layout's (`natural_values`), for every coordinate, the correlations' too."""
+    from raysampler.models.contract import ParamBlock, natural_coordinate, natural_values
+    from raysampler.models.groups.scales import apply_scale, scale_at
+
+    ge = rs.GroupEffects("g", slopes=("a", "b"), correlated=True)  # q = 3, three correlations
+    q, G = 3, 4
+    effects = ("(Intercept)", "a", "b")
+    pairs = ("(Intercept),a", "(Intercept),b", "a,b")
+    levels = tuple(f"L{k}" for k in range(G))
+    blocks = (
+        ParamBlock("beta", 2, "coef", ("(Intercept)", "x")),
+        ParamBlock("sd_g", q, "g_effect", effects, "exp"),
+        ParamBlock("cor_g", 3, "g_cor", pairs, "cholesky_corr"),
+        ParamBlock("r_g", G * q, "g", levels, "group_scale", "g_effect", effects),
+    )
+    theta = np.random.default_rng(3).normal(size=(2, 5, 2 + q + 3 + G * q))
+    out = natural_values(blocks, theta)
+    flat = theta.reshape(-1, theta.shape[-1])
+    M = scale_at(ge, flat[:, 2 : 2 + ge.n_scale], 0).M
+    r = apply_scale(M, flat[:, 8:].reshape(-1, G, q)).reshape(theta.shape[:2] + (G * q,))
+    np.testing.assert_allclose(out[..., 8:], r, rtol=1e-12, atol=1e-14)
+    np.testing.assert_array_equal(out[..., :2], theta[..., :2])
+    for j in range(theta.shape[-1]):
+        alone = natural_coordinate(blocks, j, lambda k: theta[..., k])
+        np.testing.assert_allclose(alone, out[..., j], rtol=1e-12, atol=1e-14, err_msg=f"coordinate {j}")
+    with pytest.raises(ValueError, match="scale blocks"):
+        blocks[3].natural(theta[..., 8:])

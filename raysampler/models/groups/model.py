@@ -97,6 +97,8 @@ class HierarchicalGLM(Model):
     spanning: tuple[tuple[str, ...] | None, ...] = ()
     source: Any = field(default=None, repr=False, compare=False)  # the model bound to X as loaded (for shard_data)
     _cache: IndexCache = field(default_factory=IndexCache, init=False, repr=False, compare=False)
+    #: the indices of the evaluation layout (`evaluation_x`), apart: they differ only with a spanning factor
+    _eval_cache: IndexCache = field(default_factory=IndexCache, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "name", str(self.family.name))
@@ -180,11 +182,11 @@ class HierarchicalGLM(Model):
                 pairs = tuple(f"{g.effects[a]},{g.effects[b]}" for a, b in correlation_pairs(len(g.effects)))
                 blocks.append(ParamBlock(f"cor_{g.group}", g.n_cor, f"{g.group}_cor", pairs, "cholesky_corr"))
         for f, (g, levels) in enumerate(zip(self.factors, self.global_levels)):
-            if levels is not None:  # a spanning factor's non-centred effects: r = diag(sd) L z per level
+            if levels is not None:  # a spanning factor's effects: sampled as z, reported as r = diag(sd) L z
                 numeric = not self._labels.get(f)
                 blocks.append(
                     ParamBlock(
-                        f"z_{g.group}", len(levels) * len(g.effects), g.group, levels, "identity",
+                        f"r_{g.group}", len(levels) * len(g.effects), g.group, levels, "group_scale",
                         f"{g.group}_effect", g.effects, numeric,
                     )
                 )  # fmt: skip
@@ -269,7 +271,18 @@ class HierarchicalGLM(Model):
 
     def _index(self, X: np.ndarray) -> ShardIndex:
         """The shard's `ShardIndex`, built on first use for this X (cached while X lives)."""
-        hit = self._cache.find(X)
+        return self._cached_index(X, self._cache, evaluation=False)
+
+    def _eval_index(self, X: np.ndarray) -> ShardIndex:
+        """The index of `evaluation_x`'s layout x = (θ, r_local, η_spanning): the potential's, except that each
+        spanning factor reads the η of X's own groups (its `META` code, new levels included) from after the local
+        effects instead of θ's η by level over all shards."""
+        if not self.has_spanning:
+            return self._index(X)
+        return self._cached_index(X, self._eval_cache, evaluation=True)
+
+    def _cached_index(self, X: np.ndarray, cache: IndexCache, evaluation: bool) -> ShardIndex:
+        hit = cache.find(X)
         if hit is not None:
             return hit
         nf, w = self._widths
@@ -277,6 +290,7 @@ class HierarchicalGLM(Model):
         fam = self.family
         Xc = np.ascontiguousarray(fam._coef_X(Xf))
         factors, start, col = [], 0, nf
+        span_at = self.dim + self.local_dim(X, np.empty(0))
         for f, (ge, G) in enumerate(zip(self.factors, self._counts(X))):
             q = len(ge.effects)
             at = self.global_starts[f]
@@ -284,14 +298,23 @@ class HierarchicalGLM(Model):
                 code = X[:, w + META * f].astype(np.intp)
                 factors.append(factor_index(code, X[:, col : col + q], G, start, Xc, self.dim + start))
                 start += G * q
+            elif evaluation:
+                code = X[:, w + META * f].astype(np.intp)
+                G_x = self._dense_count(X, f)
+                factors.append(factor_index(code, X[:, col : col + q], G_x, -1, Xc, span_at, local=False))
+                span_at += G_x * q
             else:
                 code = self._global_code(X, f)
                 factors.append(factor_index(code, X[:, col : col + q], G, -1, Xc, at, local=False))
             col += q
         offset = Xf[:, fam._xcol].copy() if fam._xcol is not None and fam._extra == "offset" else None
         index = ShardIndex(Xf, Xc, offset, tuple(factors))
-        self._cache.keep(X, index)
+        cache.keep(X, index)
         return index
+
+    def _dense_count(self, X: np.ndarray, f: int) -> int:
+        """Factor f's groups among the rows X (its `META` count: X's own, whatever the factor's placement)."""
+        return int(X[0, self._widths[1] + META * f + 2]) if X.shape[0] else 0
 
     def local_dim(self, X: np.ndarray, y: np.ndarray) -> int:
         """l_i = Σ_f G_f q_f over the local factors: the number of local parameters (η) of this shard."""
@@ -662,7 +685,9 @@ class HierarchicalGLM(Model):
         """(θ, r) (S, d + l) for the groups of these rows from a run's draws (θ as sampled, the effects r as
         reported): each group's r from the draws by its brms name
         `r_<group>[label,effect]`; a group the run never saw gets r = M z, z ~ N(0, I) per draw from a stream
-        seeded by (seed, factor, label): a new group drawn from the population. Codes absent from X get 0."""
+        seeded by (seed, factor, label): a new group drawn from the population. Codes absent from X get 0. With a
+        spanning factor, the η of X's groups follow (`_spanning_eval`); zeroing x past `dim` leaves the population-
+        level predictor either way."""
         if not names:
             raise ValueError("evaluation_x needs the draws' parameter names (the group effects are picked by name)")
         d = self.dim
@@ -694,7 +719,35 @@ class HierarchicalGLM(Model):
                 z = np.random.default_rng([seed, f, key]).standard_normal((S, q))
                 out[:, at : at + q] = np.einsum("kab,kb->ka", M, z)
             start += G * q
-        return out
+        return self._spanning_eval(X, draws, seed, out)
+
+    def _spanning_eval(self, X: np.ndarray, draws: np.ndarray, seed: int, x: np.ndarray) -> np.ndarray:
+        """x (S, d + l) with, per spanning factor, the η of X's own groups appended (`_eval_index`'s layout): a
+        level the set-up saw has its η from θ, a new one z ~ N(0, I) per draw from the stream `evaluation_x` uses
+        for a local factor's new group (so r = M z: a new group drawn from the population)."""
+        if not self.has_spanning:
+            return x
+        w = self._widths[1]
+        S = draws.shape[0]
+        parts = [x]
+        for f, (ge, levels, at) in enumerate(zip(self.factors, self.global_levels, self.global_starts)):
+            if levels is None or at is None:
+                continue
+            q = len(ge.effects)
+            where = {name: i for i, name in enumerate(levels)}
+            G_x = self._dense_count(X, f)
+            eta = np.zeros((S, G_x * q))
+            code, lab = X[:, w + META * f].astype(np.intp), X[:, w + META * f + 1]
+            present, first = np.unique(code, return_index=True)
+            for g, row in zip(present.tolist(), first.tolist()):
+                known = where.get(self.label(f, float(lab[row])))
+                if known is not None:
+                    eta[:, g * q : (g + 1) * q] = draws[:, at + known * q : at + (known + 1) * q]
+                else:
+                    key = int(np.float64(lab[row]).view(np.uint64))
+                    eta[:, g * q : (g + 1) * q] = np.random.default_rng([seed, f, key]).standard_normal((S, q))
+            parts.append(eta)
+        return np.concatenate(parts, axis=1)
 
     def unseen_groups(
         self, X: np.ndarray, names: Sequence[str], text: Mapping[float, str] | None = None
@@ -715,7 +768,7 @@ class HierarchicalGLM(Model):
 
     def _linear(self, X: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(the rows' linear predictors (n, S), ψ (S, m)) at x = (θ, r) (`evaluation_x`)."""
-        index = self._index(X)
+        index = self._eval_index(X)
         p = self.family.n_coef
         x = np.asarray(x, dtype=np.float64)
         lin = index.linear(x[:, :p])
@@ -729,7 +782,7 @@ class HierarchicalGLM(Model):
     def log_likelihood(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         """log p(y_j | β, ψ, r) per row and draw, x = (θ, r) (`evaluation_x`)."""
         lin, psi = self._linear(X, x)
-        return self.family.eta_log_likelihood(self._index(X).Xf, y, lin, psi)
+        return self.family.eta_log_likelihood(self._eval_index(X).Xf, y, lin, psi)
 
     def linear_predictor(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
         """x_jᵀβ (+ offset) + the groups' parts z_jᵀ r per row and draw, x = (θ, r) (`evaluation_x`): (n, K)."""
@@ -737,11 +790,11 @@ class HierarchicalGLM(Model):
 
     def predict_mean(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
         lin, psi = self._linear(X, x)
-        return self.family.eta_mean(self._index(X).Xf, lin, psi)
+        return self.family.eta_mean(self._eval_index(X).Xf, lin, psi)
 
     def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
         lin, psi = self._linear(X, x)
-        return self.family.eta_draw(self._index(X).Xf, lin, psi, u)
+        return self.family.eta_draw(self._eval_index(X).Xf, lin, psi, u)
 
     def smoothness(self, X: np.ndarray, y: np.ndarray) -> float:
         """Not a global bound (the non-centred potential's curvature grows like sd²): the family's bound on its own
