@@ -198,6 +198,33 @@ def test_correlated_group_effects_over_rest(app_client):
     assert -1.0 < rows["cor_hospital[(Intercept),age]"]["mean"] < 1.0
 
 
+def test_a_global_factor_over_rest_reports_its_effects_alike_in_summary_stream_and_trace(app_client):
+    """`placement: "global"` over REST (correlated intercept and slope by hospital): the effects are θ's coordinates,
+    sampled as z and reported as r = diag(sd) L z; the summary, the draw stream and each coordinate's trace (read
+    alone, with the scales it needs) agree, the correlation's too."""
+    c, h = app_client, hdr(ALICE)
+    model = {
+        "family": "logistic_regression",
+        "prior_scale": 2.5,
+        "group_effects": [{"group": "hospital", "slopes": ["age"], "correlated": True, "placement": "global"}],
+    }
+    body = _body(model, {"dataset": "builtin:hospitals", "options": {"n_groups": 6}}, num_rounds=40)
+    r = c.post("/v1/runs", json=body, headers=h)
+    assert r.status_code == 202, r.text
+    info = final(c, r.json()["id"])
+    assert info["status"] == "SUCCEEDED", (info.get("error"), info.get("failure"))
+    names = info["param_names"]
+    assert names[3:6] == ["sd_hospital[(Intercept)]", "sd_hospital[age]", "cor_hospital[(Intercept),age]"]
+    assert names[6:] == [f"r_hospital[{g},{e}]" for g in range(1, 7) for e in ("(Intercept)", "age")]
+    lines = [json.loads(x) for x in c.get(f"/v1/runs/{info['id']}/draws", headers=h).text.splitlines()[1:]]
+    stream = np.array([[line["values"] for line in lines if line["chain"] == k] for k in range(2)])  # (2, 40, d)
+    for j in (3, 5, 6, 9, len(names) - 1):
+        t = c.get(f"/v1/runs/{info['id']}/trace", params={"param": j}, headers=h).json()
+        np.testing.assert_allclose(np.array(t["values"]), stream[..., j], rtol=1e-12, err_msg=names[j])
+    rows = {row["param"]: row for row in c.get(f"/v1/runs/{info['id']}/summary", headers=h).json()["rows"]}
+    np.testing.assert_allclose(rows[names[9]]["mean"], stream[..., 9].mean(), rtol=1e-9)
+
+
 def test_text_group_labels_from_an_upload_name_the_effects(app_client):
     """An uploaded CSV whose hospital column holds names: the run is split by hospital, its effects are named by the
     text (`r_hospital[St Mary,(Intercept)]`, ArviZ coordinates too), and a prediction row may name a hospital."""
@@ -238,6 +265,10 @@ def test_text_group_labels_from_an_upload_name_the_effects(app_client):
             "model.group_effects",
         ),
         ({"model": {"family": "logistic_regression", "group_effects": []}}, "model.group_effects"),
+        (
+            {"model": {"family": "logistic_regression", "group_effects": [{"group": "hospital", "placement": "x"}]}},
+            "model.group_effects",
+        ),
         (
             {"model": {"family": "logistic_regression", "group_effects": [{"group": "hospital", "correlated": True}]}},
             "model.group_effects",

@@ -43,12 +43,19 @@ class GroupEffectsSpec(BaseModel):
         default=False, description="correlated effects (brms' default for (1 + x | g)): needs two effects or more"
     )
     cor_prior: CorPriorSpec | None = Field(default=None, description="with correlated: the correlations' prior")
+    placement: Literal["auto", "local", "global"] = Field(
+        default="auto",
+        description='where the effects live: "auto" (global when a level occurs at several shards, else local at '
+        'the workers), "global" (parameters beside β) or "local" (a group found at two shards is refused)',
+    )
 
     def to_engine(self) -> GroupEffects:
         """The engine's `rs.GroupEffects` (its own checks name model.group_effects)."""
         sd_prior = self.sd_prior.to_prior() if self.sd_prior is not None else priors.HalfNormal(1.0)
         cor_prior = self.cor_prior.to_prior() if self.cor_prior is not None else priors.LKJ(1.0)
-        return GroupEffects(self.group, self.intercept, tuple(self.slopes), sd_prior, self.correlated, cor_prior)
+        return GroupEffects(
+            self.group, self.intercept, tuple(self.slopes), sd_prior, self.correlated, cor_prior, self.placement
+        )
 
 
 class ModelSpec(BaseModel):
