@@ -6,13 +6,15 @@ import { enums } from "./openapi.js";
 import { mount, page } from "./page.js";
 
 // "k=v, k2=v2" -> {k: v, k2: v2}; the API checks the keys and says which is wrong.
-function parseTags(text) {
-  const tags = {};
+// "key=value, key2=value2" → {key: "value", key2: "value2"} (a part without "=" maps to ""): tags, and the
+// formula's priors of single coefficients
+function parsePairs(text) {
+  const pairs = {};
   for (const part of text.split(",").map((s) => s.trim()).filter((s) => s)) {
     const i = part.indexOf("=");
-    if (i < 0) tags[part] = ""; else tags[part.slice(0, i).trim()] = part.slice(i + 1).trim();
+    if (i < 0) pairs[part] = ""; else pairs[part.slice(0, i).trim()] = part.slice(i + 1).trim();
   }
-  return tags;
+  return pairs;
 }
 
 export async function showSubmit() {
@@ -48,7 +50,18 @@ export async function showSubmit() {
     const model = { formula: $("#f-formula").value.trim(), family: $("#f-formula-family").value };
     if (num("#f-b-scale") !== null) model.coef_prior = { normal: { scale: num("#f-b-scale") } };
     if (num("#f-sd-scale") !== null) model.sd_prior = { half_normal: { scale: num("#f-sd-scale") } };
-    if (num("#f-sigma-scale") !== null && sigmaFamilies.includes(model.family)) {
+    // a coefficient's own normal prior: its sd as typed (a number, else the text, which the API refuses naming
+    // the coefficient)
+    const ownCoefs = Object.entries(parsePairs($("#f-coef-priors").value));
+    if (ownCoefs.length) {
+      model.coef_priors = Object.fromEntries(ownCoefs.map(([name, v]) => {
+        const scale = v !== "" && Number.isFinite(Number(v)) ? Number(v) : v;
+        return [name, { normal: { scale } }];
+      }));
+    }
+    const sigmaFormula = $("#f-sigma-formula").value.trim();
+    if (sigmaFormula) model.sigma_formula = sigmaFormula;  // sent for any family: the API says which take one
+    else if (num("#f-sigma-scale") !== null && sigmaFamilies.includes(model.family)) {
       model.sigma_prior = { half_normal: { scale: num("#f-sigma-scale") } };
     }
     const own = ownPriors[model.family];
@@ -69,7 +82,7 @@ export async function showSubmit() {
       seed: num("#f-seed"),
     };
     if ($("#f-name").value.trim()) spec.name = $("#f-name").value.trim();
-    const tags = parseTags($("#f-tags").value);
+    const tags = parsePairs($("#f-tags").value);
     if (Object.keys(tags).length) spec.tags = tags;
     if (!formula) {
       if ($("#f-prior-scale").value !== "") spec.model.prior_scale = num("#f-prior-scale");

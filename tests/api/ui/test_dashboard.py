@@ -817,6 +817,62 @@ def test_the_formula_form_offers_each_family_its_own_priors(browser, service):
     assert browser.execute_script(A11Y_JS) == []
 
 
+def test_the_formula_form_sends_single_coefficient_priors_and_a_sigma_formula(browser, service):
+    """Priors of single coefficients (name = sd of a normal) go to model.coef_priors, a sigma formula to
+    model.sigma_formula in place of sigma's prior; a bad sd is the API's 422 shown at the priors' field, naming the
+    coefficient; the corrected run reports its distributional coefficients b_sigma[...]."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    sign_in(browser, service.url, ALICE)
+    wait_for(lambda: browser.find_element(By.ID, "runs-body"), what="the runs page")
+    browser.get(f"{service.url}/ui/#/submit")
+    wait_for(lambda: len(Select(browser.find_element(By.ID, "f-formula-family")).options) > 1, what="the families")
+    Select(browser.find_element(By.ID, "f-dataset")).select_by_value("builtin:hospitals")
+    browser.find_element(By.CSS_SELECTOR, "input[name=model-kind][value=formula]").click()
+    Select(browser.find_element(By.ID, "f-formula-family")).select_by_value("gaussian")
+    formula = browser.find_element(By.ID, "f-formula")
+    formula.clear()
+    formula.send_keys("y ~ age + severity")
+    for field, value in (("f-coef-priors", "age = 1, severity = wide"), ("f-sigma-formula", "~ age"),
+                         ("f-sigma-scale", "2"), ("f-chains", "2"), ("f-burn", "10")):  # fmt: skip
+        box = browser.find_element(By.ID, field)
+        box.clear()
+        box.send_keys(value)
+    browser.find_element(By.ID, "f-auto").click()
+    rounds = browser.find_element(By.ID, "f-rounds")
+    rounds.clear()
+    rounds.send_keys("30")
+    model = json.loads(browser.find_element(By.ID, "spec-json").get_attribute("value"))["model"]
+    assert model == {
+        "formula": "y ~ age + severity",
+        "family": "gaussian",
+        "coef_prior": {"normal": {"scale": 2.5}},
+        "coef_priors": {"age": {"normal": {"scale": 1}}, "severity": {"normal": {"scale": "wide"}}},
+        "sigma_formula": "~ age",
+    }, model
+    assert browser.execute_script(A11Y_JS) == []
+    browser.find_element(By.ID, "submit").click()
+    note = wait_for(
+        lambda: browser.find_element(By.CSS_SELECTOR, '.field[data-loc="model.coef_priors"] .field-error'),
+        what="the error at the coefficients' priors",
+    )
+    assert "model.coef_priors.severity" in note.text, note.text
+    assert "#/submit" in browser.current_url  # nothing was submitted
+    box = browser.find_element(By.ID, "f-coef-priors")
+    box.clear()
+    box.send_keys("age = 1, severity = 3")
+    browser.find_element(By.ID, "submit").click()
+    run_id = wait_for(
+        lambda: browser.execute_script("const m = location.hash.match(/^#\\/run\\/(.+)$/); return m && m[1]"),
+        what="the run page",
+    )
+    wait_for(lambda: browser.find_element(By.ID, "run-status").text == "SUCCEEDED", 300, f"run {run_id} to finish")
+    info = api_get(service, ALICE, f"/v1/runs/{run_id}")
+    assert {"b_sigma[(Intercept)]", "b_sigma[age]"} <= set(info["param_names"]), info["param_names"]
+    assert info["spec"]["model"]["coef_priors"]["severity"]["normal"]["scale"] == 3.0
+
+
 def test_checks_loo_held_out_metrics_reliability_curve_and_loo_comparison(browser, service):
     """The run page computes PSIS-LOO (its flat-row band, and moment matching when ticked) and held-out metrics (on
     the shards) and draws a classifier's reliability curve; the compare view ranks runs by PSIS-LOO with the paired
