@@ -6,7 +6,8 @@ Each likelihood is NumPyro's own distribution, not raysampler's potentials: Stud
 `Exponential(1/μ)`, `ZeroInflatedPoisson(zi, λ)` with λ = exp(η + log exposure), `ZeroInflatedNegativeBinomial2(μ, φ,
 gate=zi)`; a right-censored row adds log S(y) = log(1 − F(y)) from the distribution's own `cdf`. The priors are the
 families' defaults: β ~ N(0, 10²), σ ~ HalfNormal(10), ν ~ Gamma(2, 0.1), a shape or precision ~ Gamma(0.01, 0.01),
-zi ~ Beta(1, 1), the negative binomial's φ ~ HalfCauchy(10); the distributional Gaussian (σ's own regression,
+zi ~ Beta(1, 1), the negative binomial's φ ~ HalfCauchy(10); the cumulative probit's likelihood is written from
+jax's `log_ndtr` (NumPyro has no ordered probit); the distributional Gaussian (σ's own regression,
 log σ_j = z_jᵀγ) has γ ~ N(0, 2.5²). Stored per
 reported parameter (brms names, natural scale): mean, sd, quantiles, Monte-Carlo standard error of the mean, bulk ESS
 and R-hat (arviz-stats), plus a thinned subset of the draws. The run stops with an error if min ESS < 4000 or max
@@ -35,7 +36,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpyro  # noqa: E402
 import numpyro.distributions as dist  # noqa: E402
-from jax.scipy.special import gammaln  # noqa: E402
+from jax.scipy.special import gammaln, log_ndtr  # noqa: E402
 from make_group_references import write_csv  # noqa: E402  (scripts/ is on sys.path: the script's own folder)
 from make_model_references import save_reference  # noqa: E402
 from numpyro.infer import MCMC, NUTS  # noqa: E402
@@ -84,6 +85,9 @@ def make_data(name: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
     if name == "family_cumulative":  # four ordered categories of a logistic latent variable; no intercept column
         z = X[:, 1:] @ np.array([0.9, -0.6]) + rng.logistic(size=n)
         return X[:, 1:], 1.0 + np.digitize(z, [-1.0, 0.3, 1.2]), COEF[1:]
+    if name == "family_cumulative_probit":  # four ordered categories of a normal latent variable; no intercept
+        z = X[:, 1:] @ np.array([0.8, -0.5]) + rng.standard_normal(n)
+        return X[:, 1:], 1.0 + np.digitize(z, [-0.8, 0.2, 1.0]), COEF[1:]
     if name == "family_sigma":  # distributional: log σ = -0.5 + 0.6 x2, the sigma design (1, x2) as columns of X
         y = X @ np.array([1.0, 0.8, -0.5]) + np.exp(-0.5 + 0.6 * X[:, 2]) * rng.standard_normal(n)
         return np.column_stack([X, X[:, [0, 2]]]), y, COEF + ["sigma_(Intercept)", "sigma_x2"]
@@ -107,6 +111,7 @@ def numpyro_model(name: str, X: np.ndarray, columns: tuple[str, ...]):
         "zip": ["zi"],
         "zinb": ["phi", "zi"],
         "cumulative": ["Intercept", "delta[2]", "delta[3]"],
+        "cumulative_probit": ["Intercept", "delta[2]", "delta[3]"],
         "sigma": ["b_sigma[(Intercept)]", "b_sigma[x2]"],
     }[family]
 
@@ -148,6 +153,15 @@ def numpyro_model(name: str, X: np.ndarray, columns: tuple[str, ...]):
             gaps = numpyro.sample("delta", dist.HalfNormal(5.0).expand([2]))
             cutpoints = first + jnp.concatenate([jnp.zeros(1), jnp.cumsum(gaps)])
             numpyro.sample("y", dist.OrderedLogistic(eta, cutpoints), obs=(y - 1).astype(jnp.int32))
+        elif family == "cumulative_probit":  # P(y = k) = Φ(τ_k − η) − Φ(τ_{k−1} − η), from log Φ (no NumPyro family)
+            first = numpyro.sample("Intercept", dist.StudentT(3.0, 0.0, 2.5))
+            gaps = numpyro.sample("delta", dist.HalfNormal(5.0).expand([2]))
+            tau = first + jnp.concatenate([jnp.zeros(1), jnp.cumsum(gaps)])
+            # ±1e3 for the open ends: Φ is 0 or 1 there to float64, and jax's gradients stay finite (not at ±inf)
+            full = jnp.concatenate([jnp.array([-1e3]), tau, jnp.array([1e3])])
+            k = jnp.asarray(y).astype(jnp.int32)
+            log_hi, log_lo = log_ndtr(full[k] - eta), log_ndtr(full[k - 1] - eta)
+            numpyro.factor("y", jnp.sum(log_hi + jnp.log1p(-jnp.exp(log_lo - log_hi))))
         else:
             phi = numpyro.sample("phi", dist.HalfCauchy(10.0))
             zi = numpyro.sample("zi", dist.Beta(1.0, 1.0))

@@ -20,7 +20,7 @@ from .beta import BetaRegression
 from .binomial import BinomialRegression
 from .common import RowValues
 from .contract import DataSpec, ForeignModel, Model, ParamBlock, as_model
-from .cumulative import CumulativeRegression
+from .cumulative import CumulativeProbitRegression, CumulativeRegression
 from .formula import FormulaModel, from_formula
 from .gamma import GammaRegression
 from .gaussian import Gaussian, gaussian_posterior
@@ -98,6 +98,7 @@ __all__ = [
     "REGISTRY_ERRORS",
     "BetaRegression",
     "BinomialRegression",
+    "CumulativeProbitRegression",
     "CumulativeRegression",
     "DataSpec",
     "ExponentialRegression",

@@ -1,5 +1,6 @@
-"""Bayesian ordinal regression, cumulative logit (brms' `cumulative("logit")`): y_j ∈ {1, …, K} with
-P(y_j ≤ k) = logistic(τ_k − η_j), ordered thresholds τ_1 < … < τ_{K−1}, η_j = x_jᵀβ (+ group effects) with no
+"""Bayesian ordinal regression, cumulative logit (brms' `cumulative("logit")`) and cumulative probit
+(`cumulative("probit")`): y_j ∈ {1, …, K} with P(y_j ≤ k) = F(τ_k − η_j), F the logistic function or the standard
+normal's distribution function Φ, ordered thresholds τ_1 < … < τ_{K−1}, η_j = x_jᵀβ (+ group effects) with no
 intercept (the thresholds hold it). The thresholds are sampled as the first one and the log gaps between them,
 θ = (β, τ_1, log δ_2, …, log δ_{K−1}), δ_k = τ_k − τ_{k−1} > 0, and reported as τ_1 and the gaps δ_k."""
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.special import expit
+from scipy.special import expit, ndtr
 
 from ..errors import ArgumentError
 from ..priors import CoefPrior, HalfNormal, PositivePrior, StudentT
@@ -17,7 +18,7 @@ from .common import RowTerms, _check_positive, _check_Xy
 from .contract import DataSpec, Model, ParamBlock
 from .rowfamily import RowFamilyGLM
 
-__all__ = ["CumulativeRegression"]
+__all__ = ["CumulativeProbitRegression", "CumulativeRegression"]
 
 
 def _logistic_density(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -25,6 +26,31 @@ def _logistic_density(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     F = expit(x)
     f = F * (1.0 - F)
     return f, f * (1.0 - 2.0 * F)
+
+
+def _probit_parts(
+    b: np.ndarray, a: np.ndarray, order: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """With p = Φ(b) − Φ(a) (a < b, ±inf at the end categories): −log p, −φ(b)/p, φ(a)/p, φ′(b)/p and φ′(a)/p,
+    from logarithms (log Φ by `log_ndtr`), so that rows deep in a tail, where Φ(b) underflows, keep finite terms
+    (φ(b)/Φ(b) → −b there). Below the median p = Φ(b)(1 − Φ(a)/Φ(b)); above it, by symmetry, with −a and −b."""
+    from scipy.special import log_ndtr
+
+    upper = a > 0
+    hi, lo = np.where(upper, -a, b), np.where(upper, -b, a)  # p = Φ(hi) − Φ(lo), hi ≤ 0 side kept exact
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_hi, log_lo = log_ndtr(hi), log_ndtr(lo)
+        log_p = log_hi + np.log1p(-np.exp(log_lo - log_hi))
+    loss = -log_p
+    if order == 0:
+        return loss, loss, loss, loss, loss
+    half_log_2pi = 0.5 * np.log(2.0 * np.pi)
+    with np.errstate(invalid="ignore", over="ignore"):
+        rb = np.where(np.isfinite(b), np.exp(-0.5 * b * b - half_log_2pi - log_p), 0.0)  # φ(b)/p
+        ra = np.where(np.isfinite(a), np.exp(-0.5 * a * a - half_log_2pi - log_p), 0.0)  # φ(a)/p
+        fpb = np.where(np.isfinite(b), -b * rb, 0.0)
+        fpa = np.where(np.isfinite(a), -a * ra, 0.0)
+    return loss, -rb, ra, fpb, fpa
 
 
 @dataclass(frozen=True)
@@ -42,6 +68,8 @@ class CumulativeRegression(RowFamilyGLM):
 
     name = "cumulative_regression"
     target_kind = "count"
+    #: F: "logit" (the logistic function) or "probit" (Φ)
+    link = "logit"
 
     n_categories: int | None = field(
         default=None,
@@ -135,14 +163,20 @@ class CumulativeRegression(RowFamilyGLM):
         full = np.concatenate([np.full((K, 1), -np.inf), tau, np.full((K, 1), np.inf)], axis=1)
         yi = y.astype(np.intp)
         b, a = full[:, yi].T - eta, full[:, yi - 1].T - eta
-        p = np.where(a > 0, expit(-a) - expit(-b), expit(b) - expit(a))  # no cancellation above the median
-        with np.errstate(divide="ignore"):
-            loss = -np.log(p)
-        if order == 0:
-            return RowTerms(loss)
-        fb, fpb = _logistic_density(b)
-        fa, fpa = _logistic_density(a)
-        lb, la = -fb / p, fa / p
+        if self.link == "probit":
+            loss, lb, la, fpb, fpa = _probit_parts(b, a, order)
+            if order == 0:
+                return RowTerms(loss)
+        else:
+            p = np.where(a > 0, expit(-a) - expit(-b), expit(b) - expit(a))  # no cancellation above the median
+            with np.errstate(divide="ignore"):
+                loss = -np.log(p)
+            if order == 0:
+                return RowTerms(loss)
+            fb, fpb = _logistic_density(b)
+            fa, fpa = _logistic_density(a)
+            lb, la = -fb / p, fa / p
+            fpb, fpa = fpb / p, fpa / p
         d1 = -(lb + la)
         steps = np.concatenate([np.ones((K, 1)), np.exp(psi[:, 1:])], axis=1)  # ∂τ_k/∂ψ_i for i ≤ k: (K, m)
         idx = np.arange(m)
@@ -152,8 +186,8 @@ class CumulativeRegression(RowFamilyGLM):
         g_psi = own.sum(axis=0)
         if order == 1:
             return RowTerms(loss, d1, g_psi)
-        lbb = -fpb / p + lb * lb
-        laa = fpa / p + la * la
+        lbb = -fpb + lb * lb
+        laa = fpa + la * la
         lab = lb * la
         d2 = lbb + 2.0 * lab + laa
         h_eta = -(lbb + lab)[:, :, None] * Jb - (lab + laa)[:, :, None] * Ja
@@ -168,9 +202,13 @@ class CumulativeRegression(RowFamilyGLM):
         h_psi[:, idx, idx] += curv
         return RowTerms(loss, d1, g_psi, d2, h_eta, h_psi)
 
+    def _cdf(self, x: np.ndarray) -> np.ndarray:
+        return expit(x) if self.link == "logit" else ndtr(x)
+
     def _curvature_weights(self, X: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """1/4, the logistic density's largest value (the binary case's curvature at p = 1/2)."""
-        return np.full(y.shape[0], 0.25)
+        """The binary case's curvature at p = 1/2: 1/4 with the logit link (the logistic density's largest value),
+        4φ(0)² = 2/π with the probit."""
+        return np.full(y.shape[0], 0.25 if self.link == "logit" else 2.0 / np.pi)
 
     # ------------------------------------------------------------------ checks of the fit
 
@@ -179,7 +217,7 @@ class CumulativeRegression(RowFamilyGLM):
 
     def cumulative_probabilities(self, eta: np.ndarray, psi: np.ndarray) -> np.ndarray:
         """P(y ≤ k) (n, K, K−1), k = 1..K−1, at linear predictors eta (n, K) and threshold coordinates psi (K, m)."""
-        return expit(self.thresholds(psi)[None, :, :] - eta[:, :, None])
+        return self._cdf(self.thresholds(psi)[None, :, :] - eta[:, :, None])
 
     def eta_mean(self, X: np.ndarray, eta: np.ndarray, psi: np.ndarray) -> np.ndarray:
         return 1.0 + (1.0 - self.cumulative_probabilities(eta, psi)).sum(axis=2)
@@ -187,3 +225,13 @@ class CumulativeRegression(RowFamilyGLM):
     def eta_draw(self, X: np.ndarray, eta: np.ndarray, psi: np.ndarray, u: np.ndarray) -> np.ndarray:
         u = np.broadcast_to(np.atleast_2d(u), eta.shape)
         return 1.0 + (u[:, :, None] > self.cumulative_probabilities(eta, psi)).sum(axis=2)
+
+
+@dataclass(frozen=True)
+class CumulativeProbitRegression(CumulativeRegression):
+    """Cumulative-probit ordinal regression (brms' `cumulative("probit")`): `CumulativeRegression` with
+    P(y_j ≤ k) = Φ(τ_k − η_j), a latent normal variable cut at the thresholds; the same parameters, priors and
+    reported names."""
+
+    name = "cumulative_probit_regression"
+    link = "probit"

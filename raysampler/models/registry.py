@@ -19,7 +19,7 @@ from typing import Any
 from .beta import BetaRegression
 from .binomial import BinomialRegression
 from .contract import Model
-from .cumulative import CumulativeRegression
+from .cumulative import CumulativeProbitRegression, CumulativeRegression
 from .gamma import GammaRegression
 from .gaussian import Gaussian
 from .linear import LinearRegression
@@ -64,6 +64,7 @@ BUILTIN: dict[str, type[Model]] = {
     "zero_inflated_poisson_regression": ZeroInflatedPoissonRegression,
     "zero_inflated_negative_binomial_regression": ZeroInflatedNegativeBinomialRegression,
     "cumulative_regression": CumulativeRegression,
+    "cumulative_probit_regression": CumulativeProbitRegression,
 }
 #: Fields that `bind` fills from the data: arguments of the constructor, but not parameters a user chooses.
 BOUND_FIELDS = frozenset({"n_features", "n_classes", "columns"})

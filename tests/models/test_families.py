@@ -422,12 +422,17 @@ def test_formula_families_censoring_and_priors_by_brms_class() -> None:
 # ----------------------------------------------------------------------------------------------- ordinal
 
 
-def test_cumulative_probabilities_match_the_logistic_thresholds_and_sum_to_the_potential() -> None:
+@pytest.mark.parametrize("link", ["logit", "probit"])
+def test_cumulative_probabilities_match_the_thresholds_and_sum_to_the_potential(link: str) -> None:
     """P(y = k) = F(τ_k − η) − F(τ_{k−1} − η) with τ_1 and the running sums of the gaps: the per-row log-likelihood,
-    U_i up to a constant, E[y] and the quantile draws, by hand from scipy's logistic; a category outside 1..K and a
-    missing K are refused naming them."""
+    U_i up to a constant, E[y] and the quantile draws, by hand from scipy's logistic (the logit link) or normal (the
+    probit link); a category outside 1..K and a missing K are refused naming them."""
     from raysampler.errors import ArgumentError
-    from raysampler.models import CumulativeRegression
+    from raysampler.models import CumulativeProbitRegression
+    from raysampler.models import CumulativeRegression as Logit
+
+    CumulativeRegression = Logit if link == "logit" else CumulativeProbitRegression
+    dist = st.logistic if link == "logit" else st.norm
 
     rng = np.random.default_rng(8)
     X = rng.standard_normal((50, 2))
@@ -437,7 +442,7 @@ def test_cumulative_probabilities_match_the_logistic_thresholds_and_sum_to_the_p
     x = np.column_stack([rng.normal(0.5, 0.3, (5, 2)), rng.normal(-0.5, 0.5, 5), rng.normal(0.0, 0.4, (5, 2))])
     tau = np.cumsum(np.column_stack([x[:, 2], np.exp(x[:, 3:])]), axis=1)  # (5, 3)
     eta = X @ x[:, :2].T  # (50, 5)
-    cdf = st.logistic.cdf(tau[None, :, :] - eta[:, :, None])  # P(y <= k), k = 1..3
+    cdf = dist.cdf(tau[None, :, :] - eta[:, :, None])  # P(y <= k), k = 1..3
     cdf = np.concatenate([np.zeros((50, 5, 1)), cdf, np.ones((50, 5, 1))], axis=2)
     probs = np.diff(cdf, axis=2)  # (50, 5, 4)
     ll = model.log_likelihood(X, y, x)
@@ -450,6 +455,38 @@ def test_cumulative_probabilities_match_the_logistic_thresholds_and_sum_to_the_p
         model.validate(X, np.where(np.arange(50) == 4, 5.0, y), "shards[2]")
     with pytest.raises(ArgumentError, match="n_categories: a cumulative model needs the number K"):
         CumulativeRegression().bind(DataSpec(2))
+
+
+def test_cumulative_probit_stays_finite_and_exact_deep_in_the_tails() -> None:
+    """Rows whose category lies 10 to 60 normal sds from η (Φ(−38) underflows in float64): −log P(y = k) equals
+    scipy's −log_ndtr, and the gradient and Hessian in η match central differences of the potential, where the
+    naive Φ(b) − Φ(a) would give inf and NaN."""
+    from scipy.special import log_ndtr
+
+    from raysampler.models import CumulativeProbitRegression
+
+    model = CumulativeProbitRegression(n_categories=3).bind(DataSpec(1, columns=("x",)))
+    X = np.array([[-10.0], [-25.0], [-40.0], [-60.0], [10.0], [25.0], [40.0], [60.0]])
+    y = np.array([3.0, 3.0, 3.0, 3.0, 1.0, 1.0, 1.0, 1.0])  # far above / below: the far category's tail
+    x = np.array([[1.0, 0.0, np.log(1.0)]])  # β = 1, τ = (0, 1)
+    ll = model.log_likelihood(X, y, x)[:, 0]
+    eta = X[:, 0]
+    want = np.where(y == 3.0, log_ndtr(eta - 1.0), log_ndtr(-eta))  # P(y = 3) = Φ(η − τ_2), P(y = 1) = Φ(τ_1 − η)
+    np.testing.assert_allclose(ll, want, rtol=1e-12)
+    for j in range(X.shape[0]):
+        Xj, yj = X[j : j + 1], y[j : j + 1]
+        g = model.grad(Xj, yj, x)
+        h = 1e-5
+        fd = [
+            (model.potential(Xj, yj, x + h * e) - model.potential(Xj, yj, x - h * e)) / (2 * h)
+            for e in np.eye(3)[:, None, :]
+        ]
+        np.testing.assert_allclose(g[0], np.array(fd)[:, 0], rtol=1e-6, err_msg=f"row {j}")
+        H = model.hessian(Xj, yj, x[0])
+        step = [(model.grad(Xj, yj, x + h * e) - model.grad(Xj, yj, x - h * e))[0] for e in np.eye(3)]
+        fdh = np.stack(step) / (2 * h)
+        np.testing.assert_allclose(H, fdh, rtol=1e-5, atol=1e-6 * np.abs(H).max(), err_msg=f"row {j}")
+        assert np.all(np.isfinite(H))
 
 
 def test_cumulative_from_a_formula_reads_its_categories_from_the_shards() -> None:

@@ -1,7 +1,8 @@
 """The families brms users fit (issue 48 item 4) at their default priors against NUTS on the pooled data (cached
 references, scripts/make_family_references.py, NumPyro's own likelihoods): Student-t (σ and ν), Gamma (shape), Beta
 (precision φ), Weibull with right censoring (shape), exponential with right censoring, zero-inflated Poisson (zi) and
-negative binomial (φ, zi) with an offset, cumulative-logit ordinal regression (its first threshold and gaps). DG-LMC
+negative binomial (φ, zi) with an offset, cumulative-logit and cumulative-probit ordinal regression (the first
+threshold and the gaps). DG-LMC
 runs on four shards; every reported parameter (β and the family's own, natural scale, brms names) must have its mean
 within 0.1 posterior sd and its sd within 10 %, each plus Z Monte-Carlo standard errors (the run's ESS and the
 reference's). And each family's curvature scale is the curvature met there."""
@@ -27,6 +28,7 @@ ROUNDS = {
     "family_zinb": 300,
     "family_cumulative": 300,
     "family_sigma": 300,
+    "family_cumulative_probit": 300,
 }
 
 

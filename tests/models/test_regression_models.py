@@ -15,6 +15,7 @@ from raysampler.errors import ArgumentError
 from raysampler.models import (
     BetaRegression,
     BinomialRegression,
+    CumulativeProbitRegression,
     CumulativeRegression,
     DataSpec,
     ExponentialRegression,
@@ -179,13 +180,13 @@ def _zip(cls=ZeroInflatedPoissonRegression, **kw):
     return model, np.column_stack([X, expo]), y.astype(float)
 
 
-def _cumulative(K=4, **kw):
+def _cumulative(K=4, cls=CumulativeRegression, **kw):
     """Ordered categories 1..K of a logistic latent variable (no intercept column)."""
     rng = np.random.default_rng(16)
     X = 0.8 * rng.standard_normal((50, 3))
     z = X @ np.array([1.0, -0.5, 0.3]) + rng.logistic(size=50)
     y = 1.0 + np.digitize(z, np.linspace(-1.0, 1.0, K - 1))
-    return CumulativeRegression(n_categories=K, **kw).bind(DataSpec(3, n_rows=50, columns=COLS[1:])), X, y
+    return cls(n_categories=K, **kw).bind(DataSpec(3, n_rows=50, columns=COLS[1:])), X, y
 
 
 def _softmax():
@@ -245,6 +246,7 @@ CASES = {
     "cumulative_four": _cumulative,
     "cumulative_two_priors": lambda: _cumulative(2, threshold_prior=Normal(0.0, 3.0), coef_prior=StudentT(3.0)),
     "cumulative_five_gap_prior": lambda: _cumulative(5, gap_prior=Exponential(1.0)),
+    "cumulative_probit_four": lambda: _cumulative(4, CumulativeProbitRegression),
     "zinb_offset_defaults": lambda: _zip(ZeroInflatedNegativeBinomialRegression),
     "zinb_priors": lambda: _zip(
         ZeroInflatedNegativeBinomialRegression, phi_prior=Exponential(0.5), zi_prior=BetaPrior(2, 2)

@@ -19,6 +19,7 @@ import numpy as np
 from raysampler.models import (
     BetaRegression,
     BinomialRegression,
+    CumulativeProbitRegression,
     CumulativeRegression,
     DataSpec,
     ExponentialRegression,
@@ -161,6 +162,7 @@ FAMILY_PROBLEMS: dict[str, ReferenceProblem] = {
         ReferenceProblem("family_zinb", ZeroInflatedNegativeBinomialRegression(offset="log_exposure")),
         ReferenceProblem("family_cumulative", CumulativeRegression(n_categories=4)),
         ReferenceProblem("family_sigma", GaussianSigmaRegression(sigma_columns=("sigma_(Intercept)", "sigma_x2"))),
+        ReferenceProblem("family_cumulative_probit", CumulativeProbitRegression(n_categories=4)),
     )
 }
 
