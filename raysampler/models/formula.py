@@ -61,6 +61,7 @@ FORMULA_FAMILIES: dict[str, str] = {
     "zero_inflated_poisson": "zero_inflated_poisson_regression",
     "zero_inflated_negbinomial": "zero_inflated_negative_binomial_regression",
     "cumulative": "cumulative_regression",
+    "cumulative_probit": "cumulative_probit_regression",
 }
 #: the kinds of prior a formula model takes (`priors=`), one name per kind, as brms' prior classes: coefficients
 #: ("b"), group-effect sds ("sd", one prior or one per grouping column), the correlations of a term's effects ("cor",
@@ -76,7 +77,7 @@ _CENSORED = "(censored)"
 _CENSORING_FAMILIES = ("weibull_regression", "exponential_regression")
 #: the ordinal families: the response is read as ordered categories (its levels joined over the shards at set-up, in
 #: the order `levels=` gives or sorted), coded 1..K, and the design has no intercept (the thresholds hold it)
-_ORDINAL_FAMILIES = ("cumulative_regression",)
+_ORDINAL_FAMILIES = ("cumulative_regression", "cumulative_probit_regression")
 
 
 def _formulae() -> Any:
@@ -396,6 +397,10 @@ class FormulaModel(Model):
     #: brms' distributional regression `bf(y ~ x, sigma ~ z)`: the right side of the noise sd's own formula,
     #: log σ_j = z_jᵀγ (gaussian family only; `gaussian_sigma.GaussianSigmaRegression`)
     sigma: str | None = None
+    #: where a grouping column's effects live (`GroupEffects.placement`: "auto", "local" or "global"), by the
+    #: grouping column as the formula names it (`county`, `county:housing` for `(1 | county:housing)`); "auto"
+    #: where not given
+    placement: Mapping[str, str] | None = None
 
     reads_tables: ClassVar[bool] = True
 
@@ -416,6 +421,7 @@ class FormulaModel(Model):
                 ("model", "family"),
                 f"cens({terms.censored}): right censoring is the weibull and exponential families' (not {self.family})",
             )
+        self._check_placement(terms)
         self.template()  # unknown functions and the like fail here, naming the formula
         from . import FAMILIES
 
@@ -461,6 +467,30 @@ class FormulaModel(Model):
         if any(getattr(t, "kind", None) == "offset" for t in dm.common.terms.values()):
             raise ArgumentError(where, f"sigma {self.sigma!r}: the noise sd's formula takes no offset")
 
+    def _check_placement(self, terms: Terms) -> None:
+        """`placement`: a mapping from the formula's grouping columns to "auto", "local" or "global"."""
+        if self.placement is None:
+            return
+        if not isinstance(self.placement, Mapping):
+            raise ArgumentError(
+                ("model", "placement"),
+                f"placement must map grouping columns to 'auto', 'local' or 'global', got {self.placement!r}",
+            )
+        groups = [g for g, _, _ in terms.groups]
+        for key, value in self.placement.items():
+            if key not in groups:
+                shown = ", ".join(map(repr, groups)) or "none"
+                raise ArgumentError(
+                    ("model", "placement", str(key)),
+                    f"placement: {key!r} is not a grouping column of the formula (its grouping columns: {shown})",
+                )
+            if value not in ("auto", "local", "global"):
+                raise ArgumentError(
+                    ("model", "placement", str(key)),
+                    f"placement[{key!r}] must be one of auto, local, global, got {value!r}",
+                )
+        object.__setattr__(self, "placement", dict(self.placement))
+
     @property
     def group_effects(self) -> tuple[GroupEffects, ...] | None:
         """The formula's group terms as `GroupEffects` (sd priors from `priors`), None where it has none: as a
@@ -476,6 +506,8 @@ class FormulaModel(Model):
                 lkj = cor.get(g) if isinstance(cor, Mapping) else cor
                 if lkj is not None:
                     kw["cor_prior"] = lkj
+            if self.placement and g in self.placement:
+                kw["placement"] = self.placement[g]
             effects.append(GroupEffects(g, intercept, slopes, **kw))
         return tuple(effects) or None
 
@@ -1114,8 +1146,11 @@ def from_formula(
     *,
     levels: Any = None,
     sigma: str | None = None,
+    placement: Mapping[str, str] | None = None,
 ) -> FormulaModel:
     """A model written as a formula (brms' and bambi's syntax, read by formulae): e.g.
     `from_formula("y ~ x1 + C(region) + (1 + x1 | hospital)", family="bernoulli", priors={"b": Normal(0, 2.5)})`.
-    See `FormulaModel`; its shards name no target or feature columns (`rs.shard(["site0.parquet", ...])`)."""
-    return FormulaModel(formula, family, dict(priors or {}), levels, sigma)
+    `placement={"housing": "global"}` forces where a grouping column's effects live (default: global where its
+    levels occur at several shards). See `FormulaModel`; its shards name no target or feature columns
+    (`rs.shard(["site0.parquet", ...])`)."""
+    return FormulaModel(formula, family, dict(priors or {}), levels, sigma, placement)

@@ -124,6 +124,8 @@ def rest_loc(spec: RunSpec, exc: BaseException, default: Loc) -> Loc:
     own = spec.model.coef_priors or {}
     if path[:2] == ("model", "priors") and len(path) > 2 and str(path[2]).removeprefix("b_") in own:
         return ("model", "coef_priors", str(path[2]).removeprefix("b_"))  # a coefficient's own prior, by its name
+    if path[:2] == ("model", "placement") and spec.model.group_placement is not None:
+        return ("model", "group_placement", *path[2:])  # a grouping column's placement, by the column
     if path[:1] == ("model",) and len(path) > 1 and path[1] != "family" and path[1] not in spec.model.arg_names():
         return default
     for k in range(len(path), 0, -1):

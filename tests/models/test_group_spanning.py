@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 import raysampler as rs
+from raysampler.diagnostics import RunWarning
 from raysampler.errors import ArgumentError
 from raysampler.models import DataSpec
 from raysampler.models.groups import spanning_factors
@@ -176,3 +177,25 @@ def test_a_spanning_factor_is_reported_as_scale_times_z_for_correlated_effects()
         np.testing.assert_allclose(alone, out[..., j], rtol=1e-12, atol=1e-14, err_msg=f"coordinate {j}")
     with pytest.raises(ValueError, match="scale blocks"):
         blocks[3].natural(theta[..., 8:])
+
+
+def test_a_formula_forces_a_factors_placement_by_its_grouping_column() -> None:
+    """`from_formula(..., placement=...)`: "global" makes county's effects θ's although every county sits at one
+    shard; "local" keeps housing's at the workers, so rows of one housing type at two shards are refused naming it;
+    a column the formula does not group by, or another value, is an ArgumentError naming the column."""
+    X, y, cols = crossed(120)
+    df = pd.DataFrame(X[:, 1:], columns=list(cols[1:])).assign(y=y)
+    shards = rs.shard(df, num_shards=3, by="county")
+    kw = dict(chains=2, num_rounds=5, seed=0, executor="local", progress=False)
+    model = rs.models.from_formula("y ~ x + (1 | county)", placement={"county": "global"})
+    with pytest.warns(RunWarning):  # five rounds: the names are what is checked
+        res = rs.sample(model, shards, **kw)
+    assert res.param_names[4:] == [f"r_county[{c},(Intercept)]" for c in range(9)]
+    forced = rs.models.from_formula("y ~ x + (1 | county) + (1 | housing)", placement={"housing": "local"})
+    with pytest.raises(ArgumentError, match="housing"):
+        rs.sample(forced, shards, **kw)
+    with pytest.raises(ArgumentError, match="'ward' is not a grouping column") as err:
+        rs.models.from_formula("y ~ x + (1 | county)", placement={"ward": "global"})
+    assert err.value.path == ("model", "placement", "ward")
+    with pytest.raises(ArgumentError, match="must be one of auto, local, global"):
+        rs.models.from_formula("y ~ x + (1 | county)", placement={"county": "both"})

@@ -497,6 +497,32 @@ def test_a_formulas_coefficient_priors_over_rest_and_a_name_the_design_lacks(app
     assert r.status_code == 422 and "coef_priors goes with model.formula" in r.text, r.text
 
 
+def test_a_formulas_group_placement_over_rest_and_bad_ones(app_client):
+    """model.group_placement: `"global"` makes hospital's effects θ's coordinates although each hospital sits at
+    one shard (they come first, beside β, and the run reports them as r); a column the formula does not group by is
+    a 422 at model.group_placement.<column> naming the formula's; a value not auto/local/global and a placement
+    without a formula are 422s too."""
+    c, h = app_client, hdr(ALICE)
+    model = {"formula": "y ~ age + (1 | hospital)", "family": "bernoulli", "group_placement": {"hospital": "global"}}
+    data = {"dataset": "builtin:hospitals", "options": {"n_groups": 6}}
+    r = c.post("/v1/runs", json=_body(model, data, num_shards=2, num_rounds=30), headers=h)
+    assert r.status_code == 202, r.text
+    info = final(c, r.json()["id"])
+    assert info["status"] == "SUCCEEDED", info
+    assert info["param_names"][3:] == [f"r_hospital[{g},(Intercept)]" for g in range(1, 7)], info["param_names"]
+    for placement, loc, text in [
+        ({"ward": "global"}, ["model", "group_placement", "ward"], "grouping columns: 'hospital'"),
+        ({"hospital": "everywhere"}, ["model", "group_placement", "hospital"], "auto"),
+    ]:
+        r = c.post("/v1/runs", json=_body(model | {"group_placement": placement}, data, num_shards=2), headers=h)
+        assert r.status_code == 422, r.text
+        detail = r.json()["detail"][0]
+        assert detail["loc"][-3:] == loc and text in detail["msg"], detail
+    plain = {"family": "logistic_regression", "group_placement": {"hospital": "global"}}
+    r = c.post("/v1/runs", json=_body(plain, data), headers=h)
+    assert r.status_code == 422 and "group_placement goes with model.formula" in r.text, r.text
+
+
 def test_a_noise_sd_formula_over_rest_and_one_that_cannot_be(app_client):
     """model.sigma_formula (brms' bf(y ~ x, sigma ~ z)) with sigma_coef_prior: the run reports b_sigma[...] and its
     prior; with another family than gaussian it is a 422 at model.sigma_formula; sigma_coef_prior alone, or with

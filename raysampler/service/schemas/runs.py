@@ -103,6 +103,13 @@ class ModelSpec(BaseModel):
         "'C(region)[2]', '(Intercept)'), of coef_prior's kind (brms' prior(..., class = b, coef = x1)); the other "
         "coefficients keep coef_prior",
     )
+    group_placement: dict[str, Literal["auto", "local", "global"]] | None = Field(
+        default=None,
+        max_length=64,
+        description="with formula: where a grouping column's effects live, by the column as the formula names it "
+        "('county', 'county:housing'): 'auto' (global when its levels occur at several shards), 'local' (at the "
+        "workers; a group at two shards is refused) or 'global' (parameters beside the coefficients)",
+    )
     threshold_prior: CoefPriorSpec | None = Field(
         default=None, description="cumulative_regression: prior on the first threshold (default student_t(3, 0, 2.5))"
     )
@@ -192,6 +199,8 @@ class ModelSpec(BaseModel):
                 raise ValueError(
                     "model.coef_priors goes with model.formula (else coef_prior with one value per coefficient)"
                 )
+            if self.group_placement is not None:
+                raise ValueError("model.group_placement goes with model.formula (else group_effects[i].placement)")
             return self
         clash = [
             n
@@ -230,7 +239,7 @@ class ModelSpec(BaseModel):
         }
         priors = {k: v.to_prior() for k, v in kinds.items() if v is not None}
         priors |= {f"b_{name}": v.to_prior() for name, v in (self.coef_priors or {}).items()}
-        return from_formula(self.formula, self.family, priors, sigma=self.sigma_formula)
+        return from_formula(self.formula, self.family, priors, sigma=self.sigma_formula, placement=self.group_placement)
 
     def arg_names(self) -> list[str]:
         """The engine model arguments this spec sets: the keys of `params`, without building any prior."""
