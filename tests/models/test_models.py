@@ -449,6 +449,7 @@ def test_registry():
         "zero_inflated_poisson_regression",
         "zero_inflated_negative_binomial_regression",
         "cumulative_regression",
+        "cumulative_probit_regression",
     }
     for family, cls in FAMILIES.items():
         model = get_model(family, prior_scale=2.0)
