@@ -12,7 +12,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import pytest
@@ -100,6 +100,22 @@ def sign_in(driver: Any, url: str, key: str) -> None:
     box.clear()
     box.send_keys(key)
     driver.find_element(By.CSS_SELECTOR, "#signin-form button").click()
+
+
+def fill_form(browser: Any, fields: Sequence[tuple[str, str]], rounds: int | None = None) -> None:
+    """Type each (element id, value) into the submit form, replacing what is there; with `rounds`, a fixed number of
+    rounds instead of "until converged"."""
+    from selenium.webdriver.common.by import By
+
+    for field, value in fields:
+        box = browser.find_element(By.ID, field)
+        box.clear()
+        box.send_keys(value)
+    if rounds is not None:
+        browser.find_element(By.ID, "f-auto").click()
+        box = browser.find_element(By.ID, "f-rounds")
+        box.clear()
+        box.send_keys(str(rounds))
 
 
 def run_ids_listed(driver: Any) -> set[str]:
@@ -751,14 +767,7 @@ def test_submit_form_offers_group_effects_and_known_noise(browser, service):
     browser.find_element(By.ID, "f-group").send_keys("hospital")
     browser.find_element(By.ID, "f-group-slopes").send_keys("age")
     browser.find_element(By.ID, "f-group-correlated").click()
-    for field, value in (("f-chains", "2"), ("f-burn", "10")):
-        box = browser.find_element(By.ID, field)
-        box.clear()
-        box.send_keys(value)
-    browser.find_element(By.ID, "f-auto").click()
-    rounds = browser.find_element(By.ID, "f-rounds")
-    rounds.clear()
-    rounds.send_keys("30")
+    fill_form(browser, (("f-chains", "2"), ("f-burn", "10")), rounds=30)
     spec = browser.find_element(By.ID, "spec-json").get_attribute("value")
     assert '"group_effects"' in spec and '"slopes"' in spec and '"noise_sd"' not in spec, spec
     assert '"correlated": true' in spec, spec
@@ -834,15 +843,8 @@ def test_the_formula_form_sends_single_coefficient_priors_and_a_sigma_formula(br
     formula = browser.find_element(By.ID, "f-formula")
     formula.clear()
     formula.send_keys("y ~ age + severity")
-    for field, value in (("f-coef-priors", "age = 1, severity = wide"), ("f-sigma-formula", "~ age"),
-                         ("f-sigma-scale", "2"), ("f-chains", "2"), ("f-burn", "10")):  # fmt: skip
-        box = browser.find_element(By.ID, field)
-        box.clear()
-        box.send_keys(value)
-    browser.find_element(By.ID, "f-auto").click()
-    rounds = browser.find_element(By.ID, "f-rounds")
-    rounds.clear()
-    rounds.send_keys("30")
+    fields = [("f-coef-priors", "age = 1, severity = wide"), ("f-sigma-formula", "~ age"), ("f-sigma-scale", "2")]
+    fill_form(browser, [*fields, ("f-chains", "2"), ("f-burn", "10")], rounds=30)
     model = json.loads(browser.find_element(By.ID, "spec-json").get_attribute("value"))["model"]
     assert model == {
         "formula": "y ~ age + severity",
