@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from .options import ExecutionOptions, RunOptions
     from .privacy.dp import DP
     from .result import Result
-    from .sampling import Run, resume, sample
+    from .run import Run
+    from .sampling import resume, sample
     from .shards import Shard, ShardSet, shard
 
 __version__ = "0.1.0"
@@ -58,7 +59,7 @@ _LAZY = {
     "RunOptions": ".options",
     "DP": ".privacy.dp",
     "Result": ".result",
-    "Run": ".sampling",
+    "Run": ".run",
     "resume": ".sampling",
     "sample": ".sampling",
     "Shard": ".shards",

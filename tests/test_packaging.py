@@ -157,7 +157,14 @@ def test_the_light_install_imports_the_sdk_and_cli_and_names_the_extras_it_lacks
     allowed = _modules_of_closure(PROJECT["dependencies"])
     assert third_party <= allowed, f"not in `pip install raysampler`: {sorted(third_party - allowed)}"
     assert not third_party & {m for names in EXTRAS.values() for m in names}, "an extra's module on the light path"
-    heavy = ("raysampler.service", "raysampler.api", "raysampler.models", "raysampler.runtime", "raysampler.sampling")
+    heavy = (
+        "raysampler.service",
+        "raysampler.api",
+        "raysampler.models",
+        "raysampler.runtime",
+        "raysampler.sampling",
+        "raysampler.run",
+    )
     assert not [m for m in out["loaded"] if m.startswith(heavy)]
     for what in ("rs.sample", "rs.models", "from raysampler.models import"):
         extra, message = out[what]
@@ -177,22 +184,6 @@ def test_constraints_pin_every_dependency_of_every_extra():
     assert names <= pins, f"not in constraints.txt: {sorted(names - pins)}"
 
 
-#: The modules that still import raysampler.models.base: those the DG-LMC refactoring (issue 46 step 1) is rewriting,
-#: left to it so that the two branches merge cleanly. No other module may take the deprecated path.
-MODELS_BASE_PENDING = {
-    "raysampler/algorithms/base.py",
-    "raysampler/algorithms/dadmm.py",
-    "raysampler/algorithms/decentralized.py",
-    "raysampler/algorithms/dglmc.py",
-    "raysampler/algorithms/dmala.py",
-    "raysampler/algorithms/fald.py",
-    "raysampler/algorithms/gradient.py",
-    "raysampler/algorithms/qlsd.py",
-    "raysampler/runtime/batches.py",
-    "raysampler/runtime/contracts.py",
-}
-
-
 def test_models_base_warns_naming_the_new_module_of_each_name():
     import pytest
 
@@ -210,9 +201,7 @@ def test_models_base_warns_naming_the_new_module_of_each_name():
             if re.search(r"^\s*from (raysampler|\.+)\.?models\.base import|models\.base\.", path.read_text(), re.M):
                 users.add(path.relative_to(ROOT).as_posix())
     users -= {"tests/test_packaging.py"}
-    assert users <= MODELS_BASE_PENDING, (
-        f"import from raysampler.models.contract instead: {sorted(users - MODELS_BASE_PENDING)}"
-    )
+    assert not users, f"import from raysampler.models.contract instead: {sorted(users)}"
 
 
 def test_the_sampler_never_imports_the_test_yardsticks():

@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 import numpy as np
 
 from ..errors import ArgumentError
-from ..models.base import Model
-from ..models.contract import ShardStack
+from ..models.contract import Model, ShardStack
 from ..streams import ChainNoise, StackedNoise
 from ..tuning.report import TuningReport
 from ..tuning.shards import ShardPool

@@ -60,7 +60,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import topology as topo
-from ..models.base import Model
+from ..models.contract import Model
 from ..priors import term_hessians
 from ..streams import ChainNoise
 from ..tuning import budget

@@ -78,7 +78,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import topology as topo
-from ..models.base import Model
+from ..models.contract import Model
 from ..streams import ChainNoise
 from ..tuning import budget
 from ..tuning.curvature import lipschitz_bound

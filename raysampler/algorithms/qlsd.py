@@ -41,7 +41,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..models.base import Model
+from ..models.contract import Model
 from ..streams import ChainNoise
 from ..tuning import budget
 from ..tuning.curvature import lipschitz_bound

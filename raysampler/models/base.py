@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import importlib
-import sys
 import warnings
 from typing import Any
 
@@ -32,9 +31,7 @@ __all__ = sorted(MOVED)
 def __getattr__(name: str) -> Any:
     if name not in MOVED:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    caller = sys._getframe(1).f_globals.get("__name__", "")
-    if not caller.startswith("raysampler."):  # the modules of raysampler still moving off it are not the user's to fix
-        warnings.warn(
-            f"raysampler.models.base is deprecated: import {name} from {MOVED[name]}", DeprecationWarning, stacklevel=2
-        )
+    warnings.warn(
+        f"raysampler.models.base is deprecated: import {name} from {MOVED[name]}", DeprecationWarning, stacklevel=2
+    )
     return getattr(importlib.import_module(MOVED[name]), name)

@@ -27,8 +27,7 @@ import numpy as np
 
 from ..algorithms import stacking
 from ..algorithms.base import Algorithm
-from ..models.base import Model
-from ..models.contract import ShardStack
+from ..models.contract import Model, ShardStack
 from ..streams import ChainNoise, StackedNoise
 
 #: Shards larger than this (elements of X) step alone: the fixed cost per shard is then a small part of a step, and

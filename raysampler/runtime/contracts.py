@@ -14,7 +14,7 @@ import numpy as np
 
 from ..enums import Balance, StopReason
 from ..errors import Failure
-from ..models.base import DataSpec, Model, ParamBlock
+from ..models.contract import DataSpec, Model, ParamBlock
 from ..privacy.ledger import Ledger, ledger_dict
 from ..streams import NoiseState
 from ..tuning.report import TuningReport

@@ -21,14 +21,14 @@ from ...priors import (
 )
 from ..contract import (
     DataSpec,
-    EtaHessian,
     LocalCurvature,
     Model,
     ParamBlock,
     correlation_pairs,
 )
+from . import curvature, evaluation, interweaving
 from .index import IndexCache, Point, ShardIndex, factor_index
-from .scales import apply_scale, apply_scale_many, scale_at
+from .scales import apply_scale, scale_at
 from .spec import META, PATH, GroupEffects, group_label, refuse_text_columns
 
 
@@ -513,258 +513,42 @@ class HierarchicalGLM(Model):
         return fi.per_group(pt.terms.loss) + 0.5 * np.einsum("kgq,kgq->kg", e, e)
 
     def local_curvature(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, parts: str = "all") -> LocalCurvature:
-        """U, ∇U, ∇²_ηη U block by block and, as far as `parts` asks, ∇²_ηθ U and ∇²_θθ U at K points, in one pass.
-
-        With r_g = M η_g and W_g = Σ_{j in g} ∂²ℓ_j/∂η_j² z_j z_jᵀ, group g's block is Mᵀ W_g M + I. The cross and θ
-        blocks come from the Jacobian J_j of row j's linear predictor in θ's coordinates other than ψ (β: x_j; a
-        scale s_p of factor f: z_fjᵀ ∂M/∂s_p η): ∇²_{η_g θ} = Mᵀ Σ_{j in g} ∂²ℓ_j z_j J_jᵀ (+ ∂M/∂s_pᵀ g_r for the
-        group's own scales, + the ψ column), ∇²_θθ = Σ_j ∂²ℓ_j J_j J_jᵀ plus ψ's terms and M's second derivatives on
-        C = Σ_g g_r η_gᵀ.
-
-        With a spanning factor (its η in θ) the blocks are the contract's default, from dense Hessians (d + l
-        Hessian-vector products): exact, at a pass per coordinate."""
-        if self.has_spanning:
-            return Model.local_curvature(self, X, y, x, parts)
-        pt = self._point(X, y, x, 2)
-        value = self._value(pt)
-        g, grs, Cs = self._grad(pt)
-        t, index = pt.terms, pt.index
-        etas = []
-        for fi, sc in zip(index.factors, pt.scales):
-            W = fi.blocks(t.d2)
-            if fi.q == 1:
-                Hb = (sc.M[:, 0, 0] ** 2)[:, None, None, None] * W + 1.0
-            else:
-                # Mᵀ W_g M as stacked matmuls, faster than the 3-operand einsum (docs/performance.md, "Measurements
-                # behind choices in the code")
-                Hb = np.swapaxes(sc.M, 1, 2)[:, None] @ W @ sc.M[:, None]
-                Hb[..., np.arange(fi.q), np.arange(fi.q)] += 1.0
-            etas.append(Hb)
-        eta_h = EtaHessian(etas[0] if len(etas) == 1 else self._dense_eta_hessian(pt)[:, None])
-        if parts == "eta":
-            return LocalCurvature(value, g, eta_h, None, None, self._blocks(pt))
-        d, p, nf = self.dim, self.family.n_coef, self.n_family
-        K, n = pt.x.shape[0], index.Xf.shape[0]
-        m = nf - p
-        # J's columns: β (θ's 0..p−1: x_j, the same for every chain), then every factor's scales (θ's nf..d−1:
-        # U[s] (n, K) for scale s); each block below is a product with the row weights ∂²ℓ_j (n, K) as they are
-        U, at = np.empty((d - nf, n, K)), 0
-        for ge, fi, sc, e in zip(self.factors, index.factors, pt.scales, pt.etas):
-            for k in range(ge.n_scale):
-                U[at] = fi.gather(apply_scale(sc.dM[..., k], e))
-                at += 1
-        d2U = np.empty_like(U)
-        for a in range(d - nf):
-            np.multiply(t.d2, U[a], out=d2U[a])
-        cross = None
-        if parts in ("cross", "all"):
-            cross = np.zeros((K, index.local, d))
-            for ge, fi, sc, gr, s0 in zip(self.factors, index.factors, pt.scales, grs, self.scale_starts):
-                block = np.zeros((K, fi.G, fi.q, d))
-                block[..., :p] = apply_scale_many(sc.M, fi.scatter_x(t.d2))
-                for j in range(d - nf):
-                    block[..., nf + j] = apply_scale(sc.M, fi.scatter(d2U[j]), transpose=True)
-                if m:
-                    block[..., p:nf] = apply_scale_many(sc.M, fi.scatter_many(t.h_eta_psi))
-                block[..., s0 : s0 + ge.n_scale] += np.einsum("kbap,kgb->kgap", sc.dM, gr)
-                cross[:, fi.start : fi.start + fi.width] = block.reshape(K, fi.width, d)
-        th = None
-        if parts in ("theta", "all"):
-            th = np.zeros((K, d, d))  # Σ_j ∂²ℓ_j J_j J_jᵀ, then ψ's terms and M's second derivatives
-            # Σ_j ∂²ℓ_jk x_j x_jᵀ: by column pairs (x_a ∘ x_b)ᵀ ∂²ℓ, all chains at once, where that makes fewer products
-            # along the rows (p(p + 1)/2 against K·p), else chain by chain, Xcᵀ (∂²ℓ_k ∘ Xc)
-            if p <= 2 * K:
-                for a in range(p):
-                    th[:, a:p, a] = th[:, a, a:p] = ((index.XcT[a:] * index.XcT[a]) @ t.d2).T
-            else:
-                for k in range(K):
-                    th[k, :p, :p] = (index.XcT * t.d2[:, k]) @ index.Xc
-            for a in range(d - nf):
-                bs = index.Xc.T @ d2U[a]  # (p, K)
-                th[:, :p, nf + a] = th[:, nf + a, :p] = bs.T
-                for b in range(a, d - nf):
-                    th[:, nf + a, nf + b] = th[:, nf + b, nf + a] = np.einsum("nk,nk->k", d2U[a], U[b])
-            if m:
-                th[:, p:nf, p:nf] = t.h_psi
-                hpb = (t.h_eta_psi.reshape(n, K * m).T @ index.Xc).reshape(K, m, p)  # Σ_j ∂²ℓ_j/∂η_j∂ψ x_jᵀ
-                th[:, p:nf, :p] = hpb
-                th[:, :p, p:nf] = np.swapaxes(hpb, 1, 2)
-                if d > nf:
-                    hps = np.einsum("nkm,bnk->kmb", t.h_eta_psi, U)
-                    th[:, p:nf, nf:] = hps
-                    th[:, nf:, p:nf] = np.swapaxes(hps, 1, 2)
-            for ge, sc, C, s0 in zip(self.factors, pt.scales, Cs, self.scale_starts):
-                sl = slice(s0, s0 + ge.n_scale)
-                th[:, sl, sl] += np.einsum("kabpq,kab->kpq", sc.d2M, C)
-            th = 0.5 * (th + np.swapaxes(th, 1, 2))
-        return LocalCurvature(value, g, eta_h, cross, th, self._blocks(pt))
-
-    def _dense_eta_hessian(self, pt: Point) -> np.ndarray:
-        """∇²_ηη U (K, l, l) with several grouping factors: Jᵀ diag(∂²ℓ) J + I with J = ∂(linear predictor)/∂η, a
-        sparse (n, l) matrix per chain (row j: z_fjᵀ M_f in its group's columns of each factor)."""
-        import scipy.sparse as sp
-
-        K = pt.x.shape[0]
-        index = pt.index
-        out = np.empty((K, index.local, index.local))
-        for k in range(K):
-            parts = []
-            for fi, sc in zip(index.factors, pt.scales):
-                vals = (fi.Z @ sc.M[k]).reshape(-1)
-                parts.append(sp.csr_matrix((vals, fi.A.indices, fi.A.indptr), shape=fi.A.shape))
-            Jk = sp.hstack(parts).tocsr()
-            H = (Jk.T @ Jk.multiply(pt.terms.d2[:, k][:, None])).toarray()
-            out[k] = 0.5 * (H + H.T) + np.eye(index.local)
-        return out
+        """U, ∇U, ∇²_ηη U block by block and, as far as `parts` asks, ∇²_ηθ U and ∇²_θθ U at K points, in one pass
+        (`curvature.local_curvature`)."""
+        return curvature.local_curvature(self, X, y, x, parts)
 
     # ------------------------------------------------------------------ interweaving (the centred parameterisation)
 
     @functools.cached_property
     def _locations(self) -> tuple[tuple[int, int, int], ...]:
-        """(factor, effect, coefficient) triples: effect k of factor f whose column is coefficient a's too (the
-        intercept and a slope that is also a feature), each coefficient with its first such factor."""
-        labels = list(self.family._coef_labels() or ())
-        out, taken = [], set()
-        for f, ge in enumerate(self.factors):
-            if self.global_levels[f] is not None:  # a spanning factor's effects are θ's: no centred move
-                continue
-            for k, eff in enumerate(ge.effects):
-                if eff in labels and labels.index(eff) not in taken:
-                    taken.add(labels.index(eff))
-                    out.append((f, k, labels.index(eff)))
-        return tuple(out)
+        """(factor, effect, coefficient) triples of the coefficients that equal a group effect's column
+        (`interweaving.coefficient_locations`)."""
+        return interweaving.coefficient_locations(self)
 
     def centring(self, X: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """The group scales (every factor's log sds and correlations), and each coefficient whose column equals a
-        group effect's column on this shard (`_locations`): moving it by δ and that effect of every group by −δ
-        leaves each row's linear predictor as it is."""
-        mask = np.zeros(self.dim, dtype=bool)
-        for ge, s0, levels in zip(self.factors, self.scale_starts, self.global_levels):
-            mask[s0 : s0 + ge.n_scale] = levels is None  # a spanning factor's scales move its global η: not here
-        index = self._index(X)
-        Xc = index.Xc
-        for f, k, a in self._locations:
-            if np.array_equal(index.factors[f].Z[:, k], Xc[:, a]):
-                mask[a] = True
-        return mask
+        """The coordinates of θ the interweaving move may change on this shard (`interweaving.centring`)."""
+        return interweaving.centring(self, X, y)
 
     def centred_move(
         self, X: np.ndarray, y: np.ndarray, x: np.ndarray, dtheta: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        """θ' = θ + dθ, and per group r' = r − δ (δ: the moved coefficients matched to its effects), η' = M(s')⁻¹ r':
-        every row's linear predictor is unchanged, so U changes by ½(‖η'‖² − ‖η‖²) alone, and
-        log|det ∂η'/∂η| = Σ_f G_f (log det M_f(s) − log det M_f(s')). O(l_i), no pass over the rows."""
-        index = self._index(X)
-        x = np.asarray(x, dtype=np.float64)
-        K, d = x.shape[0], self.dim
-        out = x.copy()
-        out[:, :d] = x[:, :d] + dtheta
-        delta = np.zeros(K)
-        for f, (ge, fi, s0) in enumerate(zip(self.factors, index.factors, self.scale_starts)):
-            if not fi.local:
-                continue
-            sl = slice(s0, s0 + ge.n_scale)
-            M, M2 = scale_at(ge, x[:, sl], 0).M, scale_at(ge, out[:, sl], 0).M
-            e = x[:, d + fi.start : d + fi.start + fi.width].reshape(K, fi.G, fi.q)
-            r = apply_scale(M, e)
-            for ff, k, a in self._locations:
-                if ff == f:
-                    r[:, :, k] -= dtheta[:, a][:, None]
-            e2 = r / M2[:, :, 0][:, None, :] if fi.q == 1 else np.linalg.solve(M2[:, None], r[..., None])[..., 0]
-            out[:, d + fi.start : d + fi.start + fi.width] = e2.reshape(K, -1)
-            logdet = np.log(np.abs(np.diagonal(M, axis1=1, axis2=2))).sum(axis=1)
-            logdet2 = np.log(np.abs(np.diagonal(M2, axis1=1, axis2=2))).sum(axis=1)
-            delta += 0.5 * (np.einsum("kgq,kgq->k", e2, e2) - np.einsum("kgq,kgq->k", e, e)) - fi.G * (logdet - logdet2)
-        return out, delta
+        """θ' = θ + dθ with every row's linear predictor unchanged, and U's change (`interweaving.centred_move`)."""
+        return interweaving.centred_move(self, X, y, x, dtheta)
 
     # ------------------------------------------------------------------ checks of the fit (x = (θ, r), reported r)
 
     def evaluation_x(
         self, X: np.ndarray, y: np.ndarray, draws: np.ndarray, names: Sequence[str], seed: int
     ) -> np.ndarray:
-        """(θ, r) (S, d + l) for the groups of these rows from a run's draws (θ as sampled, the effects r as
-        reported): each group's r from the draws by its brms name
-        `r_<group>[label,effect]`; a group the run never saw gets r = M z, z ~ N(0, I) per draw from a stream
-        seeded by (seed, factor, label): a new group drawn from the population. Codes absent from X get 0. With a
-        spanning factor, the η of X's groups follow (`_spanning_eval`); zeroing x past `dim` leaves the population-
-        level predictor either way."""
-        if not names:
-            raise ValueError("evaluation_x needs the draws' parameter names (the group effects are picked by name)")
-        d = self.dim
-        S = draws.shape[0]
-        col = {n: j for j, n in enumerate(names)}
-        w = self._widths[1]
-        counts = self._local_counts(X)
-        out = np.zeros((S, d + self.local_dim(X, y)))
-        out[:, :d] = draws[:, :d]
-        start = d
-        for f, (ge, G) in enumerate(zip(self.factors, counts)):
-            if self.global_levels[f] is not None:  # a spanning factor's r comes from θ's η (`_linear`)
-                continue
-            q = len(ge.effects)
-            s0 = self.scale_starts[f]
-            code, lab = X[:, w + META * f].astype(np.intp), X[:, w + META * f + 1]
-            present, first = np.unique(code, return_index=True)
-            M = None
-            for g, row in zip(present.tolist(), first.tolist()):
-                label = self.label(f, float(lab[row]))
-                cols = [col.get(f"r_{ge.group}[{label},{e}]", -1) for e in ge.effects]
-                at = start + g * q
-                if min(cols) >= 0:
-                    out[:, at : at + q] = draws[:, cols]
-                    continue
-                if M is None:
-                    M = scale_at(ge, draws[:, s0 : s0 + ge.n_scale], 0).M
-                key = int(np.float64(lab[row]).view(np.uint64))
-                z = np.random.default_rng([seed, f, key]).standard_normal((S, q))
-                out[:, at : at + q] = np.einsum("kab,kb->ka", M, z)
-            start += G * q
-        return self._spanning_eval(X, draws, seed, out)
-
-    def _spanning_eval(self, X: np.ndarray, draws: np.ndarray, seed: int, x: np.ndarray) -> np.ndarray:
-        """x (S, d + l) with, per spanning factor, the η of X's own groups appended (`_eval_index`'s layout): a
-        level the set-up saw has its η from θ, a new one z ~ N(0, I) per draw from the stream `evaluation_x` uses
-        for a local factor's new group (so r = M z: a new group drawn from the population)."""
-        if not self.has_spanning:
-            return x
-        w = self._widths[1]
-        S = draws.shape[0]
-        parts = [x]
-        for f, (ge, levels, at) in enumerate(zip(self.factors, self.global_levels, self.global_starts)):
-            if levels is None or at is None:
-                continue
-            q = len(ge.effects)
-            where = {name: i for i, name in enumerate(levels)}
-            G_x = self._dense_count(X, f)
-            eta = np.zeros((S, G_x * q))
-            code, lab = X[:, w + META * f].astype(np.intp), X[:, w + META * f + 1]
-            present, first = np.unique(code, return_index=True)
-            for g, row in zip(present.tolist(), first.tolist()):
-                known = where.get(self.label(f, float(lab[row])))
-                if known is not None:
-                    eta[:, g * q : (g + 1) * q] = draws[:, at + known * q : at + (known + 1) * q]
-                else:
-                    key = int(np.float64(lab[row]).view(np.uint64))
-                    eta[:, g * q : (g + 1) * q] = np.random.default_rng([seed, f, key]).standard_normal((S, q))
-            parts.append(eta)
-        return np.concatenate(parts, axis=1)
+        """(θ, r) (S, d + l) for the groups of these rows from a run's draws (`evaluation.evaluation_x`)."""
+        return evaluation.evaluation_x(self, X, y, draws, names, seed)
 
     def unseen_groups(
         self, X: np.ndarray, names: Sequence[str], text: Mapping[float, str] | None = None
     ) -> list[tuple[str, str]]:
-        """(grouping column, label) of every group of the rows X (as `shard_data` gives them) whose effects the
-        draws' parameter `names` do not hold: a level the run never saw, which `evaluation_x` draws from its
-        population (brms' `allow_new_levels`). `text` names the `label_code`s of text labels the run never saw."""
-        have = set(names)
-        w = self._widths[1]
-        out = []
-        for f, ge in enumerate(self.factors):
-            known = set(self.global_levels[f] or ())
-            for value in np.unique(X[:, w + META * f + 1]).tolist():
-                label = self.label(f, float(value))
-                if label not in known and f"r_{ge.group}[{label},{ge.effects[0]}]" not in have:
-                    out.append((ge.group, (text or {}).get(float(value), label)))
-        return out
+        """(grouping column, label) of the groups of X whose effects the draws do not hold
+        (`evaluation.unseen_groups`)."""
+        return evaluation.unseen_groups(self, X, names, text)
 
     def _linear(self, X: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(the rows' linear predictors (n, S), ψ (S, m)) at x = (θ, r) (`evaluation_x`)."""

@@ -1,16 +1,5 @@
-"""Durable run records, events and data-set records behind one interface (`RecordStore`), with two implementations
-sharing their SQL (`SQLStore`): SQLite, the embedded default (`SQLiteStore`), and PostgreSQL for a service whose
-replicas share one database (`PostgresStore`). `open_store` picks one from RAYSAMPLER_DATABASE_URL. The schema is
-versioned (`migrations`), migrated when a store opens.
-
-Records are typed values (`RunRecord`, `EventRecord`, `DatasetRecord`). Runs are keyed by (tenant, id): tenants never
-share ids, and every lookup takes the tenant, so isolation is structural.
-
-Leases. A replica drives a run only while it holds the run's lease (`acquire_lease`): an owner, an expiry on the
-database's clock, and an epoch that every acquisition raises. The driver renews it; a lease not renewed expires and
-another replica may take the run over. The driver's writes pass its `Lease` and carry its owner and epoch as a
-condition, so once another replica holds the run, they change nothing and raise `LeaseLost` (fencing).
-"""
+"""The SQL both databases share (`SQLStore`), and the two stores: SQLite, the embedded default (`SQLiteStore`), and
+PostgreSQL, shared by a service's replicas (`PostgresStore`)."""
 
 from __future__ import annotations
 
@@ -18,164 +7,22 @@ import json
 import sqlite3
 import threading
 import time
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, ClassVar, Unpack
-from urllib.parse import urlsplit
 
-from ..models.contract import DataSpec, ParamBlock
-from ..wire import EventPayload, RunStatus, RunStopReason
-from . import migrations
-from .migrations import Dialect
-from .records import DatasetRecord, EventRecord, Lease, RunFields, RunRecord
-from .schemas import DiagnosticsInfo, FailureInfo, NetworkInfo, RunSpec, WorkerStats
+from ...models.contract import DataSpec, ParamBlock
+from ...wire import EventPayload, RunStatus, RunStopReason
+from .. import migrations
+from ..migrations import Dialect
+from ..records import DatasetRecord, EventRecord, Lease, RunFields, RunRecord
+from ..schemas import DiagnosticsInfo, FailureInfo, NetworkInfo, RunSpec, WorkerStats
+from .base import ActiveLimit, Conflict, LeaseLost, RecordStore
 
 #: Columns a writer may change (`_encode` says how each is stored: JSON text for the structured ones).
 RUN_FIELDS: frozenset[str] = frozenset(RunFields.__annotations__)
 _DRIVABLE = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
-
-
-class Conflict(Exception):
-    """A record with this key already exists; `.existing` is it."""
-
-    def __init__(self, existing: RunRecord) -> None:
-        super().__init__(existing.id)
-        self.existing = existing
-
-
-class ActiveLimit(Exception):
-    """The tenant already has `active` PENDING or RUNNING runs, the most `create_run` was allowed to reach."""
-
-    def __init__(self, active: int) -> None:
-        super().__init__(active)
-        self.active = active
-
-
-class LeaseLost(Exception):
-    """A driver's write refused: another replica holds the run's lease now (or the run is gone)."""
-
-    def __init__(self, lease: Lease) -> None:
-        super().__init__(f"run {lease.tenant}/{lease.run_id}: lease epoch {lease.epoch} of {lease.owner} is lost")
-        self.lease = lease
-
-
-class RecordStore(ABC):
-    """What the service needs from its database."""
-
-    @abstractmethod
-    def close(self) -> None: ...
-
-    @abstractmethod
-    def create_run(
-        self,
-        tenant: str,
-        run_id: str,
-        spec: RunSpec,
-        spec_hash: str,
-        idempotency_key: str | None,
-        rounds_total: int,
-        draws_total: int,
-        max_active: int | None = None,
-    ) -> RunRecord:
-        """Insert a PENDING run; raise Conflict(existing) if (tenant, id) or (tenant, idempotency key) exists, and
-        ActiveLimit if the tenant already has `max_active` PENDING or RUNNING runs (checked atomically)."""
-
-    @abstractmethod
-    def get_run(self, tenant: str, run_id: str) -> RunRecord | None: ...
-
-    @abstractmethod
-    def get_run_by_idempotency_key(self, tenant: str, key: str) -> RunRecord | None: ...
-
-    @abstractmethod
-    def list_runs(
-        self,
-        tenant: str,
-        status: RunStatus | None,
-        after: int | None,
-        limit: int,
-        name: str | None = None,
-        tags: Mapping[str, str] | None = None,
-    ) -> list[RunRecord]:
-        """Newest first; `after` is the `key` of the last run of the previous page; only runs with this `name` and
-        all these `tags` (key → value) when given."""
-
-    @abstractmethod
-    def runs_with_status(self, statuses: Iterable[RunStatus]) -> list[RunRecord]:
-        """All tenants' runs in these states, oldest first (for start-up recovery and the queue)."""
-
-    @abstractmethod
-    def update_run(self, tenant: str, run_id: str, lease: Lease | None = None, **fields: Unpack[RunFields]) -> None:
-        """Change run fields; with `lease`, only while it holds (else LeaseLost)."""
-
-    @abstractmethod
-    def transition(
-        self,
-        tenant: str,
-        run_id: str,
-        from_statuses: Iterable[RunStatus],
-        event: EventPayload | None = None,
-        lease: Lease | None = None,
-        **fields: Unpack[RunFields],
-    ) -> bool:
-        """Atomically: if the run's status is in `from_statuses`, update `fields` and append `event`; return whether
-        it did (compare-and-set, so concurrent cancels and pick-ups cannot both win). With `lease`, only while it
-        holds (else LeaseLost)."""
-
-    @abstractmethod
-    def delete_run(self, tenant: str, run_id: str) -> None: ...
-
-    @abstractmethod
-    def add_event(self, run_key: int, event: EventPayload, lease: Lease | None = None) -> int:
-        """Append an event to a run's log and return its sequence number (1, 2, ...); with `lease`, only while it
-        holds (else LeaseLost)."""
-
-    @abstractmethod
-    def events_after(self, run_key: int, after: int, limit: int = 1000) -> list[EventRecord]: ...
-
-    @abstractmethod
-    def add_dataset(
-        self, tenant: str, dataset_id: str, name: str, n: int, d: int, nbytes: int, path: str
-    ) -> DatasetRecord: ...
-
-    @abstractmethod
-    def get_dataset(self, tenant: str, dataset_id: str) -> DatasetRecord | None: ...
-
-    @abstractmethod
-    def list_datasets(self, tenant: str) -> list[DatasetRecord]: ...
-
-    @abstractmethod
-    def delete_dataset(self, tenant: str, dataset_id: str) -> None: ...
-
-    @abstractmethod
-    def count_runs_by_status(self) -> dict[RunStatus, int]: ...
-
-    @abstractmethod
-    def count_active(self, tenant: str) -> int:
-        """The tenant's PENDING and RUNNING runs."""
-
-    @abstractmethod
-    def acquire_lease(self, tenant: str, run_id: str, owner: str, ttl_s: float) -> Lease | None:
-        """Take the lease of a PENDING or RUNNING run for `owner` for `ttl_s` seconds (on the database's clock) if
-        nobody holds it, its holder let it expire, or its holder is `owner` itself (an earlier process of the same
-        replica); the epoch grows by one. None if another replica holds it or the run is not drivable."""
-
-    @abstractmethod
-    def renew_lease(self, lease: Lease, ttl_s: float) -> bool:
-        """Extend a lease to `ttl_s` seconds from now; False if it is lost (another epoch holds the run)."""
-
-    @abstractmethod
-    def release_lease(self, lease: Lease) -> None:
-        """Give a lease up (another replica may take the run at once); no-op if it is lost already."""
-
-    @abstractmethod
-    def runs_to_drive(self, owner: str) -> list[RunRecord]:
-        """PENDING and RUNNING runs that `owner` may take: nobody's lease, an expired one, or its own; oldest first."""
-
-    @abstractmethod
-    def cancel_requested(self, keys: Sequence[int]) -> set[int]:
-        """Which of these runs (by key) have a cancel request."""
 
 
 class _Tx:
@@ -563,6 +410,8 @@ class PostgresStore(SQLStore):
         from psycopg.rows import dict_row
         from psycopg_pool import ConnectionPool
 
+        from .urls import postgres_params  # urls opens these stores
+
         self.url = url
         params = postgres_params(url)
         # the URL's own connect_timeout and options are kept (a keyword argument would replace them); the options
@@ -607,97 +456,6 @@ class PostgresStore(SQLStore):
 
     def _tag_filter(self, key: str, value: str) -> tuple[str, list[Any]]:
         return "(tags::jsonb ->> ?) = ?", [key, value]
-
-
-#: The URL schemes RAYSAMPLER_DATABASE_URL may have.
-DATABASE_SCHEMES = ("sqlite", "postgresql", "postgres")
-
-
-#: libpq's sslmode values (https://www.postgresql.org/docs/current/libpq-ssl.html).
-SSL_MODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
-
-
-def postgres_params(url: str) -> dict[str, str]:
-    """The connection parameters libpq reads from a postgresql:// URL: host and port in the authority (several,
-    comma-separated, for failover), or `host=` in the query (a hostname or a Unix-socket directory, as
-    `postgresql://user@/db?host=/cloudsql/project:region:instance`), and any other libpq parameter (`sslmode`,
-    `connect_timeout`, `options`, ...). ValueError saying what is wrong, never echoing a password."""
-    try:
-        from psycopg import ProgrammingError
-        from psycopg.conninfo import conninfo_to_dict
-    except ImportError:  # the light install
-        raise ValueError("a PostgreSQL URL needs the postgres extra: pip install 'raysampler[postgres]'") from None
-    try:
-        params = {k: str(v) for k, v in conninfo_to_dict(url).items()}
-    except ProgrammingError as exc:
-        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        password = urlsplit(url).password
-        if password:
-            reason = reason.replace(password, "***")
-        raise ValueError(f"libpq cannot read it: {reason}") from None
-    for port in filter(None, params.get("port", "").split(",")):
-        if not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"the port must be a number from 1 to 65535, not {port!r}")
-    mode = params.get("sslmode")
-    if mode is not None and mode not in SSL_MODES:
-        raise ValueError(f"sslmode is {mode!r}; libpq takes one of {', '.join(SSL_MODES)}")
-    return params
-
-
-def check_database_url(url: str) -> str:
-    """`url` if it is a database URL the service can use: sqlite:///path, or a postgresql:// (postgres://) URL
-    as libpq takes it (`postgres_params`; parts it leaves out take libpq's defaults: the local socket, port 5432,
-    the user's name as the database). ValueError saying what is wrong, never echoing a password."""
-    parts = urlsplit(url)
-    if parts.scheme not in DATABASE_SCHEMES:
-        raise ValueError(
-            f"the scheme is {parts.scheme or 'missing'!r}; give sqlite:///path/to/file.sqlite3 or "
-            "postgresql://user:password@host:5432/database"
-        )
-    if parts.scheme == "sqlite":
-        if parts.netloc or not parts.path.strip("/"):
-            raise ValueError("a SQLite URL is sqlite:///absolute/path/to/file.sqlite3 (three slashes, then the path)")
-        return url
-    postgres_params(url)
-    return url
-
-
-def describe_database_url(url: str) -> str:
-    """A checked database URL as messages may show it: scheme, user, host(s) or socket directory, port(s),
-    database and sslmode, never the password."""
-    parts = urlsplit(url)
-    if parts.scheme == "sqlite":
-        return url
-    params = postgres_params(url)
-    user = f"{params['user']}@" if params.get("user") else ""
-    hosts = params.get("host", "")
-    ports = params.get("port", "")
-    query = [f"{k}={params[k]}" for k in ("sslmode",) if k in params]
-    if hosts.startswith("/") or (hosts == "" and "hostaddr" not in params):  # a socket directory (or libpq's own)
-        authority = ""
-        if hosts:
-            query.insert(0, f"host={hosts}")
-    else:
-        names = hosts.split(",") if hosts else [params.get("hostaddr", "")]
-        numbers = ports.split(",") if ports else []
-        authority = ",".join(
-            (f"[{h}]" if ":" in h else h) + (f":{numbers[min(i, len(numbers) - 1)]}" if numbers else "")
-            for i, h in enumerate(names)
-        )
-    tail = f"?{'&'.join(query)}" if query else ""
-    return f"{parts.scheme}://{user}{authority}/{params.get('dbname', '')}{tail}"
-
-
-def open_store(url: str | None, default_sqlite: Path) -> RecordStore:
-    """The store of RAYSAMPLER_DATABASE_URL (`url`, checked by `check_database_url`), migrated to the newest schema;
-    SQLite at `default_sqlite` when there is none."""
-    if url is None:
-        return SQLiteStore(str(default_sqlite))
-    check_database_url(url)
-    parts = urlsplit(url)
-    if parts.scheme == "sqlite":
-        return SQLiteStore(parts.path)
-    return PostgresStore(url)
 
 
 def _fence(lease: Lease | None) -> tuple[str, list[Any]]:
