@@ -43,6 +43,9 @@ _BRMS = {
     "exponential_regression": ("exponential", "mu = log"),
     "zero_inflated_poisson_regression": ("zero_inflated_poisson", "mu = log; zi = identity"),
     "cumulative_regression": ("cumulative", "mu = logit; disc = identity"),
+    "cumulative_probit_regression": ("cumulative", "mu = probit; disc = identity"),
+    "hurdle_poisson_regression": ("hurdle_poisson", "mu = log; hu = identity"),
+    "hurdle_negative_binomial_regression": ("hurdle_negbinomial", "mu = log; shape = identity; hu = identity"),
     "zero_inflated_negative_binomial_regression": (
         "zero_inflated_negbinomial",
         "mu = log; shape = identity; zi = identity",

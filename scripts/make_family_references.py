@@ -1,17 +1,17 @@
 """NUTS references for the families brms users fit (tests/support/reference_problems.py, FAMILY_PROBLEMS): writes each
 problem's data (CSV, seeded) and a reference from NumPyro's NUTS on the pooled data to tests/data/models/.
 
-Each likelihood is NumPyro's own distribution, not raysampler's potentials: Student-t `StudentT(ν, η, σ)`,
-`Gamma(α, α/μ)`, `Beta(μφ, (1 − μ)φ)`, `Weibull(λ, k)` with λ = μ/Γ(1 + 1/k) (brms' mean parametrisation) and
+Each likelihood is NumPyro's own distribution, not raysampler's potentials: Student-t `StudentT(ν, η, σ)`, `Gamma(α,
+α/μ)`, `Beta(μφ, (1 − μ)φ)`, `Weibull(λ, k)` with λ = μ/Γ(1 + 1/k) (brms' mean parametrisation) and
 `Exponential(1/μ)`, `ZeroInflatedPoisson(zi, λ)` with λ = exp(η + log exposure), `ZeroInflatedNegativeBinomial2(μ, φ,
-gate=zi)`; a right-censored row adds log S(y) = log(1 − F(y)) from the distribution's own `cdf`. The priors are the
-families' defaults: β ~ N(0, 10²), σ ~ HalfNormal(10), ν ~ Gamma(2, 0.1), a shape or precision ~ Gamma(0.01, 0.01),
-zi ~ Beta(1, 1), the negative binomial's φ ~ HalfCauchy(10); the cumulative probit's likelihood is written from
-jax's `log_ndtr` (NumPyro has no ordered probit); the distributional Gaussian (σ's own regression,
-log σ_j = z_jᵀγ) has γ ~ N(0, 2.5²). Stored per
-reported parameter (brms names, natural scale): mean, sd, quantiles, Monte-Carlo standard error of the mean, bulk ESS
-and R-hat (arviz-stats), plus a thinned subset of the draws. The run stops with an error if min ESS < 4000 or max
-R-hat > 1.01. Needs the `jax` extra.
+gate=zi)`, the hurdle families' counts `Poisson(μ)` and `NegativeBinomial2(μ, φ)` truncated at 1 by their own
+`log_prob(0)`; a right-censored row adds log S(y) = log(1 − F(y)) from the distribution's own `cdf`. The priors are
+the families' defaults: β ~ N(0, 10²), σ ~ HalfNormal(10), ν ~ Gamma(2, 0.1), a shape or precision ~ Gamma(0.01,
+0.01), zi and hu ~ Beta(1, 1), the negative binomial's φ ~ HalfCauchy(10); the cumulative probit's likelihood is
+written from jax's `log_ndtr` (NumPyro has no ordered probit); the distributional Gaussian (σ's own regression, log
+σ_j = z_jᵀγ) has γ ~ N(0, 2.5²). Stored per reported parameter (brms names, natural scale): mean, sd, quantiles,
+Monte-Carlo standard error of the mean, bulk ESS and R-hat (arviz-stats), plus a thinned subset of the draws. The run
+stops with an error if min ESS < 4000 or max R-hat > 1.01. Needs the `jax` extra.
 
     python scripts/make_family_references.py [--draws 6000] [--only NAME ...]
 """
@@ -82,6 +82,19 @@ def make_data(name: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
         counts = rng.negative_binomial(3.0, 3.0 / (3.0 + mu))
         zeros = rng.random(n) < 0.2
         return np.column_stack([X, expo]), np.where(zeros, 0, counts).astype(float), COEF + ["log_exposure"]
+    if name in ("family_hurdle_poisson", "family_hurdle_nb"):  # a third zeros; positive counts truncated at 1
+        expo = np.log(rng.uniform(0.5, 3.0, n))
+        mu = np.exp(X @ np.array([0.3, 0.5, -0.4]) + expo)
+        draw = (
+            (lambda: rng.poisson(mu))
+            if name == "family_hurdle_poisson"
+            else (lambda: rng.negative_binomial(2.0, 2.0 / (2.0 + mu)))
+        )
+        counts = draw()
+        while (counts == 0).any():  # the truncated count law: redraw the zeros
+            counts = np.where(counts == 0, draw(), counts)
+        zeros = rng.random(n) < 0.35
+        return np.column_stack([X, expo]), np.where(zeros, 0, counts).astype(float), COEF + ["log_exposure"]
     if name == "family_cumulative":  # four ordered categories of a logistic latent variable; no intercept column
         z = X[:, 1:] @ np.array([0.9, -0.6]) + rng.logistic(size=n)
         return X[:, 1:], 1.0 + np.digitize(z, [-1.0, 0.3, 1.2]), COEF[1:]
@@ -110,6 +123,8 @@ def numpyro_model(name: str, X: np.ndarray, columns: tuple[str, ...]):
         "exponential": [],
         "zip": ["zi"],
         "zinb": ["phi", "zi"],
+        "hurdle_poisson": ["hu"],
+        "hurdle_nb": ["phi", "hu"],
         "cumulative": ["Intercept", "delta[2]", "delta[3]"],
         "cumulative_probit": ["Intercept", "delta[2]", "delta[3]"],
         "sigma": ["b_sigma[(Intercept)]", "b_sigma[x2]"],
@@ -144,6 +159,16 @@ def numpyro_model(name: str, X: np.ndarray, columns: tuple[str, ...]):
         elif family == "zip":
             zi = numpyro.sample("zi", dist.Beta(1.0, 1.0))
             numpyro.sample("y", dist.ZeroInflatedPoisson(zi, jnp.exp(eta + offset)), obs=y)
+        elif family in ("hurdle_poisson", "hurdle_nb"):  # P(0) = hu; a count: (1 − hu) p(y)/(1 − p(0))
+            mu = jnp.exp(eta + offset)
+            if family == "hurdle_nb":
+                phi = numpyro.sample("phi", dist.HalfCauchy(10.0))
+                counts = dist.NegativeBinomial2(mu, phi)
+            else:
+                counts = dist.Poisson(mu)
+            hu = numpyro.sample("hu", dist.Beta(1.0, 1.0))
+            positive = jnp.log1p(-hu) + counts.log_prob(y) - jnp.log1p(-jnp.exp(counts.log_prob(jnp.zeros_like(y))))
+            numpyro.factor("y", jnp.sum(jnp.where(y == 0, jnp.log(hu), positive)))
         elif family == "sigma":  # log σ_j = z_jᵀγ, z = (1, x2); γ ~ N(0, 2.5²)
             gamma = numpyro.sample("b_sigma", dist.Normal(0.0, 2.5).expand([2]))
             Z = jnp.asarray(X[:, [cols.index("sigma_(Intercept)"), cols.index("sigma_x2")]])

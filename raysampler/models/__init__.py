@@ -25,6 +25,7 @@ from .formula import FormulaModel, from_formula
 from .gamma import GammaRegression
 from .gaussian import Gaussian, gaussian_posterior
 from .groups import GroupEffects, HierarchicalGLM
+from .hurdle import HurdleNegativeBinomialRegression, HurdlePoissonRegression
 from .linear import LinearRegression, linear_posterior
 from .logistic import LogisticRegression
 from .lognormal import LogNormalRegression
@@ -111,6 +112,8 @@ __all__ = [
     "GaussianPrior",
     "GroupEffects",
     "HierarchicalGLM",
+    "HurdleNegativeBinomialRegression",
+    "HurdlePoissonRegression",
     "LinearRegression",
     "LogNormalRegression",
     "LogisticRegression",

@@ -22,6 +22,7 @@ from .contract import Model
 from .cumulative import CumulativeProbitRegression, CumulativeRegression
 from .gamma import GammaRegression
 from .gaussian import Gaussian
+from .hurdle import HurdleNegativeBinomialRegression, HurdlePoissonRegression
 from .linear import LinearRegression
 from .logistic import LogisticRegression
 from .lognormal import LogNormalRegression
@@ -65,6 +66,8 @@ BUILTIN: dict[str, type[Model]] = {
     "zero_inflated_negative_binomial_regression": ZeroInflatedNegativeBinomialRegression,
     "cumulative_regression": CumulativeRegression,
     "cumulative_probit_regression": CumulativeProbitRegression,
+    "hurdle_poisson_regression": HurdlePoissonRegression,
+    "hurdle_negative_binomial_regression": HurdleNegativeBinomialRegression,
 }
 #: Fields that `bind` fills from the data: arguments of the constructor, but not parameters a user chooses.
 BOUND_FIELDS = frozenset({"n_features", "n_classes", "columns"})

@@ -189,6 +189,10 @@ def _scipy_family(family: str, eta: np.ndarray, p: dict[str, np.ndarray]):
         return _ZeroInflated(p["zi"], st.poisson(np.exp(eta)))
     if family == "zero_inflated_negbinomial":  # NB2 with mean μ: scipy's n = φ, p = φ/(φ + μ)
         return _ZeroInflated(p["zi"], st.nbinom(p["phi"], p["phi"] / (p["phi"] + np.exp(eta))))
+    if family == "hurdle_poisson":
+        return _Hurdle(p["hu"], st.poisson(np.exp(eta)))
+    if family == "hurdle_negbinomial":
+        return _Hurdle(p["hu"], st.nbinom(p["phi"], p["phi"] / (p["phi"] + np.exp(eta))))
     k = p.get("shape", np.ones_like(eta))
     return st.weibull_min(c=k, scale=np.exp(eta - gammaln(1.0 + 1.0 / k)))
 
@@ -211,6 +215,25 @@ class _ZeroInflated:
         return np.where(u <= self.zi, 0.0, self.pois.ppf(np.clip((u - self.zi) / (1.0 - self.zi), 0.0, 1.0)))
 
 
+class _Hurdle:
+    """A hurdle count distribution from scipy's: P(0) = hu, P(k) = (1 − hu) P_c(k)/(1 − P_c(0)) for k ≥ 1."""
+
+    def __init__(self, hu: np.ndarray, counts) -> None:
+        self.hu, self.counts = hu, counts
+
+    def logpdf(self, y: np.ndarray) -> np.ndarray:
+        positive = np.log1p(-self.hu) + self.counts.logpmf(y) - np.log1p(-self.counts.pmf(0))
+        return np.where(y == 0, np.log(self.hu), positive)
+
+    def mean(self) -> np.ndarray:
+        return (1.0 - self.hu) * self.counts.mean() / (1.0 - self.counts.pmf(0))
+
+    def ppf(self, u: np.ndarray) -> np.ndarray:
+        v = np.clip((u - self.hu) / (1.0 - self.hu), 0.0, 1.0)
+        p0 = self.counts.pmf(0)
+        return np.where(u <= self.hu, 0.0, np.maximum(self.counts.ppf(p0 + v * (1.0 - p0)), 1.0))
+
+
 FORMULAS = {
     "student": "ys ~ x + (1 | g)",
     "Gamma": "yg ~ x + (1 | g)",
@@ -219,6 +242,8 @@ FORMULAS = {
     "exponential": "t | cens(cens) ~ x + (1 | g)",
     "zero_inflated_poisson": "yz ~ x + offset(np.log(ex)) + (1 | g)",
     "zero_inflated_negbinomial": "yz ~ x + offset(np.log(ex)) + (1 | g)",
+    "hurdle_poisson": "yz ~ x + offset(np.log(ex)) + (1 | g)",
+    "hurdle_negbinomial": "yz ~ x + offset(np.log(ex)) + (1 | g)",
 }
 FAMILY_PARAMS = {
     "student": ["sigma", "nu"],
@@ -227,6 +252,8 @@ FAMILY_PARAMS = {
     "weibull": ["shape"],
     "zero_inflated_poisson": ["zi"],
     "zero_inflated_negbinomial": ["phi", "zi"],
+    "hurdle_poisson": ["hu"],
+    "hurdle_negbinomial": ["phi", "hu"],
 }
 
 
@@ -285,6 +312,8 @@ def test_family_log_likelihoods_match_scipy_and_sum_to_the_potential() -> None:
         BetaRegression,
         ExponentialRegression,
         GammaRegression,
+        HurdleNegativeBinomialRegression,
+        HurdlePoissonRegression,
         StudentTRegression,
         WeibullRegression,
         ZeroInflatedNegativeBinomialRegression,
@@ -303,6 +332,8 @@ def test_family_log_likelihoods_match_scipy_and_sum_to_the_potential() -> None:
         ("exponential", ExponentialRegression(censored="cens"), ("cens", cens), df.t, 0),
         ("zero_inflated_poisson", ZeroInflatedPoissonRegression(offset="ex"), ("ex", offset), df.yz, 1),
         ("zero_inflated_negbinomial", ZeroInflatedNegativeBinomialRegression(offset="ex"), ("ex", offset), df.yz, 2),
+        ("hurdle_poisson", HurdlePoissonRegression(offset="ex"), ("ex", offset), df.yz, 1),
+        ("hurdle_negbinomial", HurdleNegativeBinomialRegression(offset="ex"), ("ex", offset), df.yz, 2),
     ]
     for family, model, extra, y, m in cases:
         cols = ("(Intercept)", "x") + ((extra[0],) if extra else ())
@@ -312,9 +343,10 @@ def test_family_log_likelihoods_match_scipy_and_sum_to_the_potential() -> None:
         own = rng.uniform(0.2, 1.5, (5, m))  # log ν > 0: a Student-t with a mean
         x = np.column_stack([rng.normal(0.3, 0.3, 5), rng.normal(0.6, 0.3, 5), own])
         p = {name: np.exp(own[:, j])[None, :] for j, name in enumerate(FAMILY_PARAMS.get(family, []))}
-        if family.startswith("zero_inflated"):
-            p["zi"] = expit(own[:, -1])[None, :]  # zi is sampled on the logit scale
-        eta = X @ x[:, :2].T + (offset[:, None] if family.startswith("zero_inflated") else 0.0)
+        counts = family.startswith(("zero_inflated", "hurdle"))
+        if counts:  # zi and hu are sampled on the logit scale
+            p[FAMILY_PARAMS[family][-1]] = expit(own[:, -1])[None, :]
+        eta = X @ x[:, :2].T + (offset[:, None] if counts else 0.0)
         dist = _scipy_family(family, eta, p)
         expected = dist.logpdf(y[:, None])
         if extra and extra[0] == "cens":
@@ -372,6 +404,8 @@ def test_formula_families_censoring_and_priors_by_brms_class() -> None:
     from raysampler.priors import BetaPrior, Exponential, Gamma
 
     expected = {
+        "hurdle_poisson": "hurdle_poisson_regression",
+        "hurdle_negbinomial": "hurdle_negative_binomial_regression",
         "zero_inflated_negbinomial": "zero_inflated_negative_binomial_regression",
         "zero_inflated_poisson": "zero_inflated_poisson_regression",
         "student": "student_t_regression",
@@ -413,6 +447,12 @@ def test_formula_families_censoring_and_priors_by_brms_class() -> None:
     zb = z.bind(DataSpec(len(columns), columns=columns))
     assert zb.model.zi_prior == BetaPrior(2.0, 5.0) and zb.design.x_columns == ("(Intercept)", "x", "(offset)")
     assert zb.param_names() == ["beta[(Intercept)]", "beta[x]", "zi"] and zb.param_blocks()[-1].transform == "sigmoid"
+    h = rs.models.from_formula("yz ~ x", "hurdle_negbinomial", {"hu": BetaPrior(3.0, 2.0), "phi": Gamma(2.0, 0.5)})
+    hb = h.bind(DataSpec(len(columns), columns=columns))
+    assert hb.model.hu_prior == BetaPrior(3.0, 2.0) and hb.model.phi_prior == Gamma(2.0, 0.5)
+    assert hb.param_names() == ["beta[(Intercept)]", "beta[x]", "phi", "hu"]
+    with pytest.raises(ArgumentError, match=r"priors\['zi'\]: the hurdle_poisson_regression family has no such"):
+        rs.models.from_formula("yz ~ x", "hurdle_poisson", {"zi": BetaPrior(1.0, 1.0)})
     with pytest.raises(ArgumentError, match=r"zi_prior must be rs.priors.BetaPrior\(a, b\)"):
         rs.models.from_formula("yz ~ x", "zero_inflated_poisson", {"zi": Gamma(1.0, 1.0)}).bind(
             DataSpec(len(columns), columns=columns)

@@ -29,6 +29,8 @@ ROUNDS = {
     "family_cumulative": 300,
     "family_sigma": 300,
     "family_cumulative_probit": 300,
+    "family_hurdle_poisson": 300,
+    "family_hurdle_nb": 300,
 }
 
 

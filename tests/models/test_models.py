@@ -450,6 +450,8 @@ def test_registry():
         "zero_inflated_negative_binomial_regression",
         "cumulative_regression",
         "cumulative_probit_regression",
+        "hurdle_poisson_regression",
+        "hurdle_negative_binomial_regression",
     }
     for family, cls in FAMILIES.items():
         model = get_model(family, prior_scale=2.0)

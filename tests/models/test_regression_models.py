@@ -21,6 +21,8 @@ from raysampler.models import (
     ExponentialRegression,
     GammaRegression,
     GaussianPrior,
+    HurdleNegativeBinomialRegression,
+    HurdlePoissonRegression,
     LinearRegression,
     LogisticRegression,
     LogNormalRegression,
@@ -250,6 +252,12 @@ CASES = {
     "zinb_offset_defaults": lambda: _zip(ZeroInflatedNegativeBinomialRegression),
     "zinb_priors": lambda: _zip(
         ZeroInflatedNegativeBinomialRegression, phi_prior=Exponential(0.5), zi_prior=BetaPrior(2, 2)
+    ),
+    "hurdle_poisson_offset_defaults": lambda: _zip(HurdlePoissonRegression),
+    "hurdle_poisson_beta_prior": lambda: _zip(HurdlePoissonRegression, hu_prior=BetaPrior(2.0, 5.0)),
+    "hurdle_nb_offset_defaults": lambda: _zip(HurdleNegativeBinomialRegression),
+    "hurdle_nb_priors": lambda: _zip(
+        HurdleNegativeBinomialRegression, phi_prior=Exponential(0.5), hu_prior=BetaPrior(2, 2)
     ),
     "softmax_student_t": _softmax,
     "mlp_student_t": _mlp,

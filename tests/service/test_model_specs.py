@@ -441,6 +441,24 @@ def test_the_families_brms_users_fit_over_rest(app_client):
     bad_zi = model | {"zi_prior": {"gamma": {"shape": 1.0, "rate": 1.0}}}
     r = c.post("/v1/runs", json=_body(bad_zi, {"dataset": "builtin:diabetes"}), headers=h)
     assert r.status_code == 422 and r.json()["detail"][0]["loc"][:3] == ["body", "model", "zi_prior"], r.text
+    hurdle = {
+        "formula": "y ~ x1 + x2 + offset(log_exposure)",
+        "family": "hurdle_negbinomial",
+        "hu_prior": {"beta": {"a": 2.0, "b": 2.0}},
+    }
+    r = c.post("/v1/runs", json=_body(hurdle, {"dataset_id": _upload(c, h, zcols, X, y)}), headers=h)
+    assert r.status_code == 202, r.text
+    info = final(c, r.json()["id"])
+    assert info["status"] == "SUCCEEDED", info
+    rows = c.get(f"/v1/runs/{info['id']}/summary", headers=h).json()["rows"]
+    assert [row["param"] for row in rows] == ["beta[(Intercept)]", "beta[x1]", "beta[x2]", "phi", "hu"]
+    assert rows[-1]["mean"] == pytest.approx(np.mean(y == 0), abs=0.1)  # hu is the share of zeros
+    r = c.post(
+        "/v1/runs",
+        json=_body(hurdle | {"hu_prior": {"half_normal": {"scale": 1.0}}}, {"dataset": "builtin:diabetes"}),
+        headers=h,
+    )
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"][:3] == ["body", "model", "hu_prior"], r.text
 
     X, y, ocols = FAMILY_PROBLEMS["family_cumulative"].load()  # categories 1..4, no intercept column
     ordinal = _upload(c, h, ocols, X, y)

@@ -25,6 +25,8 @@ from raysampler.models import (
     ExponentialRegression,
     GammaRegression,
     GroupEffects,
+    HurdleNegativeBinomialRegression,
+    HurdlePoissonRegression,
     LinearRegression,
     LogisticRegression,
     Model,
@@ -163,6 +165,8 @@ FAMILY_PROBLEMS: dict[str, ReferenceProblem] = {
         ReferenceProblem("family_cumulative", CumulativeRegression(n_categories=4)),
         ReferenceProblem("family_sigma", GaussianSigmaRegression(sigma_columns=("sigma_(Intercept)", "sigma_x2"))),
         ReferenceProblem("family_cumulative_probit", CumulativeProbitRegression(n_categories=4)),
+        ReferenceProblem("family_hurdle_poisson", HurdlePoissonRegression(offset="log_exposure")),
+        ReferenceProblem("family_hurdle_nb", HurdleNegativeBinomialRegression(offset="log_exposure")),
     )
 }
 

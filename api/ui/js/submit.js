@@ -44,7 +44,7 @@ export async function showSubmit() {
   // each family's own parameter besides σ (brms' class) and the spec field of its prior: a gamma(shape, rate) prior
   const ownPriors = {
     student: "nu_prior", Gamma: "shape_prior", weibull: "shape_prior", Beta: "phi_prior", negbinomial: "phi_prior",
-    zero_inflated_negbinomial: "phi_prior",
+    zero_inflated_negbinomial: "phi_prior", hurdle_negbinomial: "phi_prior",
   };
   const formulaModel = () => {
     const model = { formula: $("#f-formula").value.trim(), family: $("#f-formula-family").value };

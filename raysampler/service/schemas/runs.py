@@ -122,13 +122,18 @@ class ModelSpec(BaseModel):
         description="zero_inflated_poisson_regression, zero_inflated_negative_binomial_regression: prior on the "
         "zero-inflation probability (default beta(1, 1))",
     )
+    hu_prior: ProbabilityPriorSpec | None = Field(
+        default=None,
+        description="hurdle_poisson_regression, hurdle_negative_binomial_regression: prior on the probability of a "
+        "zero (the hurdle; default beta(1, 1))",
+    )
     noise_prior: PositivePriorSpec | None = Field(default=None, description="deprecated name of sigma_prior")
     dispersion_prior: PositivePriorSpec | None = Field(default=None, description="deprecated name of phi_prior")
     offset_column: str | None = Field(
         default=None,
         min_length=1,
-        description="poisson, negative_binomial and their zero-inflated families: the column of log exposure (not a "
-        "feature)",
+        description="poisson, negative_binomial and their zero-inflated and hurdle families: the column of log "
+        "exposure (not a feature)",
     )
     trials_column: str | None = Field(
         default=None, min_length=1, description="binomial_regression: the column of trial counts (not a feature)"
@@ -153,12 +158,13 @@ class ModelSpec(BaseModel):
         max_length=4000,
         description="a model written as a formula, brms' syntax ('y ~ x1 + C(region) + (1 + x1 | hospital)'): "
         "family is then brms' name of one (gaussian, bernoulli, poisson, binomial, negbinomial, lognormal, student, "
-        "Gamma, Beta, weibull, exponential, zero_inflated_poisson, zero_inflated_negbinomial, cumulative) or a "
+        "Gamma, Beta, weibull, exponential, zero_inflated_poisson, zero_inflated_negbinomial, hurdle_poisson, "
+        "hurdle_negbinomial, cumulative, cumulative_probit) or a "
         "built-in family's name, the priors are "
         "coef_prior (b), sd_prior (the group sds), cor_prior (cor: the correlations of a term's effects, correlated "
         "as in brms when one term has one bar and two effects or more; (1 + x1 || hospital) are not), sigma_prior "
-        "(sigma), phi_prior (phi), nu_prior (nu), shape_prior (shape), zi_prior (zi), threshold_prior (Intercept) and "
-        "gap_prior (delta), and each site builds its "
+        "(sigma), phi_prior (phi), nu_prior (nu), shape_prior (shape), zi_prior (zi), hu_prior (hu), "
+        "threshold_prior (Intercept) and gap_prior (delta), and each site builds its "
         "design from its own rows (the data's files name no y or x columns)",
         json_schema_extra={"x-families": list(FORMULA_FAMILIES)},
     )
@@ -234,6 +240,7 @@ class ModelSpec(BaseModel):
             "nu": self.nu_prior,
             "shape": self.shape_prior,
             "zi": self.zi_prior,
+            "hu": self.hu_prior,
             "Intercept": self.threshold_prior,
             "delta": self.gap_prior,
         }
@@ -254,6 +261,8 @@ class ModelSpec(BaseModel):
                 "nu_prior",
                 "shape_prior",
                 "zi_prior",
+                "hu_prior",
+                "hu_prior",
                 "threshold_prior",
                 "gap_prior",
                 "group_effects",

@@ -812,6 +812,8 @@ def test_the_formula_form_offers_each_family_its_own_priors(browser, service):
         "exponential": {},
         "zero_inflated_poisson": {},  # its zi prior (a beta) is the JSON's to set
         "zero_inflated_negbinomial": {"phi_prior": gamma},
+        "hurdle_poisson": {},  # its hu prior (a beta) is the JSON's to set
+        "hurdle_negbinomial": {"phi_prior": gamma},
         "cumulative": {},  # its threshold priors are the JSON's to set
     }
     for family, priors in expected.items():
