@@ -151,10 +151,37 @@ class PriorInPhi:
 
 
 class _LocalLayout:
-    """The local-parameter layout of a wrapper's `model` (group effects): a change of coordinates or a prior share
-    acts on θ only, so whether a shard has local parameters, how many and their names are the model's."""
+    """What a wrapper of `model` keeps as the model's: its dimension, parameter layout and names, data checks, and
+    the local-parameter layout (group effects): a change of coordinates or a prior share acts on θ only, so whether
+    a shard has local parameters, how many and their names are the model's."""
 
     model: ModelLike
+
+    @property
+    def dim(self) -> int:
+        return int(self.model.dim)
+
+    @property
+    def target_kind(self) -> str:
+        return self.model.target_kind
+
+    def param_blocks(self) -> tuple[ParamBlock, ...]:
+        return self.model.param_blocks()
+
+    def param_names(self) -> list[str]:
+        return list(self.model.param_names())
+
+    def shard_data(self, X: np.ndarray, y: np.ndarray, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        return self.model.shard_data(X, y, rows)
+
+    def validate(self, X: np.ndarray, y: np.ndarray, argname: str = "data") -> None:
+        self.model.validate(X, y, argname=argname)
+
+    def gram(self, X: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+        return self.model.gram(X, y)
+
+    def check_proper(self, gram: np.ndarray | None, n_rows: int | None = None) -> None:
+        self.model.check_proper(gram, n_rows=n_rows)
 
     def has_local_params(self) -> bool:
         return bool(self.model.has_local_params())
@@ -195,34 +222,8 @@ class WhitenedModel(_LocalLayout):
 
     name = "whitened"
 
-    @property
-    def dim(self) -> int:
-        return int(self.model.dim)
-
-    @property
-    def target_kind(self) -> str:
-        return self.model.target_kind
-
     def bind(self, spec: DataSpec) -> WhitenedModel:
         return WhitenedModel(self.model.bind(spec), self.precond)
-
-    def param_blocks(self) -> tuple[ParamBlock, ...]:
-        return self.model.param_blocks()
-
-    def param_names(self) -> list[str]:
-        return list(self.model.param_names())
-
-    def shard_data(self, X: np.ndarray, y: np.ndarray, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        return self.model.shard_data(X, y, rows)
-
-    def validate(self, X: np.ndarray, y: np.ndarray, argname: str = "data") -> None:
-        self.model.validate(X, y, argname=argname)
-
-    def gram(self, X: np.ndarray, y: np.ndarray) -> np.ndarray | None:
-        return self.model.gram(X, y)
-
-    def check_proper(self, gram: np.ndarray | None, n_rows: int | None = None) -> None:
-        self.model.check_proper(gram, n_rows=n_rows)
 
     def prior(self) -> PriorInPhi:
         base = self.model.prior()
@@ -329,14 +330,6 @@ class WithPriorShare(_LocalLayout):
     model: ModelLike
     weight: float
 
-    @property
-    def dim(self) -> int:
-        return int(self.model.dim)
-
-    @property
-    def target_kind(self) -> str:
-        return self.model.target_kind
-
     @functools.cached_property
     def term(self) -> PriorTerm | WhitenedTerm:
         """R, the prior's non-Gaussian term (`with_prior_share` wraps only models whose prior has one); found once
@@ -348,24 +341,6 @@ class WithPriorShare(_LocalLayout):
 
     def bind(self, spec: DataSpec) -> WithPriorShare:
         return WithPriorShare(self.model.bind(spec), self.weight)
-
-    def param_blocks(self) -> tuple[ParamBlock, ...]:
-        return self.model.param_blocks()
-
-    def param_names(self) -> list[str]:
-        return list(self.model.param_names())
-
-    def shard_data(self, X: np.ndarray, y: np.ndarray, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        return self.model.shard_data(X, y, rows)
-
-    def validate(self, X: np.ndarray, y: np.ndarray, argname: str = "data") -> None:
-        self.model.validate(X, y, argname=argname)
-
-    def gram(self, X: np.ndarray, y: np.ndarray) -> np.ndarray | None:
-        return self.model.gram(X, y)
-
-    def check_proper(self, gram: np.ndarray | None, n_rows: int | None = None) -> None:
-        self.model.check_proper(gram, n_rows=n_rows)
 
     def prior(self) -> Any:
         return self.model.prior()

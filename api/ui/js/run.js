@@ -60,29 +60,30 @@ export async function showRun(id) {
     res.diag.poke();
   }, { minGapMs: INFO_GAP_MS, onError: onError("run") });
 
+  // One parameter's trace into state[field], fetched again only when the parameter or the stored draws changed
+  // (its key in state[keyField]); true when it was fetched now.
+  const refreshTrace = async (param, draws, field, keyField) => {
+    if (`${param}|${draws}` === state[keyField]) return false;
+    const t = await getJSON(`/v1/runs/${id}/trace?param=${param}&max_points=${TRACE_POINTS}`);
+    if (!pg.alive) return false;
+    state[keyField] = `${t.param}|${draws}`;
+    state[field] = t;
+    return true;
+  };
+
   res.trace = pg.resource(async () => {
     const r = state.info;
     if (!r || !r.param_names || r.param_names.length === 0 || r.progress.draws_stored < 1) return;
     const draws = r.progress.draws_stored;
-    const key = `${state.param}|${draws}`;
-    if (key !== state.traceKey) {
-      const t = await getJSON(`/v1/runs/${id}/trace?param=${state.param}&max_points=${TRACE_POINTS}`);
-      if (!pg.alive) return;
-      state.traceKey = `${t.param}|${draws}`;
-      state.trace = t;
+    if (await refreshTrace(state.param, draws, "trace", "traceKey")) {
+      const t = state.trace;
       $("#trace-note").textContent = `${t.draws_stored} draws per chain${t.step > 1 ? `, 1 in ${t.step} shown` : ""}`;
       plots.trace($("#trace-plot"), t);
       plots.histogram($("#hist-plot"), t);
     }
-    if (r.param_names.length < 2) return;
-    const pairKey = `${state.pairParam}|${draws}`;
-    if (pairKey !== state.pairKey) {
-      const t = await getJSON(`/v1/runs/${id}/trace?param=${state.pairParam}&max_points=${TRACE_POINTS}`);
-      if (!pg.alive) return;
-      state.pairKey = `${t.param}|${draws}`;
-      state.pair = t;
-    }
-    if (state.trace && state.pair) plots.pair($("#pair-plot"), state.trace, state.pair);
+    if (!pg.alive || r.param_names.length < 2) return;
+    await refreshTrace(state.pairParam, draws, "pair", "pairKey");
+    if (pg.alive && state.trace && state.pair) plots.pair($("#pair-plot"), state.trace, state.pair);
   }, { minGapMs: INFO_GAP_MS, onError: onError("trace") });
 
   res.summary = pg.resource(async () => {
