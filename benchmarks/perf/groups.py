@@ -4,7 +4,13 @@ by side in one run, for each case:
 
 - "hospitals": 4 × 100 hospitals of 10-90 patients (n = 19,814, 404 parameters), as before;
 - "easy": 4 × 60 well-identified hospitals of 40-98 patients (n ≈ 16,500), where NUTS mixes well;
-- "large": 4 × 1,000 hospitals (n ≈ 200,000, 4,004 parameters): DG-LMC's set-up and ESS/s.
+- "large": 4 × 1,000 hospitals (n ≈ 200,000, 4,004 parameters): DG-LMC's set-up and ESS/s;
+- "unequal": 4 × 60 hospitals of unequal sizes, 15 to 200 patients, log-uniform (n ≈ 16,500, 244 parameters): many
+  small hospitals and a few large ones, as registries have;
+- "one_large": the same with one very large hospital (its last, 4,000 patients) at one site.
+
+`--time-budget S` runs DG-LMC as a user with a deadline does: rounds without end (`num_rounds` 10⁶) stopped by
+`time_budget_s=S`, with `--burn-in` rounds first (default: DG-LMC's own), ESS/s over the sampling seconds.
 
 Both sample the same posterior: β ~ N(0, 2.5²), sd ~ HalfNormal(1), r_g = sd·η_g, η_g ~ N(0, 1). NUTS: 4 chains
 vectorized, float64, JIT compile excluded (JAX's compile timings in the timed run subtracted), warm-up included in its
@@ -15,6 +21,7 @@ in NUTS posterior sds, and the ratio of sds. Per round: DG-LMC's wall time and i
 
     python benchmarks/perf/groups.py [--cases hospitals,easy,large] [--chains 4,16] [--rounds 2000]
     python benchmarks/perf/groups.py --cases large --chains 4 --site-cpus 4 --nuts-chain-method parallel
+    python benchmarks/perf/groups.py --cases unequal --chains 4 --time-budget 150 --burn-in 500
 
 The second form is the 16-core comparison: each site a Ray node of its own with 4 CPUs, its hospitals in a parquet
 file there, split at the site over its cores (`Shard(parts="auto")`); NUTS' chains each on a core of their own.
@@ -46,6 +53,11 @@ CASES: dict[str, dict[str, Any]] = {
     # NUTS on 200k rows and 4,004 parameters takes long on 2 cores: fewer NUTS iterations and DG-LMC rounds (ESS/s
     # is a rate, so the comparison stands; `--large-full` keeps the command line's)
     "large": {"per_site": 1000, "options": {}, "nuts": (200, 200), "rounds": 400},
+    "unequal": {"per_site": 60, "options": {"min_rows": 15, "max_rows": 200, "sizes": "log-uniform"}},
+    "one_large": {
+        "per_site": 60,
+        "options": {"min_rows": 15, "max_rows": 200, "sizes": "log-uniform", "large_group": 4000},
+    },
 }
 
 
@@ -141,6 +153,13 @@ def arguments() -> argparse.ArgumentParser:
         "with --cpus CPUs and the shards in memory",
     )
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--time-budget",
+        type=float,
+        default=0.0,
+        help="DG-LMC stopped by time_budget_s (seconds) instead of --rounds (0: --rounds)",
+    )
+    ap.add_argument("--burn-in", type=int, default=None, help="DG-LMC's burn-in rounds (default: its own)")
     ap.add_argument("--large-full", action="store_true", help="the large case with the given NUTS draws and rounds")
     return ap
 
@@ -177,9 +196,13 @@ def measure_case(name: str, args: argparse.Namespace) -> tuple[dict[str, Any], h
     shards = rs.shard(X, y, num_shards=SITES, columns=cols, by="hospital")
     with placed(shards, cols, args) as run_shards:  # one Ray (or cluster) for every chain count
         for chains in [int(c) for c in str(args.chains).split(",")]:
+            length: dict[str, Any] = {"num_rounds": rounds}
+            if args.time_budget:  # a user's deadline: rounds without end, stopped by the budget
+                length = {"num_rounds": 1_000_000, "time_budget_s": args.time_budget}
+            if args.burn_in is not None:
+                length["burn_in"] = args.burn_in
             t0 = time.perf_counter()
-            res = rs.sample(model, run_shards, chains=chains, num_rounds=rounds, seed=args.seed, executor="ray",
-                            progress=False)  # fmt: skip
+            res = rs.sample(model, run_shards, chains=chains, seed=args.seed, executor="ray", progress=False, **length)
             wall = time.perf_counter() - t0
             dg = natural_values(res.param_blocks, res.draws)  # β, sd, r in label order (1..G), as NUTS'
             stats = res.run_stats
@@ -205,8 +228,11 @@ def measure_case(name: str, args: argparse.Namespace) -> tuple[dict[str, Any], h
         r["x_nuts_all"] = r["ess_per_s_all"] / nuts_r["ess_per_s_all"]
     where = (f"{SITES} site nodes of {args.site_cpus} CPUs, each site's file split at the site" if args.site_cpus
              else f"a local Ray of {args.cpus} CPUs")  # fmt: skip
+    length = (f"stopped by time_budget_s={args.time_budget:g}" if args.time_budget else f"{rounds} rounds") + (
+        f", burn-in {args.burn_in}" if args.burn_in is not None else ""
+    )
     notes = [f"n = {len(y)}, {G} group effects; NUTS {args.nuts_chains} chains ({args.nuts_chain_method}), warm-up "
-             f"{warmup} (timed), compile excluded; DG-LMC on {where}"]  # fmt: skip
+             f"{warmup} (timed), compile excluded; DG-LMC on {where}, {length}"]  # fmt: skip
     for k, r in runs.items():
         if "setup_s" in r:
             notes.append(
