@@ -21,6 +21,7 @@ from .common import RowTerms, RowValues, _check_Xy
 from .negbin import _Terms
 from .poisson import _check_counts
 from .rowfamily import RowFamilyGLM
+from .zinb import nb_curvature_weights
 
 __all__ = ["HurdleNegativeBinomialRegression", "HurdlePoissonRegression"]
 
@@ -195,15 +196,8 @@ class HurdleNegativeBinomialRegression(RowFamilyGLM):
         return RowTerms(loss, d1, g_psi, d2, np.stack([h_er, np.zeros_like(h_er)], axis=2), h_psi)
 
     def _curvature_weights(self, X: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """μφ/(μ + φ) for a count (the NB's ∂²ℓ/∂η² at its fit, μ ≈ y_j, φ̂ the moment estimate m²/(v − m) of the
-        shard's counts; μ alone where they are not overdispersed), 0 for a zero (η does not enter it)."""
-        m = np.maximum(y, 1.0)
-        pos = y[y > 0]
-        mean, var = (float(np.mean(pos)), float(np.var(pos))) if pos.size > 1 else (1.0, 0.0)
-        if var > mean:
-            phi = mean * mean / (var - mean)
-            m = m * phi / (m + phi)
-        return np.where(y > 0, m, 0.0)
+        """The negative binomial's (`zinb.nb_curvature_weights`) for a count, 0 for a zero (η does not enter it)."""
+        return np.where(y > 0, nb_curvature_weights(y), 0.0)
 
     # ------------------------------------------------------------------ checks of the fit
 

@@ -15,7 +15,19 @@ from .negbin import _Terms
 from .poisson import _check_counts
 from .rowfamily import RowFamilyGLM
 
-__all__ = ["ZeroInflatedNegativeBinomialRegression"]
+__all__ = ["ZeroInflatedNegativeBinomialRegression", "nb_curvature_weights"]
+
+
+def nb_curvature_weights(y: np.ndarray) -> np.ndarray:
+    """μφ/(μ + φ) per row (the NB's ∂²ℓ/∂η² at its fit), μ ≈ max(y_j, 1) and φ̂ the moment estimate m²/(v − m) of
+    the shard's nonzero counts (μ alone, the Poisson's, where they are not overdispersed)."""
+    m = np.maximum(y, 1.0)
+    pos = y[y > 0]
+    mean, var = (float(np.mean(pos)), float(np.var(pos))) if pos.size > 1 else (1.0, 0.0)
+    if var <= mean:
+        return m
+    phi = mean * mean / (var - mean)
+    return m * phi / (m + phi)
 
 
 @dataclass(frozen=True)
@@ -91,15 +103,7 @@ class ZeroInflatedNegativeBinomialRegression(RowFamilyGLM):
         return RowTerms(loss, d1, g_psi, d2, np.stack([h_er, h_et], axis=2), h_psi)
 
     def _curvature_weights(self, X: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """μφ/(μ + φ) per row (the NB's ∂²ℓ/∂η² at its fit), μ ≈ max(y_j, 1) and φ̂ the moment estimate
-        m²/(v − m) of the shard's nonzero counts (μ alone, the Poisson's, where they are not overdispersed)."""
-        m = np.maximum(y, 1.0)
-        pos = y[y > 0]
-        mean, var = (float(np.mean(pos)), float(np.var(pos))) if pos.size > 1 else (1.0, 0.0)
-        if var <= mean:
-            return m
-        phi = mean * mean / (var - mean)
-        return m * phi / (m + phi)
+        return nb_curvature_weights(y)
 
     # ------------------------------------------------------------------ checks of the fit
 

@@ -8,7 +8,7 @@ import functools
 import warnings
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -18,8 +18,8 @@ from ..coef_priors import coefficient_keys, compose
 from ..contract import DataSpec, Model
 from .terms import _CENSORED, _OFFSET, _ORDINAL_FAMILIES, _PATH, _TRIALS, _prior_fields, factor_columns, value_label
 
-if TYPE_CHECKING:
-    from .model import FormulaModel
+#: a `model.FormulaModel` (typed Any here: model.py imports this module, not back)
+FormulaModel = Any
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ blocks ∇²_ηη U (group by group), ∇²_ηθ U and ∇²_θθ U that the Lap
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
@@ -11,12 +11,12 @@ from ..contract import EtaHessian, LocalCurvature, Model
 from .index import Point
 from .scales import apply_scale, apply_scale_many
 
-if TYPE_CHECKING:
-    from .model import HierarchicalGLM
+#: the functions below take a `model.HierarchicalGLM` (typed Any here: model.py imports this module, not back)
+GroupModel = Any
 
 
 def local_curvature(
-    model: HierarchicalGLM, X: np.ndarray, y: np.ndarray, x: np.ndarray, parts: str = "all"
+    model: GroupModel, X: np.ndarray, y: np.ndarray, x: np.ndarray, parts: str = "all"
 ) -> LocalCurvature:
     """U, ∇U, ∇²_ηη U block by block and, as far as `parts` asks, ∇²_ηθ U and ∇²_θθ U at K points, in one pass.
 

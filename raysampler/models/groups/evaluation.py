@@ -5,19 +5,19 @@ each group's effects r by its brms name, a group the run never saw drawn from it
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
 from .scales import scale_at
 from .spec import META
 
-if TYPE_CHECKING:
-    from .model import HierarchicalGLM
+#: the functions below take a `model.HierarchicalGLM` (typed Any here: model.py imports this module, not back)
+GroupModel = Any
 
 
 def evaluation_x(
-    model: HierarchicalGLM, X: np.ndarray, y: np.ndarray, draws: np.ndarray, names: Sequence[str], seed: int
+    model: GroupModel, X: np.ndarray, y: np.ndarray, draws: np.ndarray, names: Sequence[str], seed: int
 ) -> np.ndarray:
     """(θ, r) (S, d + l) for the groups of these rows from a run's draws (θ as sampled, the effects r as
     reported): each group's r from the draws by its brms name
@@ -59,7 +59,7 @@ def evaluation_x(
     return spanning_eval(model, X, draws, seed, out)
 
 
-def spanning_eval(model: HierarchicalGLM, X: np.ndarray, draws: np.ndarray, seed: int, x: np.ndarray) -> np.ndarray:
+def spanning_eval(model: GroupModel, X: np.ndarray, draws: np.ndarray, seed: int, x: np.ndarray) -> np.ndarray:
     """x (S, d + l) with, per spanning factor, the η of X's own groups appended (`_eval_index`'s layout): a
     level the set-up saw has its η from θ, a new one z ~ N(0, I) per draw from the stream `evaluation_x` uses
     for a local factor's new group (so r = M z: a new group drawn from the population)."""
@@ -89,7 +89,7 @@ def spanning_eval(model: HierarchicalGLM, X: np.ndarray, draws: np.ndarray, seed
 
 
 def unseen_groups(
-    model: HierarchicalGLM, X: np.ndarray, names: Sequence[str], text: Mapping[float, str] | None = None
+    model: GroupModel, X: np.ndarray, names: Sequence[str], text: Mapping[float, str] | None = None
 ) -> list[tuple[str, str]]:
     """(grouping column, label) of every group of the rows X (as `shard_data` gives them) whose effects the
     draws' parameter `names` do not hold: a level the run never saw, which `evaluation_x` draws from its

@@ -4,17 +4,17 @@ rows."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
 from .scales import apply_scale, scale_at
 
-if TYPE_CHECKING:
-    from .model import HierarchicalGLM
+#: the functions below take a `model.HierarchicalGLM` (typed Any here: model.py imports this module, not back)
+GroupModel = Any
 
 
-def coefficient_locations(model: HierarchicalGLM) -> tuple[tuple[int, int, int], ...]:
+def coefficient_locations(model: GroupModel) -> tuple[tuple[int, int, int], ...]:
     """(factor, effect, coefficient) triples: effect k of factor f whose column is coefficient a's too (the
     intercept and a slope that is also a feature), each coefficient with its first such factor."""
     labels = list(model.family._coef_labels() or ())
@@ -29,7 +29,7 @@ def coefficient_locations(model: HierarchicalGLM) -> tuple[tuple[int, int, int],
     return tuple(out)
 
 
-def centring(model: HierarchicalGLM, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+def centring(model: GroupModel, X: np.ndarray, y: np.ndarray) -> np.ndarray:
     """The group scales (every factor's log sds and correlations), and each coefficient whose column equals a
     group effect's column on this shard (`_locations`): moving it by δ and that effect of every group by −δ
     leaves each row's linear predictor as it is."""
@@ -45,7 +45,7 @@ def centring(model: HierarchicalGLM, X: np.ndarray, y: np.ndarray) -> np.ndarray
 
 
 def centred_move(
-    model: HierarchicalGLM, X: np.ndarray, y: np.ndarray, x: np.ndarray, dtheta: np.ndarray
+    model: GroupModel, X: np.ndarray, y: np.ndarray, x: np.ndarray, dtheta: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """θ' = θ + dθ, and per group r' = r − δ (δ: the moved coefficients matched to its effects), η' = M(s')⁻¹ r':
     every row's linear predictor is unchanged, so U changes by ½(‖η'‖² − ‖η‖²) alone, and

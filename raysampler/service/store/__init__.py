@@ -13,8 +13,8 @@ condition, so once another replica holds the run, they change nothing and raise 
 """
 
 from .base import ActiveLimit, Conflict, LeaseLost, RecordStore
-from .sql import RUN_FIELDS, PostgresStore, SQLiteStore, SQLStore
-from .urls import DATABASE_SCHEMES, SSL_MODES, check_database_url, describe_database_url, open_store, postgres_params
+from .sql import RUN_FIELDS, PostgresStore, SQLiteStore, SQLStore, open_store
+from .urls import DATABASE_SCHEMES, SSL_MODES, check_database_url, describe_database_url, postgres_params
 
 __all__ = [
     "DATABASE_SCHEMES",

@@ -10,7 +10,9 @@ import time
 from abc import abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, ClassVar, Unpack
+from urllib.parse import urlsplit
 
 from ...models.contract import DataSpec, ParamBlock
 from ...wire import EventPayload, RunStatus, RunStopReason
@@ -19,6 +21,7 @@ from ..migrations import Dialect
 from ..records import DatasetRecord, EventRecord, Lease, RunFields, RunRecord
 from ..schemas import DiagnosticsInfo, FailureInfo, NetworkInfo, RunSpec, WorkerStats
 from .base import ActiveLimit, Conflict, LeaseLost, RecordStore
+from .urls import check_database_url, postgres_params
 
 #: Columns a writer may change (`_encode` says how each is stored: JSON text for the structured ones).
 RUN_FIELDS: frozenset[str] = frozenset(RunFields.__annotations__)
@@ -410,8 +413,6 @@ class PostgresStore(SQLStore):
         from psycopg.rows import dict_row
         from psycopg_pool import ConnectionPool
 
-        from .urls import postgres_params  # urls opens these stores
-
         self.url = url
         params = postgres_params(url)
         # the URL's own connect_timeout and options are kept (a keyword argument would replace them); the options
@@ -456,6 +457,18 @@ class PostgresStore(SQLStore):
 
     def _tag_filter(self, key: str, value: str) -> tuple[str, list[Any]]:
         return "(tags::jsonb ->> ?) = ?", [key, value]
+
+
+def open_store(url: str | None, default_sqlite: Path) -> RecordStore:
+    """The store of RAYSAMPLER_DATABASE_URL (`url`, checked by `check_database_url`), migrated to the newest schema;
+    SQLite at `default_sqlite` when there is none."""
+    if url is None:
+        return SQLiteStore(str(default_sqlite))
+    check_database_url(url)
+    parts = urlsplit(url)
+    if parts.scheme == "sqlite":
+        return SQLiteStore(parts.path)
+    return PostgresStore(url)
 
 
 def _fence(lease: Lease | None) -> tuple[str, list[Any]]:

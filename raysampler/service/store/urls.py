@@ -1,13 +1,9 @@
-"""Database URLs (RAYSAMPLER_DATABASE_URL): checked, described without the password, and opened as a store
-(`open_store`)."""
+"""Database URLs (RAYSAMPLER_DATABASE_URL): checked, and described without the password (the store they open:
+`sql.open_store`)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from urllib.parse import urlsplit
-
-from .base import RecordStore
-from .sql import PostgresStore, SQLiteStore
 
 #: The URL schemes RAYSAMPLER_DATABASE_URL may have.
 DATABASE_SCHEMES = ("sqlite", "postgresql", "postgres")
@@ -86,15 +82,3 @@ def describe_database_url(url: str) -> str:
         )
     tail = f"?{'&'.join(query)}" if query else ""
     return f"{parts.scheme}://{user}{authority}/{params.get('dbname', '')}{tail}"
-
-
-def open_store(url: str | None, default_sqlite: Path) -> RecordStore:
-    """The store of RAYSAMPLER_DATABASE_URL (`url`, checked by `check_database_url`), migrated to the newest schema;
-    SQLite at `default_sqlite` when there is none."""
-    if url is None:
-        return SQLiteStore(str(default_sqlite))
-    check_database_url(url)
-    parts = urlsplit(url)
-    if parts.scheme == "sqlite":
-        return SQLiteStore(parts.path)
-    return PostgresStore(url)
