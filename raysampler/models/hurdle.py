@@ -11,6 +11,7 @@ whole −log likelihood). The truncation term T = log(1 − e^{L0}) has ∇T = �
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -48,10 +49,10 @@ def _hurdle_terms(t: np.ndarray, zero: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return loss, np.where(zero, hu - 1.0, hu), np.broadcast_to(hu * (1.0 - hu), loss.shape)
 
 
-def _truncated_ppf(ppf: object, p0: np.ndarray, v: np.ndarray, *args: np.ndarray) -> np.ndarray:
+def _truncated_ppf(ppf: Callable[..., np.ndarray], p0: np.ndarray, v: np.ndarray, *args: np.ndarray) -> np.ndarray:
     """The count distribution truncated to y ≥ 1 at level v ∈ [0, 1]: its quantile at p0 + v(1 − p0), at least 1."""
     level = np.clip(p0 + v * (1.0 - p0), 0.0, 1.0)
-    return np.maximum(ppf(level, *args), 1.0)  # type: ignore[operator]
+    return np.maximum(ppf(level, *args), 1.0)
 
 
 @dataclass(frozen=True)

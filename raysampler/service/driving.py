@@ -17,6 +17,7 @@ from ..diagnostics import FINAL_DRAWS, WarningKind, diagnose, superchains_for
 from ..enums import Executor, StopReason
 from ..errors import Failure, FailureKind, RunCancelled, SamplingError, failure_of
 from ..events import EventKind, RunEvent
+from ..grants import DataGrants
 from ..options import ExecutionOptions
 from ..sampling import Run
 from ..wire import (
@@ -135,7 +136,7 @@ class Driver:
     files: DrawFiles
     settings: Settings
     metrics: Metrics | None
-    grants: Any
+    grants: DataGrants
     replica: str
     stopping: threading.Event
     summaries: SummaryCache
