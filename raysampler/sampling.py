@@ -73,12 +73,12 @@ def sample(
     group while the other's messages travel (DG-LMC's batched kernels; the same draws as an unpipelined run from 6
     chains on: see `RunOptions`); "auto" (the default) turns it on where a far link's RTT is of the order of a
     round's compute (`result.setup.pipeline` says whether and why). `secure_sums=True` has each site send its term of
-    the coordinator's sum masked, so the coordinator learns only the sum over sites (DG-LMC; the "privacy" extra;
-    docs/privacy.md says what it hides and what not). `checkpoint_dir` stores every chunk of draws with its
-    checkpoint, so `rs.resume(checkpoint_dir)` continues the run in another process. `privacy=rs.DP(epsilon,
-    delta, clip)` runs DG-LMC's differential-privacy mode: clipped Langevin steps, a private set-up, and a budget
-    per site that stops the run (stop reason "privacy_budget") before any release would exceed it
-    (`result.run_stats.privacy`; docs/privacy.md). Algorithm parameters go in `**params`.
+    the coordinator's sums masked, so the coordinator learns only sums over sites (DG-LMC, FALD, QLSD; the
+    "privacy" extra; docs/privacy.md says what it hides and what not). `checkpoint_dir` stores every chunk of
+    draws with its checkpoint, so `rs.resume(checkpoint_dir)` continues the run in another process.
+    `privacy=rs.DP(epsilon, delta, clip)` runs DG-LMC's differential-privacy mode: clipped Langevin steps, a private
+    set-up, and a budget per site that stops the run (stop reason "privacy_budget") before any release would exceed
+    it (`result.run_stats.privacy`; docs/privacy.md). Algorithm parameters go in `**params`.
     A failure raises SamplingError naming the worker, site and round, with `.result` holding the draws so far.
 
     The keywords are sugar for `Run(model, shards, get_algorithm(algorithm, **params), RunOptions(...),

@@ -35,17 +35,24 @@ A shard with n_i ≤ B uses its full gradient. Variants:
              probability q per round (per chain, the coordinator's uniform draw) ref moves to the latest collected
              average. With full gradients and q = 1 it is "star".
 The star variants cost one full local gradient per communication (G_i at the round's starting average).
+
+Secure sums: the server needs only Σ_i X^i and Σ_i G_i(X̄_t), so with `fixed_point` (and in every secure-sums run)
+each client sends its X^i (and G_i) side by side as one fixed-point term (`privacy.fixed_point.encode_term`), which
+its site masks in a secure-sums run, and the server decodes only their total.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..models.contract import Model
+from ..privacy.fixed_point import decode_sum, encode_term
 from ..streams import ChainNoise
 from ..tuning import budget
 from ..tuning.curvature import smoothness_bounds
@@ -67,6 +74,7 @@ class WorkerPayload:
     tau: float
     variant: str
     batch_size: int | None = None
+    fixed_point: bool = False  # send X^i (and G_i) as one fixed-point term of their sums (`Reply.summed`)
 
 
 class WorkerState(NamedTuple):
@@ -88,9 +96,15 @@ class Message(NamedTuple):
 
 
 class Reply(NamedTuple):
-    x: np.ndarray  # (K, d) X^i at the communication
+    """Client i's reply at a communication. With fixed-point sums (`WorkerPayload.fixed_point`) x and g are None:
+    the client sends instead [X^i, G_i] side by side as its fixed-point term (`summed`, uint64 (K, d) or (K, 2d);
+    masked by its site in a secure-sums run) and a flag of its own (`status`)."""
+
+    x: np.ndarray | None  # (K, d) X^i at the communication
     g: np.ndarray | None  # (K, d) G_i(X̄_t) at the round's starting average (star / vr_star)
     n_steps: int
+    summed: np.ndarray | None = None
+    status: np.ndarray | None = None
 
 
 class CoordinatorState(NamedTuple):
@@ -121,6 +135,9 @@ class FALD(Algorithm):
       init: "map" (every chain starts at the MAP), "zeros", or an array (d,) or (K, d).
       batch_size: None (full local gradients, the default) or B ≥ 1: minibatch gradients (see the module doc).
       preconditioner ("auto", "laplace", "diag", None), bias_budget δ (0.05).
+      fixed_point: each client sends its X^i (and G_i) rounded to the nearest 2⁻³² as one term of their sums
+        (`privacy.fixed_point`), and the server adds the terms exactly mod 2⁶⁴: what a secure-sums run does
+        (with masks), without the masks. Default False.
     """
 
     variant: str = "plain"
@@ -132,7 +149,16 @@ class FALD(Algorithm):
     init: Any = "map"
     preconditioner: str | None = "auto"
     bias_budget: float = 0.05
+    fixed_point: bool = False
     name: str = field(default="fald", init=False)
+
+    secure_sums_refusal = None  # the server needs only Σ_i X^i and Σ_i G_i: the clients' terms go masked
+    release_names = MappingProxyType({"x": "x", "g": "grad", "summed": "x,grad", "status": "status"})
+    masked_fields = ("summed",)
+
+    def for_secure_sums(self) -> FALD:
+        """The clients send [X^i, G_i] in fixed point (their sites mask it): `fixed_point=True`."""
+        return dataclasses.replace(self, fixed_point=True)
 
     def __post_init__(self) -> None:
         check_choice("variant", self.variant, VARIANTS)
@@ -146,6 +172,8 @@ class FALD(Algorithm):
         check_init(self.init)
         check_choice("preconditioner", self.preconditioner, PRECONDITIONERS)
         check_unit("bias_budget", self.bias_budget)
+        if not isinstance(self.fixed_point, bool):
+            raise ValueError(f"fixed_point must be True or False, got {self.fixed_point!r}")
 
     # --- tuning ---------------------------------------------------------------------------------
 
@@ -173,7 +201,13 @@ class FALD(Algorithm):
         state = CoordinatorState(xbar, cbar, refresh, n_steps, common)
         payloads = [
             WorkerPayload(
-                xbar, b, gamma, float(self.tau), self.variant, None if self.batch_size is None else int(self.batch_size)
+                xbar,
+                b,
+                gamma,
+                float(self.tau),
+                self.variant,
+                None if self.batch_size is None else int(self.batch_size),
+                self.fixed_point,
             )
             for _ in range(b)
         ]
@@ -263,6 +297,9 @@ class FALD(Algorithm):
                 x = x + s_own * own[k]
         g_last = g0 if g0 is not None else state.g_last
         new_state = WorkerState(p, c, g_last, prior, np.array(message.xbar, dtype=float), anchor)
+        if p.fixed_point:
+            term = encode_term((x,) if g0 is None else (x, g0), b)
+            return new_state, Reply(None, None, n, term.words, term.status)
         return new_state, Reply(x, g0, n)
 
     # --- coordinator ----------------------------------------------------------------------------
@@ -277,11 +314,10 @@ class FALD(Algorithm):
     ) -> tuple[CoordinatorState, np.ndarray]:
         """Communication: X̄ = (1/b) Σ_i X^i is the round's draw and the next start; collect mean_j G_j(X̄_t);
         draw the anchor refresh (vr_star), the next block length and its common noise."""
-        xbar = np.mean([r.x for r in replies], axis=0)
+        xbar, gmean = _averages(replies, self.variant != "plain")
         cbar: np.ndarray | None = None
         refresh: np.ndarray | None = None
-        if self.variant != "plain":
-            gmean = np.mean([r.g for r in replies if r.g is not None], axis=0)  # every client sends G_i here
+        if gmean is not None:
             if self.variant == "star":
                 refresh = np.ones(xbar.shape[0], dtype=bool)
             else:
@@ -292,7 +328,23 @@ class FALD(Algorithm):
 
     def reply_stats(self, replies: list[Reply]) -> dict[str, np.ndarray]:
         """`local_steps`: the round's number of local steps (Geometric(p_comm)), the same for every chain."""
-        return {"local_steps": np.full(replies[0].x.shape[0], float(replies[0].n_steps))}
+        first = replies[0].x if replies[0].x is not None else replies[0].summed
+        assert first is not None  # a reply carries its values or their fixed-point term
+        return {"local_steps": np.full(first.shape[0], float(replies[0].n_steps))}
+
+
+def _averages(replies: list[Reply], with_grad: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """X̄ = (1/b) Σ_i X^i and, for the star variants, (1/b) Σ_i G_i(X̄_t) (every client sends G_i there): from the
+    plain replies, or from the total of their fixed-point terms (masked or not: only the total is read)."""
+    b = len(replies)
+    if replies[0].summed is not None:
+        terms = [r.summed for r in replies if r.summed is not None]
+        d = terms[0].shape[-1] // (2 if with_grad else 1)
+        sums = decode_sum(terms, (d, d) if with_grad else (d,))
+        return sums[0] / b, (sums[1] / b if with_grad else None)
+    xbar = np.mean([r.x for r in replies if r.x is not None], axis=0)
+    gmean = np.mean([r.g for r in replies if r.g is not None], axis=0) if with_grad else None
+    return xbar, gmean
 
 
 def geometric_steps(u: float, p: float) -> int:

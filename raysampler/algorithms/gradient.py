@@ -224,6 +224,10 @@ class MALA(Stateless, Algorithm):
         check_choice("preconditioner", self.preconditioner, PRECONDITIONERS)
 
     supports_local_params = True  # group effects: one joint MALA chain on (θ, η_1..η_b), η_i kept by worker i
+    secure_sums_refusal = (
+        "a proposal's U_i can be of any size (a rejected one is sent as the largest float), beyond the range of the "
+        "fixed-point terms that masks need; use 'dglmc', 'fald' or 'qlsd'"
+    )
 
     def prepare(self, model: Model, pool: ShardPool, *, chains: int, seed: int, noise: ChainNoise) -> Plan:
         if model.has_local_params():

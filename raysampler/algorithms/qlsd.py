@@ -29,19 +29,28 @@ per coordinate; not QSGD's Elias coding), 32·d without compression. Only the up
 counted. Reported per round and chain as sample_stats["bits"] (sum over clients) and in the plan info.
 Also reported: sample_stats["sq_error"], Σ_i ‖ĝ_i − g_i‖² per chain (the compression error of the round).
 
+Secure sums: the server needs only Σ_i q_i, so with `fixed_point` (and in every secure-sums run) each client sends
+q_i rounded to the nearest 2⁻³² as its fixed-point term of that sum (`privacy.fixed_point.encode_term`; its site
+masks it in a secure-sums run) and uses the rounded q_i for its own memory, so the server's H stays Σ_i h_i. Its
+squared error is then not sent (a per-site value, and one that can leave the fixed point's range): sample_stats has
+no "sq_error".
+
 Known bugs of the authors' class code avoided: memory starts at 0 (not at the parameters) and is per client;
 the difference is quantised once; the anchor is the θ *before* the round's update.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..models.contract import Model
+from ..privacy.fixed_point import decode, decode_sum, encode_term
 from ..streams import ChainNoise
 from ..tuning import budget
 from ..tuning.curvature import lipschitz_bound
@@ -107,9 +116,15 @@ class QLSDMessage(NamedTuple):
 
 
 class QLSDReply(NamedTuple):
-    q: np.ndarray  # (K, d) the sent vector: C(g_i − h_i) with memory, C(g_i) without
+    """Client i's reply. With fixed-point sums (`WorkerParams.fixed_point`) q and sq_error are None: the client
+    sends q_i as its fixed-point term of Σ_i q_i (`summed`, uint64 (K, d); masked by its site in a secure-sums run)
+    and a flag of its own (`status`)."""
+
+    q: np.ndarray | None  # (K, d) the sent vector: C(g_i − h_i) with memory, C(g_i) without
     bits: np.ndarray  # (K,) bits sent for it
-    sq_error: np.ndarray  # (K,) ‖ĝ_i − g_i‖² = ‖q − (g_i − h_i)‖²
+    sq_error: np.ndarray | None  # (K,) ‖ĝ_i − g_i‖² = ‖q − (g_i − h_i)‖²
+    summed: np.ndarray | None = None
+    status: np.ndarray | None = None
 
 
 class WorkerParams(NamedTuple):
@@ -118,6 +133,8 @@ class WorkerParams(NamedTuple):
     memory: bool
     alpha: float
     batch_size: int | None
+    fixed_point: bool = False  # send q_i as a fixed-point term of Σ_i q_i (`QLSDReply.summed`)
+    parties: int = 1  # b, the number of terms summed (the fixed point's range per term)
 
 
 class QLSDWorkerState(NamedTuple):
@@ -163,6 +180,8 @@ class QLSD(Algorithm):
       ref_every: QLSD++ anchor period (rounds), default 100.
       init: "map" (default), "zeros" or an array (d,)/(K, d).
       preconditioner ("auto", "laplace", "diag", None), bias_budget δ (0.05).
+      fixed_point: each client sends q_i rounded to the nearest 2⁻³² as a term of Σ_i q_i (`privacy.fixed_point`),
+        which the server adds exactly mod 2⁶⁴: what a secure-sums run does (with masks), without the masks.
     """
 
     variant: str = "star"
@@ -175,7 +194,16 @@ class QLSD(Algorithm):
     init: Any = "map"
     preconditioner: str | None = "auto"
     bias_budget: float = 0.05
+    fixed_point: bool = False
     name: str = field(default="qlsd", init=False)
+
+    secure_sums_refusal = None  # the server needs only Σ_i q_i: the clients' terms go masked
+    release_names = MappingProxyType({"summed": "q", "status": "status"})
+    masked_fields = ("summed",)
+
+    def for_secure_sums(self) -> QLSD:
+        """The clients send q_i in fixed point (their sites mask it): `fixed_point=True`."""
+        return dataclasses.replace(self, fixed_point=True)
 
     def __post_init__(self) -> None:
         check_choice("variant", self.variant, VARIANTS)
@@ -190,6 +218,8 @@ class QLSD(Algorithm):
         check_init(self.init)
         check_choice("preconditioner", self.preconditioner, PRECONDITIONERS)
         check_unit("bias_budget", self.bias_budget)
+        if not isinstance(self.fixed_point, bool):
+            raise ValueError(f"fixed_point must be True or False, got {self.fixed_point!r}")
 
     def _uses_memory(self) -> bool:
         return self.memory if self.memory is not None else self.variant in ("star", "pp")
@@ -212,7 +242,8 @@ class QLSD(Algorithm):
             step, bias = budget.qlsd_step(lap, om, memory, self.bias_budget)
         wmodel = lap.adopt(model, pool)
         theta0 = initial_points(self.init, lap, chains, d, noise)
-        wp = WorkerParams(self.variant, s, memory, alpha, None if self.batch_size is None else int(self.batch_size))
+        batch = None if self.batch_size is None else int(self.batch_size)
+        wp = WorkerParams(self.variant, s, memory, alpha, batch, self.fixed_point, b)
         state = QLSDState(
             theta0,
             np.zeros_like(theta0),
@@ -280,10 +311,15 @@ class QLSD(Algorithm):
         h = state.h if state.h is not None else np.zeros((K, d))
         delta = g - h if p.memory else g
         q = quantize(delta, p.levels, quantizer_uniforms(noise, d) if p.levels is not None else None)
-        err = np.sum((q - delta) ** 2, axis=1)
+        term = encode_term((q,), p.parties) if p.fixed_point else None
+        if term is not None:  # the memory follows the q_i the server adds: rounded as sent
+            q = decode(term.words)
         if p.memory:
             h = h + p.alpha * q
-        reply = QLSDReply(q, np.full(K, bits(d, p.levels)), err)
+        n_bits = np.full(K, bits(d, p.levels))
+        if term is not None:
+            return QLSDWorkerState(p, h, zeta, gzeta), QLSDReply(None, n_bits, None, term.words, term.status)
+        reply = QLSDReply(q, n_bits, np.sum((q - delta) ** 2, axis=1))
         return QLSDWorkerState(p, h, zeta, gzeta), reply
 
     def messages(self, state: QLSDState, local_steps: np.ndarray, info: RoundInfo) -> list[QLSDMessage]:
@@ -293,7 +329,10 @@ class QLSD(Algorithm):
     def coordinator_step(
         self, state: QLSDState, replies: list[QLSDReply], noise: ChainNoise, info: RoundInfo
     ) -> tuple[QLSDState, np.ndarray]:
-        qsum = sum(r.q for r in replies)
+        if replies[0].summed is not None:  # fixed-point terms, masked or not: only their total is read
+            qsum = decode_sum([r.summed for r in replies if r.summed is not None], (state.theta.shape[1],))[0]
+        else:
+            qsum = np.sum([r.q for r in replies if r.q is not None], axis=0)
         ghat = qsum + state.H if state.memory else qsum
         g = ghat + state.prior.grad(state.theta)
         theta = state.theta - state.step * g + math.sqrt(2.0 * state.step) * noise.normal(1)[0]
@@ -301,7 +340,7 @@ class QLSD(Algorithm):
         return state._replace(theta=theta, H=H), theta
 
     def reply_stats(self, replies: list[QLSDReply]) -> dict[str, np.ndarray]:
-        return {
-            "bits": np.sum([r.bits for r in replies], axis=0),
-            "sq_error": np.sum([r.sq_error for r in replies], axis=0),
-        }
+        stats = {"bits": np.sum([r.bits for r in replies], axis=0)}
+        if replies[0].sq_error is not None:
+            stats["sq_error"] = np.sum([r.sq_error for r in replies if r.sq_error is not None], axis=0)
+        return stats

@@ -51,3 +51,26 @@ def decode(words: np.ndarray) -> np.ndarray:
 def total(words: np.ndarray) -> np.ndarray:
     """Σ over the first (party) axis mod 2⁶⁴: numpy's unsigned addition wraps, as the masks need."""
     return np.add.reduce(np.asarray(words, dtype=np.uint64), axis=0)
+
+
+class FixedTerm(NamedTuple):
+    """One party's term of a sum in fixed point: its words (uint64, masked by the party's site in a secure-sums run)
+    and the party's own flag (1,): 0.0, or NaN where the term was non-finite or out of range (sent as zeros), which
+    the coordinator's non-finite check reads as it reads a plain reply."""
+
+    words: np.ndarray
+    status: np.ndarray
+
+
+def encode_term(parts: tuple[np.ndarray, ...], parties: int) -> FixedTerm:
+    """Several arrays (K, w_j) of one party's term, side by side along their last axis, as one fixed-point term
+    (K, Σ w_j): what an algorithm whose coordinator needs only sums over sites sends instead of its values."""
+    enc = encode(np.concatenate([np.asarray(p, dtype=float) for p in parts], axis=-1), parties)
+    return FixedTerm(enc.words, np.where(enc.ok, 0.0, np.nan))
+
+
+def decode_sum(terms: list[np.ndarray], widths: tuple[int, ...]) -> list[np.ndarray]:
+    """The parties' fixed-point terms (each (K, Σ w_j), as `encode_term` made them, masked or not) added mod 2⁶⁴
+    and decoded, split back into the arrays' sums (K, w_j): only this total is readable in a secure-sums run."""
+    s = decode(total(np.stack(terms)))
+    return np.split(s, np.cumsum(widths)[:-1], axis=-1)

@@ -201,9 +201,8 @@ def test_a_site_flags_its_own_non_finite_term(data):
         ("dadmms", "routes each site's own values"),
         ("dsgld", "routes each site's own values"),
         ("dmala", "routes each site's own values"),
-        ("fald", "not send its sums masked yet"),
-        ("qlsd", "not send its sums masked yet"),
-        ("mala", "not send its sums masked yet"),
+        ("ula", "not send its sums masked yet"),
+        ("mala", "beyond the range of the fixed-point terms"),
     ],
 )
 def test_secure_sums_are_refused_naming_the_algorithm(data, algorithm, why):

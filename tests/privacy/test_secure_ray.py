@@ -43,3 +43,21 @@ def test_a_lost_site_process_rolls_back_and_the_secure_run_finishes_identically(
     np.testing.assert_array_equal(res.draws, uninterrupted.draws)
     z = {r.quantity: r for r in res.run_stats.ledger.shards[1].releases}["z/rho"]
     assert z.mode == "masked" and z.messages >= res.run_stats.rounds
+
+
+@pytest.mark.parametrize(("algorithm", "params"), [("fald", {"variant": "star"}), ("qlsd", {})])
+def test_fald_and_qlsd_secure_runs_on_ray_give_the_in_process_draws(ray_session, algorithm, params):
+    """Each site's process masks its term (one reply per shard): the sums, and so the draws, are the in-process
+    secure run's, number for number."""
+    X, y = rs.datasets.load("breast_cancer")
+    data = rs.shard(X, y, num_shards=3)
+    kw = {**KW, "num_rounds": 60, "burn_in": 20, "algorithm": algorithm, "progress": False, **params}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        local = rs.sample(rs.models.LogisticRegression(), data, executor="local", **kw)
+        on_ray = rs.sample(rs.models.LogisticRegression(), data, executor="ray", **kw)
+    assert len({p.pid for p in on_ray.run_stats.placement}) == 2
+    np.testing.assert_array_equal(on_ray.draws, local.draws)
+    quantity = "x,grad" if algorithm == "fald" else "q"
+    for site in on_ray.run_stats.ledger.shards:
+        assert {r.quantity: r.mode for r in site.releases}[quantity] == "masked"

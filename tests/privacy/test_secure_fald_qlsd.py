@@ -1,0 +1,118 @@
+"""FALD and QLSD with secure sums (in-process): the server of each needs only sums over the clients (FALD's
+Σ_i X^i and Σ_i G_i, QLSD's Σ_i q_i), so each client sends them as one fixed-point term its site masks. The draws are
+bit-identical to a plain run with the same rounding and streams and agree with the float run's to the rounding; what
+the server's step receives are masked terms whose total alone is the true one; the ledger lists them masked."""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+
+import numpy as np
+import pytest
+
+import raysampler as rs
+from raysampler.algorithms import fald as fald_module
+from raysampler.algorithms import qlsd as qlsd_module
+from raysampler.privacy import fixed_point as fp
+from raysampler.privacy.site import SecureSite
+
+KW = dict(chains=4, num_rounds=50, burn_in=15, seed=11, executor="local", progress=False)
+
+CASES = [
+    ("fald", {}),
+    ("fald", {"variant": "star"}),
+    ("fald", {"variant": "vr_star", "batch_size": 50, "tau": 0.5}),
+    ("qlsd", {}),
+    ("qlsd", {"variant": "pp", "batch_size": 40}),
+    ("qlsd", {"variant": "sharp", "levels": None}),
+]
+IDS = ["fald-plain", "fald-star", "fald-vr_star-minibatch", "qlsd-star", "qlsd-pp-minibatch", "qlsd-uncompressed"]
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, y = rs.datasets.load("breast_cancer")
+    return rs.shard(X, y, num_shards=4)
+
+
+@pytest.fixture(autouse=True)
+def site_keys(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAYSAMPLER_SITE_KEYS", str(tmp_path / "site-keys"))
+
+
+def _sample(data, algorithm, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return rs.sample(rs.models.LogisticRegression(), data, algorithm=algorithm, **{**KW, **kw})
+
+
+@pytest.mark.parametrize(("algorithm", "params"), CASES, ids=IDS)
+def test_secure_draws_equal_the_fixed_point_run_bit_for_bit_and_the_float_run_to_the_rounding(data, algorithm, params):
+    secure = _sample(data, algorithm, secure_sums=True, **params)
+    fixed = _sample(data, algorithm, fixed_point=True, keyed_noise=True, **params)
+    plain = _sample(data, algorithm, keyed_noise=True, **params)
+    np.testing.assert_array_equal(secure.draws, fixed.draws)
+    assert not np.array_equal(secure.draws, plain.draws)  # rounded to 2⁻³², not the float sums
+    np.testing.assert_allclose(secure.draws, plain.draws, rtol=0, atol=1e-6)
+    assert np.abs(secure.draws.mean(axis=(0, 1)) - plain.draws.mean(axis=(0, 1))).max() < 1e-8
+    quantity = "x,grad" if algorithm == "fald" else "q"
+    for site in secure.run_stats.ledger.shards:
+        modes = {r.quantity: r.mode for r in site.releases}
+        assert modes[quantity] == "masked" and modes["status"] == "plain"
+        assert not {"x", "g", "grad", "sq_error"} & set(modes)  # nothing of a site's values goes in the clear
+    plain_modes = {r.quantity: r.mode for r in plain.run_stats.ledger.shards[0].releases}
+    assert plain_modes.get("x" if algorithm == "fald" else "q") == "plain"
+
+
+@pytest.mark.parametrize(("algorithm", "module"), [("fald", fald_module), ("qlsd", qlsd_module)])
+def test_the_server_receives_only_masked_terms_whose_total_alone_is_the_true_one(data, monkeypatch, algorithm, module):
+    """Spies at both ends: each site's true fixed-point term before its mask (`SecureSite.mask`) and what the
+    algorithm's server step receives. No received term is near its site's true one, no strict subset of them adds up
+    to the true partial sum, their total is the true total."""
+    true_terms, received = [], []
+    mask = SecureSite.mask
+
+    def spy_mask(self, replies):
+        true_terms.append([np.array(r.summed, copy=True) for r in replies])
+        return mask(self, replies)
+
+    cls = module.FALD if algorithm == "fald" else module.QLSD
+    step = cls.coordinator_step
+
+    def spy_step(self, state, replies, noise, info):
+        assert all(getattr(r, "x", None) is None and getattr(r, "q", None) is None for r in replies)
+        received.append([np.array(r.summed, copy=True) for r in replies])
+        return step(self, state, replies, noise, info)
+
+    monkeypatch.setattr(SecureSite, "mask", spy_mask)
+    monkeypatch.setattr(cls, "coordinator_step", spy_step)
+    params = {"variant": "star"} if algorithm == "fald" else {}
+    _sample(data, algorithm, secure_sums=True, num_rounds=20, burn_in=5, **params)
+    # in-process every shard's host is one process: one mask call per round over the 4 shards
+    truth = np.stack([np.stack(t) for t in true_terms])  # (rounds, b, K, w)
+    got = np.stack([np.stack(g) for g in received])
+    assert truth.shape == got.shape and truth.shape[:2] == (25, 4)
+    np.testing.assert_array_equal(fp.total(got.transpose(1, 0, 2, 3)), fp.total(truth.transpose(1, 0, 2, 3)))
+    for i in range(4):
+        t, g = fp.decode(truth[:, i]).ravel(), fp.decode(got[:, i]).ravel()
+        assert np.abs(g - t).min() > 1.0
+        assert abs(np.corrcoef(t, g)[0, 1]) < 0.1
+    for k in range(1, 4):
+        for subset in itertools.combinations(range(4), k):
+            part = list(subset)
+            assert not np.any(
+                fp.total(truth[:, part].transpose(1, 0, 2, 3)) == fp.total(got[:, part].transpose(1, 0, 2, 3))
+            ), subset
+
+
+def test_a_fixed_point_term_out_of_range_is_the_sites_own_flag():
+    """A term beyond 2³¹/b (or non-finite) is sent as zeros with the party's NaN flag, which the coordinator's
+    non-finite check reads: the run stops naming the shard, as with DG-LMC."""
+    ok = fp.encode_term((np.ones((2, 3)), np.zeros((2, 3))), 4)
+    assert ok.words.shape == (2, 6) and ok.status.tolist() == [0.0]
+    bad = fp.encode_term((np.full((2, 3), 1e9),), 4)
+    assert np.isnan(bad.status).all() and not bad.words.any()
+    sums = fp.decode_sum([ok.words, ok.words], (3, 3))
+    np.testing.assert_array_equal(sums[0], 2.0)
+    np.testing.assert_array_equal(sums[1], 0.0)
