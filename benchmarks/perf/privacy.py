@@ -13,8 +13,10 @@ On Ray a secure-sums run hosts no shard in the coordinator's process (a site's t
 variant runs with RAYSAMPLER_COORDINATOR_SHARDS=0 and RAYSAMPLER_WORKER_PROCESSES=4 (one process per site) there,
 to compare like with like.
     python benchmarks/perf/privacy.py --quick            # a smoke test
+    python benchmarks/perf/privacy.py --algorithm fald   # FALD (or qlsd): their sums masked the same way
 
-Prints a table and writes benchmarks/perf/results/privacy_secure_<executor>.json.
+Prints a table and writes benchmarks/perf/results/privacy_secure_<executor>.json (privacy_secure_<algorithm>_<executor>
+for another algorithm than DG-LMC).
 """
 
 from __future__ import annotations
@@ -40,7 +42,19 @@ VARIANTS = {
     "secure": {"secure_sums": True},
 }
 #: the quantities a site sends every round (the rest is the set-up's, and the checkpoints')
-ROUND_QUANTITIES = ("z", "z/rho", "status", "local_accept", "step_time")
+ROUND_QUANTITIES = (
+    "z",
+    "z/rho",
+    "status",
+    "local_accept",
+    "step_time",
+    "x",
+    "x,grad",
+    "q",
+    "bits",
+    "sq_error",
+    "n_steps",
+)
 
 
 def one(shards: Any, variant: str, args: argparse.Namespace, seed: int) -> dict[str, Any]:
@@ -51,7 +65,7 @@ def one(shards: Any, variant: str, args: argparse.Namespace, seed: int) -> dict[
         res = rs.sample(
             rs.models.LogisticRegression(),
             shards,
-            "dglmc",
+            args.algorithm,
             chains=args.chains,
             num_rounds=args.rounds,
             burn_in=args.burn_in,
@@ -127,7 +141,7 @@ def measure(args: argparse.Namespace) -> harness.Report:
         "secure_equals_fixed_point_bitwise": all(r["secure_equals_fixed_point_bitwise"] for r in runs),
     }
     table = harness.Table(
-        f"Secure sums, DG-LMC on breast_cancer, 4 sites, {args.chains} chains, {args.rounds} rounds after "
+        f"Secure sums, {args.algorithm} on breast_cancer, 4 sites, {args.chains} chains, {args.rounds} rounds after "
         f"{args.burn_in} of burn-in, executor {args.executor}",
         ["variant", "round ms (median)", "× plain", "bytes/round/site", "× plain", "set-up trips"],
         rows,
@@ -136,7 +150,11 @@ def measure(args: argparse.Namespace) -> harness.Report:
             f"largest |mean(secure) − mean(plain)| over the parameters: {summary['max_mean_diff_secure_vs_plain']:.2e}",
         ],
     )
-    name = f"privacy_secure_{args.executor}"
+    name = (
+        f"privacy_secure_{args.executor}"
+        if args.algorithm == "dglmc"
+        else f"privacy_secure_{args.algorithm}_{args.executor}"
+    )
     return harness.Report(name, {"settings": harness.options(args), "summary": summary, "runs": runs}, [table])
 
 
@@ -148,6 +166,7 @@ def arguments() -> argparse.ArgumentParser:
     ap.add_argument("--burn-in", type=int, default=500)
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--executor", choices=["local", "ray"], default="local")
+    ap.add_argument("--algorithm", choices=["dglmc", "fald", "qlsd"], default="dglmc")
     return ap
 
 

@@ -349,10 +349,12 @@ def privacy_secure(data: Record) -> list[Table]:
         trips = _median(r[key]["setup_trips"] for r in runs)
         rows.append([label, f"{fmt(1e3 * rnd)} ms", time_ratio, round(byt), bytes_ratio, round(trips)])
     executor = data["settings"].get("executor")
+    algorithm = data["settings"].get("algorithm", "dglmc")
     summary = data["summary"]
+    which = "" if algorithm == "dglmc" else f" {algorithm},"
     return [
         Table(
-            f"Secure sums, executor {executor!r} (medians over {len(runs)} repeats)",
+            f"Secure sums,{which} executor {executor!r} (medians over {len(runs)} repeats)",
             ["variant", "round (median)", "× plain (per repeat)", "bytes/round/site", "× plain", "set-up trips"],
             rows,
             _notes(
@@ -431,6 +433,7 @@ RENDERERS: dict[str, Callable[[Record], list[Table] | list[Table | str]]] = {
     "round_cost": round_cost,
     "privacy_secure_local": privacy_secure,
     "privacy_secure_ray": privacy_secure,
+    **{f"privacy_secure_{a}_{e}": privacy_secure for a in ("fald", "qlsd") for e in ("local", "ray")},
     "privacy_dp": privacy_dp,
     "groups": groups,
     "service": service,
