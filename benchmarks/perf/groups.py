@@ -7,7 +7,9 @@ by side in one run, for each case:
 - "large": 4 × 1,000 hospitals (n ≈ 200,000, 4,004 parameters): DG-LMC's set-up and ESS/s;
 - "unequal": 4 × 60 hospitals of unequal sizes, 15 to 200 patients, log-uniform (n ≈ 16,500, 244 parameters): many
   small hospitals and a few large ones, as registries have;
-- "one_large": the same with one very large hospital (its last, 4,000 patients) at one site.
+- "one_large": the same with one very large hospital (its last, 4,000 patients) at one site;
+- "radon_sized": 4 × 21 hospitals of 1 to 60 patients, log-uniform (n ≈ 1,000, 88 parameters), radon's size
+  (919 homes, 85 counties): hundreds of rows and dozens of groups, where the round's fixed cost dominates.
 
 `--time-budget S` runs DG-LMC as a user with a deadline does: rounds without end (`num_rounds` 10⁶) stopped by
 `time_budget_s=S`, with `--burn-in` rounds first (default: DG-LMC's own), ESS/s over the sampling seconds.
@@ -58,6 +60,9 @@ CASES: dict[str, dict[str, Any]] = {
         "per_site": 60,
         "options": {"min_rows": 15, "max_rows": 200, "sizes": "log-uniform", "large_group": 4000},
     },
+    # radon's size (919 homes in 85 counties, 1 to 116 homes each, most with a handful): 4 × 21 hospitals of 1 to
+    # 60 patients, log-uniform (n ≈ 1,000), where the round's fixed cost, not its rows, sets DG-LMC's speed
+    "radon_sized": {"per_site": 21, "options": {"min_rows": 1, "max_rows": 60, "sizes": "log-uniform"}},
 }
 
 

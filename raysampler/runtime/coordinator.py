@@ -3,40 +3,33 @@ it asks the algorithm for messages, moves them to the pool, hands the replies ba
 
 Rounds run in chunks (`run(max_rounds)`), each returning the draws it produced, so a caller can show progress,
 stream draws, checkpoint and stop on a time budget without the coordinator holding the whole run. A coordinator
-is built complete, either freshly tuned (`Coordinator.start`) or from a captured `RunState` (`Coordinator.resume`).
+is built complete, either freshly tuned (`Coordinator.start`) or from a captured `RunState` (`Coordinator.resume`),
+both in `construction`.
 
 Its parts live beside it: the balancing of N_i in `balancer`, binding a run to its shards in `binding`, the
-set-up's chain-count and pipeline choices in `setup_choices`, the round loop's small parts in `rounds`. The names
-that moved there are imported here too, so imports from this module keep working.
+set-up's chain-count and pipeline choices in `setup_choices`, the round loop's small parts in `rounds`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..algorithms.base import Adaptation, Algorithm, RoundInfo, check_model_support
+from ..algorithms.base import Adaptation, Algorithm, RoundInfo
 from ..diagnostics import settled, superchains_for, warm
-from ..enums import Balance, StopReason
+from ..enums import StopReason
 from ..errors import ArgumentError, Failure, FailureKind, WorkerFailed
-from ..models.contract import Model, ParamBlock, as_model, join_local_blocks
+from ..models.contract import Model
 from ..privacy.ledger import LedgerBook, size_of
 from ..streams import ChainNoise
-from .balancer import AUTO_ESTIMATES as AUTO_ESTIMATES
-from .balancer import MIN_GAP_S as MIN_GAP_S
+from . import construction
 from .balancer import StepBalancer
-from .binding import bind_model, fingerprint, public_keys, secured
-from .binding import data_spec as data_spec
-from .binding import shard_category_values as shard_category_values
-from .binding import validate_run as validate_run
 from .contracts import (
     ROUND_PARTS,
     Chunk,
-    Placement,
     RoundTiming,
     RunConfig,
     RunState,
@@ -47,10 +40,8 @@ from .contracts import (
     WorkerPool,
 )
 from .links import PIPELINE_PROBE_ROUNDS, Phase, chain_groups, decide_pipeline
-from .rounds import _finite as _finite
 from .rounds import _joined, _Kept, _nonfinite, _Rows, _Stop
-from .setup_choices import _chains_for, _pipeline_for, _pipeline_refusal
-from .setup_pool import SetupPool
+from .setup_choices import _pipeline_refusal
 
 if TYPE_CHECKING:  # the privacy extra (dp-accounting) loads only with the DP mode
     from ..privacy.accountant import DPAccount, PrivacyStats
@@ -147,90 +138,8 @@ class Coordinator:
         config: RunConfig,
         slowdown: dict[int, float] | None = None,
     ) -> Coordinator:
-        """Bind the model to the data, tune the algorithm, create the worker states. The set-up's calls go through
-        a `SetupPool`, so the model `prepare` hands the workers goes with the call that creates their states (with
-        their slowdown and calibration, where asked), and the static facts the bind brought back cost no trip again."""
-        t0 = time.perf_counter()
-        algorithm = secured(algorithm, config)
-        check_model_support(algorithm, as_model(model))
-        book = LedgerBook(pool.num_shards)
-        staged = SetupPool(pool, book)
-        facts, bound, spec = bind_model(staged, model)
-        d = bound.dim
-        choice = _chains_for(pool, bound, config, facts)
-        config = dataclasses.replace(config, chains=choice.chains)
-        algorithm.check_shapes(pool.num_shards, d, config.chains)
-        noise = ChainNoise(config.seed, config.chains, role=0, dim=d)
-        plan = algorithm.prepare(bound, staged, chains=config.chains, seed=config.seed, noise=noise)
-        worker_model = plan.model if plan.model is not None else bound  # prepare handed it to the workers
-        policy = config.balance if plan.balance else Balance.NEVER
-        if plan.schedule is not None:
-            policy = Balance.REPLAY
-        balancer = StepBalancer(
-            plan.local_steps,
-            plan.n_avg,
-            policy,
-            config.rebalance_every,
-            _group_sizes(pool),
-            config.balance_ratio,
-            plan.schedule,
-        )
-        tau = staged.init_states(
-            plan.worker_payloads,
-            slowdown=slowdown or None,
-            calibrate=balancer.measuring,
-            chains=config.chains if config.chains_auto else None,
-            peers=public_keys(facts, config),
-        )
-        if balancer.measuring:
-            assert tau is not None
-            balancer.calibrate(tau)
-        names, blocks = bound.param_names(), _param_blocks(bound)
-        local_order: tuple[int, ...] = ()
-        if bound.has_local_params():  # the draws report the shards' local parameters after θ, joined by name
-            from ..tuning.shards import shard_local_blocks
-
-            found = staged.facts(shard_local_blocks)  # the bound model's, as the worker model's (its layout)
-            local, local_order = join_local_blocks(
-                found if found is not None else pool.map(shard_local_blocks, [()] * pool.num_shards)
-            )
-            blocks = blocks + local
-            names = list(names) + [n for b in local for n in b.names()]
-        pipeline = _pipeline_for(algorithm, config, plan.coordinator_state, choice, plan.privacy)
-        setup = SetupInfo(
-            dim=len(names) if bound.has_local_params() else d,
-            param_names=names,
-            num_shards=pool.num_shards,
-            shard_rows=[f.n_rows for f in facts],
-            groups=pool.groups,
-            placement=tuple(Placement.of(f) for f in facts),
-            setup_time_s=time.perf_counter() - t0,
-            plan=plan.report,
-            n_avg=plan.n_avg,
-            balance=balancer.measuring,
-            transport=pool.transport,
-            param_blocks=blocks,
-            local_order=local_order,
-            model=bound,
-            data_spec=spec,
-            chains=choice,
-            privacy=plan.privacy,
-            pipeline=pipeline,
-        )
-        return cls(
-            pool,
-            bound,
-            algorithm,
-            config,
-            setup,
-            plan.coordinator_state,
-            noise,
-            balancer,
-            fingerprint(algorithm, model, config, facts),
-            worker_model=worker_model,
-            precond=plan.precond,
-            ledger=book,
-        )
+        """Bind the model to the data, tune the algorithm, create the worker states (`construction.tuned`)."""
+        return cls(**construction.tuned(pool, model, algorithm, config, slowdown)._asdict())
 
     @classmethod
     def resume(
@@ -242,66 +151,8 @@ class Coordinator:
         state: RunState,
         ledger: LedgerBook | None = None,
     ) -> Coordinator:
-        """Bind the model to the data and continue exactly from `state` (no tuning: the plan is in the state). The
-        release ledger goes on from `ledger` (a recovery in the same coordinator: what the sites sent before the loss,
-        rolled-back rounds included), else from the state's."""
-        if state.version != RunState.VERSION:
-            raise ValueError(
-                f"run state version {state.version} cannot be resumed by this raysampler "
-                f"(it reads version {RunState.VERSION})"
-            )
-        t0 = time.perf_counter()
-        algorithm = secured(algorithm, config)
-        book = ledger if ledger is not None else LedgerBook(pool.num_shards, start=state.ledger)
-        facts, bound, spec = bind_model(SetupPool(pool, book), model)
-        fp = fingerprint(algorithm, model, config, facts)
-        if fp != state.fingerprint:
-            raise ValueError(
-                "the run state belongs to another run (algorithm, model, chains, seed, burn-in, "
-                "thinning or shards differ); it cannot be resumed here"
-            )
-        if state.worker_model is not None:
-            pool.bind(state.worker_model)
-        pool.restore(state.shards, public_keys(facts, config))  # a secure-sums run resumes with new pairwise keys
-        noise = ChainNoise(config.seed, config.chains, role=0, dim=bound.dim)
-        noise.restore(state.noise)
-        policy = config.balance if state.setup.balance else Balance.NEVER
-        balancer = StepBalancer(
-            state.balancer.n,
-            state.setup.n_avg,
-            policy,
-            config.rebalance_every,
-            _group_sizes(pool),
-            config.balance_ratio,
-        )
-        balancer.restore(state.balancer)
-        setup = dataclasses.replace(
-            state.setup,
-            groups=pool.groups,
-            placement=tuple(Placement.of(f) for f in facts),
-            transport=pool.transport,
-            setup_time_s=time.perf_counter() - t0,
-            model=bound,
-            data_spec=spec,
-        )
-        return cls(
-            pool,
-            bound,
-            algorithm,
-            config,
-            setup,
-            state.coordinator,
-            noise,
-            balancer,
-            fp,
-            state.rounds_done,
-            state.draws_kept,
-            state.worker_model,
-            state.precond,
-            state.warmup,
-            book,
-            state.privacy,
-        )
+        """Bind the model to the data and continue exactly from `state` (`construction.resumed`)."""
+        return cls(**construction.resumed(pool, model, algorithm, config, state, ledger)._asdict())
 
     # --- rounds ---------------------------------------------------------------------------------
 
@@ -635,14 +486,3 @@ class Coordinator:
 
     def close(self) -> None:
         self.pool.close()
-
-
-def _group_sizes(pool: WorkerPool) -> np.ndarray:
-    sizes = np.empty(pool.num_shards)
-    for g in pool.groups:
-        sizes[g] = len(g)
-    return sizes
-
-
-def _param_blocks(model: Model) -> tuple[ParamBlock, ...]:
-    return tuple(model.param_blocks())

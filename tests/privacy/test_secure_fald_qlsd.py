@@ -1,7 +1,8 @@
 """FALD and QLSD with secure sums (in-process): the server of each needs only sums over the clients (FALD's
-Σ_i X^i and Σ_i G_i, QLSD's Σ_i q_i), so each client sends them as one fixed-point term its site masks. The draws are
-bit-identical to a plain run with the same rounding and streams (FALD's agree with the float run's to the rounding); what
-the server's step receives are masked terms whose total alone is the true one; the ledger lists them masked."""
+Σ_i X^i and Σ_i G_i, QLSD's Σ_i q_i), so each client sends them as one fixed-point term its site masks. The draws
+are bit-identical to a plain run with the same rounding and streams (FALD's agree with the float run's to the
+rounding); what the server's step receives are masked terms whose total alone is the true one; the ledger lists
+them masked."""
 
 from __future__ import annotations
 
