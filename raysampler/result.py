@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .models.contract import ParamBlock, defines, natural_values
+from .models.contract import ParamBlock, natural_values
+from .models.foreign import defines
 
 if TYPE_CHECKING:
     from .diagnostics import Diagnostics, RunWarning

@@ -22,7 +22,7 @@ from .diagnostics import FINAL_DRAWS, Diagnostics, RunWarning, WarningKind, chec
 from .enums import Executor, StopReason
 from .errors import ArgumentError, Failure, FailureKind, RunCancelled, SamplingError, WorkerFailed, failure_of
 from .events import EventKind, RunEvent
-from .models.contract import as_model
+from .models.foreign import as_model
 from .options import ExecutionOptions, RunOptions
 from .result import Result, RunOutcome, Timings
 from .runtime import executors

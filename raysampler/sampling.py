@@ -16,7 +16,7 @@ from .algorithms import get_algorithm
 from .checkpoints import Manifest, RunDirectory, as_run_directory
 from .enums import Balance, Executor, TransportKind
 from .errors import SamplingError
-from .models.contract import as_model
+from .models.foreign import as_model
 from .options import DEFAULT_MAX_RHAT, DEFAULT_TARGET_ESS, ExecutionOptions, RunOptions
 from .privacy.dp import with_privacy
 from .result import Result

@@ -10,7 +10,8 @@ import numpy as np
 
 from ..enums import Executor, parse
 from ..errors import ArgumentError
-from ..models.contract import Model, defines
+from ..models.contract import Model
+from ..models.foreign import defines
 from ..shards import ShardSet
 
 if TYPE_CHECKING:

@@ -19,8 +19,9 @@ from . import base, contract  # base: the contract's deprecated first home (its 
 from .beta import BetaRegression
 from .binomial import BinomialRegression
 from .common import RowValues
-from .contract import DataSpec, ForeignModel, Model, ParamBlock, as_model
+from .contract import DataSpec, Model, ParamBlock
 from .cumulative import CumulativeProbitRegression, CumulativeRegression
+from .foreign import ForeignModel, as_model
 from .formula import FormulaModel, from_formula
 from .gamma import GammaRegression
 from .gaussian import Gaussian, gaussian_posterior

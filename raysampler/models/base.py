@@ -14,15 +14,14 @@ MOVED: dict[str, str] = {
             "MODEL_METHODS",
             "TRANSFORMS",
             "DataSpec",
-            "ForeignModel",
             "Model",
             "ParamBlock",
-            "as_model",
             "block_names",
             "natural_values",
         ),
         "raysampler.models.contract",
     ),
+    **dict.fromkeys(("ForeignModel", "as_model"), "raysampler.models.foreign"),
     "GaussianPrior": "raysampler.priors",
 }
 __all__ = sorted(MOVED)

@@ -11,8 +11,8 @@ matrix-vector products.
 `Model` is the contract. What a model must define is `MODEL_METHODS`, the one list (`Model`'s abstract members);
 every other method has a default that is right for a model with no per-row inputs, no improper priors and one
 unnamed parameter vector. The engine calls every method directly. An object that does not subclass `Model` but has
-the members of `MODEL_METHODS` is accepted too: `as_model` wraps it in `ForeignModel`, which uses its own optional
-methods where it has them and `Model`'s defaults where not.
+the members of `MODEL_METHODS` is accepted too: `foreign.as_model` wraps it in `ForeignModel`, which uses its own
+optional methods where it has them and `Model`'s defaults where not.
 """
 
 from __future__ import annotations
@@ -24,18 +24,15 @@ __all__ = [
     "TRANSFORMS",
     "DataSpec",
     "EtaHessian",
-    "ForeignModel",
     "LocalCurvature",
     "Model",
     "ParamBlock",
     "ShardStack",
-    "as_model",
     "block_names",
     "cholesky_factor",
     "correlation_pairs",
     "correlation_size",
     "correlations",
-    "defines",
     "join_local_blocks",
     "natural_coordinate",
     "natural_values",
@@ -369,148 +366,6 @@ class Model(ABC):
         raise NotImplementedError(_undefined(self, "predict_draw", "predictive draws, intervals, CRPS and coverage"))
 
 
-@dataclass(frozen=True, repr=False)
-class ForeignModel(Model):
-    """An object with the methods of `MODEL_METHODS` that does not subclass `Model`, seen as a `Model`: every call
-    goes to the object; the optional parts it lacks are `Model`'s defaults (its θ is one block `theta` labelled by
-    its `param_names`). Its repr is the object's, so run fingerprints do not change."""
-
-    model: Any
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "target_kind", str(getattr(self.model, "target_kind", "real")))
-
-    def __repr__(self) -> str:
-        return repr(self.model)
-
-    def _own(self, method: str) -> Any:
-        """The object's own `method`, or None where it has none (then `Model`'s default applies)."""
-        own = getattr(self.model, method, None)
-        return own if callable(own) else None
-
-    def bind(self, spec: DataSpec) -> Model:
-        own = self._own("bind")
-        return as_model(own(spec)) if own is not None else self
-
-    @property
-    def dim(self) -> int:
-        return int(self.model.dim)
-
-    def param_blocks(self) -> tuple[ParamBlock, ...]:
-        own = self._own("param_blocks")
-        if own is not None:
-            return tuple(own())
-        names_of = self._own("param_names")
-        if names_of is None:
-            return super().param_blocks()
-        names = [str(n) for n in names_of()]
-        labels = tuple(names) if len(names) == self.dim and len(set(names)) == self.dim else None
-        return (ParamBlock("theta", self.dim, "param", labels, "identity"),)
-
-    def param_names(self) -> list[str]:
-        own = self._own("param_names")
-        return list(own()) if own is not None else super().param_names()
-
-    def prior(self) -> GaussianPrior | Prior:
-        return self.model.prior()
-
-    def has_local_params(self) -> bool:
-        own = self._own("has_local_params")
-        return bool(own()) if own is not None else False
-
-    def local_dim(self, X: np.ndarray, y: np.ndarray) -> int:
-        own = self._own("local_dim")
-        return int(own(X, y)) if own is not None else 0
-
-    def local_blocks(self, X: np.ndarray, y: np.ndarray) -> tuple[ParamBlock, ...]:
-        own = self._own("local_blocks")
-        return tuple(own(X, y)) if own is not None else super().local_blocks(X, y)
-
-    def local_natural(self, theta: np.ndarray, eta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
-        own = self._own("local_natural")
-        return own(theta, eta, X, y) if own is not None else eta
-
-    def local_curvature(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, parts: str = "all") -> LocalCurvature:
-        own = self._own("local_curvature")
-        return own(X, y, x, parts) if own is not None else super().local_curvature(X, y, x, parts)
-
-    def block_potential(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
-        own = self._own("block_potential")
-        return own(X, y, x) if own is not None else super().block_potential(X, y, x)
-
-    def centring(self, X: np.ndarray, y: np.ndarray) -> np.ndarray:
-        own = self._own("centring")
-        return np.asarray(own(X, y), dtype=bool) if own is not None else super().centring(X, y)
-
-    def centred_move(
-        self, X: np.ndarray, y: np.ndarray, x: np.ndarray, dtheta: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        own = self._own("centred_move")
-        return own(X, y, x, dtheta) if own is not None else super().centred_move(X, y, x, dtheta)
-
-    def shard_data(self, X: np.ndarray, y: np.ndarray, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        own = self._own("shard_data")
-        return own(X, y, rows) if own is not None else (X, y)
-
-    def validate(self, X: np.ndarray, y: np.ndarray, argname: str = "data") -> None:
-        own = self._own("validate")
-        if own is not None:
-            own(X, y, argname=argname)
-
-    def gram(self, X: np.ndarray, y: np.ndarray) -> np.ndarray | None:
-        own = self._own("gram")
-        return own(X, y) if own is not None else None
-
-    def check_proper(self, gram: np.ndarray | None, n_rows: int | None = None) -> None:
-        own = self._own("check_proper")
-        if own is not None:
-            own(gram, n_rows=n_rows)
-
-    def potential(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
-        return self.model.potential(X, y, x)
-
-    def grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
-        return self.model.grad(X, y, x)
-
-    def potential_and_grad(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        own = self._own("potential_and_grad")
-        return own(X, y, x) if own is not None else super().potential_and_grad(X, y, x)
-
-    def hvp(self, X: np.ndarray, y: np.ndarray, x: np.ndarray, v: np.ndarray) -> np.ndarray:
-        return self.model.hvp(X, y, x, v)
-
-    def hessian(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
-        own = self._own("hessian")
-        return own(X, y, x) if own is not None else super().hessian(X, y, x)
-
-    def hessians(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
-        own = self._own("hessians")
-        return own(X, y, x) if own is not None else super().hessians(X, y, x)
-
-    def hessian_diag(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
-        own = self._own("hessian_diag")
-        return own(X, y, x) if own is not None else super().hessian_diag(X, y, x)
-
-    def smoothness(self, X: np.ndarray, y: np.ndarray) -> float:
-        return self.model.smoothness(X, y)
-
-    def log_likelihood(self, X: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
-        own = self._own("log_likelihood")
-        return own(X, y, x) if own is not None else super().log_likelihood(X, y, x)
-
-    def predict_mean(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
-        own = self._own("predict_mean")
-        return own(X, x) if own is not None else super().predict_mean(X, x)
-
-    def linear_predictor(self, X: np.ndarray, x: np.ndarray) -> np.ndarray:
-        own = self._own("linear_predictor")
-        return own(X, x) if own is not None else super().linear_predictor(X, x)
-
-    def predict_draw(self, X: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
-        own = self._own("predict_draw")
-        return own(X, x, u) if own is not None else super().predict_draw(X, x, u)
-
-
 class ShardStack(NamedTuple):
     """B shards' data stepped as one batch: runs of consecutive shards with the same row count, each run stacked
     (X (b_j, n_j, p), y (b_j, n_j, ...)); one run when every shard has the same shapes. Shards whose row counts
@@ -560,43 +415,9 @@ def runs_own(model: Any, owner: type, *methods: str) -> bool:
     return all(getattr(type(model), m) is getattr(owner, m) for m in methods)
 
 
-def defines(model: Model, method: str) -> bool:
-    """Whether `model` has its own `method` (one of the contract's optional checks of a fit) rather than the
-    contract's default, which raises NotImplementedError."""
-    if isinstance(model, ForeignModel):
-        return model._own(method) is not None
-    return getattr(type(model), method, None) is not getattr(Model, method)
-
-
 def _undefined(model: Model, method: str, used_by: str) -> str:
     """The message of a model that lacks an optional method of the contract."""
     return (
         f"model {model.name!r} ({type(model).__name__}) does not define {method}(), which {used_by} need; "
         "add it to the model (see docs/models.md)"
     )
-
-
-def _has_member(model: Any, name: str) -> bool:
-    """Whether `model` has the contract's member `name`: a method, or for `dim` a property or attribute (one that
-    raises before the model is bound, as a `Model`'s may, counts as there)."""
-    try:
-        value = getattr(model, name)
-    except AttributeError:
-        return False
-    except Exception:
-        return name == "dim"
-    return name == "dim" or callable(value)
-
-
-def as_model(model: Any) -> Model:
-    """`model` itself if it is a `Model`, a `ForeignModel` around it if it has the methods of `MODEL_METHODS`, else
-    TypeError naming what it lacks."""
-    if isinstance(model, Model):
-        return model
-    missing = [m for m in MODEL_METHODS if not _has_member(model, m)]
-    if isinstance(model, type) or missing:
-        raise TypeError(
-            f"model must be a model instance (e.g. rs.models.LogisticRegression()) with methods "
-            f"{list(MODEL_METHODS)}; missing {missing or 'an instance'}"
-        )
-    return ForeignModel(model)

@@ -17,7 +17,8 @@ import numpy as np
 
 from ..algorithms.base import Algorithm, check_model_support
 from ..errors import ArgumentError
-from ..models.contract import DataSpec, Model, as_model
+from ..models.contract import DataSpec, Model
+from ..models.foreign import as_model
 from ..models.groups import check_groups_disjoint, spanning_factors
 from ..shards import ShardSet, join_levels
 from .contracts import RunConfig, ShardFacts, WorkerPool

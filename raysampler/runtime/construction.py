@@ -13,7 +13,8 @@ import numpy as np
 
 from ..algorithms.base import Algorithm, check_model_support
 from ..enums import Balance
-from ..models.contract import Model, ParamBlock, as_model, join_local_blocks
+from ..models.contract import Model, ParamBlock, join_local_blocks
+from ..models.foreign import as_model
 from ..privacy.ledger import LedgerBook
 from ..streams import ChainNoise
 from .balancer import StepBalancer

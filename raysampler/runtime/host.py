@@ -465,7 +465,8 @@ def _compute_for(seconds: float) -> None:
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # raysampler/
-_ADAPTERS = (os.path.join(_PACKAGE_DIR, "models", "contract.py"),)  # the contract's defaults and ForeignModel
+#: the contract's defaults and ForeignModel
+_ADAPTERS = tuple(os.path.join(_PACKAGE_DIR, "models", f) for f in ("contract.py", "foreign.py"))
 
 
 def user_model_frames(exc: BaseException) -> tuple[str, list[traceback.FrameSummary]] | None:

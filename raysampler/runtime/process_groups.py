@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..models.contract import Model, as_model
+from ..models.contract import Model
+from ..models.foreign import as_model
 from .host import ShardSource
 
 #: Element-chains (X's elements times chains times the model's `work_per_element`, summed over the shards) that a

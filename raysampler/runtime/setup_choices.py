@@ -14,7 +14,8 @@ import numpy as np
 
 from ..algorithms.base import Algorithm
 from ..errors import ArgumentError
-from ..models.contract import Model, as_model
+from ..models.contract import Model
+from ..models.foreign import as_model
 from .contracts import RunConfig, ShardFacts, WorkerPool
 from .links import ChainsChoice, PipelineChoice, choose_chains, choose_pipeline, far_rtt
 

@@ -101,7 +101,7 @@ def test_gaussian_log_likelihood_is_the_multivariate_normal():
 
 
 def test_a_model_without_the_optional_methods_says_which_is_missing():
-    from raysampler.models.contract import ForeignModel
+    from raysampler.models.foreign import ForeignModel
 
     class Bare:
         def __getattr__(self, name):
