@@ -8,7 +8,7 @@ import functools
 import warnings
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -16,10 +16,49 @@ from ...errors import ArgumentError
 from ...shards import label_code
 from ..coef_priors import coefficient_keys, compose
 from ..contract import DataSpec, Model
-from .terms import _CENSORED, _OFFSET, _ORDINAL_FAMILIES, _PATH, _TRIALS, _prior_fields, factor_columns, value_label
+from ..groups import GroupEffects
+from .terms import (
+    _CENSORED,
+    _OFFSET,
+    _ORDINAL_FAMILIES,
+    _PATH,
+    _TRIALS,
+    Terms,
+    _prior_fields,
+    factor_columns,
+    value_label,
+)
 
-#: a `model.FormulaModel` (typed Any here: model.py imports this module, not back)
-FormulaModel = Any
+
+class FormulaModel(Protocol):
+    """What a `Design` reads of its `model.FormulaModel` (model.py imports this module, not back; see there for each
+    member's meaning)."""
+
+    @property
+    def formula(self) -> str: ...
+
+    @property
+    def family(self) -> str: ...
+
+    @property
+    def priors(self) -> Mapping[str, Any]: ...
+
+    @property
+    def sigma(self) -> str | None: ...
+
+    @property
+    def sigma_formula(self) -> str: ...
+
+    @property
+    def target_kind(self) -> str: ...
+
+    @property
+    def terms(self) -> Terms: ...
+
+    @property
+    def group_effects(self) -> tuple[GroupEffects, ...] | None: ...
+
+    def template(self, levels: Mapping[str, Sequence[str]] | None = None, sigma: bool = False) -> Any: ...
 
 
 @dataclass(frozen=True)

@@ -3,16 +3,18 @@ blocks ∇²_ηη U (group by group), ∇²_ηθ U and ∇²_θθ U that the Lap
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 
 import numpy as np
 
 from ..contract import EtaHessian, LocalCurvature, Model
 from .index import Point
 from .scales import apply_scale, apply_scale_many
+from .view import GroupModelView
 
-#: the functions below take a `model.HierarchicalGLM` (typed Any here: model.py imports this module, not back)
-GroupModel = Any
+#: the functions below take a `model.HierarchicalGLM`, seen through the members they read (model.py imports this
+#: module, not back)
+GroupModel = GroupModelView
 
 
 def local_curvature(
@@ -29,7 +31,7 @@ def local_curvature(
     With a spanning factor (its η in θ) the blocks are the contract's default, from dense Hessians (d + l
     Hessian-vector products): exact, at a pass per coordinate."""
     if model.has_spanning:
-        return Model.local_curvature(model, X, y, x, parts)
+        return Model.local_curvature(cast(Model, model), X, y, x, parts)  # the contract's default, on the model
     pt = model._point(X, y, x, 2)
     value = model._value(pt)
     g, grs, Cs = model._grad(pt)

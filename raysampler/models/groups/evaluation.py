@@ -5,15 +5,16 @@ each group's effects r by its brms name, a group the run never saw drawn from it
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
 from .scales import scale_at
 from .spec import META
+from .view import GroupModelView
 
-#: the functions below take a `model.HierarchicalGLM` (typed Any here: model.py imports this module, not back)
-GroupModel = Any
+#: the functions below take a `model.HierarchicalGLM`, seen through the members they read (model.py imports this
+#: module, not back)
+GroupModel = GroupModelView
 
 
 def evaluation_x(

@@ -4,14 +4,14 @@ rows."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from .scales import apply_scale, scale_at
+from .view import GroupModelView
 
-#: the functions below take a `model.HierarchicalGLM` (typed Any here: model.py imports this module, not back)
-GroupModel = Any
+#: the functions below take a `model.HierarchicalGLM`, seen through the members they read (model.py imports this
+#: module, not back)
+GroupModel = GroupModelView
 
 
 def coefficient_locations(model: GroupModel) -> tuple[tuple[int, int, int], ...]:
