@@ -30,17 +30,6 @@ KW = dict(chains=4, num_rounds=60, burn_in=20, seed=7, executor="local", progres
 LOCAL = ExecutionOptions(executor="local", balance=False)
 
 
-@pytest.fixture(scope="module")
-def data():
-    X, y = rs.datasets.load("breast_cancer")
-    return rs.shard(X, y, num_shards=4)
-
-
-@pytest.fixture(autouse=True)
-def site_keys(tmp_path, monkeypatch):
-    monkeypatch.setenv("RAYSAMPLER_SITE_KEYS", str(tmp_path / "site-keys"))
-
-
 @dataclasses.dataclass(frozen=True)
 class DivergingLogistic(LogisticRegression):
     """Its shard marked by X[0, 1] == 99 pushes LMC away exponentially (as in tests/runtime/test_failures.py)."""

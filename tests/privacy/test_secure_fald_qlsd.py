@@ -31,17 +31,6 @@ CASES = [
 IDS = ["fald-plain", "fald-star", "fald-vr_star-minibatch", "qlsd-star", "qlsd-pp-minibatch", "qlsd-uncompressed"]
 
 
-@pytest.fixture(scope="module")
-def data():
-    X, y = rs.datasets.load("breast_cancer")
-    return rs.shard(X, y, num_shards=4)
-
-
-@pytest.fixture(autouse=True)
-def site_keys(tmp_path, monkeypatch):
-    monkeypatch.setenv("RAYSAMPLER_SITE_KEYS", str(tmp_path / "site-keys"))
-
-
 def _sample(data, algorithm, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
