@@ -1,5 +1,6 @@
-"""The privacy tests' shared fixtures: breast_cancer on 4 sites, and each test's own site-key folder (so that the
-site secrets that seal states and key the streams are made fresh in a temporary folder, never in ~/.raysampler)."""
+"""The privacy tests' shared fixtures: breast_cancer on 4 sites, and a test's own site-key folder (`site_keys`: the
+site secrets that seal states and key the streams made fresh in a temporary folder, not in ~/.raysampler). In-process
+runs only: a Ray worker started before the test reads the folder its own environment names."""
 
 from __future__ import annotations
 
@@ -14,6 +15,6 @@ def data():
     return rs.shard(X, y, num_shards=4)
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def site_keys(tmp_path, monkeypatch):
     monkeypatch.setenv("RAYSAMPLER_SITE_KEYS", str(tmp_path / "site-keys"))

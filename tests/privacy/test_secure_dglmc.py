@@ -26,6 +26,7 @@ from raysampler.privacy.site import SecureSite
 from raysampler.runtime.host import ShardHost
 from raysampler.sampling import Run
 
+pytestmark = pytest.mark.usefixtures("site_keys")
 KW = dict(chains=4, num_rounds=60, burn_in=20, seed=7, executor="local", progress=False)
 LOCAL = ExecutionOptions(executor="local", balance=False)
 

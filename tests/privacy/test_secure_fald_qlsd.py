@@ -18,6 +18,7 @@ from raysampler.algorithms import qlsd as qlsd_module
 from raysampler.privacy import fixed_point as fp
 from raysampler.privacy.site import SecureSite
 
+pytestmark = pytest.mark.usefixtures("site_keys")
 KW = dict(chains=4, num_rounds=50, burn_in=15, seed=11, executor="local", progress=False)
 
 CASES = [
