@@ -58,7 +58,7 @@ class RunOptions:
     bit for bit; with 2-5 chains the halves round differently in the last bits.
     `secure_sums`: the sites send their terms of the coordinator's sums masked (pairwise masks that cancel in the
     sum, fixed point mod 2⁶⁴: `privacy.secure_sum`), so the coordinator reads only the sums over sites; needs the
-    "privacy" extra and an algorithm that needs only sums (DG-LMC, FALD, QLSD): docs/privacy.md.
+    "privacy" extra and an algorithm that needs only sums (DG-LMC, FALD, QLSD, ULA): docs/privacy.md.
     `keyed_noise`: the workers' random streams come from the seed *and their site's secret* (`privacy.sealing`), and
     their captured states (stream positions included) are sealed under it, so nobody who knows the seed alone — the
     coordinator, whoever reads the draws — can recompute a site's proposals or noise. None (default): on exactly

@@ -73,7 +73,7 @@ def sample(
     group while the other's messages travel (DG-LMC's batched kernels; the same draws as an unpipelined run from 6
     chains on: see `RunOptions`); "auto" (the default) turns it on where a far link's RTT is of the order of a
     round's compute (`result.setup.pipeline` says whether and why). `secure_sums=True` has each site send its term of
-    the coordinator's sums masked, so the coordinator learns only sums over sites (DG-LMC, FALD, QLSD; the
+    the coordinator's sums masked, so the coordinator learns only sums over sites (DG-LMC, FALD, QLSD, ULA; the
     "privacy" extra; docs/privacy.md says what it hides and what not). `checkpoint_dir` stores every chunk of
     draws with its checkpoint, so `rs.resume(checkpoint_dir)` continues the run in another process.
     `privacy=rs.DP(epsilon, delta, clip)` runs DG-LMC's differential-privacy mode: clipped Langevin steps, a private

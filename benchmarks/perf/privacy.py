@@ -13,7 +13,7 @@ On Ray a secure-sums run hosts no shard in the coordinator's process (a site's t
 variant runs with RAYSAMPLER_COORDINATOR_SHARDS=0 and RAYSAMPLER_WORKER_PROCESSES=4 (one process per site) there,
 to compare like with like.
     python benchmarks/perf/privacy.py --quick            # a smoke test
-    python benchmarks/perf/privacy.py --algorithm fald   # FALD (or qlsd): their sums masked the same way
+    python benchmarks/perf/privacy.py --algorithm fald   # FALD (or qlsd, ula): their sums masked the same way
 
 Prints a table and writes benchmarks/perf/results/privacy_secure_<executor>.json (privacy_secure_<algorithm>_<executor>
 for another algorithm than DG-LMC).
@@ -51,6 +51,7 @@ ROUND_QUANTITIES = (
     "x",
     "x,grad",
     "q",
+    "grad",
     "bits",
     "sq_error",
     "n_steps",
@@ -166,7 +167,7 @@ def arguments() -> argparse.ArgumentParser:
     ap.add_argument("--burn-in", type=int, default=500)
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--executor", choices=["local", "ray"], default="local")
-    ap.add_argument("--algorithm", choices=["dglmc", "fald", "qlsd"], default="dglmc")
+    ap.add_argument("--algorithm", choices=["dglmc", "fald", "qlsd", "ula"], default="dglmc")
     return ap
 
 

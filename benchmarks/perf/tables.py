@@ -433,7 +433,7 @@ RENDERERS: dict[str, Callable[[Record], list[Table] | list[Table | str]]] = {
     "round_cost": round_cost,
     "privacy_secure_local": privacy_secure,
     "privacy_secure_ray": privacy_secure,
-    **{f"privacy_secure_{a}_{e}": privacy_secure for a in ("fald", "qlsd") for e in ("local", "ray")},
+    **{f"privacy_secure_{a}_{e}": privacy_secure for a in ("fald", "qlsd", "ula") for e in ("local", "ray")},
     "privacy_dp": privacy_dp,
     "groups": groups,
     "service": service,

@@ -163,7 +163,7 @@ class Algorithm(ABC):
 
     #: secure_sums=True: None where the algorithm sends its sums masked (`for_secure_sums`); else why it cannot, or
     #: that it does not yet (the refusal's reason, completing "secure_sums is refused for algorithm X: ...")
-    secure_sums_refusal: str | None = "it does not send its sums masked yet (only 'dglmc', 'fald' and 'qlsd' do)"
+    secure_sums_refusal: str | None = "it does not send its sums masked yet (only 'dglmc', 'fald', 'qlsd' and 'ula' do)"
 
     def for_secure_sums(self) -> Algorithm:
         """The algorithm as a secure-sums run runs it (its sums sent in fixed point, for the sites to mask); an

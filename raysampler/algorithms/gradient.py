@@ -17,14 +17,17 @@ L = Σ_i M_i + the prior's largest precision).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..errors import ArgumentError
 from ..models.contract import Model
+from ..privacy.fixed_point import decode_sum, encode_term
 from ..streams import ChainNoise
 from ..tuning import budget
 from ..tuning.curvature import lipschitz_bound
@@ -41,7 +44,13 @@ class PointMessage(NamedTuple):
 
 
 class GradReply(NamedTuple):
-    grad: np.ndarray  # (K, d) ∇U_i
+    """Shard i's ∇U_i (K, d); with fixed-point sums (`ULA(fixed_point=True)`, every secure-sums run) grad is None
+    and the shard sends it as its fixed-point term of Σ_i ∇U_i (`summed`, masked by its site in a secure-sums run)
+    with a flag of its own (`status`)."""
+
+    grad: np.ndarray | None
+    summed: np.ndarray | None = None
+    status: np.ndarray | None = None
 
 
 class ValueGradReply(NamedTuple):
@@ -50,9 +59,10 @@ class ValueGradReply(NamedTuple):
 
 
 class Stateless:
-    """Workers of the centralised references hold nothing but their shard."""
+    """Workers of the centralised references hold nothing but their shard (and ULA's, with fixed-point sums, the
+    number of terms summed)."""
 
-    def worker_init(self, payload: Any, model: Model, X: np.ndarray, y: np.ndarray) -> None:
+    def worker_init(self, payload: Any, model: Model, X: np.ndarray, y: np.ndarray) -> Any:
         return None
 
 
@@ -72,20 +82,32 @@ class ULA(Stateless, Algorithm):
     Parameters: step_size γ (default: from `bias_budget` in whitened coordinates; 0.1/L under
     preconditioner=None); preconditioner ("auto", "laplace", "diag", None); bias_budget δ (default 0.05: the
     predicted mean shift ≤ δ posterior sd and sd within a factor 1 ± δ); init "map" (default), "zeros" or an array.
-    Draws: θ after each step.
+    Draws: θ after each step. fixed_point: each shard sends ∇U_i rounded to the nearest 2⁻³² as a term of Σ_i ∇U_i
+    (`privacy.fixed_point`), added exactly mod 2⁶⁴: what a secure-sums run does (with masks), without the masks.
     """
 
     step_size: float | None = None
     init: Any = "map"
     preconditioner: str | None = "auto"
     bias_budget: float = 0.05
+    fixed_point: bool = False
     name: str = field(default="ula", init=False)
+
+    secure_sums_refusal = None  # the coordinator needs only Σ_i ∇U_i: the shards' terms go masked
+    release_names = MappingProxyType({"summed": "grad", "status": "status"})
+    masked_fields = ("summed",)
+
+    def for_secure_sums(self) -> ULA:
+        """The shards send ∇U_i in fixed point (their sites mask it): `fixed_point=True`."""
+        return dataclasses.replace(self, fixed_point=True)
 
     def __post_init__(self) -> None:
         check_positive("step_size", self.step_size)
         check_init(self.init)
         check_choice("preconditioner", self.preconditioner, PRECONDITIONERS)
         check_unit("bias_budget", self.bias_budget)
+        if not isinstance(self.fixed_point, bool):
+            raise ValueError(f"fixed_point must be True or False, got {self.fixed_point!r}")
 
     def prepare(self, model: Model, pool: ShardPool, *, chains: int, seed: int, noise: ChainNoise) -> Plan:
         b, d = pool.num_shards, model.dim
@@ -110,7 +132,7 @@ class ULA(Stateless, Algorithm):
         theta0 = initial_points(self.init, lap, chains, d, noise)
         return Plan(
             ULAState(theta0, step, wmodel.prior()),
-            [None] * b,
+            [b if self.fixed_point else None] * b,  # a fixed-point term's range depends on the number of terms
             np.ones(b, dtype=int),
             1.0,
             False,
@@ -119,10 +141,17 @@ class ULA(Stateless, Algorithm):
             precond=lap.precond if lap.whitened else None,
         )
 
+    def worker_init(self, payload: Any, model: Model, X: np.ndarray, y: np.ndarray) -> int | None:
+        return payload  # the number of shards whose terms are summed, with fixed-point sums; else None
+
     def worker_step(
-        self, state: None, message: PointMessage, model: Model, X: np.ndarray, y: np.ndarray, noise: ChainNoise
-    ) -> tuple[None, GradReply]:
-        return None, GradReply(model.grad(X, y, message.theta))
+        self, state: int | None, message: PointMessage, model: Model, X: np.ndarray, y: np.ndarray, noise: ChainNoise
+    ) -> tuple[int | None, GradReply]:
+        grad = model.grad(X, y, message.theta)
+        if state is None:
+            return None, GradReply(grad)
+        term = encode_term((grad,), state)
+        return state, GradReply(None, term.words, term.status)
 
     def messages(self, state: ULAState, local_steps: np.ndarray, info: RoundInfo) -> list[PointMessage]:
         return [PointMessage(state.theta)] * len(local_steps)
@@ -130,7 +159,11 @@ class ULA(Stateless, Algorithm):
     def coordinator_step(
         self, state: ULAState, replies: list[GradReply], noise: ChainNoise, info: RoundInfo
     ) -> tuple[ULAState, np.ndarray]:
-        g = sum(r.grad for r in replies) + state.prior.grad(state.theta)
+        if replies[0].summed is not None:  # fixed-point terms, masked or not: only their total is read
+            total = decode_sum([r.summed for r in replies if r.summed is not None], (state.theta.shape[1],))[0]
+        else:
+            total = np.sum([r.grad for r in replies if r.grad is not None], axis=0)
+        g = total + state.prior.grad(state.theta)
         theta = state.theta - state.step * g + math.sqrt(2.0 * state.step) * noise.normal(1)[0]
         return state._replace(theta=theta), theta
 
@@ -226,7 +259,7 @@ class MALA(Stateless, Algorithm):
     supports_local_params = True  # group effects: one joint MALA chain on (θ, η_1..η_b), η_i kept by worker i
     secure_sums_refusal = (
         "a proposal's U_i can be of any size (a rejected one is sent as the largest float), beyond the range of the "
-        "fixed-point terms that masks need; use 'dglmc', 'fald' or 'qlsd'"
+        "fixed-point terms that masks need; use 'dglmc', 'fald', 'qlsd' or 'ula'"
     )
 
     def prepare(self, model: Model, pool: ShardPool, *, chains: int, seed: int, noise: ChainNoise) -> Plan:

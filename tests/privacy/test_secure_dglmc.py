@@ -191,7 +191,6 @@ def test_a_site_flags_its_own_non_finite_term(data):
         ("dadmms", "routes each site's own values"),
         ("dsgld", "routes each site's own values"),
         ("dmala", "routes each site's own values"),
-        ("ula", "not send its sums masked yet"),
         ("mala", "beyond the range of the fixed-point terms"),
     ],
 )

@@ -1,8 +1,8 @@
-"""FALD and QLSD with secure sums (in-process): the server of each needs only sums over the clients (FALD's
-Σ_i X^i and Σ_i G_i, QLSD's Σ_i q_i), so each client sends them as one fixed-point term its site masks. The draws
-are bit-identical to a plain run with the same rounding and streams (FALD's agree with the float run's to the
-rounding); what the server's step receives are masked terms whose total alone is the true one; the ledger lists
-them masked."""
+"""FALD, QLSD and ULA with secure sums (in-process): the server of each needs only sums over the clients
+(FALD's Σ_i X^i and Σ_i G_i, QLSD's Σ_i q_i, ULA's Σ_i ∇U_i), so each client sends them as one fixed-point term its
+site masks. The draws are bit-identical to a plain run with the same rounding and streams (FALD's and ULA's agree
+with the float run's to the rounding); what the server's step receives are masked terms whose total alone is the
+true one; the ledger lists them masked."""
 
 from __future__ import annotations
 
@@ -28,8 +28,17 @@ CASES = [
     ("qlsd", {}),
     ("qlsd", {"variant": "pp", "batch_size": 40}),
     ("qlsd", {"variant": "sharp", "levels": None}),
+    ("ula", {}),
 ]
-IDS = ["fald-plain", "fald-star", "fald-vr_star-minibatch", "qlsd-star", "qlsd-pp-minibatch", "qlsd-uncompressed"]
+IDS = [
+    "fald-plain",
+    "fald-star",
+    "fald-vr_star-minibatch",
+    "qlsd-star",
+    "qlsd-pp-minibatch",
+    "qlsd-uncompressed",
+    "ula",
+]
 
 
 def _sample(data, algorithm, **kw):
@@ -45,18 +54,18 @@ def test_secure_draws_equal_the_fixed_point_run_bit_for_bit_and_the_float_run_to
     plain = _sample(data, algorithm, keyed_noise=True, **params)
     np.testing.assert_array_equal(secure.draws, fixed.draws)
     assert not np.array_equal(secure.draws, plain.draws)  # rounded to 2⁻³², not the float sums
-    if algorithm == "fald":
+    if algorithm != "qlsd":
         np.testing.assert_allclose(secure.draws, plain.draws, rtol=0, atol=1e-6)
         assert np.abs(secure.draws.mean(axis=(0, 1)) - plain.draws.mean(axis=(0, 1))).max() < 1e-8
     # QLSD's quantiser is discontinuous: once a rounding moves an entry across a level, the chains part from the
     # float run's for good (the same law, other draws), so only the fixed-point run is compared number for number
-    quantity = "x,grad" if algorithm == "fald" else "q"
+    quantity = {"fald": "x,grad", "qlsd": "q", "ula": "grad"}[algorithm]
     for site in secure.run_stats.ledger.shards:
         modes = {r.quantity: r.mode for r in site.releases}
         assert modes[quantity] == "masked" and modes["status"] == "plain"
-        assert not {"x", "g", "grad", "sq_error"} & set(modes)  # nothing of a site's values goes in the clear
+        assert not {"x", "g", "grad", "sq_error"} - {quantity} & set(modes)  # no site value in the clear
     plain_modes = {r.quantity: r.mode for r in plain.run_stats.ledger.shards[0].releases}
-    assert plain_modes.get("x" if algorithm == "fald" else "q") == "plain"
+    assert plain_modes.get({"fald": "x", "qlsd": "q", "ula": "grad"}[algorithm]) == "plain"
 
 
 @pytest.mark.parametrize(("algorithm", "module"), [("fald", fald_module), ("qlsd", qlsd_module)])
