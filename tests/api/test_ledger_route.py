@@ -1,6 +1,7 @@
 """secure_sums over REST and the release ledger's route (in-process app, executor "local"): a secure run's workers
 carry their ledgers, GET /v1/runs/{id}/ledger gives them (one site's with ?site=), an unknown site is a 404 naming
-the sites there are, and secure_sums with an algorithm that routes per-site values is a 422 at secure_sums."""
+the sites there are, secure_sums with an algorithm that routes per-site values is a 422 at secure_sums, and FALD,
+QLSD and ULA runs send their terms masked."""
 
 from __future__ import annotations
 
@@ -52,3 +53,15 @@ def test_secure_sums_with_an_algorithm_routing_site_values_is_a_422_at_the_field
     assert r.status_code == 422, r.text
     detail = r.json()["detail"][0]
     assert detail["loc"][-1] == "secure_sums" and repr(name) in detail["msg"]
+
+
+@pytest.mark.parametrize(("name", "quantity"), [("fald", "x,grad"), ("qlsd", "q"), ("ula", "grad")])
+def test_secure_sums_with_fald_qlsd_and_ula_run_and_their_terms_go_masked(app_client, name, quantity):
+    body = spec(**SMALL, seed=5, secure_sums=True) | {"algorithm": {"name": name}}
+    r = app_client.post("/v1/runs", json=body, headers=hdr(ALICE))
+    assert r.status_code == 202, r.text
+    info = final(app_client, r.json()["id"])
+    assert info["status"] == "SUCCEEDED", info
+    for entry in app_client.get(f"/v1/runs/{info['id']}/ledger", headers=hdr(ALICE)).json()["shards"]:
+        kinds = {rel["quantity"]: rel["mode"] for rel in entry["releases"]}
+        assert kinds[quantity] == "masked" and entry["masked_bytes"] > 0
