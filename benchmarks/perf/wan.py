@@ -7,7 +7,7 @@ Per round-trip time (RTT, head ↔ site; each site's link delays each way by RTT
 convergence (`num_rounds="auto"`, the default chains), the same seed throughout:
 
 - "breast_cancer_2", "breast_cancer_4": breast_cancer (569 rows) split over 2 and 4 sites;
-- "covtype_like_4": covtype_like, 4 sites × 25,000 rows;
+- "covtype_like_2", "covtype_like_4": covtype_like, 2 and 4 sites × 25,000 rows (`--covtype-rows`);
 - "hospitals_4": the hierarchical logistic model of benchmarks/perf/groups.py, 4 sites × 100 hospitals.
 
 Reported: wall seconds of `rs.sample` at the driver, its set-up (binding, tuning, starting the workers), the rest
@@ -59,7 +59,7 @@ import raysampler as rs
 
 SITES = ("a", "b", "c", "d")
 #: case → number of sites
-CASES = {"breast_cancer_2": 2, "breast_cancer_4": 4, "covtype_like_4": 4, "hospitals_4": 4}
+CASES = {"breast_cancer_2": 2, "breast_cancer_4": 4, "covtype_like_2": 2, "covtype_like_4": 4, "hospitals_4": 4}
 COVTYPE_PER_SITE = 25_000
 HOSPITALS_PER_SITE = 100
 TRIP_PHASES = ("setup", "warmup", "sampling", "capture")
@@ -77,7 +77,7 @@ def model_of(case: str) -> Any:
     raise ValueError(f"unknown case {case!r}")
 
 
-def site_files(case: str, folder: Path, seed: int) -> list[rs.Shard]:
+def site_files(case: str, folder: Path, seed: int, covtype_rows: int = COVTYPE_PER_SITE) -> list[rs.Shard]:
     """The case's rows split over its sites, one file per site in `folder`, as site shards."""
     k = CASES[case]
     if case.startswith("hospitals"):
@@ -95,7 +95,7 @@ def site_files(case: str, folder: Path, seed: int) -> list[rs.Shard]:
             out.append(rs.Shard(path=str(path), site=site))
         return out
     if case.startswith("covtype_like"):
-        X, y = rs.datasets.load("covtype_like", seed=seed, n=k * COVTYPE_PER_SITE)
+        X, y = rs.datasets.load("covtype_like", seed=seed, n=k * covtype_rows)
     else:
         X, y = rs.datasets.load("breast_cancer")
     out = []
@@ -187,6 +187,12 @@ def arguments() -> argparse.ArgumentParser:
         help='comma-separated pipeline= values to run each case with (of auto, false, true), e.g. "false,auto": '
         "chains in flight against none, side by side at each RTT",
     )
+    ap.add_argument(
+        "--covtype-rows",
+        type=int,
+        default=COVTYPE_PER_SITE,
+        help="rows per site of the covtype_like cases (default %(default)s)",
+    )
     ap.add_argument("--echo", action="store_true", help="show the drivers' output")
     return ap
 
@@ -215,7 +221,7 @@ def measure(args: argparse.Namespace) -> harness.Report:
     sites = SITES[: max(CASES[c] for c in cases)]
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="rs-wan-data-") as tmp:
-        files = {c: site_files(c, Path(tmp), args.seed) for c in cases}
+        files = {c: site_files(c, Path(tmp), args.seed, args.covtype_rows) for c in cases}
         for rtt in rtts:
             t0 = time.perf_counter()
             variants = links if rtt > 0 else [(0.0, 0.0)]
