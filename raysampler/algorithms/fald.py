@@ -52,7 +52,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..models.contract import Model
-from ..privacy.fixed_point import decode_sum, encode_term
+from ..privacy.fixed_point import decode, decode_sum, encode_term
 from ..streams import ChainNoise
 from ..tuning import budget
 from ..tuning.curvature import smoothness_bounds
@@ -295,10 +295,12 @@ class FALD(Algorithm):
                 x = x + s_common * message.common[k]
             if own is not None:
                 x = x + s_own * own[k]
+        term = encode_term((x,) if g0 is None else (x, g0), b) if p.fixed_point else None
+        if term is not None and g0 is not None:  # the control variate as the server's mean adds it: rounded as sent
+            g0 = decode(term.words)[:, x.shape[1] :]
         g_last = g0 if g0 is not None else state.g_last
         new_state = WorkerState(p, c, g_last, prior, np.array(message.xbar, dtype=float), anchor)
-        if p.fixed_point:
-            term = encode_term((x,) if g0 is None else (x, g0), b)
+        if term is not None:
             return new_state, Reply(None, None, n, term.words, term.status)
         return new_state, Reply(x, g0, n)
 
@@ -339,6 +341,7 @@ def _averages(replies: list[Reply], with_grad: bool) -> tuple[np.ndarray, np.nda
     b = len(replies)
     if replies[0].summed is not None:
         terms = [r.summed for r in replies if r.summed is not None]
+        assert len(terms) == b, "a fixed-point run: every client sends its term"
         d = terms[0].shape[-1] // (2 if with_grad else 1)
         sums = decode_sum(terms, (d, d) if with_grad else (d,))
         return sums[0] / b, (sums[1] / b if with_grad else None)

@@ -160,7 +160,9 @@ class ULA(Stateless, Algorithm):
         self, state: ULAState, replies: list[GradReply], noise: ChainNoise, info: RoundInfo
     ) -> tuple[ULAState, np.ndarray]:
         if replies[0].summed is not None:  # fixed-point terms, masked or not: only their total is read
-            total = decode_sum([r.summed for r in replies if r.summed is not None], (state.theta.shape[1],))[0]
+            terms = [r.summed for r in replies if r.summed is not None]
+            assert len(terms) == len(replies), "a fixed-point run: every shard sends its term"
+            total = decode_sum(terms, (state.theta.shape[1],))[0]
         else:
             total = np.sum([r.grad for r in replies if r.grad is not None], axis=0)
         g = total + state.prior.grad(state.theta)
@@ -258,8 +260,8 @@ class MALA(Stateless, Algorithm):
 
     supports_local_params = True  # group effects: one joint MALA chain on (θ, η_1..η_b), η_i kept by worker i
     secure_sums_refusal = (
-        "a proposal's U_i can be of any size (a rejected one is sent as the largest float), beyond the range of the "
-        "fixed-point terms that masks need; use 'dglmc', 'fald', 'qlsd' or 'ula'"
+        "a proposal's U_i can be of any size (a non-finite one is sent as the largest float, to be rejected), beyond "
+        "the range of the fixed-point terms that masks need; use 'dglmc', 'fald', 'qlsd' or 'ula'"
     )
 
     def prepare(self, model: Model, pool: ShardPool, *, chains: int, seed: int, noise: ChainNoise) -> Plan:

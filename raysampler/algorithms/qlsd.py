@@ -33,7 +33,8 @@ Secure sums: the server needs only Σ_i q_i, so with `fixed_point` (and in every
 q_i rounded to the nearest 2⁻³² as its fixed-point term of that sum (`privacy.fixed_point.encode_term`; its site
 masks it in a secure-sums run) and uses the rounded q_i for its own memory, so the server's H stays Σ_i h_i. Its
 squared error is then not sent (a per-site value, and one that can leave the fixed point's range): sample_stats has
-no "sq_error".
+no "sq_error". Its bit counts are then what it sends: 64 a coordinate and 64 for its flag (the quantiser's
+compression is not used on the wire).
 
 Known bugs of the authors' class code avoided: memory starts at 0 (not at the parameters) and is per client;
 the difference is quantised once; the anchor is the θ *before* the round's update.
@@ -121,7 +122,7 @@ class QLSDReply(NamedTuple):
     and a flag of its own (`status`)."""
 
     q: np.ndarray | None  # (K, d) the sent vector: C(g_i − h_i) with memory, C(g_i) without
-    bits: np.ndarray  # (K,) bits sent for it
+    bits: np.ndarray  # (K,) bits sent for it (a fixed-point term's: 64 a word, and the flag's)
     sq_error: np.ndarray | None  # (K,) ‖ĝ_i − g_i‖² = ‖q − (g_i − h_i)‖²
     summed: np.ndarray | None = None
     status: np.ndarray | None = None
@@ -266,8 +267,8 @@ class QLSD(Algorithm):
             alpha=alpha,
             batch_size=self.batch_size,
             ref_every=state.reset_every,
-            bits_per_vector=bits(d, s),
-            bits_per_round=b * bits(d, s),
+            bits_per_vector=64 * (d + 1) if self.fixed_point else bits(d, s),
+            bits_per_round=b * (64 * (d + 1) if self.fixed_point else bits(d, s)),
             bits_formula=BITS_FORMULA,
         )
         return Plan(
@@ -316,7 +317,7 @@ class QLSD(Algorithm):
             q = decode(term.words)
         if p.memory:
             h = h + p.alpha * q
-        n_bits = np.full(K, bits(d, p.levels))
+        n_bits = np.full(K, 64.0 * (d + 1) if term is not None else bits(d, p.levels))
         if term is not None:
             return QLSDWorkerState(p, h, zeta, gzeta), QLSDReply(None, n_bits, None, term.words, term.status)
         reply = QLSDReply(q, n_bits, np.sum((q - delta) ** 2, axis=1))
@@ -330,7 +331,9 @@ class QLSD(Algorithm):
         self, state: QLSDState, replies: list[QLSDReply], noise: ChainNoise, info: RoundInfo
     ) -> tuple[QLSDState, np.ndarray]:
         if replies[0].summed is not None:  # fixed-point terms, masked or not: only their total is read
-            qsum = decode_sum([r.summed for r in replies if r.summed is not None], (state.theta.shape[1],))[0]
+            terms = [r.summed for r in replies if r.summed is not None]
+            assert len(terms) == len(replies), "a fixed-point run: every client sends its term"
+            qsum = decode_sum(terms, (state.theta.shape[1],))[0]
         else:
             qsum = np.sum([r.q for r in replies if r.q is not None], axis=0)
         ghat = qsum + state.H if state.memory else qsum

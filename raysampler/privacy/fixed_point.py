@@ -4,8 +4,9 @@ A term x is sent as round(x · 2^FRAC_BITS) in two's complement mod 2⁶⁴, i.e
 b terms is exact as long as each |x| < 2^(63 − FRAC_BITS) / b (`limit`: 2³¹/b, 5.4·10⁸ for 4 parties), which each
 party checks of its own term before sending (`encode` flags a term outside it, or non-finite, instead of wrapping).
 The decoded sum differs from the float sum of the terms by at most b·2⁻³³ (each term's rounding) plus float64's
-own rounding of the result. Pure numpy: a plain run may round its terms the same way without any masks (DG-LMC's
-`fixed_point=True`), which makes its draws bit-identical to the secure run's.
+own rounding of the result. Pure numpy: a plain run may round its terms the same way without any masks (DG-LMC's,
+FALD's, QLSD's and ULA's `fixed_point=True`), which makes its draws bit-identical to the secure run's. `encode_term`
+and `decode_sum` carry several arrays side by side as one term and split their sum back.
 """
 
 from __future__ import annotations
