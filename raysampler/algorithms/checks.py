@@ -31,6 +31,12 @@ def check_positive(name: str, value: Any, allow_none: bool = True) -> None:
         raise _bad(name, f"{name} must be a positive number, got {value!r}")
 
 
+def check_bool(name: str, value: Any) -> None:
+    """True or False."""
+    if not isinstance(value, bool):
+        raise _bad(name, f"{name} must be True or False, got {value!r}")
+
+
 def check_nonnegative(name: str, value: Any) -> None:
     if not (is_real(value) and value >= 0):
         raise _bad(name, f"{name} must be a non-negative number, got {value!r}")

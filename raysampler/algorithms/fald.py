@@ -52,7 +52,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..models.contract import Model
-from ..privacy.fixed_point import decode, decode_sum, encode_term
+from ..privacy.fixed_point import decode, encode_term, term_sums
 from ..streams import ChainNoise
 from ..tuning import budget
 from ..tuning.curvature import smoothness_bounds
@@ -60,7 +60,7 @@ from ..tuning.laplace import PRECONDITIONERS, initial_points, laplace_for
 from ..tuning.report import BiasPrediction, TuningReport
 from ..tuning.shards import shard_grad
 from .base import Algorithm, Plan, RoundInfo, ShardPool, minibatch_grads
-from .checks import check_choice, check_init, check_int, check_positive, check_unit, is_real
+from .checks import check_bool, check_choice, check_init, check_int, check_positive, check_unit, is_real
 
 VARIANTS = ("plain", "star", "vr_star")
 MAX_LOCAL_STEPS = 1_000_000  # cap of a geometric block (reached with probability (1 − p)^1e6)
@@ -172,8 +172,7 @@ class FALD(Algorithm):
         check_init(self.init)
         check_choice("preconditioner", self.preconditioner, PRECONDITIONERS)
         check_unit("bias_budget", self.bias_budget)
-        if not isinstance(self.fixed_point, bool):
-            raise ValueError(f"fixed_point must be True or False, got {self.fixed_point!r}")
+        check_bool("fixed_point", self.fixed_point)
 
     # --- tuning ---------------------------------------------------------------------------------
 
@@ -339,11 +338,11 @@ def _averages(replies: list[Reply], with_grad: bool) -> tuple[np.ndarray, np.nda
     """X̄ = (1/b) Σ_i X^i and, for the star variants, (1/b) Σ_i G_i(X̄_t) (every client sends G_i there): from the
     plain replies, or from the total of their fixed-point terms (masked or not: only the total is read)."""
     b = len(replies)
-    if replies[0].summed is not None:
-        terms = [r.summed for r in replies if r.summed is not None]
-        assert len(terms) == b, "a fixed-point run: every client sends its term"
-        d = terms[0].shape[-1] // (2 if with_grad else 1)
-        sums = decode_sum(terms, (d, d) if with_grad else (d,))
+    first = replies[0].summed
+    if first is not None:
+        d = first.shape[-1] // (2 if with_grad else 1)
+        sums = term_sums(replies, (d, d) if with_grad else (d,))
+        assert sums is not None  # the replies carry terms
         return sums[0] / b, (sums[1] / b if with_grad else None)
     xbar = np.mean([r.x for r in replies if r.x is not None], axis=0)
     gmean = np.mean([r.g for r in replies if r.g is not None], axis=0) if with_grad else None

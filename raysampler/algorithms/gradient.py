@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..models.contract import Model
-from ..privacy.fixed_point import decode_sum, encode_term
+from ..privacy.fixed_point import encode_term, term_sums
 from ..streams import ChainNoise
 from ..tuning import budget
 from ..tuning.curvature import lipschitz_bound
@@ -35,7 +35,7 @@ from ..tuning.laplace import PRECONDITIONERS, initial_points, laplace_for, lapla
 from ..tuning.report import BiasPrediction, TuningReport
 from ..tuning.shards import shard_batch_value_and_grad
 from .base import Adaptation, Algorithm, Plan, RoundInfo, ShardPool
-from .checks import check_choice, check_init, check_positive, check_unit
+from .checks import check_bool, check_choice, check_init, check_positive, check_unit
 from .mcmc import DualAveraging, dual_averaging, mala_log_ratio, mh_accept
 
 
@@ -106,8 +106,7 @@ class ULA(Stateless, Algorithm):
         check_init(self.init)
         check_choice("preconditioner", self.preconditioner, PRECONDITIONERS)
         check_unit("bias_budget", self.bias_budget)
-        if not isinstance(self.fixed_point, bool):
-            raise ValueError(f"fixed_point must be True or False, got {self.fixed_point!r}")
+        check_bool("fixed_point", self.fixed_point)
 
     def prepare(self, model: Model, pool: ShardPool, *, chains: int, seed: int, noise: ChainNoise) -> Plan:
         b, d = pool.num_shards, model.dim
@@ -159,12 +158,8 @@ class ULA(Stateless, Algorithm):
     def coordinator_step(
         self, state: ULAState, replies: list[GradReply], noise: ChainNoise, info: RoundInfo
     ) -> tuple[ULAState, np.ndarray]:
-        if replies[0].summed is not None:  # fixed-point terms, masked or not: only their total is read
-            terms = [r.summed for r in replies if r.summed is not None]
-            assert len(terms) == len(replies), "a fixed-point run: every shard sends its term"
-            total = decode_sum(terms, (state.theta.shape[1],))[0]
-        else:
-            total = np.sum([r.grad for r in replies if r.grad is not None], axis=0)
+        sums = term_sums(replies, (state.theta.shape[1],))  # fixed-point terms, masked or not: only their total
+        total = sums[0] if sums is not None else np.sum([r.grad for r in replies if r.grad is not None], axis=0)
         g = total + state.prior.grad(state.theta)
         theta = state.theta - state.step * g + math.sqrt(2.0 * state.step) * noise.normal(1)[0]
         return state._replace(theta=theta), theta

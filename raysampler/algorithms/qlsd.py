@@ -51,14 +51,14 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..models.contract import Model
-from ..privacy.fixed_point import decode, decode_sum, encode_term
+from ..privacy.fixed_point import decode, encode_term, term_sums
 from ..streams import ChainNoise
 from ..tuning import budget
 from ..tuning.curvature import lipschitz_bound
 from ..tuning.laplace import PRECONDITIONERS, initial_points, laplace_for
 from ..tuning.report import BiasPrediction, TuningReport
 from .base import Algorithm, Plan, RoundInfo, ShardPool, minibatch_grads
-from .checks import check_choice, check_init, check_int, check_positive, check_unit
+from .checks import check_bool, check_choice, check_init, check_int, check_positive, check_unit
 
 VARIANTS = ("sharp", "star", "pp")
 BITS_FORMULA = "32 + d*(1 + log2(s + 1)) per vector (32*d uncompressed), uplink only"
@@ -219,8 +219,7 @@ class QLSD(Algorithm):
         check_init(self.init)
         check_choice("preconditioner", self.preconditioner, PRECONDITIONERS)
         check_unit("bias_budget", self.bias_budget)
-        if not isinstance(self.fixed_point, bool):
-            raise ValueError(f"fixed_point must be True or False, got {self.fixed_point!r}")
+        check_bool("fixed_point", self.fixed_point)
 
     def _uses_memory(self) -> bool:
         return self.memory if self.memory is not None else self.variant in ("star", "pp")
@@ -330,12 +329,8 @@ class QLSD(Algorithm):
     def coordinator_step(
         self, state: QLSDState, replies: list[QLSDReply], noise: ChainNoise, info: RoundInfo
     ) -> tuple[QLSDState, np.ndarray]:
-        if replies[0].summed is not None:  # fixed-point terms, masked or not: only their total is read
-            terms = [r.summed for r in replies if r.summed is not None]
-            assert len(terms) == len(replies), "a fixed-point run: every client sends its term"
-            qsum = decode_sum(terms, (state.theta.shape[1],))[0]
-        else:
-            qsum = np.sum([r.q for r in replies if r.q is not None], axis=0)
+        sums = term_sums(replies, (state.theta.shape[1],))  # fixed-point terms, masked or not: only their total
+        qsum = sums[0] if sums is not None else np.sum([r.q for r in replies if r.q is not None], axis=0)
         ghat = qsum + state.H if state.memory else qsum
         g = ghat + state.prior.grad(state.theta)
         theta = state.theta - state.step * g + math.sqrt(2.0 * state.step) * noise.normal(1)[0]

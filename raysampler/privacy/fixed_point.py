@@ -11,7 +11,8 @@ and `decode_sum` carry several arrays side by side as one term and split their s
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -68,6 +69,18 @@ def encode_term(parts: tuple[np.ndarray, ...], parties: int) -> FixedTerm:
     (K, Σ w_j): what an algorithm whose coordinator needs only sums over sites sends instead of its values."""
     enc = encode(np.concatenate([np.asarray(p, dtype=float) for p in parts], axis=-1), parties)
     return FixedTerm(enc.words, np.where(enc.ok, 0.0, np.nan))
+
+
+def term_sums(replies: Sequence[Any], widths: tuple[int, ...]) -> list[np.ndarray] | None:
+    """The sums over parties of a round's replies' fixed-point terms (each reply's `summed`), split as `widths`
+    (`decode_sum`); None where the replies carry plain values (no term). A fixed-point round missing a party's term
+    is an error, not a smaller sum."""
+    terms = [r.summed for r in replies]
+    if not terms or terms[0] is None:
+        return None
+    if any(t is None for t in terms):
+        raise ValueError("a fixed-point round: every party sends its term")
+    return decode_sum(terms, widths)
 
 
 def decode_sum(terms: list[np.ndarray], widths: tuple[int, ...]) -> list[np.ndarray]:
