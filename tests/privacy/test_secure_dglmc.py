@@ -159,6 +159,7 @@ def test_a_secure_run_resumes_from_its_sealed_state_with_new_keys_and_the_same_d
         state = pickle.loads(pickle.dumps(run.capture()))
     with Run(model, data, DGLMC(), opts, LOCAL, resume_from=state) as resumed:
         rest = np.concatenate([c.theta for c in resumed.chunks()])
+    assert 0 < len(first) < len(whole) and len(rest) > 0  # a resume mid-run
     np.testing.assert_array_equal(np.concatenate([first, rest]), whole)
     assert len(agreed) == 2 and agreed[0] != agreed[1]  # the resume agreed new keys
 
