@@ -171,3 +171,29 @@ def test_a_secure_run_resumes_from_its_captured_state_with_the_same_draws(data, 
         rest = np.concatenate([c.theta for c in resumed.chunks()])
     assert 0 < len(first) < len(whole) and len(rest) > 0  # a resume mid-run
     np.testing.assert_array_equal(np.concatenate([first, rest]), whole)
+
+
+@pytest.mark.parametrize("algorithm", ["fald", "ula"])
+def test_a_site_flags_its_own_term_out_of_range(algorithm):
+    """A diverging shard's term leaves the fixed point's range: it is never sent, but the site's own flag is, and
+    the run stops NON_FINITE naming that shard, as a plain run does on its non-finite reply."""
+    import dataclasses
+
+    from raysampler.errors import FailureKind
+    from raysampler.models.logistic import LogisticRegression
+
+    @dataclasses.dataclass(frozen=True)
+    class Diverging(LogisticRegression):
+        def grad(self, X, y, x):
+            g = super().grad(X, y, x)
+            return g - 1e3 * x if X[0, 1] == 99.0 else g
+
+    X, y = rs.datasets.load("breast_cancer")
+    parts = [(Xi.copy(), yi) for Xi, yi in zip(np.array_split(X, 3), np.array_split(y, 3))]
+    parts[1][0][0, 1] = 99.0
+    with warnings.catch_warnings(), pytest.raises(rs.SamplingError) as err:
+        warnings.simplefilter("ignore")
+        rs.sample(Diverging(), rs.shard(parts), algorithm=algorithm, secure_sums=True, step_size=5e-3,
+                  preconditioner=None, **{**KW, "num_rounds": 400, "burn_in": 0})  # fmt: skip
+    f = err.value.failure
+    assert f.kind == FailureKind.NON_FINITE and f.shard == 1 and f.round > 0
