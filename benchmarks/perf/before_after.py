@@ -3,9 +3,9 @@
 Each repeat runs `round_cost.one_run` (default DG-LMC, logistic regression on breast_cancer, 4 chains) in a fresh
 Python process per tree, PYTHONPATH pointing at that tree, the trees interleaved repeat by repeat so that a loaded
 machine slows both alike. Variants: in-process with b = 4, 8, 16, 32 shards (all shards stepped in one process, as
-batches), the paper's rules (kernel "lmc") with 8 shards, and kernel "mala" with 8 shards (one message per shard,
-each stepped alone). Prints each tree's median round (µs, the median over repeats of each run's median round) and
-the ratio.
+batches), the paper's rules (kernel "lmc") with 8 shards, kernel "mala" with 8 shards (one message per shard, each
+stepped alone), and algorithms "fald", "qlsd" and "ula" with 4 shards. Prints each tree's median round (µs, the
+median over repeats of each run's median round) and the ratio.
 
     git worktree add /tmp/before <base commit>
     python benchmarks/perf/before_after.py --before /tmp/before --after . [--repeats 5] [--rounds 400]
@@ -22,10 +22,14 @@ import subprocess
 import sys
 
 #: (label, shards, extra sampling parameters)
-VARIANTS = [(f"laplace_mh, {b} shards", b, {}) for b in (4, 8, 16, 32)] + [
-    ("lmc (paper's rules), 8 shards", 8, {"preconditioner": None}),
-    ("mala (one message per shard), 8 shards", 8, {"local_kernel": "mala"}),
-]
+VARIANTS = (
+    [(f"laplace_mh, {b} shards", b, {}) for b in (4, 8, 16, 32)]
+    + [
+        ("lmc (paper's rules), 8 shards", 8, {"preconditioner": None}),
+        ("mala (one message per shard), 8 shards", 8, {"local_kernel": "mala"}),
+    ]
+    + [(f"algorithm {a}, 4 shards", 4, {"algorithm": a}) for a in ("fald", "qlsd", "ula")]
+)
 
 CHILD = r"""
 import json, sys, warnings

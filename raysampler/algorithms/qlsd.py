@@ -96,8 +96,11 @@ def omega(d: int, s: int | None) -> float:
     return min(d / s**2, math.sqrt(d) / s)
 
 
-def bits(d: int, s: int | None) -> float:
-    """Bits per compressed d-vector, simple bound 32 + d(1 + log2(s + 1)); 32·d (float32) without compression."""
+def bits(d: int, s: int | None, fixed_point: bool = False) -> float:
+    """Bits per compressed d-vector, simple bound 32 + d(1 + log2(s + 1)); 32·d (float32) without compression; with
+    fixed-point sums what the term is, 64 a coordinate and 64 for the client's flag (no compression on the wire)."""
+    if fixed_point:
+        return 64.0 * (d + 1)
     if s is None or s == 0:  # no compression
         return 32.0 * d
     return 32.0 + d * (1.0 + math.log2(s + 1))
@@ -266,8 +269,8 @@ class QLSD(Algorithm):
             alpha=alpha,
             batch_size=self.batch_size,
             ref_every=state.reset_every,
-            bits_per_vector=64 * (d + 1) if self.fixed_point else bits(d, s),
-            bits_per_round=b * (64 * (d + 1) if self.fixed_point else bits(d, s)),
+            bits_per_vector=bits(d, s, self.fixed_point),
+            bits_per_round=b * bits(d, s, self.fixed_point),
             bits_formula=BITS_FORMULA,
         )
         return Plan(
@@ -316,7 +319,7 @@ class QLSD(Algorithm):
             q = decode(term.words)
         if p.memory:
             h = h + p.alpha * q
-        n_bits = np.full(K, 64.0 * (d + 1) if term is not None else bits(d, p.levels))
+        n_bits = np.full(K, bits(d, p.levels, p.fixed_point))
         if term is not None:
             return QLSDWorkerState(p, h, zeta, gzeta), QLSDReply(None, n_bits, None, term.words, term.status)
         reply = QLSDReply(q, n_bits, np.sum((q - delta) ** 2, axis=1))
