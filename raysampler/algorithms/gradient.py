@@ -21,7 +21,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
@@ -159,7 +159,7 @@ class ULA(Stateless, Algorithm):
         self, state: ULAState, replies: list[GradReply], noise: ChainNoise, info: RoundInfo
     ) -> tuple[ULAState, np.ndarray]:
         sums = term_sums(replies, (state.theta.shape[1],))  # fixed-point terms, masked or not: only their total
-        total = sums[0] if sums is not None else np.sum([r.grad for r in replies if r.grad is not None], axis=0)
+        total = sums[0] if sums is not None else sum(cast(np.ndarray, r.grad) for r in replies)
         g = total + state.prior.grad(state.theta)
         theta = state.theta - state.step * g + math.sqrt(2.0 * state.step) * noise.normal(1)[0]
         return state._replace(theta=theta), theta

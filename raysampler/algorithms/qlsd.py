@@ -46,7 +46,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
@@ -333,7 +333,7 @@ class QLSD(Algorithm):
         self, state: QLSDState, replies: list[QLSDReply], noise: ChainNoise, info: RoundInfo
     ) -> tuple[QLSDState, np.ndarray]:
         sums = term_sums(replies, (state.theta.shape[1],))  # fixed-point terms, masked or not: only their total
-        qsum = sums[0] if sums is not None else np.sum([r.q for r in replies if r.q is not None], axis=0)
+        qsum = sums[0] if sums is not None else sum(cast(np.ndarray, r.q) for r in replies)
         ghat = qsum + state.H if state.memory else qsum
         g = ghat + state.prior.grad(state.theta)
         theta = state.theta - state.step * g + math.sqrt(2.0 * state.step) * noise.normal(1)[0]

@@ -75,9 +75,9 @@ def term_sums(replies: Sequence[Any], widths: tuple[int, ...]) -> list[np.ndarra
     """The sums over parties of a round's replies' fixed-point terms (each reply's `summed`), split as `widths`
     (`decode_sum`); None where the replies carry plain values (no term). A fixed-point round missing a party's term
     is an error, not a smaller sum."""
-    terms = [r.summed for r in replies]
-    if not terms or terms[0] is None:
+    if not replies or replies[0].summed is None:  # plain replies: no list built on the plain runs' rounds
         return None
+    terms = [r.summed for r in replies]
     if any(t is None for t in terms):
         raise ValueError("a fixed-point round: every party sends its term")
     return decode_sum(terms, widths)
