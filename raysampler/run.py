@@ -113,6 +113,8 @@ class Run:
             keyed_noise=keyed_streams(opts, algorithm),
             warmup_auto=opts.warmup_auto,
             chains_auto=opts.chains_auto,
+            converges=opts.auto and not algorithm.private_noise,
+            chains_cap=opts.max_chains,
         )
         if resume_from is not None and opts.chains_auto and resume_from.setup.chains is not None:
             self.config = dataclasses.replace(self.config, chains=resume_from.setup.chains.chains)  # as it chose

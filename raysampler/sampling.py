@@ -52,13 +52,16 @@ def sample(
     callback: Callable[[Chunk], None] | None = None,
     privacy: Any = None,
     keyed_noise: bool | None = None,
+    max_chains: int | None = None,
     _slowdown: dict[int, float] | None = None,
     **params: Any,
 ) -> Result:
     """Sample the posterior of `model` given data split into `shards`.
 
-    `chains`: a number, or "auto" (default): 4, or more where a round is bound by the link to far sites rather than
-    by their compute (chosen at set-up from the measured RTT; `result.setup.chains` says how many and why).
+    `chains`: a number, or "auto" (default): 4, 16 where the run stops on convergence (num_rounds="auto": the
+    many-chain rule then stops after about a hundred draws a chain), or more where a round is bound by the link to
+    far sites rather than by their compute (chosen at set-up; `result.setup.chains` says how many and why), at most
+    `max_chains` (default 64).
     `burn_in` rounds come first and are discarded (default: max(100, num_rounds // 10), or with num_rounds="auto"
     "auto": the warm-up ends once the chains are warm, checked at fixed round counts, at most 1000 rounds);
     `num_rounds` counts the rounds after burn-in, or is "auto": stop once min bulk ESS ≥ `target_ess` and max R-hat
@@ -106,6 +109,7 @@ def sample(
         pipeline=pipeline,
         secure_sums=secure_sums,
         keyed_noise=keyed_noise,
+        max_chains=max_chains,
     )
     execution = ExecutionOptions(
         executor=executor,  # type: ignore[arg-type]  # parsed by ExecutionOptions (a clear error names it)

@@ -55,6 +55,11 @@ class RunConfig:
     warmup_auto: bool = False
     #: `chains` is the default: the coordinator may choose more from the measured links (`choose_chains`)
     chains_auto: bool = False
+    #: the driver stops the run on convergence (num_rounds="auto", not the DP mode): chains="auto" may choose the
+    #: many-chain rule's count (`choose_chains`)
+    converges: bool = False
+    #: with chains_auto, the most chains the set-up may choose (None: `links.CHAINS_AUTO_MAX`)
+    chains_cap: int | None = None
     #: the sites' terms reach the coordinator only as masked secure sums (`privacy.secure_sum`; DG-LMC)
     secure_sums: bool = False
     #: the workers' random streams are keyed by their site's secret and their captured states sealed (`ShardHost`)

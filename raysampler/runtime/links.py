@@ -22,6 +22,8 @@ from enum import StrEnum
 
 import numpy as np
 
+from ..diagnostics import MANY_CHAINS
+
 #: Recent rounds each process's RTT estimate is taken over.
 RTT_WINDOW = 64
 
@@ -152,30 +154,42 @@ def far_rtt(links: Sequence[LinkStats]) -> float | None:
 
 
 def choose_chains(
-    base: int, links: Sequence[LinkStats], elements: Sequence[float], rows: Sequence[int]
+    base: int,
+    links: Sequence[LinkStats],
+    elements: Sequence[float],
+    rows: Sequence[int],
+    converges: bool = False,
+    cap: int | None = None,
 ) -> ChainsChoice:
-    """chains="auto": `base` chains, doubled while a round stays bound by the slowest far link (its set-up RTT at
-    least the round's predicted compute at the doubled count: a round then costs at most twice the link's RTT, for
-    twice the chains, and the run needs fewer rounds)
-    and the chains' temporaries fit in memory, at most CHAINS_AUTO_MAX. `elements[k]`: process k's element count
-    (X's elements × the model's work per element), `rows[k]` its rows; `links` its links (in-process: none)."""
+    """chains="auto": `base` chains; MANY_CHAINS where the run stops on convergence (`converges`): the many-chain
+    rule (nested R-hat) then stops after about a hundred draws a chain, where split R-hat on `base` chains needs
+    long ones, so the run takes fewer rounds of at most MANY_CHAINS / `base` times the cost; then doubled while a
+    round stays bound by the slowest far link (its set-up RTT at least the round's predicted compute at the doubled
+    count: a round then costs at most twice the link's RTT, for twice the chains, and the run needs fewer rounds).
+    Every count is bounded by the chains' temporaries in memory and by `cap` (at most CHAINS_AUTO_MAX; a count the
+    floor or the link cannot reach within them is not taken). `elements[k]`: process k's element count (X's elements
+    × the model's work per element), `rows[k]` its rows; `links` its links (in-process: none)."""
+    top = CHAINS_AUTO_MAX if cap is None else max(1, min(cap, CHAINS_AUTO_MAX))
+    rows_max = max(rows, default=0)
+
+    def fits(k: int) -> bool:
+        return k <= top and k * rows_max * ROW_CHAIN_BYTES <= CHAINS_MEMORY_BYTES
+
+    k, why = min(base, top), ""
+    if converges and k < MANY_CHAINS and fits(MANY_CHAINS):
+        k = MANY_CHAINS
+        why = f"the run stops on convergence: {k} chains, whose nested R-hat can stop after about 100 draws a chain; "
     rtt = far_rtt(links)
     if rtt is None or rtt < FAR_RTT_S:
         what = "no link" if rtt is None else f"the slowest link's RTT is {1e3 * rtt:.1f} ms"
-        return ChainsChoice(base, True, f"{what} (< {1e3 * FAR_RTT_S:g} ms): the default {base} chains", rtt)
+        tail = f"the default {k} chains" if not why else "no more for the link"
+        return ChainsChoice(k, True, f"{why}{what} (< {1e3 * FAR_RTT_S:g} ms): {tail}", rtt)
     per_chain = ELEMENT_CHAIN_S * max(elements, default=0.0)
-    rows_max = max(rows, default=0)
-    k = base
-    while (
-        2 * k <= CHAINS_AUTO_MAX
-        and (2 * k) * per_chain <= rtt
-        and 2 * k * rows_max * ROW_CHAIN_BYTES <= CHAINS_MEMORY_BYTES
-    ):
+    while fits(2 * k) and (2 * k) * per_chain <= rtt:
         k *= 2
     reason = (
-        f"the slowest link's RTT is {1e3 * rtt:.1f} ms against a predicted {1e3 * k * per_chain:.2f} ms of compute a "
-        f"round at {k} chains: {k} chains in the same round trips"
-        + (f" (at most {CHAINS_AUTO_MAX})" if k == CHAINS_AUTO_MAX else "")
+        f"{why}the slowest link's RTT is {1e3 * rtt:.1f} ms against a predicted {1e3 * k * per_chain:.2f} ms of "
+        f"compute a round at {k} chains: {k} chains in the same round trips" + (f" (at most {top})" if k == top else "")
     )
     return ChainsChoice(k, True, reason, rtt, k * per_chain)
 

@@ -21,15 +21,15 @@ from .links import ChainsChoice, PipelineChoice, choose_chains, choose_pipeline,
 
 
 def _chains_for(pool: WorkerPool, model: Model, config: RunConfig, facts: Sequence[ShardFacts]) -> ChainsChoice:
-    """The run's chain count: as configured, or with `chains_auto` `choose_chains`' pick from the pool's links
-    (measured when it described its shards) and each process's work."""
+    """The run's chain count: as configured, or with `chains_auto` `choose_chains`' pick from whether the run stops
+    on convergence, the pool's links (measured when it described its shards) and each process's work."""
     if not config.chains_auto:
         return ChainsChoice(config.chains, False, "as asked", far_rtt(pool.links()))
     per_element = float(as_model(model).work_per_element())
     by_shard = {f.shard: f for f in facts}
     elements = [sum(float(np.prod(by_shard[i].x_shape)) * per_element for i in g) for g in pool.groups]
     rows = [sum(int(by_shard[i].n_rows) for i in g) for g in pool.groups]
-    return choose_chains(config.chains, pool.links(), elements, rows)
+    return choose_chains(config.chains, pool.links(), elements, rows, config.converges, config.chains_cap)
 
 
 def _pipeline_refusal(algorithm: Algorithm, config: RunConfig, state: Any, dp: bool) -> str | None:

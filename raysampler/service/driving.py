@@ -38,7 +38,7 @@ from .reports import jsonable, network_info, worker_stats
 from .results import MIN_SUMMARY_DRAWS, progress_fraction, summary_of
 from .schemas import DiagnosticsInfo, FailureInfo
 from .settings import Settings
-from .specs import build, run_options
+from .specs import build, quota_options
 from .store import LeaseLost, RecordStore
 from .summaries import DEFAULT_CI_PROB, SummaryCache
 
@@ -230,7 +230,8 @@ class Driver:
                 on_event=lambda ev: self._engine_event(d, ev),
                 cancel=cancel,
             )
-            run = Run(built.model, built.shards, built.algorithm, run_options(spec), execution, resume_from=state)
+            options = quota_options(spec, self.settings, built.d)
+            run = Run(built.model, built.shards, built.algorithm, options, execution, resume_from=state)
         except RunCancelled:
             if not self.stopping.is_set() and not d.lost.is_set():  # a shutdown leaves it RUNNING for a resume
                 self.finish(d, RunStatus.CANCELLED)

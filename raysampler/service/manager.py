@@ -37,7 +37,7 @@ from .schemas import (
     RunSpec,
 )
 from .settings import Settings
-from .specs import SpecError, build, run_options, spec_hash
+from .specs import SpecError, build, quota_options, spec_hash
 from .store import ActiveLimit, Conflict, LeaseLost, RecordStore
 from .summaries import SummaryCache, import_statistics
 
@@ -172,7 +172,7 @@ class RunManager:
         )  # 422 now rather than a FAILED run later
         self._check_quotas(tenant, spec, built.d)
         run_id = spec.run_id or "run-" + secrets.token_hex(8)
-        opts = run_options(spec)
+        opts = quota_options(spec, self.settings, built.d)
         notes = self._check_draws(spec, opts, built.d)
         try:
             rec = self.store.create_run(

@@ -131,6 +131,17 @@ class Settings(EngineSettings):
             raise ValueError("must be 1-128 letters, digits, '_', '.', ':', '-'")
         return value
 
+    def chains_cap(self, dim: int, max_draws: int) -> int | None:
+        """The most chains the per-run quotas allow a run of `dim` parameters and `max_draws` draws a chain (chains
+        × dimension, planned draw bytes), so that a chains="auto" run never chooses more than was admitted; None
+        without such quotas."""
+        caps = []
+        if self.quota_max_chains_x_dim is not None:
+            caps.append(self.quota_max_chains_x_dim // max(1, dim))
+        if self.quota_max_draw_bytes is not None:
+            caps.append(self.quota_max_draw_bytes // max(1, max_draws * dim * 8))
+        return max(1, min(caps)) if caps else None
+
     @property
     def replica(self) -> str:
         """This replica's name in run leases (`replica_id`, else host name + a digest of the data dir)."""

@@ -22,6 +22,7 @@ from ..shards import DataTable, Shard, ShardSet, shard
 from .datasets import load_dataset
 from .errors import AccessDenied, FieldError
 from .schemas import BUILTIN_PREFIX, DataRef, RunSpec
+from .settings import Settings
 from .store import RecordStore
 
 MAX_BUILTIN_ROWS = 5_000_000  # generated data sets are built in the service process: bound their size
@@ -49,18 +50,29 @@ def _refused(i: int) -> AccessDenied:
     return AccessDenied(("data", "shards", i, "path"), f"data.shards[{i}].path is refused: {ACCESS_RULE}")
 
 
-def run_options(spec: RunSpec) -> RunOptions:
+def run_options(spec: RunSpec, chains_cap: int | None = None) -> RunOptions:
     """The run's length and bookkeeping as the engine validates them (burn-in default, totals); a combination the
-    engine refuses is a SpecError naming the field."""
+    engine refuses is a SpecError naming the field. `chains_cap`: the most chains the service's quotas allow a
+    chains="auto" run (`Manager.chains_cap`), beside the spec's own max_chains."""
     try:
-        return _options(spec)
+        return _options(spec, chains_cap)
     except ValueError as exc:
         raise SpecError(rest_loc(spec, exc, ("num_rounds",)), str(exc)) from None
 
 
-def _options(spec: RunSpec) -> RunOptions:
+def quota_options(spec: RunSpec, settings: Settings, dim: int) -> RunOptions:
+    """`run_options` under the service's per-run quotas: a chains="auto" run chooses no more chains than they allow
+    (`Settings.chains_cap`; the quotas themselves are checked on the default count at submit)."""
+    plain = run_options(spec)
+    cap = settings.chains_cap(dim, plain.max_draws)
+    return plain if cap is None else run_options(spec, cap)
+
+
+def _options(spec: RunSpec, chains_cap: int | None) -> RunOptions:
+    caps = [c for c in (spec.max_chains, chains_cap) if c is not None]
     return RunOptions(
         chains=spec.chains,
+        max_chains=min(caps) if caps else None,
         num_rounds=spec.num_rounds,
         burn_in=spec.burn_in,
         thin=spec.thin,

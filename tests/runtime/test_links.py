@@ -8,7 +8,8 @@ import pytest
 
 import raysampler as rs
 from raysampler.algorithms import DGLMC
-from raysampler.diagnostics import SETTLED_ACCEPT
+from raysampler.diagnostics import MANY_CHAINS, SETTLED_ACCEPT
+from raysampler.errors import ArgumentError
 from raysampler.options import ExecutionOptions, RunOptions
 from raysampler.runtime.links import CHAINS_AUTO_MAX, FAR_RTT_S, LinkStats, choose_chains
 from raysampler.sampling import Run
@@ -128,3 +129,33 @@ def _link(rtt: float | None, channel: str = "tcp") -> LinkStats:
 def test_choose_chains(links, elements, rows, expected):
     choice = choose_chains(4, links, elements, rows)
     assert choice.chains == expected and choice.auto and choice.reason, choice
+
+
+@pytest.mark.parametrize(
+    "links, elements, rows, cap, expected",
+    [
+        ((), [1e4], [300], None, MANY_CHAINS),  # in-process, a run that stops on convergence: the many-chain rule
+        ((_link(0.1, "shm"),), [1e4], [300], None, MANY_CHAINS),
+        ((_link(0.05),), [1.35e6], [25_000], None, MANY_CHAINS),  # the floor holds where the link alone chose 8
+        ((_link(0.1),), [1e4], [300], None, CHAINS_AUTO_MAX),  # ... and the link doubles from it
+        ((_link(0.1),), [1e4], [300], 32, 32),  # a cap (max_chains, the service's quotas) bounds the link's doubling
+        ((), [1e4], [300], 8, 4),  # ... and the floor: 8 chains would gain nothing over 4 (split R-hat either way)
+        ((), [1e4], [300], 2, 2),  # a cap below the default count lowers it
+        ((), [1e3], [500_000], None, 4),  # 16 chains' temporaries of 500,000 rows would not fit: the default
+    ],
+)
+def test_choose_chains_for_a_run_that_stops_on_convergence(links, elements, rows, cap, expected):
+    choice = choose_chains(4, links, elements, rows, converges=True, cap=cap)
+    assert choice.chains == expected and choice.auto and choice.reason, choice
+    assert ("stops on convergence" in choice.reason) == (expected >= MANY_CHAINS), choice.reason
+
+
+@pytest.mark.filterwarnings("ignore::raysampler.diagnostics.RunWarning")  # 60 rounds: the chain count is tested
+def test_chains_auto_is_sixteen_in_a_run_that_stops_on_convergence(data):
+    r = _run(data, num_rounds="auto", max_rounds=60, burn_in=10)
+    assert r.draws.shape[0] == MANY_CHAINS and r.setup.chains is not None and r.setup.chains.auto
+    assert "stops on convergence" in r.setup.chains.reason
+    with pytest.raises(ArgumentError, match="max_chains"):
+        _run(data, num_rounds="auto", max_chains=0)
+    capped = _run(data, num_rounds="auto", max_rounds=60, burn_in=10, max_chains=8)
+    assert capped.draws.shape[0] == 4  # below the many-chain rule's count: the default

@@ -130,3 +130,31 @@ def test_planned_draws_over_the_warning_size_are_warned_in_the_202_and_kept(draw
     assert info["warnings"][0] == note
     small = c.post("/v1/runs", json=spec(num_rounds=20, burn_in=0, chains=2), headers=hdr(ALICE))
     assert small.status_code == 202 and small.json()["warnings"] == []
+
+
+def test_chains_auto_chooses_no_more_chains_than_the_quotas_allow(tmp_path_factory):
+    """A convergence-stopped run with chains "auto" takes 16 chains (the many-chain rule) unless the per-run quota
+    of chains × dimension, its own max_chains or the planned draw bytes allow fewer; then it keeps the default 4."""
+    from raysampler.service.settings import Settings
+
+    assert Settings(quota_max_chains_x_dim=400).chains_cap(31, 1000) == 12
+    assert Settings(quota_max_draw_bytes=31 * 8 * 1000 * 20).chains_cap(31, 1000) == 20
+    assert Settings().chains_cap(31, 1000) is None
+    auto = {"chains": "auto", "num_rounds": "auto", "max_rounds": 40, "burn_in": 5}
+    with _client(tmp_path_factory, quota_max_chains_x_dim=400) as c:  # 16 × 31 = 496 > 400 ≥ 4 × 31
+        ids = [
+            c.post("/v1/runs", json=spec(**auto, **extra), headers=hdr(ALICE)).json()["id"]
+            for extra in ({}, {"max_chains": 2})
+        ]
+        done = [_succeeded(c, rid) for rid in ids]
+        assert [i["chains"] for i in done] == [4, 2]
+    with _client(tmp_path_factory) as c:
+        info = _succeeded(c, c.post("/v1/runs", json=spec(**auto), headers=hdr(ALICE)).json()["id"])
+        assert info["chains"] == 16 and "stops on convergence" in info["plan"]["chains"]["reason"]
+
+
+def _succeeded(c, rid):
+    return wait_until(
+        lambda: (i := c.get(f"/v1/runs/{rid}", headers=hdr(ALICE)).json())["status"] == "SUCCEEDED" and i,
+        what="SUCCEEDED",
+    )

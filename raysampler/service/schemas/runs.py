@@ -492,8 +492,14 @@ class RunSpec(BaseModel):
     algorithm: AlgorithmSpec = Field(default_factory=AlgorithmSpec)
     chains: Annotated[int, Field(ge=1, le=4096)] | Literal["auto"] = Field(
         default="auto",
-        description='chains, or "auto": 4, or more where a round is bound by the link to far sites rather than by '
-        "their compute (chosen at set-up from the measured RTT; the run's plan says how many and why)",
+        description='chains, or "auto": 4, 16 where the run stops on convergence (num_rounds "auto": the many-chain '
+        "rule, nested R-hat, then stops after about a hundred draws a chain), or more where a round is bound by the "
+        "link to far sites rather than by their compute (chosen at set-up; the run's plan says how many and why)",
+    )
+    max_chains: Annotated[int, Field(ge=1, le=4096)] | None = Field(
+        default=None,
+        description='with chains "auto": the most chains the set-up may choose (default 64; the service\'s quotas '
+        "may lower it)",
     )
     num_rounds: Annotated[int, Field(ge=1, le=10_000_000)] | Literal["auto"] = Field(
         default="auto",
