@@ -174,7 +174,15 @@ def diagnose(draws: np.ndarray, max_draws: int | None = None, superchains: int =
     chains are thinned evenly to that many draws first: R-hat is unchanged in expectation and the ESS estimate can
     only be lower (thinning never adds information), so a run judged converged on them is converged. With
     `superchains` > 1 (chains c // (chains // superchains) in one superchain) the max rank-normalised nested R-hat
-    (`nested_rank`) is computed too, and it is what `Diagnostics.converged` reads."""
+    (`nested_rank`) is computed too, and it is what `Diagnostics.converged` reads.
+
+    The three statistics share one rank normalisation: the normal scores of the draws and of their distances from
+    the median are computed once (`_normal_scores`, the costly part: 5 passes before, 2 now) and read by
+    arviz-stats' ESS (its "mean" method on the scores is its "bulk" ESS of the draws), by split R-hat (the larger of
+    the classic R̂ on the split scores, arviz-stats' "rank" R-hat: tests/test_diagnostics_nested.py) and by nested
+    R-hat. With an odd draw count the middle draw is left out of all three, as arviz-stats' split leaves it out.
+    A parameter with a non-finite draw has NaN ESS and R-hat (arviz-stats would rank an infinity as the largest
+    draw), so such draws are never judged converged."""
     import arviz_stats as azs
 
     chains, n = draws.shape[0], draws.shape[1]
@@ -182,13 +190,24 @@ def diagnose(draws: np.ndarray, max_draws: int | None = None, superchains: int =
         return None
     if max_draws is not None and n > max_draws:
         draws = draws[:, np.linspace(0, n - 1, max_draws).round().astype(int)]
+    x = np.asarray(draws, dtype=float)
+    if x.shape[1] % 2:
+        x = np.delete(x, x.shape[1] // 2, axis=1)
     with np.errstate(all="ignore"):
-        ess = np.asarray(azs.ess(draws, method="bulk"), dtype=float)
-        rhat = np.asarray(azs.rhat(draws, method="rank"), dtype=float)
+        bulk = _normal_scores(x)
+        tail = _normal_scores(np.abs(x - np.median(x.reshape(-1, x.shape[-1]), axis=0)))
+        ess = np.asarray(azs.ess(bulk, method="mean"), dtype=float)
+        rhat = np.maximum(_classic_rhat(_halves(bulk)), _classic_rhat(_halves(tail)))
+        nested = np.maximum(nested_rhat(bulk, superchains), nested_rhat(tail, superchains)) if superchains > 1 else None
     min_ess = float(np.min(np.where(np.isfinite(ess), ess, -np.inf))) if ess.size else float("nan")
     max_rhat = _worst(rhat)
-    nested = _worst(nested_rank(draws, superchains)) if superchains > 1 else None
-    return Diagnostics(min_ess, max_rhat, n, chains, superchains, nested)
+    return Diagnostics(min_ess, max_rhat, n, chains, superchains, None if nested is None else _worst(nested))
+
+
+def _halves(x: np.ndarray) -> np.ndarray:
+    """Draws (chains, n, d) as 2·chains chains of n // 2 draws (the middle draw left out when n is odd)."""
+    half = x.shape[1] // 2
+    return np.concatenate([x[:, :half], x[:, x.shape[1] - half :]], axis=0)
 
 
 def superchains_for(chains: int) -> int:
@@ -325,9 +344,7 @@ def split_rank_rhat(draws: np.ndarray) -> np.ndarray:
     coordinator's process, which imports nothing else of arviz-stats, and its import (xarray, pandas) costs that
     process more than a second, more than a small model's whole warm-up (docs/performance.md, "The warm-up check's
     cost"). Results are read where arviz-stats is loaded anyway (`diagnose`)."""
-    x = np.asarray(draws, dtype=float)
-    half = x.shape[1] // 2
-    split = np.concatenate([x[:, :half], x[:, x.shape[1] - half :]], axis=0)
+    split = _halves(np.asarray(draws, dtype=float))
     bulk = _classic_rhat(_normal_scores(split))
     folded = np.abs(split - np.median(split.reshape(-1, split.shape[-1]), axis=0))
     return np.maximum(bulk, _classic_rhat(_normal_scores(folded)))

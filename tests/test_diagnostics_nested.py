@@ -5,6 +5,7 @@ AR(1) chains whose stationary behaviour is known."""
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -217,6 +218,48 @@ def test_diagnose_computes_nested_rhat_with_superchains():
     assert nested.min_ess_bulk > 400 and nested.max_rhat > 1.01 and nested.converged(400, 1.01)
     thinned = diagnose(draws, 40, superchains=4)
     assert thinned is not None and thinned.draws == 100 and thinned.max_nested_rhat is not None
+
+
+def test_diagnose_gives_arviz_stats_ess_and_rhat_and_nested_rank():
+    """diagnose shares one rank normalisation between its three statistics: its min bulk ESS and max R-hat are
+    arviz-stats' bulk ESS and rank R-hat of the draws, and its nested R-hat is `nested_rank`'s, at odd and even
+    lengths (the middle draw of an odd count left out, as arviz-stats' split does), with ties and a constant
+    parameter. A parameter with a non-finite draw has no ESS or R-hat (arviz-stats would rank an infinity as the
+    largest draw and give finite numbers), so such draws are never judged converged."""
+    import arviz_stats as azs
+
+    rng = np.random.default_rng(2)
+    for t in range(24):
+        chains, n, d = int(rng.choice([4, 16, 32])), int(rng.integers(8, 200)), int(rng.integers(1, 6))
+        x = rng.normal(size=(chains, n, d)).cumsum(axis=1) * rng.uniform(0.05, 0.5) + rng.normal(size=(chains, n, d))
+        if t % 3 == 0:
+            x *= rng.uniform(0.2, 5, size=(chains, 1, 1))  # spreads that differ: the tail (folded) term is the larger
+        if t % 4 == 0:
+            x = np.round(x, 1)  # ties
+        if t % 6 == 1:
+            x[:, :, 0] = 2.0  # a constant parameter
+        k = superchains_for(chains)
+        if t % 6 == 2:
+            xb = x.copy()
+            xb[0, 3, -1] = np.inf
+            broken = diagnose(xb, superchains=k)
+            assert broken is not None and broken.min_ess_bulk == -np.inf and broken.max_rhat == np.inf
+            assert not broken.converged(1.0, 10.0)
+        got = diagnose(x, superchains=k)
+        assert got is not None
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            ess = np.asarray(azs.ess(x, method="bulk"), dtype=float)
+            rhat = np.asarray(azs.rhat(x, method="rank"), dtype=float)
+        want_ess = float(np.min(np.where(np.isfinite(ess), ess, -np.inf)))
+        want_rhat = float(np.max(np.where(np.isfinite(rhat), rhat, np.inf)))
+        assert got.min_ess_bulk == pytest.approx(want_ess, rel=1e-12), t
+        assert got.max_rhat == pytest.approx(want_rhat, rel=1e-12), t
+        if k > 1:
+            even = np.delete(x, n // 2, axis=1) if n % 2 else x
+            nested = nested_rank(even, k)
+            want = float(np.max(np.where(np.isfinite(nested), nested, np.inf)))
+            assert got.max_nested_rhat == pytest.approx(want, rel=1e-12), t
 
 
 # --- the warm-up rule --------------------------------------------------------------------------------------------
