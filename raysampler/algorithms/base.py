@@ -24,6 +24,7 @@ import numpy as np
 from ..errors import ArgumentError
 from ..models.contract import Model, ShardStack
 from ..streams import ChainNoise, StackedNoise
+from ..tuning.laplace import Laplace
 from ..tuning.report import TuningReport
 from ..tuning.shards import ShardPool
 
@@ -67,6 +68,26 @@ class Plan:
     #: the DP mode: what the accountant needs (`privacy.accountant.DPPlan`); the runtime stops the run before a
     #: round whose release would exceed the budget
     privacy: DPPlan | None = None
+
+    @classmethod
+    def one_step(
+        cls, state: Any, payloads: list[Any], report: TuningReport, lap: Laplace, wmodel: Model, n_avg: float = 1.0
+    ) -> Plan:
+        """The plan of an algorithm whose workers take one local step a round, never re-balanced, in the coordinates
+        the shared Laplace step chose: where it whitened (`lap.whitened`) the workers get the whitened model `wmodel`
+        and the draws map back by its preconditioner. `n_avg`: local steps per communication on average (FALD's
+        1/p_comm), 1 otherwise."""
+        whitened = bool(lap.whitened)
+        return cls(
+            state,
+            payloads,
+            np.ones(len(payloads), dtype=int),
+            n_avg,
+            False,
+            report,
+            model=wmodel if whitened else None,
+            precond=lap.precond if whitened else None,
+        )
 
 
 #: batching hooks `Algorithm` had, and what replaced each

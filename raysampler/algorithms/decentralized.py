@@ -161,16 +161,7 @@ class _Decentralized(Algorithm):
             max_degree=top.max_degree,
             **{f.name: getattr(consts, f.name) for f in dataclasses.fields(consts)},  # the rule's constants
         )
-        return Plan(
-            GraphState(top, tuple(x0.copy() for _ in range(b))),
-            payloads,
-            np.ones(b, dtype=int),
-            1.0,
-            False,
-            report,
-            model=wmodel if lap.whitened else None,
-            precond=lap.precond if lap.whitened else None,
-        )
+        return Plan.one_step(GraphState(top, tuple(x0.copy() for _ in range(b))), payloads, report, lap, wmodel)
 
     def worker_init(self, payload: AgentPayload, model: Model, X: np.ndarray, y: np.ndarray) -> AgentWorker:
         x = np.array(payload.x0, dtype=float)

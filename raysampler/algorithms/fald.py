@@ -225,16 +225,7 @@ class FALD(Algorithm):
             batch_size=self.batch_size,
             theta_map=lap.theta_map,
         )
-        return Plan(
-            state,
-            payloads,
-            np.ones(b, dtype=int),
-            1.0 / self.p_comm,
-            False,
-            report,
-            model=wmodel if lap.whitened else None,
-            precond=lap.precond if lap.whitened else None,
-        )
+        return Plan.one_step(state, payloads, report, lap, wmodel, n_avg=1.0 / self.p_comm)
 
     def _schedule(self, noise: ChainNoise) -> tuple[int, np.ndarray | None]:
         """The next block: N ~ Geometric(p_comm) on {1, 2, …} by inversion of chain 0's uniform,

@@ -129,16 +129,9 @@ class ULA(Stateless, Algorithm):
         )
         wmodel = lap.adopt(model, pool)
         theta0 = initial_points(self.init, lap, chains, d, noise)
-        return Plan(
-            ULAState(theta0, step, wmodel.prior()),
-            [b if self.fixed_point else None] * b,  # a fixed-point term's range depends on the number of terms
-            np.ones(b, dtype=int),
-            1.0,
-            False,
-            report,
-            model=wmodel if lap.whitened else None,
-            precond=lap.precond if lap.whitened else None,
-        )
+        # a fixed-point term's range depends on the number of terms
+        payloads = [b if self.fixed_point else None] * b
+        return Plan.one_step(ULAState(theta0, step, wmodel.prior()), payloads, report, lap, wmodel)
 
     def worker_init(self, payload: Any, model: Model, X: np.ndarray, y: np.ndarray) -> int | None:
         return payload  # the number of shards whose terms are summed, with fixed-point sums; else None
@@ -296,16 +289,7 @@ class MALA(Stateless, Algorithm):
             prior,
             np.ones(chains),
         )
-        return Plan(
-            state,
-            [None] * b,
-            np.ones(b, dtype=int),
-            1.0,
-            False,
-            report,
-            model=wmodel if lap.whitened else None,
-            precond=lap.precond if lap.whitened else None,
-        )
+        return Plan.one_step(state, [None] * b, report, lap, wmodel)
 
     def _prepare_local(self, model: Model, pool: ShardPool, *, chains: int, seed: int, noise: ChainNoise) -> Plan:
         """Joint MALA on (θ, η_1..η_b) with shard-local η_i (group effects): the coordinator proposes θ' and each

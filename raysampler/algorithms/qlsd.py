@@ -273,16 +273,7 @@ class QLSD(Algorithm):
             bits_per_round=b * bits(d, s, self.fixed_point),
             bits_formula=BITS_FORMULA,
         )
-        return Plan(
-            state,
-            [wp] * b,
-            np.ones(b, dtype=int),
-            1.0,
-            False,
-            report,
-            model=wmodel if lap.whitened else None,
-            precond=lap.precond if lap.whitened else None,
-        )
+        return Plan.one_step(state, [wp] * b, report, lap, wmodel)
 
     def worker_init(self, payload: WorkerParams, model: Model, X: np.ndarray, y: np.ndarray) -> QLSDWorkerState:
         return QLSDWorkerState(payload, None, None, None)

@@ -19,7 +19,7 @@ from ..privacy.ledger import LedgerBook
 from ..streams import ChainNoise
 from .balancer import StepBalancer
 from .binding import bind_model, fingerprint, public_keys, secured
-from .contracts import Placement, RunConfig, RunState, SetupInfo, WarmupState, WorkerPool
+from .contracts import Placement, RunConfig, RunState, SetupInfo, StateInit, WarmupState, WorkerPool
 from .setup_choices import _chains_for, _pipeline_for
 from .setup_pool import SetupPool
 
@@ -83,13 +83,13 @@ def tuned(
         config.balance_ratio,
         plan.schedule,
     )
-    tau = staged.init_states(
-        plan.worker_payloads,
+    init = StateInit(
         slowdown=slowdown or None,
         calibrate=balancer.measuring,
         chains=config.chains if config.chains_auto else None,
         peers=public_keys(facts, config),
     )
+    tau = staged.init_states(plan.worker_payloads, init)
     if balancer.measuring:
         assert tau is not None
         balancer.calibrate(tau)

@@ -74,6 +74,24 @@ class RunConfig:
 
 
 @dataclass(frozen=True)
+class StateInit:
+    """What `init_states` does in its trip besides creating each shard's state from its payload, in this order: bind
+    `model` first; agree a secure-sums run's pairwise keys from every shard's public key (`peers`, in shard order,
+    from `describe`); start fresh random streams for `chains` chains (None: the pool's own count; chains="auto" may
+    have chosen another at set-up); then `set_slowdown(slowdown)` and time the model (`calibrate`)."""
+
+    model: Model | None = None
+    slowdown: dict[int, float] | None = None
+    calibrate: bool = False
+    chains: int | None = None
+    peers: Sequence[bytes] | None = None
+
+
+#: `init_states` with nothing else to do in its trip
+NO_INIT = StateInit()
+
+
+@dataclass(frozen=True)
 class ShardFacts:
     """What a worker reports about its shard at setup (never the data): shape, finiteness, labels, column names,
     the labels of its text columns (group labels, which name the group effects anyway), and where it lives (site,
@@ -379,20 +397,9 @@ class WorkerPool(Protocol):
         """[fn(model, X_i, y_i, *args[i]) for each shard i], computed where shard i lives; with `model`, bound first
         (`bind`) in the same trip."""
 
-    def init_states(
-        self,
-        payloads: Sequence[Any],
-        model: Model | None = None,
-        slowdown: dict[int, float] | None = None,
-        calibrate: bool = False,
-        chains: int | None = None,
-        peers: Sequence[bytes] | None = None,
-    ) -> np.ndarray | None:
-        """Create each shard's algorithm state from its payload (and fresh random streams for `chains` chains, default
-        the pool's own count: chains="auto" may choose another at set-up). In the same trip, where
-        asked: bind `model` first, then `set_slowdown(slowdown)`, then `calibrate()`, whose seconds per shard it
-        returns (else None); a secure-sums run's key agreement ends there too, with every shard's public key
-        (`peers`, from `describe`)."""
+    def init_states(self, payloads: Sequence[Any], init: StateInit = NO_INIT) -> np.ndarray | None:
+        """Create each shard's algorithm state from its payload, with what `init` asks in the same trip
+        (`StateInit`); returns the seconds per shard of `init.calibrate`, else None."""
 
     def set_slowdown(self, factors: dict[int, float]) -> None:
         """Test hook: shard i's local work takes factors[i] times as long."""

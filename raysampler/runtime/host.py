@@ -26,7 +26,7 @@ from ..models.contract import Model
 from ..shards import DataTable, Shard
 from ..streams import ChainNoise, NoiseState
 from .batches import ShardBatches, join_blocks
-from .contracts import ShardFacts, ShardState
+from .contracts import NO_INIT, ShardFacts, ShardState, StateInit
 
 if TYPE_CHECKING:  # the privacy extra: imported where a run asks for secure sums
     from ..privacy.sealing import SiteSeals
@@ -263,28 +263,18 @@ class ShardHost:
             for seed, i, (X, y) in zip(seeds, self.shard_ids, self.data)
         ]
 
-    def init_states(
-        self,
-        payloads: Sequence[Any],
-        model: Model | None = None,
-        slowdown: dict[int, float] | None = None,
-        calibrate: bool = False,
-        chains: int | None = None,
-        peers: Sequence[bytes] | None = None,
-    ) -> list[float] | None:
-        """Create each shard's algorithm state from its payload (and fresh random streams); in the same call, bind
-        `model` first and then set `slowdown` (`set_slowdown`) and time the model (`calibrate`, whose seconds per
-        shard it returns; else None), where asked; in a secure-sums run, agree the shards' pairwise keys from every
-        shard's public key (`peers`, in shard order)."""
-        if model is not None:
-            self.bind(model)
-        self._agree(peers)
-        if chains is not None:  # chains="auto" chose another count at set-up
-            self.chains = int(chains)
+    def init_states(self, payloads: Sequence[Any], init: StateInit = NO_INIT) -> list[float] | None:
+        """Create each shard's algorithm state from its payload (and fresh random streams), with what `init` asks
+        in the same call (`StateInit`); returns the seconds per shard of `init.calibrate`, else None."""
+        if init.model is not None:
+            self.bind(init.model)
+        self._agree(init.peers)
+        if init.chains is not None:  # chains="auto" chose another count at set-up
+            self.chains = int(init.chains)
         self._init_states(payloads)
-        if slowdown:
-            self.set_slowdown(slowdown)
-        return self.calibrate() if calibrate else None
+        if init.slowdown:
+            self.set_slowdown(init.slowdown)
+        return self.calibrate() if init.calibrate else None
 
     def _init_states(self, payloads: Sequence[Any]) -> None:
         assert self.algorithm is not None

@@ -19,7 +19,7 @@ from ..enums import TransportKind
 from ..errors import Failure, FailureKind, WorkerFailed
 from ..models.contract import Model
 from .batches import join_blocks
-from .contracts import SITE_LABEL, Broadcast, Placement, ShardFacts, ShardState, StepResult
+from .contracts import NO_INIT, SITE_LABEL, Broadcast, Placement, ShardFacts, ShardState, StateInit, StepResult
 from .host import ShardHost, ShardSource
 from .links import LinkStats, RttMeter, TripLog
 from .process_groups import PROCESS_WORK as PROCESS_WORK
@@ -82,17 +82,9 @@ class LocalPool:
         self.trips.count()
         return self.host.map(fn, args, model)
 
-    def init_states(
-        self,
-        payloads: Sequence[Any],
-        model: Model | None = None,
-        slowdown: dict[int, float] | None = None,
-        calibrate: bool = False,
-        chains: int | None = None,
-        peers: Sequence[bytes] | None = None,
-    ) -> np.ndarray | None:
+    def init_states(self, payloads: Sequence[Any], init: StateInit = NO_INIT) -> np.ndarray | None:
         self.trips.count()
-        tau = self.host.init_states(payloads, model, slowdown, calibrate, chains, peers)
+        tau = self.host.init_states(payloads, init)
         return None if tau is None else np.asarray(tau, dtype=float)
 
     def revive(self, timeout_s: float) -> None:
@@ -348,19 +340,9 @@ class RayPool:
     def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]], model: Model | None = None) -> list[Any]:
         return self._by_shard(self._all("map", [(fn, a, model) for a in self._split(args)]))
 
-    def init_states(
-        self,
-        payloads: Sequence[Any],
-        model: Model | None = None,
-        slowdown: dict[int, float] | None = None,
-        calibrate: bool = False,
-        chains: int | None = None,
-        peers: Sequence[bytes] | None = None,
-    ) -> np.ndarray | None:
-        parts = self._all(
-            "init_states", [(p, model, slowdown, calibrate, chains, peers) for p in self._split(payloads)]
-        )
-        return np.asarray(self._by_shard(parts), dtype=float) if calibrate else None
+    def init_states(self, payloads: Sequence[Any], init: StateInit = NO_INIT) -> np.ndarray | None:
+        parts = self._all("init_states", [(p, init) for p in self._split(payloads)])
+        return np.asarray(self._by_shard(parts), dtype=float) if init.calibrate else None
 
     def set_slowdown(self, factors: dict[int, float]) -> None:
         self._all("set_slowdown", [(factors,)] * len(self.groups))

@@ -5,13 +5,14 @@ static facts again without one; `setup_quantity` names a set-up function's answe
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..models.contract import Model
-from .contracts import ShardFacts, ShardState, StepResult, WorkerPool
+from .contracts import NO_INIT, ShardFacts, ShardState, StateInit, StepResult, WorkerPool
 from .links import LinkStats
 
 if TYPE_CHECKING:
@@ -86,19 +87,11 @@ class SetupPool:
             model, self.pending = self.pending, None
             self.pool.bind(model)
 
-    def init_states(
-        self,
-        payloads: Sequence[Any],
-        model: Model | None = None,
-        slowdown: dict[int, float] | None = None,
-        calibrate: bool = False,
-        chains: int | None = None,
-        peers: Sequence[bytes] | None = None,
-    ) -> np.ndarray | None:
-        if model is not None:
-            self.bind(model)
+    def init_states(self, payloads: Sequence[Any], init: StateInit = NO_INIT) -> np.ndarray | None:
+        if init.model is not None:
+            self.bind(init.model)
         model, self.pending = self.pending, None
-        tau = self.pool.init_states(payloads, model, slowdown, calibrate, chains, peers)
+        tau = self.pool.init_states(payloads, dataclasses.replace(init, model=model))
         if tau is not None:
             self._record("setup:step_time", [float(t) for t in tau])
         return tau
