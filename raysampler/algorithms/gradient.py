@@ -32,7 +32,7 @@ from ..streams import ChainNoise
 from ..tuning import budget
 from ..tuning.curvature import lipschitz_bound
 from ..tuning.laplace import PRECONDITIONERS, initial_points, laplace_for, laplace_step_local
-from ..tuning.report import BiasPrediction, TuningReport
+from ..tuning.report import TuningReport
 from ..tuning.shards import shard_batch_value_and_grad
 from .base import Adaptation, Algorithm, Plan, RoundInfo, ShardPool
 from .checks import check_bool, check_choice, check_init, check_positive, check_unit
@@ -111,15 +111,9 @@ class ULA(Stateless, Algorithm):
     def prepare(self, model: Model, pool: ShardPool, *, chains: int, seed: int, noise: ChainNoise) -> Plan:
         b, d = pool.num_shards, model.dim
         lap = laplace_for(model, pool, seed=seed, preconditioner=self.preconditioner, init=self.init)
-        L: float | None = None
-        bias: BiasPrediction | None = None
-        if self.step_size is not None:
-            step = float(self.step_size)
-        elif self.preconditioner is None:
-            L = lipschitz_bound(model, pool)
-            step = 0.1 / L
-        else:
-            step, bias = budget.ula_step(lap, self.bias_budget)
+        step, L, bias = budget.gradient_step(
+            self.step_size, self.preconditioner is not None, model, pool, lambda: budget.ula_step(lap, self.bias_budget)
+        )
         report = TuningReport(
             lap.precond.kind,
             bias_budget=None if bias is None else self.bias_budget,

@@ -54,9 +54,8 @@ from ..models.contract import Model
 from ..privacy.fixed_point import decode, encode_term, term_sums
 from ..streams import ChainNoise
 from ..tuning import budget
-from ..tuning.curvature import lipschitz_bound
 from ..tuning.laplace import PRECONDITIONERS, initial_points, laplace_for
-from ..tuning.report import BiasPrediction, TuningReport
+from ..tuning.report import TuningReport
 from .base import Algorithm, Plan, RoundInfo, ShardPool, minibatch_grads
 from .checks import check_bool, check_choice, check_init, check_int, check_positive, check_unit
 
@@ -234,15 +233,13 @@ class QLSD(Algorithm):
         om = omega(d, s)
         alpha = float(self.alpha) if self.alpha is not None else 1.0 / (om + 1.0)
         memory = self._uses_memory()
-        L: float | None = None
-        bias: BiasPrediction | None = None
-        if self.step_size is not None:
-            step = float(self.step_size)
-        elif self.preconditioner is None:
-            L = lipschitz_bound(model, pool)
-            step = 0.1 / L
-        else:
-            step, bias = budget.qlsd_step(lap, om, memory, self.bias_budget)
+        step, L, bias = budget.gradient_step(
+            self.step_size,
+            self.preconditioner is not None,
+            model,
+            pool,
+            lambda: budget.qlsd_step(lap, om, memory, self.bias_budget),
+        )
         wmodel = lap.adopt(model, pool)
         theta0 = initial_points(self.init, lap, chains, d, noise)
         batch = None if self.batch_size is None else int(self.batch_size)

@@ -12,15 +12,45 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
+from ..models import Model
 from ..topology import Topology
+from .curvature import lipschitz_bound
 from .laplace import Laplace
 from .laws import Law, dadmms_law, dsghmc_law, dsgld_law, dula_law, fald_law, pi_rho_moments, qlsd_law, ula_law_moments
 from .report import BiasPrediction
+from .shards import ShardPool
 
 _UNSTABLE = BiasPrediction(math.inf, math.inf)
+
+
+class StepChoice(NamedTuple):
+    """A full-gradient sampler's step size and how it was chosen: the plain rule's L, or the bias it predicts."""
+
+    step: float
+    L: float | None = None
+    bias: BiasPrediction | None = None
+
+
+def gradient_step(
+    step_size: float | None,
+    preconditioned: bool,
+    model: Model,
+    pool: ShardPool,
+    budgeted: Callable[[], tuple[float, BiasPrediction]],
+) -> StepChoice:
+    """The step of ULA and QLSD: `step_size` where given; without a preconditioner the plain rule 0.1 / L
+    (`lipschitz_bound`); else the largest step whose predicted bias fits the budget (`budgeted`, e.g. `ula_step`)."""
+    if step_size is not None:
+        return StepChoice(float(step_size))
+    if not preconditioned:
+        L = lipschitz_bound(model, pool)
+        return StepChoice(0.1 / L, L)
+    step, bias = budgeted()
+    return StepChoice(step, None, bias)
 
 
 def compare(lap: Laplace, mean: np.ndarray, cov: np.ndarray) -> BiasPrediction:
