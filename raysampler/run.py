@@ -171,6 +171,9 @@ class Run:
         self._stats: dict[str, list[np.ndarray]] = {}
         self._next_check = FIRST_CHECK_DRAWS  # kept draws per chain at the next convergence check
         self._superchains = superchains_for(self.config.chains)  # > 1: the many-chains rule (nested R-hat)
+        # the last diagnose and the draws it read, (draws per chain, read per chain): the check that stops a run
+        # read the very draws its result reports, so the result does not compute them again
+        self._last_diagnosis: tuple[tuple[int, int], Diagnostics | None] | None = None
         while self._next_check < self.draws_kept:  # a resumed run checks where the uninterrupted one would
             self._next_check = int(np.ceil(self._next_check * CHECK_GROWTH))
         if opts.auto and self.draws_before and self.directory is not None:  # convergence is judged on every draw
@@ -273,6 +276,7 @@ class Run:
             return False
         state = self.checkpoint
         self.restarts += 1
+        self._last_diagnosis = None
         self._event(
             RunEvent(EventKind.WORKER_LOST, failure.round if failure.round is not None else self.rounds_done, failure)
         )
@@ -306,16 +310,25 @@ class Run:
         while self._next_check <= self.draws_kept:
             self._next_check = int(np.ceil(self._next_check * CHECK_GROWTH))
         draws = self._draws_array().transpose(1, 0, 2)
-        self.diagnostics = diagnose(draws, check_draws(self.config.chains, self.options.target_ess), self._superchains)
+        self.diagnostics = self._diagnose(draws, check_draws(self.config.chains, self.options.target_ess))
         if self.diagnostics is None or not self.diagnostics.converged(self.options.target_ess, self.options.max_rhat):
             return False
         # the thinned check passed: confirm on the draws the final verdict reads, so a run stopped as converged is
         # never then reported as not converged (thinning can move R-hat across the threshold either way)
         if draws.shape[1] > check_draws(self.config.chains, self.options.target_ess):
-            self.diagnostics = diagnose(draws, FINAL_DRAWS, self._superchains)
+            self.diagnostics = self._diagnose(draws, FINAL_DRAWS)
         return self.diagnostics is not None and self.diagnostics.converged(
             self.options.target_ess, self.options.max_rhat
         )
+
+    def _diagnose(self, draws: np.ndarray, max_draws: int) -> Diagnostics | None:
+        """`diagnose` of the run's draws so far (chains, n, d), at most `max_draws` a chain; the last one is kept
+        with the draws it read, since the draws only grow between checks (a recovery, which rolls them back,
+        forgets it)."""
+        key = (draws.shape[1], min(draws.shape[1], max_draws))
+        if self._last_diagnosis is None or self._last_diagnosis[0] != key:
+            self._last_diagnosis = (key, diagnose(draws, max_draws, self._superchains))
+        return self._last_diagnosis[1]
 
     def _draws_array(self) -> np.ndarray:
         d = self.setup.dim
@@ -338,7 +351,7 @@ class Run:
             checkpoint_write_s=self.checkpoint_write_s if self.directory is not None else None,
         )
         draws = np.ascontiguousarray(theta.transpose(1, 0, 2))
-        diag = diagnose(draws, FINAL_DRAWS, self._superchains) if draws.shape[1] >= 4 else None
+        diag = self._diagnose(draws, FINAL_DRAWS) if draws.shape[1] >= 4 else None
         if diag is not None:
             self.diagnostics = diag
         outcome = RunOutcome(

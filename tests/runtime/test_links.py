@@ -9,6 +9,7 @@ import pytest
 import raysampler as rs
 from raysampler.algorithms import DGLMC
 from raysampler.diagnostics import MANY_CHAINS, SETTLED_ACCEPT
+from raysampler.enums import StopReason
 from raysampler.errors import ArgumentError
 from raysampler.options import ExecutionOptions, RunOptions
 from raysampler.runtime.links import CHAINS_AUTO_MAX, FAR_RTT_S, LinkStats, choose_chains
@@ -159,3 +160,23 @@ def test_chains_auto_is_sixteen_in_a_run_that_stops_on_convergence(data):
         _run(data, num_rounds="auto", max_chains=0)
     capped = _run(data, num_rounds="auto", max_rounds=60, burn_in=10, max_chains=8)
     assert capped.draws.shape[0] == 4  # below the many-chain rule's count: the default
+
+
+def test_a_convergence_stopped_run_diagnoses_each_set_of_draws_once(data, monkeypatch):
+    """The check that stops a run read the draws its result reports: the result reuses that diagnosis (each
+    diagnose call reads draws no earlier call read), and it is the run's final verdict."""
+    import raysampler.run as run_module
+
+    seen: list[tuple[tuple[int, ...], int | None]] = []
+    real = run_module.diagnose
+
+    def counting(draws, max_draws=None, superchains=1):
+        seen.append((draws.shape, max_draws))
+        return real(draws, max_draws, superchains)
+
+    monkeypatch.setattr(run_module, "diagnose", counting)
+    res = _run(data, num_rounds="auto")
+    assert res.outcome.stop_reason == StopReason.CONVERGED and len(seen) >= 2
+    reads = [(shape, min(shape[1], m)) for shape, m in seen]
+    assert len(set(reads)) == len(reads), seen
+    assert res.outcome.diagnostics == real(res.draws, run_module.FINAL_DRAWS, 4)
