@@ -7,6 +7,11 @@ with `chains=4`, `--repeats` times, the order alternating between repeats. Repor
 to result returned, Ray already up), set-up, sampling (the rounds) and the rest (the convergence checks, chunk
 hand-over, the result), rounds and warm-up rounds, min bulk ESS over every parameter and min ESS per wall second;
 medians over repeats, and the largest difference of the posterior means between the two, in posterior sds.
+ESS is over the natural-scale parameters (a group model's β, sd and every group effect r_g = sd·η_g).
+
+`--nuts` adds, for the group cases, NumPyro NUTS on the pooled rows as benchmarks/perf/groups.py runs it (4 chains
+vectorised, float64, 500 warm-up and 1,000 draws, compile excluded) and the ratio of the default run's ESS per wall
+second (set-up, actor start and convergence checks included) to NUTS's ESS per sampling second.
 
 Cases (4 shards each):
 - "breast_cancer": logistic regression, 569 rows, 31 parameters;
@@ -16,6 +21,7 @@ Cases (4 shards each):
 
     python benchmarks/perf/default_run.py
     python benchmarks/perf/default_run.py --cases breast_cancer,radon_sized --repeats 3
+    python benchmarks/perf/default_run.py --cases hospitals,radon_sized --nuts --label default_run_nuts
 
 Writes benchmarks/perf/results/default_run.json (`--label` names another).
 """
@@ -31,27 +37,38 @@ import harness
 import numpy as np
 
 import raysampler as rs
+from raysampler.models.params import natural_values
 
 CASES = ("breast_cancer", "covtype_like", "hospitals", "radon_sized")
 GROUPS = {"hospitals": (100, {}), "radon_sized": (21, {"min_rows": 1, "max_rows": 60, "sizes": "log-uniform"})}
 VARIANTS = {"auto": "auto", "4": 4}
 
 
-def case_data(name: str, covtype_rows: int) -> tuple[Any, Any]:
-    """(model, shards) of a case, 4 shards."""
+def case_data(name: str, covtype_rows: int) -> tuple[Any, Any, np.ndarray, np.ndarray]:
+    """(model, shards, X, y) of a case, 4 shards (X, y pooled)."""
     if name == "breast_cancer":
         X, y = rs.datasets.load("breast_cancer")
-        return rs.models.LogisticRegression(prior_scale=1.0), rs.shard(X, y, num_shards=4)
+        return rs.models.LogisticRegression(prior_scale=1.0), rs.shard(X, y, num_shards=4), X, y
     if name == "covtype_like":
         X, y = rs.datasets.load("covtype_like", seed=0, n=4 * covtype_rows)
-        return rs.models.LogisticRegression(), rs.shard(X, y, num_shards=4)
+        return rs.models.LogisticRegression(), rs.shard(X, y, num_shards=4), X, y
     per_site, options = GROUPS[name]
     X, y = rs.datasets.load("hospitals", seed=0, n_groups=4 * per_site, **options)
     cols = rs.datasets.columns("hospitals", n_groups=4 * per_site, **options)
     model = rs.models.LogisticRegression(
         prior_scale=2.5, group_effects=rs.GroupEffects("hospital", sd_prior=rs.priors.HalfNormal(1.0))
     )
-    return model, rs.shard(X, y, num_shards=4, columns=cols, by="hospital")
+    return model, rs.shard(X, y, num_shards=4, columns=cols, by="hospital"), X, y
+
+
+def nuts_reference(X: np.ndarray, y: np.ndarray) -> dict[str, Any]:
+    """NUTS on the pooled rows of a group case (benchmarks/perf/groups.py's run): min bulk ESS and ESS/s."""
+    import groups
+
+    draws, secs = groups.run_nuts(X, y, 4, 500, 1000, 0)
+    flat = np.concatenate([draws["beta"], draws["sd"], draws["r"]], axis=-1)
+    ess = groups.ess_all(flat)
+    return {"seconds": secs, "min_ess": float(ess.min()), "ess_per_s": float(ess.min()) / secs}
 
 
 def one(model: Any, shards: Any, chains: int | str) -> dict[str, Any]:
@@ -61,8 +78,8 @@ def one(model: Any, shards: Any, chains: int | str) -> dict[str, Any]:
     wall = time.perf_counter() - t0
     st, outcome = res.run_stats, res.outcome
     assert st is not None and outcome is not None and res.setup is not None
-    ess = np.asarray(res.ess(), dtype=float)
-    draws = np.asarray(res.draws, dtype=float)
+    draws = natural_values(res.param_blocks, np.asarray(res.draws, dtype=float))
+    ess = np.asarray(rs.Result(draws, [str(j) for j in range(draws.shape[2])]).ess(), dtype=float)
     return {
         "wall_s": wall,
         "setup_s": outcome.timings.setup_s,
@@ -86,6 +103,7 @@ def arguments() -> argparse.ArgumentParser:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--covtype-rows", type=int, default=25_000)
     ap.add_argument("--label", default="default_run")
+    ap.add_argument("--nuts", action="store_true", help="NUTS on the pooled rows of the group cases, for reference")
     return ap
 
 
@@ -95,9 +113,13 @@ def measure(args: argparse.Namespace) -> harness.Report:
     if unknown:
         raise SystemExit(f"unknown cases {unknown}; valid: {', '.join(CASES)}")
     runs: list[dict[str, Any]] = []
+    nuts: dict[str, dict[str, Any]] = {}
     with harness.local_ray(object_store_mb=400, num_cpus=args.cpus):
         for name in cases:
-            model, shards = case_data(name, args.covtype_rows)
+            model, shards, X, y = case_data(name, args.covtype_rows)
+            if args.nuts and name in GROUPS:
+                nuts[name] = nuts_reference(X, y)
+                print(f"  {name} NUTS: {nuts[name]['seconds']:.1f} s, {nuts[name]['ess_per_s']:.1f} ESS/s", flush=True)
             for rep in range(args.repeats):
                 order = list(VARIANTS) if rep % 2 == 0 else list(VARIANTS)[::-1]
                 for variant in order:
@@ -108,11 +130,16 @@ def measure(args: argparse.Namespace) -> harness.Report:
                         f"{r['wall_s']:.2f} s, min ESS {r['min_ess']:.0f}",
                         flush=True,
                     )
-    rows = [row(name, variant, runs) for name in cases for variant in VARIANTS]
+    rows = [
+        row(name, variant, runs) + _vs_nuts(name, variant, runs, nuts, args.nuts)
+        for name in cases
+        for variant in VARIANTS
+    ]
     table = harness.Table(
         'The default run on one machine (num_rounds="auto", seed 0, local Ray; medians over repeats)',
         ["case", "chains asked", "chains", "wall s", "set-up s", "sampling s", "other s", "rounds", "warm-up"]
-        + ["min ESS", "ESS/wall s", "wall vs 4 chains", "max |Δmean|/sd vs 4 chains"],
+        + ["min ESS", "ESS/wall s", "wall vs 4 chains", "max |Δmean|/sd vs 4 chains"]
+        + (["NUTS ESS/s", "× NUTS"] if args.nuts else []),
         rows,
         [
             "other s: wall − set-up − sampling (the convergence checks, the chunks' hand-over, the result)",
@@ -120,11 +147,20 @@ def measure(args: argparse.Namespace) -> harness.Report:
             "max |Δmean|/sd: the largest difference of a posterior mean between the two runs of the first repeat, "
             "in the 4-chain run's posterior sds",
             f"{args.repeats} repeats, the order of the two alternating; {args.cpus} CPUs",
-        ],
+        ]
+        + (
+            [
+                "NUTS: NumPyro on the pooled rows (4 chains vectorised, 500 warm-up, 1,000 draws, compile excluded), "
+                "min bulk ESS per sampling second; × NUTS: the default run's ESS per wall second against it"
+            ]
+            if args.nuts
+            else []
+        ),
     )
     for r in runs:
         r.pop("mean"), r.pop("sd")
-    payload = {"settings": harness.options(args), "runs": runs, "table": table.markdown()}
+    payload = {"settings": harness.options(args), "ess_scale": "natural", "runs": runs, "nuts": nuts}
+    payload["table"] = table.markdown()
     return harness.Report(args.label, payload, [table])
 
 
@@ -152,6 +188,17 @@ def row(name: str, variant: str, runs: list[dict[str, Any]]) -> list[Any]:
         med("wall_s") / med("wall_s", four),
         shift,
     ]
+
+
+def _vs_nuts(
+    name: str, variant: str, runs: list[dict[str, Any]], nuts: dict[str, dict[str, Any]], on: bool
+) -> list[Any]:
+    if not on:
+        return []
+    if name not in nuts:
+        return [None, None]
+    mine = harness.median(r["ess_per_wall_s"] for r in runs if r["case"] == name and r["variant"] == variant)
+    return [nuts[name]["ess_per_s"], mine / nuts[name]["ess_per_s"]]
 
 
 def main(argv: list[str] | None = None) -> None:
