@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from support.problems import gaussian_problem
+from support.problems import gaussian_problem, ula_law
 from support.stats_helpers import assert_moments, tolerance_scale
 
 import raysampler as rs
@@ -68,14 +68,6 @@ def _average_law(mean, cov, b, d, n_state=None):
     M = np.zeros((d, n))
     M[:, : b * d] = np.tile(np.eye(d), b) / b
     return M @ mean, M @ cov @ M.T
-
-
-def ula_law(P, m, gamma):
-    """θ' = (I − γΛ)θ + γ(Σ P_i m_i + P0 m0) + √(2γ)ξ, Λ = P0 + Σ P_i."""
-    Lam = P0 + sum(P)
-    F = np.eye(2) - gamma * Lam
-    c = gamma * (sum(Pi @ mi for Pi, mi in zip(P, m)) + P0 @ M0)
-    return exact.stationary_law(F, c, 2 * gamma * np.eye(2))
 
 
 def dsgld_law(P, m, eta, W):

@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 import pytest
+from support.problems import ula_law
 from support.stats_helpers import Z, assert_moments, ess, tolerance_scale
 
 import raysampler as rs
@@ -79,13 +80,6 @@ def _run(prob, chains=CHAINS, rounds=ROUNDS, burn=BURN, seed=0, executor="local"
         init="zeros",
         **params,
     )
-
-
-def ula_law(P, m, gamma):
-    Lam = P0 + sum(P)
-    F = np.eye(2) - gamma * Lam
-    c = gamma * (sum(Pi @ mi for Pi, mi in zip(P, m)) + P0 @ M0)
-    return exact.stationary_law(F, c, 2 * gamma * np.eye(2))
 
 
 # --- quantiser ---------------------------------------------------------------------------------------------

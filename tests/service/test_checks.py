@@ -23,12 +23,6 @@ from raysampler.predictive import PpcHistogram, PpcStat
 ROUNDS = dict(chains=2, num_rounds=300, burn_in=50, seed=4, num_shards=3)
 
 
-@pytest.fixture(scope="module")
-def alice(service):
-    with Client(service.url, ALICE) as c:
-        yield c
-
-
 COLUMNS = ["one", "x1", "x2", "x3", "x4"]
 
 

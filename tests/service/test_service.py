@@ -15,13 +15,7 @@ import numpy as np
 import pytest
 from support.service_helpers import ALICE, BOB, hdr, spec, wait_until
 
-from raysampler.client import APIError, AsyncClient, Client
-
-
-@pytest.fixture(scope="module")
-def alice(service):
-    with Client(service.url, ALICE) as c:
-        yield c
+from raysampler.client import APIError, AsyncClient
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import time
 
-import pytest
-from support.service_helpers import ALICE, spec, wait_until
-
-from raysampler.client import Client
+from support.service_helpers import spec, wait_until
 
 #: a set-up of several seconds on 2 CPUs: 4 worker actors to start, a larger data set to tune on
 SLOW_SETUP = {
@@ -18,12 +15,6 @@ SLOW_SETUP = {
     "num_rounds": 10**6,
     "burn_in": 0,
 }
-
-
-@pytest.fixture(scope="module")
-def alice(service):
-    with Client(service.url, ALICE) as c:
-        yield c
 
 
 def _events(run) -> list[dict]:

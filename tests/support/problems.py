@@ -25,6 +25,17 @@ def gaussian_problem(sizes: Sequence[int], seed: int, centres: Sequence[Sequence
     return shards, model, [n * prec for n in sizes], [y.mean(axis=0) for y in ys], ys
 
 
+def ula_law(P, m, gamma):
+    """The exact stationary law of ULA on `gaussian_problem`'s potentials with its N(0, I) prior: θ' = (I − γΛ)θ +
+    γ Σ P_i m_i + √(2γ)ξ, Λ = I + Σ P_i (a linear Gaussian recursion: the discrete Lyapunov equation)."""
+    from raysampler.testing import exact
+
+    Lam = np.eye(2) + sum(P)
+    F = np.eye(2) - gamma * Lam
+    c = gamma * sum(Pi @ mi for Pi, mi in zip(P, m))
+    return exact.stationary_law(F, c, 2 * gamma * np.eye(2))
+
+
 class InProcessPool:
     """A `ShardPool` over (X, y) shards in this process, for an algorithm's `prepare` or a tuning step."""
 
