@@ -133,9 +133,10 @@ FAR_RTT_S = 0.010
 #: The most chains `choose_chains` runs: 64 chains of ~100 draws reach the default ESS target in about 100 rounds.
 CHAINS_AUTO_MAX = 64
 #: Seconds of compute per element-chain of a shard's process per round (X's elements × chains × the model's
-#: `work_per_element`): the small dense GLMs' cost with the round's fixed costs included, an upper bound for larger
-#: shards (benchmarks/perf/round_cost.py; docs/performance.md).
-ELEMENT_CHAIN_S = 4e-9
+#: `work_per_element`): about what a small dense GLM's many-chain round costs, its fixed costs included; larger
+#: shards cost less, so the prediction errs towards fewer chains (docs/performance.md, "Measurements behind choices
+#: in the code").
+ELEMENT_CHAIN_S = 1e-9
 #: Bytes of memory per row-chain a process may need for a round's temporaries (linear predictors, weights).
 ROW_CHAIN_BYTES = 128
 #: The most memory the chains' temporaries may take in one process.

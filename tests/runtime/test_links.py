@@ -122,7 +122,7 @@ def _link(rtt: float | None, channel: str = "tcp") -> LinkStats:
         ((_link(0.1, "shm"),), [1e4], [300], 4),  # a process on the coordinator's node is no far link
         ((_link(FAR_RTT_S / 2),), [1e4], [300], 4),  # a machine room's link
         ((_link(0.1),), [1e4], [300], CHAINS_AUTO_MAX),  # 100 ms against microseconds of compute
-        ((_link(0.05),), [1.35e6], [25_000], 8),  # 25,000 × 54 elements: 8 chains' compute (43 ms) fits 50 ms
+        ((_link(0.05),), [1.35e6], [25_000], 32),  # 25,000 × 54 elements: 32 chains' compute (43 ms) fits 50 ms
         ((_link(0.1), _link(0.01)), [1e4, 1e4], [300, 300], CHAINS_AUTO_MAX),  # the slowest link decides
         ((_link(10.0),), [1e3], [10**7], 4),  # 10 million rows: more chains' temporaries would not fit
     ],
@@ -137,7 +137,7 @@ def test_choose_chains(links, elements, rows, expected):
     [
         ((), [1e4], [300], None, MANY_CHAINS),  # in-process, a run that stops on convergence: the many-chain rule
         ((_link(0.1, "shm"),), [1e4], [300], None, MANY_CHAINS),
-        ((_link(0.05),), [1.35e6], [25_000], None, MANY_CHAINS),  # the floor holds where the link alone chose 8
+        ((_link(0.02),), [1.35e6], [25_000], None, MANY_CHAINS),  # the floor holds where the link alone chose 8
         ((_link(0.1),), [1e4], [300], None, CHAINS_AUTO_MAX),  # ... and the link doubles from it
         ((_link(0.1),), [1e4], [300], 32, 32),  # a cap (max_chains, the service's quotas) bounds the link's doubling
         ((), [1e4], [300], 8, 4),  # ... and the floor: 8 chains would gain nothing over 4 (split R-hat either way)
