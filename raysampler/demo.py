@@ -3,7 +3,10 @@ directory), submit a DG-LMC run on breast_cancer (4 shards) through the SDK that
 (num_rounds "auto": min bulk ESS ≥ 400 and max R-hat < 1.01), print a few draws as they stream in, follow the
 progress bar, then print the posterior summary and the run's statistics.
 
-    python -m raysampler.demo [--chains 16] [--rounds auto|N] [--burn-in 1000] [--keep DIR] [--format json]
+    python -m raysampler.demo [--chains auto|N] [--rounds auto|N] [--burn-in auto|N] [--keep DIR] [--format json]
+
+Every option defaults to the service's own default: chains "auto" (16 for a run that stops on convergence), the
+warm-up "auto" (it ends once the chains are warm).
 """
 
 from __future__ import annotations
@@ -33,16 +36,24 @@ def summary_text(table: pd.DataFrame, max_rows: int = 40) -> str:
     return "\n".join([header, "-" * len(header), *lines[1:]])
 
 
+def _auto_or_int(value: str) -> int | str:
+    return value if value == "auto" else int(value)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--chains", type=int, default=16)
+    ap.add_argument(
+        "--chains", default="auto", type=_auto_or_int, help='chains, or "auto" (the service chooses; the default)'
+    )
     ap.add_argument(
         "--rounds",
         default="auto",
-        type=lambda v: v if v == "auto" else int(v),
+        type=_auto_or_int,
         help='rounds after burn-in, or "auto" (stop once converged; the default)',
     )
-    ap.add_argument("--burn-in", type=int, default=1000)
+    ap.add_argument(
+        "--burn-in", default="auto", type=_auto_or_int, help='warm-up rounds, or "auto" (until warm; the default)'
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--keep", default=None, help="data directory to keep (default: a temporary one)")
     ap.add_argument(
@@ -79,8 +90,8 @@ def main(argv: list[str] | None = None) -> None:
                 run = client.submit(spec)
                 rounds = "until converged" if args.rounds == "auto" else f"{args.rounds} rounds"
                 say(
-                    f"submitted {run.id}: DG-LMC on builtin:breast_cancer, 4 shards, {args.chains} chains, "
-                    f"{args.burn_in} burn-in, then {rounds}"
+                    f"submitted {run.id}: DG-LMC on builtin:breast_cancer, 4 shards, chains {args.chains}, "
+                    f"burn-in {args.burn_in}, then {rounds}"
                 )
                 shown = 0
                 for batch in run.stream_draws(follow=True):  # the first draws, as soon as they are stored
@@ -116,8 +127,15 @@ def main(argv: list[str] | None = None) -> None:
                     return
                 print(summary_text(table))
                 diag: Mapping[str, Any] = info["diagnostics"] or {}
+                nested = diag.get("max_nested_rhat")
+                rule = (
+                    f"max nested R-hat {nested:.4f} over {diag.get('superchains')} superchains (the rule with "
+                    f"{info['chains']} chains; split R-hat {diag.get('max_rhat', float('nan')):.4f})"
+                    if nested is not None
+                    else f"max R-hat {diag.get('max_rhat', float('nan')):.4f}"
+                )
                 print(
-                    f"\nmax R-hat {diag.get('max_rhat', float('nan')):.4f}, min bulk ESS "
+                    f"\n{rule}, min bulk ESS "
                     f"{diag.get('min_ess_bulk', float('nan')):.0f} after {info['progress']['rounds_done']} rounds"
                     + "".join(f"\nwarning: {w}" for w in info["warnings"])
                 )

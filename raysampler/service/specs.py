@@ -53,7 +53,7 @@ def _refused(i: int) -> AccessDenied:
 def run_options(spec: RunSpec, chains_cap: int | None = None) -> RunOptions:
     """The run's length and bookkeeping as the engine validates them (burn-in default, totals); a combination the
     engine refuses is a SpecError naming the field. `chains_cap`: the most chains the service's quotas allow a
-    chains="auto" run (`Manager.chains_cap`), beside the spec's own max_chains."""
+    chains="auto" run (`Settings.chains_cap`), beside the spec's own max_chains."""
     try:
         return _options(spec, chains_cap)
     except ValueError as exc:
