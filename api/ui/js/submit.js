@@ -97,6 +97,7 @@ export async function showSubmit() {
       }
     }
     if (num("#f-burn") !== null) spec.burn_in = num("#f-burn");
+    if (num("#f-max-chains") !== null) spec.max_chains = num("#f-max-chains");
     if ($("#f-secure-sums").checked) spec.secure_sums = true;
     if ($("#f-dp").checked) {
       spec.privacy = { epsilon: num("#f-dp-epsilon"), delta: num("#f-dp-delta"), clip: num("#f-dp-clip"),

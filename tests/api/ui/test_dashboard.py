@@ -261,6 +261,16 @@ def test_an_invalid_form_value_shows_the_api_error_at_its_field(browser, service
     )
     assert "chains" in note.text and "greater than" in note.text
     assert "#/submit" in browser.current_url  # nothing was submitted
+    chains.clear()  # chains "auto" again, at most 0: the error sits at the max_chains field
+    cap = browser.find_element(By.ID, "f-max-chains")
+    cap.send_keys("0")
+    assert '"max_chains": 0' in browser.find_element(By.ID, "spec-json").get_attribute("value")
+    browser.find_element(By.ID, "submit").click()
+    note = wait_for(
+        lambda: browser.find_element(By.CSS_SELECTOR, '.field[data-loc="max_chains"] .field-error'),
+        what="the error at the max_chains field",
+    )
+    assert "max_chains" in note.text and "greater than" in note.text
 
 
 def test_the_dashboard_is_served_under_the_strict_policy(service):
