@@ -23,7 +23,7 @@ from .runs import (
     cmd_summary,
     cmd_upload,
 )
-from .serve import cmd_audit, cmd_demo, cmd_serve
+from .serve import cmd_audit, cmd_demo, cmd_serve, cmd_site_identity
 
 #: the help's first line
 DESCRIPTION = "`raysampler` command line: serve the REST API, submit runs and look at them."
@@ -193,6 +193,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.set_defaults(fn=cmd_audit)
+    p = sub.add_parser(
+        "site-identity", help="this site's identity key, for the other sites to pin (RAYSAMPLER_SITE_PEERS)"
+    )
+    p.add_argument("--site", required=True, help="the site label (its key file, where no RAYSAMPLER_SITE_SECRET)")
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.set_defaults(fn=cmd_site_identity)
     p = sub.add_parser("demo", help="start a local service, run DG-LMC on breast_cancer through the SDK, summarise")
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.set_defaults(fn=cmd_demo)

@@ -1,4 +1,5 @@
-"""`raysampler serve` (the REST service, its API keys), `raysampler audit` and `raysampler demo`."""
+"""`raysampler serve` (the REST service, its API keys), `raysampler audit`, `raysampler demo` and
+`raysampler site-identity` (a site's key for the other sites to pin)."""
 
 from __future__ import annotations
 
@@ -152,6 +153,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from .. import demo
 
     demo.main(["--format", args.format])
+    return 0
+
+
+def cmd_site_identity(args: argparse.Namespace) -> int:
+    """Print this site's identity public key (derived from its secret on this node: RAYSAMPLER_SITE_SECRET or its key
+    file), as the other sites pin it in RAYSAMPLER_SITE_PEERS (`privacy.identity`)."""
+    from ..privacy.identity import PEERS_ENV, identity_public
+
+    key = identity_public(args.site)
+    if args.format == "json":
+        print(json.dumps({"site": args.site, "identity": key}))
+    else:
+        print(f"{args.site}={key}")
+        print(f"# the other sites add this entry to {PEERS_ENV} (comma-separated) on their nodes", file=sys.stderr)
     return 0
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from . import secure_sum
+from . import identity, secure_sum
 
 
 class SecureSite:
@@ -30,15 +30,19 @@ class SecureSite:
         self.steps = 0  # steps masked since the last key agreement
 
     def new_keys(self) -> list[bytes]:
-        """Fresh key pairs for this process's shards (the agreement's first half): their public keys, in order."""
+        """Fresh key pairs for this process's shards (the agreement's first half): their public keys, each signed by
+        its site's identity (`identity.signed_entry`), in order."""
         self._pairs = [secure_sum.new_key_pair() for _ in self.shard_ids]
         self._masks = None
-        return [p.public for p in self._pairs]
+        return [identity.signed_entry(i, s, p.public) for i, s, p in zip(self.shard_ids, self.sites, self._pairs)]
 
-    def agree(self, publics: Sequence[bytes]) -> None:
-        """The agreement's second half: pairwise keys from every shard's public key (in shard order)."""
+    def agree(self, entries: Sequence[bytes]) -> None:
+        """The agreement's second half: pairwise keys from every shard's relayed key entry (in shard order), each
+        checked against its site's pinned identity where this site pins its peers (`identity.verified_publics`;
+        an `identity.UnverifiedKey` otherwise, before any key is agreed)."""
         if not self._pairs:
             raise RuntimeError("secure sums: no key pair to agree with (describe() makes them)")
+        publics = identity.verified_publics(entries, self.sites, identity.pinned_peers())
         keys = [secure_sum.agree(p, i, publics) for p, i in zip(self._pairs, self.shard_ids)]
         self._masks = [secure_sum.MaskStream(k) for k in keys]
         self.steps = 0

@@ -88,8 +88,9 @@ def secured(algorithm: Algorithm, config: RunConfig) -> Algorithm:
 
 
 def public_keys(facts: Sequence[ShardFacts], config: RunConfig) -> list[bytes] | None:
-    """A secure-sums run's relay: every shard's public key from its `describe`, in shard order (None otherwise).
-    The coordinator is trusted to pass them on unchanged (the semi-honest model: docs/privacy.md)."""
+    """A secure-sums run's relay: every shard's signed public key from its `describe`, in shard order (None
+    otherwise). Sites that pin each other's identities check every key they are relayed (`privacy.identity`); others
+    trust the coordinator to pass them on unchanged (the semi-honest model: docs/privacy.md)."""
     if not config.secure_sums:
         return None
     keys = [f.public_key for f in facts]
