@@ -22,6 +22,7 @@ Cases (4 shards each):
     python benchmarks/perf/default_run.py
     python benchmarks/perf/default_run.py --cases breast_cancer,radon_sized --repeats 3
     python benchmarks/perf/default_run.py --cases hospitals,radon_sized --nuts --label default_run_nuts
+    python benchmarks/perf/default_run.py --cases breast_cancer --algorithms fald,qlsd,ula --label default_run_algorithms
 
 Writes benchmarks/perf/results/default_run.json (`--label` names another).
 """
@@ -71,10 +72,10 @@ def nuts_reference(X: np.ndarray, y: np.ndarray) -> dict[str, Any]:
     return {"seconds": secs, "min_ess": float(ess.min()), "ess_per_s": float(ess.min()) / secs}
 
 
-def one(model: Any, shards: Any, chains: int | str) -> dict[str, Any]:
+def one(model: Any, shards: Any, chains: int | str, algorithm: str = "dglmc") -> dict[str, Any]:
     """One default run to convergence: its timings, length, ESS and posterior means and sds."""
     t0 = time.perf_counter()
-    res = rs.sample(model, shards, chains=chains, num_rounds="auto", seed=0, executor="ray", progress=False)
+    res = rs.sample(model, shards, algorithm, chains=chains, num_rounds="auto", seed=0, executor="ray", progress=False)
     wall = time.perf_counter() - t0
     st, outcome = res.run_stats, res.outcome
     assert st is not None and outcome is not None and res.setup is not None
@@ -103,6 +104,9 @@ def arguments() -> argparse.ArgumentParser:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--covtype-rows", type=int, default=25_000)
     ap.add_argument("--label", default="default_run")
+    ap.add_argument(
+        "--algorithms", default="dglmc", help="comma-separated: each case is run with each (rows 'case · algorithm')"
+    )
     ap.add_argument("--nuts", action="store_true", help="NUTS on the pooled rows of the group cases, for reference")
     return ap
 
@@ -112,27 +116,32 @@ def measure(args: argparse.Namespace) -> harness.Report:
     unknown = sorted(set(cases) - set(CASES))
     if unknown:
         raise SystemExit(f"unknown cases {unknown}; valid: {', '.join(CASES)}")
+    algorithms = [a for a in args.algorithms.split(",") if a]
     runs: list[dict[str, Any]] = []
     nuts: dict[str, dict[str, Any]] = {}
+    labels: list[str] = []
     with harness.local_ray(object_store_mb=400, num_cpus=args.cpus):
         for name in cases:
             model, shards, X, y = case_data(name, args.covtype_rows)
             if args.nuts and name in GROUPS:
                 nuts[name] = nuts_reference(X, y)
                 print(f"  {name} NUTS: {nuts[name]['seconds']:.1f} s, {nuts[name]['ess_per_s']:.1f} ESS/s", flush=True)
-            for rep in range(args.repeats):
-                order = list(VARIANTS) if rep % 2 == 0 else list(VARIANTS)[::-1]
-                for variant in order:
-                    r = one(model, shards, VARIANTS[variant])
-                    runs.append({"case": name, "variant": variant, "repeat": rep, **r})
-                    print(
-                        f"  {name} chains={variant} repeat {rep + 1}: {r['chains']} chains, {r['rounds']} rounds, "
-                        f"{r['wall_s']:.2f} s, min ESS {r['min_ess']:.0f}",
-                        flush=True,
-                    )
+            for algorithm in algorithms:
+                label = name if algorithm == "dglmc" else f"{name} · {algorithm}"
+                labels.append(label)
+                for rep in range(args.repeats):
+                    order = list(VARIANTS) if rep % 2 == 0 else list(VARIANTS)[::-1]
+                    for variant in order:
+                        r = one(model, shards, VARIANTS[variant], algorithm)
+                        runs.append({"case": label, "variant": variant, "repeat": rep, **r})
+                        print(
+                            f"  {label} chains={variant} repeat {rep + 1}: {r['chains']} chains, {r['rounds']} "
+                            f"rounds, {r['wall_s']:.2f} s, min ESS {r['min_ess']:.0f}",
+                            flush=True,
+                        )
     rows = [
-        row(name, variant, runs) + _vs_nuts(name, variant, runs, nuts, args.nuts)
-        for name in cases
+        row(label, variant, runs) + _vs_nuts(label, variant, runs, nuts, args.nuts)
+        for label in labels
         for variant in VARIANTS
     ]
     table = harness.Table(
