@@ -36,6 +36,11 @@ def summary_text(table: pd.DataFrame, max_rows: int = 40) -> str:
     return "\n".join([header, "-" * len(header), *lines[1:]])
 
 
+def _num(value: Any) -> float:
+    """A diagnostic as a number to print: NaN where the service reports none (null: not finite)."""
+    return float("nan") if value is None else float(value)
+
+
 def _auto_or_int(value: str) -> int | str:
     return value if value == "auto" else int(value)
 
@@ -127,16 +132,15 @@ def main(argv: list[str] | None = None) -> None:
                     return
                 print(summary_text(table))
                 diag: Mapping[str, Any] = info["diagnostics"] or {}
-                nested = diag.get("max_nested_rhat")
+                nested, split, ess_ = (_num(diag.get(k)) for k in ("max_nested_rhat", "max_rhat", "min_ess_bulk"))
                 rule = (
                     f"max nested R-hat {nested:.4f} over {diag.get('superchains')} superchains (the rule with "
-                    f"{info['chains']} chains; split R-hat {diag.get('max_rhat', float('nan')):.4f})"
-                    if nested is not None
-                    else f"max R-hat {diag.get('max_rhat', float('nan')):.4f}"
+                    f"{info['chains']} chains; split R-hat {split:.4f})"
+                    if diag.get("max_nested_rhat") is not None
+                    else f"max R-hat {split:.4f}"
                 )
                 print(
-                    f"\n{rule}, min bulk ESS "
-                    f"{diag.get('min_ess_bulk', float('nan')):.0f} after {info['progress']['rounds_done']} rounds"
+                    f"\n{rule}, min bulk ESS {ess_:.0f} after {info['progress']['rounds_done']} rounds"
                     + "".join(f"\nwarning: {w}" for w in info["warnings"])
                 )
                 print(

@@ -48,9 +48,10 @@ class RunOptions:
     (`diagnostics.warm`, checked at fixed round counts), at most AUTO_BURN_IN rounds (`burn_in` then holds that cap
     and `warmup_auto` is True). `chains`: a number, or "auto": DEFAULT_CHAINS, or more where a round is bound by the
     link to the sites rather than by their compute, and MANY_CHAINS (16) in a run that stops on convergence, whose
-    many-chain rule (nested R-hat) stops after far fewer rounds (chosen at set-up: `SetupInfo.chains` says how many
-    and why; the field then holds DEFAULT_CHAINS and `chains_auto` is True); `max_chains` bounds that choice. Each
-    chain keeps the last round of every block of `thin`. `time_budget_s` stops cleanly.
+    many-chain rule (nested R-hat) stops after far fewer rounds, except in the DP mode, whose budget the chains share
+    (chosen at set-up: `SetupInfo.chains` says how many and why; the field then holds DEFAULT_CHAINS and
+    `chains_auto` is True); `max_chains` bounds that choice (with chains="auto" only). Each chain keeps the last round
+    of every block of `thin`. `time_budget_s` stops cleanly.
     `pipeline`: run each round as two halves, one per group of chains (chains in flight), so that the sites step one
     group while the other's messages cross the link and the coordinator updates it. "auto" (the default): on where
     the slowest far link's RTT is of the order of a round's compute (chosen at set-up: `SetupInfo.pipeline` says
@@ -91,6 +92,11 @@ class RunOptions:
         object.__setattr__(self, "chains", _chains(self.chains))
         if self.max_chains is not None:
             object.__setattr__(self, "max_chains", positive_int(self.max_chains, "max_chains"))
+            if not self.chains_auto:
+                raise ArgumentError(
+                    ("max_chains",),
+                    f"max_chains only applies with chains='auto' (chains={self.chains} is the count: no cap to apply)",
+                )
         if self.pipeline != AUTO and not isinstance(self.pipeline, bool):
             raise ArgumentError(("pipeline",), f'pipeline must be True, False or "auto", got {self.pipeline!r}')
         if not isinstance(self.secure_sums, bool):

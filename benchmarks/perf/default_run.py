@@ -22,7 +22,7 @@ Cases (4 shards each):
     python benchmarks/perf/default_run.py
     python benchmarks/perf/default_run.py --cases breast_cancer,radon_sized --repeats 3
     python benchmarks/perf/default_run.py --cases hospitals,radon_sized --nuts --label default_run_nuts
-    python benchmarks/perf/default_run.py --cases breast_cancer --algorithms fald,qlsd,ula --label default_run_algorithms
+    python benchmarks/perf/default_run.py --cases breast_cancer --algorithms fald,qlsd,ula --label algorithms
 
 Writes benchmarks/perf/results/default_run.json (`--label` names another).
 """

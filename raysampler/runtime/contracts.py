@@ -55,8 +55,8 @@ class RunConfig:
     warmup_auto: bool = False
     #: `chains` is the default: the coordinator may choose more from the measured links (`choose_chains`)
     chains_auto: bool = False
-    #: the driver stops the run on convergence (num_rounds="auto", not the DP mode): chains="auto" may choose the
-    #: many-chain rule's count (`choose_chains`)
+    #: the driver stops the run on convergence (num_rounds="auto"): chains="auto" may choose the many-chain rule's
+    #: count (`choose_chains`); False in the DP mode, whose privacy budget the chains share
     converges: bool = False
     #: with chains_auto, the most chains the set-up may choose (None: `links.CHAINS_AUTO_MAX`)
     chains_cap: int | None = None

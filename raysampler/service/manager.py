@@ -228,6 +228,7 @@ class RunManager:
         what = (
             f"the run plans {spec.chain_count} chains × {opts.max_draws} draws × {dim} parameters × 8 bytes = "
             f"{planned} bytes of draws"
+            + (' (at least: chains "auto" may choose more, within the quotas)' if opts.chains_auto else "")
         )
         limit = self.settings.quota_max_draw_bytes
         if limit is not None and planned > limit:

@@ -69,7 +69,8 @@ def quota_options(spec: RunSpec, settings: Settings, dim: int) -> RunOptions:
 
 
 def _options(spec: RunSpec, chains_cap: int | None) -> RunOptions:
-    caps = [c for c in (spec.max_chains, chains_cap) if c is not None]
+    # the quotas' cap bounds what chains "auto" may choose; a count the spec names was checked against them at submit
+    caps = [c for c in (spec.max_chains, chains_cap if spec.chains == "auto" else None) if c is not None]
     return RunOptions(
         chains=spec.chains,
         max_chains=min(caps) if caps else None,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -65,6 +66,29 @@ def test_signed_keys_pass_their_pins_and_a_replaced_or_unpinned_key_is_refused(s
         identity.verified_publics(entries, ["a"], only_b)
     with pytest.raises(identity.UnverifiedKey, match="not a signed key"):
         identity.verified_publics([p for p in publics], ["a"], pins)
+
+
+def test_sites_in_processes_of_their_own_check_each_others_pinned_keys(sited, monkeypatch):
+    """One SecureSite per site, as on Ray: each checks the other sites' keys against their pins (and its own against
+    its own identity), and all agree the same pairwise keys; a key the relay replaced stops every other site."""
+    from raysampler.privacy.site import SecureSite
+
+    hosts = [SecureSite([i], [s]) for i, s in enumerate(SITES)]
+    entries = [h.new_keys()[0] for h in hosts]
+    monkeypatch.setenv(identity.PEERS_ENV, _pins())
+    for h in hosts:
+        h.agree(entries)
+    masks = [np.asarray(h.mask([_Reply(np.zeros(3, dtype=np.uint64))])[0].summed) for h in hosts]
+    assert int(np.sum(masks, axis=0, dtype=np.uint64).max()) == 0  # the pairwise masks cancel: the keys agree
+    replaced = list(entries)
+    replaced[1] = secure_sum.new_key_pair().public + entries[1][32:]
+    for h in (hosts[0], hosts[2], hosts[3]):
+        with pytest.raises(identity.UnverifiedKey, match=r"shard 1: its public key is not signed by site 'b'"):
+            h.agree(replaced)
+
+
+class _Reply(NamedTuple):
+    summed: np.ndarray
 
 
 @pytest.mark.parametrize("bad", ["b", "b=", "=AAAA", "b=not-base64!", "b=" + "A" * 8])

@@ -158,6 +158,8 @@ def test_chains_auto_is_sixteen_in_a_run_that_stops_on_convergence(data):
     assert "stops on convergence" in r.setup.chains.reason
     with pytest.raises(ArgumentError, match="max_chains"):
         _run(data, num_rounds="auto", max_chains=0)
+    with pytest.raises(ArgumentError, match=r"max_chains only applies with chains='auto' \(chains=8"):
+        _run(data, chains=8, num_rounds="auto", max_chains=4)
     capped = _run(data, num_rounds="auto", max_rounds=60, burn_in=10, max_chains=8)
     assert capped.draws.shape[0] == 4  # below the many-chain rule's count: the default
 

@@ -148,6 +148,8 @@ def test_chains_auto_chooses_no_more_chains_than_the_quotas_allow(tmp_path_facto
         ]
         done = [_succeeded(c, rid) for rid in ids]
         assert [i["chains"] for i in done] == [4, 2]
+        r = c.post("/v1/runs", json=spec(chains=4, max_chains=2), headers=hdr(ALICE))  # a cap on a count: refused
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "max_chains"], r.json()
     with _client(tmp_path_factory) as c:
         info = _succeeded(c, c.post("/v1/runs", json=spec(**auto), headers=hdr(ALICE)).json()["id"])
         assert info["chains"] == 16 and "stops on convergence" in info["plan"]["chains"]["reason"]
