@@ -16,8 +16,10 @@ naming the shard and its claimed site.
   context string, the shard id, the site label and the public key, and the site label. The coordinator relays these
   entries as they are, and `verified_publics` checks each against the pin of the site it names.
 
-What pins do not stop: a coordinator colluding with a pinned site can still leave other sites out of a run, and in a
-run of two parties one party learns the other's term from the sum (docs/privacy.md, "What secure sums hide").
+What pins do not stop on their own: a coordinator colluding with a pinned site can leave other sites out of a run,
+and in a run of two parties one party learns the other's term from the sum (docs/privacy.md, "What secure sums
+hide"). `RAYSAMPLER_SECURE_MIN_SITES=N` on a site's nodes makes it refuse a run in which fewer than N distinct sites,
+itself included, hold shards (`check_min_sites`; with pins the labels counted are the signed ones).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from .sealing import site_secret
 
 PEERS_ENV = "RAYSAMPLER_SITE_PEERS"
+MIN_SITES_ENV = "RAYSAMPLER_SECURE_MIN_SITES"
 _INFO = b"raysampler site identity v1"
 _CONTEXT = b"raysampler secure-sums key v1"
 _PUBLIC, _SIGNATURE = 32, 64
@@ -102,7 +105,7 @@ def verified_publics(
         if len(entry) < _PUBLIC + _SIGNATURE:
             raise UnverifiedKey(f"shard {shard}: its relayed key entry is {len(entry)} bytes, not a signed key")
         public, signature = entry[:_PUBLIC], entry[_PUBLIC : _PUBLIC + _SIGNATURE]
-        site = entry[_PUBLIC + _SIGNATURE :].decode(errors="replace") or None
+        site = entry_site(entry)
         if pins is not None:
             if site in own_sites:
                 verifier = identity_key(site).public_key()
@@ -122,3 +125,26 @@ def verified_publics(
                 ) from None
         publics.append(public)
     return publics
+
+
+def entry_site(entry: bytes) -> str | None:
+    """The site label a relayed key entry names (checked against its signature by `verified_publics` with pins)."""
+    return entry[_PUBLIC + _SIGNATURE :].decode(errors="replace") or None
+
+
+def check_min_sites(entries: Sequence[bytes], env: Mapping[str, str] | None = None) -> None:
+    """Refuse (UnverifiedKey) a run whose relayed keys name fewer distinct sites than `RAYSAMPLER_SECURE_MIN_SITES`
+    asks (unset: no minimum): with fewer, the sum tells the sites that take part more about each other's terms
+    (with two, each reads the other's). A value that is not a positive integer is a ValueError naming the variable."""
+    text = (os.environ if env is None else env).get(MIN_SITES_ENV, "").strip()
+    if not text:
+        return
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"{MIN_SITES_ENV} must be a positive integer, got {text!r}")
+    sites = {entry_site(e) for e in entries}
+    if len(sites) < int(text):
+        names = ", ".join(sorted(repr(x) for x in sites))
+        raise UnverifiedKey(
+            f"{len(sites)} site(s) take part in this secure-sums run ({names}), fewer than {MIN_SITES_ENV} = {text}: "
+            "refusing to agree keys"
+        )

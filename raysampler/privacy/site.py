@@ -38,11 +38,13 @@ class SecureSite:
 
     def agree(self, entries: Sequence[bytes]) -> None:
         """The agreement's second half: pairwise keys from every shard's relayed key entry (in shard order), each
-        checked against its site's pinned identity where this site pins its peers (`identity.verified_publics`;
-        an `identity.UnverifiedKey` otherwise, before any key is agreed)."""
+        checked against its site's pinned identity where this site pins its peers (`identity.verified_publics`),
+        and against the least number of sites it takes part with (`identity.check_min_sites`); an
+        `identity.UnverifiedKey` otherwise, before any key is agreed."""
         if not self._pairs:
             raise RuntimeError("secure sums: no key pair to agree with (describe() makes them)")
         publics = identity.verified_publics(entries, self.sites, identity.pinned_peers())
+        identity.check_min_sites(entries)
         keys = [secure_sum.agree(p, i, publics) for p, i in zip(self._pairs, self.shard_ids)]
         self._masks = [secure_sum.MaskStream(k) for k in keys]
         self.steps = 0

@@ -87,6 +87,28 @@ def test_sites_in_processes_of_their_own_check_each_others_pinned_keys(sited, mo
             h.agree(replaced)
 
 
+def test_a_site_refuses_a_run_with_fewer_sites_than_it_requires(sited, monkeypatch):
+    """RAYSAMPLER_SECURE_MIN_SITES: a site agrees no key in a run whose (signed) keys name fewer distinct sites, so a
+    coordinator colluding with one site cannot narrow a run down to a pair that reads each other's terms."""
+    from raysampler.privacy.site import SecureSite
+
+    hosts = [SecureSite([i], [s]) for i, s in enumerate(SITES)]
+    entries = [h.new_keys()[0] for h in hosts]
+    monkeypatch.setenv(identity.PEERS_ENV, _pins())
+    monkeypatch.setenv(identity.MIN_SITES_ENV, "4")
+    hosts[0].agree(entries)  # four sites: enough
+    pair = [SecureSite([0], ["a"]), SecureSite([1], ["b"])]
+    two = [h.new_keys()[0] for h in pair]
+    monkeypatch.setenv(identity.MIN_SITES_ENV, "3")
+    with pytest.raises(
+        identity.UnverifiedKey, match=r"2 site\(s\) take part .*'a', 'b'.* RAYSAMPLER_SECURE_MIN_SITES = 3"
+    ):
+        pair[0].agree(two)
+    monkeypatch.setenv(identity.MIN_SITES_ENV, "three")
+    with pytest.raises(ValueError, match="RAYSAMPLER_SECURE_MIN_SITES must be a positive integer"):
+        pair[0].agree(two)
+
+
 class _Reply(NamedTuple):
     summed: np.ndarray
 
