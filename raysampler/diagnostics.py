@@ -194,8 +194,7 @@ def diagnose(draws: np.ndarray, max_draws: int | None = None, superchains: int =
     if x.shape[1] % 2:
         x = np.delete(x, x.shape[1] // 2, axis=1)
     with np.errstate(all="ignore"):
-        bulk = _normal_scores(x)
-        tail = _normal_scores(np.abs(x - np.median(x.reshape(-1, x.shape[-1]), axis=0)))
+        bulk, tail = _rank_scores(x)
         ess = np.asarray(azs.ess(bulk, method="mean"), dtype=float)
         rhat = np.maximum(_classic_rhat(_halves(bulk)), _classic_rhat(_halves(tail)))
         nested = np.maximum(nested_rhat(bulk, superchains), nested_rhat(tail, superchains)) if superchains > 1 else None
@@ -279,9 +278,7 @@ def nested_rank(draws: np.ndarray, superchains: int) -> np.ndarray:
     The chains are not split: within-superchain differences between chains play that part. A parameter with a
     non-finite draw gets NaN."""
     x = np.asarray(draws, dtype=float)
-    bulk = nested_rhat(_normal_scores(x), superchains)
-    folded = np.abs(x - np.median(x.reshape(-1, x.shape[-1]), axis=0))
-    tail = nested_rhat(_normal_scores(folded), superchains)
+    bulk, tail = (nested_rhat(z, superchains) for z in _rank_scores(x))
     return np.maximum(bulk, tail)
 
 
@@ -345,9 +342,15 @@ def split_rank_rhat(draws: np.ndarray) -> np.ndarray:
     process more than a second, more than a small model's whole warm-up (docs/performance.md, "The warm-up check's
     cost"). Results are read where arviz-stats is loaded anyway (`diagnose`)."""
     split = _halves(np.asarray(draws, dtype=float))
-    bulk = _classic_rhat(_normal_scores(split))
-    folded = np.abs(split - np.median(split.reshape(-1, split.shape[-1]), axis=0))
-    return np.maximum(bulk, _classic_rhat(_normal_scores(folded)))
+    bulk, tail = _rank_scores(split)
+    return np.maximum(_classic_rhat(bulk), _classic_rhat(tail))
+
+
+def _rank_scores(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rank normalisation every rank-based statistic here reads (Vehtari et al. 2021): the normal scores of the
+    draws (chains, n, d) (bulk) and of their distances from each parameter's median (tail, "folded")."""
+    folded = np.abs(x - np.median(x.reshape(-1, x.shape[-1]), axis=0))
+    return _normal_scores(x), _normal_scores(folded)
 
 
 def _classic_rhat(x: np.ndarray) -> np.ndarray:
