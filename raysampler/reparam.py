@@ -189,6 +189,9 @@ class _LocalLayout:
     def work_per_element(self) -> float:
         return float(self.model.work_per_element())
 
+    def work_per_step(self) -> float:
+        return float(self.model.work_per_step())
+
     def local_dim(self, X: np.ndarray, y: np.ndarray) -> int:
         return int(self.model.local_dim(X, y))
 

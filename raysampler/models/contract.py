@@ -19,6 +19,7 @@ from __future__ import annotations
 
 __all__ = [
     "CURVATURE_PARTS",
+    "LOCAL_PARAMS_STEP_WORK",
     "LOCAL_PARAMS_WORK",
     "MODEL_METHODS",
     "TRANSFORMS",
@@ -124,6 +125,11 @@ class DataSpec:
 #: element-chain (benchmarks/perf/groups.py, hot_path.py; docs/performance.md, "Measurements behind choices in the
 #: code": the weight's order of magnitude stands).
 LOCAL_PARAMS_WORK = 50.0
+#: The same sweep's fixed work per local step of one shard, in element-chains, whatever the shard's size: about 1.5
+#: ms of NumPy calls per group shard and step, which a radon-sized shard (a few hundred rows) pays as much as a large
+#: one, and which one process pays once per shard it owns, one after another (benchmarks/perf/default_run.py,
+#: radon_sized; docs/performance.md, "Measurements behind choices in the code").
+LOCAL_PARAMS_STEP_WORK = 3_000_000.0
 
 
 @dataclass(frozen=True)
@@ -182,6 +188,13 @@ class Model(ABC):
         `LOCAL_PARAMS_WORK` for a model with local parameters, whose local kernel sweeps the rows group by group (a
         Newton–MH step)."""
         return LOCAL_PARAMS_WORK if self.has_local_params() else 1.0
+
+    def work_per_step(self) -> float:
+        """The compute of one shard's local step that does not grow with its size, in the element-chains of
+        `work_per_element`: what a process pays per shard it owns each round (`runtime.process_groups.shard_work`).
+        Default: 0, or `LOCAL_PARAMS_STEP_WORK` for a model with local parameters, whose group sweep makes dozens of
+        NumPy calls per step whatever the rows."""
+        return LOCAL_PARAMS_STEP_WORK if self.has_local_params() else 0.0
 
     # ------------------------------------------------------------------ local parameters (hierarchical models)
 

@@ -14,9 +14,9 @@ from ..models.contract import Model
 from ..models.foreign import as_model
 from .host import ShardSource
 
-#: Element-chains (X's elements times chains times the model's `work_per_element`, summed over the shards) that a
-#: worker process must have to step each round for it to pay for itself: every process adds its messages and its
-#: wake-up to every round, which buys nothing while the compute it would take over is smaller
+#: Element-chains (X's elements times chains times the model's `work_per_element`, plus its `work_per_step`, summed
+#: over the shards) that a worker process must have to step each round for it to pay for itself: every process adds
+#: its messages and its wake-up to every round, which buys nothing while the compute it would take over is smaller
 #: (benchmarks/perf/round_cost.py, 4 shards in 1, 2 and 4 processes; docs/performance.md, "Measurements behind
 #: choices in the code").
 PROCESS_WORK = 2_000_000
@@ -28,10 +28,11 @@ PROCESS_WORK_SPARE = 100_000
 
 
 def shard_work(sources: Sequence[ShardSource], model: Model, chains: int) -> list[int | None]:
-    """Each shard's work per round in element-chains: X's elements × chains × the model's `work_per_element` (None
-    where X's size is unknown before its worker reads it)."""
-    per_element = float(as_model(model).work_per_element())  # a user's own model class gets the default
-    return [None if s.elements is None else int(s.elements * chains * per_element) for s in sources]
+    """Each shard's work per round in element-chains: X's elements × chains × the model's `work_per_element`, plus
+    its `work_per_step` that no size changes (None where X's size is unknown before its worker reads it)."""
+    m = as_model(model)  # a user's own model class gets the defaults
+    per_element, per_step = float(m.work_per_element()), float(m.work_per_step())
+    return [None if s.elements is None else int(s.elements * chains * per_element + per_step) for s in sources]
 
 
 def processes_for(work: Sequence[int | None], cap: int) -> int:

@@ -94,6 +94,23 @@ def test_a_group_models_shards_are_weighed_by_its_work_per_element():
     assert shard_work([ShardSource(0, None)], grouped, 4) == [None]  # a file its worker reads: size unknown
 
 
+def test_a_group_models_small_shards_are_weighed_by_their_fixed_step_work():
+    """A group shard's local step costs ~1.5 ms of NumPy calls whatever its rows, so radon-sized shards (a few hundred
+    rows each) get a process per CPU although their elements alone would fit one; a dense GLM's stay in one."""
+    from raysampler.models.contract import LOCAL_PARAMS_STEP_WORK
+    from raysampler.reparam import Preconditioner, WhitenedModel
+    from raysampler.runtime.host import ShardSource
+
+    sources = [ShardSource(i, (np.zeros((250, 4)), np.zeros(250))) for i in range(4)]
+    plain = rs.models.LogisticRegression(prior_scale=2.5)
+    grouped = rs.models.LogisticRegression(prior_scale=2.5, group_effects=rs.GroupEffects("hospital"))
+    assert plain.work_per_step() == 0.0 and grouped.work_per_step() == LOCAL_PARAMS_STEP_WORK
+    assert WhitenedModel(grouped, Preconditioner.identity(3)).work_per_step() == LOCAL_PARAMS_STEP_WORK
+    for chains in (4, 16):
+        assert processes_for(shard_work(sources, plain, chains), cap=2) == 1
+        assert processes_for(shard_work(sources, grouped, chains), cap=2) == 2
+
+
 @pytest.mark.parametrize("kernel", ["lmc", "mala"])
 def test_local_and_ray_identical_for_every_local_kernel(ray_session, breast_cancer, kernel):
     X, y = breast_cancer
