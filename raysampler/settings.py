@@ -29,6 +29,11 @@ class EngineSettings(BaseSettings):
         ge=0,
         description="worker processes per node (at most its CPUs and shards); 0: as many as the shards' size pays for",
     )
+    warm_hosts: int = Field(
+        default=1,
+        ge=0,
+        description="coordinator actors a driver keeps idle between runs on Ray, so a run starts no process (0: none)",
+    )
     shm_spin_us: float = Field(
         default=1000.0,
         ge=0,

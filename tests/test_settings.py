@@ -34,6 +34,7 @@ def test_defaults_and_environment(clean_env):
         site_wait_s=60,
         coordinator_shards=True,
         worker_processes=0,
+        warm_hosts=1,
         shm_spin_us=1000,
         startup_timeout_s=300,
         link_deadline_s=45,
@@ -44,6 +45,7 @@ def test_defaults_and_environment(clean_env):
         "RAYSAMPLER_SITE_WAIT_S": "2.5",
         "RAYSAMPLER_COORDINATOR_SHARDS": "0",
         "RAYSAMPLER_WORKER_PROCESSES": "3",
+        "RAYSAMPLER_WARM_HOSTS": "0",
         "RAYSAMPLER_SHM_SPIN_US": "250",
         "RAYSAMPLER_STARTUP_TIMEOUT_S": "30",
         "RAYSAMPLER_LINK_DEADLINE_S": "45",
@@ -54,7 +56,7 @@ def test_defaults_and_environment(clean_env):
     s = EngineSettings.from_env()
     assert (s.max_restarts, s.object_store_bytes, s.site_wait_s, s.coordinator_shards) == (0, 100 * 2**20, 2.5, False)
     assert s.shm_spin_s == pytest.approx(250e-6) and s.startup_timeout_s == 30 and s.worker_processes == 3
-    assert s.link_deadline_s == 45
+    assert s.link_deadline_s == 45 and s.warm_hosts == 0
 
 
 @pytest.mark.parametrize(
@@ -66,6 +68,7 @@ def test_defaults_and_environment(clean_env):
         ("RAYSAMPLER_SITE_WAIT_S", "nan"),
         ("RAYSAMPLER_COORDINATOR_SHARDS", "sometimes"),
         ("RAYSAMPLER_WORKER_PROCESSES", "-1"),
+        ("RAYSAMPLER_WARM_HOSTS", "-1"),
         ("RAYSAMPLER_SHM_SPIN_US", "-5"),
         ("RAYSAMPLER_STARTUP_TIMEOUT_S", "0"),
         ("RAYSAMPLER_LINK_DEADLINE_S", "0"),

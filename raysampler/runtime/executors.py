@@ -3,6 +3,7 @@ actors ("ray"); either way the driver holds a `CoordinatorHandle`."""
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import logging
 import os
@@ -25,12 +26,14 @@ from ..models.contract import Model
 from .contracts import Chunk, CoordinatorHandle, RunConfig, RunState, RunStats, SetupInfo
 from .coordinator import Coordinator
 from .host import ShardSource
-from .pools import LocalPool, RayPool
+from .pools import LocalPool, RayPool, free_cpus
+from .warm_hosts import WARM_HOSTS, session_key
 from .worker_process import tune_worker_process
 
 log = logging.getLogger("raysampler.runtime")
 
 CANCEL_POLL_S = 0.1  # how often a set-up call on Ray looks at its cancel event while it waits
+CPU_RELEASE_WAIT_S = 2.0  # the longest a kept coordinator waits for its last run's worker CPUs to be free again
 
 
 class CoordinatorHost:
@@ -43,6 +46,9 @@ class CoordinatorHost:
     def __init__(self) -> None:
         self.coordinator: Coordinator | None = None
         self.pool: LocalPool | RayPool | None = None
+        #: after a close that killed worker actors: the free CPUs to wait for before the next run plans its processes
+        #: (Ray frees a killed actor's CPU tens of ms after the kill), and until when (`_await_release`)
+        self._release: tuple[float, float] | None = None
 
     def start(
         self,
@@ -56,6 +62,7 @@ class CoordinatorHost:
     ) -> None:
         if executor == Executor.RAY:  # this object is the coordinator actor: its process steps shards too
             tune_worker_process()
+            self._await_release()
             self.pool = RayPool(
                 sources,
                 model,
@@ -106,9 +113,29 @@ class CoordinatorHost:
     def stats(self) -> RunStats:
         return self._coordinator().stats()
 
-    def close(self) -> None:
-        if self.pool is not None:
-            self.pool.close()
+    def close(self) -> bool:
+        """Close the pool (its worker actors killed) and drop the run: True once nothing of it is left here, so that
+        in Ray mode this process may host the driver's next run (`warm_hosts`)."""
+        pool, self.pool, self.coordinator = self.pool, None, None
+        for name in ("model", "algorithm", "config"):
+            self.__dict__.pop(name, None)
+        if isinstance(pool, RayPool) and pool.actors:  # each worker actor holds one CPU
+            self._release = (free_cpus() + len(pool.actors), time.monotonic() + CPU_RELEASE_WAIT_S)
+        if pool is not None:
+            pool.close()
+        gc.collect()  # the run's arrays go now, not when a later run's allocations happen to collect them
+        return True
+
+    def _await_release(self) -> None:
+        """Wait (boundedly) for the last run's worker actors' CPUs, so that a run hosted right after it plans as
+        many processes as a run on a fresh actor would. Other runs may take those CPUs meanwhile: the wait ends
+        at its deadline then."""
+        if self._release is None:
+            return
+        want, deadline = self._release
+        self._release = None
+        while free_cpus() < want and time.monotonic() < deadline:
+            time.sleep(0.005)
 
 
 class LocalHandle:
@@ -160,11 +187,14 @@ class RayHandle:
     it is set, kill the coordinator actor (its worker actors share its fate) and raise `RunCancelled`: a cancel
     never waits for tuning or the workers' start to finish."""
 
-    def __init__(self, actor: Any, cancel: threading.Event | None = None) -> None:
+    def __init__(
+        self, actor: Any, cancel: threading.Event | None = None, keep: int = 0, key: tuple[str, str] | None = None
+    ) -> None:
         import ray
 
         self.actor, self._ray, self.cancel = actor, ray, cancel
         self._killed = False
+        self._keep, self._key = keep, key  # closed cleanly, the actor is kept for the next run (`warm_hosts`)
 
     def _get(self, ref: Any, interruptible: bool = False) -> Any:
         if interruptible and self.cancel is not None:
@@ -205,12 +235,16 @@ class RayHandle:
     def close(self) -> None:
         if self._killed:  # cancelled mid-call: a graceful close would queue behind that call
             return
+        clean = False
         try:
-            self._ray.get(self.actor.close.remote())
+            clean = bool(self._ray.get(self.actor.close.remote()))
         except Exception:
             pass  # closing must not mask the error that ended the run
         finally:
-            self.kill()
+            if clean and self._key is not None and WARM_HOSTS.give_back(self._key, self.actor, self._keep):
+                self._killed = True  # this handle is done with it; the next run's takes it
+            else:
+                self.kill()
 
     def kill(self) -> None:
         """Stop the coordinator actor now; the worker actors it started die with it (Ray's owner fate-sharing)."""
@@ -459,12 +493,16 @@ def start(
     ]
     if cancel is not None and cancel.is_set():
         raise RunCancelled("the run was cancelled while setting up")
-    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-    actor = ray.remote(num_cpus=0, scheduling_strategy=here)(CoordinatorHost)
-    handle = RayHandle(actor.remote(), cancel)
+    keep = config.engine.warm_hosts
+    key = session_key() if keep > 0 else None
+    actor = WARM_HOSTS.take(key) if key is not None else None
+    if actor is None:
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+        actor = ray.remote(num_cpus=0, scheduling_strategy=here)(CoordinatorHost).remote()
+    handle = RayHandle(actor, cancel, keep, key)
     try:
         handle.start(Executor.RAY, placed, model, algorithm, config, max_actors, transport)
     except BaseException:
-        handle.close()
+        handle.kill()  # a pool half built may have worker actors only this actor's death ends (fate-sharing)
         raise
     return handle

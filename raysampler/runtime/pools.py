@@ -457,6 +457,11 @@ class RayPool:
 
 
 def _available_cpus() -> int:
+    return max(1, int(free_cpus()))
+
+
+def free_cpus() -> float:
+    """The cluster's CPUs no actor or task holds now."""
     import ray
 
-    return max(1, int(ray.available_resources().get("CPU", 0)))
+    return float(ray.available_resources().get("CPU", 0))

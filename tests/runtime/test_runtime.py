@@ -273,6 +273,81 @@ def test_coordinator_process_hosts_the_first_group_and_draws_the_same(
     np.testing.assert_array_equal(draws[0], draws[1])
 
 
+def test_a_closed_coordinator_actor_hosts_the_next_run_and_draws_the_same(
+    ray_session, breast_cancer, monkeypatch, two_processes
+):
+    """A run that closed cleanly leaves its coordinator actor to the driver's next run (RAYSAMPLER_WARM_HOSTS, 1 by
+    default): the same process, nothing of the last run left in it (no thread, no worker actor: the CPUs are free
+    again), as many worker processes and the same draws as on a fresh actor. A kept actor that died meanwhile is
+    replaced, and with RAYSAMPLER_WARM_HOSTS=0 none is kept."""
+    import threading
+    import time
+
+    import ray
+
+    from raysampler.runtime.warm_hosts import WARM_HOSTS
+
+    X, y = breast_cancer
+    shards = rs.shard(X, y, num_shards=2)
+    opts = RunOptions(chains=2, num_rounds=40, burn_in=20, seed=5)
+    on_ray = ExecutionOptions(executor="ray", balance=False)
+    model = rs.models.LogisticRegression()
+
+    def one() -> tuple[int, int, np.ndarray]:
+        with Run(model, shards, DGLMC(), opts, on_ray) as run:
+            pid = ray.get(run._handle.actor.__ray_call__.remote(lambda host: os.getpid()))
+            for _ in run.chunks():
+                pass
+            threads = ray.get(run._handle.actor.__ray_call__.remote(lambda host: threading.active_count()))
+            # as many processes as on a fresh actor: the last run's worker CPU was waited for (`_await_release`)
+            assert len({p.pid for p in run.setup.placement}) == 2
+            return pid, threads, run.result().draws
+
+    WARM_HOSTS.clear()
+    first, threads_first, draws = one()
+    assert WARM_HOSTS.count() == 1
+    for _ in range(2):  # back to back
+        second, threads_second, again = one()
+        assert second == first and threads_second == threads_first  # the same process, no thread left behind
+        np.testing.assert_array_equal(again, draws)
+    deadline = time.monotonic() + 10.0  # the worker actor's CPU comes back once Ray has ended its process
+    while ray.available_resources().get("CPU", 0) < ray.cluster_resources()["CPU"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert ray.available_resources().get("CPU", 0) == ray.cluster_resources()["CPU"]
+    (kept,) = [a for idle in WARM_HOSTS._idle.values() for a in idle]
+    ray.kill(kept)  # a kept actor lost between runs: the next run starts another
+    replaced, _, after_loss = one()
+    assert replaced != first
+    np.testing.assert_array_equal(after_loss, draws)
+    monkeypatch.setenv("RAYSAMPLER_WARM_HOSTS", "0")
+    WARM_HOSTS.clear()
+    _, _, none_kept = one()
+    assert WARM_HOSTS.count() == 0
+    np.testing.assert_array_equal(none_kept, draws)
+
+
+def test_a_failed_starts_coordinator_actor_is_not_kept(ray_session, breast_cancer):
+    """Only a clean close keeps the actor: a run whose start failed on the kept actor leaves nothing for the next (a
+    pool half built may hold worker actors that only the actor's death ends)."""
+    from raysampler.runtime.warm_hosts import WARM_HOSTS
+
+    X, y = breast_cancer
+    WARM_HOSTS.clear()
+    kw = dict(executor="ray", num_rounds=5, burn_in=5, chains=2, progress=False)
+    rs.sample(rs.models.LogisticRegression(), rs.shard(X, y, num_shards=2), **kw)
+    assert WARM_HOSTS.count() == 1
+    with pytest.raises(ValueError, match="max_actors"):
+        rs.sample(
+            rs.models.LogisticRegression(),
+            rs.shard(X, y, num_shards=4),
+            executor="ray",
+            max_actors=8,
+            num_rounds=5,
+            progress=False,
+        )
+    assert WARM_HOSTS.count() == 0
+
+
 def test_more_actors_than_free_cpus_is_refused(ray_session, breast_cancer):
     X, y = breast_cancer
     with pytest.raises(ValueError, match="max_actors"):
