@@ -43,8 +43,12 @@ class SecureSite:
         `identity.UnverifiedKey` otherwise, before any key is agreed."""
         if not self._pairs:
             raise RuntimeError("secure sums: no key pair to agree with (describe() makes them)")
-        publics = identity.verified_publics(entries, self.sites, identity.pinned_peers())
-        identity.check_min_sites(entries)
+        try:
+            publics = identity.verified_publics(entries, self.sites, identity.pinned_peers())
+            identity.check_min_sites(entries)
+        except identity.UnverifiedKey as exc:  # say which site refused: the one whose pins or minimum to look at
+            here = ", ".join(sorted({repr(s) for s in self.sites}))
+            raise identity.UnverifiedKey(f"site {here} refused the run's keys: {exc}") from None
         keys = [secure_sum.agree(p, i, publics) for p, i in zip(self._pairs, self.shard_ids)]
         self._masks = [secure_sum.MaskStream(k) for k in keys]
         self.steps = 0

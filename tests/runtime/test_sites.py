@@ -369,3 +369,59 @@ def test_a_link_stalled_past_the_deadline_fails_the_run_as_site_unavailable_and_
         draws += [c.theta for c in run.chunks()]
         assert run.failure is None
     np.testing.assert_array_equal(np.concatenate(draws), uninterrupted)
+
+
+PINNED = ("pa", "pb", "pc")  # sites whose nodes pin each other's identities; pd pins a wrong one for pa
+SECURE = dict(chains=2, num_rounds=20, burn_in=10, seed=7, progress=False, secure_sums=True)
+
+
+@pytest.fixture(scope="module")
+def pinned_sites(site_cluster, tmp_path_factory):
+    """Nodes for sites pa, pb, pc and pd, each site's secret a key file in one folder (the driver reads it too, for
+    the in-process reference), each node's environment pinning the others' identities (RAYSAMPLER_SITE_PEERS), as a
+    deployment pins them; pd's pins name an identity for pa that pa's secret does not give. Yields the key folder."""
+    from raysampler.privacy import identity, sealing
+
+    keys = tmp_path_factory.mktemp("site-keys")
+    for s in (*PINNED, "pd"):
+        (keys / f"{s}.key").write_bytes(f"the secret of {s}".encode())
+        (keys / f"{s}.key").chmod(0o600)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(sealing.KEYS_ENV, str(keys))
+        mp.delenv(sealing.SECRET_ENV, raising=False)
+        right = {s: identity.identity_public(s) for s in (*PINNED, "pd")}
+        mp.setenv(sealing.SECRET_ENV, "not pa's secret")
+        wrong = identity.identity_public("pa")
+    pins = ",".join(f"{s}={k}" for s, k in right.items())
+    env = {sealing.KEYS_ENV: str(keys), identity.PEERS_ENV: pins}
+    nodes = {s: site_cluster.add_site_node(s, env=env) for s in PINNED}
+    nodes["pd"] = site_cluster.add_site_node("pd", env=env | {identity.PEERS_ENV: pins.replace(right["pa"], wrong)})
+    site_cluster.cluster.wait_for_nodes()
+    yield keys
+    for s, node in nodes.items():  # the cluster may serve the next module (conftest.CLUSTER_MODULES)
+        site_cluster.cluster.remove_node(node)
+        del site_cluster.nodes[s]
+
+
+def _at(sites: tuple[str, ...]) -> list[rs.Shard]:
+    X, y = rs.datasets.load("breast_cancer")
+    return [dataclasses.replace(s, site=site) for s, site in zip(rs.shard(X, y, num_shards=len(sites)), sites)]
+
+
+@pytest.mark.filterwarnings("ignore::raysampler.diagnostics.RunWarning")  # 20 rounds: the draws are compared
+def test_sites_on_nodes_of_their_own_check_each_others_pinned_keys(site_cluster, pinned_sites, monkeypatch):
+    """Secure sums across nodes whose own environments pin the sites' identities: each site's worker checks the keys
+    the coordinator relayed before it agrees any pairwise key. A pinned run gives the in-process run's draws; a node
+    whose pin for pa does not match pa's secret refuses pa's key, and the run stops naming the shard and the site."""
+    from raysampler.privacy import identity, sealing
+
+    model = rs.models.LogisticRegression(prior_scale=1.0)
+    pinned = rs.sample(model, _at(PINNED), executor="ray", **SECURE)
+    placement = pinned.run_stats.placement
+    assert [p.node_id for p in placement] == [site_cluster.nodes[s].node_id for s in PINNED]
+    monkeypatch.setenv(sealing.KEYS_ENV, str(pinned_sites))  # the same secrets, no pins, in this process
+    monkeypatch.delenv(sealing.SECRET_ENV, raising=False)
+    local = rs.sample(model, _at(PINNED), executor="local", **SECURE)
+    np.testing.assert_array_equal(pinned.draws, local.draws)
+    with pytest.raises(identity.UnverifiedKey, match=r"site 'pd' refused .*shard 0: .* not signed by site 'pa'"):
+        rs.sample(model, _at(("pa", "pb", "pd")), executor="ray", **SECURE)
