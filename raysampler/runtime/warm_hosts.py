@@ -1,12 +1,13 @@
 """Coordinator actors kept between runs (`WarmHosts`): a run on Ray takes an idle one of this driver's Ray session
 instead of starting a process.
 
-A new actor's process costs a run 0.5–1 s before its first round (the fork, Ray's and raysampler's imports), which
-is most of a small model's default run. A coordinator actor reserves no CPU (`num_cpus=0`), and a closed
-`CoordinatorHost` holds nothing of its run (`CoordinatorHost.close` drops its pool and coordinator, whose worker
-actors it killed), so keeping `RAYSAMPLER_WARM_HOSTS` of them idle costs only their memory. Only a host whose close
-succeeded is kept: one whose run was cancelled, failed to start, or lost its process is killed, and one found dead
-when taken is replaced. Hosts are kept per Ray session and node (the driver's, where coordinators run), so a new
+A new actor's process costs a run its fork and Ray's and raysampler's imports before its first round, which is most
+of a small model's default run (docs/performance.md, "Measurements behind choices in the code"). A coordinator
+actor reserves no CPU (`num_cpus=0`), and a closed `CoordinatorHost` holds nothing of its run
+(`CoordinatorHost.close` drops its pool and coordinator, whose worker actors it killed), so keeping
+`RAYSAMPLER_WARM_HOSTS` of them idle costs only their memory. Only a host whose close succeeded is kept: one whose
+run was cancelled, failed to start, or lost its process is killed, and one found dead when taken is replaced. Hosts
+are kept per Ray session and node (the driver's, where coordinators run), so a new
 `ray.init` never gets a handle of an earlier cluster.
 """
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-#: Seconds a kept host may take to answer before it is taken for dead and replaced (a live idle one answers in ~1 ms).
+#: Seconds a kept host may take to answer before it is taken for dead and replaced (a live idle one answers at once).
 READY_WAIT_S = 5.0
 
 
