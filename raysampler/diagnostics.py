@@ -11,7 +11,6 @@ per superchain, which many short chains reach. `warm` is the matching rule for t
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -177,14 +176,13 @@ def diagnose(draws: np.ndarray, max_draws: int | None = None, superchains: int =
     (`nested_rank`) is computed too, and it is what `Diagnostics.converged` reads.
 
     The three statistics share one rank normalisation: the normal scores of the draws and of their distances from
-    the median are computed once (`_normal_scores`, the costly part: 5 passes before, 2 now) and read by
-    arviz-stats' ESS (its "mean" method on the scores is its "bulk" ESS of the draws), by split R-hat (the larger of
-    the classic R̂ on the split scores, arviz-stats' "rank" R-hat: tests/test_diagnostics_nested.py) and by nested
-    R-hat. With an odd draw count the middle draw is left out of all three, as arviz-stats' split leaves it out.
+    the median are computed once (`_normal_scores`, the costly part: 5 passes before, 2 now) and read by the
+    ESS (`ess_mean`, arviz-stats' "mean" ESS, which on the scores is its "bulk" ESS of the draws), by split R-hat
+    (the larger of the classic R̂ on the split scores, arviz-stats' "rank" R-hat: tests/test_diagnostics_nested.py)
+    and by nested R-hat. With an odd draw count the middle draw is left out of all three, as arviz-stats' split
+    leaves it out.
     A parameter with a non-finite draw has NaN ESS and R-hat (arviz-stats would rank an infinity as the largest
     draw), so such draws are never judged converged."""
-    import arviz_stats as azs
-
     chains, n = draws.shape[0], draws.shape[1]
     if n < 4:
         return None
@@ -195,12 +193,59 @@ def diagnose(draws: np.ndarray, max_draws: int | None = None, superchains: int =
         x = np.delete(x, x.shape[1] // 2, axis=1)
     with np.errstate(all="ignore"):
         bulk, tail = _rank_scores(x)
-        ess = np.asarray(azs.ess(bulk, method="mean"), dtype=float)
+        ess = ess_mean(bulk)
         rhat = np.maximum(_classic_rhat(_halves(bulk)), _classic_rhat(_halves(tail)))
         nested = np.maximum(nested_rhat(bulk, superchains), nested_rhat(tail, superchains)) if superchains > 1 else None
     min_ess = float(np.min(np.where(np.isfinite(ess), ess, -np.inf))) if ess.size else float("nan")
     max_rhat = _worst(rhat)
     return Diagnostics(min_ess, max_rhat, n, chains, superchains, None if nested is None else _worst(nested))
+
+
+def ess_mean(x: np.ndarray) -> np.ndarray:
+    """The ESS of the mean per parameter (d,) of draws (chains, n, d), from split chains: arviz-stats'
+    `ess(method="mean")` (Vehtari et al. 2021, eq. 10 with Geyer's initial monotone sequence), the same numbers to
+    rounding (tests/test_diagnostics_nested.py), for every parameter at once. arviz-stats steps the lags of one
+    parameter at a time in Python, which made it most of a convergence check's cost (docs/performance.md,
+    "Measurements behind choices in the code"). NaN for a parameter with a non-finite draw; chains · n for a
+    constant one, as there."""
+    import scipy.fft
+
+    y = _halves(np.asarray(x, dtype=float))
+    m, h, d = y.shape
+    out = np.full(d, np.nan)
+    finite = np.all(np.isfinite(y), axis=(0, 1))
+    with np.errstate(invalid="ignore"):
+        const = finite & (np.ptp(y, axis=(0, 1)) < np.finfo(float).resolution)
+    out[const] = m * h
+    live = finite & ~const
+    if h < 2 or not live.any():
+        return out
+    z = np.ascontiguousarray(y[:, :, live].transpose(0, 2, 1))  # (m, d', h): each chain's draws contiguous
+    z -= z.mean(axis=2, keepdims=True)
+    size = scipy.fft.next_fast_len(2 * h, real=True)
+    f = scipy.fft.rfft(z, n=size, axis=2)
+    mean_acov = (scipy.fft.irfft(f.real**2 + f.imag**2, n=size, axis=2)[:, :, :h] / h).mean(axis=0).T  # (h, d')
+    mean_var = mean_acov[0] * h / (h - 1.0)
+    var_plus = mean_var * (h - 1.0) / h
+    if m > 1:
+        var_plus = var_plus + np.var(y[:, :, live].mean(axis=1), axis=0, ddof=1)
+    rho = 1.0 - (mean_var - mean_acov) / var_plus  # the autocorrelations ρ̂_t, (h, d')
+    # Geyer's initial positive sequence: pairs P_k = ρ̂_2k + ρ̂_2k+1 (P_0 = 1 + ρ̂_1) are taken while the last is
+    # positive, for k < (h − 2) / 2; the monotone sequence caps each at the ones before (a running minimum); the
+    # last even term is added alone where it is positive or its pair is not negative
+    k_len = max(0, -(-(h - 2) // 2) - 1)
+    ks = np.arange(1, k_len + 1)
+    pairs = np.concatenate([(1.0 + rho[1])[None], rho[2 * ks] + rho[2 * ks + 1]], axis=0)  # (k_len + 1, d')
+    stop = pairs[:k_len] <= 0
+    taken = np.where(stop.any(axis=0), stop.argmax(axis=0), k_len) if k_len else np.zeros(rho.shape[1], dtype=int)
+    kept = np.arange(k_len + 1)[:, None] < taken[None, :]
+    total = np.where(kept, np.minimum.accumulate(pairs, axis=0), 0.0).sum(axis=0)
+    cols = np.arange(rho.shape[1])
+    even, pair = rho[2 * taken, cols], pairs[taken, cols]
+    last = np.where(taken == 0, 1.0, np.where((pair >= 0) | (even > 0), even, 0.0))
+    tau = np.maximum(-1.0 + 2.0 * total + last, 1.0 / np.log10(m * h))
+    out[live] = m * h / tau
+    return out
 
 
 def _halves(x: np.ndarray) -> np.ndarray:
@@ -370,11 +415,8 @@ def _normal_scores(x: np.ndarray) -> np.ndarray:
 
     chains, n, d = x.shape
     flat = x.reshape(-1, d)
-    # scipy's ranks where scipy.stats is loaded already (the driver's process: arviz-stats loads it), faster on
-    # large draws; the same numbers computed here in a process that has not (the coordinator's warm-up); ndtri as
-    # the faster core of norm.ppf (docs/performance.md, "Measurements behind choices in the code")
-    stats = sys.modules.get("scipy.stats")
-    ranks = stats.rankdata(flat, axis=0, method="average") if stats is not None else _average_ranks(flat)
+    ranks = _average_ranks(flat)
+    # ndtri as the faster core of norm.ppf (docs/performance.md, "Measurements behind choices in the code")
     z = scipy.special.ndtri((ranks - 0.375) / (flat.shape[0] + 0.25))  # Φ⁻¹ (norm.ppf's core)
     z[:, ~np.all(np.isfinite(flat), axis=0)] = np.nan
     return z.reshape(chains, n, d)
@@ -382,11 +424,13 @@ def _normal_scores(x: np.ndarray) -> np.ndarray:
 
 def _average_ranks(flat: np.ndarray) -> np.ndarray:
     """1-based ranks of each column of (S, d), ties given their average rank: scipy.stats.rankdata(method="average",
-    axis=0)'s numbers, without importing scipy.stats (half a second of a coordinator process's warm-up). Every
-    column at once: a tie run's rank is the mean of its first and last sorted positions."""
+    axis=0)'s numbers, without importing scipy.stats (half a second of a coordinator process's warm-up), and faster
+    (docs/performance.md, "Measurements behind choices in the code"). Every column at once: a tie run's rank is the
+    mean of its first and last sorted positions, whatever order the sort left the ties in (so the faster, unstable
+    sort)."""
     cols = np.ascontiguousarray(flat.T)  # (d, S): each column's values contiguous for the sort
     size = cols.shape[1]
-    order = np.argsort(cols, axis=1, kind="stable")
+    order = np.argsort(cols, axis=1)
     ordered = np.take_along_axis(cols, order, axis=1)
     pos = np.arange(size)
     differs = ordered[:, 1:] != ordered[:, :-1]

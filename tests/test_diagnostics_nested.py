@@ -418,3 +418,33 @@ def test_average_ranks_are_scipys():
     for _ in range(30):
         a = np.round(rng.normal(size=(int(rng.integers(1, 400)), int(rng.integers(1, 6)))), int(rng.integers(0, 3)))
         np.testing.assert_array_equal(_average_ranks(a), scipy.stats.rankdata(a, axis=0, method="average"))
+
+
+def test_ess_mean_is_arviz_stats_mean_ess():
+    """`ess_mean`, every parameter at once, against arviz-stats' ess(method="mean") parameter by parameter: AR(1)
+    chains from strongly antithetic to slow, chains that disagree, one chain, short chains (the sequence's first
+    pairs only), ties, a constant parameter and a non-finite draw."""
+    import arviz_stats as azs
+
+    from raysampler.diagnostics import ess_mean
+
+    rng = np.random.default_rng(1)
+    for trial in range(300):
+        chains, n, d = int(rng.integers(1, 9)), int(rng.integers(4, 300)), int(rng.integers(1, 6))
+        phi = rng.uniform(-0.95, 0.99, d)
+        e = rng.standard_normal((chains, n, d))
+        x = np.zeros((chains, n, d))
+        x[:, 0] = e[:, 0]
+        for t in range(1, n):
+            x[:, t] = phi * x[:, t - 1] + e[:, t]
+        x += rng.normal(0, rng.uniform(0, 2), (chains, 1, d))
+        if trial % 7 == 0:
+            x[..., 0] = 3.0
+        if trial % 11 == 0:
+            x[0, 0, -1] = np.nan
+        if trial % 13 == 0:
+            x = np.round(x, 1)
+        expected = np.asarray(azs.ess(x, method="mean"), dtype=float)
+        got = ess_mean(x)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
+        np.testing.assert_allclose(got, expected, rtol=1e-11)
