@@ -3,7 +3,6 @@ actors ("ray"); either way the driver holds a `CoordinatorHandle`."""
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import logging
 import os
@@ -33,7 +32,7 @@ from .worker_process import tune_worker_process
 log = logging.getLogger("raysampler.runtime")
 
 CANCEL_POLL_S = 0.1  # how often a set-up call on Ray looks at its cancel event while it waits
-CPU_RELEASE_WAIT_S = 2.0  # the longest a kept coordinator waits for its last run's worker CPUs to be free again
+CPU_RELEASE_WAIT_S = 0.5  # the longest a kept coordinator waits for its last run's worker CPUs (`_await_release`)
 
 
 class CoordinatorHost:
@@ -123,8 +122,7 @@ class CoordinatorHost:
             self._release = (free_cpus() + len(pool.actors), time.monotonic() + CPU_RELEASE_WAIT_S)
         if pool is not None:
             pool.close()
-        gc.collect()  # the run's arrays go now, not when a later run's allocations happen to collect them
-        return True
+        return True  # no gc.collect(): it found nothing to free here and took longer than the run's set-up
 
     def _await_release(self) -> None:
         """Wait (boundedly) for the last run's worker actors' CPUs, so that a run hosted right after it plans as
