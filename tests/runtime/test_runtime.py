@@ -326,9 +326,10 @@ def test_a_closed_coordinator_actor_hosts_the_next_run_and_draws_the_same(
     np.testing.assert_array_equal(none_kept, draws)
 
 
-def test_a_failed_starts_coordinator_actor_is_not_kept(ray_session, breast_cancer):
-    """Only a clean close keeps the actor: a run whose start failed on the kept actor leaves nothing for the next (a
-    pool half built may hold worker actors that only the actor's death ends)."""
+def test_more_actors_than_free_cpus_is_refused_and_the_actor_is_not_kept(ray_session, breast_cancer):
+    """max_actors above the free CPUs is refused at the start; that start ran on the actor a clean run kept
+    (RAYSAMPLER_WARM_HOSTS), and a failed start kills it rather than keep it (a pool half built may hold worker
+    actors that only the actor's death ends)."""
     from raysampler.runtime.warm_hosts import WARM_HOSTS
 
     X, y = breast_cancer
@@ -337,28 +338,8 @@ def test_a_failed_starts_coordinator_actor_is_not_kept(ray_session, breast_cance
     rs.sample(rs.models.LogisticRegression(), rs.shard(X, y, num_shards=2), **kw)
     assert WARM_HOSTS.count() == 1
     with pytest.raises(ValueError, match="max_actors"):
-        rs.sample(
-            rs.models.LogisticRegression(),
-            rs.shard(X, y, num_shards=4),
-            executor="ray",
-            max_actors=8,
-            num_rounds=5,
-            progress=False,
-        )
+        rs.sample(rs.models.LogisticRegression(), rs.shard(X, y, num_shards=4), max_actors=8, **kw)
     assert WARM_HOSTS.count() == 0
-
-
-def test_more_actors_than_free_cpus_is_refused(ray_session, breast_cancer):
-    X, y = breast_cancer
-    with pytest.raises(ValueError, match="max_actors"):
-        rs.sample(
-            rs.models.LogisticRegression(),
-            rs.shard(X, y, num_shards=4),
-            executor="ray",
-            max_actors=8,
-            num_rounds=5,
-            progress=False,
-        )
 
 
 def test_balancer_equalises_processes_when_shards_share_one():
