@@ -114,6 +114,7 @@ class Run:
             warmup_auto=opts.warmup_auto,
             chains_auto=opts.chains_auto,
             converges=opts.auto and not algorithm.private_noise,
+            budgeted=opts.time_budget_s is not None and not algorithm.private_noise,
             chains_cap=opts.max_chains,
         )
         if resume_from is not None and opts.chains_auto and resume_from.setup.chains is not None:

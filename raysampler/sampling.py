@@ -59,7 +59,8 @@ def sample(
     """Sample the posterior of `model` given data split into `shards`.
 
     `chains`: a number, or "auto" (default): 4, 16 where the run stops on convergence (num_rounds="auto": the
-    many-chain rule then stops after about a hundred draws a chain), or more where a round is bound by the link to
+    many-chain rule then stops after about a hundred draws a chain) or at `time_budget_s` (more draws in the same
+    time), or more where a round is bound by the link to
     far sites rather than by their compute (chosen at set-up; `result.setup.chains` says how many and why), at most
     `max_chains` (default 64).
     `burn_in` rounds come first and are discarded (default: max(100, num_rounds // 10), or with num_rounds="auto"

@@ -58,6 +58,9 @@ class RunConfig:
     #: the driver stops the run on convergence (num_rounds="auto"): chains="auto" may choose the many-chain rule's
     #: count (`choose_chains`); False in the DP mode, whose privacy budget the chains share
     converges: bool = False
+    #: the run ends at its time budget (`time_budget_s`): chains="auto" takes the many-chain count too, since the
+    #: budget, not the rounds, bounds the run and more chains draw more in a round; False in the DP mode
+    budgeted: bool = False
     #: with chains_auto, the most chains the set-up may choose (None: `links.CHAINS_AUTO_MAX`)
     chains_cap: int | None = None
     #: the sites' terms reach the coordinator only as masked secure sums (`privacy.secure_sum`; DG-LMC)

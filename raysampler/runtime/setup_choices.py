@@ -29,7 +29,9 @@ def _chains_for(pool: WorkerPool, model: Model, config: RunConfig, facts: Sequen
     by_shard = {f.shard: f for f in facts}
     elements = [sum(float(np.prod(by_shard[i].x_shape)) * per_element for i in g) for g in pool.groups]
     rows = [sum(int(by_shard[i].n_rows) for i in g) for g in pool.groups]
-    return choose_chains(config.chains, pool.links(), elements, rows, config.converges, config.chains_cap)
+    return choose_chains(
+        config.chains, pool.links(), elements, rows, config.converges, config.chains_cap, config.budgeted
+    )
 
 
 def _pipeline_refusal(algorithm: Algorithm, config: RunConfig, state: Any, dp: bool) -> str | None:

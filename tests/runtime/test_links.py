@@ -151,6 +151,25 @@ def test_choose_chains_for_a_run_that_stops_on_convergence(links, elements, rows
     assert ("stops on convergence" in choice.reason) == (expected >= MANY_CHAINS), choice.reason
 
 
+def test_choose_chains_for_a_run_that_ends_at_its_time_budget():
+    """A time budget, not the rounds, bounds the run: the many-chain count, within the memory and the cap, and the
+    link's doubling from it; a plain fixed-length run keeps the default."""
+    choice = choose_chains(4, (), [1e4], [300], budgeted=True)
+    assert choice.chains == MANY_CHAINS and "time budget" in choice.reason, choice
+    assert choose_chains(4, (_link(0.1),), [1e4], [300], budgeted=True).chains == CHAINS_AUTO_MAX
+    assert choose_chains(4, (), [1e4], [300], budgeted=True, cap=8).chains == 4
+    assert choose_chains(4, (), [1e3], [500_000], budgeted=True).chains == 4  # 16 chains would not fit
+    assert choose_chains(4, (), [1e4], [300]).chains == 4
+
+
+@pytest.mark.filterwarnings("ignore::raysampler.diagnostics.RunWarning")  # a short budget: the chain count is tested
+def test_chains_auto_is_sixteen_in_a_run_with_a_time_budget(data):
+    r = _run(data, num_rounds=10**6, burn_in=10, time_budget_s=0.5)
+    assert r.draws.shape[0] == MANY_CHAINS and r.setup.chains is not None and r.setup.chains.auto
+    assert "time budget" in r.setup.chains.reason
+    assert r.outcome is not None and r.outcome.stop_reason == StopReason.TIME_BUDGET
+
+
 @pytest.mark.filterwarnings("ignore::raysampler.diagnostics.RunWarning")  # 60 rounds: the chain count is tested
 def test_chains_auto_is_sixteen_in_a_run_that_stops_on_convergence(data):
     r = _run(data, num_rounds="auto", max_rounds=60, burn_in=10)

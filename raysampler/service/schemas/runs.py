@@ -493,7 +493,8 @@ class RunSpec(BaseModel):
     chains: Annotated[int, Field(ge=1, le=4096)] | Literal["auto"] = Field(
         default="auto",
         description='chains, or "auto": 4, 16 where the run stops on convergence (num_rounds "auto": the many-chain '
-        "rule, nested R-hat, then stops after about a hundred draws a chain), or more where a round is bound by the "
+        "rule, nested R-hat, then stops after about a hundred draws a chain) or at a time budget (time_budget_s: "
+        "more draws in the same time), or more where a round is bound by the "
         "link to far sites rather than by their compute (chosen at set-up; the run's plan says how many and why)",
     )
     max_chains: Annotated[int, Field(ge=1, le=4096)] | None = Field(
