@@ -162,13 +162,16 @@ def choose_chains(
     converges: bool = False,
     cap: int | None = None,
     budgeted: bool = False,
+    fixed: Sequence[float] = (),
 ) -> ChainsChoice:
     """chains="auto": `base` chains; MANY_CHAINS where the run stops on convergence (`converges`): the many-chain
     rule (nested R-hat) then stops after about a hundred draws a chain, where split R-hat on `base` chains needs
     long ones, so the run takes fewer rounds of at most MANY_CHAINS / `base` times the cost; MANY_CHAINS too where
     the run ends at a time budget (`budgeted`): its length is the budget's, and a round of MANY_CHAINS chains draws
     MANY_CHAINS / `base` times as much for less than that times the cost wherever a round's fixed cost counts
-    (docs/performance.md, "Measurements behind choices in the code"); then doubled while a
+    (docs/performance.md, "Measurements behind choices in the code"), and doubled from there while the chains'
+    predicted compute stays within the round's fixed compute (`fixed[k]`: process k's work that no chain count
+    changes, the model's `work_per_step` for each of its shards); then doubled while a
     round stays bound by the slowest far link (its set-up RTT at least the round's predicted compute at the doubled
     count: a round then costs at most twice the link's RTT, for twice the chains, and the run needs fewer rounds).
     Every count is bounded by the chains' temporaries in memory and by `cap` (at most CHAINS_AUTO_MAX; a count the
@@ -186,7 +189,16 @@ def choose_chains(
         why = f"the run stops on convergence: {k} chains, whose nested R-hat can stop after about 100 draws a chain; "
     elif budgeted and k < MANY_CHAINS and fits(MANY_CHAINS):
         k = MANY_CHAINS
-        why = f"the run ends at its time budget: {k} chains, which draw more in each round of it; "
+        per_chain, floor = ELEMENT_CHAIN_S * max(elements, default=0.0), ELEMENT_CHAIN_S * max(fixed, default=0.0)
+        while fits(2 * k) and 2 * k * per_chain <= floor:
+            k *= 2
+        why = f"the run ends at its time budget: {k} chains, which draw more in each round of it" + (
+            f" (a predicted {1e3 * k * per_chain:.2f} ms of compute for them against {1e3 * floor:.2f} ms a round "
+            "costs whatever its chains)"
+            if k > MANY_CHAINS
+            else ""
+        )
+        why += "; "
     rtt = far_rtt(links)
     if rtt is None or rtt < FAR_RTT_S:
         what = "no link" if rtt is None else f"the slowest link's RTT is {1e3 * rtt:.1f} ms"

@@ -22,15 +22,18 @@ from .links import ChainsChoice, PipelineChoice, choose_chains, choose_pipeline,
 
 def _chains_for(pool: WorkerPool, model: Model, config: RunConfig, facts: Sequence[ShardFacts]) -> ChainsChoice:
     """The run's chain count: as configured, or with `chains_auto` `choose_chains`' pick from whether the run stops
-    on convergence, the pool's links (measured when it described its shards) and each process's work."""
+    on convergence or at a time budget, the pool's links (measured when it described its shards) and each process's
+    work (per element and chain, and fixed)."""
     if not config.chains_auto:
         return ChainsChoice(config.chains, False, "as asked", far_rtt(pool.links()))
-    per_element = float(as_model(model).work_per_element())
+    m = as_model(model)
+    per_element, per_step = float(m.work_per_element()), float(m.work_per_step())
     by_shard = {f.shard: f for f in facts}
     elements = [sum(float(np.prod(by_shard[i].x_shape)) * per_element for i in g) for g in pool.groups]
     rows = [sum(int(by_shard[i].n_rows) for i in g) for g in pool.groups]
+    fixed = [per_step * len(g) for g in pool.groups]
     return choose_chains(
-        config.chains, pool.links(), elements, rows, config.converges, config.chains_cap, config.budgeted
+        config.chains, pool.links(), elements, rows, config.converges, config.chains_cap, config.budgeted, fixed
     )
 
 

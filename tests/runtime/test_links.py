@@ -160,6 +160,12 @@ def test_choose_chains_for_a_run_that_ends_at_its_time_budget():
     assert choose_chains(4, (), [1e4], [300], budgeted=True, cap=8).chains == 4
     assert choose_chains(4, (), [1e3], [500_000], budgeted=True).chains == 4  # 16 chains would not fit
     assert choose_chains(4, (), [1e4], [300]).chains == 4
+    # a group model's shards: each step's fixed work (`work_per_step`) dwarfs a chain's, so chains are doubled while
+    # their predicted compute stays within it: 32 chains at 0.1 ms each fit 6 ms, 64 do not
+    many = choose_chains(4, (), [1e5], [500], budgeted=True, fixed=[6e6])
+    assert many.chains == 32 and "whatever its chains" in many.reason, many
+    assert choose_chains(4, (), [1e5], [500], budgeted=True, fixed=[6e6], cap=16).chains == MANY_CHAINS
+    assert choose_chains(4, (), [1e5], [500], converges=True, fixed=[6e6]).chains == MANY_CHAINS  # budgets only
 
 
 @pytest.mark.filterwarnings("ignore::raysampler.diagnostics.RunWarning")  # a short budget: the chain count is tested
