@@ -125,10 +125,10 @@ class DataSpec:
 #: element-chain (benchmarks/perf/groups.py, hot_path.py; docs/performance.md, "Measurements behind choices in the
 #: code": the weight's order of magnitude stands).
 LOCAL_PARAMS_WORK = 50.0
-#: The same sweep's fixed work per local step of one shard, in element-chains, whatever the shard's size: about 1.5
-#: ms of NumPy calls per group shard and step, which a radon-sized shard (a few hundred rows) pays as much as a large
-#: one, and which one process pays once per shard it owns, one after another (benchmarks/perf/default_run.py,
-#: radon_sized; docs/performance.md, "Measurements behind choices in the code").
+#: The same sweep's fixed work per local step of one shard, in element-chains, whatever the shard's size: its NumPy
+#: calls, which a radon-sized shard (a few hundred rows) pays as much as a large one, and which one process pays once
+#: per shard it owns, one after another (benchmarks/perf/default_run.py, radon_sized; docs/performance.md,
+#: "Measurements behind choices in the code").
 LOCAL_PARAMS_STEP_WORK = 3_000_000.0
 
 
