@@ -112,9 +112,9 @@ class CoordinatorHost:
     def stats(self) -> RunStats:
         return self._coordinator().stats()
 
-    def close(self) -> bool:
-        """Close the pool (its worker actors killed) and drop the run: True once nothing of it is left here, so that
-        in Ray mode this process may host the driver's next run (`warm_hosts`)."""
+    def close(self) -> None:
+        """Close the pool (its worker actors killed) and drop the run, so that in Ray mode this process may host the
+        driver's next run (`warm_hosts`: only once this returns without an error)."""
         pool, self.pool, self.coordinator = self.pool, None, None
         for name in ("model", "algorithm", "config"):
             self.__dict__.pop(name, None)
@@ -122,7 +122,7 @@ class CoordinatorHost:
             self._release = (free_cpus() + len(pool.actors), time.monotonic() + CPU_RELEASE_WAIT_S)
         if pool is not None:
             pool.close()
-        return True  # no gc.collect(): it found nothing to free here and took longer than the run's set-up
+        # no gc.collect(): it found nothing to free here and took longer than a small run's set-up
 
     def _await_release(self) -> None:
         """Wait (boundedly) for the last run's worker actors' CPUs, so that a run hosted right after it plans as
@@ -193,6 +193,7 @@ class RayHandle:
         self.actor, self._ray, self.cancel = actor, ray, cancel
         self._killed = False
         self._keep, self._key = keep, key  # closed cleanly, the actor is kept for the next run (`warm_hosts`)
+        self._kept = False  # handed on: the actor is no longer this handle's to close or kill
 
     def _get(self, ref: Any, interruptible: bool = False) -> Any:
         if interruptible and self.cancel is not None:
@@ -231,21 +232,24 @@ class RayHandle:
         return self._get(self.actor.stats.remote())
 
     def close(self) -> None:
-        if self._killed:  # cancelled mid-call: a graceful close would queue behind that call
+        if self._killed or self._kept:  # cancelled mid-call: a graceful close would queue behind that call
             return
         clean = False
         try:
-            clean = bool(self._ray.get(self.actor.close.remote()))
+            self._ray.get(self.actor.close.remote())
+            clean = True
         except Exception:
             pass  # closing must not mask the error that ended the run
         finally:
             if clean and self._key is not None and WARM_HOSTS.give_back(self._key, self.actor, self._keep):
-                self._killed = True  # this handle is done with it; the next run's takes it
+                self._kept = True
             else:
                 self.kill()
 
     def kill(self) -> None:
         """Stop the coordinator actor now; the worker actors it started die with it (Ray's owner fate-sharing)."""
+        if self._kept:  # another run's coordinator now
+            return
         self._killed = True
         self._ray.kill(self.actor)
 
