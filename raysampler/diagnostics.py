@@ -221,14 +221,15 @@ def ess_mean(x: np.ndarray) -> np.ndarray:
     if h < 2 or not live.any():
         return out
     z = np.ascontiguousarray(y[:, :, live].transpose(0, 2, 1))  # (m, d', h): each chain's draws contiguous
-    z -= z.mean(axis=2, keepdims=True)
+    chain_means = z.mean(axis=2, keepdims=True)
+    z -= chain_means
     size = scipy.fft.next_fast_len(2 * h, real=True)
     f = scipy.fft.rfft(z, n=size, axis=2)
     mean_acov = (scipy.fft.irfft(f.real**2 + f.imag**2, n=size, axis=2)[:, :, :h] / h).mean(axis=0).T  # (h, d')
     mean_var = mean_acov[0] * h / (h - 1.0)
     var_plus = mean_var * (h - 1.0) / h
     if m > 1:
-        var_plus = var_plus + np.var(y[:, :, live].mean(axis=1), axis=0, ddof=1)
+        var_plus = var_plus + np.var(chain_means[:, :, 0], axis=0, ddof=1)
     rho = 1.0 - (mean_var - mean_acov) / var_plus  # the autocorrelations ρ̂_t, (h, d')
     # Geyer's initial positive sequence: pairs P_k = ρ̂_2k + ρ̂_2k+1 (P_0 = 1 + ρ̂_1) are taken while the last is
     # positive, for k < (h − 2) / 2; the monotone sequence caps each at the ones before (a running minimum); the
