@@ -6,9 +6,9 @@ of a small model's default run (docs/performance.md, "Measurements behind choice
 actor reserves no CPU (`num_cpus=0`), and a closed `CoordinatorHost` holds nothing of its run
 (`CoordinatorHost.close` drops its pool and coordinator, whose worker actors it killed), so keeping
 `RAYSAMPLER_WARM_HOSTS` of them idle costs only their memory. Only a host whose close succeeded is kept: one whose
-run was cancelled, failed to start, or lost its process is killed, and one found dead when taken is replaced. Hosts
-are kept per Ray session and node (the driver's, where coordinators run), so a new
-`ray.init` never gets a handle of an earlier cluster.
+run was cancelled during its set-up, failed to start, or lost its process is killed, and one found dead when taken
+is replaced. Hosts are kept per Ray session and node (the driver's, where coordinators run), so a new `ray.init`
+never gets a handle of an earlier cluster.
 """
 
 from __future__ import annotations
